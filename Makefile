@@ -1,0 +1,126 @@
+# Tessera — one flat Makefile.
+#   make            build libtessera.a and build/tessera
+#   make test       build and run the Criterion tests
+#   make check      the same tests under AddressSanitizer + UBSan (separate build dir)
+#   make bench      build and run the benchmarks in bench/
+#   make demo       install missing packages, build, answer the 70B-on-64-GPUs question
+#   make install    PREFIX=/usr/local: binary and zoo
+# Knobs (0/1): CUDA ASAN UBSAN DEBUG WERROR.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+CUDA    ?= 0
+ASAN    ?= 0
+UBSAN   ?= 0
+DEBUG   ?= 0
+WERROR  ?= 0
+BUILD   ?= build
+
+# The zoo is read from the source tree unless installed (see common/paths.h).
+DATA_DIR ?= $(CURDIR)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
+           -Wpointer-arith -Wcast-qual -Wundef
+CFLAGS  ?= $(if $(filter 1,$(DEBUG)),-O0 -g3,-O2 -g)
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -I. -MMD -MP -DTS_DATA_DIR='"$(DATA_DIR)"'
+LDLIBS  := -lcjson -lglpk -lopenblas -lm
+
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+CFLAGS  += $(MPI_CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS  += $(MPI_LIBS)
+
+SAN :=
+ifeq ($(ASAN),1)
+SAN += -fsanitize=address -fno-omit-frame-pointer
+endif
+ifeq ($(UBSAN),1)
+SAN += -fsanitize=undefined -fno-sanitize-recover=undefined
+endif
+ifeq ($(WERROR),1)
+CFLAGS += -Werror
+endif
+CFLAGS  += $(SAN)
+LDFLAGS += $(SAN)
+
+LIB_DIRS := common models planner sim exec reports
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+
+# CUDA backend: .cu files in exec/, compiled only with CUDA=1 (the Makefile probes nvcc).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CU_SRCS := $(wildcard exec/*.cu)
+ifeq ($(CUDA),1)
+ifeq ($(wildcard $(NVCC)),)
+$(error CUDA=1 but nvcc was not found (looked for $(NVCC)))
+endif
+$(info ✓ nvcc found ($(NVCC)), building CUDA backend: $(words $(CU_SRCS)) .cu file(s))
+CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+CFLAGS  += -DTS_CUDA=1 -I/usr/local/cuda/include
+LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublas -lnccl -lstdc++
+NVFLAGS := -O2 -I. -I/usr/local/cuda/include $(if $(filter 1,$(WERROR)),-Werror all-warnings)
+else
+CU_OBJS :=
+endif
+
+LIB  := $(BUILD)/libtessera.a
+BIN  := $(BUILD)/tessera
+CLI_SRCS := $(wildcard cli/*.c)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+TEST_SRCS := $(wildcard tests/*.c)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+TEST_BIN  := $(BUILD)/tessera-tests
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
+
+.PHONY: all test check bench demo install deps clean
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(CLI_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -lcriterion -o $@
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+# Tests find the CLI and the zoo through these variables (tests/helpers.h).
+test: $(BIN) $(TEST_BIN)
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2
+
+check:
+	$(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
+
+bench: $(BIN) $(BENCH_BINS)
+	@for b in $(BENCH_BINS); do echo "== $$b"; TESSERA_DATA=$(CURDIR) $$b || exit 1; done
+
+deps:
+	bash scripts/deps.sh
+
+demo: deps
+	$(MAKE) all
+	./$(BIN) plan --model llama2-70b --system h100-sxm-dgx --gpus 64 --global-batch 1024 --seq 4096
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/tessera/models
+	$(MAKE) BUILD=$(BUILD)-install DATA_DIR=$(PREFIX)/share/tessera all
+	install -m 755 $(BUILD)-install/tessera $(DESTDIR)$(PREFIX)/bin/tessera
+	cp -r models/llm models/systems $(DESTDIR)$(PREFIX)/share/tessera/models/
+
+clean:
+	rm -rf build build-check build-install
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d)

@@ -1,0 +1,67 @@
+/* Reading and writing Tessera's JSON files through cJSON, with errors that name the place.
+ *
+ * Every loader reads fields through a ts_jreader, which knows the file name and the JSON path of
+ * the object it reads, so a bad field becomes one line such as
+ *     models/llm/x.json: $.moe.top_k: expected an integer in [1, 256], got 0
+ * Numbers may be written plainly (80e9) or as {"value": 80e9, "source": "..."} so that every figure
+ * of a spec can carry where it came from; readers accept both. */
+#ifndef TS_JSON_H
+#define TS_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef struct {
+    const char *file; /* shown in messages; not owned */
+    char path[256];   /* JSON path of the object being read, "$" at the root */
+} ts_jreader;
+
+/* Parses `path` into a cJSON tree that the caller frees with cJSON_Delete. A syntax error names
+ * the file, line and column. Files over 64 MiB are refused. */
+ts_status ts_json_load_file(const char *path, cJSON **out);
+/* Same for text already in memory; `name` is used in messages. */
+ts_status ts_json_parse(const char *name, const char *text, cJSON **out);
+
+void ts_jreader_root(ts_jreader *r, const char *file);
+/* A reader for the child object or array element `key` (or `[index]` when key is NULL). */
+void ts_jreader_child(const ts_jreader *parent, const char *key, int index, ts_jreader *child);
+
+/* Field readers. When the field is absent: required → TS_ERR_INPUT, else *out = def.
+ * Wrong type, non-finite or out-of-range values → TS_ERR_INPUT naming file, path, expected, got. */
+ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                    int64_t min, int64_t max, int64_t def, int64_t *out);
+ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                    double min, double max, double def, double *out);
+ts_status ts_jr_bool(const ts_jreader *r, const cJSON *obj, const char *key, int required, int def,
+                     int *out);
+ts_status ts_jr_str(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                    const char *def, char *buf, size_t cap);
+/* One of `names` (NULL-terminated); *out is its index. */
+ts_status ts_jr_enum(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                     const char *const *names, int def, int *out);
+/* An object member: *out is NULL when absent and not required. */
+ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                    const cJSON **out);
+
+/* A short description of a JSON value's type for "got ..." ("a string", "null", "an array"). */
+const char *ts_json_type_name(const cJSON *item);
+
+/* Writes `len` bytes to `path` atomically: a temporary file beside it, fsync, then rename, so a
+ * reader never sees a truncated file. "-" writes to stdout. */
+ts_status ts_write_file_atomic(const char *path, const char *data, size_t len);
+/* Prints `root` formatted and writes it atomically, with a trailing newline. */
+ts_status ts_json_write_file(const char *path, const cJSON *root);
+
+/* cJSON builders return NULL when out of memory; this records it and jumps to `label`. */
+#define TS_CJSON_GOTO(expr, res, label)                                                            \
+    do {                                                                                           \
+        if ((expr) == NULL) {                                                                      \
+            (res) = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory in %s", #expr);                    \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#endif

@@ -1,0 +1,107 @@
+/* A decoder-only transformer: what the planner, simulator and executor need to know of a model.
+ *
+ * Loaded from Tessera's own JSON (models/llm/*.json, schema in README "File formats") or from a
+ * Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, DeepSeek-V3, GPT-2, GPT-NeoX, BLOOM,
+ * OPT). A ts_model is a plain value: it owns no heap memory, so it can be copied freely and needs
+ * no _free. */
+#ifndef TS_MODEL_H
+#define TS_MODEL_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef enum {
+    TS_ACT_GELU,   /* 2-matrix MLP: h -> ffn -> h (GPT-2/3, NeoX, BLOOM, OPT uses relu: same shape) */
+    TS_ACT_SWIGLU, /* 3-matrix gated MLP: gate and up h -> ffn, down ffn -> h (Llama, Mistral) */
+    TS_ACT_RELU2,  /* 2-matrix MLP with squared ReLU (Nemotron-4) */
+    TS_ACT_COUNT
+} ts_activation;
+
+typedef enum { TS_NORM_RMSNORM, TS_NORM_LAYERNORM, TS_NORM_COUNT } ts_norm;
+typedef enum { TS_POS_ROPE, TS_POS_LEARNED, TS_POS_ALIBI, TS_POS_COUNT } ts_position;
+
+/* Names as written in JSON, indexed by the enums above; NULL-terminated. */
+extern const char *const ts_activation_names[];
+extern const char *const ts_norm_names[];
+extern const char *const ts_position_names[];
+
+/* Mixture of experts. experts == 0 means a dense model and the other fields are ignored. */
+typedef struct {
+    int experts;            /* routed experts per MoE layer */
+    int top_k;              /* routed experts per token */
+    int64_t expert_ffn;     /* hidden size of one routed expert's MLP */
+    int shared_experts;     /* always-on experts per MoE layer (DeepSeek) */
+    int64_t shared_ffn;     /* hidden size of one shared expert's MLP */
+    int first_dense;        /* layers [0, first_dense) are dense (DeepSeek-V3: 3) */
+    int every;              /* after first_dense, every `every`-th layer is MoE (1 = all) */
+    double capacity_factor; /* expert capacity = cf * top_k * tokens / experts; 0 = dropless */
+} ts_moe;
+
+/* Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0 means ordinary (GQA) attention.
+ * Parameters are counted exactly; FLOPs and activations are approximated (see count.h). */
+typedef struct {
+    int q_lora_rank; /* 0: queries projected directly from h */
+    int kv_lora_rank;
+    int qk_nope_dim; /* per-head query/key dims without rotary */
+    int qk_rope_dim; /* per-head rotary dims (the rotary key is shared across heads) */
+    int v_dim;       /* per-head value dim */
+} ts_mla;
+
+typedef struct {
+    char name[64];
+    char source[256]; /* where the figures come from (paper, model card, config.json) */
+    int layers;
+    int64_t hidden;
+    int heads;
+    int kv_heads;       /* == heads for MHA, 1 for MQA */
+    int head_dim;       /* usually hidden / heads */
+    int64_t ffn_hidden; /* dense MLP hidden size */
+    int64_t vocab;
+    int64_t max_seq;
+    ts_activation activation;
+    ts_norm norm;
+    ts_position position;
+    int tied_embeddings; /* LM head shares the input embedding matrix */
+    int qkv_bias;        /* biases on the Q, K, V projections (Qwen2, GPT-2, ...) */
+    int linear_bias;     /* biases on the attention output and MLP matrices (GPT-2, BLOOM, ...) */
+    int embed_norm;      /* a norm right after the embedding (BLOOM) */
+    int dropout;         /* training keeps dropout masks (1 byte per element, Korthikanti 2022) */
+    ts_moe moe;
+    ts_mla mla;
+    int mtp_layers; /* extra multi-token-prediction layers (DeepSeek-V3: 1), counted separately */
+} ts_model;
+
+/* Loads a zoo name ("llama2-70b", looked up in models/llm/ under the data directory), a path to
+ * Tessera's JSON, or a path to a Hugging Face config.json (detected by "model_type" or
+ * "architectures"). Bad input: TS_ERR_INPUT naming file, JSON path, expected vs got. */
+ts_status ts_model_load(const char *name_or_path, ts_model *out);
+/* Same from an already-parsed tree; `file` names it in messages. */
+ts_status ts_model_from_json(const char *file, const cJSON *root, ts_model *out);
+/* Tessera's JSON form of `m` (round-trips through ts_model_from_json). NULL when out of memory. */
+cJSON *ts_model_to_json(const ts_model *m);
+
+/* Checks the cross-field rules (heads divisible by kv_heads, top_k <= experts, ...). */
+ts_status ts_model_validate(const char *file, const ts_model *m);
+
+/* Parameter counts (exact for the supported architectures; doubles so absurd sizes such as
+ * 1e15 parameters cannot overflow). */
+typedef struct {
+    double total;     /* every parameter, each tied matrix once */
+    double active;    /* used per token: top_k routed + shared experts */
+    double embedding; /* input embedding (+ learned positions) */
+    double lm_head;   /* 0 when tied */
+    double per_layer_dense; /* one dense layer (attention + MLP + norms) */
+    double per_layer_moe;   /* one MoE layer with all experts (0 for dense models) */
+    double expert;          /* one routed expert's MLP */
+    double attention;       /* one layer's attention block (projections, biases) */
+    double mtp;             /* multi-token-prediction modules, NOT included in total/active */
+} ts_param_count;
+
+void ts_model_params(const ts_model *m, ts_param_count *out);
+int ts_model_layer_is_moe(const ts_model *m, int layer);
+/* Parameters of layer `layer` (all experts counted). */
+double ts_model_layer_params(const ts_model *m, int layer);
+
+#endif

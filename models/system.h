@@ -1,0 +1,76 @@
+/* A training system: GPUs, the node they sit in, and the fabric between nodes, with the
+ * efficiencies that real software achieves on them.
+ *
+ * Loaded from models/systems/*.json (schema in README "File formats"); every figure may be written
+ * as {"value": x, "source": "..."}. `tessera calibrate` writes the same schema from measurements.
+ * Efficiencies live here, never in code: the cost model reads them from this struct. A ts_system
+ * is a plain value (no heap memory, no _free). */
+#ifndef TS_SYSTEM_H
+#define TS_SYSTEM_H
+
+#include <cjson/cJSON.h>
+
+#include "common/status.h"
+
+typedef enum { TS_DTYPE_BF16, TS_DTYPE_FP16, TS_DTYPE_FP8, TS_DTYPE_FP32, TS_DTYPE_COUNT } ts_dtype;
+extern const char *const ts_dtype_names[]; /* "bf16", "fp16", "fp8", "fp32"; NULL-terminated */
+
+#define TS_EFF_POINTS_MAX 16
+
+/* GEMM efficiency (achieved / peak) as a function of one GEMM's FLOPs (2*m*n*k): piecewise
+ * linear in log10(flops) between points, flat outside. Fitted to published or measured GEMM
+ * throughput; the system file says which. */
+typedef struct {
+    int n;
+    double flops[TS_EFF_POINTS_MAX];
+    double eff[TS_EFF_POINTS_MAX];
+} ts_eff_curve;
+
+typedef struct {
+    char name[64];
+    char source[256];
+
+    /* GPU */
+    char gpu_name[64];
+    double hbm_bytes;                    /* device memory */
+    double hbm_bytes_per_s;              /* peak HBM bandwidth */
+    double peak_flops[TS_DTYPE_COUNT];   /* dense tensor-core peak per dtype; 0 = unsupported */
+    double power_w;                      /* board power, 0 = unknown */
+
+    /* node */
+    int gpus_per_node;
+    double link_bytes_per_s; /* NVLink per GPU, one direction */
+    double link_latency_s;
+
+    /* fabric between nodes */
+    double nic_bytes_per_s; /* per GPU, one direction */
+    double nic_latency_s;
+    int rail_optimized;     /* GPU i of every node shares a leaf switch */
+
+    /* what software achieves */
+    ts_eff_curve gemm_eff;
+    double attention_eff;      /* flash-attention FLOP efficiency vs peak */
+    double hbm_eff;            /* fraction of HBM bandwidth memory-bound kernels reach */
+    double link_busbw_eff;     /* NCCL bus bandwidth / link bandwidth inside a node */
+    double nic_busbw_eff;      /* NCCL bus bandwidth / NIC bandwidth across nodes */
+    double overlap_slowdown;   /* compute slows by this fraction while communication overlaps */
+    double tp_comm_overlap;    /* fraction of TP communication hidden behind GEMMs */
+    double dp_comm_overlap;    /* fraction of the overlappable window DP/ZeRO traffic can use */
+
+    /* memory the model cannot use */
+    double reserved_bytes;     /* CUDA context, NCCL and library workspaces */
+    double headroom_frac;      /* allocator fragmentation reserve, fraction of hbm_bytes */
+} ts_system;
+
+/* Zoo name ("h100-sxm-dgx", looked up in models/systems/) or path. */
+ts_status ts_system_load(const char *name_or_path, ts_system *out);
+ts_status ts_system_from_json(const char *file, const cJSON *root, ts_system *out);
+cJSON *ts_system_to_json(const ts_system *s);
+
+/* The efficiency curve at `flops` (log-linear interpolation, clamped at the ends). */
+double ts_eff_at(const ts_eff_curve *c, double flops);
+
+/* Bytes the model may use on one GPU: hbm * (1 - headroom) - reserved. */
+double ts_system_usable_bytes(const ts_system *s);
+
+#endif
