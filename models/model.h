@@ -1,6 +1,6 @@
 /* A decoder-only transformer: what the planner, simulator and executor need to know of a model.
  *
- * Loaded from Tessera's own JSON (models/llm/*.json, schema in README "File formats") or from a
+ * Loaded from Tessera's own JSON (models/llm/NAME.json, schema in README "File formats") or from a
  * Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, DeepSeek-V3, GPT-2, GPT-NeoX, BLOOM,
  * OPT). A ts_model is a plain value: it owns no heap memory, so it can be copied freely and needs
  * no _free. */
@@ -63,6 +63,9 @@ typedef struct {
     ts_activation activation;
     ts_norm norm;
     ts_position position;
+    int position_offset; /* extra rows of a learned position table (OPT: 2) */
+    int64_t embed_dim;   /* word-embedding width when it differs from hidden, with project_in/out
+                            matrices between the two (OPT-350m: 512); 0 = hidden */
     int tied_embeddings; /* LM head shares the input embedding matrix */
     int qkv_bias;        /* biases on the Q, K, V projections (Qwen2, GPT-2, ...) */
     int linear_bias;     /* biases on the attention output and MLP matrices (GPT-2, BLOOM, ...) */

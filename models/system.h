@@ -1,8 +1,8 @@
 /* A training system: GPUs, the node they sit in, and the fabric between nodes, with the
  * efficiencies that real software achieves on them.
  *
- * Loaded from models/systems/*.json (schema in README "File formats"); every figure may be written
- * as {"value": x, "source": "..."}. `tessera calibrate` writes the same schema from measurements.
+ * Loaded from models/systems/NAME.json (schema in README "File formats"); every figure may be
+ * written as {"value": x, "source": "..."}. `tessera calibrate` writes the same schema from measurements.
  * Efficiencies live here, never in code: the cost model reads them from this struct. A ts_system
  * is a plain value (no heap memory, no _free). */
 #ifndef TS_SYSTEM_H

@@ -1,0 +1,54 @@
+/* Benchmark: the planner's predictions against published measurements (planner/published.h):
+ * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times.
+ * Prints a table per source with the error of each row, then median and worst absolute error.
+ * Exit status 1 when a row is off by more than 15% or a Megatron layout is not in the top 5. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/paths.h"
+#include "planner/published.h"
+
+static int cmp_abs(const void *a, const void *b) {
+    double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "");
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s/../shared/validation", ts_data_dir());
+    ts_pub_case *c;
+    int n;
+    ts_status st = ts_published_run(dir, &c, &n);
+    if (st != TS_OK) {
+        fprintf(stderr, "planner_accuracy: %s\n", ts_error_message());
+        return 1;
+    }
+    int bad = 0;
+    for (int kind = 0; kind < 2; kind++) {
+        double errs[64];
+        int k = 0;
+        printf(kind == 0 ? "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n"
+                         : "# NVIDIA dgxc recipes (H100, BF16): step time, s\n");
+        printf("# %-36s %5s %3s %3s %4s %9s %9s %7s %4s  %s\n", "case", "gpus", "tp", "pp", "dp",
+               "published", "predicted", "error%", "rank", "predicted layout");
+        for (int i = 0; i < n; i++) {
+            if ((int)c[i].kind != kind) continue;
+            printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s\n", c[i].id, c[i].gpus, c[i].tp,
+                   c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error,
+                   kind == 0 ? (c[i].rank ? (char[8]){(char)('0' + c[i].rank % 10), 0} : "-") : "",
+                   c[i].layout);
+            errs[k++ < 64 ? k - 1 : 63] = c[i].error;
+            if (fabs(c[i].error) > 0.15 || (kind == 0 && (c[i].rank == 0 || c[i].rank > 5))) bad++;
+        }
+        qsort(errs, (size_t)k, sizeof errs[0], cmp_abs);
+        if (k)
+            printf("# %d rows: median |error| %.1f%%, worst %.1f%%\n\n", k,
+                   100 * fabs(k % 2 ? errs[k / 2] : 0.5 * (fabs(errs[k / 2 - 1]) + fabs(errs[k / 2]))),
+                   100 * fabs(errs[k - 1]));
+    }
+    free(c);
+    if (bad) printf("# %d rows outside ±15%% or not in the top 5\n", bad);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,37 @@
+/* `tessera`: the entry point. Dispatches to one subcommand per file; each parses its flags and
+ * calls the library. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const ts_command commands[] = {
+    {"plan", "rank the parallel layouts of a model on a system", cmd_plan},
+    {"models", "list the model zoo", cmd_models},
+    {"systems", "list the system zoo", cmd_systems},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tessera <command> [options]   (tessera <command> --help for its options)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit status: 0 ok, 2 bad input, 3 nothing fits, 1 other errors\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tessera: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

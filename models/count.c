@@ -1,0 +1,127 @@
+/* Exact parameter counts of a ts_model (declared in model.h).
+ *
+ * Everything is computed in doubles: the loaders admit sizes whose counts exceed 2^63, and a
+ * double is exact for integers below 2^53 (every real model).
+ *
+ * Per layer (h = hidden, a = heads * head_dim, k = kv_heads * head_dim, f = MLP hidden size):
+ *   attention   GQA: Q h*a, K and V h*k each, O a*h (Vaswani et al. 2017; GQA: Ainslie et al.
+ *               2023); qkv_bias adds a + 2k, linear_bias adds h.
+ *               MLA (DeepSeek-V2 §2.1, arXiv:2405.04434; transformers DeepseekV3Attention), with
+ *               n = heads, r = qk_rope_dim, d = qk_nope_dim, v = v_dim:
+ *                 q_a h*q_lora + q_a norm(q_lora), q_b q_lora*n*(d+r)   [q_lora = 0: q h*n*(d+r)]
+ *                 kv_a h*(kv_lora + r) + kv_a norm(kv_lora), kv_b kv_lora*n*(d+v), o n*v*h;
+ *               qkv_bias adds the q_a and kv_a biases, linear_bias the o bias.
+ *   MLP         SwiGLU: gate and up h*f, down f*h (Shazeer 2020); GELU/ReLU^2: up h*f, down f*h;
+ *               linear_bias adds f per h->f matrix and h.
+ *   norms       two per layer; RMSNorm h (a weight), LayerNorm 2h (weight and bias).
+ *   MoE layer   router h*experts (no bias), experts routed MLPs of expert_ffn, shared_experts
+ *               MLPs of shared_ffn (DeepSeekMoE, arXiv:2401.06066).
+ * Outside the layers: the word embedding V*e (e = embed_dim or h), learned positions
+ * (max_seq + position_offset)*h, an LM head V*e unless tied, a final norm, BLOOM's embedding norm,
+ * OPT-350m's project_in/out 2*e*h.
+ *
+ * Megatron-LM's closed form (Narayanan et al. SC'21, eq. 2),
+ *   P = 12*l*h^2 * (1 + 13/(12h) + (V + s)/(12*l*h)),
+ * is this count for a GPT with tied embeddings, learned positions and 4h MLP, less the final
+ * LayerNorm (2h) that eq. 2 leaves out.
+ *
+ * Active parameters drop the (experts - top_k) routed experts a token does not use in each MoE
+ * layer. DeepSeek-V3's multi-token-prediction modules (DeepSeek-V3 report §2.2, arXiv:2412.19437)
+ * are one full transformer layer, two RMSNorms of h and a 2h->h projection each; they share the
+ * embedding and head and are reported apart from total/active, as the report does (671B + 14B). */
+#include "models/model.h"
+
+static double norm_params(const ts_model *m, double width) {
+    return m->norm == TS_NORM_LAYERNORM ? 2 * width : width;
+}
+
+static double mlp_params(const ts_model *m, double f) {
+    double h = (double)m->hidden;
+    double ups = m->activation == TS_ACT_SWIGLU ? 2 : 1; /* h->f matrices */
+    double p = (ups + 1) * h * f;
+    if (m->linear_bias) p += ups * f + h;
+    return p;
+}
+
+static double mla_params(const ts_model *m) {
+    const ts_mla *a = &m->mla;
+    double h = (double)m->hidden, n = m->heads;
+    double qk = (double)a->qk_nope_dim + a->qk_rope_dim;
+    double p = 0;
+    if (a->q_lora_rank > 0) {
+        p += h * a->q_lora_rank + norm_params(m, a->q_lora_rank) + (double)a->q_lora_rank * n * qk;
+        if (m->qkv_bias) p += a->q_lora_rank;
+    } else {
+        p += h * n * qk;
+    }
+    double kv_a = (double)a->kv_lora_rank + a->qk_rope_dim;
+    p += h * kv_a + norm_params(m, a->kv_lora_rank);
+    if (m->qkv_bias) p += kv_a;
+    p += (double)a->kv_lora_rank * n * ((double)a->qk_nope_dim + a->v_dim);
+    p += n * a->v_dim * h;
+    if (m->linear_bias) p += h;
+    return p;
+}
+
+static double attention_params(const ts_model *m) {
+    if (m->mla.kv_lora_rank > 0) return mla_params(m);
+    double h = (double)m->hidden;
+    double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
+    double p = 2 * h * q + 2 * h * kv;
+    if (m->qkv_bias) p += q + 2 * kv;
+    if (m->linear_bias) p += h;
+    return p;
+}
+
+static double moe_block_params(const ts_model *m) {
+    const ts_moe *e = &m->moe;
+    return (double)m->hidden * e->experts + e->experts * mlp_params(m, (double)e->expert_ffn) +
+           e->shared_experts * mlp_params(m, (double)e->shared_ffn);
+}
+
+static double moe_layer_count(const ts_model *m) {
+    const ts_moe *e = &m->moe;
+    if (e->experts <= 0 || e->every <= 0 || m->layers <= e->first_dense) return 0;
+    return (double)((m->layers - e->first_dense - 1) / e->every + 1);
+}
+
+int ts_model_layer_is_moe(const ts_model *m, int layer) {
+    const ts_moe *e = &m->moe;
+    if (layer < 0 || layer >= m->layers || e->experts <= 0 || e->every <= 0) return 0;
+    return layer >= e->first_dense && (layer - e->first_dense) % e->every == 0;
+}
+
+double ts_model_layer_params(const ts_model *m, int layer) {
+    if (layer < 0 || layer >= m->layers) return 0;
+    double p = attention_params(m) + 2 * norm_params(m, (double)m->hidden);
+    if (ts_model_layer_is_moe(m, layer)) return p + moe_block_params(m);
+    return p + mlp_params(m, (double)m->ffn_hidden);
+}
+
+void ts_model_params(const ts_model *m, ts_param_count *out) {
+    double h = (double)m->hidden, v = (double)m->vocab;
+    double e = m->embed_dim > 0 ? (double)m->embed_dim : h;
+    double layer_norms = 2 * norm_params(m, h);
+
+    out->attention = attention_params(m);
+    out->per_layer_dense = out->attention + mlp_params(m, (double)m->ffn_hidden) + layer_norms;
+    out->expert = m->moe.experts > 0 ? mlp_params(m, (double)m->moe.expert_ffn) : 0;
+    out->per_layer_moe =
+        m->moe.experts > 0 ? out->attention + moe_block_params(m) + layer_norms : 0;
+
+    out->embedding = v * e;
+    if (m->position == TS_POS_LEARNED)
+        out->embedding += ((double)m->max_seq + m->position_offset) * h;
+    out->lm_head = m->tied_embeddings ? 0 : v * e;
+    double outside = norm_params(m, h); /* final norm */
+    if (m->embed_norm) outside += norm_params(m, h);
+    if (m->embed_dim > 0) outside += 2 * e * h;
+
+    double n_moe = moe_layer_count(m), n_dense = m->layers - n_moe;
+    out->total = out->embedding + out->lm_head + outside + n_dense * out->per_layer_dense +
+                 n_moe * out->per_layer_moe;
+    out->active = out->total - n_moe * (m->moe.experts - m->moe.top_k) * out->expert;
+
+    double mtp_layer = m->moe.experts > 0 ? out->per_layer_moe : out->per_layer_dense;
+    out->mtp = m->mtp_layers * (mtp_layer + 2 * norm_params(m, h) + 2 * h * h);
+}

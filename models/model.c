@@ -1,0 +1,382 @@
+/* Model specs: loading Tessera's own JSON (Hugging Face config.json is handed to hf.c), writing it
+ * back, and the cross-field rules every model must satisfy.
+ *
+ * Tessera's model JSON (models/llm/NAME.json). Every number may also be written
+ * {"value": x, "source": "..."}. Unknown fields are an error, so a typo cannot silently become a
+ * default.
+ *
+ *   field            type     required  default             meaning
+ *   name             string   yes                           <= 63 characters
+ *   source           string   no        ""                  where the figures come from (<= 255)
+ *   notes            string   no                            free text, not loaded
+ *   layers           int      yes                           [1, 100000]
+ *   hidden           int      yes                           [1, 2^24]
+ *   heads            int      yes                           [1, 65536]
+ *   kv_heads         int      no        heads               [1, heads], divides heads (1 = MQA)
+ *   head_dim         int      no        hidden/heads        [1, 65536]; with "mla":
+ *                                                           qk_nope_dim + qk_rope_dim
+ *   ffn_hidden       int      yes                           [0, 2^28]; 0 only when every
+ *                                                           layer is MoE
+ *   vocab            int      yes                           [1, 2^31]
+ *   max_seq          int      no        4096                [1, 2^27]
+ *   activation       string   no        "swiglu"            "gelu" | "swiglu" | "relu2"
+ *   norm             string   no        "rmsnorm"           "rmsnorm" | "layernorm"
+ *   position         string   no        "rope"              "rope" | "learned" | "alibi"
+ *   position_offset  int      no        0                   extra learned position rows (OPT: 2)
+ *   embed_dim        int      no        hidden              word-embedding width; != hidden adds
+ *                                                           project_in/out matrices (OPT-350m)
+ *   tied_embeddings, qkv_bias, linear_bias, embed_norm, dropout
+ *                    bool     no        false
+ *   moe              object   no        (dense)
+ *     experts        int      yes                           [0, 65536]; 0 = dense
+ *     top_k          int      if experts > 0                [1, experts]
+ *     expert_ffn     int      no        ffn_hidden          [1, 2^28]
+ *     shared_experts int      no        0                   [0, 65536]
+ *     shared_ffn     int      no        expert_ffn          [1, 2^28] when shared_experts > 0
+ *     first_dense    int      no        0                   [0, layers - 1]
+ *     every          int      no        1                   [1, 100000]
+ *     capacity_factor number  no        0 (dropless)        [0, 1000]
+ *   mla              object   no        (ordinary attention)
+ *     q_lora_rank    int      no        0                   [0, 2^20]; 0: queries straight from h
+ *     kv_lora_rank   int      yes                           [1, 2^20]
+ *     qk_nope_dim, qk_rope_dim  int yes                     [0, 65536], sum >= 1
+ *     v_dim          int      yes                           [1, 65536]
+ *   mtp_layers       int      no        0                   [0, 64] (DeepSeek-V3: 1)
+ *
+ * Example (models/llm/llama2-70b.json):
+ *   {"name": "llama2-70b", "source": "...", "layers": 80, "hidden": 8192, "heads": 64,
+ *    "kv_heads": 8, "ffn_hidden": 28672, "vocab": 32000, "max_seq": 4096,
+ *    "activation": "swiglu", "norm": "rmsnorm", "position": "rope", "tied_embeddings": false} */
+#include "models/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/paths.h"
+#include "models/hf.h"
+#include "models/model_limits.h"
+
+const char *const ts_activation_names[] = {"gelu", "swiglu", "relu2", NULL};
+const char *const ts_norm_names[] = {"rmsnorm", "layernorm", NULL};
+const char *const ts_position_names[] = {"rope", "learned", "alibi", NULL};
+
+static const char *const model_keys[] = {
+    "name", "source", "notes", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+    "vocab", "max_seq", "activation", "norm", "position", "position_offset", "embed_dim",
+    "tied_embeddings", "qkv_bias", "linear_bias", "embed_norm", "dropout", "moe", "mla",
+    "mtp_layers", NULL};
+static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts",
+                                       "shared_ffn",  "first_dense", "every",
+                                       "capacity_factor", NULL};
+static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
+                                       "v_dim", NULL};
+
+/* Rejects members of `obj` not named in `keys`, listing the ones that are allowed. */
+static ts_status only_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys) {
+    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
+        int k = 0;
+        while (keys[k] != NULL && strcmp(keys[k], it->string) != 0) k++;
+        if (keys[k] != NULL) continue;
+        char list[512] = "";
+        for (k = 0; keys[k] != NULL; k++) {
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", keys[k]);
+        }
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%.60s: unknown field, expected one of %s", r->file,
+                       r->path, it->string, list);
+    }
+    return TS_OK;
+}
+
+static ts_status read_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                          int64_t min, int64_t max, int64_t def, int *out) {
+    int64_t v;
+    TS_CHECK(ts_jr_int(r, obj, key, required, min, max, def, &v));
+    *out = (int)v;
+    return TS_OK;
+}
+
+static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_model *m,
+                          ts_moe *moe) {
+    const cJSON *obj;
+    TS_CHECK(ts_jr_obj(parent, root, "moe", 0, &obj));
+    memset(moe, 0, sizeof *moe);
+    if (obj == NULL) return TS_OK;
+    ts_jreader r;
+    ts_jreader_child(parent, "moe", 0, &r);
+    TS_CHECK(only_known_keys(&r, obj, moe_keys));
+    TS_CHECK(read_int(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
+    if (moe->experts == 0) return TS_OK; /* dense: the other fields are ignored */
+    TS_CHECK(read_int(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
+    TS_CHECK(ts_jr_int(&r, obj, "expert_ffn", 0, 1, TS_MAX_FFN, m->ffn_hidden, &moe->expert_ffn));
+    TS_CHECK(read_int(&r, obj, "shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &moe->shared_experts));
+    if (moe->shared_experts > 0)
+        TS_CHECK(ts_jr_int(&r, obj, "shared_ffn", 0, 1, TS_MAX_FFN, moe->expert_ffn,
+                           &moe->shared_ffn));
+    TS_CHECK(read_int(&r, obj, "first_dense", 0, 0, m->layers - 1, 0, &moe->first_dense));
+    TS_CHECK(read_int(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
+    TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
+                       &moe->capacity_factor));
+    return TS_OK;
+}
+
+static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *mla) {
+    const cJSON *obj;
+    TS_CHECK(ts_jr_obj(parent, root, "mla", 0, &obj));
+    memset(mla, 0, sizeof *mla);
+    if (obj == NULL) return TS_OK;
+    ts_jreader r;
+    ts_jreader_child(parent, "mla", 0, &r);
+    TS_CHECK(only_known_keys(&r, obj, mla_keys));
+    TS_CHECK(read_int(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
+    TS_CHECK(read_int(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
+    TS_CHECK(read_int(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
+    TS_CHECK(read_int(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
+    TS_CHECK(read_int(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
+    return TS_OK;
+}
+
+/* head_dim defaults to the query/key width: qk_nope_dim + qk_rope_dim under MLA, else hidden /
+ * heads, which must then be exact. */
+static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    int64_t def = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim
+                                          : m->hidden / m->heads;
+    if (cJSON_GetObjectItemCaseSensitive(root, "head_dim") == NULL && m->mla.kv_lora_rank == 0 &&
+        m->hidden % m->heads != 0)
+        return TS_FAIL(TS_ERR_INPUT,
+                       "%s: %s.head_dim: missing field, expected an integer because hidden %lld is "
+                       "not divisible by heads %d",
+                       r->file, r->path, (long long)m->hidden, m->heads);
+    return read_int(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, def, &m->head_dim);
+}
+
+static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
+    ts_jreader r;
+    ts_jreader_root(&r, file);
+    TS_CHECK(only_known_keys(&r, root, model_keys));
+    TS_CHECK(ts_jr_str(&r, root, "name", 1, NULL, m->name, sizeof m->name));
+    TS_CHECK(ts_jr_str(&r, root, "source", 0, "", m->source, sizeof m->source));
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");
+    if (notes != NULL && !cJSON_IsString(notes))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.notes: expected a string, got %s", file,
+                       ts_json_type_name(notes));
+    TS_CHECK(read_int(&r, root, "layers", 1, 1, TS_MAX_LAYERS, 0, &m->layers));
+    TS_CHECK(ts_jr_int(&r, root, "hidden", 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
+    TS_CHECK(read_int(&r, root, "heads", 1, 1, TS_MAX_HEADS, 0, &m->heads));
+    TS_CHECK(read_int(&r, root, "kv_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
+    TS_CHECK(ts_jr_int(&r, root, "ffn_hidden", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(ts_jr_int(&r, root, "vocab", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
+    TS_CHECK(ts_jr_int(&r, root, "max_seq", 0, 1, TS_MAX_SEQ, 4096, &m->max_seq));
+    int e;
+    TS_CHECK(ts_jr_enum(&r, root, "activation", 0, ts_activation_names, TS_ACT_SWIGLU, &e));
+    m->activation = (ts_activation)e;
+    TS_CHECK(ts_jr_enum(&r, root, "norm", 0, ts_norm_names, TS_NORM_RMSNORM, &e));
+    m->norm = (ts_norm)e;
+    TS_CHECK(ts_jr_enum(&r, root, "position", 0, ts_position_names, TS_POS_ROPE, &e));
+    m->position = (ts_position)e;
+    TS_CHECK(read_int(&r, root, "position_offset", 0, 0, TS_MAX_POS_OFFSET, 0,
+                      &m->position_offset));
+    TS_CHECK(ts_jr_int(&r, root, "embed_dim", 0, 1, TS_MAX_HIDDEN, m->hidden, &m->embed_dim));
+    if (m->embed_dim == m->hidden) m->embed_dim = 0;
+    TS_CHECK(ts_jr_bool(&r, root, "tied_embeddings", 0, 0, &m->tied_embeddings));
+    TS_CHECK(ts_jr_bool(&r, root, "qkv_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(ts_jr_bool(&r, root, "linear_bias", 0, 0, &m->linear_bias));
+    TS_CHECK(ts_jr_bool(&r, root, "embed_norm", 0, 0, &m->embed_norm));
+    TS_CHECK(ts_jr_bool(&r, root, "dropout", 0, 0, &m->dropout));
+    TS_CHECK(read_mla(&r, root, &m->mla));
+    TS_CHECK(read_head_dim(&r, root, m));
+    TS_CHECK(read_moe(&r, root, m, &m->moe));
+    TS_CHECK(read_int(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
+    return TS_OK;
+}
+
+ts_status ts_model_from_json(const char *file, const cJSON *root, ts_model *out) {
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(root))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $: expected an object, got %s", file,
+                       ts_json_type_name(root));
+    if (cJSON_GetObjectItemCaseSensitive(root, "model_type") != NULL ||
+        cJSON_GetObjectItemCaseSensitive(root, "architectures") != NULL)
+        return ts_model_from_hf(file, root, out);
+    TS_CHECK(read_own(file, root, out));
+    return ts_model_validate(file, out);
+}
+
+ts_status ts_model_load(const char *name_or_path, ts_model *out) {
+    char path[4096];
+    TS_CHECK(ts_zoo_resolve("models/llm", name_or_path, path, sizeof path));
+    cJSON *root = NULL;
+    TS_CHECK(ts_json_load_file(path, &root));
+    ts_status res = ts_model_from_json(path, root, out);
+    cJSON_Delete(root);
+    return res;
+}
+
+static ts_status add_fields(cJSON *root, const ts_model *m) {
+    ts_status res = TS_OK;
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "name", m->name), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "source", m->source), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "layers", m->layers), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "hidden", (double)m->hidden), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "heads", m->heads), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "kv_heads", m->kv_heads), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "head_dim", m->head_dim), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "ffn_hidden", (double)m->ffn_hidden), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "vocab", (double)m->vocab), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_seq", (double)m->max_seq), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "activation", ts_activation_names[m->activation]),
+                  res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "norm", ts_norm_names[m->norm]), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "position", ts_position_names[m->position]), res,
+                  fail);
+    if (m->position_offset != 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "position_offset", m->position_offset), res,
+                      fail);
+    if (m->embed_dim != 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "embed_dim", (double)m->embed_dim), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "tied_embeddings", m->tied_embeddings), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "qkv_bias", m->qkv_bias), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "linear_bias", m->linear_bias), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "embed_norm", m->embed_norm), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "dropout", m->dropout), res, fail);
+    if (m->moe.experts > 0) {
+        const ts_moe *e = &m->moe;
+        cJSON *moe = cJSON_AddObjectToObject(root, "moe");
+        TS_CJSON_GOTO(moe, res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "experts", e->experts), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "top_k", e->top_k), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "expert_ffn", (double)e->expert_ffn), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "shared_experts", e->shared_experts), res, fail);
+        if (e->shared_experts > 0)
+            TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "shared_ffn", (double)e->shared_ffn), res,
+                          fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "first_dense", e->first_dense), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "every", e->every), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "capacity_factor", e->capacity_factor), res,
+                      fail);
+    }
+    if (m->mla.kv_lora_rank > 0) {
+        cJSON *mla = cJSON_AddObjectToObject(root, "mla");
+        TS_CJSON_GOTO(mla, res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "q_lora_rank", m->mla.q_lora_rank), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "kv_lora_rank", m->mla.kv_lora_rank), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "qk_nope_dim", m->mla.qk_nope_dim), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "qk_rope_dim", m->mla.qk_rope_dim), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "v_dim", m->mla.v_dim), res, fail);
+    }
+    if (m->mtp_layers > 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "mtp_layers", m->mtp_layers), res, fail);
+fail:
+    return res;
+}
+
+cJSON *ts_model_to_json(const ts_model *m) {
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) {
+        TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing model %s", m->name);
+        return NULL;
+    }
+    if (add_fields(root, m) != TS_OK) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* --- cross-field rules ----------------------------------------------------------------------- */
+
+static ts_status check_range(const char *file, const char *field, int64_t v, int64_t lo,
+                             int64_t hi) {
+    if (v >= lo && v <= hi) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [%lld, %lld], got %lld", file,
+                   field, (long long)lo, (long long)hi, (long long)v);
+}
+
+static ts_status check_width(const char *file, const char *field, const ts_model *m, int64_t dim,
+                             const char *what) {
+    int64_t width = (int64_t)m->heads * dim;
+    if (width <= TS_MAX_ATTN_WIDTH) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: heads * %s = %lld is wider than the %lld limit", file,
+                   field, what, (long long)width, (long long)TS_MAX_ATTN_WIDTH);
+}
+
+static int every_layer_is_moe(const ts_model *m) {
+    return m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
+}
+
+static ts_status validate_moe(const char *file, const ts_model *m) {
+    const ts_moe *e = &m->moe;
+    TS_CHECK(check_range(file, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
+    if (e->experts == 0) return TS_OK;
+    if (e->top_k < 1 || e->top_k > e->experts)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.top_k: expected an integer in [1, %d] (experts), "
+                       "got %d", file, e->experts, e->top_k);
+    TS_CHECK(check_range(file, "moe.expert_ffn", e->expert_ffn, 1, TS_MAX_FFN));
+    TS_CHECK(check_range(file, "moe.shared_experts", e->shared_experts, 0, TS_MAX_EXPERTS));
+    TS_CHECK(check_range(file, "moe.shared_ffn", e->shared_ffn, e->shared_experts > 0 ? 1 : 0,
+                         TS_MAX_FFN));
+    if (e->first_dense < 0 || e->first_dense >= m->layers)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.first_dense: expected an integer in [0, %d] so "
+                       "that some of the %d layers are MoE, got %d", file, m->layers - 1,
+                       m->layers, e->first_dense);
+    TS_CHECK(check_range(file, "moe.every", e->every, 1, TS_MAX_LAYERS));
+    if (!(e->capacity_factor >= 0 && e->capacity_factor <= TS_MAX_CAPACITY_FACTOR))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.capacity_factor: expected a number in [0, %g], "
+                       "got %g", file, TS_MAX_CAPACITY_FACTOR, e->capacity_factor);
+    return TS_OK;
+}
+
+static ts_status validate_mla(const char *file, const ts_model *m) {
+    const ts_mla *a = &m->mla;
+    if (a->kv_lora_rank == 0) {
+        if (a->q_lora_rank || a->qk_nope_dim || a->qk_rope_dim || a->v_dim)
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.kv_lora_rank: expected an integer >= 1 when "
+                           "other mla fields are set, got 0", file);
+        return TS_OK;
+    }
+    TS_CHECK(check_range(file, "mla.kv_lora_rank", a->kv_lora_rank, 1, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, "mla.q_lora_rank", a->q_lora_rank, 0, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    if (a->qk_nope_dim + a->qk_rope_dim < 1)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.qk_rope_dim: qk_nope_dim + qk_rope_dim must be "
+                       ">= 1, got 0", file);
+    TS_CHECK(check_width(file, "mla.qk_nope_dim", m, a->qk_nope_dim + a->qk_rope_dim,
+                         "(qk_nope_dim + qk_rope_dim)"));
+    return check_width(file, "mla.v_dim", m, a->v_dim, "v_dim");
+}
+
+ts_status ts_model_validate(const char *file, const ts_model *m) {
+    if (m->name[0] == '\0')
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);
+    TS_CHECK(check_range(file, "layers", m->layers, 1, TS_MAX_LAYERS));
+    TS_CHECK(check_range(file, "hidden", m->hidden, 1, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, "heads", m->heads, 1, TS_MAX_HEADS));
+    TS_CHECK(check_range(file, "kv_heads", m->kv_heads, 1, m->heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.heads: %d heads are not divisible by kv_heads %d",
+                       file, m->heads, m->kv_heads);
+    TS_CHECK(check_range(file, "head_dim", m->head_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_width(file, "head_dim", m, m->head_dim, "head_dim"));
+    TS_CHECK(check_range(file, "ffn_hidden", m->ffn_hidden, 0, TS_MAX_FFN));
+    TS_CHECK(check_range(file, "vocab", m->vocab, 1, TS_MAX_VOCAB));
+    TS_CHECK(check_range(file, "max_seq", m->max_seq, 1, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, "activation", m->activation, 0, TS_ACT_COUNT - 1));
+    TS_CHECK(check_range(file, "norm", m->norm, 0, TS_NORM_COUNT - 1));
+    TS_CHECK(check_range(file, "position", m->position, 0, TS_POS_COUNT - 1));
+    TS_CHECK(check_range(file, "position_offset", m->position_offset, 0, TS_MAX_POS_OFFSET));
+    if (m->position_offset != 0 && m->position != TS_POS_LEARNED)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.position_offset: applies to learned positions only, "
+                       "got %d with position \"%s\"", file, m->position_offset,
+                       ts_position_names[m->position]);
+    TS_CHECK(check_range(file, "embed_dim", m->embed_dim, 0, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
+    TS_CHECK(validate_moe(file, m));
+    TS_CHECK(validate_mla(file, m));
+    if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.ffn_hidden: expected an integer >= 1 because some "
+                       "layers are dense, got 0", file);
+    return TS_OK;
+}

@@ -1,0 +1,391 @@
+/* System specs: reading, validating and writing models/systems/NAME.json (see system.h).
+ *
+ * File format. Every figure may be a plain number or {"value": x, "source": "..."}; every object
+ * may also hold a "source" string. Fields marked * are required; the others take the default shown.
+ * Any other key is refused, so a misspelt optional field cannot silently fall back to its default.
+ *
+ *   {"name"*: "h100-sxm-dgx",                  system name, at most 63 characters
+ *    "source": "...",                          where the spec as a whole comes from
+ *    "gpu"*: {
+ *      "name": "H100 SXM5 80GB",                marketing name, default ""
+ *      "hbm_bytes"*:       8.0e10,              device memory in bytes, [1, 1e15]
+ *      "hbm_bytes_per_s"*: 3.35e12,             peak HBM bandwidth, [1, 1e15]
+ *      "peak_flops"*: {"bf16"*: x, "fp16": x, "fp8": x, "fp32": x},
+ *                                               dense peak FLOP/s per dtype, bf16 in [1, 1e18], the
+ *                                               others in [0, 1e18] with 0 (default) = unsupported
+ *      "power_w": 700},                         board power, [0, 1e5], default 0 = unknown
+ *    "node"*: {
+ *      "gpus"*: 8,                              GPUs per node, integer in [1, 1024]
+ *      "link_bytes_per_s"*: 4.5e11,             NVLink per GPU, one direction, [1, 1e15]
+ *      "link_latency_s": 2e-6},                 [0, 1], default 2e-6
+ *    "fabric"*: {
+ *      "nic_bytes_per_s"*: 5.0e10,              scale-out per GPU, one direction, [1, 1e15]
+ *      "latency_s": 5e-6,                       [0, 1], default 5e-6
+ *      "rail_optimized": true},                 GPU i of each node on one leaf, default false
+ *    "efficiency"*: {                           achieved / peak; efficiencies in [0.001, 1]
+ *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
+ *                                               1 to 16 points, flops in [1, 1e18], increasing
+ *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
+ *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9},
+ *                                               the last three are fractions in [0, 1]
+ *    "memory": {
+ *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
+ *      "headroom_frac": 0.05}}                  [0, 1], default 0.05
+ *
+ * A spec must leave the model some memory: hbm_bytes * (1 - headroom_frac) - reserved_bytes > 0.
+ * The limits are not physics; they are wide fences that catch unit slips (GB written as bytes, a
+ * bandwidth in bits) and values that would break the cost model (a zero efficiency divides by
+ * zero). */
+#include "models/system.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/paths.h"
+
+const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
+
+#define MAX_BYTES 1e15       /* device memory or reserved bytes */
+#define MAX_BYTES_PER_S 1e15 /* any bandwidth */
+#define MAX_FLOPS 1e18       /* a peak rate or one GEMM's FLOPs */
+#define MAX_LATENCY_S 1.0
+#define MAX_POWER_W 1e5
+#define MAX_GPUS 1024
+#define MIN_EFF 1e-3 /* efficiencies divide times; zero would make them infinite */
+
+#define DEF_LINK_LATENCY_S 2e-6
+#define DEF_NIC_LATENCY_S 5e-6
+#define DEF_ATTENTION_EFF 0.5
+#define DEF_HBM_EFF 0.8
+#define DEF_LINK_BUSBW_EFF 0.8
+#define DEF_NIC_BUSBW_EFF 0.8
+#define DEF_OVERLAP_SLOWDOWN 0.05
+#define DEF_TP_COMM_OVERLAP 0.0
+#define DEF_DP_COMM_OVERLAP 0.9
+#define DEF_RESERVED_BYTES 2.5e9
+#define DEF_HEADROOM_FRAC 0.05
+
+static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric", "efficiency",
+                                        "memory", NULL};
+static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
+                                       "peak_flops", "power_w", NULL};
+static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
+static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "source",
+                                        NULL};
+static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
+                                          "source", NULL};
+static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
+                                       "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
+                                       "source", NULL};
+static const char *const curve_keys[] = {"points", "source", NULL};
+static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
+
+/* Refuses keys of `obj` (which may be NULL: an absent optional object) not listed in `allowed`. */
+static ts_status check_keys(const ts_jreader *r, const cJSON *obj, const char *const *allowed) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        int known = 0;
+        for (int i = 0; allowed[i] && !known; i++) known = strcmp(allowed[i], it->string) == 0;
+        if (known) continue;
+        char list[256] = "";
+        for (int i = 0; allowed[i]; i++) {
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", allowed[i]);
+        }
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: unknown field, expected one of %s", r->file,
+                       r->path, it->string, list);
+    }
+    return TS_OK;
+}
+
+/* "an array of 3 elements", or the type of a non-array, for "got ..." in messages. */
+static void describe_array(const cJSON *a, char *buf, size_t cap) {
+    if (cJSON_IsArray(a))
+        snprintf(buf, cap, "an array of %d elements", cJSON_GetArraySize(a));
+    else
+        snprintf(buf, cap, "%s", ts_json_type_name(a));
+}
+
+/* Reads member `key` of `parent` as an object (absent and optional: *obj = NULL) and sets up the
+ * reader for its fields. */
+static ts_status open_obj(const ts_jreader *r, const cJSON *parent, const char *key, int required,
+                          const char *const *allowed, ts_jreader *child, const cJSON **obj) {
+    ts_jreader_child(r, key, 0, child);
+    TS_CHECK(ts_jr_obj(r, parent, key, required, obj));
+    return check_keys(child, *obj, allowed);
+}
+
+/* Element `idx` of a [flops, eff] pair, a number in [min, max]. */
+static ts_status pair_num(const ts_jreader *pr, const cJSON *pair, int idx, const char *what,
+                          double min, double max, double *out) {
+    ts_jreader er;
+    ts_jreader_child(pr, NULL, idx, &er);
+    const cJSON *v = cJSON_GetArrayItem(pair, idx);
+    if (!cJSON_IsNumber(v))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected %s in [%g, %g], got %s", er.file, er.path,
+                       what, min, max, ts_json_type_name(v));
+    if (!isfinite(v->valuedouble) || v->valuedouble < min || v->valuedouble > max)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected %s in [%g, %g], got %g", er.file, er.path,
+                       what, min, max, v->valuedouble);
+    *out = v->valuedouble;
+    return TS_OK;
+}
+
+static ts_status read_curve(const ts_jreader *r, const cJSON *obj, const char *key,
+                            ts_eff_curve *out) {
+    ts_jreader cr, pr;
+    const cJSON *curve;
+    TS_CHECK(open_obj(r, obj, key, 1, curve_keys, &cr, &curve));
+    ts_jreader_child(&cr, "points", 0, &pr);
+    const cJSON *points = cJSON_GetObjectItemCaseSensitive(curve, "points");
+    if (points == NULL)
+        return TS_FAIL(TS_ERR_INPUT,
+                       "%s: %s: missing field, expected an array of [flops, efficiency] pairs",
+                       pr.file, pr.path);
+    int n = cJSON_GetArraySize(points);
+    if (!cJSON_IsArray(points) || n < 1 || n > TS_EFF_POINTS_MAX) {
+        char got[48];
+        describe_array(points, got, sizeof got);
+        return TS_FAIL(TS_ERR_INPUT,
+                       "%s: %s: expected an array of 1 to %d [flops, efficiency] pairs, got %s",
+                       pr.file, pr.path, TS_EFF_POINTS_MAX, got);
+    }
+    out->n = n;
+    for (int i = 0; i < n; i++) {
+        ts_jreader er;
+        ts_jreader_child(&pr, NULL, i, &er);
+        const cJSON *pair = cJSON_GetArrayItem(points, i);
+        if (!cJSON_IsArray(pair) || cJSON_GetArraySize(pair) != 2) {
+            char got[48];
+            describe_array(pair, got, sizeof got);
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected a [flops, efficiency] pair, got %s",
+                           er.file, er.path, got);
+        }
+        TS_CHECK(pair_num(&er, pair, 0, "flops", 1, MAX_FLOPS, &out->flops[i]));
+        TS_CHECK(pair_num(&er, pair, 1, "an efficiency", MIN_EFF, 1, &out->eff[i]));
+        if (i > 0 && !(out->flops[i] > out->flops[i - 1]))
+            return TS_FAIL(TS_ERR_INPUT,
+                           "%s: %s[0]: expected flops greater than the previous point's %g "
+                           "(points must be strictly increasing), got %g",
+                           er.file, er.path, out->flops[i - 1], out->flops[i]);
+    }
+    return TS_OK;
+}
+
+static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader gr, pr;
+    const cJSON *gpu, *peak;
+    TS_CHECK(open_obj(r, root, "gpu", 1, gpu_keys, &gr, &gpu));
+    TS_CHECK(ts_jr_str(&gr, gpu, "name", 0, "", s->gpu_name, sizeof s->gpu_name));
+    TS_CHECK(ts_jr_num(&gr, gpu, "hbm_bytes", 1, 1, MAX_BYTES, 0, &s->hbm_bytes));
+    TS_CHECK(ts_jr_num(&gr, gpu, "hbm_bytes_per_s", 1, 1, MAX_BYTES_PER_S, 0, &s->hbm_bytes_per_s));
+    TS_CHECK(open_obj(&gr, gpu, "peak_flops", 1, peak_keys, &pr, &peak));
+    for (int d = 0; d < TS_DTYPE_COUNT; d++) {
+        int bf16 = d == TS_DTYPE_BF16;
+        TS_CHECK(ts_jr_num(&pr, peak, ts_dtype_names[d], bf16, bf16 ? 1 : 0, MAX_FLOPS, 0,
+                           &s->peak_flops[d]));
+    }
+    return ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w);
+}
+
+static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader nr;
+    const cJSON *node;
+    int64_t gpus;
+    TS_CHECK(open_obj(r, root, "node", 1, node_keys, &nr, &node));
+    TS_CHECK(ts_jr_int(&nr, node, "gpus", 1, 1, MAX_GPUS, 0, &gpus));
+    s->gpus_per_node = (int)gpus;
+    TS_CHECK(ts_jr_num(&nr, node, "link_bytes_per_s", 1, 1, MAX_BYTES_PER_S, 0,
+                       &s->link_bytes_per_s));
+    return ts_jr_num(&nr, node, "link_latency_s", 0, 0, MAX_LATENCY_S, DEF_LINK_LATENCY_S,
+                     &s->link_latency_s);
+}
+
+static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader fr;
+    const cJSON *fabric;
+    TS_CHECK(open_obj(r, root, "fabric", 1, fabric_keys, &fr, &fabric));
+    TS_CHECK(ts_jr_num(&fr, fabric, "nic_bytes_per_s", 1, 1, MAX_BYTES_PER_S, 0,
+                       &s->nic_bytes_per_s));
+    TS_CHECK(ts_jr_num(&fr, fabric, "latency_s", 0, 0, MAX_LATENCY_S, DEF_NIC_LATENCY_S,
+                       &s->nic_latency_s));
+    return ts_jr_bool(&fr, fabric, "rail_optimized", 0, 0, &s->rail_optimized);
+}
+
+static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader er;
+    const cJSON *eff;
+    TS_CHECK(open_obj(r, root, "efficiency", 1, eff_keys, &er, &eff));
+    TS_CHECK(read_curve(&er, eff, "gemm", &s->gemm_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "hbm", 0, MIN_EFF, 1, DEF_HBM_EFF, &s->hbm_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "link_busbw", 0, MIN_EFF, 1, DEF_LINK_BUSBW_EFF,
+                       &s->link_busbw_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "nic_busbw", 0, MIN_EFF, 1, DEF_NIC_BUSBW_EFF,
+                       &s->nic_busbw_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "overlap_slowdown", 0, 0, 1, DEF_OVERLAP_SLOWDOWN,
+                       &s->overlap_slowdown));
+    TS_CHECK(ts_jr_num(&er, eff, "tp_comm_overlap", 0, 0, 1, DEF_TP_COMM_OVERLAP,
+                       &s->tp_comm_overlap));
+    return ts_jr_num(&er, eff, "dp_comm_overlap", 0, 0, 1, DEF_DP_COMM_OVERLAP,
+                     &s->dp_comm_overlap);
+}
+
+static ts_status read_memory(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader mr;
+    const cJSON *mem;
+    TS_CHECK(open_obj(r, root, "memory", 0, memory_keys, &mr, &mem));
+    TS_CHECK(ts_jr_num(&mr, mem, "reserved_bytes", 0, 0, MAX_BYTES, DEF_RESERVED_BYTES,
+                       &s->reserved_bytes));
+    TS_CHECK(ts_jr_num(&mr, mem, "headroom_frac", 0, 0, 1, DEF_HEADROOM_FRAC, &s->headroom_frac));
+    if (ts_system_usable_bytes(s) <= 0)
+        return TS_FAIL(TS_ERR_INPUT,
+                       "%s: %s.reserved_bytes: expected less than $.gpu.hbm_bytes * (1 - "
+                       "headroom_frac) = %g bytes, got %g",
+                       mr.file, mr.path, s->hbm_bytes * (1 - s->headroom_frac), s->reserved_bytes);
+    return TS_OK;
+}
+
+ts_status ts_system_from_json(const char *file, const cJSON *root, ts_system *out) {
+    ts_system s;
+    memset(&s, 0, sizeof s);
+    ts_jreader r;
+    ts_jreader_root(&r, file);
+    if (!cJSON_IsObject(root))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $: expected a system object, got %s", file,
+                       ts_json_type_name(root));
+    TS_CHECK(check_keys(&r, root, root_keys));
+    TS_CHECK(ts_jr_str(&r, root, "name", 1, "", s.name, sizeof s.name));
+    if (s.name[0] == '\0')
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);
+    TS_CHECK(ts_jr_str(&r, root, "source", 0, "", s.source, sizeof s.source));
+    TS_CHECK(read_gpu(&r, root, &s));
+    TS_CHECK(read_node(&r, root, &s));
+    TS_CHECK(read_fabric(&r, root, &s));
+    TS_CHECK(read_efficiency(&r, root, &s));
+    TS_CHECK(read_memory(&r, root, &s));
+    *out = s;
+    return TS_OK;
+}
+
+ts_status ts_system_load(const char *name_or_path, ts_system *out) {
+    char path[4096];
+    cJSON *root = NULL;
+    TS_CHECK(ts_zoo_resolve("models/systems", name_or_path, path, sizeof path));
+    TS_CHECK(ts_json_load_file(path, &root));
+    ts_status res = ts_system_from_json(path, root, out);
+    cJSON_Delete(root);
+    return res;
+}
+
+static ts_status add_num(cJSON *obj, const char *key, double v) {
+    if (cJSON_AddNumberToObject(obj, key, v) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field %s", key);
+    return TS_OK;
+}
+
+static ts_status add_str(cJSON *obj, const char *key, const char *v) {
+    if (cJSON_AddStringToObject(obj, key, v) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field %s", key);
+    return TS_OK;
+}
+
+static ts_status add_obj(cJSON *parent, const char *key, cJSON **out) {
+    *out = cJSON_AddObjectToObject(parent, key);
+    if (*out == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system object %s", key);
+    return TS_OK;
+}
+
+static ts_status add_curve(cJSON *parent, const char *key, const ts_eff_curve *c) {
+    cJSON *curve, *points;
+    TS_CHECK(add_obj(parent, key, &curve));
+    points = cJSON_AddArrayToObject(curve, "points");
+    if (points == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing %s.points", key);
+    for (int i = 0; i < c->n; i++) {
+        double xy[2] = {c->flops[i], c->eff[i]};
+        cJSON *pair = cJSON_CreateDoubleArray(xy, 2);
+        if (!cJSON_AddItemToArray(points, pair)) {
+            cJSON_Delete(pair);
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing %s.points", key);
+        }
+    }
+    return TS_OK;
+}
+
+/* Fills `root` with every field of `s`, defaults included, so the file stands on its own. */
+static ts_status system_to_json(const ts_system *s, cJSON *root) {
+    cJSON *gpu, *peak, *node, *fabric, *eff, *mem;
+    TS_CHECK(add_str(root, "name", s->name));
+    TS_CHECK(add_str(root, "source", s->source));
+
+    TS_CHECK(add_obj(root, "gpu", &gpu));
+    TS_CHECK(add_str(gpu, "name", s->gpu_name));
+    TS_CHECK(add_num(gpu, "hbm_bytes", s->hbm_bytes));
+    TS_CHECK(add_num(gpu, "hbm_bytes_per_s", s->hbm_bytes_per_s));
+    TS_CHECK(add_obj(gpu, "peak_flops", &peak));
+    for (int d = 0; d < TS_DTYPE_COUNT; d++)
+        TS_CHECK(add_num(peak, ts_dtype_names[d], s->peak_flops[d]));
+    TS_CHECK(add_num(gpu, "power_w", s->power_w));
+
+    TS_CHECK(add_obj(root, "node", &node));
+    TS_CHECK(add_num(node, "gpus", s->gpus_per_node));
+    TS_CHECK(add_num(node, "link_bytes_per_s", s->link_bytes_per_s));
+    TS_CHECK(add_num(node, "link_latency_s", s->link_latency_s));
+
+    TS_CHECK(add_obj(root, "fabric", &fabric));
+    TS_CHECK(add_num(fabric, "nic_bytes_per_s", s->nic_bytes_per_s));
+    TS_CHECK(add_num(fabric, "latency_s", s->nic_latency_s));
+    if (cJSON_AddBoolToObject(fabric, "rail_optimized", s->rail_optimized != 0) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field rail_optimized");
+
+    TS_CHECK(add_obj(root, "efficiency", &eff));
+    TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
+    TS_CHECK(add_num(eff, "attention", s->attention_eff));
+    TS_CHECK(add_num(eff, "hbm", s->hbm_eff));
+    TS_CHECK(add_num(eff, "link_busbw", s->link_busbw_eff));
+    TS_CHECK(add_num(eff, "nic_busbw", s->nic_busbw_eff));
+    TS_CHECK(add_num(eff, "overlap_slowdown", s->overlap_slowdown));
+    TS_CHECK(add_num(eff, "tp_comm_overlap", s->tp_comm_overlap));
+    TS_CHECK(add_num(eff, "dp_comm_overlap", s->dp_comm_overlap));
+
+    TS_CHECK(add_obj(root, "memory", &mem));
+    TS_CHECK(add_num(mem, "reserved_bytes", s->reserved_bytes));
+    return add_num(mem, "headroom_frac", s->headroom_frac);
+}
+
+cJSON *ts_system_to_json(const ts_system *s) {
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) {
+        TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system %s", s->name);
+        return NULL;
+    }
+    if (system_to_json(s, root) != TS_OK) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Efficiency between measured points is interpolated linearly in log10(flops): GEMM throughput
+ * curves rise roughly linearly per decade of work until the tensor cores saturate. Outside the
+ * measured range the nearest point holds (no extrapolation past what was measured). An empty
+ * curve (n = 0, which the loader never produces) stands for the peak. */
+double ts_eff_at(const ts_eff_curve *c, double flops) {
+    if (c->n < 1) return 1.0;
+    if (!(flops > c->flops[0])) return c->eff[0];
+    for (int i = 1; i < c->n; i++) {
+        if (flops <= c->flops[i]) {
+            double x0 = log10(c->flops[i - 1]), x1 = log10(c->flops[i]);
+            double t = (log10(flops) - x0) / (x1 - x0);
+            return c->eff[i - 1] + t * (c->eff[i] - c->eff[i - 1]);
+        }
+    }
+    return c->eff[c->n - 1];
+}
+
+double ts_system_usable_bytes(const ts_system *s) {
+    return s->hbm_bytes * (1.0 - s->headroom_frac) - s->reserved_bytes;
+}

@@ -1,0 +1,67 @@
+/* Roofline compute costs and NCCL-style collective costs (see cost.h). */
+#include "planner/cost.h"
+
+#include <math.h>
+
+const char *const ts_link_names[] = {"nvlink", "nic", NULL};
+const char *const ts_coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "all-to-all",
+                                     "send-recv", NULL};
+
+double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k) {
+    double flops = 2.0 * m * n * k;
+    if (flops <= 0) return 0;
+    return flops / (s->peak_flops[dt] * ts_eff_at(&s->gemm_eff, flops));
+}
+
+double ts_attention_s(const ts_system *s, ts_dtype dt, double flops) {
+    if (flops <= 0) return 0;
+    return flops / (s->peak_flops[dt] * s->attention_eff);
+}
+
+double ts_memory_s(const ts_system *s, double bytes) {
+    if (bytes <= 0) return 0;
+    return bytes / (s->hbm_bytes_per_s * s->hbm_eff);
+}
+
+ts_link ts_group_link(const ts_system *s, int stride, int size) {
+    if (size <= 1) return TS_LINK_NVLINK;
+    /* Node boundaries fall every gpus_per_node ranks; a group starting at a node boundary stays
+     * inside it iff its span fits. Groups of the rank order are aligned that way. */
+    double span = (double)stride * (double)size;
+    return span <= s->gpus_per_node ? TS_LINK_NVLINK : TS_LINK_NIC;
+}
+
+double ts_link_busbw(const ts_system *s, ts_link link) {
+    return link == TS_LINK_NVLINK ? s->link_bytes_per_s * s->link_busbw_eff
+                                  : s->nic_bytes_per_s * s->nic_busbw_eff;
+}
+
+double ts_link_latency_s(const ts_system *s, ts_link link) {
+    return link == TS_LINK_NVLINK ? s->link_latency_s : s->nic_latency_s;
+}
+
+double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link) {
+    if (n <= 1 || bytes <= 0) return 0;
+    double bw = ts_link_busbw(s, link), lat = ts_link_latency_s(s, link);
+    double frac = (double)(n - 1) / n;
+    double steps = n - 1;            /* ring: one latency per step */
+    double levels = ceil(log2(n));   /* tree: one latency per level, up and down */
+    switch (c) {
+    case TS_COLL_ALLREDUCE: {
+        /* Ring: reduce-scatter then all-gather, 2(n-1) steps; tree: reduce up, broadcast down,
+         * the same bus volume when pipelined (NCCL tuning model). */
+        double wire = 2.0 * frac * bytes / bw;
+        double ring = wire + 2.0 * steps * lat;
+        double tree = wire + 2.0 * levels * lat;
+        return ring < tree ? ring : tree;
+    }
+    case TS_COLL_REDUCE_SCATTER:
+    case TS_COLL_ALLGATHER:
+    case TS_COLL_ALLTOALL:
+        return frac * bytes / bw + steps * lat;
+    case TS_COLL_SENDRECV:
+        return bytes / bw + lat;
+    case TS_COLL_COUNT: break;
+    }
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* Cost functions shared by the planner's closed form and the simulator (one source of truth).
+ *
+ * Compute is a roofline: a GEMM takes flops / (peak × efficiency(flops)) with the efficiency curve
+ * of the system file; a memory-bound kernel takes bytes / (HBM bandwidth × hbm_eff).
+ * Collectives use NCCL's ring and tree costs (nccl-tests' bus-bandwidth convention, see
+ * nccl-tests doc/PERFORMANCE.md): a ring all-reduce of B bytes over n ranks moves 2(n-1)/n·B per
+ * rank, all-gather / reduce-scatter / all-to-all (n-1)/n·B, at the bus bandwidth of the slowest
+ * link the group crosses; latency is paid per ring step (ring) or per tree level (tree), and the
+ * faster of the two is taken, as NCCL's tuner does. */
+#ifndef TS_COST_H
+#define TS_COST_H
+
+#include "models/system.h"
+
+typedef enum { TS_LINK_NVLINK, TS_LINK_NIC, TS_LINK_COUNT } ts_link;
+extern const char *const ts_link_names[]; /* "nvlink", "nic" */
+
+typedef enum {
+    TS_COLL_ALLREDUCE,
+    TS_COLL_REDUCE_SCATTER,
+    TS_COLL_ALLGATHER,
+    TS_COLL_ALLTOALL,
+    TS_COLL_SENDRECV, /* one point-to-point transfer */
+    TS_COLL_COUNT
+} ts_coll;
+extern const char *const ts_coll_names[];
+
+/* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`. */
+double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
+/* Seconds for `flops` of fused attention (flash attention) in `dt`. */
+double ts_attention_s(const ts_system *s, ts_dtype dt, double flops);
+/* Seconds for a memory-bound kernel that moves `bytes` through HBM. */
+double ts_memory_s(const ts_system *s, double bytes);
+
+/* The link a group of `size` ranks, `stride` apart in the rank order, crosses: NVLink when all
+ * members sit in one node (nodes hold gpus_per_node consecutive ranks), the NIC otherwise. */
+ts_link ts_group_link(const ts_system *s, int stride, int size);
+double ts_link_busbw(const ts_system *s, ts_link link); /* achievable bytes/s */
+double ts_link_latency_s(const ts_system *s, ts_link link);
+
+/* Seconds for collective `c` of `bytes` (nccl-tests' size: the full buffer) over `n` ranks. */
+double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link);
+
+#endif

@@ -1,0 +1,128 @@
+/* Problem set-up, layout validity and one-layout evaluation (see problem.h). */
+#include <stdio.h>
+
+#include "planner/problem.h"
+#include "planner/schedule.h"
+#include "planner/stages.h"
+
+void ts_train_defaults(ts_train *t) {
+    *t = (ts_train){
+        .global_batch = 1024,
+        .seq = 4096,
+        .dtype = TS_DTYPE_BF16,
+        .flash_attention = 1,
+        .tp_across_nodes = 0,
+        .weight_bytes = 2,
+        .grad_bytes = 2,
+        .optimizer_bytes = 12,
+        /* Megatron-LM's DDP bucket: 40M parameters of 16-bit gradients. */
+        .bucket_bytes = 40e6 * 2,
+    };
+}
+
+ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
+                          const ts_train *t, int gpus) {
+    if (gpus < 1 || gpus > (1 << 24))
+        return TS_FAIL(TS_ERR_INPUT, "--gpus: expected an integer in [1, %d], got %d", 1 << 24, gpus);
+    if (t->global_batch < 1 || t->global_batch > (1 << 30))
+        return TS_FAIL(TS_ERR_INPUT, "--global-batch: expected an integer in [1, %d], got %lld",
+                       1 << 30, (long long)t->global_batch);
+    if (t->seq < 1 || t->seq > m->max_seq)
+        return TS_FAIL(TS_ERR_INPUT, "--seq: expected an integer in [1, %lld] (%s's max_seq), got %lld",
+                       (long long)m->max_seq, m->name, (long long)t->seq);
+    if (s->peak_flops[t->dtype] <= 0)
+        return TS_FAIL(TS_ERR_INPUT, "--dtype %s: %s has no %s peak in its system file",
+                       ts_dtype_names[t->dtype], s->name, ts_dtype_names[t->dtype]);
+    *pb = (ts_problem){.model = *m, .sys = *s, .train = *t, .gpus = gpus};
+    ts_model_params(m, &pb->params);
+    pb->usable_bytes = ts_system_usable_bytes(s);
+
+    /* Model FLOPs per step: the per-layer model FLOPs of one unsharded sequence (layer.c), summed
+     * over layers and the LM head, times the global batch. */
+    ts_shard one = {.tp = 1, .cp = 1, .ep = 1, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    ts_layer_cost dense, moe, head;
+    ts_layer_cost_of(pb, &one, 0, &dense);
+    ts_layer_cost_of(pb, &one, 1, &moe);
+    ts_head_cost_of(pb, &one, &head);
+    int n_moe = 0;
+    for (int i = 0; i < m->layers; i++) n_moe += ts_model_layer_is_moe(m, i);
+    double per_seq = (m->layers - n_moe) * dense.model_flops + n_moe * moe.model_flops + head.model_flops;
+    pb->model_flops_per_step = per_seq * (double)t->global_batch;
+    return TS_OK;
+}
+
+const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+    const ts_model *m = &pb->model;
+    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1) {
+        snprintf(buf, cap, "every size must be at least 1");
+        return buf;
+    }
+    long long prod = (long long)l->dp * l->tp * l->pp * l->cp;
+    if (prod != pb->gpus)
+        snprintf(buf, cap, "dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
+                 l->cp, prod, pb->gpus);
+    else if (l->tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes)
+        snprintf(buf, cap, "tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
+                 pb->sys.gpus_per_node);
+    else if (m->heads % l->tp != 0)
+        snprintf(buf, cap, "tp=%d does not divide %d attention heads", l->tp, m->heads);
+    else if (m->mla.kv_lora_rank == 0 && m->kv_heads % l->tp != 0 && l->tp % m->kv_heads != 0)
+        snprintf(buf, cap, "tp=%d neither divides nor is a multiple of %d kv heads", l->tp, m->kv_heads);
+    else if (m->ffn_hidden % l->tp != 0)
+        snprintf(buf, cap, "tp=%d does not divide ffn_hidden %lld", l->tp, (long long)m->ffn_hidden);
+    else if (m->moe.experts > 0 && m->moe.expert_ffn % l->tp != 0)
+        snprintf(buf, cap, "tp=%d does not divide expert_ffn %lld", l->tp, (long long)m->moe.expert_ffn);
+    else if (l->sp && l->tp == 1)
+        snprintf(buf, cap, "sp=1 needs tp > 1");
+    else if (l->sp != 0 && l->sp != 1)
+        snprintf(buf, cap, "sp must be 0 or 1");
+    else if (l->cp > 1 && pb->train.seq % (2 * l->cp) != 0)
+        snprintf(buf, cap, "cp=%d needs seq %lld divisible by 2·cp (load-balanced causal split)",
+                 l->cp, (long long)pb->train.seq);
+    else if (m->moe.experts == 0 && l->ep != 1)
+        snprintf(buf, cap, "ep=%d on a dense model", l->ep);
+    else if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)
+        snprintf(buf, cap, "ep=%d does not divide %d experts", l->ep, m->moe.experts);
+    else if ((l->dp * l->cp) % l->ep != 0)
+        snprintf(buf, cap, "ep=%d does not divide dp×cp = %d", l->ep, l->dp * l->cp);
+    else if (l->pp > m->layers)
+        snprintf(buf, cap, "pp=%d exceeds %d layers", l->pp, m->layers);
+    else if (l->zero < 0 || l->zero > 3)
+        snprintf(buf, cap, "zero must be 0..3");
+    else if (l->zero >= 2 && l->pp > 1)
+        snprintf(buf, cap, "zero=%d with pp=%d: sharded gradients/parameters do not combine with "
+                 "pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with PP; Megatron shards only the "
+                 "optimizer)", l->zero, l->pp);
+    else if (pb->train.global_batch % ((long long)l->dp * l->mbs) != 0)
+        snprintf(buf, cap, "global batch %lld is not divisible by dp×mbs = %lld",
+                 (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
+    else if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
+        snprintf(buf, cap, l->vpp > 1 ? "vpp=%d needs sched=interleaved"
+                                      : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
+    else if (l->vpp > 1 && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
+        snprintf(buf, cap, "interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
+                 m->layers, l->vpp);
+    else if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
+        snprintf(buf, cap, "interleaving needs micro-batches (%lld) divisible by pp=%d",
+                 (long long)(pb->train.global_batch / ((long long)l->dp * l->mbs)), l->pp);
+    else
+        return NULL;
+    return buf;
+}
+
+ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {
+    char why[256], text[256];
+    if (ts_layout_invalid(pb, in, why, sizeof why)) {
+        ts_layout_format(in, text, sizeof text);
+        return TS_FAIL(TS_ERR_INPUT, "layout %s is not valid here: %s", text, why);
+    }
+    ts_layout l = *in;
+    l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
+    ts_stages st;
+    TS_CHECK(ts_stages_init(&st, l.pp));
+    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, l.recompute};
+    ts_stages_build(&st, pb, &sh, l.pp);
+    ts_stages_finish(&st, pb, &l, out);
+    ts_stages_free(&st);
+    return TS_OK;
+}

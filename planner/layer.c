@@ -1,0 +1,272 @@
+/* Per-layer closed form: FLOPs, times, communication and activation memory of one layer for one
+ * micro-batch on one GPU.
+ *
+ * Notation: b micro-batch, s sequence, T = b·s/cp tokens held by this rank, h hidden, a heads,
+ * g kv heads, d head dim, f MLP hidden, t TP, e EP. Activations are 16-bit (2 bytes).
+ *
+ * FLOPs. A GEMM of (m×k)·(k×n) is 2mnk. Per layer forward: QKV 2T·h·(a+2g)d/t, output projection
+ * 2T·a·d·h/t, MLP 2T·h·f·(2 or 3)/t, attention core QKᵀ and AV 2·2·T·s·a·d/t. Backward is twice
+ * the GEMMs (input and weight gradients; Narayanan et al. SC'21 §3.5: "backward pass 2× forward")
+ * and 2.5× the fused attention (FlashAttention-2's backward runs 5 GEMMs to the forward's 2,
+ * Dao 2023 §3.1). With fused (flash) attention only the causal half of QKᵀ and AV is computed;
+ * model FLOPs for MFU use the full s² term as Megatron-LM and NVIDIA's recipes do
+ * (Korthikanti et al. 2022 eq. 7: 72·B·L·s·h²·(1 + s/6h + V/12hL)).
+ *
+ * Activation memory follows Korthikanti et al. 2022 §4 (Table 2), generalised to GQA and gated
+ * MLPs: per layer s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes with TP, everything /t with SP, the 5as/h
+ * term dropped under selective recompute (or by fused attention, which keeps only the fp32
+ * log-sum-exp), and 2·s·b·h (the layer input) under full recompute.
+ *
+ * Communication. TP (Megatron, Shoeybi et al. 2019): 2 all-reduces of T·h in forward and 2 in
+ * backward, the backward ones overlapped with weight-gradient GEMMs (SP: an all-gather and a reduce-scatter in place of each, the same bus volume,
+ * Korthikanti §4.2.2); full recompute repeats the forward two. CP (ring attention, Liu et al.
+ * 2023): cp-1 exchanges of this rank's K and V blocks per pass, hidden behind the attention of
+ * the block in flight. EP (GShard / Megatron-Core): an all-to-all to dispatch T·top_k tokens and
+ * one to combine them, in forward and again in backward. */
+#include "planner/layer.h"
+
+#include "planner/cost.h"
+
+/* Heads (query, kv) held by one TP rank; kv heads are replicated when t > g (Megatron-LM). */
+static double q_heads_rank(const ts_model *m, int tp) { return (double)m->heads / tp; }
+static double kv_heads_rank(const ts_model *m, int tp) {
+    return m->kv_heads >= tp ? (double)m->kv_heads / tp : 1.0;
+}
+
+static int mlp_matrices(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
+
+/* Activation bytes an MLP of hidden f keeps per token, TP-sharded part (Korthikanti: GeLU input
+ * and output 2·4h each = 16 sbh for f = 4h; a gated MLP keeps gate, up and their product). */
+static double mlp_act_bytes_per_token(const ts_model *m, double f_rank) {
+    return (mlp_matrices(m) == 3 ? 6.0 : 4.0) * f_rank;
+}
+
+typedef struct {
+    double gemm_s;      /* forward GEMM time */
+    double wgrad_s;     /* weight-gradient GEMM time in backward (≈ forward GEMM time) */
+    double attn_fwd_s;  /* attention core forward */
+    double attn_bwd_s;  /* attention core backward */
+    double elem_bytes;  /* forward element-wise HBM traffic */
+    double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
+} fwd_parts;
+
+static void attention_parts(const ts_problem *pb, const ts_shard *sh, double T, fwd_parts *p) {
+    const ts_model *m = &pb->model;
+    const ts_system *s = &pb->sys;
+    ts_dtype dt = pb->train.dtype;
+    double h = (double)m->hidden, seq = (double)pb->train.seq;
+    double ar = q_heads_rank(m, sh->tp);
+    double qk_dim, v_dim;
+    if (m->mla.kv_lora_rank > 0) {
+        /* MLA (DeepSeek-V2 §2.1): down-projections are replicated over TP, up-projections and the
+         * output projection are sharded by heads. The attention core is approximated as MHA with
+         * q/k dim nope+rope and v dim v_dim (the absorbed-weights trick is not modelled). */
+        const ts_mla *a = &m->mla;
+        qk_dim = a->qk_nope_dim + a->qk_rope_dim;
+        v_dim = a->v_dim;
+        if (a->q_lora_rank > 0) {
+            p->gemm_s += ts_gemm_s(s, dt, T, a->q_lora_rank, h);
+            p->gemm_s += ts_gemm_s(s, dt, T, ar * qk_dim, a->q_lora_rank);
+            p->matmul_params_rank += h * a->q_lora_rank + ar * qk_dim * a->q_lora_rank;
+        } else {
+            p->gemm_s += ts_gemm_s(s, dt, T, ar * qk_dim, h);
+            p->matmul_params_rank += h * ar * qk_dim;
+        }
+        p->gemm_s += ts_gemm_s(s, dt, T, a->kv_lora_rank + a->qk_rope_dim, h);
+        p->gemm_s += ts_gemm_s(s, dt, T, ar * (a->qk_nope_dim + v_dim), a->kv_lora_rank);
+        p->gemm_s += ts_gemm_s(s, dt, T, h, ar * v_dim);
+        p->matmul_params_rank += h * (a->kv_lora_rank + a->qk_rope_dim) +
+                                 a->kv_lora_rank * ar * (a->qk_nope_dim + v_dim) + ar * v_dim * h;
+    } else {
+        double d = m->head_dim, gr = kv_heads_rank(m, sh->tp);
+        qk_dim = v_dim = d;
+        p->gemm_s += ts_gemm_s(s, dt, T, (ar + 2 * gr) * d, h) + ts_gemm_s(s, dt, T, h, ar * d);
+        p->matmul_params_rank += h * (ar + 2 * gr) * d + ar * d * h;
+        p->elem_bytes += 2.0 * 2.0 * T * (ar + gr) * d; /* rotary on q and k: read + write */
+    }
+    /* Core: QKᵀ (T×s×qk per head) and AV (T×s×v per head). */
+    double core_flops = 2.0 * T * seq * ar * (qk_dim + v_dim);
+    if (pb->train.flash_attention) {
+        p->attn_fwd_s = ts_attention_s(s, dt, 0.5 * core_flops);
+        p->attn_bwd_s = ts_attention_s(s, dt, 2.5 * 0.5 * core_flops);
+    } else {
+        /* Unfused: batched GEMMs over the full s×s scores, which are written, soft-maxed,
+         * dropped out and read back through HBM (2 bytes each, ~3 passes, 6 with dropout). */
+        double scores = T * seq * ar;
+        double passes = m->dropout ? 6.0 : 3.0;
+        p->attn_fwd_s = ts_gemm_s(s, dt, T * ar, seq, qk_dim) + ts_gemm_s(s, dt, T * ar, v_dim, seq) +
+                        ts_memory_s(s, 2.0 * passes * scores);
+        p->attn_bwd_s = 2.0 * p->attn_fwd_s;
+    }
+    p->wgrad_s = p->gemm_s;
+}
+
+/* Forward parts of the MLP (dense) or the experts (MoE) of one layer. */
+static void mlp_parts(const ts_problem *pb, const ts_shard *sh, double T, int moe, fwd_parts *p) {
+    const ts_model *m = &pb->model;
+    const ts_system *s = &pb->sys;
+    ts_dtype dt = pb->train.dtype;
+    double h = (double)m->hidden;
+    int mats = mlp_matrices(m);
+    double in_mats = mats - 1; /* matrices h -> f */
+    double before = p->gemm_s;
+    if (!moe) {
+        double fr = (double)m->ffn_hidden / sh->tp;
+        p->gemm_s += ts_gemm_s(s, dt, T, in_mats * fr, h) + ts_gemm_s(s, dt, T, h, fr);
+        p->matmul_params_rank += mats * h * fr;
+        p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * fr;
+    } else {
+        const ts_moe *x = &m->moe;
+        double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
+        /* Balanced routing: the e ranks of an EP group hold E/e experts each and receive
+         * T·top_k·cf token copies in all, T·top_k·cf·e/E per local expert. */
+        double local_experts = (double)x->experts / sh->ep;
+        double tok_per_expert = T * x->top_k * cf * sh->ep / x->experts;
+        double fr = (double)x->expert_ffn / sh->tp;
+        p->gemm_s += local_experts * (ts_gemm_s(s, dt, tok_per_expert, in_mats * fr, h) +
+                                      ts_gemm_s(s, dt, tok_per_expert, h, fr));
+        p->gemm_s += ts_gemm_s(s, dt, T, x->experts, h); /* router */
+        p->matmul_params_rank += x->top_k * mats * h * fr + h * x->experts;
+        p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * x->top_k * cf * fr;
+        if (x->shared_experts > 0) {
+            double sr = (double)x->shared_ffn * x->shared_experts / sh->tp;
+            p->gemm_s += ts_gemm_s(s, dt, T, in_mats * sr, h) + ts_gemm_s(s, dt, T, h, sr);
+            p->matmul_params_rank += mats * h * sr;
+            p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * sr;
+        }
+    }
+    p->wgrad_s += p->gemm_s - before;
+}
+
+void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out) {
+    const ts_model *m = &pb->model;
+    const ts_system *s = &pb->sys;
+    double T = (double)sh->mbs * pb->train.seq / sh->cp;
+    double h = (double)m->hidden, seq = (double)pb->train.seq;
+    double rep = sh->sp ? 1.0 / sh->tp : 1.0; /* replicated parts are split only under SP */
+    fwd_parts p = {0};
+    attention_parts(pb, sh, T, &p);
+    mlp_parts(pb, sh, T, moe, &p);
+    /* Norms (2 × read+write) and residual adds (2 × 2 reads + 1 write) on T·h, SP-split. */
+    p.elem_bytes += 2.0 * (2 * 2 + 2 * 3) * T * h * rep;
+    if (m->dropout) p.elem_bytes += 2.0 * 2 * 3 * T * h * rep;
+    double elem_s = ts_memory_s(s, p.elem_bytes);
+
+    *out = (ts_layer_cost){0};
+    out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
+    out->bwd_s = p.gemm_s + p.wgrad_s + p.attn_bwd_s + 2.0 * elem_s;
+    out->wgrad_s = p.wgrad_s;
+    if (sh->recompute == TS_RECOMPUTE_FULL) out->recompute_s = out->fwd_s;
+    else if (sh->recompute == TS_RECOMPUTE_SELECTIVE) out->recompute_s = p.attn_fwd_s;
+
+    /* Model FLOPs (full s² attention convention) and executed FLOPs with recompute. */
+    double ar = q_heads_rank(m, sh->tp);
+    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
+    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
+    double core_fwd = 2.0 * T * seq * ar * (qk + vd);
+    double gemm_fwd = 2.0 * T * p.matmul_params_rank;
+    out->model_flops = 3.0 * (gemm_fwd + core_fwd);
+    out->hw_flops = out->model_flops + (sh->recompute == TS_RECOMPUTE_FULL ? gemm_fwd + core_fwd
+                                        : sh->recompute == TS_RECOMPUTE_SELECTIVE ? core_fwd : 0);
+
+    /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
+    if (sh->tp > 1) {
+        ts_link link = ts_group_link(s, 1, sh->tp);
+        double bytes = 2.0 * T * h;
+        double one = sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) +
+                                  ts_coll_s(s, TS_COLL_REDUCE_SCATTER, sh->tp, bytes, link)
+                            : ts_coll_s(s, TS_COLL_ALLREDUCE, sh->tp, bytes, link);
+        /* Forward (and recomputed forward) collectives sit on the critical path unless the
+         * system overlaps TP communication (tp_comm_overlap); the backward's two run
+         * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
+         * reduce-scatter), exposed only beyond them. */
+        double fwd_count = sh->recompute == TS_RECOMPUTE_FULL ? 4.0 : 2.0;
+        double bwd_left = 2.0 * one - p.wgrad_s;
+        out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                    s->overlap_slowdown * (bwd_left > 0 ? p.wgrad_s : 2.0 * one);
+    }
+    /* CP: ring of cp-1 K/V block exchanges in forward, twice that (dK, dV) in backward; each
+     * step hides behind the attention of the block it overlaps. */
+    if (sh->cp > 1) {
+        ts_link link = ts_group_link(s, sh->tp, sh->cp);
+        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * kv_heads_rank(m, sh->tp) * m->head_dim;
+        double block = 2.0 * T * kv_width;
+        double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, block, link);
+        double fwd = ring - p.attn_fwd_s, bwd = 2.0 * ring - p.attn_bwd_s;
+        out->cp_s = (fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0);
+        if (sh->recompute == TS_RECOMPUTE_FULL) out->cp_s += fwd > 0 ? fwd : 0;
+    }
+    /* EP: dispatch + combine all-to-all in forward and in backward (and in recompute). */
+    if (moe && sh->ep > 1) {
+        ts_link link = ts_group_link(s, sh->tp, sh->ep);
+        double tokens = T * rep * m->moe.top_k;
+        double a2a = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, 2.0 * tokens * h, link);
+        out->ep_s = (sh->recompute == TS_RECOMPUTE_FULL ? 6.0 : 4.0) * a2a;
+    }
+
+    /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
+    double g = kv_heads_rank(m, sh->tp), d = m->head_dim;
+    double replicated = T * h * (4 + 2 + 2 + (m->dropout ? 2 : 0)) * rep;
+    double attn;
+    if (m->mla.kv_lora_rank > 0) {
+        const ts_mla *a = &m->mla;
+        attn = 2.0 * T * (a->q_lora_rank + a->kv_lora_rank + a->qk_rope_dim) +
+               2.0 * T * ar * (2.0 * qk + 2.0 * vd);
+    } else {
+        attn = 2.0 * T * (2.0 * ar * d + 2.0 * g * d); /* Q, K, V and the output projection input */
+    }
+    double scores = 0;
+    if (pb->train.flash_attention) scores = 4.0 * T * ar; /* fp32 log-sum-exp */
+    else if (sh->recompute != TS_RECOMPUTE_SELECTIVE) scores = (m->dropout ? 5.0 : 2.0) * ar * T * seq / sh->cp;
+    double mlp;
+    if (!moe) {
+        mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
+    } else {
+        const ts_moe *x = &m->moe;
+        double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
+        double routed = T * x->top_k * cf;
+        mlp = routed * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / sh->tp));
+        if (x->shared_experts > 0)
+            mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
+    }
+    double full = replicated + attn + scores + mlp;
+    if (sh->recompute == TS_RECOMPUTE_FULL) {
+        out->act_bytes = 2.0 * T * h * rep;
+        out->peak_bytes = full; /* one layer's activations rebuilt during its backward */
+    } else {
+        out->act_bytes = full;
+    }
+}
+
+void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {
+    const ts_model *m = &pb->model;
+    const ts_system *s = &pb->sys;
+    double T = (double)sh->mbs * pb->train.seq / sh->cp;
+    double h = (double)m->hidden, vr = (double)m->vocab / sh->tp;
+    double gemm = ts_gemm_s(s, pb->train.dtype, T, vr, h);
+    /* Vocab-parallel cross entropy: fp32 logits written, max/sum/softmax passes, gradient. */
+    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr);
+    *out = (ts_layer_cost){0};
+    out->fwd_s = gemm + elem;
+    out->bwd_s = 2.0 * gemm + elem;
+    out->wgrad_s = gemm;
+    out->model_flops = out->hw_flops = 3.0 * 2.0 * T * vr * h;
+    out->act_bytes = 4.0 * T * vr + 2.0 * T * h * (sh->sp ? 1.0 / sh->tp : 1.0);
+}
+
+void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {
+    double T = (double)sh->mbs * pb->train.seq / sh->cp;
+    double h = (double)pb->model.hidden;
+    double rep = sh->sp ? 1.0 / sh->tp : 1.0;
+    *out = (ts_layer_cost){0};
+    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h);
+    out->bwd_s = out->fwd_s;
+    /* Vocab-parallel embedding ends in an all-reduce (reduce-scatter under SP) over TP. */
+    if (sh->tp > 1) {
+        ts_link link = ts_group_link(&pb->sys, 1, sh->tp);
+        out->tp_s = ts_coll_s(&pb->sys, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp,
+                              2.0 * T * h, link) * (1.0 - pb->sys.tp_comm_overlap);
+    }
+    /* Korthikanti 2022 extra term p·s·b·h/t: the embedding's dropout mask, 1 byte each. */
+    out->act_bytes = pb->model.dropout ? T * h * rep : 0.0;
+}

@@ -1,0 +1,39 @@
+/* One transformer layer, one micro-batch, one GPU: time, communication and activation memory
+ * for a given shard (tp, cp, ep, sp, micro-batch) and recompute policy.
+ *
+ * The closed form the planner sums over stages; the formulas and their sources are in layer.c. */
+#ifndef TS_LAYER_H
+#define TS_LAYER_H
+
+#include "planner/problem.h"
+
+typedef struct {
+    int tp, cp, ep, sp, mbs;
+    ts_recompute recompute;
+} ts_shard;
+
+typedef struct {
+    double fwd_s;       /* forward compute */
+    double bwd_s;       /* backward compute (input + weight gradients), without recompute */
+    double wgrad_s;     /* of bwd_s: weight-gradient GEMMs (W of zero-bubble) */
+    double recompute_s; /* forward work repeated in backward */
+    double tp_s;        /* exposed TP communication, forward + backward + recompute */
+    double cp_s;        /* exposed CP ring traffic */
+    double ep_s;        /* exposed EP all-to-all */
+    double act_bytes;   /* activations kept from forward to backward */
+    double peak_bytes;  /* transient extra while this layer runs backward (full recompute) */
+    double model_flops; /* forward+backward model FLOPs on this GPU (non-causal convention) */
+    double hw_flops;    /* model_flops plus recompute */
+} ts_layer_cost;
+
+/* Costs of a dense (moe = 0) or MoE (moe = 1) layer. */
+void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out);
+
+/* The LM head, final norm and loss on the last stage, as a layer-shaped cost; activations are
+ * the fp32 logits (Korthikanti 2022, extra terms: 4·s·b·v/t). */
+void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out);
+
+/* The embedding on the first stage (memory bound) and its output kept per micro-batch. */
+void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out);
+
+#endif

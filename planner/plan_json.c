@@ -1,0 +1,159 @@
+/* plan.json writer and reader (schema in plan_json.h). */
+#include "planner/plan_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+
+static int add_num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) != NULL; }
+
+cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
+    const ts_layout *l = &e->layout;
+    char text[256];
+    ts_layout_format(l, text, sizeof text);
+    cJSON *o = cJSON_CreateObject(), *mem = NULL, *t = NULL;
+    if (o == NULL) return NULL;
+    int ok = add_num(o, "rank", rank) && cJSON_AddStringToObject(o, "layout", text) &&
+             add_num(o, "dp", l->dp) && add_num(o, "tp", l->tp) && add_num(o, "pp", l->pp) &&
+             add_num(o, "cp", l->cp) && add_num(o, "ep", l->ep) && add_num(o, "sp", l->sp) &&
+             add_num(o, "zero", l->zero) && add_num(o, "mbs", l->mbs) &&
+             add_num(o, "microbatches", l->microbatches) && add_num(o, "vpp", l->vpp) &&
+             cJSON_AddStringToObject(o, "schedule", ts_schedule_names[l->schedule]) &&
+             cJSON_AddStringToObject(o, "recompute", ts_recompute_names[l->recompute]) &&
+             add_num(o, "worst_stage", e->worst_stage) && add_num(o, "fits", e->fits) &&
+             (mem = cJSON_AddObjectToObject(o, "memory_bytes")) != NULL &&
+             add_num(mem, "weights", e->mem.weights) && add_num(mem, "grads", e->mem.grads) &&
+             add_num(mem, "optimizer", e->mem.optimizer) &&
+             add_num(mem, "activations", e->mem.activations) &&
+             add_num(mem, "buffers", e->mem.buffers) && add_num(mem, "total", e->mem.total) &&
+             add_num(o, "step_s", e->step_s) && (t = cJSON_AddObjectToObject(o, "time_s")) != NULL &&
+             add_num(t, "compute", e->time.compute) && add_num(t, "tp_comm", e->time.tp_comm) &&
+             add_num(t, "cp_comm", e->time.cp_comm) && add_num(t, "ep_comm", e->time.ep_comm) &&
+             add_num(t, "pp_comm", e->time.pp_comm) && add_num(t, "pp_bubble", e->time.pp_bubble) &&
+             add_num(t, "dp_comm", e->time.dp_comm) && add_num(t, "optimizer", e->time.optimizer) &&
+             add_num(o, "tokens_per_s", e->tokens_per_s) &&
+             add_num(o, "tflops_per_gpu", e->tflops_per_gpu) &&
+             add_num(o, "hw_tflops_per_gpu", e->hw_tflops_per_gpu) && add_num(o, "mfu", e->mfu);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, const char *fix,
+                          const ts_search_result *r, cJSON **out) {
+    ts_status res = TS_OK;
+    cJSON *root = cJSON_CreateObject(), *req = NULL, *arr = NULL;
+    TS_CJSON_GOTO(root, res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tessera", "plan"), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "version", 1), res, fail);
+    TS_CJSON_GOTO(req = cJSON_AddObjectToObject(root, "request"), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "model", pb->model.name), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "system", pb->sys.name), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "gpus", pb->gpus), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "global_batch", (double)pb->train.global_batch), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "seq", (double)pb->train.seq), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "dtype", ts_dtype_names[pb->train.dtype]), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "flash_attention", pb->train.flash_attention), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "tp_across_nodes", pb->train.tp_across_nodes), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fix", fix ? fix : ""), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "top", opts->top_k), res, fail);
+    cJSON *model = ts_model_to_json(&pb->model), *sys = ts_system_to_json(&pb->sys);
+    if (model) cJSON_AddItemToObject(root, "model", model);
+    if (sys) cJSON_AddItemToObject(root, "system", sys);
+    TS_CJSON_GOTO(model && sys ? model : NULL, res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "searched", (double)r->searched), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "evaluated", (double)r->evaluated), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "feasible", (double)r->feasible), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "search_s", r->search_s), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "usable_bytes", pb->usable_bytes), res, fail);
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "layouts"), res, fail);
+    for (int i = 0; i < r->n_best; i++) {
+        cJSON *e = ts_eval_to_json(&r->best[i], i + 1);
+        TS_CJSON_GOTO(e, res, fail);
+        cJSON_AddItemToArray(arr, e);
+    }
+    *out = root;
+    return TS_OK;
+fail:
+    cJSON_Delete(root);
+    *out = NULL;
+    return res;
+}
+
+ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, int *n) {
+    *layouts = NULL;
+    *n = 0;
+    cJSON *root = NULL;
+    ts_status res = TS_OK;
+    ts_layout *ls = NULL;
+    TS_CHECK(ts_json_load_file(file, &root));
+    ts_jreader r, rr;
+    ts_jreader_root(&r, file);
+    char kind[32];
+    TS_CHECK_GOTO(ts_jr_str(&r, root, "tessera", 1, NULL, kind, sizeof kind), res, exit);
+    if (strcmp(kind, "plan") != 0) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.tessera: expected \"plan\", got \"%s\"", file, kind);
+        goto exit;
+    }
+    const cJSON *req, *jm, *js;
+    TS_CHECK_GOTO(ts_jr_obj(&r, root, "request", 1, &req), res, exit);
+    TS_CHECK_GOTO(ts_jr_obj(&r, root, "model", 1, &jm), res, exit);
+    TS_CHECK_GOTO(ts_jr_obj(&r, root, "system", 1, &js), res, exit);
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_train_defaults(&t);
+    TS_CHECK_GOTO(ts_model_from_json(file, jm, &m), res, exit);
+    TS_CHECK_GOTO(ts_system_from_json(file, js, &s), res, exit);
+    ts_jreader_child(&r, "request", 0, &rr);
+    int64_t gpus, dtype;
+    int flash, across, dt;
+    TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
+    TS_CHECK_GOTO(ts_jr_int(&rr, req, "global_batch", 1, 1, 1 << 30, 0, &t.global_batch), res, exit);
+    TS_CHECK_GOTO(ts_jr_int(&rr, req, "seq", 1, 1, 1LL << 27, 0, &t.seq), res, exit);
+    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "dtype", 0, ts_dtype_names, TS_DTYPE_BF16, &dt), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "flash_attention", 0, 1, &flash), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
+    dtype = dt;
+    t.dtype = (ts_dtype)dtype;
+    t.flash_attention = flash;
+    t.tp_across_nodes = across;
+    TS_CHECK_GOTO(ts_problem_init(pb, &m, &s, &t, (int)gpus), res, exit);
+
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "layouts");
+    if (!cJSON_IsArray(arr)) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.layouts: expected an array, got %s", file, ts_json_type_name(arr));
+        goto exit;
+    }
+    int count = cJSON_GetArraySize(arr);
+    ls = calloc(count > 0 ? (size_t)count : 1, sizeof *ls);
+    TS_ALLOC_GOTO(ls, res, exit);
+    for (int i = 0; i < count; i++) {
+        ts_jreader er;
+        ts_jreader_child(&r, "layouts", 0, &er);
+        snprintf(er.path, sizeof er.path, "$.layouts[%d]", i);
+        char text[256], what[300];
+        TS_CHECK_GOTO(ts_jr_str(&er, cJSON_GetArrayItem(arr, i), "layout", 1, NULL, text, sizeof text), res, exit);
+        snprintf(what, sizeof what, "%s: %s.layout", file, er.path);
+        TS_CHECK_GOTO(ts_layout_parse(what, text, &ls[i]), res, exit);
+        char why[256];
+        if (ts_layout_invalid(pb, &ls[i], why, sizeof why)) {
+            res = TS_FAIL(TS_ERR_INPUT, "%s: %s.layout: \"%s\" is not valid for this plan: %s", file,
+                          er.path, text, why);
+            goto exit;
+        }
+        ls[i].microbatches = (int)(pb->train.global_batch / ((long long)ls[i].dp * ls[i].mbs));
+    }
+    *layouts = ls;
+    *n = count;
+    ls = NULL;
+exit:
+    free(ls);
+    cJSON_Delete(root);
+    return res;
+}

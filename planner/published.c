@@ -1,0 +1,228 @@
+/* Predictions for the published measurements (see published.h). */
+#include "planner/published.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+
+#define RANK_DEPTH 10          /* distinct (t, p, d) examined */
+#define RANK_SEARCH_DEPTH 5000 /* layouts ranked to find them */
+
+static ts_status num_at(const char *file, const cJSON *row, const char *obj, const char *key,
+                        double *out) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, obj);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected a number, got %s", file, obj, key,
+                       ts_json_type_name(v));
+    *out = v->valuedouble;
+    return TS_OK;
+}
+
+/* Best layout under `pins`; TS_ERR_INPUT when no valid layout exists under them. */
+static ts_status best_under(const ts_problem *pb, const ts_pins *pins, ts_eval *out) {
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    o.top_k = 1;
+    o.pins = *pins;
+    ts_search_result r;
+    ts_status st = ts_search(pb, &o, &r);
+    if (st == TS_OK) *out = r.best[0];
+    ts_search_result_free(&r);
+    return st;
+}
+
+static void pin(ts_pins *p, ts_pin f, int v) {
+    p->mask |= 1u << f;
+    switch (f) {
+    case TS_PIN_TP: p->value.tp = v; break;
+    case TS_PIN_PP: p->value.pp = v; break;
+    case TS_PIN_DP: p->value.dp = v; break;
+    case TS_PIN_CP: p->value.cp = v; break;
+    case TS_PIN_SP: p->value.sp = v; break;
+    case TS_PIN_ZERO: p->value.zero = v; break;
+    case TS_PIN_MBS: p->value.mbs = v; break;
+    case TS_PIN_VPP: p->value.vpp = v; break;
+    case TS_PIN_SCHED: p->value.schedule = (ts_schedule)v; break;
+    case TS_PIN_RECOMPUTE: p->value.recompute = (ts_recompute)v; break;
+    default: break;
+    }
+}
+
+static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *c) {
+    double params_b, gpus, tp, pp, dp, batch, seq, tflops;
+    TS_CHECK(num_at(file, row, "model", "params_b", &params_b));
+    TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
+    TS_CHECK(num_at(file, row, "layout", "tp", &tp));
+    TS_CHECK(num_at(file, row, "layout", "pp", &pp));
+    TS_CHECK(num_at(file, row, "derived", "dp", &dp));
+    TS_CHECK(num_at(file, row, "training", "global_batch_seqs", &batch));
+    TS_CHECK(num_at(file, row, "model", "seq_len", &seq));
+    TS_CHECK(num_at(file, row, "measured", "tflops_per_gpu", &tflops));
+    c->kind = TS_PUB_MEGATRON_TFLOPS;
+    snprintf(c->model, sizeof c->model, "megatron-gpt-%gb", params_b);
+    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
+    c->measured = tflops;
+
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_problem pb;
+    TS_CHECK(ts_model_load(c->model, &m));
+    TS_CHECK(ts_system_load("a100-80g-dgx", &s));
+    ts_train_defaults(&t);
+    t.global_batch = (int64_t)batch;
+    t.seq = (int64_t)seq;
+    t.flash_attention = 0; /* 2021 Megatron-LM: unfused softmax */
+    TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
+
+    /* The 2021 space: full recompute, no ZeRO, SP or CP. */
+    ts_pins era = {0};
+    pin(&era, TS_PIN_CP, 1);
+    pin(&era, TS_PIN_SP, 0);
+    pin(&era, TS_PIN_ZERO, 0);
+    pin(&era, TS_PIN_RECOMPUTE, TS_RECOMPUTE_FULL);
+
+    ts_pins pins = era;
+    pin(&pins, TS_PIN_TP, c->tp);
+    pin(&pins, TS_PIN_PP, c->pp);
+    pin(&pins, TS_PIN_DP, c->dp);
+    ts_pins with_sched = pins;
+    pin(&with_sched, TS_PIN_SCHED, c->pp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B);
+    ts_eval e;
+    ts_status st = best_under(&pb, &with_sched, &e);
+    if (st == TS_ERR_INPUT) {
+        ts_error_clear(); /* interleaving impossible for this row: any schedule */
+        st = best_under(&pb, &pins, &e);
+    }
+    TS_CHECK(st);
+    c->predicted = e.hw_tflops_per_gpu;
+    ts_layout_format(&e.layout, c->layout, sizeof c->layout);
+
+    /* Rank among distinct (t, p, d): Table 1 publishes only those; micro-batch and chunking
+     * variants of one (t, p, d) count once, at their best. */
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    o.top_k = RANK_SEARCH_DEPTH;
+    o.pins = era;
+    o.schedules = (1u << TS_SCHED_1F1B) | (1u << TS_SCHED_INTERLEAVED); /* Megatron-LM 2021 */
+    ts_search_result r;
+    TS_CHECK(ts_search(&pb, &o, &r));
+    c->rank = 0;
+    int seen[RANK_DEPTH][3], n_seen = 0;
+    for (int i = 0; i < r.n_best && n_seen < RANK_DEPTH && !c->rank; i++) {
+        const ts_layout *l = &r.best[i].layout;
+        int dup = 0;
+        for (int j = 0; j < n_seen; j++)
+            dup |= seen[j][0] == l->tp && seen[j][1] == l->pp && seen[j][2] == l->dp;
+        if (dup) continue;
+        seen[n_seen][0] = l->tp, seen[n_seen][1] = l->pp, seen[n_seen][2] = l->dp;
+        n_seen++;
+        if (l->tp == c->tp && l->pp == c->pp && l->dp == c->dp) c->rank = n_seen;
+    }
+    ts_search_result_free(&r);
+    return TS_OK;
+}
+
+static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c) {
+    double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
+    TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
+    TS_CHECK(num_at(file, row, "layout", "tp", &tp));
+    TS_CHECK(num_at(file, row, "layout", "pp", &pp));
+    TS_CHECK(num_at(file, row, "layout", "cp", &cp));
+    TS_CHECK(num_at(file, row, "layout", "dp", &dp));
+    TS_CHECK(num_at(file, row, "training", "micro_batch", &mbs));
+    TS_CHECK(num_at(file, row, "training", "global_batch_seqs", &batch));
+    TS_CHECK(num_at(file, row, "training", "seq_len", &seq));
+    TS_CHECK(num_at(file, row, "measured", "train_step_s", &step));
+    const cJSON *vpp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"),
+                                                        "virtual_pipeline_stages");
+    c->kind = TS_PUB_NVIDIA_STEP;
+    snprintf(c->model, sizeof c->model, "%s", strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
+    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
+    c->measured = step;
+
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_problem pb;
+    TS_CHECK(ts_model_load(c->model, &m));
+    /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
+    if (cJSON_IsNumber(v)) vocab = v->valuedouble;
+    if (vocab > 0) m.vocab = (int64_t)vocab;
+    TS_CHECK(ts_system_load("h100-sxm-dgx", &s));
+    ts_train_defaults(&t);
+    t.global_batch = (int64_t)batch;
+    t.seq = (int64_t)seq;
+    TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
+
+    ts_pins pins = {0};
+    pin(&pins, TS_PIN_TP, c->tp);
+    pin(&pins, TS_PIN_PP, c->pp);
+    pin(&pins, TS_PIN_CP, (int)cp);
+    pin(&pins, TS_PIN_DP, c->dp);
+    pin(&pins, TS_PIN_MBS, (int)mbs);
+    if (vpp) {
+        int n = cJSON_IsString(vpp) ? atoi(vpp->valuestring) : cJSON_IsNumber(vpp) ? vpp->valueint : 0;
+        if (n > 1) {
+            pin(&pins, TS_PIN_VPP, n);
+            pin(&pins, TS_PIN_SCHED, TS_SCHED_INTERLEAVED);
+        }
+    }
+    ts_eval e;
+    TS_CHECK(best_under(&pb, &pins, &e));
+    c->predicted = e.step_s;
+    ts_layout_format(&e.layout, c->layout, sizeof c->layout);
+    return TS_OK;
+}
+
+static ts_status run_file(const char *path, int want_megatron, ts_pub_case **cases, int *n, int *cap) {
+    cJSON *root = NULL;
+    ts_status res = TS_OK;
+    TS_CHECK(ts_json_load_file(path, &root));
+    const cJSON *row;
+    cJSON_ArrayForEach(row, root) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(row, "id");
+        if (!cJSON_IsString(id)) continue;
+        int megatron = strncmp(id->valuestring, "megatron21-t1-", 14) == 0;
+        int nvidia = strncmp(id->valuestring, "nvidia-dgxc-", 12) == 0 && strstr(id->valuestring, "-bf16-");
+        if (!(want_megatron ? megatron : nvidia)) continue;
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 16;
+            ts_pub_case *grown = realloc(*cases, (size_t)*cap * sizeof **cases);
+            TS_ALLOC_GOTO(grown, res, exit);
+            *cases = grown;
+        }
+        ts_pub_case *c = &(*cases)[*n];
+        memset(c, 0, sizeof *c);
+        snprintf(c->id, sizeof c->id, "%s", id->valuestring);
+        TS_CHECK_GOTO(megatron ? megatron_case(path, row, c) : nvidia_case(path, row, c), res, exit);
+        c->error = (c->predicted - c->measured) / c->measured;
+        (*n)++;
+    }
+exit:
+    cJSON_Delete(root);
+    return res;
+}
+
+ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
+    *cases = NULL;
+    *n = 0;
+    int cap = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/megatron-sc21-table1.json", dir);
+    ts_status res = run_file(path, 1, cases, n, &cap);
+    if (res == TS_OK) {
+        snprintf(path, sizeof path, "%s/published-cases.json", dir);
+        res = run_file(path, 0, cases, n, &cap);
+    }
+    if (res != TS_OK) {
+        free(*cases);
+        *cases = NULL;
+        *n = 0;
+    }
+    return res;
+}

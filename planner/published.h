@@ -1,0 +1,33 @@
+/* The planner checked against published measurements (../shared/validation/):
+ *  - Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU of the published (t, p, d) layout, counted
+ *    like the paper (eq. 3: executed FLOPs incl. full recompute, unfused 2021 attention, no ZeRO,
+ *    no SP/CP, interleaved schedule when p > 1), and the rank of the published (t, p, d) in the
+ *    planner's own search over that 2021 space;
+ *  - NVIDIA's H100 dgxc-benchmarking recipes (BF16 rows): step time of the published layout
+ *    (tp, pp, cp, dp, mbs, vpp pinned; the planner picks SP, ZeRO and recompute).
+ * For each, the prediction is the planner's best layout under those pins. */
+#ifndef TS_PUBLISHED_H
+#define TS_PUBLISHED_H
+
+#include "planner/search.h"
+
+typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP } ts_pub_kind;
+
+typedef struct {
+    char id[96];
+    ts_pub_kind kind;
+    char model[64];
+    int gpus;
+    int tp, pp, dp;
+    double measured;  /* TFLOP/s per GPU (Megatron) or step seconds (NVIDIA) */
+    double predicted; /* the same quantity, predicted */
+    double error;     /* (predicted - measured) / measured */
+    int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the
+                         search, 0 if not in the first 10 */
+    char layout[256]; /* the predicted layout */
+} ts_pub_case;
+
+/* Loads both files from `dir` and predicts every usable case. *cases is malloc'd (caller frees). */
+ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
+
+#endif

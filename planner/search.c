@@ -1,0 +1,266 @@
+/* Exhaustive layout search with a provably safe bound (see search.h). */
+#include "planner/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/schedule.h"
+#include "planner/stages.h"
+
+const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
+
+void ts_search_opts_defaults(ts_search_opts *o) {
+    *o = (ts_search_opts){.top_k = 10, .objective = TS_OBJ_TIME, .prune = 1};
+}
+
+double ts_objective_value(const ts_problem *pb, ts_objective obj, const ts_eval *e) {
+    switch (obj) {
+    case TS_OBJ_MEMORY: return e->mem.total;
+    case TS_OBJ_COST: return e->step_s * pb->gpus / ((double)pb->train.global_batch * pb->train.seq);
+    default: return e->step_s;
+    }
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Total order: objective, then memory, then the layout's fields, so results are deterministic. */
+static int layout_cmp(const ts_layout *a, const ts_layout *b) {
+    const int fa[] = {a->tp, a->pp, a->cp, a->ep, a->sp, a->zero, a->mbs, a->vpp, (int)a->schedule, (int)a->recompute};
+    const int fb[] = {b->tp, b->pp, b->cp, b->ep, b->sp, b->zero, b->mbs, b->vpp, (int)b->schedule, (int)b->recompute};
+    for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++)
+        if (fa[i] != fb[i]) return fa[i] < fb[i] ? -1 : 1;
+    return 0;
+}
+
+typedef struct {
+    const ts_problem *pb;
+    const ts_search_opts *opts;
+    ts_search_result *out;
+    double *keys; /* (top_k) objective values of out->best */
+    int stop_at_first_fit;
+} search_ctx;
+
+static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, const ts_eval *b) {
+    if (ka != kb) return ka < kb;
+    if (a->mem.total != b->mem.total) return a->mem.total < b->mem.total;
+    return layout_cmp(&a->layout, &b->layout) < 0;
+    (void)c;
+}
+
+/* Keeps the best top_k in a sorted array: insertion is O(top_k), only for layouts that enter. */
+static void offer(search_ctx *c, const ts_eval *e) {
+    ts_search_result *r = c->out;
+    int k = c->opts->top_k;
+    double key = ts_objective_value(c->pb, c->opts->objective, e);
+    if (r->n_best == k && !better(c, key, e, c->keys[k - 1], &r->best[k - 1])) return;
+    int pos = r->n_best < k ? r->n_best : k - 1;
+    while (pos > 0 && better(c, key, e, c->keys[pos - 1], &r->best[pos - 1])) {
+        r->best[pos] = r->best[pos - 1];
+        c->keys[pos] = c->keys[pos - 1];
+        pos--;
+    }
+    r->best[pos] = *e;
+    c->keys[pos] = key;
+    if (r->n_best < k) r->n_best++;
+}
+
+static int allowed(const ts_pins *p, ts_pin field, int value, int canonical) {
+    if (p->mask & (1u << field)) {
+        const ts_layout *v = &p->value;
+        int want = field == TS_PIN_SCHED ? (int)v->schedule
+                 : field == TS_PIN_RECOMPUTE ? (int)v->recompute
+                 : field == TS_PIN_DP ? v->dp : field == TS_PIN_TP ? v->tp : field == TS_PIN_PP ? v->pp
+                 : field == TS_PIN_CP ? v->cp : field == TS_PIN_EP ? v->ep : field == TS_PIN_SP ? v->sp
+                 : field == TS_PIN_ZERO ? v->zero : field == TS_PIN_MBS ? v->mbs : v->vpp;
+        return value == want;
+    }
+    return canonical;
+}
+
+/* Leaves under one (shard, pp): every ZeRO stage × schedule/vpp. Evaluates them unless pruned;
+ * returns 1 to stop the whole search (stop_at_first_fit). */
+static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
+    const ts_problem *pb = c->pb;
+    const ts_pins *pins = &c->opts->pins;
+    ts_search_result *r = c->out;
+    int dpc = l->dp * l->cp, per_stage = pb->model.layers / l->pp;
+    char why[160];
+    for (int z = 0; z <= 3; z++) {
+        if (!allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0)) continue;
+        l->zero = z;
+        for (int s = 0; s < TS_SCHED_COUNT; s++) {
+            const ts_schedule_info *si = &ts_schedules[s];
+            if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
+            if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
+            int vmax = si->interleaved ? per_stage : 1;
+            for (int v = si->interleaved ? 2 : 1; v <= vmax; v++) {
+                if (si->interleaved && per_stage % v != 0) continue;
+                if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
+                l->schedule = (ts_schedule)s;
+                l->vpp = v;
+                if (ts_layout_invalid(pb, l, why, sizeof why)) continue;
+                r->searched++;
+                if (prune_group) continue;
+                ts_eval e;
+                ts_stages_finish(st, pb, l, &e);
+                r->evaluated++;
+                if (!r->has_closest || e.mem.total < r->closest.mem.total) {
+                    r->closest = e;
+                    r->has_closest = 1;
+                }
+                if (!e.fits) continue;
+                r->feasible++;
+                if (c->stop_at_first_fit) return 1;
+                offer(c, &e);
+            }
+        }
+    }
+    return 0;
+}
+
+static int divides(long long a, long long b) { return b % a == 0; }
+
+static ts_status run(search_ctx *c) {
+    const ts_problem *pb = c->pb;
+    const ts_model *m = &pb->model;
+    const ts_pins *pins = &c->opts->pins;
+    int N = pb->gpus;
+    long long B = pb->train.global_batch;
+    ts_stages st;
+    int cap = m->layers < N ? m->layers : N;
+    TS_CHECK(ts_stages_init(&st, cap));
+    ts_layout l = {0};
+    for (int tp = 1; tp <= N; tp++) {
+        if (!divides(tp, N) || !allowed(pins, TS_PIN_TP, tp, 1)) continue;
+        if (tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes) break;
+        if (m->heads % tp) continue;
+        for (int cp = 1; cp <= N / tp; cp++) {
+            if (!divides(cp, N / tp) || !allowed(pins, TS_PIN_CP, cp, 1)) continue;
+            for (int pp = 1; pp <= N / (tp * cp) && pp <= m->layers; pp++) {
+                if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
+                int dp = N / (tp * cp * pp);
+                if (!allowed(pins, TS_PIN_DP, dp, 1) || B % dp) continue;
+                int epmax = m->moe.experts > 0 ? dp * cp : 1;
+                for (int ep = 1; ep <= epmax; ep++) {
+                    if (!divides(ep, dp * cp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+                    if (m->moe.experts > 0 && m->moe.experts % ep) continue;
+                    for (int sp = 0; sp <= 1; sp++) {
+                        if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
+                        for (long long mbs = 1; mbs <= B / dp; mbs++) {
+                            if ((B / dp) % mbs || !allowed(pins, TS_PIN_MBS, (int)mbs, 1)) continue;
+                            for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+                                int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
+                                if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
+                                l = (ts_layout){.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep,
+                                                .sp = sp, .mbs = (int)mbs, .vpp = 1,
+                                                .microbatches = (int)(B / (dp * mbs)),
+                                                .recompute = (ts_recompute)rc};
+                                char why[160];
+                                /* Shard-level validity (schedule and ZeRO are checked per leaf). */
+                                ts_layout probe = l;
+                                probe.schedule = TS_SCHED_1F1B;
+                                const char *bad = ts_layout_invalid(pb, &probe, why, sizeof why);
+                                if (bad && !strstr(bad, "interleav") && !strstr(bad, "vpp")) continue;
+                                ts_shard sh = {tp, cp, ep, sp, (int)mbs, (ts_recompute)rc};
+                                ts_stages_build(&st, pb, &sh, pp);
+                                int prune_group = 0;
+                                if (c->opts->prune && c->opts->objective != TS_OBJ_MEMORY &&
+                                    c->out->n_best == c->opts->top_k) {
+                                    ts_eval bound = {.step_s = l.microbatches * (st.fwd_s + st.bwd_s + st.recompute_s)};
+                                    double lb = ts_objective_value(pb, c->opts->objective, &bound);
+                                    prune_group = lb > c->keys[c->opts->top_k - 1];
+                                }
+                                if (leaves(c, &st, &l, prune_group)) goto done;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+done:
+    ts_stages_free(&st);
+    return TS_OK;
+}
+
+static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out,
+                             int stop_at_first_fit) {
+    memset(out, 0, sizeof *out);
+    if (opts->top_k < 1 || opts->top_k > 100000)
+        return TS_FAIL(TS_ERR_INPUT, "--top: expected an integer in [1, 100000], got %d", opts->top_k);
+    ts_status res = TS_OK;
+    search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
+    out->best = calloc((size_t)opts->top_k, sizeof *out->best);
+    c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
+    if (out->best == NULL || c.keys == NULL) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", opts->top_k);
+        goto exit;
+    }
+    double t0 = now_s();
+    TS_CHECK_GOTO(run(&c), res, exit);
+    out->search_s = now_s() - t0;
+exit:
+    free(c.keys);
+    return res;
+}
+
+/* The smallest GPU count (multiples of a node, doubling then refining) on which some layout fits,
+ * or 0 when none up to 64× does. */
+static int gpus_that_fit(const ts_problem *pb, const ts_search_opts *opts) {
+    int gpn = pb->sys.gpus_per_node, hi = 0;
+    ts_search_result r;
+    ts_search_opts o = *opts;
+    o.top_k = 1;
+    o.pins.mask &= ~((1u << TS_PIN_DP) | (1u << TS_PIN_PP)); /* dp and pp must follow the count */
+    for (long long g = pb->gpus * 2LL; g <= pb->gpus * 64LL && g <= (1 << 24); g *= 2) {
+        ts_problem q = *pb;
+        q.gpus = (int)((g + gpn - 1) / gpn * gpn);
+        if (search_into(&q, &o, &r, 1) == TS_OK && r.feasible) hi = q.gpus;
+        ts_search_result_free(&r);
+        if (hi) break;
+    }
+    if (!hi) return 0;
+    int lo = hi / 2, step = (hi - lo) / 16 > gpn ? (hi - lo) / 16 / gpn * gpn : gpn;
+    for (int g = (lo / gpn + 1) * gpn; g < hi; g += step) {
+        ts_problem q = *pb;
+        q.gpus = g;
+        int fits = search_into(&q, &o, &r, 1) == TS_OK && r.feasible;
+        ts_search_result_free(&r);
+        if (fits) return g;
+    }
+    return hi;
+}
+
+ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out) {
+    TS_CHECK(search_into(pb, opts, out, 0));
+    if (out->n_best > 0) return TS_OK;
+    if (out->searched == 0) {
+        snprintf(out->reason, sizeof out->reason,
+                 "no valid layout of %s on %d GPUs under these pins and batch %lld (check --fix, "
+                 "--gpus and --global-batch divisibility)",
+                 pb->model.name, pb->gpus, (long long)pb->train.global_batch);
+        return TS_FAIL(TS_ERR_INPUT, "%s", out->reason);
+    }
+    char text[256];
+    ts_layout_format(&out->closest.layout, text, sizeof text);
+    int need = gpus_that_fit(pb, opts);
+    char fit[96] = "no GPU count up to 64× fits either";
+    if (need) snprintf(fit, sizeof fit, "needs about %d GPUs of %.0f GB", need, pb->sys.hbm_bytes / 1e9);
+    snprintf(out->reason, sizeof out->reason,
+             "nothing fits: %s on %d × %s needs at least %.1f GB/GPU (%s) but %.1f GB are usable; %s",
+             pb->model.name, pb->gpus, pb->sys.name, out->closest.mem.total / 1e9, text,
+             pb->usable_bytes / 1e9, fit);
+    return TS_FAIL(TS_ERR_INFEASIBLE, "%s", out->reason);
+}
+
+void ts_search_result_free(ts_search_result *r) {
+    free(r->best);
+    r->best = NULL;
+    r->n_best = 0;
+}

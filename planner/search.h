@@ -1,0 +1,54 @@
+/* The layout search: every layout of the problem (DP, TP, PP, CP, EP, SP, ZeRO stage,
+ * micro-batch, schedule and vpp, recompute) that honours the pins, evaluated by the closed form,
+ * the best `top_k` kept by the objective.
+ *
+ * Pruning: for each shard and pipeline depth, m·(slowest stage's compute) is a lower bound of the
+ * step time of every ZeRO stage and schedule below it (all other terms are ≥ 0); once top_k
+ * feasible layouts are held, a group whose bound exceeds the worst held is skipped unevaluated.
+ * It therefore drops nothing feasible and better (tests compare it with prune = 0).
+ *
+ * Equivalent duplicates are not enumerated: with pp = 1 only sched=1f1b; with dp·cp = 1 only
+ * zero=0; with fused attention, selective recompute (no memory saved, more time) is skipped —
+ * unless the field is pinned. */
+#ifndef TS_SEARCH_H
+#define TS_SEARCH_H
+
+#include <stdint.h>
+
+#include "planner/problem.h"
+
+typedef enum { TS_OBJ_TIME, TS_OBJ_MEMORY, TS_OBJ_COST, TS_OBJ_COUNT } ts_objective;
+extern const char *const ts_objective_names[]; /* "time", "memory", "cost" */
+
+typedef struct {
+    ts_pins pins;
+    int top_k;              /* layouts kept (>= 1) */
+    ts_objective objective; /* time: step_s; memory: bytes per GPU; cost: GPU-seconds per token */
+    int prune;              /* 1: branch and bound (default); 0: evaluate everything */
+    unsigned schedules;     /* bit (1u << ts_schedule) per schedule allowed; 0 = all */
+} ts_search_opts;
+
+void ts_search_opts_defaults(ts_search_opts *o);
+
+typedef struct {
+    ts_eval *best;       /* (n_best) feasible layouts, best first; owned */
+    int n_best;
+    int64_t searched;    /* valid layouts in the space under the pins */
+    int64_t evaluated;   /* of those, evaluated (the rest pruned by the bound) */
+    int64_t feasible;    /* evaluated layouts that fit in memory */
+    double search_s;
+    ts_eval closest;     /* the valid layout needing the least memory (meaningful when n_best==0) */
+    int has_closest;
+    char reason[512];    /* when nothing fits: why, and what would */
+} ts_search_result;
+
+/* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say
+ * what came closest and how many GPUs would do) when no valid layout fits; TS_ERR_INPUT when the
+ * pins leave no valid layout at all. */
+ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out);
+void ts_search_result_free(ts_search_result *r);
+
+/* The objective's value for an evaluated layout (smaller is better). */
+double ts_objective_value(const ts_problem *pb, ts_objective obj, const ts_eval *e);
+
+#endif

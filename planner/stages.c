@@ -1,0 +1,235 @@
+/* Stage aggregation and the step's closed form (see stages.h).
+ *
+ * Step time (Narayanan et al. SC'21 eq. 1, extended):
+ *   step = m·(t_f + t_b + t_rc + exposed TP/CP/EP per micro-batch)       slowest stage
+ *        + bubble(schedule)                                              schedule.c
+ *        + 2·(m·v + p - 1)·t_p2p                                         PP send/recv
+ *        + exposed DP / ZeRO traffic + optimizer step.
+ * DP: gradients reduce while the last micro-batch runs backward and ZeRO's parameter all-gather
+ * runs under the next step's first forward (Megatron-LM overlap_grad_reduce /
+ * overlap_param_gather); ZeRO-3 gathers each layer's parameters per micro-batch in forward and
+ * backward and reduce-scatters its gradients (Rajbhandari et al. 2020 §7: 1.5× the volume).
+ * Only the fraction dp_comm_overlap of a window can be used, and hidden traffic slows compute by
+ * overlap_slowdown (system file).
+ * Memory per rank (ZeRO paper §3.1, §5): weights + gradients + optimizer states sharded per stage
+ * over the DP×CP group (experts over DP×CP/EP), activations × micro-batches in flight, buffers.
+ * Optimizer step: Adam reads and writes fp32 master, momentum and variance (24 bytes), reads the
+ * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound). */
+#include "planner/stages.h"
+
+#include <stdlib.h>
+
+#include "planner/cost.h"
+#include "planner/schedule.h"
+
+ts_status ts_stages_init(ts_stages *st, int cap) {
+    *st = (ts_stages){0};
+    ts_status res = TS_OK;
+    st->cap = cap;
+    st->params = calloc((size_t)cap * 4, sizeof(double));
+    TS_ALLOC_GOTO(st->params, res, fail);
+    st->expert_params = st->params + cap;
+    st->act_bytes = st->params + 2 * cap;
+    st->extra_bytes = st->params + 3 * cap;
+    return TS_OK;
+fail:
+    return res;
+}
+
+void ts_stages_free(ts_stages *st) {
+    free(st->params);
+    *st = (ts_stages){0};
+}
+
+/* MoE layers among [0, x): layers first_dense, first_dense+every, ... */
+static int moe_below(const ts_model *m, int x) {
+    if (m->moe.experts == 0 || x <= m->moe.first_dense) return 0;
+    int every = m->moe.every > 0 ? m->moe.every : 1;
+    return (x - m->moe.first_dense + every - 1) / every;
+}
+
+static double max_d(double a, double b) { return a > b ? a : b; }
+
+void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp) {
+    const ts_model *m = &pb->model;
+    const ts_param_count *pc = &pb->params;
+    ts_layer_cost dense, moe, head, embed;
+    ts_layer_cost_of(pb, sh, 0, &dense);
+    if (m->moe.experts > 0) ts_layer_cost_of(pb, sh, 1, &moe);
+    else moe = dense;
+    ts_head_cost_of(pb, sh, &head);
+    ts_embed_cost_of(pb, sh, &embed);
+
+    st->pp = pp;
+    st->shard = *sh;
+    double t = sh->tp;
+    double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
+    double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
+    st->max_layer_params = max_d(pc->per_layer_dense, moe_dense_part + expert_all / sh->ep) / t;
+
+    int base = m->layers / pp, rem = m->layers % pp, first = 0;
+    double slowest_s = -1, hw = 0, model = 0;
+    for (int i = 0; i < pp; i++) {
+        int n = base + (i >= 1 && i <= rem ? 1 : 0);
+        int n_moe = moe_below(m, first + n) - moe_below(m, first);
+        int n_dense = n - n_moe;
+        if (i == pp - 1) n_moe += m->mtp_layers; /* DeepSeek-V3 MTP module sits after the last layer */
+        first += n;
+
+        double ne = n_dense * pc->per_layer_dense + n_moe * moe_dense_part;
+        double ex = n_moe * expert_all;
+        double act = n_dense * dense.act_bytes + n_moe * moe.act_bytes;
+        double extra = max_d(n_dense ? dense.peak_bytes : 0, n_moe ? moe.peak_bytes : 0);
+        ts_layer_cost sum = {0};
+        const ts_layer_cost *parts[4] = {&dense, &moe, &embed, &head};
+        double count[4] = {n_dense, n_moe, i == 0, i == pp - 1};
+        for (int k = 0; k < 4; k++) {
+            sum.fwd_s += count[k] * parts[k]->fwd_s;
+            sum.bwd_s += count[k] * parts[k]->bwd_s;
+            sum.wgrad_s += count[k] * parts[k]->wgrad_s;
+            sum.recompute_s += count[k] * parts[k]->recompute_s;
+            sum.tp_s += count[k] * parts[k]->tp_s;
+            sum.cp_s += count[k] * parts[k]->cp_s;
+            sum.ep_s += count[k] * parts[k]->ep_s;
+            sum.model_flops += count[k] * parts[k]->model_flops;
+            sum.hw_flops += count[k] * parts[k]->hw_flops;
+        }
+        if (i == 0) {
+            ne += pc->embedding;
+            act += embed.act_bytes;
+        }
+        if (i == pp - 1) {
+            /* A tied LM head keeps its own copy of the embedding on the last stage (pp > 1). */
+            ne += pc->lm_head > 0 ? pc->lm_head : (pp > 1 ? (double)m->vocab * m->hidden : 0);
+            extra = max_d(extra, head.act_bytes);
+        }
+        st->params[i] = ne / t;
+        st->expert_params[i] = ex / (t * sh->ep);
+        st->act_bytes[i] = act;
+        st->extra_bytes[i] = extra;
+        hw += sum.hw_flops;
+        model += sum.model_flops;
+
+        double busy = sum.fwd_s + sum.bwd_s + sum.recompute_s + sum.tp_s + sum.cp_s + sum.ep_s;
+        if (busy > slowest_s) {
+            slowest_s = busy;
+            st->slowest = i;
+            st->fwd_s = sum.fwd_s;
+            st->bwd_s = sum.bwd_s;
+            st->wgrad_s = sum.wgrad_s;
+            st->recompute_s = sum.recompute_s;
+            st->tp_s = sum.tp_s;
+            st->cp_s = sum.cp_s;
+            st->ep_s = sum.ep_s;
+        }
+    }
+    st->hw_over_model = model > 0 ? hw / model : 1.0;
+}
+
+/* Time of reducing (and, for ZeRO ≥ 1, re-gathering) one stage's gradients/parameters. */
+typedef struct {
+    double reduce_s; /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO ≥ 1) of gradients */
+    double gather_s; /* all-gather of parameters (ZeRO ≥ 1) */
+} dp_traffic;
+
+static dp_traffic dp_traffic_of(const ts_stages *st, const ts_problem *pb, const ts_layout *l,
+                                int stage) {
+    const ts_system *s = &pb->sys;
+    int dpc = l->dp * l->cp, edp = dpc / l->ep;
+    ts_link link = ts_group_link(s, l->tp, dpc), elink = ts_group_link(s, l->tp * l->ep, edp);
+    double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
+    double ne = st->params[stage], ex = st->expert_params[stage];
+    dp_traffic tr = {0};
+    ts_coll red = l->zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
+    tr.reduce_s = ts_coll_s(s, red, dpc, gb * ne, link) + ts_coll_s(s, red, edp, gb * ex, elink);
+    if (l->zero >= 1)
+        tr.gather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb * ne, link) +
+                      ts_coll_s(s, TS_COLL_ALLGATHER, edp, wb * ex, elink);
+    return tr;
+}
+
+/* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
+ * hidden part inflicts on compute. */
+static double exposed(const ts_system *s, double traffic_s, double window_s) {
+    double hide = s->dp_comm_overlap * window_s;
+    double hidden = traffic_s < hide ? traffic_s : hide;
+    return traffic_s - hidden + s->overlap_slowdown * hidden;
+}
+
+void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {
+    const ts_system *s = &pb->sys;
+    const ts_train *tr = &pb->train;
+    const ts_schedule_info *sched = &ts_schedules[l->schedule];
+    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp, edp = dpc / l->ep;
+    double T = (double)l->mbs * tr->seq / l->cp;
+    double h = (double)pb->model.hidden;
+
+    /* Memory: worst stage. */
+    double bucket = tr->bucket_bytes;
+    double comm_buf = (l->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (p > 1 ? 2.0 * 2.0 * T * h / l->tp : 0);
+    int w_div = l->zero >= 3, g_div = l->zero >= 2, o_div = l->zero >= 1;
+    out->mem = (ts_memory){0};
+    out->mem.total = -1;
+    for (int i = 0; i < p; i++) {
+        double ne = st->params[i], ex = st->expert_params[i];
+        ts_memory mem;
+        mem.weights = tr->weight_bytes * (w_div ? ne / dpc + ex / edp : ne + ex);
+        mem.grads = tr->grad_bytes * (g_div ? ne / dpc + ex / edp : ne + ex);
+        mem.optimizer = tr->optimizer_bytes * (o_div ? ne / dpc + ex / edp : ne + ex);
+        mem.activations = st->act_bytes[i] * sched->in_flight(p, i, m, v) + st->extra_bytes[i];
+        double grad_all = tr->grad_bytes * (ne + ex);
+        mem.buffers = comm_buf + 2.0 * (grad_all < bucket ? grad_all : bucket);
+        if (l->zero >= 3) mem.buffers += 2.0 * tr->weight_bytes * st->max_layer_params;
+        mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.buffers;
+        if (mem.total > out->mem.total) {
+            out->mem = mem;
+            out->worst_stage = i;
+        }
+    }
+    out->fits = out->mem.total <= pb->usable_bytes;
+
+    /* Time. */
+    ts_time_split *ts = &out->time;
+    *ts = (ts_time_split){0};
+    double comm_mb = st->tp_s + st->cp_s + st->ep_s;
+    double tf = st->fwd_s + comm_mb / 3.0, tb = st->bwd_s + st->recompute_s + comm_mb * 2.0 / 3.0;
+    ts->compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
+    ts->tp_comm = m * st->tp_s;
+    ts->cp_comm = m * st->cp_s;
+    ts->ep_comm = m * st->ep_s;
+    ts->pp_bubble = p > 1 ? sched->bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
+    if (p > 1) {
+        ts_link link = ts_group_link(s, l->tp * l->cp * l->dp, 2);
+        double t_p2p = ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * h / l->tp, link);
+        ts->pp_comm = 2.0 * ((double)m * v + p - 1) * t_p2p;
+    }
+    /* DP and the optimizer are paced by the stage with the most parameters. */
+    int big = 0;
+    for (int i = 1; i < p; i++)
+        if (st->params[i] + st->expert_params[i] > st->params[big] + st->expert_params[big]) big = i;
+    if (dpc > 1) {
+        dp_traffic d = dp_traffic_of(st, pb, l, big);
+        if (l->zero <= 1) {
+            ts->dp_comm = exposed(s, d.reduce_s, tb) + exposed(s, d.gather_s, tf);
+        } else if (l->zero == 2) {
+            /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
+             * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
+            ts->dp_comm = m * exposed(s, d.reduce_s, tb) + exposed(s, d.gather_s, tf);
+        } else {
+            /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
+            ts->dp_comm = m * (exposed(s, d.gather_s, tf) + exposed(s, d.gather_s + d.reduce_s, tb));
+        }
+    }
+    double updated = o_div ? st->params[big] / dpc + st->expert_params[big] / edp
+                           : st->params[big] + st->expert_params[big];
+    ts->optimizer = ts_memory_s(s, (24.0 + tr->grad_bytes + tr->weight_bytes) * updated);
+
+    out->step_s = ts->compute + ts->tp_comm + ts->cp_comm + ts->ep_comm + ts->pp_comm +
+                  ts->pp_bubble + ts->dp_comm + ts->optimizer;
+    double tokens = (double)tr->global_batch * tr->seq;
+    out->tokens_per_s = tokens / out->step_s;
+    out->tflops_per_gpu = pb->model_flops_per_step / out->step_s / pb->gpus / 1e12;
+    out->hw_tflops_per_gpu = out->tflops_per_gpu * st->hw_over_model;
+    out->mfu = pb->model_flops_per_step / (out->step_s * pb->gpus * s->peak_flops[tr->dtype]);
+    out->layout = *l;
+}

@@ -1,0 +1,38 @@
+/* A pipeline's stages for one shard: what each stage holds (parameters, activations per
+ * micro-batch) and the per-micro-batch times of the slowest stage. Built once per
+ * (tp, cp, ep, sp, mbs, recompute, pp) and reused for every ZeRO stage and schedule.
+ *
+ * Layers are split contiguously; when pp does not divide the layer count, stages 1..(L mod pp)
+ * take one extra layer, so the first stage (embedding, most micro-batches in flight) and the last
+ * (LM head, logits) are not the ones made heavier. */
+#ifndef TS_STAGES_H
+#define TS_STAGES_H
+
+#include "planner/layer.h"
+
+typedef struct {
+    int pp, cap;
+    ts_shard shard;
+    double *params;        /* (pp) non-expert parameters on one rank of the stage */
+    double *expert_params; /* (pp) expert parameters on one rank */
+    double *act_bytes;     /* (pp) activations of one micro-batch for the whole stage */
+    double *extra_bytes;   /* (pp) transient bytes: a recomputed layer, logits */
+    /* Slowest stage, per micro-batch: */
+    double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
+    int slowest;
+    double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
+    double hw_over_model;    /* executed / model FLOPs over the whole model */
+} ts_stages;
+
+/* Allocates room for up to `cap` stages; ts_stages_free releases it. */
+ts_status ts_stages_init(ts_stages *st, int cap);
+void ts_stages_free(ts_stages *st);
+
+/* Fills `st` for the problem, shard and pipeline depth (pp <= cap, pp <= layers). */
+void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp);
+
+/* Completes an evaluation: memory on the worst rank, time split and throughput for the layout's
+ * ZeRO stage, schedule and vpp, given `st` built for its shard and pp. */
+void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out);
+
+#endif

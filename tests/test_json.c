@@ -1,0 +1,135 @@
+/* Tests for common/json.c: syntax errors carry line:col, figures may be {"value", "source"},
+ * readers refuse wrong types and ranges naming file, path, expected and got, and atomic writes
+ * leave exactly the target file behind. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json.h"
+
+static cJSON *parse_ok(const char *text) {
+    cJSON *root = NULL;
+    ts_error_clear();
+    cr_assert_eq(ts_json_parse("t.json", text, &root), TS_OK, "%s", ts_error_message());
+    return root;
+}
+
+Test(json, truncated_input_reports_line_col) {
+    cJSON *root = NULL;
+    ts_error_clear();
+    cr_assert_eq(ts_json_parse("t.json", "{\n  \"a\": [1, 2", &root), TS_ERR_INPUT);
+    cr_assert_null(root);
+    cr_assert_str_eq(ts_error_message(),
+                     "t.json:2:13: invalid JSON: unexpected end of input (truncated?)");
+    ts_error_clear();
+    cr_assert_eq(ts_json_parse("t.json", "{\"a\": tru }", &root), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(), "t.json:1:7: invalid JSON near 'tru }'");
+}
+
+Test(json, value_source_form_reads_as_number) {
+    cJSON *root = parse_ok("{\"hbm\": {\"value\": 8e10, \"source\": \"datasheet\"}, \"plain\": 3.5,"
+                           " \"gpus\": {\"value\": 8, \"source\": \"x\"}}");
+    ts_jreader r;
+    ts_jreader_root(&r, "t.json");
+    double hbm = 0, plain = 0;
+    int64_t gpus = 0;
+    cr_assert_eq(ts_jr_num(&r, root, "hbm", 1, 0, 1e15, 0, &hbm), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(hbm, 8e10);
+    cr_assert_eq(ts_jr_num(&r, root, "plain", 1, 0, 10, 0, &plain), TS_OK);
+    cr_assert_eq(plain, 3.5);
+    cr_assert_eq(ts_jr_int(&r, root, "gpus", 1, 1, 1024, 0, &gpus), TS_OK);
+    cr_assert_eq(gpus, 8);
+    cJSON_Delete(root);
+}
+
+Test(json, missing_and_default) {
+    cJSON *root = parse_ok("{\"gpu\": {}}");
+    ts_jreader r, g;
+    ts_jreader_root(&r, "t.json");
+    ts_jreader_child(&r, "gpu", 0, &g);
+    const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
+    double v = 0;
+    cr_assert_eq(ts_jr_num(&g, gpu, "power_w", 0, 0, 1e5, 700, &v), TS_OK);
+    cr_assert_eq(v, 700);
+    cr_assert_eq(ts_jr_num(&g, gpu, "hbm_bytes", 1, 1, 1e15, 0, &v), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(), "t.json: $.gpu.hbm_bytes: missing field, expected a number");
+    cJSON_Delete(root);
+}
+
+Test(json, int_reader_rejects_fractions_and_huge) {
+    cJSON *root = parse_ok("{\"a\": 1.5, \"b\": 1e30, \"c\": \"8\"}");
+    ts_jreader r;
+    ts_jreader_root(&r, "t.json");
+    int64_t v = 0;
+    cr_assert_eq(ts_jr_int(&r, root, "a", 1, 0, 100, 0, &v), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(), "t.json: $.a: expected an integer in [0, 100], got 1.5");
+    ts_error_clear();
+    cr_assert_eq(ts_jr_int(&r, root, "b", 1, 0, INT64_MAX, 0, &v), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(),
+                     "t.json: $.b: expected an integer in [0, 9223372036854775807], got 1e+30");
+    ts_error_clear();
+    cr_assert_eq(ts_jr_int(&r, root, "c", 1, 0, 100, 0, &v), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(),
+                     "t.json: $.c: expected an integer in [0, 100], got a string");
+    cJSON_Delete(root);
+}
+
+Test(json, enum_reader_lists_choices) {
+    static const char *const names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
+    cJSON *root = parse_ok("{\"dtype\": \"int4\", \"ok\": \"fp8\"}");
+    ts_jreader r;
+    ts_jreader_root(&r, "t.json");
+    int v = -1;
+    cr_assert_eq(ts_jr_enum(&r, root, "ok", 1, names, 0, &v), TS_OK);
+    cr_assert_eq(v, 2);
+    cr_assert_eq(ts_jr_enum(&r, root, "dtype", 1, names, 0, &v), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(), "t.json: $.dtype: expected \"bf16\" | \"fp16\" | \"fp8\" | "
+                                         "\"fp32\", got \"int4\"");
+    cJSON_Delete(root);
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void assert_file_is(const char *path, const char *want) {
+    char buf[64] = "";
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cr_assert_str_eq(buf, want);
+}
+
+Test(json, write_file_atomic_leaves_no_temp_file) {
+    char dir[] = "/tmp/tessera-json-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    ts_error_clear();
+    cr_assert_eq(ts_write_file_atomic(path, "{\"a\": 1}\n", 9), TS_OK, "%s", ts_error_message());
+    assert_file_is(path, "{\"a\": 1}\n");
+    cr_assert_eq(count_entries(dir), 1);
+    /* replacing an existing file */
+    cr_assert_eq(ts_write_file_atomic(path, "[]\n", 3), TS_OK, "%s", ts_error_message());
+    assert_file_is(path, "[]\n");
+    cr_assert_eq(count_entries(dir), 1);
+    /* a directory that does not exist: an error, and nothing created */
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/missing/out.json", dir);
+    cr_assert_eq(ts_write_file_atomic(bad, "x", 1), TS_ERR_IO);
+    cr_assert_eq(count_entries(dir), 1);
+    unlink(path);
+    rmdir(dir);
+}
