@@ -23,6 +23,7 @@ static void help(void) {
         "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
         "  -k, --top K            layouts to show (default 10)\n"
         "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
+        "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
         "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
         "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
         "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
@@ -33,6 +34,24 @@ static void help(void) {
         "  -h, --help             this help\n"
         "\n"
         "Exit status: 0 ok, 2 bad input, 3 nothing fits (the message says what came closest).\n");
+}
+
+/* "1f1b,interleaved" -> a bit per schedule. */
+static unsigned parse_schedules(const char *cmd, const char *list) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    unsigned mask = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        int found = -1;
+        for (int i = 0; ts_schedule_names[i]; i++)
+            if (strcmp(item, ts_schedule_names[i]) == 0) found = i;
+        if (found < 0)
+            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, got \"%s\"", item);
+        mask |= 1u << found;
+    }
+    if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
+    return mask;
 }
 
 static void print_table(const ts_problem *pb, const ts_search_result *r) {
@@ -83,7 +102,7 @@ int cmd_plan(int argc, char **argv) {
     int seq_given = 0;
     ts_search_opts opts;
     ts_search_opts_defaults(&opts);
-    enum { OPT_OBJ = 256, OPT_DTYPE, OPT_NOFLASH, OPT_ACROSS, OPT_NOPRUNE, OPT_JSON };
+    enum { OPT_OBJ = 256, OPT_DTYPE, OPT_NOFLASH, OPT_ACROSS, OPT_NOPRUNE, OPT_JSON, OPT_SCHEDS };
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'},     {"system", required_argument, 0, 's'},
         {"gpus", required_argument, 0, 'g'},      {"global-batch", required_argument, 0, 'b'},
@@ -92,6 +111,7 @@ int cmd_plan(int argc, char **argv) {
         {"objective", required_argument, 0, OPT_OBJ}, {"dtype", required_argument, 0, OPT_DTYPE},
         {"no-flash-attn", no_argument, 0, OPT_NOFLASH}, {"tp-across-nodes", no_argument, 0, OPT_ACROSS},
         {"no-prune", no_argument, 0, OPT_NOPRUNE}, {"json", no_argument, 0, OPT_JSON},
+        {"schedules", required_argument, 0, OPT_SCHEDS},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -122,6 +142,7 @@ int cmd_plan(int argc, char **argv) {
             train.dtype = (ts_dtype)found;
             break;
         }
+        case OPT_SCHEDS: opts.schedules = parse_schedules(cmd, optarg); break;
         case OPT_NOFLASH: train.flash_attention = 0; break;
         case OPT_ACROSS: train.tp_across_nodes = 1; break;
         case OPT_NOPRUNE: opts.prune = 0; break;

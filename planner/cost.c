@@ -13,9 +13,12 @@ double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k) 
     return flops / (s->peak_flops[dt] * ts_eff_at(&s->gemm_eff, flops));
 }
 
-double ts_attention_s(const ts_system *s, ts_dtype dt, double flops) {
+double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops) {
     if (flops <= 0) return 0;
-    return flops / (s->peak_flops[dt] * s->attention_eff);
+    const ts_eff_curve *c = &s->gemm_eff;
+    double plateau = c->n > 0 ? c->eff[c->n - 1] : 1.0;
+    double scale = ts_eff_at(c, kernel_flops) / plateau;
+    return flops / (s->peak_flops[dt] * s->attention_eff * (scale < 1.0 ? scale : 1.0));
 }
 
 double ts_memory_s(const ts_system *s, double bytes) {

@@ -27,8 +27,11 @@ extern const char *const ts_coll_names[];
 
 /* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`. */
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
-/* Seconds for `flops` of fused attention (flash attention) in `dt`. */
-double ts_attention_s(const ts_system *s, ts_dtype dt, double flops);
+/* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
+ * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
+ * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to
+ * the GEMM curve's plateau. */
+double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops);
 /* Seconds for a memory-bound kernel that moves `bytes` through HBM. */
 double ts_memory_s(const ts_system *s, double bytes);
 

@@ -5,8 +5,8 @@
  *        + bubble(schedule)                                              schedule.c
  *        + 2·(m·v + p - 1)·t_p2p                                         PP send/recv
  *        + exposed DP / ZeRO traffic + optimizer step.
- * DP: gradients reduce while the last micro-batch runs backward and ZeRO's parameter all-gather
- * runs under the next step's first forward (Megatron-LM overlap_grad_reduce /
+ * DP: gradients reduce while the last micro-batch runs backward through the stage's last model
+ * chunk and ZeRO's parameter all-gather runs under the next step's first forward (Megatron-LM overlap_grad_reduce /
  * overlap_param_gather); ZeRO-3 gathers each layer's parameters per micro-batch in forward and
  * backward and reduce-scatters its gradients (Rajbhandari et al. 2020 §7: 1.5× the volume).
  * Only the fraction dp_comm_overlap of a window can be used, and hidden traffic slows compute by
@@ -209,6 +209,10 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
         if (st->params[i] + st->expert_params[i] > st->params[big] + st->expert_params[big]) big = i;
     if (dpc > 1) {
         dp_traffic d = dp_traffic_of(st, pb, l, big);
+        /* The windows are one model chunk's work: with interleaving the last backward (and the
+         * next step's first forward) on a stage covers 1/v of its layers. */
+        tf /= v;
+        tb /= v;
         if (l->zero <= 1) {
             ts->dp_comm = exposed(s, d.reduce_s, tb) + exposed(s, d.gather_s, tf);
         } else if (l->zero == 2) {
