@@ -9,6 +9,8 @@
 #include "common/paths.h"
 #include "planner/published.h"
 
+#define MAX_ROWS 64
+
 static int cmp_abs(const void *a, const void *b) {
     double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
     return x < y ? -1 : x > y;
@@ -27,25 +29,25 @@ int main(int argc, char **argv) {
     }
     int bad = 0;
     for (int kind = 0; kind < 2; kind++) {
-        double errs[64];
+        double errs[MAX_ROWS];
         int k = 0;
         printf(kind == 0 ? "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n"
                          : "# NVIDIA dgxc recipes (H100, BF16): step time, s\n");
         printf("# %-36s %5s %3s %3s %4s %9s %9s %7s %4s  %s\n", "case", "gpus", "tp", "pp", "dp",
                "published", "predicted", "error%", "rank", "predicted layout");
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && k < MAX_ROWS; i++) {
             if ((int)c[i].kind != kind) continue;
+            char rank[8] = "";
+            if (kind == TS_PUB_MEGATRON_TFLOPS) snprintf(rank, sizeof rank, c[i].rank ? "%d" : "-", c[i].rank);
             printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s\n", c[i].id, c[i].gpus, c[i].tp,
-                   c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error,
-                   kind == 0 ? (c[i].rank ? (char[8]){(char)('0' + c[i].rank % 10), 0} : "-") : "",
-                   c[i].layout);
-            errs[k++ < 64 ? k - 1 : 63] = c[i].error;
-            if (fabs(c[i].error) > 0.15 || (kind == 0 && (c[i].rank == 0 || c[i].rank > 5))) bad++;
+                   c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout);
+            errs[k++] = c[i].error;
+            if (fabs(c[i].error) > 0.15 || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;
         }
         qsort(errs, (size_t)k, sizeof errs[0], cmp_abs);
         if (k)
             printf("# %d rows: median |error| %.1f%%, worst %.1f%%\n\n", k,
-                   100 * fabs(k % 2 ? errs[k / 2] : 0.5 * (fabs(errs[k / 2 - 1]) + fabs(errs[k / 2]))),
+                   100 * (k % 2 ? fabs(errs[k / 2]) : 0.5 * (fabs(errs[k / 2 - 1]) + fabs(errs[k / 2]))),
                    100 * fabs(errs[k - 1]));
     }
     free(c);

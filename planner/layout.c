@@ -26,15 +26,24 @@ static int *int_field(ts_layout *l, ts_pin p) {
     }
 }
 
-static int field_value(const ts_layout *l, ts_pin p) {
+int ts_layout_field(const ts_layout *l, ts_pin p) {
     if (p == TS_PIN_SCHED) return (int)l->schedule;
     if (p == TS_PIN_RECOMPUTE) return (int)l->recompute;
-    return *int_field((ts_layout *)l, p);
+    ts_layout copy = *l;
+    return *int_field(&copy, p);
+}
+
+void ts_pins_set(ts_pins *pins, ts_pin p, int value) {
+    pins->mask |= 1u << p;
+    if (p == TS_PIN_SCHED) pins->value.schedule = (ts_schedule)value;
+    else if (p == TS_PIN_RECOMPUTE) pins->value.recompute = (ts_recompute)value;
+    else *int_field(&pins->value, p) = value;
 }
 
 int ts_pins_allow(const ts_pins *pins, const ts_layout *l) {
     for (int p = 0; p < TS_PIN_COUNT; p++)
-        if ((pins->mask & (1u << p)) && field_value(l, (ts_pin)p) != field_value(&pins->value, (ts_pin)p))
+        if ((pins->mask & (1u << p)) &&
+            ts_layout_field(l, (ts_pin)p) != ts_layout_field(&pins->value, (ts_pin)p))
             return 0;
     return 1;
 }
@@ -83,8 +92,7 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
                 return TS_FAIL(TS_ERR_INPUT, "%s: %s=%s: expected %s", what, key, val,
                                p == TS_PIN_SCHED ? "gpipe, 1f1b, interleaved or zb-h1"
                                                  : "none, selective or full");
-            if (p == TS_PIN_SCHED) out->value.schedule = (ts_schedule)v;
-            else out->value.recompute = (ts_recompute)v;
+            ts_pins_set(out, (ts_pin)p, v);
             continue;
         }
         char *end = NULL;
@@ -95,7 +103,7 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
         if (errno || *end != '\0' || v < min || v > max)
             return TS_FAIL(TS_ERR_INPUT, "%s: %s=%s: expected an integer in [%d, %d]", what, key, val,
                            min, max);
-        *int_field(&out->value, (ts_pin)p) = (int)v;
+        ts_pins_set(out, (ts_pin)p, (int)v);
     }
     return TS_OK;
 }

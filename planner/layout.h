@@ -54,6 +54,11 @@ typedef struct {
 
 int ts_pins_allow(const ts_pins *pins, const ts_layout *l);
 
+/* A layout field by pin key (schedule and recompute as their enum values), and its setter; the
+ * setter also marks the field pinned. */
+int ts_layout_field(const ts_layout *l, ts_pin p);
+void ts_pins_set(ts_pins *pins, ts_pin p, int value);
+
 /* Writes the text form; returns the length snprintf would have written. */
 int ts_layout_format(const ts_layout *l, char *buf, size_t cap);
 

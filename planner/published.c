@@ -34,23 +34,6 @@ static ts_status best_under(const ts_problem *pb, const ts_pins *pins, ts_eval *
     return st;
 }
 
-static void pin(ts_pins *p, ts_pin f, int v) {
-    p->mask |= 1u << f;
-    switch (f) {
-    case TS_PIN_TP: p->value.tp = v; break;
-    case TS_PIN_PP: p->value.pp = v; break;
-    case TS_PIN_DP: p->value.dp = v; break;
-    case TS_PIN_CP: p->value.cp = v; break;
-    case TS_PIN_SP: p->value.sp = v; break;
-    case TS_PIN_ZERO: p->value.zero = v; break;
-    case TS_PIN_MBS: p->value.mbs = v; break;
-    case TS_PIN_VPP: p->value.vpp = v; break;
-    case TS_PIN_SCHED: p->value.schedule = (ts_schedule)v; break;
-    case TS_PIN_RECOMPUTE: p->value.recompute = (ts_recompute)v; break;
-    default: break;
-    }
-}
-
 static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *c) {
     double params_b, gpus, tp, pp, dp, batch, seq, tflops;
     TS_CHECK(num_at(file, row, "model", "params_b", &params_b));
@@ -80,17 +63,17 @@ static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *
 
     /* The 2021 space: full recompute, no ZeRO, SP or CP. */
     ts_pins era = {0};
-    pin(&era, TS_PIN_CP, 1);
-    pin(&era, TS_PIN_SP, 0);
-    pin(&era, TS_PIN_ZERO, 0);
-    pin(&era, TS_PIN_RECOMPUTE, TS_RECOMPUTE_FULL);
+    ts_pins_set(&era, TS_PIN_CP, 1);
+    ts_pins_set(&era, TS_PIN_SP, 0);
+    ts_pins_set(&era, TS_PIN_ZERO, 0);
+    ts_pins_set(&era, TS_PIN_RECOMPUTE, TS_RECOMPUTE_FULL);
 
     ts_pins pins = era;
-    pin(&pins, TS_PIN_TP, c->tp);
-    pin(&pins, TS_PIN_PP, c->pp);
-    pin(&pins, TS_PIN_DP, c->dp);
+    ts_pins_set(&pins, TS_PIN_TP, c->tp);
+    ts_pins_set(&pins, TS_PIN_PP, c->pp);
+    ts_pins_set(&pins, TS_PIN_DP, c->dp);
     ts_pins with_sched = pins;
-    pin(&with_sched, TS_PIN_SCHED, c->pp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B);
+    ts_pins_set(&with_sched, TS_PIN_SCHED, c->pp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B);
     ts_eval e;
     ts_status st = best_under(&pb, &with_sched, &e);
     if (st == TS_ERR_INPUT) {
@@ -160,16 +143,16 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
     ts_pins pins = {0};
-    pin(&pins, TS_PIN_TP, c->tp);
-    pin(&pins, TS_PIN_PP, c->pp);
-    pin(&pins, TS_PIN_CP, (int)cp);
-    pin(&pins, TS_PIN_DP, c->dp);
-    pin(&pins, TS_PIN_MBS, (int)mbs);
+    ts_pins_set(&pins, TS_PIN_TP, c->tp);
+    ts_pins_set(&pins, TS_PIN_PP, c->pp);
+    ts_pins_set(&pins, TS_PIN_CP, (int)cp);
+    ts_pins_set(&pins, TS_PIN_DP, c->dp);
+    ts_pins_set(&pins, TS_PIN_MBS, (int)mbs);
     if (vpp) {
         int n = cJSON_IsString(vpp) ? atoi(vpp->valuestring) : cJSON_IsNumber(vpp) ? vpp->valueint : 0;
         if (n > 1) {
-            pin(&pins, TS_PIN_VPP, n);
-            pin(&pins, TS_PIN_SCHED, TS_SCHED_INTERLEAVED);
+            ts_pins_set(&pins, TS_PIN_VPP, n);
+            ts_pins_set(&pins, TS_PIN_SCHED, TS_SCHED_INTERLEAVED);
         }
     }
     ts_eval e;

@@ -70,16 +70,10 @@ static void offer(search_ctx *c, const ts_eval *e) {
     if (r->n_best < k) r->n_best++;
 }
 
+/* A value of `field` is searched when pinned to it, or, unpinned, when it is canonical (not an
+ * equivalent duplicate, see search.h). */
 static int allowed(const ts_pins *p, ts_pin field, int value, int canonical) {
-    if (p->mask & (1u << field)) {
-        const ts_layout *v = &p->value;
-        int want = field == TS_PIN_SCHED ? (int)v->schedule
-                 : field == TS_PIN_RECOMPUTE ? (int)v->recompute
-                 : field == TS_PIN_DP ? v->dp : field == TS_PIN_TP ? v->tp : field == TS_PIN_PP ? v->pp
-                 : field == TS_PIN_CP ? v->cp : field == TS_PIN_EP ? v->ep : field == TS_PIN_SP ? v->sp
-                 : field == TS_PIN_ZERO ? v->zero : field == TS_PIN_MBS ? v->mbs : v->vpp;
-        return value == want;
-    }
+    if (p->mask & (1u << field)) return value == ts_layout_field(&p->value, field);
     return canonical;
 }
 
