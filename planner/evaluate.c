@@ -51,63 +51,73 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     return TS_OK;
 }
 
+/* Returns the reason, formatted into buf only when the caller wants it (the search's inner loop
+ * passes NULL and pays no formatting). */
+#define INVALID(...)                                                                               \
+    do {                                                                                           \
+        if (buf == NULL) return "invalid";                                                         \
+        snprintf(buf, cap, __VA_ARGS__);                                                           \
+        return buf;                                                                                \
+    } while (0)
+
 const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
-    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1) {
-        snprintf(buf, cap, "every size must be at least 1");
-        return buf;
-    }
+    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
+        INVALID("every size must be at least 1");
     long long prod = (long long)l->dp * l->tp * l->pp * l->cp;
     if (prod != pb->gpus)
-        snprintf(buf, cap, "dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
+        INVALID("dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
                  l->cp, prod, pb->gpus);
-    else if (l->tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes)
-        snprintf(buf, cap, "tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
+    if (l->tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes)
+        INVALID("tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
                  pb->sys.gpus_per_node);
-    else if (m->heads % l->tp != 0)
-        snprintf(buf, cap, "tp=%d does not divide %d attention heads", l->tp, m->heads);
-    else if (m->mla.kv_lora_rank == 0 && m->kv_heads % l->tp != 0 && l->tp % m->kv_heads != 0)
-        snprintf(buf, cap, "tp=%d neither divides nor is a multiple of %d kv heads", l->tp, m->kv_heads);
-    else if (m->ffn_hidden % l->tp != 0)
-        snprintf(buf, cap, "tp=%d does not divide ffn_hidden %lld", l->tp, (long long)m->ffn_hidden);
-    else if (m->moe.experts > 0 && m->moe.expert_ffn % l->tp != 0)
-        snprintf(buf, cap, "tp=%d does not divide expert_ffn %lld", l->tp, (long long)m->moe.expert_ffn);
-    else if (l->sp && l->tp == 1)
-        snprintf(buf, cap, "sp=1 needs tp > 1");
-    else if (l->sp != 0 && l->sp != 1)
-        snprintf(buf, cap, "sp must be 0 or 1");
-    else if (l->cp > 1 && pb->train.seq % (2 * l->cp) != 0)
-        snprintf(buf, cap, "cp=%d needs seq %lld divisible by 2·cp (load-balanced causal split)",
+    if (m->heads % l->tp != 0)
+        INVALID("tp=%d does not divide %d attention heads", l->tp, m->heads);
+    if (m->mla.kv_lora_rank == 0 && m->kv_heads % l->tp != 0 && l->tp % m->kv_heads != 0)
+        INVALID("tp=%d neither divides nor is a multiple of %d kv heads", l->tp, m->kv_heads);
+    if (m->ffn_hidden % l->tp != 0)
+        INVALID("tp=%d does not divide ffn_hidden %lld", l->tp, (long long)m->ffn_hidden);
+    if (m->moe.experts > 0 && m->moe.expert_ffn % l->tp != 0)
+        INVALID("tp=%d does not divide expert_ffn %lld", l->tp, (long long)m->moe.expert_ffn);
+    if (l->sp && l->tp == 1)
+        INVALID("sp=1 needs tp > 1");
+    if (l->sp != 0 && l->sp != 1)
+        INVALID("sp must be 0 or 1");
+    if (l->cp > 1 && pb->train.seq % (2 * l->cp) != 0)
+        INVALID("cp=%d needs seq %lld divisible by 2·cp (load-balanced causal split)",
                  l->cp, (long long)pb->train.seq);
-    else if (m->moe.experts == 0 && l->ep != 1)
-        snprintf(buf, cap, "ep=%d on a dense model", l->ep);
-    else if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)
-        snprintf(buf, cap, "ep=%d does not divide %d experts", l->ep, m->moe.experts);
-    else if ((l->dp * l->cp) % l->ep != 0)
-        snprintf(buf, cap, "ep=%d does not divide dp×cp = %d", l->ep, l->dp * l->cp);
-    else if (l->pp > m->layers)
-        snprintf(buf, cap, "pp=%d exceeds %d layers", l->pp, m->layers);
-    else if (l->zero < 0 || l->zero > 3)
-        snprintf(buf, cap, "zero must be 0..3");
-    else if (l->zero >= 2 && l->pp > 1)
-        snprintf(buf, cap, "zero=%d with pp=%d: sharded gradients/parameters do not combine with "
+    if (m->moe.experts == 0 && l->ep != 1)
+        INVALID("ep=%d on a dense model", l->ep);
+    if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)
+        INVALID("ep=%d does not divide %d experts", l->ep, m->moe.experts);
+    if ((l->dp * l->cp) % l->ep != 0)
+        INVALID("ep=%d does not divide dp×cp = %d", l->ep, l->dp * l->cp);
+    if (pb->train.global_batch % ((long long)l->dp * l->mbs) != 0)
+        INVALID("global batch %lld is not divisible by dp×mbs = %lld",
+                 (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
+    if (l->pp > m->layers)
+        INVALID("pp=%d exceeds %d layers", l->pp, m->layers);
+    return ts_leaf_invalid(pb, l, buf, cap);
+}
+
+const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+    const ts_model *m = &pb->model;
+    if (l->zero < 0 || l->zero > 3)
+        INVALID("zero must be 0..3");
+    if (l->zero >= 2 && l->pp > 1)
+        INVALID("zero=%d with pp=%d: sharded gradients/parameters do not combine with "
                  "pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with PP; Megatron shards only the "
                  "optimizer)", l->zero, l->pp);
-    else if (pb->train.global_batch % ((long long)l->dp * l->mbs) != 0)
-        snprintf(buf, cap, "global batch %lld is not divisible by dp×mbs = %lld",
-                 (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
-    else if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
-        snprintf(buf, cap, l->vpp > 1 ? "vpp=%d needs sched=interleaved"
+    if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
+        INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
                                       : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
-    else if (l->vpp > 1 && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
-        snprintf(buf, cap, "interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
+    if (l->vpp > 1 && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
+        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
                  m->layers, l->vpp);
-    else if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
-        snprintf(buf, cap, "interleaving needs micro-batches (%lld) divisible by pp=%d",
+    if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
+        INVALID("interleaving needs micro-batches (%lld) divisible by pp=%d",
                  (long long)(pb->train.global_batch / ((long long)l->dp * l->mbs)), l->pp);
-    else
-        return NULL;
-    return buf;
+    return NULL;
 }
 
 ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {

@@ -71,8 +71,12 @@ typedef struct {
 } ts_eval;
 
 /* Why a layout is not valid for the problem (divisibility, limits), or NULL when valid.
- * `buf` receives the message. Memory is not checked here (see ts_eval.fits). */
+ * `buf` receives the message (NULL: no message, a fixed string is returned). Memory is not
+ * checked here (see ts_eval.fits). */
 const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+/* The part of those checks that concerns only ZeRO stage, schedule and vpp (ts_layout_invalid
+ * runs it last), for callers that checked the rest already. `buf` may be NULL (no message). */
+const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
 
 /* Evaluates one layout (the planner's closed form). `l->microbatches` is derived. Invalid
  * layout: TS_ERR_INPUT with the reason. */

@@ -84,7 +84,6 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     const ts_pins *pins = &c->opts->pins;
     ts_search_result *r = c->out;
     int dpc = l->dp * l->cp, per_stage = pb->model.layers / l->pp;
-    char why[160];
     for (int z = 0; z <= 3; z++) {
         if (!allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0)) continue;
         l->zero = z;
@@ -98,7 +97,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
                 if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
                 l->schedule = (ts_schedule)s;
                 l->vpp = v;
-                if (ts_layout_invalid(pb, l, why, sizeof why)) continue;
+                if (ts_leaf_invalid(pb, l, NULL, 0)) continue;
                 r->searched++;
                 if (prune_group) continue;
                 ts_eval e;
@@ -155,12 +154,10 @@ static ts_status run(search_ctx *c) {
                                                 .sp = sp, .mbs = (int)mbs, .vpp = 1,
                                                 .microbatches = (int)(B / (dp * mbs)),
                                                 .recompute = (ts_recompute)rc};
-                                char why[160];
-                                /* Shard-level validity (schedule and ZeRO are checked per leaf). */
+                                /* Shard-level validity; ZeRO, schedule and vpp are checked per leaf. */
                                 ts_layout probe = l;
                                 probe.schedule = TS_SCHED_1F1B;
-                                const char *bad = ts_layout_invalid(pb, &probe, why, sizeof why);
-                                if (bad && !strstr(bad, "interleav") && !strstr(bad, "vpp")) continue;
+                                if (ts_layout_invalid(pb, &probe, NULL, 0)) continue;
                                 ts_shard sh = {tp, cp, ep, sp, (int)mbs, (ts_recompute)rc};
                                 ts_stages_build(&st, pb, &sh, pp);
                                 int prune_group = 0;

@@ -28,16 +28,20 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     st->cap = cap;
     st->params = calloc((size_t)cap * 4, sizeof(double));
     TS_ALLOC_GOTO(st->params, res, fail);
+    st->first_of_run = calloc((size_t)cap, sizeof(int));
+    TS_ALLOC_GOTO(st->first_of_run, res, fail);
     st->expert_params = st->params + cap;
     st->act_bytes = st->params + 2 * cap;
     st->extra_bytes = st->params + 3 * cap;
     return TS_OK;
 fail:
+    ts_stages_free(st);
     return res;
 }
 
 void ts_stages_free(ts_stages *st) {
     free(st->params);
+    free(st->first_of_run);
     *st = (ts_stages){0};
 }
 
@@ -69,18 +73,32 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, in
 
     int base = m->layers / pp, rem = m->layers % pp, first = 0;
     double slowest_s = -1, hw = 0, model = 0;
+    ts_layer_cost sum = {0};
+    int prev_dense = -1, prev_moe = -1; /* a middle stage equal to the previous one is copied */
     for (int i = 0; i < pp; i++) {
         int n = base + (i >= 1 && i <= rem ? 1 : 0);
         int n_moe = moe_below(m, first + n) - moe_below(m, first);
         int n_dense = n - n_moe;
         if (i == pp - 1) n_moe += m->mtp_layers; /* DeepSeek-V3 MTP module sits after the last layer */
         first += n;
+        int edge = i == 0 || i == pp - 1;
+        if (!edge && i > 1 && n_dense == prev_dense && n_moe == prev_moe) {
+            st->params[i] = st->params[i - 1];
+            st->expert_params[i] = st->expert_params[i - 1];
+            st->act_bytes[i] = st->act_bytes[i - 1];
+            st->extra_bytes[i] = st->extra_bytes[i - 1];
+            hw += sum.hw_flops;
+            model += sum.model_flops;
+            continue;
+        }
+        prev_dense = edge ? -1 : n_dense;
+        prev_moe = edge ? -1 : n_moe;
 
         double ne = n_dense * pc->per_layer_dense + n_moe * moe_dense_part;
         double ex = n_moe * expert_all;
         double act = n_dense * dense.act_bytes + n_moe * moe.act_bytes;
         double extra = max_d(n_dense ? dense.peak_bytes : 0, n_moe ? moe.peak_bytes : 0);
-        ts_layer_cost sum = {0};
+        sum = (ts_layer_cost){0};
         const ts_layer_cost *parts[4] = {&dense, &moe, &embed, &head};
         double count[4] = {n_dense, n_moe, i == 0, i == pp - 1};
         for (int k = 0; k < 4; k++) {
@@ -124,28 +142,37 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, in
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
-}
+    st->n_runs = 0;
+    for (int i = 0; i < pp; i++)
+        if (i == 0 || st->params[i] != st->params[i - 1] || st->expert_params[i] != st->expert_params[i - 1] ||
+            st->act_bytes[i] != st->act_bytes[i - 1] || st->extra_bytes[i] != st->extra_bytes[i - 1])
+            st->first_of_run[st->n_runs++] = i;
 
-/* Time of reducing (and, for ZeRO ≥ 1, re-gathering) one stage's gradients/parameters. */
-typedef struct {
-    double reduce_s; /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO ≥ 1) of gradients */
-    double gather_s; /* all-gather of parameters (ZeRO ≥ 1) */
-} dp_traffic;
-
-static dp_traffic dp_traffic_of(const ts_stages *st, const ts_problem *pb, const ts_layout *l,
-                                int stage) {
+    /* Communication that depends only on the shard and pp, computed once for all ZeRO stages
+     * and schedules: the biggest stage's gradient reduction and parameter gathering over DP×CP
+     * (experts over DP×CP/EP), and one pipeline transfer of a micro-batch's activations
+     * (b·s·h/t with the scatter/gather optimisation, Narayanan et al. SC'21 §4.1). */
     const ts_system *s = &pb->sys;
-    int dpc = l->dp * l->cp, edp = dpc / l->ep;
-    ts_link link = ts_group_link(s, l->tp, dpc), elink = ts_group_link(s, l->tp * l->ep, edp);
-    double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
-    double ne = st->params[stage], ex = st->expert_params[stage];
-    dp_traffic tr = {0};
-    ts_coll red = l->zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
-    tr.reduce_s = ts_coll_s(s, red, dpc, gb * ne, link) + ts_coll_s(s, red, edp, gb * ex, elink);
-    if (l->zero >= 1)
-        tr.gather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb * ne, link) +
-                      ts_coll_s(s, TS_COLL_ALLGATHER, edp, wb * ex, elink);
-    return tr;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc / sh->ep;
+    st->biggest = 0;
+    for (int i = 1; i < pp; i++)
+        if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
+            st->biggest = i;
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
+    double gb = pb->train.grad_bytes * st->params[st->biggest];
+    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
+    double wb = pb->train.weight_bytes * st->params[st->biggest];
+    double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
+    st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
+                         ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
+    st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
+                              ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
+    st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
+                         ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+    double T = (double)sh->mbs * pb->train.seq / sh->cp;
+    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
+                                   ts_group_link(s, pb->gpus / pp, 2))
+                       : 0;
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
@@ -170,7 +197,8 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     int w_div = l->zero >= 3, g_div = l->zero >= 2, o_div = l->zero >= 1;
     out->mem = (ts_memory){0};
     out->mem.total = -1;
-    for (int i = 0; i < p; i++) {
+    for (int r = 0; r < st->n_runs; r++) {
+        int i = st->first_of_run[r];
         double ne = st->params[i], ex = st->expert_params[i];
         ts_memory mem;
         mem.weights = tr->weight_bytes * (w_div ? ne / dpc + ex / edp : ne + ex);
@@ -198,30 +226,25 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     ts->cp_comm = m * st->cp_s;
     ts->ep_comm = m * st->ep_s;
     ts->pp_bubble = p > 1 ? sched->bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
-    if (p > 1) {
-        ts_link link = ts_group_link(s, l->tp * l->cp * l->dp, 2);
-        double t_p2p = ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * h / l->tp, link);
-        ts->pp_comm = 2.0 * ((double)m * v + p - 1) * t_p2p;
-    }
-    /* DP and the optimizer are paced by the stage with the most parameters. */
-    int big = 0;
-    for (int i = 1; i < p; i++)
-        if (st->params[i] + st->expert_params[i] > st->params[big] + st->expert_params[big]) big = i;
+    ts->pp_comm = 2.0 * ((double)m * v + p - 1) * st->p2p_s;
+    int big = st->biggest;
     if (dpc > 1) {
-        dp_traffic d = dp_traffic_of(st, pb, l, big);
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
         tf /= v;
         tb /= v;
-        if (l->zero <= 1) {
-            ts->dp_comm = exposed(s, d.reduce_s, tb) + exposed(s, d.gather_s, tf);
+        if (l->zero == 0) {
+            ts->dp_comm = exposed(s, st->dp_allreduce_s, tb);
+        } else if (l->zero == 1) {
+            ts->dp_comm = exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            ts->dp_comm = m * exposed(s, d.reduce_s, tb) + exposed(s, d.gather_s, tf);
+            ts->dp_comm = m * exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
-            ts->dp_comm = m * (exposed(s, d.gather_s, tf) + exposed(s, d.gather_s + d.reduce_s, tb));
+            ts->dp_comm = m * (exposed(s, st->dp_allgather_s, tf) +
+                               exposed(s, st->dp_allgather_s + st->dp_reduce_scatter_s, tb));
         }
     }
     double updated = o_div ? st->params[big] / dpc + st->expert_params[big] / edp

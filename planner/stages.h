@@ -17,9 +17,16 @@ typedef struct {
     double *expert_params; /* (pp) expert parameters on one rank */
     double *act_bytes;     /* (pp) activations of one micro-batch for the whole stage */
     double *extra_bytes;   /* (pp) transient bytes: a recomputed layer, logits */
+    int *first_of_run;     /* (n_runs) first stage of each run of identical stages: the worst
+                              rank of a run is its first, as micro-batches in flight never grow
+                              with the stage index under any schedule */
+    int n_runs;
     /* Slowest stage, per micro-batch: */
     double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
     int slowest;
+    int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
+    /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
+    double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
 } ts_stages;
