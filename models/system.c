@@ -378,8 +378,7 @@ double ts_eff_at(const ts_eff_curve *c, double flops) {
     if (!(flops > c->flops[0])) return c->eff[0];
     for (int i = 1; i < c->n; i++) {
         if (flops <= c->flops[i]) {
-            double x0 = log10(c->flops[i - 1]), x1 = log10(c->flops[i]);
-            double t = (log10(flops) - x0) / (x1 - x0);
+            double t = log(flops / c->flops[i - 1]) / log(c->flops[i] / c->flops[i - 1]);
             return c->eff[i - 1] + t * (c->eff[i] - c->eff[i - 1]);
         }
     }

@@ -48,7 +48,8 @@ double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link lin
     double bw = ts_link_busbw(s, link), lat = ts_link_latency_s(s, link);
     double frac = (double)(n - 1) / n;
     double steps = n - 1;            /* ring: one latency per step */
-    double levels = ceil(log2(n));   /* tree: one latency per level, up and down */
+    double levels = 0;               /* tree: one latency per level, up and down: ceil(log2 n) */
+    for (int span = 1; span < n; span *= 2) levels++;
     switch (c) {
     case TS_COLL_ALLREDUCE: {
         /* Ring: reduce-scatter then all-gather, 2(n-1) steps; tree: reduce up, broadcast down,

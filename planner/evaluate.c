@@ -131,7 +131,9 @@ ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));
     ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, l.recompute};
-    ts_stages_build(&st, pb, &sh, l.pp);
+    ts_shard_costs costs;
+    ts_shard_costs_of(pb, &sh, &costs);
+    ts_stages_build(&st, pb, &costs, l.pp);
     ts_stages_finish(&st, pb, &l, out);
     ts_stages_free(&st);
     return TS_OK;

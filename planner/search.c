@@ -38,13 +38,31 @@ static int layout_cmp(const ts_layout *a, const ts_layout *b) {
     return 0;
 }
 
+/* Per-layer costs depend on the shard but not on pp, and each shard recurs for every pp: a
+ * direct-mapped cache keyed by the shard avoids recomputing them. */
+#define COST_CACHE_SIZE 4096
+
 typedef struct {
     const ts_problem *pb;
     const ts_search_opts *opts;
     ts_search_result *out;
     double *keys; /* (top_k) objective values of out->best */
     int stop_at_first_fit;
+    ts_shard_costs *cache; /* (COST_CACHE_SIZE) */
+    unsigned char *cached; /* (COST_CACHE_SIZE) slot filled */
 } search_ctx;
+
+static const ts_shard_costs *shard_costs(search_ctx *c, const ts_shard *sh) {
+    unsigned h = (unsigned)sh->tp * 2654435761u ^ (unsigned)sh->cp * 40503u ^ (unsigned)sh->ep * 9973u ^
+                 (unsigned)sh->mbs * 7919u ^ (unsigned)sh->sp * 131u ^ (unsigned)sh->recompute * 17u;
+    h %= COST_CACHE_SIZE;
+    ts_shard_costs *slot = &c->cache[h];
+    if (!c->cached[h] || memcmp(&slot->shard, sh, sizeof *sh) != 0) {
+        ts_shard_costs_of(c->pb, sh, slot);
+        c->cached[h] = 1;
+    }
+    return slot;
+}
 
 static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, const ts_eval *b) {
     if (ka != kb) return ka < kb;
@@ -119,6 +137,38 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
 
 static int divides(long long a, long long b) { return b % a == 0; }
 
+/* A step-time bound that cannot enter the top k. */
+static int beyond(const search_ctx *c, double bound_s) {
+    ts_eval e = {.step_s = bound_s};
+    return ts_objective_value(c->pb, c->opts->objective, &e) > c->keys[c->opts->top_k - 1];
+}
+
+/* A lower bound of the step time of every ZeRO stage, schedule and vpp under one (shard, pp):
+ * the terms that do not depend on them (compute and exposed TP/CP/EP per micro-batch on the
+ * slowest stage), the fewest pipeline transfers (v = 1), and nothing for bubble and DP traffic,
+ * which are ≥ 0. */
+static double step_lower_bound(const ts_stages *st, const ts_layout *l) {
+    double per_mb = st->fwd_s + st->bwd_s + st->recompute_s + st->tp_s + st->cp_s + st->ep_s;
+    return l->microbatches * per_mb + 2.0 * ((double)l->microbatches + l->pp - 1) * st->p2p_s;
+}
+
+static double busy_s(const ts_layer_cost *c) {
+    return c->fwd_s + c->bwd_s + c->recompute_s + c->tp_s + c->cp_s + c->ep_s;
+}
+
+/* A weaker bound before the stages are built: the slowest stage is at least the average one. */
+static double average_lower_bound(const ts_problem *pb, const ts_shard_costs *k, const ts_layout *l) {
+    const ts_model *m = &pb->model;
+    int n_moe = 0;
+    if (m->moe.experts > 0) {
+        int every = m->moe.every > 0 ? m->moe.every : 1;
+        n_moe = (m->layers - m->moe.first_dense + every - 1) / every + m->mtp_layers;
+    }
+    double total = (m->layers + m->mtp_layers - n_moe) * busy_s(&k->dense) + n_moe * busy_s(&k->moe) +
+                   busy_s(&k->head) + busy_s(&k->embed);
+    return l->microbatches * total / l->pp;
+}
+
 static ts_status run(search_ctx *c) {
     const ts_problem *pb = c->pb;
     const ts_model *m = &pb->model;
@@ -159,13 +209,15 @@ static ts_status run(search_ctx *c) {
                                 probe.schedule = TS_SCHED_1F1B;
                                 if (ts_layout_invalid(pb, &probe, NULL, 0)) continue;
                                 ts_shard sh = {tp, cp, ep, sp, (int)mbs, (ts_recompute)rc};
-                                ts_stages_build(&st, pb, &sh, pp);
-                                int prune_group = 0;
-                                if (c->opts->prune && c->opts->objective != TS_OBJ_MEMORY &&
-                                    c->out->n_best == c->opts->top_k) {
-                                    ts_eval bound = {.step_s = l.microbatches * (st.fwd_s + st.bwd_s + st.recompute_s)};
-                                    double lb = ts_objective_value(pb, c->opts->objective, &bound);
-                                    prune_group = lb > c->keys[c->opts->top_k - 1];
+                                const ts_shard_costs *costs = shard_costs(c, &sh);
+                                int can_prune = c->opts->prune && c->opts->objective != TS_OBJ_MEMORY &&
+                                                c->out->n_best == c->opts->top_k;
+                                /* First the bound that needs no stages (the average stage), then,
+                                 * if it passes, the slowest stage's. */
+                                int prune_group = can_prune && beyond(c, average_lower_bound(pb, costs, &l));
+                                if (!prune_group) {
+                                    ts_stages_build(&st, pb, costs, pp);
+                                    prune_group = can_prune && beyond(c, step_lower_bound(&st, &l));
                                 }
                                 if (leaves(c, &st, &l, prune_group)) goto done;
                             }
@@ -189,7 +241,9 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
     out->best = calloc((size_t)opts->top_k, sizeof *out->best);
     c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
-    if (out->best == NULL || c.keys == NULL) {
+    c.cache = malloc(COST_CACHE_SIZE * sizeof *c.cache);
+    c.cached = calloc(COST_CACHE_SIZE, 1);
+    if (out->best == NULL || c.keys == NULL || c.cache == NULL || c.cached == NULL) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", opts->top_k);
         goto exit;
     }
@@ -198,6 +252,8 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     out->search_s = now_s() - t0;
 exit:
     free(c.keys);
+    free(c.cache);
+    free(c.cached);
     return res;
 }
 

@@ -2,8 +2,9 @@
  * micro-batch, schedule and vpp, recompute) that honours the pins, evaluated by the closed form,
  * the best `top_k` kept by the objective.
  *
- * Pruning: for each shard and pipeline depth, m·(slowest stage's compute) is a lower bound of the
- * step time of every ZeRO stage and schedule below it (all other terms are ≥ 0); once top_k
+ * Pruning: for each shard and pipeline depth, m·(slowest stage's compute and exposed TP/CP/EP
+ * time per micro-batch) plus the fewest pipeline transfers is a lower bound of the step time of
+ * every ZeRO stage and schedule below it (bubble and DP terms are ≥ 0); once top_k
  * feasible layouts are held, a group whose bound exceeds the worst held is skipped unevaluated.
  * It therefore drops nothing feasible and better (tests compare it with prune = 0).
  *

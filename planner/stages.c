@@ -54,15 +54,20 @@ static int moe_below(const ts_model *m, int x) {
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
-void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp) {
+void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out) {
+    out->shard = *sh;
+    ts_layer_cost_of(pb, sh, 0, &out->dense);
+    if (pb->model.moe.experts > 0) ts_layer_cost_of(pb, sh, 1, &out->moe);
+    else out->moe = out->dense;
+    ts_head_cost_of(pb, sh, &out->head);
+    ts_embed_cost_of(pb, sh, &out->embed);
+}
+
+void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp) {
     const ts_model *m = &pb->model;
     const ts_param_count *pc = &pb->params;
-    ts_layer_cost dense, moe, head, embed;
-    ts_layer_cost_of(pb, sh, 0, &dense);
-    if (m->moe.experts > 0) ts_layer_cost_of(pb, sh, 1, &moe);
-    else moe = dense;
-    ts_head_cost_of(pb, sh, &head);
-    ts_embed_cost_of(pb, sh, &embed);
+    const ts_shard *sh = &costs->shard;
+    const ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
 
     st->pp = pp;
     st->shard = *sh;

@@ -35,8 +35,16 @@ typedef struct {
 ts_status ts_stages_init(ts_stages *st, int cap);
 void ts_stages_free(ts_stages *st);
 
-/* Fills `st` for the problem, shard and pipeline depth (pp <= cap, pp <= layers). */
-void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp);
+/* The per-layer costs of one shard, independent of pp (the search reuses them across pp). */
+typedef struct {
+    ts_shard shard;
+    ts_layer_cost dense, moe, head, embed;
+} ts_shard_costs;
+
+void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out);
+
+/* Fills `st` for the problem, the shard's costs and pipeline depth (pp <= cap, pp <= layers). */
+void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp);
 
 /* Completes an evaluation: memory on the worst rank, time split and throughput for the layout's
  * ZeRO stage, schedule and vpp, given `st` built for its shard and pp. */
