@@ -33,11 +33,15 @@ int ts_layout_field(const ts_layout *l, ts_pin p) {
     return *int_field(&copy, p);
 }
 
+void ts_layout_set(ts_layout *l, ts_pin p, int value) {
+    if (p == TS_PIN_SCHED) l->schedule = (ts_schedule)value;
+    else if (p == TS_PIN_RECOMPUTE) l->recompute = (ts_recompute)value;
+    else *int_field(l, p) = value;
+}
+
 void ts_pins_set(ts_pins *pins, ts_pin p, int value) {
     pins->mask |= 1u << p;
-    if (p == TS_PIN_SCHED) pins->value.schedule = (ts_schedule)value;
-    else if (p == TS_PIN_RECOMPUTE) pins->value.recompute = (ts_recompute)value;
-    else *int_field(&pins->value, p) = value;
+    ts_layout_set(&pins->value, p, value);
 }
 
 int ts_pins_allow(const ts_pins *pins, const ts_layout *l) {
@@ -105,6 +109,8 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
                            min, max);
         ts_pins_set(out, (ts_pin)p, (int)v);
     }
+    if (out->mask == 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: expected key=value[,key=value...], got \"%s\"", what, text);
     return TS_OK;
 }
 

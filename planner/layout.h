@@ -57,6 +57,7 @@ int ts_pins_allow(const ts_pins *pins, const ts_layout *l);
 /* A layout field by pin key (schedule and recompute as their enum values), and its setter; the
  * setter also marks the field pinned. */
 int ts_layout_field(const ts_layout *l, ts_pin p);
+void ts_layout_set(ts_layout *l, ts_pin p, int value);
 void ts_pins_set(ts_pins *pins, ts_pin p, int value);
 
 /* Writes the text form; returns the length snprintf would have written. */

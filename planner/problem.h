@@ -23,8 +23,9 @@ typedef struct {
     double bucket_bytes;    /* DP gradient communication bucket */
 } ts_train;
 
-/* Defaults: global batch 1024, seq 4096 (capped at the model's max_seq), bf16, flash attention,
- * TP inside a node, 2+2+12 bytes/param, 40M-parameter buckets. */
+/* Defaults: global batch 1024, seq 4096, bf16, flash attention, TP inside a node, 2+2+12
+ * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
+ * CLI lowers its default seq to max_seq.) */
 void ts_train_defaults(ts_train *t);
 
 typedef struct {

@@ -137,6 +137,21 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
 
 static int divides(long long a, long long b) { return b % a == 0; }
 
+/* The divisors of n in ascending order into out (room for TS_MAX_DIVISORS); returns the count.
+ * Trial division up to sqrt(n): a batch of 2^30 sequences costs 32768 steps, not 2^30. */
+#define TS_MAX_DIVISORS 4096
+static int divisors_of(long long n, long long *out) {
+    int lo = 0, hi = 0;
+    long long high[TS_MAX_DIVISORS / 2];
+    for (long long d = 1; d * d <= n && lo < TS_MAX_DIVISORS / 2; d++) {
+        if (n % d) continue;
+        out[lo++] = d;
+        if (d != n / d) high[hi++] = n / d;
+    }
+    for (int i = hi - 1; i >= 0; i--) out[lo++] = high[i];
+    return lo;
+}
+
 /* A step-time bound that cannot enter the top k. */
 static int beyond(const search_ctx *c, double bound_s) {
     ts_eval e = {.step_s = bound_s};
@@ -179,13 +194,25 @@ static ts_status run(search_ctx *c) {
     int cap = m->layers < N ? m->layers : N;
     TS_CHECK(ts_stages_init(&st, cap));
     ts_layout l = {0};
-    for (int tp = 1; tp <= N; tp++) {
-        if (!divides(tp, N) || !allowed(pins, TS_PIN_TP, tp, 1)) continue;
+    long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
+    long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
+    if (!gpu_div || !mbs_div) {
+        free(gpu_div);
+        free(mbs_div);
+        ts_stages_free(&st);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for divisor lists");
+    }
+    int n_div = divisors_of(N, gpu_div);
+    for (int a = 0; a < n_div; a++) {
+        int tp = (int)gpu_div[a];
+        if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
         if (tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes) break;
         if (m->heads % tp) continue;
-        for (int cp = 1; cp <= N / tp; cp++) {
+        for (int b = 0; b < n_div; b++) {
+            int cp = (int)gpu_div[b];
             if (!divides(cp, N / tp) || !allowed(pins, TS_PIN_CP, cp, 1)) continue;
-            for (int pp = 1; pp <= N / (tp * cp) && pp <= m->layers; pp++) {
+            for (int d = 0; d < n_div && gpu_div[d] <= m->layers; d++) {
+                int pp = (int)gpu_div[d];
                 if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
                 int dp = N / (tp * cp * pp);
                 if (!allowed(pins, TS_PIN_DP, dp, 1) || B % dp) continue;
@@ -195,8 +222,10 @@ static ts_status run(search_ctx *c) {
                     if (m->moe.experts > 0 && m->moe.experts % ep) continue;
                     for (int sp = 0; sp <= 1; sp++) {
                         if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
-                        for (long long mbs = 1; mbs <= B / dp; mbs++) {
-                            if ((B / dp) % mbs || !allowed(pins, TS_PIN_MBS, (int)mbs, 1)) continue;
+                        int n_mbs = divisors_of(B / dp, mbs_div);
+                        for (int e = 0; e < n_mbs; e++) {
+                            long long mbs = mbs_div[e];
+                            if (!allowed(pins, TS_PIN_MBS, (int)mbs, 1)) continue;
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
                                 int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
                                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
@@ -228,6 +257,8 @@ static ts_status run(search_ctx *c) {
         }
     }
 done:
+    free(gpu_div);
+    free(mbs_div);
     ts_stages_free(&st);
     return TS_OK;
 }
@@ -284,17 +315,43 @@ static int gpus_that_fit(const ts_problem *pb, const ts_search_opts *opts) {
     return hi;
 }
 
+/* Why an empty space is empty: the pinned sizes first, then the rules on a probe layout made of
+ * the pins with every other field at its simplest value. */
+static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, size_t cap) {
+    static const ts_pin sizes[] = {TS_PIN_TP, TS_PIN_CP, TS_PIN_PP, TS_PIN_DP};
+    ts_layout probe = {.dp = 1, .tp = 1, .pp = 1, .cp = 1, .ep = 1, .mbs = 1, .vpp = 1,
+                       .schedule = TS_SCHED_1F1B};
+    for (int p = 0; p < TS_PIN_COUNT; p++)
+        if (pins->mask & (1u << p)) ts_layout_set(&probe, (ts_pin)p, ts_layout_field(&pins->value, (ts_pin)p));
+    long long product = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (pins->mask & (1u << sizes[i])) product *= ts_layout_field(&pins->value, sizes[i]);
+    if (pb->gpus % product != 0) {
+        snprintf(buf, cap, "the pinned sizes multiply to %lld, which does not divide %d GPUs", product,
+                 pb->gpus);
+        return;
+    }
+    /* The GPUs that remain go to dp if it is free, else to pp. */
+    long long rest = pb->gpus / product;
+    if (!(pins->mask & (1u << TS_PIN_DP))) probe.dp = (int)rest;
+    else if (!(pins->mask & (1u << TS_PIN_PP))) probe.pp = (int)rest;
+    if (probe.vpp > 1 && !(pins->mask & (1u << TS_PIN_SCHED))) probe.schedule = TS_SCHED_INTERLEAVED;
+    if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
+        snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
+                           "--global-batch divisibility)");
+}
+
 ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out) {
     TS_CHECK(search_into(pb, opts, out, 0));
     if (out->n_best > 0) return TS_OK;
     if (out->searched == 0) {
-        snprintf(out->reason, sizeof out->reason,
-                 "no valid layout of %s on %d GPUs under these pins and batch %lld (check --fix, "
-                 "--gpus and --global-batch divisibility)",
-                 pb->model.name, pb->gpus, (long long)pb->train.global_batch);
+        char why[256];
+        explain_empty(pb, &opts->pins, why, sizeof why);
+        snprintf(out->reason, sizeof out->reason, "no valid layout of %s on %d GPUs: %s",
+                 pb->model.name, pb->gpus, why);
         return TS_FAIL(TS_ERR_INPUT, "%s", out->reason);
     }
-    char text[256];
+    char text[200];
     ts_layout_format(&out->closest.layout, text, sizeof text);
     int need = gpus_that_fit(pb, opts);
     char fit[96] = "no GPU count up to 64× fits either";

@@ -76,6 +76,9 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
     st->max_layer_params = max_d(pc->per_layer_dense, moe_dense_part + expert_all / sh->ep) / t;
 
+    int n_moe_all = moe_below(m, m->layers);
+    double outside = pc->total - pc->embedding - pc->lm_head -
+                     (m->layers - n_moe_all) * pc->per_layer_dense - n_moe_all * pc->per_layer_moe;
     int base = m->layers / pp, rem = m->layers % pp, first = 0;
     double slowest_s = -1, hw = 0, model = 0;
     ts_layer_cost sum = {0};
@@ -122,8 +125,10 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
             act += embed.act_bytes;
         }
         if (i == pp - 1) {
-            /* A tied LM head keeps its own copy of the embedding on the last stage (pp > 1). */
+            /* A tied LM head keeps its own copy of the embedding on the last stage (pp > 1); the
+             * final norm (and any other parameter outside the layers) sits there too. */
             ne += pc->lm_head > 0 ? pc->lm_head : (pp > 1 ? (double)m->vocab * m->hidden : 0);
+            ne += outside;
             extra = max_d(extra, head.act_bytes);
         }
         st->params[i] = ne / t;

@@ -1,0 +1,76 @@
+/* Rank order and group membership (see ranks.h). */
+#include "planner/ranks.h"
+
+#include <stddef.h>
+
+const char *const ts_group_names[] = {"tp", "cp", "dp", "pp", "dpcp", "ep", "edp", NULL};
+
+int ts_rank_count(const ts_layout *l) { return l->tp * l->cp * l->dp * l->pp; }
+
+ts_coords ts_rank_coords(const ts_layout *l, int rank) {
+    ts_coords c;
+    c.tp = rank % l->tp;
+    rank /= l->tp;
+    c.cp = rank % l->cp;
+    rank /= l->cp;
+    c.dp = rank % l->dp;
+    c.pp = rank / l->dp;
+    return c;
+}
+
+int ts_rank_of(const ts_layout *l, ts_coords c) {
+    return c.tp + l->tp * (c.cp + l->cp * (c.dp + l->dp * c.pp));
+}
+
+int ts_group_size(const ts_layout *l, ts_group g) {
+    switch (g) {
+    case TS_GROUP_TP: return l->tp;
+    case TS_GROUP_CP: return l->cp;
+    case TS_GROUP_DP: return l->dp;
+    case TS_GROUP_PP: return l->pp;
+    case TS_GROUP_DPCP: return l->dp * l->cp;
+    case TS_GROUP_EP: return l->ep;
+    case TS_GROUP_EDP: return l->dp * l->cp / l->ep;
+    default: return 1;
+    }
+}
+
+int ts_group_stride(const ts_layout *l, ts_group g) {
+    switch (g) {
+    case TS_GROUP_TP: return 1;
+    case TS_GROUP_CP: return l->tp;
+    case TS_GROUP_DP: return l->tp * l->cp;
+    case TS_GROUP_PP: return l->tp * l->cp * l->dp;
+    case TS_GROUP_DPCP: return l->tp;
+    case TS_GROUP_EP: return l->tp;
+    case TS_GROUP_EDP: return l->tp * l->ep;
+    default: return 1;
+    }
+}
+
+int ts_group_members(const ts_layout *l, ts_group g, int rank, int *out) {
+    int n = ts_group_size(l, g), stride = ts_group_stride(l, g);
+    int first = ts_group_id(l, g, rank);
+    int self = 0;
+    for (int i = 0; i < n; i++) {
+        out[i] = first + i * stride;
+        if (out[i] == rank) self = i;
+    }
+    return self;
+}
+
+int ts_group_id(const ts_layout *l, ts_group g, int rank) {
+    ts_coords c = ts_rank_coords(l, rank);
+    int dpcp = c.cp + l->cp * c.dp; /* position in the DP×CP group (stride tp) */
+    switch (g) {
+    case TS_GROUP_TP: c.tp = 0; break;
+    case TS_GROUP_CP: c.cp = 0; break;
+    case TS_GROUP_DP: c.dp = 0; break;
+    case TS_GROUP_PP: c.pp = 0; break;
+    case TS_GROUP_DPCP: c.cp = 0, c.dp = 0; break;
+    case TS_GROUP_EP: dpcp -= dpcp % l->ep, c.cp = dpcp % l->cp, c.dp = dpcp / l->cp; break;
+    case TS_GROUP_EDP: dpcp %= l->ep, c.cp = dpcp % l->cp, c.dp = dpcp / l->cp; break;
+    default: break;
+    }
+    return ts_rank_of(l, c);
+}

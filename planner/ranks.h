@@ -1,0 +1,49 @@
+/* The rank order (DESIGN.md, Megatron-LM): TP innermost, then CP, then DP, PP outermost; EP
+ * groups fold into DP×CP. One mapping for the planner (which link a group crosses), the
+ * simulator (which ranks share a NIC) and the executor (MPI/NCCL communicators).
+ *
+ *   rank = tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i))
+ *
+ * Groups (members differ only in the named coordinates):
+ *   TP: tp_i          CP: cp_i          DP: dp_i          PP: pp_i
+ *   DPCP (gradients, ZeRO shards): cp_i and dp_i  (the "data-parallel with context" group)
+ *   EP: the ep consecutive members of DPCP containing the rank (stride tp)
+ *   EDP (expert data parallel): members of DPCP with the same position in their EP group. */
+#ifndef TS_RANKS_H
+#define TS_RANKS_H
+
+#include "planner/layout.h"
+
+typedef enum {
+    TS_GROUP_TP,
+    TS_GROUP_CP,
+    TS_GROUP_DP,
+    TS_GROUP_PP,
+    TS_GROUP_DPCP,
+    TS_GROUP_EP,
+    TS_GROUP_EDP,
+    TS_GROUP_COUNT
+} ts_group;
+extern const char *const ts_group_names[]; /* "tp","cp","dp","pp","dpcp","ep","edp"; NULL-ended */
+
+typedef struct {
+    int tp, cp, dp, pp; /* coordinates of a rank */
+} ts_coords;
+
+int ts_rank_count(const ts_layout *l);
+ts_coords ts_rank_coords(const ts_layout *l, int rank);
+int ts_rank_of(const ts_layout *l, ts_coords c);
+
+/* Size of `g` and the stride between consecutive members in the rank order. */
+int ts_group_size(const ts_layout *l, ts_group g);
+int ts_group_stride(const ts_layout *l, ts_group g);
+
+/* Members of `rank`'s group `g` in ascending order into `out` (room for ts_group_size); returns
+ * the rank's index among them. */
+int ts_group_members(const ts_layout *l, ts_group g, int rank, int *out);
+
+/* A number identifying `rank`'s instance of group `g` (the same for every member): the lowest
+ * member's rank. */
+int ts_group_id(const ts_layout *l, ts_group g, int rank);
+
+#endif

@@ -1,0 +1,765 @@
+/* The `tessera` command line as users and scripts see it: each test runs the built binary
+ * ($TESSERA_BIN) as a subprocess and checks its exit status, stdout and stderr separately
+ * against DESIGN.md's contract (0 ok, 2 bad input with one line naming file, field, expected vs
+ * got; 3 nothing fits; `--json` fields; atomic `-o`).
+ *
+ * Bad input is a golden file, tests/data/cli/bad_input.golden (jq's %%FAIL habit): arguments,
+ * exit status and the exact stderr, with temp-file and repository paths replaced by $TMP and
+ * $DATA.
+ * Criterion lists them as skipped. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/helpers.h"
+
+#define CLI_TIMEOUT_S 120 /* a run killed by SIGALRM past this counts as a hang */
+#define CLI_MAX_ARGS 64
+
+/* --- running the binary ------------------------------------------------------------------------ */
+
+typedef struct {
+    int status;      /* exit status; 128 + signal number when killed (crash, sanitizer, timeout) */
+    char *out, *err; /* everything written to stdout / stderr, NUL-terminated; malloc'd */
+    size_t out_len, err_len;
+} cli_result;
+
+static _Noreturn void die(const char *what) {
+    cr_assert_fail("test_cli: %s: %s", what, strerror(errno));
+    abort();
+}
+
+static const char *cli_binary(void) {
+    static char path[PATH_MAX];
+    if (!path[0]) {
+        const char *env = getenv("TESSERA_BIN");
+        if (env && *env) {
+            snprintf(path, sizeof path, "%s", env);
+        } else {
+            char *p = test_data_path("build/tessera");
+            snprintf(path, sizeof path, "%s", p);
+            free(p);
+        }
+    }
+    if (access(path, X_OK) != 0)
+        cr_assert_fail("test_cli: %s is not an executable (set TESSERA_BIN, or run `make test`)", path);
+    return path;
+}
+
+/* The repository root as an absolute path: passed to the CLI as TESSERA_DATA and replaced by
+ * "$DATA" in what it prints. */
+static const char *data_root(void) {
+    static char root[PATH_MAX];
+    if (!root[0] && realpath(test_data_dir(), root) == NULL) die("realpath(TESSERA_DATA)");
+    return root;
+}
+
+static char *read_all(int fd, size_t *len) {
+    if (lseek(fd, 0, SEEK_SET) < 0) die("lseek");
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) die("malloc");
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            char *bigger = realloc(buf, cap);
+            if (bigger == NULL) die("realloc");
+            buf = bigger;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) die("read");
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int anonymous_file(void) {
+    char name[] = "/tmp/tessera-cli-io-XXXXXX";
+    int fd = mkstemp(name);
+    if (fd < 0) die("mkstemp");
+    unlink(name);
+    return fd;
+}
+
+/* Runs `tessera args...` (NULL-terminated) with TESSERA_DATA set to the repository root. The
+ * output goes to unlinked temporary files, so any amount is captured without deadlock. */
+static cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = 0;
+    argv[n++] = strdup(cli_binary());
+    for (; args[n - 1] != NULL; n++) {
+        if (n > CLI_MAX_ARGS) cr_assert_fail("test_cli: more than %d arguments", CLI_MAX_ARGS);
+        argv[n] = strdup(args[n - 1]);
+        if (argv[n] == NULL) die("strdup");
+    }
+    argv[n] = NULL;
+    const char *data = data_root();
+    int out_fd = anonymous_file(), err_fd = anonymous_file();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
+        close(out_fd);
+        close(err_fd);
+        setenv("TESSERA_DATA", data, 1);
+        unsetenv("TESSERA_DEBUG");
+        alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0)
+        if (errno != EINTR) die("waitpid");
+    cli_result r;
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.out = read_all(out_fd, &r.out_len);
+    r.err = read_all(err_fd, &r.err_len);
+    close(out_fd);
+    close(err_fd);
+    for (int i = 0; i < n; i++) free(argv[i]);
+    return r;
+}
+
+static cli_result run_argv(const char *const *args) { return run_argv_timeout(args, CLI_TIMEOUT_S); }
+
+/* run_cli("plan", "--model", "x", NULL) */
+static cli_result run_cli(const char *first, ...) {
+    const char *args[CLI_MAX_ARGS + 1];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *)) {
+        if (n >= CLI_MAX_ARGS) cr_assert_fail("test_cli: more than %d arguments", CLI_MAX_ARGS);
+        args[n++] = a;
+    }
+    va_end(ap);
+    args[n] = NULL;
+    return run_argv(args);
+}
+
+static void cli_result_free(cli_result *r) {
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+/* --- text helpers ------------------------------------------------------------------------------- */
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* A malloc'd copy of `text` with every `from` replaced by `to`. */
+static char *replace_all(const char *text, const char *from, const char *to) {
+    size_t nf = strlen(from), nt = strlen(to), count = 0;
+    for (const char *p = text; nf && (p = strstr(p, from)) != NULL; p += nf) count++;
+    char *out = malloc(strlen(text) + count * (nt > nf ? nt - nf : 0) + 1);
+    if (out == NULL) die("malloc");
+    char *w = out;
+    for (const char *p = text;;) {
+        const char *hit = nf ? strstr(p, from) : NULL;
+        if (hit == NULL) {
+            strcpy(w, p);
+            break;
+        }
+        memcpy(w, p, (size_t)(hit - p));
+        w += hit - p;
+        memcpy(w, to, nt);
+        w += nt;
+        p = hit + nf;
+    }
+    return out;
+}
+
+/* The line of `text` that starts with `prefix` (NULL when none), as a pointer into text. */
+static const char *find_line(const char *text, const char *prefix) {
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (starts_with(p, prefix)) return p;
+    return NULL;
+}
+
+static void write_file(const char *path, const char *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) die(path);
+    if (fwrite(data, 1, len, f) != len || fclose(f) != 0) die(path);
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    size_t len;
+    char *text = read_all(fileno(f), &len);
+    fclose(f);
+    return text;
+}
+
+static char *make_temp_dir(void) {
+    char *dir = strdup("/tmp/tessera-cli-XXXXXX");
+    if (dir == NULL || mkdtemp(dir) == NULL) die("mkdtemp");
+    return dir;
+}
+
+/* Names in `dir` other than . and .., joined by spaces into buf. */
+static int list_dir(const char *dir, char *buf, size_t cap) {
+    DIR *d = opendir(dir);
+    if (d == NULL) die(dir);
+    int n = 0;
+    buf[0] = '\0';
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s", n ? " " : "", e->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void remove_dir(char *dir) {
+    char names[4096];
+    list_dir(dir, names, sizeof names);
+    char *save = NULL;
+    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+/* The DESIGN.md rule for every error: one line, plus "Try 'tessera CMD --help'." after misuse
+ * caught by the flag parser (cli_usage_error). Returns 1 when `err` obeys it. */
+static int one_line_error(const char *err, const char *cmd) {
+    int lines = count_lines(err);
+    if (lines == 1) return err[strlen(err) - 1] == '\n';
+    if (lines != 2) return 0;
+    char try_line[64];
+    snprintf(try_line, sizeof try_line, "\nTry 'tessera %s --help'.\n", cmd);
+    const char *second = strchr(err, '\n');
+    return strcmp(second, try_line) == 0;
+}
+
+/* --- golden bad input ----------------------------------------------------------------------------- */
+
+/* Inputs too large or too odd to keep in the repository, written to $TMP. */
+static void write_generated_inputs(const char *dir) {
+    char path[PATH_MAX];
+    /* A 10 MiB "name": the loader must refuse it by length, without echoing it. */
+    size_t big = (size_t)10 << 20;
+    const char *head = "{\"name\": \"", *tail = "\", \"layers\": 80, \"hidden\": 8192, \"heads\": 64, "
+                                               "\"ffn_hidden\": 28672, \"vocab\": 32000}\n";
+    size_t len = strlen(head) + big + strlen(tail);
+    char *text = malloc(len + 1);
+    if (text == NULL) die("malloc");
+    memcpy(text, head, strlen(head));
+    memset(text + strlen(head), 'a', big);
+    memcpy(text + strlen(head) + big, tail, strlen(tail) + 1);
+    snprintf(path, sizeof path, "%s/big-string.json", dir);
+    write_file(path, text, len);
+    /* 100000 '[': a recursive-descent parser without a depth limit overflows the stack. */
+    memset(text, '[', 100000);
+    snprintf(path, sizeof path, "%s/deep-nesting.json", dir);
+    write_file(path, text, 100000);
+    free(text);
+}
+
+typedef struct {
+    int line;                  /* in the golden file */
+    char args_text[1024];      /* as written, for messages */
+    int exit_status;
+    char expected[8192];       /* stderr lines, each ending in '\n' */
+} golden_case;
+
+static int parse_golden(const char *path, golden_case *cases, int cap) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) die(path);
+    char line[8192];
+    int n = 0, lineno = 0, in_case = 0, have_exit = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n') line[--len] = '\0';
+        if (!in_case) {
+            if (len == 0 || line[0] == '#') continue;
+            if (!starts_with(line, "$ ")) cr_assert_fail("%s:%d: expected \"$ ARGS\", got \"%s\"", path, lineno, line);
+            if (n == cap) cr_assert_fail("%s: more than %d cases", path, cap);
+            golden_case *c = &cases[n++];
+            memset(c, 0, sizeof *c);
+            c->line = lineno;
+            snprintf(c->args_text, sizeof c->args_text, "%.1000s", line + 2);
+            in_case = 1;
+            have_exit = 0;
+        } else if (len == 0) {
+            in_case = 0;
+        } else if (!have_exit) {
+            if (sscanf(line, "exit %d", &cases[n - 1].exit_status) != 1)
+                cr_assert_fail("%s:%d: expected \"exit N\", got \"%s\"", path, lineno, line);
+            have_exit = 1;
+        } else {
+            golden_case *c = &cases[n - 1];
+            size_t used = strlen(c->expected);
+            if (used + len + 2 > sizeof c->expected) cr_assert_fail("%s:%d: expected stderr too long", path, lineno);
+            memcpy(c->expected + used, line, len);
+            memcpy(c->expected + used + len, "\n", 2);
+        }
+    }
+    fclose(f);
+    for (int i = 0; i < n; i++)
+        if (cases[i].expected[0] == '\0') cr_assert_fail("%s:%d: case has no stderr lines", path, cases[i].line);
+    return n;
+}
+
+Test(cli, golden_bad_input, .timeout = 600) {
+    static golden_case cases[128];
+    char *golden = test_data_path("tests/data/cli/bad_input.golden");
+    int n = parse_golden(golden, cases, 128);
+    cr_assert_geq(n, 30, "%s: only %d cases", golden, n);
+    char *tmp = make_temp_dir();
+    write_generated_inputs(tmp);
+    int failures = 0;
+    for (int i = 0; i < n; i++) {
+        golden_case *c = &cases[i];
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", c->args_text);
+        char *owned[CLI_MAX_ARGS];
+        const char *args[CLI_MAX_ARGS + 1];
+        int na = 0;
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+            if (na == CLI_MAX_ARGS) cr_assert_fail("%s:%d: too many arguments", golden, c->line);
+            char *t = replace_all(tok, "$DATA", data_root());
+            owned[na] = replace_all(t, "$TMP", tmp);
+            free(t);
+            args[na] = owned[na];
+            na++;
+        }
+        args[na] = NULL;
+        cli_result r = run_argv(args);
+        char *e1 = replace_all(r.err, tmp, "$TMP");
+        char *got = replace_all(e1, data_root(), "$DATA");
+        free(e1);
+        int ok = r.status == c->exit_status && strcmp(got, c->expected) == 0 && r.out_len == 0 &&
+                 one_line_error(r.err, args[0]);
+        cr_expect(ok,
+                  "%s:%d: tessera %s\n  expected exit %d, stderr:\n%s  got exit %d, stderr:\n%s"
+                  "  stdout (%zu bytes): %.200s\n  (every error must be one line, plus \"Try ...\" "
+                  "for flag misuse, and print nothing on stdout)",
+                  golden, c->line, c->args_text, c->exit_status, c->expected, r.status, got,
+                  r.out_len, r.out);
+        failures += !ok;
+        free(got);
+        for (int k = 0; k < na; k++) free(owned[k]);
+        cli_result_free(&r);
+    }
+    cr_expect_eq(failures, 0, "%d of %d golden bad-input cases failed", failures, n);
+    remove_dir(tmp);
+    free(golden);
+}
+
+/* --- help and commands --------------------------------------------------------------------------- */
+
+Test(cli, top_level_help_lists_commands) {
+    const char *const forms[] = {"--help", "-h", "help"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        cli_result r = run_cli(forms[i], NULL);
+        cr_expect_eq(r.status, 0, "tessera %s: exit %d, stderr: %s", forms[i], r.status, r.err);
+        cr_expect(starts_with(r.out, "usage: tessera "), "tessera %s: stdout: %s", forms[i], r.out);
+        cr_expect_eq(r.err_len, 0, "tessera %s: stderr: %s", forms[i], r.err);
+        const char *cmds[] = {"plan", "models", "systems"};
+        for (size_t k = 0; k < 3; k++) {
+            char want[32];
+            snprintf(want, sizeof want, "  %s ", cmds[k]);
+            cr_expect(find_line(r.out, want) != NULL, "tessera %s does not list %s:\n%s", forms[i],
+                      cmds[k], r.out);
+        }
+        cli_result_free(&r);
+    }
+}
+
+Test(cli, unknown_command_exits_2) {
+    cli_result r = run_cli("bogus", NULL);
+    cr_expect_eq(r.status, 2, "tessera bogus: exit %d", r.status);
+    cr_expect_eq(r.out_len, 0, "tessera bogus: stdout: %s", r.out);
+    cr_expect(starts_with(r.err, "tessera: unknown command \"bogus\"\n"), "stderr: %s", r.err);
+    /* The usage follows the one-line message on stderr. */
+    cr_expect(strstr(r.err, "\nusage: tessera ") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+
+    r = run_cli(NULL);
+    cr_expect_eq(r.status, 2, "tessera (no command): exit %d", r.status);
+    cr_expect_eq(r.out_len, 0, "tessera (no command): stdout: %s", r.out);
+    cr_expect(starts_with(r.err, "usage: tessera "), "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+Test(cli, plan_help_on_stdout) {
+    const char *const forms[] = {"--help", "-h"};
+    for (size_t i = 0; i < 2; i++) {
+        /* --help wins even over missing required flags. */
+        cli_result r = run_cli("plan", forms[i], NULL);
+        cr_expect_eq(r.status, 0, "tessera plan %s: exit %d, stderr: %s", forms[i], r.status, r.err);
+        cr_expect_eq(r.err_len, 0, "tessera plan %s: stderr: %s", forms[i], r.err);
+        cr_expect(starts_with(r.out, "usage: tessera plan --model M --system S --gpus N"),
+                  "stdout: %s", r.out);
+        const char *flags[] = {"--model", "--system", "--gpus", "--global-batch", "--seq", "--top",
+                               "--fix", "--objective", "--json", "--output", "--help"};
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+            cr_expect(strstr(r.out, flags[k]) != NULL, "plan --help does not mention %s", flags[k]);
+        cli_result_free(&r);
+    }
+}
+
+/* Every file in <data>/<folder> appears as a row "  NAME ..." of `tessera cmd`. */
+static void expect_zoo_listed(const char *cmd, const char *folder, const char *must) {
+    cli_result r = run_cli(cmd, NULL);
+    cr_expect_eq(r.status, 0, "tessera %s: exit %d, stderr: %s", cmd, r.status, r.err);
+    cr_expect_eq(r.err_len, 0, "tessera %s: stderr: %s", cmd, r.err);
+    cr_expect(starts_with(r.out, "# "), "tessera %s: no '#' header:\n%s", cmd, r.out);
+    char want[128];
+    snprintf(want, sizeof want, "  %s ", must);
+    cr_expect(find_line(r.out, want) != NULL, "tessera %s does not list %s:\n%s", cmd, must, r.out);
+    char *dir = test_data_path(folder);
+    DIR *d = opendir(dir);
+    cr_assert(d != NULL, "cannot open %s", dir);
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        snprintf(want, sizeof want, "  %.*s ", (int)(len - 5), e->d_name);
+        cr_expect(find_line(r.out, want) != NULL, "tessera %s does not list %s", cmd, e->d_name);
+        files++;
+    }
+    closedir(d);
+    cr_expect_eq(count_lines(r.out), files + 1, "tessera %s: %d lines for %d zoo files", cmd,
+                 count_lines(r.out), files);
+    free(dir);
+    cli_result_free(&r);
+}
+
+Test(cli, models_and_systems_list_the_zoo) {
+    expect_zoo_listed("models", "models/llm", "llama2-70b");
+    expect_zoo_listed("systems", "models/systems", "h100-sxm-dgx");
+    cli_result r = run_cli("models", "--help", NULL);
+    cr_expect_eq(r.status, 0, "tessera models --help: exit %d", r.status);
+    cr_expect(starts_with(r.out, "usage: tessera models"), "stdout: %s", r.out);
+    cli_result_free(&r);
+}
+
+/* --- nothing fits -------------------------------------------------------------------------------- */
+
+Test(cli, nothing_fits_exits_3_and_says_what_would) {
+    cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "8", NULL);
+    cr_expect_eq(r.status, 3, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(r.out_len, 0, "stdout: %s", r.out);
+    cr_expect_eq(count_lines(r.err), 1, "stderr must be one line:\n%s", r.err);
+    const char *prefix = "tessera plan: nothing fits: llama3-405b on 8 × h100-sxm-dgx needs at least ";
+    cr_expect(starts_with(r.err, prefix), "stderr: %s", r.err);
+    double need_gb = 0, usable_gb = 0;
+    int gpus = 0;
+    const char *p = strstr(r.err, "needs at least ");
+    cr_assert(p != NULL && sscanf(p, "needs at least %lf GB/GPU", &need_gb) == 1,
+              "no \"needs at least X GB/GPU\" in: %s", r.err);
+    p = strstr(r.err, " but ");
+    cr_assert(p != NULL && sscanf(p, " but %lf GB are usable", &usable_gb) == 1,
+              "no \"but X GB are usable\" in: %s", r.err);
+    /* 405.9e9 parameters × 16 bytes (weights, grads, Adam) over 8 GPUs is 812 GB already. */
+    cr_expect(need_gb > 800 && need_gb > usable_gb && usable_gb > 0 && usable_gb <= 80,
+              "needs %.1f GB, %.1f GB usable: %s", need_gb, usable_gb, r.err);
+    p = strstr(r.err, "needs about ");
+    cr_assert(p != NULL && sscanf(p, "needs about %d GPUs", &gpus) == 1, "no \"needs about N GPUs\" in: %s", r.err);
+    /* The weights, gradients and optimizer alone need 6.5 TB: at least 88 GPUs of 73.5 GB. */
+    cr_expect(gpus >= 88 && gpus % 8 == 0, "needs about %d GPUs: %s", gpus, r.err);
+    cli_result_free(&r);
+}
+
+/* --- success --------------------------------------------------------------------------------------- */
+
+#define PLAN_70B "plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "--gpus", "64", \
+                 "--global-batch", "1024", "--seq", "4096"
+
+static double num(const cJSON *obj, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsNumber(it), "%s: \"%s\" is %s, expected a number", where, key,
+              it ? "not a number" : "missing");
+    cr_assert(isfinite(it->valuedouble), "%s: \"%s\" is not finite", where, key);
+    return it->valuedouble;
+}
+
+static const char *str(const cJSON *obj, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsString(it), "%s: \"%s\" is %s, expected a string", where, key,
+              it ? "not a string" : "missing");
+    return it->valuestring;
+}
+
+static const cJSON *obj(const cJSON *parent, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(parent, key);
+    cr_assert(cJSON_IsObject(it), "%s: \"%s\" is %s, expected an object", where, key,
+              it ? "not an object" : "missing");
+    return it;
+}
+
+/* Checks every field DESIGN.md promises in `tessera plan --json` and the identities between
+ * them; returns the "layouts" array. */
+static const cJSON *check_plan_json(const cJSON *root, int gpus, long long batch, long long seq,
+                                    int top) {
+    cr_assert(cJSON_IsObject(root), "plan JSON is not an object");
+    double searched = num(root, "searched", "$"), feasible = num(root, "feasible", "$");
+    double search_s = num(root, "search_s", "$");
+    cr_expect(searched >= 1 && feasible >= 1 && feasible <= searched, "searched %g, feasible %g",
+              searched, feasible);
+    cr_expect(search_s >= 0 && search_s < 60, "search_s %g", search_s);
+    const cJSON *layouts = cJSON_GetObjectItemCaseSensitive(root, "layouts");
+    cr_assert(cJSON_IsArray(layouts), "$.layouts is not an array");
+    int n = cJSON_GetArraySize(layouts);
+    cr_expect(n >= 1 && n <= top && n == (feasible < top ? (int)feasible : top),
+              "%d layouts for %g feasible and top %d", n, feasible, top);
+    double prev_step = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *l = cJSON_GetArrayItem(layouts, i);
+        char where[32];
+        snprintf(where, sizeof where, "$.layouts[%d]", i);
+        const char *ints[] = {"dp", "tp", "pp", "cp", "ep", "sp", "zero", "mbs", "microbatches", "vpp"};
+        int v[10];
+        for (int k = 0; k < 10; k++) {
+            double x = num(l, ints[k], where);
+            cr_assert(x == floor(x) && x >= 0 && x <= 1 << 24, "%s.%s = %g", where, ints[k], x);
+            v[k] = (int)x;
+        }
+        const char *sched = str(l, "schedule", where), *rc = str(l, "recompute", where);
+        char text[256];
+        snprintf(text, sizeof text, "dp=%d,tp=%d,pp=%d,cp=%d,ep=%d,sp=%d,zero=%d,mbs=%d,vpp=%d,sched=%s,recompute=%s",
+                 v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[9], sched, rc);
+        cr_expect_str_eq(str(l, "layout", where), text, "%s.layout disagrees with its fields", where);
+        cr_expect_eq(v[0] * v[1] * v[2] * v[3], gpus, "%s: dp·tp·pp·cp = %d, not %d GPUs", where,
+                     v[0] * v[1] * v[2] * v[3], gpus);
+        cr_expect_eq((long long)v[8] * v[0] * v[7], batch, "%s: microbatches·dp·mbs != batch %lld", where, batch);
+        const cJSON *mem = obj(l, "memory_bytes", where);
+        const char *mems[] = {"weights", "grads", "optimizer", "activations", "buffers", "total"};
+        double total = num(mem, "total", where);
+        for (int k = 0; k < 6; k++) {
+            double x = num(mem, mems[k], where);
+            cr_expect(x >= 0 && x <= total, "%s.memory_bytes.%s = %g (total %g)", where, mems[k], x, total);
+        }
+        cr_expect(total > 1e9 && total <= 80e9, "%s: %g bytes does not fit an 80 GB GPU", where, total);
+        double step = num(l, "step_s", where);
+        cr_expect(step > 0 && step >= prev_step, "%s: step_s %g after %g (ranked by time)", where, step, prev_step);
+        prev_step = step;
+        const cJSON *t = obj(l, "time_s", where);
+        const char *times[] = {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer"};
+        for (int k = 0; k < 8; k++) {
+            double x = num(t, times[k], where);
+            cr_expect(x >= 0 && x <= step * (1 + 1e-9), "%s.time_s.%s = %g of step %g", where, times[k], x, step);
+        }
+        cr_expect(num(t, "compute", where) > 0, "%s: no compute time", where);
+        double tps = num(l, "tokens_per_s", where);
+        cr_expect(fabs(tps * step - (double)batch * seq) <= 1e-9 * batch * seq,
+                  "%s: tokens_per_s %g × step_s %g != %lld tokens", where, tps, step, batch * seq);
+        double tflops = num(l, "tflops_per_gpu", where), mfu = num(l, "mfu", where);
+        cr_expect(tflops > 0 && mfu > 0 && mfu < 1, "%s: %g TFLOP/s/GPU, mfu %g", where, tflops, mfu);
+    }
+    return layouts;
+}
+
+static cJSON *parse_json_output(const cli_result *r, const char *what) {
+    cr_assert_eq(r->status, 0, "%s: exit %d, stderr: %s", what, r->status, r->err);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(r->out, &end, 1);
+    cr_assert(root != NULL, "%s: stdout is not JSON (stopped at offset %td): %.300s", what,
+              end ? end - r->out : (ptrdiff_t)-1, r->out);
+    return root;
+}
+
+Test(cli, plan_table) {
+    cli_result r = run_cli(PLAN_70B, NULL);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cr_expect(starts_with(r.out, "# tessera plan: llama2-70b on 64 × h100-sxm-dgx"), "first line: %.200s", r.out);
+    /* Rows: every line not starting with '#' is " RANK dp tp pp cp ..." ranked 1, 2, ... */
+    int rows = 0, header_units = 0;
+    for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
+        cr_assert(strchr(p, '\n') != NULL, "unterminated last line");
+        if (*p == '#') {
+            header_units += starts_with(p, "#    ") && strstr(p, "GB") != NULL;
+            continue;
+        }
+        int rank = 0, dp = 0, tp = 0, pp = 0, cp = 0;
+        cr_assert(sscanf(p, "%d %d %d %d %d", &rank, &dp, &tp, &pp, &cp) == 5, "row: %.120s", p);
+        cr_expect_eq(rank, rows + 1, "row %d has rank %d", rows + 1, rank);
+        cr_expect_eq(dp * tp * pp * cp, 64, "row %d: dp·tp·pp·cp = %d", rank, dp * tp * pp * cp);
+        rows++;
+    }
+    cr_expect(rows >= 1 && rows <= 10, "%d ranked rows", rows);
+    cr_expect_eq(header_units, 1, "expected one units row (GB, s) under the column names");
+    cr_expect(find_line(r.out, "# best: dp=") != NULL, "no \"# best:\" line");
+    cli_result_free(&r);
+}
+
+Test(cli, plan_json_has_design_fields) {
+    cli_result r = run_cli(PLAN_70B, "--json", NULL);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cJSON *root = parse_json_output(&r, "plan --json");
+    check_plan_json(root, 64, 1024, 4096, 10);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+}
+
+Test(cli, plan_top_k_and_objective_memory) {
+    cli_result r = run_cli(PLAN_70B, "--json", "--top", "3", "--objective", "memory", NULL);
+    cJSON *root = parse_json_output(&r, "plan --top 3 --objective memory");
+    const cJSON *layouts = cJSON_GetObjectItemCaseSensitive(root, "layouts");
+    cr_assert(cJSON_IsArray(layouts));
+    cr_expect_eq(cJSON_GetArraySize(layouts), 3, "--top 3 gave %d layouts", cJSON_GetArraySize(layouts));
+    double prev = 0;
+    for (int i = 0; i < cJSON_GetArraySize(layouts); i++) {
+        const cJSON *mem = obj(cJSON_GetArrayItem(layouts, i), "memory_bytes", "layout");
+        double total = num(mem, "total", "memory_bytes");
+        cr_expect(total >= prev, "--objective memory: layout %d needs %g bytes after %g", i + 1, total, prev);
+        prev = total;
+    }
+    cJSON_Delete(root);
+    cli_result_free(&r);
+}
+
+Test(cli, plan_output_file_is_atomic_and_matches_stdout) {
+    char *dir = make_temp_dir();
+    char file[PATH_MAX], names[4096];
+    snprintf(file, sizeof file, "%s/plan.json", dir);
+
+    /* -o with the table: the table on stdout, then "# wrote FILE"; the file holds the plan. */
+    cli_result r = run_cli(PLAN_70B, "-o", file, NULL);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect(starts_with(r.out, "# tessera plan:"), "stdout: %.200s", r.out);
+    char wrote[PATH_MAX + 16];
+    snprintf(wrote, sizeof wrote, "# wrote %s\n", file);
+    cr_expect(find_line(r.out, wrote) != NULL, "no \"%s\" line in stdout", wrote);
+    char *text = read_file(file);
+    cr_assert(text != NULL, "%s was not written", file);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert(root != NULL, "%s is not JSON", file);
+    check_plan_json(root, 64, 1024, 4096, 10);
+    cJSON_Delete(root);
+    free(text);
+    cr_expect_eq(list_dir(dir, names, sizeof names), 1, "left beside the plan: %s", names);
+    cli_result_free(&r);
+
+    /* --long form, over an existing file, with --json: stdout and the file are the same bytes. */
+    r = run_cli(PLAN_70B, "--output", file, "--json", NULL);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    text = read_file(file);
+    cr_assert(text != NULL);
+    /* search_s differs between runs; everything else (same run) must be byte-identical. */
+    cr_expect_str_eq(text, r.out, "--json stdout and -o file differ");
+    cr_expect_eq(list_dir(dir, names, sizeof names), 1, "left beside the plan: %s", names);
+    cr_expect(strstr(names, ".tmp.") == NULL, "temporary file left: %s", names);
+    free(text);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+Test(cli, plan_output_to_missing_folder_fails_cleanly) {
+    cli_result r = run_cli(PLAN_70B, "-o", "/nonexistent-tessera-dir/plan.json", NULL);
+    /* An i/o error: exit 1 (DESIGN.md: 0 ok, 2 bad input, 3 nothing fits, 1 other). */
+    cr_expect_eq(r.status, 1, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(count_lines(r.err), 1, "stderr must be one line:\n%s", r.err);
+    cr_expect(starts_with(r.err, "tessera plan: /nonexistent-tessera-dir/plan.json"), "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "No such file or directory") != NULL, "stderr: %s", r.err);
+    cr_expect_eq(r.out_len, 0, "stdout: %.200s", r.out);
+    cli_result_free(&r);
+}
+
+Test(cli, plan_fix_pins_every_layout) {
+    cli_result r = run_cli(PLAN_70B, "--fix", "tp=8,pp=2", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "plan --fix tp=8,pp=2");
+    const cJSON *layouts = check_plan_json(root, 64, 1024, 4096, 10);
+    for (int i = 0; i < cJSON_GetArraySize(layouts); i++) {
+        const cJSON *l = cJSON_GetArrayItem(layouts, i);
+        cr_expect_eq(num(l, "tp", "layout"), 8, "layout %d: %s", i + 1, str(l, "layout", "layout"));
+        cr_expect_eq(num(l, "pp", "layout"), 2, "layout %d: %s", i + 1, str(l, "layout", "layout"));
+    }
+    const cJSON *req = obj(root, "request", "$");
+    cr_expect_str_eq(str(req, "fix", "$.request"), "tp=8,pp=2");
+    cJSON_Delete(root);
+    cli_result_free(&r);
+}
+
+Test(cli, plan_is_deterministic_and_pruning_changes_nothing) {
+    cli_result a = run_cli(PLAN_70B, "--json", NULL), b = run_cli(PLAN_70B, "--json", NULL),
+               c = run_cli(PLAN_70B, "--json", "--no-prune", NULL);
+    cJSON *ja = parse_json_output(&a, "run 1"), *jb = parse_json_output(&b, "run 2"),
+          *jc = parse_json_output(&c, "--no-prune");
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(ja, "layouts"),
+                *lb = cJSON_GetObjectItemCaseSensitive(jb, "layouts"),
+                *lc = cJSON_GetObjectItemCaseSensitive(jc, "layouts");
+    cr_expect(cJSON_Compare(la, lb, 1), "two identical runs ranked different layouts");
+    cr_expect(cJSON_Compare(la, lc, 1), "--no-prune ranked different layouts than the pruned search");
+    cr_expect_eq(num(ja, "searched", "$"), num(jc, "searched", "$"), "pruning changed the space searched");
+    cr_expect_eq(num(jc, "evaluated", "$"), num(jc, "searched", "$"), "--no-prune must evaluate every layout");
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    cJSON_Delete(jc);
+    cli_result_free(&a);
+    cli_result_free(&b);
+    cli_result_free(&c);
+}
+
+Test(cli, plan_hugging_face_config) {
+    char *hf = test_data_path("tests/data/hf/llama2-7b.json");
+    cli_result r = run_cli("plan", "--model", hf, "--system", "h100-sxm-dgx", "--gpus", "8", NULL);
+    cr_expect_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cr_expect(starts_with(r.out, "# tessera plan: "), "stdout: %.200s", r.out);
+    cr_expect(find_line(r.out, "    1 ") != NULL, "no ranked row:\n%s", r.out);
+    cli_result_free(&r);
+
+    r = run_cli("plan", "--model", hf, "--system", "h100-sxm-dgx", "--gpus", "8", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "plan --model llama2-7b.json --json");
+    check_plan_json(root, 8, 1024, 4096, 10);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    free(hf);
+}
+
+/* --- regressions --------------------------------------------------------------------------------- */
+
+/* getopt leaves optind on the current argument while it walks a cluster of short options: the
+ * unknown option must be named from optopt, not argv[optind - 1] ("h100-sxm-dgx"). */
+Test(cli, unknown_option_in_cluster_is_named) {
+    cli_result r = run_cli("plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "-zq", "--gpus", "8", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(starts_with(r.err, "tessera plan: unknown option \"-z\""), "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* A batch of 2^30 (accepted by --global-batch) must not make the search walk 1..batch/dp for the
+ * micro-batch: it enumerates divisors. */
+Test(cli, huge_batch_plans_quickly) {
+    const char *args[] = {PLAN_70B, "--global-batch", "1073741824", "--seq", "1", NULL};
+    cli_result r = run_argv_timeout(args, 10);
+    cr_expect(r.status == 0 || r.status == 3, "exit %d (%d = killed after 10 s), stderr: %s",
+              r.status, 128 + SIGALRM, r.err);
+    cli_result_free(&r);
+}

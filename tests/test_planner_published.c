@@ -1,0 +1,91 @@
+/* The planner against published measurements (planner/published.h, data in
+ * ../shared/validation/): every NVIDIA H100 recipe row's step time and every Megatron-LM SC'21
+ * Table 1 row's TFLOP/s within 15%, and each published Megatron (t, p, d) among the planner's own
+ * top five (t, p, d). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/published.h"
+#include "tests/helpers.h"
+
+static ts_pub_case *cases;
+static int n_cases;
+
+static void load(void) {
+    char *dir = test_data_path("../shared/validation");
+    ts_error_clear();
+    ts_status st = ts_published_run(dir, &cases, &n_cases);
+    free(dir);
+    cr_assert_eq(st, TS_OK, "ts_published_run: %s", ts_error_message());
+}
+
+static void unload(void) {
+    free(cases);
+    cases = NULL;
+    n_cases = 0;
+}
+
+TestSuite(planner_published, .init = load, .fini = unload);
+
+Test(planner_published, every_row_is_present) {
+    int meg = 0, nv = 0;
+    for (int i = 0; i < n_cases; i++) {
+        meg += cases[i].kind == TS_PUB_MEGATRON_TFLOPS;
+        nv += cases[i].kind == TS_PUB_NVIDIA_STEP;
+        cr_expect(cases[i].measured > 0 && isfinite(cases[i].predicted) && cases[i].predicted > 0,
+                  "%s: measured %g, predicted %g", cases[i].id, cases[i].measured, cases[i].predicted);
+        cr_expect(fabs(cases[i].error - (cases[i].predicted - cases[i].measured) / cases[i].measured) <= 1e-12,
+                  "%s: error field", cases[i].id);
+        cr_expect_gt(strlen(cases[i].layout), 0u, "%s: no predicted layout", cases[i].id);
+    }
+    cr_expect_eq(meg, 10, "Megatron-LM SC'21 Table 1 has ten rows");
+    cr_expect_eq(nv, 13, "NVIDIA dgxc BF16 rows: 5 GPT-3 175B + 8 Nemotron-4 15B");
+}
+
+Test(planner_published, nvidia_step_time_within_15_percent) {
+    int n = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const ts_pub_case *c = &cases[i];
+        if (c->kind != TS_PUB_NVIDIA_STEP) continue;
+        n++;
+        cr_expect_leq(fabs(c->error), 0.15, "%s: predicted %.3f s, measured %.3f s (%+.1f%%) with %s",
+                      c->id, c->predicted, c->measured, 100 * c->error, c->layout);
+        /* The prediction keeps the published tp, pp, dp. */
+        char want[64];
+        snprintf(want, sizeof want, "dp=%d,tp=%d,pp=%d,", c->dp, c->tp, c->pp);
+        cr_expect(strncmp(c->layout, want, strlen(want)) == 0, "%s: layout %s, published %s", c->id,
+                  c->layout, want);
+    }
+    cr_expect_gt(n, 0);
+}
+
+Test(planner_published, megatron_tflops_within_15_percent) {
+    int n = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const ts_pub_case *c = &cases[i];
+        if (c->kind != TS_PUB_MEGATRON_TFLOPS) continue;
+        n++;
+        cr_expect_leq(fabs(c->error), 0.15, "%s: predicted %.1f TFLOP/s, measured %.1f (%+.1f%%) with %s",
+                      c->id, c->predicted, c->measured, 100 * c->error, c->layout);
+        char want[64];
+        snprintf(want, sizeof want, "dp=%d,tp=%d,pp=%d,", c->dp, c->tp, c->pp);
+        cr_expect(strncmp(c->layout, want, strlen(want)) == 0, "%s: layout %s, published %s", c->id,
+                  c->layout, want);
+    }
+    cr_expect_eq(n, 10);
+}
+
+Test(planner_published, megatron_published_layout_ranks_in_top_5) {
+    int checked = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const ts_pub_case *c = &cases[i];
+        if (c->kind != TS_PUB_MEGATRON_TFLOPS) continue;
+        checked++;
+        cr_expect(c->rank >= 1 && c->rank <= 5, "%s: published (t=%d, p=%d, d=%d) ranks %d (0 = not in "
+                  "the first 10 distinct)", c->id, c->tp, c->pp, c->dp, c->rank);
+    }
+    cr_expect_eq(checked, 10);
+}

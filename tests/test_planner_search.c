@@ -1,0 +1,364 @@
+/* The layout search: branch and bound equals brute force (STYLE.md: a readable reference beside
+ * every fast path, and a test that diffs them), results are valid, fit, sorted and deterministic,
+ * pins and the schedule mask are honoured, and impossible requests fail the documented way. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/problem.h"
+#include "planner/schedule.h"
+#include "planner/search.h"
+#include "tests/helpers.h"
+
+static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
+                          int flash) {
+    ts_model m;
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
+    ts_train t;
+    ts_train_defaults(&t);
+    t.global_batch = batch;
+    t.seq = seq;
+    t.flash_attention = flash;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+static ts_search_opts opts_of(int top_k, const char *fix) {
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    o.top_k = top_k;
+    if (fix) {
+        ts_error_clear();
+        cr_assert_eq(ts_pins_parse("--fix", fix, &o.pins), TS_OK, "%s", ts_error_message());
+    }
+    return o;
+}
+
+static void search_ok(const ts_problem *pb, const ts_search_opts *o, ts_search_result *r) {
+    ts_error_clear();
+    ts_status st = ts_search(pb, o, r);
+    cr_assert_eq(st, TS_OK, "%s on %d GPUs: %s", pb->model.name, pb->gpus, ts_error_message());
+}
+
+static const char *text_of(const ts_layout *l, char *buf, size_t cap) {
+    ts_layout_format(l, buf, cap);
+    return buf;
+}
+
+/* Every result is valid, fits, honours the pins, re-evaluates (ts_evaluate, fresh stages) to the
+ * same numbers, and the list is sorted by the objective with no duplicates. */
+static void check_results(const ts_problem *pb, const ts_search_opts *o, const ts_search_result *r) {
+    char buf[256], a[256];
+    cr_expect_leq(r->n_best, o->top_k);
+    cr_expect_leq(r->evaluated, r->searched);
+    cr_expect_leq(r->feasible, r->evaluated);
+    cr_expect_geq(r->feasible, r->n_best);
+    for (int i = 0; i < r->n_best; i++) {
+        const ts_eval *e = &r->best[i];
+        const char *why = ts_layout_invalid(pb, &e->layout, buf, sizeof buf);
+        cr_expect_null(why, "#%d %s invalid: %s", i, text_of(&e->layout, a, sizeof a), why ? why : "");
+        cr_expect(e->fits, "#%d %s does not fit", i, text_of(&e->layout, a, sizeof a));
+        cr_expect_leq(e->mem.total, pb->usable_bytes, "#%d %s: %.4g GB > usable %.4g GB", i,
+                      text_of(&e->layout, a, sizeof a), e->mem.total / 1e9, pb->usable_bytes / 1e9);
+        cr_expect(ts_pins_allow(&o->pins, &e->layout), "#%d %s breaks the pins", i,
+                  text_of(&e->layout, a, sizeof a));
+        cr_expect_eq(e->layout.microbatches,
+                     (int)(pb->train.global_batch / ((long long)e->layout.dp * e->layout.mbs)));
+        cr_expect(isfinite(e->step_s) && e->step_s > 0);
+        ts_eval again;
+        cr_assert_eq(ts_evaluate(pb, &e->layout, &again), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(again.step_s, e->step_s, "#%d %s: searched %.17g s, evaluated %.17g s", i,
+                     text_of(&e->layout, a, sizeof a), e->step_s, again.step_s);
+        cr_expect_eq(again.mem.total, e->mem.total, "#%d %s: memory differs", i,
+                     text_of(&e->layout, a, sizeof a));
+        if (i > 0) {
+            double prev = ts_objective_value(pb, o->objective, &r->best[i - 1]);
+            double cur = ts_objective_value(pb, o->objective, e);
+            cr_expect_leq(prev, cur, "not sorted by %s at #%d: %.17g then %.17g",
+                          ts_objective_names[o->objective], i, prev, cur);
+            for (int j = 0; j < i; j++)
+                cr_expect_neq(memcmp(&r->best[j].layout, &e->layout, sizeof e->layout), 0,
+                              "#%d and #%d are the same layout %s", j, i, text_of(&e->layout, a, sizeof a));
+        }
+    }
+}
+
+/* Pruned and brute-force searches agree exactly: same layouts in the same order, same step
+ * times, same count of valid layouts. */
+static void check_prune_equals_brute(const ts_problem *pb, const char *fix, ts_objective obj) {
+    static const int tops[] = {1, 5, 20};
+    for (size_t k = 0; k < sizeof tops / sizeof tops[0]; k++) {
+        ts_search_opts o = opts_of(tops[k], fix);
+        o.objective = obj;
+        ts_search_result pruned, brute;
+        o.prune = 1;
+        search_ok(pb, &o, &pruned);
+        o.prune = 0;
+        search_ok(pb, &o, &brute);
+        const char *what = pb->model.name;
+        cr_expect_eq(pruned.searched, brute.searched, "%s/%d top %d: searched %lld vs %lld", what,
+                     pb->gpus, tops[k], (long long)pruned.searched, (long long)brute.searched);
+        cr_expect_eq(brute.evaluated, brute.searched, "brute force evaluates everything");
+        cr_expect_leq(pruned.evaluated, brute.evaluated);
+        cr_assert_eq(pruned.n_best, brute.n_best, "%s/%d top %d: %d vs %d results", what, pb->gpus,
+                     tops[k], pruned.n_best, brute.n_best);
+        cr_expect_gt(brute.n_best, 0);
+        for (int i = 0; i < brute.n_best; i++) {
+            char a[256], b[256];
+            cr_expect_eq(memcmp(&pruned.best[i].layout, &brute.best[i].layout, sizeof(ts_layout)), 0,
+                         "%s/%d top %d #%d: pruned %s, brute force %s", what, pb->gpus, tops[k], i,
+                         text_of(&pruned.best[i].layout, a, sizeof a),
+                         text_of(&brute.best[i].layout, b, sizeof b));
+            cr_expect_eq(pruned.best[i].step_s, brute.best[i].step_s, "%s/%d top %d #%d", what,
+                         pb->gpus, tops[k], i);
+            cr_expect_eq(pruned.best[i].mem.total, brute.best[i].mem.total);
+        }
+        o.prune = 1;
+        check_results(pb, &o, &pruned);
+        ts_search_result_free(&pruned);
+        ts_search_result_free(&brute);
+    }
+}
+
+Test(planner_search, prune_equals_brute_force_tiny) {
+    ts_problem pb = problem("tiny", "h100-sxm-dgx", 8, 64, 256, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_COST);
+    pb = problem("tiny", "h100-sxm-dgx", 16, 64, 256, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+    pb = problem("tiny", "h100-sxm-dgx", 8, 64, 256, 0);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+}
+
+Test(planner_search, prune_equals_brute_force_tiny_moe) {
+    ts_problem pb = problem("tiny-moe", "h100-sxm-dgx", 8, 64, 256, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+    pb = problem("tiny-moe", "h100-sxm-dgx", 16, 64, 256, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+}
+
+Test(planner_search, prune_equals_brute_force_llama2_7b) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 8, 256, 4096, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+    pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+    check_prune_equals_brute(&pb, "pp=2", TS_OBJ_TIME);
+}
+
+Test(planner_search, prune_equals_brute_force_megatron_1p7b_unfused) {
+    ts_problem pb = problem("megatron-gpt-1.7b", "a100-80g-dgx", 32, 512, 2048, 0);
+    check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
+}
+
+Test(planner_search, objective_memory_sorts_by_memory) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_search_opts o = opts_of(20, NULL);
+    o.objective = TS_OBJ_MEMORY;
+    ts_search_result r;
+    search_ok(&pb, &o, &r);
+    cr_assert_eq(r.n_best, 20);
+    check_results(&pb, &o, &r);
+    for (int i = 1; i < r.n_best; i++)
+        cr_expect_leq(r.best[i - 1].mem.total, r.best[i].mem.total, "#%d", i);
+    /* The least memory of all valid layouts is the search's `closest`. */
+    cr_expect(r.has_closest);
+    cr_expect_eq(r.best[0].mem.total, r.closest.mem.total);
+    /* The memory objective finds less memory than the fastest layout uses. */
+    ts_search_opts t = opts_of(1, NULL);
+    ts_search_result fast;
+    search_ok(&pb, &t, &fast);
+    cr_expect_leq(r.best[0].mem.total, fast.best[0].mem.total);
+    cr_expect_leq(fast.best[0].step_s, r.best[0].step_s);
+    ts_search_result_free(&fast);
+    ts_search_result_free(&r);
+}
+
+Test(planner_search, pins_are_honoured) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    static const char *const fixes[] = {"tp=8,pp=2", "dp=4,zero=1", "sched=zb-h1,pp=4",
+                                        "vpp=2,mbs=1", "recompute=selective,sp=1", "cp=2,tp=2"};
+    for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
+        ts_search_opts o = opts_of(20, fixes[i]);
+        ts_search_result r;
+        search_ok(&pb, &o, &r);
+        cr_expect_gt(r.n_best, 0, "--fix %s: no result", fixes[i]);
+        check_results(&pb, &o, &r);
+        for (int k = 0; k < r.n_best; k++) {
+            char a[256];
+            cr_expect(ts_pins_allow(&o.pins, &r.best[k].layout), "--fix %s: %s", fixes[i],
+                      text_of(&r.best[k].layout, a, sizeof a));
+        }
+        ts_search_result_free(&r);
+    }
+    ts_search_opts o = opts_of(20, "tp=8,pp=2");
+    ts_search_result r;
+    search_ok(&pb, &o, &r);
+    for (int k = 0; k < r.n_best; k++) {
+        cr_expect_eq(r.best[k].layout.tp, 8);
+        cr_expect_eq(r.best[k].layout.pp, 2);
+        cr_expect_eq(r.best[k].layout.dp, 1);
+    }
+    ts_search_result_free(&r);
+}
+
+Test(planner_search, schedules_mask_restricts_schedules) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_search_opts all = opts_of(10, "pp=4");
+    ts_search_result ra;
+    search_ok(&pb, &all, &ra);
+    for (int s = 0; s < TS_SCHED_COUNT; s++) {
+        ts_search_opts o = opts_of(10, "pp=4");
+        o.schedules = 1u << s;
+        ts_search_result r;
+        search_ok(&pb, &o, &r);
+        cr_expect_gt(r.n_best, 0, "only %s", ts_schedule_names[s]);
+        cr_expect_lt(r.searched, ra.searched, "only %s: %lld of %lld", ts_schedule_names[s],
+                     (long long)r.searched, (long long)ra.searched);
+        for (int k = 0; k < r.n_best; k++)
+            cr_expect_eq(r.best[k].layout.schedule, (ts_schedule)s, "mask %s, got %s",
+                         ts_schedule_names[s], ts_schedule_names[r.best[k].layout.schedule]);
+        ts_search_result_free(&r);
+    }
+    /* Without pins: pp > 1 results keep to the mask; pp = 1 is always the plain 1f1b. */
+    ts_search_opts o = opts_of(100, NULL);
+    o.schedules = (1u << TS_SCHED_GPIPE) | (1u << TS_SCHED_ZB_H1);
+    ts_search_result r;
+    search_ok(&pb, &o, &r);
+    int piped = 0;
+    for (int k = 0; k < r.n_best; k++) {
+        const ts_layout *l = &r.best[k].layout;
+        if (l->pp == 1) {
+            cr_expect_eq(l->schedule, TS_SCHED_1F1B);
+        } else {
+            piped++;
+            cr_expect(l->schedule == TS_SCHED_GPIPE || l->schedule == TS_SCHED_ZB_H1, "pp=%d sched=%s",
+                      l->pp, ts_schedule_names[l->schedule]);
+        }
+    }
+    cr_expect_gt(piped, 0);
+    ts_search_result_free(&r);
+    ts_search_result_free(&ra);
+}
+
+Test(planner_search, deterministic) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_search_opts o = opts_of(50, NULL);
+    ts_search_result a, b;
+    search_ok(&pb, &o, &a);
+    search_ok(&pb, &o, &b);
+    cr_assert_eq(a.n_best, b.n_best);
+    cr_expect_eq(a.searched, b.searched);
+    cr_expect_eq(a.evaluated, b.evaluated);
+    cr_expect_eq(a.feasible, b.feasible);
+    for (int i = 0; i < a.n_best; i++) {
+        cr_expect_eq(memcmp(&a.best[i].layout, &b.best[i].layout, sizeof(ts_layout)), 0, "#%d", i);
+        cr_expect_eq(memcmp(&a.best[i].time, &b.best[i].time, sizeof(ts_time_split)), 0, "#%d", i);
+        cr_expect_eq(memcmp(&a.best[i].mem, &b.best[i].mem, sizeof(ts_memory)), 0, "#%d", i);
+        cr_expect_eq(a.best[i].step_s, b.best[i].step_s);
+    }
+    ts_search_result_free(&a);
+    ts_search_result_free(&b);
+}
+
+Test(planner_search, nothing_fits_is_infeasible_with_advice) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 8, 64, 4096, 1);
+    ts_search_opts o = opts_of(5, NULL);
+    ts_search_result r;
+    ts_error_clear();
+    ts_status st = ts_search(&pb, &o, &r);
+    cr_assert_eq(st, TS_ERR_INFEASIBLE, "405B on 8 GPUs: %s (%s)", ts_status_name(st), ts_error_message());
+    cr_expect_eq(r.n_best, 0);
+    cr_expect_gt(r.searched, 0);
+    cr_expect_eq(r.feasible, 0);
+    cr_expect(r.has_closest);
+    cr_expect_gt(r.closest.mem.total, pb.usable_bytes);
+    cr_expect(strstr(r.reason, "GB") != NULL, "reason: %s", r.reason);
+    const char *needs = strstr(r.reason, "needs about ");
+    cr_assert_not_null(needs, "reason: %s", r.reason);
+    int n = 0;
+    cr_expect_eq(sscanf(needs, "needs about %d GPUs", &n), 1, "reason: %s", r.reason);
+    /* 405B × 16 bytes of model states alone need > 6.5 TB: at least 82 GPUs of 80 GB. */
+    cr_expect(n >= 82 && n <= 512 && n % 8 == 0, "needs about %d GPUs", n);
+    cr_expect(strstr(ts_error_message(), r.reason) != NULL, "error message: %s", ts_error_message());
+    ts_search_result_free(&r);
+    /* The advice holds: the named count fits. */
+    ts_problem big = problem("llama3-405b", "h100-sxm-dgx", n, 64, 4096, 1);
+    ts_search_result rb;
+    search_ok(&big, &o, &rb);
+    cr_expect_gt(rb.n_best, 0);
+    ts_search_result_free(&rb);
+}
+
+Test(planner_search, pins_leaving_nothing_valid_are_input_errors) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 12, 240, 4096, 1);
+    static const char *const fixes[] = {"tp=3", "pp=5", "dp=5", "ep=2", "sched=interleaved,pp=1"};
+    for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
+        ts_search_opts o = opts_of(5, fixes[i]);
+        ts_search_result r;
+        ts_error_clear();
+        ts_status st = ts_search(&pb, &o, &r);
+        cr_expect_eq(st, TS_ERR_INPUT, "--fix %s: %s (%s)", fixes[i], ts_status_name(st), ts_error_message());
+        cr_expect_eq(r.searched, 0);
+        cr_expect_eq(r.n_best, 0);
+        cr_expect(strstr(ts_error_message(), "llama2-7b") != NULL, "%s", ts_error_message());
+        ts_search_result_free(&r);
+    }
+    ts_search_opts o = opts_of(0, NULL);
+    ts_search_result r;
+    ts_error_clear();
+    cr_expect_eq(ts_search(&pb, &o, &r), TS_ERR_INPUT, "top_k 0");
+    cr_expect(strstr(ts_error_message(), "--top") != NULL, "%s", ts_error_message());
+    ts_search_result_free(&r);
+}
+
+/* ~1e15 parameters: 100 layers of 12·h² with h = 917504 (7168 heads of 128). */
+Test(planner_search, absurd_model_is_infeasible_without_nan) {
+    ts_model m = {0};
+    snprintf(m.name, sizeof m.name, "absurd-1e15");
+    m.layers = 100;
+    m.hidden = 917504;
+    m.heads = 7168;
+    m.kv_heads = 7168;
+    m.head_dim = 128;
+    m.ffn_hidden = 4 * m.hidden;
+    m.vocab = 51200;
+    m.max_seq = 2048;
+    m.activation = TS_ACT_GELU;
+    m.norm = TS_NORM_LAYERNORM;
+    m.position = TS_POS_LEARNED;
+    m.tied_embeddings = 1;
+    cr_assert_eq(ts_model_validate("absurd", &m), TS_OK, "%s", ts_error_message());
+    ts_param_count pc;
+    ts_model_params(&m, &pc);
+    cr_assert(pc.total > 1e15 && pc.total < 1.1e15, "%.4g parameters", pc.total);
+    ts_system s;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    ts_train t;
+    ts_train_defaults(&t);
+    t.seq = 2048;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, 1024), TS_OK, "%s", ts_error_message());
+    ts_search_opts o = opts_of(5, NULL);
+    ts_search_result r;
+    ts_error_clear();
+    ts_status st = ts_search(&pb, &o, &r);
+    cr_assert_eq(st, TS_ERR_INFEASIBLE, "%s (%s)", ts_status_name(st), ts_error_message());
+    cr_expect(r.has_closest);
+    const ts_eval *c = &r.closest;
+    const double nums[] = {c->mem.weights, c->mem.grads, c->mem.optimizer, c->mem.activations,
+                           c->mem.buffers, c->mem.total, c->step_s, c->tokens_per_s, c->mfu,
+                           c->time.compute, c->time.dp_comm, c->time.pp_bubble};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        cr_expect(isfinite(nums[i]) && nums[i] >= 0, "closest field %zu = %g", i, nums[i]);
+    /* Model states alone: 16 bytes × 1e15 / 1024 GPUs ≥ 15 TB per GPU. */
+    cr_expect_gt(c->mem.total, 16 * pc.total / 1024 * 0.99);
+    cr_expect(strstr(r.reason, "GB") != NULL, "%s", r.reason);
+    cr_expect(strstr(r.reason, "absurd-1e15") != NULL, "%s", r.reason);
+    ts_search_result_free(&r);
+}
