@@ -71,6 +71,15 @@ static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, c
     (void)c;
 }
 
+/* Whether a layout with these step time and memory could enter the top k (ties resolved later
+ * by offer on the full evaluation). */
+static int may_enter(const search_ctx *c, const ts_eval *e) {
+    int k = c->opts->top_k;
+    if (c->out->n_best < k) return 1;
+    double key = ts_objective_value(c->pb, c->opts->objective, e);
+    return key <= c->keys[k - 1];
+}
+
 /* Keeps the best top_k in a sorted array: insertion is O(top_k), only for layouts that enter. */
 static void offer(search_ctx *c, const ts_eval *e) {
     ts_search_result *r = c->out;
@@ -118,16 +127,21 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
                 if (ts_leaf_invalid(pb, l, NULL, 0)) continue;
                 r->searched++;
                 if (prune_group) continue;
-                ts_eval e;
-                ts_stages_finish(st, pb, l, &e);
+                /* Rank by the two numbers first; build the full evaluation only for layouts that
+                 * become the closest or enter the top k. */
                 r->evaluated++;
-                if (!r->has_closest || e.mem.total < r->closest.mem.total) {
-                    r->closest = e;
+                double mem = ts_stages_memory(st, l, NULL);
+                if (!r->has_closest || mem < r->closest.mem.total) {
+                    ts_stages_finish(st, pb, l, &r->closest);
                     r->has_closest = 1;
                 }
-                if (!e.fits) continue;
+                if (mem > pb->usable_bytes) continue;
                 r->feasible++;
                 if (c->stop_at_first_fit) return 1;
+                ts_eval e = {.layout = *l, .mem.total = mem};
+                if (c->opts->objective != TS_OBJ_MEMORY) e.step_s = ts_stages_step(st, pb, l, NULL);
+                if (!may_enter(c, &e)) continue;
+                ts_stages_finish(st, pb, l, &e);
                 offer(c, &e);
             }
         }

@@ -26,13 +26,14 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     *st = (ts_stages){0};
     ts_status res = TS_OK;
     st->cap = cap;
-    st->params = calloc((size_t)cap * 4, sizeof(double));
+    st->params = calloc((size_t)cap * 8, sizeof(double));
     TS_ALLOC_GOTO(st->params, res, fail);
     st->first_of_run = calloc((size_t)cap, sizeof(int));
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
     st->expert_params = st->params + cap;
     st->act_bytes = st->params + 2 * cap;
     st->extra_bytes = st->params + 3 * cap;
+    st->states_bytes = st->params + 4 * cap;
     return TS_OK;
 fail:
     ts_stages_free(st);
@@ -53,6 +54,8 @@ static int moe_below(const ts_model *m, int x) {
 }
 
 static double max_d(double a, double b) { return a > b ? a : b; }
+
+static void prepare(ts_stages *st, const ts_problem *pb);
 
 void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out) {
     out->shard = *sh;
@@ -183,6 +186,7 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
     st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
                                    ts_group_link(s, pb->gpus / pp, 2))
                        : 0;
+    prepare(st, pb);
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
@@ -193,80 +197,112 @@ static double exposed(const ts_system *s, double traffic_s, double window_s) {
     return traffic_s - hidden + s->overlap_slowdown * hidden;
 }
 
-void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {
-    const ts_system *s = &pb->sys;
+/* Weights, gradients, optimizer states and buffers of stage i under ZeRO stage z (activations
+ * excluded), for the data-parallel degree the stages were built for. */
+static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out) {
     const ts_train *tr = &pb->train;
-    const ts_schedule_info *sched = &ts_schedules[l->schedule];
-    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp, edp = dpc / l->ep;
-    double T = (double)l->mbs * tr->seq / l->cp;
-    double h = (double)pb->model.hidden;
+    const ts_shard *sh = &st->shard;
+    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
+    double ne = st->params[i], ex = st->expert_params[i];
+    double sharded = ne / dpc + ex / edp, whole = ne + ex;
+    double T = (double)sh->mbs * tr->seq / sh->cp, h = (double)pb->model.hidden;
+    out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);
+    out->grads = tr->grad_bytes * (z >= 2 ? sharded : whole);
+    out->optimizer = tr->optimizer_bytes * (z >= 1 ? sharded : whole);
+    /* TP/SP collective buffers, pipeline send/recv buffers, two DP buckets, and under ZeRO-3 the
+     * gathered parameters of the layer running and the one prefetched. */
+    double grad_all = tr->grad_bytes * whole;
+    out->buffers = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (st->pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0) +
+                   2.0 * (grad_all < tr->bucket_bytes ? grad_all : tr->bucket_bytes) +
+                   (z >= 3 ? 2.0 * tr->weight_bytes * st->max_layer_params : 0);
+    out->activations = 0;
+    out->total = out->weights + out->grads + out->optimizer + out->buffers;
+}
 
-    /* Memory: worst stage. */
-    double bucket = tr->bucket_bytes;
-    double comm_buf = (l->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (p > 1 ? 2.0 * 2.0 * T * h / l->tp : 0);
-    int w_div = l->zero >= 3, g_div = l->zero >= 2, o_div = l->zero >= 1;
-    out->mem = (ts_memory){0};
-    out->mem.total = -1;
+/* What every ZeRO stage and schedule under these stages shares: states per run, optimizer time. */
+static void prepare(ts_stages *st, const ts_problem *pb) {
+    for (int z = 0; z < 4; z++)
+        for (int r = 0; r < st->n_runs; r++) {
+            ts_memory m;
+            stage_states(st, pb, z, st->first_of_run[r], &m);
+            st->states_bytes[z * st->cap + r] = m.total;
+        }
+    const ts_shard *sh = &st->shard;
+    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
+    double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
+    double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
+    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex));
+    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp));
+}
+
+double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage) {
+    const ts_schedule_info *sched = &ts_schedules[l->schedule];
+    const double *states = st->states_bytes + l->zero * st->cap;
+    double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double ne = st->params[i], ex = st->expert_params[i];
-        ts_memory mem;
-        mem.weights = tr->weight_bytes * (w_div ? ne / dpc + ex / edp : ne + ex);
-        mem.grads = tr->grad_bytes * (g_div ? ne / dpc + ex / edp : ne + ex);
-        mem.optimizer = tr->optimizer_bytes * (o_div ? ne / dpc + ex / edp : ne + ex);
-        mem.activations = st->act_bytes[i] * sched->in_flight(p, i, m, v) + st->extra_bytes[i];
-        double grad_all = tr->grad_bytes * (ne + ex);
-        mem.buffers = comm_buf + 2.0 * (grad_all < bucket ? grad_all : bucket);
-        if (l->zero >= 3) mem.buffers += 2.0 * tr->weight_bytes * st->max_layer_params;
-        mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.buffers;
-        if (mem.total > out->mem.total) {
-            out->mem = mem;
-            out->worst_stage = i;
+        double total = states[r] + st->act_bytes[i] * sched->in_flight(l->pp, i, l->microbatches, l->vpp) +
+                       st->extra_bytes[i];
+        if (total > worst) {
+            worst = total;
+            if (worst_stage) *worst_stage = i;
         }
     }
-    out->fits = out->mem.total <= pb->usable_bytes;
+    return worst;
+}
 
-    /* Time. */
-    ts_time_split *ts = &out->time;
-    *ts = (ts_time_split){0};
+double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
+    const ts_system *s = &pb->sys;
+    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    ts_time_split t = {0};
     double comm_mb = st->tp_s + st->cp_s + st->ep_s;
     double tf = st->fwd_s + comm_mb / 3.0, tb = st->bwd_s + st->recompute_s + comm_mb * 2.0 / 3.0;
-    ts->compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
-    ts->tp_comm = m * st->tp_s;
-    ts->cp_comm = m * st->cp_s;
-    ts->ep_comm = m * st->ep_s;
-    ts->pp_bubble = p > 1 ? sched->bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
-    ts->pp_comm = 2.0 * ((double)m * v + p - 1) * st->p2p_s;
-    int big = st->biggest;
+    t.compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
+    t.tp_comm = m * st->tp_s;
+    t.cp_comm = m * st->cp_s;
+    t.ep_comm = m * st->ep_s;
+    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
+    t.pp_comm = 2.0 * ((double)m * v + p - 1) * st->p2p_s;
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
         tf /= v;
         tb /= v;
         if (l->zero == 0) {
-            ts->dp_comm = exposed(s, st->dp_allreduce_s, tb);
+            t.dp_comm = exposed(s, st->dp_allreduce_s, tb);
         } else if (l->zero == 1) {
-            ts->dp_comm = exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            ts->dp_comm = m * exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = m * exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
-            ts->dp_comm = m * (exposed(s, st->dp_allgather_s, tf) +
-                               exposed(s, st->dp_allgather_s + st->dp_reduce_scatter_s, tb));
+            t.dp_comm = m * (exposed(s, st->dp_allgather_s, tf) +
+                             exposed(s, st->dp_allgather_s + st->dp_reduce_scatter_s, tb));
         }
     }
-    double updated = o_div ? st->params[big] / dpc + st->expert_params[big] / edp
-                           : st->params[big] + st->expert_params[big];
-    ts->optimizer = ts_memory_s(s, (24.0 + tr->grad_bytes + tr->weight_bytes) * updated);
+    t.optimizer = st->optimizer_s[l->zero >= 1];
+    if (split) *split = t;
+    return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
+           t.optimizer;
+}
 
-    out->step_s = ts->compute + ts->tp_comm + ts->cp_comm + ts->ep_comm + ts->pp_comm +
-                  ts->pp_bubble + ts->dp_comm + ts->optimizer;
+void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {
+    const ts_train *tr = &pb->train;
+    ts_stages_memory(st, l, &out->worst_stage);
+    int i = out->worst_stage;
+    stage_states(st, pb, l->zero, i, &out->mem);
+    out->mem.activations = st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
+                           st->extra_bytes[i];
+    out->mem.total += out->mem.activations;
+    out->fits = out->mem.total <= pb->usable_bytes;
+
+    out->step_s = ts_stages_step(st, pb, l, &out->time);
     double tokens = (double)tr->global_batch * tr->seq;
     out->tokens_per_s = tokens / out->step_s;
     out->tflops_per_gpu = pb->model_flops_per_step / out->step_s / pb->gpus / 1e12;
     out->hw_tflops_per_gpu = out->tflops_per_gpu * st->hw_over_model;
-    out->mfu = pb->model_flops_per_step / (out->step_s * pb->gpus * s->peak_flops[tr->dtype]);
+    out->mfu = pb->model_flops_per_step / (out->step_s * pb->gpus * pb->sys.peak_flops[tr->dtype]);
     out->layout = *l;
 }

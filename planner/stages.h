@@ -28,6 +28,8 @@ typedef struct {
     /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
     double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
+    double *states_bytes;    /* (4 × cap) per ZeRO stage and run: all memory but activations */
+    double optimizer_s[2];   /* optimizer step: unsharded, sharded over DP×CP */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
 } ts_stages;
 
@@ -49,5 +51,10 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
 /* Completes an evaluation: memory on the worst rank, time split and throughput for the layout's
  * ZeRO stage, schedule and vpp, given `st` built for its shard and pp. */
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out);
+
+/* The two numbers the search ranks by, without the rest of ts_stages_finish: worst-rank memory
+ * (and its stage, if wanted) and step time (its split, if wanted). Same values as finish. */
+double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage);
+double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split);
 
 #endif
