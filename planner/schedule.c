@@ -5,7 +5,15 @@
  * gradient only (Qi et al. 2024, Table 2).
  * Activations in flight on stage i: GPipe keeps all m; 1F1B and ZB-H1 keep min(m, p-i) (SC'21
  * §2.2.1; Qi et al. Table 2: ZB-H1 peak p·M_B); interleaved stage 0 keeps
- * p·(1 + (p-1)/(p·v)) (Korthikanti et al. 2022 §4.2.3), later stages proportionally fewer. */
+ * p·(1 + (p-1)/(p·v)) (Korthikanti et al. 2022 §4.2.3), later stages proportionally fewer.
+ *
+ * Orders (what the step program runs): GPipe all forwards then all backwards; 1F1B warms up
+ * with p-s-1 forwards, then alternates one forward and one backward, then drains (Narayanan et al.
+ * 2021, PipeDream-Flush); interleaved follows Megatron-LM's schedule (warm-up
+ * (p-s-1)·2 + (v-1)·p virtual micro-batches; forward chunk of the k-th virtual micro-batch
+ * (k / p) mod v, backward chunks in reverse); ZB-H1 is 1F1B with each W deferred by p-s-1
+ * backward slots and the deferred ones run during the drain (Qi et al. 2024 §3, Fig. 3), which is
+ * what fills the drain bubble down to (p-1)(T_F+T_B-T_W). */
 #include "planner/schedule.h"
 
 static double min_d(double a, double b) { return a < b ? a : b; }
@@ -37,10 +45,62 @@ static double inflight_interleaved(int p, int stage, int m, int v) {
     return min_d(m, peak);
 }
 
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+static ts_slot slot(int kind, int mb, int chunk) { return (ts_slot){kind, mb, chunk}; }
+
+static int order_gpipe(int p, int v, int m, int stage, ts_slot *out) {
+    (void)p, (void)v, (void)stage;
+    int n = 0;
+    for (int i = 0; i < m; i++) out[n++] = slot(TS_SLOT_F, i, 0);
+    for (int i = m - 1; i >= 0; i--) out[n++] = slot(TS_SLOT_B, i, 0);
+    return n;
+}
+
+/* 1F1B; with defer >= 0 the W of each backward is split off and run `defer` backwards later. */
+static int order_one_f_one_b(int p, int m, int stage, int defer, ts_slot *out) {
+    int warm = min_i(p - stage - 1, m), n = 0, next_w = 0, b_done = 0;
+    for (int i = 0; i < warm; i++) out[n++] = slot(TS_SLOT_F, i, 0);
+    for (int i = 0; i < m; i++) {
+        if (warm + i < m) out[n++] = slot(TS_SLOT_F, warm + i, 0);
+        out[n++] = slot(TS_SLOT_B, i, 0);
+        b_done++;
+        if (defer >= 0 && b_done > defer) out[n++] = slot(TS_SLOT_W, next_w++, 0);
+    }
+    while (defer >= 0 && next_w < m) out[n++] = slot(TS_SLOT_W, next_w++, 0);
+    return n;
+}
+
+static int order_1f1b(int p, int v, int m, int stage, ts_slot *out) {
+    (void)v;
+    return order_one_f_one_b(p, m, stage, -1, out);
+}
+
+static int order_zb_h1(int p, int v, int m, int stage, ts_slot *out) {
+    (void)v;
+    return order_one_f_one_b(p, m, stage, p - stage - 1, out);
+}
+
+/* Megatron-LM's interleaved 1F1B: virtual micro-batch k runs micro-batch
+ * (k / (p·v))·p + k mod p on chunk (k / p) mod v (backward: v-1 minus that). */
+static int order_interleaved(int p, int v, int m, int stage, ts_slot *out) {
+    int total = m * v, n = 0;
+    int warm = min_i((p - stage - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < total + warm; k++) {
+        if (k < total) {
+            int kf = k;
+            out[n++] = slot(TS_SLOT_F, (kf / (p * v)) * p + kf % p, (kf / p) % v);
+        }
+        int kb = k - warm;
+        if (kb >= 0) out[n++] = slot(TS_SLOT_B, (kb / (p * v)) * p + kb % p, v - 1 - (kb / p) % v);
+    }
+    return n;
+}
+
 const ts_schedule_info ts_schedules[TS_SCHED_COUNT] = {
-    [TS_SCHED_GPIPE] = {TS_SCHED_GPIPE, "gpipe", 0, bubble_1f1b, inflight_gpipe},
-    [TS_SCHED_1F1B] = {TS_SCHED_1F1B, "1f1b", 0, bubble_1f1b, inflight_1f1b},
+    [TS_SCHED_GPIPE] = {TS_SCHED_GPIPE, "gpipe", 0, bubble_1f1b, inflight_gpipe, order_gpipe, 0},
+    [TS_SCHED_1F1B] = {TS_SCHED_1F1B, "1f1b", 0, bubble_1f1b, inflight_1f1b, order_1f1b, 0},
     [TS_SCHED_INTERLEAVED] = {TS_SCHED_INTERLEAVED, "interleaved", 1, bubble_interleaved,
-                              inflight_interleaved},
-    [TS_SCHED_ZB_H1] = {TS_SCHED_ZB_H1, "zb-h1", 0, bubble_zb_h1, inflight_1f1b},
+                              inflight_interleaved, order_interleaved, 0},
+    [TS_SCHED_ZB_H1] = {TS_SCHED_ZB_H1, "zb-h1", 0, bubble_zb_h1, inflight_1f1b, order_zb_h1, 1},
 };

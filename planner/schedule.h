@@ -6,6 +6,15 @@
 
 #include "planner/layout.h"
 
+/* One step of a stage's pipeline order: forward, backward (input gradients, plus weight gradients
+ * unless the schedule splits them) or weight gradients of (micro-batch, local chunk). */
+typedef enum { TS_SLOT_F, TS_SLOT_B, TS_SLOT_W } ts_slot_kind;
+typedef struct {
+    int kind; /* ts_slot_kind */
+    int mb;
+    int chunk;
+} ts_slot;
+
 typedef struct {
     ts_schedule id;
     const char *name;
@@ -16,6 +25,10 @@ typedef struct {
     /* Micro-batches whose activations stage `stage` holds at its peak, in units of one
      * micro-batch's activations for the whole stage. */
     double (*in_flight)(int p, int stage, int m, int v);
+    /* The order of slots stage `stage` of p runs for m micro-batches and v chunks, into `out`
+     * (room for 3·m·v); returns the count. */
+    int (*order)(int p, int v, int m, int stage, ts_slot *out);
+    int splits_w; /* W slots are separate from B (zero-bubble) */
 } ts_schedule_info;
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];

@@ -1,0 +1,65 @@
+/* The discrete-event simulator of one training step: it walks the step program (program.h) on
+ * simulated ranks and costs each op with planner/cost.h, the functions the planner's closed form
+ * uses.
+ *
+ * Deterministic: events are ordered by (time, sequence number). Each rank has one queue per
+ * stream (program.h); an op starts when its dependencies are done and the previous op of its
+ * stream on that rank is done. A collective starts when every simulated member is ready (so a
+ * late rank delays its group) and ends for all members together. Communication is a fluid flow
+ * over links (each rank's NVLink and NIC): concurrent flows share a link max-min fairly, so DP
+ * traffic slows pipeline traffic on the same NIC; latency is paid before the flow. A compute op
+ * that starts while communication is active on its rank runs `overlap_slowdown` slower.
+ *
+ * Scale: by default one representative rank per pipeline stage is simulated (TP, CP, DP and EP
+ * peers behave alike, so their collectives complete as the representative's do); `full`
+ * simulates every rank. */
+#ifndef TS_ENGINE_H
+#define TS_ENGINE_H
+
+#include <stdint.h>
+
+#include "sim/program.h"
+
+typedef struct {
+    int full;                    /* every rank (1) or one per stage (0) */
+    const double *compute_scale; /* NULL, or (ranks) multiplier of each global rank's compute
+                                    durations (a straggler has 1.1); needs full = 1 */
+    int free_comm;               /* every collective and transfer takes no time (schedule tests) */
+} ts_sim_opts;
+
+typedef struct {
+    double start_s, end_s;
+} ts_op_span;
+
+typedef struct {
+    int rank;          /* global rank */
+    int stage;         /* its pipeline stage */
+    ts_op_span *spans; /* (the stage program's n_ops) */
+} ts_sim_rank;
+
+typedef struct {
+    double busy_s;         /* compute stream busy */
+    double bubble_s;       /* compute idle with no communication of the rank in flight */
+    double exposed_comm_s; /* compute idle while communication of the rank is in flight */
+} ts_stage_stats;
+
+typedef struct {
+    double step_s;
+    double bubble_fraction;          /* mean over stages of bubble_s / step_s */
+    int n_ranks;                     /* simulated */
+    ts_sim_rank *ranks;              /* (n_ranks), ascending global rank */
+    ts_stage_stats *stages;          /* (pp), of each stage's first simulated rank */
+    double kind_s[TS_OP_KIND_COUNT]; /* op time by kind, summed over ops of one rank per stage */
+    int64_t events;
+    double sim_s;                    /* wall-clock time the simulation took */
+} ts_sim_result;
+
+ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim_opts *opts,
+                      ts_sim_result *out);
+void ts_sim_result_free(ts_sim_result *r);
+
+/* Seconds an op takes alone (no contention), from planner/cost.h: GEMM roofline, attention,
+ * memory-bound kernels, collectives by the link their group crosses in the rank order. */
+double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op);
+
+#endif

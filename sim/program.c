@@ -1,0 +1,776 @@
+/* The step-program builder (see program.h).
+ *
+ * For each pipeline stage it walks the schedule's slot order (planner/schedule.h) and expands
+ * every slot into ops. Sizes are those of the planner's closed form (planner/layer.c), so the two
+ * cost the same work: T = mbs·seq/cp tokens per rank, h hidden, t TP, r = 1/t under SP else 1.
+ *
+ *   forward of a layer   NORM1 (norm, bias-dropout-add, rotary) [SP: all-gather] QKV ATTN
+ *                        [CP: all-gather of K,V beside ATTN] PROJ, TP all-reduce (SP:
+ *                        reduce-scatter) of T·h, NORM2 [SP: all-gather] FC1 ACT FC2, TP
+ *                        all-reduce / reduce-scatter; MoE: ROUTER, EP all-to-all DISPATCH,
+ *                        EXPERT_FC1 ACT FC2 (all local experts in one op), shared experts as
+ *                        FC1/ACT/FC2, all-to-all COMBINE.
+ *   backward of a layer  the same in reverse: input-gradient GEMMs, then the block's TP
+ *                        collective, which the weight-gradient GEMMs of the block overlap
+ *                        (Megatron's async TP all-reduce); under ZB-H1 the weight-gradient GEMMs
+ *                        move to W slots. Full recompute replays the layer's forward first;
+ *                        selective replays ATTN.
+ *   pipeline             RECV before a chunk, SEND after it: 2·T·h/t bytes (scatter/gather).
+ *   data parallel        ZeRO 0/1: gradient buckets (train.bucket_bytes) reduced over DP×CP on
+ *                        the DP stream once the last micro-batch's gradients of their layers
+ *                        exist (all-reduce; reduce-scatter under ZeRO-1, whose parameter
+ *                        all-gather is issued at the start of the step and awaited by the first
+ *                        forward of the bucket's layers, as Megatron's overlap_param_gather);
+ *                        ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 gathers each layer's
+ *                        parameters before its forward and backward and reduce-scatters its
+ *                        gradients after. Expert gradients go over the EDP group.
+ *   optimizer            28 bytes per updated parameter, after the reductions. */
+#include "sim/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/schedule.h"
+
+const char *const ts_op_kind_names[] = {"gemm", "attention", "elementwise", "optimizer",
+                                        "collective", "send", "recv", NULL};
+const char *const ts_phase_names[] = {"fwd", "bwd", "wgrad", "recompute", "step", NULL};
+const char *const ts_stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-send", "pp-recv", NULL};
+const char *const ts_part_names[] = {
+    "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
+    "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
+    "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
+    "param-gather", "optimizer", NULL};
+
+#define NO_OP UINT32_MAX
+
+/* Sizes shared by every op of a stage. */
+typedef struct {
+    const ts_problem *pb;
+    const ts_layout *l;
+    const ts_program_opts *opts;
+    ts_stage_program *sp;
+    int stage;
+    double T;      /* tokens per rank per micro-batch */
+    double rep;    /* 1/t under SP, else 1 */
+    double h;
+    double ar, gr; /* query / kv heads per TP rank */
+    int flash;
+    int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
+} builder;
+
+/* Per-layer parameters held by one rank (non-expert and expert), as planner/stages.c counts. */
+typedef struct {
+    double dense, moe_shared, moe_experts;
+} layer_params;
+
+/* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
+static int grow(builder *b) {
+    ts_stage_program *sp = b->sp;
+    if (b->oom) return 0;
+    if (sp->n_ops == sp->cap_ops) {
+        int cap = sp->cap_ops ? 2 * sp->cap_ops : 1024;
+        ts_op *ops = realloc(sp->ops, (size_t)cap * sizeof *ops);
+        if (ops == NULL) goto fail;
+        sp->ops = ops;
+        sp->cap_ops = cap;
+    }
+    if (sp->n_deps + 4 > sp->cap_deps) {
+        int cap = sp->cap_deps ? 2 * sp->cap_deps : 2048;
+        uint32_t *deps = realloc(sp->deps, (size_t)cap * sizeof *deps);
+        if (deps == NULL) goto fail;
+        sp->deps = deps;
+        sp->cap_deps = cap;
+    }
+    return 1;
+fail:
+    TS_FAIL(TS_ERR_NOMEM, "out of memory building the program of stage %d", b->stage);
+    b->oom = 1;
+    return 0;
+}
+
+/* The op being emitted: its context (phase, layer, micro-batch, chunk). */
+typedef struct {
+    int phase, layer, mb, chunk;
+} ctx;
+
+/* Appends an op with up to three dependencies (NO_OP entries ignored); returns its index, or
+ * NO_OP when out of memory (the error is recorded). */
+static uint32_t emit(builder *b, const ctx *c, ts_op op, uint32_t d0, uint32_t d1, uint32_t d2) {
+    if (!grow(b)) return NO_OP;
+    ts_stage_program *sp = b->sp;
+    op.phase = (uint8_t)c->phase;
+    op.layer = c->layer;
+    op.mb = c->mb;
+    if (op.kind != TS_OP_SEND && op.kind != TS_OP_RECV) op.chunk = (int16_t)c->chunk;
+    op.dep0 = (uint32_t)sp->n_deps;
+    op.ndeps = 0;
+    uint32_t d[3] = {d0, d1, d2};
+    for (int i = 0; i < 3; i++)
+        if (d[i] != NO_OP) {
+            sp->deps[sp->n_deps++] = d[i];
+            op.ndeps++;
+        }
+    sp->ops[sp->n_ops] = op;
+    return (uint32_t)sp->n_ops++;
+}
+
+static uint32_t gemm(builder *b, const ctx *c, int part, double m, double n, double k, double count) {
+    ts_op op = {.kind = TS_OP_GEMM, .stream = TS_STREAM_COMPUTE, .part = (uint8_t)part,
+                .m = m, .n = n, .k = k, .flops = count * 2.0 * m * n * k, .peer = -1};
+    return emit(b, c, op, NO_OP, NO_OP, NO_OP);
+}
+
+static uint32_t elementwise2(builder *b, const ctx *c, int part, double bytes, uint32_t d0, uint32_t d1) {
+    ts_op op = {.kind = TS_OP_ELEMENTWISE, .stream = TS_STREAM_COMPUTE, .part = (uint8_t)part,
+                .bytes = bytes, .peer = -1};
+    return emit(b, c, op, d0, d1, NO_OP);
+}
+
+static uint32_t elementwise(builder *b, const ctx *c, int part, double bytes, uint32_t dep) {
+    return elementwise2(b, c, part, bytes, dep, NO_OP);
+}
+
+static uint32_t coll(builder *b, const ctx *c, int part, int stream, ts_group g, ts_coll kind,
+                     double bytes, uint32_t dep) {
+    if (ts_group_size(b->l, g) <= 1) return NO_OP;
+    ts_op op = {.kind = TS_OP_COLL, .stream = (uint8_t)stream, .part = (uint8_t)part,
+                .group = (uint8_t)g, .coll = (uint8_t)kind, .bytes = bytes, .peer = -1};
+    return emit(b, c, op, dep, NO_OP, NO_OP);
+}
+
+/* The TP collective closing a block: all-reduce, or reduce-scatter under SP. */
+static uint32_t tp_close(builder *b, const ctx *c, int part, uint32_t dep) {
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP,
+                b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, 2.0 * b->T * b->h, dep);
+}
+
+/* Under SP, the all-gather opening a block. */
+static uint32_t sp_open(builder *b, const ctx *c, int part, uint32_t dep) {
+    if (!b->l->sp) return NO_OP;
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, 2.0 * b->T * b->h, dep);
+}
+
+static int mlp_mats(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
+
+/* Element-wise bytes of one layer's forward, as planner/layer.c: norms and bias-dropout-add
+ * (NORM1, NORM2), rotary (NORM1), activation (ACT). */
+static double norm_bytes(const builder *b) {
+    const ts_model *m = &b->pb->model;
+    return (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * b->T * b->h * b->rep / 2;
+}
+static double rotary_bytes(const builder *b) {
+    const ts_model *m = &b->pb->model;
+    if (m->mla.kv_lora_rank > 0) return 0;
+    return 2.0 * 2.0 * b->T * (b->ar + b->gr) * m->head_dim;
+}
+static double act_bytes(const builder *b, double tokens, double f_rank) {
+    return 2.0 * (mlp_mats(&b->pb->model) == 3 ? 3.0 : 2.0) * tokens * f_rank;
+}
+
+/* One GEMM of a block in a given direction: forward (m×k·k×n), input gradient (m×n·n×k) or
+ * weight gradient (k×m·m×n): the same FLOPs, shapes as the kernels run them. */
+typedef struct {
+    int part;
+    double m, n, k, count;
+} gemm_shape;
+
+#define MAX_BLOCK_GEMMS 8
+
+typedef struct {
+    gemm_shape g[MAX_BLOCK_GEMMS];
+    int n;
+} gemm_list;
+
+static void add_gemm(gemm_list *gl, int part, double m, double n, double k, double count) {
+    gl->g[gl->n++] = (gemm_shape){part, m, n, k, count};
+}
+
+/* The attention block's projection GEMMs (QKV side and output side). */
+static void attention_gemms(const builder *b, gemm_list *in, gemm_list *out) {
+    const ts_model *m = &b->pb->model;
+    double T = b->T, h = b->h, ar = b->ar;
+    in->n = out->n = 0;
+    if (m->mla.kv_lora_rank > 0) {
+        const ts_mla *a = &m->mla;
+        double qk = a->qk_nope_dim + a->qk_rope_dim;
+        if (a->q_lora_rank > 0) {
+            add_gemm(in, TS_PART_QKV, T, a->q_lora_rank, h, 1);
+            add_gemm(in, TS_PART_QKV, T, ar * qk, a->q_lora_rank, 1);
+        } else {
+            add_gemm(in, TS_PART_QKV, T, ar * qk, h, 1);
+        }
+        add_gemm(in, TS_PART_QKV, T, a->kv_lora_rank + a->qk_rope_dim, h, 1);
+        add_gemm(in, TS_PART_QKV, T, ar * (a->qk_nope_dim + a->v_dim), a->kv_lora_rank, 1);
+        add_gemm(out, TS_PART_PROJ, T, h, ar * a->v_dim, 1);
+    } else {
+        double d = m->head_dim;
+        add_gemm(in, TS_PART_QKV, T, (ar + 2 * b->gr) * d, h, 1);
+        add_gemm(out, TS_PART_PROJ, T, h, ar * d, 1);
+    }
+}
+
+/* The MLP block's GEMMs: the h→f side and the f→h side (dense, or experts + shared experts). */
+static void mlp_gemms(const builder *b, int moe, gemm_list *in, gemm_list *out, double *act_b) {
+    const ts_model *m = &b->pb->model;
+    const ts_layout *l = b->l;
+    double T = b->T, h = b->h, in_mats = mlp_mats(m) - 1;
+    in->n = out->n = 0;
+    *act_b = 0;
+    if (!moe) {
+        double fr = (double)m->ffn_hidden / l->tp;
+        add_gemm(in, TS_PART_FC1, T, in_mats * fr, h, 1);
+        add_gemm(out, TS_PART_FC2, T, h, fr, 1);
+        *act_b = act_bytes(b, T, fr);
+        return;
+    }
+    const ts_moe *x = &m->moe;
+    double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
+    double local = (double)x->experts / l->ep, tok = T * x->top_k * cf * l->ep / x->experts;
+    double fr = (double)x->expert_ffn / l->tp;
+    add_gemm(in, TS_PART_ROUTER, T, x->experts, h, 1);
+    add_gemm(in, TS_PART_EXPERT_FC1, tok, in_mats * fr, h, local);
+    add_gemm(out, TS_PART_EXPERT_FC2, tok, h, fr, local);
+    *act_b = act_bytes(b, T * x->top_k * cf, fr);
+    if (x->shared_experts > 0) {
+        double sr = (double)x->shared_ffn * x->shared_experts / l->tp;
+        add_gemm(in, TS_PART_FC1, T, in_mats * sr, h, 1);
+        add_gemm(out, TS_PART_FC2, T, h, sr, 1);
+        *act_b += act_bytes(b, T, sr);
+    }
+}
+
+static uint32_t run_gemms(builder *b, const ctx *c, const gemm_list *gl, int dir, uint32_t dep) {
+    uint32_t last = NO_OP;
+    for (int i = 0; i < gl->n; i++) {
+        const gemm_shape *g = &gl->g[i];
+        uint32_t op = dir == 0   ? gemm(b, c, g->part, g->m, g->n, g->k, g->count)
+                      : dir == 1 ? gemm(b, c, g->part, g->m, g->k, g->n, g->count)
+                                 : gemm(b, c, g->part, g->n, g->k, g->m, g->count);
+        if (op == NO_OP) return NO_OP;
+        if (i == 0 && dep != NO_OP) {
+            /* Attach the cross-stream dependency to the block's first GEMM (it has none yet and
+             * its deps slot is the last one written). */
+            ts_stage_program *sp = b->sp;
+            if (!grow(b)) return NO_OP;
+            sp->ops[op].dep0 = (uint32_t)sp->n_deps;
+            sp->ops[op].ndeps = 1;
+            sp->deps[sp->n_deps++] = dep;
+        }
+        last = op;
+    }
+    return last;
+}
+
+/* The attention core forward (and its CP ring beside it); returns the op the next GEMM waits on. */
+static uint32_t attention_fwd(builder *b, const ctx *c, uint32_t dep) {
+    const ts_model *m = &b->pb->model;
+    const ts_layout *l = b->l;
+    double seq = (double)b->pb->train.seq, T = b->T, ar = b->ar;
+    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
+    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
+    double core = 2.0 * T * seq * ar * (qk + vd);
+    uint32_t ring = NO_OP;
+    if (l->cp > 1) {
+        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
+        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_ALLGATHER,
+                    l->cp * 2.0 * T * kv_width, dep);
+    }
+    uint32_t attn;
+    if (b->flash) {
+        ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
+                    .m = l->cp, .flops = 0.5 * core, .peer = -1};
+        attn = emit(b, c, op, NO_OP, NO_OP, NO_OP);
+    } else {
+        double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
+        gemm(b, c, TS_PART_ATTN, T * ar, seq, qk, 1);
+        gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
+        attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
+    }
+    return ring != NO_OP ? ring : attn;
+}
+
+static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
+    const ts_model *m = &b->pb->model;
+    const ts_layout *l = b->l;
+    double seq = (double)b->pb->train.seq, T = b->T, ar = b->ar;
+    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
+    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
+    double core = 2.0 * T * seq * ar * (qk + vd);
+    uint32_t ring = NO_OP;
+    if (l->cp > 1) {
+        /* K and V again, and their gradients back around the ring: twice the forward traffic. */
+        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
+        coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_ALLGATHER,
+             l->cp * 2.0 * T * kv_width, dep);
+        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_REDUCE_SCATTER,
+                    l->cp * 2.0 * T * kv_width, dep);
+    }
+    uint32_t attn;
+    if (b->flash) {
+        ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
+                    .m = l->cp, .flops = 2.5 * 0.5 * core, .peer = -1};
+        attn = emit(b, c, op, dep, NO_OP, NO_OP);
+    } else {
+        double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
+        for (int rep = 0; rep < 2; rep++) {
+            gemm(b, c, TS_PART_ATTN, T * ar, seq, qk, 1);
+            gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
+            attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
+        }
+    }
+    return ring != NO_OP ? ring : attn;
+}
+
+/* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).
+ * Returns the op the next layer waits on (its TP collective or last compute op). */
+static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint32_t dep2) {
+    const ts_layout *l = b->l;
+    gemm_list qkv, proj, fc1, fc2;
+    double act_b;
+    attention_gemms(b, &qkv, &proj);
+    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
+    uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm_bytes(b) + rotary_bytes(b), dep, dep2);
+    uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
+    x = run_gemms(b, c, &qkv, 0, g);
+    uint32_t a = attention_fwd(b, c, x);
+    x = run_gemms(b, c, &proj, 0, a == x ? NO_OP : a);
+    uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
+    x = elementwise(b, c, TS_PART_NORM2, norm_bytes(b), t);
+    g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    if (moe && l->ep > 1) {
+        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
+        gemm_list router = {.n = 1, .g = {fc1.g[0]}}, experts_in = fc1;
+        x = run_gemms(b, c, &router, 0, g);
+        g = coll(b, c, TS_PART_DISPATCH, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
+                 2.0 * tokens * b->h, x);
+        experts_in.n--;
+        memmove(experts_in.g, experts_in.g + 1, (size_t)experts_in.n * sizeof experts_in.g[0]);
+        x = run_gemms(b, c, &experts_in, 0, g);
+        x = elementwise(b, c, TS_PART_ACT, act_b, NO_OP);
+        x = run_gemms(b, c, &fc2, 0, NO_OP);
+        x = coll(b, c, TS_PART_COMBINE, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
+                 2.0 * tokens * b->h, x);
+        return tp_close(b, c, TS_PART_TP_MLP, x);
+    }
+    x = run_gemms(b, c, &fc1, 0, g);
+    x = elementwise(b, c, TS_PART_ACT, act_b, NO_OP);
+    x = run_gemms(b, c, &fc2, 0, NO_OP);
+    t = tp_close(b, c, TS_PART_TP_MLP, x);
+    return t != NO_OP ? t : x;
+}
+
+/* Backward of one layer (input gradients; weight gradients too unless `split_w`); its first op
+ * waits on `dep` and `dep2`. */
+static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32_t dep, uint32_t dep2) {
+    const ts_layout *l = b->l;
+    gemm_list qkv, proj, fc1, fc2;
+    double act_b;
+    attention_gemms(b, &qkv, &proj);
+    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
+    /* Under SP each block's saved input is all-gathered again for its weight gradients; that
+     * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
+     * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
+    uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm_bytes(b), dep, dep2);
+    uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    uint32_t in = NO_OP;
+    if (moe && l->ep > 1) {
+        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
+        in = coll(b, c, TS_PART_COMBINE, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
+                  2.0 * tokens * b->h, x);
+    }
+    x = run_gemms(b, c, &fc2, 1, in);
+    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_b, NO_OP);
+    if (moe && l->ep > 1) {
+        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
+        gemm_list experts_in = fc1;
+        experts_in.n--;
+        memmove(experts_in.g, experts_in.g + 1, (size_t)experts_in.n * sizeof experts_in.g[0]);
+        x = run_gemms(b, c, &experts_in, 1, NO_OP);
+        uint32_t d = coll(b, c, TS_PART_DISPATCH, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
+                          2.0 * tokens * b->h, x);
+        gemm_list router = {.n = 1, .g = {fc1.g[0]}};
+        x = run_gemms(b, c, &router, 1, d);
+    } else {
+        x = run_gemms(b, c, &fc1, 1, NO_OP);
+    }
+    uint32_t t = tp_close(b, c, TS_PART_TP_MLP, x);
+    if (!split_w) {
+        ctx w = *c;
+        w.phase = TS_PHASE_WGRAD;
+        run_gemms(b, &w, &fc2, 2, g);
+        run_gemms(b, &w, &fc1, 2, NO_OP);
+    }
+    x = elementwise(b, c, TS_PART_NORM1, 2.0 * (norm_bytes(b) + rotary_bytes(b)), t);
+    g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
+    x = run_gemms(b, c, &proj, 1, NO_OP);
+    uint32_t a = attention_bwd(b, c, x);
+    x = run_gemms(b, c, &qkv, 1, a == x ? NO_OP : a);
+    t = tp_close(b, c, TS_PART_TP_ATTN, x);
+    if (!split_w) {
+        ctx w = *c;
+        w.phase = TS_PHASE_WGRAD;
+        run_gemms(b, &w, &proj, 2, g);
+        x = run_gemms(b, &w, &qkv, 2, NO_OP);
+    }
+    return t != NO_OP ? t : x;
+}
+
+/* Weight gradients of one layer (ZB-H1's W). */
+static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
+    gemm_list qkv, proj, fc1, fc2;
+    double act_b;
+    attention_gemms(b, &qkv, &proj);
+    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
+    run_gemms(b, c, &fc2, 2, NO_OP);
+    run_gemms(b, c, &fc1, 2, NO_OP);
+    run_gemms(b, c, &proj, 2, NO_OP);
+    return run_gemms(b, c, &qkv, 2, NO_OP);
+}
+
+/* Layers [first, first + count) of global chunk g (layers past the model's last are the MTP
+ * module, charged to the last chunk as MoE layers). */
+static void chunk_layers(const ts_problem *pb, const ts_layout *l, int g, int *first, int *count) {
+    int L = pb->model.layers, p = l->pp;
+    if (l->vpp > 1) {
+        int lc = L / (p * l->vpp);
+        *first = g * lc;
+        *count = lc;
+    } else {
+        int base = L / p, rem = L % p;
+        *first = g * base + (g >= 1 ? (g - 1 < rem ? g - 1 : rem) : 0);
+        *count = base + (g >= 1 && g <= rem ? 1 : 0);
+    }
+    if (g == p * l->vpp - 1) *count += pb->model.mtp_layers;
+}
+
+static int layer_is_moe(const ts_problem *pb, int layer) {
+    if (layer >= pb->model.layers) return pb->model.moe.experts > 0;
+    return ts_model_layer_is_moe(&pb->model, layer);
+}
+
+/* Parameters one rank holds of a layer: non-expert and expert parts. */
+static void params_of(const builder *b, int layer, double *shared, double *experts) {
+    const ts_param_count *pc = &b->pb->params;
+    const ts_layout *l = b->l;
+    double all_experts = b->pb->model.moe.experts > 0 ? b->pb->model.moe.experts * pc->expert : 0;
+    if (layer_is_moe(b->pb, layer)) {
+        *shared = (pc->per_layer_moe - all_experts) / l->tp;
+        *experts = all_experts / (l->tp * l->ep);
+    } else {
+        *shared = pc->per_layer_dense / l->tp;
+        *experts = 0;
+    }
+}
+
+/* Per-stage bookkeeping for data-parallel traffic. */
+typedef struct {
+    uint32_t *last_grad; /* (layers + mtp) op after which the layer's gradients are complete */
+    uint32_t *gather;    /* (layers + mtp) ZeRO-1 parameter all-gather the first forward awaits */
+} dp_state;
+
+static ts_status build_stage(builder *b, dp_state *dp) {
+    const ts_problem *pb = b->pb;
+    const ts_layout *l = b->l;
+    const ts_schedule_info *si = &ts_schedules[l->schedule];
+    int p = l->pp, v = l->vpp, m = l->microbatches, s = b->stage;
+    int n_layers = pb->model.layers + pb->model.mtp_layers;
+    ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
+    if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
+    int n_slots = si->order(p, v, m, s, slots);
+    for (int i = 0; i < n_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
+
+    int zero = l->zero, dpc = l->dp * l->cp;
+    double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
+    int skip = b->opts && b->opts->skip_edges;
+    double vr = (double)pb->model.vocab / l->tp;
+
+    /* ZeRO-1: parameter all-gathers at the start of the step, one per bucket in forward order. */
+    if (zero == 1 && dpc > 1) {
+        ctx c = {TS_PHASE_STEP, -1, -1, 0};
+        for (int ch = 0; ch < v; ch++) {
+            int first, count;
+            chunk_layers(pb, l, ch * p + s, &first, &count);
+            double bucket = 0;
+            for (int j = first; j < first + count; j++) {
+                double sh, ex;
+                params_of(b, j, &sh, &ex);
+                bucket += wb * (sh + ex);
+                c.layer = j;
+                if (bucket >= pb->train.bucket_bytes || j == first + count - 1) {
+                    uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
+                                       TS_COLL_ALLGATHER, bucket, NO_OP);
+                    for (int k = j; k >= first && dp->gather[k] == NO_OP; k--) dp->gather[k] = op;
+                    bucket = 0;
+                }
+            }
+        }
+    }
+
+    uint32_t last_w = NO_OP;
+    for (int i = 0; i < n_slots; i++) {
+        const ts_slot *sl = &slots[i];
+        int g = sl->chunk * p + s, first, count;
+        chunk_layers(pb, l, g, &first, &count);
+        int first_chunk = g == 0, last_chunk = g == p * v - 1;
+        ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
+        double p2p = 2.0 * b->T * b->h / l->tp;
+        if (sl->kind == TS_SLOT_F) {
+            uint32_t x = NO_OP;
+            if (!first_chunk) {
+                ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_ACT,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + p - 1) % p,
+                            .chunk = (int16_t)(g - 1)};
+                x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
+            } else if (!skip) {
+                x = elementwise(b, &c, TS_PART_EMBED, 2.0 * 2.0 * b->T * b->h, NO_OP);
+                uint32_t t = coll(b, &c, TS_PART_TP_EMBED, TS_STREAM_TP, TS_GROUP_TP,
+                                  l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
+                                  2.0 * b->T * b->h, x);
+                if (t != NO_OP) x = t;
+            }
+            for (int j = first; j < first + count; j++) {
+                c.layer = j;
+                /* Parameters: ZeRO-3 gathers the layer's for every micro-batch; ZeRO-1's
+                 * step-start gather is awaited by the first micro-batch. */
+                uint32_t params = sl->mb == 0 ? dp->gather[j] : NO_OP;
+                if (zero == 3 && dpc > 1) {
+                    double sh, ex;
+                    params_of(b, j, &sh, &ex);
+                    params = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
+                                  TS_COLL_ALLGATHER, wb * (sh + ex), NO_OP);
+                }
+                x = layer_fwd(b, &c, layer_is_moe(pb, j), x, params);
+            }
+            c.layer = -1;
+            if (last_chunk) {
+                if (!skip) {
+                    gemm(b, &c, TS_PART_HEAD, b->T, vr, b->h, 1);
+                    x = elementwise(b, &c, TS_PART_LOSS, 4.0 * 4.0 * b->T * vr, NO_OP);
+                }
+            } else {
+                ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_ACT,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + 1) % p,
+                            .chunk = (int16_t)g};
+                emit(b, &c, op, x, NO_OP, NO_OP);
+            }
+        } else if (sl->kind == TS_SLOT_B) {
+            c.phase = TS_PHASE_BWD;
+            uint32_t x = NO_OP;
+            if (!last_chunk) {
+                ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_GRAD,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + 1) % p,
+                            .chunk = (int16_t)(g + 1)};
+                x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
+            } else if (!skip) {
+                x = elementwise(b, &c, TS_PART_LOSS, 4.0 * 4.0 * b->T * vr, NO_OP);
+                gemm(b, &c, TS_PART_HEAD, b->T, b->h, vr, 1);
+                if (!si->splits_w) {
+                    ctx w = c;
+                    w.phase = TS_PHASE_WGRAD;
+                    x = gemm(b, &w, TS_PART_HEAD, vr, b->h, b->T, 1);
+                }
+            }
+            for (int j = first + count - 1; j >= first; j--) {
+                c.layer = j;
+                int moe = layer_is_moe(pb, j);
+                uint32_t dep = x, params = NO_OP;
+                if (zero == 3 && dpc > 1) {
+                    double sh, ex;
+                    params_of(b, j, &sh, &ex);
+                    params = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
+                                  TS_COLL_ALLGATHER, wb * (sh + ex), NO_OP);
+                }
+                if (l->recompute == TS_RECOMPUTE_FULL) {
+                    ctx r = c;
+                    r.phase = TS_PHASE_RECOMPUTE;
+                    dep = layer_fwd(b, &r, moe, dep, params);
+                    params = NO_OP;
+                } else if (l->recompute == TS_RECOMPUTE_SELECTIVE) {
+                    ctx r = c;
+                    r.phase = TS_PHASE_RECOMPUTE;
+                    dep = attention_fwd(b, &r, dep);
+                }
+                x = layer_bwd(b, &c, moe, si->splits_w, dep, params);
+                if (!si->splits_w) dp->last_grad[j] = x;
+                if (zero >= 2 && dpc > 1 && !si->splits_w) {
+                    double sh, ex;
+                    params_of(b, j, &sh, &ex);
+                    coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP,
+                         TS_COLL_REDUCE_SCATTER, gb * sh, x);
+                    if (ex > 0)
+                        coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP,
+                             TS_COLL_REDUCE_SCATTER, gb * ex, x);
+                }
+            }
+            c.layer = -1;
+            if (first_chunk) {
+                if (!skip) x = elementwise(b, &c, TS_PART_EMBED, 2.0 * 2.0 * b->T * b->h, x);
+            } else {
+                ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_GRAD,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + p - 1) % p,
+                            .chunk = (int16_t)g};
+                emit(b, &c, op, x, NO_OP, NO_OP);
+            }
+            if (!si->splits_w) last_w = x;
+        } else {
+            c.phase = TS_PHASE_WGRAD;
+            uint32_t x = NO_OP;
+            if (last_chunk && !skip) x = gemm(b, &c, TS_PART_HEAD, vr, b->h, b->T, 1);
+            for (int j = first + count - 1; j >= first; j--) {
+                c.layer = j;
+                x = layer_wgrad(b, &c, layer_is_moe(pb, j));
+                dp->last_grad[j] = x;
+            }
+            last_w = x;
+        }
+        if (b->oom) break;
+    }
+
+    /* Gradient reduction (ZeRO 0/1): buckets in backward order, each once the last gradients
+     * of its layers exist; experts over the EDP group. Then the optimizer. */
+    ctx c = {TS_PHASE_STEP, -1, -1, 0};
+    uint32_t reduce_last = NO_OP;
+    if (zero <= 1 && dpc > 1) {
+        ts_coll red = zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
+        for (int ch = v - 1; ch >= 0; ch--) {
+            int first, count;
+            chunk_layers(pb, l, ch * p + s, &first, &count);
+            double bucket = 0;
+            for (int j = first + count - 1; j >= first; j--) {
+                double sh, ex;
+                params_of(b, j, &sh, &ex);
+                bucket += gb * sh;
+                c.layer = j;
+                if (ex > 0)
+                    reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red,
+                                       gb * ex, dp->last_grad[j]);
+                if (bucket >= pb->train.bucket_bytes || j == first) {
+                    uint32_t op = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, red,
+                                       bucket, dp->last_grad[j]);
+                    if (op != NO_OP) reduce_last = op;
+                    bucket = 0;
+                }
+            }
+        }
+    }
+    c.layer = -1;
+    double updated = 0;
+    for (int ch = 0; ch < v; ch++) {
+        int first, count;
+        chunk_layers(pb, l, ch * p + s, &first, &count);
+        for (int j = first; j < first + count; j++) {
+            double sh, ex;
+            params_of(b, j, &sh, &ex);
+            updated += zero >= 1 ? sh / dpc + ex / (dpc / l->ep) : sh + ex;
+        }
+    }
+    ts_op opt = {.kind = TS_OP_OPTIMIZER, .stream = TS_STREAM_COMPUTE, .part = TS_PART_OPTIMIZER,
+                 .bytes = (24.0 + gb + wb) * updated, .peer = -1};
+    emit(b, &c, opt, reduce_last, last_w, NO_OP);
+    free(slots);
+    return b->oom ? TS_ERR_NOMEM : TS_OK;
+}
+
+ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_program_opts *opts,
+                           ts_program *out) {
+    memset(out, 0, sizeof *out);
+    char why[256], text[256];
+    if (ts_layout_invalid(pb, in, why, sizeof why)) {
+        ts_layout_format(in, text, sizeof text);
+        return TS_FAIL(TS_ERR_INPUT, "layout %s is not valid here: %s", text, why);
+    }
+    out->layout = *in;
+    out->layout.microbatches = (int)(pb->train.global_batch / ((long long)in->dp * in->mbs));
+    out->pp = in->pp;
+    ts_status res = TS_OK;
+    int n_layers = pb->model.layers + pb->model.mtp_layers;
+    dp_state dp = {0};
+    out->stages = calloc((size_t)in->pp, sizeof *out->stages);
+    dp.last_grad = malloc((size_t)n_layers * sizeof *dp.last_grad);
+    dp.gather = malloc((size_t)n_layers * sizeof *dp.gather);
+    if (!out->stages || !dp.last_grad || !dp.gather) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the program of %d stages", in->pp);
+        goto exit;
+    }
+    const ts_model *m = &pb->model;
+    builder b = {
+        .pb = pb, .l = &out->layout, .opts = opts,
+        .T = (double)in->mbs * pb->train.seq / in->cp,
+        .rep = in->sp ? 1.0 / in->tp : 1.0,
+        .h = (double)m->hidden,
+        .ar = (double)m->heads / in->tp,
+        .gr = m->kv_heads >= in->tp ? (double)m->kv_heads / in->tp : 1.0,
+        .flash = pb->train.flash_attention,
+    };
+    for (int s = 0; s < in->pp; s++) {
+        b.stage = s;
+        b.sp = &out->stages[s];
+        TS_CHECK_GOTO(build_stage(&b, &dp), res, exit);
+        out->total_ops += out->stages[s].n_ops;
+    }
+exit:
+    free(dp.last_grad);
+    free(dp.gather);
+    if (res != TS_OK) ts_program_free(out);
+    return res;
+}
+
+void ts_program_free(ts_program *p) {
+    for (int s = 0; p->stages && s < p->pp; s++) {
+        free(p->stages[s].ops);
+        free(p->stages[s].deps);
+    }
+    free(p->stages);
+    memset(p, 0, sizeof *p);
+}
+
+const char *ts_op_label(const ts_op *op, char *buf, size_t cap) {
+    char where[64] = "";
+    if (op->layer >= 0 && op->mb >= 0)
+        snprintf(where, sizeof where, " L%d mb%d c%d", op->layer, op->mb, op->chunk);
+    else if (op->mb >= 0)
+        snprintf(where, sizeof where, " mb%d c%d", op->mb, op->chunk);
+    else if (op->layer >= 0)
+        snprintf(where, sizeof where, " L%d", op->layer);
+    snprintf(buf, cap, "%s%s %s", ts_phase_names[op->phase], where, ts_part_names[op->part]);
+    return buf;
+}
+
+ts_status ts_program_dump(const ts_program *p, FILE *f) {
+    char text[256];
+    ts_layout_format(&p->layout, text, sizeof text);
+    fprintf(f, "# step program: %s, %d micro-batches, %lld ops\n", text, p->layout.microbatches,
+            (long long)p->total_ops);
+    for (int s = 0; s < p->pp; s++) {
+        const ts_stage_program *sp = &p->stages[s];
+        fprintf(f, "# stage %d: %d ops\n", s, sp->n_ops);
+        for (int i = 0; i < sp->n_ops; i++) {
+            const ts_op *op = &sp->ops[i];
+            char label[128];
+            fprintf(f, "%d.%d %-34s %-11s %-8s", s, i, ts_op_label(op, label, sizeof label),
+                    ts_op_kind_names[op->kind], ts_stream_names[op->stream]);
+            switch (op->kind) {
+            case TS_OP_GEMM:
+                fprintf(f, " m=%.0f n=%.0f k=%.0f flops=%.4g", op->m, op->n, op->k, op->flops);
+                break;
+            case TS_OP_ATTENTION: fprintf(f, " flops=%.4g kernels=%.0f", op->flops, op->m); break;
+            case TS_OP_COLL:
+                fprintf(f, " %s %s bytes=%.4g", ts_coll_names[op->coll], ts_group_names[op->group], op->bytes);
+                break;
+            case TS_OP_SEND:
+            case TS_OP_RECV:
+                fprintf(f, " %s stage %d chunk %d bytes=%.4g", op->kind == TS_OP_SEND ? "to" : "from",
+                        op->peer, op->chunk, op->bytes);
+                break;
+            default: fprintf(f, " bytes=%.4g", op->bytes); break;
+            }
+            if (op->ndeps) {
+                fprintf(f, " after");
+                for (uint32_t d = 0; d < op->ndeps; d++) fprintf(f, " %u", sp->deps[op->dep0 + d]);
+            }
+            if (fputc('\n', f) == EOF) return TS_FAIL(TS_ERR_IO, "write failed while dumping the program");
+        }
+    }
+    return TS_OK;
+}

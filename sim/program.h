@@ -1,0 +1,119 @@
+/* The step program: for a model, layout and schedule, the ordered ops one training step runs on
+ * each pipeline stage, with their dependencies. Built once here; the simulator (sim/engine.h)
+ * costs and times it, the executor (exec/) runs it for real. Neither re-derives the schedule.
+ *
+ * Every rank of a pipeline stage runs the same program (TP, CP, DP and EP peers behave alike),
+ * so a program holds one op list per stage; ranks map to stages through planner/ranks.h.
+ *
+ * Ops of one stage program execute in list order on their stream; an op also waits for its
+ * dependencies (earlier ops of the same program). Cross-rank matching:
+ *   - COLL: the k-th collective on group g of a rank matches the k-th collective on g of every
+ *     other member (members share a stage, hence a program);
+ *   - SEND/RECV: matched by key (source stage, destination stage, phase, micro-batch, chunk),
+ *     where `chunk` of a SEND or RECV is the global model chunk that produced the data (the
+ *     sender's: chunk c of stage s is global chunk c·pp + s), so both ends carry the same key.
+ *
+ * Shapes are per rank (after TP/CP/EP sharding). Sizes follow planner/layer.c, so the simulator
+ * and the closed form cost the same work; see program.c for each op's formula. */
+#ifndef TS_PROGRAM_H
+#define TS_PROGRAM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "planner/cost.h"
+#include "planner/problem.h"
+#include "planner/ranks.h"
+
+typedef enum {
+    TS_OP_GEMM,        /* C(m×n) = A(m×k)·B(k×n), flops = 2mnk (× count for batched experts) */
+    TS_OP_ATTENTION,   /* fused attention core: flops, run as `m` kernels (CP ring steps) */
+    TS_OP_ELEMENTWISE, /* memory-bound kernel: bytes through HBM */
+    TS_OP_OPTIMIZER,   /* Adam over this rank's shard: bytes through HBM */
+    TS_OP_COLL,        /* collective `coll` over `group`, nccl-tests size `bytes` */
+    TS_OP_SEND,        /* pipeline send of `bytes` to stage `peer` */
+    TS_OP_RECV,        /* pipeline receive of `bytes` from stage `peer` */
+    TS_OP_KIND_COUNT
+} ts_op_kind;
+extern const char *const ts_op_kind_names[];
+
+typedef enum {
+    TS_PHASE_FWD,
+    TS_PHASE_BWD,       /* input gradients (B); under 1F1B/GPipe/interleaved also W */
+    TS_PHASE_WGRAD,     /* weight gradients (W), split from B under ZB-H1 */
+    TS_PHASE_RECOMPUTE, /* forward work repeated in backward */
+    TS_PHASE_STEP,      /* gradient reduction, parameter gathering, optimizer */
+    TS_PHASE_COUNT
+} ts_phase;
+extern const char *const ts_phase_names[];
+
+typedef enum {
+    TS_STREAM_COMPUTE,
+    TS_STREAM_TP,      /* TP, SP, CP and EP traffic: on the critical path of the layer */
+    TS_STREAM_DP,      /* gradient buckets, ZeRO gathers and reduce-scatters */
+    TS_STREAM_PP_SEND,
+    TS_STREAM_PP_RECV,
+    TS_STREAM_COUNT
+} ts_stream;
+extern const char *const ts_stream_names[];
+
+/* What part of the model an op belongs to (its name in dumps and traces). */
+typedef enum {
+    TS_PART_EMBED, TS_PART_NORM1, TS_PART_QKV, TS_PART_ATTN, TS_PART_PROJ, TS_PART_NORM2,
+    TS_PART_FC1, TS_PART_ACT, TS_PART_FC2, TS_PART_ROUTER, TS_PART_DISPATCH, TS_PART_EXPERT_FC1,
+    TS_PART_EXPERT_ACT, TS_PART_EXPERT_FC2, TS_PART_COMBINE, TS_PART_HEAD, TS_PART_LOSS,
+    TS_PART_TP_ATTN, TS_PART_TP_MLP, TS_PART_SP_GATHER_ATTN, TS_PART_SP_GATHER_MLP,
+    TS_PART_CP_RING, TS_PART_TP_EMBED, TS_PART_PP_ACT, TS_PART_PP_GRAD, TS_PART_GRAD_REDUCE,
+    TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER, TS_PART_COUNT
+} ts_part;
+extern const char *const ts_part_names[];
+
+typedef struct {
+    uint8_t kind;   /* ts_op_kind */
+    uint8_t phase;  /* ts_phase */
+    uint8_t stream; /* ts_stream */
+    uint8_t part;   /* ts_part */
+    uint8_t group;  /* ts_group of COLL (TS_GROUP_PP for SEND/RECV) */
+    uint8_t coll;   /* ts_coll of COLL */
+    int16_t chunk;  /* model chunk on this stage (interleaved), 0 otherwise; SEND/RECV: see above */
+    int32_t layer;  /* global layer index, -1 when none */
+    int32_t mb;     /* micro-batch, -1 when none */
+    int32_t peer;   /* SEND/RECV: the other stage */
+    uint32_t dep0;  /* dependencies: deps[dep0 .. dep0+ndeps) of the stage program */
+    uint32_t ndeps;
+    double m, n, k; /* GEMM shape; `count` GEMMs of it (experts) in `flops` */
+    double flops;   /* GEMM and attention FLOPs */
+    double bytes;   /* element-wise/optimizer HBM bytes; COLL/SEND/RECV message bytes */
+} ts_op;
+
+typedef struct {
+    ts_op *ops;       /* (n_ops) in issue order */
+    int n_ops, cap_ops;
+    uint32_t *deps;   /* (n_deps) op indices */
+    int n_deps, cap_deps;
+} ts_stage_program;
+
+typedef struct {
+    int skip_edges; /* leave out embedding, LM head and loss (uniform stages for schedule tests) */
+} ts_program_opts;
+
+typedef struct {
+    ts_layout layout; /* microbatches derived */
+    int pp;
+    ts_stage_program *stages; /* (pp) */
+    int64_t total_ops;        /* over the stage programs */
+} ts_program;
+
+/* Builds the program of one step. The layout must be valid for the problem (TS_ERR_INPUT with
+ * the reason otherwise). `opts` may be NULL. ts_program_free releases it. */
+ts_status ts_program_build(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts,
+                           ts_program *out);
+void ts_program_free(ts_program *p);
+
+/* "fwd L3 mb2 c0 qkv" style label. */
+const char *ts_op_label(const ts_op *op, char *buf, size_t cap);
+
+/* One line per op, per stage: index, label, kind, stream, shape or bytes, dependencies. */
+ts_status ts_program_dump(const ts_program *p, FILE *f);
+
+#endif
