@@ -74,14 +74,14 @@ Test(models, zoo_counts_are_exact) {
     cr_expect_eq(params_of(&m).total, 46702792704.0);
     m = load_ok("tiny");
     ts_param_count pc = params_of(&m);
-    /* 4 * (2*256*256 + 2*256*128 + 3*256*688 + 2*256) + 512*256 + 256 */
-    cr_expect_eq(pc.total, 3033344.0);
-    cr_expect_eq(pc.lm_head, 0.0, "tiny is tied");
+    /* 4 * (2*256*256 + 2*256*128 + 3*256*688 + 2*256) + 2*512*256 (untied) + 256 */
+    cr_expect_eq(pc.total, 3033344.0 + 512 * 256);
+    cr_expect_eq(pc.lm_head, 512.0 * 256, "tiny is untied, as Llama");
     m = load_ok("tiny-moe");
     pc = params_of(&m);
     cr_expect_eq(pc.expert, 3.0 * 256 * 344);
-    cr_expect_eq(pc.total, 5150976.0);
-    cr_expect_eq(pc.active, 5150976.0 - 4 * 2 * 3.0 * 256 * 344);
+    cr_expect_eq(pc.total, 5150976.0 + 512 * 256);
+    cr_expect_eq(pc.active, 5150976.0 + 512 * 256 - 4 * 2 * 3.0 * 256 * 344);
 }
 
 /* DeepSeek-V3 publishes "671B total, 37B activated"; its checkpoint (685B) adds the MTP module

@@ -1,0 +1,57 @@
+/* The executor's backend: memory, GEMM, communication and timers as a table of function
+ * pointers, filled by one implementation per device (nccl-tests' testColl habit): the CPU
+ * backend (OpenBLAS + Open MPI, backend_cpu.c) here, a CUDA backend (cuBLAS + NCCL + streams and
+ * events) later. Callers never #ifdef on the device.
+ *
+ * Buffers are device memory of `bytes` bytes; on the CPU they are host memory. Collectives run on
+ * a communicator handle made by the runtime (exec/runtime.h) for one group of the rank order, and
+ * take counts in floats (fp32 throughout the executor). Every call returns ts_status; failures
+ * name the backend call and its library's error string. */
+#ifndef TS_BACKEND_H
+#define TS_BACKEND_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+
+typedef struct ts_comm ts_comm; /* a group communicator (opaque; runtime.h makes them) */
+typedef struct ts_request ts_request; /* an outstanding point-to-point send (opaque) */
+
+typedef struct ts_backend {
+    const char *name; /* "cpu", "cuda" */
+
+    ts_status (*alloc)(size_t bytes, void **out); /* zero-filled */
+    void (*free)(void *p);
+
+    /* Row-major C(M×N) = alpha·op(A)·op(B) + beta·C, op = transpose when trans_* is nonzero. */
+    ts_status (*sgemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* Collectives over `comm` (sizes in floats). reduce_scatter: `in` holds n·count floats, each
+     * member keeps its count-float slice (in member order) summed into `out`; all_gather: each
+     * member contributes `count` floats, `out` receives n·count in member order; all_to_all_v:
+     * counts and displacements in floats per member. In-place all-reduce when in == out. */
+    ts_status (*all_reduce)(ts_comm *c, const float *in, float *out, size_t count);
+    ts_status (*reduce_scatter)(ts_comm *c, const float *in, float *out, size_t count);
+    ts_status (*all_gather)(ts_comm *c, const float *in, float *out, size_t count);
+    ts_status (*all_to_all_v)(ts_comm *c, const float *in, const int *send_counts,
+                              const int *send_displs, float *out, const int *recv_counts,
+                              const int *recv_displs);
+    ts_status (*all_to_all_int)(ts_comm *c, const int *in, int *out, int count);
+    ts_status (*broadcast)(ts_comm *c, float *buf, size_t count, int root);
+
+    /* Pipeline point-to-point on the world communicator: sends are non-blocking (the buffer must
+     * stay untouched until wait), receives block. `tag` tells transfers apart. */
+    ts_status (*send)(const float *buf, size_t count, int dst_rank, int tag, ts_request **req);
+    ts_status (*wait)(ts_request *req); /* completes and frees the request */
+    ts_status (*recv)(float *buf, size_t count, int src_rank, int tag);
+
+    /* Seconds on a monotonic clock, after everything issued so far has completed. */
+    double (*now_s)(void);
+} ts_backend;
+
+/* The CPU backend: host memory, OpenBLAS cblas_sgemm (with `threads` threads per rank), Open MPI.
+ * Needs MPI initialised (runtime.h). */
+const ts_backend *ts_backend_cpu(int threads);
+
+#endif

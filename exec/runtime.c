@@ -1,0 +1,82 @@
+/* MPI start-up and group communicators (see runtime.h). */
+#include "exec/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/comm_mpi.h"
+
+ts_status ts_mpi_fail(const char *file, int line, const char *call, int rc) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return ts_error_set(TS_ERR_EXTERNAL, file, line, "%s failed: %s", call, msg);
+}
+
+int ts_runtime_under_mpi(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL};
+    for (int i = 0; vars[i]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+int ts_comm_size(const ts_comm *c) { return c->size; }
+int ts_comm_rank(const ts_comm *c) { return c->rank; }
+
+ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
+    memset(rt, 0, sizeof *rt);
+    ts_status res = TS_OK;
+    int inited = 0;
+    TS_MPI_GOTO(MPI_Initialized(&inited), res, fail);
+    if (!inited) TS_MPI_GOTO(MPI_Init(NULL, NULL), res, fail);
+    /* Errors come back as codes so they can be reported with the rank, not abort silently. */
+    TS_MPI_GOTO(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), res, fail);
+    TS_MPI_GOTO(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, &rt->world), res, fail);
+    rt->layout = *layout;
+    int need = ts_rank_count(layout);
+    if (rt->world != need) {
+        res = TS_FAIL(TS_ERR_INPUT, "the layout needs %d ranks but mpirun started %d", need, rt->world);
+        goto fail;
+    }
+    rt->coords = ts_rank_coords(layout, rt->rank);
+    for (int g = 0; g < TS_GROUP_COUNT; g++) {
+        ts_comm *c = calloc(1, sizeof *c);
+        TS_ALLOC_GOTO(c, res, fail);
+        rt->comm[g] = c;
+        /* One split per group: members share the group id (their lowest member's rank) and are
+         * ordered by rank, the order of ts_group_members. */
+        int color = ts_group_id(layout, (ts_group)g, rt->rank);
+        TS_MPI_GOTO(MPI_Comm_split(MPI_COMM_WORLD, color, rt->rank, &c->mpi), res, fail);
+        TS_MPI_GOTO(MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN), res, fail);
+        TS_MPI_GOTO(MPI_Comm_size(c->mpi, &c->size), res, fail);
+        TS_MPI_GOTO(MPI_Comm_rank(c->mpi, &c->rank), res, fail);
+        if (c->size != ts_group_size(layout, (ts_group)g)) {
+            res = TS_FAIL(TS_ERR_EXTERNAL, "rank %d: %s group has %d members, expected %d", rt->rank,
+                          ts_group_names[g], c->size, ts_group_size(layout, (ts_group)g));
+            goto fail;
+        }
+    }
+    return TS_OK;
+fail:
+    ts_runtime_free(rt);
+    return res;
+}
+
+void ts_runtime_free(ts_runtime *rt) {
+    for (int g = 0; g < TS_GROUP_COUNT; g++) {
+        if (rt->comm[g]) {
+            if (rt->comm[g]->mpi != MPI_COMM_NULL && rt->comm[g]->mpi != 0) MPI_Comm_free(&rt->comm[g]->mpi);
+            free(rt->comm[g]);
+            rt->comm[g] = NULL;
+        }
+    }
+}
+
+void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {
+    fprintf(stderr, "tessera run: rank %d: %s\n", rt ? rt->rank : -1, message);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
+    exit(exit_code ? exit_code : 1);
+}

@@ -1,0 +1,49 @@
+/* The executor's MPI runtime: initialisation, the rank order of DESIGN.md (planner/ranks.h) and
+ * one communicator per group a rank belongs to (TP, CP, DP, PP, DP×CP for gradients and ZeRO
+ * shards, EP, and EP's data-parallel group EDP). The CPU and CUDA backends share it: NCCL
+ * communicators are derived from these groups (unique id broadcast over the MPI communicator).
+ *
+ * ts_runtime_init checks that the world has exactly the layout's rank count; ts_runtime_free
+ * frees the communicators (MPI_Finalize is the caller's, once). Errors name the MPI call and
+ * MPI_Error_string. */
+#ifndef TS_RUNTIME_H
+#define TS_RUNTIME_H
+
+#include "exec/backend.h"
+#include "planner/ranks.h"
+
+/* Wraps an MPI call: on failure records "file:line: CALL failed: <MPI_Error_string>" and jumps. */
+#define TS_MPI_GOTO(call, res, label)                                                              \
+    do {                                                                                           \
+        int ts_mpi_rc_ = (call);                                                                   \
+        if (ts_mpi_rc_ != 0) {                                                                     \
+            (res) = ts_mpi_fail(__FILE__, __LINE__, #call, ts_mpi_rc_);                            \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+ts_status ts_mpi_fail(const char *file, int line, const char *call, int rc);
+
+typedef struct {
+    ts_layout layout;
+    int rank, world;
+    ts_coords coords;
+    ts_comm *comm[TS_GROUP_COUNT]; /* this rank's communicator for each group */
+} ts_runtime;
+
+/* Whether this process runs under an MPI launcher (mpirun/srun set their environment). */
+int ts_runtime_under_mpi(void);
+
+/* MPI_Init (if not yet) and the group communicators for `layout`. */
+ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout);
+void ts_runtime_free(ts_runtime *rt);
+
+/* Size of and this rank's index in its group `g`. */
+int ts_comm_size(const ts_comm *c);
+int ts_comm_rank(const ts_comm *c);
+
+/* Every rank stops: a failing rank calls this with its message so the whole job ends promptly
+ * (MPI_Abort) instead of hanging in a collective. Never returns. */
+_Noreturn void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message);
+
+#endif
