@@ -1,0 +1,702 @@
+/* The discrete-event simulator of one training step (see engine.h).
+ *
+ * Per stage program, once (shared by every simulated rank of the stage): each op's successors
+ * (the ops that list it as a dependency, then the next op of its stream) as a compressed list,
+ * its initial count of unfinished predecessors, its contention-free cost (ts_op_cost_s) and the
+ * SEND/RECV pairing. Per simulated rank and op: the count of unfinished predecessors; an op whose
+ * count drops to 0 is ready, at the time of the event that finished its last predecessor. So the
+ * whole step costs O((ops + deps) · log events), plus the flow resharing below.
+ *
+ * An op that becomes ready:
+ *   compute      runs for cost × compute_scale[rank] × (1 + overlap_slowdown if a communication
+ *                op of the rank is in flight as it starts), decided once every event of that
+ *                instant is done, so simultaneous events may come in any order;
+ *   COLL         full mode: counted at its group's lowest member; when the last member arrives,
+ *                the collective starts for all at that (the latest) time and ends for all
+ *                together. Representative mode: the rank stands for its peers and starts alone;
+ *   SEND         starts its transfer to the matching RECV (key: source stage, destination stage,
+ *                phase, micro-batch, chunk; k-th SEND of a key to the k-th RECV of it) and ends
+ *                when the transfer ends;
+ *   RECV         ends at max(ready, transfer end); its span starts at max(ready, transfer start).
+ * A transfer or collective pays its latency, then runs as a flow (network.h) of cost − latency
+ * seconds of contention-free work over, for every simulated participant, both directions (a
+ * collective's ring) or one direction (a transfer: out at the sender, in at the receiver) of the
+ * link its group crosses (ts_group_link). The latency part comes from the cost function itself:
+ * ts_coll_s is affine in the bytes (volume / bus bandwidth + latency terms, cost.h), so
+ * latency = 2·c(B) − c(2B).
+ *
+ * Statistics of a stage come from its first simulated rank: busy = compute-stream time (an
+ * in-order stream, so its spans are disjoint), exposed communication = the union of its
+ * communication spans minus busy time, bubble = the rest of the step. A run ending with ops left
+ * is a deadlock, reported with the first stuck op of the first stuck rank. */
+#include "sim/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/heap.h"
+#include "sim/network.h"
+
+enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE };
+
+enum { F_READY = 1, F_DONE = 2, F_XFER_DONE = 4 };
+
+enum { DIR_OUT, DIR_IN };
+
+typedef struct {
+    uint32_t *pending0; /* (n_ops) dependencies + stream predecessor */
+    uint32_t *succ_off; /* (n_ops + 1) into succ */
+    uint32_t *succ;     /* ops waiting for each op */
+    int32_t *match;     /* (n_ops) SEND/RECV: the paired op of the peer stage, else -1 */
+    double *cost_s;     /* (n_ops) ts_op_cost_s */
+    double *lat_s;      /* (n_ops) COLL/SEND: latency part of cost_s */
+    uint8_t *link;      /* (n_ops) COLL/SEND: the ts_link it crosses */
+} stage_plan;
+
+typedef struct {
+    int rank, op;
+} op_ref;
+
+typedef struct {
+    const ts_problem *pb;
+    const ts_layout *l;
+    const ts_program *prog;
+    int full, free_comm;
+    const double *scale;
+    int n_ranks;
+    stage_plan *plans;  /* (pp) */
+    ts_sim_rank *ranks; /* the result's (n_ranks) */
+    int64_t *base;      /* (n_ranks) first index of each rank's ops in the arrays below */
+    uint32_t *pending;  /* (rank-ops) unfinished predecessors */
+    uint8_t *flags;     /* (rank-ops) F_* */
+    uint32_t *arrived; /* (rank-ops) full mode: members that reached a COLL, at its lowest member */
+    int *active;       /* (n_ranks) communication ops in flight */
+    int *members;      /* scratch: participants of a collective or transfer */
+    int *links;        /* scratch: the links of its flow */
+    op_ref *starts;    /* compute ops that became ready at `now` */
+    int n_starts, cap_starts;
+    ts_event_heap heap;
+    ts_net net;
+    double now;
+    int64_t done, total, events;
+} sim;
+
+static int is_comm(int kind) {
+    return kind == TS_OP_COLL || kind == TS_OP_SEND || kind == TS_OP_RECV;
+}
+
+double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
+    const ts_system *s = &pb->sys;
+    ts_dtype dt = pb->train.dtype;
+    switch ((ts_op_kind)op->kind) {
+    case TS_OP_GEMM: {
+        double one = 2.0 * op->m * op->n * op->k;
+        if (one <= 0) return 0;
+        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
+        return op->flops > one ? t * (op->flops / one) : t;
+    }
+    case TS_OP_ATTENTION:
+        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
+    case TS_OP_ELEMENTWISE:
+    case TS_OP_OPTIMIZER: return ts_memory_s(s, op->bytes);
+    case TS_OP_COLL: {
+        ts_group g = (ts_group)op->group;
+        int n = ts_group_size(l, g);
+        if (n <= 1) return 0;
+        return ts_coll_s(s, (ts_coll)op->coll, n, op->bytes,
+                         ts_group_link(s, ts_group_stride(l, g), n));
+    }
+    case TS_OP_SEND:
+    case TS_OP_RECV:
+        return ts_coll_s(s, TS_COLL_SENDRECV, 2, op->bytes,
+                         ts_group_link(s, ts_group_stride(l, TS_GROUP_PP), 2));
+    case TS_OP_KIND_COUNT: break;
+    }
+    return 0;
+}
+
+/* The latency part of a COLL or SEND's cost: c(B) = a·B + latency, so latency = 2c(B) − c(2B). */
+static double latency_s(const ts_problem *pb, const ts_layout *l, const ts_op *op, double cost) {
+    if (cost <= 0) return 0;
+    ts_op twice = *op;
+    twice.bytes = 2.0 * op->bytes;
+    double lat = 2.0 * cost - ts_op_cost_s(pb, l, &twice);
+    return lat < 0 ? 0 : lat > cost ? cost : lat;
+}
+
+static ts_link op_link(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
+    ts_group g = op->kind == TS_OP_COLL ? (ts_group)op->group : TS_GROUP_PP;
+    int n = op->kind == TS_OP_COLL ? ts_group_size(l, g) : 2;
+    return ts_group_link(&pb->sys, ts_group_stride(l, g), n);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checking and planning the program                                                          */
+
+static ts_status check_program(const ts_program *prog) {
+    char label[128];
+    if (prog->pp < 1 || prog->stages == NULL || prog->pp != prog->layout.pp)
+        return TS_FAIL(TS_ERR_INPUT, "step program has %d stages for a layout with pp=%d", prog->pp,
+                       prog->layout.pp);
+    for (int s = 0; s < prog->pp; s++) {
+        const ts_stage_program *sp = &prog->stages[s];
+        for (int i = 0; i < sp->n_ops; i++) {
+            const ts_op *op = &sp->ops[i];
+            if (op->kind >= TS_OP_KIND_COUNT || op->phase >= TS_PHASE_COUNT ||
+                op->part >= TS_PART_COUNT || op->stream >= TS_STREAM_COUNT)
+                return TS_FAIL(TS_ERR_INPUT,
+                               "step program stage %d op %d: kind %d, phase %d, part %d or stream "
+                               "%d out of range",
+                               s, i, op->kind, op->phase, op->part, op->stream);
+            const char *why = NULL;
+            if (op->kind == TS_OP_COLL &&
+                (op->group >= TS_GROUP_COUNT || op->coll >= TS_COLL_COUNT))
+                why = "unknown collective or group";
+            else if ((op->kind == TS_OP_SEND || op->kind == TS_OP_RECV) &&
+                     (op->peer < 0 || op->peer >= prog->pp))
+                why = "peer stage out of range";
+            else if ((uint64_t)op->dep0 + op->ndeps > (uint64_t)sp->n_deps)
+                why = "dependency list out of range";
+            for (uint32_t d = 0; why == NULL && d < op->ndeps; d++)
+                if (sp->deps[op->dep0 + d] >= (uint32_t)i) why = "depends on itself or a later op";
+            if (why != NULL)
+                return TS_FAIL(TS_ERR_INPUT, "step program stage %d op %d (%s): %s", s, i,
+                               ts_op_label(op, label, sizeof label), why);
+        }
+    }
+    return TS_OK;
+}
+
+static void plan_free(stage_plan *p) {
+    free(p->pending0);
+    free(p->succ_off);
+    free(p->succ);
+    free(p->match);
+    free(p->cost_s);
+    free(p->lat_s);
+    free(p->link);
+}
+
+/* Fills `p` for stage program `sp`; on failure the caller frees what was allocated (plan_free). */
+static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
+                            stage_plan *p) {
+    ts_status res = TS_OK;
+    size_t n = (size_t)sp->n_ops;
+    int32_t last[TS_STREAM_COUNT];
+    p->pending0 = calloc(n + 1, sizeof *p->pending0);
+    p->succ_off = calloc(n + 2, sizeof *p->succ_off);
+    p->succ = malloc(((size_t)sp->n_deps + n + 1) * sizeof *p->succ);
+    p->match = malloc((n + 1) * sizeof *p->match);
+    p->cost_s = malloc((n + 1) * sizeof *p->cost_s);
+    p->lat_s = malloc((n + 1) * sizeof *p->lat_s);
+    p->link = malloc(n + 1);
+    TS_ALLOC_GOTO(p->pending0, res, exit);
+    TS_ALLOC_GOTO(p->succ_off, res, exit);
+    TS_ALLOC_GOTO(p->succ, res, exit);
+    TS_ALLOC_GOTO(p->match, res, exit);
+    TS_ALLOC_GOTO(p->cost_s, res, exit);
+    TS_ALLOC_GOTO(p->lat_s, res, exit);
+    TS_ALLOC_GOTO(p->link, res, exit);
+
+    /* Successor counts at op + 2, so that after the prefix sum succ_off[op + 1] is the fill
+     * cursor of op's list and ends as the start of the next one. */
+    for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
+    for (size_t i = 0; i < n; i++) {
+        const ts_op *op = &sp->ops[i];
+        for (uint32_t d = 0; d < op->ndeps; d++) p->succ_off[sp->deps[op->dep0 + d] + 2]++;
+        p->pending0[i] = op->ndeps;
+        if (last[op->stream] >= 0) {
+            p->succ_off[last[op->stream] + 2]++;
+            p->pending0[i]++;
+        }
+        last[op->stream] = (int32_t)i;
+    }
+    for (size_t i = 2; i <= n + 1; i++) p->succ_off[i] += p->succ_off[i - 1];
+    for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
+    for (size_t i = 0; i < n; i++) {
+        const ts_op *op = &sp->ops[i];
+        for (uint32_t d = 0; d < op->ndeps; d++)
+            p->succ[p->succ_off[sp->deps[op->dep0 + d] + 1]++] = (uint32_t)i;
+        if (last[op->stream] >= 0) p->succ[p->succ_off[last[op->stream] + 1]++] = (uint32_t)i;
+        last[op->stream] = (int32_t)i;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        const ts_op *op = &sp->ops[i];
+        p->match[i] = -1;
+        p->cost_s[i] = ts_op_cost_s(pb, l, op);
+        int flow = op->kind == TS_OP_COLL || op->kind == TS_OP_SEND;
+        p->lat_s[i] = flow ? latency_s(pb, l, op, p->cost_s[i]) : 0;
+        p->link[i] = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);
+    }
+exit:
+    return res;
+}
+
+/* A SEND or RECV as its transfer's key: (source, destination, phase, mb, chunk), then order. */
+typedef struct {
+    int src, dst, phase, mb, chunk, op;
+} p2p_key;
+
+static int p2p_cmp(const void *a, const void *b) {
+    const p2p_key *x = a, *y = b;
+    int dx[6] = {x->src, x->dst, x->phase, x->mb, x->chunk, x->op};
+    int dy[6] = {y->src, y->dst, y->phase, y->mb, y->chunk, y->op};
+    for (int i = 0; i < 6; i++)
+        if (dx[i] != dy[i]) return dx[i] < dy[i] ? -1 : 1;
+    return 0;
+}
+
+/* Pairs the k-th SEND of each key with the k-th RECV of it (plans[].match). */
+static ts_status match_p2p(const ts_program *prog, stage_plan *plans) {
+    size_t n_send = 0, n_recv = 0;
+    for (int s = 0; s < prog->pp; s++)
+        for (int i = 0; i < prog->stages[s].n_ops; i++) {
+            n_send += prog->stages[s].ops[i].kind == TS_OP_SEND;
+            n_recv += prog->stages[s].ops[i].kind == TS_OP_RECV;
+        }
+    p2p_key *sends = malloc((n_send + 1) * sizeof *sends),
+            *recvs = malloc((n_recv + 1) * sizeof *recvs);
+    if (sends == NULL || recvs == NULL) {
+        free(sends);
+        free(recvs);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory pairing %zu sends", n_send);
+    }
+    n_send = n_recv = 0;
+    for (int s = 0; s < prog->pp; s++)
+        for (int i = 0; i < prog->stages[s].n_ops; i++) {
+            const ts_op *op = &prog->stages[s].ops[i];
+            if (op->kind == TS_OP_SEND)
+                sends[n_send++] = (p2p_key){s, op->peer, op->phase, op->mb, op->chunk, i};
+            else if (op->kind == TS_OP_RECV)
+                recvs[n_recv++] = (p2p_key){op->peer, s, op->phase, op->mb, op->chunk, i};
+        }
+    qsort(sends, n_send, sizeof *sends, p2p_cmp);
+    qsort(recvs, n_recv, sizeof *recvs, p2p_cmp);
+    size_t a = 0, b = 0;
+    while (a < n_send && b < n_recv) {
+        p2p_key x = sends[a], y = recvs[b];
+        x.op = y.op = 0;
+        int c = p2p_cmp(&x, &y);
+        if (c == 0) {
+            plans[sends[a].src].match[sends[a].op] = recvs[b].op;
+            plans[recvs[b].dst].match[recvs[b].op] = sends[a].op;
+        }
+        if (c <= 0) a++;
+        if (c >= 0) b++;
+    }
+    free(sends);
+    free(recvs);
+    return TS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The event loop                                                                             */
+
+static int stage_of(const sim *S, int r) { return S->ranks[r].stage; }
+
+static const ts_op *op_of(const sim *S, int r, int i) {
+    return &S->prog->stages[stage_of(S, r)].ops[i];
+}
+
+/* The simulated rank of stage `stage` that exchanges with rank `r` (same TP/CP/DP position). */
+static int peer_rank(const sim *S, int r, int stage) {
+    if (!S->full) return stage;
+    ts_coords c = ts_rank_coords(S->l, S->ranks[r].rank);
+    c.pp = stage;
+    return ts_rank_of(S->l, c);
+}
+
+/* The participants of the COLL or SEND op `i` owned by rank `r` (its group's lowest member, or
+ * the sender) into S->members; returns their count (a SEND: sender, then receiver). */
+static int participants(sim *S, int r, int i) {
+    const ts_op *op = op_of(S, r, i);
+    if (op->kind == TS_OP_SEND) {
+        S->members[0] = r;
+        S->members[1] = peer_rank(S, r, op->peer);
+        return 2;
+    }
+    if (!S->full) {
+        S->members[0] = r;
+        return 1;
+    }
+    ts_group_members(S->l, (ts_group)op->group, r, S->members);
+    return ts_group_size(S->l, (ts_group)op->group);
+}
+
+static ts_status push(sim *S, int type, double t_s, int a, int b, uint32_t version) {
+    return ts_event_heap_push(
+        &S->heap, (ts_event){.t_s = t_s, .type = type, .a = a, .b = b, .version = version});
+}
+
+static int comm_counts(const sim *S, const stage_plan *p, int i) {
+    return !S->free_comm && p->cost_s[i] > 0;
+}
+
+/* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
+static ts_status comm_begin(sim *S, int r, int i) {
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    if (!comm_counts(S, p, i)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
+    int n = participants(S, r, i);
+    for (int k = 0; k < n; k++) S->active[S->members[k]]++;
+    return push(S, EV_LATENCY, S->now + p->lat_s[i], r, i, 0);
+}
+
+static ts_status start_op(sim *S, int r, int i);
+
+static ts_status end_op(sim *S, int r, int i) {
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    S->flags[S->base[r] + i] |= F_DONE;
+    S->ranks[r].spans[i].end_s = S->now;
+    S->done++;
+    for (uint32_t k = p->succ_off[i]; k < p->succ_off[i + 1]; k++) {
+        uint32_t j = p->succ[k];
+        if (--S->pending[S->base[r] + j] == 0) TS_CHECK(start_op(S, r, (int)j));
+    }
+    return TS_OK;
+}
+
+static ts_status start_op(sim *S, int r, int i) {
+    const ts_op *op = op_of(S, r, i);
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    int64_t x = S->base[r] + i;
+    ts_op_span *span = &S->ranks[r].spans[i];
+    S->flags[x] |= F_READY;
+    span->start_s = S->now;
+    switch ((ts_op_kind)op->kind) {
+    case TS_OP_COLL: {
+        if (!S->full) return comm_begin(S, r, i);
+        int n = ts_group_size(S->l, (ts_group)op->group);
+        int lead = ts_group_id(S->l, (ts_group)op->group, S->ranks[r].rank);
+        if (++S->arrived[S->base[lead] + i] < (uint32_t)n) return TS_OK;
+        /* The last member is here: the collective starts now for all of them. */
+        n = participants(S, lead, i);
+        for (int k = 0; k < n; k++) S->ranks[S->members[k]].spans[i].start_s = S->now;
+        return comm_begin(S, lead, i);
+    }
+    case TS_OP_SEND:
+        if (p->match[i] < 0) return TS_OK; /* never matched: reported as a deadlock */
+        /* The receiver's span starts now unless its RECV becomes ready later. */
+        S->ranks[peer_rank(S, r, op->peer)].spans[p->match[i]].start_s = S->now;
+        return comm_begin(S, r, i);
+    case TS_OP_RECV:
+        /* The span started now unless the transfer starts later (the SEND then moves it). */
+        if (S->flags[x] & F_XFER_DONE) return push(S, EV_END, S->now, r, i, 0);
+        return TS_OK;
+    case TS_OP_GEMM:
+    case TS_OP_ATTENTION:
+    case TS_OP_ELEMENTWISE:
+    case TS_OP_OPTIMIZER:
+        if (S->n_starts == S->cap_starts) {
+            int cap = S->cap_starts ? 2 * S->cap_starts : 256;
+            op_ref *st = realloc(S->starts, (size_t)cap * sizeof *st);
+            if (st == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d starting ops", cap);
+            S->starts = st;
+            S->cap_starts = cap;
+        }
+        S->starts[S->n_starts++] = (op_ref){r, i};
+        return TS_OK;
+    case TS_OP_KIND_COUNT: break;
+    }
+    return TS_OK;
+}
+
+/* The collective or transfer owned by `r` has ended for every participant. */
+static ts_status comm_done(sim *S, int r, int i) {
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    int counted = comm_counts(S, p, i);
+    int n = participants(S, r, i);
+    if (counted)
+        for (int k = 0; k < n; k++) S->active[S->members[k]]--;
+    if (op_of(S, r, i)->kind == TS_OP_SEND) {
+        int q = S->members[1];
+        int64_t y = S->base[q] + p->match[i];
+        int waiting = S->flags[y] & F_READY;
+        S->flags[y] |= F_XFER_DONE;
+        if (waiting) TS_CHECK(end_op(S, q, p->match[i]));
+        return end_op(S, r, i);
+    }
+    /* end_op may refill S->members (a collective it starts): walk the group by its stride. */
+    int stride = ts_group_stride(S->l, (ts_group)op_of(S, r, i)->group);
+    for (int k = 0; k < n; k++) TS_CHECK(end_op(S, r + k * stride, i));
+    return TS_OK;
+}
+
+static ts_status start_flow(sim *S, int r, int i) {
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    double work = p->cost_s[i] - p->lat_s[i];
+    if (work <= 0) return comm_done(S, r, i);
+    int n = participants(S, r, i), n_links = 0, link = p->link[i];
+    if (op_of(S, r, i)->kind == TS_OP_SEND) {
+        S->links[n_links++] = (S->members[0] * TS_LINK_COUNT + link) * 2 + DIR_OUT;
+        S->links[n_links++] = (S->members[1] * TS_LINK_COUNT + link) * 2 + DIR_IN;
+    } else {
+        for (int k = 0; k < n; k++) {
+            S->links[n_links++] = (S->members[k] * TS_LINK_COUNT + link) * 2 + DIR_OUT;
+            S->links[n_links++] = (S->members[k] * TS_LINK_COUNT + link) * 2 + DIR_IN;
+        }
+    }
+    int id;
+    return ts_net_add(&S->net, S->now, work, S->links, n_links, ((int64_t)r << 32) | (uint32_t)i,
+                      &id);
+}
+
+/* Compute ops that became ready this instant get their durations once every event of the
+ * instant is done, so whether communication of their rank is in flight does not depend on the
+ * order of simultaneous events (a collective starting as its members' GEMMs end). */
+static ts_status flush_starts(sim *S) {
+    for (int k = 0; k < S->n_starts; k++) {
+        int r = S->starts[k].rank, i = S->starts[k].op;
+        double d = S->plans[stage_of(S, r)].cost_s[i];
+        if (S->scale) d *= S->scale[S->ranks[r].rank];
+        if (S->active[r] > 0) d *= 1.0 + S->pb->sys.overlap_slowdown;
+        TS_CHECK(push(S, EV_END, S->now + d, r, i, 0));
+    }
+    S->n_starts = 0;
+    return TS_OK;
+}
+
+static ts_status run(sim *S) {
+    for (int r = 0; r < S->n_ranks; r++) {
+        const stage_plan *p = &S->plans[stage_of(S, r)];
+        int n_ops = S->prog->stages[stage_of(S, r)].n_ops;
+        for (int i = 0; i < n_ops; i++)
+            if (p->pending0[i] == 0) TS_CHECK(start_op(S, r, i));
+    }
+    for (;;) {
+        const ts_event *top = ts_event_heap_top(&S->heap);
+        /* Compute durations and rates are settled once per instant, after its events. */
+        if (S->n_starts > 0 && (top == NULL || top->t_s > S->now)) {
+            TS_CHECK(flush_starts(S));
+            continue;
+        }
+        if (ts_net_dirty(&S->net) && (top == NULL || top->t_s > S->now)) {
+            TS_CHECK(ts_net_reshare(&S->net, S->now));
+            for (int k = 0; k < S->net.n_changed; k++) {
+                int id = S->net.changed[k];
+                TS_CHECK(push(S, EV_FLOW, ts_net_finish_s(&S->net, id), id, 0,
+                              S->net.flows[id].version));
+            }
+        }
+        ts_event ev;
+        if (!ts_event_heap_pop(&S->heap, &ev)) break;
+        if (ev.type == EV_FLOW) {
+            const ts_flow *f = &S->net.flows[ev.a];
+            if (!f->active || f->version != ev.version) continue; /* rescheduled since */
+        }
+        S->now = ev.t_s;
+        S->events++;
+        switch (ev.type) {
+        case EV_END: TS_CHECK(end_op(S, ev.a, ev.b)); break;
+        case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
+        case EV_COMM_DONE: TS_CHECK(comm_done(S, ev.a, ev.b)); break;
+        case EV_FLOW: {
+            int64_t tag = S->net.flows[ev.a].tag;
+            TS_CHECK(ts_net_remove(&S->net, ev.a));
+            TS_CHECK(comm_done(S, (int)(tag >> 32), (int)(uint32_t)tag));
+            break;
+        }
+        default: break;
+        }
+    }
+    return TS_OK;
+}
+
+/* The deadlock report: the first unfinished op of the first rank with one. Its predecessors are
+ * done (they come earlier in its program), so it waits on another rank: a RECV for its SEND, a
+ * SEND for a RECV to pair with, or a collective for its group. */
+static ts_status deadlock(const sim *S) {
+    int64_t x = 0;
+    while (S->flags[x] & F_DONE) x++;
+    int r = 0;
+    while (r + 1 < S->n_ranks && S->base[r + 1] <= x) r++;
+    int s = stage_of(S, r), i = (int)(x - S->base[r]);
+    const ts_op *op = op_of(S, r, i);
+    const stage_plan *p = &S->plans[s];
+    char label[128], why[160];
+    if (op->kind == TS_OP_RECV && p->match[i] < 0)
+        snprintf(why, sizeof why, "no SEND from stage %d matches it", op->peer);
+    else if (op->kind == TS_OP_RECV)
+        snprintf(why, sizeof why, "its SEND on stage %d never ran", op->peer);
+    else if (op->kind == TS_OP_SEND)
+        snprintf(why, sizeof why, "no RECV on stage %d matches it", op->peer);
+    else
+        snprintf(why, sizeof why, "%u of %d members of its %s group reached it",
+                 S->arrived[S->base[ts_group_id(S->l, (ts_group)op->group, S->ranks[r].rank)] + i],
+                 ts_group_size(S->l, (ts_group)op->group), ts_group_names[op->group]);
+    return TS_FAIL(
+        TS_ERR_INPUT,
+        "step program deadlocks: rank %d (stage %d) op %d \"%s\" (%s) never completes: %s",
+        S->ranks[r].rank, s, i, ts_op_label(op, label, sizeof label), ts_op_kind_names[op->kind],
+        why);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statistics                                                                                 */
+
+static int span_cmp(const void *a, const void *b) {
+    const ts_op_span *x = a, *y = b;
+    if (x->start_s != y->start_s) return x->start_s < y->start_s ? -1 : 1;
+    return (x->end_s > y->end_s) - (x->end_s < y->end_s);
+}
+
+/* Busy, exposed-communication and bubble time of rank `r`; adds its op time by kind. */
+static ts_status rank_stats(const sim *S, int r, double step_s, ts_stage_stats *st,
+                            double *kind_s) {
+    const ts_stage_program *sp = &S->prog->stages[stage_of(S, r)];
+    const ts_op_span *spans = S->ranks[r].spans;
+    ts_op_span *comm = malloc(((size_t)sp->n_ops + 1) * sizeof *comm);
+    if (comm == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for stage statistics");
+    size_t n_comm = 0;
+    double busy = 0;
+    for (int i = 0; i < sp->n_ops; i++) {
+        double d = spans[i].end_s - spans[i].start_s;
+        kind_s[sp->ops[i].kind] += d;
+        if (sp->ops[i].stream == TS_STREAM_COMPUTE) busy += d;
+        if (is_comm(sp->ops[i].kind) && d > 0) comm[n_comm++] = spans[i];
+    }
+    qsort(comm, n_comm, sizeof *comm, span_cmp);
+    /* Walk the union of communication intervals against the compute stream's sorted, disjoint
+     * spans; what no compute span covers is exposed. */
+    double exposed = 0;
+    int c = 0;
+    size_t k = 0;
+    while (k < n_comm) {
+        double a = comm[k].start_s, b = comm[k].end_s;
+        for (k++; k < n_comm && comm[k].start_s <= b; k++)
+            if (comm[k].end_s > b) b = comm[k].end_s;
+        double covered = 0;
+        for (; c < sp->n_ops; c++) {
+            if (sp->ops[c].stream != TS_STREAM_COMPUTE || spans[c].end_s <= a) continue;
+            if (spans[c].start_s >= b) break;
+            double lo = spans[c].start_s > a ? spans[c].start_s : a;
+            double hi = spans[c].end_s < b ? spans[c].end_s : b;
+            covered += hi - lo;
+            if (spans[c].end_s > b) break; /* reaches into the next interval too */
+        }
+        exposed += (b - a) - covered;
+    }
+    free(comm);
+    st->busy_s = busy;
+    st->exposed_comm_s = exposed;
+    st->bubble_s = step_s - busy - exposed;
+    if (st->bubble_s < 0) st->bubble_s = 0;
+    return TS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void sim_free(sim *S) {
+    for (int s = 0; S->plans && s < S->prog->pp; s++) plan_free(&S->plans[s]);
+    free(S->plans);
+    free(S->base);
+    free(S->pending);
+    free(S->flags);
+    free(S->arrived);
+    free(S->active);
+    free(S->members);
+    free(S->links);
+    free(S->starts);
+    ts_event_heap_free(&S->heap);
+    ts_net_free(&S->net);
+}
+
+void ts_sim_result_free(ts_sim_result *r) {
+    for (int i = 0; r->ranks && i < r->n_ranks; i++) free(r->ranks[i].spans);
+    free(r->ranks);
+    free(r->stages);
+    memset(r, 0, sizeof *r);
+}
+
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim_opts *opts,
+                      ts_sim_result *out) {
+    double t0 = seconds_now();
+    memset(out, 0, sizeof *out);
+    ts_sim_opts o = opts ? *opts : (ts_sim_opts){0};
+    if (o.compute_scale && !o.full)
+        return TS_FAIL(TS_ERR_INPUT, "per-rank compute scales need full simulation (every rank)");
+    TS_CHECK(check_program(prog));
+
+    ts_status res = TS_OK;
+    const ts_layout *l = &prog->layout;
+    sim S = {.pb = pb, .l = l, .prog = prog, .full = o.full, .free_comm = o.free_comm,
+             .scale = o.compute_scale};
+    ts_event_heap_init(&S.heap);
+    S.n_ranks = o.full ? ts_rank_count(l) : prog->pp;
+    int max_group = 2;
+    for (int g = 0; g < TS_GROUP_COUNT; g++)
+        if (ts_group_size(l, (ts_group)g) > max_group) max_group = ts_group_size(l, (ts_group)g);
+    S.plans = calloc((size_t)prog->pp, sizeof *S.plans);
+    S.base = malloc((size_t)S.n_ranks * sizeof *S.base);
+    S.active = calloc((size_t)S.n_ranks, sizeof *S.active);
+    S.members = malloc((size_t)max_group * sizeof *S.members);
+    S.links = malloc((size_t)2 * max_group * sizeof *S.links);
+    out->ranks = calloc((size_t)S.n_ranks, sizeof *out->ranks);
+    out->stages = calloc((size_t)prog->pp, sizeof *out->stages);
+    TS_ALLOC_GOTO(S.plans, res, fail);
+    TS_ALLOC_GOTO(S.base, res, fail);
+    TS_ALLOC_GOTO(S.active, res, fail);
+    TS_ALLOC_GOTO(S.members, res, fail);
+    TS_ALLOC_GOTO(S.links, res, fail);
+    TS_ALLOC_GOTO(out->ranks, res, fail);
+    TS_ALLOC_GOTO(out->stages, res, fail);
+    out->n_ranks = S.n_ranks;
+    S.ranks = out->ranks;
+
+    for (int s = 0; s < prog->pp; s++)
+        TS_CHECK_GOTO(plan_stage(pb, l, &prog->stages[s], &S.plans[s]), res, fail);
+    TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
+
+    for (int r = 0; r < S.n_ranks; r++) {
+        ts_sim_rank *R = &out->ranks[r];
+        R->rank = o.full ? r : ts_rank_of(l, (ts_coords){0, 0, 0, r});
+        R->stage = o.full ? ts_rank_coords(l, r).pp : r;
+        int n_ops = prog->stages[R->stage].n_ops;
+        R->spans = calloc((size_t)n_ops + 1, sizeof *R->spans);
+        TS_ALLOC_GOTO(R->spans, res, fail);
+        S.base[r] = S.total;
+        S.total += n_ops;
+    }
+    S.pending = malloc(((size_t)S.total + 1) * sizeof *S.pending);
+    S.flags = calloc((size_t)S.total + 1, 1);
+    S.arrived = o.full ? calloc((size_t)S.total + 1, sizeof *S.arrived) : NULL;
+    TS_ALLOC_GOTO(S.pending, res, fail);
+    TS_ALLOC_GOTO(S.flags, res, fail);
+    if (o.full) TS_ALLOC_GOTO(S.arrived, res, fail);
+    for (int r = 0; r < S.n_ranks; r++)
+        memcpy(S.pending + S.base[r], S.plans[out->ranks[r].stage].pending0,
+               (size_t)prog->stages[out->ranks[r].stage].n_ops * sizeof *S.pending);
+    TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * TS_LINK_COUNT * 2), res, fail);
+
+    TS_CHECK_GOTO(run(&S), res, fail);
+    if (S.done < S.total) {
+        res = deadlock(&S);
+        goto fail;
+    }
+
+    for (int r = 0; r < S.n_ranks; r++)
+        for (int i = 0; i < prog->stages[out->ranks[r].stage].n_ops; i++)
+            if (out->ranks[r].spans[i].end_s > out->step_s)
+                out->step_s = out->ranks[r].spans[i].end_s;
+    for (int s = 0; s < prog->pp; s++) {
+        int r = o.full ? ts_rank_of(l, (ts_coords){0, 0, 0, s}) : s;
+        TS_CHECK_GOTO(rank_stats(&S, r, out->step_s, &out->stages[s], out->kind_s), res, fail);
+        if (out->step_s > 0)
+            out->bubble_fraction += out->stages[s].bubble_s / out->step_s / prog->pp;
+    }
+    out->events = S.events;
+    sim_free(&S);
+    out->sim_s = seconds_now() - t0;
+    return TS_OK;
+fail:
+    sim_free(&S);
+    ts_sim_result_free(out);
+    return res;
+}

@@ -1,0 +1,240 @@
+/* Max-min fair sharing of links by fluid flows, recomputed incrementally (see network.h). */
+#include "sim/network.h"
+
+#include <stdlib.h>
+
+/* `p` with room for at least `need` (≥ 1) elements of `size` bytes; NULL when out of memory,
+ * `p` and `*cap` then untouched. */
+static void *grow(void *p, int *cap, int need, size_t size) {
+    if (need <= *cap) return p;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(p, (size_t)c * size);
+    if (q) *cap = c;
+    return q;
+}
+
+#define GROW(arr, cap, need, what)                                                                 \
+    do {                                                                                           \
+        void *grown_ = grow((arr), &(cap), (need), sizeof *(arr));                                 \
+        if (grown_ == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for network %s", (what));  \
+        (arr) = grown_;                                                                            \
+    } while (0)
+
+ts_status ts_net_init(ts_net *n, int n_links) {
+    *n = (ts_net){0};
+    n->links = calloc(n_links > 0 ? (size_t)n_links : 1, sizeof *n->links);
+    if (n->links == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d network links", n_links);
+    n->n_links = n_links;
+    return TS_OK;
+}
+
+void ts_net_free(ts_net *n) {
+    for (int i = 0; i < n->n_links; i++) free(n->links[i].fl);
+    for (int i = 0; i < n->n_flows; i++) {
+        free(n->flows[i].links);
+        free(n->flows[i].slot);
+    }
+    free(n->links);
+    free(n->flows);
+    free(n->free_ids);
+    free(n->seeds);
+    free(n->changed);
+    free(n->comp_links);
+    free(n->comp_flows);
+    free(n->fill);
+    *n = (ts_net){0};
+}
+
+static ts_status add_seed(ts_net *n, int link) {
+    GROW(n->seeds, n->cap_seeds, n->n_seeds + 1, "seeds");
+    n->seeds[n->n_seeds++] = link;
+    return TS_OK;
+}
+
+ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, int n_links,
+                     int64_t tag, int *id) {
+    if (n_links < 1 || !(work_s > 0))
+        return TS_FAIL(TS_ERR_INPUT,
+                       "a flow needs work > 0 over at least one link (got %g s, %d links)", work_s,
+                       n_links);
+    int fid;
+    if (n->n_free > 0) {
+        fid = n->free_ids[--n->n_free];
+    } else {
+        GROW(n->flows, n->cap_flows, n->n_flows + 1, "flows");
+        fid = n->n_flows++;
+        n->flows[fid] = (ts_flow){0};
+    }
+    ts_flow *f = &n->flows[fid];
+    if (n_links > f->cap_links) {
+        int *l = realloc(f->links, (size_t)n_links * sizeof *l);
+        if (l == NULL)
+            return TS_FAIL(TS_ERR_NOMEM, "out of memory for a flow over %d links", n_links);
+        f->links = l;
+        int *s = realloc(f->slot, (size_t)n_links * sizeof *s);
+        if (s == NULL)
+            return TS_FAIL(TS_ERR_NOMEM, "out of memory for a flow over %d links", n_links);
+        f->slot = s;
+        f->cap_links = n_links;
+    }
+    for (int k = 0; k < n_links; k++) {
+        ts_net_link *L = &n->links[links[k]];
+        GROW(L->fl, L->cap_fl, L->n_fl + 1, "link flow lists");
+        L->fl[L->n_fl] = (ts_net_entry){fid, k};
+        f->links[k] = links[k];
+        f->slot[k] = L->n_fl++;
+        TS_CHECK(add_seed(n, links[k]));
+    }
+    f->n_links = n_links;
+    f->remaining_s = work_s;
+    f->rate = 0;
+    f->since_s = now_s;
+    f->tag = tag;
+    f->active = 1;
+    f->fresh = 1;
+    *id = fid;
+    return TS_OK;
+}
+
+ts_status ts_net_remove(ts_net *n, int id) {
+    ts_flow *f = &n->flows[id];
+    GROW(n->free_ids, n->cap_free, n->n_free + 1, "free flow ids");
+    for (int k = 0; k < f->n_links; k++) {
+        ts_net_link *L = &n->links[f->links[k]];
+        int pos = f->slot[k];
+        ts_net_entry last = L->fl[--L->n_fl];
+        if (pos != L->n_fl) {
+            L->fl[pos] = last;
+            n->flows[last.flow].slot[last.idx] = pos;
+        }
+        TS_CHECK(add_seed(n, f->links[k]));
+    }
+    f->active = 0;
+    n->free_ids[n->n_free++] = id;
+    return TS_OK;
+}
+
+int ts_net_dirty(const ts_net *n) { return n->n_seeds > 0; }
+
+static int fill_before(const ts_fill_key *x, const ts_fill_key *y) {
+    return x->key < y->key || (x->key == y->key && x->link < y->link);
+}
+
+static ts_status fill_push(ts_net *n, int link) {
+    ts_net_link *L = &n->links[link];
+    GROW(n->fill, n->cap_fill, n->n_fill + 1, "fill heap");
+    ts_fill_key k = {L->cap_left / L->unfrozen, link, L->stamp};
+    int i = n->n_fill++;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!fill_before(&k, &n->fill[parent])) break;
+        n->fill[i] = n->fill[parent];
+        i = parent;
+    }
+    n->fill[i] = k;
+    return TS_OK;
+}
+
+static ts_fill_key fill_pop(ts_net *n) {
+    ts_fill_key top = n->fill[0], last = n->fill[--n->n_fill];
+    int i = 0;
+    for (;;) {
+        int child = 2 * i + 1;
+        if (child >= n->n_fill) break;
+        if (child + 1 < n->n_fill && fill_before(&n->fill[child + 1], &n->fill[child])) child++;
+        if (!fill_before(&n->fill[child], &last)) break;
+        n->fill[i] = n->fill[child];
+        i = child;
+    }
+    if (n->n_fill) n->fill[i] = last;
+    return top;
+}
+
+static void visit_link(ts_net *n, int link) {
+    if (n->links[link].mark == n->epoch) return;
+    n->links[link].mark = n->epoch;
+    n->comp_links[n->n_comp_links++] = link;
+}
+
+/* Freezes the unfrozen flows crossing `link` at its share and charges their other links. */
+static ts_status freeze_link(ts_net *n, int link) {
+    ts_net_link *L = &n->links[link];
+    double share = L->cap_left / L->unfrozen;
+    for (int e = 0; e < L->n_fl; e++) {
+        ts_flow *f = &n->flows[L->fl[e].flow];
+        if (f->frozen) continue;
+        f->frozen = 1;
+        if (f->fresh || f->rate != share) {
+            f->version++;
+            n->changed[n->n_changed++] = L->fl[e].flow;
+        }
+        f->rate = share;
+        f->fresh = 0;
+        for (int k = 0; k < f->n_links; k++) {
+            ts_net_link *M = &n->links[f->links[k]];
+            M->cap_left -= share;
+            if (M->cap_left < 0) M->cap_left = 0;
+            M->unfrozen--;
+            M->stamp++;
+            if (M->unfrozen > 0 && f->links[k] != link) TS_CHECK(fill_push(n, f->links[k]));
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_net_reshare(ts_net *n, double now_s) {
+    n->n_changed = 0;
+    n->n_comp_links = 0;
+    n->n_comp_flows = 0;
+    n->n_fill = 0;
+    n->epoch++;
+    GROW(n->comp_links, n->cap_comp_links, n->n_links, "component links");
+    GROW(n->comp_flows, n->cap_comp_flows, n->n_flows, "component flows");
+    GROW(n->changed, n->cap_changed, n->n_flows, "changed flows");
+
+    /* The connected components of the touched links, breadth first. */
+    for (int i = 0; i < n->n_seeds; i++) visit_link(n, n->seeds[i]);
+    n->n_seeds = 0;
+    for (int q = 0; q < n->n_comp_links; q++) {
+        const ts_net_link *L = &n->links[n->comp_links[q]];
+        for (int e = 0; e < L->n_fl; e++) {
+            ts_flow *f = &n->flows[L->fl[e].flow];
+            if (f->mark == n->epoch) continue;
+            f->mark = n->epoch;
+            n->comp_flows[n->n_comp_flows++] = L->fl[e].flow;
+            for (int k = 0; k < f->n_links; k++) visit_link(n, f->links[k]);
+        }
+    }
+
+    /* Work done at the old rates up to now; then progressive filling from empty links. */
+    for (int i = 0; i < n->n_comp_flows; i++) {
+        ts_flow *f = &n->flows[n->comp_flows[i]];
+        if (!f->fresh) {
+            f->remaining_s -= f->rate * (now_s - f->since_s);
+            if (f->remaining_s < 0) f->remaining_s = 0;
+        }
+        f->since_s = now_s;
+        f->frozen = 0;
+    }
+    for (int i = 0; i < n->n_comp_links; i++) {
+        ts_net_link *L = &n->links[n->comp_links[i]];
+        L->cap_left = 1.0;
+        L->unfrozen = L->n_fl;
+        L->stamp++;
+        if (L->unfrozen > 0) TS_CHECK(fill_push(n, n->comp_links[i]));
+    }
+    while (n->n_fill > 0) {
+        ts_fill_key k = fill_pop(n);
+        const ts_net_link *L = &n->links[k.link];
+        if (k.stamp != L->stamp || L->unfrozen == 0) continue;
+        TS_CHECK(freeze_link(n, k.link));
+    }
+    return TS_OK;
+}
+
+double ts_net_finish_s(const ts_net *n, int id) {
+    const ts_flow *f = &n->flows[id];
+    return f->since_s + f->remaining_s / f->rate;
+}

@@ -1,0 +1,105 @@
+/* Communication as fluid flows over shared links, for the event engine (engine.h).
+ *
+ * A link is a resource of capacity 1 (the engine numbers them: one direction of one simulated
+ * rank's NVLink or NIC). A flow is a transfer with `work_s` seconds of contention-free work over
+ * a set of distinct links; it progresses at a rate in (0, 1], so alone on its links it takes
+ * `work_s` seconds, and two flows sharing a link take twice as long each.
+ *
+ * Rates are max-min fair, found by progressive filling (Bertsekas & Gallager, "Data Networks",
+ * 2nd ed., §6.5.2): all unfrozen flows grow together; the link with the least capacity left per
+ * unfrozen flow crossing it runs out first, and its flows freeze at that share; repeat until every
+ * flow is frozen. No flow can then go faster without slowing one that is no faster than it.
+ *
+ * Incremental use. ts_net_add and ts_net_remove only mark the links they touch; ts_net_reshare
+ * then brings the work of the affected flows up to date and recomputes rates over the connected
+ * components (links joined by flows) of the marked links only, since no other rate can change.
+ * It lists in `changed` the flows whose finish time moved (new flows included) and bumps their
+ * `version`, so a completion event scheduled for an earlier finish can be recognised as stale.
+ * Cost of a reshare: O((F + L) log L + Σ links of F) over the F flows and L links of the touched
+ * components.
+ *
+ * ts_net_init / ts_net_free pair; the net owns every array below. */
+#ifndef TS_NETWORK_H
+#define TS_NETWORK_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef struct {
+    int flow; /* flow id */
+    int idx;  /* position of this link in the flow's `links` */
+} ts_net_entry;
+
+typedef struct {
+    ts_net_entry *fl; /* (n_fl) active flows crossing the link */
+    int n_fl, cap_fl;
+    double cap_left; /* reshare scratch: capacity not yet given to frozen flows */
+    int unfrozen;    /* reshare scratch: flows crossing it not yet frozen */
+    uint64_t mark;   /* reshare scratch: epoch of the last visit */
+    uint32_t stamp;  /* reshare scratch: bumped whenever its fill key changes */
+} ts_net_link;
+
+typedef struct {
+    double remaining_s; /* contention-free work left, as of since_s */
+    double rate;        /* current share of its links, (0, 1]; 0 until the first reshare */
+    double since_s;
+    uint32_t version; /* bumped whenever its finish time changes */
+    int64_t tag;      /* the caller's, returned untouched */
+    int *links;       /* (n_links) link ids */
+    int *slot;        /* (n_links) position of the flow in each link's `fl` */
+    int n_links, cap_links;
+    int active;    /* in the net (ids of removed flows are reused) */
+    int fresh;     /* added since the last reshare */
+    int frozen;    /* reshare scratch */
+    uint64_t mark; /* reshare scratch: epoch of the last visit */
+} ts_flow;
+
+typedef struct {
+    double key; /* capacity left per unfrozen flow */
+    int link;
+    uint32_t stamp;
+} ts_fill_key;
+
+typedef struct {
+    ts_net_link *links; /* (n_links) */
+    int n_links;
+    ts_flow *flows; /* (n_flows) ever used; removed ones are on `free_ids` */
+    int n_flows, cap_flows;
+    int *free_ids;
+    int n_free, cap_free;
+    int *seeds; /* links touched since the last reshare */
+    int n_seeds, cap_seeds;
+    int *changed; /* after ts_net_reshare: flows whose finish time moved */
+    int n_changed, cap_changed;
+    int *comp_links; /* reshare scratch: the touched components */
+    int n_comp_links, cap_comp_links;
+    int *comp_flows;
+    int n_comp_flows, cap_comp_flows;
+    ts_fill_key *fill; /* reshare scratch: min-heap by (key, link) */
+    int n_fill, cap_fill;
+    uint64_t epoch;
+} ts_net;
+
+ts_status ts_net_init(ts_net *n, int n_links);
+void ts_net_free(ts_net *n);
+
+/* Adds a flow of `work_s` > 0 seconds over `n_links` ≥ 1 distinct links (ids < the net's
+ * n_links) at time `now_s`; `*id` receives its id. Its rate is set by the next reshare. */
+ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, int n_links,
+                     int64_t tag, int *id);
+
+/* Removes flow `id` (finished). */
+ts_status ts_net_remove(ts_net *n, int id);
+
+/* Whether flows were added or removed since the last reshare. */
+int ts_net_dirty(const ts_net *n);
+
+/* Recomputes the rates of the flows that the additions and removals since the last call can
+ * affect, as of `now_s` (no earlier than any of those calls); fills `changed`. */
+ts_status ts_net_reshare(ts_net *n, double now_s);
+
+/* When flow `id` finishes if rates stay as they are. */
+double ts_net_finish_s(const ts_net *n, int id);
+
+#endif

@@ -1,0 +1,569 @@
+/* The event engine (sim/engine.h) and the flow network (sim/network.h) on small programs built
+ * by hand, whose step times follow from the cost functions exactly: dependencies and streams,
+ * pipeline transfers, stragglers in collectives, max-min sharing of links, determinism, deadlock
+ * reports, free communication; and one program from the builder in full mode. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine.h"
+#include "sim/network.h"
+#include "tests/helpers.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hand-built programs                                                                         */
+
+static ts_problem problem(const char *model, int gpus) {
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_problem pb;
+    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    ts_train_defaults(&t);
+    t.seq = m.max_seq < 2048 ? m.max_seq : 2048;
+    t.global_batch = 64;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+static ts_layout layout(int tp, int dp, int pp) {
+    return (ts_layout){.dp = dp, .tp = tp, .pp = pp, .cp = 1, .ep = 1, .mbs = 1, .microbatches = 1,
+                       .vpp = 1, .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE};
+}
+
+static ts_program program(ts_layout l) {
+    ts_program p = {.layout = l, .pp = l.pp};
+    p.stages = calloc((size_t)l.pp, sizeof *p.stages);
+    cr_assert_not_null(p.stages);
+    return p;
+}
+
+/* Appends `op` to stage `s` after `ndeps` dependencies (op indices); returns its index. */
+static int add(ts_program *p, int s, ts_op op, int ndeps, ...) {
+    ts_stage_program *sp = &p->stages[s];
+    sp->ops = realloc(sp->ops, (size_t)(sp->n_ops + 1) * sizeof *sp->ops);
+    sp->deps = realloc(sp->deps, (size_t)(sp->n_deps + ndeps + 1) * sizeof *sp->deps);
+    cr_assert(sp->ops && sp->deps);
+    op.dep0 = (uint32_t)sp->n_deps;
+    op.ndeps = (uint32_t)ndeps;
+    va_list ap;
+    va_start(ap, ndeps);
+    for (int i = 0; i < ndeps; i++) sp->deps[sp->n_deps++] = (uint32_t)va_arg(ap, int);
+    va_end(ap);
+    sp->ops[sp->n_ops] = op;
+    p->total_ops++;
+    return sp->n_ops++;
+}
+
+static ts_op gemm(double m, double n, double k, int stream) {
+    return (ts_op){.kind = TS_OP_GEMM, .stream = (uint8_t)stream, .part = TS_PART_FC1, .layer = 0,
+                   .mb = 0, .peer = -1, .m = m, .n = n, .k = k, .flops = 2 * m * n * k};
+}
+
+static ts_op elementwise(double bytes, int stream) {
+    return (ts_op){.kind = TS_OP_ELEMENTWISE, .stream = (uint8_t)stream, .part = TS_PART_ACT,
+                   .layer = 0, .mb = 0, .peer = -1, .bytes = bytes};
+}
+
+static ts_op coll(ts_group g, ts_coll c, double bytes, int stream) {
+    return (ts_op){.kind = TS_OP_COLL, .stream = (uint8_t)stream, .part = TS_PART_GRAD_REDUCE,
+                   .phase = TS_PHASE_STEP, .group = (uint8_t)g, .coll = (uint8_t)c, .layer = -1,
+                   .mb = -1, .peer = -1, .bytes = bytes};
+}
+
+static ts_op p2p(int kind, int peer, int mb, double bytes) {
+    return (ts_op){.kind = (uint8_t)kind, .group = TS_GROUP_PP, .part = TS_PART_PP_ACT,
+                   .stream = kind == TS_OP_SEND ? TS_STREAM_PP_SEND : TS_STREAM_PP_RECV,
+                   .layer = -1, .mb = mb, .peer = peer, .bytes = bytes};
+}
+
+static double cost(const ts_problem *pb, const ts_program *p, ts_op op) {
+    return ts_op_cost_s(pb, &p->layout, &op);
+}
+
+static ts_sim_result simulate(const ts_problem *pb, const ts_program *p, ts_sim_opts o) {
+    ts_sim_result r;
+    ts_error_clear();
+    cr_assert_eq(ts_simulate(pb, p, &o, &r), TS_OK, "%s", ts_error_message());
+    return r;
+}
+
+#define EXPECT_NEAR(got, want, ...)                                                                \
+    cr_expect(fabs((got) - (want)) <= 1e-12 * fabs(want) + 1e-18, __VA_ARGS__)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Op costs                                                                                    */
+
+Test(sim_engine, op_costs_use_the_planner_functions) {
+    ts_problem pb = problem("llama2-7b", 32);
+    ts_layout l = layout(2, 16, 1);
+    const ts_system *s = &pb.sys;
+    ts_op g = gemm(4096, 4096, 1024, TS_STREAM_COMPUTE);
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &g), ts_gemm_s(s, pb.train.dtype, 4096, 4096, 1024));
+    g.flops *= 3; /* three experts' GEMMs of that shape */
+    EXPECT_NEAR(ts_op_cost_s(&pb, &l, &g), 3 * ts_gemm_s(s, pb.train.dtype, 4096, 4096, 1024));
+    ts_op a = {.kind = TS_OP_ATTENTION, .m = 4, .flops = 8e12};
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &a), ts_attention_s(s, pb.train.dtype, 8e12, 2e12));
+    ts_op e = elementwise(1e9, TS_STREAM_COMPUTE);
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &e), ts_memory_s(s, 1e9));
+    ts_op tp = coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, 1e8, TS_STREAM_TP);
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &tp),
+                 ts_coll_s(s, TS_COLL_ALLREDUCE, 2, 1e8, TS_LINK_NVLINK));
+    ts_op dp = coll(TS_GROUP_DP, TS_COLL_REDUCE_SCATTER, 1e8, TS_STREAM_DP);
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &dp),
+                 ts_coll_s(s, TS_COLL_REDUCE_SCATTER, 16, 1e8, TS_LINK_NIC));
+    ts_op cp = coll(TS_GROUP_CP, TS_COLL_ALLGATHER, 1e8, TS_STREAM_TP); /* cp = 1 */
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &cp), 0.0);
+    ts_layout lp = layout(8, 1, 4);
+    ts_op send = p2p(TS_OP_SEND, 1, 0, 1e7);
+    cr_expect_eq(ts_op_cost_s(&pb, &lp, &send),
+                 ts_coll_s(s, TS_COLL_SENDRECV, 2, 1e7, TS_LINK_NIC));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Dependencies and streams                                                                   */
+
+Test(sim_engine, dependency_adds_costs) {
+    ts_problem pb = problem("tiny", 1);
+    ts_program p = program(layout(1, 1, 1));
+    int a = add(&p, 0, gemm(2048, 2048, 2048, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, elementwise(3e9, TS_STREAM_DP), 1, a);
+    double ca = cost(&pb, &p, p.stages[0].ops[0]), cb = cost(&pb, &p, p.stages[0].ops[1]);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_expect_eq(r.n_ranks, 1);
+    cr_expect_eq(r.step_s, ca + cb);
+    cr_expect_eq(r.ranks[0].spans[1].start_s, ca);
+    cr_expect_eq(r.kind_s[TS_OP_GEMM], ca);
+    cr_expect_eq(r.kind_s[TS_OP_ELEMENTWISE], cb);
+    cr_expect_eq(r.stages[0].busy_s, ca);
+    cr_expect_eq(r.stages[0].exposed_comm_s, 0.0);
+    cr_expect_eq(r.events, 2);
+    cr_expect_geq(r.sim_s, 0.0);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, streams_overlap_and_serialise) {
+    ts_problem pb = problem("tiny", 1);
+    ts_program p = program(layout(1, 1, 1));
+    add(&p, 0, gemm(2048, 2048, 2048, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, elementwise(3e9, TS_STREAM_DP), 0);
+    add(&p, 0, elementwise(1e9, TS_STREAM_DP), 0); /* waits for the previous DP-stream op */
+    double c0 = cost(&pb, &p, p.stages[0].ops[0]), c1 = cost(&pb, &p, p.stages[0].ops[1]),
+           c2 = cost(&pb, &p, p.stages[0].ops[2]);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_expect_eq(r.ranks[0].spans[1].start_s, 0.0);
+    cr_expect_eq(r.ranks[0].spans[2].start_s, c1);
+    cr_expect_eq(r.step_s, fmax(c0, c1 + c2));
+    /* Nothing communicates: what is not compute is bubble. */
+    cr_expect_eq(r.stages[0].bubble_s, r.step_s - c0);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pipeline transfers                                                                          */
+
+Test(sim_engine, send_recv_chain) {
+    ts_problem pb = problem("tiny", 2);
+    ts_program p = program(layout(1, 1, 2));
+    int g0 = add(&p, 0, gemm(2048, 2048, 2048, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, p2p(TS_OP_SEND, 1, 0, 64e6), 1, g0);
+    int rv = add(&p, 1, p2p(TS_OP_RECV, 0, 0, 64e6), 0);
+    add(&p, 1, gemm(1024, 2048, 2048, TS_STREAM_COMPUTE), 1, rv);
+    double c0 = cost(&pb, &p, p.stages[0].ops[0]), c1 = cost(&pb, &p, p.stages[1].ops[1]);
+    double x = ts_coll_s(&pb.sys, TS_COLL_SENDRECV, 2, 64e6, TS_LINK_NVLINK);
+    cr_expect_eq(cost(&pb, &p, p.stages[0].ops[1]), x);
+
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_expect_eq(r.n_ranks, 2);
+    cr_expect_eq(r.ranks[1].rank, 1);
+    cr_expect_eq(r.ranks[1].stage, 1);
+    EXPECT_NEAR(r.ranks[0].spans[1].end_s, c0 + x, "SEND ends with its transfer");
+    cr_expect_eq(r.ranks[1].spans[0].start_s, c0, "RECV span starts with the transfer");
+    cr_expect_eq(r.ranks[1].spans[0].end_s, r.ranks[0].spans[1].end_s);
+    EXPECT_NEAR(r.step_s, c0 + x + c1);
+    /* Stage 0 computes, then its send is exposed, then waits; stage 1 waits, receives, computes. */
+    cr_expect_eq(r.stages[0].busy_s, c0);
+    EXPECT_NEAR(r.stages[0].exposed_comm_s, x);
+    EXPECT_NEAR(r.stages[0].bubble_s, c1);
+    EXPECT_NEAR(r.stages[1].exposed_comm_s, x);
+    EXPECT_NEAR(r.stages[1].bubble_s, c0);
+    EXPECT_NEAR(r.bubble_fraction, (c0 + c1) / 2 / r.step_s);
+    EXPECT_NEAR(r.kind_s[TS_OP_SEND], x);
+    EXPECT_NEAR(r.kind_s[TS_OP_RECV], x);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, late_recv_ends_when_ready) {
+    ts_problem pb = problem("tiny", 2);
+    ts_program p = program(layout(1, 1, 2));
+    add(&p, 0, p2p(TS_OP_SEND, 1, 0, 1e6), 0);
+    int g = add(&p, 1, gemm(4096, 4096, 4096, TS_STREAM_COMPUTE), 0);
+    add(&p, 1, p2p(TS_OP_RECV, 0, 0, 1e6), 1, g);
+    /* The GEMM starts while the transfer arrives on its rank: it runs overlap_slowdown slower. */
+    double cg = cost(&pb, &p, p.stages[1].ops[0]) * (1 + pb.sys.overlap_slowdown);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_assert_gt(cg, cost(&pb, &p, p.stages[0].ops[0]));
+    cr_expect_eq(r.ranks[1].spans[0].end_s, cg);
+    cr_expect_eq(r.ranks[1].spans[1].start_s, cg);
+    cr_expect_eq(r.ranks[1].spans[1].end_s, cg);
+    cr_expect_eq(r.step_s, cg);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Collectives: stragglers, link sharing, compute slowdown                                     */
+
+static ts_program straggler_program(void) {
+    ts_program p = program(layout(2, 1, 1));
+    int g = add(&p, 0, gemm(4096, 4096, 4096, TS_STREAM_COMPUTE), 0);
+    int c = add(&p, 0, coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, 256e6, TS_STREAM_TP), 1, g);
+    add(&p, 0, gemm(4096, 4096, 4096, TS_STREAM_COMPUTE), 1, c);
+    return p;
+}
+
+Test(sim_engine, straggler_delays_its_collective) {
+    ts_problem pb = problem("tiny", 2);
+    ts_program p = straggler_program();
+    double cg = cost(&pb, &p, p.stages[0].ops[0]), cc = cost(&pb, &p, p.stages[0].ops[1]);
+    double scale[2] = {1.0, 1.1};
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){.full = 1, .compute_scale = scale});
+    cr_assert_eq(r.n_ranks, 2);
+    cr_expect_eq(r.ranks[0].spans[0].end_s, cg);
+    cr_expect_eq(r.ranks[1].spans[0].end_s, cg * 1.1);
+    for (int k = 0; k < 2; k++) {
+        cr_expect_eq(r.ranks[k].spans[1].start_s, cg * 1.1, "rank %d waits for the straggler", k);
+        EXPECT_NEAR(r.ranks[k].spans[1].end_s, cg * 1.1 + cc);
+    }
+    cr_expect_eq(r.ranks[0].spans[1].end_s, r.ranks[1].spans[1].end_s, "ends together");
+    EXPECT_NEAR(r.step_s, cg * 1.1 + cc + cg * 1.1);
+    /* Rank 0 idles 0.1·cg waiting: that is bubble, not communication. */
+    EXPECT_NEAR(r.stages[0].exposed_comm_s, cc);
+    EXPECT_NEAR(r.stages[0].bubble_s, r.step_s - 2 * cg - cc);
+    ts_sim_result_free(&r);
+
+    /* Representative mode: one rank, the collective right after its GEMM. */
+    r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_expect_eq(r.n_ranks, 1);
+    cr_expect_eq(r.ranks[0].spans[1].start_s, cg);
+    EXPECT_NEAR(r.step_s, 2 * cg + cc);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, full_and_representative_agree_without_stragglers) {
+    ts_problem pb = problem("tiny", 4);
+    ts_program p = program(layout(2, 2, 1));
+    int g = add(&p, 0, gemm(4096, 4096, 4096, TS_STREAM_COMPUTE), 0);
+    int c = add(&p, 0, coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, 64e6, TS_STREAM_TP), 1, g);
+    int h = add(&p, 0, gemm(4096, 4096, 2048, TS_STREAM_COMPUTE), 1, c);
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 256e6, TS_STREAM_DP), 1, h);
+    ts_sim_result rep = simulate(&pb, &p, (ts_sim_opts){0});
+    ts_sim_result full = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_assert_eq(full.n_ranks, 4);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 4; i++) {
+            cr_expect_eq(full.ranks[k].spans[i].start_s, rep.ranks[0].spans[i].start_s);
+            cr_expect_eq(full.ranks[k].spans[i].end_s, rep.ranks[0].spans[i].end_s);
+        }
+    cr_expect_eq(full.step_s, rep.step_s);
+    ts_sim_result_free(&rep);
+    ts_sim_result_free(&full);
+    ts_program_free(&p);
+}
+
+/* With dp = 16 and tp = 2 the DP group spans 32 GPUs (NIC) and TP stays in a node (NVLink). The
+ * cost is affine in the bytes, c(B) = lat + w(B), so two collectives of B sharing one NIC, each at
+ * half rate, end at lat + 2w(B) = c(2B). */
+Test(sim_engine, flows_share_a_link_max_min) {
+    ts_problem pb = problem("llama2-7b", 32);
+    ts_program p = program(layout(2, 16, 1));
+    double B = 512e6;
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, B, TS_STREAM_DP), 0);
+    add(&p, 0, coll(TS_GROUP_DPCP, TS_COLL_ALLREDUCE, B, TS_STREAM_TP), 0);
+    double solo = cost(&pb, &p, p.stages[0].ops[0]);
+    double shared = cost(&pb, &p, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 2 * B, TS_STREAM_DP));
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    for (int i = 0; i < 2; i++) EXPECT_NEAR(r.ranks[0].spans[i].end_s, shared, "op %d", i);
+    cr_expect_gt(shared, 1.9 * solo);
+    ts_sim_result_free(&r);
+
+    /* Every rank simulated: the same, each flow over all 16 members' NICs. */
+    r = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_assert_eq(r.n_ranks, 32);
+    for (int k = 0; k < 32; k++)
+        for (int i = 0; i < 2; i++)
+            EXPECT_NEAR(r.ranks[k].spans[i].end_s, shared, "rank %d op %d", k, i);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+
+    /* A TP (NVLink) and a DP (NIC) collective do not interfere. */
+    p = program(layout(2, 16, 1));
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, B, TS_STREAM_DP), 0);
+    add(&p, 0, coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, B, TS_STREAM_TP), 0);
+    r = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    for (int k = 0; k < 32; k++)
+        for (int i = 0; i < 2; i++)
+            EXPECT_NEAR(r.ranks[k].spans[i].end_s, cost(&pb, &p, p.stages[0].ops[i]),
+                        "rank %d op %d", k, i);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, dp_traffic_slows_pipeline_sends) {
+    /* tp = 8 fills a node, so the pipeline and the DP group both cross the NIC of the sender. */
+    ts_problem pb = problem("llama2-7b", 32);
+    ts_program p = program(layout(8, 2, 2));
+    double B = 256e6;
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLGATHER, B, TS_STREAM_DP), 0);
+    add(&p, 0, p2p(TS_OP_SEND, 1, 0, B), 0);
+    add(&p, 1, p2p(TS_OP_RECV, 0, 0, B), 0);
+    double send = cost(&pb, &p, p.stages[0].ops[1]), gather = cost(&pb, &p, p.stages[0].ops[0]);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    cr_expect_gt(r.ranks[0].spans[1].end_s, send * 1.2, "the send is slowed");
+    cr_expect_gt(r.ranks[0].spans[0].end_s, gather * 1.2, "the gather is slowed");
+    ts_sim_result_free(&r);
+    r = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_expect_gt(r.ranks[0].spans[1].end_s, send * 1.2);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, compute_slows_under_communication) {
+    ts_problem pb = problem("llama2-7b", 32);
+    ts_program p = program(layout(2, 16, 1));
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 4e9, TS_STREAM_DP), 0);
+    add(&p, 0, gemm(8192, 8192, 8192, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, gemm(8192, 8192, 8192, TS_STREAM_COMPUTE), 0);
+    double cg = cost(&pb, &p, p.stages[0].ops[1]), cc = cost(&pb, &p, p.stages[0].ops[0]);
+    cr_assert_gt(cc, 3 * cg);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){0});
+    double slow = 1 + pb.sys.overlap_slowdown;
+    cr_expect_eq(r.ranks[0].spans[1].end_s, cg * slow);
+    cr_expect_eq(r.ranks[0].spans[2].end_s, cg * slow + cg * slow);
+    /* Compute covers the collective's start; the rest of it is exposed. */
+    EXPECT_NEAR(r.stages[0].exposed_comm_s, r.step_s - 2 * cg * slow);
+    cr_expect_leq(r.stages[0].bubble_s, 1e-15);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+/* Progressive filling on four flows: A over link 0, B over links 0 and 1, C and D over link 1.
+ * Link 1 is the tighter (1/3 each for B, C, D); A takes what link 0 has left, 2/3. */
+Test(sim_network, max_min_by_progressive_filling) {
+    ts_net n;
+    cr_assert_eq(ts_net_init(&n, 2), TS_OK);
+    int l0[] = {0}, l01[] = {0, 1}, l1[] = {1};
+    int a, b, c, d;
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l0, 1, 10, &a), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l01, 2, 11, &b), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l1, 1, 12, &c), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 2.0, l1, 1, 13, &d), TS_OK);
+    cr_assert(ts_net_dirty(&n));
+    cr_assert_eq(ts_net_reshare(&n, 0), TS_OK);
+    cr_expect(!ts_net_dirty(&n));
+    cr_expect_eq(n.n_changed, 4);
+    EXPECT_NEAR(n.flows[a].rate, 2.0 / 3);
+    EXPECT_NEAR(n.flows[b].rate, 1.0 / 3);
+    EXPECT_NEAR(n.flows[c].rate, 1.0 / 3);
+    EXPECT_NEAR(n.flows[d].rate, 1.0 / 3);
+    EXPECT_NEAR(ts_net_finish_s(&n, a), 1.5);
+    EXPECT_NEAR(ts_net_finish_s(&n, b), 3.0);
+    cr_expect_eq(n.flows[c].tag, 12);
+
+    /* A finishes at 1.5; B, C, D keep 1/3 (link 1 still binds them): nothing to reschedule. */
+    cr_assert_eq(ts_net_remove(&n, a), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 1.5), TS_OK);
+    cr_expect_eq(n.n_changed, 0);
+    EXPECT_NEAR(ts_net_finish_s(&n, b), 3.0);
+
+    /* B and C finish at 3; D alone gets the whole link: 2 − 1 = 1 s of work left at rate 1. */
+    cr_assert_eq(ts_net_remove(&n, b), TS_OK);
+    cr_assert_eq(ts_net_remove(&n, c), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 3.0), TS_OK);
+    cr_expect_eq(n.n_changed, 1);
+    cr_expect_eq(n.changed[0], d);
+    EXPECT_NEAR(n.flows[d].rate, 1.0);
+    EXPECT_NEAR(ts_net_finish_s(&n, d), 4.0);
+
+    /* A new flow reuses a freed id; an untouched component is left alone. */
+    int e;
+    cr_assert_eq(ts_net_add(&n, 3.0, 1.0, l0, 1, 14, &e), TS_OK);
+    cr_expect(e == a || e == b || e == c);
+    cr_assert_eq(ts_net_reshare(&n, 3.0), TS_OK);
+    cr_expect_eq(n.n_changed, 1);
+    cr_expect_eq(n.changed[0], e);
+    cr_expect_eq(ts_net_add(&n, 3.0, 0.0, l0, 1, 15, &e), TS_ERR_INPUT);
+    ts_net_free(&n);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Determinism, free communication, errors                                                    */
+
+/* A two-stage, four-micro-batch pipeline with TP and DP collectives, every rank simulated. */
+static ts_program pipeline_program(void) {
+    ts_program p = program(layout(2, 2, 2));
+    for (int s = 0; s < 2; s++) {
+        int last = -1;
+        for (int mb = 0; mb < 4; mb++) {
+            int x = s == 0 ? -1 : add(&p, s, p2p(TS_OP_RECV, 0, mb, 8e6), 0);
+            ts_op g = gemm(2048, 4096, 4096, TS_STREAM_COMPUTE);
+            g.mb = mb;
+            int y = x < 0 ? add(&p, s, g, 0) : add(&p, s, g, 1, x);
+            int t = add(&p, s, coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, 16e6, TS_STREAM_TP), 1, y);
+            int z = add(&p, s, elementwise(1e8, TS_STREAM_COMPUTE), 1, t);
+            if (s == 0) add(&p, s, p2p(TS_OP_SEND, 1, mb, 8e6), 1, z);
+            last = z;
+        }
+        add(&p, s, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 1e9, TS_STREAM_DP), 1, last);
+    }
+    return p;
+}
+
+Test(sim_engine, deterministic) {
+    ts_problem pb = problem("tiny", 8);
+    ts_program p = pipeline_program();
+    double scale[8] = {1, 1.05, 1, 1, 1.2, 1, 1, 1};
+    ts_sim_opts o = {.full = 1, .compute_scale = scale};
+    ts_sim_result a = simulate(&pb, &p, o), b = simulate(&pb, &p, o);
+    cr_assert_eq(a.n_ranks, 8);
+    cr_expect_eq(a.events, b.events);
+    cr_expect_eq(a.step_s, b.step_s);
+    for (int k = 0; k < a.n_ranks; k++) {
+        int n = p.stages[a.ranks[k].stage].n_ops;
+        cr_expect_eq(
+            memcmp(a.ranks[k].spans, b.ranks[k].spans, (size_t)n * sizeof *a.ranks[k].spans), 0,
+            "rank %d", k);
+    }
+    /* The straggler of stage 1 (rank 4) sets the pace of its TP partner (rank 5). */
+    cr_expect_gt(a.ranks[5].spans[2].start_s, a.ranks[5].spans[1].end_s);
+    ts_sim_result_free(&a);
+    ts_sim_result_free(&b);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, free_comm_makes_comm_instant) {
+    ts_problem pb = problem("tiny", 8);
+    ts_program p = pipeline_program();
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){.free_comm = 1});
+    double compute = 0;
+    for (int k = 0; k < r.n_ranks; k++) {
+        const ts_stage_program *sp = &p.stages[r.ranks[k].stage];
+        for (int i = 0; i < sp->n_ops; i++) {
+            const ts_op_span *s = &r.ranks[k].spans[i];
+            int comm = sp->ops[i].kind == TS_OP_COLL || sp->ops[i].kind == TS_OP_SEND ||
+                       sp->ops[i].kind == TS_OP_RECV;
+            if (comm)
+                cr_expect_eq(s->end_s, s->start_s, "stage %d op %d", r.ranks[k].stage, i);
+            else if (k == 0)
+                compute += s->end_s - s->start_s;
+        }
+        cr_expect_eq(r.stages[k].exposed_comm_s, 0.0);
+    }
+    /* Stage 0 never waits: its step is its compute; stage 1 starts one micro-batch late. */
+    EXPECT_NEAR(r.ranks[0].spans[p.stages[0].n_ops - 1].end_s, compute);
+    cr_expect_eq(r.kind_s[TS_OP_COLL], 0.0);
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, recv_without_send_deadlocks) {
+    ts_problem pb = problem("tiny", 2);
+    ts_program p = program(layout(1, 1, 2));
+    add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    add(&p, 1, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    add(&p, 1, p2p(TS_OP_RECV, 0, 3, 1e6), 0);
+    ts_sim_result r;
+    ts_error_clear();
+    cr_assert_eq(ts_simulate(&pb, &p, NULL, &r), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(),
+                     "step program deadlocks: rank 1 (stage 1) op 1 \"fwd mb3 c0 pp-act\" (recv) "
+                     "never completes: no SEND from stage 0 matches it");
+    cr_expect_null(r.ranks);
+    ts_program_free(&p);
+}
+
+Test(sim_engine, crossed_receives_deadlock) {
+    /* Each stage receives before it sends: both wait forever (full mode, tp = 2). */
+    ts_problem pb = problem("tiny", 4);
+    ts_program p = program(layout(2, 1, 2));
+    for (int s = 0; s < 2; s++) {
+        int x = add(&p, s, p2p(TS_OP_RECV, 1 - s, 0, 1e6), 0);
+        add(&p, s, p2p(TS_OP_SEND, 1 - s, 0, 1e6), 1, x);
+    }
+    ts_sim_result r;
+    ts_error_clear();
+    cr_assert_eq(ts_simulate(&pb, &p, &(ts_sim_opts){.full = 1}, &r), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(),
+                     "step program deadlocks: rank 0 (stage 0) op 0 \"fwd mb0 c0 pp-act\" (recv) "
+                     "never completes: its SEND on stage 1 never ran");
+    ts_program_free(&p);
+}
+
+Test(sim_engine, bad_programs_are_refused) {
+    ts_problem pb = problem("tiny", 2);
+    ts_program p = program(layout(1, 1, 1));
+    add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 1, 1); /* depends on itself */
+    ts_sim_result r;
+    ts_error_clear();
+    cr_expect_eq(ts_simulate(&pb, &p, NULL, &r), TS_ERR_INPUT);
+    cr_expect_str_eq(
+        ts_error_message(),
+        "step program stage 0 op 1 (fwd L0 mb0 c0 fc1): depends on itself or a later op");
+    p.stages[0].ops[1].ndeps = 0;
+    double scale[1] = {1.0};
+    ts_error_clear();
+    cr_expect_eq(ts_simulate(&pb, &p, &(ts_sim_opts){.compute_scale = scale}, &r), TS_ERR_INPUT);
+    p.stages[0].ops[1].kind = TS_OP_SEND;
+    p.stages[0].ops[1].peer = 1;
+    ts_error_clear();
+    cr_expect_eq(ts_simulate(&pb, &p, NULL, &r), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "peer stage out of range") != NULL, "%s",
+              ts_error_message());
+    ts_program_free(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A program from the builder                                                                  */
+
+Test(sim_engine, built_program_full_mode) {
+    ts_problem pb = problem("tiny", 8);
+    ts_layout l = layout(2, 2, 2);
+    l.zero = 1;
+    l.microbatches = 0;
+    ts_program p;
+    cr_assert_eq(ts_program_build(&pb, &l, NULL, &p), TS_OK, "%s", ts_error_message());
+    ts_sim_result rep = simulate(&pb, &p, (ts_sim_opts){0});
+    ts_sim_result a = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    ts_sim_result b = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_expect_gt(rep.step_s, 0.0);
+    cr_expect_eq(a.step_s, b.step_s);
+    for (int k = 0; k < a.n_ranks; k++)
+        cr_expect_eq(memcmp(a.ranks[k].spans, b.ranks[k].spans,
+                            (size_t)p.stages[a.ranks[k].stage].n_ops * sizeof *a.ranks[k].spans),
+                     0);
+    /* Identical ranks: every rank of a stage does what its representative does, to rounding. */
+    for (int k = 0; k < a.n_ranks; k++) {
+        int s = a.ranks[k].stage;
+        for (int i = 0; i < p.stages[s].n_ops; i++)
+            cr_expect(fabs(a.ranks[k].spans[i].end_s - rep.ranks[s].spans[i].end_s) <=
+                          1e-9 * rep.step_s,
+                      "rank %d op %d: %g vs %g", k, i, a.ranks[k].spans[i].end_s,
+                      rep.ranks[s].spans[i].end_s);
+    }
+    for (int s = 0; s < 2; s++) {
+        const ts_stage_stats *st = &rep.stages[s];
+        EXPECT_NEAR(st->busy_s + st->exposed_comm_s + st->bubble_s, rep.step_s);
+    }
+    ts_sim_result_free(&rep);
+    ts_sim_result_free(&a);
+    ts_sim_result_free(&b);
+    ts_program_free(&p);
+}
