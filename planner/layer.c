@@ -176,9 +176,10 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
     if (sh->tp > 1) {
         ts_link link = ts_group_link(s, 1, sh->tp);
         double bytes = 2.0 * T * h;
-        double one = sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) +
-                                  ts_coll_s(s, TS_COLL_REDUCE_SCATTER, sh->tp, bytes, link)
-                            : ts_coll_s(s, TS_COLL_ALLREDUCE, sh->tp, bytes, link);
+        /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
+         * block with an all-gather. */
+        double close = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
+        double one = close + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
         /* Forward (and recomputed forward) collectives sit on the critical path unless the
          * system overlaps TP communication (tp_comm_overlap); the backward's two run
          * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
@@ -187,6 +188,9 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         double bwd_left = 2.0 * one - p.wgrad_s;
         out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
                     s->overlap_slowdown * (bwd_left > 0 ? p.wgrad_s : 2.0 * one);
+        /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
+         * all-gathers feed the later W and stay hidden. */
+        out->tp_split_w_s = (fwd_count * one + 2.0 * close) * (1.0 - s->tp_comm_overlap);
     }
     /* CP: ring of cp-1 K/V block exchanges in forward, twice that (dK, dV) in backward; each
      * step hides behind the attention of the block it overlaps. */
@@ -269,6 +273,7 @@ void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *o
         ts_link link = ts_group_link(&pb->sys, 1, sh->tp);
         out->tp_s = ts_coll_s(&pb->sys, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp,
                               2.0 * T * h, link) * (1.0 - pb->sys.tp_comm_overlap);
+        out->tp_split_w_s = out->tp_s;
     }
     /* Korthikanti 2022 extra term p·s·b·h/t: the embedding's dropout mask, 1 byte each. */
     out->act_bytes = pb->model.dropout ? T * h * rep : 0.0;

@@ -18,6 +18,8 @@ typedef struct {
     double wgrad_s;     /* of bwd_s: weight-gradient GEMMs (W of zero-bubble) */
     double recompute_s; /* forward work repeated in backward */
     double tp_s;        /* exposed TP communication, forward + backward + recompute */
+    double tp_split_w_s; /* the same when weight gradients run apart (ZB-H1): nothing hides the
+                            backward's collectives */
     double cp_s;        /* exposed CP ring traffic */
     double ep_s;        /* exposed EP all-to-all */
     double act_bytes;   /* activations kept from forward to backward */

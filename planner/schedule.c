@@ -11,9 +11,7 @@
  * with p-s-1 forwards, then alternates one forward and one backward, then drains (Narayanan et al.
  * 2021, PipeDream-Flush); interleaved follows Megatron-LM's schedule (warm-up
  * (p-s-1)·2 + (v-1)·p virtual micro-batches; forward chunk of the k-th virtual micro-batch
- * (k / p) mod v, backward chunks in reverse); ZB-H1 is 1F1B with each W deferred by p-s-1
- * backward slots and the deferred ones run during the drain (Qi et al. 2024 §3, Fig. 3), which is
- * what fills the drain bubble down to (p-1)(T_F+T_B-T_W). */
+ * (k / p) mod v, backward chunks in reverse); ZB-H1 delays each W (see order_zb_h1). */
 #include "planner/schedule.h"
 
 static double min_d(double a, double b) { return a < b ? a : b; }
@@ -57,28 +55,32 @@ static int order_gpipe(int p, int v, int m, int stage, ts_slot *out) {
     return n;
 }
 
-/* 1F1B; with defer >= 0 the W of each backward is split off and run `defer` backwards later. */
-static int order_one_f_one_b(int p, int m, int stage, int defer, ts_slot *out) {
-    int warm = min_i(p - stage - 1, m), n = 0, next_w = 0, b_done = 0;
+static int order_1f1b(int p, int v, int m, int stage, ts_slot *out) {
+    (void)v;
+    int warm = min_i(p - stage - 1, m), n = 0;
     for (int i = 0; i < warm; i++) out[n++] = slot(TS_SLOT_F, i, 0);
     for (int i = 0; i < m; i++) {
         if (warm + i < m) out[n++] = slot(TS_SLOT_F, warm + i, 0);
         out[n++] = slot(TS_SLOT_B, i, 0);
-        b_done++;
-        if (defer >= 0 && b_done > defer) out[n++] = slot(TS_SLOT_W, next_w++, 0);
     }
-    while (defer >= 0 && next_w < m) out[n++] = slot(TS_SLOT_W, next_w++, 0);
     return n;
 }
 
-static int order_1f1b(int p, int v, int m, int stage, ts_slot *out) {
-    (void)v;
-    return order_one_f_one_b(p, m, stage, -1, out);
-}
-
+/* ZB-H1 (Qi et al. 2024 §2.1, Fig. 3): 1F1B's order with each W split from its B and delayed by
+ * `stage` backward passes, so that every stage holds the same p micro-batches in flight (stage
+ * 0's 1F1B peak); the delayed W's fill the tail that would be bubble, the B's travel back without
+ * their W and start earlier. */
 static int order_zb_h1(int p, int v, int m, int stage, ts_slot *out) {
     (void)v;
-    return order_one_f_one_b(p, m, stage, p - stage - 1, out);
+    int warm = min_i(p - stage - 1, m), n = 0, next_w = 0;
+    for (int i = 0; i < warm; i++) out[n++] = slot(TS_SLOT_F, i, 0);
+    for (int i = 0; i < m; i++) {
+        if (warm + i < m) out[n++] = slot(TS_SLOT_F, warm + i, 0);
+        out[n++] = slot(TS_SLOT_B, i, 0);
+        if (i - stage >= 0) out[n++] = slot(TS_SLOT_W, next_w++, 0);
+    }
+    while (next_w < m) out[n++] = slot(TS_SLOT_W, next_w++, 0);
+    return n;
 }
 
 /* Megatron-LM's interleaved 1F1B: virtual micro-batch k runs micro-batch

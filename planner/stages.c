@@ -3,7 +3,7 @@
  * Step time (Narayanan et al. SC'21 eq. 1, extended):
  *   step = m·(t_f + t_b + t_rc + exposed TP/CP/EP per micro-batch)       slowest stage
  *        + bubble(schedule)                                              schedule.c
- *        + 2·(m·v + p - 1)·t_p2p                                         PP send/recv
+ *        + 2·(m + p - 1)·t_p2p                                           PP send/recv
  *        + exposed DP / ZeRO traffic + optimizer step.
  * DP: gradients reduce while the last micro-batch runs backward through the stage's last model
  * chunk and ZeRO's parameter all-gather runs under the next step's first forward (Megatron-LM overlap_grad_reduce /
@@ -118,6 +118,7 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
             sum.wgrad_s += count[k] * parts[k]->wgrad_s;
             sum.recompute_s += count[k] * parts[k]->recompute_s;
             sum.tp_s += count[k] * parts[k]->tp_s;
+            sum.tp_split_w_s += count[k] * parts[k]->tp_split_w_s;
             sum.cp_s += count[k] * parts[k]->cp_s;
             sum.ep_s += count[k] * parts[k]->ep_s;
             sum.model_flops += count[k] * parts[k]->model_flops;
@@ -150,6 +151,7 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
             st->wgrad_s = sum.wgrad_s;
             st->recompute_s = sum.recompute_s;
             st->tp_s = sum.tp_s;
+            st->tp_split_w_s = sum.tp_split_w_s;
             st->cp_s = sum.cp_s;
             st->ep_s = sum.ep_s;
         }
@@ -255,14 +257,18 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     const ts_system *s = &pb->sys;
     int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
-    double comm_mb = st->tp_s + st->cp_s + st->ep_s;
+    double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
+    double comm_mb = tp + st->cp_s + st->ep_s;
     double tf = st->fwd_s + comm_mb / 3.0, tb = st->bwd_s + st->recompute_s + comm_mb * 2.0 / 3.0;
     t.compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
-    t.tp_comm = m * st->tp_s;
+    t.tp_comm = m * tp;
     t.cp_comm = m * st->cp_s;
     t.ep_comm = m * st->ep_s;
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
-    t.pp_comm = 2.0 * ((double)m * v + p - 1) * st->p2p_s;
+    /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
+     * boundary it waits at; interleaving adds transfers but they overlap the other chunks'
+     * compute (the simulator agrees within a percent). */
+    t.pp_comm = 2.0 * ((double)m + p - 1) * st->p2p_s;
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */

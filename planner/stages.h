@@ -23,6 +23,7 @@ typedef struct {
     int n_runs;
     /* Slowest stage, per micro-batch: */
     double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
+    double tp_split_w_s;     /* tp_s when the schedule runs weight gradients apart */
     int slowest;
     int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
     /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */

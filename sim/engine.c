@@ -104,8 +104,10 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         ts_group g = (ts_group)op->group;
         int n = ts_group_size(l, g);
         if (n <= 1) return 0;
-        return ts_coll_s(s, (ts_coll)op->coll, n, op->bytes,
-                         ts_group_link(s, ts_group_stride(l, g), n));
+        double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, ts_group_link(s, ts_group_stride(l, g), n));
+        /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
+         * Engine's userbuffers) is hidden at that fraction, as in the closed form. */
+        return g == TS_GROUP_TP ? t * (1.0 - s->tp_comm_overlap) : t;
     }
     case TS_OP_SEND:
     case TS_OP_RECV:

@@ -115,10 +115,15 @@ static uint32_t emit(builder *b, const ctx *c, ts_op op, uint32_t d0, uint32_t d
     return (uint32_t)sp->n_ops++;
 }
 
-static uint32_t gemm(builder *b, const ctx *c, int part, double m, double n, double k, double count) {
+static uint32_t gemm_after(builder *b, const ctx *c, uint32_t dep, int part, double m, double n,
+                           double k, double count) {
     ts_op op = {.kind = TS_OP_GEMM, .stream = TS_STREAM_COMPUTE, .part = (uint8_t)part,
                 .m = m, .n = n, .k = k, .flops = count * 2.0 * m * n * k, .peer = -1};
-    return emit(b, c, op, NO_OP, NO_OP, NO_OP);
+    return emit(b, c, op, dep, NO_OP, NO_OP);
+}
+
+static uint32_t gemm(builder *b, const ctx *c, int part, double m, double n, double k, double count) {
+    return gemm_after(b, c, NO_OP, part, m, n, k, count);
 }
 
 static uint32_t elementwise2(builder *b, const ctx *c, int part, double bytes, uint32_t d0, uint32_t d1) {
@@ -244,19 +249,11 @@ static uint32_t run_gemms(builder *b, const ctx *c, const gemm_list *gl, int dir
     uint32_t last = NO_OP;
     for (int i = 0; i < gl->n; i++) {
         const gemm_shape *g = &gl->g[i];
-        uint32_t op = dir == 0   ? gemm(b, c, g->part, g->m, g->n, g->k, g->count)
-                      : dir == 1 ? gemm(b, c, g->part, g->m, g->k, g->n, g->count)
-                                 : gemm(b, c, g->part, g->n, g->k, g->m, g->count);
+        uint32_t d = i == 0 ? dep : NO_OP; /* the block's first GEMM carries the dependency */
+        uint32_t op = dir == 0   ? gemm_after(b, c, d, g->part, g->m, g->n, g->k, g->count)
+                      : dir == 1 ? gemm_after(b, c, d, g->part, g->m, g->k, g->n, g->count)
+                                 : gemm_after(b, c, d, g->part, g->n, g->k, g->m, g->count);
         if (op == NO_OP) return NO_OP;
-        if (i == 0 && dep != NO_OP) {
-            /* Attach the cross-stream dependency to the block's first GEMM (it has none yet and
-             * its deps slot is the last one written). */
-            ts_stage_program *sp = b->sp;
-            if (!grow(b)) return NO_OP;
-            sp->ops[op].dep0 = (uint32_t)sp->n_deps;
-            sp->ops[op].ndeps = 1;
-            sp->deps[sp->n_deps++] = dep;
-        }
         last = op;
     }
     return last;
@@ -280,10 +277,10 @@ static uint32_t attention_fwd(builder *b, const ctx *c, uint32_t dep) {
     if (b->flash) {
         ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
                     .m = l->cp, .flops = 0.5 * core, .peer = -1};
-        attn = emit(b, c, op, NO_OP, NO_OP, NO_OP);
+        attn = emit(b, c, op, dep, NO_OP, NO_OP);
     } else {
         double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
-        gemm(b, c, TS_PART_ATTN, T * ar, seq, qk, 1);
+        gemm_after(b, c, dep, TS_PART_ATTN, T * ar, seq, qk, 1);
         gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
         attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
     }
@@ -314,7 +311,7 @@ static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
     } else {
         double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
         for (int rep = 0; rep < 2; rep++) {
-            gemm(b, c, TS_PART_ATTN, T * ar, seq, qk, 1);
+            gemm_after(b, c, rep == 0 ? dep : NO_OP, TS_PART_ATTN, T * ar, seq, qk, 1);
             gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
             attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
         }
@@ -351,7 +348,8 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
         x = run_gemms(b, c, &fc2, 0, NO_OP);
         x = coll(b, c, TS_PART_COMBINE, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
                  2.0 * tokens * b->h, x);
-        return tp_close(b, c, TS_PART_TP_MLP, x);
+        t = tp_close(b, c, TS_PART_TP_MLP, x);
+        return t != NO_OP ? t : x;
     }
     x = run_gemms(b, c, &fc1, 0, g);
     x = elementwise(b, c, TS_PART_ACT, act_b, NO_OP);
@@ -463,6 +461,16 @@ static void params_of(const builder *b, int layer, double *shared, double *exper
     }
 }
 
+/* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
+static uint32_t param_gather(builder *b, const ctx *c, int layer) {
+    double sh, ex;
+    params_of(b, layer, &sh, &ex);
+    ctx at = *c;
+    at.layer = layer;
+    return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
+                b->pb->train.weight_bytes * (sh + ex), NO_OP);
+}
+
 /* Per-stage bookkeeping for data-parallel traffic. */
 typedef struct {
     uint32_t *last_grad; /* (layers + mtp) op after which the layer's gradients are complete */
@@ -485,8 +493,8 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     int skip = b->opts && b->opts->skip_edges;
     double vr = (double)pb->model.vocab / l->tp;
 
-    /* ZeRO-1: parameter all-gathers at the start of the step, one per bucket in forward order. */
-    if (zero == 1 && dpc > 1) {
+    /* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
+    if ((zero == 1 || zero == 2) && dpc > 1) {
         ctx c = {TS_PHASE_STEP, -1, -1, 0};
         for (int ch = 0; ch < v; ch++) {
             int first, count;
@@ -534,12 +542,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                 /* Parameters: ZeRO-3 gathers the layer's for every micro-batch; ZeRO-1's
                  * step-start gather is awaited by the first micro-batch. */
                 uint32_t params = sl->mb == 0 ? dp->gather[j] : NO_OP;
-                if (zero == 3 && dpc > 1) {
-                    double sh, ex;
-                    params_of(b, j, &sh, &ex);
-                    params = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
-                                  TS_COLL_ALLGATHER, wb * (sh + ex), NO_OP);
-                }
+                if (zero == 3 && dpc > 1) params = param_gather(b, &c, j);
                 x = layer_fwd(b, &c, layer_is_moe(pb, j), x, params);
             }
             c.layer = -1;
@@ -571,16 +574,15 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                     x = gemm(b, &w, TS_PART_HEAD, vr, b->h, b->T, 1);
                 }
             }
+            /* ZeRO-3 gathers each layer's parameters one layer ahead, so the gather of the next
+             * layer does not queue behind this layer's gradient reduce-scatter on the DP stream. */
+            int zero3 = zero == 3 && dpc > 1;
+            uint32_t next_params = zero3 ? param_gather(b, &c, first + count - 1) : NO_OP;
             for (int j = first + count - 1; j >= first; j--) {
                 c.layer = j;
                 int moe = layer_is_moe(pb, j);
-                uint32_t dep = x, params = NO_OP;
-                if (zero == 3 && dpc > 1) {
-                    double sh, ex;
-                    params_of(b, j, &sh, &ex);
-                    params = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
-                                  TS_COLL_ALLGATHER, wb * (sh + ex), NO_OP);
-                }
+                uint32_t dep = x, params = next_params;
+                if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
                 if (l->recompute == TS_RECOMPUTE_FULL) {
                     ctx r = c;
                     r.phase = TS_PHASE_RECOMPUTE;
