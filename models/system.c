@@ -26,8 +26,8 @@
  *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
  *                                               1 to 16 points, flops in [1, 1e18], increasing
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
- *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9},
- *                                               the last three are fractions in [0, 1]
+ *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
+ *      "pp_comm_overlap": 1},                   the last four are fractions in [0, 1]
  *    "memory": {
  *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
  *      "headroom_frac": 0.05}}                  [0, 1], default 0.05
@@ -64,6 +64,8 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 #define DEF_OVERLAP_SLOWDOWN 0.05
 #define DEF_TP_COMM_OVERLAP 0.0
 #define DEF_DP_COMM_OVERLAP 0.9
+/* Megatron-Core overlaps the extra pipeline transfers of interleaving (overlap_p2p_comm). */
+#define DEF_PP_COMM_OVERLAP 1.0
 #define DEF_RESERVED_BYTES 2.5e9
 #define DEF_HEADROOM_FRAC 0.05
 
@@ -78,7 +80,7 @@ static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
                                        "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
-                                       "source", NULL};
+                                       "pp_comm_overlap", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
 
@@ -229,8 +231,10 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
                        &s->overlap_slowdown));
     TS_CHECK(ts_jr_num(&er, eff, "tp_comm_overlap", 0, 0, 1, DEF_TP_COMM_OVERLAP,
                        &s->tp_comm_overlap));
-    return ts_jr_num(&er, eff, "dp_comm_overlap", 0, 0, 1, DEF_DP_COMM_OVERLAP,
-                     &s->dp_comm_overlap);
+    TS_CHECK(ts_jr_num(&er, eff, "dp_comm_overlap", 0, 0, 1, DEF_DP_COMM_OVERLAP,
+                       &s->dp_comm_overlap));
+    return ts_jr_num(&er, eff, "pp_comm_overlap", 0, 0, 1, DEF_PP_COMM_OVERLAP,
+                     &s->pp_comm_overlap);
 }
 
 static ts_status read_memory(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -350,6 +354,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(eff, "overlap_slowdown", s->overlap_slowdown));
     TS_CHECK(add_num(eff, "tp_comm_overlap", s->tp_comm_overlap));
     TS_CHECK(add_num(eff, "dp_comm_overlap", s->dp_comm_overlap));
+    TS_CHECK(add_num(eff, "pp_comm_overlap", s->pp_comm_overlap));
 
     TS_CHECK(add_obj(root, "memory", &mem));
     TS_CHECK(add_num(mem, "reserved_bytes", s->reserved_bytes));

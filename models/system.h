@@ -56,6 +56,7 @@ typedef struct {
     double overlap_slowdown;   /* compute slows by this fraction while communication overlaps */
     double tp_comm_overlap;    /* fraction of TP communication hidden behind GEMMs */
     double dp_comm_overlap;    /* fraction of the overlappable window DP/ZeRO traffic can use */
+    double pp_comm_overlap;    /* fraction of interleaving's extra pipeline transfers hidden */
 
     /* memory the model cannot use */
     double reserved_bytes;     /* CUDA context, NCCL and library workspaces */

@@ -58,7 +58,10 @@ static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
-    t.flash_attention = 0; /* 2021 Megatron-LM: unfused softmax */
+    /* 2021 Megatron-LM: unfused softmax, and pipeline transfers that block (no overlap of
+     * interleaving's extra transfers). */
+    t.flash_attention = 0;
+    s.pp_comm_overlap = 0;
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
     /* The 2021 space: full recompute, no ZeRO, SP or CP. */

@@ -3,7 +3,7 @@
  * Step time (Narayanan et al. SC'21 eq. 1, extended):
  *   step = m·(t_f + t_b + t_rc + exposed TP/CP/EP per micro-batch)       slowest stage
  *        + bubble(schedule)                                              schedule.c
- *        + 2·(m + p - 1)·t_p2p                                           PP send/recv
+ *        + (2·(m + p - 1) + (1 - pp_comm_overlap)·2·m·(v - 1))·t_p2p    PP send/recv
  *        + exposed DP / ZeRO traffic + optimizer step.
  * DP: gradients reduce while the last micro-batch runs backward through the stage's last model
  * chunk and ZeRO's parameter all-gather runs under the next step's first forward (Megatron-LM overlap_grad_reduce /
@@ -266,9 +266,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     t.ep_comm = m * st->ep_s;
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
-     * boundary it waits at; interleaving adds transfers but they overlap the other chunks'
-     * compute (the simulator agrees within a percent). */
-    t.pp_comm = 2.0 * ((double)m + p - 1) * st->p2p_s;
+     * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
+     * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,
+     * agrees within a percent). */
+    t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s;
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
