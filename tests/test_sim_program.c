@@ -1,0 +1,332 @@
+/* The step program and the simulator against the closed form and the schedules' formulas:
+ *  - with communication and memory-bound kernels free and uniform stages, the simulated bubble
+ *    fraction equals each schedule's formula exactly;
+ *  - simulated and closed-form step times agree within 2% on a stated set of layouts;
+ *  - one representative per stage and every rank give the same step on symmetric layouts;
+ *  - a straggler delays its group; output is identical across runs;
+ *  - a golden 2-stage × 4-micro-batch 1F1B timeline, op by op. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/schedule.h"
+#include "sim/engine.h"
+#include "tests/helpers.h"
+
+static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
+                          int free_memory_kernels) {
+    ts_model m;
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
+    if (free_memory_kernels) s.hbm_bytes_per_s = INFINITY;
+    ts_train t;
+    ts_train_defaults(&t);
+    t.global_batch = batch;
+    t.seq = seq;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+static ts_layout layout(const char *text) {
+    ts_layout l;
+    ts_error_clear();
+    cr_assert_eq(ts_layout_parse("test", text, &l), TS_OK, "%s: %s", text, ts_error_message());
+    return l;
+}
+
+static void simulate(const ts_problem *pb, const ts_layout *l, const ts_program_opts *po,
+                     const ts_sim_opts *so, ts_program *prog, ts_sim_result *r) {
+    ts_error_clear();
+    cr_assert_eq(ts_program_build(pb, l, po, prog), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_simulate(pb, prog, so, r), TS_OK, "%s", ts_error_message());
+}
+
+/* Compute seconds of one micro-batch's F, B and W slots on stage 0 (first chunk). */
+static void slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w) {
+    *f = *b = *w = 0;
+    const ts_stage_program *sp = &p->stages[0];
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
+        double c = ts_op_cost_s(pb, &p->layout, op);
+        if (op->phase == TS_PHASE_FWD) *f += c;
+        else if (op->phase == TS_PHASE_BWD) *b += c;
+        else if (op->phase == TS_PHASE_WGRAD) *w += c;
+    }
+}
+
+static double bubble_of(const char *text, int64_t batch, double *f, double *b, double *w, int *m) {
+    ts_layout l = layout(text);
+    ts_problem pb = problem("tiny", "h100-sxm-dgx", ts_rank_count(&l), batch, 256, 1);
+    ts_program prog;
+    ts_sim_result r;
+    ts_program_opts po = {.skip_edges = 1};
+    ts_sim_opts so = {.free_comm = 1};
+    simulate(&pb, &l, &po, &so, &prog, &r);
+    slot_costs(&pb, &prog, f, b, w);
+    *m = prog.layout.microbatches;
+    double frac = r.bubble_fraction;
+    for (int s = 1; s < prog.pp; s++)
+        cr_expect(fabs(r.stages[s].bubble_s - r.stages[0].bubble_s) <= 1e-12 * r.step_s,
+                  "%s: stage %d bubble %g vs stage 0 %g", text, s, r.stages[s].bubble_s, r.stages[0].bubble_s);
+    ts_sim_result_free(&r);
+    ts_program_free(&prog);
+    return frac;
+}
+
+Test(sim_program, bubble_equals_formula_gpipe_and_1f1b) {
+    double f, b, w;
+    int m;
+    static const char *const scheds[] = {"gpipe", "1f1b"};
+    for (int i = 0; i < 2; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=%s,recompute=none",
+                 scheds[i]);
+        double frac = bubble_of(text, 8, &f, &b, &w, &m);
+        double want = 3.0 / (m + 3.0); /* (p-1)/(m+p-1) */
+        cr_expect(fabs(frac - want) <= 1e-9, "%s: simulated bubble %.12f, formula %.12f", scheds[i], frac, want);
+    }
+}
+
+Test(sim_program, bubble_equals_formula_interleaved) {
+    double f, b, w;
+    int m;
+    /* tiny has 4 layers: p = 2 stages of 2 chunks. Bubble (p-1)/v of m stage-slots. */
+    double frac = bubble_of("dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=none",
+                            8, &f, &b, &w, &m);
+    double want = (1.0 / 2) / (m + 1.0 / 2);
+    cr_expect(fabs(frac - want) <= 1e-9, "interleaved: simulated %.12f, formula %.12f", frac, want);
+}
+
+Test(sim_program, bubble_equals_formula_zb_h1) {
+    double f, b, w;
+    int m;
+    for (int batch = 4; batch <= 16; batch *= 2) {
+        double frac = bubble_of("dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none",
+                                batch, &f, &b, &w, &m);
+        /* Qi et al. 2024 Table 2: bubble (p-1)(T_F + T_B - T_W), T_B the input gradient only. */
+        double bubble = 3.0 * (f + b - w), want = bubble / (m * (f + b + w) + bubble);
+        cr_expect(fabs(frac - want) <= 1e-9, "zb-h1 m=%d: simulated %.12f, formula %.12f", m, frac, want);
+        double one_f_one_b = 3.0 / (m + 3.0);
+        cr_expect_lt(frac, one_f_one_b, "zb-h1 must beat 1f1b's %.4f", one_f_one_b);
+    }
+}
+
+/* The stated set: closed form and simulation within 2%. ZeRO-3, whose DP-bound steps the
+ * closed form reads per micro-batch, is checked within 5%. */
+Test(sim_program, closed_form_within_2_percent) {
+    static const struct {
+        const char *model, *layout;
+        double tol;
+    } cases[] = {
+        {"llama2-70b", "dp=8,tp=8,pp=1,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 0.02},
+        {"llama2-70b", "dp=8,tp=8,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", 0.02},
+        {"llama2-70b", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 0.02},
+        {"llama2-70b", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=5,sched=interleaved,recompute=none", 0.02},
+        {"llama2-70b", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", 0.02},
+        {"llama2-70b", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", 0.02},
+        {"llama2-70b", "dp=4,tp=4,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=gpipe,recompute=full", 0.02},
+        {"llama2-70b", "dp=2,tp=1,pp=8,cp=4,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", 0.02},
+        {"llama2-70b", "dp=4,tp=2,pp=4,cp=2,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective", 0.02},
+        {"llama2-70b", "dp=32,tp=2,pp=1,cp=1,ep=1,sp=1,zero=2,mbs=2,vpp=1,sched=1f1b,recompute=full", 0.02},
+        {"llama2-70b", "dp=16,tp=4,pp=1,cp=1,ep=1,sp=1,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=selective", 0.05},
+        {"mixtral-8x7b", "dp=8,tp=2,pp=2,cp=1,ep=8,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 0.02},
+        {"mixtral-8x7b", "dp=16,tp=1,pp=4,cp=1,ep=8,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective", 0.02},
+        {"mixtral-8x7b", "dp=64,tp=1,pp=1,cp=1,ep=8,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 0.02},
+        {"mixtral-8x7b", "dp=8,tp=2,pp=2,cp=1,ep=8,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full", 0.02},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_layout l = layout(cases[i].layout);
+        ts_problem pb = problem(cases[i].model, "h100-sxm-dgx", ts_rank_count(&l), 256, 4096, 0);
+        ts_eval e;
+        cr_assert_eq(ts_evaluate(&pb, &l, &e), TS_OK, "%s", ts_error_message());
+        ts_program prog;
+        ts_sim_result r;
+        simulate(&pb, &l, NULL, NULL, &prog, &r);
+        double err = (r.step_s - e.step_s) / e.step_s;
+        cr_expect(fabs(err) <= cases[i].tol, "%s %s: simulated %.4f s, closed form %.4f s (%+.2f%%)",
+                  cases[i].model, cases[i].layout, r.step_s, e.step_s, 100 * err);
+        ts_sim_result_free(&r);
+        ts_program_free(&prog);
+    }
+}
+
+Test(sim_program, representative_equals_full_when_symmetric) {
+    static const char *const layouts[] = {
+        "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none",
+        "dp=2,tp=1,pp=2,cp=2,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=selective",
+        "dp=4,tp=2,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=2,vpp=1,sched=1f1b,recompute=full",
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        ts_layout l = layout(layouts[i]);
+        ts_problem pb = problem("tiny", "h100-sxm-dgx", ts_rank_count(&l), 16, 256, 0);
+        ts_program prog;
+        ts_sim_result rep, full;
+        ts_sim_opts all = {.full = 1};
+        simulate(&pb, &l, NULL, NULL, &prog, &rep);
+        cr_assert_eq(ts_simulate(&pb, &prog, &all, &full), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(full.n_ranks, ts_rank_count(&l));
+        cr_expect_eq(rep.n_ranks, l.pp);
+        cr_expect(fabs(full.step_s - rep.step_s) <= 1e-9 * rep.step_s, "%s: full %.9g, one per stage %.9g",
+                  layouts[i], full.step_s, rep.step_s);
+        ts_sim_result_free(&rep);
+        ts_sim_result_free(&full);
+        ts_program_free(&prog);
+    }
+}
+
+Test(sim_program, straggler_delays_its_group) {
+    ts_layout l = layout("dp=2,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 4, 16, 4096, 0);
+    ts_program prog;
+    ts_sim_result base, slow;
+    double scale[4] = {1, 1, 1, 1.1};
+    ts_sim_opts even = {.full = 1}, one_slow = {.full = 1, .compute_scale = scale};
+    simulate(&pb, &l, NULL, &even, &prog, &base);
+    cr_assert_eq(ts_simulate(&pb, &prog, &one_slow, &slow), TS_OK, "%s", ts_error_message());
+    /* Rank 3's compute is 10% slower; its TP and DP collectives make everyone wait for it, so the
+     * step grows by about 10% of the compute share (a little more: overlapping communication
+     * slows compute by overlap_slowdown). */
+    double compute = base.kind_s[TS_OP_GEMM] + base.kind_s[TS_OP_ATTENTION] + base.kind_s[TS_OP_ELEMENTWISE];
+    double grow = slow.step_s - base.step_s;
+    cr_expect(grow > 0.09 * compute && grow <= 0.11 * compute,
+              "step grew %.4f s for %.4f s of compute at 10%%", grow, compute);
+    /* Rank 0, not slow itself, computes as much as before and waits for rank 3. */
+    double busy[2][2] = {{0, 0}, {0, 0}};
+    const ts_stage_program *sp = &prog.stages[0];
+    for (int i = 0; i < sp->n_ops; i++)
+        if (sp->ops[i].stream == TS_STREAM_COMPUTE)
+            for (int k = 0; k < 2; k++) {
+                const ts_sim_result *r = k ? &slow : &base;
+                busy[k][0] += r->ranks[0].spans[i].end_s - r->ranks[0].spans[i].start_s;
+                busy[k][1] += r->ranks[3].spans[i].end_s - r->ranks[3].spans[i].start_s;
+            }
+    cr_expect(fabs(busy[1][0] - busy[0][0]) <= 0.01 * busy[0][0], "rank 0 computes %.4f s, was %.4f s",
+              busy[1][0], busy[0][0]);
+    cr_expect(busy[1][1] >= 1.09 * busy[0][1], "rank 3 computes %.4f s, was %.4f s", busy[1][1], busy[0][1]);
+    ts_sim_result_free(&base);
+    ts_sim_result_free(&slow);
+    ts_program_free(&prog);
+}
+
+Test(sim_program, identical_across_runs) {
+    ts_layout l = layout("dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=selective");
+    ts_problem pb = problem("tiny", "h100-sxm-dgx", 8, 16, 256, 0);
+    ts_program a, b;
+    ts_sim_result ra, rb;
+    ts_sim_opts all = {.full = 1};
+    simulate(&pb, &l, NULL, &all, &a, &ra);
+    simulate(&pb, &l, NULL, &all, &b, &rb);
+    cr_assert_eq(a.total_ops, b.total_ops);
+    for (int s = 0; s < a.pp; s++) {
+        cr_assert_eq(memcmp(a.stages[s].ops, b.stages[s].ops, (size_t)a.stages[s].n_ops * sizeof(ts_op)), 0);
+        cr_assert_eq(memcmp(a.stages[s].deps, b.stages[s].deps, (size_t)a.stages[s].n_deps * sizeof(uint32_t)), 0);
+    }
+    cr_assert_eq(ra.n_ranks, rb.n_ranks);
+    for (int k = 0; k < ra.n_ranks; k++)
+        cr_expect_eq(memcmp(ra.ranks[k].spans, rb.ranks[k].spans,
+                            (size_t)a.stages[ra.ranks[k].stage].n_ops * sizeof(ts_op_span)), 0, "rank %d", k);
+    cr_expect_eq(ra.step_s, rb.step_s);
+    ts_sim_result_free(&ra);
+    ts_sim_result_free(&rb);
+    ts_program_free(&a);
+    ts_program_free(&b);
+}
+
+/* The golden timeline: tiny, 2 stages × 4 micro-batches, 1F1B. One line per op: stage, index,
+ * label, kind, start and end in nanoseconds. The slot order is also checked structurally. */
+Test(sim_program, golden_1f1b_2_stages_4_microbatches) {
+    ts_layout l = layout("dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_problem pb = problem("tiny", "h100-sxm-dgx", 2, 4, 256, 0);
+    ts_program prog;
+    ts_sim_result r;
+    simulate(&pb, &l, NULL, NULL, &prog, &r);
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    char slots[2][64] = {"", ""};
+    for (int k = 0; k < r.n_ranks; k++) {
+        int s = r.ranks[k].stage;
+        const ts_stage_program *sp = &prog.stages[s];
+        int last_mb = -2, last_phase = -1;
+        for (int i = 0; i < sp->n_ops; i++) {
+            const ts_op *op = &sp->ops[i];
+            char label[128];
+            len += (size_t)snprintf(text + len, cap - len, "%d %d %s %s %.0f %.0f\n", s, i,
+                                    ts_op_label(op, label, sizeof label), ts_op_kind_names[op->kind],
+                                    1e9 * r.ranks[k].spans[i].start_s, 1e9 * r.ranks[k].spans[i].end_s);
+            if (op->kind < TS_OP_COLL && op->mb >= 0 && (op->phase == TS_PHASE_FWD || op->phase == TS_PHASE_BWD) &&
+                (op->mb != last_mb || op->phase != last_phase)) {
+                size_t n = strlen(slots[s]);
+                snprintf(slots[s] + n, sizeof slots[s] - n, "%c%d ", op->phase == TS_PHASE_FWD ? 'F' : 'B', op->mb);
+                last_mb = op->mb;
+                last_phase = op->phase;
+            }
+        }
+    }
+    cr_expect_str_eq(slots[0], "F0 F1 B0 F2 B1 F3 B2 B3 ");
+    cr_expect_str_eq(slots[1], "F0 B0 F1 B1 F2 B2 F3 B3 ");
+    char *path = test_data_path("tests/data/sim/golden_1f1b_2x4.txt");
+    if (getenv("TESSERA_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f, "cannot write %s", path);
+        fputs(text, f);
+        fclose(f);
+    }
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "missing golden %s (regenerate with TESSERA_UPDATE_GOLDEN=1)", path);
+    char *want = calloc(1, cap);
+    size_t n = fread(want, 1, cap - 1, f);
+    fclose(f);
+    want[n] = '\0';
+    /* Compare line by line so a mismatch names the first differing op. */
+    char *gs = NULL, *ws = NULL;
+    char *g = strtok_r(text, "\n", &gs), *w = strtok_r(want, "\n", &ws);
+    int line = 1;
+    while (g && w) {
+        cr_assert_str_eq(g, w, "golden line %d", line);
+        g = strtok_r(NULL, "\n", &gs);
+        w = strtok_r(NULL, "\n", &ws);
+        line++;
+    }
+    cr_expect(g == NULL && w == NULL, "golden has %s lines than the simulation", w ? "more" : "fewer");
+    free(want);
+    free(text);
+    free(path);
+    ts_sim_result_free(&r);
+    ts_program_free(&prog);
+}
+
+/* Every op's dependencies point backwards, and every SEND has its RECV. */
+Test(sim_program, programs_are_well_formed) {
+    static const char *const layouts[] = {
+        "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=full",
+        "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none",
+        "dp=2,tp=1,pp=1,cp=2,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        ts_layout l = layout(layouts[i]);
+        ts_problem pb = problem("tiny-moe", "h100-sxm-dgx", ts_rank_count(&l), 16, 256, 0);
+        ts_program prog;
+        ts_error_clear();
+        cr_assert_eq(ts_program_build(&pb, &l, NULL, &prog), TS_OK, "%s", ts_error_message());
+        int sends = 0, recvs = 0;
+        for (int s = 0; s < prog.pp; s++) {
+            const ts_stage_program *sp = &prog.stages[s];
+            for (int k = 0; k < sp->n_ops; k++) {
+                const ts_op *op = &sp->ops[k];
+                for (uint32_t d = 0; d < op->ndeps; d++)
+                    cr_expect_lt(sp->deps[op->dep0 + d], (uint32_t)k, "%s: op %d depends forward", layouts[i], k);
+                sends += op->kind == TS_OP_SEND;
+                recvs += op->kind == TS_OP_RECV;
+            }
+        }
+        cr_expect_eq(sends, recvs, "%s", layouts[i]);
+        ts_program_free(&prog);
+    }
+}
