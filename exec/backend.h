@@ -32,6 +32,7 @@ typedef struct ts_backend {
      * member contributes `count` floats, `out` receives n·count in member order; all_to_all_v:
      * counts and displacements in floats per member. In-place all-reduce when in == out. */
     ts_status (*all_reduce)(ts_comm *c, const float *in, float *out, size_t count);
+    ts_status (*all_reduce_max)(ts_comm *c, const float *in, float *out, size_t count);
     ts_status (*reduce_scatter)(ts_comm *c, const float *in, float *out, size_t count);
     ts_status (*all_gather)(ts_comm *c, const float *in, float *out, size_t count);
     ts_status (*all_to_all_v)(ts_comm *c, const float *in, const int *send_counts,

@@ -39,6 +39,15 @@ fail:
     return res;
 }
 
+static ts_status cpu_all_reduce_max(ts_comm *c, const float *in, float *out, size_t count) {
+    ts_status res = TS_OK;
+    TS_CHECK(count_ok(count));
+    TS_MPI_GOTO(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, (int)count, MPI_FLOAT, MPI_MAX, c->mpi),
+                res, fail);
+fail:
+    return res;
+}
+
 static ts_status cpu_reduce_scatter(ts_comm *c, const float *in, float *out, size_t count) {
     ts_status res = TS_OK;
     TS_CHECK(count_ok(count * (size_t)c->size));
@@ -120,6 +129,7 @@ const ts_backend *ts_backend_cpu(int threads) {
         .free = cpu_free,
         .sgemm = cpu_sgemm,
         .all_reduce = cpu_all_reduce,
+        .all_reduce_max = cpu_all_reduce_max,
         .reduce_scatter = cpu_reduce_scatter,
         .all_gather = cpu_all_gather,
         .all_to_all_v = cpu_all_to_all_v,

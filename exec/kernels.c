@@ -19,10 +19,18 @@ void ts_linear_fwd(float *out, const float *in, const float *w, int T, int IC, i
     ts_sgemm(0, 1, T, OC, IC, 1.0f, in, IC, w, IC, 0.0f, out, OC);
 }
 
+void ts_linear_bwd_input(float *din, const float *dout, const float *w, int T, int IC, int OC) {
+    ts_sgemm(0, 0, T, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, din, IC);
+}
+
+void ts_linear_bwd_weight(float *dw, const float *dout, const float *in, int T, int IC, int OC) {
+    ts_sgemm(1, 0, OC, IC, T, 1.0f, dout, OC, in, IC, 1.0f, dw, IC);
+}
+
 void ts_linear_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int T,
                    int IC, int OC) {
-    ts_sgemm(0, 0, T, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, din, IC);
-    ts_sgemm(1, 0, OC, IC, T, 1.0f, dout, OC, in, IC, 1.0f, dw, IC);
+    ts_linear_bwd_input(din, dout, w, T, IC, OC);
+    ts_linear_bwd_weight(dw, dout, in, T, IC, OC);
 }
 
 /* ---- RMSNorm --------------------------------------------------------------------------------- */
@@ -218,14 +226,27 @@ void ts_attention_merge(float *out, float *lse, const float *out2, const float *
 /* ---- SwiGLU MLP ------------------------------------------------------------------------------ */
 /* act = silu(g) u with silu(g) = g sigmoid(g), silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))). */
 
+void ts_swiglu_fwd(float *act, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        act[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void ts_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate, const float *up,
+                   size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), da = dact[i];
+        dgate[i] = da * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dup[i] = da * g * sig;
+    }
+}
+
 void ts_mlp_fwd(float *out, float *gate, float *up, float *act, const float *x, const float *w_gate,
                 const float *w_up, const float *w_down, int T, int C, int F) {
     ts_linear_fwd(gate, x, w_gate, T, C, F);
     ts_linear_fwd(up, x, w_up, T, C, F);
-    for (size_t i = 0; i < (size_t)T * F; i++) {
-        float g = gate[i];
-        act[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    ts_swiglu_fwd(act, gate, up, (size_t)T * F);
     ts_linear_fwd(out, act, w_down, T, F, C);
 }
 
@@ -235,12 +256,8 @@ void ts_mlp_bwd(float *dx, float *dw_gate, float *dw_up, float *dw_down, const f
                 float *scratch) {
     float *dup = scratch, *dgate = scratch + (size_t)T * F;
     ts_sgemm(0, 0, T, F, C, 1.0f, dout, C, w_down, F, 0.0f, dup, F); /* d act */
-    ts_sgemm(1, 0, C, F, T, 1.0f, dout, C, act, F, 1.0f, dw_down, F);
-    for (size_t i = 0; i < (size_t)T * F; i++) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), dact = dup[i];
-        dgate[i] = dact * up[i] * sig * (1.0f + g * (1.0f - sig));
-        dup[i] = dact * g * sig;
-    }
+    ts_linear_bwd_weight(dw_down, dout, act, T, F, C);
+    ts_swiglu_bwd(dgate, dup, dup, gate, up, (size_t)T * F);
     ts_linear_bwd(dx, dw_gate, dgate, x, w_gate, T, C, F);
     ts_linear_bwd(dx, dw_up, dup, x, w_up, T, C, F);
 }

@@ -39,6 +39,9 @@ void ts_linear_fwd(float *out, const float *in, const float *w, int T, int IC, i
 /* din (T, IC) += dout (T, OC) · w;  dw (OC, IC) += dout^T · in. */
 void ts_linear_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int T,
                    int IC, int OC);
+/* Its two halves, for schedules that run weight gradients apart (zero-bubble's B and W). */
+void ts_linear_bwd_input(float *din, const float *dout, const float *w, int T, int IC, int OC);
+void ts_linear_bwd_weight(float *dw, const float *dout, const float *in, int T, int IC, int OC);
 
 /* ---- RMSNorm (Zhang & Sennrich 2019): out = x / rms(x) * w ----------------------------------- */
 
@@ -104,6 +107,12 @@ void ts_attention_merge(float *out, float *lse, const float *out2, const float *
                         int D, int ldo);
 
 /* ---- SwiGLU MLP (Shazeer 2020): out = (silu(x w_gate^T) * (x w_up^T)) w_down^T ------------ */
+
+/* act (n) = silu(gate) * up, element-wise (the SwiGLU activation). */
+void ts_swiglu_fwd(float *act, const float *gate, const float *up, size_t n);
+/* dgate, dup (n) = its gradients for dact (n); dup may alias dact. */
+void ts_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate, const float *up,
+                   size_t n);
 
 /* x (T, C); w_gate, w_up (F, C); w_down (C, F). Saves gate, up, act (T, F), act = silu(gate)*up,
  * for the backward. With F a column slice of the gate/up rows and the matching columns of

@@ -33,14 +33,19 @@ ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
     /* Errors come back as codes so they can be reported with the rank, not abort silently. */
     TS_MPI_GOTO(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), res, fail);
     TS_MPI_GOTO(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank), res, fail);
-    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, &rt->world), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, &rt->size), res, fail);
     rt->layout = *layout;
     int need = ts_rank_count(layout);
-    if (rt->world != need) {
-        res = TS_FAIL(TS_ERR_INPUT, "the layout needs %d ranks but mpirun started %d", need, rt->world);
+    if (rt->size != need) {
+        res = TS_FAIL(TS_ERR_INPUT, "the layout needs %d ranks but mpirun started %d", need, rt->size);
         goto fail;
     }
     rt->coords = ts_rank_coords(layout, rt->rank);
+    rt->world = calloc(1, sizeof *rt->world);
+    TS_ALLOC_GOTO(rt->world, res, fail);
+    TS_MPI_GOTO(MPI_Comm_dup(MPI_COMM_WORLD, &rt->world->mpi), res, fail);
+    rt->world->size = rt->size;
+    rt->world->rank = rt->rank;
     for (int g = 0; g < TS_GROUP_COUNT; g++) {
         ts_comm *c = calloc(1, sizeof *c);
         TS_ALLOC_GOTO(c, res, fail);
@@ -64,14 +69,16 @@ fail:
     return res;
 }
 
+static void comm_free(ts_comm **c) {
+    if (*c == NULL) return;
+    if ((*c)->mpi != MPI_COMM_NULL && (*c)->mpi != 0) MPI_Comm_free(&(*c)->mpi);
+    free(*c);
+    *c = NULL;
+}
+
 void ts_runtime_free(ts_runtime *rt) {
-    for (int g = 0; g < TS_GROUP_COUNT; g++) {
-        if (rt->comm[g]) {
-            if (rt->comm[g]->mpi != MPI_COMM_NULL && rt->comm[g]->mpi != 0) MPI_Comm_free(&rt->comm[g]->mpi);
-            free(rt->comm[g]);
-            rt->comm[g] = NULL;
-        }
-    }
+    for (int g = 0; g < TS_GROUP_COUNT; g++) comm_free(&rt->comm[g]);
+    comm_free(&rt->world);
 }
 
 void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {

@@ -26,9 +26,10 @@ ts_status ts_mpi_fail(const char *file, int line, const char *call, int rc);
 
 typedef struct {
     ts_layout layout;
-    int rank, world;
+    int rank, size; /* in the world */
     ts_coords coords;
     ts_comm *comm[TS_GROUP_COUNT]; /* this rank's communicator for each group */
+    ts_comm *world;                /* every rank, in rank order */
 } ts_runtime;
 
 /* Whether this process runs under an MPI launcher (mpirun/srun set their environment). */

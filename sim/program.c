@@ -294,15 +294,12 @@ static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
     double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
     double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
     double core = 2.0 * T * seq * ar * (qk + vd);
-    uint32_t ring = NO_OP;
-    if (l->cp > 1) {
-        /* K and V again, and their gradients back around the ring: twice the forward traffic. */
-        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
+    double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
+    /* CP: K and V come around the ring again beside the attention backward; their gradients go
+     * back to their owners once it has produced them. */
+    if (l->cp > 1)
         coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_ALLGATHER,
              l->cp * 2.0 * T * kv_width, dep);
-        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_REDUCE_SCATTER,
-                    l->cp * 2.0 * T * kv_width, dep);
-    }
     uint32_t attn;
     if (b->flash) {
         ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
@@ -316,6 +313,10 @@ static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
             attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
         }
     }
+    uint32_t ring = NO_OP;
+    if (l->cp > 1)
+        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_REDUCE_SCATTER,
+                    l->cp * 2.0 * T * kv_width, attn);
     return ring != NO_OP ? ring : attn;
 }
 
@@ -500,6 +501,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             int first, count;
             chunk_layers(pb, l, ch * p + s, &first, &count);
             double bucket = 0;
+            c.chunk = ch;
             for (int j = first; j < first + count; j++) {
                 double sh, ex;
                 params_of(b, j, &sh, &ex);
@@ -639,6 +641,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             int first, count;
             chunk_layers(pb, l, ch * p + s, &first, &count);
             double bucket = 0;
+            c.chunk = ch;
             for (int j = first + count - 1; j >= first; j--) {
                 double sh, ex;
                 params_of(b, j, &sh, &ex);
@@ -657,6 +660,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         }
     }
     c.layer = -1;
+    c.chunk = 0;
     double updated = 0;
     for (int ch = 0; ch < v; ch++) {
         int first, count;
