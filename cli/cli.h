@@ -3,9 +3,11 @@
 #ifndef TS_CLI_H
 #define TS_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 
 #include "common/status.h"
+#include "planner/search.h"
 
 typedef struct {
     const char *name;
@@ -20,7 +22,47 @@ _Noreturn void cli_fail(const char *cmd, ts_status st);
 /* Prints "tessera CMD: <fmt>" and "Try 'tessera CMD --help'." to stderr, exits 2. */
 _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The flags that state a planning problem and the search over its layouts, shared by the
+ * commands that take --model/--system/--gpus (plan, sim): their getopt short letters and long
+ * options (put CLI_PROBLEM_LONGOPTS first in the command's option table), a handler for
+ * getopt_long's answers and their help lines. A command's own long-only options take values
+ * from CLI_OPT_OWN on. */
+enum {
+    CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
+    CLI_OPT_SCHEDULES, CLI_OPT_OWN
+};
+#define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
+#define CLI_PROBLEM_LONGOPTS                                                                       \
+    {"model", required_argument, 0, 'm'}, {"system", required_argument, 0, 's'},                   \
+    {"gpus", required_argument, 0, 'g'}, {"global-batch", required_argument, 0, 'b'},              \
+    {"seq", required_argument, 0, 'l'}, {"fix", required_argument, 0, 'f'},                        \
+    {"schedules", required_argument, 0, CLI_OPT_SCHEDULES},                                        \
+    {"objective", required_argument, 0, CLI_OPT_OBJECTIVE},                                        \
+    {"dtype", required_argument, 0, CLI_OPT_DTYPE}, {"no-flash-attn", no_argument, 0, CLI_OPT_NO_FLASH}, \
+    {"tp-across-nodes", no_argument, 0, CLI_OPT_ACROSS}, {"no-prune", no_argument, 0, CLI_OPT_NO_PRUNE}
+
+typedef struct {
+    const char *model, *system, *fix; /* NULL until given */
+    int gpus;                         /* 0 until given */
+    int seq_given;
+    const char *given;                /* the last problem flag given ("--seq"), NULL when none */
+    ts_train train;
+    ts_search_opts search;            /* pins from --fix once loaded */
+} cli_problem_args;
+
+void cli_problem_args_init(cli_problem_args *a);
+/* Takes getopt_long's answer `c` (value `arg`) when it is a problem flag and returns 1; returns 0
+ * for any other option. Bad values exit 2. */
+int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a);
+/* Requires --model, --system and --gpus, parses --fix into the search pins, loads the model and
+ * system and initialises `pb` (the sequence defaults to at most the model's max_seq); exits 2 on
+ * bad input. */
+void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb);
+/* The help lines of the problem flags (two leading spaces, aligned at column 25). */
+void cli_problem_help(void);
+
 int cmd_plan(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_systems(int argc, char **argv);
 

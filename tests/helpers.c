@@ -1,12 +1,19 @@
 /* Shared test helpers (see helpers.h). */
 #include "tests/helpers.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-static void die(const char *what) {
+static _Noreturn void die(const char *what) {
     perror(what);
     abort();
 }
@@ -44,4 +51,217 @@ void test_remove_temp(char *path) {
     if (path == NULL) return;
     unlink(path);
     free(path);
+}
+
+static const char *cli_binary(void) {
+    static char path[PATH_MAX];
+    if (!path[0]) {
+        const char *env = getenv("TESSERA_BIN");
+        if (env && *env) {
+            snprintf(path, sizeof path, "%s", env);
+        } else {
+            char *p = test_data_path("build/tessera");
+            snprintf(path, sizeof path, "%s", p);
+            free(p);
+        }
+    }
+    if (access(path, X_OK) != 0)
+        cr_assert_fail("tests: %s is not an executable (set TESSERA_BIN, or run `make test`)", path);
+    return path;
+}
+
+const char *data_root(void) {
+    static char root[PATH_MAX];
+    if (!root[0] && realpath(test_data_dir(), root) == NULL) die("realpath(TESSERA_DATA)");
+    return root;
+}
+
+static char *read_all(int fd, size_t *len) {
+    if (lseek(fd, 0, SEEK_SET) < 0) die("lseek");
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) die("malloc");
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            char *bigger = realloc(buf, cap);
+            if (bigger == NULL) die("realloc");
+            buf = bigger;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) die("read");
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int anonymous_file(void) {
+    char name[] = "/tmp/tessera-cli-io-XXXXXX";
+    int fd = mkstemp(name);
+    if (fd < 0) die("mkstemp");
+    unlink(name);
+    return fd;
+}
+
+cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = 0;
+    argv[n++] = strdup(cli_binary());
+    for (; args[n - 1] != NULL; n++) {
+        if (n > CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
+        argv[n] = strdup(args[n - 1]);
+        if (argv[n] == NULL) die("strdup");
+    }
+    argv[n] = NULL;
+    const char *data = data_root();
+    int out_fd = anonymous_file(), err_fd = anonymous_file();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
+        close(out_fd);
+        close(err_fd);
+        setenv("TESSERA_DATA", data, 1);
+        unsetenv("TESSERA_DEBUG");
+        alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0)
+        if (errno != EINTR) die("waitpid");
+    cli_result r;
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.out = read_all(out_fd, &r.out_len);
+    r.err = read_all(err_fd, &r.err_len);
+    close(out_fd);
+    close(err_fd);
+    for (int i = 0; i < n; i++) free(argv[i]);
+    return r;
+}
+
+cli_result run_argv(const char *const *args) { return run_argv_timeout(args, CLI_TIMEOUT_S); }
+
+cli_result run_cli(const char *first, ...) {
+    const char *args[CLI_MAX_ARGS + 1];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *)) {
+        if (n >= CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
+        args[n++] = a;
+    }
+    va_end(ap);
+    args[n] = NULL;
+    return run_argv(args);
+}
+
+void cli_result_free(cli_result *r) {
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+const char *find_line(const char *text, const char *prefix) {
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (starts_with(p, prefix)) return p;
+    return NULL;
+}
+
+int one_line_error(const char *err, const char *cmd) {
+    int lines = count_lines(err);
+    if (lines == 1) return err[strlen(err) - 1] == '\n';
+    if (lines != 2) return 0;
+    char try_line[64];
+    snprintf(try_line, sizeof try_line, "\nTry 'tessera %s --help'.\n", cmd);
+    const char *second = strchr(err, '\n');
+    return strcmp(second, try_line) == 0;
+}
+
+char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    size_t len;
+    char *text = read_all(fileno(f), &len);
+    fclose(f);
+    return text;
+}
+
+char *make_temp_dir(void) {
+    char *dir = strdup("/tmp/tessera-cli-XXXXXX");
+    if (dir == NULL || mkdtemp(dir) == NULL) die("mkdtemp");
+    return dir;
+}
+
+int list_dir(const char *dir, char *buf, size_t cap) {
+    DIR *d = opendir(dir);
+    if (d == NULL) die(dir);
+    int n = 0;
+    buf[0] = '\0';
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s", n ? " " : "", e->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void remove_dir(char *dir) {
+    char names[4096];
+    list_dir(dir, names, sizeof names);
+    char *save = NULL;
+    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+cJSON *parse_json_output(const cli_result *r, const char *what) {
+    cr_assert_eq(r->status, 0, "%s: exit %d, stderr: %s", what, r->status, r->err);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(r->out, &end, 1);
+    cr_assert(root != NULL, "%s: stdout is not JSON (stopped at offset %td): %.300s", what,
+              end ? end - r->out : (ptrdiff_t)-1, r->out);
+    return root;
+}
+
+double json_num(const cJSON *obj, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsNumber(it), "%s: \"%s\" is %s, expected a number", where, key,
+              it ? "not a number" : "missing");
+    cr_assert(isfinite(it->valuedouble), "%s: \"%s\" is not finite", where, key);
+    return it->valuedouble;
+}
+
+const char *json_str(const cJSON *obj, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsString(it), "%s: \"%s\" is %s, expected a string", where, key,
+              it ? "not a string" : "missing");
+    return it->valuestring;
+}
+
+const cJSON *json_obj(const cJSON *parent, const char *key, const char *where) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(parent, key);
+    cr_assert(cJSON_IsObject(it), "%s: \"%s\" is %s, expected an object", where, key,
+              it ? "not an object" : "missing");
+    return it;
 }

@@ -1,8 +1,12 @@
-/* Small helpers shared by the Criterion tests: where the repository's data lies, and temporary
- * files. Exit-on-error is fine here (tests are an edge, STYLE.md): a helper that cannot do its job
+/* Small helpers shared by the Criterion tests: where the repository's data lies, temporary
+ * files and folders, running the `tessera` binary as a subprocess, and reading what it printed.
+ * Exit-on-error is fine here (tests are an edge, STYLE.md): a helper that cannot do its job
  * aborts the test with a message. */
 #ifndef TS_TESTS_HELPERS_H
 #define TS_TESTS_HELPERS_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
 
 /* The repository root: $TESSERA_DATA (set by `make test`), else ".". */
 const char *test_data_dir(void);
@@ -17,5 +21,57 @@ char *test_write_temp(const char *content);
 
 /* Unlinks the file and frees the path (NULL is ignored). */
 void test_remove_temp(char *path);
+
+/* The repository root as an absolute path: passed to the CLI as TESSERA_DATA (and replaced by
+ * "$DATA" in golden files). */
+const char *data_root(void);
+
+/* --- running the binary ($TESSERA_BIN, else <data dir>/build/tessera) --------------------------- */
+
+#define CLI_TIMEOUT_S 120 /* a run killed by SIGALRM past this counts as a hang */
+#define CLI_MAX_ARGS 64
+
+typedef struct {
+    int status;      /* exit status; 128 + signal number when killed (crash, sanitizer, timeout) */
+    char *out, *err; /* everything written to stdout / stderr, NUL-terminated; malloc'd */
+    size_t out_len, err_len;
+} cli_result;
+
+/* Runs `tessera args...` (NULL-terminated) with TESSERA_DATA set to the repository root. The
+ * output goes to unlinked temporary files, so any amount is captured without deadlock. */
+cli_result run_argv_timeout(const char *const *args, unsigned timeout_s);
+cli_result run_argv(const char *const *args); /* timeout CLI_TIMEOUT_S */
+/* run_cli("plan", "--model", "x", NULL) */
+cli_result run_cli(const char *first, ...);
+void cli_result_free(cli_result *r);
+
+/* --- text, files and folders ------------------------------------------------------------------- */
+
+int count_lines(const char *s);
+int starts_with(const char *s, const char *prefix);
+/* The line of `text` that starts with `prefix` (NULL when none), as a pointer into text. */
+const char *find_line(const char *text, const char *prefix);
+/* The DESIGN.md rule for every error: one line, plus "Try 'tessera CMD --help'." after misuse
+ * caught by the flag parser (cli_usage_error). Returns 1 when `err` obeys it. */
+int one_line_error(const char *err, const char *cmd);
+
+/* A file's whole content, NUL-terminated and malloc'd; NULL when it cannot be opened. */
+char *read_file(const char *path);
+/* A new folder /tmp/tessera-cli-XXXXXX (malloc'd path); remove_dir deletes its files, the folder
+ * and frees the path. */
+char *make_temp_dir(void);
+void remove_dir(char *dir);
+/* Names in `dir` other than . and .., joined by spaces into buf; returns how many. */
+int list_dir(const char *dir, char *buf, size_t cap);
+
+/* --- JSON the CLI printed ------------------------------------------------------------------------ */
+
+/* Asserts exit status 0 and stdout one JSON document; the caller frees it with cJSON_Delete. */
+cJSON *parse_json_output(const cli_result *r, const char *what);
+/* Members of the expected type (the test fails, naming `where` and `key`, otherwise); numbers
+ * must be finite. */
+double json_num(const cJSON *obj, const char *key, const char *where);
+const char *json_str(const cJSON *obj, const char *key, const char *where);
+const cJSON *json_obj(const cJSON *parent, const char *key, const char *where);
 
 #endif

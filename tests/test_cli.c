@@ -24,150 +24,12 @@
 
 #include "tests/helpers.h"
 
-#define CLI_TIMEOUT_S 120 /* a run killed by SIGALRM past this counts as a hang */
-#define CLI_MAX_ARGS 64
-
-/* --- running the binary ------------------------------------------------------------------------ */
-
-typedef struct {
-    int status;      /* exit status; 128 + signal number when killed (crash, sanitizer, timeout) */
-    char *out, *err; /* everything written to stdout / stderr, NUL-terminated; malloc'd */
-    size_t out_len, err_len;
-} cli_result;
-
 static _Noreturn void die(const char *what) {
     cr_assert_fail("test_cli: %s: %s", what, strerror(errno));
     abort();
 }
 
-static const char *cli_binary(void) {
-    static char path[PATH_MAX];
-    if (!path[0]) {
-        const char *env = getenv("TESSERA_BIN");
-        if (env && *env) {
-            snprintf(path, sizeof path, "%s", env);
-        } else {
-            char *p = test_data_path("build/tessera");
-            snprintf(path, sizeof path, "%s", p);
-            free(p);
-        }
-    }
-    if (access(path, X_OK) != 0)
-        cr_assert_fail("test_cli: %s is not an executable (set TESSERA_BIN, or run `make test`)", path);
-    return path;
-}
-
-/* The repository root as an absolute path: passed to the CLI as TESSERA_DATA and replaced by
- * "$DATA" in what it prints. */
-static const char *data_root(void) {
-    static char root[PATH_MAX];
-    if (!root[0] && realpath(test_data_dir(), root) == NULL) die("realpath(TESSERA_DATA)");
-    return root;
-}
-
-static char *read_all(int fd, size_t *len) {
-    if (lseek(fd, 0, SEEK_SET) < 0) die("lseek");
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    if (buf == NULL) die("malloc");
-    for (;;) {
-        if (n + 1 >= cap) {
-            cap *= 2;
-            char *bigger = realloc(buf, cap);
-            if (bigger == NULL) die("realloc");
-            buf = bigger;
-        }
-        ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) die("read");
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-static int anonymous_file(void) {
-    char name[] = "/tmp/tessera-cli-io-XXXXXX";
-    int fd = mkstemp(name);
-    if (fd < 0) die("mkstemp");
-    unlink(name);
-    return fd;
-}
-
-/* Runs `tessera args...` (NULL-terminated) with TESSERA_DATA set to the repository root. The
- * output goes to unlinked temporary files, so any amount is captured without deadlock. */
-static cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
-    char *argv[CLI_MAX_ARGS + 2];
-    int n = 0;
-    argv[n++] = strdup(cli_binary());
-    for (; args[n - 1] != NULL; n++) {
-        if (n > CLI_MAX_ARGS) cr_assert_fail("test_cli: more than %d arguments", CLI_MAX_ARGS);
-        argv[n] = strdup(args[n - 1]);
-        if (argv[n] == NULL) die("strdup");
-    }
-    argv[n] = NULL;
-    const char *data = data_root();
-    int out_fd = anonymous_file(), err_fd = anonymous_file();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) die("fork");
-    if (pid == 0) {
-        if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
-        close(out_fd);
-        close(err_fd);
-        setenv("TESSERA_DATA", data, 1);
-        unsetenv("TESSERA_DEBUG");
-        alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0)
-        if (errno != EINTR) die("waitpid");
-    cli_result r;
-    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    r.out = read_all(out_fd, &r.out_len);
-    r.err = read_all(err_fd, &r.err_len);
-    close(out_fd);
-    close(err_fd);
-    for (int i = 0; i < n; i++) free(argv[i]);
-    return r;
-}
-
-static cli_result run_argv(const char *const *args) { return run_argv_timeout(args, CLI_TIMEOUT_S); }
-
-/* run_cli("plan", "--model", "x", NULL) */
-static cli_result run_cli(const char *first, ...) {
-    const char *args[CLI_MAX_ARGS + 1];
-    int n = 0;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a != NULL; a = va_arg(ap, const char *)) {
-        if (n >= CLI_MAX_ARGS) cr_assert_fail("test_cli: more than %d arguments", CLI_MAX_ARGS);
-        args[n++] = a;
-    }
-    va_end(ap);
-    args[n] = NULL;
-    return run_argv(args);
-}
-
-static void cli_result_free(cli_result *r) {
-    free(r->out);
-    free(r->err);
-    r->out = r->err = NULL;
-}
-
 /* --- text helpers ------------------------------------------------------------------------------- */
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
-static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 /* A malloc'd copy of `text` with every `from` replaced by `to`. */
 static char *replace_all(const char *text, const char *from, const char *to) {
@@ -191,74 +53,11 @@ static char *replace_all(const char *text, const char *from, const char *to) {
     return out;
 }
 
-/* The line of `text` that starts with `prefix` (NULL when none), as a pointer into text. */
-static const char *find_line(const char *text, const char *prefix) {
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (starts_with(p, prefix)) return p;
-    return NULL;
-}
 
 static void write_file(const char *path, const char *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (f == NULL) die(path);
     if (fwrite(data, 1, len, f) != len || fclose(f) != 0) die(path);
-}
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    size_t len;
-    char *text = read_all(fileno(f), &len);
-    fclose(f);
-    return text;
-}
-
-static char *make_temp_dir(void) {
-    char *dir = strdup("/tmp/tessera-cli-XXXXXX");
-    if (dir == NULL || mkdtemp(dir) == NULL) die("mkdtemp");
-    return dir;
-}
-
-/* Names in `dir` other than . and .., joined by spaces into buf. */
-static int list_dir(const char *dir, char *buf, size_t cap) {
-    DIR *d = opendir(dir);
-    if (d == NULL) die(dir);
-    int n = 0;
-    buf[0] = '\0';
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        size_t used = strlen(buf);
-        snprintf(buf + used, cap - used, "%s%s", n ? " " : "", e->d_name);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-static void remove_dir(char *dir) {
-    char names[4096];
-    list_dir(dir, names, sizeof names);
-    char *save = NULL;
-    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        unlink(path);
-    }
-    rmdir(dir);
-    free(dir);
-}
-
-/* The DESIGN.md rule for every error: one line, plus "Try 'tessera CMD --help'." after misuse
- * caught by the flag parser (cli_usage_error). Returns 1 when `err` obeys it. */
-static int one_line_error(const char *err, const char *cmd) {
-    int lines = count_lines(err);
-    if (lines == 1) return err[strlen(err) - 1] == '\n';
-    if (lines != 2) return 0;
-    char try_line[64];
-    snprintf(try_line, sizeof try_line, "\nTry 'tessera %s --help'.\n", cmd);
-    const char *second = strchr(err, '\n');
-    return strcmp(second, try_line) == 0;
 }
 
 /* --- golden bad input ----------------------------------------------------------------------------- */
@@ -500,35 +299,13 @@ Test(cli, nothing_fits_exits_3_and_says_what_would) {
 #define PLAN_70B "plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "--gpus", "64", \
                  "--global-batch", "1024", "--seq", "4096"
 
-static double num(const cJSON *obj, const char *key, const char *where) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    cr_assert(cJSON_IsNumber(it), "%s: \"%s\" is %s, expected a number", where, key,
-              it ? "not a number" : "missing");
-    cr_assert(isfinite(it->valuedouble), "%s: \"%s\" is not finite", where, key);
-    return it->valuedouble;
-}
-
-static const char *str(const cJSON *obj, const char *key, const char *where) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    cr_assert(cJSON_IsString(it), "%s: \"%s\" is %s, expected a string", where, key,
-              it ? "not a string" : "missing");
-    return it->valuestring;
-}
-
-static const cJSON *obj(const cJSON *parent, const char *key, const char *where) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(parent, key);
-    cr_assert(cJSON_IsObject(it), "%s: \"%s\" is %s, expected an object", where, key,
-              it ? "not an object" : "missing");
-    return it;
-}
-
 /* Checks every field DESIGN.md promises in `tessera plan --json` and the identities between
  * them; returns the "layouts" array. */
 static const cJSON *check_plan_json(const cJSON *root, int gpus, long long batch, long long seq,
                                     int top) {
     cr_assert(cJSON_IsObject(root), "plan JSON is not an object");
-    double searched = num(root, "searched", "$"), feasible = num(root, "feasible", "$");
-    double search_s = num(root, "search_s", "$");
+    double searched = json_num(root, "searched", "$"), feasible = json_num(root, "feasible", "$");
+    double search_s = json_num(root, "search_s", "$");
     cr_expect(searched >= 1 && feasible >= 1 && feasible <= searched, "searched %g, feasible %g",
               searched, feasible);
     cr_expect(search_s >= 0 && search_s < 60, "search_s %g", search_s);
@@ -545,52 +322,43 @@ static const cJSON *check_plan_json(const cJSON *root, int gpus, long long batch
         const char *ints[] = {"dp", "tp", "pp", "cp", "ep", "sp", "zero", "mbs", "microbatches", "vpp"};
         int v[10];
         for (int k = 0; k < 10; k++) {
-            double x = num(l, ints[k], where);
+            double x = json_num(l, ints[k], where);
             cr_assert(x == floor(x) && x >= 0 && x <= 1 << 24, "%s.%s = %g", where, ints[k], x);
             v[k] = (int)x;
         }
-        const char *sched = str(l, "schedule", where), *rc = str(l, "recompute", where);
+        const char *sched = json_str(l, "schedule", where), *rc = json_str(l, "recompute", where);
         char text[256];
         snprintf(text, sizeof text, "dp=%d,tp=%d,pp=%d,cp=%d,ep=%d,sp=%d,zero=%d,mbs=%d,vpp=%d,sched=%s,recompute=%s",
                  v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[9], sched, rc);
-        cr_expect_str_eq(str(l, "layout", where), text, "%s.layout disagrees with its fields", where);
+        cr_expect_str_eq(json_str(l, "layout", where), text, "%s.layout disagrees with its fields", where);
         cr_expect_eq(v[0] * v[1] * v[2] * v[3], gpus, "%s: dp·tp·pp·cp = %d, not %d GPUs", where,
                      v[0] * v[1] * v[2] * v[3], gpus);
         cr_expect_eq((long long)v[8] * v[0] * v[7], batch, "%s: microbatches·dp·mbs != batch %lld", where, batch);
-        const cJSON *mem = obj(l, "memory_bytes", where);
+        const cJSON *mem = json_obj(l, "memory_bytes", where);
         const char *mems[] = {"weights", "grads", "optimizer", "activations", "buffers", "total"};
-        double total = num(mem, "total", where);
+        double total = json_num(mem, "total", where);
         for (int k = 0; k < 6; k++) {
-            double x = num(mem, mems[k], where);
+            double x = json_num(mem, mems[k], where);
             cr_expect(x >= 0 && x <= total, "%s.memory_bytes.%s = %g (total %g)", where, mems[k], x, total);
         }
         cr_expect(total > 1e9 && total <= 80e9, "%s: %g bytes does not fit an 80 GB GPU", where, total);
-        double step = num(l, "step_s", where);
+        double step = json_num(l, "step_s", where);
         cr_expect(step > 0 && step >= prev_step, "%s: step_s %g after %g (ranked by time)", where, step, prev_step);
         prev_step = step;
-        const cJSON *t = obj(l, "time_s", where);
+        const cJSON *t = json_obj(l, "time_s", where);
         const char *times[] = {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer"};
         for (int k = 0; k < 8; k++) {
-            double x = num(t, times[k], where);
+            double x = json_num(t, times[k], where);
             cr_expect(x >= 0 && x <= step * (1 + 1e-9), "%s.time_s.%s = %g of step %g", where, times[k], x, step);
         }
-        cr_expect(num(t, "compute", where) > 0, "%s: no compute time", where);
-        double tps = num(l, "tokens_per_s", where);
+        cr_expect(json_num(t, "compute", where) > 0, "%s: no compute time", where);
+        double tps = json_num(l, "tokens_per_s", where);
         cr_expect(fabs(tps * step - (double)batch * seq) <= 1e-9 * batch * seq,
                   "%s: tokens_per_s %g × step_s %g != %lld tokens", where, tps, step, batch * seq);
-        double tflops = num(l, "tflops_per_gpu", where), mfu = num(l, "mfu", where);
+        double tflops = json_num(l, "tflops_per_gpu", where), mfu = json_num(l, "mfu", where);
         cr_expect(tflops > 0 && mfu > 0 && mfu < 1, "%s: %g TFLOP/s/GPU, mfu %g", where, tflops, mfu);
     }
     return layouts;
-}
-
-static cJSON *parse_json_output(const cli_result *r, const char *what) {
-    cr_assert_eq(r->status, 0, "%s: exit %d, stderr: %s", what, r->status, r->err);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(r->out, &end, 1);
-    cr_assert(root != NULL, "%s: stdout is not JSON (stopped at offset %td): %.300s", what,
-              end ? end - r->out : (ptrdiff_t)-1, r->out);
-    return root;
 }
 
 Test(cli, plan_table) {
@@ -635,8 +403,8 @@ Test(cli, plan_top_k_and_objective_memory) {
     cr_expect_eq(cJSON_GetArraySize(layouts), 3, "--top 3 gave %d layouts", cJSON_GetArraySize(layouts));
     double prev = 0;
     for (int i = 0; i < cJSON_GetArraySize(layouts); i++) {
-        const cJSON *mem = obj(cJSON_GetArrayItem(layouts, i), "memory_bytes", "layout");
-        double total = num(mem, "total", "memory_bytes");
+        const cJSON *mem = json_obj(cJSON_GetArrayItem(layouts, i), "memory_bytes", "layout");
+        double total = json_num(mem, "total", "memory_bytes");
         cr_expect(total >= prev, "--objective memory: layout %d needs %g bytes after %g", i + 1, total, prev);
         prev = total;
     }
@@ -697,11 +465,11 @@ Test(cli, plan_fix_pins_every_layout) {
     const cJSON *layouts = check_plan_json(root, 64, 1024, 4096, 10);
     for (int i = 0; i < cJSON_GetArraySize(layouts); i++) {
         const cJSON *l = cJSON_GetArrayItem(layouts, i);
-        cr_expect_eq(num(l, "tp", "layout"), 8, "layout %d: %s", i + 1, str(l, "layout", "layout"));
-        cr_expect_eq(num(l, "pp", "layout"), 2, "layout %d: %s", i + 1, str(l, "layout", "layout"));
+        cr_expect_eq(json_num(l, "tp", "layout"), 8, "layout %d: %s", i + 1, json_str(l, "layout", "layout"));
+        cr_expect_eq(json_num(l, "pp", "layout"), 2, "layout %d: %s", i + 1, json_str(l, "layout", "layout"));
     }
-    const cJSON *req = obj(root, "request", "$");
-    cr_expect_str_eq(str(req, "fix", "$.request"), "tp=8,pp=2");
+    const cJSON *req = json_obj(root, "request", "$");
+    cr_expect_str_eq(json_str(req, "fix", "$.request"), "tp=8,pp=2");
     cJSON_Delete(root);
     cli_result_free(&r);
 }
@@ -716,8 +484,8 @@ Test(cli, plan_is_deterministic_and_pruning_changes_nothing) {
                 *lc = cJSON_GetObjectItemCaseSensitive(jc, "layouts");
     cr_expect(cJSON_Compare(la, lb, 1), "two identical runs ranked different layouts");
     cr_expect(cJSON_Compare(la, lc, 1), "--no-prune ranked different layouts than the pruned search");
-    cr_expect_eq(num(ja, "searched", "$"), num(jc, "searched", "$"), "pruning changed the space searched");
-    cr_expect_eq(num(jc, "evaluated", "$"), num(jc, "searched", "$"), "--no-prune must evaluate every layout");
+    cr_expect_eq(json_num(ja, "searched", "$"), json_num(jc, "searched", "$"), "pruning changed the space searched");
+    cr_expect_eq(json_num(jc, "evaluated", "$"), json_num(jc, "searched", "$"), "--no-prune must evaluate every layout");
     cJSON_Delete(ja);
     cJSON_Delete(jb);
     cJSON_Delete(jc);

@@ -1,0 +1,146 @@
+/* `tessera sim`: how does one step of this layout unfold, rank by rank and op by op? Builds the
+ * step program of a layout (from a plan file, or the planner's best under --fix), simulates it
+ * and prints the summary; optionally writes the Chrome trace or dumps the program. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "planner/plan_json.h"
+#include "sim/engine.h"
+#include "sim/summary.h"
+#include "sim/trace.h"
+
+static void help(void) {
+    printf("usage: tessera sim --plan plan.json [--index I] [options]\n"
+           "       tessera sim --model M --system S --gpus N [--fix PINS] [options]\n"
+           "\n"
+           "Simulates one training step of a layout with the discrete-event simulator: every op of\n"
+           "the step program on its stream, collectives and pipeline transfers over the links.\n"
+           "The layout is the I-th of a plan file, or the planner's best under the pins.\n"
+           "\n"
+           "  -p, --plan FILE        a plan written by tessera plan -o (holds model and system)\n"
+           "  -i, --index I          which layout of the plan, 1-based (default 1)\n");
+    cli_problem_help();
+    printf("      --full             simulate every rank (default: one rank per pipeline stage)\n"
+           "  -t, --trace FILE       write a Chrome trace (ui.perfetto.dev, chrome://tracing)\n"
+           "      --json             print the summary as JSON instead of a table\n"
+           "      --dump-program     print the step program (one line per op) and stop\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "Exit status: 0 ok, 2 bad input, 3 nothing fits (the message says what came closest).\n");
+}
+
+/* The layout to simulate and its closed-form step time: the plan's index-th, or the search's
+ * best under the pins. */
+static void pick_layout(const char *cmd, const char *plan, int index, cli_problem_args *pa,
+                        ts_problem *pb, ts_layout *layout, double *closed_step_s) {
+    ts_status st;
+    if (plan) {
+        ts_layout *layouts = NULL;
+        int n = 0;
+        st = ts_plan_read(plan, pb, &layouts, &n);
+        if (st != TS_OK) cli_fail(cmd, st);
+        if (index > n) {
+            free(layouts);
+            cli_usage_error(cmd, "--index: %s holds %d layout%s, got %d", plan, n, n == 1 ? "" : "s", index);
+        }
+        *layout = layouts[index - 1];
+        free(layouts);
+        ts_eval e;
+        st = ts_evaluate(pb, layout, &e);
+        if (st != TS_OK) cli_fail(cmd, st);
+        *closed_step_s = e.step_s;
+        return;
+    }
+    cli_problem_load(cmd, pa, pb);
+    pa->search.top_k = 1;
+    ts_search_result r;
+    st = ts_search(pb, &pa->search, &r);
+    if (st != TS_OK) {
+        ts_search_result_free(&r);
+        cli_fail(cmd, st);
+    }
+    *layout = r.best[0].layout;
+    *closed_step_s = r.best[0].step_s;
+    ts_search_result_free(&r);
+}
+
+int cmd_sim(int argc, char **argv) {
+    const char *cmd = "sim", *plan = NULL, *trace = NULL;
+    int index = 0, full = 0, json = 0, dump = 0;
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
+    enum { OPT_FULL = CLI_OPT_OWN, OPT_JSON, OPT_DUMP };
+    static const struct option longs[] = {
+        CLI_PROBLEM_LONGOPTS,
+        {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
+        {"full", no_argument, 0, OPT_FULL},    {"trace", required_argument, 0, 't'},
+        {"json", no_argument, 0, OPT_JSON},    {"dump-program", no_argument, 0, OPT_DUMP},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:i:t:h", longs, NULL)) != -1) {
+        if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
+        switch (c) {
+        case 'p': plan = optarg; break;
+        case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1 << 20); break;
+        case 't': trace = optarg; break;
+        case OPT_FULL: full = 1; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_DUMP: dump = 1; break;
+        case 'h': help(); return 0;
+        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (plan && pa.given)
+        cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
+    if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
+    if (index && !plan) cli_usage_error(cmd, "--index needs --plan");
+    if (trace && strcmp(trace, "-") == 0)
+        cli_usage_error(cmd, "--trace: expected a file name, got \"-\" (the summary goes to stdout)");
+
+    ts_problem pb;
+    ts_layout layout;
+    double closed_step_s = 0;
+    pick_layout(cmd, plan, index ? index : 1, &pa, &pb, &layout, &closed_step_s);
+
+    ts_program prog;
+    ts_status st = ts_program_build(&pb, &layout, NULL, &prog);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (dump) {
+        st = ts_program_dump(&prog, stdout);
+        if (st == TS_OK && fflush(stdout) != 0) st = TS_FAIL(TS_ERR_IO, "stdout: write failed");
+        ts_program_free(&prog);
+        if (st != TS_OK) cli_fail(cmd, st);
+        return 0;
+    }
+    if (trace) st = ts_trace_check(&prog, full);
+    if (st != TS_OK) {
+        ts_program_free(&prog);
+        cli_fail(cmd, st);
+    }
+
+    ts_sim_opts so = {.full = full};
+    ts_sim_result r;
+    st = ts_simulate(&pb, &prog, &so, &r);
+    if (st == TS_OK && trace) st = ts_trace_write(trace, &pb, &prog, &r);
+    cJSON *root = NULL;
+    if (st == TS_OK && json) {
+        st = ts_sim_summary_json(&pb, &prog, &r, closed_step_s, &root);
+        if (st == TS_OK) st = ts_json_write_file("-", root);
+    }
+    if (st == TS_OK && !json) st = ts_sim_summary_print(stdout, &pb, &prog, &r, closed_step_s);
+    if (st == TS_OK && trace && !json) printf("# wrote %s\n", trace);
+    cJSON_Delete(root);
+    ts_sim_result_free(&r);
+    ts_program_free(&prog);
+    if (st != TS_OK) cli_fail(cmd, st);
+    return 0;
+}
