@@ -63,6 +63,7 @@ void cli_problem_help(void);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_systems(int argc, char **argv);
 

@@ -8,6 +8,7 @@
 static const ts_command commands[] = {
     {"plan", "rank the parallel layouts of a model on a system", cmd_plan},
     {"sim", "simulate one training step of a layout, op by op", cmd_sim},
+    {"run", "train a plan's layout for real on MPI ranks", cmd_run},
     {"models", "list the model zoo", cmd_models},
     {"systems", "list the system zoo", cmd_systems},
 };

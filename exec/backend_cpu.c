@@ -59,7 +59,9 @@ fail:
 static ts_status cpu_all_gather(ts_comm *c, const float *in, float *out, size_t count) {
     ts_status res = TS_OK;
     TS_CHECK(count_ok(count * (size_t)c->size));
-    TS_MPI_GOTO(MPI_Allgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, c->mpi), res, fail);
+    /* A member's own slice already in place in `out` is sent from there (MPI_IN_PLACE). */
+    const void *send = in == out + (size_t)c->rank * count ? MPI_IN_PLACE : (const void *)in;
+    TS_MPI_GOTO(MPI_Allgather(send, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, c->mpi), res, fail);
 fail:
     return res;
 }

@@ -81,6 +81,21 @@ void ts_runtime_free(ts_runtime *rt) {
     comm_free(&rt->world);
 }
 
+void ts_runtime_finalize(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+ts_status ts_runtime_gather(const ts_runtime *rt, const double *mine, int n, double *all,
+                            const int *counts, const int *offsets) {
+    ts_status res = TS_OK;
+    TS_MPI_GOTO(MPI_Gatherv(mine, n, MPI_DOUBLE, all, counts, offsets, MPI_DOUBLE, 0, rt->world->mpi),
+                res, fail);
+fail:
+    return res;
+}
+
 void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {
     fprintf(stderr, "tessera run: rank %d: %s\n", rt ? rt->rank : -1, message);
     fflush(stderr);

@@ -38,10 +38,17 @@ int ts_runtime_under_mpi(void);
 /* MPI_Init (if not yet) and the group communicators for `layout`. */
 ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout);
 void ts_runtime_free(ts_runtime *rt);
+/* MPI_Finalize, once, after every runtime is freed. */
+void ts_runtime_finalize(void);
 
 /* Size of and this rank's index in its group `g`. */
 int ts_comm_size(const ts_comm *c);
 int ts_comm_rank(const ts_comm *c);
+
+/* Gathers `n` doubles from every rank into `all` on rank 0 (rank r's at offsets[r], counts[r]
+ * = its n; `all`, `counts` and `offsets` matter on rank 0 only). */
+ts_status ts_runtime_gather(const ts_runtime *rt, const double *mine, int n, double *all,
+                            const int *counts, const int *offsets);
 
 /* Every rank stops: a failing rank calls this with its message so the whole job ends promptly
  * (MPI_Abort) instead of hanging in a collective. Never returns. */

@@ -1,0 +1,292 @@
+/* `tessera run`: trains a plan's layout for real on MPI ranks (CPU: OpenBLAS + Open MPI), op by op
+ * as the step program says, and reports losses, step times and memory. Started without an MPI
+ * launcher it starts `mpirun` itself with the layout's rank count. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "exec/runtime.h"
+#include "exec/trainer.h"
+#include "planner/plan_json.h"
+#include "sim/trace.h"
+
+static void help(void) {
+    printf("usage: tessera run --plan plan.json [options]\n"
+           "\n"
+           "Trains the plan's layout for real on MPI ranks: each rank runs its stage's step program\n"
+           "(OpenBLAS GEMMs, Open MPI collectives), the transformer's losses are the same as on one\n"
+           "rank. Without an MPI launcher it starts mpirun with the layout's rank count itself\n"
+           "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
+           "\n"
+           "  -p, --plan FILE     a plan written by tessera plan -o\n"
+           "  -i, --index I       which layout of the plan, 1-based (default 1)\n"
+           "  -n, --steps N       training steps (default 10)\n"
+           "  -w, --warmup W      steps left out of the step-time statistics (default 2)\n"
+           "  -t, --trace FILE    write the last step's measured ops as a Chrome trace\n"
+           "      --json          print the summary as JSON instead of a table\n"
+           "      --threads N     OpenBLAS threads per rank (default 1)\n"
+           "      --seed S        parameter and data seed (default 1234)\n"
+           "      --text FILE     train on a text file's bytes instead of the synthetic stream\n"
+           "      --lr LR         AdamW learning rate (default 3e-3)\n"
+           "  -h, --help          this help\n"
+           "\n"
+           "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
+           "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
+}
+
+/* Starts `mpirun -np R` on this very binary with the same arguments. */
+static int launch(const char *cmd, int ranks, int argc, char **argv) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) cli_usage_error(cmd, "cannot find this program's path to relaunch it under mpirun");
+    self[n] = '\0';
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char np[16];
+    snprintf(np, sizeof np, "%d", ranks);
+    char **args = calloc((size_t)argc + 12, sizeof *args);
+    if (args == NULL) cli_usage_error(cmd, "out of memory");
+    int k = 0;
+    args[k++] = "mpirun";
+    if (geteuid() == 0) args[k++] = "--allow-run-as-root";
+    if (ranks > cores) {
+        args[k++] = "--oversubscribe";
+        fprintf(stderr, "tessera run: %d ranks on %ld cores: oversubscribing\n", ranks, cores);
+    }
+    args[k++] = "--bind-to";
+    args[k++] = "none";
+    args[k++] = "-np";
+    args[k++] = np;
+    args[k++] = self;
+    args[k++] = "run";
+    for (int i = 1; i < argc; i++) args[k++] = argv[i];
+    args[k] = NULL;
+    fprintf(stderr, "tessera run: starting mpirun -np %d\n", ranks);
+    fflush(stderr);
+    execvp("mpirun", args);
+    cli_usage_error(cmd, "cannot start mpirun (is Open MPI installed? run scripts/deps.sh)");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double quantile(const double *sorted, int n, double q) {
+    if (n == 0) return 0;
+    double pos = q * (n - 1);
+    int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
+}
+
+/* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */
+static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ts_error_message());
+    ts_runtime_abort(rt, ts_exit_code(st), msg);
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *cmd = "run", *plan = NULL, *trace = NULL;
+    int index = 1, steps = 10, warmup = 2, json = 0, threads = 1;
+    ts_train_opts opts;
+    ts_train_opts_defaults(&opts);
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR };
+    static const struct option longs[] = {
+        {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
+        {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
+        {"trace", required_argument, 0, 't'},  {"json", no_argument, 0, OPT_JSON},
+        {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
+        {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":p:i:n:w:t:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'p': plan = optarg; break;
+        case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1000000); break;
+        case 'n': steps = (int)cli_int(cmd, "--steps", optarg, 1, 1000000); break;
+        case 'w': warmup = (int)cli_int(cmd, "--warmup", optarg, 0, 1000000); break;
+        case 't': trace = optarg; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
+        case OPT_SEED: opts.seed = (uint64_t)cli_int(cmd, "--seed", optarg, 0, INT64_MAX); break;
+        case OPT_TEXT: opts.text = optarg; break;
+        case OPT_LR: {
+            char *end = NULL;
+            double v = strtod(optarg, &end);
+            if (!end || *end || !(v > 0 && v < 1)) cli_usage_error(cmd, "--lr: expected a number in (0, 1), got \"%s\"", optarg);
+            opts.lr = (float)v;
+            break;
+        }
+        case 'h': help(); return 0;
+        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (warmup >= steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", warmup, steps);
+
+    ts_problem pb;
+    ts_layout *layouts = NULL;
+    int n_layouts = 0;
+    ts_status st = ts_plan_read(plan, &pb, &layouts, &n_layouts);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
+    ts_layout layout = layouts[index - 1];
+    free(layouts);
+    if (!ts_runtime_under_mpi()) return launch(cmd, ts_rank_count(&layout), argc, argv);
+
+    ts_runtime rt;
+    st = ts_runtime_init(&rt, &layout);
+    if (st != TS_OK) rank_fail(NULL, st);
+    ts_program prog;
+    st = ts_program_build(&pb, &layout, NULL, &prog);
+    if (st != TS_OK) rank_fail(&rt, st);
+    const ts_backend *be = ts_backend_cpu(threads);
+    ts_trainer *tr;
+    st = ts_trainer_init(&tr, &pb, &prog, &rt, be, &opts);
+    if (st != TS_OK) rank_fail(&rt, st);
+
+    const char *fault = getenv("TESSERA_FAULT_RANK"), *fault_step = getenv("TESSERA_FAULT_STEP");
+    int n_ops = prog.stages[rt.coords.pp].n_ops;
+    ts_op_span *spans = calloc((size_t)n_ops, sizeof *spans);
+    float *losses = calloc((size_t)steps, sizeof *losses);
+    double *step_s = calloc((size_t)steps, sizeof *step_s);
+    if (!spans || !losses || !step_s) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+    for (int s = 0; s < steps; s++) {
+        if (fault && atoi(fault) == rt.rank && (fault_step ? atoi(fault_step) : 0) == s)
+            rank_fail(&rt, TS_FAIL(TS_ERR_EXTERNAL, "injected fault at step %d (TESSERA_FAULT_RANK)", s));
+        double t0 = be->now_s();
+        st = ts_trainer_step(tr, s, &losses[s], spans);
+        if (st != TS_OK) rank_fail(&rt, st);
+        float mine = (float)(be->now_s() - t0), slowest = 0;
+        st = be->all_reduce_max(rt.world, &mine, &slowest, 1);
+        if (st != TS_OK) rank_fail(&rt, st);
+        step_s[s] = slowest;
+        if (rt.rank == 0 && !json)
+            fprintf(stderr, "step %d/%d: loss %.6f, %.3f s\n", s + 1, steps, losses[s], step_s[s]);
+    }
+
+    /* The last step's spans of every rank, and the memory of every rank, on rank 0. */
+    int world = rt.size;
+    int *counts = calloc((size_t)world, sizeof *counts), *offs = calloc((size_t)world, sizeof *offs);
+    int total = 0;
+    for (int r = 0; r < world; r++) {
+        counts[r] = 2 * prog.stages[ts_rank_coords(&layout, r).pp].n_ops;
+        offs[r] = total;
+        total += counts[r];
+    }
+    double *all = calloc((size_t)total + 1, sizeof *all), *mine = calloc((size_t)2 * n_ops + 1, sizeof *mine);
+    double *mems = calloc((size_t)world * 5 + 1, sizeof *mems);
+    for (int i = 0; i < n_ops; i++) mine[2 * i] = spans[i].start_s, mine[2 * i + 1] = spans[i].end_s;
+    st = ts_runtime_gather(&rt, mine, 2 * n_ops, all, counts, offs);
+    ts_exec_memory em = ts_trainer_memory(tr);
+    double memv[5] = {em.weights, em.grads, em.optimizer, em.activations, em.buffers};
+    int *five = calloc((size_t)world, sizeof *five), *five_off = calloc((size_t)world, sizeof *five_off);
+    if (!counts || !offs || !all || !mine || !mems || !five || !five_off)
+        rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory gathering results"));
+    for (int r = 0; r < world; r++) five[r] = 5, five_off[r] = 5 * r;
+    if (st == TS_OK) st = ts_runtime_gather(&rt, memv, 5, mems, five, five_off);
+    if (st != TS_OK) rank_fail(&rt, st);
+
+    int rc = 0;
+    if (rt.rank == 0) {
+        int measured = steps - warmup;
+        double *sorted = malloc((size_t)measured * sizeof *sorted);
+        memcpy(sorted, step_s + warmup, (size_t)measured * sizeof *sorted);
+        qsort(sorted, (size_t)measured, sizeof *sorted, cmp_double);
+        double kind_s[TS_OP_KIND_COUNT] = {0}, worst[5] = {0};
+        for (int r = 0; r < world; r++) {
+            const ts_stage_program *sp = &prog.stages[ts_rank_coords(&layout, r).pp];
+            for (int i = 0; i < sp->n_ops; i++)
+                kind_s[sp->ops[i].kind] += (all[offs[r] + 2 * i + 1] - all[offs[r] + 2 * i]) / world;
+            for (int k = 0; k < 5; k++) worst[k] = fmax(worst[k], mems[5 * r + k]);
+        }
+        ts_eval plan_eval;
+        ts_status pe = ts_evaluate(&pb, &layout, &plan_eval);
+        char text[256];
+        ts_layout_format(&layout, text, sizeof text);
+        if (json) {
+            cJSON *o = cJSON_CreateObject(), *ss, *ls, *ks, *ms, *pm;
+            cJSON_AddStringToObject(o, "layout", text);
+            cJSON_AddStringToObject(o, "model", pb.model.name);
+            cJSON_AddNumberToObject(o, "ranks", world);
+            cJSON_AddNumberToObject(o, "steps", steps);
+            cJSON_AddNumberToObject(o, "warmup", warmup);
+            ss = cJSON_AddObjectToObject(o, "step_s");
+            cJSON_AddNumberToObject(ss, "median", quantile(sorted, measured, 0.5));
+            cJSON_AddNumberToObject(ss, "p10", quantile(sorted, measured, 0.1));
+            cJSON_AddNumberToObject(ss, "p90", quantile(sorted, measured, 0.9));
+            ls = cJSON_AddArrayToObject(o, "losses");
+            for (int s = 0; s < steps; s++) cJSON_AddItemToArray(ls, cJSON_CreateNumber(losses[s]));
+            ks = cJSON_AddObjectToObject(o, "kind_s");
+            for (int k = 0; k < TS_OP_KIND_COUNT; k++) cJSON_AddNumberToObject(ks, ts_op_kind_names[k], kind_s[k]);
+            ms = cJSON_AddObjectToObject(o, "memory_bytes");
+            static const char *const cat[] = {"weights", "grads", "optimizer", "activations", "buffers"};
+            double sum = 0;
+            for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(ms, cat[k], worst[k]), sum += worst[k];
+            cJSON_AddNumberToObject(ms, "total", sum);
+            if (pe == TS_OK) {
+                pm = cJSON_AddObjectToObject(o, "planner_memory_bytes");
+                double v[6] = {plan_eval.mem.weights, plan_eval.mem.grads, plan_eval.mem.optimizer,
+                               plan_eval.mem.activations, plan_eval.mem.buffers, plan_eval.mem.total};
+                for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(pm, cat[k], v[k]);
+                cJSON_AddNumberToObject(pm, "total", v[5]);
+            }
+            st = ts_json_write_file("-", o);
+            cJSON_Delete(o);
+        } else {
+            printf("# tessera run: %s, %s, %d ranks, %d steps (%d warm-up)\n", pb.model.name, text, world,
+                   steps, warmup);
+            printf("# loss: first %.6f, last %.6f\n", losses[0], losses[steps - 1]);
+            printf("# step: median %.4f s, p10 %.4f s, p90 %.4f s\n", quantile(sorted, measured, 0.5),
+                   quantile(sorted, measured, 0.1), quantile(sorted, measured, 0.9));
+            printf("# time by op kind (last step, mean over ranks):");
+            for (int k = 0; k < TS_OP_KIND_COUNT; k++) printf(" %s %.4f s", ts_op_kind_names[k], kind_s[k]);
+            printf("\n# memory per rank (peak, worst rank): weights %.2f MB, grads %.2f MB, optimizer %.2f MB, "
+                   "activations %.2f MB, buffers %.2f MB\n",
+                   worst[0] / 1e6, worst[1] / 1e6, worst[2] / 1e6, worst[3] / 1e6, worst[4] / 1e6);
+        }
+        if (st == TS_OK && trace) {
+            ts_sim_result r = {.n_ranks = world, .step_s = step_s[steps - 1]};
+            r.ranks = calloc((size_t)world, sizeof *r.ranks);
+            for (int k = 0; k < world; k++) {
+                r.ranks[k].rank = k;
+                r.ranks[k].stage = ts_rank_coords(&layout, k).pp;
+                r.ranks[k].spans = (ts_op_span *)(all + offs[k]);
+            }
+            st = ts_trace_write(trace, &pb, &prog, &r);
+            free(r.ranks);
+        }
+        if (st != TS_OK) {
+            fprintf(stderr, "tessera run: %s\n", ts_error_message());
+            rc = ts_exit_code(st);
+        }
+        free(sorted);
+    }
+    free(all);
+    free(mine);
+    free(mems);
+    free(five);
+    free(five_off);
+    free(counts);
+    free(offs);
+    free(spans);
+    free(losses);
+    free(step_s);
+    ts_trainer_free(tr);
+    ts_program_free(&prog);
+    ts_runtime_free(&rt);
+    ts_runtime_finalize();
+    return rc;
+}

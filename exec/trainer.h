@@ -1,0 +1,64 @@
+/* The executor's trainer: runs one rank's step program (sim/program.h) for real on a backend,
+ * training the transformer of exec/reference.h split over the layout's ranks.
+ *
+ * Each op of the rank's stage program is executed in program order by a handler that knows what
+ * the op means for this rank's shard (e.g. "fwd L3 mb2 qkv": the QKV projection of layer 3 for
+ * micro-batch 2 with this rank's heads), and is timed (CLOCK_MONOTONIC, after the backend has
+ * finished). Parallel forms: DP; TP (Megatron column/row parallel, vocab-parallel embedding and
+ * cross-entropy); SP (norms on sequence shards, all-gather / reduce-scatter around blocks); PP
+ * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (keys and values
+ * all-gathered over the CP group, their gradients reduce-scattered back; load-balanced causal
+ * chunks); EP (tokens dispatched to the ranks owning their experts and combined back with
+ * all-to-all-v); ZeRO-1/2/3 with optimizer states, gradients and parameters sharded over DP×CP
+ * (experts over their DP group); recompute none / selective / full.
+ *
+ * Parameters are initialised from exec/reference.h's index-addressable generator, so every
+ * layout starts from the one-rank model exactly; data is the reference's synthetic stream (or a
+ * text file), each rank taking its replica's sequences and its CP chunks. Losses are means over
+ * the global batch, as the reference computes them.
+ *
+ * Not supported (ts_trainer_init says so, TS_ERR_INPUT): models the reference does not implement,
+ * tied embeddings with pp > 1, tp not dividing kv_heads, ZB-H1 with MoE layers. */
+#ifndef TS_TRAINER_H
+#define TS_TRAINER_H
+
+#include <stdint.h>
+
+#include "exec/backend.h"
+#include "exec/runtime.h"
+#include "sim/engine.h"
+
+typedef struct {
+    uint64_t seed;        /* parameters and synthetic data */
+    const char *text;     /* train on this text file's bytes instead (NULL: synthetic) */
+    float lr, beta1, beta2, eps, weight_decay;
+} ts_train_opts;
+
+/* seed 1234, AdamW lr 3e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1. */
+void ts_train_opts_defaults(ts_train_opts *o);
+
+/* Bytes this rank holds by category, at their peak over the steps so far. */
+typedef struct {
+    double weights, grads, optimizer, activations, buffers;
+} ts_exec_memory;
+
+typedef struct ts_trainer ts_trainer; /* opaque */
+
+/* Sets up this rank's shard of the model for `prog` (built for `pb` and the runtime's layout).
+ * `pb`, `prog`, `rt` and `be` must outlive the trainer. */
+ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_program *prog,
+                          const ts_runtime *rt, const ts_backend *be, const ts_train_opts *opts);
+void ts_trainer_free(ts_trainer *t);
+
+/* Runs training step `step` (0-based): the whole program, then the optimizer. `*loss` receives the
+ * step's mean loss on every rank; `spans` (the stage program's n_ops, may be NULL) the measured
+ * start and end of every op in seconds from the step's start. */
+ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans);
+
+ts_exec_memory ts_trainer_memory(const ts_trainer *t);
+
+/* The full parameters in exec/reference.h's layout (ts_ref n_params floats, tensor order as there)
+ * assembled on world rank 0 into `out` (other ranks pass NULL); a collective call. */
+ts_status ts_trainer_gather_params(ts_trainer *t, float *out);
+
+#endif

@@ -1,0 +1,617 @@
+/* What each op of the step program computes on this rank (see trainer.h). The program says which
+ * op comes when; these handlers say what it means for this rank's shard. Ops run in program
+ * order on the CPU, so an op may leave its result where the next op of the same slot reads it:
+ * `cur` carries the residual stream forward through a slot, `dcur` its gradient backward.
+ *
+ * Tensor parallelism follows Megatron-LM: QKV and the MLP's gate/up are column-parallel (this
+ * rank's heads and slice), the output projection and down projection row-parallel with an
+ * all-reduce after them (a reduce-scatter under SP, whose blocks start with an all-gather); the
+ * embedding and LM head are vocab-parallel. Backward mirrors it: each block's input gradient is
+ * all-reduced (reduce-scattered under SP) across TP. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/trainer_impl.h"
+
+#define EPS TS_REF_NORM_EPS
+
+static ts_comm *comm(const ts_trainer *t, ts_group g) { return t->rt->comm[g]; }
+
+static void add_into(float *y, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static int rank_at_stage(const ts_trainer *t, int stage) {
+    ts_coords c = t->rt->coords;
+    c.pp = stage;
+    return ts_rank_of(t->l, c);
+}
+
+/* ---- Deferred weight gradients --------------------------------------------------------------- */
+
+static ts_status stash_wgrad(ts_trainer *t, const ts_op *op, int part, float *dw, const float *dout,
+                             const float *in, int T, int IC, int OC) {
+    tr_wgrad_entry *e = NULL;
+    for (int i = 0; i < t->n_wgrad && !e; i++)
+        if (t->wgrad[i].layer == op->layer && t->wgrad[i].mb == op->mb && t->wgrad[i].part == part) e = &t->wgrad[i];
+    if (e == NULL) {
+        if (t->n_wgrad == t->cap_wgrad) {
+            int cap = t->cap_wgrad ? 2 * t->cap_wgrad : 16;
+            tr_wgrad_entry *g = realloc(t->wgrad, (size_t)cap * sizeof *g);
+            if (g == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for deferred weight gradients");
+            t->wgrad = g;
+            t->cap_wgrad = cap;
+        }
+        e = &t->wgrad[t->n_wgrad++];
+        *e = (tr_wgrad_entry){.layer = op->layer, .mb = op->mb, .part = part};
+    }
+    if (e->n == e->cap) {
+        int cap = e->cap ? 2 * e->cap : 4;
+        tr_wgrad *w = realloc(e->w, (size_t)cap * sizeof *w);
+        if (w == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for deferred weight gradients");
+        e->w = w;
+        e->cap = cap;
+    }
+    size_t n = (size_t)T * OC;
+    float *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (copy == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for a deferred gradient");
+    memcpy(copy, dout, n * sizeof *copy);
+    tr_account(t, &t->live.activations, (double)n * sizeof *copy);
+    e->w[e->n++] = (tr_wgrad){dw, copy, in, T, IC, OC};
+    return TS_OK;
+}
+
+static void run_wgrad(ts_trainer *t, int layer, int mb, int part) {
+    for (int i = 0; i < t->n_wgrad; i++) {
+        tr_wgrad_entry *e = &t->wgrad[i];
+        if (e->layer != layer || e->mb != mb || e->part != part) continue;
+        for (int k = 0; k < e->n; k++) {
+            tr_wgrad *w = &e->w[k];
+            ts_linear_bwd_weight(w->dw, w->dout, w->in, w->T, w->IC, w->OC);
+            t->live.activations -= (double)w->T * w->OC * sizeof(float);
+            free(w->dout);
+        }
+        free(e->w);
+        t->wgrad[i] = t->wgrad[--t->n_wgrad];
+        return;
+    }
+}
+
+/* ---- Shared steps ------------------------------------------------------------------------- */
+
+/* A norm's weight gradient: under SP each TP rank saw a shard of the tokens, so the shards' sums
+ * are all-reduced across TP before they are added. */
+static ts_status norm_bwd(ts_trainer *t, float *dx, float *dw, const float *dout, const float *x,
+                          const float *w, const float *rstd) {
+    if (!t->l->sp) {
+        ts_rmsnorm_bwd(dx, dw, dout, x, w, rstd, t->Tl, t->C);
+        return TS_OK;
+    }
+    memset(t->norm_grad, 0, (size_t)t->C * sizeof(float));
+    ts_rmsnorm_bwd(dx, t->norm_grad, dout, x, w, rstd, t->Tl, t->C);
+    TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->norm_grad, t->norm_grad, (size_t)t->C));
+    for (int c = 0; c < t->C; c++) dw[c] += t->norm_grad[c];
+    return TS_OK;
+}
+
+/* The block's output partial sums (T, C) reduced across TP: all-reduce, or reduce-scatter to
+ * this rank's Tl rows under SP. Returns where the Tl rows are. */
+static ts_status tp_close(ts_trainer *t, float *partial, float **rows) {
+    size_t n = (size_t)t->Tl * t->C;
+    if (t->l->sp) {
+        TS_CHECK(t->be->reduce_scatter(comm(t, TS_GROUP_TP), partial, t->rows, n));
+        *rows = t->rows;
+    } else {
+        if (t->l->tp > 1) TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), partial, partial, n));
+        *rows = partial;
+    }
+    return TS_OK;
+}
+
+/* Rows of local expert `el` in the expert-major buffers: start and count. */
+static void expert_rows(const ts_trainer *t, const tr_acts *a, int el, int *start, int *count) {
+    if (t->l->ep == 1) {
+        *start = a->offset[el];
+        *count = a->offset[el + 1] - a->offset[el];
+        return;
+    }
+    int s = 0, n = 0;
+    for (int e = 0; e <= el; e++)
+        for (int r = 0; r < t->l->ep; r++) {
+            int k = a->src_expert_rows[r * t->El + e];
+            if (e < el) s += k;
+            else n += k;
+        }
+    *start = s;
+    *count = n;
+}
+
+/* Between source-major (as all-to-all-v delivers: per peer, per expert) and expert-major (per
+ * expert, per peer) row order; `to_expert` picks the direction. */
+static void reorder_rows(const ts_trainer *t, const tr_acts *a, const float *src, float *dst, int to_expert) {
+    int ep = t->l->ep, El = t->El;
+    size_t C = (size_t)t->C, peer_off = 0;
+    for (int r = 0; r < ep; r++) {
+        size_t within = 0;
+        for (int e = 0; e < El; e++) {
+            int n = a->src_expert_rows[r * El + e];
+            int start, count;
+            expert_rows(t, a, e, &start, &count);
+            size_t exp_off = (size_t)start;
+            for (int q = 0; q < r; q++) exp_off += (size_t)a->src_expert_rows[q * El + e];
+            const float *from = to_expert ? src + (peer_off + within) * C : src + exp_off * C;
+            float *to = to_expert ? dst + exp_off * C : dst + (peer_off + within) * C;
+            memcpy(to, from, (size_t)n * C * sizeof(float));
+            within += (size_t)n;
+        }
+        peer_off += within;
+    }
+}
+
+/* All-to-all-v of rows between EP peers: send_rows[r] rows to peer r, recv_rows[r] back. */
+static ts_status exchange_rows(ts_trainer *t, const float *in, const int *send_rows, float *out,
+                               const int *recv_rows) {
+    int ep = t->l->ep, C = t->C;
+    int *sc = t->a2a, *sd = sc + ep, *rc = sd + ep, *rd = rc + ep;
+    int so = 0, ro = 0;
+    for (int r = 0; r < ep; r++) {
+        sc[r] = send_rows[r] * C, sd[r] = so, so += sc[r];
+        rc[r] = recv_rows[r] * C, rd[r] = ro, ro += rc[r];
+    }
+    return t->be->all_to_all_v(comm(t, TS_GROUP_EP), in, sc, sd, out, rc, rd);
+}
+
+static void attn_shape_of(const ts_trainer *t, const tr_acts *a, int mb, int b, ts_attn_shape *s,
+                          const float **q, const float **k, const float **v) {
+    size_t T0 = (size_t)b * t->Ts;
+    *q = a->qkv + T0 * t->QKVr;
+    *s = (ts_attn_shape){.Tq = t->Ts, .H = t->Hr, .KV = t->KVr, .D = t->D, .ldq = t->QKVr,
+                         .ldo = t->Qr, .q_pos = t->pos + (size_t)mb * t->T + T0};
+    if (t->cp > 1) {
+        size_t kv = 2 * (size_t)t->KVD;
+        *k = a->kv_all + (size_t)b * t->cp * t->Ts * kv;
+        *v = *k + t->KVD;
+        s->Tk = t->cp * t->Ts;
+        s->ldk = s->ldv = (int)kv;
+        s->k_pos = t->kv_pos;
+    } else {
+        *k = *q + t->Qr;
+        *v = *q + t->Qr + t->KVD;
+        s->Tk = t->Ts;
+        s->ldk = s->ldv = t->QKVr;
+        s->k_pos = s->q_pos;
+    }
+}
+
+/* ---- Forward -------------------------------------------------------------------------------- */
+
+static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a) {
+    tr_layer P = tr_layer_params(t, j);
+    int fwd = op->phase == TS_PHASE_FWD, mb = op->mb;
+    size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
+    int moe = ts_model_layer_is_moe(t->m, op->layer);
+    float *rows;
+    switch (op->part) {
+    case TS_PART_NORM1:
+        if (fwd) memcpy(a->x, t->cur, Tl * C * sizeof(float));
+        ts_rmsnorm_fwd(t->l->sp ? t->rows : a->ln1, a->rstd1, a->x, P.attn_norm, t->Tl, t->C, EPS);
+        return TS_OK;
+    case TS_PART_SP_GATHER_ATTN:
+        return t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->ln1, Tl * C);
+    case TS_PART_QKV:
+        ts_linear_fwd(a->qkv, a->ln1, P.qkv, t->T, t->C, t->QKVr);
+        ts_rope_fwd(a->qkv, t->QKVr, t->pos + (size_t)mb * T, t->T, t->Hr + t->KVr, t->D, TS_REF_ROPE_THETA);
+        return TS_OK;
+    case TS_PART_CP_RING: {
+        size_t kv = 2 * (size_t)t->KVD, per = T * kv;
+        for (size_t r = 0; r < T; r++)
+            memcpy(t->kv_send + r * kv, a->qkv + r * t->QKVr + t->Qr, kv * sizeof(float));
+        TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_CP), t->kv_send, t->kv_tmp, per));
+        /* Member-major as gathered; per sequence, every member's chunks in member order. */
+        size_t seg = (size_t)t->Ts * kv;
+        for (int b = 0; b < t->mbs; b++)
+            for (int r = 0; r < t->cp; r++)
+                memcpy(a->kv_all + ((size_t)b * t->cp + r) * seg, t->kv_tmp + (size_t)r * per + (size_t)b * seg,
+                       seg * sizeof(float));
+        return TS_OK;
+    }
+    case TS_PART_ATTN:
+        for (int b = 0; b < t->mbs; b++) {
+            ts_attn_shape s;
+            const float *q, *k, *v;
+            attn_shape_of(t, a, mb, b, &s, &q, &k, &v);
+            size_t T0 = (size_t)b * t->Ts;
+            ts_attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, k, v, &s, t->scratch);
+        }
+        return TS_OK;
+    case TS_PART_PROJ:
+        ts_linear_fwd(t->proj, a->att, P.attn_out, t->T, t->Qr, t->C);
+        if (t->l->tp == 1) add_into(a->mid, a->x, t->proj, Tl * C);
+        return TS_OK;
+    case TS_PART_TP_ATTN:
+        TS_CHECK(tp_close(t, t->proj, &rows));
+        add_into(a->mid, a->x, rows, Tl * C);
+        return TS_OK;
+    case TS_PART_NORM2:
+        ts_rmsnorm_fwd(t->l->sp ? t->rows : a->ln2, a->rstd2, a->mid, P.mlp_norm, t->Tl, t->C, EPS);
+        return TS_OK;
+    case TS_PART_SP_GATHER_MLP:
+        return t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->ln2, Tl * C);
+    case TS_PART_FC1:
+        ts_linear_fwd(a->gate, a->ln2, P.gate, t->T, t->C, t->Fr);
+        ts_linear_fwd(a->up, a->ln2, P.up, t->T, t->C, t->Fr);
+        return TS_OK;
+    case TS_PART_ACT:
+        ts_swiglu_fwd(a->act, a->gate, a->up, (size_t)(moe ? a->rows : t->T) * (moe ? t->Fer : t->Fr));
+        return TS_OK;
+    case TS_PART_FC2:
+        ts_linear_fwd(t->proj, a->act, P.down, t->T, t->Fr, t->C);
+        break; /* block end below */
+    case TS_PART_ROUTER: {
+        int TK = t->T * t->K;
+        ts_linear_fwd(a->logits, a->ln2, P.router, t->T, t->C, t->E);
+        ts_router_fwd(a->probs, a->expert, a->weight, a->logits, t->T, t->E, t->K);
+        ts_moe_plan(a->offset, a->slot_token, a->slot, a->expert, t->T, t->E, t->K);
+        ts_moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, t->C);
+        if (t->l->ep == 1) {
+            a->rows = TK;
+            memcpy(a->xr, a->xe, (size_t)TK * C * sizeof(float));
+        }
+        return TS_OK;
+    }
+    case TS_PART_DISPATCH: {
+        int ep = t->l->ep, El = t->El;
+        int *cnt = t->ep_counts;
+        for (int r = 0; r < ep; r++) {
+            a->send_rows[r] = 0;
+            for (int e = 0; e < El; e++) {
+                int g = r * El + e;
+                cnt[g] = a->offset[g + 1] - a->offset[g];
+                a->send_rows[r] += cnt[g];
+            }
+        }
+        TS_CHECK(t->be->all_to_all_int(comm(t, TS_GROUP_EP), cnt, a->src_expert_rows, El));
+        a->rows = 0;
+        for (int r = 0; r < ep; r++) {
+            a->recv_rows[r] = 0;
+            for (int e = 0; e < El; e++) a->recv_rows[r] += a->src_expert_rows[r * El + e];
+            a->rows += a->recv_rows[r];
+        }
+        TS_CHECK(exchange_rows(t, a->xe, a->send_rows, t->dxr, a->recv_rows));
+        reorder_rows(t, a, t->dxr, a->xr, 1);
+        return TS_OK;
+    }
+    case TS_PART_EXPERT_FC1:
+        for (int e = 0; e < t->El; e++) {
+            int s, n;
+            expert_rows(t, a, e, &s, &n);
+            if (n == 0) continue;
+            size_t w = (size_t)e * t->Fer * C;
+            ts_linear_fwd(a->gate + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.gate + w, n, t->C, t->Fer);
+            ts_linear_fwd(a->up + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.up + w, n, t->C, t->Fer);
+        }
+        return TS_OK;
+    case TS_PART_EXPERT_FC2:
+        for (int e = 0; e < t->El; e++) {
+            int s, n;
+            expert_rows(t, a, e, &s, &n);
+            if (n == 0) continue;
+            ts_linear_fwd(a->yr + (size_t)s * C, a->act + (size_t)s * t->Fer, P.down + (size_t)e * C * t->Fer,
+                          n, t->Fer, t->C);
+        }
+        if (t->l->ep > 1) return TS_OK; /* COMBINE brings the rows back */
+        memcpy(a->ye, a->yr, (size_t)a->rows * C * sizeof(float));
+        ts_moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        break;
+    case TS_PART_COMBINE:
+        reorder_rows(t, a, a->yr, t->dxr, 0);
+        TS_CHECK(exchange_rows(t, t->dxr, a->recv_rows, a->ye, a->send_rows));
+        ts_moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        break;
+    case TS_PART_TP_MLP:
+        TS_CHECK(tp_close(t, t->proj, &rows));
+        add_into(a->out, a->mid, rows, Tl * C);
+        if (fwd) memcpy(t->cur, a->out, Tl * C * sizeof(float));
+        return TS_OK;
+    default:
+        return TS_FAIL(TS_ERR_INPUT, "the executor has no forward for part \"%s\"", ts_part_names[op->part]);
+    }
+    /* The MLP's last compute op: without TP nothing else closes the block. */
+    if (t->l->tp == 1) {
+        add_into(a->out, a->mid, t->proj, Tl * C);
+        if (fwd) memcpy(t->cur, a->out, Tl * C * sizeof(float));
+    }
+    return TS_OK;
+}
+
+/* ---- Backward ------------------------------------------------------------------------------ */
+
+/* The attention block's end in backward: dcur = dmid + the norm's backward of dln. */
+static ts_status finish_attention(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, const float *dln_rows) {
+    memcpy(t->dcur, t->dmid, (size_t)t->Tl * t->C * sizeof(float));
+    return norm_bwd(t, t->dcur, G.attn_norm, dln_rows, a->x, P.attn_norm, a->rstd1);
+}
+
+static ts_status finish_mlp(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, const float *dln_rows) {
+    memcpy(t->dcur, t->dmid, (size_t)t->Tl * t->C * sizeof(float));
+    return norm_bwd(t, t->dcur, G.mlp_norm, dln_rows, a->mid, P.mlp_norm, a->rstd2);
+}
+
+static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a) {
+    tr_layer P = tr_layer_params(t, j), G = tr_layer_grads(t, j);
+    int mb = op->mb, moe = ts_model_layer_is_moe(t->m, op->layer);
+    size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
+    float *rows;
+    switch (op->part) {
+    case TS_PART_NORM2: /* the MLP block's backward starts: keep the residual's gradient */
+        memcpy(t->dmid, t->dcur, Tl * C * sizeof(float));
+        if (!t->l->sp) memcpy(t->dfull, t->dcur, T * C * sizeof(float));
+        t->mlp_open = 1;
+        return TS_OK;
+    case TS_PART_SP_GATHER_MLP:
+    case TS_PART_SP_GATHER_ATTN:
+        return t->be->all_gather(comm(t, TS_GROUP_TP), t->dcur, t->dfull, Tl * C);
+    case TS_PART_FC2:
+        memset(t->dact, 0, T * t->Fr * sizeof(float));
+        ts_linear_bwd_input(t->dact, t->dfull, P.down, t->T, t->Fr, t->C);
+        return stash_wgrad(t, op, TS_PART_FC2, G.down, t->dfull, a->act, t->T, t->Fr, t->C);
+    case TS_PART_ACT: {
+        size_t n = (size_t)(moe ? a->rows : t->T) * (moe ? t->Fer : t->Fr);
+        ts_swiglu_bwd(t->dgate, t->dup, t->dact, a->gate, a->up, n);
+        return TS_OK;
+    }
+    case TS_PART_FC1:
+        memset(t->dln, 0, T * C * sizeof(float));
+        ts_linear_bwd_input(t->dln, t->dgate, P.gate, t->T, t->C, t->Fr);
+        ts_linear_bwd_input(t->dln, t->dup, P.up, t->T, t->C, t->Fr);
+        TS_CHECK(stash_wgrad(t, op, TS_PART_FC1, G.gate, t->dgate, a->ln2, t->T, t->C, t->Fr));
+        return stash_wgrad(t, op, TS_PART_FC1, G.up, t->dup, a->ln2, t->T, t->C, t->Fr);
+    case TS_PART_COMBINE: /* backward of the combine: the rows' gradients go to their experts */
+        memset(t->dye, 0, T * t->K * C * sizeof(float));
+        memset(t->dweight, 0, T * t->K * sizeof(float));
+        ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        TS_CHECK(exchange_rows(t, t->dye, a->send_rows, t->dxr, a->recv_rows));
+        reorder_rows(t, a, t->dxr, t->dyr, 1);
+        return TS_OK;
+    case TS_PART_EXPERT_FC2:
+        memset(t->dln, 0, T * C * sizeof(float));
+        if (t->l->ep == 1) {
+            memset(t->dye, 0, T * t->K * C * sizeof(float));
+            memset(t->dweight, 0, T * t->K * sizeof(float));
+            ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+            memcpy(t->dyr, t->dye, (size_t)a->rows * C * sizeof(float));
+        }
+        memset(t->dact, 0, (size_t)a->rows * t->Fer * sizeof(float));
+        for (int e = 0; e < t->El; e++) {
+            int s, n;
+            expert_rows(t, a, e, &s, &n);
+            if (n == 0) continue;
+            float *dw = G.down + (size_t)e * C * t->Fer;
+            ts_linear_bwd_input(t->dact + (size_t)s * t->Fer, t->dyr + (size_t)s * C, P.down + (size_t)e * C * t->Fer,
+                                n, t->Fer, t->C);
+            TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC2, dw, t->dyr + (size_t)s * C, a->act + (size_t)s * t->Fer,
+                                 n, t->Fer, t->C));
+        }
+        return TS_OK;
+    case TS_PART_EXPERT_FC1:
+        memset(t->dxr, 0, (size_t)a->rows * C * sizeof(float));
+        for (int e = 0; e < t->El; e++) {
+            int s, n;
+            expert_rows(t, a, e, &s, &n);
+            if (n == 0) continue;
+            size_t w = (size_t)e * t->Fer * C, r = (size_t)s;
+            ts_linear_bwd_input(t->dxr + r * C, t->dgate + r * t->Fer, P.gate + w, n, t->C, t->Fer);
+            ts_linear_bwd_input(t->dxr + r * C, t->dup + r * t->Fer, P.up + w, n, t->C, t->Fer);
+            TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC1, G.gate + w, t->dgate + r * t->Fer, a->xr + r * C, n,
+                                 t->C, t->Fer));
+            TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC1, G.up + w, t->dup + r * t->Fer, a->xr + r * C, n,
+                                 t->C, t->Fer));
+        }
+        if (t->l->ep == 1) ts_moe_gather_bwd(t->dln, t->dxr, a->slot_token, t->T * t->K, t->C);
+        return TS_OK;
+    case TS_PART_DISPATCH: /* backward of the dispatch: the inputs' gradients come home */
+        reorder_rows(t, a, t->dxr, t->dyr, 0);
+        TS_CHECK(exchange_rows(t, t->dyr, a->recv_rows, t->dxe, a->send_rows));
+        ts_moe_gather_bwd(t->dln, t->dxe, a->slot_token, t->T * t->K, t->C);
+        return TS_OK;
+    case TS_PART_ROUTER:
+        memset(t->dlogits_r, 0, T * t->E * sizeof(float));
+        ts_router_bwd(t->dlogits_r, t->dweight, a->probs, a->expert, t->T, t->E, t->K);
+        ts_linear_bwd_input(t->dln, t->dlogits_r, P.router, t->T, t->C, t->E);
+        return stash_wgrad(t, op, TS_PART_ROUTER, G.router, t->dlogits_r, a->ln2, t->T, t->C, t->E);
+    case TS_PART_TP_MLP:
+        TS_CHECK(tp_close(t, t->dln, &rows));
+        t->mlp_open = 0;
+        return finish_mlp(t, a, P, G, rows);
+    case TS_PART_NORM1: /* the attention block's backward starts */
+        if (t->mlp_open) { /* no TP collective closed the MLP block */
+            t->mlp_open = 0;
+            TS_CHECK(finish_mlp(t, a, P, G, t->dln));
+        }
+        memcpy(t->dmid, t->dcur, Tl * C * sizeof(float));
+        if (!t->l->sp) memcpy(t->dfull, t->dcur, T * C * sizeof(float));
+        return TS_OK;
+    case TS_PART_PROJ:
+        memset(t->datt, 0, T * t->Qr * sizeof(float));
+        ts_linear_bwd_input(t->datt, t->dfull, P.attn_out, t->T, t->Qr, t->C);
+        return stash_wgrad(t, op, TS_PART_PROJ, G.attn_out, t->dfull, a->att, t->T, t->Qr, t->C);
+    case TS_PART_ATTN: {
+        memset(t->dqkv, 0, T * t->QKVr * sizeof(float));
+        size_t kv = 2 * (size_t)t->KVD;
+        if (t->cp > 1) memset(t->dkv, 0, (size_t)t->mbs * t->cp * t->Ts * kv * sizeof(float));
+        for (int b = 0; b < t->mbs; b++) {
+            ts_attn_shape s;
+            const float *q, *k, *v;
+            attn_shape_of(t, a, mb, b, &s, &q, &k, &v);
+            size_t T0 = (size_t)b * t->Ts;
+            float *dq = t->dqkv + T0 * t->QKVr, *dk, *dv;
+            if (t->cp > 1) {
+                dk = t->dkv + (size_t)b * t->cp * t->Ts * kv;
+                dv = dk + t->KVD;
+            } else {
+                dk = dq + t->Qr;
+                dv = dq + t->Qr + t->KVD;
+            }
+            ts_attention_bwd(dq, dk, dv, t->datt + T0 * t->Qr, q, k, v, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &s);
+        }
+        /* Rotary's backward on q (and k, when the keys are all local). */
+        ts_rope_bwd(t->dqkv, t->QKVr, t->pos + (size_t)mb * T, t->T, t->Hr + (t->cp > 1 ? 0 : t->KVr), t->D,
+                    TS_REF_ROPE_THETA);
+        return TS_OK;
+    }
+    case TS_PART_CP_RING: {
+        if (op->coll == TS_COLL_ALLGATHER) return TS_OK; /* keys and values were kept from forward */
+        size_t kv = 2 * (size_t)t->KVD, per = T * kv, seg = (size_t)t->Ts * kv;
+        for (int b = 0; b < t->mbs; b++)
+            for (int r = 0; r < t->cp; r++)
+                memcpy(t->kv_tmp + (size_t)r * per + (size_t)b * seg, t->dkv + ((size_t)b * t->cp + r) * seg,
+                       seg * sizeof(float));
+        TS_CHECK(t->be->reduce_scatter(comm(t, TS_GROUP_CP), t->kv_tmp, t->kv_send, per));
+        ts_rope_bwd(t->kv_send, (int)kv, t->pos + (size_t)mb * T, t->T, t->KVr, t->D, TS_REF_ROPE_THETA);
+        for (size_t r = 0; r < T; r++)
+            memcpy(t->dqkv + r * t->QKVr + t->Qr, t->kv_send + r * kv, kv * sizeof(float));
+        return TS_OK;
+    }
+    case TS_PART_QKV:
+        memset(t->dln, 0, T * C * sizeof(float));
+        ts_linear_bwd_input(t->dln, t->dqkv, P.qkv, t->T, t->C, t->QKVr);
+        TS_CHECK(stash_wgrad(t, op, TS_PART_QKV, G.qkv, t->dqkv, a->ln1, t->T, t->C, t->QKVr));
+        if (t->l->tp == 1) return finish_attention(t, a, P, G, t->dln);
+        return TS_OK;
+    case TS_PART_TP_ATTN:
+        TS_CHECK(tp_close(t, t->dln, &rows));
+        return finish_attention(t, a, P, G, rows);
+    default:
+        return TS_FAIL(TS_ERR_INPUT, "the executor has no backward for part \"%s\"", ts_part_names[op->part]);
+    }
+}
+
+/* ---- Edges: embedding, head and loss, pipeline transfers ------------------------------------ */
+
+static ts_status edge_op(ts_trainer *t, const ts_op *op) {
+    size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
+    int mb = op->mb, bwd = op->phase != TS_PHASE_FWD;
+    const int *inputs = t->inputs + (size_t)mb * T, *targets = t->targets + (size_t)mb * T;
+    tr_segment *emb = t->seg_embed >= 0 ? &t->seg[t->seg_embed] : NULL;
+    tr_segment *head = t->seg_head >= 0 ? &t->seg[t->seg_head] : NULL;
+    float *rows;
+    switch (op->part) {
+    case TS_PART_EMBED:
+        if (!bwd) {
+            ts_embedding_fwd(t->proj, inputs, emb->param, t->v0, t->Vr, t->T, t->C);
+            if (t->l->tp == 1) memcpy(t->cur, t->proj, T * C * sizeof(float));
+            return TS_OK;
+        }
+        if (t->l->sp) TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_TP), t->dcur, t->dfull, Tl * C));
+        ts_embedding_bwd(emb->grad, t->l->sp ? t->dfull : t->dcur, inputs, t->v0, t->Vr, t->T, t->C);
+        return TS_OK;
+    case TS_PART_TP_EMBED:
+        TS_CHECK(tp_close(t, t->proj, &rows));
+        memcpy(t->cur, rows, Tl * C * sizeof(float));
+        return TS_OK;
+    case TS_PART_HEAD: {
+        tr_acts *a;
+        TS_CHECK(tr_acts_get(t, t->n_local, mb, &a));
+        const float *lm_head = t->m->tied_embeddings ? emb->param : head->param + t->C;
+        float *dlm_head = t->m->tied_embeddings ? emb->grad : head->grad + t->C;
+        if (op->phase == TS_PHASE_WGRAD) {
+            run_wgrad(t, -1, mb, TS_PART_HEAD);
+            tr_acts_release(t, t->n_local, mb);
+            return TS_OK;
+        }
+        if (!bwd) {
+            memcpy(a->xf, t->cur, Tl * C * sizeof(float));
+            ts_rmsnorm_fwd(t->l->sp ? t->rows : a->lnf, a->rstdf, a->xf, head->param, t->Tl, t->C, EPS);
+            if (t->l->sp) TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->lnf, Tl * C));
+            ts_linear_fwd(a->logits_v, a->lnf, lm_head, t->T, t->C, t->Vr);
+            return TS_OK;
+        }
+        memset(t->dln, 0, T * C * sizeof(float));
+        ts_linear_bwd_input(t->dln, t->dlogits, lm_head, t->T, t->C, t->Vr);
+        ts_op at = *op;
+        at.layer = -1;
+        TS_CHECK(stash_wgrad(t, &at, TS_PART_HEAD, dlm_head, t->dlogits, a->lnf, t->T, t->C, t->Vr));
+        if (t->l->tp > 1) TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->dln, t->dln, T * C));
+        memset(t->dcur, 0, Tl * C * sizeof(float));
+        const float *dl = t->l->sp ? t->dln + (size_t)t->tp_i * Tl * C : t->dln;
+        return norm_bwd(t, t->dcur, head->grad, dl, a->xf, head->param, a->rstdf);
+    }
+    case TS_PART_LOSS: {
+        tr_acts *a;
+        TS_CHECK(tr_acts_get(t, t->n_local, mb, &a));
+        if (bwd) {
+            float dloss = 1.0f / (float)((double)t->B * t->seq);
+            ts_ce_bwd(t->dlogits, a->logits_v, a->ce_max, a->ce_sum, targets, t->v0, t->T, t->Vr, dloss);
+            return TS_OK;
+        }
+        ts_ce_max(a->ce_max, a->logits_v, t->T, t->Vr);
+        if (t->l->tp > 1) TS_CHECK(t->be->all_reduce_max(comm(t, TS_GROUP_TP), a->ce_max, a->ce_max, T));
+        ts_ce_sums(a->ce_sum, a->ce_tgt, a->logits_v, a->ce_max, targets, t->v0, t->T, t->Vr);
+        if (t->l->tp > 1) {
+            TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), a->ce_sum, a->ce_sum, T));
+            TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), a->ce_tgt, a->ce_tgt, T));
+        }
+        ts_ce_loss(t->scratch, a->ce_max, a->ce_sum, a->ce_tgt, t->T);
+        if (t->tp_i == 0) {
+            double s = 0;
+            for (size_t i = 0; i < T; i++) s += t->scratch[i];
+            t->loss_sum += s / ((double)t->B * t->seq);
+        }
+        return TS_OK;
+    }
+    case TS_PART_PP_ACT:
+    case TS_PART_PP_GRAD: {
+        float *buf = op->part == TS_PART_PP_ACT ? t->cur : t->dcur;
+        int tag = 2 * op->chunk + (op->part == TS_PART_PP_GRAD);
+        int peer = rank_at_stage(t, op->peer);
+        if (op->kind == TS_OP_RECV) return t->be->recv(buf, Tl * C, peer, tag);
+        if (t->n_sends == t->cap_sends) {
+            int cap = t->cap_sends ? 2 * t->cap_sends : 16;
+            ts_request **r = realloc(t->sends, (size_t)cap * sizeof *r);
+            float **b = r ? realloc(t->send_bufs, (size_t)cap * sizeof *b) : NULL;
+            if (r) t->sends = r;
+            if (b) t->send_bufs = b;
+            if (!r || !b) return TS_FAIL(TS_ERR_NOMEM, "out of memory for pipeline sends");
+            t->cap_sends = cap;
+        }
+        float *copy = malloc(Tl * C * sizeof *copy);
+        if (copy == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for a pipeline send");
+        memcpy(copy, buf, Tl * C * sizeof *copy);
+        ts_status st = t->be->send(copy, Tl * C, peer, tag, &t->sends[t->n_sends]);
+        if (st != TS_OK) {
+            free(copy);
+            return st;
+        }
+        t->send_bufs[t->n_sends++] = copy;
+        return TS_OK;
+    }
+    default:
+        return TS_FAIL(TS_ERR_INPUT, "the executor has no handler for part \"%s\"", ts_part_names[op->part]);
+    }
+}
+
+ts_status tr_run_op(ts_trainer *t, const ts_op *op) {
+    switch (op->part) {
+    case TS_PART_GRAD_REDUCE: return tr_grad_reduce(t, op);
+    case TS_PART_PARAM_GATHER: return tr_param_gather(t, op);
+    case TS_PART_OPTIMIZER: return tr_optimizer(t);
+    case TS_PART_EMBED:
+    case TS_PART_TP_EMBED:
+    case TS_PART_HEAD:
+    case TS_PART_LOSS:
+    case TS_PART_PP_ACT:
+    case TS_PART_PP_GRAD: return edge_op(t, op);
+    default: break;
+    }
+    int j = t->local_of[op->layer];
+    tr_acts *a;
+    TS_CHECK(tr_acts_get(t, j, op->mb, &a));
+    if (op->phase == TS_PHASE_WGRAD) {
+        run_wgrad(t, op->layer, op->mb, op->part);
+        /* The layer's last weight gradient: its activations are done with. */
+        if (op->part == TS_PART_QKV) tr_acts_release(t, j, op->mb);
+        return TS_OK;
+    }
+    if (op->phase == TS_PHASE_BWD) return bwd_layer_op(t, op, j, a);
+    return fwd_layer_op(t, op, j, a);
+}
