@@ -410,8 +410,15 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
             goto fail;
         }
         map_layer(t, g, layer_views(t, g, full_sh, full_ex), 1, 1, init_element, &t->opts.seed);
-        if (sh->n) memcpy(sh->param_shard, full_sh + sh->index * sh->part, sh->part * sizeof(float));
-        if (ex->n) memcpy(ex->param_shard, full_ex + ex->index * ex->part, ex->part * sizeof(float));
+        /* A segment alone in its group (zero forced to 0) keeps its parameters whole. */
+        tr_segment *both[2] = {sh, ex};
+        float *full[2] = {full_sh, full_ex};
+        for (int k = 0; k < 2; k++) {
+            tr_segment *s = both[k];
+            if (s->n == 0) continue;
+            if (s->zero >= 3) memcpy(s->param_shard, full[k] + s->index * s->part, s->part * sizeof(float));
+            else memcpy(s->param, full[k], s->n * sizeof(float));
+        }
         free(full_sh);
         free(full_ex);
     }
@@ -702,6 +709,8 @@ ts_status tr_optimizer(ts_trainer *t) {
         float *p = s->zero >= 3 ? s->param_shard : s->param + start;
         ts_adamw(p, s->adam_m, s->adam_v, s->grad_shard, n, o->lr, o->beta1, o->beta2, o->eps,
                  o->weight_decay, t->step + 1);
+        /* Under ZeRO-3 no step-start gather brings the embedding and head back whole. */
+        if (edge && t->l->zero >= 3) TS_CHECK(gather_segment(t, s));
     }
     return TS_OK;
 }

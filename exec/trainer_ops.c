@@ -337,6 +337,18 @@ static ts_status finish_mlp(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, c
     return norm_bwd(t, t->dcur, G.mlp_norm, dln_rows, a->mid, P.mlp_norm, a->rstd2);
 }
 
+/* The combine's backward at the source: each row's gradient is its routing weight times the
+ * output gradient; each weight's gradient is the row's output against it. Under TP the expert
+ * outputs are partial sums over the F slices, so the weights' gradients are summed across TP. */
+static ts_status combine_bwd(ts_trainer *t, const tr_acts *a) {
+    size_t TK = (size_t)t->T * t->K;
+    memset(t->dye, 0, TK * t->C * sizeof(float));
+    memset(t->dweight, 0, TK * sizeof(float));
+    ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+    if (t->l->tp > 1) TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->dweight, t->dweight, TK));
+    return TS_OK;
+}
+
 static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a) {
     tr_layer P = tr_layer_params(t, j), G = tr_layer_grads(t, j);
     int mb = op->mb, moe = ts_model_layer_is_moe(t->m, op->layer);
@@ -367,18 +379,14 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
         TS_CHECK(stash_wgrad(t, op, TS_PART_FC1, G.gate, t->dgate, a->ln2, t->T, t->C, t->Fr));
         return stash_wgrad(t, op, TS_PART_FC1, G.up, t->dup, a->ln2, t->T, t->C, t->Fr);
     case TS_PART_COMBINE: /* backward of the combine: the rows' gradients go to their experts */
-        memset(t->dye, 0, T * t->K * C * sizeof(float));
-        memset(t->dweight, 0, T * t->K * sizeof(float));
-        ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        TS_CHECK(combine_bwd(t, a));
         TS_CHECK(exchange_rows(t, t->dye, a->send_rows, t->dxr, a->recv_rows));
         reorder_rows(t, a, t->dxr, t->dyr, 1);
         return TS_OK;
     case TS_PART_EXPERT_FC2:
         memset(t->dln, 0, T * C * sizeof(float));
         if (t->l->ep == 1) {
-            memset(t->dye, 0, T * t->K * C * sizeof(float));
-            memset(t->dweight, 0, T * t->K * sizeof(float));
-            ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+            TS_CHECK(combine_bwd(t, a));
             memcpy(t->dyr, t->dye, (size_t)a->rows * C * sizeof(float));
         }
         memset(t->dact, 0, (size_t)a->rows * t->Fer * sizeof(float));
@@ -417,7 +425,9 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
     case TS_PART_ROUTER:
         memset(t->dlogits_r, 0, T * t->E * sizeof(float));
         ts_router_bwd(t->dlogits_r, t->dweight, a->probs, a->expert, t->T, t->E, t->K);
-        ts_linear_bwd_input(t->dln, t->dlogits_r, P.router, t->T, t->C, t->E);
+        /* The router is replicated across TP while dln holds TP partial sums: one rank adds its
+         * (whole) contribution. */
+        if (t->tp_i == 0) ts_linear_bwd_input(t->dln, t->dlogits_r, P.router, t->T, t->C, t->E);
         return stash_wgrad(t, op, TS_PART_ROUTER, G.router, t->dlogits_r, a->ln2, t->T, t->C, t->E);
     case TS_PART_TP_MLP:
         TS_CHECK(tp_close(t, t->dln, &rows));
