@@ -33,6 +33,7 @@ static void help(void) {
            "      --seed S        parameter and data seed (default 1234)\n"
            "      --text FILE     train on a text file's bytes instead of the synthetic stream\n"
            "      --lr LR         AdamW learning rate (default 3e-3)\n"
+           "      --params FILE   write the trained parameters (float32, exec/reference.h's order)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
@@ -92,17 +93,18 @@ static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *cmd = "run", *plan = NULL, *trace = NULL;
+    const char *cmd = "run", *plan = NULL, *trace = NULL, *params_out = NULL;
     int index = 1, steps = 10, warmup = 2, json = 0, threads = 1;
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
         {"trace", required_argument, 0, 't'},  {"json", no_argument, 0, OPT_JSON},
         {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
+        {"params", required_argument, 0, OPT_PARAMS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -118,6 +120,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
         case OPT_SEED: opts.seed = (uint64_t)cli_int(cmd, "--seed", optarg, 0, INT64_MAX); break;
         case OPT_TEXT: opts.text = optarg; break;
+        case OPT_PARAMS: params_out = optarg; break;
         case OPT_LR: {
             char *end = NULL;
             double v = strtod(optarg, &end);
@@ -175,6 +178,16 @@ int cmd_run(int argc, char **argv) {
         step_s[s] = slowest;
         if (rt.rank == 0 && !json)
             fprintf(stderr, "step %d/%d: loss %.6f, %.3f s\n", s + 1, steps, losses[s], step_s[s]);
+    }
+
+    if (params_out) {
+        size_t n = 0;
+        st = ts_trainer_param_count(tr, &n);
+        float *p = rt.rank == 0 && st == TS_OK ? malloc(n * sizeof *p) : NULL;
+        if (st == TS_OK) st = ts_trainer_gather_params(tr, p);
+        if (st == TS_OK && rt.rank == 0) st = ts_write_file_atomic(params_out, (const char *)p, n * sizeof *p);
+        free(p);
+        if (st != TS_OK) rank_fail(&rt, st);
     }
 
     /* The last step's spans of every rank, and the memory of every rank, on rank 0. */

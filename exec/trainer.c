@@ -797,11 +797,17 @@ static void assemble_element(void *ctx, ts_ref_kind kind, int layer, size_t gi, 
     a->full[ref_offset(a->m, layer, kind) + gi] = *elem;
 }
 
-ts_status ts_trainer_gather_params(ts_trainer *t, float *out) {
+ts_status ts_trainer_param_count(const ts_trainer *t, size_t *n) {
     ts_ref probe;
     TS_CHECK(ts_ref_init(&probe, t->m, 1, 1, t->opts.seed));
-    size_t n = probe.n_params;
+    *n = probe.n_params;
     ts_ref_free(&probe);
+    return TS_OK;
+}
+
+ts_status ts_trainer_gather_params(ts_trainer *t, float *out) {
+    size_t n;
+    TS_CHECK(ts_trainer_param_count(t, &n));
     ts_status res = TS_OK;
     float *full = calloc(n, sizeof *full), *sum = calloc(n, sizeof *sum);
     assemble_ctx a = {t->m, full, t->tp_i};

@@ -57,6 +57,9 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t);
 
+/* How many parameters the whole model has (exec/reference.h's n_params). */
+ts_status ts_trainer_param_count(const ts_trainer *t, size_t *n);
+
 /* The full parameters in exec/reference.h's layout (ts_ref n_params floats, tensor order as there)
  * assembled on world rank 0 into `out` (other ranks pass NULL); a collective call. */
 ts_status ts_trainer_gather_params(ts_trainer *t, float *out);
