@@ -89,7 +89,8 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_DTYPE:
         found = name_index(ts_dtype_names, arg);
         if (found < 0) cli_usage_error(cmd, "--dtype: expected bf16, fp16, fp8 or fp32, got \"%s\"", arg);
-        a->train.dtype = (ts_dtype)found, a->given = "--dtype";
+        ts_train_set_dtype(&a->train, (ts_dtype)found);
+        a->given = "--dtype";
         break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;

@@ -31,7 +31,8 @@ typedef struct ts_backend {
      * member keeps its count-float slice (in member order) summed into `out`; all_gather: each
      * member contributes `count` floats, `out` receives n·count in member order; all_to_all_v:
      * counts and displacements in floats per member. In-place all-reduce when in == out, and
-     * in-place all-gather when `in` is the member's own slice of `out`. */
+     * in-place all-gather when `in` is the member's own slice of `out`, in-place reduce-scatter
+     * (the member's sum at the start of the buffer) when in == out. */
     ts_status (*all_reduce)(ts_comm *c, const float *in, float *out, size_t count);
     ts_status (*all_reduce_max)(ts_comm *c, const float *in, float *out, size_t count);
     ts_status (*reduce_scatter)(ts_comm *c, const float *in, float *out, size_t count);

@@ -51,7 +51,10 @@ fail:
 static ts_status cpu_reduce_scatter(ts_comm *c, const float *in, float *out, size_t count) {
     ts_status res = TS_OK;
     TS_CHECK(count_ok(count * (size_t)c->size));
-    TS_MPI_GOTO(MPI_Reduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM, c->mpi), res, fail);
+    /* In place (in == out): the member's sum lands at the start of the buffer. */
+    TS_MPI_GOTO(MPI_Reduce_scatter_block(in == out ? MPI_IN_PLACE : (const void *)in, out, (int)count,
+                                         MPI_FLOAT, MPI_SUM, c->mpi),
+                res, fail);
 fail:
     return res;
 }

@@ -168,7 +168,10 @@ static ts_status segment_init(ts_trainer *t, tr_segment *s, size_t n, int group,
         TS_CHECK(alloc_floats(t, &t->live.grads, padded, &s->grad));
         s->owns_grad = 1;
     }
-    if (zero >= 1) TS_CHECK(alloc_floats(t, &t->live.grads, s->part, &s->grad_shard));
+    /* ZeRO-1 reduce-scatters in place: the shard is the start of the gradient buffer, as
+     * Megatron's distributed optimizer reuses its gradient buffer. */
+    if (zero == 1) s->grad_shard = s->grad;
+    if (zero >= 2) TS_CHECK(alloc_floats(t, &t->live.grads, s->part, &s->grad_shard));
     size_t state = zero >= 1 ? s->part : n;
     TS_CHECK(alloc_floats(t, &t->live.optimizer, state, &s->adam_m));
     TS_CHECK(alloc_floats(t, &t->live.optimizer, state, &s->adam_v));
@@ -179,7 +182,7 @@ static void segment_free(const ts_trainer *t, tr_segment *s) {
     t->be->free(s->param);
     if (s->owns_grad) t->be->free(s->grad);
     t->be->free(s->param_shard);
-    t->be->free(s->grad_shard);
+    if (s->grad_shard != s->grad) t->be->free(s->grad_shard);
     t->be->free(s->adam_m);
     t->be->free(s->adam_v);
 }
@@ -611,7 +614,7 @@ static ts_status reduce_segment(ts_trainer *t, tr_segment *s) {
     if (s->n == 0) return TS_OK;
     ts_comm *c = t->rt->comm[s->group];
     if (s->zero == 0) return t->be->all_reduce(c, s->grad, s->grad, s->n);
-    if (s->zero == 1) return t->be->reduce_scatter(c, s->grad, s->grad_shard, s->part);
+    if (s->zero == 1) return t->be->reduce_scatter(c, s->grad, s->grad, s->part);
     TS_CHECK(t->be->reduce_scatter(c, s->grad, t->shard_tmp, s->part));
     for (size_t i = 0; i < s->part; i++) s->grad_shard[i] += t->shard_tmp[i];
     memset(s->grad, 0, s->part * (size_t)s->members * sizeof(float));
@@ -724,7 +727,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
         tr_segment *s = &t->seg[i];
         if (s->n == 0) continue;
         if (s->owns_grad) memset(s->grad, 0, s->part * (size_t)s->members * sizeof(float));
-        if (s->grad_shard) memset(s->grad_shard, 0, s->part * sizeof(float));
+        if (s->grad_shard && s->grad_shard != s->grad) memset(s->grad_shard, 0, s->part * sizeof(float));
     }
     for (int c = 0; c < t->l->vpp; c++) {
         t->reduce_hi[c] = t->chunk_hi[c];

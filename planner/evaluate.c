@@ -17,7 +17,17 @@ void ts_train_defaults(ts_train *t) {
         .optimizer_bytes = 12,
         /* Megatron-LM's DDP bucket: 40M parameters of 16-bit gradients. */
         .bucket_bytes = 40e6 * 2,
+        .activation_scale = 1,
     };
+}
+
+void ts_train_set_dtype(ts_train *t, ts_dtype d) {
+    t->dtype = d;
+    int fp32 = d == TS_DTYPE_FP32;
+    t->weight_bytes = fp32 ? 4 : 2;
+    t->grad_bytes = fp32 ? 4 : 2;
+    t->optimizer_bytes = fp32 ? 8 : 12;
+    t->activation_scale = fp32 ? 2 : 1;
 }
 
 ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,

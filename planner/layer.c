@@ -236,9 +236,9 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         if (x->shared_experts > 0)
             mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
     }
-    double full = replicated + attn + scores + mlp;
+    double full = (replicated + attn + scores + mlp) * pb->train.activation_scale;
     if (sh->recompute == TS_RECOMPUTE_FULL) {
-        out->act_bytes = 2.0 * T * h * rep;
+        out->act_bytes = 2.0 * T * h * rep * pb->train.activation_scale;
         out->peak_bytes = full; /* one layer's activations rebuilt during its backward */
     } else {
         out->act_bytes = full;
@@ -258,7 +258,7 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     out->bwd_s = 2.0 * gemm + elem;
     out->wgrad_s = gemm;
     out->model_flops = out->hw_flops = 3.0 * 2.0 * T * vr * h;
-    out->act_bytes = 4.0 * T * vr + 2.0 * T * h * (sh->sp ? 1.0 / sh->tp : 1.0);
+    out->act_bytes = 4.0 * T * vr + 2.0 * T * h * (sh->sp ? 1.0 / sh->tp : 1.0) * pb->train.activation_scale;
 }
 
 void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {
@@ -276,5 +276,5 @@ void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *o
         out->tp_split_w_s = out->tp_s;
     }
     /* Korthikanti 2022 extra term p·s·b·h/t: the embedding's dropout mask, 1 byte each. */
-    out->act_bytes = pb->model.dropout ? T * h * rep : 0.0;
+    out->act_bytes = pb->model.dropout ? T * h * rep * pb->train.activation_scale : 0.0;
 }

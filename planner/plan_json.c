@@ -120,7 +120,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "flash_attention", 0, 1, &flash), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
     dtype = dt;
-    t.dtype = (ts_dtype)dtype;
+    ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.flash_attention = flash;
     t.tp_across_nodes = across;
     TS_CHECK_GOTO(ts_problem_init(pb, &m, &s, &t, (int)gpus), res, exit);

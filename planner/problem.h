@@ -21,12 +21,19 @@ typedef struct {
     double grad_bytes;      /* gradients (2) */
     double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */
     double bucket_bytes;    /* DP gradient communication bucket */
+    double activation_scale; /* activation bytes relative to 16-bit ones (fp32: 2) */
 } ts_train;
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, TP inside a node, 2+2+12
  * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
  * CLI lowers its default seq to max_seq.) */
 void ts_train_defaults(ts_train *t);
+
+/* Sets the precision and what follows from it: 16-bit (bf16, fp16; fp8 keeps 16-bit master
+ * weights and activations) trains with 2+2+12 bytes per parameter (ZeRO paper's mixed-precision
+ * Adam) and 16-bit activations; fp32 with 4+4+8 (weights, gradients, Adam's two moments) and
+ * 32-bit activations. */
+void ts_train_set_dtype(ts_train *t, ts_dtype d);
 
 typedef struct {
     ts_model model;
