@@ -278,7 +278,7 @@ int cmd_run(int argc, char **argv) {
                 r.ranks[k].stage = ts_rank_coords(&layout, k).pp;
                 r.ranks[k].spans = (ts_op_span *)(all + offs[k]);
             }
-            st = ts_trace_write(trace, &pb, &prog, &r);
+            st = ts_trace_write(trace, "run", &pb, &prog, &r);
             free(r.ranks);
         }
         if (st != TS_OK) {

@@ -130,7 +130,7 @@ int cmd_sim(int argc, char **argv) {
     ts_sim_opts so = {.full = full};
     ts_sim_result r;
     st = ts_simulate(&pb, &prog, &so, &r);
-    if (st == TS_OK && trace) st = ts_trace_write(trace, &pb, &prog, &r);
+    if (st == TS_OK && trace) st = ts_trace_write(trace, "sim", &pb, &prog, &r);
     cJSON *root = NULL;
     if (st == TS_OK && json) {
         st = ts_sim_summary_json(&pb, &prog, &r, closed_step_s, &root);

@@ -224,8 +224,8 @@ static void put_rank(FILE *f, int *first, const ts_stage_program *sp, const op_p
     }
 }
 
-ts_status ts_trace_write(const char *path, const ts_problem *pb, const ts_program *prog,
-                         const ts_sim_result *r) {
+ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
+                         const ts_program *prog, const ts_sim_result *r) {
     int64_t events = 0;
     int max_ops = 1;
     for (int i = 0; i < r->n_ranks; i++) {
@@ -251,7 +251,8 @@ ts_status ts_trace_write(const char *path, const ts_problem *pb, const ts_progra
     }
     char layout[256];
     ts_layout_format(&prog->layout, layout, sizeof layout);
-    fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"tessera\":\"sim\"", f);
+    fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{", f);
+    fprintf(f, "\"tessera\":\"%s\"", source);
     put_str(f, "layout", layout);
     put_str(f, "model", pb->model.name);
     put_str(f, "system", pb->sys.name);

@@ -2,7 +2,7 @@
  * and chrome://tracing open; the executor writes measured steps in the same schema):
  *
  *   {"traceEvents": [...], "displayTimeUnit": "ms",
- *    "otherData": {"tessera": "sim", "layout", "model", "system", "step_s"}}
+ *    "otherData": {"tessera": "sim" or "run", "layout", "model", "system", "step_s"}}
  *
  * One process per simulated rank (pid = global rank, "process_name" metadata
  * "rank R (stage S)"), one thread per stream of its stage program (tid = ts_stream,
@@ -27,8 +27,9 @@
  * TS_TRACE_MAX_EVENTS op events; lets a caller refuse before simulating. */
 ts_status ts_trace_check(const ts_program *prog, int full);
 
-/* Writes the trace of `r` (a simulation of `prog` for `pb`) to `path`. */
-ts_status ts_trace_write(const char *path, const ts_problem *pb, const ts_program *prog,
-                         const ts_sim_result *r);
+/* Writes the trace of `r` (a simulation of `prog` for `pb`, or spans measured by the executor,
+ * `source` "sim" or "run") to `path`. */
+ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
+                         const ts_program *prog, const ts_sim_result *r);
 
 #endif
