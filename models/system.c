@@ -17,7 +17,9 @@
  *    "node"*: {
  *      "gpus"*: 8,                              GPUs per node, integer in [1, 1024]
  *      "link_bytes_per_s"*: 4.5e11,             NVLink per GPU, one direction, [1, 1e15]
- *      "link_latency_s": 2e-6},                 [0, 1], default 2e-6
+ *      "link_latency_s": 2e-6,                  [0, 1], default 2e-6
+ *      "cores": 0},                             CPU cores the node's ranks share (CPU systems;
+ *                                               0: each rank has its own device)
  *    "fabric"*: {
  *      "nic_bytes_per_s"*: 5.0e10,              scale-out per GPU, one direction, [1, 1e15]
  *      "latency_s": 5e-6,                       [0, 1], default 5e-6
@@ -27,7 +29,9 @@
  *                                               1 to 16 points, flops in [1, 1e18], increasing
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
  *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
- *      "pp_comm_overlap": 1},                   the last four are fractions in [0, 1]
+ *      "pp_comm_overlap": 1,                    the last four are fractions in [0, 1]
+ *      "serial_ops": false},                    a rank runs one op at a time (CPU ranks:
+ *                                               blocking MPI, no overlap of communication)
  *    "memory": {
  *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
  *      "headroom_frac": 0.05}}                  [0, 1], default 0.05
@@ -74,13 +78,13 @@ static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
                                        "peak_flops", "power_w", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
-static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "source",
+static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "source",
                                         NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
                                        "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
-                                       "pp_comm_overlap", "source", NULL};
+                                       "pp_comm_overlap", "serial_ops", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
 
@@ -201,8 +205,12 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     s->gpus_per_node = (int)gpus;
     TS_CHECK(ts_jr_num(&nr, node, "link_bytes_per_s", 1, 1, MAX_BYTES_PER_S, 0,
                        &s->link_bytes_per_s));
-    return ts_jr_num(&nr, node, "link_latency_s", 0, 0, MAX_LATENCY_S, DEF_LINK_LATENCY_S,
-                     &s->link_latency_s);
+    TS_CHECK(ts_jr_num(&nr, node, "link_latency_s", 0, 0, MAX_LATENCY_S, DEF_LINK_LATENCY_S,
+                       &s->link_latency_s));
+    int64_t cores;
+    TS_CHECK(ts_jr_int(&nr, node, "cores", 0, 0, MAX_GPUS, 0, &cores));
+    s->cores_per_node = (int)cores;
+    return TS_OK;
 }
 
 static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -233,8 +241,9 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
                        &s->tp_comm_overlap));
     TS_CHECK(ts_jr_num(&er, eff, "dp_comm_overlap", 0, 0, 1, DEF_DP_COMM_OVERLAP,
                        &s->dp_comm_overlap));
-    return ts_jr_num(&er, eff, "pp_comm_overlap", 0, 0, 1, DEF_PP_COMM_OVERLAP,
-                     &s->pp_comm_overlap);
+    TS_CHECK(ts_jr_num(&er, eff, "pp_comm_overlap", 0, 0, 1, DEF_PP_COMM_OVERLAP,
+                       &s->pp_comm_overlap));
+    return ts_jr_bool(&er, eff, "serial_ops", 0, 0, &s->serial_ops);
 }
 
 static ts_status read_memory(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -338,6 +347,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(node, "gpus", s->gpus_per_node));
     TS_CHECK(add_num(node, "link_bytes_per_s", s->link_bytes_per_s));
     TS_CHECK(add_num(node, "link_latency_s", s->link_latency_s));
+    TS_CHECK(add_num(node, "cores", s->cores_per_node));
 
     TS_CHECK(add_obj(root, "fabric", &fabric));
     TS_CHECK(add_num(fabric, "nic_bytes_per_s", s->nic_bytes_per_s));
@@ -355,6 +365,8 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(eff, "tp_comm_overlap", s->tp_comm_overlap));
     TS_CHECK(add_num(eff, "dp_comm_overlap", s->dp_comm_overlap));
     TS_CHECK(add_num(eff, "pp_comm_overlap", s->pp_comm_overlap));
+    if (cJSON_AddBoolToObject(eff, "serial_ops", s->serial_ops != 0) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the system");
 
     TS_CHECK(add_obj(root, "memory", &mem));
     TS_CHECK(add_num(mem, "reserved_bytes", s->reserved_bytes));

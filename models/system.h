@@ -41,6 +41,7 @@ typedef struct {
     int gpus_per_node;
     double link_bytes_per_s; /* NVLink per GPU, one direction */
     double link_latency_s;
+    int cores_per_node;        /* CPU cores the node's ranks share; 0: a device per rank */
 
     /* fabric between nodes */
     double nic_bytes_per_s; /* per GPU, one direction */
@@ -57,6 +58,8 @@ typedef struct {
     double tp_comm_overlap;    /* fraction of TP communication hidden behind GEMMs */
     double dp_comm_overlap;    /* fraction of the overlappable window DP/ZeRO traffic can use */
     double pp_comm_overlap;    /* fraction of interleaving's extra pipeline transfers hidden */
+    int serial_ops;            /* a rank runs one op at a time: no communication overlaps compute
+                                  (CPU ranks with blocking MPI) */
 
     /* memory the model cannot use */
     double reserved_bytes;     /* CUDA context, NCCL and library workspaces */
