@@ -26,6 +26,12 @@ double ts_memory_s(const ts_system *s, double bytes) {
     return bytes / (s->hbm_bytes_per_s * s->hbm_eff);
 }
 
+double ts_compute_scale(const ts_system *s, int gpus) {
+    if (s->cores_per_node <= 0) return 1.0;
+    double on_node = gpus < s->gpus_per_node ? gpus : s->gpus_per_node;
+    return on_node > s->cores_per_node ? on_node / s->cores_per_node : 1.0;
+}
+
 ts_link ts_group_link(const ts_system *s, int stride, int size) {
     if (size <= 1) return TS_LINK_NVLINK;
     /* Node boundaries fall every gpus_per_node ranks; a group starting at a node boundary stays

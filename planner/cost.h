@@ -35,6 +35,12 @@ double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kern
 /* Seconds for a memory-bound kernel that moves `bytes` through HBM. */
 double ts_memory_s(const ts_system *s, double bytes);
 
+/* Ranks that share CPU cores (node.cores > 0) compute slower once a node holds more ranks than
+ * cores: the system's compute figures are those of one rank with a core to itself, so with
+ * n = min(gpus, node.gpus) ranks on a node compute takes max(1, n / node.cores) times as long.
+ * 1 for devices (node.cores = 0). */
+double ts_compute_scale(const ts_system *s, int gpus);
+
 /* The link a group of `size` ranks, `stride` apart in the rank order, crosses: NVLink when all
  * members sit in one node (nodes hold gpus_per_node consecutive ranks), the NIC otherwise. */
 ts_link ts_group_link(const ts_system *s, int stride, int size);

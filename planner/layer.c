@@ -149,11 +149,16 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
     fwd_parts p = {0};
     attention_parts(pb, sh, T, &p);
     mlp_parts(pb, sh, T, moe, &p);
+    /* CPU ranks sharing cores compute slower (cost.h ts_compute_scale). */
+    p.gemm_s *= pb->compute_scale;
+    p.wgrad_s *= pb->compute_scale;
+    p.attn_fwd_s *= pb->compute_scale;
+    p.attn_bwd_s *= pb->compute_scale;
     /* Norms (2 × read + write) and the fused bias-dropout-add after attention and MLP (2 × two
      * reads + one write, plus a 1-byte mask each with dropout), on T·h, SP-split. With these
      * fused passes SP saves what Korthikanti et al. 2022 Table 4 measures (0.5 ms of 7.7 ms). */
     p.elem_bytes += (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep;
-    double elem_s = ts_memory_s(s, p.elem_bytes);
+    double elem_s = ts_memory_s(s, p.elem_bytes) * pb->compute_scale;
 
     *out = (ts_layer_cost){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
@@ -186,8 +191,11 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
          * reduce-scatter), exposed only beyond them. */
         double fwd_count = sh->recompute == TS_RECOMPUTE_FULL ? 4.0 : 2.0;
         double bwd_left = 2.0 * one - p.wgrad_s;
-        out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
-                    s->overlap_slowdown * (bwd_left > 0 ? p.wgrad_s : 2.0 * one);
+        if (s->serial_ops)
+            out->tp_s = (fwd_count + 2.0) * one; /* nothing runs under a collective */
+        else
+            out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                        s->overlap_slowdown * (bwd_left > 0 ? p.wgrad_s : 2.0 * one);
         /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
          * all-gathers feed the later W and stay hidden. */
         out->tp_split_w_s = (fwd_count * one + 2.0 * close) * (1.0 - s->tp_comm_overlap);
@@ -199,7 +207,8 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * kv_heads_rank(m, sh->tp) * m->head_dim;
         double block = 2.0 * T * kv_width;
         double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, block, link);
-        double fwd = ring - p.attn_fwd_s, bwd = 2.0 * ring - p.attn_bwd_s;
+        double hide_fwd = s->serial_ops ? 0 : p.attn_fwd_s, hide_bwd = s->serial_ops ? 0 : p.attn_bwd_s;
+        double fwd = ring - hide_fwd, bwd = 2.0 * ring - hide_bwd;
         out->cp_s = (fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0);
         if (sh->recompute == TS_RECOMPUTE_FULL) out->cp_s += fwd > 0 ? fwd : 0;
     }
@@ -250,9 +259,9 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp;
     double h = (double)m->hidden, vr = (double)m->vocab / sh->tp;
-    double gemm = ts_gemm_s(s, pb->train.dtype, T, vr, h);
+    double gemm = ts_gemm_s(s, pb->train.dtype, T, vr, h) * pb->compute_scale;
     /* Vocab-parallel cross entropy: fp32 logits written, max/sum/softmax passes, gradient. */
-    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr);
+    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + elem;
     out->bwd_s = 2.0 * gemm + elem;
@@ -266,7 +275,7 @@ void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *o
     double h = (double)pb->model.hidden;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0;
     *out = (ts_layer_cost){0};
-    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h);
+    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h) * pb->compute_scale;
     out->bwd_s = out->fwd_s;
     /* Vocab-parallel embedding ends in an all-reduce (reduce-scatter under SP) over TP. */
     if (sh->tp > 1) {

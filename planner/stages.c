@@ -194,6 +194,7 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
  * hidden part inflicts on compute. */
 static double exposed(const ts_system *s, double traffic_s, double window_s) {
+    if (s->serial_ops) return traffic_s;
     double hide = s->dp_comm_overlap * window_s;
     double hidden = traffic_s < hide ? traffic_s : hide;
     return traffic_s - hidden + s->overlap_slowdown * hidden;
@@ -233,8 +234,8 @@ static void prepare(ts_stages *st, const ts_problem *pb) {
     double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
     double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
     double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
-    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex));
-    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp));
+    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
+    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
 
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage) {

@@ -1,7 +1,8 @@
 /* The discrete-event simulator of one training step (see engine.h).
  *
  * Per stage program, once (shared by every simulated rank of the stage): each op's successors
- * (the ops that list it as a dependency, then the next op of its stream) as a compressed list,
+ * (the ops that list it as a dependency, then the next op of its stream — one stream for all but
+ * pipeline sends under serial_ops) as a compressed list,
  * its initial count of unfinished predecessors, its contention-free cost (ts_op_cost_s) and the
  * SEND/RECV pairing. Per simulated rank and op: the count of unfinished predecessors; an op whose
  * count drops to 0 is ready, at the time of the event that finished its last predecessor. So the
@@ -93,13 +94,13 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     case TS_OP_GEMM: {
         double one = 2.0 * op->m * op->n * op->k;
         if (one <= 0) return 0;
-        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
+        double t = ts_gemm_s(s, dt, op->m, op->n, op->k) * pb->compute_scale;
         return op->flops > one ? t * (op->flops / one) : t;
     }
     case TS_OP_ATTENTION:
-        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
+        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1)) * pb->compute_scale;
     case TS_OP_ELEMENTWISE:
-    case TS_OP_OPTIMIZER: return ts_memory_s(s, op->bytes);
+    case TS_OP_OPTIMIZER: return ts_memory_s(s, op->bytes) * pb->compute_scale;
     case TS_OP_COLL: {
         ts_group g = (ts_group)op->group;
         int n = ts_group_size(l, g);
@@ -180,6 +181,14 @@ static void plan_free(stage_plan *p) {
     free(p->link);
 }
 
+/* The stream an op queues on: its own, or under serial_ops (system.h) the compute stream for
+ * everything but the non-blocking pipeline sends, so that a rank runs its ops one at a time in
+ * program order, as the CPU executor does. */
+static int queue_of(const ts_problem *pb, const ts_op *op) {
+    if (pb->sys.serial_ops && op->stream != TS_STREAM_PP_SEND) return TS_STREAM_COMPUTE;
+    return op->stream;
+}
+
 /* Fills `p` for stage program `sp`; on failure the caller frees what was allocated (plan_free). */
 static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
                             stage_plan *p) {
@@ -208,11 +217,12 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         const ts_op *op = &sp->ops[i];
         for (uint32_t d = 0; d < op->ndeps; d++) p->succ_off[sp->deps[op->dep0 + d] + 2]++;
         p->pending0[i] = op->ndeps;
-        if (last[op->stream] >= 0) {
-            p->succ_off[last[op->stream] + 2]++;
+        int q = queue_of(pb, op);
+        if (last[q] >= 0) {
+            p->succ_off[last[q] + 2]++;
             p->pending0[i]++;
         }
-        last[op->stream] = (int32_t)i;
+        last[q] = (int32_t)i;
     }
     for (size_t i = 2; i <= n + 1; i++) p->succ_off[i] += p->succ_off[i - 1];
     for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
@@ -220,8 +230,9 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         const ts_op *op = &sp->ops[i];
         for (uint32_t d = 0; d < op->ndeps; d++)
             p->succ[p->succ_off[sp->deps[op->dep0 + d] + 1]++] = (uint32_t)i;
-        if (last[op->stream] >= 0) p->succ[p->succ_off[last[op->stream] + 1]++] = (uint32_t)i;
-        last[op->stream] = (int32_t)i;
+        int q = queue_of(pb, op);
+        if (last[q] >= 0) p->succ[p->succ_off[last[q] + 1]++] = (uint32_t)i;
+        last[q] = (int32_t)i;
     }
 
     for (size_t i = 0; i < n; i++) {

@@ -330,3 +330,82 @@ Test(sim_program, programs_are_well_formed) {
         ts_program_free(&prog);
     }
 }
+
+/* A CPU system whose ranks share `cores` cores and run one op at a time. */
+static ts_problem cpu_problem(int gpus, int cores, int serial) {
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_problem pb;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load("tiny", &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "%s", ts_error_message());
+    s.cores_per_node = cores;
+    s.serial_ops = serial;
+    ts_train_defaults(&t);
+    ts_train_set_dtype(&t, TS_DTYPE_FP32);
+    t.global_batch = 8;
+    t.seq = 128;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+/* Ranks past the core count stretch every compute op by ranks / cores, in the simulator and in
+ * the closed form alike; communication keeps its cost. */
+Test(sim_program, shared_cores_scale_compute) {
+    ts_layout l = layout("dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_problem own = cpu_problem(4, 4, 0), shared = cpu_problem(4, 2, 0), alone = cpu_problem(1, 2, 0);
+    cr_expect_float_eq(own.compute_scale, 1.0, 1e-12);
+    cr_expect_float_eq(shared.compute_scale, 2.0, 1e-12);
+    cr_expect_float_eq(alone.compute_scale, 1.0, 1e-12);
+    ts_program po, ps;
+    ts_sim_result ro, rs;
+    simulate(&own, &l, NULL, &(ts_sim_opts){.full = 1}, &po, &ro);
+    simulate(&shared, &l, NULL, &(ts_sim_opts){.full = 1}, &ps, &rs);
+    for (int k = 0; k < TS_OP_KIND_COUNT; k++) {
+        double want = ro.kind_s[k] * (k < TS_OP_COLL ? 2.0 : 1.0);
+        cr_expect(fabs(rs.kind_s[k] - want) <= 1e-9 * (want + 1e-12), "kind %s: %g s, want %g s",
+                  ts_op_kind_names[k], rs.kind_s[k], want);
+    }
+    ts_eval eo, es;
+    cr_assert_eq(ts_evaluate(&own, &l, &eo), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&shared, &l, &es), TS_OK, "%s", ts_error_message());
+    cr_expect(es.step_s > 1.5 * eo.step_s, "closed form: shared %g s vs own cores %g s", es.step_s, eo.step_s);
+    ts_sim_result_free(&ro);
+    ts_sim_result_free(&rs);
+    ts_program_free(&po);
+    ts_program_free(&ps);
+}
+
+/* With serial_ops a rank runs its ops one after another: with one stage the step is exactly the
+ * sum of every op's cost, and nothing of the communication hides behind compute. */
+Test(sim_program, serial_ops_run_one_at_a_time) {
+    static const char *const layouts[] = {
+        "dp=2,tp=2,pp=1,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none",
+        "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full",
+        "dp=1,tp=2,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=selective",
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        ts_layout l = layout(layouts[i]);
+        ts_problem serial = cpu_problem(ts_rank_count(&l), 8, 1), overlapped = cpu_problem(ts_rank_count(&l), 8, 0);
+        overlapped.sys.overlap_slowdown = 0; /* overlap then never costs time */
+        ts_program p, q;
+        ts_sim_result r, o;
+        simulate(&serial, &l, NULL, &(ts_sim_opts){.full = 1}, &p, &r);
+        simulate(&overlapped, &l, NULL, &(ts_sim_opts){.full = 1}, &q, &o);
+        double sum = 0;
+        for (int k = 0; k < TS_OP_KIND_COUNT; k++) sum += r.kind_s[k];
+        cr_expect(fabs(r.step_s - sum) <= 1e-9 * sum, "%s: step %g s, sum of ops %g s", layouts[i], r.step_s, sum);
+        cr_expect(r.step_s >= o.step_s * (1 - 1e-12), "%s: serial %g s < overlapped %g s", layouts[i],
+                  r.step_s, o.step_s);
+        ts_eval e;
+        cr_assert_eq(ts_evaluate(&serial, &l, &e), TS_OK, "%s", ts_error_message());
+        double err = (r.step_s - e.step_s) / e.step_s;
+        cr_expect(fabs(err) <= 0.05, "%s: simulated %g s, closed form %g s (%+.1f%%)", layouts[i], r.step_s,
+                  e.step_s, 100 * err);
+        ts_sim_result_free(&r);
+        ts_sim_result_free(&o);
+        ts_program_free(&p);
+        ts_program_free(&q);
+    }
+}
