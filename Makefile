@@ -37,6 +37,10 @@ endif
 ifeq ($(UBSAN),1)
 SAN += -fsanitize=undefined -fno-sanitize-recover=undefined
 endif
+# FUZZ=1 (set by `make fuzz`, clang only): coverage instrumentation for libFuzzer.
+ifeq ($(FUZZ),1)
+SAN += -fsanitize=fuzzer-no-link
+endif
 ifeq ($(WERROR),1)
 CFLAGS += -Werror
 endif
@@ -58,7 +62,8 @@ $(info ✓ nvcc found ($(NVCC)), building CUDA backend: $(words $(CU_SRCS)) .cu 
 CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 CFLAGS  += -DTS_CUDA=1 -I/usr/local/cuda/include
 LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublas -lnccl -lstdc++
-NVFLAGS := -O2 -I. -I/usr/local/cuda/include $(if $(filter 1,$(WERROR)),-Werror all-warnings)
+NVFLAGS := -O2 -MMD -MP -I. -I/usr/local/cuda/include $(filter -I%,$(MPI_CFLAGS)) -DTS_CUDA=1 \
+           -Xcompiler -Wall,-Wextra,-Wshadow $(if $(filter 1,$(WERROR)),-Werror all-warnings)
 else
 CU_OBJS :=
 endif
@@ -73,7 +78,7 @@ TEST_BIN  := $(BUILD)/tessera-tests
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all test check bench demo install deps clean
+.PHONY: all test check fuzz fuzz-bins valgrind bench demo install deps clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -92,7 +97,7 @@ $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LDLIBS) -o $@
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
-	$(CC) $(LDFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -lcriterion -o $@
+	$(CC) $(LDFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -lcriterion -lpng -o $@
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
@@ -104,8 +109,38 @@ test: $(BIN) $(TEST_BIN)
 check:
 	$(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
 
+# Fuzzing with libFuzzer (clang): tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/. Each
+# harness runs FUZZ_SECONDS under ASan + UBSan; what it learns goes to build-fuzz/corpus/NAME/,
+# crashes to build-fuzz/crash-NAME-*. The first crash stops the run (exit status non-zero).
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/*.c))
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang ASAN=1 UBSAN=1 FUZZ=1 fuzz-bins
+	@for n in $(FUZZ_NAMES); do \
+	  echo "== $$n: $(FUZZ_SECONDS) s, log build-fuzz/$$n.log"; mkdir -p build-fuzz/corpus/$$n; \
+	  if build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	       -print_final_stats=1 -artifact_prefix=build-fuzz/crash-$$n- \
+	       build-fuzz/corpus/$$n tests/fuzz/corpus/$$n >build-fuzz/$$n.log 2>&1; then \
+	    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' build-fuzz/$$n.log; \
+	  else tail -n 40 build-fuzz/$$n.log; echo "fuzz: $$n failed (input in build-fuzz/crash-$$n-*)"; exit 1; fi; \
+	done
+
+fuzz-bins: $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
+
+# valgrind (memcheck) over a `plan` and a `sim` example; any error fails the target.
+VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q
+valgrind: $(BIN)
+	TESSERA_DATA=$(CURDIR) $(VALGRIND) ./$(BIN) plan --model llama2-70b --system h100-sxm-dgx --gpus 64 --top 3 >/dev/null
+	TESSERA_DATA=$(CURDIR) $(VALGRIND) ./$(BIN) sim --model llama2-7b --system h100-sxm-dgx --gpus 8 --global-batch 16 --fix tp=2,pp=2 --json >/dev/null
+
 bench: $(BIN) $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; TESSERA_DATA=$(CURDIR) $$b || exit 1; done
+	@echo "== tessera validate (calibrate, then simulated vs measured over the layout matrix)"
+	./$(BIN) validate -o $(BUILD)/validation.json
 
 deps:
 	bash scripts/deps.sh
@@ -123,4 +158,4 @@ install: $(BIN)
 clean:
 	rm -rf build build-check build-install
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(CU_OBJS:.o=.d)

@@ -6,6 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max) {
     char *end = NULL;
@@ -19,6 +25,15 @@ int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min
         cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], got \"%s\"", flag,
                         (long long)min, (long long)max, text);
     return v * mult;
+}
+
+double cli_num(const char *cmd, const char *flag, const char *text, double min, double max) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
+        cli_usage_error(cmd, "%s: expected a number in [%g, %g], got \"%s\"", flag, min, max, text);
+    return v;
 }
 
 void cli_fail(const char *cmd, ts_status st) {
@@ -130,4 +145,68 @@ void cli_problem_help(void) {
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
+}
+
+void cli_self_path(const char *cmd, char *buf, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0 || (size_t)n >= cap - 1) cli_usage_error(cmd, "cannot find this program's own path (/proc/self/exe)");
+    buf[n] = '\0';
+}
+
+ts_status cli_spawn(const char *const *argv, const char *stdout_path) {
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return TS_FAIL(TS_ERR_EXTERNAL, "posix_spawn_file_actions_init failed");
+    int rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* posix_spawn takes char *const[]; copy the pointers rather than cast const away. */
+    char *args[64];
+    size_t n = 0;
+    while (argv[n] && n < 63) n++;
+    memcpy(args, argv, n * sizeof *args);
+    args[n] = NULL;
+    pid_t pid = 0;
+    if (rc == 0) rc = posix_spawn(&pid, args[0], &fa, NULL, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return TS_FAIL(TS_ERR_EXTERNAL, "cannot start %s %s: %s", argv[0], argv[1], strerror(rc));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return TS_FAIL(TS_ERR_EXTERNAL, "waitpid: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TS_OK;
+    char line[512] = "";
+    for (int i = 1; argv[i] && strlen(line) + strlen(argv[i]) + 2 < sizeof line; i++)
+        strcat(strcat(line, " "), argv[i]);
+    if (WIFSIGNALED(status))
+        return TS_FAIL(TS_ERR_EXTERNAL, "tessera%s was killed by signal %d", line, WTERMSIG(status));
+    return TS_FAIL(TS_ERR_EXTERNAL, "tessera%s failed with exit status %d (its message is above)", line,
+                   WEXITSTATUS(status));
+}
+
+void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv) {
+    char self[4096];
+    cli_self_path(cmd, self, sizeof self);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char np[16], name[64];
+    snprintf(np, sizeof np, "%d", ranks);
+    snprintf(name, sizeof name, "%s", cmd);
+    char **args = calloc((size_t)argc + 12, sizeof *args);
+    if (args == NULL) cli_usage_error(cmd, "out of memory");
+    int k = 0;
+    args[k++] = "mpirun";
+    if (geteuid() == 0) args[k++] = "--allow-run-as-root";
+    if (ranks > cores) {
+        args[k++] = "--oversubscribe";
+        fprintf(stderr, "tessera %s: %d ranks on %ld cores: oversubscribing\n", cmd, ranks, cores);
+    }
+    args[k++] = "--bind-to";
+    args[k++] = "none";
+    args[k++] = "-np";
+    args[k++] = np;
+    args[k++] = self;
+    args[k++] = name;
+    for (int i = 1; i < argc; i++) args[k++] = argv[i];
+    args[k] = NULL;
+    fprintf(stderr, "tessera %s: starting mpirun -np %d\n", cmd, ranks);
+    fflush(stderr);
+    execvp("mpirun", args);
+    cli_usage_error(cmd, "cannot start mpirun (is Open MPI installed? run scripts/deps.sh)");
 }

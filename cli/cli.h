@@ -4,6 +4,7 @@
 #define TS_CLI_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -17,10 +18,22 @@ typedef struct {
 
 /* Integer flag value with an optional k/m suffix (×1024, ×1048576), in [min, max]. */
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max);
+/* Number flag value (strtod syntax) in [min, max]. */
+double cli_num(const char *cmd, const char *flag, const char *text, double min, double max);
 /* Prints "tessera CMD: message" to stderr and exits with the status's exit code. */
 _Noreturn void cli_fail(const char *cmd, ts_status st);
 /* Prints "tessera CMD: <fmt>" and "Try 'tessera CMD --help'." to stderr, exits 2. */
 _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* This program's own path (/proc/self/exe) into buf; exits 2 when it cannot be read. */
+void cli_self_path(const char *cmd, char *buf, size_t cap);
+/* Runs argv (argv[0] a path, argv[1] the subcommand) as a child process with its stdout written
+ * to `stdout_path` (stderr passes through) and waits for it; TS_ERR_EXTERNAL naming the command
+ * and its exit status unless it exits 0. */
+ts_status cli_spawn(const char *const *argv, const char *stdout_path);
+/* For commands that run on MPI ranks, started without a launcher: replaces this process with
+ * `mpirun -np RANKS` on this very binary and `tessera CMD argv[1..]` (--oversubscribe when the
+ * ranks exceed the cores, and it says so on stderr). Exits 2 when mpirun cannot be started. */
+_Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv);
 
 /* The flags that state a planning problem and the search over its layouts, shared by the
  * commands that take --model/--system/--gpus (plan, sim): their getopt short letters and long
@@ -64,6 +77,12 @@ void cli_problem_help(void);
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_systems(int argc, char **argv);
 

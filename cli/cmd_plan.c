@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "planner/partition.h"
 #include "planner/plan_json.h"
 #include "planner/search.h"
 #include "sim/engine.h"
@@ -21,6 +22,10 @@ static void help(void) {
     printf("  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
+           "      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
+           "                         recompute policy per stage, by a GLPK integer program over the\n"
+           "                         best layouts and those that do not fit evenly; auto does it when\n"
+           "                         the model mixes dense and MoE layers or nothing fits evenly\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -53,7 +58,12 @@ static ts_status refine(const ts_problem *pb, ts_search_result *r, int k, double
     for (int i = 0; i < k; i++) {
         ts_program prog;
         ts_sim_result sim;
-        TS_CHECK_GOTO(ts_program_build(pb, &r->best[i].layout, NULL, &prog), res, exit);
+        ts_program_opts po = {0};
+        if (r->splits && r->splits[i].pp > 0) { /* uneven stages */
+            po.chunk_layers = r->splits[i].layers;
+            po.stage_recompute = r->splits[i].recompute;
+        }
+        TS_CHECK_GOTO(ts_program_build(pb, &r->best[i].layout, &po, &prog), res, exit);
         res = ts_simulate(pb, &prog, &so, &sim);
         order[i] = (sim_rank){sim.step_s, i};
         ts_sim_result_free(&sim);
@@ -65,6 +75,13 @@ static ts_status refine(const ts_problem *pb, ts_search_result *r, int k, double
     for (int i = 0; i < k; i++) {
         r->best[i] = evals[i];
         sim_step_s[i] = order[i].sim_step_s;
+    }
+    if (r->splits) { /* uneven stages follow their layouts */
+        ts_split *moved = calloc((size_t)k, sizeof *moved);
+        TS_ALLOC_GOTO(moved, res, exit);
+        for (int i = 0; i < k; i++) moved[i] = r->splits[order[i].index];
+        memcpy(r->splits, moved, (size_t)k * sizeof *moved);
+        free(moved);
     }
 exit:
     free(order);
@@ -83,6 +100,9 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
            ts_dtype_names[pb->train.dtype], pb->train.flash_attention ? ", flash attention" : "");
     printf("# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,
            (long long)r->evaluated, (long long)r->feasible, r->search_s);
+    if (r->partitioned)
+        printf("# partitioned: %d layouts re-split into uneven stages with a recompute policy each (GLPK) in %.3f s\n",
+               r->partitioned, r->partition_s);
     if (sim_step_s)
         printf("# refined: simulated the best %d (one rank per stage) in %.3f s, re-ranked by simulated step time\n",
                refined, refine_s);
@@ -121,6 +141,12 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
                text, b->step_s, sim, b->tokens_per_s, b->tflops_per_gpu, 100 * b->mfu,
                b->mem.total / 1e9, pb->usable_bytes / 1e9);
     }
+    for (int i = 0; r->splits && i < r->n_best; i++) {
+        char text[1024];
+        if (r->splits[i].pp == 0) continue;
+        ts_split_format(&r->splits[i], text, sizeof text);
+        printf("# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s\n", i + 1, text);
+    }
 }
 
 /* Adds the simulated step times to the plan JSON: "sim_step_s" on the refined layouts and
@@ -145,14 +171,15 @@ static double now_s(void) {
 
 int cmd_plan(int argc, char **argv) {
     const char *cmd = "plan", *output = NULL;
-    int json = 0, top_k = 0, refine_k = 0;
+    int json = 0, top_k = 0, refine_k = 0, partition = TS_PARTITION_AUTO;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
+        {"partition", required_argument, 0, OPT_PARTITION},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -164,6 +191,12 @@ int cmd_plan(int argc, char **argv) {
         case 'r': refine_k = (int)cli_int(cmd, "--refine", optarg, 1, 100000); break;
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
+        case OPT_PARTITION:
+            partition = -1;
+            for (int m = 0; m < TS_PARTITION_COUNT; m++)
+                if (strcmp(optarg, ts_partition_mode_names[m]) == 0) partition = m;
+            if (partition < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
+            break;
         case 'h': help(); return 0;
         case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
@@ -180,7 +213,7 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_load(cmd, &pa, &pb);
 
     ts_search_result r;
-    ts_status st = ts_search(&pb, &pa.search, &r);
+    ts_status st = ts_search_partitioned(&pb, &pa.search, (ts_partition_mode)partition, &r);
     if (st != TS_OK) {
         ts_search_result_free(&r);
         cli_fail(cmd, st);

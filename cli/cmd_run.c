@@ -6,12 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "exec/launch.h"
 #include "exec/runtime.h"
 #include "exec/trainer.h"
+#include "planner/partition.h"
 #include "planner/plan_json.h"
 #include "sim/trace.h"
 
@@ -34,43 +35,12 @@ static void help(void) {
            "      --text FILE     train on a text file's bytes instead of the synthetic stream\n"
            "      --lr LR         AdamW learning rate (default 3e-3)\n"
            "      --params FILE   write the trained parameters (float32, exec/reference.h's order)\n"
+           "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
            "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
-}
-
-/* Starts `mpirun -np R` on this very binary with the same arguments. */
-static int launch(const char *cmd, int ranks, int argc, char **argv) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) cli_usage_error(cmd, "cannot find this program's path to relaunch it under mpirun");
-    self[n] = '\0';
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char np[16];
-    snprintf(np, sizeof np, "%d", ranks);
-    char **args = calloc((size_t)argc + 12, sizeof *args);
-    if (args == NULL) cli_usage_error(cmd, "out of memory");
-    int k = 0;
-    args[k++] = "mpirun";
-    if (geteuid() == 0) args[k++] = "--allow-run-as-root";
-    if (ranks > cores) {
-        args[k++] = "--oversubscribe";
-        fprintf(stderr, "tessera run: %d ranks on %ld cores: oversubscribing\n", ranks, cores);
-    }
-    args[k++] = "--bind-to";
-    args[k++] = "none";
-    args[k++] = "-np";
-    args[k++] = np;
-    args[k++] = self;
-    args[k++] = "run";
-    for (int i = 1; i < argc; i++) args[k++] = argv[i];
-    args[k] = NULL;
-    fprintf(stderr, "tessera run: starting mpirun -np %d\n", ranks);
-    fflush(stderr);
-    execvp("mpirun", args);
-    cli_usage_error(cmd, "cannot start mpirun (is Open MPI installed? run scripts/deps.sh)");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -95,16 +65,17 @@ static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *plan = NULL, *trace = NULL, *params_out = NULL;
     int index = 1, steps = 10, warmup = 2, json = 0, threads = 1;
+    ts_device device = TS_DEVICE_CPU;
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
         {"trace", required_argument, 0, 't'},  {"json", no_argument, 0, OPT_JSON},
         {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
-        {"params", required_argument, 0, OPT_PARAMS},
+        {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -121,13 +92,10 @@ int cmd_run(int argc, char **argv) {
         case OPT_SEED: opts.seed = (uint64_t)cli_int(cmd, "--seed", optarg, 0, INT64_MAX); break;
         case OPT_TEXT: opts.text = optarg; break;
         case OPT_PARAMS: params_out = optarg; break;
-        case OPT_LR: {
-            char *end = NULL;
-            double v = strtod(optarg, &end);
-            if (!end || *end || !(v > 0 && v < 1)) cli_usage_error(cmd, "--lr: expected a number in (0, 1), got \"%s\"", optarg);
-            opts.lr = (float)v;
+        case OPT_DEVICE:
+            if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
-        }
+        case OPT_LR: opts.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
         case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
@@ -137,6 +105,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (warmup >= steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", warmup, steps);
 
     ts_problem pb;
@@ -147,13 +116,22 @@ int cmd_run(int argc, char **argv) {
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
     ts_layout layout = layouts[index - 1];
     free(layouts);
-    if (!ts_runtime_under_mpi()) return launch(cmd, ts_rank_count(&layout), argc, argv);
+    if (!ts_runtime_under_mpi()) cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
 
     ts_runtime rt;
     st = ts_runtime_init(&rt, &layout);
     if (st != TS_OK) rank_fail(NULL, st);
     ts_program prog;
-    st = ts_program_build(&pb, &layout, NULL, &prog);
+    ts_split split; /* uneven stages, when the plan chose them: the program carries them */
+    int has_split = 0;
+    st = ts_plan_read_split(plan, &pb, &layout, index - 1, &split, &has_split);
+    ts_program_opts po = {0};
+    if (has_split) {
+        po.chunk_layers = split.layers;
+        po.stage_recompute = split.recompute;
+    }
+    if (st == TS_OK) st = ts_program_build(&pb, &layout, &po, &prog);
+    if (has_split) ts_split_free(&split);
     if (st != TS_OK) rank_fail(&rt, st);
     const ts_backend *be = ts_backend_cpu(threads);
     ts_trainer *tr;

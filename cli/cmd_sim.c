@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "planner/partition.h"
 #include "planner/plan_json.h"
 #include "sim/engine.h"
 #include "sim/summary.h"
@@ -35,7 +36,8 @@ static void help(void) {
 /* The layout to simulate and its closed-form step time: the plan's index-th, or the search's
  * best under the pins. */
 static void pick_layout(const char *cmd, const char *plan, int index, cli_problem_args *pa,
-                        ts_problem *pb, ts_layout *layout, double *closed_step_s) {
+                        ts_problem *pb, ts_layout *layout, double *closed_step_s, ts_split *split, int *has_split) {
+    *has_split = 0;
     ts_status st;
     if (plan) {
         ts_layout *layouts = NULL;
@@ -49,7 +51,9 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
         *layout = layouts[index - 1];
         free(layouts);
         ts_eval e;
-        st = ts_evaluate(pb, layout, &e);
+        /* Uneven stages, when the plan chose them (planner/partition.h). */
+        st = ts_plan_read_split(plan, pb, layout, index - 1, split, has_split);
+        if (st == TS_OK) st = *has_split ? ts_evaluate_split(pb, layout, split, &e) : ts_evaluate(pb, layout, &e);
         if (st != TS_OK) cli_fail(cmd, st);
         *closed_step_s = e.step_s;
         return;
@@ -109,10 +113,18 @@ int cmd_sim(int argc, char **argv) {
     ts_problem pb;
     ts_layout layout;
     double closed_step_s = 0;
-    pick_layout(cmd, plan, index ? index : 1, &pa, &pb, &layout, &closed_step_s);
+    ts_split split;
+    int has_split;
+    pick_layout(cmd, plan, index ? index : 1, &pa, &pb, &layout, &closed_step_s, &split, &has_split);
 
     ts_program prog;
-    ts_status st = ts_program_build(&pb, &layout, NULL, &prog);
+    ts_program_opts po = {0};
+    if (has_split) {
+        po.chunk_layers = split.layers;
+        po.stage_recompute = split.recompute;
+    }
+    ts_status st = ts_program_build(&pb, &layout, &po, &prog);
+    if (has_split) ts_split_free(&split);
     if (st != TS_OK) cli_fail(cmd, st);
     if (dump) {
         st = ts_program_dump(&prog, stdout);

@@ -9,6 +9,12 @@ static const ts_command commands[] = {
     {"plan", "rank the parallel layouts of a model on a system", cmd_plan},
     {"sim", "simulate one training step of a layout, op by op", cmd_sim},
     {"run", "train a plan's layout for real on MPI ranks", cmd_run},
+    {"report", "a capacity-planning report of a plan (HTML, Markdown, CSV, JSON)", cmd_report},
+    {"sweep", "the best layout per system and GPU count, with cost per token", cmd_sweep},
+    {"export", "a plan's layout as Megatron-LM arguments or a DeepSpeed config", cmd_export},
+    {"calibrate", "measure this machine on MPI ranks and write it as a system spec", cmd_calibrate},
+    {"compare", "compare a simulated and a measured trace op by op", cmd_compare},
+    {"validate", "simulated vs measured step times over a matrix of layouts on this machine", cmd_validate},
     {"models", "list the model zoo", cmd_models},
     {"systems", "list the system zoo", cmd_systems},
 };

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TS_JSON_MAX_FILE_BYTES (64L << 20)
@@ -23,7 +24,14 @@ ts_status ts_json_parse(const char *name, const char *text, cJSON **out) {
     if (*stop == '\0')
         return TS_FAIL(TS_ERR_INPUT, "%s:%d:%d: invalid JSON: unexpected end of input (truncated?)",
                        name, line, col);
-    return TS_FAIL(TS_ERR_INPUT, "%s:%d:%d: invalid JSON near '%.20s'", name, line, col, stop);
+    /* Quote at most 20 bytes of what follows, up to the end of its line: the message stays one
+     * line (control characters become '?'). */
+    char near[21];
+    size_t n = 0;
+    for (; n < sizeof near - 1 && stop[n] != '\0' && stop[n] != '\n' && stop[n] != '\r'; n++)
+        near[n] = (unsigned char)stop[n] < 0x20 ? '?' : stop[n];
+    near[n] = '\0';
+    return TS_FAIL(TS_ERR_INPUT, "%s:%d:%d: invalid JSON near '%s'", name, line, col, near);
 }
 
 ts_status ts_json_load_file(const char *path, cJSON **out) {
@@ -32,6 +40,11 @@ ts_status ts_json_load_file(const char *path, cJSON **out) {
     char *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (f == NULL) return TS_FAIL(TS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: is a directory, expected a JSON file", path);
+        goto exit;
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         res = TS_FAIL(TS_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
         goto exit;

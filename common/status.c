@@ -16,6 +16,10 @@ ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt
     va_start(ap, fmt);
     vsnprintf(err_msg, sizeof err_msg, fmt, ap);
     va_end(ap);
+    /* Messages quote user input (JSON keys and strings, flag values): a control character in it
+     * must not break the one-line rule or reach the terminal. */
+    for (char *p = err_msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     snprintf(err_where, sizeof err_where, "%s:%d", file, line);
     return st;
 }

@@ -1,7 +1,7 @@
 /* The executor's backend: memory, GEMM, communication and timers as a table of function
  * pointers, filled by one implementation per device (nccl-tests' testColl habit): the CPU
- * backend (OpenBLAS + Open MPI, backend_cpu.c) here, a CUDA backend (cuBLAS + NCCL + streams and
- * events) later. Callers never #ifdef on the device.
+ * backend (OpenBLAS + Open MPI, backend_cpu.c) and the CUDA backend (cuBLAS + NCCL + streams and
+ * events, backend_cuda.cu; a stub in builds without CUDA). Callers never #ifdef on the device.
  *
  * Buffers are device memory of `bytes` bytes; on the CPU they are host memory. Collectives run on
  * a communicator handle made by the runtime (exec/runtime.h) for one group of the rank order, and
@@ -56,5 +56,22 @@ typedef struct ts_backend {
 /* The CPU backend: host memory, OpenBLAS cblas_sgemm (with `threads` threads per rank), Open MPI.
  * Needs MPI initialised (runtime.h). */
 const ts_backend *ts_backend_cpu(int threads);
+
+/* The CUDA backend (exec/backend_cuda.cu, built with make CUDA=1): cudaMalloc'd device memory
+ * (never managed), cublasGemmEx with fp32 compute, NCCL collectives, CUDA streams and events.
+ * Picks this rank's GPU from its local rank (one rank per GPU, exec/launch.h), makes the cuBLAS
+ * handle, a compute stream, a collective stream and send/receive streams, and one NCCL
+ * communicator for `world` and for each of the `n_groups` group communicators (stored in their
+ * `device` field; the unique id is made on each group's first member and broadcast over the
+ * group's MPI communicator). Collective over the world; call it once per process. Pipeline sends
+ * and receives run on `world` (NCCL matches them per pair in issue order; tags are not used).
+ * all_to_all_int exchanges host ints (routing counts the host needs) over MPI; every other buffer
+ * is device memory. Returns NULL with the error recorded (ts_error_message, ts_error_status): no
+ * GPU or fewer GPUs than local ranks (TS_ERR_INPUT), a CUDA/cuBLAS/NCCL failure
+ * (TS_ERR_EXTERNAL), or, in builds without CUDA, TS_ERR_INPUT "built without CUDA (make CUDA=1)". */
+const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *groups, int n_groups);
+/* Destroys what ts_backend_cuda made (NCCL communicators, streams, events, cuBLAS handle); call it
+ * before the runtime frees the communicators. A no-op when nothing was made. */
+void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int n_groups);
 
 #endif

@@ -24,16 +24,45 @@ int ts_runtime_under_mpi(void) {
 int ts_comm_size(const ts_comm *c) { return c->size; }
 int ts_comm_rank(const ts_comm *c) { return c->rank; }
 
-ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
-    memset(rt, 0, sizeof *rt);
+ts_status ts_mpi_init(int *rank, int *size) {
     ts_status res = TS_OK;
     int inited = 0;
     TS_MPI_GOTO(MPI_Initialized(&inited), res, fail);
     if (!inited) TS_MPI_GOTO(MPI_Init(NULL, NULL), res, fail);
     /* Errors come back as codes so they can be reported with the rank, not abort silently. */
     TS_MPI_GOTO(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), res, fail);
-    TS_MPI_GOTO(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank), res, fail);
-    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, &rt->size), res, fail);
+    TS_MPI_GOTO(MPI_Comm_rank(MPI_COMM_WORLD, rank), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, size), res, fail);
+fail:
+    return res;
+}
+
+ts_status ts_comm_blocks(int size, ts_comm **out) {
+    ts_status res = TS_OK;
+    int rank = 0, world = 0;
+    *out = NULL;
+    TS_MPI_GOTO(MPI_Comm_rank(MPI_COMM_WORLD, &rank), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(MPI_COMM_WORLD, &world), res, fail);
+    if (size < 1 || world % size != 0)
+        return TS_FAIL(TS_ERR_INPUT, "blocks of %d ranks do not tile a world of %d", size, world);
+    ts_comm *c = calloc(1, sizeof *c);
+    TS_ALLOC_GOTO(c, res, fail);
+    *out = c;
+    c->mpi = MPI_COMM_NULL;
+    TS_MPI_GOTO(MPI_Comm_split(MPI_COMM_WORLD, rank / size, rank, &c->mpi), res, fail);
+    TS_MPI_GOTO(MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(c->mpi, &c->size), res, fail);
+    TS_MPI_GOTO(MPI_Comm_rank(c->mpi, &c->rank), res, fail);
+    return TS_OK;
+fail:
+    ts_comm_free(out);
+    return res;
+}
+
+ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
+    memset(rt, 0, sizeof *rt);
+    ts_status res = TS_OK;
+    TS_CHECK_GOTO(ts_mpi_init(&rt->rank, &rt->size), res, fail);
     rt->layout = *layout;
     int need = ts_rank_count(layout);
     if (rt->size != need) {
@@ -69,7 +98,7 @@ fail:
     return res;
 }
 
-static void comm_free(ts_comm **c) {
+void ts_comm_free(ts_comm **c) {
     if (*c == NULL) return;
     if ((*c)->mpi != MPI_COMM_NULL && (*c)->mpi != 0) MPI_Comm_free(&(*c)->mpi);
     free(*c);
@@ -77,8 +106,8 @@ static void comm_free(ts_comm **c) {
 }
 
 void ts_runtime_free(ts_runtime *rt) {
-    for (int g = 0; g < TS_GROUP_COUNT; g++) comm_free(&rt->comm[g]);
-    comm_free(&rt->world);
+    for (int g = 0; g < TS_GROUP_COUNT; g++) ts_comm_free(&rt->comm[g]);
+    ts_comm_free(&rt->world);
 }
 
 void ts_runtime_finalize(void) {
@@ -100,5 +129,15 @@ void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) 
     fprintf(stderr, "tessera run: rank %d: %s\n", rt ? rt->rank : -1, message);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
+    exit(exit_code ? exit_code : 1);
+}
+
+void ts_mpi_abort(const char *cmd, int exit_code, const char *message) {
+    int inited = 0, rank = -1;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "tessera %s: rank %d: %s\n", cmd, rank, message);
+    fflush(stderr);
+    if (inited) MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
     exit(exit_code ? exit_code : 1);
 }

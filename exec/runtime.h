@@ -35,6 +35,16 @@ typedef struct {
 /* Whether this process runs under an MPI launcher (mpirun/srun set their environment). */
 int ts_runtime_under_mpi(void);
 
+/* MPI_Init (if not yet), errors returned as codes rather than aborting; this rank and the world
+ * size. ts_runtime_init calls it; so do tools that need only the world (exec/calibrate.h). */
+ts_status ts_mpi_init(int *rank, int *size);
+/* A communicator for this rank's block of `size` consecutive world ranks (ranks r with equal
+ * r / size), ordered by rank; the world size must be a multiple of `size`. Collective over the
+ * world. The caller frees it with ts_comm_free. */
+ts_status ts_comm_blocks(int size, ts_comm **out);
+/* Frees *c (NULL is ignored) and sets it to NULL. */
+void ts_comm_free(ts_comm **c);
+
 /* MPI_Init (if not yet) and the group communicators for `layout`. */
 ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout);
 void ts_runtime_free(ts_runtime *rt);
@@ -53,5 +63,8 @@ ts_status ts_runtime_gather(const ts_runtime *rt, const double *mine, int n, dou
 /* Every rank stops: a failing rank calls this with its message so the whole job ends promptly
  * (MPI_Abort) instead of hanging in a collective. Never returns. */
 _Noreturn void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message);
+/* The same for any MPI program: prints "tessera CMD: rank R: message" (R from MPI_COMM_WORLD,
+ * -1 before MPI_Init) and aborts the job. */
+_Noreturn void ts_mpi_abort(const char *cmd, int exit_code, const char *message);
 
 #endif

@@ -34,7 +34,10 @@
  *                                               blocking MPI, no overlap of communication)
  *    "memory": {
  *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
- *      "headroom_frac": 0.05}}                  [0, 1], default 0.05
+ *      "headroom_frac": 0.05},                  [0, 1], default 0.05
+ *    "measured": {...}}                         what `tessera calibrate` measured to write this
+ *                                               spec (exec/calibrate.h); kept for people and
+ *                                               diffs, never read
  *
  * A spec must leave the model some memory: hbm_bytes * (1 - headroom_frac) - reserved_bytes > 0.
  * The limits are not physics; they are wide fences that catch unit slips (GB written as bytes, a
@@ -74,7 +77,7 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 #define DEF_HEADROOM_FRAC 0.05
 
 static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric", "efficiency",
-                                        "memory", NULL};
+                                        "memory", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
                                        "peak_flops", "power_w", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};

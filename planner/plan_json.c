@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "planner/partition.h"
+
+#define TS_PLAN_VERSION 1 /* written, and the only one read: a plan from another version is refused */
 
 static int add_num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) != NULL; }
 
@@ -43,13 +46,40 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
     return o;
 }
 
+/* Uneven stages: "stages": [{"layers", "recompute", "chunks": [layers per chunk] (vpp > 1)}]. */
+static ts_status add_stages(cJSON *layout, const ts_split *s) {
+    ts_status res = TS_OK;
+    cJSON *arr = NULL;
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(layout, "stages"), res, exit);
+    for (int i = 0; i < s->pp; i++) {
+        cJSON *o = cJSON_CreateObject();
+        TS_CJSON_GOTO(o, res, exit);
+        cJSON_AddItemToArray(arr, o);
+        int n = 0;
+        for (int c = 0; c < s->vpp; c++) n += s->layers[c * s->pp + i];
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "layers", n), res, exit);
+        TS_CJSON_GOTO(cJSON_AddStringToObject(o, "recompute", ts_recompute_names[s->recompute[i]]), res, exit);
+        if (s->vpp > 1) {
+            cJSON *ch = NULL;
+            TS_CJSON_GOTO(ch = cJSON_AddArrayToObject(o, "chunks"), res, exit);
+            for (int c = 0; c < s->vpp; c++) {
+                cJSON *v = cJSON_CreateNumber(s->layers[c * s->pp + i]);
+                TS_CJSON_GOTO(v, res, exit);
+                cJSON_AddItemToArray(ch, v);
+            }
+        }
+    }
+exit:
+    return res;
+}
+
 ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, const char *fix,
                           const ts_search_result *r, cJSON **out) {
     ts_status res = TS_OK;
     cJSON *root = cJSON_CreateObject(), *req = NULL, *arr = NULL;
     TS_CJSON_GOTO(root, res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tessera", "plan"), res, fail);
-    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "version", 1), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "version", TS_PLAN_VERSION), res, fail);
     TS_CJSON_GOTO(req = cJSON_AddObjectToObject(root, "request"), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "model", pb->model.name), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "system", pb->sys.name), res, fail);
@@ -71,11 +101,14 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "feasible", (double)r->feasible), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "search_s", r->search_s), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "usable_bytes", pb->usable_bytes), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partitioned", r->partitioned), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partition_s", r->partition_s), res, fail);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "layouts"), res, fail);
     for (int i = 0; i < r->n_best; i++) {
         cJSON *e = ts_eval_to_json(&r->best[i], i + 1);
         TS_CJSON_GOTO(e, res, fail);
         cJSON_AddItemToArray(arr, e);
+        if (r->splits && r->splits[i].pp > 0) TS_CHECK_GOTO(add_stages(e, &r->splits[i]), res, fail);
     }
     *out = root;
     return TS_OK;
@@ -94,10 +127,22 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK(ts_json_load_file(file, &root));
     ts_jreader r, rr;
     ts_jreader_root(&r, file);
+    if (!cJSON_IsObject(root)) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $: expected a plan object, got %s", file, ts_json_type_name(root));
+        goto exit;
+    }
     char kind[32];
     TS_CHECK_GOTO(ts_jr_str(&r, root, "tessera", 1, NULL, kind, sizeof kind), res, exit);
     if (strcmp(kind, "plan") != 0) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.tessera: expected \"plan\", got \"%s\"", file, kind);
+        goto exit;
+    }
+    int64_t version;
+    TS_CHECK_GOTO(ts_jr_int(&r, root, "version", 1, 0, INT32_MAX, 0, &version), res, exit);
+    if (version != TS_PLAN_VERSION) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.version: expected %d (the plan format this tessera reads), "
+                      "got %lld: re-run `tessera plan` to write it again", file, TS_PLAN_VERSION,
+                      (long long)version);
         goto exit;
     }
     const cJSON *req, *jm, *js;
@@ -108,8 +153,12 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     ts_system s;
     ts_train t;
     ts_train_defaults(&t);
-    TS_CHECK_GOTO(ts_model_from_json(file, jm, &m), res, exit);
-    TS_CHECK_GOTO(ts_system_from_json(file, js, &s), res, exit);
+    /* The embedded specs' messages name their paths from $ of the spec: say which one. */
+    char mfile[4200], sfile[4200];
+    snprintf(mfile, sizeof mfile, "%s ($.model)", file);
+    snprintf(sfile, sizeof sfile, "%s ($.system)", file);
+    TS_CHECK_GOTO(ts_model_from_json(mfile, jm, &m), res, exit);
+    TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
     int64_t gpus, dtype;
     int flash, across, dt;
@@ -123,6 +172,17 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.flash_attention = flash;
     t.tp_across_nodes = across;
+    /* ts_problem_init checks these too, but names the command-line flags. */
+    if (t.seq > m.max_seq) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.seq: expected an integer in [1, %lld] "
+                      "($.model.max_seq), got %lld", file, (long long)m.max_seq, (long long)t.seq);
+        goto exit;
+    }
+    if (s.peak_flops[dt] <= 0) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.dtype: \"%s\" has no peak in "
+                      "$.system.gpu.peak_flops", file, ts_dtype_names[dt]);
+        goto exit;
+    }
     TS_CHECK_GOTO(ts_problem_init(pb, &m, &s, &t, (int)gpus), res, exit);
 
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "layouts");
@@ -133,12 +193,15 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     int count = cJSON_GetArraySize(arr);
     ls = calloc(count > 0 ? (size_t)count : 1, sizeof *ls);
     TS_ALLOC_GOTO(ls, res, exit);
-    for (int i = 0; i < count; i++) {
+    /* Walk the list (cJSON_GetArrayItem(arr, i) restarts from the head: quadratic, minutes for a
+     * plan of 100000 layouts). */
+    const cJSON *item = arr->child;
+    for (int i = 0; i < count; i++, item = item->next) {
         ts_jreader er;
         ts_jreader_child(&r, "layouts", 0, &er);
         snprintf(er.path, sizeof er.path, "$.layouts[%d]", i);
         char text[256], what[300];
-        TS_CHECK_GOTO(ts_jr_str(&er, cJSON_GetArrayItem(arr, i), "layout", 1, NULL, text, sizeof text), res, exit);
+        TS_CHECK_GOTO(ts_jr_str(&er, item, "layout", 1, NULL, text, sizeof text), res, exit);
         snprintf(what, sizeof what, "%s: %s.layout", file, er.path);
         TS_CHECK_GOTO(ts_layout_parse(what, text, &ls[i]), res, exit);
         char why[256];
@@ -154,6 +217,75 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     ls = NULL;
 exit:
     free(ls);
+    cJSON_Delete(root);
+    return res;
+}
+
+ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_layout *l, int index, ts_split *out,
+                             int *has) {
+    *has = 0;
+    cJSON *root = NULL;
+    ts_status res = TS_OK;
+    TS_CHECK(ts_json_load_file(file, &root));
+    const cJSON *arr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), index);
+    const cJSON *stages = arr ? cJSON_GetObjectItemCaseSensitive(arr, "stages") : NULL;
+    char path[64];
+    snprintf(path, sizeof path, "$.layouts[%d].stages", index);
+    if (stages == NULL) goto exit;
+    if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) != l->pp) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: %s: expected an array of pp = %d stages, got %s", file, path, l->pp,
+                      cJSON_IsArray(stages) ? "another count" : ts_json_type_name(stages));
+        goto exit;
+    }
+    TS_CHECK_GOTO(ts_split_init(out, l->pp, l->vpp), res, exit);
+    int total = 0;
+    for (int i = 0; i < l->pp; i++) {
+        ts_jreader r;
+        ts_jreader_root(&r, file);
+        snprintf(r.path, sizeof r.path, "%s[%d]", path, i);
+        const cJSON *o = cJSON_GetArrayItem(stages, i);
+        int64_t n;
+        int rc;
+        TS_CHECK_GOTO(ts_jr_int(&r, o, "layers", 1, l->vpp, pb->model.layers, 0, &n), res, fail);
+        TS_CHECK_GOTO(ts_jr_enum(&r, o, "recompute", 1, ts_recompute_names, 0, &rc), res, fail);
+        out->recompute[i] = (ts_recompute)rc;
+        const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(o, "chunks");
+        if (l->vpp == 1) {
+            out->layers[i] = (int)n;
+        } else {
+            int sum = 0;
+            if (!cJSON_IsArray(chunks) || cJSON_GetArraySize(chunks) != l->vpp) {
+                res = TS_FAIL(TS_ERR_INPUT, "%s: %s.chunks: expected an array of vpp = %d layer counts", file, r.path,
+                              l->vpp);
+                goto fail;
+            }
+            for (int c = 0; c < l->vpp; c++) {
+                const cJSON *v = cJSON_GetArrayItem(chunks, c);
+                if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != (int)v->valuedouble) {
+                    res = TS_FAIL(TS_ERR_INPUT, "%s: %s.chunks[%d]: expected an integer >= 1", file, r.path, c);
+                    goto fail;
+                }
+                out->layers[c * l->pp + i] = v->valueint;
+                sum += v->valueint;
+            }
+            if (sum != n) {
+                res = TS_FAIL(TS_ERR_INPUT, "%s: %s.chunks: add up to %d, expected its %lld layers", file, r.path, sum,
+                              (long long)n);
+                goto fail;
+            }
+        }
+        total += (int)n;
+    }
+    if (total != pb->model.layers) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: %s: the stages hold %d layers, expected the model's %d", file, path, total,
+                      pb->model.layers);
+        goto fail;
+    }
+    *has = 1;
+    goto exit;
+fail:
+    ts_split_free(out);
+exit:
     cJSON_Delete(root);
     return res;
 }

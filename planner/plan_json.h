@@ -30,4 +30,11 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
  * (microbatches derived). `*layouts` is malloc'd; the caller frees it. */
 ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, int *n);
 
+/* The uneven stages of layout `index` (0-based) of a plan read by ts_plan_read ("stages", see
+ * planner/partition.h): *has = 0 when the layout uses the even split; else `out` is init'ed
+ * (the caller frees it with ts_split_free) and checked against the layout and the model. */
+struct ts_split;
+ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_layout *l, int index,
+                             struct ts_split *out, int *has);
+
 #endif

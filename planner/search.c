@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/partition.h"
 #include "planner/schedule.h"
 #include "planner/stages.h"
 
@@ -378,6 +379,9 @@ ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_
 }
 
 void ts_search_result_free(ts_search_result *r) {
+    for (int i = 0; r->splits && i < r->n_best; i++) ts_split_free(&r->splits[i]);
+    free(r->splits);
+    r->splits = NULL;
     free(r->best);
     r->best = NULL;
     r->n_best = 0;

@@ -67,10 +67,29 @@ void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs 
 }
 
 void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp) {
+    ts_stages_build_split(st, pb, costs, pp, NULL);
+}
+
+/* Layers of stage i under a split: its chunks' ranges, counted by kind. */
+static void split_counts(const ts_model *m, const ts_stage_split *sp, int pp, int i, int *n_dense, int *n_moe) {
+    int first = 0, n = 0, moe = 0;
+    for (int g = 0; g < pp * sp->vpp; g++) {
+        if (g % pp == i) {
+            n += sp->layers[g];
+            moe += moe_below(m, first + sp->layers[g]) - moe_below(m, first);
+        }
+        first += sp->layers[g];
+    }
+    *n_dense = n - moe;
+    *n_moe = moe;
+}
+
+void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
+                           const ts_stage_split *split) {
     const ts_model *m = &pb->model;
     const ts_param_count *pc = &pb->params;
     const ts_shard *sh = &costs->shard;
-    const ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
+    ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
 
     st->pp = pp;
     st->shard = *sh;
@@ -90,9 +109,14 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
         int n = base + (i >= 1 && i <= rem ? 1 : 0);
         int n_moe = moe_below(m, first + n) - moe_below(m, first);
         int n_dense = n - n_moe;
+        if (split) {
+            split_counts(m, split, pp, i, &n_dense, &n_moe);
+            const ts_shard_costs *k = &split->costs[split->recompute[i]];
+            dense = k->dense, moe = k->moe, head = k->head, embed = k->embed;
+        }
         if (i == pp - 1) n_moe += m->mtp_layers; /* DeepSeek-V3 MTP module sits after the last layer */
         first += n;
-        int edge = i == 0 || i == pp - 1;
+        int edge = i == 0 || i == pp - 1 || split != NULL; /* uneven stages are never copied */
         if (!edge && i > 1 && n_dense == prev_dense && n_moe == prev_moe) {
             st->params[i] = st->params[i - 1];
             st->expert_params[i] = st->expert_params[i - 1];

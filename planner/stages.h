@@ -49,6 +49,19 @@ void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs 
 /* Fills `st` for the problem, the shard's costs and pipeline depth (pp <= cap, pp <= layers). */
 void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp);
 
+/* Uneven stages (planner/partition.h): the layers of each virtual stage and each physical
+ * stage's recompute policy, in place of the even split. The caller owns the arrays. */
+typedef struct {
+    int vpp;
+    const int *layers;             /* (pp·vpp) layers of virtual stage g = chunk·pp + stage */
+    const ts_recompute *recompute; /* (pp) policy of each stage */
+    const ts_shard_costs *costs;   /* (TS_RECOMPUTE_COUNT) the shard's costs under each policy */
+} ts_stage_split;
+
+/* ts_stages_build with an optional split (NULL: the even split). */
+void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
+                           const ts_stage_split *split);
+
 /* Completes an evaluation: memory on the worst rank, time split and throughput for the layout's
  * ZeRO stage, schedule and vpp, given `st` built for its shard and pp. */
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out);

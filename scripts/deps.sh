@@ -13,6 +13,11 @@ pkgs=(
   openmpi-bin         # mpirun
   libopenblas-dev     # CPU GEMM (cblas_sgemm)
   libcriterion-dev    # unit tests
+  clang               # make fuzz: libFuzzer harnesses (tests/fuzz/) need clang, not gcc
+  libclang-rt-dev     # make fuzz: libFuzzer and the sanitizer runtimes for clang (only recommended by clang)
+  valgrind            # make valgrind: memcheck over plan and sim examples
+  libpng-dev          # tests: decode the report's screenshot
+  chromium            # tests: render the HTML report headless to a PNG
 )
 
 missing=()

@@ -428,10 +428,16 @@ static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
 }
 
 /* Layers [first, first + count) of global chunk g (layers past the model's last are the MTP
- * module, charged to the last chunk as MoE layers). */
-static void chunk_layers(const ts_problem *pb, const ts_layout *l, int g, int *first, int *count) {
+ * module, charged to the last chunk as MoE layers): the planner's even split, or the uneven one
+ * of the options. The executor reads its layers from the program, so both honour it. */
+static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts, int g, int *first,
+                         int *count) {
     int L = pb->model.layers, p = l->pp;
-    if (l->vpp > 1) {
+    if (opts && opts->chunk_layers) {
+        *first = 0;
+        for (int i = 0; i < g; i++) *first += opts->chunk_layers[i];
+        *count = opts->chunk_layers[g];
+    } else if (l->vpp > 1) {
         int lc = L / (p * l->vpp);
         *first = g * lc;
         *count = lc;
@@ -493,13 +499,14 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
     int skip = b->opts && b->opts->skip_edges;
     double vr = (double)pb->model.vocab / l->tp;
+    ts_recompute recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute;
 
     /* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
     if ((zero == 1 || zero == 2) && dpc > 1) {
         ctx c = {TS_PHASE_STEP, -1, -1, 0};
         for (int ch = 0; ch < v; ch++) {
             int first, count;
-            chunk_layers(pb, l, ch * p + s, &first, &count);
+            chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
             double bucket = 0;
             c.chunk = ch;
             for (int j = first; j < first + count; j++) {
@@ -521,7 +528,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     for (int i = 0; i < n_slots; i++) {
         const ts_slot *sl = &slots[i];
         int g = sl->chunk * p + s, first, count;
-        chunk_layers(pb, l, g, &first, &count);
+        chunk_layers(pb, l, b->opts, g, &first, &count);
         int first_chunk = g == 0, last_chunk = g == p * v - 1;
         ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
         double p2p = 2.0 * b->T * b->h / l->tp;
@@ -585,12 +592,12 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                 int moe = layer_is_moe(pb, j);
                 uint32_t dep = x, params = next_params;
                 if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
-                if (l->recompute == TS_RECOMPUTE_FULL) {
+                if (recompute == TS_RECOMPUTE_FULL) {
                     ctx r = c;
                     r.phase = TS_PHASE_RECOMPUTE;
                     dep = layer_fwd(b, &r, moe, dep, params);
                     params = NO_OP;
-                } else if (l->recompute == TS_RECOMPUTE_SELECTIVE) {
+                } else if (recompute == TS_RECOMPUTE_SELECTIVE) {
                     ctx r = c;
                     r.phase = TS_PHASE_RECOMPUTE;
                     dep = attention_fwd(b, &r, dep);
@@ -639,7 +646,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         ts_coll red = zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
         for (int ch = v - 1; ch >= 0; ch--) {
             int first, count;
-            chunk_layers(pb, l, ch * p + s, &first, &count);
+            chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
             double bucket = 0;
             c.chunk = ch;
             for (int j = first + count - 1; j >= first; j--) {
@@ -664,7 +671,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     double updated = 0;
     for (int ch = 0; ch < v; ch++) {
         int first, count;
-        chunk_layers(pb, l, ch * p + s, &first, &count);
+        chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
         for (int j = first; j < first + count; j++) {
             double sh, ex;
             params_of(b, j, &sh, &ex);
@@ -685,6 +692,18 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
     if (ts_layout_invalid(pb, in, why, sizeof why)) {
         ts_layout_format(in, text, sizeof text);
         return TS_FAIL(TS_ERR_INPUT, "layout %s is not valid here: %s", text, why);
+    }
+    if (opts && opts->chunk_layers) {
+        int sum = 0, V = in->pp * in->vpp;
+        for (int g = 0; g < V; g++) {
+            if (opts->chunk_layers[g] < 1)
+                return TS_FAIL(TS_ERR_INPUT, "uneven stages: chunk %d holds %d layers, expected at least 1", g,
+                               opts->chunk_layers[g]);
+            sum += opts->chunk_layers[g];
+        }
+        if (sum != pb->model.layers)
+            return TS_FAIL(TS_ERR_INPUT, "uneven stages hold %d layers, expected the model's %d", sum,
+                           pb->model.layers);
     }
     out->layout = *in;
     out->layout.microbatches = (int)(pb->train.global_batch / ((long long)in->dp * in->mbs));

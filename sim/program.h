@@ -95,6 +95,10 @@ typedef struct {
 
 typedef struct {
     int skip_edges; /* leave out embedding, LM head and loss (uniform stages for schedule tests) */
+    /* Uneven stages (planner/partition.h), both NULL for the planner's even split; the caller
+     * owns them: */
+    const int *chunk_layers;             /* (pp·vpp) layers of global chunk g = chunk·pp + stage */
+    const ts_recompute *stage_recompute; /* (pp) each stage's recompute policy */
 } ts_program_opts;
 
 typedef struct {

@@ -1,0 +1,143 @@
+/* `tessera calibrate`: measures this machine on MPI ranks through the executor's own code paths
+ * (exec/calibrate.h), prints nccl-tests-style tables (or their JSON mirror) and writes what it
+ * measured as a system spec that `plan`, `sim` and `run` read like any zoo system. Started
+ * without an MPI launcher it starts `mpirun` itself with --ranks ranks. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "exec/calibrate.h"
+#include "exec/runtime.h"
+
+/* One rank per core by default (at least 2: communication needs a pair). */
+static long default_ranks(void) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 2 ? cores : 2;
+}
+#define TEMPLATE "cpu-localhost"
+
+static void help(void) {
+    printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T]\n"
+           "\n"
+           "Measures this machine through the code `tessera run` executes and writes it as a system\n"
+           "spec that plan, sim and run read like any zoo system:\n"
+           "  - compute on min(ranks, cores) ranks at once, one core each (the spec's figures are one\n"
+           "    rank's with a core to itself; node.cores scales them when ranks share cores): sgemm\n"
+           "    (OpenBLAS fp32, NT/NN/TN) over (m, n, k) in 64..1024, rmsnorm / swiglu / AdamW bytes/s,\n"
+           "    causal attention forward and backward;\n"
+           "  - all-reduce, reduce-scatter, all-gather, all-to-all over every group size dividing the\n"
+           "    ranks (every group at once) and send/recv between rank pairs, 1 KB .. 256 MB, printed\n"
+           "    as nccl-tests tables (size, count, time, algbw, busbw);\n"
+           "  - fits: peak FLOP/s and the GEMM efficiency curve, memory bandwidth, attention\n"
+           "    efficiency, link bus bandwidth and latency (least squares on the planner's ring costs).\n"
+           "The spec (" TEMPLATE "'s schema; node.gpus = max(8, ranks), node.cores = this machine's\n"
+           "cores, serial_ops) says in \"source\" strings how each figure was measured, and holds the\n"
+           "tables under \"measured\". Without an MPI launcher it starts mpirun itself\n"
+           "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
+           "\n"
+           "  -o, --output FILE   write the spec (atomically; \"-\": stdout, instead of the tables)\n"
+           "  -r, --ranks N       MPI ranks, at least 2 (default: the cores, %ld here)\n"
+           "  -q, --quick         1 KB .. 16 MB, fewer shapes, 2 ms batches: seconds; for tests and\n"
+           "                      tessera validate\n"
+           "      --json          print the tables as one JSON document instead\n"
+           "      --threads T     OpenBLAS threads per rank (default 1, as tessera run)\n"
+           "  -h, --help          this help\n"
+           "\n"
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n",
+           default_ranks());
+}
+
+/* "tessera calibrate ARGS", for the spec's source (truncated to fit). */
+static void command_line(int argc, char **argv, char *buf, size_t cap) {
+    size_t used = (size_t)snprintf(buf, cap, "tessera calibrate");
+    for (int i = 1; i < argc && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, " %s", argv[i]);
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    const char *cmd = "calibrate", *output = NULL;
+    int ranks = (int)default_ranks(), ranks_given = 0, quick = 0, json = 0, threads = 1;
+    enum { OPT_JSON = 256, OPT_THREADS };
+    static const struct option longs[] = {
+        {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
+        {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":r:qo:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'r': ranks = (int)cli_int(cmd, "--ranks", optarg, 2, 1024), ranks_given = 1; break;
+        case 'q': quick = 1; break;
+        case OPT_JSON: json = 1; break;
+        case 'o': output = optarg; break;
+        case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
+        case 'h': help(); return 0;
+        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (output && output[0] == '\0') cli_usage_error(cmd, "--output: expected a file name, got \"\"");
+
+    ts_system tmpl;
+    ts_status st = ts_system_load(TEMPLATE, &tmpl);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (!ts_runtime_under_mpi()) {
+        /* Refuse an output that cannot be written before the minute of measuring, not after. */
+        if (output) {
+            ts_atomic_file af;
+            st = ts_atomic_open(output, &af);
+            if (st != TS_OK) cli_fail(cmd, st);
+            ts_atomic_abort(&af);
+        }
+        cli_launch_mpirun(cmd, ranks, argc, argv);
+    }
+
+    int rank = 0, size = 0;
+    st = ts_mpi_init(&rank, &size);
+    if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
+    if (ranks_given && size != ranks) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "--ranks %d, but mpirun started %d ranks", ranks, size);
+        ts_mpi_abort(cmd, 2, msg);
+    }
+    char line[128];
+    command_line(argc, argv, line, sizeof line);
+    ts_calib_opts o = {.quick = quick, .threads = threads, .argv = line, .log = json ? NULL : stderr};
+    static ts_calib cal; /* about 10 KB of tables: off the stack */
+    st = ts_calibrate(&o, &tmpl, &cal);
+    if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
+
+    int rc = 0;
+    if (rank == 0) {
+        int to_stdout = output && strcmp(output, "-") == 0;
+        cJSON *doc = NULL;
+        if (!to_stdout && json) {
+            st = ts_calib_json(&cal, &doc);
+            if (st == TS_OK) st = ts_json_write_file("-", doc);
+            cJSON_Delete(doc);
+        } else if (!to_stdout) {
+            st = ts_calib_print(stdout, &cal);
+        }
+        if (st == TS_OK && output) {
+            st = ts_calib_profile(&cal, &doc);
+            if (st == TS_OK) st = ts_json_write_file(output, doc);
+            cJSON_Delete(doc);
+            if (st == TS_OK && !json && !to_stdout) printf("# wrote %s\n", output);
+        }
+        if (st != TS_OK) {
+            fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
+            rc = ts_exit_code(st);
+        }
+        fflush(stdout);
+    }
+    ts_runtime_finalize();
+    return rc;
+}

@@ -1,0 +1,122 @@
+/* `tessera report`: what does the plan mean for the people who buy the GPUs? Builds the report of
+ * a plan (reports/report.h) and writes it as HTML, Markdown, CSV or JSON. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "reports/html.h"
+#include "reports/report.h"
+#include "reports/text.h"
+
+static void help(void) {
+    printf("usage: tessera report --plan plan.json [options]\n"
+           "\n"
+           "A capacity-planning report of a plan: the question and its answer, time, GPU-hours, cost\n"
+           "and energy to train, the top layouts, memory per GPU and step-time split per layout, the\n"
+           "best layout's simulated pipeline timeline (and a real run's, when given) and the\n"
+           "assumptions behind every figure. The HTML page is self-contained: open it in any browser,\n"
+           "no network needed.\n"
+           "\n"
+           "  -p, --plan FILE        a plan written by tessera plan -o\n"
+           "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
+           "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
+           "      --tokens T         tokens to train on (default 1e12)\n"
+           "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
+           "  -F, --format F         html | md | csv (the layouts table) | json (default: from the\n"
+           "                         -o file's extension, else html)\n"
+           "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "Exit status: 0 ok, 2 bad input.\n",
+           TS_REPORT_DEFAULT_PRICE);
+}
+
+typedef enum { FMT_HTML, FMT_MD, FMT_CSV, FMT_JSON } format;
+static const char *const format_names[] = {"html", "md", "csv", "json", NULL};
+
+static int format_index(const char *name) {
+    for (int i = 0; format_names[i]; i++)
+        if (strcmp(name, format_names[i]) == 0) return i;
+    return -1;
+}
+
+/* The format a file name's extension asks for (".html", ".md", ...), -1 when none. */
+static int format_of_file(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (dot == NULL || strchr(dot, '/')) return -1;
+    if (strcmp(dot, ".htm") == 0) return FMT_HTML;
+    return format_index(dot + 1);
+}
+
+static ts_status write_text(const ts_report *r, format fmt, const char *path) {
+    ts_atomic_file af;
+    TS_CHECK(ts_atomic_open(path, &af));
+    ts_status st = fmt == FMT_HTML ? ts_report_write_html(r, af.f)
+                   : fmt == FMT_MD ? ts_report_write_markdown(r, af.f)
+                                   : ts_report_write_csv(r, af.f);
+    if (st != TS_OK) {
+        ts_atomic_abort(&af);
+        return st;
+    }
+    return ts_atomic_commit(&af);
+}
+
+int cmd_report(int argc, char **argv) {
+    const char *cmd = "report", *plan = NULL, *output = NULL;
+    int fmt = -1;
+    ts_report_opts opts;
+    ts_report_opts_defaults(&opts);
+    enum { OPT_RUN = 256, OPT_TRACE, OPT_TOKENS, OPT_PRICE };
+    static const struct option longs[] = {
+        {"plan", required_argument, 0, 'p'},        {"run", required_argument, 0, OPT_RUN},
+        {"run-trace", required_argument, 0, OPT_TRACE}, {"tokens", required_argument, 0, OPT_TOKENS},
+        {"price", required_argument, 0, OPT_PRICE}, {"format", required_argument, 0, 'F'},
+        {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":p:F:o:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'p': plan = optarg; break;
+        case OPT_RUN: opts.run_json = optarg; break;
+        case OPT_TRACE: opts.run_trace = optarg; break;
+        case OPT_TOKENS: opts.tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+        case OPT_PRICE:
+            opts.price_per_gpu_hour = cli_num(cmd, "--price", optarg, 0, 1e6);
+            opts.price_is_default = 0;
+            break;
+        case 'F':
+            fmt = format_index(optarg);
+            if (fmt < 0) cli_usage_error(cmd, "--format: expected html, md, csv or json, got \"%s\"", optarg);
+            break;
+        case 'o': output = optarg; break;
+        case 'h': help(); return 0;
+        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
+
+    ts_report r;
+    ts_status st = ts_report_build(plan, &opts, &r);
+    const char *path = output ? output : "-";
+    if (st == TS_OK && fmt == FMT_JSON) {
+        cJSON *root = NULL;
+        st = ts_report_to_json(&r, &root);
+        if (st == TS_OK) st = ts_json_write_file(path, root);
+        cJSON_Delete(root);
+    } else if (st == TS_OK) {
+        st = write_text(&r, (format)fmt, path);
+    }
+    ts_report_free(&r);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (output) printf("# wrote %s\n", output);
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* `tessera sweep`: how do throughput, MFU and cost per token change with the GPU count and the
+ * system? The best layout per (system, GPU count) as a table, JSON or an HTML page of charts
+ * (reports/sweep.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "reports/report.h"
+#include "reports/sweep.h"
+
+static void help(void) {
+    printf("usage: tessera sweep --model M --system S[,S2,...] --gpus LIST [options]\n"
+           "\n"
+           "The best layout of a model at each GPU count on each system, with its step time,\n"
+           "tokens/s, MFU and cost per million tokens. Counts where nothing fits are rows saying why.\n"
+           "\n"
+           "  -m, --model M          zoo name (tessera models), model JSON or Hugging Face config.json\n"
+           "  -s, --system S,...     one or more systems (zoo names or JSON files), comma-separated\n"
+           "  -g, --gpus LIST        GPU counts: 8,16,32 or a range 8..1024 (powers of two from 8)\n"
+           "  -b, --global-batch B   sequences per step (default 1024)\n"
+           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
+           "  -f, --fix PINS         pin layout fields at every count, e.g. tp=8,sched=1f1b\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
+           "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
+           "      --tp-across-nodes  allow TP groups larger than a node\n"
+           "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
+           "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
+           "      --json             print the sweep as JSON instead of a table\n"
+           "  -o, --output FILE      also write FILE (atomically): an HTML page of charts when FILE\n"
+           "                         ends in .html (open it in any browser, no network needed), else\n"
+           "                         the JSON\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "A progress bar is drawn on stderr when it is a terminal and the sweep takes a while.\n"
+           "Exit status: 0 ok, 2 bad input, 3 nothing fits at any count.\n",
+           TS_REPORT_DEFAULT_PRICE);
+}
+
+/* Progress on stderr, only for a terminal and only once the sweep has run for half a second. */
+typedef struct {
+    struct timespec start;
+    int drawn;
+} progress_state;
+
+static double since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+static void progress(void *ctx, int done, int total) {
+    progress_state *p = ctx;
+    if (since(&p->start) < 0.5 && !p->drawn) return;
+    int width = 30, filled = total > 0 ? width * done / total : width;
+    fprintf(stderr, "\rtessera sweep: [%.*s%*s] %d/%d", filled, "##############################", width - filled,
+            "", done, total);
+    if (done == total) fputs("\r\033[K", stderr);
+    fflush(stderr);
+    p->drawn = 1;
+}
+
+/* Loads each comma-separated system into `out`; returns how many. Exits 2 on bad input. */
+static int load_systems(const char *cmd, const char *list, ts_system *out) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) cli_usage_error(cmd, "--system: list too long");
+    int n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (n == TS_SWEEP_MAX_SYSTEMS) cli_usage_error(cmd, "--system: expected at most %d systems", TS_SWEEP_MAX_SYSTEMS);
+        ts_status st = ts_system_load(item, &out[n]);
+        if (st != TS_OK) cli_fail(cmd, st);
+        n++;
+    }
+    if (n == 0) cli_usage_error(cmd, "--system: expected one or more systems, got \"%s\"", list);
+    return n;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static ts_status write_html(const char *path, const ts_sweep_spec *spec, const ts_sweep_result *r) {
+    ts_atomic_file af;
+    TS_CHECK(ts_atomic_open(path, &af));
+    ts_status st = ts_sweep_write_html(af.f, spec, r);
+    if (st != TS_OK) {
+        ts_atomic_abort(&af);
+        return st;
+    }
+    return ts_atomic_commit(&af);
+}
+
+int cmd_sweep(int argc, char **argv) {
+    const char *cmd = "sweep", *systems_arg = NULL, *gpus_arg = NULL, *output = NULL;
+    int json = 0;
+    double price = TS_REPORT_DEFAULT_PRICE;
+    int price_is_default = 1;
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE };
+    static const struct option longs[] = {
+        CLI_PROBLEM_LONGOPTS,
+        {"price", required_argument, 0, OPT_PRICE}, {"json", no_argument, 0, OPT_JSON},
+        {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "o:h", longs, NULL)) != -1) {
+        if (c == 's') systems_arg = optarg; /* a list here, not one system */
+        else if (c == 'g') gpus_arg = optarg;
+        else if (c == CLI_OPT_OBJECTIVE)
+            cli_usage_error(cmd, "--objective is a plan option; the sweep ranks by step time");
+        else if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
+        else switch (c) {
+            case OPT_PRICE:
+                price = cli_num(cmd, "--price", optarg, 0, 1e6);
+                price_is_default = 0;
+                break;
+            case OPT_JSON: json = 1; break;
+            case 'o': output = optarg; break;
+            case 'h': help(); return 0;
+            case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+            default:
+                if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+                cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+            }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (!pa.model) cli_usage_error(cmd, "--model is required");
+    if (!systems_arg) cli_usage_error(cmd, "--system is required");
+    if (!gpus_arg) cli_usage_error(cmd, "--gpus is required");
+    if (output && strcmp(output, "-") == 0)
+        cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
+
+    int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0;
+    ts_status st = ts_sweep_parse_gpus("--gpus", gpus_arg, gpus, &n_gpus);
+    if (st == TS_OK && pa.fix) st = ts_pins_parse("--fix", pa.fix, &pa.search.pins);
+    if (st != TS_OK) cli_fail(cmd, st);
+    ts_system systems[TS_SWEEP_MAX_SYSTEMS];
+    int n_systems = load_systems(cmd, systems_arg, systems);
+    ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
+                          .fix = pa.fix, .price_per_gpu_hour = price, .price_is_default = price_is_default,
+                          .gpus = gpus, .n_gpus = n_gpus};
+    st = ts_model_load(pa.model, &spec.model);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (!pa.seq_given && spec.train.seq > spec.model.max_seq) spec.train.seq = spec.model.max_seq;
+    progress_state ps = {.drawn = 0};
+    if (isatty(STDERR_FILENO)) {
+        clock_gettime(CLOCK_MONOTONIC, &ps.start);
+        spec.progress = progress;
+        spec.progress_ctx = &ps;
+    }
+
+    ts_sweep_result r;
+    ts_status run_st = ts_sweep_run(&spec, &r);
+    if (run_st != TS_OK && run_st != TS_ERR_INFEASIBLE) {
+        ts_sweep_result_free(&r);
+        cli_fail(cmd, run_st);
+    }
+    char nothing_fits[1024];
+    snprintf(nothing_fits, sizeof nothing_fits, "%s", run_st == TS_OK ? "" : ts_error_message());
+    /* Nothing fitting anywhere still prints the rows that say why, then exits 3. */
+    cJSON *root = NULL;
+    st = TS_OK;
+    if (json || (output && !ends_with(output, ".html"))) st = ts_sweep_to_json(&spec, &r, &root);
+    if (st == TS_OK && output) st = ends_with(output, ".html") ? write_html(output, &spec, &r)
+                                                                : ts_json_write_file(output, root);
+    if (st == TS_OK) st = json ? ts_json_write_file("-", root) : ts_sweep_print(stdout, &spec, &r);
+    if (st == TS_OK && output && !json) printf("# wrote %s\n", output);
+    cJSON_Delete(root);
+    ts_sweep_result_free(&r);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (run_st != TS_OK) {
+        fprintf(stderr, "tessera %s: %s\n", cmd, nothing_fits);
+        return ts_exit_code(run_st);
+    }
+    return 0;
+}

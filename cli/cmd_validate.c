@@ -1,0 +1,352 @@
+/* `tessera validate`: does the simulator predict this machine? Calibrates the machine once
+ * (tessera calibrate), then for each layout of a matrix of small ones (DP, TP, SP, PP with every
+ * schedule, CP, ZeRO stages, recompute, EP and combinations, up to --ranks ranks) writes its plan,
+ * simulates it (sim/engine.h) and trains it for real (tessera run, under mpirun), and compares
+ * the two traces op by op (sim/compare.h). Prints one row per layout and the median and worst
+ * absolute step-time error; --json mirrors it with per-op-kind errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "planner/plan_json.h"
+#include "sim/compare.h"
+#include "sim/engine.h"
+#include "sim/trace.h"
+
+/* The matrix: tiny (dense) and tiny-moe (EP) layouts; ranks = dp·tp·pp·cp. */
+static const struct {
+    const char *model, *layout;
+} cases[] = {
+    {"tiny", "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=4,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=gpipe,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full"},
+    {"tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective"},
+    {"tiny", "dp=2,tp=2,pp=1,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny", "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none"},
+    {"tiny", "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none"},
+    {"tiny-moe", "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    {"tiny-moe", "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+};
+#define N_CASES (int)(sizeof cases / sizeof cases[0])
+
+static void help(void) {
+    printf("usage: tessera validate [options]\n"
+           "\n"
+           "Measures how well the simulator predicts this machine: calibrates it once (tessera\n"
+           "calibrate --quick), then for each of %d small layouts (DP, TP, SP, PP with every\n"
+           "schedule, CP, ZeRO 1-3, recompute, EP and combinations, tiny and tiny-moe models)\n"
+           "simulates one step, trains it for real on MPI ranks (tessera run) and compares the\n"
+           "two traces op by op. Prints layout, simulated and measured step time and the error,\n"
+           "then the median and worst absolute error.\n"
+           "\n"
+           "  -s, --system FILE      use this system spec instead of calibrating (e.g. a profile\n"
+           "                         written by tessera calibrate -o)\n"
+           "  -r, --ranks N          largest layouts to run, in ranks (default 8)\n"
+           "      --only I,J,...     run only these cases of the matrix (1-based)\n"
+           "  -n, --steps N          training steps per layout (default 8; the first 3 are warm-up)\n"
+           "  -b, --global-batch B   sequences per step (default 8)\n"
+           "  -l, --seq L            tokens per sequence (default 128)\n"
+           "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
+           "                         folder, removed)\n"
+           "      --json             print the results as JSON instead of a table\n"
+           "  -o, --output FILE      also write the JSON to FILE (atomically)\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed.\n",
+           N_CASES);
+}
+
+typedef struct {
+    const char *system;  /* spec path, or NULL to calibrate */
+    const char *keep, *output;
+    int max_ranks, steps, json;
+    int64_t batch, seq;
+    unsigned char only[N_CASES]; /* all zero: every case */
+} options;
+
+static int case_ranks(int i) {
+    ts_layout l;
+    if (ts_layout_parse("validate", cases[i].layout, &l) != TS_OK) return 0;
+    return ts_rank_count(&l);
+}
+
+/* Writes the plan of case i (the layout pinned, on `system`) to `path` and fills `pb`, `l`. */
+static ts_status write_plan(const options *o, int i, const char *path, ts_problem *pb, ts_layout *l) {
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    TS_CHECK(ts_model_load(cases[i].model, &m));
+    TS_CHECK(ts_system_load(o->system, &s));
+    ts_train_defaults(&t);
+    ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the executor computes in fp32 */
+    t.global_batch = o->batch;
+    t.seq = o->seq;
+    TS_CHECK(ts_layout_parse("validate", cases[i].layout, l));
+    TS_CHECK(ts_problem_init(pb, &m, &s, &t, ts_rank_count(l)));
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    so.top_k = 1;
+    TS_CHECK(ts_pins_parse("validate", cases[i].layout, &so.pins));
+    ts_search_result r;
+    ts_status res = ts_search(pb, &so, &r);
+    cJSON *plan = NULL;
+    if (res == TS_OK) res = ts_plan_to_json(pb, &so, cases[i].layout, &r, &plan);
+    if (res == TS_OK) res = ts_json_write_file(path, plan);
+    if (res == TS_OK) *l = r.best[0].layout; /* microbatches filled in */
+    cJSON_Delete(plan);
+    ts_search_result_free(&r);
+    return res;
+}
+
+/* Simulates the layout (one rank per stage) and writes its trace to `path`. */
+static ts_status simulate(const ts_problem *pb, const ts_layout *l, const char *path) {
+    ts_program prog;
+    TS_CHECK(ts_program_build(pb, l, NULL, &prog));
+    ts_sim_result r;
+    ts_sim_opts so = {.full = 0};
+    ts_status res = ts_simulate(pb, &prog, &so, &r);
+    if (res == TS_OK) {
+        res = ts_trace_write(path, "sim", pb, &prog, &r);
+        ts_sim_result_free(&r);
+    }
+    ts_program_free(&prog);
+    return res;
+}
+
+/* The median measured step of a `tessera run --json` output file. */
+static ts_status measured_step(const char *path, double *step_s) {
+    cJSON *root = NULL;
+    TS_CHECK(ts_json_load_file(path, &root));
+    ts_jreader r, c;
+    ts_jreader_root(&r, path);
+    const cJSON *steps = NULL;
+    ts_status res = ts_jr_obj(&r, root, "step_s", 1, &steps);
+    ts_jreader_child(&r, "step_s", 0, &c);
+    if (res == TS_OK) res = ts_jr_num(&c, steps, "median", 1, 1e-9, 1e6, 0, step_s);
+    cJSON_Delete(root);
+    return res;
+}
+
+typedef struct {
+    int index;
+    ts_compare cmp;
+} result;
+
+/* Runs case i: plan, simulate, run, compare. Files go to dir/case-I.*. */
+static ts_status run_case(const char *self, const options *o, const char *dir, int i, result *out) {
+    char plan[4200], sim[4200], run[4200], run_json[4200], steps[16];
+    snprintf(plan, sizeof plan, "%s/case-%02d.plan.json", dir, i + 1);
+    snprintf(sim, sizeof sim, "%s/case-%02d.sim.trace.json", dir, i + 1);
+    snprintf(run, sizeof run, "%s/case-%02d.run.trace.json", dir, i + 1);
+    snprintf(run_json, sizeof run_json, "%s/case-%02d.run.json", dir, i + 1);
+    snprintf(steps, sizeof steps, "%d", o->steps);
+    ts_problem pb;
+    ts_layout l;
+    TS_CHECK(write_plan(o, i, plan, &pb, &l));
+    TS_CHECK(simulate(&pb, &l, sim));
+    const char *const argv[] = {self, "run", "--plan", plan, "--steps", steps, "--warmup", "3",
+                                "--json", "--trace", run, NULL};
+    TS_CHECK(cli_spawn(argv, run_json));
+    double step_s;
+    TS_CHECK(measured_step(run_json, &step_s));
+    out->index = i;
+    TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
+    ts_compare_set_measured_step(&out->cmp, step_s);
+    return TS_OK;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Removes the temporary folder and what the cases wrote in it. */
+static void remove_tree(const char *dir) {
+    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int by_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and maximum of |step error| over the results. */
+static void summary(const result *res, int n, double *median, double *worst) {
+    double *e = malloc(((size_t)n + 1) * sizeof *e);
+    *median = *worst = NAN;
+    if (e == NULL || n == 0) {
+        free(e);
+        return;
+    }
+    for (int i = 0; i < n; i++) e[i] = fabs(res[i].cmp.step_error);
+    qsort(e, (size_t)n, sizeof *e, by_double);
+    *median = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+    *worst = e[n - 1];
+    free(e);
+}
+
+static ts_status to_json(const options *o, const result *res, int n, cJSON **out) {
+    ts_status st = TS_OK;
+    cJSON *root = cJSON_CreateObject(), *arr;
+    TS_CJSON_GOTO(root, st, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "system", o->system), st, fail);
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "cases"), st, fail);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = NULL;
+        TS_CHECK_GOTO(ts_compare_json(&res[i].cmp, &c), st, fail);
+        cJSON_AddItemToArray(arr, c);
+        const ts_compare *x = &res[i].cmp;
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "case", res[i].index + 1), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "ranks", case_ranks(res[i].index)), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "simulated_s", x->simulated_step_s), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_s", x->measured_step_s), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "error", x->step_error), st, fail);
+    }
+    double median, worst;
+    summary(res, n, &median, &worst);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_error", median), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", worst), st, fail);
+    *out = root;
+    return TS_OK;
+fail:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The op kind whose summed time is furthest off, for the table's last column. */
+static const ts_compare_kind *worst_kind(const ts_compare *c) {
+    const ts_compare_kind *w = NULL;
+    for (int k = 0; k < c->n_kinds; k++)
+        if (isfinite(c->kinds[k].error) && (w == NULL || fabs(c->kinds[k].error) > fabs(w->error))) w = &c->kinds[k];
+    return w;
+}
+
+static void print_table(const options *o, const result *res, int n) {
+    printf("# system %s; %lld sequences of %lld tokens, fp32\n", o->system, (long long)o->batch, (long long)o->seq);
+    printf("%-4s %-9s %-78s %5s %11s %11s %8s  %s\n", "#", "model", "layout", "ranks", "simulated_s",
+           "measured_s", "error", "worst op kind");
+    for (int i = 0; i < n; i++) {
+        const ts_compare *c = &res[i].cmp;
+        const ts_compare_kind *w = worst_kind(c);
+        printf("%-4d %-9s %-78s %5d %11.4f %11.4f %+7.1f%%", res[i].index + 1, c->model, c->layout,
+               case_ranks(res[i].index), c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
+        if (w) printf("  %s %+.0f%%", w->kind, 100 * w->error);
+        printf("\n");
+    }
+    double median, worst;
+    summary(res, n, &median, &worst);
+    printf("# %d layouts: median |error| %.1f%%, worst %.1f%%\n", n, 100 * median, 100 * worst);
+}
+
+static void parse_only(const char *cmd, const char *text, options *o) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        o->only[cli_int(cmd, "--only", tok, 1, N_CASES) - 1] = 1;
+}
+
+static int selected(const options *o, int i) {
+    for (int k = 0; k < N_CASES; k++)
+        if (o->only[k]) return o->only[i];
+    return 1;
+}
+
+int cmd_validate(int argc, char **argv) {
+    const char *cmd = "validate";
+    options o = {.max_ranks = 8, .steps = 8, .batch = 8, .seq = 128};
+    enum { OPT_JSON = 256, OPT_ONLY };
+    static const struct option longs[] = {
+        {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
+        {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
+        {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
+        {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
+        {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":s:r:n:b:l:k:o:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 's': o.system = optarg; break;
+        case 'r': o.max_ranks = (int)cli_int(cmd, "--ranks", optarg, 1, 64); break;
+        case OPT_ONLY: parse_only(cmd, optarg, &o); break;
+        case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, 4, 1000); break;
+        case 'b': o.batch = cli_int(cmd, "--global-batch", optarg, 1, 4096); break;
+        case 'l': o.seq = cli_int(cmd, "--seq", optarg, 8, 4096); break;
+        case 'k': o.keep = optarg; break;
+        case OPT_JSON: o.json = 1; break;
+        case 'o': o.output = optarg; break;
+        case 'h': help(); return 0;
+        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+
+    char self[4096], dir[4096], profile[4200];
+    cli_self_path(cmd, self, sizeof self);
+    if (o.keep) {
+        snprintf(dir, sizeof dir, "%s", o.keep);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) cli_usage_error(cmd, "--keep: cannot create the folder \"%s\"", o.keep);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/tessera-validate-XXXXXX");
+        if (mkdtemp(dir) == NULL) cli_fail(cmd, TS_FAIL(TS_ERR_IO, "cannot create a temporary folder in /tmp"));
+    }
+    ts_status st = TS_OK;
+    if (o.system == NULL) {
+        snprintf(profile, sizeof profile, "%s/profile.json", dir);
+        fprintf(stderr, "tessera validate: calibrating this machine (tessera calibrate --quick)\n");
+        const char *const argv_cal[] = {self, "calibrate", "--quick", "-o", profile, NULL};
+        st = cli_spawn(argv_cal, "/dev/null");
+        o.system = profile;
+    }
+    result *res = calloc(N_CASES, sizeof *res);
+    if (res == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory");
+    int n = 0, todo = 0;
+    for (int i = 0; i < N_CASES; i++) todo += selected(&o, i) && case_ranks(i) <= o.max_ranks;
+    for (int i = 0; i < N_CASES && st == TS_OK; i++) {
+        if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
+        fprintf(stderr, "tessera validate: [%d/%d] %s %s\n", n + 1, todo, cases[i].model, cases[i].layout);
+        st = run_case(self, &o, dir, i, &res[n]);
+        if (st != TS_OK) break;
+        fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", n + 1, todo, res[n].cmp.simulated_step_s,
+                res[n].cmp.measured_step_s, 100 * res[n].cmp.step_error);
+        n++;
+    }
+    cJSON *root = NULL;
+    if (st == TS_OK) st = to_json(&o, res, n, &root);
+    if (st == TS_OK && o.output) st = ts_json_write_file(o.output, root);
+    if (st == TS_OK && o.json) st = ts_json_write_file("-", root);
+    if (st == TS_OK && !o.json) print_table(&o, res, n);
+    if (st == TS_OK && !o.json && o.keep) printf("# profile, plans and traces kept in %s\n", dir);
+    cJSON_Delete(root);
+    for (int i = 0; i < n; i++) ts_compare_free(&res[i].cmp);
+    free(res);
+    if (!o.keep) remove_tree(dir);
+    if (st != TS_OK) cli_fail(cmd, st);
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* The CUDA backend's entry points in builds without CUDA (make without CUDA=1): they fail with
+ * "built without CUDA (make CUDA=1)", so callers need no #ifdef (see backend.h). In CUDA builds
+ * exec/backend_cuda.cu defines them and this file compiles to nothing but a typedef. */
+#include "exec/backend.h"
+
+#ifndef TS_CUDA
+
+const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *groups, int n_groups) {
+    (void)world;
+    (void)groups;
+    (void)n_groups;
+    TS_FAIL(TS_ERR_INPUT, "cuda backend: built without CUDA (make CUDA=1)");
+    return NULL;
+}
+
+void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int n_groups) {
+    (void)world;
+    (void)groups;
+    (void)n_groups;
+}
+
+#else
+typedef int ts_backend_nocuda_empty_; /* ISO C: a translation unit is not empty */
+#endif

@@ -1,0 +1,169 @@
+/* `tessera calibrate`: microbenchmarks of this machine through the executor's own code paths, and
+ * the system spec (models/system.h) fitted to them, so that the planner and the simulator predict
+ * what `tessera run` does here (NCCL_TOPO_DUMP_FILE's habit: the real machine round-trips through
+ * the same schema as the predicted ones).
+ *
+ * What is measured (exec/calibrate.c), on the ranks of MPI_COMM_WORLD:
+ *   - compute, on min(ranks, cores / threads) ranks at once, each with a core to itself (the
+ *     others wait asleep, off the cores), because planner/cost.h's ts_compute_scale takes compute
+ *     figures to be one rank's with a core to itself:
+ *       GEMM: the backend's sgemm (OpenBLAS, fp32, row-major) over a grid of (m, n, k) in
+ *       64..1024, the tiny models' range; one repetition is one call each of NT (linear forward),
+ *       NN (input gradient) and TN (weight gradient), the executor's mix;
+ *       memory-bound kernels: ts_rmsnorm_fwd, ts_swiglu_fwd, ts_adamw at the tiny models' sizes;
+ *       attention: ts_attention_fwd and ts_attention_bwd, causal, grouped-query (tiny's heads);
+ *   - communication, on every rank at once (as the executor's groups run): all-reduce,
+ *     reduce-scatter, all-gather and all-to-all through the backend over blocks of g consecutive
+ *     ranks, every block at once, for each divisor g >= 2 of the world; send/recv ping-pong
+ *     between ranks 2i and 2i+1, every pair at once; sizes 1 KB .. 256 MB by factors of 2
+ *     (quick: 1 KB .. 16 MB by factors of 4). Size is nccl-tests' (the full buffer; send-recv:
+ *     one message), busbw = algbw × nccl-tests' factor (ts_calib_busbw_factor).
+ * Each point: one warm-up call, one timed probe, then reps = min_point_s / probe (the same on
+ * every rank) timed after a barrier; its time is one call's, the mean over the ranks taking part
+ * (nccl-tests' default). Send-recv's time is half a round trip.
+ *
+ * Fitting (ts_calib_fit, pure, no MPI):
+ *   - fp32 peak = the best GEMM rate; the efficiency curve = rate / peak per distinct GEMM FLOP
+ *     count (equal counts pooled as total flops / total time), merged into at most
+ *     TS_EFF_POINTS_MAX bins evenly spaced in log(flops);
+ *   - hbm_bytes_per_s (efficiency.hbm = 1) and attention efficiency: one scale each, least squares
+ *     on the relative error of ts_memory_s / ts_attention_s over the measured rows;
+ *   - collectives: time = a·latency + b·bytes / busbw, where a (latency steps) and b (bus volume
+ *     per byte) are read off planner/cost.h's ts_coll_s itself (ring: all-reduce 2(n-1) steps and
+ *     2(n-1)/n of the bytes, the others (n-1) and (n-1)/n, send-recv 1 and 1), so the fit cannot
+ *     drift from the cost model. Linear least squares in (latency, 1/busbw) on the relative error
+ *     (small and large messages weigh alike), latency >= 0 (ts_calib_fit_coll). Each collective
+ *     gets its own fit (diagnostic), and one shared fit over every collective, size and group
+ *     becomes the spec's link and fabric figures (efficiency.link_busbw = nic_busbw = 1: the fit
+ *     is already achieved bus bandwidth). One host: the "nic" level is the same shared memory.
+ * Every measured row carries the time the fitted spec predicts for it (model_s).
+ *
+ * A ts_calib is a plain value (fixed arrays, no heap memory, no _free). */
+#ifndef TS_CALIBRATE_H
+#define TS_CALIBRATE_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "common/status.h"
+#include "models/system.h"
+#include "planner/cost.h"
+
+#define TS_CALIB_MAX_GEMM 128
+#define TS_CALIB_MAX_MEM 16
+#define TS_CALIB_MAX_ATTN 16
+#define TS_CALIB_MAX_COLL 1024
+
+typedef struct {
+    int quick;        /* fewer shapes and sizes (to 16 MB), 5 ms per point: for tests and validate */
+    int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
+    const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */
+    FILE *log;        /* progress lines from rank 0 (NULL: silent) */
+} ts_calib_opts;
+
+typedef struct {
+    int m, n, k, reps;
+    double flops;   /* 2mnk: one call */
+    double time_s;  /* one call (the mean of NT, NN, TN) */
+    double model_s; /* ts_gemm_s with the fitted spec */
+} ts_calib_gemm;
+
+typedef struct {
+    const char *kernel; /* "rmsnorm", "swiglu", "adamw" */
+    int rows, cols;     /* rmsnorm (rows, cols); swiglu and adamw: rows·cols elements */
+    int reps;
+    double bytes;       /* read + written by one call */
+    double time_s, model_s;
+} ts_calib_mem;
+
+typedef struct {
+    int T, H, KV, D, bwd, reps; /* T queries and keys, H query and KV key/value heads of dim D */
+    double flops;               /* executed, causal: fwd 0.5 · 4·T²·H·D, bwd 2.5 × that
+                                   (planner/layer.c's convention) */
+    double time_s, model_s;
+} ts_calib_attn;
+
+typedef struct {
+    ts_coll coll;
+    int ranks;      /* group size */
+    int groups;     /* groups running at once */
+    int reps;
+    double bytes;   /* nccl-tests size: the full buffer (send-recv: one message) */
+    double time_s;  /* one call; send-recv: half a round trip */
+    double model_s; /* ts_coll_s with the fitted spec */
+} ts_calib_coll;
+
+typedef struct {
+    int points;
+    double latency_s, busbw_bytes_per_s;   /* this collective's own fit (per latency step) */
+    double rms_error, max_error;           /* of its own fit, relative */
+    double spec_rms_error, spec_max_error; /* of the spec's shared fit on its points */
+} ts_calib_coll_fit;
+
+typedef struct {
+    /* where and how it ran */
+    int ranks, cores, oversubscribed, threads, quick;
+    int compute_ranks; /* ranks that ran the compute benchmarks at once */
+    double min_point_s, elapsed_s;
+    char host[64], date[32];      /* date: ISO 8601 UTC */
+    char cpu[64];                 /* /proc/cpuinfo model name, "" when unknown */
+    char openblas[128], mpi[256]; /* openblas_get_config(), MPI_Get_library_version() */
+    char argv[256];
+    double host_memory_bytes;
+
+    int n_gemm, n_mem, n_attn, n_coll;
+    ts_calib_gemm gemm[TS_CALIB_MAX_GEMM];
+    ts_calib_mem mem[TS_CALIB_MAX_MEM];
+    ts_calib_attn attn[TS_CALIB_MAX_ATTN];
+    ts_calib_coll coll[TS_CALIB_MAX_COLL];
+
+    /* the fit (ts_calib_fit) */
+    ts_calib_coll_fit fit[TS_COLL_COUNT]; /* points = 0: not measured */
+    ts_calib_coll_fit fit_all;            /* the shared fit the spec holds, over every collective */
+    double gemm_rms_error, mem_rms_error, attn_rms_error; /* of the spec on the compute rows */
+    ts_system system;
+} ts_calib;
+
+/* Runs every microbenchmark on every rank of MPI_COMM_WORLD (MPI_Init if needed; the world needs
+ * at least 2 ranks) and fits the spec to them, starting from `tmpl` (cpu-localhost: the fields
+ * that are not measured are kept). Collective: every rank returns the same result. */
+ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *out);
+
+/* Fits c->system, c->fit*, the rms errors and every row's model_s to the measured rows of `c`
+ * (see above), starting from `tmpl`; c->ranks, c->cores (and the strings) say where it ran. Needs
+ * at least one GEMM row; the other kinds keep the template's figures when they have no rows. */
+ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl);
+
+/* Least squares of time_s = a·latency + b·bytes / busbw over `n` rows (a, b from ts_coll_s, see
+ * above), on the relative error, latency >= 0. Fills latency_s, busbw_bytes_per_s, points,
+ * rms_error and max_error of *out. Needs n >= 1 and positive times. */
+ts_status ts_calib_fit_coll(const ts_calib_coll *rows, int n, ts_calib_coll_fit *out);
+
+/* nccl-tests' bus-bandwidth factor of collective `coll` over n ranks: busbw = algbw × factor
+ * (all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n; send-recv 1). */
+double ts_calib_busbw_factor(ts_coll coll, int n);
+
+/* The tables, nccl-tests style: a '#' header echoing the parameters, fixed-width columns with a
+ * units row, one table per benchmark (per collective and group size), the fits and the spec. */
+ts_status ts_calib_print(FILE *f, const ts_calib *c);
+
+/* The JSON mirror of the tables (times in s, rates in FLOP/s and bytes/s, errors as fractions):
+ * {"tessera": "calibrate", "ranks", "cores", "oversubscribed", "compute_ranks", "threads",
+ *  "quick", "host", "date", "openblas", "mpi", "elapsed_s",
+ *  "gemm": [{"m","n","k","flops","reps","time_s","flops_per_s","eff","model_s"}],
+ *  "elementwise": [{"kernel","rows","cols","bytes","reps","time_s","bytes_per_s","model_s"}],
+ *  "attention": [{"T","H","KV","D","pass","flops","reps","time_s","flops_per_s","model_s"}],
+ *  "collectives": [{"collective","ranks","groups","bytes","count","reps","time_s","algbw",
+ *                   "busbw","model_s"}],
+ *  "fits": [{"collective" ("all" for the shared fit),"points","latency_s","busbw",
+ *            "rms_error","max_error","spec_rms_error","spec_max_error"}],
+ *  "system": the profile (ts_calib_profile)}.
+ * The caller frees *out with cJSON_Delete. */
+ts_status ts_calib_json(const ts_calib *c, cJSON **out);
+
+/* The profile `-o` writes: the fitted spec in models/system.c's schema (it loads back with
+ * ts_system_load), each measured figure written {"value": x, "source": "how it was measured"}.
+ * The caller frees *out with cJSON_Delete. */
+ts_status ts_calib_profile(const ts_calib *c, cJSON **out);
+
+#endif

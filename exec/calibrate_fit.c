@@ -1,0 +1,575 @@
+/* `tessera calibrate`'s fit of a system spec to the measured rows, its tables and its JSON (see
+ * calibrate.h for the formulas). Pure: no MPI, so tests feed it synthetic rows. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "exec/calibrate.h"
+
+#define MAX_BUSBW 1e15 /* models/system.c's fence on any bandwidth */
+#define MIN_EFF 1e-3   /* and on any efficiency */
+#define NODE_GPUS_MIN 8
+
+double ts_calib_busbw_factor(ts_coll coll, int n) {
+    if (n <= 1) return 0;
+    double frac = (double)(n - 1) / n;
+    switch (coll) {
+    case TS_COLL_ALLREDUCE: return 2.0 * frac;
+    case TS_COLL_REDUCE_SCATTER:
+    case TS_COLL_ALLGATHER:
+    case TS_COLL_ALLTOALL: return frac;
+    case TS_COLL_SENDRECV: return 1.0;
+    case TS_COLL_COUNT: break;
+    }
+    return 0;
+}
+
+/* a (latency steps) and b (bus bytes) of ts_coll_s(c, n, bytes) = a·latency + b / busbw, read off
+ * the cost model itself: latency 1 with an unbounded link gives a; latency 0 and 1 byte/s, b. */
+static void coll_terms(ts_coll c, int n, double bytes, double *a, double *b) {
+    ts_system s;
+    memset(&s, 0, sizeof s);
+    s.gpus_per_node = n;
+    s.link_busbw_eff = 1;
+    s.link_latency_s = 1, s.link_bytes_per_s = 1e300;
+    *a = ts_coll_s(&s, c, n, bytes, TS_LINK_NVLINK);
+    s.link_latency_s = 0, s.link_bytes_per_s = 1;
+    *b = ts_coll_s(&s, c, n, bytes, TS_LINK_NVLINK);
+}
+
+static double coll_model_s(const ts_calib_coll *r, double latency_s, double busbw) {
+    double a, b;
+    coll_terms(r->coll, r->ranks, r->bytes, &a, &b);
+    return a * latency_s + b / busbw;
+}
+
+/* Relative errors of (latency, busbw) on the rows. */
+static void coll_errors(const ts_calib_coll *rows, int n, double latency_s, double busbw,
+                        double *rms, double *max) {
+    double sum = 0, worst = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs(coll_model_s(&rows[i], latency_s, busbw) / rows[i].time_s - 1.0);
+        sum += e * e;
+        worst = e > worst ? e : worst;
+    }
+    *rms = n > 0 ? sqrt(sum / n) : 0;
+    *max = worst;
+}
+
+/* Minimises sum_i ((a_i·lat + b_i·x) / t_i - 1)² over lat >= 0 and x = 1/busbw > 0: with
+ * p_i = a_i/t_i and q_i = b_i/t_i, the normal equations
+ *   [Σp² Σpq; Σpq Σq²] [lat; x] = [Σp; Σq],
+ * and when they give lat < 0, lat = 0 and x = Σq / Σq² (bandwidth alone). */
+ts_status ts_calib_fit_coll(const ts_calib_coll *rows, int n, ts_calib_coll_fit *out) {
+    memset(out, 0, sizeof *out);
+    if (n < 1) return TS_FAIL(TS_ERR_INPUT, "calibrate: no collective rows to fit");
+    double spp = 0, spq = 0, sqq = 0, sp = 0, sq = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(rows[i].time_s > 0) || !(rows[i].bytes > 0))
+            return TS_FAIL(TS_ERR_INPUT, "calibrate: %s row %d: time %g s, %g bytes: expected both positive",
+                           ts_coll_names[rows[i].coll], i, rows[i].time_s, rows[i].bytes);
+        double a, b;
+        coll_terms(rows[i].coll, rows[i].ranks, rows[i].bytes, &a, &b);
+        double p = a / rows[i].time_s, q = b / rows[i].time_s;
+        spp += p * p, spq += p * q, sqq += q * q, sp += p, sq += q;
+    }
+    double det = spp * sqq - spq * spq, lat = 0, x = sq / sqq;
+    if (fabs(det) > 1e-12 * spp * sqq) {
+        double l2 = (sp * sqq - sq * spq) / det, x2 = (spp * sq - spq * sp) / det;
+        if (l2 >= 0 && x2 > 0) lat = l2, x = x2;
+    }
+    if (!(x > 1.0 / MAX_BUSBW)) { /* no bandwidth term to speak of: latency alone */
+        x = 1.0 / MAX_BUSBW;
+        lat = spp > 0 ? (sp - x * spq) / spp : 0;
+        lat = lat > 0 ? lat : 0;
+    }
+    out->points = n;
+    out->latency_s = lat < 1.0 ? lat : 1.0;
+    out->busbw_bytes_per_s = 1.0 / x;
+    coll_errors(rows, n, out->latency_s, out->busbw_bytes_per_s, &out->rms_error, &out->max_error);
+    return TS_OK;
+}
+
+/* ---- compute -------------------------------------------------------------------------------- */
+
+static int cmp_gemm_flops(const void *a, const void *b) {
+    double x = ((const ts_calib_gemm *)a)->flops, y = ((const ts_calib_gemm *)b)->flops;
+    return x < y ? -1 : x > y;
+}
+
+/* The efficiency curve: one point per distinct FLOP count (rows of equal FLOPs pooled as total
+ * flops / total time, the rate a mix of those shapes runs at), then the two closest neighbours in
+ * log(flops) merged (efficiency and position weighted by row counts; the ends keep their FLOPs so
+ * the curve spans the grid) until TS_EFF_POINTS_MAX remain. */
+static void fit_gemm_curve(const ts_calib *c, double peak, ts_eff_curve *curve) {
+    ts_calib_gemm rows[TS_CALIB_MAX_GEMM];
+    memcpy(rows, c->gemm, (size_t)c->n_gemm * sizeof *rows);
+    qsort(rows, (size_t)c->n_gemm, sizeof *rows, cmp_gemm_flops);
+    double lf[TS_CALIB_MAX_GEMM], eff[TS_CALIB_MAX_GEMM], w[TS_CALIB_MAX_GEMM];
+    double fl[TS_CALIB_MAX_GEMM]; /* flops: exact until merged (exp(log) would round them) */
+    int n = 0;
+    for (int i = 0; i < c->n_gemm;) {
+        double flops = 0, time = 0, f0 = rows[i].flops;
+        int j = i;
+        for (; j < c->n_gemm && rows[j].flops == f0; j++) flops += rows[j].flops, time += rows[j].time_s;
+        fl[n] = f0, lf[n] = log(f0), eff[n] = flops / time / peak, w[n] = j - i;
+        n++, i = j;
+    }
+    while (n > TS_EFF_POINTS_MAX) {
+        int best = 0;
+        for (int i = 1; i + 1 < n; i++)
+            if (lf[i + 1] - lf[i] < lf[best + 1] - lf[best]) best = i;
+        double ws = w[best] + w[best + 1];
+        /* The ends stay where they were measured, so the curve spans the whole grid. */
+        double at = best == 0 ? lf[0] : best + 2 == n ? lf[best + 1]
+                                      : (w[best] * lf[best] + w[best + 1] * lf[best + 1]) / ws;
+        double at_fl = best == 0 ? fl[0] : best + 2 == n ? fl[best + 1] : exp(at);
+        lf[best] = at;
+        eff[best] = (w[best] * eff[best] + w[best + 1] * eff[best + 1]) / ws;
+        w[best] = ws, fl[best] = at_fl;
+        for (int i = best + 1; i + 1 < n; i++)
+            fl[i] = fl[i + 1], lf[i] = lf[i + 1], eff[i] = eff[i + 1], w[i] = w[i + 1];
+        n--;
+    }
+    curve->n = n;
+    for (int i = 0; i < n; i++) {
+        curve->flops[i] = fl[i];
+        curve->eff[i] = eff[i] < MIN_EFF ? MIN_EFF : eff[i] > 1 ? 1 : eff[i];
+    }
+}
+
+/* One scale k minimising sum_i (k·u_i / t_i - 1)²: k = Σ(u/t) / Σ(u/t)². */
+static double fit_scale(const double *u, const double *t, int n) {
+    double s1 = 0, s2 = 0;
+    for (int i = 0; i < n; i++) s1 += u[i] / t[i], s2 += (u[i] / t[i]) * (u[i] / t[i]);
+    return s2 > 0 ? s1 / s2 : 0;
+}
+
+static double rms(const double *model, const double *t, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (model[i] / t[i] - 1) * (model[i] / t[i] - 1);
+    return n > 0 ? sqrt(sum / n) : 0;
+}
+
+static ts_status fit_compute(ts_calib *c) {
+    ts_system *s = &c->system;
+    double peak = 0, u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
+    for (int i = 0; i < c->n_gemm; i++) {
+        if (!(c->gemm[i].time_s > 0))
+            return TS_FAIL(TS_ERR_INPUT, "calibrate: GEMM row %d: time %g s, expected positive", i, c->gemm[i].time_s);
+        double rate = c->gemm[i].flops / c->gemm[i].time_s;
+        peak = rate > peak ? rate : peak;
+    }
+    s->peak_flops[TS_DTYPE_FP32] = peak;
+    s->peak_flops[TS_DTYPE_BF16] = peak; /* no bf16 path on CPU: plans in bf16 cost as fp32 */
+    s->peak_flops[TS_DTYPE_FP16] = s->peak_flops[TS_DTYPE_FP8] = 0;
+    fit_gemm_curve(c, peak, &s->gemm_eff);
+    for (int i = 0; i < c->n_gemm; i++) {
+        ts_calib_gemm *g = &c->gemm[i];
+        g->model_s = ts_gemm_s(s, TS_DTYPE_FP32, g->m, g->n, g->k);
+        u[i] = g->model_s, t[i] = g->time_s;
+    }
+    c->gemm_rms_error = rms(u, t, c->n_gemm);
+
+    if (c->n_mem > 0) {
+        for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].bytes, t[i] = c->mem[i].time_s;
+        double x = fit_scale(u, t, c->n_mem); /* seconds per byte */
+        if (x > 0) s->hbm_bytes_per_s = fmin(1.0 / x, MAX_BUSBW), s->hbm_eff = 1;
+        for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].model_s = ts_memory_s(s, c->mem[i].bytes);
+        c->mem_rms_error = rms(u, t, c->n_mem);
+    }
+    if (c->n_attn > 0) {
+        s->attention_eff = 1;
+        for (int i = 0; i < c->n_attn; i++) {
+            u[i] = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
+            t[i] = c->attn[i].time_s;
+        }
+        double inv = fit_scale(u, t, c->n_attn); /* 1 / efficiency */
+        s->attention_eff = inv > 0 ? fmin(fmax(1.0 / inv, MIN_EFF), 1.0) : s->attention_eff;
+        for (int i = 0; i < c->n_attn; i++)
+            u[i] = c->attn[i].model_s = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
+        c->attn_rms_error = rms(u, t, c->n_attn);
+    }
+    return TS_OK;
+}
+
+/* ---- communication -------------------------------------------------------------------------- */
+
+static ts_status fit_comm(ts_calib *c) {
+    ts_system *s = &c->system;
+    if (c->n_coll == 0) return TS_OK;
+    TS_CHECK(ts_calib_fit_coll(c->coll, c->n_coll, &c->fit_all));
+    double lat = c->fit_all.latency_s, bw = c->fit_all.busbw_bytes_per_s;
+    c->fit_all.spec_rms_error = c->fit_all.rms_error, c->fit_all.spec_max_error = c->fit_all.max_error;
+    for (int k = 0; k < TS_COLL_COUNT; k++) {
+        ts_calib_coll rows[TS_CALIB_MAX_COLL];
+        int n = 0;
+        for (int i = 0; i < c->n_coll; i++)
+            if (c->coll[i].coll == (ts_coll)k) rows[n++] = c->coll[i];
+        memset(&c->fit[k], 0, sizeof c->fit[k]);
+        if (n == 0) continue;
+        TS_CHECK(ts_calib_fit_coll(rows, n, &c->fit[k]));
+        coll_errors(rows, n, lat, bw, &c->fit[k].spec_rms_error, &c->fit[k].spec_max_error);
+    }
+    for (int i = 0; i < c->n_coll; i++) c->coll[i].model_s = coll_model_s(&c->coll[i], lat, bw);
+    /* One host: the fabric is the same shared memory as the "node" link. */
+    s->link_bytes_per_s = s->nic_bytes_per_s = fmin(bw, MAX_BUSBW);
+    s->link_latency_s = s->nic_latency_s = lat;
+    s->link_busbw_eff = s->nic_busbw_eff = 1;
+    return TS_OK;
+}
+
+ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl) {
+    if (c->n_gemm < 1) return TS_FAIL(TS_ERR_INPUT, "calibrate: no GEMM rows to fit a spec to");
+    ts_system *s = &c->system;
+    *s = *tmpl;
+    snprintf(s->name, sizeof s->name, "cpu-%.59s", c->host[0] ? c->host : "calibrated");
+    snprintf(s->source, sizeof s->source,
+             "tessera calibrate, %s on %.60s: %d MPI ranks on %d cores (%s), %d OpenBLAS thread(s) "
+             "per rank%s",
+             c->date, c->host, c->ranks, c->cores, c->oversubscribed ? "oversubscribed" : "not oversubscribed",
+             c->threads, c->quick ? ", --quick" : "");
+    snprintf(s->gpu_name, sizeof s->gpu_name, "CPU core%s%.50s", c->cpu[0] ? ": " : "", c->cpu);
+    s->gpus_per_node = c->ranks > NODE_GPUS_MIN ? c->ranks : NODE_GPUS_MIN;
+    s->cores_per_node = c->cores;
+    if (c->host_memory_bytes > 0) s->hbm_bytes = c->host_memory_bytes / s->gpus_per_node;
+    s->serial_ops = 1;
+    s->overlap_slowdown = s->tp_comm_overlap = s->dp_comm_overlap = s->pp_comm_overlap = 0;
+    s->rail_optimized = 0;
+    TS_CHECK(fit_compute(c));
+    return fit_comm(c);
+}
+
+/* ---- tables --------------------------------------------------------------------------------- */
+
+static double err_pct(double model, double t) { return t > 0 ? 100.0 * (model / t - 1.0) : 0; }
+
+static void print_header(FILE *f, const ts_calib *c) {
+    fprintf(f, "# tessera calibrate: %s, %s (%s)\n", c->host, c->date, c->argv);
+    fprintf(f, "# %d ranks on %d cores (%s); compute on %d rank(s) at once, one core each; %d OpenBLAS "
+               "thread(s) per rank; %s, %.0f ms per point\n",
+            c->ranks, c->cores, c->oversubscribed ? "oversubscribed" : "not oversubscribed",
+            c->compute_ranks, c->threads, c->quick ? "quick" : "full", 1e3 * c->min_point_s);
+    fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
+}
+
+static void print_gemm(FILE *f, const ts_calib *c) {
+    fprintf(f, "#\n# GEMM: the backend's sgemm (OpenBLAS, fp32); a repetition runs NT, NN and TN once; time is one call\n");
+    fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
+    fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
+    double peak = c->system.peak_flops[TS_DTYPE_FP32];
+    for (int i = 0; i < c->n_gemm; i++) {
+        const ts_calib_gemm *g = &c->gemm[i];
+        double rate = g->flops / g->time_s;
+        fprintf(f, " %6d %6d %6d %12.4g %7d %10.2f %9.2f %6.3f %10.2f %6.1f\n", g->m, g->n, g->k, g->flops, g->reps,
+                1e6 * g->time_s, 1e-9 * rate, rate / peak, 1e6 * g->model_s, err_pct(g->model_s, g->time_s));
+    }
+}
+
+static void print_mem(FILE *f, const ts_calib *c) {
+    if (c->n_mem == 0) return;
+    fprintf(f, "#\n# memory-bound kernels (exec/kernels.h, fp32): bytes read + written by one call\n");
+    fprintf(f, "#%-9s %6s %6s %12s %7s %10s %9s %10s %6s\n", "kernel", "rows", "cols", "bytes", "reps", "time", "rate", "model", "err");
+    fprintf(f, "#%-9s %6s %6s %12s %7s %10s %9s %10s %6s\n", "", "", "", "", "", "us", "GB/s", "us", "%");
+    for (int i = 0; i < c->n_mem; i++) {
+        const ts_calib_mem *m = &c->mem[i];
+        fprintf(f, " %-9s %6d %6d %12.0f %7d %10.2f %9.2f %10.2f %6.1f\n", m->kernel, m->rows, m->cols, m->bytes, m->reps,
+                1e6 * m->time_s, 1e-9 * m->bytes / m->time_s, 1e6 * m->model_s, err_pct(m->model_s, m->time_s));
+    }
+}
+
+static void print_attn(FILE *f, const ts_calib *c) {
+    if (c->n_attn == 0) return;
+    fprintf(f, "#\n# attention (exec/kernels.h, causal, grouped-query): T tokens, H query and KV kv heads of D\n");
+    fprintf(f, "#%-4s %5s %3s %3s %3s %12s %7s %10s %9s %10s %6s\n", "pass", "T", "H", "KV", "D", "flops", "reps", "time", "rate", "model", "err");
+    fprintf(f, "#%-4s %5s %3s %3s %3s %12s %7s %10s %9s %10s %6s\n", "", "", "", "", "", "", "", "us", "GFLOP/s", "us", "%");
+    for (int i = 0; i < c->n_attn; i++) {
+        const ts_calib_attn *a = &c->attn[i];
+        fprintf(f, " %-4s %5d %3d %3d %3d %12.4g %7d %10.2f %9.2f %10.2f %6.1f\n", a->bwd ? "bwd" : "fwd", a->T, a->H,
+                a->KV, a->D, a->flops, a->reps, 1e6 * a->time_s, 1e-9 * a->flops / a->time_s, 1e6 * a->model_s,
+                err_pct(a->model_s, a->time_s));
+    }
+}
+
+static void print_coll(FILE *f, const ts_calib *c) {
+    for (int i = 0; i < c->n_coll; i++) {
+        const ts_calib_coll *r = &c->coll[i];
+        if (i == 0 || r->coll != c->coll[i - 1].coll || r->ranks != c->coll[i - 1].ranks) {
+            fprintf(f, "#\n# %s: groups of %d ranks, %d group(s) at once%s\n", ts_coll_names[r->coll], r->ranks,
+                    r->groups, r->coll == TS_COLL_SENDRECV ? "; ping-pong, time is half a round trip" : "");
+            fprintf(f, "#%12s %11s %6s %7s %10s %10s %10s %10s %6s\n", "size", "count", "type", "reps", "time", "algbw",
+                    "busbw", "model", "err");
+            fprintf(f, "#%12s %11s %6s %7s %10s %10s %10s %10s %6s\n", "B", "elements", "", "", "us", "GB/s", "GB/s", "us",
+                    "%");
+        }
+        double algbw = r->bytes / r->time_s;
+        fprintf(f, " %12.0f %11.0f %6s %7d %10.2f %10.3f %10.3f %10.2f %6.1f\n", r->bytes, r->bytes / 4, "float", r->reps,
+                1e6 * r->time_s, 1e-9 * algbw, 1e-9 * algbw * ts_calib_busbw_factor(r->coll, r->ranks),
+                1e6 * r->model_s, err_pct(r->model_s, r->time_s));
+    }
+}
+
+static void print_fit_row(FILE *f, const char *name, const ts_calib_coll_fit *x) {
+    fprintf(f, " %-15s %6d %10.3f %10.3f %7.1f %7.1f %9.1f %9.1f\n", name, x->points, 1e6 * x->latency_s,
+            1e-9 * x->busbw_bytes_per_s, 100 * x->rms_error, 100 * x->max_error, 100 * x->spec_rms_error,
+            100 * x->spec_max_error);
+}
+
+static void print_fits(FILE *f, const ts_calib *c) {
+    if (c->n_coll == 0) return;
+    fprintf(f, "#\n# collective fits: time = a·latency + b·bytes / busbw, a (latency steps) and b (bus bytes) from\n"
+               "# planner/cost.h ts_coll_s; least squares on relative error. \"all\" is the spec's shared fit;\n"
+               "# spec_rms / spec_max: its error on each collective's points\n");
+    fprintf(f, "#%-15s %6s %10s %10s %7s %7s %9s %9s\n", "collective", "points", "latency", "busbw", "rms", "max",
+            "spec_rms", "spec_max");
+    fprintf(f, "#%-15s %6s %10s %10s %7s %7s %9s %9s\n", "", "", "us/step", "GB/s", "%", "%", "%", "%");
+    for (int k = 0; k < TS_COLL_COUNT; k++)
+        if (c->fit[k].points > 0) print_fit_row(f, ts_coll_names[k], &c->fit[k]);
+    print_fit_row(f, "all", &c->fit_all);
+}
+
+static void print_spec(FILE *f, const ts_calib *c) {
+    const ts_system *s = &c->system;
+    const ts_eff_curve *g = &s->gemm_eff;
+    fprintf(f, "#\n# spec %s: fp32 peak %.2f GFLOP/s per rank, GEMM efficiency %.3f..%.3f over %d points (rms err %.1f%%)\n",
+            s->name, 1e-9 * s->peak_flops[TS_DTYPE_FP32], g->eff[0], g->eff[g->n - 1], g->n, 100 * c->gemm_rms_error);
+    fprintf(f, "#   memory %.2f GB/s (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%)\n",
+            1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 100 * c->mem_rms_error, s->attention_eff, 100 * c->attn_rms_error);
+    fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d, serial_ops\n",
+            1e-9 * s->link_bytes_per_s * s->link_busbw_eff, 1e6 * s->link_latency_s, 100 * c->fit_all.rms_error,
+            s->gpus_per_node, s->cores_per_node);
+    fprintf(f, "# measured in %.1f s\n", c->elapsed_s);
+}
+
+ts_status ts_calib_print(FILE *f, const ts_calib *c) {
+    print_header(f, c);
+    print_gemm(f, c);
+    print_mem(f, c);
+    print_attn(f, c);
+    print_coll(f, c);
+    print_fits(f, c);
+    print_spec(f, c);
+    if (fflush(f) != 0 || ferror(f)) return TS_FAIL(TS_ERR_IO, "calibrate: cannot write the tables");
+    return TS_OK;
+}
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+
+/* Adds number members to `o` from alternating (const char *key, double value) arguments ending
+ * with a NULL key. */
+static ts_status add_nums(cJSON *o, ...) {
+    ts_status res = TS_OK;
+    va_list ap;
+    va_start(ap, o);
+    for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *))
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(o, k, va_arg(ap, double)), res, exit);
+exit:
+    va_end(ap);
+    return res;
+}
+
+static ts_status add_row(cJSON *arr, cJSON **row) {
+    *row = cJSON_CreateObject();
+    if (*row == NULL || !cJSON_AddItemToArray(arr, *row)) {
+        cJSON_Delete(*row);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing calibration rows");
+    }
+    return TS_OK;
+}
+
+static ts_status json_compute(const ts_calib *c, cJSON *root) {
+    ts_status res = TS_OK;
+    cJSON *arr, *row;
+    double peak = c->system.peak_flops[TS_DTYPE_FP32];
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "gemm"), res, exit);
+    for (int i = 0; i < c->n_gemm; i++) {
+        const ts_calib_gemm *g = &c->gemm[i];
+        TS_CHECK(add_row(arr, &row));
+        TS_CHECK(add_nums(row, "m", (double)g->m, "n", (double)g->n, "k", (double)g->k, "flops", g->flops, "reps",
+                          (double)g->reps, "time_s", g->time_s, "flops_per_s", g->flops / g->time_s, "eff",
+                          g->flops / g->time_s / peak, "model_s", g->model_s, (const char *)NULL));
+    }
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "elementwise"), res, exit);
+    for (int i = 0; i < c->n_mem; i++) {
+        const ts_calib_mem *m = &c->mem[i];
+        TS_CHECK(add_row(arr, &row));
+        TS_CJSON_GOTO(cJSON_AddStringToObject(row, "kernel", m->kernel), res, exit);
+        TS_CHECK(add_nums(row, "rows", (double)m->rows, "cols", (double)m->cols, "bytes", m->bytes, "reps",
+                          (double)m->reps, "time_s", m->time_s, "bytes_per_s", m->bytes / m->time_s, "model_s",
+                          m->model_s, (const char *)NULL));
+    }
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "attention"), res, exit);
+    for (int i = 0; i < c->n_attn; i++) {
+        const ts_calib_attn *a = &c->attn[i];
+        TS_CHECK(add_row(arr, &row));
+        TS_CJSON_GOTO(cJSON_AddStringToObject(row, "pass", a->bwd ? "bwd" : "fwd"), res, exit);
+        TS_CHECK(add_nums(row, "T", (double)a->T, "H", (double)a->H, "KV", (double)a->KV, "D", (double)a->D, "flops",
+                          a->flops, "reps", (double)a->reps, "time_s", a->time_s, "flops_per_s", a->flops / a->time_s,
+                          "model_s", a->model_s, (const char *)NULL));
+    }
+exit:
+    return res;
+}
+
+static ts_status json_fit(cJSON *arr, const char *name, const ts_calib_coll_fit *x) {
+    ts_status res = TS_OK;
+    cJSON *row;
+    TS_CHECK(add_row(arr, &row));
+    TS_CJSON_GOTO(cJSON_AddStringToObject(row, "collective", name), res, exit);
+    TS_CHECK(add_nums(row, "points", (double)x->points, "latency_s", x->latency_s, "busbw", x->busbw_bytes_per_s,
+                      "rms_error", x->rms_error, "max_error", x->max_error, "spec_rms_error", x->spec_rms_error,
+                      "spec_max_error", x->spec_max_error, (const char *)NULL));
+exit:
+    return res;
+}
+
+static ts_status json_comm(const ts_calib *c, cJSON *root) {
+    ts_status res = TS_OK;
+    cJSON *arr, *row;
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "collectives"), res, exit);
+    for (int i = 0; i < c->n_coll; i++) {
+        const ts_calib_coll *r = &c->coll[i];
+        double algbw = r->bytes / r->time_s;
+        TS_CHECK(add_row(arr, &row));
+        TS_CJSON_GOTO(cJSON_AddStringToObject(row, "collective", ts_coll_names[r->coll]), res, exit);
+        TS_CHECK(add_nums(row, "ranks", (double)r->ranks, "groups", (double)r->groups, "bytes", r->bytes, "count",
+                          r->bytes / 4, "reps", (double)r->reps, "time_s", r->time_s, "algbw", algbw, "busbw",
+                          algbw * ts_calib_busbw_factor(r->coll, r->ranks), "model_s", r->model_s,
+                          (const char *)NULL));
+    }
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "fits"), res, exit);
+    for (int k = 0; k < TS_COLL_COUNT; k++)
+        if (c->fit[k].points > 0) TS_CHECK(json_fit(arr, ts_coll_names[k], &c->fit[k]));
+    if (c->fit_all.points > 0) TS_CHECK(json_fit(arr, "all", &c->fit_all));
+exit:
+    return res;
+}
+
+/* Everything measured, without the spec (the profile's "measured" object). */
+static ts_status json_measured(const ts_calib *c, cJSON **out) {
+    ts_status res = TS_OK;
+    cJSON *root = cJSON_CreateObject();
+    TS_CJSON_GOTO(root, res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tessera", "calibrate"), res, fail);
+    TS_CHECK_GOTO(add_nums(root, "ranks", (double)c->ranks, "cores", (double)c->cores, "compute_ranks",
+                           (double)c->compute_ranks, "threads", (double)c->threads, "min_point_s", c->min_point_s,
+                           "elapsed_s", c->elapsed_s, (const char *)NULL), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "oversubscribed", c->oversubscribed), res, fail);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "quick", c->quick), res, fail);
+    const char *keys[] = {"host", "date", "cpu", "openblas", "mpi", "command"};
+    const char *vals[] = {c->host, c->date, c->cpu, c->openblas, c->mpi, c->argv};
+    for (int i = 0; i < 6; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
+    TS_CHECK_GOTO(json_compute(c, root), res, fail);
+    TS_CHECK_GOTO(json_comm(c, root), res, fail);
+    *out = root;
+    return TS_OK;
+fail:
+    cJSON_Delete(root);
+    return res;
+}
+
+/* Replaces the number `key` of `obj` by {"value": x, "source": "..."}. */
+static ts_status sourced(cJSON *obj, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static ts_status sourced(cJSON *obj, const char *key, const char *fmt, ...) {
+    ts_status res = TS_OK;
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(obj, key), *item = cJSON_CreateObject();
+    TS_CJSON_GOTO(item, res, fail);
+    if (!cJSON_IsNumber(old) && !cJSON_IsBool(old)) {
+        res = TS_FAIL(TS_ERR_INPUT, "calibrate: spec field %s is missing", key);
+        goto fail;
+    }
+    TS_CJSON_GOTO(cJSON_AddItemToObject(item, "value", cJSON_Duplicate(old, 0)) ? item : NULL, res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(item, "source", text), res, fail);
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item)) {
+        res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing %s", key);
+        goto fail;
+    }
+    return TS_OK;
+fail:
+    cJSON_Delete(item);
+    return res;
+}
+
+/* The "source" strings of the measured figures: how each was measured. */
+static ts_status add_sources(const ts_calib *c, cJSON *spec) {
+    char how[512];
+    snprintf(how, sizeof how, "%d rank(s) at once on %d cores, one core and %d OpenBLAS thread(s) each; %s; %s",
+             c->compute_ranks, c->cores, c->threads, c->openblas, c->date);
+    cJSON *gpu = cJSON_GetObjectItemCaseSensitive(spec, "gpu"), *node = cJSON_GetObjectItemCaseSensitive(spec, "node");
+    cJSON *fab = cJSON_GetObjectItemCaseSensitive(spec, "fabric");
+    cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
+    cJSON *peak = cJSON_GetObjectItemCaseSensitive(gpu, "peak_flops");
+    cJSON *gemm = cJSON_GetObjectItemCaseSensitive(eff, "gemm");
+    TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN); %s",
+                     c->n_gemm, how));
+    TS_CHECK(sourced(peak, "bf16", "no bf16 path on CPU ranks: the measured fp32 figure"));
+    TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
+    TS_CHECK(sourced(gpu, "hbm_bytes_per_s", "tessera calibrate: least squares (relative error) over %d memory-bound "
+                                             "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1); %s", c->n_mem, how));
+    TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
+    TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
+    char comm[768];
+    snprintf(comm, sizeof comm, "tessera calibrate: least squares (relative error) of planner/cost.h ts_coll_s over %d "
+             "rows (all-reduce, reduce-scatter, all-gather, all-to-all over every group size dividing %d, send-recv; "
+             "1 KB .. %s), %d ranks on %d cores (%s); %s",
+             c->fit_all.points, c->ranks, c->quick ? "16 MB" : "256 MB", c->ranks, c->cores,
+             c->oversubscribed ? "oversubscribed" : "not oversubscribed", c->mpi);
+    TS_CHECK(sourced(node, "link_bytes_per_s", "%s (bus bandwidth)", comm));
+    TS_CHECK(sourced(node, "link_latency_s", "%s (latency per ring step)", comm));
+    TS_CHECK(sourced(fab, "nic_bytes_per_s", "one host, no fabric: the node link's figure"));
+    TS_CHECK(sourced(fab, "latency_s", "one host, no fabric: the node link's figure"));
+    if (cJSON_AddStringToObject(gemm, "source", how) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm.source");
+    TS_CHECK(sourced(eff, "attention", "tessera calibrate: least squares (relative error) of ts_attention_s over %d rows "
+                                       "(ts_attention_fwd/bwd, causal); %s", c->n_attn, how));
+    TS_CHECK(sourced(eff, "hbm", "1: hbm_bytes_per_s is the achieved rate"));
+    TS_CHECK(sourced(eff, "link_busbw", "1: link_bytes_per_s is the achieved bus bandwidth"));
+    TS_CHECK(sourced(eff, "nic_busbw", "1: nic_bytes_per_s is the achieved bus bandwidth"));
+    TS_CHECK(sourced(eff, "serial_ops", "CPU executor: blocking MPI, one op at a time"));
+    const char *none[] = {"overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap"};
+    for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: serial_ops, nothing overlaps"));
+    return TS_OK;
+}
+
+ts_status ts_calib_profile(const ts_calib *c, cJSON **out) {
+    ts_status res = TS_OK;
+    cJSON *spec = ts_system_to_json(&c->system), *measured = NULL;
+    if (spec == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory writing the spec");
+    TS_CHECK_GOTO(add_sources(c, spec), res, fail);
+    TS_CHECK_GOTO(json_measured(c, &measured), res, fail);
+    if (!cJSON_AddItemToObject(spec, "measured", measured)) {
+        cJSON_Delete(measured);
+        res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the profile");
+        goto fail;
+    }
+    *out = spec;
+    return TS_OK;
+fail:
+    cJSON_Delete(spec);
+    return res;
+}
+
+ts_status ts_calib_json(const ts_calib *c, cJSON **out) {
+    ts_status res = TS_OK;
+    cJSON *root = NULL, *spec = NULL;
+    TS_CHECK(json_measured(c, &root));
+    TS_CHECK_GOTO(ts_calib_profile(c, &spec), res, fail);
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, "measured"); /* already the document itself */
+    if (!cJSON_AddItemToObject(root, "system", spec)) {
+        cJSON_Delete(spec);
+        res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the calibration JSON");
+        goto fail;
+    }
+    *out = root;
+    return TS_OK;
+fail:
+    cJSON_Delete(root);
+    return res;
+}

@@ -1,0 +1,398 @@
+/* CUDA kernels for the transformer's element-wise, norm, rotary, attention and optimizer ops (see
+ * kernels_cuda.h): the formulas of exec/kernels.c, one GPU thread per element, row or (query,
+ * head). Plain kernels meant to be right and readable, the GPU twin of the CPU reference, not
+ * tuned ones: element-wise ops use grid-stride loops, row ops one block per row with a
+ * shared-memory tree reduction, attention one thread per (query, head) with an online softmax
+ * (Milakov & Gimelshein 2018). Grids and blocks come from exec/launch.h. */
+#include <math.h>
+
+#include "exec/cuda_check.cuh"
+
+#define ELEMENT_BLOCK 256
+#define ELEMENT_MAX_GRID 65535u
+#define ROW_MAX_BLOCK 1024
+
+static cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_compute_stream(); }
+
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Sums v over the block into sh[0] (blockDim.x a power of two, sh of blockDim.x doubles). */
+__device__ static double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* ---- element-wise ------------------------------------------------------------------------------ */
+
+__global__ static void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+
+__global__ static void gelu_fwd_kernel(float *out, const float *x, size_t n) {
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+    }
+}
+
+__global__ static void gelu_bwd_kernel(float *dx, const float *dout, const float *x, size_t n) {
+    GRID_STRIDE(i, n) {
+        float v = x[i], u = GELU_K * (v + 0.044715f * v * v * v), t = tanhf(u);
+        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+}
+
+__global__ static void swiglu_fwd_kernel(float *act, const float *gate, const float *up, size_t n) {
+    GRID_STRIDE(i, n) {
+        float g = gate[i];
+        act[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ static void swiglu_bwd_kernel(float *dgate, float *dup, const float *dact, const float *gate,
+                                         const float *up, size_t n) {
+    GRID_STRIDE(i, n) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), da = dact[i];
+        dgate[i] = da * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dup[i] = da * g * sig;
+    }
+}
+
+__global__ static void adamw_kernel(float *param, float *m, float *v, const float *grad, size_t n, float lr,
+                                    float b1, float b2, float eps, float wd, float c1, float c2) {
+    GRID_STRIDE(i, n) {
+        float gr = grad[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gr, vi = b2 * v[i] + (1.0f - b2) * gr * gr;
+        m[i] = mi;
+        v[i] = vi;
+        param[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * param[i]);
+    }
+}
+
+/* Launches an element-wise kernel over n items on the compute stream (nothing for n == 0). */
+#define LAUNCH_1D(kernel, n, ...)                                                                  \
+    do {                                                                                           \
+        ts_launch l_;                                                                              \
+        TS_CHECK(ts_launch_1d((n), ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l_));                         \
+        if (l_.grid == 0) return TS_OK;                                                            \
+        kernel<<<l_.grid, l_.block, 0, stream()>>>(__VA_ARGS__);                                   \
+        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
+    } while (0)
+
+extern "C" ts_status ts_cuda_add(float *out, const float *a, const float *b, size_t n) {
+    ts_status res = TS_OK;
+    LAUNCH_1D(add_kernel, n, out, a, b, n);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_gelu_fwd(float *out, const float *x, size_t n) {
+    ts_status res = TS_OK;
+    LAUNCH_1D(gelu_fwd_kernel, n, out, x, n);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    ts_status res = TS_OK;
+    LAUNCH_1D(gelu_bwd_kernel, n, dx, dout, x, n);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_swiglu_fwd(float *act, const float *gate, const float *up, size_t n) {
+    ts_status res = TS_OK;
+    LAUNCH_1D(swiglu_fwd_kernel, n, act, gate, up, n);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate,
+                                        const float *up, size_t n) {
+    ts_status res = TS_OK;
+    LAUNCH_1D(swiglu_bwd_kernel, n, dgate, dup, dact, gate, up, n);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
+                                   float beta1, float beta2, float eps, float weight_decay, int step) {
+    ts_status res = TS_OK;
+    if (step < 1) return TS_FAIL(TS_ERR_INPUT, "cuda adamw: step %d, expected >= 1 (1-based)", step);
+    float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
+    LAUNCH_1D(adamw_kernel, n, param, m, v, grad, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+fail:
+    return res;
+}
+
+/* ---- norms: one block per row -------------------------------------------------------------------- */
+
+__global__ static void rmsnorm_fwd_kernel(float *out, float *rstd, const float *x, const float *w, int C,
+                                          float eps) {
+    extern __shared__ double sh[];
+    const float *xt = x + (size_t)blockIdx.x * C;
+    float *ot = out + (size_t)blockIdx.x * C;
+    double ss = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (double)xt[c] * xt[c];
+    ss = block_sum(ss, sh);
+    float r = (float)(1.0 / sqrt(ss / C + eps));
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ot[c] = xt[c] * r * w[c];
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+}
+
+__global__ static void rmsnorm_bwd_kernel(float *dx, float *dw, const float *dout, const float *x,
+                                          const float *w, const float *rstd, int C) {
+    extern __shared__ double sh[];
+    size_t off = (size_t)blockIdx.x * C;
+    float r = rstd[blockIdx.x];
+    double dot = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dot += (double)dout[off + c] * w[c] * x[off + c];
+    float mean = (float)(block_sum(dot, sh) / C);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float xc = x[off + c], gc = dout[off + c];
+        dx[off + c] += r * (w[c] * gc - xc * r * r * mean);
+        atomicAdd(&dw[c], gc * xc * r);
+    }
+}
+
+__global__ static void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *x,
+                                            const float *w, const float *b, int C, float eps) {
+    extern __shared__ double sh[];
+    const float *xt = x + (size_t)blockIdx.x * C;
+    float *ot = out + (size_t)blockIdx.x * C;
+    double s = 0, ss = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) s += xt[c];
+    double mu = block_sum(s, sh) / C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (xt[c] - mu) * (xt[c] - mu);
+    float r = (float)(1.0 / sqrt(block_sum(ss, sh) / C + eps)), m = (float)mu;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ot[c] = (xt[c] - m) * r * w[c] + b[c];
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = m;
+        rstd[blockIdx.x] = r;
+    }
+}
+
+__global__ static void layernorm_bwd_kernel(float *dx, float *dw, float *db, const float *dout, const float *x,
+                                            const float *w, const float *mean, const float *rstd, int C) {
+    extern __shared__ double sh[];
+    size_t off = (size_t)blockIdx.x * C;
+    float m = mean[blockIdx.x], r = rstd[blockIdx.x];
+    double sg = 0, sgx = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float gc = dout[off + c] * w[c], xh = (x[off + c] - m) * r;
+        sg += gc;
+        sgx += (double)gc * xh;
+    }
+    float mg = (float)(block_sum(sg, sh) / C), mgx = (float)(block_sum(sgx, sh) / C);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float d = dout[off + c], xh = (x[off + c] - m) * r;
+        dx[off + c] += r * (d * w[c] - mg - xh * mgx);
+        atomicAdd(&dw[c], d * xh);
+        atomicAdd(&db[c], d);
+    }
+}
+
+static ts_status rows_check(const char *what, int T, int C) {
+    if (T < 0 || C < 0) return TS_FAIL(TS_ERR_INPUT, "cuda %s: T=%d C=%d, expected both >= 0", what, T, C);
+    return TS_OK;
+}
+
+/* Launches a row kernel, one block per row, with a double per thread of shared memory. */
+#define LAUNCH_ROWS(kernel, T, C, ...)                                                             \
+    do {                                                                                           \
+        ts_launch l_;                                                                              \
+        TS_CHECK(ts_launch_rows((T), (C), ROW_MAX_BLOCK, &l_));                                    \
+        if (l_.grid == 0) return TS_OK;                                                            \
+        kernel<<<l_.grid, l_.block, ts_launch_smem(&l_, sizeof(double)), stream()>>>(__VA_ARGS__); \
+        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
+    } while (0)
+
+extern "C" ts_status ts_cuda_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int T, int C,
+                                         float eps) {
+    ts_status res = TS_OK;
+    TS_CHECK(rows_check("rmsnorm_fwd", T, C));
+    LAUNCH_ROWS(rmsnorm_fwd_kernel, T, C, out, rstd, x, w, C, eps);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x,
+                                         const float *w, const float *rstd, int T, int C) {
+    ts_status res = TS_OK;
+    TS_CHECK(rows_check("rmsnorm_bwd", T, C));
+    LAUNCH_ROWS(rmsnorm_bwd_kernel, T, C, dx, dw, dout, x, w, rstd, C);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *x, const float *w,
+                                           const float *b, int T, int C, float eps) {
+    ts_status res = TS_OK;
+    TS_CHECK(rows_check("layernorm_fwd", T, C));
+    LAUNCH_ROWS(layernorm_fwd_kernel, T, C, out, mean, rstd, x, w, b, C, eps);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
+                                           const float *w, const float *mean, const float *rstd, int T, int C) {
+    ts_status res = TS_OK;
+    TS_CHECK(rows_check("layernorm_bwd", T, C));
+    LAUNCH_ROWS(layernorm_bwd_kernel, T, C, dx, dw, db, dout, x, w, mean, rstd, C);
+fail:
+    return res;
+}
+
+/* ---- rotary ------------------------------------------------------------------------------------- */
+
+/* One thread per (row, head, pair i < D/2); the angle in double as in kernels.c. */
+__global__ static void rope_kernel(float *x, int ldx, const int *pos, int T, int H, int D, float theta,
+                                   float sign) {
+    int half = D / 2;
+    size_t n = (size_t)T * H * half;
+    GRID_STRIDE(e, n) {
+        int i = (int)(e % half), h = (int)(e / half % H), t = (int)(e / half / H);
+        double angle = pos[t] * pow((double)theta, -2.0 * i / D);
+        float c = (float)cos(angle), s = sign * (float)sin(angle);
+        float *xh = x + (size_t)t * ldx + (size_t)h * D;
+        float a = xh[i], b = xh[i + half];
+        xh[i] = a * c - b * s;
+        xh[i + half] = b * c + a * s;
+    }
+}
+
+static ts_status rope(float *x, int ldx, const int *pos, int T, int H, int D, float theta, float sign) {
+    ts_status res = TS_OK;
+    if (T < 0 || H < 0 || D < 0 || D % 2 != 0 || ldx < H * D)
+        return TS_FAIL(TS_ERR_INPUT, "cuda rope: T=%d H=%d D=%d ldx=%d, expected D even and ldx >= H*D", T, H, D,
+                       ldx);
+    LAUNCH_1D(rope_kernel, (size_t)T * H * (D / 2), x, ldx, pos, T, H, D, theta, sign);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_rope_fwd(float *x, int ldx, const int *pos, int T, int H, int D, float theta) {
+    return rope(x, ldx, pos, T, H, D, theta, 1.0f);
+}
+
+extern "C" ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T, int H, int D, float theta) {
+    return rope(dx, ldx, pos, T, H, D, theta, -1.0f);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------- */
+
+__device__ static float dotf(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* One thread per (query i, head h): out accumulates in place with an online softmax, rescaled
+ * whenever the running max grows. */
+__global__ static void attention_fwd_kernel(float *out, float *lse, const float *q, const float *k,
+                                            const float *v, ts_attn_shape s) {
+    size_t n = (size_t)s.Tq * s.H;
+    int D = s.D, group = s.H / s.KV;
+    float scale = rsqrtf((float)D);
+    GRID_STRIDE(e, n) {
+        int i = (int)(e / s.H), h = (int)(e % s.H);
+        const float *qi = q + (size_t)i * s.ldq + (size_t)h * D;
+        size_t kv_off = (size_t)(h / group) * D;
+        float *oi = out + (size_t)i * s.ldo + (size_t)h * D;
+        for (int d = 0; d < D; d++) oi[d] = 0.0f;
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < s.Tk; j++) {
+            if (s.k_pos[j] > s.q_pos[i]) continue;
+            float sc = scale * dotf(qi, k + (size_t)j * s.ldk + kv_off, D);
+            if (sc > m) {
+                float a = m == -INFINITY ? 0.0f : expf(m - sc);
+                for (int d = 0; d < D; d++) oi[d] *= a;
+                sum *= a;
+                m = sc;
+            }
+            float p = expf(sc - m);
+            const float *vj = v + (size_t)j * s.ldv + kv_off;
+            for (int d = 0; d < D; d++) oi[d] += p * vj[d];
+            sum += p;
+        }
+        if (sum == 0.0f) {
+            lse[e] = -INFINITY;
+            continue;
+        }
+        for (int d = 0; d < D; d++) oi[d] /= sum;
+        lse[e] = m + logf(sum);
+    }
+}
+
+/* FlashAttention-2's backward (Dao 2023, Alg. 2) per (query, head): dq is the thread's own;
+ * dk, dv are shared by every query that sees the key, so they accumulate atomically. */
+__global__ static void attention_bwd_kernel(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                            const float *k, const float *v, const float *out, const float *lse,
+                                            ts_attn_shape s) {
+    size_t n = (size_t)s.Tq * s.H;
+    int D = s.D, group = s.H / s.KV;
+    float scale = rsqrtf((float)D);
+    GRID_STRIDE(e, n) {
+        int i = (int)(e / s.H), h = (int)(e % s.H);
+        float l = lse[e];
+        if (l == -INFINITY) continue;
+        size_t kv_off = (size_t)(h / group) * D;
+        const float *qi = q + (size_t)i * s.ldq + (size_t)h * D;
+        const float *gi = dout + (size_t)i * s.ldo + (size_t)h * D;
+        float *dqi = dq + (size_t)i * s.ldq + (size_t)h * D;
+        float delta = dotf(gi, out + (size_t)i * s.ldo + (size_t)h * D, D);
+        for (int j = 0; j < s.Tk; j++) {
+            if (s.k_pos[j] > s.q_pos[i]) continue;
+            const float *kj = k + (size_t)j * s.ldk + kv_off, *vj = v + (size_t)j * s.ldv + kv_off;
+            float p = expf(scale * dotf(qi, kj, D) - l);
+            float ds = p * (dotf(gi, vj, D) - delta);
+            float *dvj = dv + (size_t)j * s.ldv + kv_off, *dkj = dk + (size_t)j * s.ldk + kv_off;
+            for (int d = 0; d < D; d++) {
+                atomicAdd(&dvj[d], p * gi[d]);
+                dqi[d] += ds * scale * kj[d];
+                atomicAdd(&dkj[d], ds * scale * qi[d]);
+            }
+        }
+    }
+}
+
+static ts_status attn_check(const char *what, const ts_attn_shape *s) {
+    if (s->Tq < 0 || s->Tk < 0 || s->H < 1 || s->KV < 1 || s->D < 1 || s->H % s->KV != 0)
+        return TS_FAIL(TS_ERR_INPUT, "cuda %s: Tq=%d Tk=%d H=%d KV=%d D=%d, expected H a multiple of KV", what,
+                       s->Tq, s->Tk, s->H, s->KV, s->D);
+    if (s->ldq < s->H * s->D || s->ldo < s->H * s->D || s->ldk < s->KV * s->D || s->ldv < s->KV * s->D)
+        return TS_FAIL(TS_ERR_INPUT, "cuda %s: row strides ldq=%d ldo=%d ldk=%d ldv=%d below H*D=%d / KV*D=%d",
+                       what, s->ldq, s->ldo, s->ldk, s->ldv, s->H * s->D, s->KV * s->D);
+    return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                                           const float *v, const ts_attn_shape *s) {
+    ts_status res = TS_OK;
+    TS_CHECK(attn_check("attention_fwd", s));
+    LAUNCH_1D(attention_fwd_kernel, (size_t)s->Tq * s->H, out, lse, q, k, v, *s);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                           const float *k, const float *v, const float *out, const float *lse,
+                                           const ts_attn_shape *s) {
+    ts_status res = TS_OK;
+    TS_CHECK(attn_check("attention_bwd", s));
+    LAUNCH_1D(attention_bwd_kernel, (size_t)s->Tq * s->H, dq, dk, dv, dout, q, k, v, out, lse, *s);
+fail:
+    return res;
+}

@@ -1,0 +1,1252 @@
+/* Uneven pipeline stages by mixed-integer programming (see partition.h).
+ *
+ * The program. V = pp·vpp virtual stages cut the layer sequence at V-1 boundaries. Layers come
+ * in runs of one kind (Llama: one run of L dense layers; DeepSeek-V3: 3 dense then 58 MoE;
+ * alternating models: runs of one).
+ *   p[s][k] ∈ {0,1}      physical stage s uses recompute policy k; Σ_k p[s][k] = 1
+ *   X[t][s][k] ∈ ℕ       layers of kind t on stage s under policy k; X ≤ cap[t][s][k]·p[s][k],
+ *                         cap = what fits in memory alone (a tight big-M)
+ *   h[t][s][k] ∈ {0,1}   the stage holds a kind-t layer (X ≤ cap·h), e[s][k] ≥ 0 its transient
+ *                         bytes: e ≥ peak[t][k]·h, e ≥ fixed_extra[s][k]·p   (max of what it runs)
+ * Memory, per stage and policy, in perspective form (vanishes unless p[s][k] = 1, so with p
+ * fractional the LP gets proportionally less room — the convex hull of the policies' memory):
+ *   Σ_t (state[t] + in_flight[s]·act[t][k])·X[t][s][k] + e[s][k]
+ *     + (fixed_state[s] + in_flight[s]·fixed_act[s][k] - usable)·p[s][k] ≤ 0
+ * Time:  T ≥ τ_s = Σ_k fixed_time[s][k]·p[s][k] + Σ_{t,k} time[t][k]·X[t][s][k]
+ * Contiguity: with one run any counts are contiguous (Σ_k X[s][k] ≥ vpp, Σ X = L; chunks are
+ * filled evenly afterwards). With several runs, boundary variables in the incremental form of
+ * the piecewise-linear "layers of run r before boundary j" (Dantzig's δ-method, which is
+ * locally ideal):
+ *   u[r][j] ∈ {0..len_r}, y[r][j] ∈ {0,1}:  u[r][j] ≥ len_r·y[r][j],  u[r+1][j] ≤ len_{r+1}·y[r][j]
+ *   (run r+1 starts only once run r is whole), u[r][j] ≤ u[r][j+1], every virtual stage holds
+ *   Σ_r u[r][g+1] - u[r][g] ≥ 1 layer, and Σ_k X[t][s][k] = Σ_c Σ_{r of kind t} u[r][c·pp+s+1] - u[r][c·pp+s].
+ * Memory follows planner/stages.c: activations × the schedule's micro-batches in flight
+ * (Narayanan et al. SC'21 §2.2; Korthikanti et al. 2022 §4.2.3).
+ *
+ * The search. Minimising T directly leaves GLPK a min-max whose LP bound is the fluid balance
+ * (fractional layers); closing that gap by branching is slow (seconds for 126 layers). But the
+ * optimum is one of finitely many stage times — every stage × policy × count of each kind that
+ * fits — so T is found by bisection over that sorted list, each probe a feasibility program
+ * (objective 0, T ≤ level, counts bounded by floor((level - fixed)/time)). A primal heuristic
+ * answers the probes first: with vpp = 1 each stage takes the longest prefix that fits (exact:
+ * feasibility survives dropping layers), with one kind of layer each stage takes the most it can
+ * hold (exact: only counts matter), otherwise the uniform split with each stage's best policy.
+ * GLPK then proves the level just below the best split infeasible — one program when the
+ * heuristic was exact — or finds a better split and the bisection continues with GLPK. Finally,
+ * given the layers, each stage takes its fastest policy that fits.
+ * Times are scaled to the largest layer's and bytes to the usable memory, so coefficients stay
+ * near 1 for GLPK's tolerances. */
+#include "planner/partition.h"
+
+#include <glpk.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/schedule.h"
+#include "planner/stages.h"
+
+const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infeasible", "no-split", NULL};
+
+#define K_POL TS_RECOMPUTE_COUNT
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp) {
+    *p = (ts_partition_problem){.layers = layers, .pp = pp, .vpp = vpp, .n_kinds = 1, .time_limit_s = 1.0};
+    ts_status res = TS_OK;
+    if (layers < 1 || pp < 1 || vpp < 1)
+        return TS_FAIL(TS_ERR_INPUT, "partition: expected layers, pp, vpp >= 1, got %d, %d, %d", layers, pp, vpp);
+    p->kind = calloc((size_t)layers, sizeof *p->kind);
+    TS_ALLOC_GOTO(p->kind, res, fail);
+    /* One block carved into the per-stage views. */
+    size_t n = (size_t)pp * (3 * K_POL + 2);
+    p->fixed_time_s = calloc(n, sizeof(double));
+    TS_ALLOC_GOTO(p->fixed_time_s, res, fail);
+    p->fixed_act_bytes = p->fixed_time_s + (size_t)pp * K_POL;
+    p->fixed_extra_bytes = p->fixed_time_s + (size_t)2 * pp * K_POL;
+    p->fixed_state_bytes = p->fixed_time_s + (size_t)3 * pp * K_POL;
+    p->in_flight = p->fixed_state_bytes + pp;
+    return TS_OK;
+fail:
+    ts_partition_problem_free(p);
+    return res;
+}
+
+void ts_partition_problem_free(ts_partition_problem *p) {
+    free(p->kind);
+    free(p->fixed_time_s);
+    *p = (ts_partition_problem){0};
+}
+
+ts_status ts_split_init(ts_split *s, int pp, int vpp) {
+    *s = (ts_split){.pp = pp, .vpp = vpp};
+    ts_status res = TS_OK;
+    s->layers = calloc((size_t)pp * vpp, sizeof *s->layers);
+    s->recompute = calloc((size_t)pp, sizeof *s->recompute);
+    s->stage_s = calloc((size_t)pp * 2, sizeof *s->stage_s);
+    TS_ALLOC_GOTO(s->layers, res, fail);
+    TS_ALLOC_GOTO(s->recompute, res, fail);
+    TS_ALLOC_GOTO(s->stage_s, res, fail);
+    s->stage_bytes = s->stage_s + pp;
+    return TS_OK;
+fail:
+    ts_split_free(s);
+    return res;
+}
+
+void ts_split_free(ts_split *s) {
+    free(s->layers);
+    free(s->recompute);
+    free(s->stage_s);
+    *s = (ts_split){0};
+}
+
+ts_status ts_split_copy(ts_split *dst, const ts_split *src) {
+    TS_CHECK(ts_split_init(dst, src->pp, src->vpp));
+    int pp = src->pp, V = src->pp * src->vpp;
+    memcpy(dst->layers, src->layers, (size_t)V * sizeof *dst->layers);
+    memcpy(dst->recompute, src->recompute, (size_t)pp * sizeof *dst->recompute);
+    memcpy(dst->stage_s, src->stage_s, (size_t)pp * 2 * sizeof *dst->stage_s);
+    dst->max_stage_s = src->max_stage_s;
+    dst->slowest = src->slowest;
+    dst->worst = src->worst;
+    dst->fits = src->fits;
+    return TS_OK;
+}
+
+int ts_split_is_uniform(const ts_split *s) {
+    for (int g = 1; g < s->pp * s->vpp; g++)
+        if (s->layers[g] != s->layers[0]) return 0;
+    for (int i = 1; i < s->pp; i++)
+        if (s->recompute[i] != s->recompute[0]) return 0;
+    return 1;
+}
+
+int ts_split_format(const ts_split *s, char *buf, size_t cap) {
+    size_t n = 0;
+    int total = 0;
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int w_ = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, __VA_ARGS__);          \
+        total += w_;                                                                               \
+        n += (size_t)w_;                                                                           \
+    } while (0)
+    for (int i = 0; i < s->pp; i++) {
+        if (i) PUT("|");
+        for (int c = 0; c < s->vpp; c++) PUT("%s%d", c ? "+" : "", s->layers[c * s->pp + i]);
+    }
+    /* Policies as runs in stage order: "none×12 full×4". */
+    for (int i = 0; i < s->pp;) {
+        int j = i;
+        while (j < s->pp && s->recompute[j] == s->recompute[i]) j++;
+        PUT(" %s×%d", ts_recompute_names[s->recompute[i]], j - i);
+        i = j;
+    }
+#undef PUT
+    return total;
+}
+
+static int policy_allowed(const ts_partition_problem *p, int k) {
+    return p->policies == 0 || (p->policies & (1u << k));
+}
+
+int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s) {
+    int pp = p->pp, V = pp * p->vpp;
+    int *first = malloc((size_t)(V + 1) * sizeof *first);
+    if (first == NULL) return 0;
+    first[0] = 0;
+    for (int g = 0; g < V; g++) first[g + 1] = first[g] + s->layers[g];
+    s->fits = first[V] == p->layers;
+    s->max_stage_s = -1;
+    double worst = -1;
+    for (int i = 0; i < pp; i++) {
+        int k = s->recompute[i];
+        double t = p->fixed_time_s[i * K_POL + k], act = p->fixed_act_bytes[i * K_POL + k];
+        double state = p->fixed_state_bytes[i], extra = p->fixed_extra_bytes[i * K_POL + k];
+        for (int c = 0; c < p->vpp; c++) {
+            int g = c * pp + i;
+            if (s->layers[g] < 1) s->fits = 0;
+            for (int x = first[g]; x < first[g + 1] && x < p->layers; x++) {
+                int kd = p->kind[x];
+                t += p->time_s[kd][k];
+                act += p->act_bytes[kd][k];
+                state += p->state_bytes[kd];
+                if (p->peak_bytes[kd][k] > extra) extra = p->peak_bytes[kd][k];
+            }
+        }
+        s->stage_s[i] = t;
+        s->stage_bytes[i] = state + p->in_flight[i] * act + extra;
+        if (t > s->max_stage_s) {
+            s->max_stage_s = t;
+            s->slowest = i;
+        }
+        if (s->stage_bytes[i] > worst) {
+            worst = s->stage_bytes[i];
+            s->worst = i;
+        }
+        if (s->stage_bytes[i] > p->usable_bytes || !policy_allowed(p, k)) s->fits = 0;
+    }
+    free(first);
+    return s->fits;
+}
+
+void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s) {
+    int pp = p->pp, V = pp * p->vpp, L = p->layers;
+    if (p->vpp == 1) {
+        int base = L / pp, rem = L % pp;
+        for (int i = 0; i < pp; i++) s->layers[i] = base + (i >= 1 && i <= rem);
+    } else {
+        int base = L / V, rem = L % V;
+        for (int g = 0; g < V; g++) s->layers[g] = base + (g >= 1 && g <= rem);
+    }
+    for (int i = 0; i < pp; i++) s->recompute[i] = rc;
+    ts_partition_evaluate(p, s);
+}
+
+/* ---- brute force ------------------------------------------------------------------------- */
+
+typedef struct {
+    const ts_partition_problem *p;
+    ts_split cur, *best;
+    double best_sum_s;
+    int found;
+} brute_ctx;
+
+static double sum_s(const ts_split *s) {
+    double t = 0;
+    for (int i = 0; i < s->pp; i++) t += s->stage_s[i];
+    return t;
+}
+
+/* Every policy assignment for the current layer split. */
+static void brute_policies(brute_ctx *b, int stage) {
+    const ts_partition_problem *p = b->p;
+    if (stage == p->pp) {
+        if (!ts_partition_evaluate(p, &b->cur)) return;
+        double t = b->cur.max_stage_s, sum = sum_s(&b->cur);
+        if (!b->found || t < b->best->max_stage_s || (t == b->best->max_stage_s && sum < b->best_sum_s)) {
+            int V = p->pp * p->vpp;
+            memcpy(b->best->layers, b->cur.layers, (size_t)V * sizeof *b->cur.layers);
+            memcpy(b->best->recompute, b->cur.recompute, (size_t)p->pp * sizeof *b->cur.recompute);
+            ts_partition_evaluate(p, b->best);
+            b->best_sum_s = sum;
+            b->found = 1;
+        }
+        return;
+    }
+    for (int k = 0; k < K_POL; k++) {
+        if (!policy_allowed(p, k)) continue;
+        b->cur.recompute[stage] = (ts_recompute)k;
+        brute_policies(b, stage + 1);
+    }
+}
+
+/* Every composition of the remaining layers into virtual stages g..V-1, each at least one. */
+static void brute_layers(brute_ctx *b, int g, int left) {
+    int V = b->p->pp * b->p->vpp;
+    if (g == V - 1) {
+        b->cur.layers[g] = left;
+        brute_policies(b, 0);
+        return;
+    }
+    for (int n = 1; n <= left - (V - 1 - g); n++) {
+        b->cur.layers[g] = n;
+        brute_layers(b, g + 1, left - n);
+    }
+}
+
+static double binomial(int n, int k) {
+    double r = 1;
+    for (int i = 1; i <= k; i++) r = r * (n - k + i) / i;
+    return r;
+}
+
+ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out) {
+    int V = p->pp * p->vpp;
+    if (V > p->layers)
+        return TS_FAIL(TS_ERR_INFEASIBLE, "%d×%d virtual stages exceed %d layers", p->pp, p->vpp, p->layers);
+    int n_pol = 0;
+    for (int k = 0; k < K_POL; k++) n_pol += policy_allowed(p, k);
+    double candidates = binomial(p->layers - 1, V - 1) * pow(n_pol, p->pp);
+    if (candidates > 1e7)
+        return TS_FAIL(TS_ERR_INPUT, "partition brute force: %.3g candidates, more than 10^7", candidates);
+    brute_ctx b = {.p = p, .best = out};
+    TS_CHECK(ts_split_init(out, p->pp, p->vpp));
+    ts_status res = ts_split_init(&b.cur, p->pp, p->vpp);
+    if (res != TS_OK) {
+        ts_split_free(out);
+        return res;
+    }
+    brute_layers(&b, 0, p->layers);
+    ts_split_free(&b.cur);
+    if (!b.found) {
+        ts_split_free(out);
+        return TS_FAIL(TS_ERR_INFEASIBLE, "no contiguous split of %d layers over %d×%d stages fits",
+                       p->layers, p->pp, p->vpp);
+    }
+    return TS_OK;
+}
+
+/* ---- the program --------------------------------------------------------------------------- */
+
+/* GLPK's failures. Its API calls abort the process on misuse unless an error hook is set; the
+ * hook here jumps back to ts_partition_solve, which frees GLPK's environment and returns
+ * TS_ERR_EXTERNAL (GLPK reference manual, glp_error_hook). Solver return codes go through
+ * GLPK_CHECK_GOTO, which keeps the code in `rc` for the caller to interpret the ones
+ * this module handles (time limit, no feasible LP) and fails on every other. */
+static const char *glpk_rc_string(int rc) {
+    switch (rc) {
+    case 0: return "success";
+    case GLP_EBADB: return "invalid basis";
+    case GLP_ESING: return "singular matrix";
+    case GLP_ECOND: return "ill-conditioned matrix";
+    case GLP_EBOUND: return "invalid bounds";
+    case GLP_EFAIL: return "solver failed";
+    case GLP_EOBJLL: return "objective lower limit reached";
+    case GLP_EOBJUL: return "objective upper limit reached";
+    case GLP_EITLIM: return "iteration limit exceeded";
+    case GLP_ETMLIM: return "time limit exceeded";
+    case GLP_ENOPFS: return "no primal feasible solution";
+    case GLP_ENODFS: return "no dual feasible solution";
+    case GLP_EROOT: return "root LP optimum not provided";
+    case GLP_ESTOP: return "search terminated by application";
+    case GLP_EMIPGAP: return "relative mip gap tolerance reached";
+    case GLP_ENOFEAS: return "no primal/dual feasible solution";
+    case GLP_ENOCVG: return "no convergence";
+    case GLP_EINSTAB: return "numerical instability";
+    case GLP_EDATA: return "invalid data";
+    case GLP_ERANGE: return "result out of range";
+    default: return "unknown return code";
+    }
+}
+
+static int glpk_rc_handled(int rc) {
+    return rc == 0 || rc == GLP_ETMLIM || rc == GLP_ENOPFS || rc == GLP_ENODFS;
+}
+
+#define GLPK_CHECK_GOTO(call, rc, res, label)                                                      \
+    do {                                                                                           \
+        (rc) = (call);                                                                             \
+        if (!glpk_rc_handled(rc)) {                                                                \
+            (res) = TS_FAIL(TS_ERR_EXTERNAL, "GLPK %s: %s (%d)", #call, glpk_rc_string(rc), (rc)); \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static void glpk_error_jump(void *info) { longjmp(*(jmp_buf *)info, 1); }
+
+/* Column and row assembly: one dense coefficient buffer over the columns, flushed into a row. */
+typedef struct {
+    glp_prob *lp;
+    int n_cols;
+    double *coef;  /* (n_cols + 1), 1-based like GLPK */
+    int *ind;      /* (n_cols + 1) */
+    double *val;   /* (n_cols + 1) */
+} builder;
+
+static int add_col(builder *b, int kind, double lo, double hi, double obj) {
+    int j = glp_add_cols(b->lp, 1);
+    if (kind == GLP_BV) {
+        glp_set_col_kind(b->lp, j, GLP_BV);
+    } else {
+        glp_set_col_kind(b->lp, j, kind);
+        glp_set_col_bnds(b->lp, j, lo == hi ? GLP_FX : (isinf(hi) ? GLP_LO : GLP_DB), lo, hi);
+    }
+    glp_set_obj_coef(b->lp, j, obj);
+    return j;
+}
+
+/* Adds a row Σ coef·x in [lo, hi] (lo = -inf or hi = +inf for one-sided) and clears coef. */
+static void flush_row(builder *b, double lo, double hi) {
+    int n = 0;
+    for (int j = 1; j <= b->n_cols; j++)
+        if (b->coef[j] != 0) {
+            n++;
+            b->ind[n] = j;
+            b->val[n] = b->coef[j];
+            b->coef[j] = 0;
+        }
+    int i = glp_add_rows(b->lp, 1);
+    int type = isinf(lo) && isinf(hi) ? GLP_FR : isinf(lo) ? GLP_UP : isinf(hi) ? GLP_LO : lo == hi ? GLP_FX : GLP_DB;
+    glp_set_row_bnds(b->lp, i, type, isinf(lo) ? 0 : lo, isinf(hi) ? 0 : hi);
+    glp_set_mat_row(b->lp, i, n, b->ind, b->val);
+}
+
+typedef struct {
+    int n_runs;
+    int *run_kind, *run_len, *run_first; /* (n_runs) */
+    int *u;   /* (n_runs × (V+1)) column of u[r][j], 0 for the constant ends j = 0, V */
+    int *w;   /* (n_runs × (V+1)) column of y[r][j] (run r whole before boundary j), 0 when none */
+    int *pol; /* (pp × K) column of p[s][k], 0 when not allowed */
+    int *x;   /* (kinds × pp × K) column of X[t][s][k], 0 when absent */
+    int *h;   /* (kinds × pp × K) column of h[t][s][k], 0 when unneeded */
+    int *e;   /* (pp × K) column of e[s][k], 0 when unneeded */
+    int T;
+} columns;
+
+/* Adds `scale`·N[t][g] to the row buffer; returns its constant part (the u[r][V] = len ends). */
+static double add_count(builder *b, const columns *c, int V, int t, int g, double scale) {
+    double constant = 0;
+    for (int r = 0; r < c->n_runs; r++) {
+        if (c->run_kind[r] != t) continue;
+        /* + u[r][g+1] - u[r][g] */
+        if (g + 1 == V) constant += scale * c->run_len[r];
+        else b->coef[c->u[r * (V + 1) + g + 1]] += scale;
+        if (g > 0) b->coef[c->u[r * (V + 1) + g]] -= scale;
+    }
+    return constant;
+}
+
+/* The infeasibility in words: the uniform split with each stage's least-memory policy. */
+static void explain_infeasible(const ts_partition_problem *p, char *why, size_t cap) {
+    int V = p->pp * p->vpp;
+    if (V > p->layers) {
+        snprintf(why, cap, "%d×%d virtual stages exceed the %d layers (each needs at least one)", p->pp, p->vpp,
+                 p->layers);
+        return;
+    }
+    ts_split s;
+    if (ts_split_init(&s, p->pp, p->vpp) != TS_OK) {
+        snprintf(why, cap, "no split fits (out of memory explaining why)");
+        return;
+    }
+    ts_partition_uniform(p, TS_RECOMPUTE_NONE, &s);
+    for (int i = 0; i < p->pp; i++) {
+        double best = INFINITY;
+        for (int k = 0; k < K_POL; k++) {
+            if (!policy_allowed(p, k)) continue;
+            ts_recompute keep = s.recompute[i];
+            s.recompute[i] = (ts_recompute)k;
+            ts_partition_evaluate(p, &s);
+            if (s.stage_bytes[i] < best) best = s.stage_bytes[i];
+            else s.recompute[i] = keep;
+        }
+    }
+    ts_partition_evaluate(p, &s);
+    int i = s.worst;
+    char text[1024];
+    ts_split_format(&s, text, sizeof text);
+    snprintf(why, cap,
+             "no contiguous split of %d layers over %d×%d stages fits in %.1f GB: under the uniform split "
+             "(%.300s) stage %d needs %.1f GB, short by %.1f GB",
+             p->layers, p->pp, p->vpp, p->usable_bytes / 1e9, text, i, s.stage_bytes[i] / 1e9,
+             (s.stage_bytes[i] - p->usable_bytes) / 1e9);
+    ts_split_free(&s);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The split of a solution: layers per virtual stage and each stage's policy. */
+static void read_split(const ts_partition_problem *p, const columns *c, const double *val, const int *kind_count,
+                       ts_split *out) {
+    int pp = p->pp, V = pp * p->vpp, R = c->n_runs;
+    for (int s = 0; s < pp; s++) {
+        double best = -1;
+        for (int k = 0; k < K_POL; k++) {
+            int pc = c->pol[s * K_POL + k];
+            if (pc && val[pc] > best) {
+                best = val[pc];
+                out->recompute[s] = (ts_recompute)k;
+            }
+        }
+    }
+    if (R == 1) {
+        /* Stage totals into chunks as evenly as they go (one kind: where within the stage makes
+         * no difference). */
+        int t = c->run_kind[0];
+        for (int s = 0; s < pp; s++) {
+            int n = 0;
+            for (int k = 0; k < K_POL; k++) {
+                int xc = c->x[(t * pp + s) * K_POL + k];
+                if (xc && kind_count[t]) n += (int)lround(val[xc]);
+            }
+            for (int ch = 0; ch < p->vpp; ch++) out->layers[ch * pp + s] = n / p->vpp + (ch < n % p->vpp);
+        }
+        return;
+    }
+    int prev = 0;
+    for (int j = 1; j <= V; j++) {
+        int before = 0;
+        for (int r = 0; r < R; r++) before += j == V ? c->run_len[r] : (int)lround(val[c->u[r * (V + 1) + j]]);
+        out->layers[j - 1] = before - prev;
+        prev = before;
+    }
+}
+
+/* Largest count of kind-t layers stage s can hold under policy k by memory alone (a valid bound
+ * of X[t][s][k]: the tighter it is, the tighter GLPK's LP relaxation). */
+static int count_cap(const ts_partition_problem *p, int t, int s, int k, int kind_count) {
+    int pp = p->pp;
+    double room = p->usable_bytes - p->fixed_state_bytes[s] - p->in_flight[s] * p->fixed_act_bytes[s * K_POL + k] -
+                  fmax(p->fixed_extra_bytes[s * K_POL + k], p->peak_bytes[t][k]);
+    double per = p->state_bytes[t] + p->in_flight[s] * p->act_bytes[t][k];
+    int most = kind_count < p->layers - (pp - 1) * p->vpp ? kind_count : p->layers - (pp - 1) * p->vpp;
+    if (room < 0) return 0;
+    if (per <= 0 || room / per >= most) return most;
+    return (int)floor(room / per);
+}
+
+/* Every time a stage can take — each stage, policy and count of each kind that fits in memory
+ * — sorted and deduplicated, in scaled units: the optimum is one of them, so a bisection over
+ * this list is exact. NULL and 0 when there would be more than 200000 (the search then bisects
+ * T itself). */
+static ts_status stage_time_levels(const ts_partition_problem *p, const int *kind_count, double ts, double **out,
+                                   int *n_out) {
+    enum { MAX_LEVELS = 200000 };
+    int pp = p->pp, KT = p->n_kinds;
+    *out = NULL;
+    *n_out = 0;
+    double total = 0;
+    int cap[TS_PART_MAX_KINDS];
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++) {
+            if (!policy_allowed(p, k)) continue;
+            double combos = 1;
+            for (int t = 0; t < KT; t++) combos *= 1 + (kind_count[t] ? count_cap(p, t, s, k, kind_count[t]) : 0);
+            total += combos;
+        }
+    if (total > MAX_LEVELS) return TS_OK;
+    double *lv = malloc((size_t)(total > 0 ? total : 1) * sizeof *lv);
+    if (lv == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %.0f stage-time levels", total);
+    int n = 0;
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++) {
+            if (!policy_allowed(p, k)) continue;
+            for (int t = 0; t < KT; t++) cap[t] = kind_count[t] ? count_cap(p, t, s, k, kind_count[t]) : 0;
+            int cnt[TS_PART_MAX_KINDS] = {0};
+            for (;;) {
+                int layers = 0;
+                double tau = p->fixed_time_s[s * K_POL + k] / ts, mem = p->fixed_state_bytes[s];
+                double act = p->fixed_act_bytes[s * K_POL + k], extra = p->fixed_extra_bytes[s * K_POL + k];
+                for (int t = 0; t < KT; t++) {
+                    layers += cnt[t];
+                    tau += cnt[t] * (p->time_s[t][k] / ts);
+                    mem += cnt[t] * p->state_bytes[t];
+                    act += cnt[t] * p->act_bytes[t][k];
+                    if (cnt[t] && p->peak_bytes[t][k] > extra) extra = p->peak_bytes[t][k];
+                }
+                if (layers >= p->vpp && mem + p->in_flight[s] * act + extra <= p->usable_bytes) lv[n++] = tau;
+                int t = 0;
+                while (t < KT && ++cnt[t] > cap[t]) cnt[t++] = 0;
+                if (t == KT) break;
+            }
+        }
+    qsort(lv, (size_t)n, sizeof *lv, cmp_double);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || lv[i] > lv[m - 1] * (1 + 1e-12)) lv[m++] = lv[i];
+    *out = lv;
+    *n_out = m;
+    return TS_OK;
+}
+
+/* Given the layers, stages are independent: each takes its fastest policy that fits (the
+ * slowest stage cannot get slower, and no stage recomputes for nothing). */
+static void best_policies(const ts_partition_problem *p, ts_split *s) {
+    for (int i = 0; i < p->pp; i++) {
+        ts_recompute keep = s->recompute[i];
+        double best_t = INFINITY;
+        for (int k = 0; k < K_POL; k++) {
+            if (!policy_allowed(p, k)) continue;
+            s->recompute[i] = (ts_recompute)k;
+            ts_partition_evaluate(p, s);
+            if (s->stage_bytes[i] <= p->usable_bytes && s->stage_s[i] < best_t) {
+                best_t = s->stage_s[i];
+                keep = (ts_recompute)k;
+            }
+        }
+        s->recompute[i] = keep;
+    }
+    ts_partition_evaluate(p, s);
+}
+
+/* Whether stage s can run layers [a, b) (its only chunk) within cap_s under some policy. */
+static int range_fits(const ts_partition_problem *p, int s, int a, int b, double cap_s) {
+    for (int k = 0; k < K_POL; k++) {
+        if (!policy_allowed(p, k)) continue;
+        double t = p->fixed_time_s[s * K_POL + k], act = p->fixed_act_bytes[s * K_POL + k];
+        double state = p->fixed_state_bytes[s], extra = p->fixed_extra_bytes[s * K_POL + k];
+        for (int x = a; x < b; x++) {
+            int kd = p->kind[x];
+            t += p->time_s[kd][k];
+            act += p->act_bytes[kd][k];
+            state += p->state_bytes[kd];
+            if (p->peak_bytes[kd][k] > extra) extra = p->peak_bytes[kd][k];
+        }
+        if (t <= cap_s * (1 + 1e-9) && state + p->in_flight[s] * act + extra <= p->usable_bytes) return 1;
+    }
+    return 0;
+}
+
+/* A split whose stages all take at most cap_s, found without GLPK when it is easy: with vpp = 1
+ * each stage takes the longest prefix of what is left that fits (greedy is exact for
+ * contiguous splits whose feasibility survives dropping layers); with one kind of layer only
+ * counts matter, so each stage takes up to the most it can hold; otherwise the uniform split with
+ * each stage's best policy. Returns 1 with `s` filled (policies: best_policies) or 0. */
+static int heuristic(const ts_partition_problem *p, const int *kind_count, double cap_s, ts_split *s) {
+    int pp = p->pp, L = p->layers;
+    int one_kind = 0;
+    for (int t = 0; t < p->n_kinds; t++) one_kind += kind_count[t] > 0;
+    one_kind = one_kind == 1;
+    if (p->vpp == 1) {
+        int a = 0;
+        for (int i = 0; i < pp; i++) {
+            int most = L - (pp - 1 - i), b = a;
+            if (i == pp - 1) b = L;
+            else
+                while (b < most && range_fits(p, i, a, b + 1, cap_s)) b++;
+            if (b == a || !range_fits(p, i, a, b, cap_s)) return 0;
+            s->layers[i] = b - a;
+            a = b;
+        }
+    } else if (one_kind) {
+        int t = p->kind[0], placed = 0;
+        int *most = s->layers; /* per stage first, then spread over chunks */
+        for (int i = 0; i < pp; i++) {
+            most[i] = 0;
+            for (int k = 0; k < K_POL; k++) {
+                if (!policy_allowed(p, k)) continue;
+                double room_t = (cap_s * (1 + 1e-9) - p->fixed_time_s[i * K_POL + k]) / p->time_s[t][k];
+                int n = count_cap(p, t, i, k, kind_count[t]);
+                if (p->time_s[t][k] > 0 && room_t < n) n = room_t < 0 ? -1 : (int)floor(room_t);
+                if (n > most[i]) most[i] = n;
+            }
+            if (most[i] < p->vpp) return 0;
+        }
+        /* Each stage vpp layers, then the rest to stages in order up to their most. */
+        int *count = malloc((size_t)pp * sizeof *count);
+        if (count == NULL) return 0;
+        for (int i = 0; i < pp; i++) {
+            count[i] = p->vpp;
+            placed += p->vpp;
+        }
+        for (int i = 0; i < pp && placed < L; i++) {
+            int more = most[i] - count[i] < L - placed ? most[i] - count[i] : L - placed;
+            count[i] += more;
+            placed += more;
+        }
+        if (placed < L) {
+            free(count);
+            return 0;
+        }
+        for (int i = 0; i < pp; i++)
+            for (int ch = 0; ch < p->vpp; ch++) s->layers[ch * pp + i] = count[i] / p->vpp + (ch < count[i] % p->vpp);
+        free(count);
+    } else {
+        ts_partition_uniform(p, TS_RECOMPUTE_NONE, s);
+    }
+    best_policies(p, s);
+    return s->fits && s->max_stage_s <= cap_s * (1 + 1e-9);
+}
+
+static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *b, ts_split *out,
+                            ts_partition_info *info) {
+    ts_status res = TS_OK;
+    int pp = p->pp, V = pp * p->vpp, R = c->n_runs, KT = p->n_kinds;
+    int rc = 0;
+    glp_prob *lp = b->lp;
+    glp_set_obj_dir(lp, GLP_MIN);
+
+    /* Scales: times by the slowest layer, bytes by the usable memory. */
+    double ts = 0;
+    for (int t = 0; t < KT; t++)
+        for (int k = 0; k < K_POL; k++) ts = fmax(ts, p->time_s[t][k]);
+    if (ts <= 0) ts = 1;
+    double bs = p->usable_bytes > 0 ? p->usable_bytes : 1;
+    int kind_count[TS_PART_MAX_KINDS] = {0};
+    for (int x = 0; x < p->layers; x++) kind_count[p->kind[x]]++;
+#define X(t, s, k) c->x[((t) * pp + (s)) * K_POL + (k)]
+#define H(t, s, k) c->h[((t) * pp + (s)) * K_POL + (k)]
+#define P(s, k) c->pol[(s) * K_POL + (k)]
+#define E(s, k) c->e[(s) * K_POL + (k)]
+
+    /* Columns. */
+    if (R > 1)
+        for (int r = 0; r < R; r++)
+            for (int j = 1; j < V; j++) {
+                c->u[r * (V + 1) + j] = add_col(b, GLP_IV, 0, c->run_len[r], 0);
+                if (r + 1 < R) c->w[r * (V + 1) + j] = add_col(b, GLP_BV, 0, 1, 0);
+            }
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++) {
+            if (!policy_allowed(p, k)) continue;
+            P(s, k) = add_col(b, GLP_BV, 0, 1, 0);
+            int need_e = p->fixed_extra_bytes[s * K_POL + k] > 0;
+            for (int t = 0; t < KT; t++) {
+                int cap = kind_count[t] ? count_cap(p, t, s, k, kind_count[t]) : 0;
+                if (cap == 0) continue;
+                X(t, s, k) = add_col(b, GLP_IV, 0, cap, 0);
+                if (p->peak_bytes[t][k] > p->fixed_extra_bytes[s * K_POL + k]) {
+                    H(t, s, k) = add_col(b, GLP_BV, 0, 1, 0);
+                    need_e = 1;
+                }
+            }
+            if (need_e) E(s, k) = add_col(b, GLP_CV, 0, INFINITY, 0);
+        }
+    c->T = add_col(b, GLP_CV, 0, INFINITY, 1);
+    b->n_cols = glp_get_num_cols(lp);
+    b->coef = calloc((size_t)b->n_cols + 1, sizeof *b->coef);
+    b->ind = calloc((size_t)b->n_cols + 1, sizeof *b->ind);
+    b->val = calloc((size_t)b->n_cols + 1, sizeof *b->val);
+    TS_ALLOC_GOTO(b->coef, res, exit);
+    TS_ALLOC_GOTO(b->ind, res, exit);
+    TS_ALLOC_GOTO(b->val, res, exit);
+
+    /* Contiguity. One run: any counts are contiguous; each stage holds at least one layer per
+     * chunk and all layers are placed. Several runs: the boundary variables. */
+    if (R == 1) {
+        int t = c->run_kind[0];
+        for (int s = 0; s < pp; s++) {
+            for (int k = 0; k < K_POL; k++)
+                if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+            flush_row(b, p->vpp, INFINITY);
+        }
+        for (int s = 0; s < pp; s++)
+            for (int k = 0; k < K_POL; k++)
+                if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+        flush_row(b, p->layers, p->layers);
+    } else {
+        for (int j = 1; j < V; j++) {
+            for (int r = 0; r + 1 < R; r++) {
+                int y = c->w[r * (V + 1) + j];
+                b->coef[c->u[r * (V + 1) + j]] = 1;
+                b->coef[y] = -c->run_len[r];
+                flush_row(b, 0, INFINITY);
+                b->coef[c->u[(r + 1) * (V + 1) + j]] = 1;
+                b->coef[y] = -c->run_len[r + 1];
+                flush_row(b, -INFINITY, 0);
+            }
+            if (j + 1 < V)
+                for (int r = 0; r < R; r++) {
+                    b->coef[c->u[r * (V + 1) + j + 1]] = 1;
+                    b->coef[c->u[r * (V + 1) + j]] = -1;
+                    flush_row(b, 0, INFINITY);
+                }
+        }
+        for (int g = 0; g < V; g++) {
+            double k0 = 0;
+            for (int t = 0; t < KT; t++) k0 += add_count(b, c, V, t, g, 1);
+            flush_row(b, 1 - k0, INFINITY);
+        }
+        /* Σ_k X[t][s][k] = Σ_c N[t][c·pp+s] */
+        for (int s = 0; s < pp; s++)
+            for (int t = 0; t < KT; t++) {
+                if (kind_count[t] == 0) continue;
+                double k0 = 0;
+                for (int k = 0; k < K_POL; k++)
+                    if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+                for (int ch = 0; ch < p->vpp; ch++) k0 += add_count(b, c, V, t, ch * pp + s, -1);
+                flush_row(b, -k0, -k0);
+            }
+    }
+
+    for (int s = 0; s < pp; s++) {
+        for (int k = 0; k < K_POL; k++)
+            if (P(s, k)) b->coef[P(s, k)] = 1;
+        flush_row(b, 1, 1);
+        for (int k = 0; k < K_POL; k++) {
+            if (!P(s, k)) continue;
+            /* Layers only under the chosen policy, and a kind's peak once it is present. */
+            for (int t = 0; t < KT; t++) {
+                if (!X(t, s, k)) continue;
+                int cap = (int)glp_get_col_ub(lp, X(t, s, k));
+                b->coef[X(t, s, k)] = 1;
+                b->coef[P(s, k)] = -cap;
+                flush_row(b, -INFINITY, 0);
+                if (H(t, s, k)) {
+                    b->coef[X(t, s, k)] = 1;
+                    b->coef[H(t, s, k)] = -cap;
+                    flush_row(b, -INFINITY, 0);
+                    b->coef[E(s, k)] = 1;
+                    b->coef[H(t, s, k)] = -p->peak_bytes[t][k] / bs;
+                    flush_row(b, 0, INFINITY);
+                }
+            }
+            double fx = p->fixed_extra_bytes[s * K_POL + k] / bs;
+            if (E(s, k) && fx > 0) {
+                b->coef[E(s, k)] = 1;
+                b->coef[P(s, k)] = -fx;
+                flush_row(b, 0, INFINITY);
+            }
+            /* Memory under policy k, vanishing unless chosen (the perspective of the stage's
+             * memory: with p fractional, proportionally less room, which keeps the LP tight). */
+            b->coef[P(s, k)] = (p->fixed_state_bytes[s] + p->in_flight[s] * p->fixed_act_bytes[s * K_POL + k]) / bs - 1;
+            for (int t = 0; t < KT; t++)
+                if (X(t, s, k)) b->coef[X(t, s, k)] = (p->state_bytes[t] + p->in_flight[s] * p->act_bytes[t][k]) / bs;
+            if (E(s, k)) b->coef[E(s, k)] = 1;
+            flush_row(b, -INFINITY, 0);
+        }
+        /* Time: T ≥ τ_s. */
+        b->coef[c->T] = 1;
+        for (int k = 0; k < K_POL; k++) {
+            if (!P(s, k)) continue;
+            b->coef[P(s, k)] = -p->fixed_time_s[s * K_POL + k] / ts;
+            for (int t = 0; t < KT; t++)
+                if (X(t, s, k)) b->coef[X(t, s, k)] = -p->time_s[t][k] / ts;
+        }
+        flush_row(b, 0, INFINITY);
+    }
+    info->rows = glp_get_num_rows(lp);
+    info->cols = b->n_cols;
+    info->integer_cols = glp_get_num_int(lp);
+
+    /* The search over T (see the file comment): feasibility programs, objective zero. */
+    int n_levels = 0;
+    double *levels = NULL;
+    TS_CHECK_GOTO(stage_time_levels(p, kind_count, ts, &levels, &n_levels), res, exit);
+    double t_start = now_s(), budget_s = p->time_limit_s > 0 ? p->time_limit_s : 1.0;
+    int found = 0, unknown = 0, lo = -1, hi = n_levels; /* levels[lo] infeasible, levels[hi] feasible */
+    double lo_s = 0, hi_s = INFINITY;                   /* the same as scaled times */
+    ts_split trial = {0};
+    double *val = calloc((size_t)b->n_cols + 1, sizeof *val);
+    TS_ALLOC_GOTO(val, res, search_exit);
+    TS_CHECK_GOTO(ts_split_init(out, pp, p->vpp), res, search_exit);
+    TS_CHECK_GOTO(ts_split_init(&trial, pp, p->vpp), res, search_exit);
+    /* Phase 1, no GLPK: bisect with the heuristic alone (exact for one kind or vpp = 1).
+     * Phase 2, GLPK: prove the level just below the heuristic's best infeasible — optimality in
+     * one program when the heuristic was exact — else bisect further below with GLPK. */
+    for (int phase = 1; phase <= 2; phase++) {
+        int first_probe = 1;
+        lo = -1; /* phase 1's failures prove nothing */
+        lo_s = 0;
+        for (;;) {
+            double cap_t = INFINITY; /* before any split: is one feasible at all? */
+            int probe = -1;
+            if (found && n_levels > 0) {
+                if (hi - lo <= 1) break;
+                probe = phase == 2 && first_probe ? hi - 1 : lo + (hi - lo) / 2;
+                cap_t = levels[probe];
+            } else if (found) { /* too many levels to list: bisect T itself, to 1e-4 */
+                if (hi_s - lo_s <= 1e-4 * hi_s) break;
+                cap_t = phase == 2 && first_probe ? hi_s * (1 - 1e-4) : (lo_s + hi_s) / 2;
+            } else if (phase == 1 && !first_probe) {
+                break;
+            }
+            first_probe = 0;
+            int feasible = 0;
+            if (phase == 1) {
+                if (p->glpk_only) break;
+                feasible = heuristic(p, kind_count, cap_t * ts, &trial);
+            } else {
+                if (isinf(cap_t)) glp_set_col_bnds(lp, c->T, GLP_LO, 0, 0);
+                else glp_set_col_bnds(lp, c->T, GLP_DB, 0, cap_t * (1 + 1e-9) + 1e-12);
+                /* Counts rounded down to what the cap leaves each stage (bounds GLPK's presolve
+                 * would leave fractional). */
+                for (int s = 0; s < pp; s++)
+                    for (int k = 0; k < K_POL; k++)
+                        for (int t = 0; t < KT && c->pol[s * K_POL + k]; t++) {
+                            int xc = c->x[(t * pp + s) * K_POL + k];
+                            if (!xc) continue;
+                            double most = count_cap(p, t, s, k, kind_count[t]);
+                            double room = (cap_t * ts * (1 + 1e-9) - p->fixed_time_s[s * K_POL + k]) / p->time_s[t][k];
+                            if (p->time_s[t][k] > 0 && room < most) most = room < 0 ? 0 : floor(room);
+                            glp_set_col_bnds(lp, xc, most > 0 ? GLP_DB : GLP_FX, 0, most);
+                        }
+                double left_s = budget_s - (now_s() - t_start);
+                if (left_s <= 0) {
+                    unknown = 1;
+                    break;
+                }
+                glp_iocp parm;
+                glp_init_iocp(&parm);
+                parm.presolve = GLP_ON;
+                parm.msg_lev = GLP_MSG_OFF;
+                parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
+                GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, search_exit);
+                info->glpk_calls++;
+                int st = glp_mip_status(lp);
+                feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);
+                if (rc == GLP_ETMLIM && !feasible) unknown = 1; /* not proven infeasible */
+                if (feasible) {
+                    for (int j = 1; j <= b->n_cols; j++) val[j] = glp_mip_col_val(lp, j);
+                    read_split(p, c, val, kind_count, &trial);
+                    best_policies(p, &trial);
+                }
+            }
+            if (feasible) {
+                found = 1;
+                memcpy(out->layers, trial.layers, (size_t)V * sizeof *out->layers);
+                memcpy(out->recompute, trial.recompute, (size_t)pp * sizeof *out->recompute);
+                /* The split's own slowest stage may sit below the probed level: jump there. */
+                hi_s = trial.max_stage_s / ts;
+                hi = 0;
+                while (hi < n_levels && levels[hi] < hi_s * (1 - 1e-9)) hi++;
+            } else if (!found) {
+                if (phase == 2) break; /* GLPK: nothing fits at any level */
+            } else {
+                lo = probe;
+                lo_s = cap_t;
+            }
+        }
+    }
+    if (!found) {
+        if (unknown) {
+            info->status = TS_PART_NO_SPLIT;
+            snprintf(info->why, sizeof info->why,
+                     "GLPK found no split of %d layers over %d×%d stages within the %.3g s time limit", p->layers,
+                     pp, p->vpp, budget_s);
+        } else {
+            info->status = TS_PART_INFEASIBLE;
+            explain_infeasible(p, info->why, sizeof info->why);
+        }
+        ts_split_free(out);
+        res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
+        goto search_exit;
+    }
+    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
+    ts_partition_evaluate(p, out);
+    info->bound_s = info->status == TS_PART_OPTIMAL ? out->max_stage_s : lo_s * ts;
+search_exit:
+    free(levels);
+    free(val);
+    ts_split_free(&trial);
+    if (res != TS_OK && !found) ts_split_free(out);
+exit:
+    return res;
+}
+
+ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info) {
+    *info = (ts_partition_info){0};
+    *out = (ts_split){0};
+    double t0 = now_s();
+    int pp = p->pp, V = pp * p->vpp, L = p->layers;
+    if (p->n_kinds < 1 || p->n_kinds > TS_PART_MAX_KINDS)
+        return TS_FAIL(TS_ERR_INPUT, "partition: %d layer kinds, expected 1..%d", p->n_kinds, TS_PART_MAX_KINDS);
+    if (V > L) {
+        info->status = TS_PART_INFEASIBLE;
+        explain_infeasible(p, info->why, sizeof info->why);
+        return TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
+    }
+    ts_status res = TS_OK;
+    columns c = {0};
+    builder b = {0};
+    c.run_kind = calloc((size_t)L * 3, sizeof(int));
+    c.u = calloc((size_t)L * (V + 1) * 2, sizeof(int));
+    c.pol = calloc((size_t)pp * K_POL * (2 * TS_PART_MAX_KINDS + 2), sizeof(int));
+    TS_ALLOC_GOTO(c.run_kind, res, cleanup);
+    TS_ALLOC_GOTO(c.u, res, cleanup);
+    TS_ALLOC_GOTO(c.pol, res, cleanup);
+    c.run_len = c.run_kind + L;
+    c.run_first = c.run_kind + 2 * L;
+    c.w = c.u + (size_t)L * (V + 1);
+    c.x = c.pol + (size_t)pp * K_POL;
+    c.h = c.x + (size_t)TS_PART_MAX_KINDS * pp * K_POL;
+    c.e = c.h + (size_t)TS_PART_MAX_KINDS * pp * K_POL;
+    for (int x = 0; x < L; x++) {
+        if (p->kind[x] < 0 || p->kind[x] >= p->n_kinds) {
+            res = TS_FAIL(TS_ERR_INPUT, "partition: layer %d has kind %d, expected 0..%d", x, p->kind[x], p->n_kinds - 1);
+            goto cleanup;
+        }
+        if (x == 0 || p->kind[x] != p->kind[x - 1]) {
+            c.run_kind[c.n_runs] = p->kind[x];
+            c.run_first[c.n_runs++] = x;
+        }
+        c.run_len[c.n_runs - 1]++;
+    }
+
+    /* volatile: read after a longjmp from GLPK's error hook. */
+    glp_prob *volatile lp = NULL;
+    jmp_buf env;
+    if (setjmp(env)) {
+        glp_error_hook(NULL, NULL);
+        glp_free_env(); /* frees every GLPK object, lp included */
+        lp = NULL;
+        res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program");
+        goto cleanup;
+    }
+    glp_error_hook(glpk_error_jump, &env);
+    glp_term_out(GLP_OFF);
+    lp = glp_create_prob();
+    b.lp = lp;
+    res = solve_glpk(p, &c, &b, out, info);
+    glp_delete_prob(lp);
+    lp = NULL;
+    glp_error_hook(NULL, NULL);
+cleanup:
+    free(b.coef);
+    free(b.ind);
+    free(b.val);
+    free(c.run_kind);
+    free(c.u);
+    free(c.pol);
+    info->solve_s = now_s() - t0;
+    return res;
+}
+
+/* ---- the instance of a planning problem ----------------------------------------------------- */
+
+ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsigned policies,
+                                  ts_partition_problem *out) {
+    const ts_model *m = &pb->model;
+    const ts_param_count *pc = &pb->params;
+    const ts_train *tr = &pb->train;
+    int pp = l->pp, L = m->layers;
+    TS_CHECK(ts_partition_problem_init(out, L, pp, l->vpp));
+    out->policies = policies;
+    out->usable_bytes = pb->usable_bytes;
+    int moe_model = m->moe.experts > 0;
+    out->n_kinds = moe_model ? 2 : 1;
+    for (int x = 0; x < L; x++) out->kind[x] = moe_model ? ts_model_layer_is_moe(m, x) : 0;
+
+    ts_shard_costs costs[K_POL];
+    for (int k = 0; k < K_POL; k++) {
+        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, (ts_recompute)k};
+        ts_shard_costs_of(pb, &sh, &costs[k]);
+    }
+    int splits_w = ts_schedules[l->schedule].splits_w;
+#define BUSY(c) ((c).fwd_s + (c).bwd_s + (c).recompute_s + (splits_w ? (c).tp_split_w_s : (c).tp_s) + (c).cp_s + (c).ep_s)
+
+    /* States per parameter, as stage_states in stages.c: ZeRO-1 shards the optimizer, -2 the
+     * gradients, -3 the weights, over DP×CP (experts over DP×CP/EP). */
+    double t = l->tp, dpc = (double)pb->gpus / (l->tp * l->cp * pp) * l->cp, edp = dpc / l->ep;
+    int z = l->zero;
+    double per_ne = (tr->weight_bytes * (z >= 3 ? 1 / dpc : 1) + tr->grad_bytes * (z >= 2 ? 1 / dpc : 1) +
+                     tr->optimizer_bytes * (z >= 1 ? 1 / dpc : 1)) / t;
+    double per_ex = (tr->weight_bytes * (z >= 3 ? 1 / edp : 1) + tr->grad_bytes * (z >= 2 ? 1 / edp : 1) +
+                     tr->optimizer_bytes * (z >= 1 ? 1 / edp : 1)) / (t * l->ep);
+    double expert_all = moe_model ? m->moe.experts * pc->expert : 0;
+    double moe_ne = pc->per_layer_moe - expert_all;
+    double state_kind[2] = {pc->per_layer_dense * per_ne, moe_ne * per_ne + expert_all * per_ex};
+    for (int kd = 0; kd < out->n_kinds; kd++) {
+        out->state_bytes[kd] = state_kind[kd];
+        for (int k = 0; k < K_POL; k++) {
+            const ts_layer_cost *c = kd ? &costs[k].moe : &costs[k].dense;
+            out->time_s[kd][k] = BUSY(*c);
+            out->act_bytes[kd][k] = c->act_bytes;
+            out->peak_bytes[kd][k] = c->peak_bytes;
+        }
+    }
+
+    /* Buffers (stage_states): TP/SP collective buffers, pipeline send/recv, two DP buckets (the
+     * full bucket: gradients of a stage exceed it for every real layer), ZeRO-3's gathered
+     * layers. */
+    double T = (double)l->mbs * tr->seq / l->cp, h = (double)m->hidden;
+    double max_layer = fmax(pc->per_layer_dense, moe_ne + expert_all / l->ep) / t;
+    double buffers = (l->tp > 1 ? 4.0 * T * h : 0) + (pp > 1 ? 4.0 * T * h / l->tp : 0) + 2.0 * tr->bucket_bytes +
+                     (z >= 3 ? 2.0 * tr->weight_bytes * max_layer : 0);
+    int n_moe_all = 0;
+    for (int x = 0; x < L; x++) n_moe_all += moe_model && ts_model_layer_is_moe(m, x);
+    double outside = pc->total - pc->embedding - pc->lm_head - (L - n_moe_all) * pc->per_layer_dense -
+                     n_moe_all * pc->per_layer_moe;
+    for (int s = 0; s < pp; s++) {
+        out->fixed_state_bytes[s] = buffers;
+        out->in_flight[s] = ts_schedules[l->schedule].in_flight(pp, s, l->microbatches, l->vpp);
+    }
+    for (int k = 0; k < K_POL; k++) {
+        const ts_shard_costs *c = &costs[k];
+        out->fixed_time_s[0 * K_POL + k] += BUSY(c->embed);
+        out->fixed_act_bytes[0 * K_POL + k] += c->embed.act_bytes;
+        int last = pp - 1;
+        out->fixed_time_s[last * K_POL + k] += BUSY(c->head) + m->mtp_layers * BUSY(c->moe);
+        out->fixed_act_bytes[last * K_POL + k] += m->mtp_layers * c->moe.act_bytes;
+        double extra = c->head.act_bytes;
+        if (m->mtp_layers > 0) extra = fmax(extra, c->moe.peak_bytes);
+        out->fixed_extra_bytes[last * K_POL + k] = extra;
+    }
+#undef BUSY
+    out->fixed_state_bytes[0] += pc->embedding * per_ne;
+    double head_params = pc->lm_head > 0 ? pc->lm_head : (pp > 1 ? (double)m->vocab * m->hidden : 0);
+    out->fixed_state_bytes[pp - 1] += (head_params + outside) * per_ne;
+    if (m->mtp_layers > 0) out->fixed_state_bytes[pp - 1] += m->mtp_layers * state_kind[moe_model ? 1 : 0];
+    return TS_OK;
+}
+
+ts_status ts_evaluate_split(const ts_problem *pb, const ts_layout *in, const ts_split *s, ts_eval *out) {
+    if (s->pp != in->pp || s->vpp != in->vpp)
+        return TS_FAIL(TS_ERR_INPUT, "split for pp=%d, vpp=%d given to a layout with pp=%d, vpp=%d", s->pp, s->vpp,
+                       in->pp, in->vpp);
+    ts_layout l = *in;
+    l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
+    ts_shard_costs costs[K_POL];
+    for (int k = 0; k < K_POL; k++) {
+        ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, (ts_recompute)k};
+        ts_shard_costs_of(pb, &sh, &costs[k]);
+    }
+    ts_stages st;
+    TS_CHECK(ts_stages_init(&st, l.pp));
+    ts_stage_split sp = {.vpp = s->vpp, .layers = s->layers, .recompute = s->recompute, .costs = costs};
+    ts_stages_build_split(&st, pb, &costs[l.recompute], l.pp, &sp);
+    ts_stages_finish(&st, pb, &l, out);
+    ts_stages_free(&st);
+    return TS_OK;
+}
+
+/* ---- the planner's use of it --------------------------------------------------------------- */
+
+const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
+
+#define PART_TOP 4          /* best layouts re-partitioned */
+#define PART_NEAR 4         /* layouts that do not fit evenly, re-partitioned */
+#define PART_TIME_LIMIT_S 0.25
+
+/* Layouts equal but for recompute (which the program chooses per stage). */
+static int same_but_recompute(const ts_layout *a, const ts_layout *b) {
+    ts_layout x = *a, y = *b;
+    x.recompute = y.recompute = TS_RECOMPUTE_NONE;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+typedef struct {
+    ts_eval e;
+    ts_split split; /* pp = 0: even */
+    double key;
+} ranked;
+
+static int ranked_cmp(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    if (x->e.mem.total != y->e.mem.total) return x->e.mem.total < y->e.mem.total ? -1 : 1;
+    return (x->split.pp > 0) - (y->split.pp > 0);
+}
+
+/* Re-partitions `l`; on success (fits, valid) fills *e and *s and returns 1. */
+static int partition_one(const ts_problem *pb, const ts_search_opts *opts, const ts_layout *l, ts_eval *e,
+                         ts_split *s) {
+    unsigned policies = 0;
+    if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) policies = 1u << opts->pins.value.recompute;
+    ts_partition_problem p;
+    if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) return 0;
+    p.time_limit_s = PART_TIME_LIMIT_S;
+    ts_partition_info info;
+    ts_status st = ts_partition_solve(&p, s, &info);
+    ts_partition_problem_free(&p);
+    if (st != TS_OK) {
+        ts_error_clear();
+        return 0;
+    }
+    int count[TS_RECOMPUTE_COUNT] = {0}, most = 0;
+    for (int i = 0; i < s->pp; i++) count[s->recompute[i]]++;
+    for (int k = 1; k < TS_RECOMPUTE_COUNT; k++)
+        if (count[k] > count[most]) most = k;
+    ts_layout lk = *l;
+    lk.recompute = (ts_recompute)most;
+    if (ts_evaluate_split(pb, &lk, s, e) != TS_OK || !e->fits) {
+        ts_error_clear();
+        ts_split_free(s);
+        return 0;
+    }
+    return 1;
+}
+
+static int model_mixes_kinds(const ts_model *m) {
+    if (m->moe.experts == 0) return 0;
+    int moe = 0;
+    for (int x = 0; x < m->layers; x++) moe += ts_model_layer_is_moe(m, x);
+    return moe > 0 && moe < m->layers;
+}
+
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+                                ts_search_result *out) {
+    ts_status st = ts_search(pb, opts, out);
+    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE)) return st;
+    int nothing_fits = st == TS_ERR_INFEASIBLE;
+    if (mode == TS_PARTITION_AUTO && !nothing_fits &&
+        (!model_mixes_kinds(&pb->model) || opts->objective == TS_OBJ_MEMORY))
+        return st;
+    char reason[sizeof out->reason];
+    memcpy(reason, out->reason, sizeof reason);
+
+    double t0 = now_s();
+    ts_status res = TS_OK;
+    int cap = out->n_best + PART_TOP + PART_NEAR, n = 0, tried = 0;
+    ranked *list = calloc((size_t)cap, sizeof *list);
+    ts_layout *cand = calloc((size_t)(PART_TOP + PART_NEAR), sizeof *cand);
+    ts_search_result near = {0};
+    TS_ALLOC_GOTO(list, res, exit);
+    TS_ALLOC_GOTO(cand, res, exit);
+    int n_cand = 0;
+    for (int i = 0; i < out->n_best && n_cand < PART_TOP; i++) {
+        int dup = out->best[i].layout.pp == 1;
+        for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &out->best[i].layout);
+        if (!dup) cand[n_cand++] = out->best[i].layout;
+    }
+    /* Layouts that would fit with more memory: where uneven stages may make room (auto: only
+     * when nothing fits; the extra search costs about as much as the first). */
+    ts_problem roomy = *pb;
+    roomy.usable_bytes *= 2;
+    ts_search_opts o = *opts;
+    o.top_k = 4 * PART_NEAR;
+    /* Nothing fits: the layouts closest to fitting; else the fastest that do not fit. */
+    o.objective = nothing_fits ? TS_OBJ_MEMORY : TS_OBJ_TIME;
+    if ((mode == TS_PARTITION_ILP || nothing_fits) && ts_search(&roomy, &o, &near) == TS_OK) {
+        int added = 0;
+        for (int i = 0; i < near.n_best && added < PART_NEAR; i++) {
+            const ts_eval *e = &near.best[i];
+            int dup = e->mem.total <= pb->usable_bytes || e->layout.pp == 1;
+            for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &e->layout);
+            if (!dup) {
+                cand[n_cand++] = e->layout;
+                added++;
+            }
+        }
+    }
+    ts_error_clear();
+
+    for (int i = 0; i < out->n_best; i++) {
+        list[n].e = out->best[i];
+        list[n].key = ts_objective_value(pb, opts->objective, &list[n].e);
+        n++;
+    }
+    for (int c = 0; c < n_cand; c++) {
+        ranked r = {0};
+        tried++;
+        if (!partition_one(pb, opts, &cand[c], &r.e, &r.split)) continue;
+        r.key = ts_objective_value(pb, opts->objective, &r.e);
+        /* It replaces its even forms when better; otherwise it is dropped. */
+        int beaten = 0;
+        for (int i = 0; i < n && !beaten; i++)
+            beaten = list[i].split.pp == 0 && same_but_recompute(&list[i].e.layout, &r.e.layout) &&
+                     list[i].key <= r.key;
+        if (beaten) {
+            ts_split_free(&r.split);
+            continue;
+        }
+        for (int i = 0; i < n;) {
+            if (list[i].split.pp == 0 && same_but_recompute(&list[i].e.layout, &r.e.layout)) list[i] = list[--n];
+            else i++;
+        }
+        list[n++] = r;
+    }
+    qsort(list, (size_t)n, sizeof *list, ranked_cmp);
+    int keep = n < opts->top_k ? n : opts->top_k;
+    int uneven = 0;
+    for (int i = 0; i < keep; i++) uneven |= list[i].split.pp > 0;
+    if (uneven) { /* out->best has room for top_k (search_into) */
+        out->splits = calloc((size_t)opts->top_k, sizeof *out->splits);
+        TS_ALLOC_GOTO(out->splits, res, exit);
+    }
+    for (int i = 0; i < keep; i++) {
+        out->best[i] = list[i].e;
+        if (uneven) out->splits[i] = list[i].split;
+        else ts_split_free(&list[i].split);
+        list[i].split = (ts_split){0};
+    }
+    out->n_best = keep;
+    out->partitioned = tried;
+    out->partition_s = now_s() - t0;
+    out->search_s += out->partition_s;
+    if (keep == 0) {
+        snprintf(out->reason, sizeof out->reason, "%s; uneven stages (--partition) fit none of the %d closest layouts either",
+                 reason, tried);
+        res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", out->reason);
+    } else {
+        out->reason[0] = '\0';
+    }
+exit:
+    for (int i = 0; list && i < n; i++) ts_split_free(&list[i].split);
+    free(list);
+    free(cand);
+    ts_search_result_free(&near);
+    return res;
+}

@@ -1,0 +1,129 @@
+/* Uneven pipeline stages: which contiguous layer range each of the pp·vpp virtual stages holds,
+ * and which recompute policy each physical stage uses, chosen by a mixed-integer program (GLPK)
+ * that minimises the slowest stage's time per micro-batch subject to every stage fitting in GPU
+ * memory. A brute-force enumeration beside it is the readable reference the tests diff against.
+ *
+ * The instance is generic: layers of a few kinds (dense, MoE) with per-kind, per-policy costs,
+ * and per-stage fixed parts (embedding on the first stage; LM head, loss, final norm and MTP
+ * module on the last) — ts_partition_problem_of fills it from a planning problem and a layout
+ * with the same closed form as planner/stages.c, so the split it returns can be evaluated there.
+ *
+ * Virtual stage g = chunk·pp + stage runs in model order (Megatron-LM's interleaving: chunk c of
+ * stage s is global chunk c·pp + s); with vpp = 1 virtual and physical stages coincide.
+ *
+ * ts_partition_problem and ts_split own their arrays: _init allocates, _free releases. */
+#ifndef TS_PARTITION_H
+#define TS_PARTITION_H
+
+#include "planner/problem.h"
+#include "planner/search.h"
+
+#define TS_PART_MAX_KINDS 4
+
+typedef struct {
+    int layers;   /* L, the model's layers in order */
+    int pp, vpp;  /* physical stages and chunks per stage */
+    int n_kinds;  /* layer kinds (<= TS_PART_MAX_KINDS) */
+    int *kind;    /* (layers) kind of each layer */
+    unsigned policies; /* bit (1u << ts_recompute) per recompute policy allowed; 0: all */
+    /* One layer of a kind under a policy, one micro-batch: */
+    double time_s[TS_PART_MAX_KINDS][TS_RECOMPUTE_COUNT];     /* fwd + bwd + recompute + exposed comm */
+    double act_bytes[TS_PART_MAX_KINDS][TS_RECOMPUTE_COUNT];  /* kept from forward to backward */
+    double peak_bytes[TS_PART_MAX_KINDS][TS_RECOMPUTE_COUNT]; /* transient while it runs backward */
+    double state_bytes[TS_PART_MAX_KINDS]; /* weights, gradients, optimizer states on one rank */
+    /* What a physical stage holds whatever the split, (pp × TS_RECOMPUTE_COUNT) by policy: */
+    double *fixed_time_s;
+    double *fixed_act_bytes;
+    double *fixed_extra_bytes; /* transient (logits) */
+    double *fixed_state_bytes; /* (pp) parameters' states and buffers */
+    double *in_flight;         /* (pp) micro-batches whose activations the stage keeps at its peak */
+    double usable_bytes;       /* per GPU */
+    double time_limit_s;       /* for the whole search (default 1 s) */
+    int glpk_only;             /* skip the primal heuristic (tests: GLPK alone reaches the optimum) */
+} ts_partition_problem;
+
+ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp);
+void ts_partition_problem_free(ts_partition_problem *p);
+
+/* A split and what it costs under the instance's model. */
+typedef struct ts_split {
+    int pp, vpp;
+    int *layers;              /* (pp·vpp) layers of virtual stage g = chunk·pp + stage */
+    ts_recompute *recompute;  /* (pp) policy of each physical stage */
+    double *stage_s;          /* (pp) busy seconds per micro-batch */
+    double *stage_bytes;      /* (pp) memory per GPU */
+    double max_stage_s;       /* the slowest stage's (the objective) */
+    int slowest, worst;       /* stage with the most time, with the most memory */
+    int fits;                 /* every stage within usable_bytes */
+} ts_split;
+
+ts_status ts_split_init(ts_split *s, int pp, int vpp);
+void ts_split_free(ts_split *s);
+ts_status ts_split_copy(ts_split *dst, const ts_split *src); /* dst uninitialised; _free it */
+/* Whether every virtual stage holds the same layers and every stage the same policy. */
+int ts_split_is_uniform(const ts_split *s);
+/* "4+4|5+4|... none×12 full×4" style text. */
+int ts_split_format(const ts_split *s, char *buf, size_t cap);
+
+/* Fills stage_s, stage_bytes, max_stage_s, slowest, worst and fits from layers and recompute;
+ * returns fits. The reference the program is checked against. */
+int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s);
+
+/* The planner's uniform split (planner/stages.c: with vpp = 1 stages 1..L mod pp take one more
+ * layer; with vpp > 1 equal chunks, remainders to chunks 1..) with policy `rc` on every stage. */
+void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s);
+
+typedef enum {
+    TS_PART_OPTIMAL,    /* proven optimal */
+    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
+    TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
+    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
+} ts_partition_status;
+extern const char *const ts_partition_status_names[];
+
+typedef struct {
+    ts_partition_status status;
+    double solve_s;  /* wall time of glp_intopt, and of building the program */
+    double bound_s;  /* best lower bound of max_stage_s GLPK proved (time limit: below the incumbent) */
+    int rows, cols, integer_cols;
+    int glpk_calls;  /* glp_intopt runs of the search over T */
+    char why[512];   /* infeasible / no split: in words */
+} ts_partition_info;
+
+/* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
+ * TIME_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
+ * when GLPK fails. */
+ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
+
+/* Every contiguous split × every policy per stage: the optimum by enumeration, for small
+ * instances (TS_ERR_INPUT beyond 10^7 candidates). TS_ERR_INFEASIBLE when none fits. `out`
+ * init'ed here. Ties: the least total stage time, then the first enumerated. */
+ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out);
+
+/* The instance of a planning problem for a layout's shard, ZeRO stage, schedule, pp and vpp
+ * (the layout's recompute is ignored: each stage chooses; `policies` restricts the choice, 0 all).
+ * Costs follow planner/stages.c (dense and MoE kinds; MTP with the head on the last stage);
+ * per-stage buffers use the full DP bucket (an upper bound, exact for any real layer size). */
+ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsigned policies,
+                                  ts_partition_problem *out);
+
+/* --partition: when the planner re-partitions stages. */
+typedef enum { TS_PARTITION_UNIFORM, TS_PARTITION_ILP, TS_PARTITION_AUTO, TS_PARTITION_COUNT } ts_partition_mode;
+extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto"; NULL-ended */
+
+/* The layout search (ts_search) followed by the program on its best candidates: the best four
+ * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
+ * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
+ * else the fastest; with ilp, or when nothing fits). A candidate whose split fits and beats its
+ * even forms replaces them in the ranking (out->splits holds the split, and the layout's
+ * recompute field the policy most stages use). uniform: ts_search alone; ilp: always; auto: when
+ * the model mixes kinds of layer (dense and MoE) or nothing fits evenly (the memory objective:
+ * only then). Returns like ts_search; TS_OK when only uneven splits fit. */
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+                                ts_search_result *out);
+
+/* The planner's closed form (planner/stages.c) of layout `l` under split `s` (s->pp = l->pp,
+ * s->vpp = l->vpp): memory on the worst rank, the step time and its split. */
+ts_status ts_evaluate_split(const ts_problem *pb, const ts_layout *l, const ts_split *s, ts_eval *out);
+
+#endif

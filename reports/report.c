@@ -1,0 +1,139 @@
+/* Building the report of a plan: re-evaluation, the best layout's simulated step, capacity
+ * figures, measured inputs, and the assumption tables the writers share (see report.h). */
+#include "reports/report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan_json.h"
+
+void ts_report_opts_defaults(ts_report_opts *o) {
+    *o = (ts_report_opts){.tokens = TS_REPORT_DEFAULT_TOKENS,
+                          .price_per_gpu_hour = TS_REPORT_DEFAULT_PRICE,
+                          .price_is_default = 1};
+}
+
+/* Capacity of the best layout (formulas in report.h). */
+static void capacity_of(const ts_report *r, ts_capacity *c) {
+    const ts_eval *best = &r->layouts[0];
+    c->tokens = r->opts.tokens;
+    c->tokens_per_s = best->tokens_per_s;
+    c->train_s = c->tokens / c->tokens_per_s;
+    c->train_days = c->train_s / 86400;
+    c->gpu_hours = r->pb.gpus * c->train_s / 3600;
+    c->cost_usd = c->gpu_hours * r->opts.price_per_gpu_hour;
+    c->energy_kwh = c->gpu_hours * r->pb.sys.power_w / 1000;
+}
+
+ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_report *out) {
+    memset(out, 0, sizeof *out);
+    out->opts = *opts;
+    snprintf(out->plan_file, sizeof out->plan_file, "%s", plan_file);
+    ts_layout *layouts = NULL;
+    int n = 0;
+    ts_status res = TS_OK;
+    TS_CHECK_GOTO(ts_plan_read(plan_file, &out->pb, &layouts, &n), res, exit);
+    if (n == 0) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.layouts: expected at least one layout, got an empty array", plan_file);
+        goto exit;
+    }
+    out->layouts = calloc((size_t)n, sizeof *out->layouts);
+    TS_ALLOC_GOTO(out->layouts, res, exit);
+    for (int i = 0; i < n; i++) TS_CHECK_GOTO(ts_evaluate(&out->pb, &layouts[i], &out->layouts[i]), res, exit);
+    out->n_layouts = n;
+
+    ts_sim_opts so = {0};
+    TS_CHECK_GOTO(ts_program_build(&out->pb, &out->layouts[0].layout, NULL, &out->prog), res, exit);
+    TS_CHECK_GOTO(ts_simulate(&out->pb, &out->prog, &so, &out->sim), res, exit);
+    TS_CHECK_GOTO(ts_timeline_from_sim(&out->prog, &out->sim, &out->sim_timeline), res, exit);
+    capacity_of(out, &out->capacity);
+
+    if (opts->run_json) {
+        snprintf(out->run_file, sizeof out->run_file, "%s", opts->run_json);
+        TS_CHECK_GOTO(ts_run_summary_load(opts->run_json, &out->run), res, exit);
+        out->has_run = 1;
+    }
+    if (opts->run_trace) {
+        snprintf(out->run_trace_file, sizeof out->run_trace_file, "%s", opts->run_trace);
+        TS_CHECK_GOTO(ts_run_trace_timeline(opts->run_trace, &out->run_timeline), res, exit);
+        out->has_run_trace = 1;
+    }
+exit:
+    free(layouts);
+    return res;
+}
+
+void ts_report_free(ts_report *r) {
+    free(r->layouts);
+    ts_program_free(&r->prog);
+    ts_sim_result_free(&r->sim);
+    ts_timeline_free(&r->sim_timeline);
+    ts_timeline_free(&r->run_timeline);
+    r->layouts = NULL;
+    r->n_layouts = 0;
+}
+
+int ts_report_system_figures(const ts_report *r, ts_report_figure *out) {
+    const ts_system *s = &r->pb.sys;
+    ts_dtype dt = r->pb.train.dtype;
+    int n = 0;
+#define FIG(label, key, unit, dec, v) out[n++] = (ts_report_figure){label, key, unit, dec, v}
+    FIG("HBM per GPU", "hbm_bytes", "GB", 1, s->hbm_bytes);
+    FIG("usable by the model (HBM − reserve − head-room)", "usable_bytes", "GB", 1, r->pb.usable_bytes);
+    FIG("reserved (CUDA context, NCCL, workspaces)", "reserved_bytes", "GB", 1, s->reserved_bytes);
+    FIG("allocator head-room", "headroom_frac", "%", 1, s->headroom_frac);
+    FIG("HBM bandwidth", "hbm_bytes_per_s", "TB/s", 2, s->hbm_bytes_per_s);
+    FIG("dense peak for the training dtype", "peak_flops", "TFLOP/s", 1, s->peak_flops[dt]);
+    FIG("GPU board power", "power_w", "W", 0, s->power_w);
+    FIG("GPUs per node", "gpus_per_node", "", 0, s->gpus_per_node);
+    FIG("NVLink per GPU, one direction", "link_bytes_per_s", "GB/s", 0, s->link_bytes_per_s);
+    FIG("NVLink latency", "link_latency_s", "us", 1, s->link_latency_s);
+    FIG("NIC per GPU, one direction", "nic_bytes_per_s", "GB/s", 1, s->nic_bytes_per_s);
+    FIG("NIC latency", "nic_latency_s", "us", 1, s->nic_latency_s);
+    FIG("attention efficiency", "attention_eff", "%", 0, s->attention_eff);
+    FIG("memory-bound kernels, fraction of HBM bandwidth", "hbm_eff", "%", 0, s->hbm_eff);
+    FIG("NCCL bus bandwidth / NVLink", "link_busbw_eff", "%", 0, s->link_busbw_eff);
+    FIG("NCCL bus bandwidth / NIC", "nic_busbw_eff", "%", 0, s->nic_busbw_eff);
+    FIG("compute slowdown under overlapped communication", "overlap_slowdown", "%", 0, s->overlap_slowdown);
+    FIG("TP communication hidden", "tp_comm_overlap", "%", 0, s->tp_comm_overlap);
+    FIG("DP communication hidden (of its window)", "dp_comm_overlap", "%", 0, s->dp_comm_overlap);
+    FIG("interleaving's extra pipeline transfers hidden", "pp_comm_overlap", "%", 0, s->pp_comm_overlap);
+    return n;
+}
+
+int ts_report_training_figures(const ts_report *r, ts_report_figure *out) {
+    const ts_train *t = &r->pb.train;
+    int n = 0;
+    FIG("global batch (sequences per step)", "global_batch", "", 0, (double)t->global_batch);
+    FIG("sequence length (tokens)", "seq", "", 0, (double)t->seq);
+    FIG("tokens per step", "tokens_per_step", "", 0, (double)t->global_batch * (double)t->seq);
+    FIG("bytes per parameter: weights", "weight_bytes", "", 0, t->weight_bytes);
+    FIG("bytes per parameter: gradients", "grad_bytes", "", 0, t->grad_bytes);
+    FIG("bytes per parameter: optimizer states", "optimizer_bytes", "", 0, t->optimizer_bytes);
+    FIG("gradient bucket", "bucket_bytes", "MB", 0, t->bucket_bytes);
+    FIG("activation bytes relative to 16-bit", "activation_scale", "", 0, t->activation_scale);
+    FIG("model parameters", "params", "", -4, r->pb.params.total);
+    FIG("model FLOPs per step (forward + backward, no recompute)", "model_flops_per_step", "", -4,
+        r->pb.model_flops_per_step);
+#undef FIG
+    return n;
+}
+
+const char *const ts_report_sources[] = {
+    "tokens/s = global batch × sequence / step time; time to train = tokens / (tokens/s); "
+    "GPU-hours = GPUs × hours; cost = GPU-hours × price; energy = GPU-hours × GPU board power "
+    "(GPUs only: no CPUs, network or cooling)",
+    "Step time and memory: Tessera's closed form (planner/), re-evaluated by this build; the "
+    "timeline is the discrete-event simulator (sim/), one rank per pipeline stage",
+    "Weights, gradients and Adam states at 2 + 2 + 12 bytes per parameter, sharded by ZeRO stage: "
+    "Rajbhandari et al. 2020 (ZeRO) §3.1, §5",
+    "Activation memory: Korthikanti et al. 2022 (Reducing Activation Recomputation in Large "
+    "Transformer Models) §4, Table 2, generalised to GQA and gated MLPs",
+    "Step time as compute + exposed communication + bubble: Narayanan et al. 2021 (Megatron-LM, "
+    "SC'21) eq. 1 and §2.2; ZB-H1 bubble: Qi et al. 2024 (Zero Bubble Pipeline Parallelism) Table 2",
+    "Collectives: NCCL ring and tree costs in nccl-tests' bus-bandwidth convention "
+    "(nccl-tests doc/PERFORMANCE.md)",
+    "MFU: model FLOPs (forward + backward, no recompute, full s² attention) / (step time × GPUs × "
+    "dense peak), as PaLM (Chowdhery et al. 2022, App. B) and Megatron-LM count it",
+    NULL};

@@ -1,0 +1,332 @@
+/* Op-by-op comparison of a simulated and a measured trace (see compare.h). */
+#include "sim/compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+
+/* One op event of a trace. Strings point into the cJSON tree, which outlives the events. */
+typedef struct {
+    int rank, op;
+    const char *name, *cat, *coll;
+    double start_s, dur_s;
+} event;
+
+typedef struct {
+    cJSON *root;
+    const char *path, *source, *layout, *model;
+    double step_s;
+    event *ev;
+    int n;
+    int *stage_of; /* (max rank + 1) stage of each rank from its process_name, -1 unknown */
+    int n_ranks;
+} trace;
+
+static void trace_free(trace *t) {
+    cJSON_Delete(t->root);
+    free(t->ev);
+    free(t->stage_of);
+    *t = (trace){0};
+}
+
+static int by_rank_op(const void *a, const void *b) {
+    const event *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return (x->op > y->op) - (x->op < y->op);
+}
+
+static const char *str_of(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int num_of(const cJSON *obj, const char *key, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+static ts_status not_a_trace(const char *path, const char *what) {
+    return TS_FAIL(TS_ERR_INPUT, "%s: not a Tessera trace (%s); write one with tessera sim --trace or "
+                                 "tessera run --trace", path, what);
+}
+
+/* Reads one op event (ph "X"); metadata events fill the rank → stage table. */
+static ts_status read_event(trace *t, const cJSON *e, int index) {
+    const char *ph = str_of(e, "ph");
+    double pid, op, ts_us, dur_us;
+    if (ph == NULL || !num_of(e, "pid", &pid) || pid < 0 || pid > 1e7)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: expected \"ph\" and a \"pid\" in [0, 1e7]",
+                       t->path, index);
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    if (strcmp(ph, "M") == 0) {
+        const char *what = str_of(e, "name"), *name = str_of(args, "name");
+        int rank, stage;
+        if (what && strcmp(what, "process_name") == 0 && name &&
+            sscanf(name, "rank %d (stage %d)", &rank, &stage) == 2 && rank == (int)pid && rank < t->n_ranks)
+            t->stage_of[rank] = stage;
+        return TS_OK;
+    }
+    if (strcmp(ph, "X") != 0) return TS_OK;
+    event *v = &t->ev[t->n];
+    if (!num_of(args, "op", &op) || op < 0 || !num_of(e, "ts", &ts_us) || !num_of(e, "dur", &dur_us) ||
+        dur_us < 0 || (v->name = str_of(e, "name")) == NULL || (v->cat = str_of(e, "cat")) == NULL)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: an op event needs \"name\", \"cat\", \"ts\", "
+                       "\"dur\" ≥ 0 and \"args\": {\"op\"}", t->path, index);
+    v->rank = (int)pid;
+    v->op = (int)op;
+    v->coll = str_of(args, "coll");
+    v->start_s = ts_us * 1e-6;
+    v->dur_s = dur_us * 1e-6;
+    t->n++;
+    return TS_OK;
+}
+
+static ts_status trace_load(const char *path, trace *t) {
+    *t = (trace){.path = path};
+    TS_CHECK(ts_json_load_file(path, &t->root));
+    const cJSON *events = cJSON_GetObjectItemCaseSensitive(t->root, "traceEvents");
+    const cJSON *other = cJSON_GetObjectItemCaseSensitive(t->root, "otherData");
+    if (!cJSON_IsArray(events)) return not_a_trace(path, "no \"traceEvents\" array");
+    if (!cJSON_IsObject(other) || (t->source = str_of(other, "tessera")) == NULL ||
+        (t->layout = str_of(other, "layout")) == NULL || (t->model = str_of(other, "model")) == NULL ||
+        !num_of(other, "step_s", &t->step_s))
+        return not_a_trace(path, "\"otherData\" lacks \"tessera\", \"layout\", \"model\" or \"step_s\"");
+    int n = cJSON_GetArraySize(events);
+    double max_pid = 0, pid;
+    for (const cJSON *e = events->child; e; e = e->next)
+        if (num_of(e, "pid", &pid) && pid > max_pid && pid <= 1e7) max_pid = pid;
+    t->n_ranks = (int)max_pid + 1;
+    t->ev = malloc(((size_t)n + 1) * sizeof *t->ev);
+    t->stage_of = malloc((size_t)t->n_ranks * sizeof *t->stage_of);
+    if (t->ev == NULL || t->stage_of == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "%s: out of memory for %d events", path, n);
+    for (int r = 0; r < t->n_ranks; r++) t->stage_of[r] = -1;
+    int i = 0;
+    for (const cJSON *e = events->child; e; e = e->next, i++) TS_CHECK(read_event(t, e, i));
+    qsort(t->ev, (size_t)t->n, sizeof *t->ev, by_rank_op);
+    for (i = 1; i < t->n; i++)
+        if (t->ev[i].rank == t->ev[i - 1].rank && t->ev[i].op == t->ev[i - 1].op)
+            return TS_FAIL(TS_ERR_INPUT, "%s: rank %d op %d appears twice", path, t->ev[i].rank, t->ev[i].op);
+    return TS_OK;
+}
+
+/* The first event of `rank` in a sorted trace, or n when it has none; *count gets its events. */
+static int rank_events(const trace *t, int rank, int *count) {
+    int lo = 0, hi = t->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->ev[mid].rank < rank) lo = mid + 1;
+        else hi = mid;
+    }
+    int end = lo;
+    while (end < t->n && t->ev[end].rank == rank) end++;
+    *count = end - lo;
+    return lo;
+}
+
+static double rel_error(double sim_s, double measured_s) {
+    return measured_s > 0 ? (sim_s - measured_s) / measured_s : NAN;
+}
+
+static int by_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void kind_label(const event *e, char *buf, size_t cap) {
+    if (e->coll) snprintf(buf, cap, "%s:%s", e->cat, e->coll);
+    else snprintf(buf, cap, "%s", e->cat);
+}
+
+/* The index of `label` in c->kinds, added when new (kinds has room for every event). */
+static int kind_index(ts_compare *c, const char *label) {
+    for (int k = 0; k < c->n_kinds; k++)
+        if (strcmp(c->kinds[k].kind, label) == 0) return k;
+    ts_compare_kind *k = &c->kinds[c->n_kinds];
+    *k = (ts_compare_kind){.median_abs_op_error = NAN};
+    snprintf(k->kind, sizeof k->kind, "%s", label);
+    return c->n_kinds++;
+}
+
+/* Checks that the traces hold the same program on the simulated ranks and sums their op times. */
+static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op_err, int *op_kind) {
+    int n_err = 0;
+    for (int i = 0; i < s->n;) {
+        int rank = s->ev[i].rank, ns, nm;
+        rank_events(s, rank, &ns);
+        int j = rank_events(m, rank, &nm);
+        if (nm == 0)
+            return TS_FAIL(TS_ERR_INPUT, "%s has no ops of rank %d, which %s simulates: traces of "
+                           "different layouts", m->path, rank, s->path);
+        if (nm != ns)
+            return TS_FAIL(TS_ERR_INPUT, "rank %d: %d ops simulated in %s, %d measured in %s: traces "
+                           "of different step programs", rank, ns, s->path, nm, m->path);
+        int stage = rank < s->n_ranks ? s->stage_of[rank] : -1;
+        if (stage < 0 || stage >= c->n_stages)
+            return TS_FAIL(TS_ERR_INPUT, "%s: rank %d has no \"rank R (stage S)\" process name", s->path, rank);
+        double s_first = INFINITY, s_last = 0, m_first = INFINITY, m_last = 0;
+        for (int k = 0; k < ns; k++, i++, j++) {
+            const event *a = &s->ev[i], *b = &m->ev[j];
+            if (a->op != b->op || strcmp(a->name, b->name) != 0 || strcmp(a->cat, b->cat) != 0)
+                return TS_FAIL(TS_ERR_INPUT, "rank %d: simulated op %d \"%s\" (%s) but measured op %d "
+                               "\"%s\" (%s): traces of different step programs", rank, a->op, a->name,
+                               a->cat, b->op, b->name, b->cat);
+            char label[48];
+            kind_label(a, label, sizeof label);
+            int kx = kind_index(c, label);
+            c->kinds[kx].ops++;
+            c->kinds[kx].simulated_s += a->dur_s;
+            c->kinds[kx].measured_s += b->dur_s;
+            if (b->dur_s > 0) {
+                op_err[n_err] = fabs(rel_error(a->dur_s, b->dur_s));
+                op_kind[n_err++] = kx;
+            }
+            s_first = fmin(s_first, a->start_s), s_last = fmax(s_last, a->start_s + a->dur_s);
+            m_first = fmin(m_first, b->start_s), m_last = fmax(m_last, b->start_s + b->dur_s);
+        }
+        ts_compare_stage *st = &c->stages[stage];
+        st->ranks++;
+        st->simulated_s += s_last - s_first;
+        st->measured_s += m_last - m_first;
+        c->ops += ns;
+    }
+    /* Median absolute op error per kind: the kind's errors gathered, then sorted. */
+    double *tmp = malloc(((size_t)n_err + 1) * sizeof *tmp);
+    if (tmp == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d op errors", n_err);
+    for (int k = 0; k < c->n_kinds; k++) {
+        int n = 0;
+        for (int e = 0; e < n_err; e++)
+            if (op_kind[e] == k) tmp[n++] = op_err[e];
+        if (n == 0) continue;
+        qsort(tmp, (size_t)n, sizeof *tmp, by_double);
+        c->kinds[k].median_abs_op_error = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    }
+    free(tmp);
+    return TS_OK;
+}
+
+static int stage_count(const trace *t) {
+    int n = 0;
+    for (int r = 0; r < t->n_ranks; r++)
+        if (t->stage_of[r] + 1 > n) n = t->stage_of[r] + 1;
+    return n;
+}
+
+ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_compare *out) {
+    *out = (ts_compare){0};
+    trace s, m;
+    double *op_err = NULL;
+    int *op_kind = NULL;
+    ts_status res = trace_load(sim_path, &s);
+    if (res == TS_OK) res = trace_load(measured_path, &m);
+    else m = (trace){0};
+    if (res != TS_OK) goto exit;
+    if (strcmp(s.model, m.model) != 0 || strcmp(s.layout, m.layout) != 0) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s is %s %s but %s is %s %s: traces of different programs", sim_path,
+                      s.model, s.layout, measured_path, m.model, m.layout);
+        goto exit;
+    }
+    if (s.n == 0) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s holds no op events", sim_path);
+        goto exit;
+    }
+    snprintf(out->layout, sizeof out->layout, "%s", s.layout);
+    snprintf(out->model, sizeof out->model, "%s", s.model);
+    out->n_stages = stage_count(&s);
+    out->kinds = calloc((size_t)s.n, sizeof *out->kinds);
+    out->stages = calloc((size_t)out->n_stages + 1, sizeof *out->stages);
+    op_err = malloc((size_t)s.n * sizeof *op_err);
+    op_kind = malloc((size_t)s.n * sizeof *op_kind);
+    if (!out->kinds || !out->stages || !op_err || !op_kind) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory comparing %d ops", s.n);
+        goto exit;
+    }
+    res = align(&s, &m, out, op_err, op_kind);
+    if (res != TS_OK) goto exit;
+    for (int k = 0; k < out->n_kinds; k++)
+        out->kinds[k].error = rel_error(out->kinds[k].simulated_s, out->kinds[k].measured_s);
+    for (int i = 0; i < out->n_stages; i++) {
+        ts_compare_stage *st = &out->stages[i];
+        st->stage = i;
+        if (st->ranks > 0) st->simulated_s /= st->ranks, st->measured_s /= st->ranks;
+        st->error = rel_error(st->simulated_s, st->measured_s);
+    }
+    out->simulated_step_s = s.step_s;
+    ts_compare_set_measured_step(out, m.step_s);
+exit:
+    free(op_err);
+    free(op_kind);
+    trace_free(&s);
+    trace_free(&m);
+    if (res != TS_OK) ts_compare_free(out);
+    return res;
+}
+
+void ts_compare_set_measured_step(ts_compare *c, double measured_step_s) {
+    c->measured_step_s = measured_step_s;
+    c->step_error = rel_error(c->simulated_step_s, measured_step_s);
+}
+
+void ts_compare_free(ts_compare *c) {
+    free(c->kinds);
+    free(c->stages);
+    *c = (ts_compare){0};
+}
+
+static cJSON *number(double v) {
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* Adds {"simulated_s", "measured_s", "error"} members to `o`. */
+static ts_status add_times(cJSON *o, double sim_s, double measured_s, double error) {
+    if (!cJSON_AddItemToObject(o, "simulated_s", number(sim_s)) ||
+        !cJSON_AddItemToObject(o, "measured_s", number(measured_s)) ||
+        !cJSON_AddItemToObject(o, "error", number(error)))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a comparison");
+    return TS_OK;
+}
+
+ts_status ts_compare_json(const ts_compare *c, cJSON **out) {
+    ts_status res = TS_OK;
+    cJSON *o = cJSON_CreateObject(), *step, *kinds, *stages;
+    TS_CJSON_GOTO(o, res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "layout", c->layout), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "model", c->model), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "ops", c->ops), res, fail);
+    TS_CJSON_GOTO(step = cJSON_AddObjectToObject(o, "step"), res, fail);
+    TS_CHECK_GOTO(add_times(step, c->simulated_step_s, c->measured_step_s, c->step_error), res, fail);
+    TS_CJSON_GOTO(kinds = cJSON_AddArrayToObject(o, "kinds"), res, fail);
+    for (int k = 0; k < c->n_kinds; k++) {
+        const ts_compare_kind *x = &c->kinds[k];
+        cJSON *e = cJSON_CreateObject();
+        TS_CJSON_GOTO(e, res, fail);
+        cJSON_AddItemToArray(kinds, e);
+        TS_CJSON_GOTO(cJSON_AddStringToObject(e, "kind", x->kind), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(e, "ops", x->ops), res, fail);
+        TS_CHECK_GOTO(add_times(e, x->simulated_s, x->measured_s, x->error), res, fail);
+        if (!cJSON_AddItemToObject(e, "median_abs_op_error", number(x->median_abs_op_error))) {
+            res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a comparison");
+            goto fail;
+        }
+    }
+    TS_CJSON_GOTO(stages = cJSON_AddArrayToObject(o, "stages"), res, fail);
+    for (int i = 0; i < c->n_stages; i++) {
+        const ts_compare_stage *x = &c->stages[i];
+        cJSON *e = cJSON_CreateObject();
+        TS_CJSON_GOTO(e, res, fail);
+        cJSON_AddItemToArray(stages, e);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(e, "stage", x->stage), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(e, "ranks", x->ranks), res, fail);
+        TS_CHECK_GOTO(add_times(e, x->simulated_s, x->measured_s, x->error), res, fail);
+    }
+    *out = o;
+    return TS_OK;
+fail:
+    cJSON_Delete(o);
+    return res;
+}

@@ -1,0 +1,58 @@
+/* Simulated against measured: two Chrome traces of the same step program (sim/trace.h schema; the
+ * simulator writes one, `tessera run --trace` the other) aligned op by op.
+ *
+ * Ops are matched by (rank, op index in the stage program): every op event of the simulated
+ * trace must have a measured event of the same rank and index with the same name, and each
+ * simulated rank must have as many op events in both. A simulated trace may hold one rank per
+ * stage (the default of `tessera sim`); the measured one holds every rank, and only the ranks
+ * the simulation holds are compared. Traces of different layouts, models or programs are
+ * refused with TS_ERR_INPUT naming the first difference.
+ *
+ * Errors are signed fractions, (simulated − measured) / measured: per op kind (collectives split
+ * by collective: "collective:all_reduce"), per stage (the time from a rank's first op start to
+ * its last op end, averaged over the stage's compared ranks) and for the step (otherData.step_s,
+ * or the caller's measured figure). */
+#ifndef TS_COMPARE_H
+#define TS_COMPARE_H
+
+#include <cjson/cJSON.h>
+
+#include "common/status.h"
+
+typedef struct {
+    char kind[48];             /* "gemm", "collective:all_reduce", ... */
+    int ops;                   /* matched op events of this kind */
+    double simulated_s, measured_s; /* summed over the matched events */
+    double error;              /* of the sums; NAN when nothing was measured */
+    double median_abs_op_error; /* over single ops with a measured time; NAN when none */
+} ts_compare_kind;
+
+typedef struct {
+    int stage, ranks;               /* ranks compared */
+    double simulated_s, measured_s; /* first op start to last op end, mean over the ranks */
+    double error;
+} ts_compare_stage;
+
+typedef struct {
+    char layout[160], model[64];
+    int ops;                        /* matched op events */
+    double simulated_step_s, measured_step_s, step_error;
+    int n_kinds, n_stages;
+    ts_compare_kind *kinds;         /* owned */
+    ts_compare_stage *stages;       /* owned, by stage */
+} ts_compare;
+
+/* Aligns the simulated trace at `sim_path` with the measured one at `measured_path`. */
+ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_compare *out);
+void ts_compare_free(ts_compare *c);
+
+/* Replaces the step figures' measured side (e.g. a median over steps instead of the traced step). */
+void ts_compare_set_measured_step(ts_compare *c, double measured_step_s);
+
+/* The comparison as JSON: {"layout", "model", "ops", "step": {"simulated_s", "measured_s",
+ * "error"}, "kinds": [{"kind", "ops", "simulated_s", "measured_s", "error",
+ * "median_abs_op_error"}], "stages": [{"stage", "ranks", "simulated_s", "measured_s", "error"}]};
+ * NANs become null. The caller frees it with cJSON_Delete. */
+ts_status ts_compare_json(const ts_compare *c, cJSON **out);
+
+#endif

@@ -1,0 +1,129 @@
+/* Tagged numbers of HTML pages against their JSON form (see tagged.h). */
+#include "tests/tagged.h"
+
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The data-unit scales, written out here independently of reports/markup.c. */
+static double unit_scale(const char *unit) {
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1},       {"%", 0.01},   {"MB", 1e6},       {"GB", 1e9}, {"GB/s", 1e9},
+                 {"TB/s", 1e12}, {"TFLOP/s", 1e12}, {"us", 1e-6}, {"W", 1}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(unit, units[i].unit) == 0) return units[i].scale;
+    return 0;
+}
+
+const cJSON *json_at_path(const cJSON *root, const char *path) {
+    const cJSON *at = root;
+    const char *p = path;
+    while (at && *p) {
+        if (*p == '.') p++;
+        if (*p == '[') {
+            char *end = NULL;
+            long i = strtol(p + 1, &end, 10);
+            if (*end != ']' || !cJSON_IsArray(at)) return NULL;
+            at = cJSON_GetArrayItem(at, (int)i);
+            p = end + 1;
+            continue;
+        }
+        size_t n = strcspn(p, ".[");
+        char key[128];
+        if (n == 0 || n >= sizeof key) return NULL;
+        memcpy(key, p, n);
+        key[n] = '\0';
+        at = cJSON_GetObjectItemCaseSensitive(at, key);
+        p += n;
+    }
+    return at;
+}
+
+/* The text between `from` and the next `stop`, HTML entities decoded, into buf. */
+static void unescape(const char *from, const char *stop, char *buf, size_t cap) {
+    static const struct {
+        const char *entity;
+        char c;
+    } entities[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&#39;", '\''}};
+    size_t n = 0;
+    for (const char *p = from; p < stop && n + 1 < cap;) {
+        int done = 0;
+        for (size_t e = 0; e < sizeof entities / sizeof entities[0] && !done; e++) {
+            size_t len = strlen(entities[e].entity);
+            if (strncmp(p, entities[e].entity, len) == 0) buf[n++] = entities[e].c, p += len, done = 1;
+        }
+        if (!done) buf[n++] = *p++;
+    }
+    buf[n] = '\0';
+}
+
+/* The attribute `name="..."` of the tag starting at `tag` (up to its '>'), decoded; 0 if none. */
+static int attribute(const char *tag, const char *name, char *buf, size_t cap) {
+    const char *end = strchr(tag, '>');
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, " %s=\"", name);
+    const char *a = strstr(tag, pattern);
+    if (a == NULL || end == NULL || a > end) return 0;
+    a += strlen(pattern);
+    const char *q = strchr(a, '"');
+    if (q == NULL || q > end) return 0;
+    unescape(a, q, buf, cap);
+    return 1;
+}
+
+/* Half a unit in the last printed digit of `text` ("12.3" -> 0.05, "1e+12" -> 5e11). */
+static double half_ulp(const char *text) {
+    const char *dot = strchr(text, '.'), *e = strpbrk(text, "eE");
+    int decimals = 0;
+    if (dot && (!e || dot < e))
+        for (const char *p = dot + 1; isdigit((unsigned char)*p); p++) decimals++;
+    int exponent = e ? atoi(e + 1) : 0;
+    return 0.5 * pow(10, exponent - decimals);
+}
+
+tagged_stats check_tagged(const char *html, const cJSON *json, const char *what) {
+    tagged_stats st = {0};
+    for (const char *p = strstr(html, "<span class=\""); p; p = strstr(p + 1, "<span class=\"")) {
+        char cls[8], key[256], unit[32] = "", text[4096];
+        if (!attribute(p, "class", cls, sizeof cls) || (strcmp(cls, "n") != 0 && strcmp(cls, "s") != 0)) continue;
+        cr_assert(attribute(p, "data-key", key, sizeof key), "%s: a tagged span without data-key: %.80s", what, p);
+        const char *open_end = strchr(p, '>'), *close = strstr(p, "</span>");
+        cr_assert(open_end && close && close > open_end, "%s: span %s is not closed", what, key);
+        unescape(open_end + 1, close, text, sizeof text);
+        const cJSON *item = json_at_path(json, key);
+        if (strcmp(cls, "s") == 0) {
+            st.strings++;
+            int ok = cJSON_IsString(item) && strcmp(item->valuestring, text) == 0;
+            cr_expect(ok, "%s: \"%s\" shows \"%.80s\", JSON has %s%.80s%s", what, key, text,
+                      cJSON_IsString(item) ? "\"" : "", cJSON_IsString(item) ? item->valuestring : "no string",
+                      cJSON_IsString(item) ? "\"" : "");
+            st.failures += !ok;
+            continue;
+        }
+        st.numbers++;
+        cr_assert(attribute(p, "data-unit", unit, sizeof unit), "%s: number %s has no data-unit", what, key);
+        double scale = unit_scale(unit);
+        cr_assert(scale > 0, "%s: number %s has an unknown unit \"%s\"", what, key, unit);
+        char *end = NULL;
+        double shown = strtod(text, &end);
+        int parsed = end != text && *end == '\0';
+        int ok = parsed && cJSON_IsNumber(item) &&
+                 fabs(shown - item->valuedouble / scale) <= half_ulp(text) * (1 + 1e-9) + 1e-12 * fabs(shown);
+        cr_expect(ok, "%s: \"%s\" shows \"%s\" %s, JSON has %s%.17g (÷ %g = %.17g)", what, key, text, unit,
+                  cJSON_IsNumber(item) ? "" : "no number ", cJSON_IsNumber(item) ? item->valuedouble : 0.0, scale,
+                  cJSON_IsNumber(item) ? item->valuedouble / scale : 0.0);
+        st.failures += !ok;
+    }
+    return st;
+}
+
+int has_tag(const char *html, const char *key) {
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "data-key=\"%s\"", key);
+    return strstr(html, pattern) != NULL;
+}

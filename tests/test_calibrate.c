@@ -1,0 +1,262 @@
+/* `tessera calibrate`: the fit (exec/calibrate.h) on synthetic rows whose answer is exact, and the
+ * command as users run it.
+ *
+ * Suite `calibrate_fit` builds rows from known figures through planner/cost.h itself (the same
+ * formulas the fit inverts) and checks the fit gives those figures back: collective latency and bus
+ * bandwidth (exactly, and within 2% under ±1% noise), the GEMM peak and efficiency curve, memory
+ * bandwidth and attention efficiency; the profile it writes loads back with ts_system_load.
+ * Suite `mpi` (like tests/test_exec_parity.c: needs `mpirun`, select with --filter 'mpi/?*'):
+ * `calibrate --quick` on 2 ranks writes a profile that ts_system_load reads and `plan` accepts.
+ * Suite `calibrate_cli`: --help and refusals, which stop before any rank starts. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "exec/calibrate.h"
+#include "models/system.h"
+#include "planner/cost.h"
+#include "tests/helpers.h"
+
+#define LAT_S 3e-6
+#define BUSBW 4e9
+
+static ts_system known_system(void) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "cpu-localhost: %s", ts_error_message());
+    s.link_latency_s = LAT_S, s.link_bytes_per_s = BUSBW, s.link_busbw_eff = 1;
+    s.gpus_per_node = 8;
+    return s;
+}
+
+/* Every collective over groups of 2, 4 and 8 (send-recv: 2), 1 KB .. 256 MB, timed by ts_coll_s
+ * on `s`, times (1 + noise · (±1 alternating)). Returns the row count. */
+static int synthetic_colls(ts_calib_coll *rows, const ts_system *s, double noise) {
+    int n = 0;
+    for (int c = 0; c < TS_COLL_COUNT; c++)
+        for (int g = 2; g <= (c == TS_COLL_SENDRECV ? 2 : 8); g *= 2)
+            for (double bytes = 1024; bytes <= 256.0 * 1048576; bytes *= 4) {
+                double t = ts_coll_s(s, (ts_coll)c, g, bytes, TS_LINK_NVLINK);
+                rows[n] = (ts_calib_coll){.coll = (ts_coll)c, .ranks = g, .groups = 8 / g, .reps = 1,
+                                          .bytes = bytes, .time_s = t * (1 + noise * (n % 2 ? 1 : -1))};
+                n++;
+            }
+    return n;
+}
+
+Test(calibrate_fit, recovers_latency_and_bandwidth_exactly) {
+    ts_system s = known_system();
+    static ts_calib_coll rows[TS_CALIB_MAX_COLL];
+    int n = synthetic_colls(rows, &s, 0);
+    ts_calib_coll_fit fit;
+    cr_assert_eq(ts_calib_fit_coll(rows, n, &fit), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(fit.points, n);
+    cr_expect(fabs(fit.latency_s / LAT_S - 1) < 1e-6, "latency %.9g s, expected %g", fit.latency_s, LAT_S);
+    cr_expect(fabs(fit.busbw_bytes_per_s / BUSBW - 1) < 1e-6, "busbw %.9g, expected %g", fit.busbw_bytes_per_s, BUSBW);
+    cr_expect(fit.rms_error < 1e-6 && fit.max_error < 1e-6, "errors %g, %g on exact rows", fit.rms_error, fit.max_error);
+    /* One collective alone: send-recv rows only. */
+    int first = n - 9;
+    cr_assert_eq(rows[first].coll, TS_COLL_SENDRECV);
+    cr_assert_eq(ts_calib_fit_coll(rows + first, 9, &fit), TS_OK, "%s", ts_error_message());
+    cr_expect(fabs(fit.latency_s / LAT_S - 1) < 1e-6, "send-recv latency %.9g s", fit.latency_s);
+    cr_expect(fabs(fit.busbw_bytes_per_s / BUSBW - 1) < 1e-6, "send-recv busbw %.9g", fit.busbw_bytes_per_s);
+}
+
+Test(calibrate_fit, recovers_latency_and_bandwidth_under_noise) {
+    ts_system s = known_system();
+    static ts_calib_coll rows[TS_CALIB_MAX_COLL];
+    int n = synthetic_colls(rows, &s, 0.01);
+    ts_calib_coll_fit fit;
+    cr_assert_eq(ts_calib_fit_coll(rows, n, &fit), TS_OK, "%s", ts_error_message());
+    cr_expect(fabs(fit.latency_s / LAT_S - 1) < 0.02, "latency %.9g s, expected %g", fit.latency_s, LAT_S);
+    cr_expect(fabs(fit.busbw_bytes_per_s / BUSBW - 1) < 0.02, "busbw %.9g, expected %g", fit.busbw_bytes_per_s, BUSBW);
+    cr_expect(fit.max_error < 0.03, "max error %g with 1%% noise", fit.max_error);
+}
+
+Test(calibrate_fit, latency_is_never_negative) {
+    /* Pure bandwidth, with small messages measured a little fast: the unconstrained optimum has a
+     * negative latency; the fit must clamp it to 0 and still find the bandwidth. */
+    ts_calib_coll rows[8];
+    for (int i = 0; i < 8; i++) {
+        double bytes = 1024.0 * (1 << (2 * i));
+        rows[i] = (ts_calib_coll){.coll = TS_COLL_SENDRECV, .ranks = 2, .bytes = bytes,
+                                  .time_s = bytes / BUSBW * (i < 2 ? 0.9 : 1.0)};
+    }
+    ts_calib_coll_fit fit;
+    cr_assert_eq(ts_calib_fit_coll(rows, 8, &fit), TS_OK, "%s", ts_error_message());
+    cr_expect(fit.latency_s == 0, "latency %g s", fit.latency_s);
+    cr_expect(fabs(fit.busbw_bytes_per_s / BUSBW - 1) < 0.1, "busbw %g", fit.busbw_bytes_per_s);
+}
+
+Test(calibrate_fit, refuses_rows_without_time) {
+    ts_calib_coll row = {.coll = TS_COLL_ALLREDUCE, .ranks = 2, .bytes = 1024, .time_s = 0};
+    ts_calib_coll_fit fit;
+    cr_expect_eq(ts_calib_fit_coll(&row, 1, &fit), TS_ERR_INPUT);
+    cr_expect_eq(ts_calib_fit_coll(&row, 0, &fit), TS_ERR_INPUT);
+}
+
+/* A whole calibration from figures: GEMMs on the curve of `truth`, memory kernels at 7 GB/s,
+ * attention at efficiency 0.3, collectives at LAT_S and BUSBW. */
+static void synthetic_calib(ts_calib *c, const ts_system *truth) {
+    memset(c, 0, sizeof *c);
+    c->ranks = 2, c->cores = 2, c->threads = 1, c->compute_ranks = 2, c->quick = 1;
+    snprintf(c->host, sizeof c->host, "testhost");
+    snprintf(c->date, sizeof c->date, "2026-11-21T00:00:00Z");
+    c->host_memory_bytes = 16e9;
+    static const int dims[] = {64, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++) {
+                ts_calib_gemm *g = &c->gemm[c->n_gemm++];
+                *g = (ts_calib_gemm){.m = dims[i], .n = dims[j], .k = dims[k], .reps = 1};
+                g->flops = 2.0 * g->m * g->n * g->k;
+                g->time_s = ts_gemm_s(truth, TS_DTYPE_FP32, g->m, g->n, g->k);
+            }
+    for (int i = 0; i < 4; i++) {
+        ts_calib_mem *m = &c->mem[c->n_mem++];
+        *m = (ts_calib_mem){.kernel = "swiglu", .rows = 256 << i, .cols = 688, .reps = 1};
+        m->bytes = 12.0 * m->rows * m->cols;
+        m->time_s = m->bytes / 7e9;
+    }
+    ts_system att = *truth;
+    att.attention_eff = 0.3;
+    for (int t = 64; t <= 512; t *= 2) {
+        ts_calib_attn *a = &c->attn[c->n_attn++];
+        *a = (ts_calib_attn){.T = t, .H = 8, .KV = 4, .D = 32, .reps = 1, .flops = 2.0 * t * t * 8 * 32};
+        a->time_s = ts_attention_s(&att, TS_DTYPE_FP32, a->flops, a->flops);
+    }
+    c->n_coll = synthetic_colls(c->coll, truth, 0);
+}
+
+Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
+    ts_system truth = known_system();
+    truth.peak_flops[TS_DTYPE_FP32] = 4e10;
+    /* The grid's FLOP counts are 2·4^i·64³, one point each: a curve on exactly those points. */
+    truth.gemm_eff.n = 7;
+    for (int i = 0; i < 7; i++) truth.gemm_eff.flops[i] = 2.0 * pow(4, i) * 64 * 64 * 64;
+    double eff[] = {0.3, 0.5, 0.7, 0.9, 1.0, 0.95, 0.9};
+    memcpy(truth.gemm_eff.eff, eff, sizeof eff);
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    const ts_system *s = &c.system;
+    cr_expect(fabs(s->peak_flops[TS_DTYPE_FP32] / 4e10 - 1) < 1e-9, "peak %g", s->peak_flops[TS_DTYPE_FP32]);
+    cr_expect_eq(s->gemm_eff.n, 7);
+    for (int i = 0; i < s->gemm_eff.n && i < 7; i++) {
+        cr_expect(fabs(s->gemm_eff.flops[i] / truth.gemm_eff.flops[i] - 1) < 1e-9, "curve flops[%d] %g", i,
+                  s->gemm_eff.flops[i]);
+        cr_expect(fabs(s->gemm_eff.eff[i] - eff[i]) < 1e-9, "curve eff[%d] %g, expected %g", i, s->gemm_eff.eff[i], eff[i]);
+    }
+    cr_expect(c.gemm_rms_error < 1e-9, "GEMM rms error %g", c.gemm_rms_error);
+    cr_expect(fabs(s->hbm_bytes_per_s * s->hbm_eff / 7e9 - 1) < 1e-9, "memory %g B/s", s->hbm_bytes_per_s * s->hbm_eff);
+    cr_expect(fabs(s->attention_eff / 0.3 - 1) < 1e-9, "attention efficiency %g", s->attention_eff);
+    cr_expect(fabs(s->link_latency_s / LAT_S - 1) < 1e-6 && fabs(s->link_bytes_per_s / BUSBW - 1) < 1e-6,
+              "link %g s, %g B/s", s->link_latency_s, s->link_bytes_per_s);
+    cr_expect_eq(s->cores_per_node, 2);
+    cr_expect(s->gpus_per_node >= 8, "node.gpus %d", s->gpus_per_node);
+    cr_expect(s->serial_ops, "serial_ops");
+
+    /* The profile is the zoo's schema: it loads back to the same figures. */
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    char *path = test_write_temp(text);
+    free(text);
+    ts_system back;
+    cr_assert_eq(ts_system_load(path, &back), TS_OK, "%s", ts_error_message());
+    test_remove_temp(path);
+    cr_expect(back.peak_flops[TS_DTYPE_FP32] == s->peak_flops[TS_DTYPE_FP32]);
+    cr_expect(back.link_bytes_per_s == s->link_bytes_per_s && back.link_latency_s == s->link_latency_s);
+    cr_expect(back.cores_per_node == 2 && back.serial_ops == 1 && back.gemm_eff.n == s->gemm_eff.n);
+}
+
+Test(calibrate_fit, curve_merges_to_the_schema_limit) {
+    /* 30 distinct FLOP counts: the curve keeps TS_EFF_POINTS_MAX points, strictly increasing (the
+     * loader refuses anything else), spanning the measured range. */
+    static ts_calib c;
+    memset(&c, 0, sizeof c);
+    c.ranks = c.cores = 2;
+    for (int i = 0; i < 30; i++) {
+        ts_calib_gemm *g = &c.gemm[c.n_gemm++];
+        *g = (ts_calib_gemm){.m = 16 + 8 * i, .n = 64, .k = 64, .reps = 1};
+        g->flops = 2.0 * g->m * g->n * g->k;
+        g->time_s = g->flops / (1e10 * (0.2 + 0.02 * i));
+    }
+    ts_system tmpl = known_system();
+    cr_assert_eq(ts_calib_fit(&c, &tmpl), TS_OK, "%s", ts_error_message());
+    const ts_eff_curve *e = &c.system.gemm_eff;
+    cr_expect_eq(e->n, TS_EFF_POINTS_MAX);
+    cr_expect(e->flops[0] == c.gemm[0].flops && e->flops[e->n - 1] == c.gemm[29].flops, "range %g..%g", e->flops[0],
+              e->flops[e->n - 1]);
+    for (int i = 1; i < e->n; i++) cr_expect(e->flops[i] > e->flops[i - 1], "flops[%d] %g not increasing", i, e->flops[i]);
+    for (int i = 0; i < e->n; i++) cr_expect(e->eff[i] > 0 && e->eff[i] <= 1, "eff[%d] %g", i, e->eff[i]);
+    cr_expect(c.gemm_rms_error < 0.05, "rms error %g after merging", c.gemm_rms_error);
+}
+
+/* ---- the command ------------------------------------------------------------------------------ */
+
+Test(calibrate_cli, help_on_stdout) {
+    cli_result r = run_cli("calibrate", "--help", NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(starts_with(r.out, "usage: tessera calibrate"), "stdout: %s", r.out);
+    cr_expect(strstr(r.out, "--quick") && strstr(r.out, "--ranks") && strstr(r.out, "--threads"), "%s", r.out);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+Test(calibrate_cli, bad_arguments_exit_2_with_one_line) {
+    const char *cases[][4] = {
+        {"calibrate", "--ranks", "1", NULL},   {"calibrate", "--ranks", "two", NULL},
+        {"calibrate", "--threads", "0", NULL}, {"calibrate", "--bogus", NULL, NULL},
+        {"calibrate", "stray", NULL, NULL},    {"calibrate", "-o", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_argv(cases[i]);
+        cr_expect_eq(r.status, 2, "%s %s: exit %d", cases[i][1], cases[i][2] ? cases[i][2] : "", r.status);
+        cr_expect(one_line_error(r.err, "calibrate"), "%s: stderr: %s", cases[i][1], r.err);
+        cr_expect_eq(r.out_len, 0, "%s: stdout: %s", cases[i][1], r.out);
+        cli_result_free(&r);
+    }
+}
+
+Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
+    char *dir = make_temp_dir(), profile[PATH_MAX];
+    snprintf(profile, sizeof profile, "%s/profile.json", dir);
+    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--json", "-o", profile, NULL};
+    cli_result r = run_argv_timeout(args, 240);
+    cJSON *root = parse_json_output(&r, "calibrate --quick --json");
+    cr_expect_eq(json_num(root, "ranks", "$"), 2);
+    const char *arrays[] = {"gemm", "elementwise", "attention", "collectives", "fits"};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, arrays[i]);
+        cr_expect(cJSON_IsArray(a) && cJSON_GetArraySize(a) > 0, "$.%s is not a non-empty array", arrays[i]);
+    }
+    const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "collectives"), 0);
+    cr_assert(row != NULL);
+    cr_expect(json_num(row, "time_s", "$.collectives[0]") > 0 && json_num(row, "busbw", "$.collectives[0]") > 0);
+    json_obj(root, "system", "$");
+    cJSON_Delete(root);
+    cli_result_free(&r);
+
+    ts_system s;
+    cr_assert_eq(ts_system_load(profile, &s), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(s.cores_per_node, (int)sysconf(_SC_NPROCESSORS_ONLN));
+    cr_expect(s.gpus_per_node >= 8 && s.serial_ops, "node.gpus %d, serial_ops %d", s.gpus_per_node, s.serial_ops);
+    cr_expect(s.peak_flops[TS_DTYPE_FP32] > 1e8 && s.gemm_eff.n >= 2, "peak %g over %d points",
+              s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);
+    cr_expect(s.link_bytes_per_s > 1e6 && s.link_latency_s < 1e-2, "link %g B/s, %g s", s.link_bytes_per_s,
+              s.link_latency_s);
+
+    cli_result p = run_cli("plan", "-m", "tiny", "-s", profile, "--gpus", "2", "--global-batch", "8", "--seq", "64",
+                           "--dtype", "fp32", NULL);
+    cr_expect_eq(p.status, 0, "plan on the profile: exit %d: %s", p.status, p.err);
+    cr_expect(strstr(p.out, "# best:") != NULL, "plan printed no best layout: %s", p.out);
+    cli_result_free(&p);
+    remove_dir(dir);
+}

@@ -1,0 +1,700 @@
+/* The CUDA backend (exec/backend_cuda.cu, exec/kernels_cuda.cu) and its CPU-side half
+ * (exec/launch.h), compiled in every build.
+ *
+ * Suite `cuda` runs everywhere, GPU or not: launch configurations (grid and block sizes), the
+ * row-major GEMM mapped onto column-major cuBLAS (checked by running the mapped call through a
+ * plain column-major GEMM against OpenBLAS's row-major one), argument checks, local-rank parsing,
+ * GPU selection (no GPU, too few GPUs), `--device` parsing and the "built without CUDA" /
+ * "no CUDA GPU found" error paths, and `tessera run --device` on the command line.
+ *
+ * Suite `cuda_gpu` diffs every CUDA kernel and the cuBLAS GEMMs against the CPU reference
+ * (exec/kernels.h, or a reference here for GELU and LayerNorm), printing the first mismatches and
+ * the largest difference (llm.c's test_gpt2.cu habit). It needs a CUDA build (make CUDA=1) and a
+ * GPU: without either, each test is reported SKIPPED (cr_skip_test), never passed. Select with
+ * --filter 'cuda*' to see both. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/backend.h"
+#include "exec/comm_mpi.h"
+#include "exec/kernels.h"
+#include "exec/launch.h"
+#include "tests/helpers.h"
+#ifdef TS_CUDA
+#include <cuda_runtime.h>
+
+#include "exec/backend_cuda.h"
+#include "exec/kernels_cuda.h"
+#include "exec/runtime.h"
+#endif
+
+/* ---- helpers ----------------------------------------------------------------------------------- */
+
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float uniform(uint64_t *s) { return (float)((double)(next_u64(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+static float *random_floats(size_t n, uint64_t seed) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert(p);
+    for (size_t i = 0; i < n; i++) p[i] = uniform(&seed);
+    return p;
+}
+
+/* C (m x n) = op(A) op(B) as cuBLAS computes it: column-major, element (i, j) at i + j*ld. */
+static void gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                          const float *B, int ldb, float beta, float *C, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) {
+                float a = ta ? A[p + (size_t)i * lda] : A[i + (size_t)p * lda];
+                float b = tb ? B[j + (size_t)p * ldb] : B[p + (size_t)j * ldb];
+                s += (double)a * b;
+            }
+            float *c = &C[i + (size_t)j * ldc];
+            *c = (float)(alpha * s + beta * *c);
+        }
+}
+
+/* ---- launch configurations --------------------------------------------------------------------- */
+
+Test(cuda, launch_1d_covers_every_item) {
+    static const size_t ns[] = {1, 255, 256, 257, 1000, 65536, 1u << 20};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        ts_launch l;
+        cr_assert_eq(ts_launch_1d(ns[i], 256, TS_LAUNCH_MAX_GRID, &l), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(l.block, 256u);
+        cr_expect_eq(l.grid, (unsigned)((ns[i] + 255) / 256), "n=%zu: grid %u", ns[i], l.grid);
+        cr_expect((size_t)l.grid * l.block >= ns[i] && (size_t)(l.grid - 1) * l.block < ns[i], "n=%zu", ns[i]);
+    }
+}
+
+Test(cuda, launch_1d_empty_and_capped) {
+    ts_launch l;
+    cr_assert_eq(ts_launch_1d(0, 128, 100, &l), TS_OK);
+    cr_expect_eq(l.grid, 0u, "an empty launch has no blocks (the caller skips it)");
+    /* Past max_grid the grid-stride loop covers the rest. */
+    cr_assert_eq(ts_launch_1d((size_t)1 << 40, 1024, 65535u, &l), TS_OK);
+    cr_expect_eq(l.grid, 65535u);
+    cr_assert_eq(ts_launch_1d(100000, 32, 3, &l), TS_OK);
+    cr_expect_eq(l.grid, 3u);
+}
+
+Test(cuda, launch_1d_refuses_bad_blocks) {
+    static const int bad[] = {0, 16, 33, 1056, 2048, -32};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ts_launch l;
+        ts_error_clear();
+        cr_expect_eq(ts_launch_1d(10, bad[i], 100, &l), TS_ERR_INPUT, "block %d accepted", bad[i]);
+        cr_expect(strstr(ts_error_message(), "multiple of 32") != NULL, "%s", ts_error_message());
+    }
+    ts_launch l;
+    ts_error_clear();
+    cr_expect_eq(ts_launch_1d(10, 64, 0, &l), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "max_grid 0") != NULL, "%s", ts_error_message());
+}
+
+Test(cuda, launch_rows_power_of_two_blocks) {
+    static const struct { int cols, max_block; unsigned block; } cases[] = {
+        {0, 1024, 32}, {1, 1024, 32}, {32, 1024, 32}, {33, 1024, 64}, {100, 1024, 128},
+        {1024, 1024, 1024}, {4096, 1024, 1024}, {8192, 256, 256}, {3, 32, 32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ts_launch l;
+        cr_assert_eq(ts_launch_rows(7, cases[i].cols, cases[i].max_block, &l), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(l.block, cases[i].block, "cols %d max %d: block %u", cases[i].cols, cases[i].max_block, l.block);
+        cr_expect_eq(l.grid, cases[i].cols ? 7u : 0u, "one block per row");
+        cr_expect_eq(ts_launch_smem(&l, sizeof(double)), (size_t)l.block * 8);
+    }
+    ts_launch l;
+    cr_assert_eq(ts_launch_rows(0, 10, 1024, &l), TS_OK);
+    cr_expect_eq(l.grid, 0u);
+}
+
+Test(cuda, launch_rows_refuses_bad_arguments) {
+    ts_launch l;
+    ts_error_clear();
+    cr_expect_eq(ts_launch_rows(4, 10, 48, &l), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "max_block 48") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_launch_rows(4, 10, 2048, &l), TS_ERR_INPUT);
+    ts_error_clear();
+    cr_expect_eq(ts_launch_rows(-1, 10, 256, &l), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "-1 rows") != NULL, "%s", ts_error_message());
+}
+
+/* ---- row-major GEMM on column-major cuBLAS --------------------------------------------------- */
+
+/* Every transpose combination with padded leading dimensions: the mapped column-major call, run
+ * by a plain loop, gives OpenBLAS's row-major answer. */
+Test(cuda, gemm_operand_swap_matches_row_major) {
+    const int M = 5, N = 7, K = 3, pad = 2;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+            int a_rows = ta ? K : M, b_rows = tb ? N : K;
+            float *A = random_floats((size_t)a_rows * lda, 1 + 2 * ta + tb);
+            float *B = random_floats((size_t)b_rows * ldb, 11 + 2 * ta + tb);
+            float *C0 = random_floats((size_t)M * ldc, 21), *C1 = random_floats((size_t)M * ldc, 21);
+            ts_sgemm(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, 0.5f, C0, ldc);
+            ts_gemm_cm cm;
+            cr_assert_eq(ts_gemm_colmajor(ta, tb, M, N, K, lda, ldb, ldc, &cm), TS_OK, "%s", ts_error_message());
+            cr_expect_eq(cm.m, N);
+            cr_expect_eq(cm.n, M);
+            cr_expect_eq(cm.k, K);
+            gemm_colmajor(cm.trans_first, cm.trans_second, cm.m, cm.n, cm.k, 1.5f, B, cm.ld_first, A, cm.ld_second,
+                          0.5f, C1, cm.ld_c);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++)
+                    cr_expect(fabsf(C0[i * ldc + j] - C1[i * ldc + j]) < 1e-5f, "ta=%d tb=%d C[%d][%d]: %g vs %g", ta,
+                              tb, i, j, C0[i * ldc + j], C1[i * ldc + j]);
+            /* The padding between rows is untouched. */
+            float *C2 = random_floats((size_t)M * ldc, 21);
+            for (int i = 0; i < M; i++)
+                for (int j = N; j < ldc; j++) cr_expect_eq(C1[i * ldc + j], C2[i * ldc + j]);
+            free(A);
+            free(B);
+            free(C0);
+            free(C1);
+            free(C2);
+        }
+}
+
+Test(cuda, gemm_argument_checks_name_the_argument) {
+    ts_gemm_cm cm;
+    ts_error_clear();
+    cr_expect_eq(ts_gemm_colmajor(0, 0, 4, 5, 6, 5, 5, 5, &cm), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "lda=5, expected at least 6") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_gemm_colmajor(1, 0, 4, 5, 6, 3, 5, 5, &cm), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "lda=3, expected at least 4") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_gemm_colmajor(0, 1, 4, 5, 6, 6, 5, 5, &cm), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "ldb=5, expected at least 6") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_gemm_colmajor(0, 0, 4, 5, 6, 6, 5, 4, &cm), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "ldc=4, expected at least 5") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_gemm_colmajor(0, 0, -1, 5, 6, 6, 5, 5, &cm), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "M=-1") != NULL, "%s", ts_error_message());
+    /* Empty products are legal (leading dimensions of at least 1). */
+    cr_expect_eq(ts_gemm_colmajor(0, 0, 0, 0, 0, 1, 1, 1, &cm), TS_OK, "%s", ts_error_message());
+}
+
+/* ---- devices ------------------------------------------------------------------------------------- */
+
+Test(cuda, device_parse) {
+    ts_device d = TS_DEVICE_CUDA;
+    cr_expect_eq(ts_device_parse("cpu", &d), TS_OK);
+    cr_expect_eq(d, TS_DEVICE_CPU);
+    cr_expect_eq(ts_device_parse("cuda", &d), TS_OK);
+    cr_expect_eq(d, TS_DEVICE_CUDA);
+    ts_error_clear();
+    cr_expect_eq(ts_device_parse("gpu", &d), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "--device: expected cpu or cuda, got \"gpu\"");
+    ts_error_clear();
+    cr_expect_eq(ts_device_parse(NULL, &d), TS_ERR_INPUT);
+}
+
+/* Why --device cuda is refused here: not built, built but no GPU, or built with a GPU but the
+ * trainer not wired to it. */
+static const char *device_cuda_refusal(void) {
+#ifdef TS_CUDA
+    int n = 0;
+    char why[256];
+    cr_assert_eq(ts_cuda_device_count(&n, why, sizeof why), TS_OK);
+    return n == 0 ? "--device cuda: no CUDA GPU found (" : "kernel-dispatch table in the trainer, not wired yet";
+#else
+    return "--device cuda: built without CUDA (make CUDA=1)";
+#endif
+}
+
+Test(cuda, device_runnable_says_what_is_missing) {
+    cr_expect_eq(ts_device_runnable(TS_DEVICE_CPU), TS_OK);
+    ts_error_clear();
+    cr_expect_eq(ts_device_runnable(TS_DEVICE_CUDA), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), device_cuda_refusal()) != NULL, "%s", ts_error_message());
+#ifdef TS_CUDA
+    cr_expect_eq(ts_cuda_built(), 1);
+#else
+    cr_expect_eq(ts_cuda_built(), 0);
+#endif
+}
+
+Test(cuda, local_rank_parse) {
+    int r = -1;
+    cr_expect_eq(ts_local_rank_parse("V", "0", &r), TS_OK);
+    cr_expect_eq(r, 0);
+    cr_expect_eq(ts_local_rank_parse("V", "7", &r), TS_OK);
+    cr_expect_eq(r, 7);
+    static const char *const bad[] = {"", "x", "-1", "3x", " ", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ts_error_clear();
+        cr_expect_eq(ts_local_rank_parse("OMPI_COMM_WORLD_LOCAL_RANK", bad[i], &r), TS_ERR_INPUT, "\"%s\"", bad[i]);
+        cr_expect(strstr(ts_error_message(), "OMPI_COMM_WORLD_LOCAL_RANK: expected a local rank") != NULL, "%s",
+                  ts_error_message());
+    }
+}
+
+/* Criterion runs each test in its own process, so the environment can change here. */
+Test(cuda, local_rank_from_the_launcher) {
+    int r = -1;
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("MPI_LOCALRANKID");
+    unsetenv("SLURM_LOCALID");
+    cr_expect_eq(ts_local_rank(&r), TS_OK);
+    cr_expect_eq(r, 0, "no launcher: local rank 0");
+    setenv("SLURM_LOCALID", "5", 1);
+    cr_expect_eq(ts_local_rank(&r), TS_OK);
+    cr_expect_eq(r, 5);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1); /* Open MPI's comes first */
+    cr_expect_eq(ts_local_rank(&r), TS_OK);
+    cr_expect_eq(r, 2);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "two", 1);
+    ts_error_clear();
+    cr_expect_eq(ts_local_rank(&r), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "OMPI_COMM_WORLD_LOCAL_RANK: expected a local rank (an integer >= 0), got \"two\"");
+}
+
+Test(cuda, pick_device_one_rank_per_gpu) {
+    int d = -1;
+    cr_expect_eq(ts_cuda_pick_device(0, 1, &d), TS_OK);
+    cr_expect_eq(d, 0);
+    cr_expect_eq(ts_cuda_pick_device(3, 8, &d), TS_OK);
+    cr_expect_eq(d, 3);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_pick_device(0, 0, &d), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "no CUDA GPU found") != NULL, "%s", ts_error_message());
+    cr_expect_eq(ts_exit_code(TS_ERR_INPUT), 2);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_pick_device(2, 2, &d), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "local rank 2 needs GPU 2 but this node has 2 GPU(s): start at most 2 "
+                                         "rank(s) per node (one rank per GPU)");
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_pick_device(-1, 2, &d), TS_ERR_INPUT);
+}
+
+/* Without CUDA the backend is a stub that says so; with CUDA but no GPU, it stops at the GPU
+ * count before touching MPI or NCCL. */
+Test(cuda, backend_cuda_error_paths) {
+    ts_comm world;
+    memset(&world, 0, sizeof world);
+    world.mpi = MPI_COMM_NULL;
+    world.size = 1;
+#ifdef TS_CUDA
+    int n = 0;
+    char why[256];
+    cr_assert_eq(ts_cuda_device_count(&n, why, sizeof why), TS_OK);
+    ts_error_clear();
+    cr_expect_null(ts_backend_cuda(NULL, NULL, 0));
+    cr_expect(strstr(ts_error_message(), "needs the world communicator") != NULL, "%s", ts_error_message());
+    if (n > 0) cr_skip_test("%d GPU(s) present: the no-GPU error path cannot be reached here", n);
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    ts_error_clear();
+    cr_expect_null(ts_backend_cuda(&world, NULL, 0));
+    cr_expect_eq(ts_error_status(), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "no CUDA GPU found") != NULL, "%s", ts_error_message());
+    cr_expect(world.device == NULL, "no NCCL communicator was attached");
+#else
+    ts_error_clear();
+    cr_expect_null(ts_backend_cuda(&world, NULL, 0));
+    cr_expect_eq(ts_error_status(), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "cuda backend: built without CUDA (make CUDA=1)");
+    ts_backend_cuda_free(&world, NULL, 0); /* a no-op */
+#endif
+}
+
+#ifdef TS_CUDA
+/* The kernels' and the GEMM's argument checks run on the host, before any launch. */
+Test(cuda, kernel_argument_checks) {
+    ts_attn_shape s = {4, 4, 4, 3, 8, 32, 24, 24, 32, NULL, NULL};
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_gemm(TS_DTYPE_F32, 0, 0, 2, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "not initialised") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_rmsnorm_fwd(NULL, NULL, NULL, NULL, -1, 8, 1e-5f), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "cuda rmsnorm_fwd: T=-1 C=8, expected both >= 0");
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_fwd(NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "H=4 KV=3") != NULL, "%s", ts_error_message());
+    s.KV = 2;
+    s.ldk = 15;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "ldk=15") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_rope_fwd(NULL, 24, NULL, 2, 3, 7, 1e4f), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "D=7") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_adamw(NULL, NULL, NULL, NULL, 10, 1e-3f, 0.9f, 0.95f, 1e-8f, 0, 0), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "step 0") != NULL, "%s", ts_error_message());
+    /* Empty work launches nothing and succeeds, GPU or not. */
+    cr_expect_eq(ts_cuda_add(NULL, NULL, NULL, 0), TS_OK);
+    cr_expect_eq(ts_cuda_rmsnorm_fwd(NULL, NULL, NULL, NULL, 0, 8, 1e-5f), TS_OK);
+}
+
+/* Without a GPU, a launch and a copy fail through the check macros: file, line, the call and
+ * the CUDA runtime's own error string. */
+Test(cuda, check_macros_name_call_and_cuda_error) {
+    int n = 0;
+    char why[256];
+    cr_assert_eq(ts_cuda_device_count(&n, why, sizeof why), TS_OK);
+    if (n > 0) cr_skip_test("%d GPU(s) present: launches succeed, the failure path cannot be reached here", n);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_add(NULL, NULL, NULL, 100), TS_ERR_EXTERNAL);
+    cr_expect(strstr(ts_error_message(), "exec/kernels_cuda.cu:") != NULL, "%s", ts_error_message());
+    cr_expect(strstr(ts_error_message(), ": launch of add_kernel failed: ") != NULL, "%s", ts_error_message());
+    float x = 0;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_to_host(&x, &x, sizeof x), TS_ERR_EXTERNAL);
+    cr_expect(strstr(ts_error_message(), "exec/backend_cuda.cu:") != NULL, "%s", ts_error_message());
+    cr_expect(strstr(ts_error_message(), "cudaMemcpyAsync(") != NULL, "%s", ts_error_message());
+    fprintf(stderr, "check macro message: %s\n", ts_error_message());
+}
+#endif
+
+Test(cuda, run_device_flag) {
+    cli_result r = run_cli("run", "--plan", "no-such-plan.json", "--device", "gpu", NULL);
+    cr_expect_eq(r.status, 2, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "--device: expected cpu or cuda, got \"gpu\"") != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "run"), "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("run", "--plan", "no-such-plan.json", "--device", "cuda", NULL);
+    cr_expect_eq(r.status, 2, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, device_cuda_refusal()) != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "run"), "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("run", "--help", NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "--device") != NULL, "help lists --device");
+    cli_result_free(&r);
+}
+
+/* ---- GPU: kernels and GEMMs against the CPU reference ------------------------------------------ */
+
+#ifndef TS_CUDA
+
+Test(cuda_gpu, kernels_and_gemm_vs_cpu) {
+    cr_skip_test("built without CUDA (make CUDA=1): GPU kernel and GEMM tests not compiled");
+}
+
+#else
+
+static void skip_without_gpu(void) {
+    int n = 0;
+    char why[256];
+    cr_assert_eq(ts_cuda_device_count(&n, why, sizeof why), TS_OK);
+    if (n == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why[0] ? why : "0 devices");
+}
+
+static void *dev_copy(const void *host, size_t bytes) {
+    void *d = NULL;
+    cr_assert_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+    if (bytes) cr_assert_eq(ts_cuda_to_device(d, host, bytes), TS_OK, "%s", ts_error_message());
+    return d;
+}
+
+static float *dev_floats(const float *host, size_t n) { return dev_copy(host, n * sizeof *host); }
+
+/* Fails, after printing the first mismatches and the largest difference, when |got - want| >
+ * tol (1 + |want|) anywhere. */
+static void expect_close(const char *what, const float *dev, const float *want, size_t n, float tol) {
+    float *got = malloc((n ? n : 1) * sizeof *got);
+    cr_assert(got);
+    cr_assert_eq(ts_cuda_to_host(got, dev, n * sizeof *got), TS_OK, "%s", ts_error_message());
+    double worst = 0;
+    int shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        int same_inf = isinf(got[i]) && isinf(want[i]) && (got[i] > 0) == (want[i] > 0);
+        if (same_inf) continue;
+        if (d > worst || isnan(got[i])) worst = isnan(got[i]) ? INFINITY : d;
+        if ((d > tol * (1 + fabs(want[i])) || isnan(got[i])) && shown++ < 5)
+            fprintf(stderr, "%s[%zu]: gpu %.8g cpu %.8g\n", what, i, got[i], want[i]);
+    }
+    fprintf(stderr, "%s: %zu values, max |gpu - cpu| %.3g\n", what, n, worst);
+    cr_expect_eq(shown, 0, "%s: %d mismatches beyond %g (max diff %g)", what, shown, tol, worst);
+    free(got);
+}
+
+Test(cuda_gpu, elementwise_add_gelu_swiglu) {
+    skip_without_gpu();
+    size_t n = 10007;
+    float *a = random_floats(n, 1), *b = random_floats(n, 2), *g = random_floats(n, 3), *want = malloc(n * 4),
+          *want2 = malloc(n * 4);
+    float *da = dev_floats(a, n), *db = dev_floats(b, n), *dg = dev_floats(g, n), *dout = dev_floats(a, n),
+          *dout2 = dev_floats(b, n);
+    for (size_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+    cr_assert_eq(ts_cuda_add(dout, da, db, n), TS_OK, "%s", ts_error_message());
+    expect_close("add", dout, want, n, 1e-6f);
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i], u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
+        want[i] = (float)(0.5 * x * (1 + t));
+        double du = 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+        want2[i] = b[i] + g[i] * (float)(0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du);
+    }
+    cr_assert_eq(ts_cuda_gelu_fwd(dout, da, n), TS_OK, "%s", ts_error_message());
+    expect_close("gelu_fwd", dout, want, n, 1e-5f);
+    cr_assert_eq(ts_cuda_gelu_bwd(db, dg, da, n), TS_OK, "%s", ts_error_message()); /* db += gelu'(a) g */
+    expect_close("gelu_bwd", db, want2, n, 1e-5f);
+    ts_swiglu_fwd(want, a, g, n);
+    cr_assert_eq(ts_cuda_swiglu_fwd(dout, da, dg, n), TS_OK, "%s", ts_error_message());
+    expect_close("swiglu_fwd", dout, want, n, 1e-5f);
+    ts_swiglu_bwd(want, want2, b, a, g, n);
+    float *ddact = dev_floats(b, n);
+    cr_assert_eq(ts_cuda_swiglu_bwd(dout, dout2, ddact, da, dg, n), TS_OK, "%s", ts_error_message());
+    expect_close("swiglu_bwd dgate", dout, want, n, 1e-5f);
+    expect_close("swiglu_bwd dup", dout2, want2, n, 1e-5f);
+    cudaFree(da), cudaFree(db), cudaFree(dg), cudaFree(dout), cudaFree(dout2), cudaFree(ddact);
+    free(a), free(b), free(g), free(want), free(want2);
+}
+
+Test(cuda_gpu, rmsnorm_and_layernorm) {
+    skip_without_gpu();
+    int T = 37, C = 1500;
+    size_t n = (size_t)T * C;
+    float *x = random_floats(n, 4), *w = random_floats((size_t)C, 5), *b = random_floats((size_t)C, 6),
+          *dout = random_floats(n, 7);
+    float *out = calloc(n, 4), *rstd = calloc((size_t)T, 4), *dx = calloc(n, 4), *dw = calloc((size_t)C, 4);
+    ts_rmsnorm_fwd(out, rstd, x, w, T, C, 1e-5f);
+    ts_rmsnorm_bwd(dx, dw, dout, x, w, rstd, T, C);
+    float *gx = dev_floats(x, n), *gw = dev_floats(w, (size_t)C), *gb = dev_floats(b, (size_t)C),
+          *gdout = dev_floats(dout, n), *gout = dev_floats(out, n), *grstd = dev_floats(rstd, (size_t)T),
+          *gmean = dev_floats(rstd, (size_t)T);
+    float *zeros = calloc(n, 4), *gdx = dev_floats(zeros, n), *gdw = dev_floats(zeros, (size_t)C),
+          *gdb = dev_floats(zeros, (size_t)C);
+    cr_assert_eq(ts_cuda_rmsnorm_fwd(gout, grstd, gx, gw, T, C, 1e-5f), TS_OK, "%s", ts_error_message());
+    expect_close("rmsnorm_fwd out", gout, out, n, 1e-5f);
+    expect_close("rmsnorm_fwd rstd", grstd, rstd, (size_t)T, 1e-5f);
+    cr_assert_eq(ts_cuda_rmsnorm_bwd(gdx, gdw, gdout, gx, gw, grstd, T, C), TS_OK, "%s", ts_error_message());
+    expect_close("rmsnorm_bwd dx", gdx, dx, n, 1e-4f);
+    expect_close("rmsnorm_bwd dw", gdw, dw, (size_t)C, 1e-4f);
+
+    /* LayerNorm against a double-precision reference written here. */
+    float *mean = calloc((size_t)T, 4), *db = calloc((size_t)C, 4);
+    memset(dx, 0, n * 4);
+    memset(dw, 0, (size_t)C * 4);
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * C, *gt = dout + (size_t)t * C;
+        double mu = 0, var = 0, sg = 0, sgx = 0;
+        for (int c = 0; c < C; c++) mu += xt[c];
+        mu /= C;
+        for (int c = 0; c < C; c++) var += (xt[c] - mu) * (xt[c] - mu);
+        double r = 1.0 / sqrt(var / C + 1e-5);
+        mean[t] = (float)mu, rstd[t] = (float)r;
+        for (int c = 0; c < C; c++) {
+            double xh = (xt[c] - mu) * r, gc = (double)gt[c] * w[c];
+            out[(size_t)t * C + c] = (float)(xh * w[c] + b[c]);
+            sg += gc, sgx += gc * xh;
+        }
+        for (int c = 0; c < C; c++) {
+            double xh = (xt[c] - mu) * r;
+            dx[(size_t)t * C + c] = (float)(r * ((double)gt[c] * w[c] - sg / C - xh * sgx / C));
+            dw[c] += (float)(gt[c] * xh);
+            db[c] += gt[c];
+        }
+    }
+    cr_assert_eq(cudaMemset(gdx, 0, n * 4), cudaSuccess);
+    cr_assert_eq(cudaMemset(gdw, 0, (size_t)C * 4), cudaSuccess);
+    cr_assert_eq(ts_cuda_layernorm_fwd(gout, gmean, grstd, gx, gw, gb, T, C, 1e-5f), TS_OK, "%s", ts_error_message());
+    expect_close("layernorm_fwd out", gout, out, n, 1e-5f);
+    expect_close("layernorm_fwd mean", gmean, mean, (size_t)T, 1e-5f);
+    cr_assert_eq(ts_cuda_layernorm_bwd(gdx, gdw, gdb, gdout, gx, gw, gmean, grstd, T, C), TS_OK, "%s",
+                 ts_error_message());
+    expect_close("layernorm_bwd dx", gdx, dx, n, 1e-4f);
+    expect_close("layernorm_bwd dw", gdw, dw, (size_t)C, 1e-4f);
+    expect_close("layernorm_bwd db", gdb, db, (size_t)C, 1e-4f);
+    cudaFree(gx), cudaFree(gw), cudaFree(gb), cudaFree(gdout), cudaFree(gout), cudaFree(grstd), cudaFree(gmean);
+    cudaFree(gdx), cudaFree(gdw), cudaFree(gdb);
+    free(x), free(w), free(b), free(dout), free(out), free(rstd), free(dx), free(dw), free(zeros), free(mean), free(db);
+}
+
+Test(cuda_gpu, rope_fwd_bwd) {
+    skip_without_gpu();
+    int T = 19, H = 3, D = 16, ldx = H * D + 5;
+    size_t n = (size_t)T * ldx;
+    float *x = random_floats(n, 8), *want = malloc(n * 4);
+    int pos[19];
+    for (int t = 0; t < T; t++) pos[t] = 3 * t + 1;
+    memcpy(want, x, n * 4);
+    ts_rope_fwd(want, ldx, pos, T, H, D, 10000.0f);
+    float *gx = dev_floats(x, n);
+    int *gpos = dev_copy(pos, sizeof pos);
+    cr_assert_eq(ts_cuda_rope_fwd(gx, ldx, gpos, T, H, D, 10000.0f), TS_OK, "%s", ts_error_message());
+    expect_close("rope_fwd", gx, want, n, 1e-5f);
+    ts_rope_bwd(want, ldx, pos, T, H, D, 10000.0f);
+    cr_assert_eq(ts_cuda_rope_bwd(gx, ldx, gpos, T, H, D, 10000.0f), TS_OK, "%s", ts_error_message());
+    expect_close("rope_bwd", gx, want, n, 1e-5f);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_rope_fwd(gx, ldx, gpos, T, H, 15, 10000.0f), TS_ERR_INPUT, "odd head dim accepted");
+    cudaFree(gx), cudaFree(gpos);
+    free(x), free(want);
+}
+
+/* Grouped-query causal attention over a key chunk that starts before the queries (as a
+ * context-parallel rank sees it), forward and backward. */
+Test(cuda_gpu, attention_fwd_bwd) {
+    skip_without_gpu();
+    int Tq = 9, Tk = 13, H = 4, KV = 2, D = 8;
+    int qpos[9], kpos[13];
+    for (int i = 0; i < Tq; i++) qpos[i] = 4 + i;
+    for (int j = 0; j < Tk; j++) kpos[j] = j;
+    size_t nq = (size_t)Tq * H * D, nk = (size_t)Tk * KV * D;
+    float *q = random_floats(nq, 9), *k = random_floats(nk, 10), *v = random_floats(nk, 11),
+          *dout = random_floats(nq, 12);
+    float *out = calloc(nq, 4), *lse = calloc((size_t)Tq * H, 4), *scratch = calloc((size_t)Tk, 4);
+    float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
+    ts_attention_fwd(out, lse, q, k, v, &s, scratch);
+    ts_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, &s);
+    ts_attn_shape gs = s;
+    int *gqpos = dev_copy(qpos, sizeof qpos), *gkpos = dev_copy(kpos, sizeof kpos);
+    gs.q_pos = gqpos;
+    gs.k_pos = gkpos;
+    float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
+    float *gout = dev_floats(out, nq), *glse = dev_floats(lse, (size_t)Tq * H);
+    float *zero = calloc(nq + nk, 4), *gdq = dev_floats(zero, nq), *gdk = dev_floats(zero, nk), *gdv = dev_floats(zero, nk);
+    cr_assert_eq(ts_cuda_attention_fwd(gout, glse, gq, gk, gv, &gs), TS_OK, "%s", ts_error_message());
+    expect_close("attention_fwd out", gout, out, nq, 1e-5f);
+    expect_close("attention_fwd lse", glse, lse, (size_t)Tq * H, 1e-5f);
+    cr_assert_eq(ts_cuda_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout, glse, &gs), TS_OK, "%s",
+                 ts_error_message());
+    expect_close("attention_bwd dq", gdq, dq, nq, 1e-4f);
+    expect_close("attention_bwd dk", gdk, dk, nk, 1e-4f);
+    expect_close("attention_bwd dv", gdv, dv, nk, 1e-4f);
+    ts_attn_shape bad = gs;
+    bad.KV = 3;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_fwd(gout, glse, gq, gk, gv, &bad), TS_ERR_INPUT);
+    cudaFree(gqpos), cudaFree(gkpos), cudaFree(gq), cudaFree(gk), cudaFree(gv);
+    cudaFree(gdout), cudaFree(gout), cudaFree(glse), cudaFree(gdq), cudaFree(gdk), cudaFree(gdv);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(scratch), free(dq), free(dk), free(dv), free(zero);
+}
+
+Test(cuda_gpu, adamw_steps) {
+    skip_without_gpu();
+    size_t n = 4099;
+    float *p = random_floats(n, 13), *m = calloc(n, 4), *v = calloc(n, 4);
+    float *gp = dev_floats(p, n), *gm = dev_floats(m, n), *gv = dev_floats(v, n);
+    for (int step = 1; step <= 3; step++) {
+        float *g = random_floats(n, 100 + (uint64_t)step), *gg = dev_floats(g, n);
+        ts_adamw(p, m, v, g, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+        cr_assert_eq(ts_cuda_adamw(gp, gm, gv, gg, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step), TS_OK, "%s",
+                     ts_error_message());
+        cudaFree(gg);
+        free(g);
+    }
+    expect_close("adamw param", gp, p, n, 1e-5f);
+    expect_close("adamw m", gm, m, n, 1e-6f);
+    expect_close("adamw v", gv, v, n, 1e-6f);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_adamw(gp, gm, gv, gp, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0), TS_ERR_INPUT);
+    cudaFree(gp), cudaFree(gm), cudaFree(gv);
+    free(p), free(m), free(v);
+}
+
+/* The backend itself on one rank: cuBLAS fp32 and bf16 GEMMs, a one-member NCCL all-reduce and
+ * in-place reduce-scatter, event timers, and the refusal of host buffers. */
+Test(cuda_gpu, backend_gemm_collectives_timer) {
+    skip_without_gpu();
+    int rank = 0, size = 0;
+    cr_assert_eq(ts_mpi_init(&rank, &size), TS_OK, "%s", ts_error_message());
+    ts_comm *world = NULL;
+    cr_assert_eq(ts_comm_blocks(1, &world), TS_OK, "%s", ts_error_message());
+    const ts_backend *be = ts_backend_cuda(world, NULL, 0);
+    cr_assert_not_null(be, "%s", ts_error_message());
+    cr_expect_str_eq(be->name, "cuda");
+
+    const int M = 33, N = 65, K = 47;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            float *A = random_floats((size_t)M * K, 30 + ta), *B = random_floats((size_t)K * N, 40 + tb),
+                  *C = random_floats((size_t)M * N, 50);
+            float *gA = dev_floats(A, (size_t)M * K), *gB = dev_floats(B, (size_t)K * N), *gC = dev_floats(C, (size_t)M * N);
+            ts_sgemm(ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.25f, C, N);
+            cr_assert_eq(be->sgemm(ta, tb, M, N, K, 0.75f, gA, lda, gB, ldb, 0.25f, gC, N), TS_OK, "%s",
+                         ts_error_message());
+            char what[32];
+            snprintf(what, sizeof what, "sgemm ta=%d tb=%d", ta, tb);
+            expect_close(what, gC, C, (size_t)M * N, 1e-5f);
+            cudaFree(gA), cudaFree(gB), cudaFree(gC);
+            free(A), free(B), free(C);
+        }
+
+    /* bf16: inputs rounded to bf16 on the host, the product in fp32 compared with tolerance for
+     * the bf16 output. */
+    {
+        size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+        float *A = random_floats(na, 60), *B = random_floats(nb, 61), *C = calloc(nc, 4);
+        uint16_t *hA = malloc(na * 2), *hB = malloc(nb * 2), *hC = calloc(nc, 2);
+        for (size_t i = 0; i < na; i++) {
+            uint32_t u;
+            memcpy(&u, &A[i], 4);
+            hA[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+            u = (uint32_t)hA[i] << 16;
+            memcpy(&A[i], &u, 4);
+        }
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t u;
+            memcpy(&u, &B[i], 4);
+            hB[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+            u = (uint32_t)hB[i] << 16;
+            memcpy(&B[i], &u, 4);
+        }
+        ts_sgemm(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+        void *gA = dev_copy(hA, na * 2), *gB = dev_copy(hB, nb * 2), *gC = dev_copy(hC, nc * 2);
+        cr_assert_eq(ts_cuda_gemm(TS_DTYPE_BF16, 0, 1, M, N, K, 1.0f, gA, K, gB, K, 0.0f, gC, N), TS_OK, "%s",
+                     ts_error_message());
+        cr_assert_eq(ts_cuda_to_host(hC, gC, nc * 2), TS_OK);
+        int bad = 0;
+        for (size_t i = 0; i < nc; i++) {
+            uint32_t u = (uint32_t)hC[i] << 16;
+            float got;
+            memcpy(&got, &u, 4);
+            if (fabsf(got - C[i]) > 1e-2f * (1 + fabsf(C[i])) && bad++ < 5)
+                fprintf(stderr, "bf16 gemm [%zu]: gpu %g cpu %g\n", i, got, C[i]);
+        }
+        cr_expect_eq(bad, 0, "bf16 gemm: %d mismatches", bad);
+        cudaFree(gA), cudaFree(gB), cudaFree(gC);
+        free(A), free(B), free(C), free(hA), free(hB), free(hC);
+    }
+
+    float host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    float *g = NULL;
+    cr_assert_eq(be->alloc(sizeof host, (void **)&g), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_to_device(g, host, sizeof host), TS_OK);
+    cr_assert_eq(be->all_reduce(world, g, g, 8), TS_OK, "%s", ts_error_message());
+    expect_close("all_reduce (1 rank)", g, host, 8, 0);
+    cr_assert_eq(be->reduce_scatter(world, g, g, 8), TS_OK, "%s", ts_error_message());
+    expect_close("reduce_scatter in place (1 rank)", g, host, 8, 0);
+    ts_error_clear();
+    cr_expect_eq(be->all_reduce(world, host, host, 8), TS_ERR_INPUT, "a host buffer was accepted");
+    cr_expect(strstr(ts_error_message(), "host memory") != NULL, "%s", ts_error_message());
+
+    ts_cuda_timer *t = NULL;
+    double sec = -1;
+    cr_assert_eq(ts_cuda_timer_create(&t), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_timer_start(t), TS_OK);
+    cr_assert_eq(ts_cuda_add(g, g, g, 8), TS_OK);
+    cr_assert_eq(ts_cuda_timer_stop(t, &sec), TS_OK, "%s", ts_error_message());
+    cr_expect(sec >= 0 && sec < 10, "timer %g s", sec);
+    ts_cuda_timer_free(t);
+    be->free(g);
+    ts_backend_cuda_free(world, NULL, 0);
+    ts_comm_free(&world);
+    ts_runtime_finalize();
+}
+
+#endif

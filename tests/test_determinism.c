@@ -1,0 +1,162 @@
+/* Determinism: the same inputs give byte-identical outputs. Each command runs twice and the files
+ * and stdout are compared byte for byte, except the values of the fields that hold wall-clock
+ * time (WALL_CLOCK_KEYS: how long the search, the stage partitioning or the simulation took on
+ * this machine), which are blanked in both texts first, and the lines of the tables that report
+ * those times. Covers `plan -o` (dense, MoE, a Hugging Face config, --refine), `sim --plan`
+ * with --trace and --json, and the sim table. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers.h"
+
+static const char *const WALL_CLOCK_KEYS[] = {"\"search_s\":", "\"partition_s\":", "\"sim_s\":",
+                                              "\"refine_s\":", NULL};
+
+/* Replaces, in place, the number after each wall-clock key by one '#', so the rest of the text
+ * can be compared byte for byte. */
+static void blank_wall_clock(char *text) {
+    for (int k = 0; WALL_CLOCK_KEYS[k]; k++)
+        for (char *p = strstr(text, WALL_CLOCK_KEYS[k]); p; p = strstr(p + 1, WALL_CLOCK_KEYS[k])) {
+            char *v = p + strlen(WALL_CLOCK_KEYS[k]);
+            while (*v == ' ' || *v == '\t') v++;
+            char *end = v;
+            while (*end && strchr("0123456789.eE+-", *end)) end++;
+            if (end == v) continue;
+            *v = '#';
+            memmove(v + 1, end, strlen(end) + 1);
+        }
+}
+
+/* Drops the lines of a table that report wall-clock times ("# searched ... in 0.002 s",
+ * "# ... simulated in 0.039 s", "# refined: ... in 2.285 s"). */
+static void drop_timed_lines(char *text) {
+    char *w = text;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        int timed = line[0] == '#' && (strstr(line, " in ") != NULL) &&
+                    (memmem(line, len, " s\n", 3) != NULL || memmem(line, len, " s,", 3) != NULL ||
+                     memmem(line, len, " s)", 3) != NULL);
+        if (!timed) {
+            memmove(w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    *w = '\0';
+}
+
+static char *slurp(const char *path) {
+    char *t = read_file(path);
+    cr_assert_not_null(t, "%s was not written", path);
+    return t;
+}
+
+/* The first byte where a and b differ, for the failure message. */
+static size_t first_diff(const char *a, const char *b) {
+    size_t i = 0;
+    while (a[i] && a[i] == b[i]) i++;
+    return i;
+}
+
+static void expect_same(const char *what, char *a, char *b) {
+    size_t at = first_diff(a, b);
+    cr_expect(strcmp(a, b) == 0, "%s differs between two runs at byte %zu:\n  run 1: %.120s\n  run 2: %.120s",
+              what, at, a + at, b + at);
+}
+
+/* Runs `tessera plan ARGS -o FILE` twice and compares the files. */
+static void plan_twice(const char *const *args, int nargs) {
+    char *dir = make_temp_dir();
+    char file[2][PATH_MAX];
+    char *text[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(file[i], sizeof file[i], "%s/plan%d.json", dir, i);
+        const char *argv[CLI_MAX_ARGS + 1];
+        int n = 0;
+        for (; n < nargs; n++) argv[n] = args[n];
+        argv[n++] = "-o";
+        argv[n++] = file[i];
+        argv[n] = NULL;
+        cli_result r = run_argv(argv);
+        cr_assert_eq(r.status, 0, "plan run %d: exit %d, stderr: %s", i + 1, r.status, r.err);
+        cli_result_free(&r);
+        text[i] = slurp(file[i]);
+        blank_wall_clock(text[i]);
+    }
+    char what[256];
+    snprintf(what, sizeof what, "plan -o (%s %s %s ...)", args[2], args[4], args[6]);
+    expect_same(what, text[0], text[1]);
+    free(text[0]);
+    free(text[1]);
+    remove_dir(dir);
+}
+
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+Test(determinism, plan_files_are_byte_identical, .timeout = 300) {
+    const char *dense[] = {"plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "--gpus", "64"};
+    const char *moe[] = {"plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64",
+                         "--global-batch", "256", "--top", "20"};
+    char *hf = test_data_path("tests/data/hf/qwen1.5-moe-a2.7b.json");
+    const char *hf_args[] = {"plan", "--model", hf, "--system", "a100-80g-dgx", "--gpus", "16",
+                             "--global-batch", "64", "--seq", "2048"};
+    const char *refine[] = {"plan", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16",
+                            "--global-batch", "32", "--top", "4", "--refine", "2"};
+    plan_twice(dense, N(dense));
+    plan_twice(moe, N(moe));
+    plan_twice(hf_args, N(hf_args));
+    plan_twice(refine, N(refine));
+    free(hf);
+}
+
+Test(determinism, sim_outputs_are_byte_identical, .timeout = 300) {
+    char *dir = make_temp_dir();
+    char plan[PATH_MAX];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    cli_result p = run_cli("plan", "--model", "tiny-moe", "--system", "h100-sxm-dgx", "--gpus", "8",
+                           "--global-batch", "16", "--fix", "pp=2,ep=2", "--top", "3", "-o", plan, NULL);
+    cr_assert_eq(p.status, 0, "plan: exit %d, stderr: %s", p.status, p.err);
+    cli_result_free(&p);
+
+    char trace[2][PATH_MAX];
+    char *json[2], *table[2], *tr[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(trace[i], sizeof trace[i], "%s/trace%d.json", dir, i);
+        cli_result r = run_cli("sim", "--plan", plan, "--index", "2", "--full", "--json", "--trace",
+                               trace[i], NULL);
+        cr_assert_eq(r.status, 0, "sim run %d: exit %d, stderr: %s", i + 1, r.status, r.err);
+        json[i] = strdup(r.out);
+        blank_wall_clock(json[i]);
+        cli_result_free(&r);
+        tr[i] = slurp(trace[i]);
+        r = run_cli("sim", "--plan", plan, NULL);
+        cr_assert_eq(r.status, 0, "sim table run %d: exit %d, stderr: %s", i + 1, r.status, r.err);
+        table[i] = strdup(r.out);
+        drop_timed_lines(table[i]);
+        cli_result_free(&r);
+    }
+    expect_same("sim --trace file", tr[0], tr[1]);
+    expect_same("sim --json (sim_s blanked)", json[0], json[1]);
+    expect_same("sim table (timed lines dropped)", table[0], table[1]);
+    cr_expect(strstr(json[0], "\"sim_s\":") != NULL, "the blanked field sim_s is gone from sim --json");
+    for (int i = 0; i < 2; i++) {
+        free(json[i]);
+        free(table[i]);
+        free(tr[i]);
+    }
+    remove_dir(dir);
+}
+
+/* The helpers themselves: blanking touches the wall-clock values and nothing else. */
+Test(determinism, blanking_only_touches_wall_clock_fields) {
+    char text[] = "{\"search_s\": 0.0021, \"step_s\": 50.37, \"sim_s\":\t1e-05}";
+    blank_wall_clock(text);
+    cr_expect_str_eq(text, "{\"search_s\": #, \"step_s\": 50.37, \"sim_s\":\t#}");
+    char table[] = "# tessera sim: x\n# 95462 events, simulated in 0.039 s\n     0      3.1\n";
+    drop_timed_lines(table);
+    cr_expect_str_eq(table, "# tessera sim: x\n     0      3.1\n");
+}

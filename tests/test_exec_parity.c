@@ -1,0 +1,615 @@
+/* `tessera run` against the one-process reference (exec/reference.h), and `run` as users see it.
+ *
+ * Suite `mpi`: these tests need Open MPI (`mpirun` on the PATH) and start processes — each runs
+ * the built binary, which launches up to 8 ranks with mpirun (oversubscribed past this machine's
+ * cores). Select them with --filter 'mpi/?*' (the parity cases alone: 'mpi/parity_*'), leave them
+ * out with --filter '!(mpi/?*)'. Suite `run_cli` holds the refusals that stop before any rank
+ * starts. The finite-difference check of the reference's backward (tiny and tiny-moe, every
+ * parameter tensor) is in tests/test_exec_kernels.c, suite `exec_reference`: no MPI needed.
+ *
+ * Parity (llm.c's habit: the fast path diffed against the plain reference, failing loudly): for
+ * each layout of the table (26: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP,
+ * EP, ZeRO 1/2/3, recompute selective/full, and combinations up to dp=2,tp=2,pp=2),
+ * `tessera plan --fix <every field>` (tiny or tiny-moe on cpu-localhost, global batch 8 × 64
+ * tokens, --dtype fp32) then `tessera run --steps 5 --json --params`, against exec/reference.h
+ * trained in this process on the same seed (1234) and synthetic data with the same AdamW. Every
+ * loss must agree within 1e-5 relative; the parameters within the bounds at PARAM_L2_RTOL below;
+ * a failure names the worst element (tensor, layer, index). The reference runs once per model
+ * per test run: the first test that needs it writes it to a cache folder made by a report hook
+ * at start and removed at the end (workers take a lock). Batch and sequence are small because
+ * the suite runs in `make test` on 2 cores.
+ * Measured (this machine, 2026-11-21, batch 8 × 64): losses within 1e-7–2.2e-7 relative for
+ * dense layouts, 2.2e-7–2e-6 for tiny-moe; parameters ‖p − ref‖ / ‖ref − init‖ 2.4e-5–7.3e-5
+ * dense, up to 2.3e-4 tiny-moe; max |p − ref| 1.0e-4–4.1e-4 dense, up to 3.7e-3 tiny-moe.
+ *
+ * Memory (the same runs): `run --json` prints the executor's peak bytes per category on the worst
+ * rank ("memory_bytes") beside the planner's ts_evaluate of the plan's layout
+ * ("planner_memory_bytes", fp32: 4 + 4 + 8 bytes/param, 4-byte activations). Weights, gradients
+ * and optimizer states are asserted within 10% where the two count the same thing (mask `mem`):
+ * measured 1.000–1.002 there. Where they do not — executor/planner ratios, batch 8 × 64:
+ *   zero=2, dp=2:       grads 1.54  the executor accumulates into a whole-layer gradient buffer
+ *                                   (the largest layer) beside its shard; the planner counts the
+ *                                   shard and the bucket under buffers.
+ *   zero=3, dp=4:       weights 3.08, grads 2.17 (tiny-moe ep=4: 1.45, 1.50)  the executor counts
+ *                                   the two gathered layers (running, prefetched) as weights;
+ *                                   the planner puts ZeRO-3 gather buffers under buffers.
+ * Not asserted, recorded with --verbose (executor/planner, same runs): activations 1.12–1.38 for
+ * dense layouts without recompute (per token and layer the executor keeps 5 hidden-size vectors —
+ * input, both norm outputs, post-attention residual, output — where the planner's Korthikanti
+ * count has 4: 16.5 against 15.5 kB for tiny; its head keeps the final norm's input and output
+ * beside the logits), 1.9 with ZB-H1 (the executor keeps the
+ * inputs of W apart until W runs), 4.2–6.4 with recompute=full (the executor keeps what the
+ * recomputed layer needs on top of the layer input, and the planner's full-recompute term is one
+ * tensor per layer), 1.8–3.6 for tiny-moe (expert inputs and outputs by slot, top-k × the
+ * tokens); buffers 0.08–0.68 (the planner reserves 40M-parameter DP buckets and ZeRO-3 gathers
+ * that a 3.4M-parameter model never fills).
+ *
+ * Under the sanitizers (make check) the subprocesses run with ASAN_OPTIONS=detect_leaks=0 (Open
+ * MPI's own allocations at exit are not ours); the parity cases marked `san` run there, one per
+ * parallel form, the others are reported skipped (cr_skip_test), never passed. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/reference.h"
+#include "models/model.h"
+#include "planner/layout.h"
+#include "planner/ranks.h"
+#include "tests/helpers.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+#define BATCH 8
+/* 64, not 32: at 32 tokens tiny-moe's router has a near tie at step 2 (top-2 logit gap 1.2e-5) and
+ * the reference run against itself as 8 accumulated micro-batches already drifts 6e-6 in loss by
+ * step 5 (tiny-moe cp=2,ep=2: 8.9e-6); at 64 the smallest gap over the 5 steps is 1.2e-4 and every
+ * layout's losses stay within 2e-6. */
+#define SEQ 64
+#define STEPS 5
+#define SEED 1234
+#define LR 3e-3f /* `run`'s default (--lr) */
+#define LOSS_RTOL 1e-5
+/* Parameters: AdamW divides each gradient by its own running RMS, so an element whose gradient is
+ * at the level of fp32 rounding (summation order differs between layouts) moves by up to ±LR per
+ * step either way; no per-element relative bound holds for those few. What a bug does instead is
+ * move whole tensors the wrong way: the difference, measured against how far training moved the
+ * parameters (‖p − ref‖₂ / ‖ref − init‖₂), catches that. No element may stray by more than 3 LR:
+ * noise moves one by about LR per affected step, an element updated the wrong way (or not at all)
+ * for the 5 steps is off by up to 10 LR. Measured over the table: ‖p − ref‖ / ‖ref − init‖
+ * 2.4e-5–7.3e-5 dense, up to 2.3e-4 tiny-moe; max |p − ref| 1.0e-4–4.1e-4 dense, up to 3.7e-3 =
+ * 1.2 LR tiny-moe (tp=2,sp=1: an expert weight whose first two gradients were 6e-8 and -1e-7).
+ * The reference against itself (2, 4, 8 accumulated micro-batches) differs by up to 1.8e-4
+ * (tiny) and 5.5e-4 (tiny-moe) per element: a bound of 1e-4 × max |ref| holds for no layout. */
+#define PARAM_L2_RTOL 1e-3
+#define PARAM_MAX_ABS (3 * LR)
+#define MEM_RTOL 0.10
+/* One run of up to 8 ranks takes 2–20 s here (sanitized: longer); past this it is a hang. */
+#define RUN_TIMEOUT_S (SANITIZED ? 600u : 240u)
+#define REF_CACHE_ENV "TESSERA_TEST_REF_CACHE"
+
+/* ---- The reference, computed once per model -------------------------------------------------- */
+
+typedef struct {
+    ts_model model;
+    size_t n;              /* parameters */
+    float losses[STEPS];   /* per step */
+    float *init;           /* (n) before the first step; malloc'd */
+    float *params;         /* (n) after STEPS steps; malloc'd */
+} reference;
+
+static void reference_compute(const char *name, reference *ref) {
+    ts_ref r;
+    cr_assert_eq(ts_ref_init(&r, &ref->model, SEQ, BATCH, SEED), TS_OK, "ts_ref_init(%s): %s", name,
+                 ts_error_message());
+    ref->n = r.n_params;
+    ref->init = malloc(ref->n * sizeof *ref->init);
+    ref->params = malloc(ref->n * sizeof *ref->params);
+    int *tokens = malloc((size_t)BATCH * (SEQ + 1) * sizeof *tokens);
+    cr_assert(tokens != NULL && ref->init != NULL && ref->params != NULL, "out of memory");
+    memcpy(ref->init, r.param_mem, ref->n * sizeof *ref->init);
+    for (int s = 0; s < STEPS; s++) {
+        ts_synthetic_batch(SEED, s, BATCH, SEQ, (int)ref->model.vocab, tokens);
+        ts_ref_zero_grad(&r);
+        ref->losses[s] = ts_ref_forward(&r, tokens);
+        ts_ref_backward(&r, 1.0f);
+        cr_assert_eq(ts_ref_adamw(&r, LR, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1), TS_OK, "ts_ref_adamw");
+    }
+    memcpy(ref->params, r.param_mem, ref->n * sizeof *ref->params);
+    free(tokens);
+    ts_ref_free(&r);
+}
+
+/* Cache file: uint64 n, float losses[STEPS], float init[n], float params[n]. Returns 0 when absent
+ * or short. */
+static int reference_read(const char *path, reference *ref) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    uint64_t n = 0;
+    int ok = fread(&n, sizeof n, 1, f) == 1 && fread(ref->losses, sizeof(float), STEPS, f) == STEPS;
+    if (ok) {
+        ref->n = (size_t)n;
+        ref->init = malloc(ref->n * sizeof *ref->init);
+        ref->params = malloc(ref->n * sizeof *ref->params);
+        cr_assert(ref->init != NULL && ref->params != NULL, "out of memory");
+        ok = fread(ref->init, sizeof *ref->init, ref->n, f) == ref->n &&
+             fread(ref->params, sizeof *ref->params, ref->n, f) == ref->n;
+        if (!ok) free(ref->init), free(ref->params), ref->init = ref->params = NULL;
+    }
+    fclose(f);
+    return ok;
+}
+
+static void reference_write(const char *path, const reference *ref) {
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    cr_assert(f != NULL, "%s: %s", tmp, strerror(errno));
+    uint64_t n = ref->n;
+    int ok = fwrite(&n, sizeof n, 1, f) == 1 && fwrite(ref->losses, sizeof(float), STEPS, f) == STEPS &&
+             fwrite(ref->init, sizeof *ref->init, ref->n, f) == ref->n &&
+             fwrite(ref->params, sizeof *ref->params, ref->n, f) == ref->n;
+    ok &= fclose(f) == 0;
+    cr_assert(ok && rename(tmp, path) == 0, "writing %s failed", path);
+}
+
+/* The reference for model `name`, from the cache when a test has computed it already. */
+static void reference_get(const char *name, reference *ref) {
+    memset(ref, 0, sizeof *ref);
+    cr_assert_eq(ts_model_load(name, &ref->model), TS_OK, "model %s: %s", name, ts_error_message());
+    const char *dir = getenv(REF_CACHE_ENV);
+    if (dir == NULL) {
+        reference_compute(name, ref);
+        return;
+    }
+    char path[PATH_MAX], lock[PATH_MAX + 8];
+    snprintf(path, sizeof path, "%s/%s-b%d-s%d.bin", dir, name, BATCH, SEQ);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    int fd = open(lock, O_CREAT | O_RDWR, 0600);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0, "%s: %s", lock, strerror(errno));
+    if (!reference_read(path, ref)) {
+        reference_compute(name, ref);
+        reference_write(path, ref);
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set) {
+    (void)set;
+    char dir[] = "/tmp/tessera-ref-XXXXXX";
+    if (mkdtemp(dir) != NULL) setenv(REF_CACHE_ENV, dir, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
+    (void)stats;
+    const char *dir = getenv(REF_CACHE_ENV);
+    char *copy = dir ? strdup(dir) : NULL;
+    if (copy) remove_dir(copy);
+}
+
+/* "layer 2 qkv[17, 5]" for element i of the reference's flat parameter order. */
+static void param_name(const ts_model *m, size_t i, char *buf, size_t cap) {
+    size_t start = 0;
+    for (int l = -1; l < m->layers; l++) {
+        int first = l < 0 ? TS_REF_EMBED : TS_REF_ATTN_NORM, last = l < 0 ? TS_REF_LM_HEAD : TS_REF_KIND_COUNT - 1;
+        for (int k = first; k <= last; k++) {
+            int64_t shape[3];
+            int dims = ts_ref_tensor_shape(m, l < 0 ? 0 : l, (ts_ref_kind)k, shape);
+            if (dims == 0) continue;
+            size_t numel = 1;
+            for (int d = 0; d < dims; d++) numel *= (size_t)shape[d];
+            if (i < start + numel) {
+                size_t off = i - start, idx[3];
+                for (int d = dims - 1; d >= 0; d--) idx[d] = off % (size_t)shape[d], off /= (size_t)shape[d];
+                int w = l < 0 ? snprintf(buf, cap, "%s[", ts_ref_kind_names[k])
+                              : snprintf(buf, cap, "layer %d %s[", l, ts_ref_kind_names[k]);
+                for (int d = 0; d < dims && w > 0 && (size_t)w < cap; d++)
+                    w += snprintf(buf + w, cap - (size_t)w, "%s%zu", d ? ", " : "", idx[d]);
+                if (w > 0 && (size_t)w < cap) snprintf(buf + w, cap - (size_t)w, "]");
+                return;
+            }
+            start += numel;
+        }
+    }
+    snprintf(buf, cap, "element %zu (past the last tensor)", i);
+}
+
+/* ---- Running the CLI ------------------------------------------------------------------------- */
+
+static void suite_init(void) {
+    /* Open MPI's allocations at exit are not ours; no effect without the sanitizers. */
+    const char *old = getenv("ASAN_OPTIONS");
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "", old && *old ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
+TestSuite(mpi, .init = suite_init);
+
+static int layout_ranks(const char *text) {
+    ts_layout l;
+    cr_assert_eq(ts_layout_parse("test layout", text, &l), TS_OK, "%s", ts_error_message());
+    return ts_rank_count(&l);
+}
+
+/* `tessera plan` for `layout` (every field pinned) written to <dir>/plan.json. */
+static void make_plan(const char *dir, const char *model, const char *layout, char *plan, size_t cap) {
+    char gpus[16], batch[16], seq[16];
+    snprintf(gpus, sizeof gpus, "%d", layout_ranks(layout));
+    snprintf(batch, sizeof batch, "%d", BATCH);
+    snprintf(seq, sizeof seq, "%d", SEQ);
+    snprintf(plan, cap, "%s/plan.json", dir);
+    cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", gpus,
+                           "--global-batch", batch, "--seq", seq, "--dtype", "fp32", "--fix", layout,
+                           "--top", "1", "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "plan %s %s: exit %d, stderr: %s", model, layout, r.status, r.err);
+    cli_result_free(&r);
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* A file of float32 values (malloc'd) and their count. */
+static float *read_floats(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "%s was not written: %s", path, strerror(errno));
+    cr_assert(fseek(f, 0, SEEK_END) == 0);
+    long bytes = ftell(f);
+    cr_assert(bytes >= 0 && bytes % (long)sizeof(float) == 0, "%s: %ld bytes", path, bytes);
+    rewind(f);
+    *n = (size_t)bytes / sizeof(float);
+    float *p = malloc((size_t)bytes + 1);
+    cr_assert(p != NULL, "out of memory");
+    cr_assert_eq(fread(p, sizeof *p, *n, f), *n, "%s: short read", path);
+    fclose(f);
+    return p;
+}
+
+/* ---- Parity ---------------------------------------------------------------------------------- */
+
+enum { MEM_W = 1, MEM_G = 2, MEM_O = 4, MEM_WGO = 7 };
+static const char *const mem_cats[] = {"weights", "grads", "optimizer", "activations", "buffers"};
+
+typedef struct {
+    const char *model;
+    const char *layout; /* every field pinned, as the run reports it */
+    unsigned mem;       /* categories asserted equal to the planner's within MEM_RTOL */
+    int san;            /* also run under the sanitizers */
+} parity_case;
+
+static void check_memory(const parity_case *c, const cJSON *root) {
+    const cJSON *ex = json_obj(root, "memory_bytes", "$"), *pl = json_obj(root, "planner_memory_bytes", "$");
+    double ratio[5];
+    for (int k = 0; k < 5; k++) {
+        double e = json_num(ex, mem_cats[k], "$.memory_bytes"), p = json_num(pl, mem_cats[k], "$.planner_memory_bytes");
+        ratio[k] = p > 0 ? e / p : INFINITY;
+        /* Activations and buffers are recorded, not asserted: see the top of this file. */
+        if (k < 3 && (c->mem & (1u << k)))
+            cr_expect(fabs(ratio[k] - 1) <= MEM_RTOL, "%s %s: %s executor %.0f B, planner %.0f B (ratio %.3f)",
+                      c->model, c->layout, mem_cats[k], e, p, ratio[k]);
+    }
+    cr_log_info("memory %s %s: executor/planner weights %.3f grads %.3f optimizer %.3f activations %.3f "
+                "buffers %.3f", c->model, c->layout, ratio[0], ratio[1], ratio[2], ratio[3], ratio[4]);
+}
+
+typedef struct {
+    double rel_l2;   /* ‖p − ref‖₂ / ‖ref − init‖₂ */
+    double worst;    /* max |p − ref|, infinite for a NaN */
+    size_t worst_at; /* where */
+} param_diff;
+
+static param_diff compare_params(const reference *ref, const float *p) {
+    param_diff d = {0, -1, 0};
+    double diff2 = 0, moved2 = 0;
+    for (size_t i = 0; i < ref->n; i++) {
+        double e = fabs((double)p[i] - ref->params[i]), m = (double)ref->params[i] - ref->init[i];
+        if (isnan(e)) e = INFINITY;
+        diff2 += e * e;
+        moved2 += m * m;
+        if (e > d.worst) d.worst = e, d.worst_at = i;
+    }
+    d.rel_l2 = moved2 > 0 ? sqrt(diff2 / moved2) : INFINITY;
+    return d;
+}
+
+static void check_parity(const parity_case *c) {
+    if (SANITIZED && !c->san)
+        cr_skip_test("%s %s: left out under the sanitizers (one layout per parallel form runs there)", c->model,
+                     c->layout);
+    char *dir = make_temp_dir();
+    char plan[PATH_MAX], params[PATH_MAX];
+    make_plan(dir, c->model, c->layout, plan, sizeof plan);
+    snprintf(params, sizeof params, "%s/params.bin", dir);
+    char steps[16];
+    snprintf(steps, sizeof steps, "%d", STEPS);
+    const char *args[] = {"run", "--plan", plan, "--steps", steps, "--warmup", "1", "--json", "--params", params, NULL};
+    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+    cJSON *root = parse_json_output(&r, c->layout);
+    cr_assert_str_eq(json_str(root, "layout", "$"), c->layout, "the plan's layout is not the pinned one");
+    cr_expect_eq(json_num(root, "ranks", "$"), layout_ranks(c->layout));
+
+    reference ref;
+    reference_get(c->model, &ref);
+    const cJSON *losses = cJSON_GetObjectItemCaseSensitive(root, "losses");
+    cr_assert(cJSON_IsArray(losses) && cJSON_GetArraySize(losses) == STEPS, "%s: \"losses\" is not %d numbers",
+              c->layout, STEPS);
+    double loss_rel = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double got = cJSON_GetArrayItem(losses, s)->valuedouble, want = ref.losses[s];
+        loss_rel = fmax(loss_rel, fabs(got - want) / fabs(want));
+        cr_expect(fabs(got - want) <= LOSS_RTOL * fabs(want), "%s %s: step %d loss %.9g, reference %.9g (rel %.3g)",
+                  c->model, c->layout, s + 1, got, want, fabs(got - want) / fabs(want));
+    }
+
+    size_t n = 0;
+    float *p = read_floats(params, &n);
+    cr_assert_eq(n, ref.n, "%s: %zu parameters written, the reference has %zu", c->layout, n, ref.n);
+    param_diff d = compare_params(&ref, p);
+    char where[128];
+    param_name(&ref.model, d.worst_at, where, sizeof where);
+    cr_expect(d.rel_l2 <= PARAM_L2_RTOL && d.worst <= PARAM_MAX_ABS,
+              "%s %s: ‖param − ref‖ / ‖ref − init‖ = %.3g (bound %.0e); max |param − ref| %.3g (bound %.2g) at "
+              "element %zu = %s: got %.9g, reference %.9g",
+              c->model, c->layout, d.rel_l2, PARAM_L2_RTOL, d.worst, PARAM_MAX_ABS, d.worst_at, where,
+              p[d.worst_at], ref.params[d.worst_at]);
+    cr_log_info("parity %s %s: loss rel %.2g, params rel L2 %.2g, max abs %.2g", c->model, c->layout, loss_rel,
+                d.rel_l2, d.worst);
+    check_memory(c, root);
+
+    free(p);
+    free(ref.init);
+    free(ref.params);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+/* name, model, layout, memory categories asserted, run under the sanitizers. */
+#define PARITY_CASES(X)                                                                                             \
+    X(one_rank, "tiny", "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)   \
+    X(dp2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)        \
+    X(tp2, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)        \
+    X(tp2_sp, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)     \
+    X(pp2_gpipe, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=gpipe,recompute=none", MEM_WGO, 1) \
+    X(pp2_1f1b, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)   \
+    X(pp2_interleaved, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=none", \
+      MEM_WGO, 1)                                                                                                   \
+    X(pp2_zbh1, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 1)  \
+    X(pp4_1f1b, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)   \
+    X(zero1, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)      \
+    X(zero2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_W | MEM_O,  \
+      1)                                                                                                            \
+    X(zero3_dp4, "tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_O, 1)    \
+    X(cp2, "tiny", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)        \
+    X(cp2_tp2_sp_zero1, "tiny", "dp=1,tp=2,pp=1,cp=2,ep=1,sp=1,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none",       \
+      MEM_WGO, 0)                                                                                                   \
+    X(tp2_sp_full, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=full", MEM_WGO,   \
+      1)                                                                                                            \
+    X(pp2_selective, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective",     \
+      MEM_WGO, 1)                                                                                                   \
+    X(dp2_pp2_gpipe_full_zero1, "tiny",                                                                             \
+      "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=gpipe,recompute=full", MEM_WGO, 0)                    \
+    X(dp2_tp2_pp2_sp_zero1_interleaved, "tiny",                                                                     \
+      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none", MEM_WGO, 1)              \
+    X(dp2_tp2_pp2_zero1_zbh1_selective, "tiny",                                                                     \
+      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=selective", MEM_WGO, 0)               \
+    X(moe_ep2, "tiny-moe", "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO,   \
+      1)                                                                                                            \
+    X(moe_ep4_zero3, "tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none",      \
+      MEM_O, 1)                                                                                                     \
+    X(moe_tp2_sp, "tiny-moe", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",         \
+      MEM_WGO, 0)                                                                                                   \
+    X(moe_cp2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO,   \
+      0)                                                                                                            \
+    X(moe_dp2_tp2_sp_ep2_zero1, "tiny-moe",                                                                         \
+      "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)                     \
+    X(moe_cp2_ep2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",        \
+      MEM_WGO, 1)                                                                                                   \
+    X(moe_dp2_pp2_ep2_zero1, "tiny-moe",                                                                            \
+      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)
+
+#define PARITY_TEST(name_, model_, layout_, mem_, san_)                                                             \
+    Test(mpi, parity_##name_) {                                                                                     \
+        check_parity(&(parity_case){.model = model_, .layout = layout_, .mem = mem_, .san = san_}); \
+    }
+PARITY_CASES(PARITY_TEST)
+
+/* ---- The command ----------------------------------------------------------------------------- */
+
+#define TP2 "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none"
+
+Test(mpi, failing_rank_ends_the_job) {
+    char *dir = make_temp_dir();
+    char plan[PATH_MAX];
+    make_plan(dir, "tiny", "dp=2,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", plan,
+              sizeof plan);
+    setenv("TESSERA_FAULT_RANK", "1", 1);
+    setenv("TESSERA_FAULT_STEP", "1", 1);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const char *args[] = {"run", "--plan", plan, "--steps", "5", "--warmup", "1", NULL};
+    cli_result r = run_argv_timeout(args, 60);
+    double took = seconds_since(&t0);
+    unsetenv("TESSERA_FAULT_RANK");
+    unsetenv("TESSERA_FAULT_STEP");
+    cr_expect(r.status != 0 && r.status < 128, "exit %d (expected a failure status, not a signal)", r.status);
+    cr_expect(took < (SANITIZED ? 30 : 10), "the job took %.1f s to end after rank 1 failed", took);
+    cr_expect(strstr(r.err, "rank 1: injected fault at step 1") != NULL, "stderr does not name rank 1: %s", r.err);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+Test(mpi, oversubscribing_is_said) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int ranks = 2;
+    while (ranks <= cores) ranks *= 2;
+    if (ranks > BATCH) cr_skip_test("%ld cores: more ranks than cores needs dp > %d, the global batch", cores, BATCH);
+    char layout[128], *dir = make_temp_dir(), plan[PATH_MAX];
+    snprintf(layout, sizeof layout, "dp=%d,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none",
+             ranks);
+    make_plan(dir, "tiny", layout, plan, sizeof plan);
+    const char *args[] = {"run", "--plan", plan, "--steps", "2", "--warmup", "1", "--json", NULL};
+    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+    cJSON *root = parse_json_output(&r, "run --json");
+    char said[96];
+    snprintf(said, sizeof said, "tessera run: %d ranks on %ld cores: oversubscribing\n", ranks, cores);
+    cr_expect(strstr(r.err, said) != NULL, "stderr does not say \"%s\": %s", said, r.err);
+    cr_expect_eq(json_num(root, "ranks", "$"), ranks);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+/* The fields of DESIGN.md's run JSON and more, checked on the numbers they must satisfy. */
+static void check_run_json(const cJSON *root, const char *layout, int ranks, int steps, int warmup) {
+    cr_expect_str_eq(json_str(root, "layout", "$"), layout);
+    cr_expect_str_eq(json_str(root, "model", "$"), "tiny");
+    cr_expect_eq(json_num(root, "ranks", "$"), ranks);
+    cr_expect_eq(json_num(root, "steps", "$"), steps);
+    cr_expect_eq(json_num(root, "warmup", "$"), warmup);
+    const cJSON *step = json_obj(root, "step_s", "$");
+    double med = json_num(step, "median", "$.step_s"), p10 = json_num(step, "p10", "$.step_s"),
+           p90 = json_num(step, "p90", "$.step_s");
+    cr_expect(p10 > 0 && p10 <= med && med <= p90 && p90 < 60, "step_s p10 %g, median %g, p90 %g", p10, med, p90);
+    const cJSON *losses = cJSON_GetObjectItemCaseSensitive(root, "losses");
+    cr_assert(cJSON_IsArray(losses) && cJSON_GetArraySize(losses) == steps, "\"losses\" is not %d numbers", steps);
+    for (int s = 0; s < steps; s++) {
+        const cJSON *l = cJSON_GetArrayItem(losses, s);
+        cr_expect(cJSON_IsNumber(l) && isfinite(l->valuedouble) && l->valuedouble > 0, "losses[%d]", s);
+    }
+    cr_expect(cJSON_GetArrayItem(losses, steps - 1)->valuedouble < cJSON_GetArrayItem(losses, 0)->valuedouble,
+              "the loss did not fall in %d steps", steps);
+    cr_expect(json_num(json_obj(root, "kind_s", "$"), "gemm", "$.kind_s") > 0, "no GEMM time");
+    const char *const blocks[] = {"memory_bytes", "planner_memory_bytes"};
+    for (int b = 0; b < 2; b++) {
+        const cJSON *m = json_obj(root, blocks[b], "$");
+        double sum = 0;
+        for (int k = 0; k < 5; k++) {
+            double v = json_num(m, mem_cats[k], blocks[b]);
+            cr_expect(v >= 0, "$.%s.%s = %g", blocks[b], mem_cats[k], v);
+            sum += v;
+        }
+        double total = json_num(m, "total", blocks[b]);
+        cr_expect(fabs(total - sum) <= 1e-9 * sum, "$.%s.total %g, categories add to %g", blocks[b], total, sum);
+        cr_expect(json_num(m, "weights", blocks[b]) > 0, "$.%s.weights is 0", blocks[b]);
+    }
+}
+
+/* The Chrome trace of a run whose ranks 2k, 2k+1 are stage k: one named process per rank, phases
+ * X and M only, every op inside the slowest step, GEMMs on every rank. */
+static void check_run_trace(const char *path, int ranks, double step_s) {
+    char *text = read_file(path);
+    cr_assert(text != NULL, "%s was not written", path);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert(root != NULL, "the trace is not JSON: %.200s", text);
+    const cJSON *events = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    cr_assert(cJSON_IsArray(events), "$.traceEvents is not an array");
+    int named[8] = {0}, gemms[8] = {0};
+    cr_assert(ranks <= 8);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        const char *ph = json_str(e, "ph", "event");
+        int pid = (int)json_num(e, "pid", "event");
+        cr_assert(pid >= 0 && pid < ranks, "event of pid %d in a %d-rank run", pid, ranks);
+        if (strcmp(ph, "M") == 0) {
+            if (strcmp(json_str(e, "name", "metadata"), "process_name") != 0) continue;
+            char want[32];
+            snprintf(want, sizeof want, "rank %d (stage %d)", pid, pid / 2);
+            const char *name = json_str(json_obj(e, "args", "metadata"), "name", "metadata args");
+            cr_expect_str_eq(name, want, "process %d", pid);
+            named[pid]++;
+            continue;
+        }
+        cr_assert_str_eq(ph, "X", "event of phase \"%s\"", ph);
+        double ts = json_num(e, "ts", "event"), dur = json_num(e, "dur", "event");
+        cr_expect(ts >= 0 && dur >= 0 && ts + dur <= step_s * 1e6 * 1.001 + 1,
+                  "op at %g µs for %g µs in a step of at most %g µs", ts, dur, step_s * 1e6);
+        gemms[pid] += strcmp(json_str(e, "cat", "event"), "gemm") == 0;
+    }
+    for (int k = 0; k < ranks; k++) {
+        cr_expect_eq(named[k], 1, "rank %d has %d process names", k, named[k]);
+        cr_expect(gemms[k] > 0, "rank %d has no GEMM in the trace", k);
+    }
+    free(text);
+    cJSON_Delete(root);
+}
+
+/* One run serves both checks: starting ranks is what costs here. */
+Test(mpi, json_fields_and_trace) {
+    const char *layout = "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none";
+    enum { RANKS = 4, RUN_STEPS = 4 };
+    char *dir = make_temp_dir(), plan[PATH_MAX], trace[PATH_MAX];
+    make_plan(dir, "tiny", layout, plan, sizeof plan);
+    snprintf(trace, sizeof trace, "%s/run.trace.json", dir);
+    /* Only the last step is measured, so the statistics are that step: the one the trace holds. */
+    const char *args[] = {"run", "--plan", plan, "--steps", "4", "--warmup", "3", "--json", "--trace", trace, NULL};
+    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+    cJSON *out = parse_json_output(&r, "run --json --trace");
+    check_run_json(out, layout, RANKS, RUN_STEPS, RUN_STEPS - 1);
+    check_run_trace(trace, RANKS, json_num(json_obj(out, "step_s", "$"), "p90", "$.step_s"));
+    cJSON_Delete(out);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+Test(mpi, unsupported_layout_is_refused) {
+    char *dir = make_temp_dir(), plan[PATH_MAX];
+    make_plan(dir, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", plan,
+              sizeof plan);
+    const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
+    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+    cr_expect(r.status != 0 && r.status < 128, "exit %d for a layout the executor cannot run", r.status);
+    cr_expect(strstr(r.err, "ZB-H1") != NULL && strstr(r.err, "dense") != NULL,
+              "stderr does not say ZB-H1 needs a dense model: %s", r.err);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
+/* Refusals before any rank starts: exit 2 with one line. */
+Test(run_cli, bad_input_is_one_line) {
+    char *dir = make_temp_dir(), plan[PATH_MAX], missing[PATH_MAX];
+    make_plan(dir, "tiny", TP2, plan, sizeof plan);
+    snprintf(missing, sizeof missing, "%s/no-such-plan.json", dir);
+    const char *const cases[][8] = {
+        {"run", "--steps", "3", NULL},
+        {"run", "--plan", plan, "--steps", "3", "--warmup", "3", NULL},
+        {"run", "--plan", missing, NULL},
+        {"run", "--plan", plan, "--index", "2", NULL},
+        {"run", "--plan", plan, "--index", "0", NULL},
+        {"run", "--plan", plan, "--steps", "many", NULL},
+    };
+    const char *const says[] = {"--plan is required", "--warmup 3 leaves no step of 3", "no-such-plan.json",
+                                "holds 1 layouts, got 2", "--index", "--steps"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_argv(cases[i]);
+        cr_expect_eq(r.status, 2, "case %zu: exit %d, stderr: %s", i, r.status, r.err);
+        cr_expect(one_line_error(r.err, "run"), "case %zu: not one line: %s", i, r.err);
+        cr_expect(strstr(r.err, says[i]) != NULL, "case %zu: stderr does not say \"%s\": %s", i, says[i], r.err);
+        cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+    remove_dir(dir);
+}

@@ -1,0 +1,419 @@
+/* Uneven pipeline stages (planner/partition.h): the GLPK program against brute-force enumeration
+ * of every contiguous split × every per-stage recompute policy on small instances; the instance
+ * of a real layout against planner/stages.c's closed form; a layout whose uniform split does not
+ * fit made feasible; the infeasible and time-limit paths; the step program and the executor
+ * (suite `mpi`) running an uneven split. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/partition.h"
+#include "planner/schedule.h"
+#include "sim/program.h"
+#include "tests/helpers.h"
+
+static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq) {
+    ts_model m;
+    ts_system s;
+    ts_train t;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s: %s", model, ts_error_message());
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s: %s", sys, ts_error_message());
+    ts_train_defaults(&t);
+    t.global_batch = batch;
+    t.seq = seq;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+static ts_layout layout(const ts_problem *pb, const char *text) {
+    ts_layout l;
+    cr_assert_eq(ts_layout_parse("layout", text, &l), TS_OK, "%s", ts_error_message());
+    l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
+    return l;
+}
+
+/* Deterministic pseudo-random numbers (a 64-bit LCG, Knuth's MMIX constants). */
+static uint64_t rng_state;
+static double uniform01(void) {
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* A random instance: `kinds` kinds of layer laid out as a prefix of kind 0 then kind 1 (or
+ * alternating), costs where full recompute trades time for memory, selective in between, fixed
+ * embedding/head parts, in-flight counts falling with the stage (1F1B), and a usable memory
+ * between the lightest and the heaviest uniform stage, so the policies matter. */
+static void random_instance(ts_partition_problem *p, int L, int pp, int vpp, int kinds, int alternate) {
+    cr_assert_eq(ts_partition_problem_init(p, L, pp, vpp), TS_OK);
+    p->n_kinds = kinds;
+    int prefix = 1 + (int)(uniform01() * (L / 2));
+    for (int x = 0; x < L; x++) p->kind[x] = kinds == 1 ? 0 : alternate ? x % 2 : x >= prefix;
+    for (int t = 0; t < kinds; t++) {
+        double base = 1 + 2 * uniform01(), act = 1 + 3 * uniform01();
+        p->time_s[t][TS_RECOMPUTE_NONE] = base;
+        p->time_s[t][TS_RECOMPUTE_SELECTIVE] = base * (1.05 + 0.1 * uniform01());
+        p->time_s[t][TS_RECOMPUTE_FULL] = base * (1.25 + 0.2 * uniform01());
+        p->act_bytes[t][TS_RECOMPUTE_NONE] = act;
+        p->act_bytes[t][TS_RECOMPUTE_SELECTIVE] = act * (0.5 + 0.3 * uniform01());
+        p->act_bytes[t][TS_RECOMPUTE_FULL] = act * 0.1;
+        p->peak_bytes[t][TS_RECOMPUTE_FULL] = act * uniform01();
+        p->state_bytes[t] = 1 + uniform01();
+    }
+    for (int s = 0; s < pp; s++) {
+        p->in_flight[s] = pp - s;
+        p->fixed_state_bytes[s] = 0.5 * uniform01();
+        for (int k = 0; k < TS_RECOMPUTE_COUNT; k++) {
+            if (s == 0) {
+                p->fixed_time_s[k] = 0.3 * uniform01();
+                p->fixed_act_bytes[k] = 0.2;
+            }
+            if (s == pp - 1) {
+                p->fixed_time_s[s * TS_RECOMPUTE_COUNT + k] += 1.5 * uniform01();
+                p->fixed_extra_bytes[s * TS_RECOMPUTE_COUNT + k] = 2 * uniform01();
+            }
+        }
+    }
+    /* Usable memory between the uniform split's lightest and heaviest stage under no recompute. */
+    ts_split u;
+    cr_assert_eq(ts_split_init(&u, pp, vpp), TS_OK);
+    p->usable_bytes = INFINITY;
+    ts_partition_uniform(p, TS_RECOMPUTE_NONE, &u);
+    double lo = INFINITY, hi = 0;
+    for (int s = 0; s < pp; s++) {
+        lo = fmin(lo, u.stage_bytes[s]);
+        hi = fmax(hi, u.stage_bytes[s]);
+    }
+    p->usable_bytes = lo + (hi - lo) * uniform01();
+    ts_split_free(&u);
+}
+
+static void check_against_brute(ts_partition_problem *p, const char *what) {
+    ts_split ilp, brute;
+    ts_partition_info info;
+    ts_error_clear();
+    ts_status sb = ts_partition_brute(p, &brute);
+    cr_assert(sb == TS_OK || sb == TS_ERR_INFEASIBLE, "%s: brute force: %s", what, ts_error_message());
+    ts_status si = ts_partition_solve(p, &ilp, &info);
+    if (sb == TS_ERR_INFEASIBLE) {
+        cr_assert_eq(si, TS_ERR_INFEASIBLE, "%s: brute force finds nothing, the program does (%s)", what,
+                     ts_partition_status_names[info.status]);
+        cr_assert_eq(info.status, TS_PART_INFEASIBLE, "%s", what);
+        return;
+    }
+    cr_assert_eq(si, TS_OK, "%s: brute force finds %.6f, the program fails: %s", what, brute.max_stage_s,
+                 ts_error_message());
+    cr_assert_eq(info.status, TS_PART_OPTIMAL, "%s", what);
+    char a[256], b[256];
+    ts_split_format(&ilp, a, sizeof a);
+    ts_split_format(&brute, b, sizeof b);
+    cr_assert(ilp.fits, "%s: the program's split %s does not fit", what, a);
+    cr_assert(fabs(ilp.max_stage_s - brute.max_stage_s) <= 1e-9 * brute.max_stage_s,
+              "%s: program %.9f (%s) vs brute force %.9f (%s)", what, ilp.max_stage_s, a, brute.max_stage_s, b);
+    int sum = 0;
+    for (int g = 0; g < p->pp * p->vpp; g++) {
+        cr_assert_geq(ilp.layers[g], 1, "%s: empty virtual stage %d in %s", what, g, a);
+        sum += ilp.layers[g];
+    }
+    cr_assert_eq(sum, p->layers, "%s: %s places %d of %d layers", what, a, sum, p->layers);
+    cr_assert(info.bound_s <= ilp.max_stage_s * (1 + 1e-12), "%s", what);
+    ts_split_free(&ilp);
+    ts_split_free(&brute);
+}
+
+Test(planner_partition, program_equals_brute_force_on_small_instances) {
+    static const int shapes[][3] = {{6, 2, 1}, {7, 3, 1}, {8, 2, 2}, {9, 3, 1}, {10, 2, 2}, {8, 3, 2},
+                                    {10, 3, 1}, {6, 3, 2}, {10, 2, 1}};
+    int cases = 0, infeasible = 0;
+    rng_state = 20261121;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int kinds = 1; kinds <= 2; kinds++)
+            for (int alt = 0; alt < kinds; alt++)
+                for (int rep = 0; rep < 4; rep++) {
+                    ts_partition_problem p;
+                    random_instance(&p, shapes[i][0], shapes[i][1], shapes[i][2], kinds, alt);
+                    char what[128];
+                    snprintf(what, sizeof what, "L=%d pp=%d vpp=%d kinds=%d%s #%d", p.layers, p.pp, p.vpp, kinds,
+                             alt ? " alternating" : "", rep);
+                    ts_split b;
+                    if (ts_partition_brute(&p, &b) == TS_OK) ts_split_free(&b);
+                    else infeasible++;
+                    check_against_brute(&p, what);
+                    /* GLPK alone, without the heuristic's answers, must agree too. */
+                    p.glpk_only = 1;
+                    strncat(what, " (GLPK only)", sizeof what - strlen(what) - 1);
+                    check_against_brute(&p, what);
+                    ts_partition_problem_free(&p);
+                    cases++;
+                }
+    cr_assert_gt(cases - infeasible, cases / 2, "too few feasible instances (%d of %d) to mean much",
+                 cases - infeasible, cases);
+}
+
+Test(planner_partition, restricted_policies_are_honoured) {
+    rng_state = 7;
+    for (unsigned mask = 1; mask < 8; mask++) {
+        ts_partition_problem p;
+        random_instance(&p, 8, 2, 2, 2, 0);
+        p.policies = mask;
+        p.usable_bytes *= 1.5;
+        char what[64];
+        snprintf(what, sizeof what, "policies mask %u", mask);
+        check_against_brute(&p, what);
+        ts_split s;
+        ts_partition_info info;
+        if (ts_partition_solve(&p, &s, &info) == TS_OK) {
+            for (int i = 0; i < p.pp; i++) cr_assert(mask & (1u << s.recompute[i]), "%s: stage %d", what, i);
+            ts_split_free(&s);
+        }
+        ts_partition_problem_free(&p);
+    }
+}
+
+/* The instance of a real layout costs the uniform split exactly as planner/stages.c does. */
+static void check_instance_matches_stages(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
+                                          const char *text) {
+    ts_problem pb = problem(model, sys, gpus, batch, seq);
+    ts_layout l = layout(&pb, text);
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
+    ts_split u;
+    cr_assert_eq(ts_split_init(&u, l.pp, l.vpp), TS_OK);
+    ts_partition_uniform(&p, l.recompute, &u);
+    ts_eval e, es;
+    cr_assert_eq(ts_evaluate(&pb, &l, &e), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate_split(&pb, &l, &u, &es), TS_OK, "%s", ts_error_message());
+    double busy = (e.time.compute + e.time.tp_comm + e.time.cp_comm + e.time.ep_comm) / l.microbatches;
+    cr_assert(fabs(u.max_stage_s - busy) <= 1e-9 * busy, "%s %s: slowest stage %.9f s vs stages.c %.9f s", model,
+              text, u.max_stage_s, busy);
+    cr_assert(fabs(u.stage_bytes[u.worst] - e.mem.total) <= 1e-9 * e.mem.total,
+              "%s %s: worst stage %.6g B (stage %d) vs stages.c %.6g B (stage %d)", model, text,
+              u.stage_bytes[u.worst], u.worst, e.mem.total, e.worst_stage);
+    /* The split path of stages.c reproduces the even split. */
+    cr_assert_float_eq(es.step_s, e.step_s, 1e-12 * e.step_s, "%s %s", model, text);
+    cr_assert_float_eq(es.mem.total, e.mem.total, 1e-9 * e.mem.total, "%s %s", model, text);
+    ts_split_free(&u);
+    ts_partition_problem_free(&p);
+}
+
+Test(planner_partition, instance_matches_stages_closed_form) {
+    check_instance_matches_stages("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096,
+                                  "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    check_instance_matches_stages("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096,
+                                  "dp=2,tp=4,pp=8,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=5,sched=interleaved,recompute=none");
+    check_instance_matches_stages("deepseek-v3", "h800-dgx", 2048, 15360, 4096,
+                                  "dp=128,tp=1,pp=16,cp=1,ep=64,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    check_instance_matches_stages("mixtral-8x7b", "h100-sxm-dgx", 64, 512, 4096,
+                                  "dp=4,tp=4,pp=4,cp=1,ep=4,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=selective");
+}
+
+/* Llama 3 405B on 16×2 stages without recompute: the even split needs more than an H100 holds
+ * on its first stages; moving layers to the later stages (fewer micro-batches in flight) fits. */
+Test(planner_partition, uneven_split_fits_where_uniform_does_not) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
+    ts_layout l = layout(&pb, "dp=128,tp=8,pp=16,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none");
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 1u << TS_RECOMPUTE_NONE, &p), TS_OK, "%s", ts_error_message());
+    ts_split u, s;
+    cr_assert_eq(ts_split_init(&u, l.pp, l.vpp), TS_OK);
+    ts_partition_uniform(&p, TS_RECOMPUTE_NONE, &u);
+    cr_assert(!u.fits, "the uniform split was expected not to fit (%.1f GB on stage %d)", u.stage_bytes[u.worst] / 1e9,
+              u.worst);
+    ts_partition_info info;
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(info.status, TS_PART_OPTIMAL);
+    cr_assert(s.fits);
+    /* and the planner's closed form agrees that it fits */
+    ts_eval e;
+    cr_assert_eq(ts_evaluate_split(&pb, &l, &s, &e), TS_OK, "%s", ts_error_message());
+    cr_assert(e.fits, "stages.c: %.2f GB of %.2f GB", e.mem.total / 1e9, pb.usable_bytes / 1e9);
+    cr_assert(s.layers[0] < u.layers[0] || s.layers[l.pp] < u.layers[l.pp], "stage 0 should hold fewer layers");
+    ts_split_free(&u);
+    ts_split_free(&s);
+    ts_partition_problem_free(&p);
+}
+
+Test(planner_partition, infeasible_is_explained) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 512, 512, 8192);
+    ts_layout l = layout(&pb, "dp=4,tp=8,pp=16,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
+    p.usable_bytes = 20e9;
+    ts_split s;
+    ts_partition_info info;
+    ts_error_clear();
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_ERR_INFEASIBLE);
+    cr_assert_eq(info.status, TS_PART_INFEASIBLE);
+    cr_assert(strstr(info.why, "no contiguous split of 126 layers over 16×1 stages fits in 20.0 GB") != NULL, "%s",
+              info.why);
+    cr_assert(strstr(info.why, "short by") != NULL && strstr(info.why, "full") != NULL, "%s", info.why);
+    cr_assert_str_eq(ts_error_message(), info.why);
+    ts_partition_problem_free(&p);
+
+    /* More stages than layers. */
+    ts_partition_problem q;
+    cr_assert_eq(ts_partition_problem_init(&q, 4, 3, 2), TS_OK);
+    q.usable_bytes = 1;
+    cr_assert_eq(ts_partition_solve(&q, &s, &info), TS_ERR_INFEASIBLE);
+    cr_assert(strstr(info.why, "3×2 virtual stages exceed the 4 layers") != NULL, "%s", info.why);
+    ts_partition_problem_free(&q);
+}
+
+/* DeepSeek-V3 with interleaving (two kinds of layer, vpp = 2): the heuristic is not exact there,
+ * GLPK must work, and a time limit of nothing stops it with the heuristic's split reported as an
+ * incumbent — not as the optimum. */
+Test(planner_partition, time_limit_reports_the_incumbent) {
+    ts_problem pb = problem("deepseek-v3", "h800-dgx", 2048, 15360, 4096);
+    ts_layout l = layout(&pb, "dp=64,tp=1,pp=16,cp=2,ep=64,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none");
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
+    p.time_limit_s = 1e-9;
+    ts_split s;
+    ts_partition_info info;
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(info.status, TS_PART_TIME_LIMIT);
+    cr_assert_str_eq(ts_partition_status_names[info.status], "time-limit");
+    cr_assert(s.fits);
+    cr_assert(info.bound_s < s.max_stage_s, "bound %.6f, incumbent %.6f", info.bound_s, s.max_stage_s);
+    ts_split_free(&s);
+    ts_partition_problem_free(&p);
+}
+
+/* Nothing found in time: two kinds alternating over 2×2 stages where the uniform split does not
+ * fit (the heuristic's only try) but another does. */
+Test(planner_partition, time_limit_without_a_split) {
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_init(&p, 8, 2, 2), TS_OK);
+    p.n_kinds = 2;
+    for (int x = 0; x < 8; x++) p.kind[x] = x % 2;
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < TS_RECOMPUTE_COUNT; k++) {
+            p.time_s[t][k] = 1 + t;
+            p.act_bytes[t][k] = 1;
+        }
+    p.in_flight[0] = 4;
+    p.in_flight[1] = 1;
+    p.usable_bytes = 12.5; /* stage 0: 4·n ≤ 12.5 → n ≤ 3; uniform gives it 4 */
+    p.time_limit_s = 1e-9;
+    ts_split s;
+    ts_partition_info info;
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_ERR_INFEASIBLE);
+    cr_assert_eq(info.status, TS_PART_NO_SPLIT);
+    cr_assert(strstr(info.why, "time limit") != NULL, "%s", info.why);
+    p.time_limit_s = 5;
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(info.status, TS_PART_OPTIMAL);
+    cr_assert_eq(s.layers[0] + s.layers[2], 3);
+    ts_split_free(&s);
+    ts_partition_problem_free(&p);
+}
+
+Test(planner_partition, split_text) {
+    ts_split s;
+    cr_assert_eq(ts_split_init(&s, 3, 2), TS_OK);
+    int layers[] = {3, 4, 4, 4, 4, 3};
+    memcpy(s.layers, layers, sizeof layers);
+    s.recompute[0] = TS_RECOMPUTE_FULL;
+    s.recompute[1] = TS_RECOMPUTE_NONE;
+    s.recompute[2] = TS_RECOMPUTE_NONE;
+    char buf[128];
+    ts_split_format(&s, buf, sizeof buf);
+    cr_assert_str_eq(buf, "3+4|4+4|4+3 full×1 none×2");
+    cr_assert(!ts_split_is_uniform(&s));
+    ts_split_free(&s);
+}
+
+/* The step program honours a split: each stage runs exactly its chunks' layers, and recompute
+ * ops appear only on stages whose policy recomputes. */
+Test(planner_partition, program_follows_the_split) {
+    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 8, 16, 4096);
+    ts_layout l = layout(&pb, "dp=1,tp=2,pp=4,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=none");
+    int layers[8] = {3, 4, 5, 4, 4, 5, 4, 3}; /* g = chunk·4 + stage */
+    ts_recompute rc[4] = {TS_RECOMPUTE_FULL, TS_RECOMPUTE_NONE, TS_RECOMPUTE_SELECTIVE, TS_RECOMPUTE_NONE};
+    ts_program_opts po = {.chunk_layers = layers, .stage_recompute = rc};
+    ts_program prog;
+    cr_assert_eq(ts_program_build(&pb, &l, &po, &prog), TS_OK, "%s", ts_error_message());
+    int first[9] = {0};
+    for (int g = 0; g < 8; g++) first[g + 1] = first[g] + layers[g];
+    for (int s = 0; s < 4; s++) {
+        const ts_stage_program *sp = &prog.stages[s];
+        int seen[32] = {0}, recomputes = 0;
+        for (int i = 0; i < sp->n_ops; i++) {
+            const ts_op *op = &sp->ops[i];
+            if (op->layer < 0) continue;
+            int g = op->chunk * 4 + s;
+            cr_assert((op->layer >= first[g] && op->layer < first[g + 1]) || op->kind == TS_OP_SEND || op->kind == TS_OP_RECV,
+                      "stage %d chunk %d runs layer %d, outside [%d, %d)", s, op->chunk, op->layer, first[g],
+                      first[g + 1]);
+            if (op->kind != TS_OP_SEND && op->kind != TS_OP_RECV) seen[op->layer] = 1;
+            recomputes += op->phase == TS_PHASE_RECOMPUTE;
+        }
+        int n = 0;
+        for (int j = 0; j < 32; j++) n += seen[j];
+        cr_assert_eq(n, layers[s] + layers[4 + s], "stage %d runs %d layers", s, n);
+        cr_assert_eq(recomputes > 0, rc[s] != TS_RECOMPUTE_NONE, "stage %d: %d recompute ops under %s", s, recomputes,
+                     ts_recompute_names[rc[s]]);
+    }
+    ts_program_free(&prog);
+    int bad[8] = {3, 4, 5, 4, 4, 5, 4, 4};
+    po.chunk_layers = bad;
+    ts_error_clear();
+    cr_assert_eq(ts_program_build(&pb, &l, &po, &prog), TS_ERR_INPUT);
+    cr_assert_str_eq(ts_error_message(), "uneven stages hold 33 layers, expected the model's 32");
+}
+
+/* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
+ * on stage 0, 3 on stage 1 — with the same losses as one rank, bit for bit. */
+static cJSON *run_losses(const char *plan) {
+    cli_result r = run_cli("run", "--plan", plan, "--steps", "3", "--json", NULL);
+    cr_assert_eq(r.status, 0, "tessera run --plan %s: %s", plan, r.err);
+    cJSON *root = cJSON_Parse(r.out);
+    cr_assert_not_null(root, "%s", r.out);
+    cJSON *losses = cJSON_DetachItemFromObject(root, "losses");
+    cr_assert(cJSON_IsArray(losses) && cJSON_GetArraySize(losses) == 3, "%s", r.out);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    return losses;
+}
+
+Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
+    char *dir = make_temp_dir();
+    char one[512], two[512];
+    snprintf(one, sizeof one, "%s/one.json", dir);
+    snprintf(two, sizeof two, "%s/two.json", dir);
+    cli_result r = run_cli("plan", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "4",
+                           "--seq", "64", "--fix", "mbs=1,recompute=none", "--top", "1", "-o", one, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "2", "--global-batch", "4", "--seq",
+                "64", "--fix", "dp=1,tp=1,pp=2,mbs=1,sched=1f1b,recompute=none", "--top", "1", "--partition", "uniform",
+                "-o", two, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    /* Make the two-stage plan uneven. */
+    char *text = read_file(two);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cJSON *stages = cJSON_Parse("[{\"layers\": 1, \"recompute\": \"full\"}, {\"layers\": 3, \"recompute\": \"none\"}]");
+    cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages", stages);
+    char *out = cJSON_Print(root);
+    FILE *f = fopen(two, "w");
+    cr_assert_not_null(f);
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    cJSON_Delete(root);
+
+    cJSON *a = run_losses(one), *b = run_losses(two);
+    for (int i = 0; i < 3; i++) {
+        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
+        cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 %.9g", i, x, y);
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    remove_dir(dir);
+}

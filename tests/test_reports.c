@@ -1,0 +1,368 @@
+/* `tessera report` as users see it (subprocesses, tests/helpers.h):
+ *  - the HTML page renders: headless Chromium screenshots it, the PNG is decoded (libpng) and
+ *    must show many colours on a mostly-white page, not a blank one; Chromium missing fails the
+ *    test (scripts/deps.sh installs it);
+ *  - every number the page shows is the JSON form's (tests/tagged.h), the page is
+ *    self-contained (no scripts, no fetched resources) and byte-identical from run to run;
+ *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
+ *    regenerate with TESSERA_UPDATE_GOLDEN=1;
+ *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension;
+ *  - suite `mpi`: the report beside a real `tessera run` (tiny, 2 ranks) and its trace;
+ *  - bad input exits 2 with one line. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/helpers.h"
+#include "tests/tagged.h"
+
+/* A plan in `dir` from `tessera plan ARGS... -o dir/name`. */
+static char *make_plan(const char *dir, const char *name, const char *const *args) {
+    char *path = malloc(4096);
+    cr_assert_not_null(path);
+    snprintf(path, 4096, "%s/%s", dir, name);
+    const char *argv[CLI_MAX_ARGS + 1];
+    int n = 0;
+    argv[n++] = "plan";
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n++] = "-o";
+    argv[n++] = path;
+    argv[n] = NULL;
+    cli_result r = run_argv(argv);
+    cr_assert_eq(r.status, 0, "plan: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    return path;
+}
+
+static const char *const small_plan[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16",
+                                         "--top", "3", NULL};
+/* A pipeline, so the timeline has several rows. */
+static const char *const pipe_plan[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32",
+                                        "--global-batch", "64", "--fix", "pp=4", "--top", "5", NULL};
+
+/* stdout of `tessera report --plan PLAN --format FMT [extra...]`, asserting success. */
+static char *report(const char *plan, const char *format, const char *extra1, const char *extra2) {
+    const char *argv[12];
+    int n = 0;
+    argv[n++] = "report", argv[n++] = "--plan", argv[n++] = plan, argv[n++] = "--format", argv[n++] = format;
+    if (extra1) argv[n++] = extra1;
+    if (extra2) argv[n++] = extra2;
+    argv[n] = NULL;
+    cli_result r = run_argv(argv);
+    cr_assert_eq(r.status, 0, "report --format %s: exit %d, stderr: %s", format, r.status, r.err);
+    cr_expect_eq(r.err_len, 0, "report --format %s: stderr: %s", format, r.err);
+    char *out = r.out;
+    free(r.err);
+    return out;
+}
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* ---- the page renders --------------------------------------------------------------------------- */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Removes `dir` with everything below it (Chromium leaves a profile folder) and frees the path. */
+static void remove_tree(char *dir) {
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+}
+
+/* Runs `chromium` headless on file://html, screenshot to png; returns the exit status (127: not
+ * installed). */
+static int screenshot(const char *dir, const char *html, const char *png) {
+    char shot[4200], url[4200], profile[4200];
+    snprintf(shot, sizeof shot, "--screenshot=%s", png);
+    snprintf(url, sizeof url, "file://%s", html);
+    snprintf(profile, sizeof profile, "--user-data-dir=%s/chromium-profile", dir);
+    char *const argv[] = {"chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                          "--disable-background-networking", shot, "--window-size=1400,2000", profile, url, NULL};
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDOUT_FILENO), dup2(null, STDERR_FILENO);
+        alarm(120);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) cr_assert_eq(errno, EINTR, "waitpid: %s", strerror(errno));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Test(reports, html_renders_in_headless_chromium, .timeout = 300) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char html[4096], png[4096];
+    snprintf(html, sizeof html, "%s/report.html", dir);
+    snprintf(png, sizeof png, "%s/report.png", dir);
+    cli_result r = run_cli("report", "--plan", plan, "-o", html, NULL);
+    cr_assert_eq(r.status, 0, "report -o: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    int st = screenshot(dir, html, png);
+    cr_assert_neq(st, 127, "chromium is not installed: run scripts/deps.sh (it installs the chromium package)");
+    cr_assert_eq(st, 0, "chromium --headless --screenshot exited %d", st);
+
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    cr_assert(png_image_begin_read_from_file(&img, png), "%s: %s", png, img.message);
+    img.format = PNG_FORMAT_RGB;
+    unsigned char *px = malloc(PNG_IMAGE_SIZE(img));
+    cr_assert_not_null(px);
+    cr_assert(png_image_finish_read(&img, NULL, px, 0, NULL), "%s: %s", png, img.message);
+    cr_expect_eq(img.width, 1400u);
+    cr_expect_eq(img.height, 2000u);
+    /* A blank page is one colour; the report has text, tables and charts in several colours. */
+    static unsigned char seen[1 << 15];
+    memset(seen, 0, sizeof seen);
+    size_t pixels = (size_t)img.width * img.height, inked = 0;
+    int colours = 0;
+    for (size_t i = 0; i < pixels; i++) {
+        const unsigned char *p = px + 3 * i;
+        inked += p[0] < 235 || p[1] < 235 || p[2] < 235;
+        unsigned q = (unsigned)(p[0] >> 3) << 10 | (unsigned)(p[1] >> 3) << 5 | (unsigned)(p[2] >> 3);
+        if (!seen[q]) seen[q] = 1, colours++;
+    }
+    cr_expect_gt(inked, pixels / 20, "only %zu of %zu pixels are not white: the page looks blank", inked, pixels);
+    cr_expect_lt(inked, pixels * 9 / 10, "%zu of %zu pixels inked: the page did not render as a page", inked, pixels);
+    cr_expect_geq(colours, 40, "only %d distinct colours (5 bits per channel): charts missing?", colours);
+    free(px);
+    free(plan);
+    remove_tree(dir);
+}
+
+/* ---- numbers, self-containment, determinism -------------------------------------------------------- */
+
+static void check_page(const char *html, const cJSON *json, const char *what, int pp) {
+    tagged_stats st = check_tagged(html, json, what);
+    cr_expect_eq(st.failures, 0, "%s: %d tagged values differ from the JSON form", what, st.failures);
+    cr_expect_geq(st.numbers, 150, "%s: only %d tagged numbers", what, st.numbers);
+    static const char *const keys[] = {
+        "answer.step_s", "answer.tokens_per_s", "answer.mfu", "question.gpus", "capacity.train_days",
+        "capacity.gpu_hours", "capacity.cost_usd", "capacity.energy_kwh", "capacity.price_per_gpu_hour",
+        "layouts[0].memory_bytes.weights", "layouts[0].memory_bytes.activations", "layouts[0].time_s.compute",
+        "layouts[0].time_s.pp_bubble", "layouts[0].time_s.dp_comm", "simulation.step_s",
+        "simulation.stages[0].busy_s", "simulation.kind_s_per_rank.gemm", "assumptions.system.hbm_bytes",
+        "assumptions.system.gemm_efficiency_points[0][1]", "assumptions.training.global_batch"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_expect(has_tag(html, keys[i]), "%s: no tagged %s", what, keys[i]);
+    cr_expect(strstr(html, "<script") == NULL, "%s: holds a script", what);
+    cr_expect(strstr(html, " src=") == NULL && strstr(html, " href=") == NULL && strstr(html, "url(") == NULL &&
+                  strstr(html, "@import") == NULL,
+              "%s: fetches a resource", what);
+    cr_expect_geq(count(html, "<svg "), 3, "%s: memory, time and timeline charts", what);
+    char last_stage[32];
+    snprintf(last_stage, sizeof last_stage, ">stage %d<", pp - 1);
+    cr_expect(strstr(html, last_stage) != NULL, "%s: the timeline has no row \"stage %d\"", what, pp - 1);
+}
+
+Test(reports, html_numbers_are_the_json_numbers) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char *html = report(plan, "html", NULL, NULL), *again = report(plan, "html", NULL, NULL);
+    char *text = report(plan, "json", NULL, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json, "report --format json is not JSON");
+    cr_expect_str_eq(json_str(json, "tessera", "$"), "report");
+    const cJSON *stages = cJSON_GetObjectItem(json_obj(json, "simulation", "$"), "stages");
+    cr_expect_eq(cJSON_GetArraySize(stages), 4, "pp=4: four simulated stages");
+    check_page(html, json, "report.html", 4);
+    cr_expect_str_eq(html, again, "two runs of the same report differ");
+    cJSON_Delete(json);
+    free(html);
+    free(again);
+    free(text);
+    free(plan);
+    remove_dir(dir);
+}
+
+Test(reports, capacity_arithmetic_and_options) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char *text = report(plan, "json", "--tokens=2e12", "--price=3.5");
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const cJSON *cap = json_obj(json, "capacity", "$"), *best = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "layouts"), 0);
+    double tps = json_num(best, "tokens_per_s", "layouts[0]"), step = json_num(best, "step_s", "layouts[0]");
+    cr_expect(fabs(tps - 1024.0 * 4096 / step) <= 1e-9 * tps, "tokens/s = batch × seq / step");
+    cr_expect_eq(json_num(cap, "tokens", "capacity"), 2e12);
+    double train_s = json_num(cap, "train_s", "capacity"), hours = json_num(cap, "gpu_hours", "capacity");
+    cr_expect(fabs(train_s - 2e12 / tps) <= 1e-9 * train_s, "time = tokens / tokens/s");
+    cr_expect(fabs(json_num(cap, "train_days", "capacity") - train_s / 86400) <= 1e-9 * train_s);
+    cr_expect(fabs(hours - 16 * train_s / 3600) <= 1e-9 * hours, "GPU-hours = GPUs × hours");
+    cr_expect(fabs(json_num(cap, "cost_usd", "capacity") - 3.5 * hours) <= 1e-9 * hours, "cost = GPU-hours × price");
+    cr_expect(fabs(json_num(cap, "energy_kwh", "capacity") - hours * 700 / 1000) <= 1e-9 * hours,
+              "energy = GPU-hours × 700 W");
+    cr_expect(!cJSON_IsTrue(cJSON_GetObjectItem(cap, "price_is_default")));
+    cr_expect(cJSON_GetObjectItem(json, "measured") == NULL, "no run given, no measured section");
+    cJSON_Delete(json);
+    free(text);
+    /* The default price is said to be the default. */
+    char *md = report(plan, "md", NULL, NULL);
+    cr_expect(strstr(md, "2.00 USD per GPU-hour (the default price") != NULL, "the default price is not flagged");
+    free(md);
+    /* -o picks the format from the extension; the file is written atomically (no leftovers). */
+    char csv[4096];
+    snprintf(csv, sizeof csv, "%s/layouts.csv", dir);
+    cli_result r = run_cli("report", "--plan", plan, "-o", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(starts_with(r.out, "# wrote "), "stdout: %s", r.out);
+    cli_result_free(&r);
+    char *written = read_file(csv);
+    cr_assert_not_null(written);
+    cr_expect(starts_with(written, "rank,layout,dp,tp,"), "%s is not the CSV: %.60s", csv, written);
+    cr_expect_eq(count_lines(written), 4, "header + 3 layouts");
+    free(written);
+    char names[4096];
+    cr_expect_eq(list_dir(dir, names, sizeof names), 2, "left behind: %s", names);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* ---- golden Markdown and CSV ---------------------------------------------------------------------- */
+
+static void check_golden(const char *got, const char *rel) {
+    char *path = test_data_path(rel);
+    if (getenv("TESSERA_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f, "cannot write %s", path);
+        fputs(got, f);
+        fclose(f);
+    }
+    char *want = read_file(path);
+    cr_assert_not_null(want, "missing golden %s (regenerate with TESSERA_UPDATE_GOLDEN=1)", path);
+    /* Line by line, so a difference names its line. */
+    const char *g = got, *w = want;
+    for (int line = 1; *g || *w; line++) {
+        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
+        cr_assert(gl == wl && strncmp(g, w, gl) == 0, "%s:%d differs:\n  got:  %.*s\n  want: %.*s", rel, line,
+                  (int)gl, g, (int)wl, w);
+        g += gl + (g[gl] == '\n');
+        w += wl + (w[wl] == '\n');
+    }
+    free(want);
+    free(path);
+}
+
+Test(reports, golden_markdown_and_csv) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char *md = report(plan, "md", NULL, NULL), *csv = report(plan, "csv", NULL, NULL);
+    check_golden(md, "tests/data/reports/llama2-7b-16xh100.md");
+    check_golden(csv, "tests/data/reports/llama2-7b-16xh100.csv");
+    free(md);
+    free(csv);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* ---- beside a real run ----------------------------------------------------------------------------- */
+
+static void no_leak_check(void) {
+    /* Open MPI's allocations at exit are not ours; no effect without the sanitizers. */
+    const char *old = getenv("ASAN_OPTIONS");
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "", old && *old ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
+Test(mpi, report_beside_a_real_run, .init = no_leak_check, .timeout = 300) {
+    char *dir = make_temp_dir();
+    static const char *const tiny[] = {"--model", "tiny", "--system", "cpu-localhost", "--gpus", "2",
+                                       "--global-batch", "8", "--seq", "64", "--fix", "pp=2", "--top", "2", NULL};
+    char *plan = make_plan(dir, "plan.json", tiny);
+    char run[4096], trace[4096];
+    snprintf(run, sizeof run, "%s/run.json", dir);
+    snprintf(trace, sizeof trace, "%s/run.trace.json", dir);
+    cli_result r = run_cli("run", "--plan", plan, "--steps", "4", "--warmup", "1", "--json", "--trace", trace, NULL);
+    cr_assert_eq(r.status, 0, "run: exit %d, stderr: %s", r.status, r.err);
+    FILE *f = fopen(run, "w");
+    cr_assert_not_null(f);
+    fputs(r.out, f);
+    fclose(f);
+    cJSON *measured = parse_json_output(&r, "run --json");
+    cli_result_free(&r);
+
+    char run_arg[4200], trace_arg[4200];
+    snprintf(run_arg, sizeof run_arg, "--run=%s", run);
+    snprintf(trace_arg, sizeof trace_arg, "--run-trace=%s", trace);
+    char *html = report(plan, "html", run_arg, trace_arg), *text = report(plan, "json", run_arg, trace_arg);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const cJSON *m = json_obj(json, "measured", "$");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(m, "same_layout")), "the run ran the plan's best layout");
+    cr_expect_eq(json_num(json_obj(m, "step_s", "measured"), "median", "measured.step_s"),
+                 json_num(json_obj(measured, "step_s", "run"), "median", "run.step_s"));
+    const cJSON *losses = cJSON_GetObjectItem(measured, "losses");
+    cr_expect_eq(json_num(m, "loss_first", "measured"), cJSON_GetArrayItem(losses, 0)->valuedouble);
+    cr_expect_eq(json_num(m, "loss_last", "measured"), cJSON_GetArrayItem(losses, 3)->valuedouble);
+    cr_expect_eq(json_num(json_obj(m, "kind_s_per_rank", "measured"), "gemm", "measured.kind_s_per_rank"),
+                 json_num(json_obj(measured, "kind_s", "run"), "gemm", "run.kind_s"));
+    tagged_stats st = check_tagged(html, json, "report.html with a run");
+    cr_expect_eq(st.failures, 0);
+    cr_expect(has_tag(html, "measured.step_s.median") && has_tag(html, "measured.kind_s_per_rank.gemm"));
+    cr_expect_eq(count(html, "time in the step (s)"), 2, "a simulated and a measured timeline");
+    cJSON_Delete(json);
+    cJSON_Delete(measured);
+    free(html);
+    free(text);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* ---- bad input ----------------------------------------------------------------------------------- */
+
+Test(reports, bad_input_exits_2_with_one_line) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char *not_json = test_write_temp("{\"layout\": \"x\"");
+    char *no_kinds = test_write_temp("{\"layout\": \"x\", \"step_s\": {\"median\": 1, \"p10\": 1, \"p90\": 1},"
+                                     " \"losses\": [1]}");
+    char bad_run[4200], bad_kinds[4200];
+    snprintf(bad_run, sizeof bad_run, "--run=%s", not_json);
+    snprintf(bad_kinds, sizeof bad_kinds, "--run=%s", no_kinds);
+    const char *const cases[][8] = {
+        {"report", NULL},
+        {"report", "--plan", "/nonexistent/plan.json", NULL},
+        {"report", "--plan", plan, "--format", "pdf", NULL},
+        {"report", "--plan", plan, "--tokens", "0", NULL},
+        {"report", "--plan", plan, "--price", "-1", NULL},
+        {"report", "--plan", plan, bad_run, NULL},
+        {"report", "--plan", plan, bad_kinds, NULL},
+        {"report", "--plan", plan, "--run-trace", plan, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_argv(cases[i]);
+        cr_expect_eq(r.status, 2, "case %zu: exit %d, stderr: %s", i, r.status, r.err);
+        cr_expect(one_line_error(r.err, "report"), "case %zu: not one line: %s", i, r.err);
+        cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+    cli_result r = run_cli("report", "--help", NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(starts_with(r.out, "usage: tessera report"));
+    cli_result_free(&r);
+    test_remove_temp(not_json);
+    test_remove_temp(no_kinds);
+    free(plan);
+    remove_dir(dir);
+}

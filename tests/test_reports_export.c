@@ -1,0 +1,239 @@
+/* `tessera export` as users see it:
+ *  - the ten Megatron-LM SC'21 Table 1 rows (../shared/validation/megatron-sc21-table1.json):
+ *    planned with the published t, p, d and batch pinned (2021 software: cp=1, sp=0, zero=0,
+ *    full recompute, unfused attention, 1F1B or interleaved), exported as Megatron-LM arguments
+ *    that reproduce t, p, d = GPUs / (t·p) and the batch exactly, and as a DeepSpeed config that
+ *    parses and keeps train_batch_size = micro-batch × accumulation × dp;
+ *  - what a framework cannot say becomes a '#' line: ZB-H1, ZeRO-2/3 in Megatron, uneven
+ *    pipeline splits (given as --pipeline-model-parallel-layout), MoE and precision flags;
+ *  - bad input exits 2 with one line. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers.h"
+
+/* `tessera plan ARGS -o dir/plan.json --top 1`; returns the plan's path (malloc'd). */
+static char *plan_with(const char *dir, const char *const *args) {
+    char *path = malloc(4096);
+    cr_assert_not_null(path);
+    snprintf(path, 4096, "%s/plan.json", dir);
+    const char *argv[CLI_MAX_ARGS + 1];
+    int n = 0;
+    argv[n++] = "plan";
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n++] = "--top", argv[n++] = "1", argv[n++] = "-o", argv[n++] = path, argv[n] = NULL;
+    cli_result r = run_argv(argv);
+    cr_assert_eq(r.status, 0, "plan: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    return path;
+}
+
+static cli_result export_plan(const char *plan, const char *format) {
+    cli_result r = run_cli("export", "--plan", plan, "--format", format, NULL);
+    cr_assert_eq(r.status, 0, "export --format %s: exit %d, stderr: %s", format, r.status, r.err);
+    return r;
+}
+
+/* The one line of Megatron flags (the first line not starting with '#'). */
+static const char *flags_line(const char *text) {
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (*p != '#') return p;
+    return NULL;
+}
+
+/* The value after `flag` in the flags line, or -1 when the flag is absent. */
+static long flag_value(const char *line, const char *flag) {
+    char pattern[96];
+    snprintf(pattern, sizeof pattern, "%s ", flag);
+    for (const char *p = strstr(line, pattern); p; p = strstr(p + 1, pattern))
+        if (p == line || p[-1] == ' ') return strtol(p + strlen(pattern), NULL, 10);
+    return -1;
+}
+
+static int has_flag(const char *line, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
+        if ((p == line || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+static double row_num(const cJSON *row, const char *obj, const char *key) {
+    return json_num(json_obj(row, obj, "row"), key, obj);
+}
+
+/* The DeepSpeed config's batch arithmetic for a layout of `dp` data-parallel ranks. */
+static void check_deepspeed(const char *plan, int dp, int pp, int zero, const char *what) {
+    cli_result r = export_plan(plan, "deepspeed");
+    cJSON *ds = parse_json_output(&r, what);
+    double batch = json_num(ds, "train_batch_size", what), micro = json_num(ds, "train_micro_batch_size_per_gpu", what);
+    double gas = json_num(ds, "gradient_accumulation_steps", what);
+    cr_expect_eq(batch, micro * gas * dp, "%s: train_batch_size %g != micro %g × accumulation %g × dp %d", what,
+                 batch, micro, gas, dp);
+    cr_expect_eq(json_num(json_obj(ds, "zero_optimization", what), "stage", what), zero, "%s: ZeRO stage", what);
+    cr_expect(cJSON_IsBool(cJSON_GetObjectItem(json_obj(ds, "bf16", what), "enabled")), "%s: bf16.enabled", what);
+    cr_expect(cJSON_IsBool(cJSON_GetObjectItem(json_obj(ds, "fp16", what), "enabled")), "%s: fp16.enabled", what);
+    if (pp > 1) cr_expect_eq(json_num(json_obj(ds, "pipeline", what), "stages", what), pp, "%s: pipeline.stages", what);
+    else cr_expect(cJSON_GetObjectItem(ds, "pipeline") == NULL, "%s: no pipeline section without pipelining", what);
+    cr_expect(r.err_len > 0 && r.err[0] == '#', "%s: notes are '#' lines on stderr: %s", what, r.err);
+    cJSON_Delete(ds);
+    cli_result_free(&r);
+}
+
+Test(export, megatron_sc21_table1_rows, .timeout = 600) {
+    char *path = test_data_path("../shared/validation/megatron-sc21-table1.json");
+    char *text = read_file(path);
+    cr_assert_not_null(text, "%s is missing", path);
+    cJSON *rows = cJSON_Parse(text);
+    cr_assert(cJSON_IsArray(rows), "%s is not a JSON array", path);
+    int n = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        const char *id = json_str(row, "id", "row");
+        if (strncmp(id, "megatron21-t1-", 14) != 0) continue;
+        n++;
+        int t = (int)row_num(row, "layout", "tp"), p = (int)row_num(row, "layout", "pp");
+        int gpus = (int)row_num(row, "hardware", "count"), batch = (int)row_num(row, "training", "global_batch_seqs");
+        int seq = (int)row_num(row, "model", "seq_len");
+        int d = gpus / (t * p);
+        cr_assert_eq(d * t * p, gpus, "%s: t·p does not divide the GPUs", id);
+        char model[64], g[16], b[16], s[16], fix[128];
+        snprintf(model, sizeof model, "megatron-gpt-%gb", row_num(row, "model", "params_b"));
+        snprintf(g, sizeof g, "%d", gpus);
+        snprintf(b, sizeof b, "%d", batch);
+        snprintf(s, sizeof s, "%d", seq);
+        snprintf(fix, sizeof fix, "tp=%d,pp=%d,dp=%d,cp=1,sp=0,zero=0,recompute=full", t, p, d);
+        const char *const args[] = {"--model", model, "--system", "a100-80g-dgx", "--gpus", g, "--global-batch", b,
+                                    "--seq", s, "--fix", fix, "--no-flash-attn", "--schedules", "1f1b,interleaved",
+                                    NULL};
+        char *dir = make_temp_dir();
+        char *plan = plan_with(dir, args);
+        cli_result r = export_plan(plan, "megatron");
+        const char *line = flags_line(r.out);
+        cr_assert_not_null(line, "%s: no flags line in:\n%s", id, r.out);
+        const char *nl = strchr(line, '\n');
+        cr_expect(nl != NULL && nl[1] == '\0', "%s: the flags are one line, the last:\n%s", id, r.out);
+        long tp = flag_value(line, "--tensor-model-parallel-size"), pp = flag_value(line, "--pipeline-model-parallel-size");
+        long cp = flag_value(line, "--context-parallel-size"), gb = flag_value(line, "--global-batch-size");
+        long mbs = flag_value(line, "--micro-batch-size"), layers = flag_value(line, "--num-layers");
+        cr_expect_eq(tp, t, "%s: --tensor-model-parallel-size %ld, published t=%d", id, tp, t);
+        cr_expect_eq(pp, p, "%s: --pipeline-model-parallel-size %ld, published p=%d", id, pp, p);
+        cr_expect_eq(cp, 1, "%s: --context-parallel-size %ld", id, cp);
+        cr_expect_eq(gpus / (tp * pp * cp), d, "%s: d = GPUs/(t·p) = %ld, published d=%d", id, gpus / (tp * pp * cp), d);
+        cr_expect_eq(gb, batch, "%s: --global-batch-size %ld, published %d", id, gb, batch);
+        cr_expect_eq(flag_value(line, "--seq-length"), seq, "%s: --seq-length", id);
+        cr_expect(mbs >= 1 && batch % (mbs * d) == 0, "%s: micro-batch %ld × dp %d does not divide %d", id, mbs, d, batch);
+        long vls = flag_value(line, "--num-layers-per-virtual-pipeline-stage");
+        if (vls > 0) cr_expect(layers % (p * vls) == 0, "%s: %ld layers per virtual stage of %ld", id, vls, layers);
+        cr_expect(has_flag(line, "--recompute-granularity") && strstr(line, "--recompute-granularity full") &&
+                      strstr(line, "--recompute-method uniform --recompute-num-layers 1"),
+                  "%s: full recompute flags", id);
+        cr_expect(!has_flag(line, "--sequence-parallel") && !has_flag(line, "--use-distributed-optimizer"),
+                  "%s: sp=0, zero=0", id);
+        cr_expect(has_flag(line, "--bf16") && strstr(line, "--attention-backend unfused"), "%s: bf16, unfused", id);
+        cli_result_free(&r);
+        check_deepspeed(plan, d, p, 0, id);
+        free(plan);
+        remove_dir(dir);
+    }
+    cr_expect_eq(n, 10, "Table 1 has ten rows, found %d", n);
+    cJSON_Delete(rows);
+    free(text);
+    free(path);
+}
+
+/* Export of the planner's best under `fix` for a model on a system and GPU count. */
+static cli_result export_fixed(const char *model, const char *gpus, const char *batch, const char *fix,
+                               const char *dtype, const char *format, char **dir, char **plan) {
+    const char *const args[] = {"--model", model, "--system", "h100-sxm-dgx", "--gpus", gpus, "--global-batch", batch,
+                                "--fix", fix, "--dtype", dtype, NULL};
+    *dir = make_temp_dir();
+    *plan = plan_with(*dir, args);
+    return export_plan(*plan, format);
+}
+
+Test(export, what_frameworks_cannot_say_is_said) {
+    char *dir, *plan;
+    /* ZeRO-3: Megatron's distributed optimizer is ZeRO-1; DeepSpeed stage 3. */
+    cli_result r = export_fixed("llama2-7b", "8", "64", "tp=1,pp=1,zero=3", "bf16", "megatron", &dir, &plan);
+    const char *line = flags_line(r.out);
+    cr_expect(strstr(r.out, "# zero=3:") && strstr(r.out, "--data-parallel-sharding-strategy optim_grads_params"),
+              "ZeRO-3 comment missing:\n%s", r.out);
+    cr_expect(has_flag(line, "--use-distributed-optimizer"));
+    cli_result_free(&r);
+    check_deepspeed(plan, 8, 1, 3, "zero=3");
+    free(plan);
+    remove_dir(dir);
+    /* ZB-H1 has no stock Megatron flag; fp16. */
+    r = export_fixed("llama2-13b", "32", "64", "pp=4,sched=zb-h1", "fp16", "megatron", &dir, &plan);
+    line = flags_line(r.out);
+    cr_expect(strstr(r.out, "# sched=zb-h1:") != NULL, "ZB-H1 comment missing:\n%s", r.out);
+    cr_expect(has_flag(line, "--fp16") && !has_flag(line, "--bf16"));
+    cr_expect(flag_value(line, "--num-layers-per-virtual-pipeline-stage") < 0, "not interleaved");
+    cli_result_free(&r);
+    r = export_plan(plan, "deepspeed");
+    cJSON *ds = parse_json_output(&r, "deepspeed fp16");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(json_obj(ds, "fp16", "$"), "enabled")));
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(json_obj(ds, "bf16", "$"), "enabled")));
+    cr_expect(strstr(r.err, "# sched=zb-h1:") != NULL, "DeepSpeed runs its own 1F1B: %s", r.err);
+    cJSON_Delete(ds);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+    /* MoE: expert parallelism and the router's top-k. */
+    r = export_fixed("mixtral-8x7b", "64", "1024", "ep=8", "bf16", "megatron", &dir, &plan);
+    line = flags_line(r.out);
+    cr_expect_eq(flag_value(line, "--expert-model-parallel-size"), 8);
+    cr_expect_eq(flag_value(line, "--num-experts"), 8);
+    cr_expect_eq(flag_value(line, "--moe-router-topk"), 2);
+    cr_expect_eq(flag_value(line, "--num-query-groups"), 8);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+    /* Interleaved with sequence parallelism: layers / (pp · vpp) per virtual stage. */
+    r = export_fixed("llama2-70b", "64", "64", "tp=8,pp=4,vpp=5,mbs=1", "bf16", "megatron", &dir, &plan);
+    line = flags_line(r.out);
+    cr_expect_eq(flag_value(line, "--num-layers-per-virtual-pipeline-stage"), 80 / (4 * 5));
+    cr_expect(has_flag(line, "--sequence-parallel"));
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
+Test(export, uneven_pipeline_split_as_a_layout) {
+    const char *const args[] = {"--model", "megatron-gpt-1.7b", "--system", "a100-80g-dgx", "--gpus", "5",
+                                "--global-batch", "10", "--seq", "2048", "--fix", "tp=1,pp=5", NULL};
+    char *dir = make_temp_dir();
+    char *plan = plan_with(dir, args);
+    cli_result r = export_plan(plan, "megatron");
+    /* 24 layers on 5 stages: stages 1..4 take the extra layer (planner/stages.h). */
+    cr_expect(strstr(r.out, "(layers per stage: 4,5,5,5,5)") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "--pipeline-model-parallel-layout Etttt|ttttt|ttttt|ttttt|tttttL ") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
+Test(export, bad_input_exits_2_with_one_line) {
+    char *dir = make_temp_dir();
+    const char *const args[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", NULL};
+    char *plan = plan_with(dir, args);
+    const char *const cases[][8] = {
+        {"export", "--plan", plan, NULL},
+        {"export", "--format", "megatron", NULL},
+        {"export", "--plan", plan, "--format", "nemo", NULL},
+        {"export", "--plan", plan, "--format", "megatron", "--index", "2", NULL},
+        {"export", "--plan", "/nonexistent.json", "--format", "deepspeed", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_argv(cases[i]);
+        cr_expect_eq(r.status, 2, "case %zu: exit %d, stderr: %s", i, r.status, r.err);
+        cr_expect(one_line_error(r.err, "export"), "case %zu: not one line: %s", i, r.err);
+        cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+    free(plan);
+    remove_dir(dir);
+}

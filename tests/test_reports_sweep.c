@@ -1,0 +1,131 @@
+/* `tessera sweep` as users see it: JSON rows for 8..64 GPUs, each the planner's best at that count
+ * (checked against `tessera plan --top 1`), GPU-major and monotone; counts where nothing fits as
+ * rows saying so (exit 0), exit 3 when nothing fits anywhere; the HTML page's numbers are the
+ * JSON's; the table; bad input (GPU lists, systems) exits 2 with one line. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers.h"
+#include "tests/tagged.h"
+
+Test(sweep, json_rows_are_the_best_per_count) {
+    cli_result r = run_cli("sweep", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "8..64",
+                           "--global-batch", "256", "--json", NULL);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cJSON *root = parse_json_output(&r, "sweep --json");
+    cli_result_free(&r);
+    cr_expect_str_eq(json_str(root, "tessera", "$"), "sweep");
+    const cJSON *rows = cJSON_GetObjectItem(root, "rows"), *gpus = cJSON_GetObjectItem(root, "gpus");
+    cr_assert_eq(cJSON_GetArraySize(rows), 4, "8, 16, 32, 64");
+    static const int want[] = {8, 16, 32, 64};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, i);
+        char where[32];
+        snprintf(where, sizeof where, "$.rows[%d]", i);
+        int g = (int)json_num(row, "gpus", where);
+        cr_expect_eq(g, want[i], "%s.gpus %d", where, g);
+        cr_expect_eq(cJSON_GetArrayItem(gpus, i)->valuedouble, want[i]);
+        cr_expect_str_eq(json_str(row, "system", where), "h100-sxm-dgx");
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")), "%s: llama2-13b fits on %d H100s", where, g);
+        /* The same answer as the planner's best for that count. */
+        char gs[16];
+        snprintf(gs, sizeof gs, "%d", g);
+        cli_result p = run_cli("plan", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", gs,
+                               "--global-batch", "256", "--top", "1", "--json", NULL);
+        cJSON *plan = parse_json_output(&p, "plan --json");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "layouts"), 0);
+        cr_expect_str_eq(json_str(row, "layout", where), json_str(best, "layout", "plan"), "%s", where);
+        cr_expect_eq(json_num(row, "step_s", where), json_num(best, "step_s", "plan"), "%s", where);
+        double tps = json_num(row, "tokens_per_s", where), cost = json_num(row, "cost_per_mtok", where);
+        cr_expect(fabs(cost - 2.0 * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
+        cJSON_Delete(plan);
+        cli_result_free(&p);
+    }
+    cJSON_Delete(root);
+}
+
+Test(sweep, counts_that_do_not_fit_are_rows_and_systems_interleave) {
+    cli_result r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx,b200-dgx", "--gpus", "8,16",
+                           "--json", "--price", "3", NULL);
+    cJSON *root = parse_json_output(&r, "sweep --json");
+    cli_result_free(&r);
+    const cJSON *rows = cJSON_GetObjectItem(root, "rows");
+    cr_assert_eq(cJSON_GetArraySize(rows), 4);
+    static const char *const sys[] = {"h100-sxm-dgx", "b200-dgx", "h100-sxm-dgx", "b200-dgx"};
+    static const int gpus[] = {8, 8, 16, 16};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, i);
+        cr_expect_str_eq(json_str(row, "system", "row"), sys[i]);
+        cr_expect_eq(json_num(row, "gpus", "row"), gpus[i]);
+    }
+    const cJSON *first = cJSON_GetArrayItem(rows, 0);
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(first, "fits")), "70B does not fit on 8 H100s");
+    cr_expect(strncmp(json_str(first, "reason", "rows[0]"), "nothing fits: needs ", 20) == 0, "reason: %s",
+              json_str(first, "reason", "rows[0]"));
+    cr_expect(cJSON_GetObjectItem(first, "layout") == NULL);
+    cr_expect_eq(json_num(root, "price_per_gpu_hour", "$"), 3);
+    cJSON_Delete(root);
+    /* The table says so too. */
+    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,16", NULL);
+    cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "(nothing fits: needs ") != NULL, "%s", r.out);
+    cr_expect(find_line(r.out, "# gpus system") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}
+
+Test(sweep, nothing_fits_anywhere_exits_3) {
+    cli_result r = run_cli("sweep", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "8,16", NULL);
+    cr_expect_eq(r.status, 3, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect(one_line_error(r.err, "sweep"), "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "(nothing fits: needs ") != NULL, "the rows are still printed: %s", r.out);
+    cli_result_free(&r);
+}
+
+Test(sweep, html_page_numbers_are_the_json_numbers) {
+    char *dir = make_temp_dir();
+    char html_path[4096];
+    snprintf(html_path, sizeof html_path, "%s/sweep.html", dir);
+    cli_result r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx,b200-dgx", "--gpus", "8..64",
+                           "--json", "-o", html_path, NULL);
+    cJSON *root = parse_json_output(&r, "sweep --json -o sweep.html");
+    cli_result_free(&r);
+    char *html = read_file(html_path);
+    cr_assert_not_null(html, "%s not written", html_path);
+    tagged_stats st = check_tagged(html, root, "sweep.html");
+    cr_expect_eq(st.failures, 0);
+    cr_expect_geq(st.numbers, 7 * 4 + 4, "%d tagged numbers", st.numbers);
+    int svgs = 0;
+    for (const char *p = strstr(html, "<svg "); p; p = strstr(p + 1, "<svg ")) svgs++;
+    cr_expect_eq(svgs, 3, "throughput, MFU and cost charts");
+    cr_expect(strstr(html, "<polyline") != NULL && strstr(html, "<script") == NULL);
+    cr_expect(has_tag(html, "rows[0].reason") && has_tag(html, "rows[1].cost_per_mtok"), "8 H100s: no fit; B200 fits");
+    free(html);
+    cJSON_Delete(root);
+    remove_dir(dir);
+}
+
+Test(sweep, bad_input_exits_2_with_one_line) {
+    const char *const cases[][10] = {
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "0", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8,,16", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16,8", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "64..8", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "eight", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "no-such-system", "--gpus", "8", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,nope", "--gpus", "8", NULL},
+        {"sweep", "--model", "llama2-7b", "--gpus", "8", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", "--price", "free", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_argv(cases[i]);
+        cr_expect_eq(r.status, 2, "case %zu: exit %d, stderr: %s", i, r.status, r.err);
+        cr_expect(one_line_error(r.err, "sweep"), "case %zu: not one line: %s", i, r.err);
+        cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+}

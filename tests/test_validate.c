@@ -1,0 +1,68 @@
+/* `tessera validate` as users run it: one real case of the matrix (the one-rank layout, on the
+ * zoo's cpu-localhost spec, so no calibration) gives the DESIGN.md "validate" JSON with the
+ * per-op-kind comparison; the files it keeps are there; bad flags exit 2 with one line. The
+ * accuracy of the whole matrix is a benchmark (make bench), not a test. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers.h"
+
+Test(validate, one_case_gives_design_json, .timeout = 120) {
+    char *dir = make_temp_dir();
+    char *spec = test_data_path("models/systems/cpu-localhost.json");
+    cli_result r = run_cli("validate", "--system", spec, "--only", "1", "--steps", "4", "--keep", dir, "--json", NULL);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cJSON *root = parse_json_output(&r, "validate --json");
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
+    cr_assert(cJSON_IsArray(cases) && cJSON_GetArraySize(cases) == 1, "one case expected");
+    const cJSON *c = cases->child;
+    cr_expect_str_eq(json_str(c, "layout", "$.cases[0]"),
+                     "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    double sim = json_num(c, "simulated_s", "$.cases[0]"), meas = json_num(c, "measured_s", "$.cases[0]");
+    double err = json_num(c, "error", "$.cases[0]");
+    cr_expect(sim > 0 && meas > 0, "simulated %g s, measured %g s", sim, meas);
+    cr_expect(fabs(err - (sim - meas) / meas) < 1e-9, "error %g", err);
+    cr_expect_eq(json_num(root, "median_abs_error", "$"), fabs(err));
+    cr_expect_eq(json_num(root, "max_abs_error", "$"), fabs(err));
+    /* Per-op-kind errors: the one-rank step has GEMMs, attention, element-wise ops and the
+     * optimizer, and no communication. */
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(c, "kinds");
+    cr_assert(cJSON_IsArray(kinds));
+    int gemm = 0;
+    for (const cJSON *k = kinds->child; k; k = k->next) {
+        const char *kind = json_str(k, "kind", "$.cases[0].kinds[]");
+        cr_expect(strncmp(kind, "collective", 10) != 0 && strcmp(kind, "send") != 0, "kind %s on one rank", kind);
+        gemm += strcmp(kind, "gemm") == 0 && json_num(k, "ops", "kinds[]") > 0 && json_num(k, "measured_s", "kinds[]") > 0;
+    }
+    cr_expect_eq(gemm, 1);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    char names[4096];
+    list_dir(dir, names, sizeof names);
+    cr_expect(strstr(names, "case-01.plan.json") && strstr(names, "case-01.sim.trace.json") &&
+              strstr(names, "case-01.run.trace.json"), "kept: %s", names);
+    free(spec);
+    remove_dir(dir);
+}
+
+Test(validate, bad_flags) {
+    static const char *const bad[][3] = {
+        {"--only", "99", "--only: expected an integer in [1, 24]"},
+        {"--steps", "2", "--steps: expected an integer in [4, 1000]"},
+        {"--system", "/nonexistent.json", "nonexistent"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cli_result r = run_cli("validate", bad[i][0], bad[i][1], "--only", "1", NULL);
+        cr_expect_eq(r.status, 2, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+        cr_expect(strstr(r.err, bad[i][2]) != NULL, "%s %s: %s", bad[i][0], bad[i][1], r.err);
+        cli_result_free(&r);
+    }
+    cli_result r = run_cli("validate", "--help", NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "usage: tessera validate") != NULL);
+    cli_result_free(&r);
+}
