@@ -2,6 +2,8 @@
 #   make            build libtessera.a and build/tessera
 #   make test       build and run the Criterion tests
 #   make check      the same tests under AddressSanitizer + UBSan (separate build dir)
+#   make fuzz       FUZZ_SECONDS=60 per libFuzzer harness in tests/fuzz/ (clang, build-fuzz/)
+#   make valgrind   memcheck over a plan and a sim example
 #   make bench      build and run the benchmarks in bench/
 #   make demo       install missing packages, build, answer the 70B-on-64-GPUs question
 #   make install    PREFIX=/usr/local: binary and zoo
@@ -156,6 +158,6 @@ install: $(BIN)
 	cp -r models/llm models/systems $(DESTDIR)$(PREFIX)/share/tessera/models/
 
 clean:
-	rm -rf build build-check build-install
+	rm -rf build build-check build-install build-fuzz
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(CU_OBJS:.o=.d)

@@ -261,7 +261,9 @@ ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_la
             }
             for (int c = 0; c < l->vpp; c++) {
                 const cJSON *v = cJSON_GetArrayItem(chunks, c);
-                if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != (int)v->valuedouble) {
+                /* Range first: (int) of a double outside int's range (1e300) is undefined. */
+                if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= pb->model.layers) ||
+                    v->valuedouble != (int)v->valuedouble) {
                     res = TS_FAIL(TS_ERR_INPUT, "%s: %s.chunks[%d]: expected an integer >= 1", file, r.path, c);
                     goto fail;
                 }

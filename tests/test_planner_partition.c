@@ -50,6 +50,7 @@ static double uniform01(void) {
  * between the lightest and the heaviest uniform stage, so the policies matter. */
 static void random_instance(ts_partition_problem *p, int L, int pp, int vpp, int kinds, int alternate) {
     cr_assert_eq(ts_partition_problem_init(p, L, pp, vpp), TS_OK);
+    p->time_limit_s = 60; /* optimality is the point here, even on a loaded machine */
     p->n_kinds = kinds;
     int prefix = 1 + (int)(uniform01() * (L / 2));
     for (int x = 0; x < L; x++) p->kind[x] = kinds == 1 ? 0 : alternate ? x % 2 : x >= prefix;
