@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "planner/partition.h"
 #include "planner/plan_json.h"
 #include "reports/export.h"
 
@@ -68,11 +69,15 @@ int cmd_export(int argc, char **argv) {
     }
     ts_layout layout = layouts[index - 1];
     free(layouts);
+    ts_split split;
+    int has_split = 0;
+    st = ts_plan_read_split(plan, &pb, &layout, index - 1, &split, &has_split);
+    if (st != TS_OK) cli_fail(cmd, st);
 
     const char *path = output ? output : "-";
     if (strcmp(format, "megatron") == 0) {
         char *text = NULL;
-        st = ts_export_megatron(&pb, &layout, &text);
+        st = ts_export_megatron(&pb, &layout, has_split ? &split : NULL, &text);
         if (st == TS_OK) st = ts_write_file_atomic(path, text, strlen(text));
         free(text);
     } else {
@@ -84,6 +89,7 @@ int cmd_export(int argc, char **argv) {
         cJSON_Delete(config);
         free(notes);
     }
+    if (has_split) ts_split_free(&split);
     if (st != TS_OK) cli_fail(cmd, st);
     return 0;
 }

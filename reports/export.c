@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "planner/partition.h"
 
 /* Layers of each pipeline stage as planner/stages.h splits them: stages 1..(L mod pp) take
  * one extra layer. */
@@ -48,17 +49,24 @@ static int stage_layers(int layers, int pp, int stage) {
     return base + (stage >= 1 && stage <= extra);
 }
 
-/* Megatron's --pipeline-model-parallel-layout for an uneven split: "Et..t|t..t|...|t..tL". */
-static void write_layout_string(FILE *f, int layers, int pp) {
-    for (int s = 0; s < pp; s++) {
-        if (s) fputc('|', f);
-        if (s == 0) fputc('E', f);
-        for (int i = 0; i < stage_layers(layers, pp, s); i++) fputc('t', f);
-        if (s == pp - 1) fputc('L', f);
+/* Layers of virtual stage g (chunk·pp + stage, model order): the plan's split, or stage_layers. */
+static int split_layers(const ts_model *m, const ts_layout *l, const ts_split *split, int g) {
+    return split ? split->layers[g] : stage_layers(m->layers, l->pp, g);
+}
+
+/* Megatron's --pipeline-model-parallel-layout: "Et..t|t..t|...|t..tL", one segment per virtual
+ * stage in model order. */
+static void write_layout_string(FILE *f, const ts_model *m, const ts_layout *l, const ts_split *split) {
+    int n = split ? split->pp * split->vpp : l->pp;
+    for (int g = 0; g < n; g++) {
+        if (g) fputc('|', f);
+        if (g == 0) fputc('E', f);
+        for (int i = 0; i < split_layers(m, l, split, g); i++) fputc('t', f);
+        if (g == n - 1) fputc('L', f);
     }
 }
 
-static void megatron_comments(FILE *f, const ts_problem *pb, const ts_layout *l) {
+static void megatron_comments(FILE *f, const ts_problem *pb, const ts_layout *l, const ts_split *split) {
     char text[256];
     ts_layout_format(l, text, sizeof text);
     const ts_model *m = &pb->model;
@@ -78,28 +86,35 @@ static void megatron_comments(FILE *f, const ts_problem *pb, const ts_layout *l)
                    "--data-parallel-sharding-strategy %s) or DeepSpeed (tessera export --format deepspeed)\n",
                 l->zero, l->zero == 2 ? "gradient" : "gradient and parameter",
                 l->zero == 2 ? "optim_grads" : "optim_grads_params");
-    if (m->layers % l->pp != 0) {
-        fprintf(f, "# uneven pipeline split (layers per stage:");
-        for (int s = 0; s < l->pp; s++) fprintf(f, "%s%d", s ? "," : " ", stage_layers(m->layers, l->pp, s));
+    if (split || m->layers % l->pp != 0) {
+        int n = split ? split->pp * split->vpp : l->pp;
+        fprintf(f, "# uneven pipeline split (layers per %sstage:", split && split->vpp > 1 ? "virtual " : "");
+        for (int g = 0; g < n; g++) fprintf(f, "%s%d", g ? "," : " ", split_layers(m, l, split, g));
         fprintf(f, "): given with --pipeline-model-parallel-layout\n");
+    }
+    if (split) {
+        fprintf(f, "# recompute per stage (Megatron-LM has no per-stage flag; set it per stage by hand):");
+        for (int s = 0; s < split->pp; s++) fprintf(f, " %d:%s", s, ts_recompute_names[split->recompute[s]]);
+        fprintf(f, "\n");
     }
     if (pb->train.dtype == TS_DTYPE_FP32)
         fprintf(f, "# dtype=fp32: Megatron-LM's default precision (neither --bf16 nor --fp16)\n");
 }
 
-ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, char **out) {
+ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_split *split, char **out) {
     *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(out, &len);
     if (f == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory writing Megatron-LM arguments");
     const ts_model *m = &pb->model;
-    megatron_comments(f, pb, l);
+    megatron_comments(f, pb, l, split);
     fprintf(f, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", l->tp, l->pp);
-    if (l->schedule == TS_SCHED_INTERLEAVED)
-        fprintf(f, " --num-layers-per-virtual-pipeline-stage %d", m->layers / (l->pp * l->vpp));
-    if (m->layers % l->pp != 0) {
+    /* A layout string sets the virtual stages itself, so it replaces the per-chunk layer count. */
+    if (split || m->layers % l->pp != 0) {
         fputs(" --pipeline-model-parallel-layout ", f);
-        write_layout_string(f, m->layers, l->pp);
+        write_layout_string(f, m, l, split);
+    } else if (l->schedule == TS_SCHED_INTERLEAVED) {
+        fprintf(f, " --num-layers-per-virtual-pipeline-stage %d", m->layers / (l->pp * l->vpp));
     }
     if (l->sp) fputs(" --sequence-parallel", f);
     fprintf(f, " --context-parallel-size %d", l->cp);

@@ -15,7 +15,11 @@
 /* '#' comment lines (the layout, then anything Megatron-LM cannot say), then one line of
  * pretrain_gpt.py flags. `l` must be valid for `pb` with microbatches derived. *out is malloc'd;
  * the caller frees it. */
-ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, char **out);
+struct ts_split;
+/* `split`: the plan's uneven stages (planner/partition.h), or NULL for the planner's even split;
+ * given, it becomes --pipeline-model-parallel-layout, one segment per virtual stage, and its
+ * per-stage recompute policies a comment (Megatron-LM has no per-stage recompute flag). */
+ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const struct ts_split *split, char **out);
 
 /* The DeepSpeed config (caller frees with cJSON_Delete) and `notes`: '#' lines for what the
  * config cannot say (malloc'd, "" when none; the caller frees it). */

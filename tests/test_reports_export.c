@@ -216,6 +216,41 @@ Test(export, uneven_pipeline_split_as_a_layout) {
     remove_dir(dir);
 }
 
+/* A plan whose layout carries an ILP split (issue 7): the layout string follows the plan's
+ * "stages" layer counts, segment by segment, and the per-stage recompute is stated. */
+Test(export, ilp_split_becomes_the_layout_string) {
+    const char *const args[] = {"--model", "deepseek-v3", "--system", "h100-sxm-dgx", "--gpus", "1024",
+                                "--global-batch", "1024", "--seq", "4096", "--fix", "tp=1,pp=16,ep=64",
+                                "--partition", "ilp", NULL};
+    char *dir = make_temp_dir();
+    char *plan = plan_with(dir, args);
+    char *text = read_file(plan);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(root);
+    const cJSON *layout = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(layout, "stages");
+    cr_assert(cJSON_IsArray(stages), "the plan's best layout has no uneven \"stages\"");
+    char want[512] = "--pipeline-model-parallel-layout E";
+    int i = 0, n = cJSON_GetArraySize(stages);
+    for (const cJSON *st = stages->child; st; st = st->next, i++) {
+        int layers = (int)json_num(st, "layers", "$.layouts[0].stages[]");
+        for (int k = 0; k < layers; k++) strcat(want, "t");
+        strcat(want, i == n - 1 ? "L " : "|");
+    }
+    cJSON_Delete(root);
+    cli_result r = export_plan(plan, "megatron");
+    const char *line = flags_line(r.out);
+    cr_assert_not_null(line);
+    cr_expect(strstr(line, want) != NULL, "want %s in %s", want, line);
+    cr_expect(!has_flag(line, "--num-layers-per-virtual-pipeline-stage"));
+    cr_expect(strstr(r.out, "# recompute per stage") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
 Test(export, bad_input_exits_2_with_one_line) {
     char *dir = make_temp_dir();
     const char *const args[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", NULL};
