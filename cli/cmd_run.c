@@ -3,9 +3,11 @@
  * launcher it starts `mpirun` itself with the layout's rank count. */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/json.h"
@@ -29,6 +31,8 @@ static void help(void) {
            "  -n, --steps N       training steps (default 10)\n"
            "  -w, --warmup W      steps left out of the step-time statistics (default 2)\n"
            "  -t, --trace FILE    write the last step's measured ops as a Chrome trace\n"
+           "      --timeout S     end the job when a training step takes longer than S seconds\n"
+           "                      (a rank stalled or died; default 0: no limit)\n"
            "      --json          print the summary as JSON instead of a table\n"
            "      --threads N     OpenBLAS threads per rank (default 1)\n"
            "      --seed S        parameter and data seed (default 1234)\n"
@@ -40,6 +44,8 @@ static void help(void) {
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
            "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
+           "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
+           "stalled rank: the other ranks end the job after --timeout).\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
 }
 
@@ -55,6 +61,36 @@ static double quantile(const double *sorted, int n, double q) {
     return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
 }
 
+/* The step watchdog (--timeout): a rank whose step has not finished after the timeout — a peer
+ * stalled or died inside a collective — prints the message prepared at the step's start and
+ * exits; mpirun then ends the whole job. Only write() and _exit() in the handler
+ * (async-signal-safe). */
+static char watchdog_msg[256];
+static size_t watchdog_len;
+
+static void watchdog_fire(int sig) {
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, watchdog_msg, watchdog_len);
+    (void)w;
+    _exit(1);
+}
+
+static void watchdog_arm(int rank, int step, double timeout_s) {
+    if (timeout_s <= 0) return;
+    int n = snprintf(watchdog_msg, sizeof watchdog_msg,
+                     "tessera run: rank %d: step %d did not finish within %g s (--timeout): a rank "
+                     "stalled or died; ending the job\n", rank, step, timeout_s);
+    watchdog_len = n > 0 && (size_t)n < sizeof watchdog_msg ? (size_t)n : sizeof watchdog_msg - 1;
+    signal(SIGALRM, watchdog_fire);
+    alarm((unsigned)ceil(timeout_s));
+}
+
+/* An injected fault of TESSERA_FAULT_MODE on this rank (fail is handled by the caller). */
+static void inject_signal_fault(const char *mode) {
+    if (mode && strcmp(mode, "kill") == 0) raise(SIGKILL);
+    if (mode && strcmp(mode, "stop") == 0) raise(SIGSTOP);
+}
+
 /* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */
 static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
     char msg[1024];
@@ -65,10 +101,11 @@ static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *plan = NULL, *trace = NULL, *params_out = NULL;
     int index = 1, steps = 10, warmup = 2, json = 0, threads = 1;
+    double timeout_s = 0;
     ts_device device = TS_DEVICE_CPU;
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
@@ -76,6 +113,7 @@ int cmd_run(int argc, char **argv) {
         {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
         {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
+        {"timeout", required_argument, 0, OPT_TIMEOUT},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -95,6 +133,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_DEVICE:
             if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
+        case OPT_TIMEOUT: timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: opts.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
         case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
@@ -145,8 +184,11 @@ int cmd_run(int argc, char **argv) {
     double *step_s = calloc((size_t)steps, sizeof *step_s);
     if (!spans || !losses || !step_s) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
     for (int s = 0; s < steps; s++) {
-        if (fault && atoi(fault) == rt.rank && (fault_step ? atoi(fault_step) : 0) == s)
+        watchdog_arm(rt.rank, s, timeout_s);
+        if (fault && atoi(fault) == rt.rank && (fault_step ? atoi(fault_step) : 0) == s) {
+            inject_signal_fault(getenv("TESSERA_FAULT_MODE"));
             rank_fail(&rt, TS_FAIL(TS_ERR_EXTERNAL, "injected fault at step %d (TESSERA_FAULT_RANK)", s));
+        }
         double t0 = be->now_s();
         st = ts_trainer_step(tr, s, &losses[s], spans);
         if (st != TS_OK) rank_fail(&rt, st);
@@ -157,6 +199,7 @@ int cmd_run(int argc, char **argv) {
         if (rt.rank == 0 && !json)
             fprintf(stderr, "step %d/%d: loss %.6f, %.3f s\n", s + 1, steps, losses[s], step_s[s]);
     }
+    alarm(0); /* the watchdog covers the training steps */
 
     if (params_out) {
         size_t n = 0;
