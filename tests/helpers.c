@@ -265,3 +265,19 @@ const cJSON *json_obj(const cJSON *parent, const char *key, const char *where) {
               it ? "not an object" : "missing");
     return it;
 }
+
+ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq, int flash) {
+    ts_model m;
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
+    ts_train t;
+    ts_train_defaults(&t);
+    t.global_batch = batch;
+    t.seq = seq;
+    t.flash_attention = flash;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}

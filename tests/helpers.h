@@ -7,6 +7,9 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "planner/problem.h"
 
 /* The repository root: $TESSERA_DATA (set by `make test`), else ".". */
 const char *test_data_dir(void);
@@ -25,6 +28,10 @@ void test_remove_temp(char *path);
 /* The repository root as an absolute path: passed to the CLI as TESSERA_DATA (and replaced by
  * "$DATA" in golden files). */
 const char *data_root(void);
+
+/* A planning problem of zoo model and system names (defaults of ts_train_defaults but the batch,
+ * sequence and flash attention); the test fails when a name does not load. */
+ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq, int flash);
 
 /* --- running the binary ($TESSERA_BIN, else <data dir>/build/tessera) --------------------------- */
 

@@ -10,23 +10,6 @@
 #include "planner/plan_json.h"
 #include "tests/helpers.h"
 
-static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
-                          int flash) {
-    ts_model m;
-    ts_system s;
-    ts_error_clear();
-    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
-    ts_train t;
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    t.flash_attention = flash;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
-}
-
 /* Searches and renders the plan; returns the printed JSON (caller frees) and the result. */
 static char *plan_text(const ts_problem *pb, const char *fix, int top_k, ts_search_result *r) {
     ts_search_opts o;
@@ -45,7 +28,7 @@ static char *plan_text(const ts_problem *pb, const char *fix, int top_k, ts_sear
 
 static void round_trip(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
                        int flash, const char *fix) {
-    ts_problem pb = problem(model, sys, gpus, batch, seq, flash);
+    ts_problem pb = test_problem(model, sys, gpus, batch, seq, flash);
     ts_search_result r;
     char *text = plan_text(&pb, fix, 7, &r);
     char *path = test_write_temp(text);
@@ -109,7 +92,7 @@ static void expect_string(const cJSON *o, const char *path, const char *key) {
 
 /* The fields DESIGN.md lists for `plan --json`, with their values checked against the result. */
 Test(planner_json, plan_has_every_documented_field) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_result r;
     char *text = plan_text(&pb, "pp=2", 3, &r);
     cJSON *root = cJSON_Parse(text);
@@ -183,7 +166,7 @@ Test(planner_json, plan_has_every_documented_field) {
 /* Rewrites a good plan with `edit` applied and expects ts_plan_read to refuse it, its message
  * naming the file and every needle. */
 static void expect_bad_plan(void (*edit)(cJSON *root), const char *const *needles) {
-    ts_problem pb = problem("tiny", "h100-sxm-dgx", 8, 64, 256, 1);
+    ts_problem pb = test_problem("tiny", "h100-sxm-dgx", 8, 64, 256, 1);
     ts_search_result r;
     char *text = plan_text(&pb, NULL, 3, &r);
     ts_search_result_free(&r);

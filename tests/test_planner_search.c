@@ -12,23 +12,6 @@
 #include "planner/search.h"
 #include "tests/helpers.h"
 
-static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
-                          int flash) {
-    ts_model m;
-    ts_system s;
-    ts_error_clear();
-    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
-    ts_train t;
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    t.flash_attention = flash;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
-}
-
 static ts_search_opts opts_of(int top_k, const char *fix) {
     ts_search_opts o;
     ts_search_opts_defaults(&o);
@@ -127,37 +110,37 @@ static void check_prune_equals_brute(const ts_problem *pb, const char *fix, ts_o
 }
 
 Test(planner_search, prune_equals_brute_force_tiny) {
-    ts_problem pb = problem("tiny", "h100-sxm-dgx", 8, 64, 256, 1);
+    ts_problem pb = test_problem("tiny", "h100-sxm-dgx", 8, 64, 256, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_COST);
-    pb = problem("tiny", "h100-sxm-dgx", 16, 64, 256, 1);
+    pb = test_problem("tiny", "h100-sxm-dgx", 16, 64, 256, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
-    pb = problem("tiny", "h100-sxm-dgx", 8, 64, 256, 0);
+    pb = test_problem("tiny", "h100-sxm-dgx", 8, 64, 256, 0);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
 }
 
 Test(planner_search, prune_equals_brute_force_tiny_moe) {
-    ts_problem pb = problem("tiny-moe", "h100-sxm-dgx", 8, 64, 256, 1);
+    ts_problem pb = test_problem("tiny-moe", "h100-sxm-dgx", 8, 64, 256, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
-    pb = problem("tiny-moe", "h100-sxm-dgx", 16, 64, 256, 1);
+    pb = test_problem("tiny-moe", "h100-sxm-dgx", 16, 64, 256, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
 }
 
 Test(planner_search, prune_equals_brute_force_llama2_7b) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 8, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 8, 256, 4096, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
-    pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
     check_prune_equals_brute(&pb, "pp=2", TS_OBJ_TIME);
 }
 
 Test(planner_search, prune_equals_brute_force_megatron_1p7b_unfused) {
-    ts_problem pb = problem("megatron-gpt-1.7b", "a100-80g-dgx", 32, 512, 2048, 0);
+    ts_problem pb = test_problem("megatron-gpt-1.7b", "a100-80g-dgx", 32, 512, 2048, 0);
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
 }
 
 Test(planner_search, objective_memory_sorts_by_memory) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(20, NULL);
     o.objective = TS_OBJ_MEMORY;
     ts_search_result r;
@@ -180,7 +163,7 @@ Test(planner_search, objective_memory_sorts_by_memory) {
 }
 
 Test(planner_search, pins_are_honoured) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     static const char *const fixes[] = {"tp=8,pp=2", "dp=4,zero=1", "sched=zb-h1,pp=4",
                                         "vpp=2,mbs=1", "recompute=selective,sp=1", "cp=2,tp=2"};
     for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
@@ -208,7 +191,7 @@ Test(planner_search, pins_are_honoured) {
 }
 
 Test(planner_search, schedules_mask_restricts_schedules) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts all = opts_of(10, "pp=4");
     ts_search_result ra;
     search_ok(&pb, &all, &ra);
@@ -247,7 +230,7 @@ Test(planner_search, schedules_mask_restricts_schedules) {
 }
 
 Test(planner_search, deterministic) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(50, NULL);
     ts_search_result a, b;
     search_ok(&pb, &o, &a);
@@ -267,7 +250,7 @@ Test(planner_search, deterministic) {
 }
 
 Test(planner_search, nothing_fits_is_infeasible_with_advice) {
-    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 8, 64, 4096, 1);
+    ts_problem pb = test_problem("llama3-405b", "h100-sxm-dgx", 8, 64, 4096, 1);
     ts_search_opts o = opts_of(5, NULL);
     ts_search_result r;
     ts_error_clear();
@@ -288,7 +271,7 @@ Test(planner_search, nothing_fits_is_infeasible_with_advice) {
     cr_expect(strstr(ts_error_message(), r.reason) != NULL, "error message: %s", ts_error_message());
     ts_search_result_free(&r);
     /* The advice holds: the named count fits. */
-    ts_problem big = problem("llama3-405b", "h100-sxm-dgx", n, 64, 4096, 1);
+    ts_problem big = test_problem("llama3-405b", "h100-sxm-dgx", n, 64, 4096, 1);
     ts_search_result rb;
     search_ok(&big, &o, &rb);
     cr_expect_gt(rb.n_best, 0);
@@ -296,7 +279,7 @@ Test(planner_search, nothing_fits_is_infeasible_with_advice) {
 }
 
 Test(planner_search, pins_leaving_nothing_valid_are_input_errors) {
-    ts_problem pb = problem("llama2-7b", "h100-sxm-dgx", 12, 240, 4096, 1);
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 12, 240, 4096, 1);
     static const char *const fixes[] = {"tp=3", "pp=5", "dp=5", "ep=2", "sched=interleaved,pp=1"};
     for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
         ts_search_opts o = opts_of(5, fixes[i]);
