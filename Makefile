@@ -115,7 +115,7 @@ test: $(BIN) $(TEST_BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2
 
 check:
-	$(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
 
 # Fuzzing with libFuzzer (clang): tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/. Each
 # harness runs FUZZ_SECONDS under ASan + UBSan; what it learns goes to build-fuzz/corpus/NAME/,
