@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_args.h"
 #include "common/paths.h"
 #include "planner/search.h"
 
@@ -144,11 +145,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--min-s") == 0 && i + 1 < argc) {
-            min_s = strtod(argv[++i], &end);
-            if (*end || !(min_s >= 0 && min_s <= 600)) {
-                fprintf(stderr, "plan_speed: --min-s: expected seconds in [0, 600], got \"%s\"\n", argv[i]);
-                return 2;
-            }
+            if (!bench_parse_min_s("plan_speed", argv[++i], &min_s)) return 2;
         } else if (strcmp(argv[i], "--top") == 0 && i + 1 < argc) {
             long k = strtol(argv[++i], &end, 10);
             if (*end || k < 1 || k > 100000) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_args.h"
 #include "common/json.h"
 #include "reports/report.h"
 #include "reports/sweep.h"
@@ -38,15 +39,10 @@ int main(int argc, char **argv) {
     int json = 0;
     double min_s = 1.0;
     for (int i = 1; i < argc; i++) {
-        char *end = NULL;
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--min-s") == 0 && i + 1 < argc) {
-            min_s = strtod(argv[++i], &end);
-            if (*end || !(min_s >= 0 && min_s <= 600)) {
-                fprintf(stderr, "sweep_speed: --min-s: expected seconds in [0, 600], got \"%s\"\n", argv[i]);
-                return 2;
-            }
+            if (!bench_parse_min_s("sweep_speed", argv[++i], &min_s)) return 2;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: sweep_speed [--json] [--min-s S]\n"
                    "  --json     print the sweep as JSON (with the timing) instead of the table\n"

@@ -326,14 +326,14 @@ int cmd_validate(int argc, char **argv) {
     }
     result *res = calloc(N_CASES, sizeof *res);
     if (res == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory");
-    int n = 0, todo = 0;
-    for (int i = 0; i < N_CASES; i++) todo += selected(&o, i) && case_ranks(i) <= o.max_ranks;
+    int n = 0, n_runs = 0;
+    for (int i = 0; i < N_CASES; i++) n_runs += selected(&o, i) && case_ranks(i) <= o.max_ranks;
     for (int i = 0; i < N_CASES && st == TS_OK; i++) {
         if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
-        fprintf(stderr, "tessera validate: [%d/%d] %s %s\n", n + 1, todo, cases[i].model, cases[i].layout);
+        fprintf(stderr, "tessera validate: [%d/%d] %s %s\n", n + 1, n_runs, cases[i].model, cases[i].layout);
         st = run_case(self, &o, dir, i, &res[n]);
         if (st != TS_OK) break;
-        fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", n + 1, todo, res[n].cmp.simulated_step_s,
+        fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", n + 1, n_runs, res[n].cmp.simulated_step_s,
                 res[n].cmp.measured_step_s, 100 * res[n].cmp.step_error);
         n++;
     }

@@ -213,15 +213,15 @@ static ts_status check_supported(const ts_model *m, int seq, int batch) {
     else if (m->position != TS_POS_ROPE)
         why = "position must be rope";
     else if (m->qkv_bias || m->linear_bias)
-        why = "biases are not implemented";
+        why = "biases are not supported by the executor";
     else if (m->embed_norm || m->dropout)
-        why = "embed_norm and dropout are not implemented";
+        why = "embed_norm and dropout are not supported by the executor";
     else if (m->embed_dim != 0 && m->embed_dim != m->hidden)
         why = "embed_dim must equal hidden";
     else if (m->mla.kv_lora_rank != 0)
-        why = "multi-head latent attention is not implemented";
+        why = "multi-head latent attention is not supported by the executor";
     else if (m->moe.experts > 0 && m->moe.shared_experts > 0)
-        why = "shared experts are not implemented";
+        why = "shared experts are not supported by the executor";
     else if (m->moe.experts > 0 && m->moe.capacity_factor > 0)
         why = "MoE must be dropless (capacity_factor 0)";
     else if (m->kv_heads <= 0 || m->heads % m->kv_heads != 0)
