@@ -74,6 +74,8 @@ extern "C" ts_status ts_cuda_gemm(ts_dtype dtype, int ta, int tb, int M, int N, 
     ts_status res = TS_OK;
     ts_gemm_cm cm;
     cudaDataType_t t = dtype == TS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    if (dtype != TS_DTYPE_FP32 && dtype != TS_DTYPE_BF16)
+        return TS_FAIL(TS_ERR_INPUT, "cuda gemm: dtype %s not supported (fp32 or bf16)", ts_dtype_names[dtype]);
     if (!g.ready) return TS_FAIL(TS_ERR_INPUT, "cuda gemm: the CUDA backend is not initialised (ts_backend_cuda)");
     TS_CHECK(ts_gemm_colmajor(ta, tb, M, N, K, lda, ldb, ldc, &cm));
     if (M == 0 || N == 0) return TS_OK;
@@ -88,7 +90,7 @@ fail:
 
 static ts_status cuda_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
-    return ts_cuda_gemm(TS_DTYPE_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return ts_cuda_gemm(TS_DTYPE_FP32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ---- collectives ------------------------------------------------------------------------------ */

@@ -8,16 +8,15 @@
 #include <stddef.h>
 
 #include "common/status.h"
-
-typedef enum { TS_DTYPE_F32 = 0, TS_DTYPE_BF16 } ts_dtype;
+#include "models/system.h" /* ts_dtype: the GEMMs take TS_DTYPE_FP32 or TS_DTYPE_BF16 */
 
 /* The number of GPUs this process sees; 0 (and TS_OK) when there is none or no driver, with the
  * CUDA runtime's reason copied to `why` (may be NULL) so the caller can say it. */
 ts_status ts_cuda_device_count(int *count, char *why, size_t why_size);
 
-/* Row-major C (M, N) = alpha op(A) op(B) + beta C, A, B and C of `dtype` (bf16: 16-bit words of
- * __nv_bfloat16), accumulated in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F), on the compute stream.
- * Needs ts_backend_cuda first (it owns the cuBLAS handle). */
+/* Row-major C (M, N) = alpha op(A) op(B) + beta C, A, B and C of `dtype` (TS_DTYPE_FP32, or
+ * TS_DTYPE_BF16: 16-bit words of __nv_bfloat16; other dtypes are refused), accumulated in fp32
+ * (cublasGemmEx, CUBLAS_COMPUTE_32F), on the compute stream. Needs ts_backend_cuda first (it owns the cuBLAS handle). */
 ts_status ts_cuda_gemm(ts_dtype dtype, int trans_a, int trans_b, int M, int N, int K, float alpha,
                        const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
 

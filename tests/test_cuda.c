@@ -320,8 +320,11 @@ Test(cuda, backend_cuda_error_paths) {
 Test(cuda, kernel_argument_checks) {
     ts_attn_shape s = {4, 4, 4, 3, 8, 32, 24, 24, 32, NULL, NULL};
     ts_error_clear();
-    cr_expect_eq(ts_cuda_gemm(TS_DTYPE_F32, 0, 0, 2, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2), TS_ERR_INPUT);
+    cr_expect_eq(ts_cuda_gemm(TS_DTYPE_FP32, 0, 0, 2, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "not initialised") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_gemm(TS_DTYPE_FP8, 0, 0, 2, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "dtype fp8 not supported") != NULL, "%s", ts_error_message());
     ts_error_clear();
     cr_expect_eq(ts_cuda_rmsnorm_fwd(NULL, NULL, NULL, NULL, -1, 8, 1e-5f), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(), "cuda rmsnorm_fwd: T=-1 C=8, expected both >= 0");
