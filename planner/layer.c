@@ -140,7 +140,21 @@ static void mlp_parts(const ts_problem *pb, const ts_shard *sh, double T, int mo
     p->wgrad_s += p->gemm_s - before;
 }
 
-void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out) {
+/* What a layer costs whatever its recompute policy: compute times, the one-collective times and
+ * the activation terms that each policy then combines (layer_finish). */
+typedef struct {
+    double fwd_s, bwd_s, wgrad_s, attn_fwd_s;
+    double gemm_fwd_flops, core_fwd_flops;
+    double tp_one_s, tp_close_s; /* one TP block's collectives; the closing one alone */
+    double cp_fwd_s, cp_bwd_s;   /* exposed CP ring in forward, in backward */
+    double a2a_s;                /* one EP all-to-all */
+    double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
+    double act_mlp_bytes;        /* activations of the MLP or experts, unscaled */
+    double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
+    double input_bytes;          /* the layer input (what full recompute keeps), before scaling */
+} layer_parts;
+
+static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, layer_parts *out) {
     const ts_model *m = &pb->model;
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp;
@@ -160,22 +174,18 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
     p.elem_bytes += (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep;
     double elem_s = ts_memory_s(s, p.elem_bytes) * pb->compute_scale;
 
-    *out = (ts_layer_cost){0};
+    *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
     out->bwd_s = p.gemm_s + p.wgrad_s + p.attn_bwd_s + 2.0 * elem_s;
     out->wgrad_s = p.wgrad_s;
-    if (sh->recompute == TS_RECOMPUTE_FULL) out->recompute_s = out->fwd_s;
-    else if (sh->recompute == TS_RECOMPUTE_SELECTIVE) out->recompute_s = p.attn_fwd_s;
+    out->attn_fwd_s = p.attn_fwd_s;
 
-    /* Model FLOPs (full s² attention convention) and executed FLOPs with recompute. */
+    /* Model FLOPs (full s² attention convention). */
     double ar = q_heads_rank(m, sh->tp);
     double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
     double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
-    double core_fwd = 2.0 * T * seq * ar * (qk + vd);
-    double gemm_fwd = 2.0 * T * p.matmul_params_rank;
-    out->model_flops = 3.0 * (gemm_fwd + core_fwd);
-    out->hw_flops = out->model_flops + (sh->recompute == TS_RECOMPUTE_FULL ? gemm_fwd + core_fwd
-                                        : sh->recompute == TS_RECOMPUTE_SELECTIVE ? core_fwd : 0);
+    out->core_fwd_flops = 2.0 * T * seq * ar * (qk + vd);
+    out->gemm_fwd_flops = 2.0 * T * p.matmul_params_rank;
 
     /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
     if (sh->tp > 1) {
@@ -183,22 +193,8 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         double bytes = 2.0 * T * h;
         /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
          * block with an all-gather. */
-        double close = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
-        double one = close + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
-        /* Forward (and recomputed forward) collectives sit on the critical path unless the
-         * system overlaps TP communication (tp_comm_overlap); the backward's two run
-         * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
-         * reduce-scatter), exposed only beyond them. */
-        double fwd_count = sh->recompute == TS_RECOMPUTE_FULL ? 4.0 : 2.0;
-        double bwd_left = 2.0 * one - p.wgrad_s;
-        if (s->serial_ops)
-            out->tp_s = (fwd_count + 2.0) * one; /* nothing runs under a collective */
-        else
-            out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
-                        s->overlap_slowdown * (bwd_left > 0 ? p.wgrad_s : 2.0 * one);
-        /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
-         * all-gathers feed the later W and stay hidden. */
-        out->tp_split_w_s = (fwd_count * one + 2.0 * close) * (1.0 - s->tp_comm_overlap);
+        out->tp_close_s = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
+        out->tp_one_s = out->tp_close_s + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
     }
     /* CP: ring of cp-1 K/V block exchanges in forward, twice that (dK, dV) in backward; each
      * step hides behind the attention of the block it overlaps. */
@@ -209,15 +205,14 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, block, link);
         double hide_fwd = s->serial_ops ? 0 : p.attn_fwd_s, hide_bwd = s->serial_ops ? 0 : p.attn_bwd_s;
         double fwd = ring - hide_fwd, bwd = 2.0 * ring - hide_bwd;
-        out->cp_s = (fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0);
-        if (sh->recompute == TS_RECOMPUTE_FULL) out->cp_s += fwd > 0 ? fwd : 0;
+        out->cp_fwd_s = fwd > 0 ? fwd : 0;
+        out->cp_bwd_s = bwd > 0 ? bwd : 0;
     }
-    /* EP: dispatch + combine all-to-all in forward and in backward (and in recompute). */
+    /* EP: dispatch + combine all-to-all (each pass: forward, backward, recompute). */
     if (moe && sh->ep > 1) {
         ts_link link = ts_group_link(s, sh->tp, sh->ep);
         double tokens = T * rep * m->moe.top_k;
-        double a2a = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, 2.0 * tokens * h, link);
-        out->ep_s = (sh->recompute == TS_RECOMPUTE_FULL ? 6.0 : 4.0) * a2a;
+        out->a2a_s = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, 2.0 * tokens * h, link);
     }
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
@@ -231,9 +226,12 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
     } else {
         attn = 2.0 * T * (2.0 * ar * d + 2.0 * g * d); /* Q, K, V and the output projection input */
     }
-    double scores = 0;
-    if (pb->train.flash_attention) scores = 4.0 * T * ar; /* fp32 log-sum-exp */
-    else if (sh->recompute != TS_RECOMPUTE_SELECTIVE) scores = (m->dropout ? 5.0 : 2.0) * ar * T * seq / sh->cp;
+    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+        double scores = 0;
+        if (pb->train.flash_attention) scores = 4.0 * T * ar; /* fp32 log-sum-exp */
+        else if (rc != TS_RECOMPUTE_SELECTIVE) scores = (m->dropout ? 5.0 : 2.0) * ar * T * seq / sh->cp;
+        out->scores_bytes[rc] = scores;
+    }
     double mlp;
     if (!moe) {
         mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
@@ -245,13 +243,67 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
         if (x->shared_experts > 0)
             mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
     }
-    double full = (replicated + attn + scores + mlp) * pb->train.activation_scale;
-    if (sh->recompute == TS_RECOMPUTE_FULL) {
-        out->act_bytes = 2.0 * T * h * rep * pb->train.activation_scale;
-        out->peak_bytes = full; /* one layer's activations rebuilt during its backward */
-    } else {
-        out->act_bytes = full;
+    out->act_attn_bytes = replicated + attn;
+    out->act_mlp_bytes = mlp;
+    out->input_bytes = 2.0 * T * h * rep;
+}
+
+/* One policy's costs from the parts. */
+static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_parts *p, ts_recompute rc,
+                         ts_layer_cost *out) {
+    const ts_system *s = &pb->sys;
+    int full = rc == TS_RECOMPUTE_FULL;
+    *out = (ts_layer_cost){0};
+    out->fwd_s = p->fwd_s;
+    out->bwd_s = p->bwd_s;
+    out->wgrad_s = p->wgrad_s;
+    if (full) out->recompute_s = p->fwd_s;
+    else if (rc == TS_RECOMPUTE_SELECTIVE) out->recompute_s = p->attn_fwd_s;
+
+    /* Executed FLOPs add what recompute repeats. */
+    out->model_flops = 3.0 * (p->gemm_fwd_flops + p->core_fwd_flops);
+    out->hw_flops = out->model_flops + (full ? p->gemm_fwd_flops + p->core_fwd_flops
+                                        : rc == TS_RECOMPUTE_SELECTIVE ? p->core_fwd_flops : 0);
+
+    if (sh->tp > 1) {
+        /* Forward (and recomputed forward) collectives sit on the critical path unless the
+         * system overlaps TP communication (tp_comm_overlap); the backward's two run
+         * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
+         * reduce-scatter), exposed only beyond them. */
+        double one = p->tp_one_s;
+        double fwd_count = full ? 4.0 : 2.0;
+        double bwd_left = 2.0 * one - p->wgrad_s;
+        if (s->serial_ops)
+            out->tp_s = (fwd_count + 2.0) * one; /* nothing runs under a collective */
+        else
+            out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : 2.0 * one);
+        /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
+         * all-gathers feed the later W and stay hidden. */
+        out->tp_split_w_s = (fwd_count * one + 2.0 * p->tp_close_s) * (1.0 - s->tp_comm_overlap);
     }
+    if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (full ? p->cp_fwd_s : 0);
+    out->ep_s = (full ? 6.0 : 4.0) * p->a2a_s;
+
+    double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
+    if (full) {
+        out->act_bytes = p->input_bytes * pb->train.activation_scale;
+        out->peak_bytes = kept; /* one layer's activations rebuilt during its backward */
+    } else {
+        out->act_bytes = kept;
+    }
+}
+
+void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out) {
+    layer_parts p;
+    layer_parts_of(pb, sh, moe, &p);
+    layer_finish(pb, sh, &p, sh->recompute, out);
+}
+
+void ts_layer_costs_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost out[TS_RECOMPUTE_COUNT]) {
+    layer_parts p;
+    layer_parts_of(pb, sh, moe, &p);
+    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) layer_finish(pb, sh, &p, (ts_recompute)rc, &out[rc]);
 }
 
 void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {

@@ -31,6 +31,10 @@ typedef struct {
 /* Costs of a dense (moe = 0) or MoE (moe = 1) layer. */
 void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out);
 
+/* The same under every recompute policy at once (out[rc]; sh->recompute is ignored): the
+ * compute and communication they share are costed once. */
+void ts_layer_costs_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost out[TS_RECOMPUTE_COUNT]);
+
 /* The LM head, final norm and loss on the last stage, as a layer-shaped cost; activations are
  * the fp32 logits (Korthikanti 2022, extra terms: 4·s·b·v/t). */
 void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out);

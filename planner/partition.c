@@ -1000,10 +1000,8 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
     for (int x = 0; x < L; x++) out->kind[x] = moe_model ? ts_model_layer_is_moe(m, x) : 0;
 
     ts_shard_costs costs[K_POL];
-    for (int k = 0; k < K_POL; k++) {
-        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, (ts_recompute)k};
-        ts_shard_costs_of(pb, &sh, &costs[k]);
-    }
+    ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
+    ts_shard_costs_all(pb, &sh, costs);
     int splits_w = ts_schedules[l->schedule].splits_w;
 #define BUSY(c) ((c).fwd_s + (c).bwd_s + (c).recompute_s + (splits_w ? (c).tp_split_w_s : (c).tp_s) + (c).cp_s + (c).ep_s)
 
@@ -1069,10 +1067,8 @@ ts_status ts_evaluate_split(const ts_problem *pb, const ts_layout *in, const ts_
     ts_layout l = *in;
     l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
     ts_shard_costs costs[K_POL];
-    for (int k = 0; k < K_POL; k++) {
-        ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, (ts_recompute)k};
-        ts_shard_costs_of(pb, &sh, &costs[k]);
-    }
+    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE};
+    ts_shard_costs_all(pb, &sh, costs);
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));
     ts_stage_split sp = {.vpp = s->vpp, .layers = s->layers, .recompute = s->recompute, .costs = costs};
@@ -1237,8 +1233,13 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     out->partition_s = now_s() - t0;
     out->search_s += out->partition_s;
     if (keep == 0) {
-        snprintf(out->reason, sizeof out->reason, "%s; uneven stages (--partition) fit none of the %d closest layouts either",
-                 reason, tried);
+        /* The search's reason is under 400 characters; the bound keeps the sentence whole. */
+        if (tried > 0)
+            snprintf(out->reason, sizeof out->reason,
+                     "%.400s; uneven stages (--partition) fit none of the %d closest layouts either", reason, tried);
+        else
+            snprintf(out->reason, sizeof out->reason,
+                     "%.400s; no pipelined layout came close enough to try uneven stages (--partition)", reason);
         res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", out->reason);
     } else {
         out->reason[0] = '\0';

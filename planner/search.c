@@ -39,31 +39,13 @@ static int layout_cmp(const ts_layout *a, const ts_layout *b) {
     return 0;
 }
 
-/* Per-layer costs depend on the shard but not on pp, and each shard recurs for every pp: a
- * direct-mapped cache keyed by the shard avoids recomputing them. */
-#define COST_CACHE_SIZE 4096
-
 typedef struct {
     const ts_problem *pb;
     const ts_search_opts *opts;
     ts_search_result *out;
     double *keys; /* (top_k) objective values of out->best */
     int stop_at_first_fit;
-    ts_shard_costs *cache; /* (COST_CACHE_SIZE) */
-    unsigned char *cached; /* (COST_CACHE_SIZE) slot filled */
 } search_ctx;
-
-static const ts_shard_costs *shard_costs(search_ctx *c, const ts_shard *sh) {
-    unsigned h = (unsigned)sh->tp * 2654435761u ^ (unsigned)sh->cp * 40503u ^ (unsigned)sh->ep * 9973u ^
-                 (unsigned)sh->mbs * 7919u ^ (unsigned)sh->sp * 131u ^ (unsigned)sh->recompute * 17u;
-    h %= COST_CACHE_SIZE;
-    ts_shard_costs *slot = &c->cache[h];
-    if (!c->cached[h] || memcmp(&slot->shard, sh, sizeof *sh) != 0) {
-        ts_shard_costs_of(c->pb, sh, slot);
-        c->cached[h] = 1;
-    }
-    return slot;
-}
 
 static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, const ts_eval *b) {
     if (ka != kb) return ka < kb;
@@ -105,23 +87,43 @@ static int allowed(const ts_pins *p, ts_pin field, int value, int canonical) {
     return canonical;
 }
 
+/* The divisors of n in ascending order into out (room for `cap`); returns the count.
+ * Trial division up to sqrt(n): a batch of 2^30 sequences costs 32768 steps, not 2^30. */
+static int divisors_of(long long n, long long *out, int cap) {
+    int lo = 0, hi = 0;
+    for (long long d = 1; d * d <= n && lo + hi < cap; d++) {
+        if (n % d) continue;
+        out[lo++] = d;
+        if (d != n / d && lo + hi < cap) out[cap - ++hi] = n / d;
+    }
+    for (int i = 0; i < hi; i++) out[lo + i] = out[cap - hi + i];
+    return lo + hi;
+}
+
 /* Leaves under one (shard, pp): every ZeRO stage × schedule/vpp. Evaluates them unless pruned;
  * returns 1 to stop the whole search (stop_at_first_fit). */
 static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     const ts_problem *pb = c->pb;
     const ts_pins *pins = &c->opts->pins;
     ts_search_result *r = c->out;
-    int dpc = l->dp * l->cp, per_stage = pb->model.layers / l->pp;
+    int dpc = l->dp * l->cp;
+    /* vpp candidates of the interleaved schedule: the divisors of the layers per stage. */
+    long long vpps[128];
+    int n_vpp = l->pp > 1 ? divisors_of(pb->model.layers / l->pp, vpps, 128) : 0;
     for (int z = 0; z <= 3; z++) {
         if (!allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0)) continue;
         l->zero = z;
+        /* The ZeRO rules, on the plainest schedule: no schedule makes an invalid stage valid. */
+        l->schedule = TS_SCHED_1F1B;
+        l->vpp = 1;
+        if (ts_leaf_invalid(pb, l, NULL, 0)) continue;
         for (int s = 0; s < TS_SCHED_COUNT; s++) {
             const ts_schedule_info *si = &ts_schedules[s];
             if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
             if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
-            int vmax = si->interleaved ? per_stage : 1;
-            for (int v = si->interleaved ? 2 : 1; v <= vmax; v++) {
-                if (si->interleaved && per_stage % v != 0) continue;
+            int n_v = si->interleaved ? n_vpp : 1;
+            for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
+                int v = si->interleaved ? (int)vpps[iv] : 1;
                 if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
                 l->schedule = (ts_schedule)s;
                 l->vpp = v;
@@ -152,20 +154,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
 
 static int divides(long long a, long long b) { return b % a == 0; }
 
-/* The divisors of n in ascending order into out (room for TS_MAX_DIVISORS); returns the count.
- * Trial division up to sqrt(n): a batch of 2^30 sequences costs 32768 steps, not 2^30. */
 #define TS_MAX_DIVISORS 4096
-static int divisors_of(long long n, long long *out) {
-    int lo = 0, hi = 0;
-    long long high[TS_MAX_DIVISORS / 2];
-    for (long long d = 1; d * d <= n && lo < TS_MAX_DIVISORS / 2; d++) {
-        if (n % d) continue;
-        out[lo++] = d;
-        if (d != n / d) high[hi++] = n / d;
-    }
-    for (int i = hi - 1; i >= 0; i--) out[lo++] = high[i];
-    return lo;
-}
 
 /* A step-time bound that cannot enter the top k. */
 static int beyond(const search_ctx *c, double bound_s) {
@@ -199,6 +188,36 @@ static double average_lower_bound(const ts_problem *pb, const ts_shard_costs *k,
     return l->microbatches * total / l->pp;
 }
 
+/* One (shard, pp) group: its validity, the bounds, the stages and the leaves under them.
+ * `all` holds the shard's per-layer costs under every recompute policy, computed on first use
+ * (*have_costs). Returns 1 to stop the search. */
+static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all, int *have_costs) {
+    const ts_problem *pb = c->pb;
+    /* Shard-level validity; ZeRO, schedule and vpp are checked per leaf. */
+    l->schedule = TS_SCHED_1F1B;
+    l->zero = 0;
+    l->vpp = 1;
+    if (ts_layout_invalid(pb, l, NULL, 0)) return 0;
+    if (!*have_costs) {
+        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
+        ts_shard_costs_all(pb, &sh, all);
+        *have_costs = 1;
+    }
+    const ts_shard_costs *costs = &all[l->recompute];
+    int can_prune = c->opts->prune && c->opts->objective != TS_OBJ_MEMORY && c->out->n_best == c->opts->top_k;
+    /* First the bound that needs no stages (the average stage), then, if it passes, the slowest
+     * stage's. */
+    int prune_group = can_prune && beyond(c, average_lower_bound(pb, costs, l));
+    if (!prune_group) {
+        ts_stages_build(st, pb, costs, l->pp);
+        prune_group = can_prune && beyond(c, step_lower_bound(st, l));
+    }
+    return leaves(c, st, l, prune_group);
+}
+
+/* The shard's fields outermost and pp, then recompute, innermost: each shard's per-layer costs
+ * (which do not depend on pp) are computed once for every policy, on its first valid pp, and
+ * serve every pp. */
 static ts_status run(search_ctx *c) {
     const ts_problem *pb = c->pb;
     const ts_model *m = &pb->model;
@@ -208,16 +227,17 @@ static ts_status run(search_ctx *c) {
     ts_stages st;
     int cap = m->layers < N ? m->layers : N;
     TS_CHECK(ts_stages_init(&st, cap));
-    ts_layout l = {0};
     long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
     long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
-    if (!gpu_div || !mbs_div) {
+    ts_shard_costs *costs = malloc(TS_RECOMPUTE_COUNT * sizeof *costs);
+    if (!gpu_div || !mbs_div || !costs) {
         free(gpu_div);
         free(mbs_div);
+        free(costs);
         ts_stages_free(&st);
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for divisor lists");
     }
-    int n_div = divisors_of(N, gpu_div);
+    int n_div = divisors_of(N, gpu_div, TS_MAX_DIVISORS), n_mbs = divisors_of(B, mbs_div, TS_MAX_DIVISORS);
     for (int a = 0; a < n_div; a++) {
         int tp = (int)gpu_div[a];
         if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
@@ -226,44 +246,30 @@ static ts_status run(search_ctx *c) {
         for (int b = 0; b < n_div; b++) {
             int cp = (int)gpu_div[b];
             if (!divides(cp, N / tp) || !allowed(pins, TS_PIN_CP, cp, 1)) continue;
-            for (int d = 0; d < n_div && gpu_div[d] <= m->layers; d++) {
-                int pp = (int)gpu_div[d];
-                if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
-                int dp = N / (tp * cp * pp);
-                if (!allowed(pins, TS_PIN_DP, dp, 1) || B % dp) continue;
-                int epmax = m->moe.experts > 0 ? dp * cp : 1;
-                for (int ep = 1; ep <= epmax; ep++) {
-                    if (!divides(ep, dp * cp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
-                    if (m->moe.experts > 0 && m->moe.experts % ep) continue;
-                    for (int sp = 0; sp <= 1; sp++) {
-                        if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
-                        int n_mbs = divisors_of(B / dp, mbs_div);
-                        for (int e = 0; e < n_mbs; e++) {
-                            long long mbs = mbs_div[e];
-                            if (!allowed(pins, TS_PIN_MBS, (int)mbs, 1)) continue;
+            /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
+            for (int f = 0; f < n_div && gpu_div[f] <= (m->moe.experts > 0 ? N / tp : 1); f++) {
+                int ep = (int)gpu_div[f];
+                if (!divides(ep, N / tp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+                if (m->moe.experts > 0 && m->moe.experts % ep) continue;
+                for (int sp = 0; sp <= 1; sp++) {
+                    if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
+                    for (int e = 0; e < n_mbs; e++) {
+                        int mbs = (int)mbs_div[e];
+                        if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
+                        int have_costs = 0;
+                        for (int d = 0; d < n_div && gpu_div[d] <= m->layers; d++) {
+                            int pp = (int)gpu_div[d];
+                            if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
+                            int dp = N / (tp * cp * pp);
+                            if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * mbs)) continue;
+                            if (!divides(ep, (long long)dp * cp)) continue;
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
                                 int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
                                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
-                                l = (ts_layout){.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep,
-                                                .sp = sp, .mbs = (int)mbs, .vpp = 1,
-                                                .microbatches = (int)(B / (dp * mbs)),
-                                                .recompute = (ts_recompute)rc};
-                                /* Shard-level validity; ZeRO, schedule and vpp are checked per leaf. */
-                                ts_layout probe = l;
-                                probe.schedule = TS_SCHED_1F1B;
-                                if (ts_layout_invalid(pb, &probe, NULL, 0)) continue;
-                                ts_shard sh = {tp, cp, ep, sp, (int)mbs, (ts_recompute)rc};
-                                const ts_shard_costs *costs = shard_costs(c, &sh);
-                                int can_prune = c->opts->prune && c->opts->objective != TS_OBJ_MEMORY &&
-                                                c->out->n_best == c->opts->top_k;
-                                /* First the bound that needs no stages (the average stage), then,
-                                 * if it passes, the slowest stage's. */
-                                int prune_group = can_prune && beyond(c, average_lower_bound(pb, costs, &l));
-                                if (!prune_group) {
-                                    ts_stages_build(&st, pb, costs, pp);
-                                    prune_group = can_prune && beyond(c, step_lower_bound(&st, &l));
-                                }
-                                if (leaves(c, &st, &l, prune_group)) goto done;
+                                ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
+                                               .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
+                                               .recompute = (ts_recompute)rc};
+                                if (group(c, &st, &l, costs, &have_costs)) goto done;
                             }
                         }
                     }
@@ -274,6 +280,7 @@ static ts_status run(search_ctx *c) {
 done:
     free(gpu_div);
     free(mbs_div);
+    free(costs);
     ts_stages_free(&st);
     return TS_OK;
 }
@@ -287,9 +294,7 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
     out->best = calloc((size_t)opts->top_k, sizeof *out->best);
     c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
-    c.cache = malloc(COST_CACHE_SIZE * sizeof *c.cache);
-    c.cached = calloc(COST_CACHE_SIZE, 1);
-    if (out->best == NULL || c.keys == NULL || c.cache == NULL || c.cached == NULL) {
+    if (out->best == NULL || c.keys == NULL) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", opts->top_k);
         goto exit;
     }
@@ -298,8 +303,6 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     out->search_s = now_s() - t0;
 exit:
     free(c.keys);
-    free(c.cache);
-    free(c.cached);
     return res;
 }
 

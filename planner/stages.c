@@ -66,6 +66,22 @@ void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs 
     ts_embed_cost_of(pb, sh, &out->embed);
 }
 
+void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]) {
+    ts_layer_cost dense[TS_RECOMPUTE_COUNT], moe[TS_RECOMPUTE_COUNT], head, embed;
+    ts_layer_costs_of(pb, sh, 0, dense);
+    if (pb->model.moe.experts > 0) ts_layer_costs_of(pb, sh, 1, moe);
+    ts_head_cost_of(pb, sh, &head);
+    ts_embed_cost_of(pb, sh, &embed);
+    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+        out[rc].shard = *sh;
+        out[rc].shard.recompute = (ts_recompute)rc;
+        out[rc].dense = dense[rc];
+        out[rc].moe = pb->model.moe.experts > 0 ? moe[rc] : dense[rc];
+        out[rc].head = head;
+        out[rc].embed = embed;
+    }
+}
+
 void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp) {
     ts_stages_build_split(st, pb, costs, pp, NULL);
 }

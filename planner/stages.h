@@ -46,6 +46,10 @@ typedef struct {
 
 void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out);
 
+/* The costs under every recompute policy (out[rc]; sh->recompute is ignored), the parts they
+ * share costed once: what the search and the stage partitioner compare. */
+void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]);
+
 /* Fills `st` for the problem, the shard's costs and pipeline depth (pp <= cap, pp <= layers). */
 void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp);
 
