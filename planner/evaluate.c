@@ -113,13 +113,23 @@ const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *bu
 }
 
 const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
-    const ts_model *m = &pb->model;
+    const char *why = ts_zero_invalid(pb, l, buf, cap);
+    return why ? why : ts_schedule_invalid(pb, l, buf, cap);
+}
+
+const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+    (void)pb;
     if (l->zero < 0 || l->zero > 3)
         INVALID("zero must be 0..3");
     if (l->zero >= 2 && l->pp > 1)
         INVALID("zero=%d with pp=%d: sharded gradients/parameters do not combine with "
                  "pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with PP; Megatron shards only the "
                  "optimizer)", l->zero, l->pp);
+    return NULL;
+}
+
+const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+    const ts_model *m = &pb->model;
     if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
         INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
                                       : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);

@@ -86,6 +86,10 @@ const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *bu
 /* The part of those checks that concerns only ZeRO stage, schedule and vpp (ts_layout_invalid
  * runs it last), for callers that checked the rest already. `buf` may be NULL (no message). */
 const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+/* ts_leaf_invalid in its two independent halves: the ZeRO stage's rules (given pp and the
+ * rest), and the schedule's and vpp's (whatever the ZeRO stage). */
+const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
 
 /* Evaluates one layout (the planner's closed form). `l->microbatches` is derived. Invalid
  * layout: TS_ERR_INPUT with the reason. */

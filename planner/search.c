@@ -44,6 +44,7 @@ typedef struct {
     const ts_search_opts *opts;
     ts_search_result *out;
     double *keys; /* (top_k) objective values of out->best */
+    double *acts; /* (stages) scratch for ts_stages_run_acts */
     int stop_at_first_fit;
 } search_ctx;
 
@@ -100,7 +101,7 @@ static int divisors_of(long long n, long long *out, int cap) {
     return lo + hi;
 }
 
-/* Leaves under one (shard, pp): every ZeRO stage × schedule/vpp. Evaluates them unless pruned;
+/* Leaves under one (shard, pp): every schedule/vpp × ZeRO stage. Evaluates them unless pruned;
  * returns 1 to stop the whole search (stop_at_first_fit). */
 static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     const ts_problem *pb = c->pb;
@@ -110,30 +111,37 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     /* vpp candidates of the interleaved schedule: the divisors of the layers per stage. */
     long long vpps[128];
     int n_vpp = l->pp > 1 ? divisors_of(pb->model.layers / l->pp, vpps, 128) : 0;
+    /* ZeRO stages searched here (the ZeRO rules do not depend on the schedule). */
+    int zeros[4], n_zero = 0;
     for (int z = 0; z <= 3; z++) {
-        if (!allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0)) continue;
         l->zero = z;
-        /* The ZeRO rules, on the plainest schedule: no schedule makes an invalid stage valid. */
-        l->schedule = TS_SCHED_1F1B;
-        l->vpp = 1;
-        if (ts_leaf_invalid(pb, l, NULL, 0)) continue;
-        for (int s = 0; s < TS_SCHED_COUNT; s++) {
-            const ts_schedule_info *si = &ts_schedules[s];
-            if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
-            if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
-            int n_v = si->interleaved ? n_vpp : 1;
-            for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
-                int v = si->interleaved ? (int)vpps[iv] : 1;
-                if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
-                l->schedule = (ts_schedule)s;
-                l->vpp = v;
-                if (ts_leaf_invalid(pb, l, NULL, 0)) continue;
+        if (allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0) && !ts_zero_invalid(pb, l, NULL, 0)) zeros[n_zero++] = z;
+    }
+    for (int s = 0; s < TS_SCHED_COUNT; s++) {
+        const ts_schedule_info *si = &ts_schedules[s];
+        if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
+        if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
+        int n_v = si->interleaved ? n_vpp : 1;
+        for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
+            int v = si->interleaved ? (int)vpps[iv] : 1;
+            if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
+            l->schedule = (ts_schedule)s;
+            l->vpp = v;
+            if (ts_schedule_invalid(pb, l, NULL, 0)) continue;
+            int have_acts = 0; /* the runs' activations, shared by the ZeRO stages */
+            for (int iz = 0; iz < n_zero; iz++) {
+                int z = zeros[iz];
+                l->zero = z;
                 r->searched++;
                 if (prune_group) continue;
                 /* Rank by the two numbers first; build the full evaluation only for layouts that
                  * become the closest or enter the top k. */
                 r->evaluated++;
-                double mem = ts_stages_memory(st, l, NULL);
+                if (!have_acts) {
+                    ts_stages_run_acts(st, l, c->acts);
+                    have_acts = 1;
+                }
+                double mem = ts_stages_memory_acts(st, z, c->acts, NULL);
                 if (!r->has_closest || mem < r->closest.mem.total) {
                     ts_stages_finish(st, pb, l, &r->closest);
                     r->has_closest = 1;
@@ -190,7 +198,8 @@ static double average_lower_bound(const ts_problem *pb, const ts_shard_costs *k,
 
 /* One (shard, pp) group: its validity, the bounds, the stages and the leaves under them.
  * `all` holds the shard's per-layer costs under every recompute policy, computed on first use
- * (*have_costs). Returns 1 to stop the search. */
+ * (*have_costs) and moved to the group's ep when only that changed. Returns 1 to stop the
+ * search. */
 static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all, int *have_costs) {
     const ts_problem *pb = c->pb;
     /* Shard-level validity; ZeRO, schedule and vpp are checked per leaf. */
@@ -202,6 +211,8 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
         ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
         ts_shard_costs_all(pb, &sh, all);
         *have_costs = 1;
+    } else if (all[0].shard.ep != l->ep) {
+        ts_shard_costs_new_ep(pb, l->ep, all);
     }
     const ts_shard_costs *costs = &all[l->recompute];
     int can_prune = c->opts->prune && c->opts->objective != TS_OBJ_MEMORY && c->out->n_best == c->opts->top_k;
@@ -215,29 +226,35 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
     return leaves(c, st, l, prune_group);
 }
 
-/* The shard's fields outermost and pp, then recompute, innermost: each shard's per-layer costs
+/* The shard's fields outermost, ep, pp and recompute innermost: each shard's per-layer costs
  * (which do not depend on pp) are computed once for every policy, on its first valid pp, and
- * serve every pp. */
+ * serve every pp; a new ep recomputes only the MoE layers'. */
 static ts_status run(search_ctx *c) {
     const ts_problem *pb = c->pb;
     const ts_model *m = &pb->model;
     const ts_pins *pins = &c->opts->pins;
     int N = pb->gpus;
     long long B = pb->train.global_batch;
-    ts_stages st;
-    int cap = m->layers < N ? m->layers : N;
-    TS_CHECK(ts_stages_init(&st, cap));
+    ts_status res = TS_OK;
     long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
     long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
     ts_shard_costs *costs = malloc(TS_RECOMPUTE_COUNT * sizeof *costs);
+    ts_stages *st = NULL;
+    int n_st = 0, n_pp = 0, n_div = 0, n_ep = 0;
     if (!gpu_div || !mbs_div || !costs) {
-        free(gpu_div);
-        free(mbs_div);
-        free(costs);
-        ts_stages_free(&st);
-        return TS_FAIL(TS_ERR_NOMEM, "out of memory for divisor lists");
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for divisor lists");
+        goto done;
     }
-    int n_div = divisors_of(N, gpu_div, TS_MAX_DIVISORS), n_mbs = divisors_of(B, mbs_div, TS_MAX_DIVISORS);
+    n_div = divisors_of(N, gpu_div, TS_MAX_DIVISORS);
+    int n_mbs = divisors_of(B, mbs_div, TS_MAX_DIVISORS);
+    while (n_pp < n_div && gpu_div[n_pp] <= m->layers) n_pp++;
+    while (n_ep < n_div && gpu_div[n_ep] <= (m->moe.experts > 0 ? N : 1)) n_ep++;
+    /* One ts_stages per (ep, pp), indexed like gpu_div, so each keeps its weights part while
+     * the micro-batch, SP and recompute change under the same tp and cp (stages.h). */
+    st = calloc((size_t)n_ep * n_pp, sizeof *st);
+    TS_ALLOC_GOTO(st, res, done);
+    for (; n_st < n_ep * n_pp; n_st++)
+        TS_CHECK_GOTO(ts_stages_init(&st[n_st], (int)gpu_div[n_st % n_pp]), res, done);
     for (int a = 0; a < n_div; a++) {
         int tp = (int)gpu_div[a];
         if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
@@ -246,18 +263,18 @@ static ts_status run(search_ctx *c) {
         for (int b = 0; b < n_div; b++) {
             int cp = (int)gpu_div[b];
             if (!divides(cp, N / tp) || !allowed(pins, TS_PIN_CP, cp, 1)) continue;
-            /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
-            for (int f = 0; f < n_div && gpu_div[f] <= (m->moe.experts > 0 ? N / tp : 1); f++) {
-                int ep = (int)gpu_div[f];
-                if (!divides(ep, N / tp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
-                if (m->moe.experts > 0 && m->moe.experts % ep) continue;
-                for (int sp = 0; sp <= 1; sp++) {
-                    if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
-                    for (int e = 0; e < n_mbs; e++) {
-                        int mbs = (int)mbs_div[e];
-                        if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
-                        int have_costs = 0;
-                        for (int d = 0; d < n_div && gpu_div[d] <= m->layers; d++) {
+            for (int sp = 0; sp <= 1; sp++) {
+                if (!allowed(pins, TS_PIN_SP, sp, sp == 0 || tp > 1)) continue;
+                for (int e = 0; e < n_mbs; e++) {
+                    int mbs = (int)mbs_div[e];
+                    if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
+                    int have_costs = 0;
+                    /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
+                    for (int f = 0; f < n_ep && gpu_div[f] <= N / tp; f++) {
+                        int ep = (int)gpu_div[f];
+                        if (!divides(ep, N / tp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+                        if (m->moe.experts > 0 && m->moe.experts % ep) continue;
+                        for (int d = 0; d < n_pp; d++) {
                             int pp = (int)gpu_div[d];
                             if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
                             int dp = N / (tp * cp * pp);
@@ -269,7 +286,7 @@ static ts_status run(search_ctx *c) {
                                 ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
                                                .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
                                                .recompute = (ts_recompute)rc};
-                                if (group(c, &st, &l, costs, &have_costs)) goto done;
+                                if (group(c, &st[f * n_pp + d], &l, costs, &have_costs)) goto done;
                             }
                         }
                     }
@@ -278,11 +295,12 @@ static ts_status run(search_ctx *c) {
         }
     }
 done:
+    for (int i = 0; i < n_st; i++) ts_stages_free(&st[i]);
+    free(st);
     free(gpu_div);
     free(mbs_div);
     free(costs);
-    ts_stages_free(&st);
-    return TS_OK;
+    return res;
 }
 
 static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out,
@@ -294,7 +312,9 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
     out->best = calloc((size_t)opts->top_k, sizeof *out->best);
     c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
-    if (out->best == NULL || c.keys == NULL) {
+    int most_stages = pb->model.layers < pb->gpus ? pb->model.layers : pb->gpus;
+    c.acts = malloc((size_t)most_stages * sizeof *c.acts);
+    if (out->best == NULL || c.keys == NULL || c.acts == NULL) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", opts->top_k);
         goto exit;
     }
@@ -303,6 +323,7 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     out->search_s = now_s() - t0;
 exit:
     free(c.keys);
+    free(c.acts);
     return res;
 }
 

@@ -18,6 +18,7 @@
 #include "planner/stages.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "planner/cost.h"
 #include "planner/schedule.h"
@@ -28,8 +29,10 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     st->cap = cap;
     st->params = calloc((size_t)cap * 8, sizeof(double));
     TS_ALLOC_GOTO(st->params, res, fail);
-    st->first_of_run = calloc((size_t)cap, sizeof(int));
+    st->first_of_run = calloc((size_t)cap * 3, sizeof(int));
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
+    st->n_dense = st->first_of_run + cap;
+    st->n_moe = st->first_of_run + 2 * cap;
     st->expert_params = st->params + cap;
     st->act_bytes = st->params + 2 * cap;
     st->extra_bytes = st->params + 3 * cap;
@@ -55,8 +58,6 @@ static int moe_below(const ts_model *m, int x) {
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
-static void prepare(ts_stages *st, const ts_problem *pb);
-
 void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out) {
     out->shard = *sh;
     ts_layer_cost_of(pb, sh, 0, &out->dense);
@@ -64,6 +65,17 @@ void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs 
     else out->moe = out->dense;
     ts_head_cost_of(pb, sh, &out->head);
     ts_embed_cost_of(pb, sh, &out->embed);
+}
+
+void ts_shard_costs_new_ep(const ts_problem *pb, int ep, ts_shard_costs out[TS_RECOMPUTE_COUNT]) {
+    ts_shard sh = out[0].shard;
+    sh.ep = ep;
+    ts_layer_cost moe[TS_RECOMPUTE_COUNT];
+    if (pb->model.moe.experts > 0) ts_layer_costs_of(pb, &sh, 1, moe);
+    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+        out[rc].shard.ep = ep;
+        if (pb->model.moe.experts > 0) out[rc].moe = moe[rc];
+    }
 }
 
 void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]) {
@@ -100,15 +112,49 @@ static void split_counts(const ts_model *m, const ts_stage_split *sp, int pp, in
     *n_moe = moe;
 }
 
+/* Layers of stage i, by kind: the even split (stages 1..L mod pp one more) or the given one;
+ * DeepSeek-V3's MTP module sits after the last layer, on the last stage. */
+static void stage_layers(const ts_model *m, int pp, const ts_stage_split *split, int i, int *n_dense, int *n_moe) {
+    if (split) {
+        split_counts(m, split, pp, i, n_dense, n_moe);
+    } else {
+        int base = m->layers / pp, rem = m->layers % pp;
+        int longer_before = i == 0 ? 0 : (i - 1 < rem ? i - 1 : rem); /* stages 1..i-1 within 1..rem */
+        int first = i * base + longer_before;
+        int n = base + (i >= 1 && i <= rem ? 1 : 0);
+        *n_moe = moe_below(m, first + n) - moe_below(m, first);
+        *n_dense = n - *n_moe;
+    }
+    if (i == pp - 1) *n_moe += m->mtp_layers;
+}
+
+static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split);
+static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
+                       const ts_stage_split *split);
+
 void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
                            const ts_stage_split *split) {
-    const ts_model *m = &pb->model;
-    const ts_param_count *pc = &pb->params;
     const ts_shard *sh = &costs->shard;
-    ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
-
+    int key[4] = {sh->tp, sh->cp, sh->ep, pp};
+    int same = split == NULL && st->weights_pb == pb && memcmp(key, st->weights_key, sizeof key) == 0;
     st->pp = pp;
     st->shard = *sh;
+    if (!same) {
+        build_weights(st, pb, sh, pp, split);
+        /* An uneven split's weights are not reused: the key does not say which split. */
+        st->weights_pb = split ? NULL : pb;
+        memcpy(st->weights_key, key, sizeof key);
+    }
+    build_work(st, pb, costs, pp, split);
+}
+
+static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out);
+
+/* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
+ * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
+static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split) {
+    const ts_model *m = &pb->model;
+    const ts_param_count *pc = &pb->params;
     double t = sh->tp;
     double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
@@ -117,25 +163,91 @@ void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_c
     int n_moe_all = moe_below(m, m->layers);
     double outside = pc->total - pc->embedding - pc->lm_head -
                      (m->layers - n_moe_all) * pc->per_layer_dense - n_moe_all * pc->per_layer_moe;
-    int base = m->layers / pp, rem = m->layers % pp, first = 0;
+    for (int i = 0; i < pp; i++) {
+        stage_layers(m, pp, split, i, &st->n_dense[i], &st->n_moe[i]);
+        double ne = st->n_dense[i] * pc->per_layer_dense + st->n_moe[i] * moe_dense_part;
+        double ex = st->n_moe[i] * expert_all;
+        if (i == 0) ne += pc->embedding;
+        if (i == pp - 1) {
+            /* A tied LM head keeps its own copy of the embedding on the last stage (pp > 1); the
+             * final norm (and any other parameter outside the layers) sits there too. */
+            ne += pc->lm_head > 0 ? pc->lm_head : (pp > 1 ? (double)m->vocab * m->hidden : 0);
+            ne += outside;
+        }
+        st->params[i] = ne / t;
+        st->expert_params[i] = ex / (t * sh->ep);
+    }
+
+    /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
+     * DP×CP/EP), computed once for all ZeRO stages and schedules. */
+    const ts_system *s = &pb->sys;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc / sh->ep;
+    st->biggest = 0;
+    for (int i = 1; i < pp; i++)
+        if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
+            st->biggest = i;
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
+    double gb = pb->train.grad_bytes * st->params[st->biggest];
+    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
+    double wb = pb->train.weight_bytes * st->params[st->biggest];
+    double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
+    st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
+                         ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
+    st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
+                              ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
+    st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
+                         ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+
+    /* States per ZeRO stage and stage; a stage equal to the previous one copies it. */
+    for (int z = 0; z < 4; z++)
+        for (int i = 0; i < pp; i++) {
+            double *out = &st->states_bytes[z * st->cap + i];
+            if (i > 0 && st->params[i] == st->params[i - 1] && st->expert_params[i] == st->expert_params[i - 1]) {
+                *out = out[-1];
+            } else {
+                ts_memory mem;
+                stage_states(st, pb, z, i, &mem);
+                *out = mem.total;
+            }
+        }
+    double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
+    double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
+    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
+    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
+}
+
+/* What depends on the whole shard: activations, the slowest stage's times, the micro-batch's
+ * buffers and pipeline transfer, the runs of identical stages. */
+/* sum += n × c, over the times and FLOPs a stage adds up. */
+static void add_scaled(ts_layer_cost *sum, double n, const ts_layer_cost *c) {
+    sum->fwd_s += n * c->fwd_s;
+    sum->bwd_s += n * c->bwd_s;
+    sum->wgrad_s += n * c->wgrad_s;
+    sum->recompute_s += n * c->recompute_s;
+    sum->tp_s += n * c->tp_s;
+    sum->tp_split_w_s += n * c->tp_split_w_s;
+    sum->cp_s += n * c->cp_s;
+    sum->ep_s += n * c->ep_s;
+    sum->model_flops += n * c->model_flops;
+    sum->hw_flops += n * c->hw_flops;
+}
+
+static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
+                       const ts_stage_split *split) {
+    const ts_model *m = &pb->model;
+    const ts_shard *sh = &costs->shard;
+    ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
     double slowest_s = -1, hw = 0, model = 0;
     ts_layer_cost sum = {0};
     int prev_dense = -1, prev_moe = -1; /* a middle stage equal to the previous one is copied */
     for (int i = 0; i < pp; i++) {
-        int n = base + (i >= 1 && i <= rem ? 1 : 0);
-        int n_moe = moe_below(m, first + n) - moe_below(m, first);
-        int n_dense = n - n_moe;
+        int n_dense = st->n_dense[i], n_moe = st->n_moe[i];
         if (split) {
-            split_counts(m, split, pp, i, &n_dense, &n_moe);
             const ts_shard_costs *k = &split->costs[split->recompute[i]];
             dense = k->dense, moe = k->moe, head = k->head, embed = k->embed;
         }
-        if (i == pp - 1) n_moe += m->mtp_layers; /* DeepSeek-V3 MTP module sits after the last layer */
-        first += n;
         int edge = i == 0 || i == pp - 1 || split != NULL; /* uneven stages are never copied */
         if (!edge && i > 1 && n_dense == prev_dense && n_moe == prev_moe) {
-            st->params[i] = st->params[i - 1];
-            st->expert_params[i] = st->expert_params[i - 1];
             st->act_bytes[i] = st->act_bytes[i - 1];
             st->extra_bytes[i] = st->extra_bytes[i - 1];
             hw += sum.hw_flops;
@@ -145,38 +257,15 @@ void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_c
         prev_dense = edge ? -1 : n_dense;
         prev_moe = edge ? -1 : n_moe;
 
-        double ne = n_dense * pc->per_layer_dense + n_moe * moe_dense_part;
-        double ex = n_moe * expert_all;
         double act = n_dense * dense.act_bytes + n_moe * moe.act_bytes;
         double extra = max_d(n_dense ? dense.peak_bytes : 0, n_moe ? moe.peak_bytes : 0);
         sum = (ts_layer_cost){0};
-        const ts_layer_cost *parts[4] = {&dense, &moe, &embed, &head};
-        double count[4] = {n_dense, n_moe, i == 0, i == pp - 1};
-        for (int k = 0; k < 4; k++) {
-            sum.fwd_s += count[k] * parts[k]->fwd_s;
-            sum.bwd_s += count[k] * parts[k]->bwd_s;
-            sum.wgrad_s += count[k] * parts[k]->wgrad_s;
-            sum.recompute_s += count[k] * parts[k]->recompute_s;
-            sum.tp_s += count[k] * parts[k]->tp_s;
-            sum.tp_split_w_s += count[k] * parts[k]->tp_split_w_s;
-            sum.cp_s += count[k] * parts[k]->cp_s;
-            sum.ep_s += count[k] * parts[k]->ep_s;
-            sum.model_flops += count[k] * parts[k]->model_flops;
-            sum.hw_flops += count[k] * parts[k]->hw_flops;
-        }
-        if (i == 0) {
-            ne += pc->embedding;
-            act += embed.act_bytes;
-        }
-        if (i == pp - 1) {
-            /* A tied LM head keeps its own copy of the embedding on the last stage (pp > 1); the
-             * final norm (and any other parameter outside the layers) sits there too. */
-            ne += pc->lm_head > 0 ? pc->lm_head : (pp > 1 ? (double)m->vocab * m->hidden : 0);
-            ne += outside;
-            extra = max_d(extra, head.act_bytes);
-        }
-        st->params[i] = ne / t;
-        st->expert_params[i] = ex / (t * sh->ep);
+        if (n_dense) add_scaled(&sum, n_dense, &dense);
+        if (n_moe) add_scaled(&sum, n_moe, &moe);
+        if (i == 0) add_scaled(&sum, 1, &embed);
+        if (i == pp - 1) add_scaled(&sum, 1, &head);
+        if (i == 0) act += embed.act_bytes;
+        if (i == pp - 1) extra = max_d(extra, head.act_bytes);
         st->act_bytes[i] = act;
         st->extra_bytes[i] = extra;
         hw += sum.hw_flops;
@@ -203,32 +292,15 @@ void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_c
             st->act_bytes[i] != st->act_bytes[i - 1] || st->extra_bytes[i] != st->extra_bytes[i - 1])
             st->first_of_run[st->n_runs++] = i;
 
-    /* Communication that depends only on the shard and pp, computed once for all ZeRO stages
-     * and schedules: the biggest stage's gradient reduction and parameter gathering over DP×CP
-     * (experts over DP×CP/EP), and one pipeline transfer of a micro-batch's activations
-     * (b·s·h/t with the scatter/gather optimisation, Narayanan et al. SC'21 §4.1). */
+    /* TP/SP collective buffers and pipeline send/recv buffers of one micro-batch, and one
+     * pipeline transfer of its activations (b·s·h/t with the scatter/gather optimisation,
+     * Narayanan et al. SC'21 §4.1). */
     const ts_system *s = &pb->sys;
-    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc / sh->ep;
-    st->biggest = 0;
-    for (int i = 1; i < pp; i++)
-        if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
-            st->biggest = i;
-    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
-    double gb = pb->train.grad_bytes * st->params[st->biggest];
-    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
-    double wb = pb->train.weight_bytes * st->params[st->biggest];
-    double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
-    st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
-                         ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
-    st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
-                              ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
-    st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
-                         ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
-    double T = (double)sh->mbs * pb->train.seq / sh->cp;
+    double T = (double)sh->mbs * pb->train.seq / sh->cp, h = (double)m->hidden;
+    st->mb_buffer_bytes = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0);
     st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
                                    ts_group_link(s, pb->gpus / pp, 2))
                        : 0;
-    prepare(st, pb);
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
@@ -240,52 +312,58 @@ static double exposed(const ts_system *s, double traffic_s, double window_s) {
     return traffic_s - hidden + s->overlap_slowdown * hidden;
 }
 
-/* Weights, gradients, optimizer states and buffers of stage i under ZeRO stage z (activations
- * excluded), for the data-parallel degree the stages were built for. */
+/* Weights, gradients, optimizer states and the micro-batch-independent buffers of stage i under
+ * ZeRO stage z (activations and st->mb_buffer_bytes excluded), for the data-parallel degree the
+ * stages were built for. */
 static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out) {
     const ts_train *tr = &pb->train;
     const ts_shard *sh = &st->shard;
     double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
     double ne = st->params[i], ex = st->expert_params[i];
     double sharded = ne / dpc + ex / edp, whole = ne + ex;
-    double T = (double)sh->mbs * tr->seq / sh->cp, h = (double)pb->model.hidden;
     out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);
     out->grads = tr->grad_bytes * (z >= 2 ? sharded : whole);
     out->optimizer = tr->optimizer_bytes * (z >= 1 ? sharded : whole);
-    /* TP/SP collective buffers, pipeline send/recv buffers, two DP buckets, and under ZeRO-3 the
-     * gathered parameters of the layer running and the one prefetched. */
+    /* Two DP buckets, and under ZeRO-3 the gathered parameters of the layer running and the one
+     * prefetched. */
     double grad_all = tr->grad_bytes * whole;
-    out->buffers = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (st->pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0) +
-                   2.0 * (grad_all < tr->bucket_bytes ? grad_all : tr->bucket_bytes) +
+    out->buffers = 2.0 * (grad_all < tr->bucket_bytes ? grad_all : tr->bucket_bytes) +
                    (z >= 3 ? 2.0 * tr->weight_bytes * st->max_layer_params : 0);
     out->activations = 0;
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
 
-/* What every ZeRO stage and schedule under these stages shares: states per run, optimizer time. */
-static void prepare(ts_stages *st, const ts_problem *pb) {
-    for (int z = 0; z < 4; z++)
-        for (int r = 0; r < st->n_runs; r++) {
-            ts_memory m;
-            stage_states(st, pb, z, st->first_of_run[r], &m);
-            st->states_bytes[z * st->cap + r] = m.total;
+/* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
+ * the states, summed alike everywhere so every caller's total agrees to the bit. */
+static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
+    return st->mb_buffer_bytes + st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
+           st->extra_bytes[i];
+}
+
+void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
+    for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
+}
+
+double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage) {
+    const double *states = st->states_bytes + zero * st->cap;
+    double worst = -1;
+    for (int r = 0; r < st->n_runs; r++) {
+        int i = st->first_of_run[r];
+        double total = states[i] + acts[r];
+        if (total > worst) {
+            worst = total;
+            if (worst_stage) *worst_stage = i;
         }
-    const ts_shard *sh = &st->shard;
-    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
-    double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
-    double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
-    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
-    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
+    }
+    return worst;
 }
 
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage) {
-    const ts_schedule_info *sched = &ts_schedules[l->schedule];
     const double *states = st->states_bytes + l->zero * st->cap;
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[r] + st->act_bytes[i] * sched->in_flight(l->pp, i, l->microbatches, l->vpp) +
-                       st->extra_bytes[i];
+        double total = states[i] + stage_act_bytes(st, l, i);
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -341,9 +419,10 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     ts_stages_memory(st, l, &out->worst_stage);
     int i = out->worst_stage;
     stage_states(st, pb, l->zero, i, &out->mem);
-    out->mem.activations = st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
-                           st->extra_bytes[i];
-    out->mem.total += out->mem.activations;
+    out->mem.buffers += st->mb_buffer_bytes;
+    out->mem.activations =
+        st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
+    out->mem.total += stage_act_bytes(st, l, i); /* as ts_stages_memory sums it */
     out->fits = out->mem.total <= pb->usable_bytes;
 
     out->step_s = ts_stages_step(st, pb, l, &out->time);

@@ -21,6 +21,7 @@ typedef struct {
                               rank of a run is its first, as micro-batches in flight never grow
                               with the stage index under any schedule */
     int n_runs;
+    int *n_dense, *n_moe;  /* (pp) layers of each stage by kind (MTP counted as MoE) */
     /* Slowest stage, per micro-batch: */
     double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
     double tp_split_w_s;     /* tp_s when the schedule runs weight gradients apart */
@@ -29,7 +30,13 @@ typedef struct {
     /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
     double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
-    double *states_bytes;    /* (4 × cap) per ZeRO stage and run: all memory but activations */
+    double *states_bytes;    /* (4 × cap) per ZeRO stage and stage: weights, gradients, optimizer
+                                and the buffers that do not depend on the micro-batch */
+    double mb_buffer_bytes;  /* TP/SP and pipeline buffers of one micro-batch, on every stage */
+    /* The part built from tp, cp, ep and pp alone (parameters, their states, DP traffic, the
+     * optimizer step) is kept by the next even build with the same four on the same problem: */
+    const ts_problem *weights_pb;
+    int weights_key[4];      /* tp, cp, ep, pp */
     double optimizer_s[2];   /* optimizer step: unsharded, sharded over DP×CP */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
 } ts_stages;
@@ -50,7 +57,13 @@ void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs 
  * share costed once: what the search and the stage partitioner compare. */
 void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]);
 
-/* Fills `st` for the problem, the shard's costs and pipeline depth (pp <= cap, pp <= layers). */
+/* `out` of ts_shard_costs_all moved to another ep: only the MoE layers' costs depend on ep, so
+ * only they are recomputed. */
+void ts_shard_costs_new_ep(const ts_problem *pb, int ep, ts_shard_costs out[TS_RECOMPUTE_COUNT]);
+
+/* Fills `st` for the problem, the shard's costs and pipeline depth (pp <= cap, pp <= layers).
+ * The problem must stay the same object, unchanged, across the builds of one ts_stages (it keys
+ * the reuse of the weights part); ts_stages_init starts afresh. */
 void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp);
 
 /* Uneven stages (planner/partition.h): the layers of each virtual stage and each physical
@@ -73,6 +86,11 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
 /* The two numbers the search ranks by, without the rest of ts_stages_finish: worst-rank memory
  * (and its stage, if wanted) and step time (its split, if wanted). Same values as finish. */
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage);
+/* ts_stages_memory in two steps, so that the search sums the activations once for every ZeRO
+ * stage: the activations and micro-batch buffers of each run under l's schedule into acts
+ * (room for n_runs), then the worst-rank memory under ZeRO stage `zero` from them. */
+void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts);
+double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage);
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split);
 
 #endif
