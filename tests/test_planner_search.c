@@ -139,6 +139,90 @@ Test(planner_search, prune_equals_brute_force_megatron_1p7b_unfused) {
     check_prune_equals_brute(&pb, NULL, TS_OBJ_TIME);
 }
 
+/* The reference the search's loops must equal: every combination of every field, kept when
+ * ts_layout_invalid accepts it and it is canonical (search.h), evaluated one by one. */
+typedef struct {
+    long long valid, fits;
+    double *steps; /* (fits) step times of the layouts that fit */
+} naive_space;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void naive_enumerate(const ts_problem *pb, naive_space *out) {
+    int N = pb->gpus, L = pb->model.layers;
+    long long B = pb->train.global_batch;
+    size_t cap = 1024;
+    *out = (naive_space){.steps = malloc(cap * sizeof(double))};
+    cr_assert_not_null(out->steps);
+    for (int tp = 1; tp <= N; tp++)
+        for (int cp = 1; cp * tp <= N; cp++)
+            for (int pp = 1; pp * cp * tp <= N; pp++) {
+                if (N % (tp * cp * pp)) continue;
+                int dp = N / (tp * cp * pp);
+                for (int ep = 1; ep <= N; ep++)
+                    for (int sp = 0; sp <= 1; sp++)
+                        for (int mbs = 1; mbs <= B; mbs++)
+                            for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++)
+                                for (int s = 0; s < TS_SCHED_COUNT; s++)
+                                    for (int v = 1; v <= L; v++)
+                                        for (int z = 0; z <= 3; z++) {
+                                            ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep,
+                                                           .sp = sp, .zero = z, .mbs = mbs, .vpp = v,
+                                                           .schedule = (ts_schedule)s,
+                                                           .recompute = (ts_recompute)rc};
+                                            if (pp == 1 && s != TS_SCHED_1F1B) continue;
+                                            if (dp * cp == 1 && z != 0) continue;
+                                            if (pb->train.flash_attention && rc == TS_RECOMPUTE_SELECTIVE) continue;
+                                            if (ts_layout_invalid(pb, &l, NULL, 0)) continue;
+                                            ts_eval e;
+                                            cr_assert_eq(ts_evaluate(pb, &l, &e), TS_OK, "%s", ts_error_message());
+                                            out->valid++;
+                                            if (e.mem.total > pb->usable_bytes) continue;
+                                            if ((size_t)out->fits == cap) {
+                                                cap *= 2;
+                                                out->steps = realloc(out->steps, cap * sizeof(double));
+                                                cr_assert_not_null(out->steps);
+                                            }
+                                            out->steps[out->fits++] = e.step_s;
+                                        }
+            }
+    qsort(out->steps, (size_t)out->fits, sizeof(double), cmp_double);
+}
+
+/* Brute-force search and naive enumeration agree: the same count of valid layouts, the same count
+ * that fit, and the same best step times in order. */
+static void check_search_equals_naive(const ts_problem *pb) {
+    naive_space n;
+    naive_enumerate(pb, &n);
+    cr_assert_gt(n.fits, 20, "%s on %d: a space too small to compare", pb->model.name, pb->gpus);
+    ts_search_opts o = opts_of(20, NULL);
+    o.prune = 0;
+    ts_search_result r;
+    search_ok(pb, &o, &r);
+    cr_expect_eq(r.searched, n.valid, "%s on %d: search %lld valid, naive %lld", pb->model.name, pb->gpus,
+                 (long long)r.searched, n.valid);
+    cr_expect_eq(r.feasible, n.fits, "%s on %d: search %lld fit, naive %lld", pb->model.name, pb->gpus,
+                 (long long)r.feasible, n.fits);
+    cr_assert_eq(r.n_best, n.fits < 20 ? n.fits : 20);
+    for (int i = 0; i < r.n_best; i++)
+        cr_expect_eq(r.best[i].step_s, n.steps[i], "%s on %d: #%d %.17g s, naive %.17g s", pb->model.name,
+                     pb->gpus, i, r.best[i].step_s, n.steps[i]);
+    ts_search_result_free(&r);
+    free(n.steps);
+}
+
+Test(planner_search, search_equals_naive_enumeration) {
+    ts_problem pb = test_problem("tiny", "h100-sxm-dgx", 8, 32, 256, 1);
+    check_search_equals_naive(&pb);
+    pb = test_problem("tiny-moe", "h100-sxm-dgx", 8, 16, 256, 1);
+    check_search_equals_naive(&pb);
+    pb = test_problem("tiny", "h100-sxm-dgx", 12, 24, 256, 0); /* unfused: selective recompute too */
+    check_search_equals_naive(&pb);
+}
+
 Test(planner_search, objective_memory_sorts_by_memory) {
     ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(20, NULL);
