@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stats.h"
+
 #define TARGET_OUTSIDE 0.05
 #define FAIL_FACTOR 3.0
 #define BATCH 8
@@ -71,11 +73,6 @@ static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* ---- Running the CLI --------------------------------------------------------------------------- */
@@ -159,7 +156,7 @@ typedef struct {
 
 /* Union length of [start, end) spans stored as pairs. */
 static double union_s(double *pairs, int n) {
-    qsort(pairs, (size_t)n, 2 * sizeof *pairs, cmp_double); /* by start */
+    qsort(pairs, (size_t)n, 2 * sizeof *pairs, ts_cmp_double); /* by start */
     double total = 0, lo = 0, hi = -1;
     for (int i = 0; i < n; i++) {
         double s = pairs[2 * i], e = pairs[2 * i + 1];
@@ -239,7 +236,7 @@ static int time_gemm(gemm_shape *s) {
                     s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
         if (r >= 0) t[r] = now_s() - t0;
     }
-    qsort(t, REPS, sizeof *t, cmp_double);
+    qsort(t, REPS, sizeof *t, ts_cmp_double);
     s->bench_s = t[REPS / 2];
     free(a), free(b), free(c);
     return 0;

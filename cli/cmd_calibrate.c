@@ -20,7 +20,7 @@ static long default_ranks(void) {
 #define TEMPLATE "cpu-localhost"
 
 static void help(void) {
-    printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T]\n"
+    printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T] [--no-in-situ]\n"
            "\n"
            "Measures this machine through the code `tessera run` executes and writes it as a system\n"
            "spec that plan, sim and run read like any zoo system:\n"
@@ -32,7 +32,10 @@ static void help(void) {
            "    ranks (every group at once) and send/recv between rank pairs, 1 KB .. 256 MB, printed\n"
            "    as nccl-tests tables (size, count, time, algbw, busbw);\n"
            "  - fits: peak FLOP/s and the GEMM efficiency curve, memory bandwidth, attention\n"
-           "    efficiency, link bus bandwidth and latency (least squares on the planner's ring costs).\n"
+           "    efficiency, link bus bandwidth and latency (least squares on the planner's ring costs);\n"
+           "  - in situ: rank 0 trains " TS_SITU_MODEL " (one rank, batch %d of %d tokens) for a few steps\n"
+           "    and scales the compute figures so that GEMM, attention, element-wise and optimizer\n"
+           "    times in the training step match the spec's (kernels run slower or faster there).\n"
            "The spec (" TEMPLATE "'s schema; node.gpus = max(8, ranks), node.cores = this machine's\n"
            "cores, serial_ops) says in \"source\" strings how each figure was measured, and holds the\n"
            "tables under \"measured\". Without an MPI launcher it starts mpirun itself\n"
@@ -44,10 +47,11 @@ static void help(void) {
            "                      tessera validate\n"
            "      --json          print the tables as one JSON document instead\n"
            "      --threads T     OpenBLAS threads per rank (default 1, as tessera run)\n"
+           "      --no-in-situ    keep the microbenchmarks' figures (skip the in-situ pass)\n"
            "  -h, --help          this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n",
-           default_ranks());
+           TS_SITU_BATCH, TS_SITU_SEQ, default_ranks());
 }
 
 /* "tessera calibrate ARGS", for the spec's source (truncated to fit). */
@@ -59,12 +63,13 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
-    int ranks = (int)default_ranks(), ranks_given = 0, quick = 0, json = 0, threads = 1;
-    enum { OPT_JSON = 256, OPT_THREADS };
+    int ranks = (int)default_ranks(), ranks_given = 0, quick = 0, json = 0, threads = 1, in_situ = 1;
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
-        {"threads", required_argument, 0, OPT_THREADS}, {"help", no_argument, 0, 'h'},
+        {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -76,6 +81,7 @@ int cmd_calibrate(int argc, char **argv) {
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
+        case OPT_NO_IN_SITU: in_situ = 0; break;
         case 'h': help(); return 0;
         case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
@@ -110,7 +116,8 @@ int cmd_calibrate(int argc, char **argv) {
     }
     char line[128];
     command_line(argc, argv, line, sizeof line);
-    ts_calib_opts o = {.quick = quick, .threads = threads, .argv = line, .log = json ? NULL : stderr};
+    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .threads = threads, .argv = line,
+                       .log = json ? NULL : stderr};
     static ts_calib cal; /* about 10 KB of tables: off the stack */
     st = ts_calibrate(&o, &tmpl, &cal);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "common/stats.h"
 #include "exec/launch.h"
 #include "exec/runtime.h"
 #include "exec/trainer.h"
@@ -47,11 +48,6 @@ static void help(void) {
            "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
            "stalled rank: the other ranks end the job after --timeout).\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static double quantile(const double *sorted, int n, double q) {
@@ -238,7 +234,7 @@ int cmd_run(int argc, char **argv) {
         int measured = steps - warmup;
         double *sorted = malloc((size_t)measured * sizeof *sorted);
         memcpy(sorted, step_s + warmup, (size_t)measured * sizeof *sorted);
-        qsort(sorted, (size_t)measured, sizeof *sorted, cmp_double);
+        qsort(sorted, (size_t)measured, sizeof *sorted, ts_cmp_double);
         double kind_s[TS_OP_KIND_COUNT] = {0}, worst[5] = {0};
         for (int r = 0; r < world; r++) {
             const ts_stage_program *sp = &prog.stages[ts_rank_coords(&layout, r).pp];

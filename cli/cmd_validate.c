@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "common/stats.h"
 #include "planner/plan_json.h"
 #include "sim/compare.h"
 #include "sim/engine.h"
@@ -187,11 +188,6 @@ static void remove_tree(const char *dir) {
     nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-static int by_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median and maximum of |step error| over the results. */
 static void summary(const result *res, int n, double *median, double *worst) {
     double *e = malloc(((size_t)n + 1) * sizeof *e);
@@ -201,8 +197,7 @@ static void summary(const result *res, int n, double *median, double *worst) {
         return;
     }
     for (int i = 0; i < n; i++) e[i] = fabs(res[i].cmp.step_error);
-    qsort(e, (size_t)n, sizeof *e, by_double);
-    *median = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+    *median = ts_median(e, n); /* sorts e */
     *worst = e[n - 1];
     free(e);
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "exec/backend.h"
 #include "exec/comm_mpi.h"
 #include "exec/kernels.h"
@@ -91,18 +92,6 @@ static ts_status probe_s(const ts_backend *be, kernel_fn fn, const void *arg, do
     return TS_OK;
 }
 
-/* The median of n (n <= BATCHES) values. */
-static double median(const double *v, int n) {
-    double s[BATCHES];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
-            double t = s[j];
-            s[j] = s[j - 1], s[j - 1] = t;
-        }
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
-
 /* One compute point on the computing ranks at once: a probe, an agreed repetition count, then
  * BATCHES batches of it, each started by a barrier; a batch's time per call is the mean over the
  * computing ranks, the point's the median over batches (robust to a batch that another process
@@ -121,7 +110,7 @@ static ts_status time_compute(const bench *b, kernel_fn fn, const void *arg, dou
         mine[k] = (b->be->now_s() - t0) / *reps / b->c->compute_ranks;
     }
     TS_CHECK(quiet_allreduce(mine, BATCHES, MPI_SUM));
-    *time_s = median(mine, BATCHES);
+    *time_s = ts_median(mine, BATCHES);
     return TS_OK;
 }
 
@@ -347,7 +336,7 @@ static ts_status time_coll(const bench *b, const coll_arg *a, double *time_s, in
     }
     sums[BATCHES] = active;
     TS_MPI_GOTO(MPI_Allreduce(MPI_IN_PLACE, sums, BATCHES + 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), res, fail);
-    *time_s = median(sums, BATCHES) / sums[BATCHES];
+    *time_s = ts_median(sums, BATCHES) / sums[BATCHES]; /* sorts the batches, not the count */
     if (a->coll == TS_COLL_SENDRECV) *time_s *= 0.5; /* a round trip is two transfers */
 fail:
     return res;
@@ -461,6 +450,24 @@ fail:
     return res;
 }
 
+/* The in-situ pass (calibrate.h) on rank 0 while the others wait off the cores; its sums are
+ * broadcast so every rank applies the same factors. A failure on rank 0 fails every rank. */
+static ts_status bench_situ(bench *b) {
+    ts_status res = TS_OK, mine = TS_OK;
+    computes_here = b->rank == 0;
+    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, b->c->quick ? 3 : 5);
+    double failed = mine != TS_OK;
+    MPI_Request req;
+    TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, fail);
+    TS_CHECK(quiet_wait(&req));
+    if (failed) return b->rank == 0 ? mine : TS_FAIL(TS_ERR_EXTERNAL, "calibrate: the in-situ pass failed on rank 0");
+    TS_MPI_GOTO(MPI_Ibcast(&b->c->situ, (int)sizeof b->c->situ, MPI_BYTE, 0, MPI_COMM_WORLD, &req), res, fail);
+    TS_CHECK(quiet_wait(&req));
+    ts_calib_situ_apply(b->c);
+fail:
+    return res;
+}
+
 static void progress(const bench *b, const char *what, int points, double t0) {
     if (b->rank != 0 || b->o->log == NULL) return;
     fprintf(b->o->log, "tessera calibrate: %-12s %4d points, %6.2f s\n", what, points, b->be->now_s() - t0);
@@ -484,7 +491,12 @@ ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *
     TS_CHECK(bench_attn(&b));
     progress(&b, "attention", out->n_attn, t), t = b.be->now_s();
     TS_CHECK(bench_coll(&b));
-    progress(&b, "collectives", out->n_coll, t);
+    progress(&b, "collectives", out->n_coll, t), t = b.be->now_s();
+    TS_CHECK(ts_calib_fit(out, tmpl));
+    if (o->in_situ) {
+        TS_CHECK(bench_situ(&b));
+        progress(&b, "in situ", out->situ.steps, t);
+    }
     out->elapsed_s = b.be->now_s() - t0;
-    return ts_calib_fit(out, tmpl);
+    return TS_OK;
 }

@@ -46,6 +46,7 @@
 #include <stdio.h>
 
 #include "common/status.h"
+#include "exec/backend.h"
 #include "models/system.h"
 #include "planner/cost.h"
 
@@ -56,6 +57,7 @@
 
 typedef struct {
     int quick;        /* fewer shapes and sizes (to 16 MB), 5 ms per point: for tests and validate */
+    int in_situ;      /* run the in-situ pass (ts_calib_situ) after the microbenchmarks */
     int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
     const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */
     FILE *log;        /* progress lines from rank 0 (NULL: silent) */
@@ -100,6 +102,37 @@ typedef struct {
     double spec_rms_error, spec_max_error; /* of the spec's shared fit on its points */
 } ts_calib_coll_fit;
 
+/* The in-situ pass: kernels measured in isolation run at other speeds inside a training step
+ * (caches shared with the neighbouring ops, other shapes, the trainer's own element-wise mix).
+ * On world rank 0 alone (the others wait off the cores), `tessera run`'s trainer trains
+ * TS_SITU_MODEL for a few steps on one rank (MPI_COMM_SELF), fp32, global batch TS_SITU_BATCH
+ * of TS_SITU_SEQ tokens; each op's measured time (median over the timed steps) is summed by kind
+ * beside the time the fitted spec gives it (sim/engine.h ts_op_cost_s), and the spec's figures
+ * for the four compute kinds are scaled so that each kind's sum matches:
+ *   GEMM: peak FLOP/s ÷ f_gemm (the efficiency curve keeps its shape);
+ *   attention: efficiency.attention × f_gemm / f_attention (it also divides by the peak);
+ *   element-wise: hbm_bytes_per_s ÷ f_elementwise;
+ *   optimizer: efficiency.optimizer × f_elementwise / f_optimizer;
+ * with f = measured / modelled. The layout differs from tessera validate's (batch 8 of 128). */
+#define TS_SITU_MODEL "tiny"
+#define TS_SITU_BATCH 4
+#define TS_SITU_SEQ 256
+
+typedef enum { TS_SITU_GEMM, TS_SITU_ATTENTION, TS_SITU_ELEMENTWISE, TS_SITU_OPTIMIZER, TS_SITU_COUNT } ts_situ_kind;
+extern const char *const ts_situ_kind_names[]; /* "gemm", "attention", "elementwise", "optimizer" */
+
+typedef struct {
+    int ops;
+    double model_s, time_s; /* summed over the kind's ops of one step: fitted spec, measured */
+    double factor;          /* time_s / model_s, applied to the spec (1 when no ops) */
+} ts_calib_situ_kind;
+
+typedef struct {
+    int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
+    double step_s;          /* measured, median */
+    ts_calib_situ_kind kind[TS_SITU_COUNT];
+} ts_calib_situ;
+
 typedef struct {
     /* where and how it ran */
     int ranks, cores, oversubscribed, threads, quick;
@@ -122,6 +155,7 @@ typedef struct {
     ts_calib_coll_fit fit_all;            /* the shared fit the spec holds, over every collective */
     double gemm_rms_error, mem_rms_error, attn_rms_error; /* of the spec on the compute rows */
     ts_system system;
+    ts_calib_situ situ; /* steps = 0: not run */
 } ts_calib;
 
 /* Runs every microbenchmark on every rank of MPI_COMM_WORLD (MPI_Init if needed; the world needs
@@ -133,6 +167,14 @@ ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *
  * (see above), starting from `tmpl`; c->ranks, c->cores (and the strings) say where it ran. Needs
  * at least one GEMM row; the other kinds keep the template's figures when they have no rows. */
 ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl);
+
+/* The in-situ pass on this process alone (see ts_calib_situ above), with the spec fitted so far
+ * in c->system; fills c->situ's measured and modelled sums (not the factors). */
+ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps);
+
+/* Sets c->situ's factors from its sums and scales c->system's compute figures by them (see
+ * above); kinds without ops keep factor 1. Pure. */
+void ts_calib_situ_apply(ts_calib *c);
 
 /* Least squares of time_s = a·latency + b·bytes / busbw over `n` rows (a, b from ts_coll_s, see
  * above), on the relative error, latency >= 0. Fills latency_s, busbw_bytes_per_s, points,

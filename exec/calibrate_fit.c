@@ -255,11 +255,18 @@ static void print_header(FILE *f, const ts_calib *c) {
     fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
 }
 
+/* The best measured GEMM rate: the fit's peak, which the in-situ pass may scale afterwards. */
+static double best_gemm_rate(const ts_calib *c) {
+    double peak = 0;
+    for (int i = 0; i < c->n_gemm; i++) peak = fmax(peak, c->gemm[i].flops / c->gemm[i].time_s);
+    return peak;
+}
+
 static void print_gemm(FILE *f, const ts_calib *c) {
     fprintf(f, "#\n# GEMM: the backend's sgemm (OpenBLAS, fp32); a repetition runs NT, NN and TN once; time is one call\n");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
-    double peak = c->system.peak_flops[TS_DTYPE_FP32];
+    double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
     for (int i = 0; i < c->n_gemm; i++) {
         const ts_calib_gemm *g = &c->gemm[i];
         double rate = g->flops / g->time_s;
@@ -330,13 +337,30 @@ static void print_fits(FILE *f, const ts_calib *c) {
     print_fit_row(f, "all", &c->fit_all);
 }
 
+static void print_situ(FILE *f, const ts_calib *c) {
+    const ts_calib_situ *s = &c->situ;
+    if (s->steps == 0) return;
+    fprintf(f, "#\n# in situ: %s on one rank, fp32, global batch %d of %d tokens, %d steps (median of the last %d),\n"
+               "# step %.4f s; each op's time beside the microbenchmark fit's; the spec is scaled by the factors\n"
+               "# (the rows above keep the microbenchmark fit's model times)\n",
+            TS_SITU_MODEL, TS_SITU_BATCH, TS_SITU_SEQ, s->steps, s->timed, s->step_s);
+    fprintf(f, "#%-12s %6s %10s %10s %8s\n", "kind", "ops", "model", "time", "factor");
+    fprintf(f, "#%-12s %6s %10s %10s %8s\n", "", "", "ms", "ms", "");
+    for (int k = 0; k < TS_SITU_COUNT; k++) {
+        const ts_calib_situ_kind *x = &s->kind[k];
+        fprintf(f, " %-12s %6d %10.3f %10.3f %8.3f\n", ts_situ_kind_names[k], x->ops, 1e3 * x->model_s, 1e3 * x->time_s,
+                x->factor);
+    }
+}
+
 static void print_spec(FILE *f, const ts_calib *c) {
     const ts_system *s = &c->system;
     const ts_eff_curve *g = &s->gemm_eff;
     fprintf(f, "#\n# spec %s: fp32 peak %.2f GFLOP/s per rank, GEMM efficiency %.3f..%.3f over %d points (rms err %.1f%%)\n",
             s->name, 1e-9 * s->peak_flops[TS_DTYPE_FP32], g->eff[0], g->eff[g->n - 1], g->n, 100 * c->gemm_rms_error);
-    fprintf(f, "#   memory %.2f GB/s (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%)\n",
-            1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 100 * c->mem_rms_error, s->attention_eff, 100 * c->attn_rms_error);
+    fprintf(f, "#   memory %.2f GB/s (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%), optimizer %.3f\n",
+            1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 100 * c->mem_rms_error, s->attention_eff, 100 * c->attn_rms_error,
+            s->optimizer_eff);
     fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d, serial_ops\n",
             1e-9 * s->link_bytes_per_s * s->link_busbw_eff, 1e6 * s->link_latency_s, 100 * c->fit_all.rms_error,
             s->gpus_per_node, s->cores_per_node);
@@ -350,6 +374,7 @@ ts_status ts_calib_print(FILE *f, const ts_calib *c) {
     print_attn(f, c);
     print_coll(f, c);
     print_fits(f, c);
+    print_situ(f, c);
     print_spec(f, c);
     if (fflush(f) != 0 || ferror(f)) return TS_FAIL(TS_ERR_IO, "calibrate: cannot write the tables");
     return TS_OK;
@@ -382,7 +407,7 @@ static ts_status add_row(cJSON *arr, cJSON **row) {
 static ts_status json_compute(const ts_calib *c, cJSON *root) {
     ts_status res = TS_OK;
     cJSON *arr, *row;
-    double peak = c->system.peak_flops[TS_DTYPE_FP32];
+    double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "gemm"), res, exit);
     for (int i = 0; i < c->n_gemm; i++) {
         const ts_calib_gemm *g = &c->gemm[i];
@@ -447,6 +472,27 @@ exit:
     return res;
 }
 
+static ts_status json_situ(const ts_calib *c, cJSON *root) {
+    ts_status res = TS_OK;
+    const ts_calib_situ *s = &c->situ;
+    if (s->steps == 0) return TS_OK;
+    cJSON *obj, *arr, *row;
+    TS_CJSON_GOTO(obj = cJSON_AddObjectToObject(root, "in_situ"), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", TS_SITU_MODEL), res, exit);
+    TS_CHECK(add_nums(obj, "global_batch", (double)TS_SITU_BATCH, "seq", (double)TS_SITU_SEQ, "steps", (double)s->steps,
+                      "timed", (double)s->timed, "step_s", s->step_s, (const char *)NULL));
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "kinds"), res, exit);
+    for (int k = 0; k < TS_SITU_COUNT; k++) {
+        const ts_calib_situ_kind *x = &s->kind[k];
+        TS_CHECK(add_row(arr, &row));
+        TS_CJSON_GOTO(cJSON_AddStringToObject(row, "kind", ts_situ_kind_names[k]), res, exit);
+        TS_CHECK(add_nums(row, "ops", (double)x->ops, "model_s", x->model_s, "time_s", x->time_s, "factor", x->factor,
+                          (const char *)NULL));
+    }
+exit:
+    return res;
+}
+
 /* Everything measured, without the spec (the profile's "measured" object). */
 static ts_status json_measured(const ts_calib *c, cJSON **out) {
     ts_status res = TS_OK;
@@ -463,6 +509,7 @@ static ts_status json_measured(const ts_calib *c, cJSON **out) {
     for (int i = 0; i < 6; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
     TS_CHECK_GOTO(json_compute(c, root), res, fail);
     TS_CHECK_GOTO(json_comm(c, root), res, fail);
+    TS_CHECK_GOTO(json_situ(c, root), res, fail);
     *out = root;
     return TS_OK;
 fail:
@@ -507,12 +554,20 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
     cJSON *peak = cJSON_GetObjectItemCaseSensitive(gpu, "peak_flops");
     cJSON *gemm = cJSON_GetObjectItemCaseSensitive(eff, "gemm");
-    TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN); %s",
-                     c->n_gemm, how));
+    char situ[160] = "";
+    const ts_calib_situ_kind *k = c->situ.kind;
+    if (c->situ.steps > 0)
+        snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)", ts_situ_kind_names[TS_SITU_GEMM],
+                 k[TS_SITU_GEMM].factor);
+    TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN)%s; %s",
+                     c->n_gemm, situ, how));
     TS_CHECK(sourced(peak, "bf16", "no bf16 path on CPU ranks: the measured fp32 figure"));
     TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
+    if (c->situ.steps > 0)
+        snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)",
+                 ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);
     TS_CHECK(sourced(gpu, "hbm_bytes_per_s", "tessera calibrate: least squares (relative error) over %d memory-bound "
-                                             "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1); %s", c->n_mem, how));
+                                             "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1)%s; %s", c->n_mem, situ, how));
     TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
     TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
     char comm[768];
@@ -527,8 +582,15 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     TS_CHECK(sourced(fab, "latency_s", "one host, no fabric: the node link's figure"));
     if (cJSON_AddStringToObject(gemm, "source", how) == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm.source");
+    if (c->situ.steps > 0)
+        snprintf(situ, sizeof situ, "; then the in-situ factors (gemm %.3f, attention %.3f, exec/calibrate.h)",
+                 k[TS_SITU_GEMM].factor, k[TS_SITU_ATTENTION].factor);
     TS_CHECK(sourced(eff, "attention", "tessera calibrate: least squares (relative error) of ts_attention_s over %d rows "
-                                       "(ts_attention_fwd/bwd, causal); %s", c->n_attn, how));
+                                       "(ts_attention_fwd/bwd, causal)%s; %s", c->n_attn, situ, how));
+    if (c->situ.steps > 0)
+        TS_CHECK(sourced(eff, "optimizer", "tessera calibrate, in situ: the optimizer step's time over the other "
+                                           "memory-bound kernels' (factors optimizer %.3f, elementwise %.3f)",
+                         k[TS_SITU_OPTIMIZER].factor, k[TS_SITU_ELEMENTWISE].factor));
     TS_CHECK(sourced(eff, "hbm", "1: hbm_bytes_per_s is the achieved rate"));
     TS_CHECK(sourced(eff, "link_busbw", "1: link_bytes_per_s is the achieved bus bandwidth"));
     TS_CHECK(sourced(eff, "nic_busbw", "1: nic_bytes_per_s is the achieved bus bandwidth"));

@@ -59,10 +59,14 @@ fail:
     return res;
 }
 
-ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
+/* The runtime of `layout` over the ranks of `base` (the world, or this process alone). */
+static ts_status runtime_init_on(ts_runtime *rt, const ts_layout *layout, MPI_Comm base) {
     memset(rt, 0, sizeof *rt);
     ts_status res = TS_OK;
-    TS_CHECK_GOTO(ts_mpi_init(&rt->rank, &rt->size), res, fail);
+    int world_rank, world_size;
+    TS_CHECK_GOTO(ts_mpi_init(&world_rank, &world_size), res, fail);
+    TS_MPI_GOTO(MPI_Comm_rank(base, &rt->rank), res, fail);
+    TS_MPI_GOTO(MPI_Comm_size(base, &rt->size), res, fail);
     rt->layout = *layout;
     int need = ts_rank_count(layout);
     if (rt->size != need) {
@@ -72,7 +76,7 @@ ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
     rt->coords = ts_rank_coords(layout, rt->rank);
     rt->world = calloc(1, sizeof *rt->world);
     TS_ALLOC_GOTO(rt->world, res, fail);
-    TS_MPI_GOTO(MPI_Comm_dup(MPI_COMM_WORLD, &rt->world->mpi), res, fail);
+    TS_MPI_GOTO(MPI_Comm_dup(base, &rt->world->mpi), res, fail);
     rt->world->size = rt->size;
     rt->world->rank = rt->rank;
     for (int g = 0; g < TS_GROUP_COUNT; g++) {
@@ -82,7 +86,7 @@ ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
         /* One split per group: members share the group id (their lowest member's rank) and are
          * ordered by rank, the order of ts_group_members. */
         int color = ts_group_id(layout, (ts_group)g, rt->rank);
-        TS_MPI_GOTO(MPI_Comm_split(MPI_COMM_WORLD, color, rt->rank, &c->mpi), res, fail);
+        TS_MPI_GOTO(MPI_Comm_split(base, color, rt->rank, &c->mpi), res, fail);
         TS_MPI_GOTO(MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN), res, fail);
         TS_MPI_GOTO(MPI_Comm_size(c->mpi, &c->size), res, fail);
         TS_MPI_GOTO(MPI_Comm_rank(c->mpi, &c->rank), res, fail);
@@ -96,6 +100,14 @@ ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
 fail:
     ts_runtime_free(rt);
     return res;
+}
+
+ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout) {
+    return runtime_init_on(rt, layout, MPI_COMM_WORLD);
+}
+
+ts_status ts_runtime_init_self(ts_runtime *rt, const ts_layout *layout) {
+    return runtime_init_on(rt, layout, MPI_COMM_SELF);
 }
 
 void ts_comm_free(ts_comm **c) {

@@ -47,6 +47,10 @@ void ts_comm_free(ts_comm **c);
 
 /* MPI_Init (if not yet) and the group communicators for `layout`. */
 ts_status ts_runtime_init(ts_runtime *rt, const ts_layout *layout);
+/* The same on this process alone (MPI_COMM_SELF), whatever the world: for a one-rank layout run
+ * inside a larger job (calibrate's in-situ pass). Not collective. Pipeline sends and receives
+ * (the backends' world ones) are not available: the layout must have pp = 1. */
+ts_status ts_runtime_init_self(ts_runtime *rt, const ts_layout *layout);
 void ts_runtime_free(ts_runtime *rt);
 /* MPI_Finalize, once, after every runtime is freed. */
 void ts_runtime_finalize(void);

@@ -30,8 +30,10 @@
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
  *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
  *      "pp_comm_overlap": 1,                    the last four are fractions in [0, 1]
- *      "serial_ops": false},                    a rank runs one op at a time (CPU ranks:
+ *      "serial_ops": false,                     a rank runs one op at a time (CPU ranks:
  *                                               blocking MPI, no overlap of communication)
+ *      "optimizer": 1},                         the optimizer step's bandwidth relative to the
+ *                                               other memory-bound kernels', in [0.001, 100]
  *    "memory": {
  *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
  *      "headroom_frac": 0.05},                  [0, 1], default 0.05
@@ -87,7 +89,7 @@ static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
                                        "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
-                                       "pp_comm_overlap", "serial_ops", "source", NULL};
+                                       "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
 
@@ -234,6 +236,7 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
     TS_CHECK(read_curve(&er, eff, "gemm", &s->gemm_eff));
     TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
     TS_CHECK(ts_jr_num(&er, eff, "hbm", 0, MIN_EFF, 1, DEF_HBM_EFF, &s->hbm_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "optimizer", 0, MIN_EFF, 100, 1, &s->optimizer_eff));
     TS_CHECK(ts_jr_num(&er, eff, "link_busbw", 0, MIN_EFF, 1, DEF_LINK_BUSBW_EFF,
                        &s->link_busbw_eff));
     TS_CHECK(ts_jr_num(&er, eff, "nic_busbw", 0, MIN_EFF, 1, DEF_NIC_BUSBW_EFF,
@@ -362,6 +365,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
     TS_CHECK(add_num(eff, "attention", s->attention_eff));
     TS_CHECK(add_num(eff, "hbm", s->hbm_eff));
+    TS_CHECK(add_num(eff, "optimizer", s->optimizer_eff));
     TS_CHECK(add_num(eff, "link_busbw", s->link_busbw_eff));
     TS_CHECK(add_num(eff, "nic_busbw", s->nic_busbw_eff));
     TS_CHECK(add_num(eff, "overlap_slowdown", s->overlap_slowdown));

@@ -52,6 +52,8 @@ typedef struct {
     ts_eff_curve gemm_eff;
     double attention_eff;      /* flash-attention FLOP efficiency vs peak */
     double hbm_eff;            /* fraction of HBM bandwidth memory-bound kernels reach */
+    double optimizer_eff;      /* the optimizer step's bandwidth over the other memory-bound
+                                  kernels' (1 on GPUs; CPU ranks measure it in situ) */
     double link_busbw_eff;     /* NCCL bus bandwidth / link bandwidth inside a node */
     double nic_busbw_eff;      /* NCCL bus bandwidth / NIC bandwidth across nodes */
     double overlap_slowdown;   /* compute slows by this fraction while communication overlaps */

@@ -26,6 +26,10 @@ double ts_memory_s(const ts_system *s, double bytes) {
     return bytes / (s->hbm_bytes_per_s * s->hbm_eff);
 }
 
+double ts_optimizer_s(const ts_system *s, double bytes) {
+    return ts_memory_s(s, bytes) / s->optimizer_eff;
+}
+
 double ts_compute_scale(const ts_system *s, int gpus) {
     if (s->cores_per_node <= 0) return 1.0;
     double on_node = gpus < s->gpus_per_node ? gpus : s->gpus_per_node;

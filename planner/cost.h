@@ -34,6 +34,9 @@ double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
 double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops);
 /* Seconds for a memory-bound kernel that moves `bytes` through HBM. */
 double ts_memory_s(const ts_system *s, double bytes);
+/* The optimizer step over `bytes` of states, gradients and weights: memory bound at the
+ * optimizer's own efficiency (ts_memory_s / optimizer_eff). */
+double ts_optimizer_s(const ts_system *s, double bytes);
 
 /* Ranks that share CPU cores (node.cores > 0) compute slower once a node holds more ranks than
  * cores: the system's compute figures are those of one rank with a core to itself, so with

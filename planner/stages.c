@@ -212,8 +212,8 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
         }
     double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
     double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
-    st->optimizer_s[0] = ts_memory_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
-    st->optimizer_s[1] = ts_memory_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
+    st->optimizer_s[0] = ts_optimizer_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
+    st->optimizer_s[1] = ts_optimizer_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
 
 /* What depends on the whole shard: activations, the slowest stage's times, the micro-batch's

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/stats.h"
 
 /* One op event of a trace. Strings point into the cJSON tree, which outlives the events. */
 typedef struct {
@@ -133,11 +134,6 @@ static double rel_error(double sim_s, double measured_s) {
     return measured_s > 0 ? (sim_s - measured_s) / measured_s : NAN;
 }
 
-static int by_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void kind_label(const event *e, char *buf, size_t cap) {
     if (e->coll) snprintf(buf, cap, "%s:%s", e->cat, e->coll);
     else snprintf(buf, cap, "%s", e->cat);
@@ -203,8 +199,7 @@ static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op
         for (int e = 0; e < n_err; e++)
             if (op_kind[e] == k) tmp[n++] = op_err[e];
         if (n == 0) continue;
-        qsort(tmp, (size_t)n, sizeof *tmp, by_double);
-        c->kinds[k].median_abs_op_error = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+        c->kinds[k].median_abs_op_error = ts_median(tmp, n);
     }
     free(tmp);
     return TS_OK;

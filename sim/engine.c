@@ -99,8 +99,8 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     }
     case TS_OP_ATTENTION:
         return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1)) * pb->compute_scale;
-    case TS_OP_ELEMENTWISE:
-    case TS_OP_OPTIMIZER: return ts_memory_s(s, op->bytes) * pb->compute_scale;
+    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes) * pb->compute_scale;
+    case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes) * pb->compute_scale;
     case TS_OP_COLL: {
         ts_group g = (ts_group)op->group;
         int n = ts_group_size(l, g);

@@ -176,6 +176,59 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     cr_expect(back.cores_per_node == 2 && back.serial_ops == 1 && back.gemm_eff.n == s->gemm_eff.n);
 }
 
+/* The in-situ factors scale each kind's modelled time by exactly its factor, and the profile
+ * records them and loads back. */
+Test(calibrate_fit, in_situ_factors_scale_each_kind) {
+    ts_system truth = known_system();
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    ts_system before = c.system;
+    const double f[TS_SITU_COUNT] = {1.25, 0.8, 1.6, 0.5};
+    c.situ = (ts_calib_situ){.steps = 3, .timed = 2, .step_s = 1};
+    for (int k = 0; k < TS_SITU_COUNT; k++)
+        c.situ.kind[k] = (ts_calib_situ_kind){.ops = 10, .model_s = 0.2, .time_s = 0.2 * f[k]};
+    ts_calib_situ_apply(&c);
+    const ts_system *s = &c.system;
+    for (int k = 0; k < TS_SITU_COUNT; k++)
+        cr_expect(fabs(c.situ.kind[k].factor / f[k] - 1) < 1e-12, "%s factor %g", ts_situ_kind_names[k], c.situ.kind[k].factor);
+    double gemm = ts_gemm_s(s, TS_DTYPE_FP32, 512, 512, 512) / ts_gemm_s(&before, TS_DTYPE_FP32, 512, 512, 512);
+    double attn = ts_attention_s(s, TS_DTYPE_FP32, 1e9, 1e9) / ts_attention_s(&before, TS_DTYPE_FP32, 1e9, 1e9);
+    double elem = ts_memory_s(s, 1e6) / ts_memory_s(&before, 1e6);
+    double opt = ts_optimizer_s(s, 1e6) / ts_optimizer_s(&before, 1e6);
+    cr_expect(fabs(gemm / f[TS_SITU_GEMM] - 1) < 1e-9, "GEMM time x%g", gemm);
+    cr_expect(fabs(attn / f[TS_SITU_ATTENTION] - 1) < 1e-9, "attention time x%g", attn);
+    cr_expect(fabs(elem / f[TS_SITU_ELEMENTWISE] - 1) < 1e-9, "element-wise time x%g", elem);
+    cr_expect(fabs(opt / f[TS_SITU_OPTIMIZER] - 1) < 1e-9, "optimizer time x%g", opt);
+
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    const cJSON *situ = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "measured"), "in_situ");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(situ, "kinds")), TS_SITU_COUNT);
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    char *path = test_write_temp(text);
+    free(text);
+    ts_system back;
+    cr_assert_eq(ts_system_load(path, &back), TS_OK, "%s", ts_error_message());
+    test_remove_temp(path);
+    cr_expect(fabs(back.optimizer_eff / s->optimizer_eff - 1) < 1e-12 && fabs(back.hbm_bytes_per_s / s->hbm_bytes_per_s - 1) < 1e-12,
+              "optimizer %.17g vs %.17g, memory %.17g vs %.17g B/s", back.optimizer_eff, s->optimizer_eff, back.hbm_bytes_per_s, s->hbm_bytes_per_s);
+}
+
+/* Kinds the pass did not see keep their figures. */
+Test(calibrate_fit, in_situ_without_ops_changes_nothing) {
+    ts_system truth = known_system();
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    ts_system before = c.system;
+    c.situ = (ts_calib_situ){.steps = 3, .timed = 2};
+    ts_calib_situ_apply(&c);
+    cr_expect(memcmp(&before, &c.system, sizeof before) == 0, "the spec changed");
+    for (int k = 0; k < TS_SITU_COUNT; k++) cr_expect_eq(c.situ.kind[k].factor, 1.0);
+}
+
 Test(calibrate_fit, curve_merges_to_the_schema_limit) {
     /* 30 distinct FLOP counts: the curve keeps TS_EFF_POINTS_MAX points, strictly increasing (the
      * loader refuses anything else), spanning the measured range. */
@@ -241,6 +294,14 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_assert(row != NULL);
     cr_expect(json_num(row, "time_s", "$.collectives[0]") > 0 && json_num(row, "busbw", "$.collectives[0]") > 0);
     json_obj(root, "system", "$");
+    /* The in-situ pass ran the trainer: every compute kind has ops and a positive factor. */
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(json_obj(root, "in_situ", "$"), "kinds");
+    cr_expect_eq(cJSON_GetArraySize(kinds), TS_SITU_COUNT);
+    for (int k = 0; k < cJSON_GetArraySize(kinds); k++) {
+        const cJSON *x = cJSON_GetArrayItem(kinds, k);
+        cr_expect(json_num(x, "ops", "$.in_situ.kinds[]") > 0 && json_num(x, "factor", "$.in_situ.kinds[]") > 0,
+                  "in-situ kind %d has no ops or factor", k);
+    }
     cJSON_Delete(root);
     cli_result_free(&r);
 

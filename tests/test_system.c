@@ -115,6 +115,7 @@ static void assert_system_eq(const ts_system *a, const ts_system *b) {
     }
     cr_assert_eq(a->attention_eff, b->attention_eff);
     cr_assert_eq(a->hbm_eff, b->hbm_eff);
+    cr_assert_eq(a->optimizer_eff, b->optimizer_eff);
     cr_assert_eq(a->link_busbw_eff, b->link_busbw_eff);
     cr_assert_eq(a->nic_busbw_eff, b->nic_busbw_eff);
     cr_assert_eq(a->overlap_slowdown, b->overlap_slowdown);
@@ -184,6 +185,7 @@ Test(system, minimal_spec_takes_defaults) {
     cr_assert_eq(s.peak_flops[TS_DTYPE_FP8], 0);
     cr_assert_eq(s.attention_eff, 0.5);
     cr_assert_eq(s.hbm_eff, 0.8);
+    cr_assert_eq(s.optimizer_eff, 1.0); /* absent: the other memory-bound kernels' bandwidth */
     cr_assert_eq(s.link_busbw_eff, 0.8);
     cr_assert_eq(s.nic_busbw_eff, 0.8);
     cr_assert_eq(s.overlap_slowdown, 0.05);

@@ -1,0 +1,12 @@
+/* Order statistics of small arrays of doubles (step times, op times, errors). */
+#ifndef TS_STATS_H
+#define TS_STATS_H
+
+/* qsort comparator: ascending doubles. */
+int ts_cmp_double(const void *a, const void *b);
+
+/* The median of v[0..n), sorting v in place (the mean of the middle two when n is even); NAN when
+ * n is 0. */
+double ts_median(double *v, int n);
+
+#endif
