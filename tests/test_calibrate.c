@@ -133,6 +133,18 @@ static void synthetic_calib(ts_calib *c, const ts_system *truth) {
     c->n_coll = synthetic_colls(c->coll, truth, 0);
 }
 
+/* Writes c's profile to a file and loads it as a system spec. */
+static void profile_loads_back(const ts_calib *c, ts_system *back) {
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    char *path = test_write_temp(text);
+    free(text);
+    cr_assert_eq(ts_system_load(path, back), TS_OK, "%s", ts_error_message());
+    test_remove_temp(path);
+}
+
 Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     ts_system truth = known_system();
     truth.peak_flops[TS_DTYPE_FP32] = 4e10;
@@ -162,15 +174,8 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     cr_expect(s->serial_ops, "serial_ops");
 
     /* The profile is the zoo's schema: it loads back to the same figures. */
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
-    char *text = cJSON_Print(doc);
-    cJSON_Delete(doc);
-    char *path = test_write_temp(text);
-    free(text);
     ts_system back;
-    cr_assert_eq(ts_system_load(path, &back), TS_OK, "%s", ts_error_message());
-    test_remove_temp(path);
+    profile_loads_back(&c, &back);
     cr_expect(back.peak_flops[TS_DTYPE_FP32] == s->peak_flops[TS_DTYPE_FP32]);
     cr_expect(back.link_bytes_per_s == s->link_bytes_per_s && back.link_latency_s == s->link_latency_s);
     cr_expect(back.cores_per_node == 2 && back.serial_ops == 1 && back.gemm_eff.n == s->gemm_eff.n);
@@ -205,13 +210,9 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
     const cJSON *situ = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "measured"), "in_situ");
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(situ, "kinds")), TS_SITU_COUNT);
-    char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
-    char *path = test_write_temp(text);
-    free(text);
     ts_system back;
-    cr_assert_eq(ts_system_load(path, &back), TS_OK, "%s", ts_error_message());
-    test_remove_temp(path);
+    profile_loads_back(&c, &back);
     cr_expect(fabs(back.optimizer_eff / s->optimizer_eff - 1) < 1e-12 && fabs(back.hbm_bytes_per_s / s->hbm_bytes_per_s - 1) < 1e-12,
               "optimizer %.17g vs %.17g, memory %.17g vs %.17g B/s", back.optimizer_eff, s->optimizer_eff, back.hbm_bytes_per_s, s->hbm_bytes_per_s);
 }
