@@ -16,6 +16,7 @@
 
 typedef struct ts_comm ts_comm; /* a group communicator (opaque; runtime.h makes them) */
 typedef struct ts_request ts_request; /* an outstanding point-to-point send (opaque) */
+typedef struct ts_kernels ts_kernels; /* the device's kernel table (exec/kernel_table.h) */
 
 typedef struct ts_backend {
     const char *name; /* "cpu", "cuda" */
@@ -51,6 +52,9 @@ typedef struct ts_backend {
 
     /* Seconds on a monotonic clock, after everything issued so far has completed. */
     double (*now_s)(void);
+
+    /* The kernels that run on this backend's memory (ts_kernels_cpu or ts_kernels_cuda). */
+    const ts_kernels *kernels;
 } ts_backend;
 
 /* The CPU backend: host memory, OpenBLAS cblas_sgemm (with `threads` threads per rank), Open MPI.
