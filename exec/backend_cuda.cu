@@ -436,6 +436,7 @@ extern "C" const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *gro
     cuda.wait = cuda_wait;
     cuda.recv = cuda_recv;
     cuda.now_s = cuda_now_s;
+    cuda.kernels = ts_kernels_cuda();
     return &cuda;
 }
 
