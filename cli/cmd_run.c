@@ -1,6 +1,7 @@
-/* `tessera run`: trains a plan's layout for real on MPI ranks (CPU: OpenBLAS + Open MPI), op by op
- * as the step program says, and reports losses, step times and memory. Started without an MPI
- * launcher it starts `mpirun` itself with the layout's rank count. */
+/* `tessera run`: trains a plan's layout for real on MPI ranks (CPU: OpenBLAS + Open MPI; GPU:
+ * cuBLAS + NCCL, one GPU per rank), op by op as the step program says, and reports losses, step
+ * times and memory. Started without an MPI launcher it starts `mpirun` itself with the layout's
+ * rank count. */
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include "cli/cli.h"
 #include "common/json.h"
 #include "common/stats.h"
+#include "exec/kernel_table.h"
 #include "exec/launch.h"
 #include "exec/runtime.h"
 #include "exec/trainer.h"
@@ -23,8 +25,8 @@ static void help(void) {
     printf("usage: tessera run --plan plan.json [options]\n"
            "\n"
            "Trains the plan's layout for real on MPI ranks: each rank runs its stage's step program\n"
-           "(OpenBLAS GEMMs, Open MPI collectives), the transformer's losses are the same as on one\n"
-           "rank. Without an MPI launcher it starts mpirun with the layout's rank count itself\n"
+           "(OpenBLAS GEMMs and Open MPI collectives, or with --device cuda cuBLAS and NCCL on one GPU\n"
+           "per rank), the transformer's losses are the same as on one rank. Without an MPI launcher it starts mpirun with the layout's rank count itself\n"
            "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
            "\n"
            "  -p, --plan FILE     a plan written by tessera plan -o\n"
@@ -48,6 +50,14 @@ static void help(void) {
            "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
            "stalled rank: the other ranks end the job after --timeout).\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
+}
+
+/* The slowest rank's `mine`, through `buf` (one float of backend memory: the backend's
+ * collectives take no host buffers). */
+static ts_status slowest_s(const ts_backend *be, ts_comm *world, float *buf, float mine, float *slowest) {
+    TS_CHECK(be->kernels->to_device(buf, &mine, sizeof mine));
+    TS_CHECK(be->all_reduce_max(world, buf, buf, 1));
+    return be->kernels->to_host(slowest, buf, sizeof *slowest);
 }
 
 static double quantile(const double *sorted, int n, double q) {
@@ -168,9 +178,14 @@ int cmd_run(int argc, char **argv) {
     if (st == TS_OK) st = ts_program_build(&pb, &layout, &po, &prog);
     if (has_split) ts_split_free(&split);
     if (st != TS_OK) rank_fail(&rt, st);
-    const ts_backend *be = ts_backend_cpu(threads);
+    const ts_backend *be = device == TS_DEVICE_CUDA ? ts_backend_cuda(rt.world, rt.comm, TS_GROUP_COUNT)
+                                                    : ts_backend_cpu(threads);
+    if (be == NULL) rank_fail(&rt, ts_error_status());
     ts_trainer *tr;
     st = ts_trainer_init(&tr, &pb, &prog, &rt, be, &opts);
+    if (st != TS_OK) rank_fail(&rt, st);
+    float *time_buf = NULL;
+    st = be->alloc(sizeof *time_buf, (void **)&time_buf);
     if (st != TS_OK) rank_fail(&rt, st);
 
     const char *fault = getenv("TESSERA_FAULT_RANK"), *fault_step = getenv("TESSERA_FAULT_STEP");
@@ -188,8 +203,8 @@ int cmd_run(int argc, char **argv) {
         double t0 = be->now_s();
         st = ts_trainer_step(tr, s, &losses[s], spans);
         if (st != TS_OK) rank_fail(&rt, st);
-        float mine = (float)(be->now_s() - t0), slowest = 0;
-        st = be->all_reduce_max(rt.world, &mine, &slowest, 1);
+        float slowest = 0;
+        st = slowest_s(be, rt.world, time_buf, (float)(be->now_s() - t0), &slowest);
         if (st != TS_OK) rank_fail(&rt, st);
         step_s[s] = slowest;
         if (rt.rank == 0 && !json)
@@ -314,7 +329,9 @@ int cmd_run(int argc, char **argv) {
     free(spans);
     free(losses);
     free(step_s);
+    be->free(time_buf);
     ts_trainer_free(tr);
+    if (device == TS_DEVICE_CUDA) ts_backend_cuda_free(rt.world, rt.comm, TS_GROUP_COUNT);
     ts_program_free(&prog);
     ts_runtime_free(&rt);
     ts_runtime_finalize();

@@ -16,6 +16,7 @@
 
 typedef struct ts_comm ts_comm; /* a group communicator (opaque; runtime.h makes them) */
 typedef struct ts_request ts_request; /* an outstanding point-to-point send (opaque) */
+typedef struct ts_kernels ts_kernels; /* the device's kernel table (exec/kernel_table.h) */
 
 typedef struct ts_backend {
     const char *name; /* "cpu", "cuda" */
@@ -49,26 +50,32 @@ typedef struct ts_backend {
     ts_status (*wait)(ts_request *req); /* completes and frees the request */
     ts_status (*recv)(float *buf, size_t count, int src_rank, int tag);
 
-    /* Seconds on a monotonic clock, after everything issued so far has completed. */
+    /* Seconds on a monotonic clock, after everything issued so far has completed (pipeline sends
+     * excepted: they complete at wait). */
     double (*now_s)(void);
+
+    /* The kernels that run on this backend's memory (ts_kernels_cpu or ts_kernels_cuda). */
+    const ts_kernels *kernels;
 } ts_backend;
 
 /* The CPU backend: host memory, OpenBLAS cblas_sgemm (with `threads` threads per rank), Open MPI.
  * Needs MPI initialised (runtime.h). */
 const ts_backend *ts_backend_cpu(int threads);
 
-/* The CUDA backend (exec/backend_cuda.cu, built with make CUDA=1): cudaMalloc'd device memory
- * (never managed), cublasGemmEx with fp32 compute, NCCL collectives, CUDA streams and events.
- * Picks this rank's GPU from its local rank (one rank per GPU, exec/launch.h), makes the cuBLAS
- * handle, a compute stream, a collective stream and send/receive streams, and one NCCL
- * communicator for `world` and for each of the `n_groups` group communicators (stored in their
- * `device` field; the unique id is made on each group's first member and broadcast over the
- * group's MPI communicator). Collective over the world; call it once per process. Pipeline sends
- * and receives run on `world` (NCCL matches them per pair in issue order; tags are not used).
- * all_to_all_int exchanges host ints (routing counts the host needs) over MPI; every other buffer
- * is device memory. Returns NULL with the error recorded (ts_error_message, ts_error_status): no
- * GPU or fewer GPUs than local ranks (TS_ERR_INPUT), a CUDA/cuBLAS/NCCL failure
- * (TS_ERR_EXTERNAL), or, in builds without CUDA, TS_ERR_INPUT "built without CUDA (make CUDA=1)". */
+/* The CUDA backend (exec/backend_cuda.cu, built with make CUDA=1): device memory from the
+ * stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on the compute stream, never managed,
+ * never a device-wide synchronisation: that would wait for pipeline sends), cublasGemmEx with fp32
+ * compute, NCCL collectives, CUDA streams and events. Picks this rank's GPU from its local rank
+ * (one rank per GPU, exec/launch.h), makes the cuBLAS handle, a compute stream, a collective
+ * stream and send/receive streams, and one NCCL communicator for `world` and for each of the
+ * `n_groups` group communicators (stored in their `device` field; the unique id is made on each
+ * group's first member and broadcast over the group's MPI communicator). Collective over the
+ * world; call it once per process. Pipeline sends and receives run on `world` (NCCL matches them
+ * per pair in issue order; tags are not used). all_to_all_int exchanges host ints (routing counts
+ * the host needs) over MPI; every other buffer is device memory. Returns NULL with the error
+ * recorded (ts_error_message, ts_error_status): no GPU or fewer GPUs than local ranks
+ * (TS_ERR_INPUT), a CUDA/cuBLAS/NCCL failure (TS_ERR_EXTERNAL), or, in builds without CUDA,
+ * TS_ERR_INPUT "built without CUDA (make CUDA=1)". */
 const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *groups, int n_groups);
 /* Destroys what ts_backend_cuda made (NCCL communicators, streams, events, cuBLAS handle); call it
  * before the runtime frees the communicators. A no-op when nothing was made. */

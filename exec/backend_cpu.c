@@ -6,6 +6,7 @@
 
 #include "exec/backend.h"
 #include "exec/comm_mpi.h"
+#include "exec/kernel_table.h"
 #include "exec/runtime.h"
 
 static ts_status cpu_alloc(size_t bytes, void **out) {
@@ -128,7 +129,7 @@ static double cpu_now_s(void) {
 }
 
 const ts_backend *ts_backend_cpu(int threads) {
-    static const ts_backend cpu = {
+    static ts_backend cpu = {
         .name = "cpu",
         .alloc = cpu_alloc,
         .free = cpu_free,
@@ -145,6 +146,7 @@ const ts_backend *ts_backend_cpu(int threads) {
         .recv = cpu_recv,
         .now_s = cpu_now_s,
     };
+    cpu.kernels = ts_kernels_cpu(); /* not a constant expression, so not in the initialiser */
     openblas_set_num_threads(threads > 0 ? threads : 1);
     return &cpu;
 }

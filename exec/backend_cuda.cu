@@ -1,4 +1,5 @@
-/* The CUDA backend (see backend.h and backend_cuda.h): device memory from cudaMalloc, GEMMs on
+/* The CUDA backend (see backend.h and backend_cuda.h): device memory from the stream-ordered
+ * allocator (cudaMallocAsync / cudaFreeAsync on the compute stream), GEMMs on
  * cuBLAS (cublasGemmEx, fp32 compute), collectives and pipeline transfers on NCCL, timers on CUDA
  * events. One process drives one GPU, so the backend's state is one static struct.
  *
@@ -12,7 +13,11 @@
  * Transfers to a higher world rank run on one NCCL communicator of the world ("up") and those to
  * a lower rank on another ("down"), each with its own stream, so a stage that sends forward
  * while its neighbour sends backward never waits on itself: on each communicator the transfers
- * follow the stage order, which has no cycle. */
+ * follow the stage order, which has no cycle. Nothing but cuda_wait waits for a send: neither
+ * memory (cudaMalloc and cudaFree synchronise the whole device, so a free while a neighbour has
+ * not yet posted its receive would wait for that send, and the neighbour, sending to us before
+ * it receives, for ours: the hang NCCL's documentation warns of) nor the clock, which waits for
+ * the compute, collective and receive streams only (as MPI_Isend returns at once on the CPU). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,20 +57,19 @@ static struct {
 static ts_status cuda_alloc(size_t bytes, void **out) {
     ts_status res = TS_OK;
     *out = NULL;
-    TS_CUDA_GOTO(cudaMalloc(out, bytes ? bytes : 1), res, fail);
+    TS_CUDA_GOTO(cudaMallocAsync(out, bytes ? bytes : 1, g.compute), res, fail);
     TS_CUDA_GOTO(cudaMemsetAsync(*out, 0, bytes ? bytes : 1, g.compute), res, fail);
     return TS_OK;
 fail:
-    if (*out) cudaFree(*out);
+    if (*out) cudaFreeAsync(*out, g.compute);
     *out = NULL;
     return res;
 }
 
+/* The memory goes back in compute-stream order: after the kernels queued on it and after the
+ * collectives (the compute stream waits for each). Send buffers are freed after cuda_wait. */
 static void cuda_free(void *p) {
-    if (!p) return;
-    /* Work queued on p must finish before the memory goes back. */
-    cudaDeviceSynchronize();
-    cudaFree(p);
+    if (p) cudaFreeAsync(p, g.compute);
 }
 
 extern "C" ts_status ts_cuda_gemm(ts_dtype dtype, int ta, int tb, int M, int N, int K, float alpha,
@@ -313,10 +317,13 @@ fail:
     return res;
 }
 
-/* Wall clock after the GPU has drained every stream (the contract's "after everything issued"). */
+/* Wall clock after the compute, collective and receive streams have drained (outstanding sends
+ * complete at cuda_wait; see the top of this file). */
 static double cuda_now_s(void) {
     struct timespec t;
-    cudaDeviceSynchronize();
+    cudaStreamSynchronize(g.compute);
+    cudaStreamSynchronize(g.coll);
+    cudaStreamSynchronize(g.recv);
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
@@ -436,6 +443,7 @@ extern "C" const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *gro
     cuda.wait = cuda_wait;
     cuda.recv = cuda_recv;
     cuda.now_s = cuda_now_s;
+    cuda.kernels = ts_kernels_cuda();
     return &cuda;
 }
 

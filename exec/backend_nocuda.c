@@ -1,7 +1,9 @@
 /* The CUDA backend's entry points in builds without CUDA (make without CUDA=1): they fail with
- * "built without CUDA (make CUDA=1)", so callers need no #ifdef (see backend.h). In CUDA builds
- * exec/backend_cuda.cu defines them and this file compiles to nothing but a typedef. */
+ * "built without CUDA (make CUDA=1)" (the kernel table is NULL), so callers need no #ifdef (see
+ * backend.h, kernel_table.h). In CUDA builds exec/backend_cuda.cu and exec/kernel_table_cuda.cu
+ * define them and this file compiles to nothing but a typedef. */
 #include "exec/backend.h"
+#include "exec/kernel_table.h"
 
 #ifndef TS_CUDA
 
@@ -18,6 +20,8 @@ void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int n_groups) 
     (void)groups;
     (void)n_groups;
 }
+
+const ts_kernels *ts_kernels_cuda(void) { return NULL; }
 
 #else
 typedef int ts_backend_nocuda_empty_; /* ISO C: a translation unit is not empty */

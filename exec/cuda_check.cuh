@@ -20,6 +20,7 @@ extern "C" {
 #include "exec/backend.h"
 #include "exec/backend_cuda.h"
 #include "exec/comm_mpi.h"
+#include "exec/kernel_table.h"
 #include "exec/kernels_cuda.h"
 #include "exec/launch.h"
 }

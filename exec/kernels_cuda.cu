@@ -3,33 +3,12 @@
  * head). Plain kernels meant to be right and readable, the GPU twin of the CPU reference, not
  * tuned ones: element-wise ops use grid-stride loops, row ops one block per row with a
  * shared-memory tree reduction, attention one thread per (query, head) with an online softmax
- * (Milakov & Gimelshein 2018). Grids and blocks come from exec/launch.h. */
+ * (Milakov & Gimelshein 2018). Grids and blocks come from exec/launch.h through the launch macros
+ * of kernels_cuda_common.cuh. The embedding and cross-entropy are in kernels_cuda_vocab.cu, the
+ * MoE routing, dispatch and combine in kernels_cuda_moe.cu. */
 #include <math.h>
 
-#include "exec/cuda_check.cuh"
-
-#define ELEMENT_BLOCK 256
-#define ELEMENT_MAX_GRID 65535u
-#define ROW_MAX_BLOCK 1024
-
-static cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_compute_stream(); }
-
-#define GRID_STRIDE(i, n)                                                                          \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
-         i += (size_t)gridDim.x * blockDim.x)
-
-/* Sums v over the block into sh[0] (blockDim.x a power of two, sh of blockDim.x doubles). */
-__device__ static double block_sum(double v, double *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
+#include "exec/kernels_cuda_common.cuh"
 
 /* ---- element-wise ------------------------------------------------------------------------------ */
 
@@ -80,16 +59,6 @@ __global__ static void adamw_kernel(float *param, float *m, float *v, const floa
         param[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * param[i]);
     }
 }
-
-/* Launches an element-wise kernel over n items on the compute stream (nothing for n == 0). */
-#define LAUNCH_1D(kernel, n, ...)                                                                  \
-    do {                                                                                           \
-        ts_launch l_;                                                                              \
-        TS_CHECK(ts_launch_1d((n), ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l_));                         \
-        if (l_.grid == 0) return TS_OK;                                                            \
-        kernel<<<l_.grid, l_.block, 0, stream()>>>(__VA_ARGS__);                                   \
-        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
-    } while (0)
 
 extern "C" ts_status ts_cuda_add(float *out, const float *a, const float *b, size_t n) {
     ts_status res = TS_OK;
@@ -203,21 +172,6 @@ __global__ static void layernorm_bwd_kernel(float *dx, float *dw, float *db, con
         atomicAdd(&db[c], d);
     }
 }
-
-static ts_status rows_check(const char *what, int T, int C) {
-    if (T < 0 || C < 0) return TS_FAIL(TS_ERR_INPUT, "cuda %s: T=%d C=%d, expected both >= 0", what, T, C);
-    return TS_OK;
-}
-
-/* Launches a row kernel, one block per row, with a double per thread of shared memory. */
-#define LAUNCH_ROWS(kernel, T, C, ...)                                                             \
-    do {                                                                                           \
-        ts_launch l_;                                                                              \
-        TS_CHECK(ts_launch_rows((T), (C), ROW_MAX_BLOCK, &l_));                                    \
-        if (l_.grid == 0) return TS_OK;                                                            \
-        kernel<<<l_.grid, l_.block, ts_launch_smem(&l_, sizeof(double)), stream()>>>(__VA_ARGS__); \
-        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
-    } while (0)
 
 extern "C" ts_status ts_cuda_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int T, int C,
                                          float eps) {

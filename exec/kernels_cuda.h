@@ -5,7 +5,9 @@
  * q_pos and k_pos. Each call launches on the backend's compute stream (backend_cuda.h), checks the
  * launch and returns without waiting. Grids come from exec/launch.h.
  *
- * Defined in exec/kernels_cuda.cu, so only in CUDA builds (make CUDA=1); tests/test_cuda.c diffs
+ * Defined in exec/kernels_cuda.cu (element-wise, norms, rotary, attention, AdamW),
+ * exec/kernels_cuda_vocab.cu (embedding, cross-entropy) and exec/kernels_cuda_moe.cu (routing,
+ * dispatch, combine), so only in CUDA builds (make CUDA=1); tests/test_cuda.c diffs
  * each against the CPU kernel (skipped where no GPU exists). GELU and LayerNorm have no CPU
  * kernel in kernels.h (the trainer's models use SwiGLU and RMSNorm); their references are in the
  * test. */
@@ -56,6 +58,44 @@ ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const fl
 ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out, const float *lse,
                                 const ts_attn_shape *s);
+
+/* ---- Vocab-parallel embedding and cross-entropy (kernels_cuda_vocab.cu) ---- */
+
+/* As ts_embedding_fwd / ts_embedding_bwd (tokens device memory). The backward runs one thread per
+ * column over the tokens in order, as the CPU loop adds them, so repeated tokens sum in the same
+ * order (no atomics, deterministic). */
+ts_status ts_cuda_embedding_fwd(float *out, const int *tokens, const float *wte, int v0, int Vs, int T,
+                                int C);
+ts_status ts_cuda_embedding_bwd(float *dwte, const float *dout, const int *tokens, int v0, int Vs, int T,
+                                int C);
+
+/* As ts_ce_max, ts_ce_sums (the sum of exponentials in double, as on the CPU), ts_ce_loss and
+ * ts_ce_bwd (dlogits overwritten, may be logits). One block per row for the reductions. */
+ts_status ts_cuda_ce_max(float *max, const float *logits, int T, int Vs);
+ts_status ts_cuda_ce_sums(float *sumexp, float *target_logit, const float *logits, const float *max,
+                          const int *targets, int v0, int T, int Vs);
+ts_status ts_cuda_ce_loss(float *loss, const float *max, const float *sumexp, const float *target_logit,
+                          int T);
+ts_status ts_cuda_ce_bwd(float *dlogits, const float *logits, const float *max, const float *sumexp,
+                         const int *targets, int v0, int T, int Vs, float dloss);
+
+/* ---- Mixture of experts (kernels_cuda_moe.cu) ---- */
+
+/* As ts_router_fwd / ts_router_bwd: one thread per token. */
+ts_status ts_cuda_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
+                             int K);
+ts_status ts_cuda_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
+                             int T, int E, int K);
+/* As ts_moe_gather_fwd / ts_moe_gather_bwd; the backward, like the embedding's, one thread per
+ * column over the slots in order. */
+ts_status ts_cuda_moe_gather_fwd(float *xe, const float *x, const int *slot_token, int n_slots, int C);
+ts_status ts_cuda_moe_gather_bwd(float *dx, const float *dxe, const int *slot_token, int n_slots, int C);
+/* As ts_moe_combine_fwd / ts_moe_combine_bwd (each slot belongs to one assignment, so dye needs
+ * no atomics; dweight one thread per assignment). */
+ts_status ts_cuda_moe_combine_fwd(float *out, const float *ye, const float *weight, const int *slot, int T,
+                                  int K, int C);
+ts_status ts_cuda_moe_combine_bwd(float *dye, float *dweight, const float *dout, const float *ye,
+                                  const float *weight, const int *slot, int T, int K, int C);
 
 /* As ts_adamw. */
 ts_status ts_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,

@@ -94,12 +94,7 @@ ts_status ts_device_runnable(ts_device d) {
     if (count == 0 && why[0])
         return TS_FAIL(TS_ERR_INPUT, "--device cuda: no CUDA GPU found (%s)", why);
     TS_CHECK(ts_local_rank(&local));
-    TS_CHECK(ts_cuda_pick_device(local, count, &device));
-    return TS_FAIL(TS_ERR_INPUT,
-                   "--device cuda: the CUDA backend (exec/backend_cuda.cu: cuBLAS, NCCL, streams) and "
-                   "kernels (exec/kernels_cuda.cu) are built, but the trainer (exec/trainer.c) still "
-                   "calls the CPU kernels on host buffers; training on GPUs needs a kernel-dispatch "
-                   "table in the trainer, not wired yet");
+    return ts_cuda_pick_device(local, count, &device);
 #else
     return TS_FAIL(TS_ERR_INPUT, "--device cuda: built without CUDA (make CUDA=1)");
 #endif

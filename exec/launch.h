@@ -63,10 +63,10 @@ ts_status ts_device_parse(const char *name, ts_device *out);
 /* 1 when this build has the CUDA backend (make CUDA=1), else 0. */
 int ts_cuda_built(void);
 
-/* Whether `tessera run` can train on `d` here. CPU: always. CUDA: TS_ERR_INPUT with "built
- * without CUDA (make CUDA=1)" in CPU builds; in CUDA builds "no CUDA GPU found (...)" or too few
- * GPUs for this local rank (cudaGetDeviceCount), and otherwise a message saying which part of the
- * GPU path is not wired into the trainer yet. */
+/* Whether `tessera run` can train on `d` here. CPU: always. CUDA: in CUDA builds when this
+ * process's local rank has a GPU of its own (cudaGetDeviceCount); otherwise TS_ERR_INPUT with
+ * "built without CUDA (make CUDA=1)" in CPU builds, "no CUDA GPU found (...)" or too few GPUs for
+ * the local rank (ts_cuda_pick_device's message). */
 ts_status ts_device_runnable(ts_device d);
 
 /* This process's rank among the ranks of its node, from the launcher's environment

@@ -187,6 +187,48 @@ static void segment_free(const ts_trainer *t, tr_segment *s) {
     t->be->free(s->adam_v);
 }
 
+/* Initial values are written on the host from the full layout, then copied into the segments'
+ * backend memory (ZeRO-3: each member its shard only; a segment alone in its group, zero forced
+ * to 0, keeps its parameters whole). */
+static ts_status init_layer(ts_trainer *t, int j) {
+    ts_status res = TS_OK;
+    int g = t->global_of[j];
+    tr_segment *sh = &t->seg[2 * j], *ex = &t->seg[2 * j + 1];
+    float *full_sh = calloc(sh->part * sh->members + 1, sizeof(float));
+    float *full_ex = calloc(ex->part * ex->members + 1, sizeof(float));
+    if (!full_sh || !full_ex) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory initialising layer %d", g);
+        goto exit;
+    }
+    map_layer(t, g, layer_views(t, g, full_sh, full_ex), 1, 1, init_element, &t->opts.seed);
+    tr_segment *both[2] = {sh, ex};
+    float *full[2] = {full_sh, full_ex};
+    for (int k = 0; k < 2; k++) {
+        tr_segment *s = both[k];
+        if (s->n == 0) continue;
+        if (s->zero >= 3)
+            TS_CHECK_GOTO(t->k->to_device(s->param_shard, full[k] + s->index * s->part, s->part * sizeof(float)),
+                          res, exit);
+        else
+            TS_CHECK_GOTO(t->k->to_device(s->param, full[k], s->n * sizeof(float)), res, exit);
+    }
+exit:
+    free(full_sh);
+    free(full_ex);
+    return res;
+}
+
+/* The embedding (head = 0) or the head segment (ZeRO-1 at most: parameters whole). */
+static ts_status init_edge(ts_trainer *t, tr_segment *s, int head) {
+    float *host = calloc(s->n, sizeof(float));
+    if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory initialising the %s", head ? "head" : "embedding");
+    if (head) map_head(t, host, init_element, &t->opts.seed);
+    else map_vocab_rows(t, host, TS_REF_EMBED, init_element, &t->opts.seed);
+    ts_status st = t->k->to_device(s->param, host, s->n * sizeof(float));
+    free(host);
+    return st;
+}
+
 /* ---- Set-up ------------------------------------------------------------------------------ */
 
 static ts_status check_supported(const ts_problem *pb, const ts_layout *l) {
@@ -248,6 +290,22 @@ static ts_status init_data(ts_trainer *t) {
             memcpy(t->pos + (size_t)mb * t->T + (size_t)b * t->Ts, t->kv_pos + (size_t)t->cp_i * t->Ts,
                    (size_t)t->Ts * sizeof *one);
     free(one);
+    /* What the kernels read, in backend memory: positions once, tokens per step (load_batch). */
+    const ts_backend *be = t->be;
+    size_t kvn = (size_t)t->cp * t->Ts, TK = (size_t)t->T * (t->K > 0 ? t->K : 1);
+    TS_CHECK(be->alloc(mT * sizeof(int), (void **)&t->dev_inputs));
+    TS_CHECK(be->alloc(mT * sizeof(int), (void **)&t->dev_targets));
+    TS_CHECK(be->alloc(mT * sizeof(int), (void **)&t->dev_pos));
+    TS_CHECK(be->alloc(kvn * sizeof(int), (void **)&t->dev_kv_pos));
+    TS_CHECK(be->alloc(sizeof(float), (void **)&t->loss_buf));
+    TS_CHECK(t->k->to_device(t->dev_pos, t->pos, mT * sizeof(int)));
+    TS_CHECK(t->k->to_device(t->dev_kv_pos, t->kv_pos, kvn * sizeof(int)));
+    t->host_expert = malloc(TK * sizeof(int));
+    t->host_slot = malloc(TK * sizeof(int));
+    t->host_slot_token = malloc(TK * sizeof(int));
+    t->host_loss = malloc((size_t)t->T * sizeof(float) + 1);
+    if (!t->host_expert || !t->host_slot || !t->host_slot_token || !t->host_loss)
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for the host's routing and loss buffers");
     return TS_OK;
 }
 
@@ -273,7 +331,9 @@ static ts_status load_batch(ts_trainer *t, int step) {
                 t->targets[k] = row[p + 1];
             }
         }
-    return TS_OK;
+    size_t bytes = (size_t)t->m_mb * t->T * sizeof(int);
+    TS_CHECK(t->k->to_device(t->dev_inputs, t->inputs, bytes));
+    return t->k->to_device(t->dev_targets, t->targets, bytes);
 }
 
 static ts_status alloc_scratch(ts_trainer *t) {
@@ -307,7 +367,7 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     ts_trainer *t = calloc(1, sizeof *t);
     TS_ALLOC_GOTO(t, res, fail);
     const ts_model *m = &pb->model;
-    *t = (ts_trainer){.pb = pb, .prog = prog, .rt = rt, .be = be, .opts = *opts, .m = m, .l = l};
+    *t = (ts_trainer){.pb = pb, .prog = prog, .rt = rt, .be = be, .k = be->kernels, .opts = *opts, .m = m, .l = l};
     t->stage = rt->coords.pp;
     t->tp_i = rt->coords.tp;
     t->cp_i = rt->coords.cp;
@@ -396,37 +456,9 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
             if (ex->zero >= 2) ex->grad = t->grad_layer + sh->part * sh->members;
         }
     }
-    /* Initial values (ZeRO-3: each member initialises its shard only, from the full layout). */
-    for (int j = 0; j < t->n_local; j++) {
-        int g = t->global_of[j];
-        tr_segment *sh = &t->seg[2 * j], *ex = &t->seg[2 * j + 1];
-        if (zero < 3) {
-            map_layer(t, g, tr_layer_params(t, j), 1, 1, init_element, &t->opts.seed);
-            continue;
-        }
-        float *full_sh = calloc(sh->part * sh->members + 1, sizeof(float));
-        float *full_ex = calloc(ex->part * ex->members + 1, sizeof(float));
-        if (!full_sh || !full_ex) {
-            free(full_sh);
-            free(full_ex);
-            res = TS_FAIL(TS_ERR_NOMEM, "out of memory initialising layer %d", g);
-            goto fail;
-        }
-        map_layer(t, g, layer_views(t, g, full_sh, full_ex), 1, 1, init_element, &t->opts.seed);
-        /* A segment alone in its group (zero forced to 0) keeps its parameters whole. */
-        tr_segment *both[2] = {sh, ex};
-        float *full[2] = {full_sh, full_ex};
-        for (int k = 0; k < 2; k++) {
-            tr_segment *s = both[k];
-            if (s->n == 0) continue;
-            if (s->zero >= 3) memcpy(s->param_shard, full[k] + s->index * s->part, s->part * sizeof(float));
-            else memcpy(s->param, full[k], s->n * sizeof(float));
-        }
-        free(full_sh);
-        free(full_ex);
-    }
-    if (t->seg_embed >= 0) map_vocab_rows(t, t->seg[t->seg_embed].param, TS_REF_EMBED, init_element, &t->opts.seed);
-    if (t->seg_head >= 0) map_head(t, t->seg[t->seg_head].param, init_element, &t->opts.seed);
+    for (int j = 0; j < t->n_local; j++) TS_CHECK_GOTO(init_layer(t, j), res, fail);
+    if (t->seg_embed >= 0) TS_CHECK_GOTO(init_edge(t, &t->seg[t->seg_embed], 0), res, fail);
+    if (t->seg_head >= 0) TS_CHECK_GOTO(init_edge(t, &t->seg[t->seg_head], 1), res, fail);
 
     /* Chunk bounds, from the forward ops of the program. */
     int v = l->vpp;
@@ -470,7 +502,7 @@ void ts_trainer_free(ts_trainer *t) {
     for (int i = 0; t->seg && i < t->n_seg; i++) segment_free(t, &t->seg[i]);
     t->be->free(t->grad_layer);
     for (int j = 0; t->acts && j <= t->n_local; j++) {
-        for (int mb = 0; mb < t->m_mb && t->acts[j]; mb++) free(t->acts[j][mb]);
+        for (int mb = 0; mb < t->m_mb && t->acts[j]; mb++) tr_acts_release(t, j, mb);
         free(t->acts[j]);
     }
     free(t->acts);
@@ -481,13 +513,13 @@ void ts_trainer_free(ts_trainer *t) {
     free(t->ep_counts);
     free(t->a2a);
     for (int i = 0; i < t->n_wgrad; i++) {
-        for (int k = 0; k < t->wgrad[i].n; k++) free(t->wgrad[i].w[k].dout);
+        for (int k = 0; k < t->wgrad[i].n; k++) t->be->free(t->wgrad[i].w[k].dout);
         free(t->wgrad[i].w);
     }
     free(t->wgrad);
     for (int i = 0; i < t->n_sends; i++) {
         t->be->wait(t->sends[i]);
-        free(t->send_bufs[i]);
+        t->be->free(t->send_bufs[i]);
     }
     free(t->sends);
     free(t->send_bufs);
@@ -504,12 +536,20 @@ void ts_trainer_free(ts_trainer *t) {
     free(t->targets);
     free(t->pos);
     free(t->kv_pos);
+    int *dev_ints[] = {t->dev_inputs, t->dev_targets, t->dev_pos, t->dev_kv_pos};
+    for (size_t i = 0; i < sizeof dev_ints / sizeof dev_ints[0]; i++) t->be->free(dev_ints[i]);
+    t->be->free(t->loss_buf);
+    free(t->host_expert);
+    free(t->host_slot);
+    free(t->host_slot_token);
+    free(t->host_loss);
     free(t);
 }
 
 /* ---- Activations ------------------------------------------------------------------------- */
 
-/* One allocation per (layer, micro-batch), carved into the tensors the layer keeps. */
+/* One backend allocation per (layer, micro-batch), carved into the tensors the layer keeps; the
+ * MoE counts the host plans with follow the struct in host memory. */
 ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
     tr_acts **slot = &t->acts[local][mb];
     if (*slot) {
@@ -522,23 +562,27 @@ ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
     size_t K = (size_t)(moe ? t->K : 0), TK = T * K, ep = (size_t)t->l->ep;
     size_t F = moe ? (size_t)t->Fer : (size_t)t->Fr, R = moe ? TK * ep : T; /* rows an expert set can get */
     size_t kv = t->cp > 1 ? (size_t)t->mbs * t->cp * t->Ts * 2 * t->KVD : 0;
-    size_t floats, ints;
+    size_t floats, dev_ints = 0, host_ints = 0;
     if (head) {
         floats = Tl * C + T * C + Tl + T * t->Vr + 3 * T;
-        ints = 0;
     } else {
         floats = Tl * C + T * C + Tl + T * t->QKVr + kv + T * t->Qr + T * t->Hr + Tl * C + T * C + Tl +
                  3 * R * F + Tl * C;
-        ints = 0;
         if (moe) {
             floats += 2 * T * t->E + TK + 2 * TK * C + 2 * R * C;
-            ints = 3 * TK + (size_t)t->E + 1 + 2 * ep + ep * t->El;
+            dev_ints = 3 * TK;
+            host_ints = (size_t)t->E + 1 + 2 * ep + ep * t->El;
         }
     }
-    size_t bytes = sizeof(tr_acts) + floats * sizeof(float) + ints * sizeof(int) + 64;
-    tr_acts *a = calloc(1, bytes);
-    if (a == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for activations (%zu bytes)", bytes);
-    float *f = (float *)(a + 1);
+    size_t host_bytes = sizeof(tr_acts) + host_ints * sizeof(int), dev_bytes = (floats + dev_ints) * sizeof(float);
+    tr_acts *a = calloc(1, host_bytes);
+    if (a == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for activations (%zu bytes)", host_bytes);
+    ts_status st = t->be->alloc(dev_bytes, &a->dev);
+    if (st != TS_OK) {
+        free(a);
+        return st;
+    }
+    float *f = a->dev;
 #define TAKE(ptr, n) ((ptr) = f, f += (n))
     if (head) {
         TAKE(a->xf, Tl * C);
@@ -574,7 +618,8 @@ ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
             int *n = (int *)f;
             a->expert = n, n += TK;
             a->slot = n, n += TK;
-            a->slot_token = n, n += TK;
+            a->slot_token = n;
+            n = (int *)(a + 1);
             a->offset = n, n += t->E + 1;
             a->send_rows = n, n += ep;
             a->recv_rows = n, n += ep;
@@ -582,8 +627,8 @@ ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
         }
     }
 #undef TAKE
-    a->bytes = bytes;
-    tr_account(t, &t->live.activations, (double)bytes);
+    a->bytes = host_bytes + dev_bytes;
+    tr_account(t, &t->live.activations, (double)a->bytes);
     *slot = a;
     *out = a;
     return TS_OK;
@@ -595,6 +640,7 @@ void tr_acts_release(ts_trainer *t, int local, int mb) {
     tr_acts *a = t->acts[local][mb];
     if (a == NULL) return;
     t->live.activations -= (double)a->bytes;
+    t->be->free(a->dev);
     free(a);
     t->acts[local][mb] = NULL;
 }
@@ -616,9 +662,8 @@ static ts_status reduce_segment(ts_trainer *t, tr_segment *s) {
     if (s->zero == 0) return t->be->all_reduce(c, s->grad, s->grad, s->n);
     if (s->zero == 1) return t->be->reduce_scatter(c, s->grad, s->grad, s->part);
     TS_CHECK(t->be->reduce_scatter(c, s->grad, t->shard_tmp, s->part));
-    for (size_t i = 0; i < s->part; i++) s->grad_shard[i] += t->shard_tmp[i];
-    memset(s->grad, 0, s->part * (size_t)s->members * sizeof(float));
-    return TS_OK;
+    TS_CHECK(t->k->add(s->grad_shard, s->grad_shard, t->shard_tmp, s->part));
+    return t->k->zero(s->grad, s->part * (size_t)s->members * sizeof(float));
 }
 
 ts_status tr_grad_reduce(ts_trainer *t, const ts_op *op) {
@@ -702,16 +747,16 @@ ts_status tr_optimizer(ts_trainer *t) {
         int edge = i == t->seg_embed || i == t->seg_head;
         if (edge && t->l->zero >= 2) TS_CHECK(reduce_segment(t, s));
         if (s->zero == 0) {
-            ts_adamw(s->param, s->adam_m, s->adam_v, s->grad, s->n, o->lr, o->beta1, o->beta2, o->eps,
-                     o->weight_decay, t->step + 1);
+            TS_CHECK(t->k->adamw(s->param, s->adam_m, s->adam_v, s->grad, s->n, o->lr, o->beta1, o->beta2,
+                                 o->eps, o->weight_decay, t->step + 1));
             continue;
         }
         size_t start = (size_t)s->index * s->part;
         if (start >= s->n) continue;
         size_t n = s->n - start < s->part ? s->n - start : s->part;
         float *p = s->zero >= 3 ? s->param_shard : s->param + start;
-        ts_adamw(p, s->adam_m, s->adam_v, s->grad_shard, n, o->lr, o->beta1, o->beta2, o->eps,
-                 o->weight_decay, t->step + 1);
+        TS_CHECK(t->k->adamw(p, s->adam_m, s->adam_v, s->grad_shard, n, o->lr, o->beta1, o->beta2, o->eps,
+                             o->weight_decay, t->step + 1));
         /* Under ZeRO-3 no step-start gather brings the embedding and head back whole. */
         if (edge && t->l->zero >= 3) TS_CHECK(gather_segment(t, s));
     }
@@ -726,8 +771,8 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     for (int i = 0; i < t->n_seg; i++) {
         tr_segment *s = &t->seg[i];
         if (s->n == 0) continue;
-        if (s->owns_grad) memset(s->grad, 0, s->part * (size_t)s->members * sizeof(float));
-        if (s->grad_shard && s->grad_shard != s->grad) memset(s->grad_shard, 0, s->part * sizeof(float));
+        if (s->owns_grad) TS_CHECK(t->k->zero(s->grad, s->part * (size_t)s->members * sizeof(float)));
+        if (s->grad_shard && s->grad_shard != s->grad) TS_CHECK(t->k->zero(s->grad_shard, s->part * sizeof(float)));
     }
     for (int c = 0; c < t->l->vpp; c++) {
         t->reduce_hi[c] = t->chunk_hi[c];
@@ -751,13 +796,14 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     }
     for (int i = 0; i < t->n_sends; i++) {
         TS_CHECK(t->be->wait(t->sends[i]));
-        free(t->send_bufs[i]);
+        t->be->free(t->send_bufs[i]);
     }
     t->n_sends = 0;
-    float mine = (float)t->loss_sum, total = 0;
-    TS_CHECK(t->be->all_reduce(t->rt->world, &mine, &total, 1));
-    *loss = total;
-    return TS_OK;
+    /* The backend's collectives take its own memory: the loss goes through loss_buf. */
+    float mine = (float)t->loss_sum;
+    TS_CHECK(t->k->to_device(t->loss_buf, &mine, sizeof mine));
+    TS_CHECK(t->be->all_reduce(t->rt->world, t->loss_buf, t->loss_buf, 1));
+    return t->k->to_host(loss, t->loss_buf, sizeof *loss);
 }
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t) { return t->mem; }
@@ -812,38 +858,51 @@ ts_status ts_trainer_gather_params(ts_trainer *t, float *out) {
     size_t n;
     TS_CHECK(ts_trainer_param_count(t, &n));
     ts_status res = TS_OK;
-    float *full = calloc(n, sizeof *full), *sum = calloc(n, sizeof *sum);
+    float *full = calloc(n, sizeof *full), *host = NULL, *gathered = NULL, *sum = NULL;
     assemble_ctx a = {t->m, full, t->tp_i};
-    if (!full || !sum) {
+    if (!full) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory assembling %zu parameters", n);
         goto exit;
     }
     for (int i = 0; i < t->n_seg; i++) {
         tr_segment *s = &t->seg[i];
         if (s->n == 0) continue;
+        size_t len = s->part * s->members;
         float *whole = s->param;
         if (s->zero >= 3) {
-            TS_CHECK_GOTO(t->be->alloc(s->part * s->members * sizeof(float), (void **)&whole), res, exit);
-            TS_CHECK_GOTO(t->be->all_gather(t->rt->comm[s->group], s->param_shard, whole, s->part), res, exit);
+            TS_CHECK_GOTO(t->be->alloc(len * sizeof(float), (void **)&gathered), res, exit);
+            TS_CHECK_GOTO(t->be->all_gather(t->rt->comm[s->group], s->param_shard, gathered, s->part), res, exit);
+            whole = gathered;
         } else {
             TS_CHECK_GOTO(gather_segment(t, s), res, exit);
         }
-        /* One member of each data-parallel group contributes. */
+        /* One member of each data-parallel group contributes, from a host copy. */
         if (s->index == 0) {
-            if (i == t->seg_embed) map_vocab_rows(t, whole, TS_REF_EMBED, assemble_element, &a);
-            else if (i == t->seg_head) map_head(t, whole, assemble_element, &a);
+            host = malloc(len * sizeof *host);
+            TS_ALLOC_GOTO(host, res, exit);
+            TS_CHECK_GOTO(t->k->to_host(host, whole, len * sizeof *host), res, exit);
+            if (i == t->seg_embed) map_vocab_rows(t, host, TS_REF_EMBED, assemble_element, &a);
+            else if (i == t->seg_head) map_head(t, host, assemble_element, &a);
             else {
                 int j = i / 2, g = t->global_of[j];
-                tr_layer v = i % 2 ? layer_views(t, g, NULL, whole) : layer_views(t, g, whole, NULL);
+                tr_layer v = i % 2 ? layer_views(t, g, NULL, host) : layer_views(t, g, host, NULL);
                 map_layer(t, g, v, i % 2 == 0, i % 2 == 1, assemble_element, &a);
             }
+            free(host);
+            host = NULL;
         }
-        if (s->zero >= 3) t->be->free(whole);
+        t->be->free(gathered);
+        gathered = NULL;
     }
-    TS_CHECK_GOTO(t->be->all_reduce(t->rt->world, full, sum, n), res, exit);
-    if (out) memcpy(out, sum, n * sizeof *out);
+    /* Summed over the ranks in backend memory: the backend's collectives take no host buffers. */
+    TS_CHECK_GOTO(t->be->alloc(n * sizeof *sum, (void **)&sum), res, exit);
+    TS_CHECK_GOTO(t->k->to_device(sum, full, n * sizeof *sum), res, exit);
+    TS_CHECK_GOTO(t->be->all_reduce(t->rt->world, sum, sum, n), res, exit);
+    if (out) TS_CHECK_GOTO(t->k->to_host(out, sum, n * sizeof *out), res, exit);
 exit:
     free(full);
-    free(sum);
+    free(host);
+    t->be->free(gathered);
+    t->be->free(sum);
     return res;
 }

@@ -12,6 +12,9 @@
  * all-to-all-v); ZeRO-1/2/3 with optimizer states, gradients and parameters sharded over DP×CP
  * (experts over their DP group); recompute none / selective / full.
  *
+ * Tensors live in the backend's memory and every kernel runs through its kernel table
+ * (exec/kernel_table.h), so the same code trains on CPU ranks and on GPUs (one per rank).
+ *
  * Parameters are initialised from exec/reference.h's index-addressable generator, so every
  * layout starts from the one-rank model exactly; data is the reference's synthetic stream (or a
  * text file), each rank taking its replica's sequences and its CP chunks. Losses are means over

@@ -3,10 +3,19 @@
  *
  * Sizes: C hidden, T tokens of a micro-batch on this rank (mbs·seq/cp), Tl the rows held between
  * blocks (T/tp under SP, else T), Hr/KVr local query/kv heads, Qr = Hr·D, KVD = KVr·D,
- * QKVr = Qr + 2·KVD, Fr this rank's MLP slice (F/tp), El local experts with slices Fer. */
+ * QKVr = Qr + 2·KVD, Fr this rank's MLP slice (F/tp), El local experts with slices Fer.
+ *
+ * Memory. Tensors (parameters, gradients, optimizer states, activations, scratch, token ids and
+ * positions the kernels read) are the backend's memory (be->alloc: host on the CPU, device on a
+ * GPU), and only the kernel table (be->kernels) touches them. What the host decides with lives in
+ * host memory and is copied explicitly: the batch's tokens and positions (copied to the device per
+ * step), each token's loss, the router's choices (to plan the expert dispatch on the host) and
+ * the all-to-all counts. On the CPU those copies are memcpy, so results are those of the kernels
+ * called directly. */
 #ifndef TS_TRAINER_IMPL_H
 #define TS_TRAINER_IMPL_H
 
+#include "exec/kernel_table.h"
 #include "exec/kernels.h"
 #include "exec/reference.h"
 #include "exec/trainer.h"
@@ -39,9 +48,11 @@ typedef struct {
     float *adam_m, *adam_v; /* (part) under ZeRO >= 1, else (n) */
 } tr_segment;
 
-/* Activations of one layer (or the head) for one micro-batch, from forward to backward. */
+/* Activations of one layer (or the head) for one micro-batch, from forward to backward: the
+ * tensors in one device allocation `dev`, the MoE counts the host plans with after the struct. */
 typedef struct {
-    size_t bytes;             /* of this allocation */
+    size_t bytes;             /* of both allocations */
+    void *dev;
     float *x;                 /* (Tl, C) layer input */
     float *ln1, *rstd1;       /* (T, C), (Tl) */
     float *qkv;               /* (T, QKVr) after rotary */
@@ -53,12 +64,13 @@ typedef struct {
     float *out;               /* (Tl, C) */
     /* MoE */
     float *logits, *probs, *weight;          /* (T, E), (T, E), (T, K) */
-    int *expert, *slot, *slot_token, *offset; /* (T, K), (T, K), (T·K), (E + 1) */
+    int *expert, *slot, *slot_token; /* device: (T, K), (T, K), (T·K) */
+    int *offset;              /* host: (E + 1) */
     float *xe, *ye;           /* (T·K, C) rows in slot order (by expert), at the source */
     float *xr, *yr;           /* (rows, C) rows this rank's experts process, by local expert */
     int rows;
-    int *send_rows, *recv_rows; /* (ep) rows to / from each EP peer */
-    int *src_expert_rows;     /* (ep, El) rows each peer sent for each of our experts */
+    int *send_rows, *recv_rows; /* host: (ep) rows to / from each EP peer */
+    int *src_expert_rows;     /* host: (ep, El) rows each peer sent for each of our experts */
     /* head (last chunk) */
     float *xf;                /* (Tl, C) the final norm's input */
     float *lnf, *rstdf, *logits_v, *ce_max, *ce_sum, *ce_tgt; /* (T, C), (Tl), (T, Vr), (T)... */
@@ -67,7 +79,7 @@ typedef struct {
 /* A weight-gradient GEMM deferred to its WGRAD op: dw (OC, IC) += dout^T (OC, T) · in (T, IC). */
 typedef struct {
     float *dw;
-    float *dout; /* owned copy */
+    float *dout; /* owned copy (backend memory) */
     const float *in;
     int T, IC, OC;
 } tr_wgrad;
@@ -83,6 +95,7 @@ struct ts_trainer {
     const ts_program *prog;
     const ts_runtime *rt;
     const ts_backend *be;
+    const ts_kernels *k; /* be->kernels */
     ts_train_opts opts;
     const ts_model *m;
     const ts_layout *l;
@@ -123,16 +136,20 @@ struct ts_trainer {
     float *scratch;           /* (cp·Ts) attention */
     float *norm_grad;         /* (C) SP: a norm's weight gradient before its TP all-reduce */
 
-    int *tokens;                 /* (B, seq + 1) */
-    int *inputs, *targets, *pos; /* (m_mb, T) */
-    int *kv_pos;                 /* (cp·Ts) key positions of one sequence, CP member-major */
+    int *tokens;                 /* host (B, seq + 1) */
+    int *inputs, *targets, *pos; /* host (m_mb, T) */
+    int *kv_pos;                 /* host (cp·Ts) key positions of one sequence, CP member-major */
+    int *dev_inputs, *dev_targets, *dev_pos, *dev_kv_pos; /* their copies in backend memory */
+    int *host_expert, *host_slot, *host_slot_token;       /* host (T·K): ts_moe_plan's in and outs */
+    float *host_loss;            /* host (T) one micro-batch's per-token losses */
+    float *loss_buf;             /* (1) backend memory: the step's loss, all-reduced */
 
     int n_wgrad, cap_wgrad;
     tr_wgrad_entry *wgrad;
 
     int n_sends, cap_sends;
     ts_request **sends;
-    float **send_bufs;
+    float **send_bufs; /* backend memory, freed once the send completes */
 
     int *chunk_lo, *chunk_hi;      /* (vpp) global layers [lo, hi) of each local chunk */
     int *reduce_hi, *gather_lo;    /* (vpp) bucket bounds while walking a step's bucket ops */

@@ -1,7 +1,9 @@
 /* What each op of the step program computes on this rank (see trainer.h). The program says which
  * op comes when; these handlers say what it means for this rank's shard. Ops run in program
- * order on the CPU, so an op may leave its result where the next op of the same slot reads it:
- * `cur` carries the residual stream forward through a slot, `dcur` its gradient backward.
+ * order (on a GPU, queued in order on one compute stream), so an op may leave its result where
+ * the next op of the same slot reads it: `cur` carries the residual stream forward through a
+ * slot, `dcur` its gradient backward. Tensors are backend memory and every computation goes
+ * through the kernel table t->k (trainer_impl.h says what stays on the host).
  *
  * Tensor parallelism follows Megatron-LM: QKV and the MLP's gate/up are column-parallel (this
  * rank's heads and slice), the output projection and down projection row-parallel with an
@@ -9,7 +11,6 @@
  * embedding and LM head are vocab-parallel. Backward mirrors it: each block's input gradient is
  * all-reduced (reduce-scattered under SP) across TP. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "exec/trainer_impl.h"
 
@@ -17,9 +18,12 @@
 
 static ts_comm *comm(const ts_trainer *t, ts_group g) { return t->rt->comm[g]; }
 
-static void add_into(float *y, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+/* n floats from src to dst, both backend memory. */
+static ts_status copy_floats(const ts_trainer *t, float *dst, const float *src, size_t n) {
+    return t->k->copy(dst, src, n * sizeof(float));
 }
+
+static ts_status zero_floats(const ts_trainer *t, float *p, size_t n) { return t->k->zero(p, n * sizeof(float)); }
 
 static int rank_at_stage(const ts_trainer *t, int stage) {
     ts_coords c = t->rt->coords;
@@ -53,28 +57,35 @@ static ts_status stash_wgrad(ts_trainer *t, const ts_op *op, int part, float *dw
         e->cap = cap;
     }
     size_t n = (size_t)T * OC;
-    float *copy = malloc((n ? n : 1) * sizeof *copy);
-    if (copy == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for a deferred gradient");
-    memcpy(copy, dout, n * sizeof *copy);
+    float *copy = NULL;
+    TS_CHECK(t->be->alloc(n * sizeof *copy, (void **)&copy));
+    ts_status st = copy_floats(t, copy, dout, n);
+    if (st != TS_OK) {
+        t->be->free(copy);
+        return st;
+    }
     tr_account(t, &t->live.activations, (double)n * sizeof *copy);
     e->w[e->n++] = (tr_wgrad){dw, copy, in, T, IC, OC};
     return TS_OK;
 }
 
-static void run_wgrad(ts_trainer *t, int layer, int mb, int part) {
+static ts_status run_wgrad(ts_trainer *t, int layer, int mb, int part) {
+    ts_status res = TS_OK;
     for (int i = 0; i < t->n_wgrad; i++) {
         tr_wgrad_entry *e = &t->wgrad[i];
         if (e->layer != layer || e->mb != mb || e->part != part) continue;
+        /* Every copy is freed, even after a failed GEMM (the first error is kept). */
         for (int k = 0; k < e->n; k++) {
             tr_wgrad *w = &e->w[k];
-            ts_linear_bwd_weight(w->dw, w->dout, w->in, w->T, w->IC, w->OC);
+            if (res == TS_OK) res = t->k->linear_bwd_weight(w->dw, w->dout, w->in, w->T, w->IC, w->OC);
             t->live.activations -= (double)w->T * w->OC * sizeof(float);
-            free(w->dout);
+            t->be->free(w->dout);
         }
         free(e->w);
         t->wgrad[i] = t->wgrad[--t->n_wgrad];
-        return;
+        return res;
     }
+    return res;
 }
 
 /* ---- Shared steps ------------------------------------------------------------------------- */
@@ -83,15 +94,11 @@ static void run_wgrad(ts_trainer *t, int layer, int mb, int part) {
  * are all-reduced across TP before they are added. */
 static ts_status norm_bwd(ts_trainer *t, float *dx, float *dw, const float *dout, const float *x,
                           const float *w, const float *rstd) {
-    if (!t->l->sp) {
-        ts_rmsnorm_bwd(dx, dw, dout, x, w, rstd, t->Tl, t->C);
-        return TS_OK;
-    }
-    memset(t->norm_grad, 0, (size_t)t->C * sizeof(float));
-    ts_rmsnorm_bwd(dx, t->norm_grad, dout, x, w, rstd, t->Tl, t->C);
+    if (!t->l->sp) return t->k->rmsnorm_bwd(dx, dw, dout, x, w, rstd, t->Tl, t->C);
+    TS_CHECK(zero_floats(t, t->norm_grad, (size_t)t->C));
+    TS_CHECK(t->k->rmsnorm_bwd(dx, t->norm_grad, dout, x, w, rstd, t->Tl, t->C));
     TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->norm_grad, t->norm_grad, (size_t)t->C));
-    for (int c = 0; c < t->C; c++) dw[c] += t->norm_grad[c];
-    return TS_OK;
+    return t->k->add(dw, dw, t->norm_grad, (size_t)t->C);
 }
 
 /* The block's output partial sums (T, C) reduced across TP: all-reduce, or reduce-scatter to
@@ -128,7 +135,7 @@ static void expert_rows(const ts_trainer *t, const tr_acts *a, int el, int *star
 
 /* Between source-major (as all-to-all-v delivers: per peer, per expert) and expert-major (per
  * expert, per peer) row order; `to_expert` picks the direction. */
-static void reorder_rows(const ts_trainer *t, const tr_acts *a, const float *src, float *dst, int to_expert) {
+static ts_status reorder_rows(const ts_trainer *t, const tr_acts *a, const float *src, float *dst, int to_expert) {
     int ep = t->l->ep, El = t->El;
     size_t C = (size_t)t->C, peer_off = 0;
     for (int r = 0; r < ep; r++) {
@@ -141,11 +148,12 @@ static void reorder_rows(const ts_trainer *t, const tr_acts *a, const float *src
             for (int q = 0; q < r; q++) exp_off += (size_t)a->src_expert_rows[q * El + e];
             const float *from = to_expert ? src + (peer_off + within) * C : src + exp_off * C;
             float *to = to_expert ? dst + exp_off * C : dst + (peer_off + within) * C;
-            memcpy(to, from, (size_t)n * C * sizeof(float));
+            TS_CHECK(copy_floats(t, to, from, (size_t)n * C));
             within += (size_t)n;
         }
         peer_off += within;
     }
+    return TS_OK;
 }
 
 /* All-to-all-v of rows between EP peers: send_rows[r] rows to peer r, recv_rows[r] back. */
@@ -166,14 +174,14 @@ static void attn_shape_of(const ts_trainer *t, const tr_acts *a, int mb, int b, 
     size_t T0 = (size_t)b * t->Ts;
     *q = a->qkv + T0 * t->QKVr;
     *s = (ts_attn_shape){.Tq = t->Ts, .H = t->Hr, .KV = t->KVr, .D = t->D, .ldq = t->QKVr,
-                         .ldo = t->Qr, .q_pos = t->pos + (size_t)mb * t->T + T0};
+                         .ldo = t->Qr, .q_pos = t->dev_pos + (size_t)mb * t->T + T0};
     if (t->cp > 1) {
         size_t kv = 2 * (size_t)t->KVD;
         *k = a->kv_all + (size_t)b * t->cp * t->Ts * kv;
         *v = *k + t->KVD;
         s->Tk = t->cp * t->Ts;
         s->ldk = s->ldv = (int)kv;
-        s->k_pos = t->kv_pos;
+        s->k_pos = t->dev_kv_pos;
     } else {
         *k = *q + t->Qr;
         *v = *q + t->Qr + t->KVD;
@@ -185,7 +193,18 @@ static void attn_shape_of(const ts_trainer *t, const tr_acts *a, int mb, int b, 
 
 /* ---- Forward -------------------------------------------------------------------------------- */
 
+/* The router's choices go to the host, which plans the dispatch (ts_moe_plan: the counts size
+ * the EP all-to-alls) and sends the slots back for the gather and combine kernels. */
+static ts_status plan_experts(ts_trainer *t, tr_acts *a) {
+    size_t TK = (size_t)t->T * t->K;
+    TS_CHECK(t->k->to_host(t->host_expert, a->expert, TK * sizeof(int)));
+    ts_moe_plan(a->offset, t->host_slot_token, t->host_slot, t->host_expert, t->T, t->E, t->K);
+    TS_CHECK(t->k->to_device(a->slot_token, t->host_slot_token, TK * sizeof(int)));
+    return t->k->to_device(a->slot, t->host_slot, TK * sizeof(int));
+}
+
 static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a) {
+    const ts_kernels *k = t->k;
     tr_layer P = tr_layer_params(t, j);
     int fwd = op->phase == TS_PHASE_FWD, mb = op->mb;
     size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
@@ -193,69 +212,63 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
     float *rows;
     switch (op->part) {
     case TS_PART_NORM1:
-        if (fwd) memcpy(a->x, t->cur, Tl * C * sizeof(float));
-        ts_rmsnorm_fwd(t->l->sp ? t->rows : a->ln1, a->rstd1, a->x, P.attn_norm, t->Tl, t->C, EPS);
-        return TS_OK;
+        if (fwd) TS_CHECK(copy_floats(t, a->x, t->cur, Tl * C));
+        return k->rmsnorm_fwd(t->l->sp ? t->rows : a->ln1, a->rstd1, a->x, P.attn_norm, t->Tl, t->C, EPS);
     case TS_PART_SP_GATHER_ATTN:
         return t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->ln1, Tl * C);
     case TS_PART_QKV:
-        ts_linear_fwd(a->qkv, a->ln1, P.qkv, t->T, t->C, t->QKVr);
-        ts_rope_fwd(a->qkv, t->QKVr, t->pos + (size_t)mb * T, t->T, t->Hr + t->KVr, t->D, TS_REF_ROPE_THETA);
-        return TS_OK;
+        TS_CHECK(k->linear_fwd(a->qkv, a->ln1, P.qkv, t->T, t->C, t->QKVr));
+        return k->rope_fwd(a->qkv, t->QKVr, t->dev_pos + (size_t)mb * T, t->T, t->Hr + t->KVr, t->D,
+                           TS_REF_ROPE_THETA);
     case TS_PART_CP_RING: {
         size_t kv = 2 * (size_t)t->KVD, per = T * kv;
-        for (size_t r = 0; r < T; r++)
-            memcpy(t->kv_send + r * kv, a->qkv + r * t->QKVr + t->Qr, kv * sizeof(float));
+        TS_CHECK(k->copy_rows(t->kv_send, kv, a->qkv + t->Qr, (size_t)t->QKVr, T, kv));
         TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_CP), t->kv_send, t->kv_tmp, per));
         /* Member-major as gathered; per sequence, every member's chunks in member order. */
         size_t seg = (size_t)t->Ts * kv;
         for (int b = 0; b < t->mbs; b++)
             for (int r = 0; r < t->cp; r++)
-                memcpy(a->kv_all + ((size_t)b * t->cp + r) * seg, t->kv_tmp + (size_t)r * per + (size_t)b * seg,
-                       seg * sizeof(float));
+                TS_CHECK(copy_floats(t, a->kv_all + ((size_t)b * t->cp + r) * seg,
+                                     t->kv_tmp + (size_t)r * per + (size_t)b * seg, seg));
         return TS_OK;
     }
     case TS_PART_ATTN:
         for (int b = 0; b < t->mbs; b++) {
             ts_attn_shape s;
-            const float *q, *k, *v;
-            attn_shape_of(t, a, mb, b, &s, &q, &k, &v);
+            const float *q, *kk, *v;
+            attn_shape_of(t, a, mb, b, &s, &q, &kk, &v);
             size_t T0 = (size_t)b * t->Ts;
-            ts_attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, k, v, &s, t->scratch);
+            TS_CHECK(k->attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, kk, v, &s, t->scratch));
         }
         return TS_OK;
     case TS_PART_PROJ:
-        ts_linear_fwd(t->proj, a->att, P.attn_out, t->T, t->Qr, t->C);
-        if (t->l->tp == 1) add_into(a->mid, a->x, t->proj, Tl * C);
+        TS_CHECK(k->linear_fwd(t->proj, a->att, P.attn_out, t->T, t->Qr, t->C));
+        if (t->l->tp == 1) TS_CHECK(k->add(a->mid, a->x, t->proj, Tl * C));
         return TS_OK;
     case TS_PART_TP_ATTN:
         TS_CHECK(tp_close(t, t->proj, &rows));
-        add_into(a->mid, a->x, rows, Tl * C);
-        return TS_OK;
+        return k->add(a->mid, a->x, rows, Tl * C);
     case TS_PART_NORM2:
-        ts_rmsnorm_fwd(t->l->sp ? t->rows : a->ln2, a->rstd2, a->mid, P.mlp_norm, t->Tl, t->C, EPS);
-        return TS_OK;
+        return k->rmsnorm_fwd(t->l->sp ? t->rows : a->ln2, a->rstd2, a->mid, P.mlp_norm, t->Tl, t->C, EPS);
     case TS_PART_SP_GATHER_MLP:
         return t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->ln2, Tl * C);
     case TS_PART_FC1:
-        ts_linear_fwd(a->gate, a->ln2, P.gate, t->T, t->C, t->Fr);
-        ts_linear_fwd(a->up, a->ln2, P.up, t->T, t->C, t->Fr);
-        return TS_OK;
+        TS_CHECK(k->linear_fwd(a->gate, a->ln2, P.gate, t->T, t->C, t->Fr));
+        return k->linear_fwd(a->up, a->ln2, P.up, t->T, t->C, t->Fr);
     case TS_PART_ACT:
-        ts_swiglu_fwd(a->act, a->gate, a->up, (size_t)(moe ? a->rows : t->T) * (moe ? t->Fer : t->Fr));
-        return TS_OK;
+        return k->swiglu_fwd(a->act, a->gate, a->up, (size_t)(moe ? a->rows : t->T) * (moe ? t->Fer : t->Fr));
     case TS_PART_FC2:
-        ts_linear_fwd(t->proj, a->act, P.down, t->T, t->Fr, t->C);
+        TS_CHECK(k->linear_fwd(t->proj, a->act, P.down, t->T, t->Fr, t->C));
         break; /* block end below */
     case TS_PART_ROUTER: {
         int TK = t->T * t->K;
-        ts_linear_fwd(a->logits, a->ln2, P.router, t->T, t->C, t->E);
-        ts_router_fwd(a->probs, a->expert, a->weight, a->logits, t->T, t->E, t->K);
-        ts_moe_plan(a->offset, a->slot_token, a->slot, a->expert, t->T, t->E, t->K);
-        ts_moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, t->C);
+        TS_CHECK(k->linear_fwd(a->logits, a->ln2, P.router, t->T, t->C, t->E));
+        TS_CHECK(k->router_fwd(a->probs, a->expert, a->weight, a->logits, t->T, t->E, t->K));
+        TS_CHECK(plan_experts(t, a));
+        TS_CHECK(k->moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, t->C));
         if (t->l->ep == 1) {
             a->rows = TK;
-            memcpy(a->xr, a->xe, (size_t)TK * C * sizeof(float));
+            TS_CHECK(copy_floats(t, a->xr, a->xe, (size_t)TK * C));
         }
         return TS_OK;
     }
@@ -278,8 +291,7 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
             a->rows += a->recv_rows[r];
         }
         TS_CHECK(exchange_rows(t, a->xe, a->send_rows, t->dxr, a->recv_rows));
-        reorder_rows(t, a, t->dxr, a->xr, 1);
-        return TS_OK;
+        return reorder_rows(t, a, t->dxr, a->xr, 1);
     }
     case TS_PART_EXPERT_FC1:
         for (int e = 0; e < t->El; e++) {
@@ -287,8 +299,8 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
             expert_rows(t, a, e, &s, &n);
             if (n == 0) continue;
             size_t w = (size_t)e * t->Fer * C;
-            ts_linear_fwd(a->gate + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.gate + w, n, t->C, t->Fer);
-            ts_linear_fwd(a->up + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.up + w, n, t->C, t->Fer);
+            TS_CHECK(k->linear_fwd(a->gate + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.gate + w, n, t->C, t->Fer));
+            TS_CHECK(k->linear_fwd(a->up + (size_t)s * t->Fer, a->xr + (size_t)s * C, P.up + w, n, t->C, t->Fer));
         }
         return TS_OK;
     case TS_PART_EXPERT_FC2:
@@ -296,30 +308,30 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
             int s, n;
             expert_rows(t, a, e, &s, &n);
             if (n == 0) continue;
-            ts_linear_fwd(a->yr + (size_t)s * C, a->act + (size_t)s * t->Fer, P.down + (size_t)e * C * t->Fer,
-                          n, t->Fer, t->C);
+            TS_CHECK(k->linear_fwd(a->yr + (size_t)s * C, a->act + (size_t)s * t->Fer,
+                                   P.down + (size_t)e * C * t->Fer, n, t->Fer, t->C));
         }
         if (t->l->ep > 1) return TS_OK; /* COMBINE brings the rows back */
-        memcpy(a->ye, a->yr, (size_t)a->rows * C * sizeof(float));
-        ts_moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        TS_CHECK(copy_floats(t, a->ye, a->yr, (size_t)a->rows * C));
+        TS_CHECK(k->moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C));
         break;
     case TS_PART_COMBINE:
-        reorder_rows(t, a, a->yr, t->dxr, 0);
+        TS_CHECK(reorder_rows(t, a, a->yr, t->dxr, 0));
         TS_CHECK(exchange_rows(t, t->dxr, a->recv_rows, a->ye, a->send_rows));
-        ts_moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+        TS_CHECK(k->moe_combine_fwd(t->proj, a->ye, a->weight, a->slot, t->T, t->K, t->C));
         break;
     case TS_PART_TP_MLP:
         TS_CHECK(tp_close(t, t->proj, &rows));
-        add_into(a->out, a->mid, rows, Tl * C);
-        if (fwd) memcpy(t->cur, a->out, Tl * C * sizeof(float));
+        TS_CHECK(k->add(a->out, a->mid, rows, Tl * C));
+        if (fwd) TS_CHECK(copy_floats(t, t->cur, a->out, Tl * C));
         return TS_OK;
     default:
         return TS_FAIL(TS_ERR_INPUT, "the executor has no forward for part \"%s\"", ts_part_names[op->part]);
     }
     /* The MLP's last compute op: without TP nothing else closes the block. */
     if (t->l->tp == 1) {
-        add_into(a->out, a->mid, t->proj, Tl * C);
-        if (fwd) memcpy(t->cur, a->out, Tl * C * sizeof(float));
+        TS_CHECK(k->add(a->out, a->mid, t->proj, Tl * C));
+        if (fwd) TS_CHECK(copy_floats(t, t->cur, a->out, Tl * C));
     }
     return TS_OK;
 }
@@ -328,12 +340,12 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
 
 /* The attention block's end in backward: dcur = dmid + the norm's backward of dln. */
 static ts_status finish_attention(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, const float *dln_rows) {
-    memcpy(t->dcur, t->dmid, (size_t)t->Tl * t->C * sizeof(float));
+    TS_CHECK(copy_floats(t, t->dcur, t->dmid, (size_t)t->Tl * t->C));
     return norm_bwd(t, t->dcur, G.attn_norm, dln_rows, a->x, P.attn_norm, a->rstd1);
 }
 
 static ts_status finish_mlp(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, const float *dln_rows) {
-    memcpy(t->dcur, t->dmid, (size_t)t->Tl * t->C * sizeof(float));
+    TS_CHECK(copy_floats(t, t->dcur, t->dmid, (size_t)t->Tl * t->C));
     return norm_bwd(t, t->dcur, G.mlp_norm, dln_rows, a->mid, P.mlp_norm, a->rstd2);
 }
 
@@ -342,92 +354,90 @@ static ts_status finish_mlp(ts_trainer *t, tr_acts *a, tr_layer P, tr_layer G, c
  * outputs are partial sums over the F slices, so the weights' gradients are summed across TP. */
 static ts_status combine_bwd(ts_trainer *t, const tr_acts *a) {
     size_t TK = (size_t)t->T * t->K;
-    memset(t->dye, 0, TK * t->C * sizeof(float));
-    memset(t->dweight, 0, TK * sizeof(float));
-    ts_moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C);
+    TS_CHECK(zero_floats(t, t->dye, TK * t->C));
+    TS_CHECK(zero_floats(t, t->dweight, TK));
+    TS_CHECK(t->k->moe_combine_bwd(t->dye, t->dweight, t->dfull, a->ye, a->weight, a->slot, t->T, t->K, t->C));
     if (t->l->tp > 1) TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->dweight, t->dweight, TK));
     return TS_OK;
 }
 
 static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a) {
+    const ts_kernels *k = t->k;
     tr_layer P = tr_layer_params(t, j), G = tr_layer_grads(t, j);
     int mb = op->mb, moe = ts_model_layer_is_moe(t->m, op->layer);
     size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
     float *rows;
     switch (op->part) {
     case TS_PART_NORM2: /* the MLP block's backward starts: keep the residual's gradient */
-        memcpy(t->dmid, t->dcur, Tl * C * sizeof(float));
-        if (!t->l->sp) memcpy(t->dfull, t->dcur, T * C * sizeof(float));
+        TS_CHECK(copy_floats(t, t->dmid, t->dcur, Tl * C));
+        if (!t->l->sp) TS_CHECK(copy_floats(t, t->dfull, t->dcur, T * C));
         t->mlp_open = 1;
         return TS_OK;
     case TS_PART_SP_GATHER_MLP:
     case TS_PART_SP_GATHER_ATTN:
         return t->be->all_gather(comm(t, TS_GROUP_TP), t->dcur, t->dfull, Tl * C);
     case TS_PART_FC2:
-        memset(t->dact, 0, T * t->Fr * sizeof(float));
-        ts_linear_bwd_input(t->dact, t->dfull, P.down, t->T, t->Fr, t->C);
+        TS_CHECK(zero_floats(t, t->dact, T * t->Fr));
+        TS_CHECK(k->linear_bwd_input(t->dact, t->dfull, P.down, t->T, t->Fr, t->C));
         return stash_wgrad(t, op, TS_PART_FC2, G.down, t->dfull, a->act, t->T, t->Fr, t->C);
     case TS_PART_ACT: {
         size_t n = (size_t)(moe ? a->rows : t->T) * (moe ? t->Fer : t->Fr);
-        ts_swiglu_bwd(t->dgate, t->dup, t->dact, a->gate, a->up, n);
-        return TS_OK;
+        return k->swiglu_bwd(t->dgate, t->dup, t->dact, a->gate, a->up, n);
     }
     case TS_PART_FC1:
-        memset(t->dln, 0, T * C * sizeof(float));
-        ts_linear_bwd_input(t->dln, t->dgate, P.gate, t->T, t->C, t->Fr);
-        ts_linear_bwd_input(t->dln, t->dup, P.up, t->T, t->C, t->Fr);
+        TS_CHECK(zero_floats(t, t->dln, T * C));
+        TS_CHECK(k->linear_bwd_input(t->dln, t->dgate, P.gate, t->T, t->C, t->Fr));
+        TS_CHECK(k->linear_bwd_input(t->dln, t->dup, P.up, t->T, t->C, t->Fr));
         TS_CHECK(stash_wgrad(t, op, TS_PART_FC1, G.gate, t->dgate, a->ln2, t->T, t->C, t->Fr));
         return stash_wgrad(t, op, TS_PART_FC1, G.up, t->dup, a->ln2, t->T, t->C, t->Fr);
     case TS_PART_COMBINE: /* backward of the combine: the rows' gradients go to their experts */
         TS_CHECK(combine_bwd(t, a));
         TS_CHECK(exchange_rows(t, t->dye, a->send_rows, t->dxr, a->recv_rows));
-        reorder_rows(t, a, t->dxr, t->dyr, 1);
-        return TS_OK;
+        return reorder_rows(t, a, t->dxr, t->dyr, 1);
     case TS_PART_EXPERT_FC2:
-        memset(t->dln, 0, T * C * sizeof(float));
+        TS_CHECK(zero_floats(t, t->dln, T * C));
         if (t->l->ep == 1) {
             TS_CHECK(combine_bwd(t, a));
-            memcpy(t->dyr, t->dye, (size_t)a->rows * C * sizeof(float));
+            TS_CHECK(copy_floats(t, t->dyr, t->dye, (size_t)a->rows * C));
         }
-        memset(t->dact, 0, (size_t)a->rows * t->Fer * sizeof(float));
+        TS_CHECK(zero_floats(t, t->dact, (size_t)a->rows * t->Fer));
         for (int e = 0; e < t->El; e++) {
             int s, n;
             expert_rows(t, a, e, &s, &n);
             if (n == 0) continue;
             float *dw = G.down + (size_t)e * C * t->Fer;
-            ts_linear_bwd_input(t->dact + (size_t)s * t->Fer, t->dyr + (size_t)s * C, P.down + (size_t)e * C * t->Fer,
-                                n, t->Fer, t->C);
+            TS_CHECK(k->linear_bwd_input(t->dact + (size_t)s * t->Fer, t->dyr + (size_t)s * C,
+                                         P.down + (size_t)e * C * t->Fer, n, t->Fer, t->C));
             TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC2, dw, t->dyr + (size_t)s * C, a->act + (size_t)s * t->Fer,
                                  n, t->Fer, t->C));
         }
         return TS_OK;
     case TS_PART_EXPERT_FC1:
-        memset(t->dxr, 0, (size_t)a->rows * C * sizeof(float));
+        TS_CHECK(zero_floats(t, t->dxr, (size_t)a->rows * C));
         for (int e = 0; e < t->El; e++) {
             int s, n;
             expert_rows(t, a, e, &s, &n);
             if (n == 0) continue;
             size_t w = (size_t)e * t->Fer * C, r = (size_t)s;
-            ts_linear_bwd_input(t->dxr + r * C, t->dgate + r * t->Fer, P.gate + w, n, t->C, t->Fer);
-            ts_linear_bwd_input(t->dxr + r * C, t->dup + r * t->Fer, P.up + w, n, t->C, t->Fer);
+            TS_CHECK(k->linear_bwd_input(t->dxr + r * C, t->dgate + r * t->Fer, P.gate + w, n, t->C, t->Fer));
+            TS_CHECK(k->linear_bwd_input(t->dxr + r * C, t->dup + r * t->Fer, P.up + w, n, t->C, t->Fer));
             TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC1, G.gate + w, t->dgate + r * t->Fer, a->xr + r * C, n,
                                  t->C, t->Fer));
             TS_CHECK(stash_wgrad(t, op, TS_PART_EXPERT_FC1, G.up + w, t->dup + r * t->Fer, a->xr + r * C, n,
                                  t->C, t->Fer));
         }
-        if (t->l->ep == 1) ts_moe_gather_bwd(t->dln, t->dxr, a->slot_token, t->T * t->K, t->C);
+        if (t->l->ep == 1) TS_CHECK(k->moe_gather_bwd(t->dln, t->dxr, a->slot_token, t->T * t->K, t->C));
         return TS_OK;
     case TS_PART_DISPATCH: /* backward of the dispatch: the inputs' gradients come home */
-        reorder_rows(t, a, t->dxr, t->dyr, 0);
+        TS_CHECK(reorder_rows(t, a, t->dxr, t->dyr, 0));
         TS_CHECK(exchange_rows(t, t->dyr, a->recv_rows, t->dxe, a->send_rows));
-        ts_moe_gather_bwd(t->dln, t->dxe, a->slot_token, t->T * t->K, t->C);
-        return TS_OK;
+        return k->moe_gather_bwd(t->dln, t->dxe, a->slot_token, t->T * t->K, t->C);
     case TS_PART_ROUTER:
-        memset(t->dlogits_r, 0, T * t->E * sizeof(float));
-        ts_router_bwd(t->dlogits_r, t->dweight, a->probs, a->expert, t->T, t->E, t->K);
+        TS_CHECK(zero_floats(t, t->dlogits_r, T * t->E));
+        TS_CHECK(k->router_bwd(t->dlogits_r, t->dweight, a->probs, a->expert, t->T, t->E, t->K));
         /* The router is replicated across TP while dln holds TP partial sums: one rank adds its
          * (whole) contribution. */
-        if (t->tp_i == 0) ts_linear_bwd_input(t->dln, t->dlogits_r, P.router, t->T, t->C, t->E);
+        if (t->tp_i == 0) TS_CHECK(k->linear_bwd_input(t->dln, t->dlogits_r, P.router, t->T, t->C, t->E));
         return stash_wgrad(t, op, TS_PART_ROUTER, G.router, t->dlogits_r, a->ln2, t->T, t->C, t->E);
     case TS_PART_TP_MLP:
         TS_CHECK(tp_close(t, t->dln, &rows));
@@ -438,21 +448,21 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
             t->mlp_open = 0;
             TS_CHECK(finish_mlp(t, a, P, G, t->dln));
         }
-        memcpy(t->dmid, t->dcur, Tl * C * sizeof(float));
-        if (!t->l->sp) memcpy(t->dfull, t->dcur, T * C * sizeof(float));
+        TS_CHECK(copy_floats(t, t->dmid, t->dcur, Tl * C));
+        if (!t->l->sp) TS_CHECK(copy_floats(t, t->dfull, t->dcur, T * C));
         return TS_OK;
     case TS_PART_PROJ:
-        memset(t->datt, 0, T * t->Qr * sizeof(float));
-        ts_linear_bwd_input(t->datt, t->dfull, P.attn_out, t->T, t->Qr, t->C);
+        TS_CHECK(zero_floats(t, t->datt, T * t->Qr));
+        TS_CHECK(k->linear_bwd_input(t->datt, t->dfull, P.attn_out, t->T, t->Qr, t->C));
         return stash_wgrad(t, op, TS_PART_PROJ, G.attn_out, t->dfull, a->att, t->T, t->Qr, t->C);
     case TS_PART_ATTN: {
-        memset(t->dqkv, 0, T * t->QKVr * sizeof(float));
+        TS_CHECK(zero_floats(t, t->dqkv, T * t->QKVr));
         size_t kv = 2 * (size_t)t->KVD;
-        if (t->cp > 1) memset(t->dkv, 0, (size_t)t->mbs * t->cp * t->Ts * kv * sizeof(float));
+        if (t->cp > 1) TS_CHECK(zero_floats(t, t->dkv, (size_t)t->mbs * t->cp * t->Ts * kv));
         for (int b = 0; b < t->mbs; b++) {
             ts_attn_shape s;
-            const float *q, *k, *v;
-            attn_shape_of(t, a, mb, b, &s, &q, &k, &v);
+            const float *q, *kk, *v;
+            attn_shape_of(t, a, mb, b, &s, &q, &kk, &v);
             size_t T0 = (size_t)b * t->Ts;
             float *dq = t->dqkv + T0 * t->QKVr, *dk, *dv;
             if (t->cp > 1) {
@@ -462,29 +472,28 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
                 dk = dq + t->Qr;
                 dv = dq + t->Qr + t->KVD;
             }
-            ts_attention_bwd(dq, dk, dv, t->datt + T0 * t->Qr, q, k, v, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &s);
+            TS_CHECK(k->attention_bwd(dq, dk, dv, t->datt + T0 * t->Qr, q, kk, v, a->att + T0 * t->Qr,
+                                      a->lse + T0 * t->Hr, &s));
         }
         /* Rotary's backward on q (and k, when the keys are all local). */
-        ts_rope_bwd(t->dqkv, t->QKVr, t->pos + (size_t)mb * T, t->T, t->Hr + (t->cp > 1 ? 0 : t->KVr), t->D,
-                    TS_REF_ROPE_THETA);
-        return TS_OK;
+        return k->rope_bwd(t->dqkv, t->QKVr, t->dev_pos + (size_t)mb * T, t->T, t->Hr + (t->cp > 1 ? 0 : t->KVr),
+                           t->D, TS_REF_ROPE_THETA);
     }
     case TS_PART_CP_RING: {
         if (op->coll == TS_COLL_ALLGATHER) return TS_OK; /* keys and values were kept from forward */
         size_t kv = 2 * (size_t)t->KVD, per = T * kv, seg = (size_t)t->Ts * kv;
         for (int b = 0; b < t->mbs; b++)
             for (int r = 0; r < t->cp; r++)
-                memcpy(t->kv_tmp + (size_t)r * per + (size_t)b * seg, t->dkv + ((size_t)b * t->cp + r) * seg,
-                       seg * sizeof(float));
+                TS_CHECK(copy_floats(t, t->kv_tmp + (size_t)r * per + (size_t)b * seg,
+                                     t->dkv + ((size_t)b * t->cp + r) * seg, seg));
         TS_CHECK(t->be->reduce_scatter(comm(t, TS_GROUP_CP), t->kv_tmp, t->kv_send, per));
-        ts_rope_bwd(t->kv_send, (int)kv, t->pos + (size_t)mb * T, t->T, t->KVr, t->D, TS_REF_ROPE_THETA);
-        for (size_t r = 0; r < T; r++)
-            memcpy(t->dqkv + r * t->QKVr + t->Qr, t->kv_send + r * kv, kv * sizeof(float));
-        return TS_OK;
+        TS_CHECK(k->rope_bwd(t->kv_send, (int)kv, t->dev_pos + (size_t)mb * T, t->T, t->KVr, t->D,
+                             TS_REF_ROPE_THETA));
+        return k->copy_rows(t->dqkv + t->Qr, (size_t)t->QKVr, t->kv_send, kv, T, kv);
     }
     case TS_PART_QKV:
-        memset(t->dln, 0, T * C * sizeof(float));
-        ts_linear_bwd_input(t->dln, t->dqkv, P.qkv, t->T, t->C, t->QKVr);
+        TS_CHECK(zero_floats(t, t->dln, T * C));
+        TS_CHECK(k->linear_bwd_input(t->dln, t->dqkv, P.qkv, t->T, t->C, t->QKVr));
         TS_CHECK(stash_wgrad(t, op, TS_PART_QKV, G.qkv, t->dqkv, a->ln1, t->T, t->C, t->QKVr));
         if (t->l->tp == 1) return finish_attention(t, a, P, G, t->dln);
         return TS_OK;
@@ -499,50 +508,48 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
 /* ---- Edges: embedding, head and loss, pipeline transfers ------------------------------------ */
 
 static ts_status edge_op(ts_trainer *t, const ts_op *op) {
+    const ts_kernels *k = t->k;
     size_t T = (size_t)t->T, Tl = (size_t)t->Tl, C = (size_t)t->C;
     int mb = op->mb, bwd = op->phase != TS_PHASE_FWD;
-    const int *inputs = t->inputs + (size_t)mb * T, *targets = t->targets + (size_t)mb * T;
+    const int *inputs = t->dev_inputs + (size_t)mb * T, *targets = t->dev_targets + (size_t)mb * T;
     tr_segment *emb = t->seg_embed >= 0 ? &t->seg[t->seg_embed] : NULL;
     tr_segment *head = t->seg_head >= 0 ? &t->seg[t->seg_head] : NULL;
     float *rows;
     switch (op->part) {
     case TS_PART_EMBED:
         if (!bwd) {
-            ts_embedding_fwd(t->proj, inputs, emb->param, t->v0, t->Vr, t->T, t->C);
-            if (t->l->tp == 1) memcpy(t->cur, t->proj, T * C * sizeof(float));
+            TS_CHECK(k->embedding_fwd(t->proj, inputs, emb->param, t->v0, t->Vr, t->T, t->C));
+            if (t->l->tp == 1) TS_CHECK(copy_floats(t, t->cur, t->proj, T * C));
             return TS_OK;
         }
         if (t->l->sp) TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_TP), t->dcur, t->dfull, Tl * C));
-        ts_embedding_bwd(emb->grad, t->l->sp ? t->dfull : t->dcur, inputs, t->v0, t->Vr, t->T, t->C);
-        return TS_OK;
+        return k->embedding_bwd(emb->grad, t->l->sp ? t->dfull : t->dcur, inputs, t->v0, t->Vr, t->T, t->C);
     case TS_PART_TP_EMBED:
         TS_CHECK(tp_close(t, t->proj, &rows));
-        memcpy(t->cur, rows, Tl * C * sizeof(float));
-        return TS_OK;
+        return copy_floats(t, t->cur, rows, Tl * C);
     case TS_PART_HEAD: {
         tr_acts *a;
         TS_CHECK(tr_acts_get(t, t->n_local, mb, &a));
         const float *lm_head = t->m->tied_embeddings ? emb->param : head->param + t->C;
         float *dlm_head = t->m->tied_embeddings ? emb->grad : head->grad + t->C;
         if (op->phase == TS_PHASE_WGRAD) {
-            run_wgrad(t, -1, mb, TS_PART_HEAD);
+            ts_status st = run_wgrad(t, -1, mb, TS_PART_HEAD);
             tr_acts_release(t, t->n_local, mb);
-            return TS_OK;
+            return st;
         }
         if (!bwd) {
-            memcpy(a->xf, t->cur, Tl * C * sizeof(float));
-            ts_rmsnorm_fwd(t->l->sp ? t->rows : a->lnf, a->rstdf, a->xf, head->param, t->Tl, t->C, EPS);
+            TS_CHECK(copy_floats(t, a->xf, t->cur, Tl * C));
+            TS_CHECK(k->rmsnorm_fwd(t->l->sp ? t->rows : a->lnf, a->rstdf, a->xf, head->param, t->Tl, t->C, EPS));
             if (t->l->sp) TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_TP), t->rows, a->lnf, Tl * C));
-            ts_linear_fwd(a->logits_v, a->lnf, lm_head, t->T, t->C, t->Vr);
-            return TS_OK;
+            return k->linear_fwd(a->logits_v, a->lnf, lm_head, t->T, t->C, t->Vr);
         }
-        memset(t->dln, 0, T * C * sizeof(float));
-        ts_linear_bwd_input(t->dln, t->dlogits, lm_head, t->T, t->C, t->Vr);
+        TS_CHECK(zero_floats(t, t->dln, T * C));
+        TS_CHECK(k->linear_bwd_input(t->dln, t->dlogits, lm_head, t->T, t->C, t->Vr));
         ts_op at = *op;
         at.layer = -1;
         TS_CHECK(stash_wgrad(t, &at, TS_PART_HEAD, dlm_head, t->dlogits, a->lnf, t->T, t->C, t->Vr));
         if (t->l->tp > 1) TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), t->dln, t->dln, T * C));
-        memset(t->dcur, 0, Tl * C * sizeof(float));
+        TS_CHECK(zero_floats(t, t->dcur, Tl * C));
         const float *dl = t->l->sp ? t->dln + (size_t)t->tp_i * Tl * C : t->dln;
         return norm_bwd(t, t->dcur, head->grad, dl, a->xf, head->param, a->rstdf);
     }
@@ -551,20 +558,20 @@ static ts_status edge_op(ts_trainer *t, const ts_op *op) {
         TS_CHECK(tr_acts_get(t, t->n_local, mb, &a));
         if (bwd) {
             float dloss = 1.0f / (float)((double)t->B * t->seq);
-            ts_ce_bwd(t->dlogits, a->logits_v, a->ce_max, a->ce_sum, targets, t->v0, t->T, t->Vr, dloss);
-            return TS_OK;
+            return k->ce_bwd(t->dlogits, a->logits_v, a->ce_max, a->ce_sum, targets, t->v0, t->T, t->Vr, dloss);
         }
-        ts_ce_max(a->ce_max, a->logits_v, t->T, t->Vr);
+        TS_CHECK(k->ce_max(a->ce_max, a->logits_v, t->T, t->Vr));
         if (t->l->tp > 1) TS_CHECK(t->be->all_reduce_max(comm(t, TS_GROUP_TP), a->ce_max, a->ce_max, T));
-        ts_ce_sums(a->ce_sum, a->ce_tgt, a->logits_v, a->ce_max, targets, t->v0, t->T, t->Vr);
+        TS_CHECK(k->ce_sums(a->ce_sum, a->ce_tgt, a->logits_v, a->ce_max, targets, t->v0, t->T, t->Vr));
         if (t->l->tp > 1) {
             TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), a->ce_sum, a->ce_sum, T));
             TS_CHECK(t->be->all_reduce(comm(t, TS_GROUP_TP), a->ce_tgt, a->ce_tgt, T));
         }
-        ts_ce_loss(t->scratch, a->ce_max, a->ce_sum, a->ce_tgt, t->T);
-        if (t->tp_i == 0) {
+        TS_CHECK(k->ce_loss(t->scratch, a->ce_max, a->ce_sum, a->ce_tgt, t->T));
+        if (t->tp_i == 0) { /* the per-token losses to the host, summed there */
+            TS_CHECK(k->to_host(t->host_loss, t->scratch, T * sizeof(float)));
             double s = 0;
-            for (size_t i = 0; i < T; i++) s += t->scratch[i];
+            for (size_t i = 0; i < T; i++) s += t->host_loss[i];
             t->loss_sum += s / ((double)t->B * t->seq);
         }
         return TS_OK;
@@ -584,12 +591,13 @@ static ts_status edge_op(ts_trainer *t, const ts_op *op) {
             if (!r || !b) return TS_FAIL(TS_ERR_NOMEM, "out of memory for pipeline sends");
             t->cap_sends = cap;
         }
-        float *copy = malloc(Tl * C * sizeof *copy);
-        if (copy == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for a pipeline send");
-        memcpy(copy, buf, Tl * C * sizeof *copy);
-        ts_status st = t->be->send(copy, Tl * C, peer, tag, &t->sends[t->n_sends]);
+        /* The send reads its own copy: `buf` is overwritten by the next op before the send ends. */
+        float *copy = NULL;
+        TS_CHECK(t->be->alloc(Tl * C * sizeof *copy, (void **)&copy));
+        ts_status st = copy_floats(t, copy, buf, Tl * C);
+        if (st == TS_OK) st = t->be->send(copy, Tl * C, peer, tag, &t->sends[t->n_sends]);
         if (st != TS_OK) {
-            free(copy);
+            t->be->free(copy);
             return st;
         }
         t->send_bufs[t->n_sends++] = copy;
@@ -617,10 +625,10 @@ ts_status tr_run_op(ts_trainer *t, const ts_op *op) {
     tr_acts *a;
     TS_CHECK(tr_acts_get(t, j, op->mb, &a));
     if (op->phase == TS_PHASE_WGRAD) {
-        run_wgrad(t, op->layer, op->mb, op->part);
+        ts_status st = run_wgrad(t, op->layer, op->mb, op->part);
         /* The layer's last weight gradient: its activations are done with. */
         if (op->part == TS_PART_QKV) tr_acts_release(t, j, op->mb);
-        return TS_OK;
+        return st;
     }
     if (op->phase == TS_PHASE_BWD) return bwd_layer_op(t, op, j, a);
     return fwd_layer_op(t, op, j, a);

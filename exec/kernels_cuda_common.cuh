@@ -1,0 +1,74 @@
+/* What the kernel files of exec/ share (kernels_cuda.cu, kernels_cuda_vocab.cu,
+ * kernels_cuda_moe.cu): the compute stream, the grid-stride loop, a block-wide sum and max, and
+ * a row shape check, and the launch macros that take their grids from exec/launch.h and check the launch
+ * (TS_LAUNCH_GOTO). The macros return TS_OK for empty work and jump to the caller's `fail` label
+ * with `res` set on a launch error. Included by .cu files only. */
+#ifndef TS_KERNELS_CUDA_COMMON_CUH
+#define TS_KERNELS_CUDA_COMMON_CUH
+
+#include "exec/cuda_check.cuh"
+
+#define ELEMENT_BLOCK 256
+#define ELEMENT_MAX_GRID 65535u
+#define ROW_MAX_BLOCK 1024
+
+static inline cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_compute_stream(); }
+
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Sums v over the block into every thread's result (blockDim.x a power of two, sh of blockDim.x
+ * doubles). */
+__device__ static inline double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* The same for the maximum (exact, so the order of the tree does not matter). */
+__device__ static inline double block_max(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] = fmax(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* A row kernel's shape: "cuda <what>: T=.. C=.., expected both >= 0". */
+static inline ts_status rows_check(const char *what, int T, int C) {
+    if (T < 0 || C < 0) return TS_FAIL(TS_ERR_INPUT, "cuda %s: T=%d C=%d, expected both >= 0", what, T, C);
+    return TS_OK;
+}
+
+/* Launches an element-wise kernel over n items on the compute stream (nothing for n == 0). */
+#define LAUNCH_1D(kernel, n, ...)                                                                  \
+    do {                                                                                           \
+        ts_launch l_;                                                                              \
+        TS_CHECK(ts_launch_1d((n), ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l_));                         \
+        if (l_.grid == 0) return TS_OK;                                                            \
+        kernel<<<l_.grid, l_.block, 0, stream()>>>(__VA_ARGS__);                                   \
+        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
+    } while (0)
+
+/* Launches a row kernel, one block per row, with a double per thread of shared memory. */
+#define LAUNCH_ROWS(kernel, T, C, ...)                                                             \
+    do {                                                                                           \
+        ts_launch l_;                                                                              \
+        TS_CHECK(ts_launch_rows((T), (C), ROW_MAX_BLOCK, &l_));                                    \
+        if (l_.grid == 0) return TS_OK;                                                            \
+        kernel<<<l_.grid, l_.block, ts_launch_smem(&l_, sizeof(double)), stream()>>>(__VA_ARGS__); \
+        TS_LAUNCH_GOTO(kernel, res, fail);                                                         \
+    } while (0)
+
+#endif
