@@ -45,6 +45,9 @@ typedef struct {
     ts_search_result *out;
     double *keys; /* (top_k) objective values of out->best */
     double *acts; /* (stages) scratch for ts_stages_run_acts */
+    /* The divisors of every n in 1..layers (vpp candidates of n layers per stage), ascending:
+     * div[div_first[n] .. div_first[n + 1]). */
+    int *div_first, *div;
     int stop_at_first_fit;
 } search_ctx;
 
@@ -109,8 +112,9 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     ts_search_result *r = c->out;
     int dpc = l->dp * l->cp;
     /* vpp candidates of the interleaved schedule: the divisors of the layers per stage. */
-    long long vpps[128];
-    int n_vpp = l->pp > 1 ? divisors_of(pb->model.layers / l->pp, vpps, 128) : 0;
+    int per_stage = pb->model.layers / l->pp;
+    const int *vpps = c->div + c->div_first[per_stage];
+    int n_vpp = l->pp > 1 ? c->div_first[per_stage + 1] - c->div_first[per_stage] : 0;
     /* ZeRO stages searched here (the ZeRO rules do not depend on the schedule). */
     int zeros[4], n_zero = 0;
     for (int z = 0; z <= 3; z++) {
@@ -123,7 +127,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
         int n_v = si->interleaved ? n_vpp : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
-            int v = si->interleaved ? (int)vpps[iv] : 1;
+            int v = si->interleaved ? vpps[iv] : 1;
             if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
             l->schedule = (ts_schedule)s;
             l->vpp = v;
@@ -312,18 +316,33 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
     out->best = calloc((size_t)opts->top_k, sizeof *out->best);
     c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
-    int most_stages = pb->model.layers < pb->gpus ? pb->model.layers : pb->gpus;
+    int most_stages = pb->model.layers < pb->gpus ? pb->model.layers : pb->gpus, L = pb->model.layers;
     c.acts = malloc((size_t)most_stages * sizeof *c.acts);
-    if (out->best == NULL || c.keys == NULL || c.acts == NULL) {
+    c.div_first = calloc((size_t)L + 2, sizeof *c.div_first);
+    /* Σ_{n ≤ L} d(n) = Σ_{d ≤ L} floor(L / d) entries. */
+    size_t n_div = 0;
+    for (int d = 1; d <= L; d++) n_div += (size_t)(L / d);
+    c.div = malloc((n_div + 1) * sizeof *c.div);
+    if (out->best == NULL || c.keys == NULL || c.acts == NULL || c.div_first == NULL || c.div == NULL) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", opts->top_k);
         goto exit;
     }
+    /* Counting sort by n: the multiples of each d in turn, d ascending. */
+    for (int d = 1; d <= L; d++)
+        for (int n = d; n <= L; n += d) c.div_first[n + 1]++;
+    for (int n = 1; n <= L; n++) c.div_first[n + 1] += c.div_first[n];
+    for (int d = 1; d <= L; d++)
+        for (int n = d; n <= L; n += d) c.div[c.div_first[n]++] = d;
+    for (int n = L; n >= 1; n--) c.div_first[n] = c.div_first[n - 1];
+    c.div_first[0] = c.div_first[1] = 0;
     double t0 = now_s();
     TS_CHECK_GOTO(run(&c), res, exit);
     out->search_s = now_s() - t0;
 exit:
     free(c.keys);
     free(c.acts);
+    free(c.div_first);
+    free(c.div);
     return res;
 }
 

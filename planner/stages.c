@@ -29,10 +29,13 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     st->cap = cap;
     st->params = calloc((size_t)cap * 8, sizeof(double));
     TS_ALLOC_GOTO(st->params, res, fail);
-    st->first_of_run = calloc((size_t)cap * 3, sizeof(int));
+    st->first_of_run = calloc((size_t)cap * 6, sizeof(int));
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
     st->n_dense = st->first_of_run + cap;
     st->n_moe = st->first_of_run + 2 * cap;
+    st->kind_of = st->first_of_run + 3 * cap;
+    st->kind_first = st->first_of_run + 4 * cap;
+    st->kind_count = st->first_of_run + 5 * cap;
     st->expert_params = st->params + cap;
     st->act_bytes = st->params + 2 * cap;
     st->extra_bytes = st->params + 3 * cap;
@@ -150,6 +153,30 @@ void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_c
 
 static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out);
 
+/* Stages alike (the same layers by kind, both or neither the first and the last) share a kind,
+ * numbered in order of first appearance; a run is a stretch of stages of one kind. Under an
+ * uneven split every stage is its own kind (each has its own recompute policy). */
+static void stage_kinds(ts_stages *st, int pp, int uneven) {
+    st->n_kinds = st->n_runs = 0;
+    for (int i = 0; i < pp; i++) {
+        int k = -1;
+        for (int j = 0; j < st->n_kinds && k < 0 && !uneven; j++) {
+            int f = st->kind_first[j];
+            if (st->n_dense[f] == st->n_dense[i] && st->n_moe[f] == st->n_moe[i] && (f == 0) == (i == 0) &&
+                (f == pp - 1) == (i == pp - 1))
+                k = j;
+        }
+        if (k < 0) {
+            k = st->n_kinds++;
+            st->kind_first[k] = i;
+            st->kind_count[k] = 0;
+        }
+        st->kind_of[i] = k;
+        st->kind_count[k]++;
+        if (i == 0 || st->kind_of[i - 1] != k) st->first_of_run[st->n_runs++] = i;
+    }
+}
+
 /* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
  * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
 static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split) {
@@ -177,6 +204,7 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
         st->params[i] = ne / t;
         st->expert_params[i] = ex / (t * sh->ep);
     }
+    stage_kinds(st, pp, split != NULL);
 
     /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
      * DP×CP/EP), computed once for all ZeRO stages and schedules. */
@@ -236,40 +264,25 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
                        const ts_stage_split *split) {
     const ts_model *m = &pb->model;
     const ts_shard *sh = &costs->shard;
-    ts_layer_cost dense = costs->dense, moe = costs->moe, head = costs->head, embed = costs->embed;
     double slowest_s = -1, hw = 0, model = 0;
-    ts_layer_cost sum = {0};
-    int prev_dense = -1, prev_moe = -1; /* a middle stage equal to the previous one is copied */
-    for (int i = 0; i < pp; i++) {
-        int n_dense = st->n_dense[i], n_moe = st->n_moe[i];
-        if (split) {
-            const ts_shard_costs *k = &split->costs[split->recompute[i]];
-            dense = k->dense, moe = k->moe, head = k->head, embed = k->embed;
-        }
-        int edge = i == 0 || i == pp - 1 || split != NULL; /* uneven stages are never copied */
-        if (!edge && i > 1 && n_dense == prev_dense && n_moe == prev_moe) {
-            st->act_bytes[i] = st->act_bytes[i - 1];
-            st->extra_bytes[i] = st->extra_bytes[i - 1];
-            hw += sum.hw_flops;
-            model += sum.model_flops;
-            continue;
-        }
-        prev_dense = edge ? -1 : n_dense;
-        prev_moe = edge ? -1 : n_moe;
-
-        double act = n_dense * dense.act_bytes + n_moe * moe.act_bytes;
-        double extra = max_d(n_dense ? dense.peak_bytes : 0, n_moe ? moe.peak_bytes : 0);
-        sum = (ts_layer_cost){0};
-        if (n_dense) add_scaled(&sum, n_dense, &dense);
-        if (n_moe) add_scaled(&sum, n_moe, &moe);
-        if (i == 0) add_scaled(&sum, 1, &embed);
-        if (i == pp - 1) add_scaled(&sum, 1, &head);
-        if (i == 0) act += embed.act_bytes;
-        if (i == pp - 1) extra = max_d(extra, head.act_bytes);
+    /* One stage of each kind stands for all (kinds are in order of first appearance, so the
+     * slowest is the earliest stage of the slowest kind). */
+    for (int k = 0; k < st->n_kinds; k++) {
+        int i = st->kind_first[k], n_dense = st->n_dense[i], n_moe = st->n_moe[i];
+        const ts_shard_costs *c = split ? &split->costs[split->recompute[i]] : costs;
+        ts_layer_cost sum = {0};
+        if (n_dense) add_scaled(&sum, n_dense, &c->dense);
+        if (n_moe) add_scaled(&sum, n_moe, &c->moe);
+        if (i == 0) add_scaled(&sum, 1, &c->embed);
+        if (i == pp - 1) add_scaled(&sum, 1, &c->head);
+        double act = n_dense * c->dense.act_bytes + n_moe * c->moe.act_bytes;
+        double extra = max_d(n_dense ? c->dense.peak_bytes : 0, n_moe ? c->moe.peak_bytes : 0);
+        if (i == 0) act += c->embed.act_bytes;
+        if (i == pp - 1) extra = max_d(extra, c->head.act_bytes);
         st->act_bytes[i] = act;
         st->extra_bytes[i] = extra;
-        hw += sum.hw_flops;
-        model += sum.model_flops;
+        hw += st->kind_count[k] * sum.hw_flops;
+        model += st->kind_count[k] * sum.model_flops;
 
         double busy = sum.fwd_s + sum.bwd_s + sum.recompute_s + sum.tp_s + sum.cp_s + sum.ep_s;
         if (busy > slowest_s) {
@@ -286,11 +299,12 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
-    st->n_runs = 0;
-    for (int i = 0; i < pp; i++)
-        if (i == 0 || st->params[i] != st->params[i - 1] || st->expert_params[i] != st->expert_params[i - 1] ||
-            st->act_bytes[i] != st->act_bytes[i - 1] || st->extra_bytes[i] != st->extra_bytes[i - 1])
-            st->first_of_run[st->n_runs++] = i;
+    /* Memory reads the first stage of each run: its kind's figures. */
+    for (int r = 0; r < st->n_runs; r++) {
+        int i = st->first_of_run[r], f = st->kind_first[st->kind_of[i]];
+        st->act_bytes[i] = st->act_bytes[f];
+        st->extra_bytes[i] = st->extra_bytes[f];
+    }
 
     /* TP/SP collective buffers and pipeline send/recv buffers of one micro-batch, and one
      * pipeline transfer of its activations (b·s·h/t with the scatter/gather optimisation,

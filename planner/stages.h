@@ -15,12 +15,16 @@ typedef struct {
     ts_shard shard;
     double *params;        /* (pp) non-expert parameters on one rank of the stage */
     double *expert_params; /* (pp) expert parameters on one rank */
-    double *act_bytes;     /* (pp) activations of one micro-batch for the whole stage */
-    double *extra_bytes;   /* (pp) transient bytes: a recomputed layer, logits */
+    double *act_bytes;     /* (pp) activations of one micro-batch for the whole stage, and */
+    double *extra_bytes;   /* (pp) its transient bytes (a recomputed layer, logits); set for
+                              the first stage of each kind and of each run */
     int *first_of_run;     /* (n_runs) first stage of each run of identical stages: the worst
                               rank of a run is its first, as micro-batches in flight never grow
                               with the stage index under any schedule */
     int n_runs;
+    int *kind_of;          /* (pp) each stage's kind: stages with the same layers and edges */
+    int *kind_first, *kind_count; /* (n_kinds) a kind's first stage and its number of stages */
+    int n_kinds;
     int *n_dense, *n_moe;  /* (pp) layers of each stage by kind (MTP counted as MoE) */
     /* Slowest stage, per micro-batch: */
     double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
