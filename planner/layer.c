@@ -41,14 +41,7 @@ static double mlp_act_bytes_per_token(const ts_model *m, double f_rank) {
     return (mlp_matrices(m) == 3 ? 6.0 : 4.0) * f_rank;
 }
 
-typedef struct {
-    double gemm_s;      /* forward GEMM time */
-    double wgrad_s;     /* weight-gradient GEMM time in backward (≈ forward GEMM time) */
-    double attn_fwd_s;  /* attention core forward */
-    double attn_bwd_s;  /* attention core backward */
-    double elem_bytes;  /* forward element-wise HBM traffic */
-    double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
-} fwd_parts;
+typedef ts_layer_fwd fwd_parts;
 
 static void attention_parts(const ts_problem *pb, const ts_shard *sh, double T, fwd_parts *p) {
     const ts_model *m = &pb->model;
@@ -154,14 +147,19 @@ typedef struct {
     double input_bytes;          /* the layer input (what full recompute keeps), before scaling */
 } layer_parts;
 
-static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, layer_parts *out) {
+void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
+    *out = (ts_layer_fwd){0};
+    attention_parts(pb, sh, (double)sh->mbs * pb->train.seq / sh->cp, out);
+}
+
+static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn_parts,
+                           layer_parts *out) {
     const ts_model *m = &pb->model;
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp;
     double h = (double)m->hidden, seq = (double)pb->train.seq;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0; /* replicated parts are split only under SP */
-    fwd_parts p = {0};
-    attention_parts(pb, sh, T, &p);
+    fwd_parts p = *attn_parts;
     mlp_parts(pb, sh, T, moe, &p);
     /* CPU ranks sharing cores compute slower (cost.h ts_compute_scale). */
     p.gemm_s *= pb->compute_scale;
@@ -295,14 +293,17 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
 }
 
 void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out) {
+    ts_layer_fwd attn;
     layer_parts p;
-    layer_parts_of(pb, sh, moe, &p);
+    ts_layer_attention_of(pb, sh, &attn);
+    layer_parts_of(pb, sh, moe, &attn, &p);
     layer_finish(pb, sh, &p, sh->recompute, out);
 }
 
-void ts_layer_costs_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost out[TS_RECOMPUTE_COUNT]) {
+void ts_layer_costs_with(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn,
+                         ts_layer_cost out[TS_RECOMPUTE_COUNT]) {
     layer_parts p;
-    layer_parts_of(pb, sh, moe, &p);
+    layer_parts_of(pb, sh, moe, attn, &p);
     for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) layer_finish(pb, sh, &p, (ts_recompute)rc, &out[rc]);
 }
 

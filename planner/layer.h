@@ -31,9 +31,26 @@ typedef struct {
 /* Costs of a dense (moe = 0) or MoE (moe = 1) layer. */
 void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost *out);
 
-/* The same under every recompute policy at once (out[rc]; sh->recompute is ignored): the
- * compute and communication they share are costed once. */
-void ts_layer_costs_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_layer_cost out[TS_RECOMPUTE_COUNT]);
+/* The forward parts of a layer (per micro-batch): GEMM and attention-core times, element-wise
+ * traffic, the GEMM weights a rank multiplies. */
+typedef struct {
+    double gemm_s;             /* forward GEMM time */
+    double wgrad_s;            /* weight-gradient GEMM time in backward (≈ forward GEMM time) */
+    double attn_fwd_s;         /* attention core forward */
+    double attn_bwd_s;         /* attention core backward */
+    double elem_bytes;         /* forward element-wise HBM traffic */
+    double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
+} ts_layer_fwd;
+
+/* The attention block's parts alone: they depend on tp, cp and the micro-batch, not on ep, SP or
+ * the MLP, so costing several of those for one shard computes them once. */
+void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out);
+
+/* The layer's costs under every recompute policy at once (out[rc]; sh->recompute is ignored),
+ * from its attention parts (ts_layer_attention_of for the same tp, cp and micro-batch): what the
+ * policies share is costed once. */
+void ts_layer_costs_with(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn,
+                         ts_layer_cost out[TS_RECOMPUTE_COUNT]);
 
 /* The LM head, final norm and loss on the last stage, as a layer-shaped cost; activations are
  * the fp32 logits (Korthikanti 2022, extra terms: 4·s·b·v/t). */

@@ -74,7 +74,7 @@ void ts_shard_costs_new_ep(const ts_problem *pb, int ep, ts_shard_costs out[TS_R
     ts_shard sh = out[0].shard;
     sh.ep = ep;
     ts_layer_cost moe[TS_RECOMPUTE_COUNT];
-    if (pb->model.moe.experts > 0) ts_layer_costs_of(pb, &sh, 1, moe);
+    if (pb->model.moe.experts > 0) ts_layer_costs_with(pb, &sh, 1, &out[0].attn, moe);
     for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
         out[rc].shard.ep = ep;
         if (pb->model.moe.experts > 0) out[rc].moe = moe[rc];
@@ -83,8 +83,10 @@ void ts_shard_costs_new_ep(const ts_problem *pb, int ep, ts_shard_costs out[TS_R
 
 void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]) {
     ts_layer_cost dense[TS_RECOMPUTE_COUNT], moe[TS_RECOMPUTE_COUNT], head, embed;
-    ts_layer_costs_of(pb, sh, 0, dense);
-    if (pb->model.moe.experts > 0) ts_layer_costs_of(pb, sh, 1, moe);
+    ts_layer_fwd attn;
+    ts_layer_attention_of(pb, sh, &attn);
+    ts_layer_costs_with(pb, sh, 0, &attn, dense);
+    if (pb->model.moe.experts > 0) ts_layer_costs_with(pb, sh, 1, &attn, moe);
     ts_head_cost_of(pb, sh, &head);
     ts_embed_cost_of(pb, sh, &embed);
     for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
@@ -94,6 +96,7 @@ void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs
         out[rc].moe = pb->model.moe.experts > 0 ? moe[rc] : dense[rc];
         out[rc].head = head;
         out[rc].embed = embed;
+        out[rc].attn = attn;
     }
 }
 

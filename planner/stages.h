@@ -53,6 +53,7 @@ void ts_stages_free(ts_stages *st);
 typedef struct {
     ts_shard shard;
     ts_layer_cost dense, moe, head, embed;
+    ts_layer_fwd attn; /* the layers' attention parts (ts_shard_costs_all, for ts_shard_costs_new_ep) */
 } ts_shard_costs;
 
 void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out);
