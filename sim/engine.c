@@ -4,8 +4,9 @@
  * (the ops that list it as a dependency, then the next op of its stream — one stream for all but
  * pipeline sends under serial_ops) as a compressed list,
  * its initial count of unfinished predecessors, its contention-free cost (ts_op_cost_s) and the
- * SEND/RECV pairing. Per simulated rank and op: the count of unfinished predecessors; an op whose
- * count drops to 0 is ready, at the time of the event that finished its last predecessor. So the
+ * SEND/RECV pairing. Per simulated rank and op: the count of finished predecessors (zeroed memory,
+ * so nothing is copied per rank up front); an op whose count reaches its initial count is ready,
+ * at the time of the event that finished its last predecessor. So the
  * whole step costs O((ops + deps) · log events), plus the flow resharing below.
  *
  * An op that becomes ready:
@@ -59,6 +60,13 @@ typedef struct {
     int rank, op;
 } op_ref;
 
+/* One op on one simulated rank; the two fields share a cache line, which the event loop touches
+ * once per predecessor and once as the op runs. */
+typedef struct {
+    uint16_t preds_done; /* finished predecessors: ready at the plan's pending0 */
+    uint8_t flags;       /* F_* */
+} op_state;
+
 typedef struct {
     const ts_problem *pb;
     const ts_layout *l;
@@ -69,8 +77,7 @@ typedef struct {
     stage_plan *plans;  /* (pp) */
     ts_sim_rank *ranks; /* the result's (n_ranks) */
     int64_t *base;      /* (n_ranks) first index of each rank's ops in the arrays below */
-    uint32_t *pending;  /* (rank-ops) unfinished predecessors */
-    uint8_t *flags;     /* (rank-ops) F_* */
+    op_state *state;    /* (rank-ops) */
     uint32_t *arrived; /* (rank-ops) full mode: members that reached a COLL, at its lowest member */
     int *active;       /* (n_ranks) communication ops in flight */
     int *members;      /* scratch: participants of a collective or transfer */
@@ -161,6 +168,8 @@ static ts_status check_program(const ts_program *prog) {
                 why = "peer stage out of range";
             else if ((uint64_t)op->dep0 + op->ndeps > (uint64_t)sp->n_deps)
                 why = "dependency list out of range";
+            else if (op->ndeps >= UINT16_MAX) /* op_state counts them and a stream predecessor */
+                why = "more than 65534 dependencies";
             for (uint32_t d = 0; why == NULL && d < op->ndeps; d++)
                 if (sp->deps[op->dep0 + d] >= (uint32_t)i) why = "depends on itself or a later op";
             if (why != NULL)
@@ -360,12 +369,12 @@ static ts_status start_op(sim *S, int r, int i);
 
 static ts_status end_op(sim *S, int r, int i) {
     const stage_plan *p = &S->plans[stage_of(S, r)];
-    S->flags[S->base[r] + i] |= F_DONE;
+    S->state[S->base[r] + i].flags |= F_DONE;
     S->ranks[r].spans[i].end_s = S->now;
     S->done++;
     for (uint32_t k = p->succ_off[i]; k < p->succ_off[i + 1]; k++) {
         uint32_t j = p->succ[k];
-        if (--S->pending[S->base[r] + j] == 0) TS_CHECK(start_op(S, r, (int)j));
+        if (++S->state[S->base[r] + j].preds_done == p->pending0[j]) TS_CHECK(start_op(S, r, (int)j));
     }
     return TS_OK;
 }
@@ -375,7 +384,7 @@ static ts_status start_op(sim *S, int r, int i) {
     const stage_plan *p = &S->plans[stage_of(S, r)];
     int64_t x = S->base[r] + i;
     ts_op_span *span = &S->ranks[r].spans[i];
-    S->flags[x] |= F_READY;
+    S->state[x].flags |= F_READY;
     span->start_s = S->now;
     switch ((ts_op_kind)op->kind) {
     case TS_OP_COLL: {
@@ -395,7 +404,7 @@ static ts_status start_op(sim *S, int r, int i) {
         return comm_begin(S, r, i);
     case TS_OP_RECV:
         /* The span started now unless the transfer starts later (the SEND then moves it). */
-        if (S->flags[x] & F_XFER_DONE) return push(S, EV_END, S->now, r, i, 0);
+        if (S->state[x].flags & F_XFER_DONE) return push(S, EV_END, S->now, r, i, 0);
         return TS_OK;
     case TS_OP_GEMM:
     case TS_OP_ATTENTION:
@@ -425,8 +434,8 @@ static ts_status comm_done(sim *S, int r, int i) {
     if (op_of(S, r, i)->kind == TS_OP_SEND) {
         int q = S->members[1];
         int64_t y = S->base[q] + p->match[i];
-        int waiting = S->flags[y] & F_READY;
-        S->flags[y] |= F_XFER_DONE;
+        int waiting = S->state[y].flags & F_READY;
+        S->state[y].flags |= F_XFER_DONE;
         if (waiting) TS_CHECK(end_op(S, q, p->match[i]));
         return end_op(S, r, i);
     }
@@ -521,7 +530,7 @@ static ts_status run(sim *S) {
  * SEND for a RECV to pair with, or a collective for its group. */
 static ts_status deadlock(const sim *S) {
     int64_t x = 0;
-    while (S->flags[x] & F_DONE) x++;
+    while (S->state[x].flags & F_DONE) x++;
     int r = 0;
     while (r + 1 < S->n_ranks && S->base[r + 1] <= x) r++;
     int s = stage_of(S, r), i = (int)(x - S->base[r]);
@@ -604,8 +613,7 @@ static void sim_free(sim *S) {
     for (int s = 0; S->plans && s < S->prog->pp; s++) plan_free(&S->plans[s]);
     free(S->plans);
     free(S->base);
-    free(S->pending);
-    free(S->flags);
+    free(S->state);
     free(S->arrived);
     free(S->active);
     free(S->members);
@@ -677,15 +685,10 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
         S.base[r] = S.total;
         S.total += n_ops;
     }
-    S.pending = malloc(((size_t)S.total + 1) * sizeof *S.pending);
-    S.flags = calloc((size_t)S.total + 1, 1);
+    S.state = calloc((size_t)S.total + 1, sizeof *S.state);
     S.arrived = o.full ? calloc((size_t)S.total + 1, sizeof *S.arrived) : NULL;
-    TS_ALLOC_GOTO(S.pending, res, fail);
-    TS_ALLOC_GOTO(S.flags, res, fail);
+    TS_ALLOC_GOTO(S.state, res, fail);
     if (o.full) TS_ALLOC_GOTO(S.arrived, res, fail);
-    for (int r = 0; r < S.n_ranks; r++)
-        memcpy(S.pending + S.base[r], S.plans[out->ranks[r].stage].pending0,
-               (size_t)prog->stages[out->ranks[r].stage].n_ops * sizeof *S.pending);
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * TS_LINK_COUNT * 2), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);
