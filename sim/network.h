@@ -15,8 +15,10 @@
  * components (links joined by flows) of the marked links only, since no other rate can change.
  * It lists in `changed` the flows whose finish time moved (new flows included) and bumps their
  * `version`, so a completion event scheduled for an earlier finish can be recognised as stale.
- * Cost of a reshare: O((F + L) log L + Σ links of F) over the F flows and L links of the touched
- * components.
+ * Links that only one flow crosses (lone links: most links, since a collective's members each
+ * have their own) are never queued: each has key 1 until its flow freezes, so the flows that own
+ * one join the fill order at (1, their lowest lone link). Cost of a reshare: O(F log F + S log S
+ * + Σ links of F) over the F flows and S shared links of the touched components.
  *
  * ts_net_init / ts_net_free pair; the net owns every array below. */
 #ifndef TS_NETWORK_H
@@ -56,6 +58,11 @@ typedef struct {
 } ts_flow;
 
 typedef struct {
+    int link; /* a flow's lowest-numbered link that no other flow crosses */
+    int flow;
+} ts_net_lone;
+
+typedef struct {
     double key; /* capacity left per unfrozen flow */
     int link;
     uint32_t stamp;
@@ -76,6 +83,8 @@ typedef struct {
     int n_comp_links, cap_comp_links;
     int *comp_flows;
     int n_comp_flows, cap_comp_flows;
+    ts_net_lone *lone; /* reshare scratch: the component flows that have a lone link */
+    int n_lone, cap_lone;
     ts_fill_key *fill; /* reshare scratch: min-heap by (key, link) */
     int n_fill, cap_fill;
     uint64_t epoch;
