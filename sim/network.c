@@ -39,7 +39,8 @@ void ts_net_free(ts_net *n) {
     free(n->links);
     free(n->flows);
     free(n->free_ids);
-    free(n->seeds);
+    free(n->seed_flows);
+    free(n->seed_links);
     free(n->changed);
     free(n->comp_links);
     free(n->comp_flows);
@@ -48,9 +49,9 @@ void ts_net_free(ts_net *n) {
     *n = (ts_net){0};
 }
 
-static ts_status add_seed(ts_net *n, int link) {
-    GROW(n->seeds, n->cap_seeds, n->n_seeds + 1, "seeds");
-    n->seeds[n->n_seeds++] = link;
+static ts_status add_seed(int **seeds, int *n_seeds, int *cap, int id) {
+    GROW(*seeds, *cap, *n_seeds + 1, "seeds");
+    (*seeds)[(*n_seeds)++] = id;
     return TS_OK;
 }
 
@@ -86,8 +87,8 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
         L->fl[L->n_fl] = (ts_net_entry){fid, k};
         f->links[k] = links[k];
         f->slot[k] = L->n_fl++;
-        TS_CHECK(add_seed(n, links[k]));
     }
+    TS_CHECK(add_seed(&n->seed_flows, &n->n_seed_flows, &n->cap_seed_flows, fid));
     f->n_links = n_links;
     f->remaining_s = work_s;
     f->rate = 0;
@@ -110,14 +111,14 @@ ts_status ts_net_remove(ts_net *n, int id) {
             L->fl[pos] = last;
             n->flows[last.flow].slot[last.idx] = pos;
         }
-        TS_CHECK(add_seed(n, f->links[k]));
+        if (L->n_fl > 0) TS_CHECK(add_seed(&n->seed_links, &n->n_seed_links, &n->cap_seed_links, f->links[k]));
     }
     f->active = 0;
     n->free_ids[n->n_free++] = id;
     return TS_OK;
 }
 
-int ts_net_dirty(const ts_net *n) { return n->n_seeds > 0; }
+int ts_net_dirty(const ts_net *n) { return n->n_seed_flows > 0 || n->n_seed_links > 0; }
 
 static int fill_before(const ts_fill_key *x, const ts_fill_key *y) {
     return x->key < y->key || (x->key == y->key && x->link < y->link);
@@ -161,6 +162,27 @@ static void visit_link(ts_net *n, int link) {
     n->comp_links[n->n_comp_links++] = link;
 }
 
+/* Adds flow `id` to the components unless seen this epoch: queues its shared links (a lone link
+ * leads to no other flow) and notes its lowest lone link. */
+static void visit_flow(ts_net *n, int id) {
+    ts_flow *f = &n->flows[id];
+    if (f->mark == n->epoch) return;
+    f->mark = n->epoch;
+    n->comp_flows[n->n_comp_flows++] = id;
+    int lone = -1;
+    f->shared = 0;
+    for (int k = 0; k < f->n_links; k++) {
+        int l = f->links[k];
+        if (n->links[l].n_fl > 1) {
+            f->shared++;
+            visit_link(n, l);
+        } else if (lone < 0 || l < lone) {
+            lone = l;
+        }
+    }
+    if (lone >= 0) n->lone[n->n_lone++] = (ts_net_lone){lone, id};
+}
+
 /* Freezes flow `id` at `share` and charges its shared links, queueing those with unfrozen flows
  * left (all but `link`, the one that froze it). Lone links are left alone: no other flow reads
  * them. */
@@ -173,7 +195,7 @@ static ts_status freeze_flow(ts_net *n, int id, double share, int link) {
     }
     f->rate = share;
     f->fresh = 0;
-    for (int k = 0; k < f->n_links; k++) {
+    for (int k = 0; f->shared > 0 && k < f->n_links; k++) {
         ts_net_link *M = &n->links[f->links[k]];
         if (M->n_fl == 1) continue;
         M->cap_left -= share;
@@ -199,27 +221,16 @@ static int lone_cmp(const void *a, const void *b) {
     return (x->link > y->link) - (x->link < y->link);
 }
 
-/* The connected components of the touched links, breadth first, over shared links only (a lone
- * link leads to no other flow); notes each flow's lowest lone link. */
+/* The connected components of the flows added and the links left shared since the last reshare,
+ * breadth first. (A flow added and removed since then is no longer active.) */
 static void find_components(ts_net *n) {
-    for (int i = 0; i < n->n_seeds; i++) visit_link(n, n->seeds[i]);
-    n->n_seeds = 0;
+    for (int i = 0; i < n->n_seed_flows; i++)
+        if (n->flows[n->seed_flows[i]].active) visit_flow(n, n->seed_flows[i]);
+    for (int i = 0; i < n->n_seed_links; i++) visit_link(n, n->seed_links[i]);
+    n->n_seed_flows = n->n_seed_links = 0;
     for (int q = 0; q < n->n_comp_links; q++) {
         const ts_net_link *L = &n->links[n->comp_links[q]];
-        for (int e = 0; e < L->n_fl; e++) {
-            int id = L->fl[e].flow;
-            ts_flow *f = &n->flows[id];
-            if (f->mark == n->epoch) continue;
-            f->mark = n->epoch;
-            n->comp_flows[n->n_comp_flows++] = id;
-            int lone = -1;
-            for (int k = 0; k < f->n_links; k++) {
-                int l = f->links[k];
-                if (n->links[l].n_fl > 1) visit_link(n, l);
-                else if (lone < 0 || l < lone) lone = l;
-            }
-            if (lone >= 0) n->lone[n->n_lone++] = (ts_net_lone){lone, id};
-        }
+        for (int e = 0; e < L->n_fl; e++) visit_flow(n, L->fl[e].flow);
     }
 }
 
