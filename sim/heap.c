@@ -7,7 +7,7 @@
 
 void ts_event_heap_init(ts_event_heap *h) {
     *h = (ts_event_heap){0};
-    h->free_node = h->free_instant = -1;
+    h->free_node = h->free_instant = h->last = -1;
 }
 
 void ts_event_heap_free(ts_event_heap *h) {
@@ -120,23 +120,24 @@ ts_status ts_event_heap_push(ts_event_heap *h, ts_event e) {
     h->free_node = h->nodes[node].next;
     h->nodes[node] = (ts_event_node){e, -1};
 
-    size_t slot = find_slot(h, e.t_s);
-    int32_t id = h->slots[slot];
-    if (id < 0) {
-        id = h->free_instant;
-        h->free_instant = h->instants[id].head;
-        h->instants[id] = (ts_instant){e.t_s, node, node};
-        h->slots[slot] = id;
-        sift_up(h, h->n_order++, id);
-        return TS_OK;
+    int32_t id = h->last;
+    if (id < 0 || h->instants[id].t_s != e.t_s) {
+        size_t slot = find_slot(h, e.t_s);
+        id = h->slots[slot];
+        if (id < 0) {
+            id = h->free_instant;
+            h->free_instant = h->instants[id].head;
+            h->instants[id] = (ts_instant){e.t_s, node, node};
+            h->slots[slot] = id;
+            sift_up(h, h->n_order++, id);
+            h->last = id;
+            return TS_OK;
+        }
+        h->last = id;
     }
     h->nodes[h->instants[id].tail].next = node;
     h->instants[id].tail = node;
     return TS_OK;
-}
-
-const ts_event *ts_event_heap_top(const ts_event_heap *h) {
-    return h->n_order ? &h->nodes[h->instants[h->order[0]].head].ev : NULL;
 }
 
 int ts_event_heap_pop(ts_event_heap *h, ts_event *out) {
@@ -153,6 +154,7 @@ int ts_event_heap_pop(ts_event_heap *h, ts_event *out) {
         pop_order(h);
         in->head = h->free_instant;
         h->free_instant = id;
+        if (h->last == id) h->last = -1;
     }
     return 1;
 }

@@ -43,6 +43,8 @@ typedef struct {
     int32_t n_order;
     int32_t *slots; /* (2 · cap_instants) hash table of live instant ids, -1 when empty */
     int slot_bits;  /* log2 of the table size */
+    int32_t last;   /* the instant of the last push, -1 once popped empty (peers push alike times
+                       in a row, so this skips most probes) */
 } ts_event_heap;
 
 void ts_event_heap_init(ts_event_heap *h);
@@ -51,8 +53,11 @@ void ts_event_heap_free(ts_event_heap *h);
 /* Adds `e`. TS_ERR_NOMEM when the queue cannot grow. */
 ts_status ts_event_heap_push(ts_event_heap *h, ts_event e);
 
-/* The earliest event, or NULL when empty; valid until the next push or pop. */
-const ts_event *ts_event_heap_top(const ts_event_heap *h);
+/* The earliest event, or NULL when empty; valid until the next push or pop. (Inline: the event
+ * loop asks once per event.) */
+static inline const ts_event *ts_event_heap_top(const ts_event_heap *h) {
+    return h->n_order ? &h->nodes[h->instants[h->order[0]].head].ev : NULL;
+}
 
 /* Removes the earliest event into `out`; returns 0 when the queue is empty. */
 int ts_event_heap_pop(ts_event_heap *h, ts_event *out);

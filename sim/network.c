@@ -118,8 +118,6 @@ ts_status ts_net_remove(ts_net *n, int id) {
     return TS_OK;
 }
 
-int ts_net_dirty(const ts_net *n) { return n->n_seed_flows > 0 || n->n_seed_links > 0; }
-
 static int fill_before(const ts_fill_key *x, const ts_fill_key *y) {
     return x->key < y->key || (x->key == y->key && x->link < y->link);
 }

@@ -106,8 +106,10 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
 ts_status ts_net_remove(ts_net *n, int id);
 
 /* Whether a reshare has work: flows were added, or removed from links that others still cross,
- * since the last one. */
-int ts_net_dirty(const ts_net *n);
+ * since the last one. (Inline: the event loop asks once per event.) */
+static inline int ts_net_dirty(const ts_net *n) {
+    return n->n_seed_flows > 0 || n->n_seed_links > 0;
+}
 
 /* Recomputes the rates of the flows that the additions and removals since the last call can
  * affect, as of `now_s` (no earlier than any of those calls); fills `changed`. */
