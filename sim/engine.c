@@ -367,25 +367,47 @@ static ts_status comm_begin(sim *S, int r, int i) {
     return push(S, EV_LATENCY, S->now + o->lat_s, r, i, 0);
 }
 
-static ts_status start_op(sim *S, int r, int i);
+static ts_status grow_starts(sim *S) {
+    int cap = S->cap_starts ? 2 * S->cap_starts : 256;
+    op_ref *st = realloc(S->starts, (size_t)cap * sizeof *st);
+    if (st == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d starting ops", cap);
+    S->starts = st;
+    S->cap_starts = cap;
+    return TS_OK;
+}
+
+static ts_status start_comm(sim *S, int r, int i);
+
+/* Op `i` of rank `r` is ready now. Inline, so that end_op starts the common case, a compute op,
+ * without a call: it waits in `starts` for the end of the instant (flush_starts). */
+static inline ts_status start_op(sim *S, int r, int i) {
+    sim_rank *R = &S->rk[r];
+    R->spans[i].start_s = S->now;
+    if (is_comm(R->ops[i].kind)) return start_comm(S, r, i);
+    if (S->n_starts == S->cap_starts) TS_CHECK(grow_starts(S));
+    S->starts[S->n_starts++] = (op_ref){r, i};
+    return TS_OK;
+}
 
 static ts_status end_op(sim *S, int r, int i) {
-    sim_rank *R = &S->rk[r];
+    const sim_rank *R = &S->rk[r];
+    const op_plan *ops = R->ops;
+    op_state *state = R->state;
     R->spans[i].end_s = S->now;
     if (S->now > S->step_s) S->step_s = S->now;
     S->done++;
-    const uint32_t *succ = R->succ + R->ops[i].succ0;
-    for (uint32_t k = 0, n = R->ops[i].n_succ; k < n; k++) {
+    const uint32_t *succ = R->succ + ops[i].succ0;
+    for (uint32_t k = 0, n = ops[i].n_succ; k < n; k++) {
         uint32_t j = succ[k];
-        if (++R->state[j].preds_done == R->ops[j].pending0) TS_CHECK(start_op(S, r, (int)j));
+        if (++state[j].preds_done == ops[j].pending0) TS_CHECK(start_op(S, r, (int)j));
     }
     return TS_OK;
 }
 
-static ts_status start_op(sim *S, int r, int i) {
+/* A communication op that became ready (start_op). */
+static ts_status start_comm(sim *S, int r, int i) {
     sim_rank *R = &S->rk[r];
     const op_plan *o = &R->ops[i];
-    R->spans[i].start_s = S->now;
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL: {
         if (!S->full) return comm_begin(S, r, i);
@@ -405,22 +427,8 @@ static ts_status start_op(sim *S, int r, int i) {
         /* The span started now unless the transfer starts later (the SEND then moves it). */
         if (R->state[i].xfer_done) return push(S, EV_END, S->now, r, i, 0);
         return TS_OK;
-    case TS_OP_GEMM:
-    case TS_OP_ATTENTION:
-    case TS_OP_ELEMENTWISE:
-    case TS_OP_OPTIMIZER:
-        if (S->n_starts == S->cap_starts) {
-            int cap = S->cap_starts ? 2 * S->cap_starts : 256;
-            op_ref *st = realloc(S->starts, (size_t)cap * sizeof *st);
-            if (st == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d starting ops", cap);
-            S->starts = st;
-            S->cap_starts = cap;
-        }
-        S->starts[S->n_starts++] = (op_ref){r, i};
-        return TS_OK;
-    case TS_OP_KIND_COUNT: break;
+    default: return TS_OK;
     }
-    return TS_OK;
 }
 
 /* The collective or transfer owned by `r` has ended for every participant. */
@@ -463,13 +471,14 @@ static ts_status start_flow(sim *S, int r, int i) {
  * instant is done, so whether communication of their rank is in flight does not depend on the
  * order of simultaneous events (a collective starting as its members' GEMMs end). */
 static ts_status flush_starts(sim *S) {
-    for (int k = 0; k < S->n_starts; k++) {
-        const sim_rank *R = &S->rk[S->starts[k].rank];
-        int i = S->starts[k].op;
-        double d = R->ops[i].cost_s;
+    double now = S->now, slowdown = S->slowdown;
+    for (int k = 0, n = S->n_starts; k < n; k++) {
+        op_ref st = S->starts[k];
+        const sim_rank *R = &S->rk[st.rank];
+        double d = R->ops[st.op].cost_s;
         d *= R->scale;
-        if (R->active > 0) d *= S->slowdown;
-        TS_CHECK(push(S, EV_END, S->now + d, S->starts[k].rank, i, 0));
+        if (R->active > 0) d *= slowdown;
+        TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
     }
     S->n_starts = 0;
     return TS_OK;

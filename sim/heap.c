@@ -113,48 +113,35 @@ static void pop_order(ts_event_heap *h) {
     if (h->n_order) h->order[i] = last;
 }
 
-ts_status ts_event_heap_push(ts_event_heap *h, ts_event e) {
+ts_status ts_event_heap_push_slow(ts_event_heap *h, ts_event e) {
     if (h->free_node < 0) TS_CHECK(grow_nodes(h));
     if (h->free_instant < 0) TS_CHECK(grow_instants(h));
     int32_t node = h->free_node;
     h->free_node = h->nodes[node].next;
     h->nodes[node] = (ts_event_node){e, -1};
 
-    int32_t id = h->last;
-    if (id < 0 || h->instants[id].t_s != e.t_s) {
-        size_t slot = find_slot(h, e.t_s);
-        id = h->slots[slot];
-        if (id < 0) {
-            id = h->free_instant;
-            h->free_instant = h->instants[id].head;
-            h->instants[id] = (ts_instant){e.t_s, node, node};
-            h->slots[slot] = id;
-            sift_up(h, h->n_order++, id);
-            h->last = id;
-            return TS_OK;
-        }
-        h->last = id;
+    size_t slot = find_slot(h, e.t_s);
+    int32_t id = h->slots[slot];
+    h->last = id;
+    if (id >= 0) {
+        h->nodes[h->instants[id].tail].next = node;
+        h->instants[id].tail = node;
+        return TS_OK;
     }
-    h->nodes[h->instants[id].tail].next = node;
-    h->instants[id].tail = node;
+    id = h->last = h->free_instant;
+    h->free_instant = h->instants[id].head;
+    h->instants[id] = (ts_instant){e.t_s, node, node};
+    h->slots[slot] = id;
+    sift_up(h, h->n_order++, id);
     return TS_OK;
 }
 
-int ts_event_heap_pop(ts_event_heap *h, ts_event *out) {
-    if (h->n_order == 0) return 0;
+void ts_event_heap_retire(ts_event_heap *h) {
     int32_t id = h->order[0];
     ts_instant *in = &h->instants[id];
-    int32_t node = in->head;
-    *out = h->nodes[node].ev;
-    in->head = h->nodes[node].next;
-    h->nodes[node].next = h->free_node;
-    h->free_node = node;
-    if (in->head < 0) {
-        clear_slot(h, find_slot(h, in->t_s));
-        pop_order(h);
-        in->head = h->free_instant;
-        h->free_instant = id;
-        if (h->last == id) h->last = -1;
-    }
-    return 1;
+    clear_slot(h, find_slot(h, in->t_s));
+    pop_order(h);
+    in->head = h->free_instant;
+    h->free_instant = id;
+    if (h->last == id) h->last = -1;
 }

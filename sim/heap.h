@@ -50,16 +50,43 @@ typedef struct {
 void ts_event_heap_init(ts_event_heap *h);
 void ts_event_heap_free(ts_event_heap *h);
 
-/* Adds `e`. TS_ERR_NOMEM when the queue cannot grow. */
-ts_status ts_event_heap_push(ts_event_heap *h, ts_event e);
+/* The push and pop that the event loop runs millions of times are inline: a push to the time of
+ * the last push appends to its FIFO, a pop that leaves its instant non-empty unlinks a node. The
+ * rest is out of line. */
 
-/* The earliest event, or NULL when empty; valid until the next push or pop. (Inline: the event
- * loop asks once per event.) */
+/* A push that needs the hash table or more room (use ts_event_heap_push). */
+ts_status ts_event_heap_push_slow(ts_event_heap *h, ts_event e);
+
+/* Drops the earliest instant, emptied by a pop (use ts_event_heap_pop). */
+void ts_event_heap_retire(ts_event_heap *h);
+
+/* Adds `e`. TS_ERR_NOMEM when the queue cannot grow. */
+static inline ts_status ts_event_heap_push(ts_event_heap *h, ts_event e) {
+    int32_t id = h->last, node = h->free_node;
+    if (id < 0 || node < 0 || h->instants[id].t_s != e.t_s) return ts_event_heap_push_slow(h, e);
+    h->free_node = h->nodes[node].next;
+    h->nodes[node] = (ts_event_node){e, -1};
+    h->nodes[h->instants[id].tail].next = node;
+    h->instants[id].tail = node;
+    return TS_OK;
+}
+
+/* The earliest event, or NULL when empty; valid until the next push or pop. */
 static inline const ts_event *ts_event_heap_top(const ts_event_heap *h) {
     return h->n_order ? &h->nodes[h->instants[h->order[0]].head].ev : NULL;
 }
 
 /* Removes the earliest event into `out`; returns 0 when the queue is empty. */
-int ts_event_heap_pop(ts_event_heap *h, ts_event *out);
+static inline int ts_event_heap_pop(ts_event_heap *h, ts_event *out) {
+    if (h->n_order == 0) return 0;
+    ts_instant *in = &h->instants[h->order[0]];
+    int32_t node = in->head;
+    *out = h->nodes[node].ev;
+    in->head = h->nodes[node].next;
+    h->nodes[node].next = h->free_node;
+    h->free_node = node;
+    if (in->head < 0) ts_event_heap_retire(h);
+    return 1;
+}
 
 #endif
