@@ -65,8 +65,10 @@ typedef struct {
 } op_plan;
 
 typedef struct {
-    op_plan *ops;   /* (n_ops) */
-    uint32_t *succ; /* ops waiting for each op */
+    op_plan *ops;    /* (n_ops) */
+    uint32_t *succ;  /* ops waiting for each op */
+    uint32_t *roots; /* (n_roots) the ops ready from the start (no predecessor), ascending */
+    int n_roots;
 } stage_plan;
 
 typedef struct {
@@ -209,6 +211,7 @@ static ts_status check_program(const ts_program *prog) {
 static void plan_free(stage_plan *p) {
     free(p->ops);
     free(p->succ);
+    free(p->roots);
 }
 
 /* The stream an op queues on: its own, or under serial_ops (system.h) the compute stream for
@@ -227,8 +230,10 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
     int32_t last[TS_STREAM_COUNT];
     p->ops = calloc(n + 1, sizeof *p->ops);
     p->succ = malloc(((size_t)sp->n_deps + n + 1) * sizeof *p->succ);
+    p->roots = malloc((n + 1) * sizeof *p->roots);
     TS_ALLOC_GOTO(p->ops, res, exit);
     TS_ALLOC_GOTO(p->succ, res, exit);
+    TS_ALLOC_GOTO(p->roots, res, exit);
 
     /* Successor counts first; then each list starts where the previous one ends and fills up
      * in op order. */
@@ -244,6 +249,8 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         }
         last[q] = (int32_t)i;
     }
+    for (size_t i = 0; i < n; i++)
+        if (p->ops[i].pending0 == 0) p->roots[p->n_roots++] = (uint32_t)i;
     for (size_t i = 1; i < n; i++) p->ops[i].succ0 = p->ops[i - 1].succ0 + p->ops[i - 1].n_succ;
     for (size_t i = 0; i < n; i++) p->ops[i].n_succ = 0;
     for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
@@ -497,9 +504,8 @@ static ts_status flush_starts(sim *S) {
 
 static ts_status run(sim *S) {
     for (int r = 0; r < S->n_ranks; r++) {
-        int n_ops = S->prog->stages[stage_of(S, r)].n_ops;
-        for (int i = 0; i < n_ops; i++)
-            if (S->rk[r].ops[i].pending0 == 0) TS_CHECK(start_op(S, r, i));
+        const stage_plan *p = &S->plans[stage_of(S, r)];
+        for (int k = 0; k < p->n_roots; k++) TS_CHECK(start_op(S, r, (int)p->roots[k]));
     }
     for (;;) {
         const ts_event *top = ts_event_heap_top(&S->heap);
