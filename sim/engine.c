@@ -2,12 +2,12 @@
  *
  * Per stage program, once (shared by every simulated rank of the stage): each op's successors
  * (the ops that list it as a dependency, then the next op of its stream — one stream for all but
- * pipeline sends under serial_ops) as a compressed list,
- * its initial count of unfinished predecessors, its contention-free cost (ts_op_cost_s) and the
- * SEND/RECV pairing. Per simulated rank and op: the count of finished predecessors (zeroed memory,
- * so nothing is copied per rank up front); an op whose count reaches its initial count is ready,
- * at the time of the event that finished its last predecessor. So the
- * whole step costs O((ops + deps) · log events), plus the flow resharing below.
+ * pipeline sends under serial_ops) as a compressed list, its count of predecessors, its
+ * contention-free cost (ts_op_cost_s) and the SEND/RECV pairing, in one op_plan per op. Per
+ * simulated rank and op: the count of finished predecessors (zeroed memory, so nothing is copied
+ * per rank up front); an op whose count reaches its plan's count is ready, at the time of the
+ * event that finished its last predecessor. Events queue per distinct time (heap.h), so the whole
+ * step costs O(ops + deps + instants · log instants), plus the flow resharing below.
  *
  * An op that becomes ready:
  *   compute      runs for cost × compute_scale[rank] × (1 + overlap_slowdown if a communication

@@ -6,7 +6,8 @@
  * heap pays a log-depth sift, with unpredictable branches, on every pop. Here each distinct time
  * (an instant) keeps its events in a FIFO, the instants sit in a binary min-heap by time, and a
  * hash table (linear probing on the time's bits) finds a pushed event's instant. A push costs a
- * probe and, for a new instant, a sift; a pop costs a sift only when it empties its instant.
+ * probe (none when it repeats the last push's time) and, for a new instant, a sift; a pop costs a
+ * sift only when it empties its instant.
  *
  * ts_event_heap_init / ts_event_heap_free pair; the queue owns its arrays. */
 #ifndef TS_HEAP_H
