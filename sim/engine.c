@@ -509,17 +509,19 @@ static ts_status run(sim *S) {
     }
     for (;;) {
         const ts_event *top = ts_event_heap_top(&S->heap);
-        /* Compute durations and rates are settled once per instant, after its events. */
-        if (S->n_starts > 0 && (top == NULL || top->t_s > S->now)) {
-            TS_CHECK(flush_starts(S));
-            continue;
-        }
-        if (ts_net_dirty(&S->net) && (top == NULL || top->t_s > S->now)) {
-            TS_CHECK(ts_net_reshare(&S->net, S->now));
-            for (int k = 0; k < S->net.n_changed; k++) {
-                int id = S->net.changed[k];
-                TS_CHECK(push(S, EV_FLOW, ts_net_finish_s(&S->net, id), id, 0,
-                              S->net.flows[id].version));
+        /* Compute durations, then rates, are settled once per instant, after its events. */
+        if (top == NULL || top->t_s > S->now) {
+            if (S->n_starts > 0) {
+                TS_CHECK(flush_starts(S));
+                continue;
+            }
+            if (ts_net_dirty(&S->net)) {
+                TS_CHECK(ts_net_reshare(&S->net, S->now));
+                for (int k = 0; k < S->net.n_changed; k++) {
+                    int id = S->net.changed[k];
+                    TS_CHECK(push(S, EV_FLOW, ts_net_finish_s(&S->net, id), id, 0,
+                                  S->net.flows[id].version));
+                }
             }
         }
         ts_event ev;
