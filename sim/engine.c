@@ -2,11 +2,12 @@
  *
  * Per stage program, once (shared by every simulated rank of the stage): each op's successors
  * (the ops that list it as a dependency, then the next op of its stream — one stream for all but
- * pipeline sends under serial_ops) as a compressed list,
- * its initial count of unfinished predecessors, its contention-free cost (ts_op_cost_s) and the
- * SEND/RECV pairing. Per simulated rank and op: the count of unfinished predecessors; an op whose
- * count drops to 0 is ready, at the time of the event that finished its last predecessor. So the
- * whole step costs O((ops + deps) · log events), plus the flow resharing below.
+ * pipeline sends under serial_ops) as a compressed list, its count of predecessors, its
+ * contention-free cost (ts_op_cost_s) and the SEND/RECV pairing, in one op_plan per op. Per
+ * simulated rank and op: the count of finished predecessors (zeroed memory, so nothing is copied
+ * per rank up front); an op whose count reaches its plan's count is ready, at the time of the
+ * event that finished its last predecessor. Events queue per distinct time (heap.h), so the whole
+ * step costs O(ops + deps + instants · log instants), plus the flow resharing below.
  *
  * An op that becomes ready:
  *   compute      runs for cost × compute_scale[rank] × (1 + overlap_slowdown if a communication
@@ -34,52 +35,86 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sim/heap.h"
 #include "sim/network.h"
 
 enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE };
 
-enum { F_READY = 1, F_DONE = 2, F_XFER_DONE = 4 };
-
 enum { DIR_OUT, DIR_IN };
 
+/* How far ahead of the op that ends end_op prefetches its rank's arrays: two cache lines (on a
+ * 1024-rank step one to four lines ahead measured about alike, eight worse). The rank-op arrays
+ * have this much slack at their end. */
+enum { PREFETCH_BYTES = 128 };
+
+/* What the event loop reads of one op of a stage program, together (it reads them for every op
+ * of every simulated rank; ts_op itself is 72 bytes). */
 typedef struct {
-    uint32_t *pending0; /* (n_ops) dependencies + stream predecessor */
-    uint32_t *succ_off; /* (n_ops + 1) into succ */
-    uint32_t *succ;     /* ops waiting for each op */
-    int32_t *match;     /* (n_ops) SEND/RECV: the paired op of the peer stage, else -1 */
-    double *cost_s;     /* (n_ops) ts_op_cost_s */
-    double *lat_s;      /* (n_ops) COLL/SEND: latency part of cost_s */
-    uint8_t *link;      /* (n_ops) COLL/SEND: the ts_link it crosses */
+    double cost_s;          /* ts_op_cost_s */
+    double lat_s;           /* COLL/SEND: latency part of cost_s */
+    uint32_t succ0, n_succ; /* its successors: the stage plan's succ[succ0 .. succ0 + n_succ) */
+    uint32_t pending0;      /* dependencies + stream predecessor */
+    int32_t match;          /* SEND/RECV: the paired op of the peer stage, else -1 */
+    uint8_t kind;           /* ts_op_kind */
+    uint8_t group;          /* COLL: ts_group */
+    uint8_t link;           /* COLL/SEND: the ts_link it crosses */
+} op_plan;
+
+typedef struct {
+    op_plan *ops;    /* (n_ops) */
+    uint32_t *succ;  /* ops waiting for each op */
+    uint32_t *roots; /* (n_roots) the ops ready from the start (no predecessor), ascending */
+    int n_roots;
 } stage_plan;
 
 typedef struct {
     int rank, op;
 } op_ref;
 
+/* One op on one simulated rank, touched once per predecessor that finishes (4 bytes: the state of
+ * a full-rank step is tens of millions of these). Whether an op is done is not stored: deadlock()
+ * derives it. */
+typedef struct {
+    uint16_t preds_done; /* finished predecessors: ready once it reaches the plan's pending0 */
+    uint8_t xfer_done;   /* RECV: its transfer has ended */
+} op_state;
+
+/* A simulated rank as the event loop sees it: views into the plans, the state and the result. */
+typedef struct {
+    const op_plan *ops;     /* its stage's */
+    const uint32_t *succ;   /* its stage's */
+    op_state *state;        /* (n_ops) */
+    uint32_t *arrived;      /* (n_ops) full mode: members that reached a COLL it leads */
+    ts_op_span *spans;      /* the result's */
+    double scale;           /* compute_scale of its global rank, 1 without */
+    int active;             /* communication ops in flight */
+    int lead[TS_GROUP_COUNT]; /* full mode: its groups' lowest members (ts_group_id) */
+} sim_rank;
+
 typedef struct {
     const ts_problem *pb;
     const ts_layout *l;
     const ts_program *prog;
     int full, free_comm;
-    const double *scale;
     int n_ranks;
-    stage_plan *plans;  /* (pp) */
+    int group_size[TS_GROUP_COUNT], group_stride[TS_GROUP_COUNT];
+    double slowdown;   /* 1 + overlap_slowdown */
+    stage_plan *plans; /* (pp) */
     ts_sim_rank *ranks; /* the result's (n_ranks) */
-    int64_t *base;      /* (n_ranks) first index of each rank's ops in the arrays below */
-    uint32_t *pending;  /* (rank-ops) unfinished predecessors */
-    uint8_t *flags;     /* (rank-ops) F_* */
-    uint32_t *arrived; /* (rank-ops) full mode: members that reached a COLL, at its lowest member */
-    int *active;       /* (n_ranks) communication ops in flight */
-    int *members;      /* scratch: participants of a collective or transfer */
-    int *links;        /* scratch: the links of its flow */
+    sim_rank *rk;      /* (n_ranks) */
+    op_state *state;   /* (rank-ops) the ranks' views in rank order */
+    uint32_t *arrived; /* (rank-ops) full mode */
+    int *links;        /* scratch: the links of a flow */
     op_ref *starts;    /* compute ops that became ready at `now` */
     int n_starts, cap_starts;
     ts_event_heap heap;
     ts_net net;
     double now;
+    double step_s;     /* the latest end of an op */
     int64_t done, total, events;
 } sim;
 
@@ -161,6 +196,8 @@ static ts_status check_program(const ts_program *prog) {
                 why = "peer stage out of range";
             else if ((uint64_t)op->dep0 + op->ndeps > (uint64_t)sp->n_deps)
                 why = "dependency list out of range";
+            else if (op->ndeps >= UINT16_MAX) /* op_state counts them and a stream predecessor */
+                why = "more than 65534 dependencies";
             for (uint32_t d = 0; why == NULL && d < op->ndeps; d++)
                 if (sp->deps[op->dep0 + d] >= (uint32_t)i) why = "depends on itself or a later op";
             if (why != NULL)
@@ -172,13 +209,9 @@ static ts_status check_program(const ts_program *prog) {
 }
 
 static void plan_free(stage_plan *p) {
-    free(p->pending0);
-    free(p->succ_off);
+    free(p->ops);
     free(p->succ);
-    free(p->match);
-    free(p->cost_s);
-    free(p->lat_s);
-    free(p->link);
+    free(p->roots);
 }
 
 /* The stream an op queues on: its own, or under serial_ops (system.h) the compute stream for
@@ -195,53 +228,53 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
     ts_status res = TS_OK;
     size_t n = (size_t)sp->n_ops;
     int32_t last[TS_STREAM_COUNT];
-    p->pending0 = calloc(n + 1, sizeof *p->pending0);
-    p->succ_off = calloc(n + 2, sizeof *p->succ_off);
+    p->ops = calloc(n + 1, sizeof *p->ops);
     p->succ = malloc(((size_t)sp->n_deps + n + 1) * sizeof *p->succ);
-    p->match = malloc((n + 1) * sizeof *p->match);
-    p->cost_s = malloc((n + 1) * sizeof *p->cost_s);
-    p->lat_s = malloc((n + 1) * sizeof *p->lat_s);
-    p->link = malloc(n + 1);
-    TS_ALLOC_GOTO(p->pending0, res, exit);
-    TS_ALLOC_GOTO(p->succ_off, res, exit);
+    p->roots = malloc((n + 1) * sizeof *p->roots);
+    TS_ALLOC_GOTO(p->ops, res, exit);
     TS_ALLOC_GOTO(p->succ, res, exit);
-    TS_ALLOC_GOTO(p->match, res, exit);
-    TS_ALLOC_GOTO(p->cost_s, res, exit);
-    TS_ALLOC_GOTO(p->lat_s, res, exit);
-    TS_ALLOC_GOTO(p->link, res, exit);
+    TS_ALLOC_GOTO(p->roots, res, exit);
 
-    /* Successor counts at op + 2, so that after the prefix sum succ_off[op + 1] is the fill
-     * cursor of op's list and ends as the start of the next one. */
+    /* Successor counts first; then each list starts where the previous one ends and fills up
+     * in op order. */
     for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
-        for (uint32_t d = 0; d < op->ndeps; d++) p->succ_off[sp->deps[op->dep0 + d] + 2]++;
-        p->pending0[i] = op->ndeps;
+        for (uint32_t d = 0; d < op->ndeps; d++) p->ops[sp->deps[op->dep0 + d]].n_succ++;
+        p->ops[i].pending0 = op->ndeps;
         int q = queue_of(pb, op);
         if (last[q] >= 0) {
-            p->succ_off[last[q] + 2]++;
-            p->pending0[i]++;
+            p->ops[last[q]].n_succ++;
+            p->ops[i].pending0++;
         }
         last[q] = (int32_t)i;
     }
-    for (size_t i = 2; i <= n + 1; i++) p->succ_off[i] += p->succ_off[i - 1];
+    for (size_t i = 0; i < n; i++)
+        if (p->ops[i].pending0 == 0) p->roots[p->n_roots++] = (uint32_t)i;
+    for (size_t i = 1; i < n; i++) p->ops[i].succ0 = p->ops[i - 1].succ0 + p->ops[i - 1].n_succ;
+    for (size_t i = 0; i < n; i++) p->ops[i].n_succ = 0;
     for (int s = 0; s < TS_STREAM_COUNT; s++) last[s] = -1;
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
-        for (uint32_t d = 0; d < op->ndeps; d++)
-            p->succ[p->succ_off[sp->deps[op->dep0 + d] + 1]++] = (uint32_t)i;
+        for (uint32_t d = 0; d < op->ndeps; d++) {
+            op_plan *dep = &p->ops[sp->deps[op->dep0 + d]];
+            p->succ[dep->succ0 + dep->n_succ++] = (uint32_t)i;
+        }
         int q = queue_of(pb, op);
-        if (last[q] >= 0) p->succ[p->succ_off[last[q] + 1]++] = (uint32_t)i;
+        if (last[q] >= 0) p->succ[p->ops[last[q]].succ0 + p->ops[last[q]].n_succ++] = (uint32_t)i;
         last[q] = (int32_t)i;
     }
 
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
-        p->match[i] = -1;
-        p->cost_s[i] = ts_op_cost_s(pb, l, op);
+        op_plan *o = &p->ops[i];
+        o->kind = op->kind;
+        o->group = op->group;
+        o->match = -1;
+        o->cost_s = ts_op_cost_s(pb, l, op);
         int flow = op->kind == TS_OP_COLL || op->kind == TS_OP_SEND;
-        p->lat_s[i] = flow ? latency_s(pb, l, op, p->cost_s[i]) : 0;
-        p->link[i] = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);
+        o->lat_s = flow ? latency_s(pb, l, op, o->cost_s) : 0;
+        o->link = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);
     }
 exit:
     return res;
@@ -293,8 +326,8 @@ static ts_status match_p2p(const ts_program *prog, stage_plan *plans) {
         x.op = y.op = 0;
         int c = p2p_cmp(&x, &y);
         if (c == 0) {
-            plans[sends[a].src].match[sends[a].op] = recvs[b].op;
-            plans[recvs[b].dst].match[recvs[b].op] = sends[a].op;
+            plans[sends[a].src].ops[sends[a].op].match = recvs[b].op;
+            plans[recvs[b].dst].ops[recvs[b].op].match = sends[a].op;
         }
         if (c <= 0) a++;
         if (c >= 0) b++;
@@ -313,29 +346,23 @@ static const ts_op *op_of(const sim *S, int r, int i) {
     return &S->prog->stages[stage_of(S, r)].ops[i];
 }
 
-/* The simulated rank of stage `stage` that exchanges with rank `r` (same TP/CP/DP position). */
+/* The simulated rank of stage `stage` that exchanges with rank `r` (same TP/CP/DP position:
+ * full mode, the rank `stage − its stage` PP strides away). */
 static int peer_rank(const sim *S, int r, int stage) {
     if (!S->full) return stage;
-    ts_coords c = ts_rank_coords(S->l, S->ranks[r].rank);
-    c.pp = stage;
-    return ts_rank_of(S->l, c);
+    return r + (stage - stage_of(S, r)) * S->group_stride[TS_GROUP_PP];
 }
 
-/* The participants of the COLL or SEND op `i` owned by rank `r` (its group's lowest member, or
- * the sender) into S->members; returns their count (a SEND: sender, then receiver). */
-static int participants(sim *S, int r, int i) {
-    const ts_op *op = op_of(S, r, i);
-    if (op->kind == TS_OP_SEND) {
-        S->members[0] = r;
-        S->members[1] = peer_rank(S, r, op->peer);
+/* The participants of COLL or SEND op `i` owned by rank `r` (its group's lowest member, or the
+ * sender): `*n` ranks r, r + stride, ... (a SEND: the sender, then the receiver). */
+static int participants(const sim *S, int r, int i, int *stride) {
+    const op_plan *o = &S->rk[r].ops[i];
+    if (o->kind == TS_OP_SEND) {
+        *stride = peer_rank(S, r, op_of(S, r, i)->peer) - r;
         return 2;
     }
-    if (!S->full) {
-        S->members[0] = r;
-        return 1;
-    }
-    ts_group_members(S->l, (ts_group)op->group, r, S->members);
-    return ts_group_size(S->l, (ts_group)op->group);
+    *stride = S->group_stride[o->group];
+    return S->full ? S->group_size[o->group] : 1;
 }
 
 static ts_status push(sim *S, int type, double t_s, int a, int b, uint32_t version) {
@@ -343,111 +370,114 @@ static ts_status push(sim *S, int type, double t_s, int a, int b, uint32_t versi
         &S->heap, (ts_event){.t_s = t_s, .type = type, .a = a, .b = b, .version = version});
 }
 
-static int comm_counts(const sim *S, const stage_plan *p, int i) {
-    return !S->free_comm && p->cost_s[i] > 0;
-}
+static int comm_counts(const sim *S, const op_plan *o) { return !S->free_comm && o->cost_s > 0; }
 
 /* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
 static ts_status comm_begin(sim *S, int r, int i) {
-    const stage_plan *p = &S->plans[stage_of(S, r)];
-    if (!comm_counts(S, p, i)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
-    int n = participants(S, r, i);
-    for (int k = 0; k < n; k++) S->active[S->members[k]]++;
-    return push(S, EV_LATENCY, S->now + p->lat_s[i], r, i, 0);
+    const op_plan *o = &S->rk[r].ops[i];
+    if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
+    int stride, n = participants(S, r, i, &stride);
+    for (int k = 0; k < n; k++) S->rk[r + k * stride].active++;
+    return push(S, EV_LATENCY, S->now + o->lat_s, r, i, 0);
 }
 
-static ts_status start_op(sim *S, int r, int i);
+static ts_status grow_starts(sim *S) {
+    int cap = S->cap_starts ? 2 * S->cap_starts : 256;
+    op_ref *st = realloc(S->starts, (size_t)cap * sizeof *st);
+    if (st == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d starting ops", cap);
+    S->starts = st;
+    S->cap_starts = cap;
+    return TS_OK;
+}
+
+static ts_status start_comm(sim *S, int r, int i);
+
+/* Op `i` of rank `r` is ready now. Inline, so that end_op starts the common case, a compute op,
+ * without a call: it waits in `starts` for the end of the instant (flush_starts). */
+static inline ts_status start_op(sim *S, int r, int i) {
+    sim_rank *R = &S->rk[r];
+    R->spans[i].start_s = S->now;
+    if (is_comm(R->ops[i].kind)) return start_comm(S, r, i);
+    if (S->n_starts == S->cap_starts) TS_CHECK(grow_starts(S));
+    S->starts[S->n_starts++] = (op_ref){r, i};
+    return TS_OK;
+}
 
 static ts_status end_op(sim *S, int r, int i) {
-    const stage_plan *p = &S->plans[stage_of(S, r)];
-    S->flags[S->base[r] + i] |= F_DONE;
-    S->ranks[r].spans[i].end_s = S->now;
+    const sim_rank *R = &S->rk[r];
+    const op_plan *ops = R->ops;
+    op_state *state = R->state;
+    R->spans[i].end_s = S->now;
+    if (S->now > S->step_s) S->step_s = S->now;
     S->done++;
-    for (uint32_t k = p->succ_off[i]; k < p->succ_off[i + 1]; k++) {
-        uint32_t j = p->succ[k];
-        if (--S->pending[S->base[r] + j] == 0) TS_CHECK(start_op(S, r, (int)j));
+    /* A rank walks its ops roughly in order and a thousand ranks interleave, too many streams
+     * for the hardware prefetcher: fetch the state and spans of its next ops now. */
+    __builtin_prefetch(&state[i + PREFETCH_BYTES / sizeof *state], 1);
+    __builtin_prefetch(&R->spans[i + PREFETCH_BYTES / sizeof *R->spans], 1);
+    const uint32_t *succ = R->succ + ops[i].succ0;
+    for (uint32_t k = 0, n = ops[i].n_succ; k < n; k++) {
+        uint32_t j = succ[k];
+        if (++state[j].preds_done == ops[j].pending0) TS_CHECK(start_op(S, r, (int)j));
     }
     return TS_OK;
 }
 
-static ts_status start_op(sim *S, int r, int i) {
-    const ts_op *op = op_of(S, r, i);
-    const stage_plan *p = &S->plans[stage_of(S, r)];
-    int64_t x = S->base[r] + i;
-    ts_op_span *span = &S->ranks[r].spans[i];
-    S->flags[x] |= F_READY;
-    span->start_s = S->now;
-    switch ((ts_op_kind)op->kind) {
+/* A communication op that became ready (start_op). */
+static ts_status start_comm(sim *S, int r, int i) {
+    sim_rank *R = &S->rk[r];
+    const op_plan *o = &R->ops[i];
+    switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL: {
         if (!S->full) return comm_begin(S, r, i);
-        int n = ts_group_size(S->l, (ts_group)op->group);
-        int lead = ts_group_id(S->l, (ts_group)op->group, S->ranks[r].rank);
-        if (++S->arrived[S->base[lead] + i] < (uint32_t)n) return TS_OK;
+        int lead = R->lead[o->group];
+        if (++S->rk[lead].arrived[i] < (uint32_t)S->group_size[o->group]) return TS_OK;
         /* The last member is here: the collective starts now for all of them. */
-        n = participants(S, lead, i);
-        for (int k = 0; k < n; k++) S->ranks[S->members[k]].spans[i].start_s = S->now;
+        int stride, n = participants(S, lead, i, &stride);
+        for (int k = 0; k < n; k++) S->rk[lead + k * stride].spans[i].start_s = S->now;
         return comm_begin(S, lead, i);
     }
     case TS_OP_SEND:
-        if (p->match[i] < 0) return TS_OK; /* never matched: reported as a deadlock */
+        if (o->match < 0) return TS_OK; /* never matched: reported as a deadlock */
         /* The receiver's span starts now unless its RECV becomes ready later. */
-        S->ranks[peer_rank(S, r, op->peer)].spans[p->match[i]].start_s = S->now;
+        S->rk[peer_rank(S, r, op_of(S, r, i)->peer)].spans[o->match].start_s = S->now;
         return comm_begin(S, r, i);
     case TS_OP_RECV:
         /* The span started now unless the transfer starts later (the SEND then moves it). */
-        if (S->flags[x] & F_XFER_DONE) return push(S, EV_END, S->now, r, i, 0);
+        if (R->state[i].xfer_done) return push(S, EV_END, S->now, r, i, 0);
         return TS_OK;
-    case TS_OP_GEMM:
-    case TS_OP_ATTENTION:
-    case TS_OP_ELEMENTWISE:
-    case TS_OP_OPTIMIZER:
-        if (S->n_starts == S->cap_starts) {
-            int cap = S->cap_starts ? 2 * S->cap_starts : 256;
-            op_ref *st = realloc(S->starts, (size_t)cap * sizeof *st);
-            if (st == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d starting ops", cap);
-            S->starts = st;
-            S->cap_starts = cap;
-        }
-        S->starts[S->n_starts++] = (op_ref){r, i};
-        return TS_OK;
-    case TS_OP_KIND_COUNT: break;
+    default: return TS_OK;
     }
-    return TS_OK;
 }
 
 /* The collective or transfer owned by `r` has ended for every participant. */
 static ts_status comm_done(sim *S, int r, int i) {
-    const stage_plan *p = &S->plans[stage_of(S, r)];
-    int counted = comm_counts(S, p, i);
-    int n = participants(S, r, i);
-    if (counted)
-        for (int k = 0; k < n; k++) S->active[S->members[k]]--;
-    if (op_of(S, r, i)->kind == TS_OP_SEND) {
-        int q = S->members[1];
-        int64_t y = S->base[q] + p->match[i];
-        int waiting = S->flags[y] & F_READY;
-        S->flags[y] |= F_XFER_DONE;
-        if (waiting) TS_CHECK(end_op(S, q, p->match[i]));
+    const op_plan *o = &S->rk[r].ops[i];
+    int stride, n = participants(S, r, i, &stride);
+    if (comm_counts(S, o))
+        for (int k = 0; k < n; k++) S->rk[r + k * stride].active--;
+    if (o->kind == TS_OP_SEND) {
+        sim_rank *Q = &S->rk[r + stride];
+        int waiting = Q->state[o->match].preds_done == Q->ops[o->match].pending0;
+        Q->state[o->match].xfer_done = 1;
+        if (waiting) TS_CHECK(end_op(S, r + stride, o->match));
         return end_op(S, r, i);
     }
-    /* end_op may refill S->members (a collective it starts): walk the group by its stride. */
-    int stride = ts_group_stride(S->l, (ts_group)op_of(S, r, i)->group);
     for (int k = 0; k < n; k++) TS_CHECK(end_op(S, r + k * stride, i));
     return TS_OK;
 }
 
 static ts_status start_flow(sim *S, int r, int i) {
-    const stage_plan *p = &S->plans[stage_of(S, r)];
-    double work = p->cost_s[i] - p->lat_s[i];
+    const op_plan *o = &S->rk[r].ops[i];
+    double work = o->cost_s - o->lat_s;
     if (work <= 0) return comm_done(S, r, i);
-    int n = participants(S, r, i), n_links = 0, link = p->link[i];
-    if (op_of(S, r, i)->kind == TS_OP_SEND) {
-        S->links[n_links++] = (S->members[0] * TS_LINK_COUNT + link) * 2 + DIR_OUT;
-        S->links[n_links++] = (S->members[1] * TS_LINK_COUNT + link) * 2 + DIR_IN;
+    int stride, n = participants(S, r, i, &stride), n_links = 0;
+    if (o->kind == TS_OP_SEND) {
+        S->links[n_links++] = (r * TS_LINK_COUNT + o->link) * 2 + DIR_OUT;
+        S->links[n_links++] = ((r + stride) * TS_LINK_COUNT + o->link) * 2 + DIR_IN;
     } else {
         for (int k = 0; k < n; k++) {
-            S->links[n_links++] = (S->members[k] * TS_LINK_COUNT + link) * 2 + DIR_OUT;
-            S->links[n_links++] = (S->members[k] * TS_LINK_COUNT + link) * 2 + DIR_IN;
+            S->links[n_links++] = ((r + k * stride) * TS_LINK_COUNT + o->link) * 2 + DIR_OUT;
+            S->links[n_links++] = ((r + k * stride) * TS_LINK_COUNT + o->link) * 2 + DIR_IN;
         }
     }
     int id;
@@ -459,12 +489,14 @@ static ts_status start_flow(sim *S, int r, int i) {
  * instant is done, so whether communication of their rank is in flight does not depend on the
  * order of simultaneous events (a collective starting as its members' GEMMs end). */
 static ts_status flush_starts(sim *S) {
-    for (int k = 0; k < S->n_starts; k++) {
-        int r = S->starts[k].rank, i = S->starts[k].op;
-        double d = S->plans[stage_of(S, r)].cost_s[i];
-        if (S->scale) d *= S->scale[S->ranks[r].rank];
-        if (S->active[r] > 0) d *= 1.0 + S->pb->sys.overlap_slowdown;
-        TS_CHECK(push(S, EV_END, S->now + d, r, i, 0));
+    double now = S->now, slowdown = S->slowdown;
+    for (int k = 0, n = S->n_starts; k < n; k++) {
+        op_ref st = S->starts[k];
+        const sim_rank *R = &S->rk[st.rank];
+        double d = R->ops[st.op].cost_s;
+        d *= R->scale;
+        if (R->active > 0) d *= slowdown;
+        TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
     }
     S->n_starts = 0;
     return TS_OK;
@@ -473,23 +505,23 @@ static ts_status flush_starts(sim *S) {
 static ts_status run(sim *S) {
     for (int r = 0; r < S->n_ranks; r++) {
         const stage_plan *p = &S->plans[stage_of(S, r)];
-        int n_ops = S->prog->stages[stage_of(S, r)].n_ops;
-        for (int i = 0; i < n_ops; i++)
-            if (p->pending0[i] == 0) TS_CHECK(start_op(S, r, i));
+        for (int k = 0; k < p->n_roots; k++) TS_CHECK(start_op(S, r, (int)p->roots[k]));
     }
     for (;;) {
         const ts_event *top = ts_event_heap_top(&S->heap);
-        /* Compute durations and rates are settled once per instant, after its events. */
-        if (S->n_starts > 0 && (top == NULL || top->t_s > S->now)) {
-            TS_CHECK(flush_starts(S));
-            continue;
-        }
-        if (ts_net_dirty(&S->net) && (top == NULL || top->t_s > S->now)) {
-            TS_CHECK(ts_net_reshare(&S->net, S->now));
-            for (int k = 0; k < S->net.n_changed; k++) {
-                int id = S->net.changed[k];
-                TS_CHECK(push(S, EV_FLOW, ts_net_finish_s(&S->net, id), id, 0,
-                              S->net.flows[id].version));
+        /* Compute durations, then rates, are settled once per instant, after its events. */
+        if (top == NULL || top->t_s > S->now) {
+            if (S->n_starts > 0) {
+                TS_CHECK(flush_starts(S));
+                continue;
+            }
+            if (ts_net_dirty(&S->net)) {
+                TS_CHECK(ts_net_reshare(&S->net, S->now));
+                for (int k = 0; k < S->net.n_changed; k++) {
+                    int id = S->net.changed[k];
+                    TS_CHECK(push(S, EV_FLOW, ts_net_finish_s(&S->net, id), id, 0,
+                                  S->net.flows[id].version));
+                }
             }
         }
         ts_event ev;
@@ -516,19 +548,36 @@ static ts_status run(sim *S) {
     return TS_OK;
 }
 
+/* Whether op `i` of rank `r` finished, once the event queue has run dry: every op whose
+ * predecessors all finished did, unless it waits on another rank — a collective whose group never
+ * all arrived, an unmatched SEND, a RECV whose transfer never ended. */
+static int op_done(const sim *S, int r, int i) {
+    const sim_rank *R = &S->rk[r];
+    const op_plan *o = &R->ops[i];
+    if (R->state[i].preds_done != o->pending0) return 0;
+    switch ((ts_op_kind)o->kind) {
+    case TS_OP_COLL:
+        return !S->full || S->rk[R->lead[o->group]].arrived[i] == (uint32_t)S->group_size[o->group];
+    case TS_OP_SEND: return o->match >= 0;
+    case TS_OP_RECV: return R->state[i].xfer_done;
+    default: return 1;
+    }
+}
+
 /* The deadlock report: the first unfinished op of the first rank with one. Its predecessors are
  * done (they come earlier in its program), so it waits on another rank: a RECV for its SEND, a
  * SEND for a RECV to pair with, or a collective for its group. */
 static ts_status deadlock(const sim *S) {
-    int64_t x = 0;
-    while (S->flags[x] & F_DONE) x++;
-    int r = 0;
-    while (r + 1 < S->n_ranks && S->base[r + 1] <= x) r++;
-    int s = stage_of(S, r), i = (int)(x - S->base[r]);
+    int r, i = 0; /* some op is unfinished (S->done < S->total), so the search stops at it */
+    for (r = 0; r < S->n_ranks; r++) {
+        int n_ops = S->prog->stages[stage_of(S, r)].n_ops;
+        for (i = 0; i < n_ops && op_done(S, r, i); i++) continue;
+        if (i < n_ops) break;
+    }
+    int s = stage_of(S, r);
     const ts_op *op = op_of(S, r, i);
-    const stage_plan *p = &S->plans[s];
     char label[128], why[160];
-    if (op->kind == TS_OP_RECV && p->match[i] < 0)
+    if (op->kind == TS_OP_RECV && S->rk[r].ops[i].match < 0)
         snprintf(why, sizeof why, "no SEND from stage %d matches it", op->peer);
     else if (op->kind == TS_OP_RECV)
         snprintf(why, sizeof why, "its SEND on stage %d never ran", op->peer);
@@ -536,8 +585,8 @@ static ts_status deadlock(const sim *S) {
         snprintf(why, sizeof why, "no RECV on stage %d matches it", op->peer);
     else
         snprintf(why, sizeof why, "%u of %d members of its %s group reached it",
-                 S->arrived[S->base[ts_group_id(S->l, (ts_group)op->group, S->ranks[r].rank)] + i],
-                 ts_group_size(S->l, (ts_group)op->group), ts_group_names[op->group]);
+                 S->rk[S->rk[r].lead[op->group]].arrived[i], S->group_size[op->group],
+                 ts_group_names[op->group]);
     return TS_FAIL(
         TS_ERR_INPUT,
         "step program deadlocks: rank %d (stage %d) op %d \"%s\" (%s) never completes: %s",
@@ -603,12 +652,9 @@ static ts_status rank_stats(const sim *S, int r, double step_s, ts_stage_stats *
 static void sim_free(sim *S) {
     for (int s = 0; S->plans && s < S->prog->pp; s++) plan_free(&S->plans[s]);
     free(S->plans);
-    free(S->base);
-    free(S->pending);
-    free(S->flags);
+    free(S->rk);
+    free(S->state);
     free(S->arrived);
-    free(S->active);
-    free(S->members);
     free(S->links);
     free(S->starts);
     ts_event_heap_free(&S->heap);
@@ -616,10 +662,60 @@ static void sim_free(sim *S) {
 }
 
 void ts_sim_result_free(ts_sim_result *r) {
-    for (int i = 0; r->ranks && i < r->n_ranks; i++) free(r->ranks[i].spans);
+    free(r->span_block);
     free(r->ranks);
     free(r->stages);
     memset(r, 0, sizeof *r);
+}
+
+/* calloc for the arrays indexed by rank-op (tens of millions of entries in a full-rank step),
+ * advised onto transparent huge pages: the event loop works at every rank's frontier at once, and
+ * with 4 KiB pages nearly every access misses the TLB (a quarter of a 1024-rank step's time).
+ * madvise's result is ignored on purpose: where the kernel declines, the memory is plain calloc
+ * memory and only slower. Slack at the end for end_op's prefetches. */
+static void *rank_ops_calloc(size_t n, size_t size) {
+    void *p = calloc(n + PREFETCH_BYTES / size + 1, size);
+#ifdef MADV_HUGEPAGE
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p, hi = lo + n * size;
+    if (p != NULL && page > 0) {
+        lo = (lo + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
+
+/* Lays out the simulated ranks: the result's ranks and spans, the state and the loop's views. */
+static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out) {
+    const ts_layout *l = S->l;
+    for (int r = 0; r < S->n_ranks; r++) {
+        ts_sim_rank *R = &out->ranks[r];
+        R->rank = o->full ? r : ts_rank_of(l, (ts_coords){0, 0, 0, r});
+        R->stage = o->full ? ts_rank_coords(l, r).pp : r;
+        S->total += S->prog->stages[R->stage].n_ops;
+    }
+    out->span_block = rank_ops_calloc((size_t)S->total, sizeof *out->span_block);
+    S->state = rank_ops_calloc((size_t)S->total, sizeof *S->state);
+    S->arrived = o->full ? rank_ops_calloc((size_t)S->total, sizeof *S->arrived) : NULL;
+    if (out->span_block == NULL || S->state == NULL || (o->full && S->arrived == NULL))
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for %lld rank-ops", (long long)S->total);
+    int64_t base = 0;
+    for (int r = 0; r < S->n_ranks; r++) {
+        ts_sim_rank *R = &out->ranks[r];
+        sim_rank *V = &S->rk[r];
+        R->spans = out->span_block + base;
+        V->ops = S->plans[R->stage].ops;
+        V->succ = S->plans[R->stage].succ;
+        V->state = S->state + base;
+        V->arrived = S->arrived ? S->arrived + base : NULL;
+        V->spans = R->spans;
+        V->scale = o->compute_scale ? o->compute_scale[R->rank] : 1.0;
+        for (int g = 0; g < TS_GROUP_COUNT; g++)
+            V->lead[g] = o->full ? ts_group_id(l, (ts_group)g, r) : r;
+        base += S->prog->stages[R->stage].n_ops;
+    }
+    return TS_OK;
 }
 
 static double seconds_now(void) {
@@ -640,23 +736,22 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     ts_status res = TS_OK;
     const ts_layout *l = &prog->layout;
     sim S = {.pb = pb, .l = l, .prog = prog, .full = o.full, .free_comm = o.free_comm,
-             .scale = o.compute_scale};
+             .slowdown = 1.0 + pb->sys.overlap_slowdown};
     ts_event_heap_init(&S.heap);
     S.n_ranks = o.full ? ts_rank_count(l) : prog->pp;
     int max_group = 2;
-    for (int g = 0; g < TS_GROUP_COUNT; g++)
-        if (ts_group_size(l, (ts_group)g) > max_group) max_group = ts_group_size(l, (ts_group)g);
+    for (int g = 0; g < TS_GROUP_COUNT; g++) {
+        S.group_size[g] = ts_group_size(l, (ts_group)g);
+        S.group_stride[g] = ts_group_stride(l, (ts_group)g);
+        if (S.group_size[g] > max_group) max_group = S.group_size[g];
+    }
     S.plans = calloc((size_t)prog->pp, sizeof *S.plans);
-    S.base = malloc((size_t)S.n_ranks * sizeof *S.base);
-    S.active = calloc((size_t)S.n_ranks, sizeof *S.active);
-    S.members = malloc((size_t)max_group * sizeof *S.members);
+    S.rk = calloc((size_t)S.n_ranks, sizeof *S.rk);
     S.links = malloc((size_t)2 * max_group * sizeof *S.links);
     out->ranks = calloc((size_t)S.n_ranks, sizeof *out->ranks);
     out->stages = calloc((size_t)prog->pp, sizeof *out->stages);
     TS_ALLOC_GOTO(S.plans, res, fail);
-    TS_ALLOC_GOTO(S.base, res, fail);
-    TS_ALLOC_GOTO(S.active, res, fail);
-    TS_ALLOC_GOTO(S.members, res, fail);
+    TS_ALLOC_GOTO(S.rk, res, fail);
     TS_ALLOC_GOTO(S.links, res, fail);
     TS_ALLOC_GOTO(out->ranks, res, fail);
     TS_ALLOC_GOTO(out->stages, res, fail);
@@ -666,26 +761,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     for (int s = 0; s < prog->pp; s++)
         TS_CHECK_GOTO(plan_stage(pb, l, &prog->stages[s], &S.plans[s]), res, fail);
     TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
-
-    for (int r = 0; r < S.n_ranks; r++) {
-        ts_sim_rank *R = &out->ranks[r];
-        R->rank = o.full ? r : ts_rank_of(l, (ts_coords){0, 0, 0, r});
-        R->stage = o.full ? ts_rank_coords(l, r).pp : r;
-        int n_ops = prog->stages[R->stage].n_ops;
-        R->spans = calloc((size_t)n_ops + 1, sizeof *R->spans);
-        TS_ALLOC_GOTO(R->spans, res, fail);
-        S.base[r] = S.total;
-        S.total += n_ops;
-    }
-    S.pending = malloc(((size_t)S.total + 1) * sizeof *S.pending);
-    S.flags = calloc((size_t)S.total + 1, 1);
-    S.arrived = o.full ? calloc((size_t)S.total + 1, sizeof *S.arrived) : NULL;
-    TS_ALLOC_GOTO(S.pending, res, fail);
-    TS_ALLOC_GOTO(S.flags, res, fail);
-    if (o.full) TS_ALLOC_GOTO(S.arrived, res, fail);
-    for (int r = 0; r < S.n_ranks; r++)
-        memcpy(S.pending + S.base[r], S.plans[out->ranks[r].stage].pending0,
-               (size_t)prog->stages[out->ranks[r].stage].n_ops * sizeof *S.pending);
+    TS_CHECK_GOTO(sim_ranks_init(&S, &o, out), res, fail);
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * TS_LINK_COUNT * 2), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);
@@ -694,10 +770,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
         goto fail;
     }
 
-    for (int r = 0; r < S.n_ranks; r++)
-        for (int i = 0; i < prog->stages[out->ranks[r].stage].n_ops; i++)
-            if (out->ranks[r].spans[i].end_s > out->step_s)
-                out->step_s = out->ranks[r].spans[i].end_s;
+    out->step_s = S.step_s;
     for (int s = 0; s < prog->pp; s++) {
         int r = o.full ? ts_rank_of(l, (ts_coords){0, 0, 0, s}) : s;
         TS_CHECK_GOTO(rank_stats(&S, r, out->step_s, &out->stages[s], out->kind_s), res, fail);

@@ -48,6 +48,7 @@ typedef struct {
     double bubble_fraction;          /* mean over stages of bubble_s / step_s */
     int n_ranks;                     /* simulated */
     ts_sim_rank *ranks;              /* (n_ranks), ascending global rank */
+    ts_op_span *span_block;          /* every rank's spans, which are views into it */
     ts_stage_stats *stages;          /* (pp), of each stage's first simulated rank */
     double kind_s[TS_OP_KIND_COUNT]; /* op time by kind, summed over ops of one rank per stage */
     int64_t events;

@@ -39,17 +39,19 @@ void ts_net_free(ts_net *n) {
     free(n->links);
     free(n->flows);
     free(n->free_ids);
-    free(n->seeds);
+    free(n->seed_flows);
+    free(n->seed_links);
     free(n->changed);
     free(n->comp_links);
     free(n->comp_flows);
+    free(n->lone);
     free(n->fill);
     *n = (ts_net){0};
 }
 
-static ts_status add_seed(ts_net *n, int link) {
-    GROW(n->seeds, n->cap_seeds, n->n_seeds + 1, "seeds");
-    n->seeds[n->n_seeds++] = link;
+static ts_status add_seed(int **seeds, int *n_seeds, int *cap, int id) {
+    GROW(*seeds, *cap, *n_seeds + 1, "seeds");
+    (*seeds)[(*n_seeds)++] = id;
     return TS_OK;
 }
 
@@ -85,8 +87,8 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
         L->fl[L->n_fl] = (ts_net_entry){fid, k};
         f->links[k] = links[k];
         f->slot[k] = L->n_fl++;
-        TS_CHECK(add_seed(n, links[k]));
     }
+    TS_CHECK(add_seed(&n->seed_flows, &n->n_seed_flows, &n->cap_seed_flows, fid));
     f->n_links = n_links;
     f->remaining_s = work_s;
     f->rate = 0;
@@ -109,14 +111,12 @@ ts_status ts_net_remove(ts_net *n, int id) {
             L->fl[pos] = last;
             n->flows[last.flow].slot[last.idx] = pos;
         }
-        TS_CHECK(add_seed(n, f->links[k]));
+        if (L->n_fl > 0) TS_CHECK(add_seed(&n->seed_links, &n->n_seed_links, &n->cap_seed_links, f->links[k]));
     }
     f->active = 0;
     n->free_ids[n->n_free++] = id;
     return TS_OK;
 }
-
-int ts_net_dirty(const ts_net *n) { return n->n_seeds > 0; }
 
 static int fill_before(const ts_fill_key *x, const ts_fill_key *y) {
     return x->key < y->key || (x->key == y->key && x->link < y->link);
@@ -152,61 +152,98 @@ static ts_fill_key fill_pop(ts_net *n) {
     return top;
 }
 
+/* Queues `link` for the component search unless seen this epoch or crossed by no flow. */
 static void visit_link(ts_net *n, int link) {
-    if (n->links[link].mark == n->epoch) return;
-    n->links[link].mark = n->epoch;
+    ts_net_link *L = &n->links[link];
+    if (L->mark == n->epoch || L->n_fl == 0) return;
+    L->mark = n->epoch;
     n->comp_links[n->n_comp_links++] = link;
 }
 
-/* Freezes the unfrozen flows crossing `link` at its share and charges their other links. */
+/* Adds flow `id` to the components unless seen this epoch: queues its shared links (a lone link
+ * leads to no other flow) and notes its lowest lone link. */
+static void visit_flow(ts_net *n, int id) {
+    ts_flow *f = &n->flows[id];
+    if (f->mark == n->epoch) return;
+    f->mark = n->epoch;
+    n->comp_flows[n->n_comp_flows++] = id;
+    int lone = -1;
+    f->shared = 0;
+    for (int k = 0; k < f->n_links; k++) {
+        int l = f->links[k];
+        if (n->links[l].n_fl > 1) {
+            f->shared++;
+            visit_link(n, l);
+        } else if (lone < 0 || l < lone) {
+            lone = l;
+        }
+    }
+    if (lone >= 0) n->lone[n->n_lone++] = (ts_net_lone){lone, id};
+}
+
+/* Freezes flow `id` at `share` and charges its shared links, queueing those with unfrozen flows
+ * left (all but `link`, the one that froze it). Lone links are left alone: no other flow reads
+ * them. */
+static ts_status freeze_flow(ts_net *n, int id, double share, int link) {
+    ts_flow *f = &n->flows[id];
+    f->frozen = 1;
+    if (f->fresh || f->rate != share) {
+        f->version++;
+        n->changed[n->n_changed++] = id;
+    }
+    f->rate = share;
+    f->fresh = 0;
+    for (int k = 0; f->shared > 0 && k < f->n_links; k++) {
+        ts_net_link *M = &n->links[f->links[k]];
+        if (M->n_fl == 1) continue;
+        M->cap_left -= share;
+        if (M->cap_left < 0) M->cap_left = 0;
+        M->unfrozen--;
+        M->stamp++;
+        if (M->unfrozen > 0 && f->links[k] != link) TS_CHECK(fill_push(n, f->links[k]));
+    }
+    return TS_OK;
+}
+
+/* Freezes the unfrozen flows crossing shared link `link` at its share. */
 static ts_status freeze_link(ts_net *n, int link) {
     ts_net_link *L = &n->links[link];
     double share = L->cap_left / L->unfrozen;
-    for (int e = 0; e < L->n_fl; e++) {
-        ts_flow *f = &n->flows[L->fl[e].flow];
-        if (f->frozen) continue;
-        f->frozen = 1;
-        if (f->fresh || f->rate != share) {
-            f->version++;
-            n->changed[n->n_changed++] = L->fl[e].flow;
-        }
-        f->rate = share;
-        f->fresh = 0;
-        for (int k = 0; k < f->n_links; k++) {
-            ts_net_link *M = &n->links[f->links[k]];
-            M->cap_left -= share;
-            if (M->cap_left < 0) M->cap_left = 0;
-            M->unfrozen--;
-            M->stamp++;
-            if (M->unfrozen > 0 && f->links[k] != link) TS_CHECK(fill_push(n, f->links[k]));
-        }
-    }
+    for (int e = 0; e < L->n_fl; e++)
+        if (!n->flows[L->fl[e].flow].frozen) TS_CHECK(freeze_flow(n, L->fl[e].flow, share, link));
     return TS_OK;
+}
+
+static int lone_cmp(const void *a, const void *b) {
+    const ts_net_lone *x = a, *y = b;
+    return (x->link > y->link) - (x->link < y->link);
+}
+
+/* The connected components of the flows added and the links left shared since the last reshare,
+ * breadth first. (A flow added and removed since then is no longer active.) */
+static void find_components(ts_net *n) {
+    for (int i = 0; i < n->n_seed_flows; i++)
+        if (n->flows[n->seed_flows[i]].active) visit_flow(n, n->seed_flows[i]);
+    for (int i = 0; i < n->n_seed_links; i++) visit_link(n, n->seed_links[i]);
+    n->n_seed_flows = n->n_seed_links = 0;
+    for (int q = 0; q < n->n_comp_links; q++) {
+        const ts_net_link *L = &n->links[n->comp_links[q]];
+        for (int e = 0; e < L->n_fl; e++) visit_flow(n, L->fl[e].flow);
+    }
 }
 
 ts_status ts_net_reshare(ts_net *n, double now_s) {
     n->n_changed = 0;
     n->n_comp_links = 0;
     n->n_comp_flows = 0;
+    n->n_lone = 0;
     n->n_fill = 0;
     n->epoch++;
     GROW(n->comp_links, n->cap_comp_links, n->n_links, "component links");
     GROW(n->comp_flows, n->cap_comp_flows, n->n_flows, "component flows");
+    GROW(n->lone, n->cap_lone, n->n_flows, "lone links");
     GROW(n->changed, n->cap_changed, n->n_flows, "changed flows");
-
-    /* The connected components of the touched links, breadth first. */
-    for (int i = 0; i < n->n_seeds; i++) visit_link(n, n->seeds[i]);
-    n->n_seeds = 0;
-    for (int q = 0; q < n->n_comp_links; q++) {
-        const ts_net_link *L = &n->links[n->comp_links[q]];
-        for (int e = 0; e < L->n_fl; e++) {
-            ts_flow *f = &n->flows[L->fl[e].flow];
-            if (f->mark == n->epoch) continue;
-            f->mark = n->epoch;
-            n->comp_flows[n->n_comp_flows++] = L->fl[e].flow;
-            for (int k = 0; k < f->n_links; k++) visit_link(n, f->links[k]);
-        }
-    }
+    find_components(n);
 
     /* Work done at the old rates up to now; then progressive filling from empty links. */
     for (int i = 0; i < n->n_comp_flows; i++) {
@@ -220,16 +257,29 @@ ts_status ts_net_reshare(ts_net *n, double now_s) {
     }
     for (int i = 0; i < n->n_comp_links; i++) {
         ts_net_link *L = &n->links[n->comp_links[i]];
+        if (L->n_fl == 1) continue; /* a lone seed */
         L->cap_left = 1.0;
         L->unfrozen = L->n_fl;
         L->stamp++;
-        if (L->unfrozen > 0) TS_CHECK(fill_push(n, n->comp_links[i]));
+        TS_CHECK(fill_push(n, n->comp_links[i]));
     }
-    while (n->n_fill > 0) {
-        ts_fill_key k = fill_pop(n);
-        const ts_net_link *L = &n->links[k.link];
-        if (k.stamp != L->stamp || L->unfrozen == 0) continue;
-        TS_CHECK(freeze_link(n, k.link));
+    /* A lone link keeps key 1 (all of it, one flow) until its flow freezes, so the lone links
+     * join the fill order as (1, link), lowest first; only a flow's lowest one can freeze it. */
+    qsort(n->lone, (size_t)n->n_lone, sizeof *n->lone, lone_cmp);
+    int next = 0;
+    for (;;) {
+        ts_fill_key lone = {1.0, next < n->n_lone ? n->lone[next].link : -1, 0};
+        if (n->n_fill > 0 && (lone.link < 0 || fill_before(&n->fill[0], &lone))) {
+            ts_fill_key k = fill_pop(n);
+            const ts_net_link *L = &n->links[k.link];
+            if (k.stamp != L->stamp || L->unfrozen == 0) continue;
+            TS_CHECK(freeze_link(n, k.link));
+        } else if (lone.link >= 0) {
+            int id = n->lone[next++].flow;
+            if (!n->flows[id].frozen) TS_CHECK(freeze_flow(n, id, 1.0, lone.link));
+        } else {
+            break;
+        }
     }
     return TS_OK;
 }

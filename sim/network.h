@@ -10,13 +10,16 @@
  * unfrozen flow crossing it runs out first, and its flows freeze at that share; repeat until every
  * flow is frozen. No flow can then go faster without slowing one that is no faster than it.
  *
- * Incremental use. ts_net_add and ts_net_remove only mark the links they touch; ts_net_reshare
- * then brings the work of the affected flows up to date and recomputes rates over the connected
- * components (links joined by flows) of the marked links only, since no other rate can change.
+ * Incremental use. ts_net_add only notes the new flow, ts_net_remove the links it leaves that other
+ * flows still cross; ts_net_reshare then brings the work of the affected flows up to date and
+ * recomputes rates over the connected components (links joined by flows) of those flows and links
+ * only, since no other rate can change.
  * It lists in `changed` the flows whose finish time moved (new flows included) and bumps their
  * `version`, so a completion event scheduled for an earlier finish can be recognised as stale.
- * Cost of a reshare: O((F + L) log L + Σ links of F) over the F flows and L links of the touched
- * components.
+ * Links that only one flow crosses (lone links: most links, since a collective's members each
+ * have their own) are never queued: each has key 1 until its flow freezes, so the flows that own
+ * one join the fill order at (1, their lowest lone link). Cost of a reshare: O(F log F + S log S
+ * + Σ links of F) over the F flows and S shared links of the touched components.
  *
  * ts_net_init / ts_net_free pair; the net owns every array below. */
 #ifndef TS_NETWORK_H
@@ -52,8 +55,14 @@ typedef struct {
     int active;    /* in the net (ids of removed flows are reused) */
     int fresh;     /* added since the last reshare */
     int frozen;    /* reshare scratch */
+    int shared;    /* reshare scratch: its links that other flows cross */
     uint64_t mark; /* reshare scratch: epoch of the last visit */
 } ts_flow;
+
+typedef struct {
+    int link; /* a flow's lowest-numbered link that no other flow crosses */
+    int flow;
+} ts_net_lone;
 
 typedef struct {
     double key; /* capacity left per unfrozen flow */
@@ -68,14 +77,18 @@ typedef struct {
     int n_flows, cap_flows;
     int *free_ids;
     int n_free, cap_free;
-    int *seeds; /* links touched since the last reshare */
-    int n_seeds, cap_seeds;
+    int *seed_flows; /* flows added since the last reshare */
+    int n_seed_flows, cap_seed_flows;
+    int *seed_links; /* links that flows left since the last reshare, others still crossing them */
+    int n_seed_links, cap_seed_links;
     int *changed; /* after ts_net_reshare: flows whose finish time moved */
     int n_changed, cap_changed;
     int *comp_links; /* reshare scratch: the touched components */
     int n_comp_links, cap_comp_links;
     int *comp_flows;
     int n_comp_flows, cap_comp_flows;
+    ts_net_lone *lone; /* reshare scratch: the component flows that have a lone link */
+    int n_lone, cap_lone;
     ts_fill_key *fill; /* reshare scratch: min-heap by (key, link) */
     int n_fill, cap_fill;
     uint64_t epoch;
@@ -92,8 +105,11 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
 /* Removes flow `id` (finished). */
 ts_status ts_net_remove(ts_net *n, int id);
 
-/* Whether flows were added or removed since the last reshare. */
-int ts_net_dirty(const ts_net *n);
+/* Whether a reshare has work: flows were added, or removed from links that others still cross,
+ * since the last one. (Inline: the event loop asks once per event.) */
+static inline int ts_net_dirty(const ts_net *n) {
+    return n->n_seed_flows > 0 || n->n_seed_links > 0;
+}
 
 /* Recomputes the rates of the flows that the additions and removals since the last call can
  * affect, as of `now_s` (no earlier than any of those calls); fills `changed`. */
