@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sim/cores.h"
 #include "sim/heap.h"
 #include "sim/network.h"
 
@@ -91,6 +92,7 @@ typedef struct {
     uint32_t *arrived;      /* (n_ops) full mode: members that reached a COLL it leads */
     ts_op_span *spans;      /* the result's */
     double scale;           /* compute_scale of its global rank, 1 without */
+    int computing;          /* sharing cores: its compute op in progress */
     int active;             /* communication ops in flight */
     int lead[TS_GROUP_COUNT]; /* full mode: its groups' lowest members (ts_group_id) */
 } sim_rank;
@@ -113,6 +115,8 @@ typedef struct {
     int n_starts, cap_starts;
     ts_event_heap heap;
     ts_net net;
+    int share_cores;   /* CPU ranks: compute shares the node's cores (cores.h) */
+    ts_cores cores;
     double now;
     double step_s;     /* the latest end of an op */
     int64_t done, total, events;
@@ -492,10 +496,16 @@ static ts_status flush_starts(sim *S) {
     double now = S->now, slowdown = S->slowdown;
     for (int k = 0, n = S->n_starts; k < n; k++) {
         op_ref st = S->starts[k];
-        const sim_rank *R = &S->rk[st.rank];
+        sim_rank *R = &S->rk[st.rank];
         double d = R->ops[st.op].cost_s;
         d *= R->scale;
         if (R->active > 0) d *= slowdown;
+        if (S->share_cores) {
+            /* The core-sharing stretch replaces the static one in cost_s (ts_compute_scale). */
+            R->computing = st.op;
+            ts_cores_start(&S->cores, st.rank, d / S->pb->compute_scale, now);
+            continue;
+        }
         TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
     }
     S->n_starts = 0;
@@ -523,6 +533,14 @@ static ts_status run(sim *S) {
                                   S->net.flows[id].version));
                 }
             }
+            if (S->share_cores && ts_cores_dirty(&S->cores)) {
+                ts_cores_reshare(&S->cores, S->now);
+                for (int k = 0; k < S->cores.n_changed; k++) {
+                    int r = S->cores.changed[k];
+                    TS_CHECK(push(S, EV_END, ts_cores_finish_s(&S->cores, r), r, S->rk[r].computing,
+                                  S->cores.users[r].version));
+                }
+            }
         }
         ts_event ev;
         if (!ts_event_heap_pop(&S->heap, &ev)) break;
@@ -530,8 +548,14 @@ static ts_status run(sim *S) {
             const ts_flow *f = &S->net.flows[ev.a];
             if (!f->active || f->version != ev.version) continue; /* rescheduled since */
         }
+        int shared_end = ev.type == EV_END && S->share_cores && !is_comm(S->rk[ev.a].ops[ev.b].kind);
+        if (shared_end) {
+            const ts_core_user *u = &S->cores.users[ev.a];
+            if (!u->running || u->version != ev.version) continue; /* rescheduled since */
+        }
         S->now = ev.t_s;
         S->events++;
+        if (shared_end) ts_cores_end(&S->cores, ev.a, S->now);
         switch (ev.type) {
         case EV_END: TS_CHECK(end_op(S, ev.a, ev.b)); break;
         case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
@@ -659,6 +683,7 @@ static void sim_free(sim *S) {
     free(S->starts);
     ts_event_heap_free(&S->heap);
     ts_net_free(&S->net);
+    ts_cores_free(&S->cores);
 }
 
 void ts_sim_result_free(ts_sim_result *r) {
@@ -718,6 +743,32 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
     return TS_OK;
 }
 
+/* CPU ranks: each simulated rank's node and the ranks of that node it stands for (itself, or in
+ * representative mode its stage's ranks on the node holding most of them). */
+static ts_status cores_init(sim *S) {
+    const ts_layout *l = S->l;
+    int gpn = S->pb->sys.gpus_per_node, world = ts_rank_count(l), n_nodes = (world + gpn - 1) / gpn;
+    TS_CHECK(ts_cores_init(&S->cores, S->n_ranks, n_nodes, S->pb->sys.cores_per_node));
+    int *count = calloc((size_t)n_nodes, sizeof *count);
+    if (count == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d nodes", n_nodes);
+    for (int r = 0; r < S->n_ranks; r++) {
+        ts_core_user *u = &S->cores.users[r];
+        if (S->full) {
+            u->node = r / gpn;
+            u->weight = 1;
+            continue;
+        }
+        for (int n = 0; n < n_nodes; n++) count[n] = 0;
+        for (int g = 0; g < world; g++) count[g / gpn] += ts_rank_coords(l, g).pp == r;
+        for (int n = 0; n < n_nodes; n++)
+            if (count[n] > count[u->node]) u->node = n;
+        u->weight = count[u->node];
+    }
+    free(count);
+    S->share_cores = 1;
+    return TS_OK;
+}
+
 static double seconds_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -763,6 +814,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
     TS_CHECK_GOTO(sim_ranks_init(&S, &o, out), res, fail);
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * TS_LINK_COUNT * 2), res, fail);
+    if (pb->sys.cores_per_node > 0) TS_CHECK_GOTO(cores_init(&S), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);
     if (S.done < S.total) {
