@@ -281,3 +281,17 @@ ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t ba
     cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
     return pb;
 }
+
+uint64_t test_next_u64(uint64_t *s) {
+    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+float *test_random_floats(size_t n, uint64_t seed) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert(p, "out of memory for %zu floats", n);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((double)(test_next_u64(&seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    return p;
+}

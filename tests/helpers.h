@@ -71,6 +71,13 @@ void remove_dir(char *dir);
 /* Names in `dir` other than . and .., joined by spaces into buf; returns how many. */
 int list_dir(const char *dir, char *buf, size_t cap);
 
+/* --- Deterministic random numbers --------------------------------------------------------------- */
+
+/* SplitMix64 (Steele, Lea & Flood 2014): the next 64 bits of the stream whose state is *s. */
+uint64_t test_next_u64(uint64_t *s);
+/* n floats uniform in [-1, 1) from `seed` (malloc'd; the test fails if memory runs out). */
+float *test_random_floats(size_t n, uint64_t seed);
+
 /* --- JSON the CLI printed ------------------------------------------------------------------------ */
 
 /* Asserts exit status 0 and stdout one JSON document; the caller frees it with cJSON_Delete. */

@@ -37,22 +37,6 @@
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float uniform(uint64_t *s) { return (float)((double)(next_u64(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
-
-static float *random_floats(size_t n, uint64_t seed) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert(p);
-    for (size_t i = 0; i < n; i++) p[i] = uniform(&seed);
-    return p;
-}
 
 /* C (m x n) = op(A) op(B) as cuBLAS computes it: column-major, element (i, j) at i + j*ld. */
 static void gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
@@ -147,9 +131,9 @@ Test(cuda, gemm_operand_swap_matches_row_major) {
         for (int tb = 0; tb < 2; tb++) {
             int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
             int a_rows = ta ? K : M, b_rows = tb ? N : K;
-            float *A = random_floats((size_t)a_rows * lda, 1 + 2 * ta + tb);
-            float *B = random_floats((size_t)b_rows * ldb, 11 + 2 * ta + tb);
-            float *C0 = random_floats((size_t)M * ldc, 21), *C1 = random_floats((size_t)M * ldc, 21);
+            float *A = test_random_floats((size_t)a_rows * lda, 1 + 2 * ta + tb);
+            float *B = test_random_floats((size_t)b_rows * ldb, 11 + 2 * ta + tb);
+            float *C0 = test_random_floats((size_t)M * ldc, 21), *C1 = test_random_floats((size_t)M * ldc, 21);
             ts_sgemm(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, 0.5f, C0, ldc);
             ts_gemm_cm cm;
             cr_assert_eq(ts_gemm_colmajor(ta, tb, M, N, K, lda, ldb, ldc, &cm), TS_OK, "%s", ts_error_message());
@@ -163,7 +147,7 @@ Test(cuda, gemm_operand_swap_matches_row_major) {
                     cr_expect(fabsf(C0[i * ldc + j] - C1[i * ldc + j]) < 1e-5f, "ta=%d tb=%d C[%d][%d]: %g vs %g", ta,
                               tb, i, j, C0[i * ldc + j], C1[i * ldc + j]);
             /* The padding between rows is untouched. */
-            float *C2 = random_floats((size_t)M * ldc, 21);
+            float *C2 = test_random_floats((size_t)M * ldc, 21);
             for (int i = 0; i < M; i++)
                 for (int j = N; j < ldc; j++) cr_expect_eq(C1[i * ldc + j], C2[i * ldc + j]);
             free(A);
@@ -448,7 +432,7 @@ static void expect_close(const char *what, const float *dev, const float *want, 
 Test(cuda_gpu, elementwise_add_gelu_swiglu) {
     skip_without_gpu();
     size_t n = 10007;
-    float *a = random_floats(n, 1), *b = random_floats(n, 2), *g = random_floats(n, 3), *want = malloc(n * 4),
+    float *a = test_random_floats(n, 1), *b = test_random_floats(n, 2), *g = test_random_floats(n, 3), *want = malloc(n * 4),
           *want2 = malloc(n * 4);
     float *da = dev_floats(a, n), *db = dev_floats(b, n), *dg = dev_floats(g, n), *dout = dev_floats(a, n),
           *dout2 = dev_floats(b, n);
@@ -481,8 +465,8 @@ Test(cuda_gpu, rmsnorm_and_layernorm) {
     skip_without_gpu();
     int T = 37, C = 1500;
     size_t n = (size_t)T * C;
-    float *x = random_floats(n, 4), *w = random_floats((size_t)C, 5), *b = random_floats((size_t)C, 6),
-          *dout = random_floats(n, 7);
+    float *x = test_random_floats(n, 4), *w = test_random_floats((size_t)C, 5), *b = test_random_floats((size_t)C, 6),
+          *dout = test_random_floats(n, 7);
     float *out = calloc(n, 4), *rstd = calloc((size_t)T, 4), *dx = calloc(n, 4), *dw = calloc((size_t)C, 4);
     ts_rmsnorm_fwd(out, rstd, x, w, T, C, 1e-5f);
     ts_rmsnorm_bwd(dx, dw, dout, x, w, rstd, T, C);
@@ -541,7 +525,7 @@ Test(cuda_gpu, rope_fwd_bwd) {
     skip_without_gpu();
     int T = 19, H = 3, D = 16, ldx = H * D + 5;
     size_t n = (size_t)T * ldx;
-    float *x = random_floats(n, 8), *want = malloc(n * 4);
+    float *x = test_random_floats(n, 8), *want = malloc(n * 4);
     int pos[19];
     for (int t = 0; t < T; t++) pos[t] = 3 * t + 1;
     memcpy(want, x, n * 4);
@@ -568,8 +552,8 @@ Test(cuda_gpu, attention_fwd_bwd) {
     for (int i = 0; i < Tq; i++) qpos[i] = 4 + i;
     for (int j = 0; j < Tk; j++) kpos[j] = j;
     size_t nq = (size_t)Tq * H * D, nk = (size_t)Tk * KV * D;
-    float *q = random_floats(nq, 9), *k = random_floats(nk, 10), *v = random_floats(nk, 11),
-          *dout = random_floats(nq, 12);
+    float *q = test_random_floats(nq, 9), *k = test_random_floats(nk, 10), *v = test_random_floats(nk, 11),
+          *dout = test_random_floats(nq, 12);
     float *out = calloc(nq, 4), *lse = calloc((size_t)Tq * H, 4), *scratch = calloc((size_t)Tk, 4);
     float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
     ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
@@ -602,10 +586,10 @@ Test(cuda_gpu, attention_fwd_bwd) {
 Test(cuda_gpu, adamw_steps) {
     skip_without_gpu();
     size_t n = 4099;
-    float *p = random_floats(n, 13), *m = calloc(n, 4), *v = calloc(n, 4);
+    float *p = test_random_floats(n, 13), *m = calloc(n, 4), *v = calloc(n, 4);
     float *gp = dev_floats(p, n), *gm = dev_floats(m, n), *gv = dev_floats(v, n);
     for (int step = 1; step <= 3; step++) {
-        float *g = random_floats(n, 100 + (uint64_t)step), *gg = dev_floats(g, n);
+        float *g = test_random_floats(n, 100 + (uint64_t)step), *gg = dev_floats(g, n);
         ts_adamw(p, m, v, g, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
         cr_assert_eq(ts_cuda_adamw(gp, gm, gv, gg, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step), TS_OK, "%s",
                      ts_error_message());
@@ -637,8 +621,8 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = ta ? M : K, ldb = tb ? K : N;
-            float *A = random_floats((size_t)M * K, 30 + ta), *B = random_floats((size_t)K * N, 40 + tb),
-                  *C = random_floats((size_t)M * N, 50);
+            float *A = test_random_floats((size_t)M * K, 30 + ta), *B = test_random_floats((size_t)K * N, 40 + tb),
+                  *C = test_random_floats((size_t)M * N, 50);
             float *gA = dev_floats(A, (size_t)M * K), *gB = dev_floats(B, (size_t)K * N), *gC = dev_floats(C, (size_t)M * N);
             ts_sgemm(ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.25f, C, N);
             cr_assert_eq(be->sgemm(ta, tb, M, N, K, 0.75f, gA, lda, gB, ldb, 0.25f, gC, N), TS_OK, "%s",
@@ -654,7 +638,7 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
      * the bf16 output. */
     {
         size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-        float *A = random_floats(na, 60), *B = random_floats(nb, 61), *C = calloc(nc, 4);
+        float *A = test_random_floats(na, 60), *B = test_random_floats(nb, 61), *C = calloc(nc, 4);
         uint16_t *hA = malloc(na * 2), *hB = malloc(nb * 2), *hC = calloc(nc, 2);
         for (size_t i = 0; i < na; i++) {
             uint32_t u;
@@ -749,25 +733,25 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     int *g_tokens = dev_copy(tokens, sizeof tokens);
 
     /* linear */
-    float *in = random_floats((size_t)T * IC, 70), *w = random_floats((size_t)OC * IC, 71),
-          *dout = random_floats((size_t)T * OC, 72), *out = calloc((size_t)T * OC, 4);
+    float *in = test_random_floats((size_t)T * IC, 70), *w = test_random_floats((size_t)OC * IC, 71),
+          *dout = test_random_floats((size_t)T * OC, 72), *out = calloc((size_t)T * OC, 4);
     float *g_in = dev_floats(in, (size_t)T * IC), *g_w = dev_floats(w, (size_t)OC * IC),
           *g_dout = dev_floats(dout, (size_t)T * OC), *g_out = dev_floats(out, (size_t)T * OC);
     cr_assert_eq(cpu->linear_fwd(out, in, w, T, IC, OC), TS_OK);
     cr_assert_eq(gpu->linear_fwd(g_out, g_in, g_w, T, IC, OC), TS_OK, "%s", ts_error_message());
     expect_close("linear_fwd", g_out, out, (size_t)T * OC, 1e-5f);
-    float *din = random_floats((size_t)T * IC, 73), *g_din = dev_floats(din, (size_t)T * IC);
+    float *din = test_random_floats((size_t)T * IC, 73), *g_din = dev_floats(din, (size_t)T * IC);
     cr_assert_eq(cpu->linear_bwd_input(din, dout, w, T, IC, OC), TS_OK);
     cr_assert_eq(gpu->linear_bwd_input(g_din, g_dout, g_w, T, IC, OC), TS_OK, "%s", ts_error_message());
     expect_close("linear_bwd_input", g_din, din, (size_t)T * IC, 1e-5f);
-    float *dw = random_floats((size_t)OC * IC, 74), *g_dw = dev_floats(dw, (size_t)OC * IC);
+    float *dw = test_random_floats((size_t)OC * IC, 74), *g_dw = dev_floats(dw, (size_t)OC * IC);
     cr_assert_eq(cpu->linear_bwd_weight(dw, dout, in, T, IC, OC), TS_OK);
     cr_assert_eq(gpu->linear_bwd_weight(g_dw, g_dout, g_in, T, IC, OC), TS_OK, "%s", ts_error_message());
     expect_close("linear_bwd_weight", g_dw, dw, (size_t)OC * IC, 1e-5f);
 
     /* embedding over the slice [V0, V0 + VS) */
-    float *wte = random_floats((size_t)VS * C, 75), *emb = calloc(TC, 4), *g_emb = dev_floats(emb, TC);
-    float *g_wte = dev_floats(wte, (size_t)VS * C), *gx = random_floats(TC, 76), *g_gx = dev_floats(gx, TC);
+    float *wte = test_random_floats((size_t)VS * C, 75), *emb = calloc(TC, 4), *g_emb = dev_floats(emb, TC);
+    float *g_wte = dev_floats(wte, (size_t)VS * C), *gx = test_random_floats(TC, 76), *g_gx = dev_floats(gx, TC);
     cr_assert_eq(cpu->embedding_fwd(emb, tokens, wte, V0, VS, T, C), TS_OK);
     cr_assert_eq(gpu->embedding_fwd(g_emb, g_tokens, g_wte, V0, VS, T, C), TS_OK, "%s", ts_error_message());
     expect_close("embedding_fwd", g_emb, emb, TC, 0);
@@ -776,7 +760,7 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     expect_close("embedding_bwd", g_wte, wte, (size_t)VS * C, 1e-6f);
 
     /* cross-entropy: each side on its own results, step after step */
-    float *z = random_floats((size_t)T * VS, 77), mx[T], se[T], tg[T], loss[T];
+    float *z = test_random_floats((size_t)T * VS, 77), mx[T], se[T], tg[T], loss[T];
     for (size_t i = 0; i < (size_t)T * VS; i++) z[i] *= 4;
     float *g_z = dev_floats(z, (size_t)T * VS), *g_mx = dev_floats(mx, T), *g_se = dev_floats(se, T),
           *g_tg = dev_floats(tg, T), *g_loss = dev_floats(loss, T);
@@ -795,7 +779,7 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     expect_close("ce_bwd (in place)", g_z, z, (size_t)T * VS, 1e-6f);
 
     /* routing: the GPU's choices must be the CPU's (ties are measure-zero with random logits) */
-    float *logits = random_floats((size_t)T * E, 78), probs[T * E], weight[T * K];
+    float *logits = test_random_floats((size_t)T * E, 78), probs[T * E], weight[T * K];
     int expert[T * K];
     float *g_logits = dev_floats(logits, (size_t)T * E), *g_probs = dev_floats(probs, (size_t)T * E),
           *g_weight = dev_floats(weight, TK);
@@ -805,7 +789,7 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     expect_close("router_fwd probs", g_probs, probs, (size_t)T * E, 1e-6f);
     expect_ints("router_fwd expert", g_expert, expert, TK);
     expect_close("router_fwd weight", g_weight, weight, TK, 1e-6f);
-    float *dweight = random_floats(TK, 79), *dlogits = random_floats((size_t)T * E, 80);
+    float *dweight = test_random_floats(TK, 79), *dlogits = test_random_floats((size_t)T * E, 80);
     float *g_dweight = dev_floats(dweight, TK), *g_dlogits = dev_floats(dlogits, (size_t)T * E);
     cr_assert_eq(cpu->router_bwd(dlogits, dweight, probs, expert, T, E, K), TS_OK);
     cr_assert_eq(gpu->router_bwd(g_dlogits, g_dweight, g_probs, g_expert, T, E, K), TS_OK, "%s", ts_error_message());
@@ -815,19 +799,19 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     int offset[E + 1], slot_token[T * K], slot[T * K];
     ts_moe_plan(offset, slot_token, slot, expert, T, E, K);
     int *g_slot_token = dev_copy(slot_token, sizeof slot_token), *g_slot = dev_copy(slot, sizeof slot);
-    float *x = random_floats(TC, 81), *xe = calloc(TK * C, 4), *g_x = dev_floats(x, TC), *g_xe = dev_floats(xe, TK * C);
+    float *x = test_random_floats(TC, 81), *xe = calloc(TK * C, 4), *g_x = dev_floats(x, TC), *g_xe = dev_floats(xe, TK * C);
     cr_assert_eq(cpu->moe_gather_fwd(xe, x, slot_token, (int)TK, C), TS_OK);
     cr_assert_eq(gpu->moe_gather_fwd(g_xe, g_x, g_slot_token, (int)TK, C), TS_OK, "%s", ts_error_message());
     expect_close("moe_gather_fwd", g_xe, xe, TK * C, 0);
     cr_assert_eq(cpu->moe_gather_bwd(x, xe, slot_token, (int)TK, C), TS_OK);
     cr_assert_eq(gpu->moe_gather_bwd(g_x, g_xe, g_slot_token, (int)TK, C), TS_OK, "%s", ts_error_message());
     expect_close("moe_gather_bwd", g_x, x, TC, 1e-6f);
-    float *ye = random_floats(TK * C, 82), *comb = calloc(TC, 4), *g_ye = dev_floats(ye, TK * C),
+    float *ye = test_random_floats(TK * C, 82), *comb = calloc(TC, 4), *g_ye = dev_floats(ye, TK * C),
           *g_comb = dev_floats(comb, TC);
     cr_assert_eq(cpu->moe_combine_fwd(comb, ye, weight, slot, T, K, C), TS_OK);
     cr_assert_eq(gpu->moe_combine_fwd(g_comb, g_ye, g_weight, g_slot, T, K, C), TS_OK, "%s", ts_error_message());
     expect_close("moe_combine_fwd", g_comb, comb, TC, 1e-6f);
-    float *dye = random_floats(TK * C, 83), *g_dye = dev_floats(dye, TK * C);
+    float *dye = test_random_floats(TK * C, 83), *g_dye = dev_floats(dye, TK * C);
     cr_assert_eq(cpu->moe_combine_bwd(dye, dweight, gx, ye, weight, slot, T, K, C), TS_OK);
     cr_assert_eq(gpu->moe_combine_bwd(g_dye, g_dweight, g_gx, g_ye, g_weight, g_slot, T, K, C), TS_OK, "%s",
                  ts_error_message());

@@ -22,15 +22,8 @@
 
 /* ---- Helpers --------------------------------------------------------------------------------- */
 
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static float randn(uint64_t *s) {
-    uint64_t h = next_u64(s);
+    uint64_t h = test_next_u64(s);
     double u1 = ((double)(h >> 32) + 1.0) / 4294967296.0;
     double u2 = (double)(h & 0xFFFFFFFFu) / 4294967296.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
@@ -920,7 +913,7 @@ static void check_model_gradients(ts_model m) {
     uint64_t rng = 17;
     int tokens[BATCH * (SEQ + 1)];
     for (int i = 0; i < BATCH * (SEQ + 1); i++)
-        tokens[i] = (int)(next_u64(&rng) % (uint64_t)m.vocab);
+        tokens[i] = (int)(test_next_u64(&rng) % (uint64_t)m.vocab);
     int *routing = calloc(routing_size(&r) + 1, sizeof *routing);
     cr_assert_not_null(routing);
     ref_case c = {&r, tokens, routing, 0};

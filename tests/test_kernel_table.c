@@ -12,6 +12,7 @@
 #include "exec/backend.h"
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
+#include "tests/helpers.h"
 
 /* Every entry of ts_kernels, for the completeness check. */
 #define KERNEL_ENTRIES(X)                                                                          \
@@ -44,20 +45,6 @@ Test(kernel_table, tables_are_filled) {
 #endif
 }
 
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15ull);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* n floats uniform in [-1, 1). */
-static float *randoms(size_t n, uint64_t seed) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert(p);
-    for (size_t i = 0; i < n; i++) p[i] = (float)((double)(next_u64(&seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    return p;
-}
 
 /* A copy: the direct call and the table's entry each get their own output. */
 static float *dup(const float *p, size_t n) {
@@ -81,31 +68,31 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     for (int t = 0; t < T; t++) tokens[t] = (t * 7) % (VS + 2 * V0), pos[t] = t;
 
     /* linear */
-    float *in = randoms((size_t)T * IC, 1), *w = randoms((size_t)OC * IC, 2), *dout = randoms((size_t)T * OC, 3);
-    float *a = randoms((size_t)T * OC, 4), *b = dup(a, (size_t)T * OC);
+    float *in = test_random_floats((size_t)T * IC, 1), *w = test_random_floats((size_t)OC * IC, 2), *dout = test_random_floats((size_t)T * OC, 3);
+    float *a = test_random_floats((size_t)T * OC, 4), *b = dup(a, (size_t)T * OC);
     ts_linear_fwd(a, in, w, T, IC, OC);
     cr_assert_eq(k->linear_fwd(b, in, w, T, IC, OC), TS_OK);
     expect_same("linear_fwd", a, b, (size_t)T * OC * sizeof *a);
     free(a), free(b);
-    a = randoms((size_t)T * IC, 5), b = dup(a, (size_t)T * IC);
+    a = test_random_floats((size_t)T * IC, 5), b = dup(a, (size_t)T * IC);
     ts_linear_bwd_input(a, dout, w, T, IC, OC);
     cr_assert_eq(k->linear_bwd_input(b, dout, w, T, IC, OC), TS_OK);
     expect_same("linear_bwd_input", a, b, (size_t)T * IC * sizeof *a);
     free(a), free(b);
-    a = randoms((size_t)OC * IC, 6), b = dup(a, (size_t)OC * IC);
+    a = test_random_floats((size_t)OC * IC, 6), b = dup(a, (size_t)OC * IC);
     ts_linear_bwd_weight(a, dout, in, T, IC, OC);
     cr_assert_eq(k->linear_bwd_weight(b, dout, in, T, IC, OC), TS_OK);
     expect_same("linear_bwd_weight", a, b, (size_t)OC * IC * sizeof *a);
     free(a), free(b), free(in), free(w), free(dout);
 
     /* rmsnorm */
-    float *x = randoms(TC, 7), *nw = randoms(C, 8), *g = randoms(TC, 9);
-    float *o1 = randoms(TC, 10), *o2 = dup(o1, TC), r1[T], r2[T];
+    float *x = test_random_floats(TC, 7), *nw = test_random_floats(C, 8), *g = test_random_floats(TC, 9);
+    float *o1 = test_random_floats(TC, 10), *o2 = dup(o1, TC), r1[T], r2[T];
     ts_rmsnorm_fwd(o1, r1, x, nw, T, C, 1e-5f);
     cr_assert_eq(k->rmsnorm_fwd(o2, r2, x, nw, T, C, 1e-5f), TS_OK);
     expect_same("rmsnorm_fwd out", o1, o2, TC * sizeof *o1);
     expect_same("rmsnorm_fwd rstd", r1, r2, sizeof r1);
-    float *dw1 = randoms(C, 11), *dw2 = dup(dw1, C);
+    float *dw1 = test_random_floats(C, 11), *dw2 = dup(dw1, C);
     memcpy(o2, o1, TC * sizeof *o1);
     ts_rmsnorm_bwd(o1, dw1, g, x, nw, r1, T, C);
     cr_assert_eq(k->rmsnorm_bwd(o2, dw2, g, x, nw, r1, T, C), TS_OK);
@@ -114,7 +101,7 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     free(dw1), free(dw2);
 
     /* embedding */
-    float *wte = randoms((size_t)VS * C, 12);
+    float *wte = test_random_floats((size_t)VS * C, 12);
     ts_embedding_fwd(o1, tokens, wte, V0, VS, T, C);
     cr_assert_eq(k->embedding_fwd(o2, tokens, wte, V0, VS, T, C), TS_OK);
     expect_same("embedding_fwd", o1, o2, TC * sizeof *o1);
@@ -126,7 +113,7 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
 
     /* rotary, with a padded row stride */
     int ld = (H + 2 * KV) * D + 3; /* q, k, v heads and padding */
-    float *q1 = randoms((size_t)T * ld, 13), *q2 = dup(q1, (size_t)T * ld);
+    float *q1 = test_random_floats((size_t)T * ld, 13), *q2 = dup(q1, (size_t)T * ld);
     ts_rope_fwd(q1, ld, pos, T, H + KV, D, 10000.0f);
     cr_assert_eq(k->rope_fwd(q2, ld, pos, T, H + KV, D, 10000.0f), TS_OK);
     expect_same("rope_fwd", q1, q2, (size_t)T * ld * sizeof *q1);
@@ -137,20 +124,20 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     /* attention: q, k, v interleaved in one row as the trainer holds them */
     ts_attn_shape s = {T, T, H, KV, D, ld, ld, ld, H * D, pos, pos};
     const float *qq = q1, *kk = q1 + H * D, *vv = q1 + H * D + KV * D;
-    float *att1 = randoms((size_t)T * H * D, 14), *att2 = dup(att1, (size_t)T * H * D), lse1[T * H], lse2[T * H],
+    float *att1 = test_random_floats((size_t)T * H * D, 14), *att2 = dup(att1, (size_t)T * H * D), lse1[T * H], lse2[T * H],
           scratch[T];
     ts_attention_fwd(att1, lse1, qq, kk, vv, &s, scratch);
     cr_assert_eq(k->attention_fwd(att2, lse2, qq, kk, vv, &s, scratch), TS_OK);
     expect_same("attention_fwd out", att1, att2, (size_t)T * H * D * sizeof *att1);
     expect_same("attention_fwd lse", lse1, lse2, sizeof lse1);
-    float *dq1 = randoms((size_t)T * ld, 15), *dq2 = dup(dq1, (size_t)T * ld), *go = randoms((size_t)T * H * D, 16);
+    float *dq1 = test_random_floats((size_t)T * ld, 15), *dq2 = dup(dq1, (size_t)T * ld), *go = test_random_floats((size_t)T * H * D, 16);
     ts_attention_bwd(dq1, dq1 + H * D, dq1 + H * D + KV * D, go, qq, kk, vv, att1, lse1, &s);
     cr_assert_eq(k->attention_bwd(dq2, dq2 + H * D, dq2 + H * D + KV * D, go, qq, kk, vv, att1, lse1, &s), TS_OK);
     expect_same("attention_bwd", dq1, dq2, (size_t)T * ld * sizeof *dq1);
     free(q1), free(q2), free(att1), free(att2), free(dq1), free(dq2), free(go);
 
     /* swiglu (dup aliasing dact, as ts_mlp_bwd uses it) */
-    float *up = randoms(TC, 17);
+    float *up = test_random_floats(TC, 17);
     ts_swiglu_fwd(o1, x, up, TC);
     cr_assert_eq(k->swiglu_fwd(o2, x, up, TC), TS_OK);
     expect_same("swiglu_fwd", o1, o2, TC * sizeof *o1);
@@ -162,20 +149,20 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     free(up), free(da1), free(da2);
 
     /* routing, dispatch, combine */
-    float *logits = randoms((size_t)T * E, 18), p1[T * E], p2[T * E], w1[T * K], w2[T * K];
+    float *logits = test_random_floats((size_t)T * E, 18), p1[T * E], p2[T * E], w1[T * K], w2[T * K];
     int e1[T * K], e2[T * K];
     ts_router_fwd(p1, e1, w1, logits, T, E, K);
     cr_assert_eq(k->router_fwd(p2, e2, w2, logits, T, E, K), TS_OK);
     expect_same("router_fwd probs", p1, p2, sizeof p1);
     expect_same("router_fwd expert", e1, e2, sizeof e1);
     expect_same("router_fwd weight", w1, w2, sizeof w1);
-    float *dwt = randoms(TK, 19), *dz1 = randoms((size_t)T * E, 20), *dz2 = dup(dz1, (size_t)T * E);
+    float *dwt = test_random_floats(TK, 19), *dz1 = test_random_floats((size_t)T * E, 20), *dz2 = dup(dz1, (size_t)T * E);
     ts_router_bwd(dz1, dwt, p1, e1, T, E, K);
     cr_assert_eq(k->router_bwd(dz2, dwt, p1, e1, T, E, K), TS_OK);
     expect_same("router_bwd", dz1, dz2, (size_t)T * E * sizeof *dz1);
     int offset[E + 1], slot_token[T * K], slot[T * K];
     ts_moe_plan(offset, slot_token, slot, e1, T, E, K);
-    float *xe1 = randoms(TK * C, 21), *xe2 = dup(xe1, TK * C);
+    float *xe1 = test_random_floats(TK * C, 21), *xe2 = dup(xe1, TK * C);
     ts_moe_gather_fwd(xe1, x, slot_token, (int)TK, C);
     cr_assert_eq(k->moe_gather_fwd(xe2, x, slot_token, (int)TK, C), TS_OK);
     expect_same("moe_gather_fwd", xe1, xe2, TK * C * sizeof *xe1);
@@ -195,7 +182,7 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     free(logits), free(dwt), free(dz1), free(dz2), free(xe1), free(xe2), free(dw3), free(dye1), free(dye2);
 
     /* cross-entropy over a slice, targets in and out of it */
-    float *z = randoms((size_t)T * VS, 22), m1[T], m2[T], s1[T], s2[T], t1[T], t2[T], l1[T], l2[T];
+    float *z = test_random_floats((size_t)T * VS, 22), m1[T], m2[T], s1[T], s2[T], t1[T], t2[T], l1[T], l2[T];
     ts_ce_max(m1, z, T, VS);
     cr_assert_eq(k->ce_max(m2, z, T, VS), TS_OK);
     expect_same("ce_max", m1, m2, sizeof m1);
@@ -213,7 +200,7 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     free(z), free(dz3);
 
     /* adamw, two steps */
-    float *pa = randoms(TC, 23), *pb = dup(pa, TC), ma[T * C] = {0}, mb[T * C] = {0}, va[T * C] = {0}, vb[T * C] = {0};
+    float *pa = test_random_floats(TC, 23), *pb = dup(pa, TC), ma[T * C] = {0}, mb[T * C] = {0}, va[T * C] = {0}, vb[T * C] = {0};
     for (int step = 1; step <= 2; step++) {
         ts_adamw(pa, ma, va, g, TC, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
         cr_assert_eq(k->adamw(pb, mb, vb, g, TC, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step), TS_OK);
