@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "exec/router_token.h"
+
 void ts_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -269,31 +271,9 @@ void ts_mlp_bwd(float *dx, float *dw_gate, float *dw_up, float *dw_down, const f
 
 void ts_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
                    int K) {
-    for (int t = 0; t < T; t++) {
-        const float *z = logits + (size_t)t * E;
-        float *p = probs + (size_t)t * E;
-        int *sel = expert + (size_t)t * K;
-        float *w = weight + (size_t)t * K;
-        float zmax = -INFINITY, sum = 0.0f;
-        for (int e = 0; e < E; e++) zmax = fmaxf(zmax, z[e]);
-        for (int e = 0; e < E; e++) {
-            p[e] = expf(z[e] - zmax);
-            sum += p[e];
-        }
-        for (int e = 0; e < E; e++) p[e] /= sum;
-        float picked = 0.0f;
-        for (int a = 0; a < K; a++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int b = 0; b < a; b++) taken |= sel[b] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[a] = best;
-            picked += p[best];
-        }
-        for (int a = 0; a < K; a++) w[a] = p[sel[a]] / picked;
-    }
+    for (int t = 0; t < T; t++)
+        ts_router_token(logits + (size_t)t * E, probs + (size_t)t * E, expert + (size_t)t * K,
+                        weight + (size_t)t * K, E, K);
 }
 
 void ts_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "exec/kernels_cuda_common.cuh"
+#include "exec/router_token.h"
 
 /* ---- routing ------------------------------------------------------------------------------------ */
 
@@ -14,28 +15,7 @@
 __global__ static void router_fwd_kernel(float *probs, int *expert, float *weight, const float *logits, int T,
                                          int E, int K) {
     GRID_STRIDE(t, (size_t)T) {
-        const float *z = logits + t * E;
-        float *p = probs + t * E, *w = weight + t * K;
-        int *sel = expert + t * K;
-        float zmax = -INFINITY, sum = 0.0f;
-        for (int e = 0; e < E; e++) zmax = fmaxf(zmax, z[e]);
-        for (int e = 0; e < E; e++) {
-            p[e] = expf(z[e] - zmax);
-            sum += p[e];
-        }
-        for (int e = 0; e < E; e++) p[e] /= sum;
-        float picked = 0.0f;
-        for (int a = 0; a < K; a++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int b = 0; b < a; b++) taken |= sel[b] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[a] = best;
-            picked += p[best];
-        }
-        for (int a = 0; a < K; a++) w[a] = p[sel[a]] / picked;
+        ts_router_token(logits + t * E, probs + t * E, expert + t * K, weight + t * K, E, K);
     }
 }
 
