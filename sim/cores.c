@@ -3,7 +3,8 @@
 
 #include <stdlib.h>
 
-ts_status ts_cores_init(ts_cores *c, int n_users, int n_nodes, double cores) {
+ts_status ts_cores_init(ts_cores *c, int n_users, const int *node, const double *weight, int n_nodes,
+                        double cores) {
     *c = (ts_cores){.cores = cores, .n_users = n_users, .n_nodes = n_nodes};
     if (!(cores > 0) || n_users < 1 || n_nodes < 1)
         return TS_FAIL(TS_ERR_INPUT, "core sharing: %d ranks on %d nodes of %g cores", n_users, n_nodes, cores);
@@ -11,20 +12,31 @@ ts_status ts_cores_init(ts_cores *c, int n_users, int n_nodes, double cores) {
     c->nodes = calloc((size_t)n_nodes, sizeof *c->nodes);
     c->marked = malloc((size_t)n_nodes * sizeof *c->marked);
     c->changed = malloc((size_t)n_users * sizeof *c->changed);
-    /* One array of n_users slots, cut by node after the caller sets the users' nodes: each node's
-     * `run` gets room for every user (a rank computes on one node), simplest and small. */
-    int *runs = malloc((size_t)n_users * n_nodes * sizeof *runs);
-    if (!c->users || !c->nodes || !c->marked || !c->changed || !runs) {
-        free(runs);
+    c->runs = malloc((size_t)n_users * sizeof *c->runs);
+    if (!c->users || !c->nodes || !c->marked || !c->changed || !c->runs) {
         ts_cores_free(c);
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for core sharing of %d ranks", n_users);
     }
-    for (int n = 0; n < n_nodes; n++) c->nodes[n].run = runs + (size_t)n * n_users;
+    /* Each node's `run` is its slice of `runs`, room for the ranks on it. */
+    for (int r = 0; r < n_users; r++) {
+        if (node[r] < 0 || node[r] >= n_nodes) {
+            ts_cores_free(c);
+            return TS_FAIL(TS_ERR_INPUT, "core sharing: rank %d on node %d of %d", r, node[r], n_nodes);
+        }
+        c->users[r].node = node[r];
+        c->users[r].weight = weight[r];
+        c->nodes[node[r]].n_run++;
+    }
+    for (int n = 0, at = 0; n < n_nodes; n++) {
+        c->nodes[n].run = c->runs + at;
+        at += c->nodes[n].n_run;
+        c->nodes[n].n_run = 0;
+    }
     return TS_OK;
 }
 
 void ts_cores_free(ts_cores *c) {
-    if (c->nodes) free(c->nodes[0].run);
+    free(c->runs);
     free(c->users);
     free(c->nodes);
     free(c->marked);

@@ -47,6 +47,7 @@ typedef struct {
     ts_core_user *users;   /* (n_users) one per simulated rank */
     int n_users;
     ts_core_node *nodes;   /* (n_nodes) */
+    int *runs;             /* (n_users) the nodes' `run` slices */
     int n_nodes;
     int *marked;           /* (n_marked) nodes touched since the last reshare */
     int n_marked;
@@ -54,9 +55,10 @@ typedef struct {
     int n_changed;
 } ts_cores;
 
-/* `n_users` simulated ranks on `n_nodes` nodes of `cores` cores (> 0); node and weight of each
- * are set by the caller in users[r] before the first start. */
-ts_status ts_cores_init(ts_cores *c, int n_users, int n_nodes, double cores);
+/* `n_users` simulated ranks, rank r on node[r] (< n_nodes) standing for weight[r] ranks there,
+ * on nodes of `cores` cores (> 0). */
+ts_status ts_cores_init(ts_cores *c, int n_users, const int *node, const double *weight, int n_nodes,
+                        double cores);
 void ts_cores_free(ts_cores *c);
 
 /* Rank r starts an op of `work_s` one-core seconds at `now_s` (it runs none). */

@@ -748,25 +748,32 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
 static ts_status cores_init(sim *S) {
     const ts_layout *l = S->l;
     int gpn = S->pb->sys.gpus_per_node, world = ts_rank_count(l), n_nodes = (world + gpn - 1) / gpn;
-    TS_CHECK(ts_cores_init(&S->cores, S->n_ranks, n_nodes, S->pb->sys.cores_per_node));
-    int *count = calloc((size_t)n_nodes, sizeof *count);
-    if (count == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d nodes", n_nodes);
+    int *count = calloc((size_t)n_nodes, sizeof *count), *node = calloc((size_t)S->n_ranks, sizeof *node);
+    double *weight = malloc((size_t)S->n_ranks * sizeof *weight);
+    ts_status res = TS_OK;
+    if (count == NULL || node == NULL || weight == NULL) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d nodes", n_nodes);
+        goto exit;
+    }
     for (int r = 0; r < S->n_ranks; r++) {
-        ts_core_user *u = &S->cores.users[r];
         if (S->full) {
-            u->node = r / gpn;
-            u->weight = 1;
+            node[r] = r / gpn;
+            weight[r] = 1;
             continue;
         }
         for (int n = 0; n < n_nodes; n++) count[n] = 0;
         for (int g = 0; g < world; g++) count[g / gpn] += ts_rank_coords(l, g).pp == r;
         for (int n = 0; n < n_nodes; n++)
-            if (count[n] > count[u->node]) u->node = n;
-        u->weight = count[u->node];
+            if (count[n] > count[node[r]]) node[r] = n;
+        weight[r] = count[node[r]];
     }
+    res = ts_cores_init(&S->cores, S->n_ranks, node, weight, n_nodes, S->pb->sys.cores_per_node);
+    S->share_cores = res == TS_OK;
+exit:
     free(count);
-    S->share_cores = 1;
-    return TS_OK;
+    free(node);
+    free(weight);
+    return res;
 }
 
 static double seconds_now(void) {

@@ -426,6 +426,40 @@ static ts_program pipeline_program(void) {
     return p;
 }
 
+/* CPU ranks (node.cores): a node's computing ranks share its cores. Two stages on one node of
+ * one core: stage 0 computes g, sends to stage 1, which then computes g. Stage 0 is alone on the
+ * core while stage 1 waits, so its GEMM takes the contention-free time, not the static 2× of
+ * ts_compute_scale; with both computing at once (two GEMMs on stage 0, the second overlapping
+ * stage 1's) the shared stretch of 2 applies to the overlap only. */
+Test(sim_engine, cpu_ranks_share_cores_only_while_computing) {
+    ts_problem pb = problem("tiny", 2);
+    pb.sys.cores_per_node = 1;
+    pb.sys.serial_ops = 1;
+    pb.compute_scale = ts_compute_scale(&pb.sys, pb.gpus);
+    cr_assert_eq(pb.compute_scale, 2.0);
+    ts_program p = program(layout(1, 1, 2));
+    int a = add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, p2p(TS_OP_SEND, 1, 0, 4096), 1, a);
+    int b = add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 1, a);
+    (void)b;
+    int r = add(&p, 1, p2p(TS_OP_RECV, 0, 0, 4096), 0);
+    add(&p, 1, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 1, r);
+    ts_sim_result res = simulate(&pb, &p, (ts_sim_opts){0});
+    double one = cost(&pb, &p, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE)) / pb.compute_scale; /* a core alone */
+    const ts_op_span *g0 = &res.ranks[0].spans[a];
+    EXPECT_NEAR(g0->end_s - g0->start_s, one, "stage 0's first GEMM alone on the core: %g s, expected %g s",
+                g0->end_s - g0->start_s, one);
+    /* Stage 0's second GEMM and stage 1's GEMM start about together and share the core. */
+    const ts_op_span *g1 = &res.ranks[1].spans[1];
+    cr_expect(g1->end_s - g1->start_s > 1.5 * one, "stage 1's GEMM shares the core: %g s for %g s of work",
+              g1->end_s - g1->start_s, one);
+    /* One GEMM alone, then two sharing the core: about 3 GEMMs' time, where the static stretch
+     * (every op twice as long) gives 4. */
+    cr_expect(res.step_s > 2.9 * one && res.step_s < 3.5 * one, "step %g s, %g GEMMs", res.step_s, res.step_s / one);
+    ts_sim_result_free(&res);
+    ts_program_free(&p);
+}
+
 Test(sim_engine, deterministic) {
     ts_problem pb = problem("tiny", 8);
     ts_program p = pipeline_program();
