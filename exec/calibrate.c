@@ -131,17 +131,24 @@ static void release(const ts_backend *be, void *p) {
     if (p) be->free(p);
 }
 
+/* A copy of `bytes` (> 0) host bytes in new backend memory (device memory on GPUs). */
+static ts_status backend_copy(const ts_backend *be, const void *host, size_t bytes, void **out) {
+    *out = NULL;
+    ts_status res = be->alloc(bytes, out);
+    if (res == TS_OK) res = be->kernels->to_device(*out, host, bytes);
+    if (res != TS_OK) release(be, *out), *out = NULL;
+    return res;
+}
+
 /* `n` floats of backend memory holding deterministic small values, so no kernel meets a NaN or an
- * overflow over many repetitions; filled on the host and copied over (device memory on GPUs). */
+ * overflow over many repetitions. */
 static ts_status filled(const ts_backend *be, size_t n, float **out) {
     size_t bytes = (n ? n : 1) * sizeof **out;
     float *host = malloc(bytes);
     *out = NULL;
     if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %zu floats", n);
     for (size_t i = 0; i < n; i++) host[i] = 0.01f * (float)((int)((i * 7919u) % 97u) - 48) / 48.0f;
-    ts_status res = be->alloc(bytes, (void **)out);
-    if (res == TS_OK) res = be->kernels->to_device(*out, host, n * sizeof *host);
-    if (res != TS_OK) release(be, *out), *out = NULL;
+    ts_status res = backend_copy(be, host, bytes, (void **)out);
     free(host);
     return res;
 }
@@ -266,9 +273,7 @@ static ts_status attn_positions(const ts_backend *be, int T, int **out) {
     *out = NULL;
     if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %d positions", T);
     for (int t = 0; t < T; t++) host[t] = t;
-    ts_status res = be->alloc((size_t)T * sizeof *host, (void **)out);
-    if (res == TS_OK) res = be->kernels->to_device(*out, host, (size_t)T * sizeof *host);
-    if (res != TS_OK) release(be, *out), *out = NULL;
+    ts_status res = backend_copy(be, host, (size_t)T * sizeof *host, (void **)out);
     free(host);
     return res;
 }

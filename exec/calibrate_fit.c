@@ -290,7 +290,8 @@ static double best_gemm_rate(const ts_calib *c) {
 }
 
 static void print_gemm(FILE *f, const ts_calib *c) {
-    fprintf(f, "#\n# GEMM: the backend's sgemm (OpenBLAS, fp32); a repetition runs NT, NN and TN once; time is one call\n");
+    fprintf(f, "#\n# GEMM: the backend's sgemm (%s, fp32); a repetition runs NT, NN and TN once; time is one call\n",
+            c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
     double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
