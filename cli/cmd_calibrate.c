@@ -10,10 +10,14 @@
 #include "cli/cli.h"
 #include "common/json.h"
 #include "exec/calibrate.h"
+#include "exec/launch.h"
 #include "exec/runtime.h"
 
-/* One rank per core by default (at least 2: communication needs a pair). */
-static long default_ranks(void) {
+/* One rank per core by default (at least 2: communication needs a pair); on GPUs one rank per GPU
+ * when the GPUs can be counted (ts_device_runnable has already refused a machine without any). */
+static long default_ranks(ts_device device) {
+    int gpus = device == TS_DEVICE_CUDA ? ts_cuda_gpu_count() : 0;
+    if (gpus > 0) return gpus;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cores > 2 ? cores : 2;
 }
@@ -21,6 +25,7 @@ static long default_ranks(void) {
 
 static void help(void) {
     printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T] [--no-in-situ]\n"
+           "                         [--device cpu|cuda]\n"
            "\n"
            "Measures this machine through the code `tessera run` executes and writes it as a system\n"
            "spec that plan, sim and run read like any zoo system:\n"
@@ -40,18 +45,23 @@ static void help(void) {
            "cores, serial_ops) says in \"source\" strings how each figure was measured, and holds the\n"
            "tables under \"measured\". Without an MPI launcher it starts mpirun itself\n"
            "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
+           "With --device cuda the same benchmarks run on one GPU per rank (cuBLAS fp32 GEMMs, the CUDA\n"
+           "kernels, NCCL on device buffers; one GPU: no communication measured); the spec has\n"
+           "node.gpus = ranks, node.cores = 0, no serial_ops, and the in-situ pass is skipped.\n"
            "\n"
            "  -o, --output FILE   write the spec (atomically; \"-\": stdout, instead of the tables)\n"
-           "  -r, --ranks N       MPI ranks, at least 2 (default: the cores, %ld here)\n"
+           "  -r, --ranks N       MPI ranks, at least 2 on CPUs (default: the cores, %ld here; with\n"
+           "                      --device cuda the GPUs)\n"
            "  -q, --quick         1 KB .. 16 MB, fewer shapes, 2 ms batches: seconds; for tests and\n"
            "                      tessera validate\n"
            "      --json          print the tables as one JSON document instead\n"
            "      --threads T     OpenBLAS threads per rank (default 1, as tessera run)\n"
            "      --no-in-situ    keep the microbenchmarks' figures (skip the in-situ pass)\n"
+           "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
            "  -h, --help          this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n",
-           TS_SITU_BATCH, TS_SITU_SEQ, default_ranks());
+           TS_SITU_BATCH, TS_SITU_SEQ, default_ranks(TS_DEVICE_CPU));
 }
 
 /* "tessera calibrate ARGS", for the spec's source (truncated to fit). */
@@ -63,25 +73,29 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
-    int ranks = (int)default_ranks(), ranks_given = 0, quick = 0, json = 0, threads = 1, in_situ = 1;
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU };
+    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1;
+    ts_device device = TS_DEVICE_CPU;
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
-        {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, OPT_DEVICE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":r:qo:h", longs, NULL)) != -1) {
         switch (c) {
-        case 'r': ranks = (int)cli_int(cmd, "--ranks", optarg, 2, 1024), ranks_given = 1; break;
+        case 'r': ranks = (int)cli_int(cmd, "--ranks", optarg, 1, 1024); break;
         case 'q': quick = 1; break;
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
         case OPT_NO_IN_SITU: in_situ = 0; break;
+        case OPT_DEVICE:
+            if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
         case 'h': help(); return 0;
         case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default:
@@ -91,6 +105,12 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (output && output[0] == '\0') cli_usage_error(cmd, "--output: expected a file name, got \"\"");
+    /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
+    if (ranks == 1 && device == TS_DEVICE_CPU)
+        cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
+    if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
+    int ranks_given = ranks > 0;
+    if (!ranks_given) ranks = (int)default_ranks(device);
 
     ts_system tmpl;
     ts_status st = ts_system_load(TEMPLATE, &tmpl);
@@ -116,7 +136,7 @@ int cmd_calibrate(int argc, char **argv) {
     }
     char line[128];
     command_line(argc, argv, line, sizeof line);
-    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .threads = threads, .argv = line,
+    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .threads = threads, .device = device, .argv = line,
                        .log = json ? NULL : stderr};
     static ts_calib cal; /* about 10 KB of tables: off the stack */
     st = ts_calibrate(&o, &tmpl, &cal);

@@ -1,5 +1,7 @@
 /* `tessera calibrate`'s measurements (see calibrate.h for what and why): the compute kernels on
- * one rank per core, the collectives on every rank, then the fit (calibrate_fit.c).
+ * one rank per core (or per GPU), the collectives on every rank, then the fit (calibrate_fit.c).
+ * Everything goes through the backend table and its kernel table on the backend's own memory, so
+ * the same code measures CPU ranks and GPUs.
  *
  * Ranks that have nothing to do in a phase wait in non-blocking MPI calls polled with a short
  * sleep (quiet_wait), not in blocking ones: Open MPI's blocking calls spin, and a spinning idle
@@ -16,7 +18,7 @@
 #include "common/stats.h"
 #include "exec/backend.h"
 #include "exec/comm_mpi.h"
-#include "exec/kernels.h"
+#include "exec/kernel_table.h"
 #include "exec/runtime.h"
 
 #define MAX_REPS 100000
@@ -25,11 +27,21 @@
 #define FULL_POINT_S 0.01
 #define QUICK_MAX_BYTES (16.0 * 1048576)
 #define FULL_MAX_BYTES (256.0 * 1048576)
+#define MAX_GROUPS 64        /* divisors of a world of at most 1024 ranks: 32 at most */
+
+/* The block communicators of every group size the collectives run over, made before the backend
+ * so that the CUDA backend gives each its NCCL communicator (ts_backend_cuda). */
+typedef struct {
+    ts_comm *world;              /* all ranks: the blocks of the world's size, and the backend's world */
+    ts_comm *group[MAX_GROUPS];  /* blocks of group_size[i] ranks, each divisor 2 <= n < world size */
+    int group_size[MAX_GROUPS], n_groups;
+} calib_comms;
 
 typedef struct {
     const ts_backend *be;
     const ts_calib_opts *o;
     ts_calib *c;
+    const calib_comms *comms;
     int rank, size;
     int computes; /* this rank runs the compute benchmarks */
 } bench;
@@ -114,12 +126,31 @@ static ts_status time_compute(const bench *b, kernel_fn fn, const void *arg, dou
     return TS_OK;
 }
 
-/* Deterministic small values, so no kernel meets a NaN or an overflow over many repetitions. */
-static float *filled(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    if (p == NULL) return NULL;
-    for (size_t i = 0; i < n; i++) p[i] = 0.01f * (float)((int)((i * 7919u) % 97u) - 48) / 48.0f;
-    return p;
+/* Frees backend memory; NULL is ignored (error paths free what was not allocated yet). */
+static void release(const ts_backend *be, void *p) {
+    if (p) be->free(p);
+}
+
+/* A copy of `bytes` (> 0) host bytes in new backend memory (device memory on GPUs). */
+static ts_status backend_copy(const ts_backend *be, const void *host, size_t bytes, void **out) {
+    *out = NULL;
+    ts_status res = be->alloc(bytes, out);
+    if (res == TS_OK) res = be->kernels->to_device(*out, host, bytes);
+    if (res != TS_OK) release(be, *out), *out = NULL;
+    return res;
+}
+
+/* `n` floats of backend memory holding deterministic small values, so no kernel meets a NaN or an
+ * overflow over many repetitions. */
+static ts_status filled(const ts_backend *be, size_t n, float **out) {
+    size_t bytes = (n ? n : 1) * sizeof **out;
+    float *host = malloc(bytes);
+    *out = NULL;
+    if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %zu floats", n);
+    for (size_t i = 0; i < n; i++) host[i] = 0.01f * (float)((int)((i * 7919u) % 97u) - 48) / 48.0f;
+    ts_status res = backend_copy(be, host, bytes, (void **)out);
+    free(host);
+    return res;
 }
 
 typedef struct {
@@ -143,10 +174,10 @@ static ts_status bench_gemm(bench *b) {
     int nd = b->c->quick ? 3 : 5, top = dims[nd - 1];
     ts_status res = TS_OK;
     gemm_arg g = {.be = b->be};
-    g.A = filled((size_t)top * top), g.B = filled((size_t)top * top), g.C = filled((size_t)top * top);
-    TS_ALLOC_GOTO(g.A, res, exit);
-    TS_ALLOC_GOTO(g.B, res, exit);
-    TS_ALLOC_GOTO(g.C, res, exit);
+    size_t n = (size_t)top * top;
+    TS_CHECK_GOTO(filled(b->be, n, &g.A), res, exit);
+    TS_CHECK_GOTO(filled(b->be, n, &g.B), res, exit);
+    TS_CHECK_GOTO(filled(b->be, n, &g.C), res, exit);
     for (int i = 0; i < nd; i++)
         for (int j = 0; j < nd; j++)
             for (int l = 0; l < nd && b->c->n_gemm < TS_CALIB_MAX_GEMM; l++) {
@@ -158,11 +189,12 @@ static ts_status bench_gemm(bench *b) {
                 row->time_s = rep_s / 3.0;
             }
 exit:
-    free(g.A), free(g.B), free(g.C);
+    release(b->be, g.A), release(b->be, g.B), release(b->be, g.C);
     return res;
 }
 
 typedef struct {
+    const ts_kernels *k;
     int kind; /* 0 rmsnorm, 1 swiglu, 2 adamw */
     int rows, cols;
     float *a, *b, *c, *d, *e;
@@ -171,10 +203,9 @@ typedef struct {
 static ts_status mem_call(const void *p) {
     const mem_arg *m = p;
     size_t n = (size_t)m->rows * m->cols;
-    if (m->kind == 0) ts_rmsnorm_fwd(m->a, m->e, m->b, m->c, m->rows, m->cols, 1e-5f);
-    else if (m->kind == 1) ts_swiglu_fwd(m->a, m->b, m->c, n);
-    else ts_adamw(m->a, m->b, m->c, m->d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
-    return TS_OK;
+    if (m->kind == 0) return m->k->rmsnorm_fwd(m->a, m->e, m->b, m->c, m->rows, m->cols, 1e-5f);
+    if (m->kind == 1) return m->k->swiglu_fwd(m->a, m->b, m->c, n);
+    return m->k->adamw(m->a, m->b, m->c, m->d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
 }
 
 /* Bytes one call reads and writes (fp32): rmsnorm x, w in, out, rstd out; swiglu gate, up in,
@@ -190,18 +221,16 @@ static ts_status mem_point(bench *b, int kind, int rows, int cols) {
     if (b->c->n_mem >= TS_CALIB_MAX_MEM) return TS_OK;
     size_t n = (size_t)rows * cols;
     ts_status res = TS_OK;
-    mem_arg m = {.kind = kind, .rows = rows, .cols = cols};
-    m.a = filled(n), m.b = filled(n), m.c = filled(n), m.d = filled(n), m.e = filled((size_t)rows);
-    if (!m.a || !m.b || !m.c || !m.d || !m.e) {
-        res = TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %s of %zu elements", names[kind], n);
-        goto exit;
-    }
+    mem_arg m = {.k = b->be->kernels, .kind = kind, .rows = rows, .cols = cols};
+    float **bufs[] = {&m.a, &m.b, &m.c, &m.d};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) TS_CHECK_GOTO(filled(b->be, n, bufs[i]), res, exit);
+    TS_CHECK_GOTO(filled(b->be, (size_t)rows, &m.e), res, exit);
     ts_calib_mem *row = &b->c->mem[b->c->n_mem++];
     *row = (ts_calib_mem){.kernel = names[kind], .rows = rows, .cols = cols,
                           .bytes = mem_bytes(kind, rows, cols)};
     TS_CHECK_GOTO(time_compute(b, mem_call, &m, &row->time_s, &row->reps), res, exit);
 exit:
-    free(m.a), free(m.b), free(m.c), free(m.d), free(m.e);
+    release(b->be, m.a), release(b->be, m.b), release(b->be, m.c), release(b->be, m.d), release(b->be, m.e);
     return res;
 }
 
@@ -218,23 +247,35 @@ static ts_status bench_mem(bench *b) {
 }
 
 typedef struct {
+    const ts_backend *be;
     ts_attn_shape s;
     int bwd;
     float *q, *k, *v, *out, *lse, *scratch, *dq, *dk, *dv, *dout;
-    int *pos;
+    int *pos; /* backend memory, as the kernel table's q_pos and k_pos are */
 } attn_arg;
 
 static ts_status attn_call(const void *p) {
     const attn_arg *a = p;
-    if (a->bwd) ts_attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, &a->s);
-    else ts_attention_fwd(a->out, a->lse, a->q, a->k, a->v, &a->s, a->scratch);
-    return TS_OK;
+    const ts_kernels *k = a->be->kernels;
+    if (a->bwd) return k->attention_bwd(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, &a->s);
+    return k->attention_fwd(a->out, a->lse, a->q, a->k, a->v, &a->s, a->scratch);
 }
 
 static void attn_arg_free(attn_arg *a) {
     float *bufs[] = {a->q, a->k, a->v, a->out, a->lse, a->scratch, a->dq, a->dk, a->dv, a->dout};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    free(a->pos);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) release(a->be, bufs[i]);
+    release(a->be, a->pos);
+}
+
+/* Positions 0..T-1 in backend memory. */
+static ts_status attn_positions(const ts_backend *be, int T, int **out) {
+    int *host = malloc((size_t)T * sizeof *host);
+    *out = NULL;
+    if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %d positions", T);
+    for (int t = 0; t < T; t++) host[t] = t;
+    ts_status res = backend_copy(be, host, (size_t)T * sizeof *host, (void **)out);
+    free(host);
+    return res;
 }
 
 /* Forward and backward of one causal attention of T tokens (planner/layer.c's FLOP convention:
@@ -242,20 +283,16 @@ static void attn_arg_free(attn_arg *a) {
 static ts_status attn_point(bench *b, int T, int H, int KV, int D) {
     ts_status res = TS_OK;
     size_t nq = (size_t)T * H * D, nk = (size_t)T * KV * D;
-    attn_arg a = {.s = {.Tq = T, .Tk = T, .H = H, .KV = KV, .D = D, .ldq = H * D, .ldk = KV * D,
-                        .ldv = KV * D, .ldo = H * D}};
-    a.q = filled(nq), a.k = filled(nk), a.v = filled(nk), a.out = filled(nq), a.dout = filled(nq);
-    a.lse = filled((size_t)T * H), a.scratch = filled((size_t)T);
-    a.dq = filled(nq), a.dk = filled(nk), a.dv = filled(nk);
-    a.pos = malloc((size_t)T * sizeof *a.pos);
-    if (!a.q || !a.k || !a.v || !a.out || !a.dout || !a.lse || !a.scratch || !a.dq || !a.dk ||
-        !a.dv || !a.pos) {
-        res = TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for attention of %d tokens", T);
-        goto exit;
-    }
-    for (int t = 0; t < T; t++) a.pos[t] = t;
+    attn_arg a = {.be = b->be, .s = {.Tq = T, .Tk = T, .H = H, .KV = KV, .D = D, .ldq = H * D,
+                                     .ldk = KV * D, .ldv = KV * D, .ldo = H * D}};
+    struct { float **buf; size_t n; } bufs[] = {
+        {&a.q, nq}, {&a.k, nk}, {&a.v, nk}, {&a.out, nq}, {&a.dout, nq}, {&a.lse, (size_t)T * H},
+        {&a.scratch, (size_t)T}, {&a.dq, nq}, {&a.dk, nk}, {&a.dv, nk}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        TS_CHECK_GOTO(filled(b->be, bufs[i].n, bufs[i].buf), res, exit);
+    TS_CHECK_GOTO(attn_positions(b->be, T, &a.pos), res, exit);
     a.s.q_pos = a.s.k_pos = a.pos;
-    ts_attention_fwd(a.out, a.lse, a.q, a.k, a.v, &a.s, a.scratch); /* the backward reads these */
+    TS_CHECK_GOTO(attn_call(&a), res, exit); /* the forward: the backward reads out and lse */
     for (a.bwd = 0; a.bwd <= 1 && b->c->n_attn < TS_CALIB_MAX_ATTN; a.bwd++) {
         ts_calib_attn *row = &b->c->attn[b->c->n_attn++];
         double fwd = 0.5 * 4.0 * (double)T * T * H * D;
@@ -363,20 +400,20 @@ static ts_status coll_sizes(bench *b, coll_arg *a, int n) {
     return TS_OK;
 }
 
-/* The four collectives over blocks of n consecutive ranks (every block at once). */
-static ts_status coll_group(bench *b, coll_arg *a, int n) {
+/* The four collectives over blocks of n consecutive ranks (every block at once), on `comm`. */
+static ts_status coll_group(bench *b, coll_arg *a, ts_comm *comm, int n) {
     ts_status res = TS_OK;
+    a->comm = comm;
     a->counts = calloc((size_t)n, sizeof *a->counts);
     a->displs = calloc((size_t)n, sizeof *a->displs);
     TS_ALLOC_GOTO(a->counts, res, exit);
     TS_ALLOC_GOTO(a->displs, res, exit);
-    TS_CHECK_GOTO(ts_comm_blocks(n, &a->comm), res, exit);
     for (int c = TS_COLL_ALLREDUCE; c <= TS_COLL_ALLTOALL; c++) {
         a->coll = (ts_coll)c;
         TS_CHECK_GOTO(coll_sizes(b, a, n), res, exit);
     }
 exit:
-    ts_comm_free(&a->comm);
+    a->comm = NULL;
     free(a->counts), free(a->displs);
     a->counts = a->displs = NULL;
     return res;
@@ -388,16 +425,18 @@ static ts_status bench_coll(bench *b) {
     coll_arg a = {.be = b->be, .peer = -1};
     TS_CHECK_GOTO(b->be->alloc(top, (void **)&a.in), res, exit);
     TS_CHECK_GOTO(b->be->alloc(top, (void **)&a.out), res, exit);
-    memset(a.in, 0, top), memset(a.out, 0, top); /* fault the pages in before any timing */
-    for (int n = 2; n <= b->size; n++)
-        if (b->size % n == 0) TS_CHECK_GOTO(coll_group(b, &a, n), res, exit);
+    /* Touch every page before any timing (host memory is faulted in on first write). */
+    TS_CHECK_GOTO(b->be->kernels->zero(a.in, top), res, exit);
+    TS_CHECK_GOTO(b->be->kernels->zero(a.out, top), res, exit);
+    const calib_comms *cc = b->comms;
+    for (int i = 0; i < cc->n_groups; i++) TS_CHECK_GOTO(coll_group(b, &a, cc->group[i], cc->group_size[i]), res, exit);
+    TS_CHECK_GOTO(coll_group(b, &a, cc->world, b->size), res, exit);
     a.coll = TS_COLL_SENDRECV;
     a.peer = (b->rank ^ 1) < b->size ? b->rank ^ 1 : -1;
     a.even = b->rank % 2 == 0;
     TS_CHECK_GOTO(coll_sizes(b, &a, 2), res, exit);
 exit:
-    if (a.in) b->be->free(a.in);
-    if (a.out) b->be->free(a.out);
+    release(b->be, a.in), release(b->be, a.out);
     return res;
 }
 
@@ -439,10 +478,15 @@ static ts_status describe_machine(bench *b) {
     c->cores = cores > 0 ? (int)cores : 1;
     c->host_memory_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     c->ranks = b->size;
-    c->oversubscribed = b->size > c->cores;
+    c->device = b->o->device;
     c->threads = b->o->threads > 0 ? b->o->threads : 1;
-    int per_core = c->cores / c->threads > 0 ? c->cores / c->threads : 1;
-    c->compute_ranks = b->size < per_core ? b->size : per_core;
+    if (c->device == TS_DEVICE_CUDA) {
+        c->compute_ranks = b->size; /* a GPU each: nothing shares a core's worth of compute */
+    } else {
+        c->oversubscribed = b->size > c->cores;
+        int per_core = c->cores / c->threads > 0 ? c->cores / c->threads : 1;
+        c->compute_ranks = b->size < per_core ? b->size : per_core;
+    }
     c->quick = b->o->quick != 0;
     c->min_point_s = c->quick ? QUICK_POINT_S : FULL_POINT_S;
     snprintf(c->argv, sizeof c->argv, "%s", b->o->argv ? b->o->argv : "tessera calibrate");
@@ -474,29 +518,74 @@ static void progress(const bench *b, const char *what, int points, double t0) {
     fflush(b->o->log);
 }
 
+/* Every block communicator the collectives need, and the world's (see calib_comms). Collective. */
+static ts_status calib_comms_init(calib_comms *cc, int size) {
+    memset(cc, 0, sizeof *cc);
+    TS_CHECK(ts_comm_blocks(size, &cc->world));
+    for (int n = 2; n < size; n++) {
+        if (size % n != 0) continue;
+        if (cc->n_groups == MAX_GROUPS)
+            return TS_FAIL(TS_ERR_INPUT, "calibrate: more than %d group sizes divide %d ranks", MAX_GROUPS, size);
+        TS_CHECK(ts_comm_blocks(n, &cc->group[cc->n_groups]));
+        cc->group_size[cc->n_groups++] = n;
+    }
+    return TS_OK;
+}
+
+static void calib_comms_free(calib_comms *cc) {
+    for (int i = 0; i < cc->n_groups; i++) ts_comm_free(&cc->group[i]);
+    ts_comm_free(&cc->world);
+    cc->n_groups = 0;
+}
+
+/* The device's backend; on CUDA each of cc's communicators gets its NCCL communicator. */
+static ts_status open_backend(const ts_calib_opts *o, calib_comms *cc, const ts_backend **out) {
+    if (o->device != TS_DEVICE_CUDA) {
+        *out = ts_backend_cpu(o->threads);
+        return TS_OK;
+    }
+    *out = ts_backend_cuda(cc->world, cc->group, cc->n_groups);
+    return *out ? TS_OK : ts_error_status();
+}
+
+/* The benchmarks, the fit and (CPU only, see calibrate.h) the in-situ pass. */
+static ts_status run_benchmarks(bench *b, const ts_system *tmpl) {
+    ts_calib *out = b->c;
+    TS_CHECK(describe_machine(b));
+    b->computes = computes_here = b->rank < out->compute_ranks;
+    double t0 = b->be->now_s(), t = t0;
+    TS_CHECK(bench_gemm(b));
+    progress(b, "gemm", out->n_gemm, t), t = b->be->now_s();
+    TS_CHECK(bench_mem(b));
+    progress(b, "elementwise", out->n_mem, t), t = b->be->now_s();
+    TS_CHECK(bench_attn(b));
+    progress(b, "attention", out->n_attn, t), t = b->be->now_s();
+    if (b->size >= 2) { /* one GPU: nothing to communicate with */
+        TS_CHECK(bench_coll(b));
+        progress(b, "collectives", out->n_coll, t), t = b->be->now_s();
+    }
+    TS_CHECK(ts_calib_fit(out, tmpl));
+    if (b->o->in_situ && out->device == TS_DEVICE_CPU) {
+        TS_CHECK(bench_situ(b));
+        progress(b, "in situ", out->situ.steps, t);
+    }
+    out->elapsed_s = b->be->now_s() - t0;
+    return TS_OK;
+}
+
 ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *out) {
     memset(out, 0, sizeof *out);
-    bench b = {.o = o, .c = out};
+    ts_status res = TS_OK;
+    calib_comms cc = {0};
+    bench b = {.o = o, .c = out, .comms = &cc};
     TS_CHECK(ts_mpi_init(&b.rank, &b.size));
-    if (b.size < 2)
+    if (b.size < 2 && o->device != TS_DEVICE_CUDA)
         return TS_FAIL(TS_ERR_INPUT, "calibrate: needs at least 2 MPI ranks to measure communication, got %d", b.size);
-    b.be = ts_backend_cpu(o->threads);
-    TS_CHECK(describe_machine(&b));
-    b.computes = computes_here = b.rank < out->compute_ranks;
-    double t0 = b.be->now_s(), t = t0;
-    TS_CHECK(bench_gemm(&b));
-    progress(&b, "gemm", out->n_gemm, t), t = b.be->now_s();
-    TS_CHECK(bench_mem(&b));
-    progress(&b, "elementwise", out->n_mem, t), t = b.be->now_s();
-    TS_CHECK(bench_attn(&b));
-    progress(&b, "attention", out->n_attn, t), t = b.be->now_s();
-    TS_CHECK(bench_coll(&b));
-    progress(&b, "collectives", out->n_coll, t), t = b.be->now_s();
-    TS_CHECK(ts_calib_fit(out, tmpl));
-    if (o->in_situ) {
-        TS_CHECK(bench_situ(&b));
-        progress(&b, "in situ", out->situ.steps, t);
-    }
-    out->elapsed_s = b.be->now_s() - t0;
-    return TS_OK;
+    TS_CHECK_GOTO(calib_comms_init(&cc, b.size), res, exit);
+    TS_CHECK_GOTO(open_backend(o, &cc, &b.be), res, exit);
+    res = run_benchmarks(&b, tmpl);
+exit:
+    if (o->device == TS_DEVICE_CUDA) ts_backend_cuda_free(cc.world, cc.group, cc.n_groups);
+    calib_comms_free(&cc);
+    return res;
 }

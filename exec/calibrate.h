@@ -47,6 +47,7 @@
 
 #include "common/status.h"
 #include "exec/backend.h"
+#include "exec/launch.h"
 #include "models/system.h"
 #include "planner/cost.h"
 
@@ -59,6 +60,7 @@ typedef struct {
     int quick;        /* fewer shapes and sizes (to 16 MB), 5 ms per point: for tests and validate */
     int in_situ;      /* run the in-situ pass (ts_calib_situ) after the microbenchmarks */
     int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
+    ts_device device; /* TS_DEVICE_CPU, or TS_DEVICE_CUDA: one GPU per rank (see ts_calibrate) */
     const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */
     FILE *log;        /* progress lines from rank 0 (NULL: silent) */
 } ts_calib_opts;
@@ -135,6 +137,7 @@ typedef struct {
 
 typedef struct {
     /* where and how it ran */
+    ts_device device;
     int ranks, cores, oversubscribed, threads, quick;
     int compute_ranks; /* ranks that ran the compute benchmarks at once */
     double min_point_s, elapsed_s;
@@ -159,8 +162,14 @@ typedef struct {
 } ts_calib;
 
 /* Runs every microbenchmark on every rank of MPI_COMM_WORLD (MPI_Init if needed; the world needs
- * at least 2 ranks) and fits the spec to them, starting from `tmpl` (cpu-localhost: the fields
- * that are not measured are kept). Collective: every rank returns the same result. */
+ * at least 2 ranks on CPUs) and fits the spec to them, starting from `tmpl` (cpu-localhost: the
+ * fields that are not measured are kept). Collective: every rank returns the same result.
+ *
+ * With o->device TS_DEVICE_CUDA the same benchmarks run on one GPU per rank through the CUDA
+ * backend (ts_backend_cuda: cuBLAS fp32 GEMMs, the CUDA kernel table, NCCL on device buffers):
+ * every rank computes at once (a GPU each, no core sharing), one rank measures no communication
+ * (the template's link figures are kept), the spec has node.gpus = ranks, node.cores = 0 and
+ * serial_ops false, and the in-situ pass is skipped (the profile's source says so). */
 ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *out);
 
 /* Fits c->system, c->fit*, the rms errors and every row's model_s to the measured rows of `c`

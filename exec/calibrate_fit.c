@@ -221,10 +221,10 @@ static ts_status fit_comm(ts_calib *c) {
     return TS_OK;
 }
 
-ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl) {
-    if (c->n_gemm < 1) return TS_FAIL(TS_ERR_INPUT, "calibrate: no GEMM rows to fit a spec to");
+/* Where CPU ranks ran: one core stands in for a GPU, the ranks share the host's cores and memory,
+ * and the executor runs one blocking op at a time. */
+static void spec_cpu_node(ts_calib *c) {
     ts_system *s = &c->system;
-    *s = *tmpl;
     snprintf(s->name, sizeof s->name, "cpu-%.59s", c->host[0] ? c->host : "calibrated");
     snprintf(s->source, sizeof s->source,
              "tessera calibrate, %s on %.60s: %d MPI ranks on %d cores (%s), %d OpenBLAS thread(s) "
@@ -236,6 +236,29 @@ ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl) {
     s->cores_per_node = c->cores;
     if (c->host_memory_bytes > 0) s->hbm_bytes = c->host_memory_bytes / s->gpus_per_node;
     s->serial_ops = 1;
+}
+
+/* Where GPU ranks ran: one GPU per rank, the host's GPUs form the node, no cores shared (0), the
+ * GPU memory size is the template's (not measured), and ops run on CUDA streams. */
+static void spec_cuda_node(ts_calib *c) {
+    ts_system *s = &c->system;
+    snprintf(s->name, sizeof s->name, "cuda-%.58s", c->host[0] ? c->host : "calibrated");
+    snprintf(s->source, sizeof s->source,
+             "tessera calibrate --device cuda, %s on %.60s: %d MPI rank(s), one CUDA GPU each (cuBLAS fp32, "
+             "NCCL)%s; in-situ pass skipped on GPUs",
+             c->date, c->host, c->ranks, c->quick ? ", --quick" : "");
+    snprintf(s->gpu_name, sizeof s->gpu_name, "CUDA GPU");
+    s->gpus_per_node = c->ranks;
+    s->cores_per_node = 0;
+    s->serial_ops = 0;
+}
+
+ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl) {
+    if (c->n_gemm < 1) return TS_FAIL(TS_ERR_INPUT, "calibrate: no GEMM rows to fit a spec to");
+    ts_system *s = &c->system;
+    *s = *tmpl;
+    if (c->device == TS_DEVICE_CUDA) spec_cuda_node(c);
+    else spec_cpu_node(c);
     s->overlap_slowdown = s->tp_comm_overlap = s->dp_comm_overlap = s->pp_comm_overlap = 0;
     s->rail_optimized = 0;
     TS_CHECK(fit_compute(c));
@@ -248,10 +271,14 @@ static double err_pct(double model, double t) { return t > 0 ? 100.0 * (model / 
 
 static void print_header(FILE *f, const ts_calib *c) {
     fprintf(f, "# tessera calibrate: %s, %s (%s)\n", c->host, c->date, c->argv);
-    fprintf(f, "# %d ranks on %d cores (%s); compute on %d rank(s) at once, one core each; %d OpenBLAS "
-               "thread(s) per rank; %s, %.0f ms per point\n",
-            c->ranks, c->cores, c->oversubscribed ? "oversubscribed" : "not oversubscribed",
-            c->compute_ranks, c->threads, c->quick ? "quick" : "full", 1e3 * c->min_point_s);
+    if (c->device == TS_DEVICE_CUDA)
+        fprintf(f, "# %d rank(s), one CUDA GPU each (cuBLAS fp32, NCCL); compute on every rank at once; %s, %.0f ms "
+                   "per point\n", c->ranks, c->quick ? "quick" : "full", 1e3 * c->min_point_s);
+    else
+        fprintf(f, "# %d ranks on %d cores (%s); compute on %d rank(s) at once, one core each; %d OpenBLAS "
+                   "thread(s) per rank; %s, %.0f ms per point\n",
+                c->ranks, c->cores, c->oversubscribed ? "oversubscribed" : "not oversubscribed",
+                c->compute_ranks, c->threads, c->quick ? "quick" : "full", 1e3 * c->min_point_s);
     fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
 }
 
@@ -263,7 +290,8 @@ static double best_gemm_rate(const ts_calib *c) {
 }
 
 static void print_gemm(FILE *f, const ts_calib *c) {
-    fprintf(f, "#\n# GEMM: the backend's sgemm (OpenBLAS, fp32); a repetition runs NT, NN and TN once; time is one call\n");
+    fprintf(f, "#\n# GEMM: the backend's sgemm (%s, fp32); a repetition runs NT, NN and TN once; time is one call\n",
+            c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
     double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
@@ -361,9 +389,9 @@ static void print_spec(FILE *f, const ts_calib *c) {
     fprintf(f, "#   memory %.2f GB/s (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%), optimizer %.3f\n",
             1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 100 * c->mem_rms_error, s->attention_eff, 100 * c->attn_rms_error,
             s->optimizer_eff);
-    fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d, serial_ops\n",
+    fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d%s\n",
             1e-9 * s->link_bytes_per_s * s->link_busbw_eff, 1e6 * s->link_latency_s, 100 * c->fit_all.rms_error,
-            s->gpus_per_node, s->cores_per_node);
+            s->gpus_per_node, s->cores_per_node, s->serial_ops ? ", serial_ops" : "");
     fprintf(f, "# measured in %.1f s\n", c->elapsed_s);
 }
 
@@ -504,9 +532,10 @@ static ts_status json_measured(const ts_calib *c, cJSON **out) {
                            "elapsed_s", c->elapsed_s, (const char *)NULL), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "oversubscribed", c->oversubscribed), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "quick", c->quick), res, fail);
-    const char *keys[] = {"host", "date", "cpu", "openblas", "mpi", "command"};
-    const char *vals[] = {c->host, c->date, c->cpu, c->openblas, c->mpi, c->argv};
-    for (int i = 0; i < 6; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
+    const char *keys[] = {"device", "host", "date", "cpu", "openblas", "mpi", "command"};
+    const char *vals[] = {c->device == TS_DEVICE_CUDA ? "cuda" : "cpu", c->host, c->date, c->cpu, c->openblas,
+                          c->mpi, c->argv};
+    for (int i = 0; i < 7; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
     TS_CHECK_GOTO(json_compute(c, root), res, fail);
     TS_CHECK_GOTO(json_comm(c, root), res, fail);
     TS_CHECK_GOTO(json_situ(c, root), res, fail);
@@ -544,11 +573,41 @@ fail:
     return res;
 }
 
+/* The sources of the node's figures that say where it ran rather than what was measured. */
+static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
+    cJSON *gpu = cJSON_GetObjectItemCaseSensitive(spec, "gpu"), *node = cJSON_GetObjectItemCaseSensitive(spec, "node");
+    cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
+    const char *none[] = {"overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap"};
+    if (c->device == TS_DEVICE_CUDA) {
+        TS_CHECK(sourced(gpu, "hbm_bytes", "not measured on GPUs: the template's"));
+        TS_CHECK(sourced(node, "gpus", "the calibrated ranks, one CUDA GPU each, on this host"));
+        TS_CHECK(sourced(node, "cores", "0: one GPU per rank, no cores shared"));
+        TS_CHECK(sourced(eff, "serial_ops", "false: the CUDA executor queues ops on streams"));
+        for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: not measured by tessera calibrate"));
+        return TS_OK;
+    }
+    TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
+    TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
+    TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
+    TS_CHECK(sourced(eff, "serial_ops", "CPU executor: blocking MPI, one op at a time"));
+    for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: serial_ops, nothing overlaps"));
+    return TS_OK;
+}
+
 /* The "source" strings of the measured figures: how each was measured. */
 static ts_status add_sources(const ts_calib *c, cJSON *spec) {
-    char how[512];
-    snprintf(how, sizeof how, "%d rank(s) at once on %d cores, one core and %d OpenBLAS thread(s) each; %s; %s",
-             c->compute_ranks, c->cores, c->threads, c->openblas, c->date);
+    int on_gpu = c->device == TS_DEVICE_CUDA;
+    char how[512], ranks[160];
+    if (on_gpu) {
+        snprintf(how, sizeof how, "%d rank(s) at once, one CUDA GPU each (cuBLAS fp32, the CUDA kernel table); %s",
+                 c->compute_ranks, c->date);
+        snprintf(ranks, sizeof ranks, "%d rank(s), one CUDA GPU each (NCCL)", c->ranks);
+    } else {
+        snprintf(how, sizeof how, "%d rank(s) at once on %d cores, one core and %d OpenBLAS thread(s) each; %s; %s",
+                 c->compute_ranks, c->cores, c->threads, c->openblas, c->date);
+        snprintf(ranks, sizeof ranks, "%d ranks on %d cores (%s)", c->ranks, c->cores,
+                 c->oversubscribed ? "oversubscribed" : "not oversubscribed");
+    }
     cJSON *gpu = cJSON_GetObjectItemCaseSensitive(spec, "gpu"), *node = cJSON_GetObjectItemCaseSensitive(spec, "node");
     cJSON *fab = cJSON_GetObjectItemCaseSensitive(spec, "fabric");
     cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
@@ -561,21 +620,22 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
                  k[TS_SITU_GEMM].factor);
     TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN)%s; %s",
                      c->n_gemm, situ, how));
-    TS_CHECK(sourced(peak, "bf16", "no bf16 path on CPU ranks: the measured fp32 figure"));
-    TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
+    TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (calibrate's GEMMs are fp32): the measured fp32 figure"
+                                          : "no bf16 path on CPU ranks: the measured fp32 figure"));
     if (c->situ.steps > 0)
         snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)",
                  ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);
     TS_CHECK(sourced(gpu, "hbm_bytes_per_s", "tessera calibrate: least squares (relative error) over %d memory-bound "
                                              "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1)%s; %s", c->n_mem, situ, how));
-    TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
-    TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
+    TS_CHECK(add_node_sources(c, spec));
     char comm[768];
-    snprintf(comm, sizeof comm, "tessera calibrate: least squares (relative error) of planner/cost.h ts_coll_s over %d "
-             "rows (all-reduce, reduce-scatter, all-gather, all-to-all over every group size dividing %d, send-recv; "
-             "1 KB .. %s), %d ranks on %d cores (%s); %s",
-             c->fit_all.points, c->ranks, c->quick ? "16 MB" : "256 MB", c->ranks, c->cores,
-             c->oversubscribed ? "oversubscribed" : "not oversubscribed", c->mpi);
+    if (c->n_coll == 0)
+        snprintf(comm, sizeof comm, "not measured (one rank, nothing to communicate with): the template's");
+    else
+        snprintf(comm, sizeof comm, "tessera calibrate: least squares (relative error) of planner/cost.h ts_coll_s over "
+                 "%d rows (all-reduce, reduce-scatter, all-gather, all-to-all over every group size dividing %d, "
+                 "send-recv; 1 KB .. %s), %s; %s",
+                 c->fit_all.points, c->ranks, c->quick ? "16 MB" : "256 MB", ranks, c->mpi);
     TS_CHECK(sourced(node, "link_bytes_per_s", "%s (bus bandwidth)", comm));
     TS_CHECK(sourced(node, "link_latency_s", "%s (latency per ring step)", comm));
     TS_CHECK(sourced(fab, "nic_bytes_per_s", "one host, no fabric: the node link's figure"));
@@ -594,9 +654,6 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     TS_CHECK(sourced(eff, "hbm", "1: hbm_bytes_per_s is the achieved rate"));
     TS_CHECK(sourced(eff, "link_busbw", "1: link_bytes_per_s is the achieved bus bandwidth"));
     TS_CHECK(sourced(eff, "nic_busbw", "1: nic_bytes_per_s is the achieved bus bandwidth"));
-    TS_CHECK(sourced(eff, "serial_ops", "CPU executor: blocking MPI, one op at a time"));
-    const char *none[] = {"overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap"};
-    for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: serial_ops, nothing overlaps"));
     return TS_OK;
 }
 

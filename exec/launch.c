@@ -85,6 +85,16 @@ int ts_cuda_built(void) {
 #endif
 }
 
+int ts_cuda_gpu_count(void) {
+#ifdef TS_CUDA
+    int count = 0;
+    char why[256];
+    return ts_cuda_device_count(&count, why, sizeof why) == TS_OK ? count : 0;
+#else
+    return 0;
+#endif
+}
+
 ts_status ts_device_runnable(ts_device d) {
     if (d == TS_DEVICE_CPU) return TS_OK;
 #ifdef TS_CUDA

@@ -63,6 +63,10 @@ ts_status ts_device_parse(const char *name, ts_device *out);
 /* 1 when this build has the CUDA backend (make CUDA=1), else 0. */
 int ts_cuda_built(void);
 
+/* The GPUs this process sees (cudaGetDeviceCount); 0 in CPU builds, without a GPU, or when the
+ * count cannot be read (callers that need the reason use ts_device_runnable). */
+int ts_cuda_gpu_count(void);
+
 /* Whether `tessera run` can train on `d` here. CPU: always. CUDA: in CUDA builds when this
  * process's local rank has a GPU of its own (cudaGetDeviceCount); otherwise TS_ERR_INPUT with
  * "built without CUDA (make CUDA=1)" in CPU builds, "no CUDA GPU found (...)" or too few GPUs for

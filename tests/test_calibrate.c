@@ -269,6 +269,7 @@ Test(calibrate_cli, bad_arguments_exit_2_with_one_line) {
         {"calibrate", "--ranks", "1", NULL},   {"calibrate", "--ranks", "two", NULL},
         {"calibrate", "--threads", "0", NULL}, {"calibrate", "--bogus", NULL, NULL},
         {"calibrate", "stray", NULL, NULL},    {"calibrate", "-o", NULL, NULL},
+        {"calibrate", "--device", "bogus", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
@@ -277,6 +278,17 @@ Test(calibrate_cli, bad_arguments_exit_2_with_one_line) {
         cr_expect_eq(r.out_len, 0, "%s: stdout: %s", cases[i][1], r.out);
         cli_result_free(&r);
     }
+}
+
+Test(calibrate_cli, device_flag_is_checked) {
+    cli_result r = run_cli("calibrate", "--device", "bogus", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--device: expected cpu or cuda, got \"bogus\"") != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "calibrate"), "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("calibrate", "--help", NULL);
+    cr_expect(strstr(r.out, "--device") != NULL, "help lists --device");
+    cli_result_free(&r);
 }
 
 Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {

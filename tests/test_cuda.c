@@ -5,13 +5,15 @@
  * row-major GEMM mapped onto column-major cuBLAS (checked by running the mapped call through a
  * plain column-major GEMM against OpenBLAS's row-major one), argument checks, local-rank parsing,
  * GPU selection (no GPU, too few GPUs), `--device` parsing and the "built without CUDA" /
- * "no CUDA GPU found" error paths, and `tessera run --device` on the command line.
+ * "no CUDA GPU found" error paths, and `tessera run --device` and `tessera calibrate --device` on
+ * the command line.
  *
  * Suite `cuda_gpu` diffs every CUDA kernel and the cuBLAS GEMMs against the CPU reference
  * (exec/kernels.h, or a reference here for GELU and LayerNorm), and every entry of the CUDA kernel
  * table against the CPU table (exec/kernel_table.h), printing the first mismatches and the
  * largest difference (llm.c's test_gpt2.cu habit); then trains tiny models with `tessera run
- * --device cuda` and compares each step's loss with `--device cpu`. It needs a CUDA build (make
+ * --device cuda` and compares each step's loss with `--device cpu`, and calibrates the GPUs
+ * (`tessera calibrate --device cuda --quick`, the profile loads back). It needs a CUDA build (make
  * CUDA=1) and a GPU: without either, each test is reported SKIPPED (cr_skip_test), never passed.
  * Select with --filter 'cuda*' to see both. */
 #include <criterion/criterion.h>
@@ -26,6 +28,7 @@
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
 #include "exec/launch.h"
+#include "models/system.h"
 #include "tests/helpers.h"
 #ifdef TS_CUDA
 #include <cuda_runtime.h>
@@ -375,6 +378,18 @@ Test(cuda, run_device_flag) {
     r = run_cli("run", "--help", NULL);
     cr_expect_eq(r.status, 0);
     cr_expect(strstr(r.out, "--device") != NULL, "help lists --device");
+    cli_result_free(&r);
+}
+
+/* calibrate --device cuda is refused as run's is (before mpirun starts); with a GPU here it is
+ * accepted and stops at the output that cannot be written, before measuring. */
+Test(cuda, calibrate_device_flag) {
+    cli_result r = run_cli("calibrate", "--device", "cuda", "-o", "/nonexistent-dir/profile.json", NULL);
+    const char *refusal = device_cuda_refusal();
+    cr_expect_neq(r.status, 0, "stderr: %s", r.err);
+    if (refusal) cr_expect_eq(r.status, 2, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, refusal ? refusal : "/nonexistent-dir/profile.json") != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "calibrate"), "%s", r.err);
     cli_result_free(&r);
 }
 
@@ -917,4 +932,29 @@ Test(cuda_gpu, train_tiny_moe_vs_cpu) {
 
 Test(cuda_gpu, train_tiny_two_gpus_vs_cpu) {
     train_vs_cpu("tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 2);
+}
+
+/* `calibrate --device cuda --quick` on this machine's GPUs (one rank each) writes a profile that
+ * loads back: measured fp32 peak and memory rate, node.gpus = the GPUs, node.cores 0, no
+ * serial_ops. */
+Test(cuda_gpu, calibrate_quick_profile_loads, .timeout = 300) {
+    char why[256];
+    int gpus = gpus_here(why, sizeof why);
+    if (gpus == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why);
+    char *dir = make_temp_dir(), profile[4096];
+    snprintf(profile, sizeof profile, "%s/profile.json", dir);
+    const char *args[] = {"calibrate", "--device", "cuda", "--quick", "-o", profile, NULL};
+    cli_result r = run_argv_timeout(args, 240);
+    cr_assert_eq(r.status, 0, "calibrate --device cuda: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    ts_system s;
+    cr_assert_eq(ts_system_load(profile, &s), TS_OK, "%s", ts_error_message());
+    fprintf(stderr, "calibrated %d GPU(s): fp32 peak %.3g FLOP/s, memory %.3g B/s, link %.3g B/s\n", gpus,
+            s.peak_flops[TS_DTYPE_FP32], s.hbm_bytes_per_s, s.link_bytes_per_s);
+    cr_expect_eq(s.gpus_per_node, gpus);
+    cr_expect(s.cores_per_node == 0 && !s.serial_ops, "node.cores %d, serial_ops %d", s.cores_per_node, s.serial_ops);
+    cr_expect(s.peak_flops[TS_DTYPE_FP32] > 1e11 && s.gemm_eff.n >= 2, "peak %g over %d points",
+              s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);
+    cr_expect(s.hbm_bytes_per_s > 1e10, "memory %g B/s", s.hbm_bytes_per_s);
+    remove_dir(dir);
 }
