@@ -147,6 +147,12 @@ void cli_problem_help(void) {
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
 }
 
+_Noreturn void cli_bad_option(const char *cmd, int c, char **argv) {
+    if (c == ':') cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
+    if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+    cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+}
+
 void cli_self_path(const char *cmd, char *buf, size_t cap) {
     ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
     if (n <= 0 || (size_t)n >= cap - 1) cli_usage_error(cmd, "cannot find this program's own path (/proc/self/exe)");

@@ -24,6 +24,9 @@ double cli_num(const char *cmd, const char *flag, const char *text, double min, 
 _Noreturn void cli_fail(const char *cmd, ts_status st);
 /* Prints "tessera CMD: <fmt>" and "Try 'tessera CMD --help'." to stderr, exits 2. */
 _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for what getopt_long rejected: `c` is ':' (an option without its value) or
+ * '?' (an unknown option); exits 2. */
+_Noreturn void cli_bad_option(const char *cmd, int c, char **argv);
 /* This program's own path (/proc/self/exe) into buf; exits 2 when it cannot be read. */
 void cli_self_path(const char *cmd, char *buf, size_t cap);
 /* Runs argv (argv[0] a path, argv[1] the subcommand) as a child process with its stdout written

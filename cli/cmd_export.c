@@ -48,10 +48,7 @@ int cmd_export(int argc, char **argv) {
             break;
         case 'o': output = optarg; break;
         case 'h': help(); return 0;
-        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default:
-            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
-            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);

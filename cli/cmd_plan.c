@@ -198,10 +198,7 @@ int cmd_plan(int argc, char **argv) {
             if (partition < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
             break;
         case 'h': help(); return 0;
-        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default:
-            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
-            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);

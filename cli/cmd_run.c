@@ -142,10 +142,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_TIMEOUT: timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: opts.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
-        case ':': cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-        default:
-            if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
-            cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+        default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
