@@ -268,17 +268,27 @@ const cJSON *json_obj(const cJSON *parent, const char *key, const char *where) {
 
 ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq, int flash) {
     ts_model m;
-    ts_system s;
     ts_error_clear();
     cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
+    return test_problem_of(&m, sys, gpus, batch, seq, flash);
+}
+
+ts_problem test_problem_of(const ts_model *m, const char *sys, int gpus, int64_t batch, int64_t seq, int flash) {
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s: %s", sys, ts_error_message());
+    return test_problem_on(m, &s, gpus, batch, seq, flash);
+}
+
+ts_problem test_problem_on(const ts_model *m, const ts_system *s, int gpus, int64_t batch, int64_t seq, int flash) {
     ts_train t;
     ts_train_defaults(&t);
     t.global_batch = batch;
     t.seq = seq;
     t.flash_attention = flash;
     ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    ts_error_clear();
+    cr_assert_eq(ts_problem_init(&pb, m, s, &t, gpus), TS_OK, "%s on %d: %s", m->name, gpus, ts_error_message());
     return pb;
 }
 

@@ -32,6 +32,10 @@ const char *data_root(void);
 /* A planning problem of zoo model and system names (defaults of ts_train_defaults but the batch,
  * sequence and flash attention); the test fails when a name does not load. */
 ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq, int flash);
+/* The same for a model already in hand (an edited zoo model, a Hugging Face config). */
+ts_problem test_problem_of(const ts_model *m, const char *sys, int gpus, int64_t batch, int64_t seq, int flash);
+/* And for a system in hand (a zoo system with figures changed). */
+ts_problem test_problem_on(const ts_model *m, const ts_system *s, int gpus, int64_t batch, int64_t seq, int flash);
 
 /* --- running the binary ($TESSERA_BIN, else <data dir>/build/tessera) --------------------------- */
 

@@ -16,22 +16,6 @@
 #include "planner/schedule.h"
 #include "tests/helpers.h"
 
-static ts_problem problem_of(const ts_model *m, const char *sys, int gpus, int64_t batch,
-                             int64_t seq, int flash) {
-    ts_system s;
-    ts_error_clear();
-    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s: %s", sys, ts_error_message());
-    ts_train t;
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    t.flash_attention = flash;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, m, &s, &t, gpus), TS_OK, "%s on %d: %s", m->name, gpus,
-                 ts_error_message());
-    return pb;
-}
-
 static ts_model zoo(const char *name) {
     ts_model m;
     ts_error_clear();
@@ -73,7 +57,7 @@ static void check_zero_formula(const char *model, double rel) {
     ts_model_params(&m, &pc);
     for (size_t i = 0; i < sizeof zero_dps / sizeof zero_dps[0]; i++) {
         int nd = zero_dps[i];
-        ts_problem pb = problem_of(&m, "h100-sxm-dgx", nd, 1024, 2048, 1);
+        ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", nd, 1024, 2048, 1);
         for (int z = 0; z <= 3; z++) {
             ts_eval e = eval_dp(&pb, nd, z);
             double want = zero_bytes_per_param(z, nd) * pc.total;
@@ -128,7 +112,7 @@ static void check_zero_table(const cJSON *root, const char *id, const char *mode
     int checked = 0;
     cJSON_ArrayForEach(r, rows) {
         int nd = cJSON_GetObjectItemCaseSensitive(r, "dp")->valueint;
-        ts_problem pb = problem_of(&m, "h100-sxm-dgx", nd, 1024, 2048, 1);
+        ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", nd, 1024, 2048, 1);
         for (int z = 1; z <= 3; z++) {
             double paper_gb = cJSON_GetObjectItemCaseSensitive(r, keys[z - 1])->valuedouble;
             ts_eval e = eval_dp(&pb, nd, z);
@@ -159,7 +143,7 @@ Test(planner_memory, zero_table1_7p5b_and_128b) {
 /* ZeRO shards over the DP×CP group: dp=4, cp=2 shards the optimizer eight ways. */
 Test(planner_memory, zero_shards_over_dp_times_cp) {
     ts_model m = zoo("llama2-7b");
-    ts_problem pb = problem_of(&m, "h100-sxm-dgx", 8, 64, 4096, 1);
+    ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", 8, 64, 4096, 1);
     ts_layout l = {.dp = 4, .tp = 1, .pp = 1, .cp = 2, .ep = 1, .zero = 1, .mbs = 1, .vpp = 1,
                    .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_FULL};
     ts_eval e;
@@ -185,7 +169,7 @@ Test(planner_memory, zero_states_moe) {
     for (int i = 0; i < m.layers; i++) n_moe += ts_model_layer_is_moe(&m, i);
     double pe = (double)n_moe * m.moe.experts * pc.expert, pd = pc.total - pe, psi = pc.total;
     const int N = 8;
-    ts_problem pb = problem_of(&m, "h100-sxm-dgx", N, 64, 4096, 1);
+    ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", N, 64, 4096, 1);
     for (int e = 1; e <= 8; e *= 2) {
         for (int z = 0; z <= 3; z++) {
             ts_layout l = {.dp = N, .tp = 1, .pp = 1, .cp = 1, .ep = e, .zero = z, .mbs = 1, .vpp = 1,
@@ -242,7 +226,7 @@ static double layer_act(const ts_problem *pb, int tp, int sp, int mbs, ts_recomp
 
 Test(planner_memory, korthikanti_table2_per_layer_exact) {
     ts_model m = gpt_6144(48);
-    ts_problem pb = problem_of(&m, "h100-sxm-dgx", 8, 8, 2048, 0);
+    ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", 8, 8, 2048, 0);
     const double s = 2048, h = 6144, a = 48, t = 8;
     for (int b = 1; b <= 2; b++) {
         double sbh = s * b * h;
@@ -276,7 +260,7 @@ Test(planner_memory, korthikanti_table2_per_layer_exact) {
 /* Full recompute keeps one layer's whole activations transiently while that layer runs backward. */
 Test(planner_memory, full_recompute_peak_is_one_layer) {
     ts_model m = gpt_6144(48);
-    ts_problem pb = problem_of(&m, "h100-sxm-dgx", 8, 8, 2048, 0);
+    ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", 8, 8, 2048, 0);
     ts_shard sh = {.tp = 8, .cp = 1, .ep = 1, .sp = 1, .mbs = 1, .recompute = TS_RECOMPUTE_FULL};
     ts_layer_cost c;
     ts_layer_cost_of(&pb, &sh, 0, &c);
@@ -291,7 +275,7 @@ Test(planner_memory, full_recompute_peak_is_one_layer) {
 Test(planner_memory, korthikanti_first_stage_total) {
     const int L = 48, p = 4;
     ts_model m = gpt_6144(L);
-    ts_problem pb = problem_of(&m, "h100-sxm-dgx", 32, 16, 2048, 0);
+    ts_problem pb = test_problem_of(&m, "h100-sxm-dgx", 32, 16, 2048, 0);
     const double s = 2048, h = 6144, a = 48, t = 8, sbh = s * h;
     double want = sbh * L / t * (34 + 5 * a * s / h) + p * sbh / t;
     ts_layout l = {.dp = 1, .tp = 8, .pp = p, .cp = 1, .ep = 1, .sp = 1, .zero = 0, .mbs = 1,

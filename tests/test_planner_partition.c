@@ -16,18 +16,7 @@
 #include "tests/helpers.h"
 
 static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq) {
-    ts_model m;
-    ts_system s;
-    ts_train t;
-    ts_error_clear();
-    cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s: %s", model, ts_error_message());
-    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s: %s", sys, ts_error_message());
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
+    return test_problem(model, sys, gpus, batch, seq, 1);
 }
 
 static ts_layout layout(const ts_problem *pb, const char *text) {

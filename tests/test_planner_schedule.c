@@ -167,13 +167,7 @@ static ts_problem free_comm_problem(const char *model, int gpus, int64_t batch, 
     s.nic_bytes_per_s = INFINITY;
     s.link_latency_s = 0;
     s.nic_latency_s = 0;
-    ts_train t;
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
+    return test_problem_on(&m, &s, gpus, batch, seq, 1);
 }
 
 static ts_layout parse_layout(const char *text) {

@@ -23,13 +23,7 @@ static ts_problem problem(const char *model, const char *sys, int gpus, int64_t 
     cr_assert_eq(ts_model_load(model, &m), TS_OK, "%s", ts_error_message());
     cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s", ts_error_message());
     if (free_memory_kernels) s.hbm_bytes_per_s = INFINITY;
-    ts_train t;
-    ts_train_defaults(&t);
-    t.global_batch = batch;
-    t.seq = seq;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
+    return test_problem_on(&m, &s, gpus, batch, seq, 1);
 }
 
 static ts_layout layout(const char *text) {
