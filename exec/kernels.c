@@ -279,16 +279,8 @@ void ts_router_fwd(float *probs, int *expert, float *weight, const float *logits
 void ts_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
                    int T, int E, int K) {
     for (int t = 0; t < T; t++) {
-        const float *p = probs + (size_t)t * E, *dw = dweight + (size_t)t * K;
-        const int *sel = expert + (size_t)t * K;
-        float *dz = dlogits + (size_t)t * E;
-        float picked = 0.0f, dw_dot_w = 0.0f;
-        for (int a = 0; a < K; a++) picked += p[sel[a]];
-        for (int a = 0; a < K; a++) dw_dot_w += dw[a] * p[sel[a]] / picked;
-        float p_dot_dp = 0.0f;
-        for (int a = 0; a < K; a++) p_dot_dp += p[sel[a]] * (dw[a] - dw_dot_w) / picked;
-        for (int e = 0; e < E; e++) dz[e] -= p[e] * p_dot_dp;
-        for (int a = 0; a < K; a++) dz[sel[a]] += p[sel[a]] * (dw[a] - dw_dot_w) / picked;
+        ts_router_token_bwd(dlogits + (size_t)t * E, dweight + (size_t)t * K, probs + (size_t)t * E,
+                            expert + (size_t)t * K, E, K);
     }
 }
 

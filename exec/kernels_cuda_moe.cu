@@ -23,16 +23,7 @@ __global__ static void router_fwd_kernel(float *probs, int *expert, float *weigh
 __global__ static void router_bwd_kernel(float *dlogits, const float *dweight, const float *probs,
                                          const int *expert, int T, int E, int K) {
     GRID_STRIDE(t, (size_t)T) {
-        const float *p = probs + t * E, *dw = dweight + t * K;
-        const int *sel = expert + t * K;
-        float *dz = dlogits + t * E;
-        float picked = 0.0f, dw_dot_w = 0.0f;
-        for (int a = 0; a < K; a++) picked += p[sel[a]];
-        for (int a = 0; a < K; a++) dw_dot_w += dw[a] * p[sel[a]] / picked;
-        float p_dot_dp = 0.0f;
-        for (int a = 0; a < K; a++) p_dot_dp += p[sel[a]] * (dw[a] - dw_dot_w) / picked;
-        for (int e = 0; e < E; e++) dz[e] -= p[e] * p_dot_dp;
-        for (int a = 0; a < K; a++) dz[sel[a]] += p[sel[a]] * (dw[a] - dw_dot_w) / picked;
+        ts_router_token_bwd(dlogits + t * E, dweight + t * K, probs + t * E, expert + t * K, E, K);
     }
 }
 
