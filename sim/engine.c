@@ -12,7 +12,9 @@
  * An op that becomes ready:
  *   compute      runs for cost × compute_scale[rank] × (1 + overlap_slowdown if a communication
  *                op of the rank is in flight as it starts), decided once every event of that
- *                instant is done, so simultaneous events may come in any order;
+ *                instant is done, so simultaneous events may come in any order; on CPU ranks
+ *                (node.cores) that is one-core work, shared with the node's other computing
+ *                ranks (sim/cores.h) and re-planned whenever one starts or ends;
  *   COLL         full mode: counted at its group's lowest member; when the last member arrives,
  *                the collective starts for all at that (the latest) time and ends for all
  *                together. Representative mode: the rank stands for its peers and starts alone;
@@ -133,13 +135,13 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     case TS_OP_GEMM: {
         double one = 2.0 * op->m * op->n * op->k;
         if (one <= 0) return 0;
-        double t = ts_gemm_s(s, dt, op->m, op->n, op->k) * pb->compute_scale;
+        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
         return op->flops > one ? t * (op->flops / one) : t;
     }
     case TS_OP_ATTENTION:
-        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1)) * pb->compute_scale;
-    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes) * pb->compute_scale;
-    case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes) * pb->compute_scale;
+        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
+    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes);
+    case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes);
     case TS_OP_COLL: {
         ts_group g = (ts_group)op->group;
         int n = ts_group_size(l, g);
@@ -501,9 +503,8 @@ static ts_status flush_starts(sim *S) {
         d *= R->scale;
         if (R->active > 0) d *= slowdown;
         if (S->share_cores) {
-            /* The core-sharing stretch replaces the static one in cost_s (ts_compute_scale). */
             R->computing = st.op;
-            ts_cores_start(&S->cores, st.rank, d / S->pb->compute_scale, now);
+            ts_cores_start(&S->cores, st.rank, d, now);
             continue;
         }
         TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));

@@ -59,8 +59,9 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
                       ts_sim_result *out);
 void ts_sim_result_free(ts_sim_result *r);
 
-/* Seconds an op takes alone (no contention), from planner/cost.h: GEMM roofline, attention,
- * memory-bound kernels, collectives by the link their group crosses in the rank order. */
+/* Seconds an op takes alone (no contention; compute with a core to itself, before CPU ranks share
+ * their node's cores, sim/cores.h), from planner/cost.h: GEMM roofline, attention, memory-bound
+ * kernels, collectives by the link their group crosses in the rank order. */
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op);
 
 #endif

@@ -445,7 +445,7 @@ Test(sim_engine, cpu_ranks_share_cores_only_while_computing) {
     int r = add(&p, 1, p2p(TS_OP_RECV, 0, 0, 4096), 0);
     add(&p, 1, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 1, r);
     ts_sim_result res = simulate(&pb, &p, (ts_sim_opts){0});
-    double one = cost(&pb, &p, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE)) / pb.compute_scale; /* a core alone */
+    double one = cost(&pb, &p, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE)); /* a core alone */
     const ts_op_span *g0 = &res.ranks[0].spans[a];
     EXPECT_NEAR(g0->end_s - g0->start_s, one, "stage 0's first GEMM alone on the core: %g s, expected %g s",
                 g0->end_s - g0->start_s, one);
