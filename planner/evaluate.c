@@ -109,10 +109,6 @@ const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *bu
                  (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
     if (l->pp > m->layers)
         INVALID("pp=%d exceeds %d layers", l->pp, m->layers);
-    return ts_leaf_invalid(pb, l, buf, cap);
-}
-
-const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
     const char *why = ts_zero_invalid(pb, l, buf, cap);
     return why ? why : ts_schedule_invalid(pb, l, buf, cap);
 }
@@ -152,10 +148,10 @@ ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {
     l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));
-    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, l.recompute};
-    ts_shard_costs costs;
-    ts_shard_costs_of(pb, &sh, &costs);
-    ts_stages_build(&st, pb, &costs, l.pp);
+    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE};
+    ts_shard_costs costs[TS_RECOMPUTE_COUNT];
+    ts_shard_costs_all(pb, &sh, costs);
+    ts_stages_build(&st, pb, &costs[l.recompute], l.pp);
     ts_stages_finish(&st, pb, &l, out);
     ts_stages_free(&st);
     return TS_OK;

@@ -83,11 +83,9 @@ typedef struct {
  * `buf` receives the message (NULL: no message, a fixed string is returned). Memory is not
  * checked here (see ts_eval.fits). */
 const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
-/* The part of those checks that concerns only ZeRO stage, schedule and vpp (ts_layout_invalid
- * runs it last), for callers that checked the rest already. `buf` may be NULL (no message). */
-const char *ts_leaf_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
-/* ts_leaf_invalid in its two independent halves: the ZeRO stage's rules (given pp and the
- * rest), and the schedule's and vpp's (whatever the ZeRO stage). */
+/* The parts of those checks that concern only the ZeRO stage (given pp and the rest), and only
+ * the schedule and vpp (whatever the ZeRO stage); ts_layout_invalid runs them last, the search
+ * alone where it checked the rest already. `buf` may be NULL (no message). */
 const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
 const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
 

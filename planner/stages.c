@@ -61,15 +61,6 @@ static int moe_below(const ts_model *m, int x) {
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
-void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out) {
-    out->shard = *sh;
-    ts_layer_cost_of(pb, sh, 0, &out->dense);
-    if (pb->model.moe.experts > 0) ts_layer_cost_of(pb, sh, 1, &out->moe);
-    else out->moe = out->dense;
-    ts_head_cost_of(pb, sh, &out->head);
-    ts_embed_cost_of(pb, sh, &out->embed);
-}
-
 void ts_shard_costs_new_ep(const ts_problem *pb, int ep, ts_shard_costs out[TS_RECOMPUTE_COUNT]) {
     ts_shard sh = out[0].shard;
     sh.ep = ep;

@@ -56,8 +56,6 @@ typedef struct {
     ts_layer_fwd attn; /* the layers' attention parts (ts_shard_costs_all, for ts_shard_costs_new_ep) */
 } ts_shard_costs;
 
-void ts_shard_costs_of(const ts_problem *pb, const ts_shard *sh, ts_shard_costs *out);
-
 /* The costs under every recompute policy (out[rc]; sh->recompute is ignored), the parts they
  * share costed once: what the search and the stage partitioner compare. */
 void ts_shard_costs_all(const ts_problem *pb, const ts_shard *sh, ts_shard_costs out[TS_RECOMPUTE_COUNT]);
