@@ -83,7 +83,9 @@ typedef struct {
  * derives it. */
 typedef struct {
     uint16_t preds_done; /* finished predecessors: ready once it reaches the plan's pending0 */
-    uint8_t xfer_done;   /* RECV: its transfer has ended */
+    uint16_t count;      /* COLL, full mode, at its group's lowest member: members that reached
+                            it (groups have at most UINT16_MAX members: ts_simulate checks);
+                            RECV: 1 once its transfer has ended */
 } op_state;
 
 /* A simulated rank as the event loop sees it: views into the plans, the state and the result. */
@@ -91,7 +93,6 @@ typedef struct {
     const op_plan *ops;     /* its stage's */
     const uint32_t *succ;   /* its stage's */
     op_state *state;        /* (n_ops) */
-    uint32_t *arrived;      /* (n_ops) full mode: members that reached a COLL it leads */
     ts_op_span *spans;      /* the result's */
     double scale;           /* compute_scale of its global rank, 1 without */
     int computing;          /* sharing cores: its compute op in progress */
@@ -111,7 +112,6 @@ typedef struct {
     ts_sim_rank *ranks; /* the result's (n_ranks) */
     sim_rank *rk;      /* (n_ranks) */
     op_state *state;   /* (rank-ops) the ranks' views in rank order */
-    uint32_t *arrived; /* (rank-ops) full mode */
     int *links;        /* scratch: the links of a flow */
     op_ref *starts;    /* compute ops that became ready at `now` */
     int n_starts, cap_starts;
@@ -378,12 +378,24 @@ static ts_status push(sim *S, int type, double t_s, int a, int b, uint32_t versi
 
 static int comm_counts(const sim *S, const op_plan *o) { return !S->free_comm && o->cost_s > 0; }
 
+/* Op `i` of rank `R` has started: its end will touch its successors' states, which lie anywhere
+ * in the rank's program (a forward op's backward), so fetch them now, while other ranks' events
+ * run until then. */
+static inline void prefetch_succ(const sim_rank *R, int i) {
+    const uint32_t *succ = R->succ + R->ops[i].succ0;
+    for (uint32_t k = 0, n = R->ops[i].n_succ; k < n; k++) __builtin_prefetch(&R->state[succ[k]], 1);
+}
+
 /* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
 static ts_status comm_begin(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].ops[i];
     if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
     int stride, n = participants(S, r, i, &stride);
-    for (int k = 0; k < n; k++) S->rk[r + k * stride].active++;
+    for (int k = 0; k < n; k++) {
+        sim_rank *P = &S->rk[r + k * stride];
+        P->active++;
+        prefetch_succ(P, o->kind == TS_OP_SEND && k == 1 ? o->match : i);
+    }
     return push(S, EV_LATENCY, S->now + o->lat_s, r, i, 0);
 }
 
@@ -436,7 +448,7 @@ static ts_status start_comm(sim *S, int r, int i) {
     case TS_OP_COLL: {
         if (!S->full) return comm_begin(S, r, i);
         int lead = R->lead[o->group];
-        if (++S->rk[lead].arrived[i] < (uint32_t)S->group_size[o->group]) return TS_OK;
+        if (++S->rk[lead].state[i].count < S->group_size[o->group]) return TS_OK;
         /* The last member is here: the collective starts now for all of them. */
         int stride, n = participants(S, lead, i, &stride);
         for (int k = 0; k < n; k++) S->rk[lead + k * stride].spans[i].start_s = S->now;
@@ -449,7 +461,7 @@ static ts_status start_comm(sim *S, int r, int i) {
         return comm_begin(S, r, i);
     case TS_OP_RECV:
         /* The span started now unless the transfer starts later (the SEND then moves it). */
-        if (R->state[i].xfer_done) return push(S, EV_END, S->now, r, i, 0);
+        if (R->state[i].count) return push(S, EV_END, S->now, r, i, 0);
         return TS_OK;
     default: return TS_OK;
     }
@@ -464,7 +476,7 @@ static ts_status comm_done(sim *S, int r, int i) {
     if (o->kind == TS_OP_SEND) {
         sim_rank *Q = &S->rk[r + stride];
         int waiting = Q->state[o->match].preds_done == Q->ops[o->match].pending0;
-        Q->state[o->match].xfer_done = 1;
+        Q->state[o->match].count = 1;
         if (waiting) TS_CHECK(end_op(S, r + stride, o->match));
         return end_op(S, r, i);
     }
@@ -499,6 +511,7 @@ static ts_status flush_starts(sim *S) {
     for (int k = 0, n = S->n_starts; k < n; k++) {
         op_ref st = S->starts[k];
         sim_rank *R = &S->rk[st.rank];
+        prefetch_succ(R, st.op);
         double d = R->ops[st.op].cost_s;
         d *= R->scale;
         if (R->active > 0) d *= slowdown;
@@ -582,9 +595,9 @@ static int op_done(const sim *S, int r, int i) {
     if (R->state[i].preds_done != o->pending0) return 0;
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL:
-        return !S->full || S->rk[R->lead[o->group]].arrived[i] == (uint32_t)S->group_size[o->group];
+        return !S->full || S->rk[R->lead[o->group]].state[i].count == S->group_size[o->group];
     case TS_OP_SEND: return o->match >= 0;
-    case TS_OP_RECV: return R->state[i].xfer_done;
+    case TS_OP_RECV: return R->state[i].count;
     default: return 1;
     }
 }
@@ -609,8 +622,8 @@ static ts_status deadlock(const sim *S) {
     else if (op->kind == TS_OP_SEND)
         snprintf(why, sizeof why, "no RECV on stage %d matches it", op->peer);
     else
-        snprintf(why, sizeof why, "%u of %d members of its %s group reached it",
-                 S->rk[S->rk[r].lead[op->group]].arrived[i], S->group_size[op->group],
+        snprintf(why, sizeof why, "%d of %d members of its %s group reached it",
+                 (int)S->rk[S->rk[r].lead[op->group]].state[i].count, S->group_size[op->group],
                  ts_group_names[op->group]);
     return TS_FAIL(
         TS_ERR_INPUT,
@@ -679,7 +692,6 @@ static void sim_free(sim *S) {
     free(S->plans);
     free(S->rk);
     free(S->state);
-    free(S->arrived);
     free(S->links);
     free(S->starts);
     ts_event_heap_free(&S->heap);
@@ -723,8 +735,7 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
     }
     out->span_block = rank_ops_calloc((size_t)S->total, sizeof *out->span_block);
     S->state = rank_ops_calloc((size_t)S->total, sizeof *S->state);
-    S->arrived = o->full ? rank_ops_calloc((size_t)S->total, sizeof *S->arrived) : NULL;
-    if (out->span_block == NULL || S->state == NULL || (o->full && S->arrived == NULL))
+    if (out->span_block == NULL || S->state == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for %lld rank-ops", (long long)S->total);
     int64_t base = 0;
     for (int r = 0; r < S->n_ranks; r++) {
@@ -734,7 +745,6 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
         V->ops = S->plans[R->stage].ops;
         V->succ = S->plans[R->stage].succ;
         V->state = S->state + base;
-        V->arrived = S->arrived ? S->arrived + base : NULL;
         V->spans = R->spans;
         V->scale = o->compute_scale ? o->compute_scale[R->rank] : 1.0;
         for (int g = 0; g < TS_GROUP_COUNT; g++)
@@ -804,6 +814,10 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
         S.group_stride[g] = ts_group_stride(l, (ts_group)g);
         if (S.group_size[g] > max_group) max_group = S.group_size[g];
     }
+    if (o.full && max_group > UINT16_MAX)
+        return TS_FAIL(TS_ERR_INPUT,
+                       "a group of %d ranks is too large to simulate every rank (at most %d)",
+                       max_group, UINT16_MAX);
     S.plans = calloc((size_t)prog->pp, sizeof *S.plans);
     S.rk = calloc((size_t)S.n_ranks, sizeof *S.rk);
     S.links = malloc((size_t)2 * max_group * sizeof *S.links);
