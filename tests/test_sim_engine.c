@@ -562,6 +562,16 @@ Test(sim_engine, bad_programs_are_refused) {
     cr_expect(strstr(ts_error_message(), "peer stage out of range") != NULL, "%s",
               ts_error_message());
     ts_program_free(&p);
+
+    /* Full mode counts a collective's arrivals in 16 bits: a larger group is refused, not
+     * miscounted (checked before anything per rank is allocated). */
+    p = program(layout(1, 70000, 1));
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 1e6, TS_STREAM_DP), 0);
+    ts_error_clear();
+    cr_expect_eq(ts_simulate(&pb, &p, &(ts_sim_opts){.full = 1}, &r), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(),
+                     "a group of 70000 ranks is too large to simulate every rank (at most 65535)");
+    ts_program_free(&p);
 }
 
 /* ------------------------------------------------------------------------------------------ */
