@@ -313,7 +313,7 @@ int cmd_validate(int argc, char **argv) {
         snprintf(profile, sizeof profile, "%s/profile.json", dir);
         fprintf(stderr, "tessera validate: calibrating this machine (tessera calibrate --quick)\n");
         const char *const argv_cal[] = {self, "calibrate", "--quick", "-o", profile, NULL};
-        st = cli_spawn(argv_cal, "/dev/null");
+        st = cli_spawn(argv_cal, NULL);
         o.system = profile;
     }
     result *res = calloc(N_CASES, sizeof *res);

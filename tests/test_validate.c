@@ -75,3 +75,26 @@ Test(validate, bad_flags) {
     cr_expect(strstr(r.out, "usage: tessera validate") != NULL);
     cli_result_free(&r);
 }
+
+Test(validate, failed_run_leaves_no_partial_output, .init = no_leak_check, .timeout = 120) {
+    /* The run's JSON goes to case-NN.run.json only when the run succeeds (cli_spawn writes it
+     * atomically): an injected failure leaves the plan and the simulated trace, nothing else. */
+    char *dir = make_temp_dir();
+    char *spec = test_data_path("models/systems/cpu-localhost.json");
+    setenv("TESSERA_FAULT_RANK", "0", 1);
+    setenv("TESSERA_FAULT_STEP", "1", 1);
+    setenv("TESSERA_FAULT_MODE", "fail", 1);
+    cli_result r = run_cli("validate", "--system", spec, "--only", "1", "--steps", "4", "--keep", dir, NULL);
+    unsetenv("TESSERA_FAULT_RANK");
+    unsetenv("TESSERA_FAULT_STEP");
+    unsetenv("TESSERA_FAULT_MODE");
+    cr_expect_eq(r.status, 1, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "failed with exit status") != NULL, "stderr: %s", r.err);
+    char names[4096];
+    list_dir(dir, names, sizeof names);
+    cr_expect(strstr(names, "case-01.plan.json") != NULL, "kept: %s", names);
+    cr_expect(strstr(names, "run.json") == NULL && strstr(names, ".tmp") == NULL, "left: %s", names);
+    cli_result_free(&r);
+    free(spec);
+    remove_dir(dir);
+}
