@@ -3,7 +3,8 @@
  * time (WALL_CLOCK_KEYS: how long the search, the stage partitioning or the simulation took on
  * this machine), which are blanked in both texts first, and the lines of the tables that report
  * those times. Covers `plan -o` (dense, MoE, a Hugging Face config, --refine), `sim --plan`
- * with --trace and --json, and the sim table. */
+ * with --trace and --json, the sim table, `report` in every format, `sweep` (table, JSON and its
+ * HTML page) and `export` in both formats. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
@@ -148,6 +149,63 @@ Test(determinism, sim_outputs_are_byte_identical, .timeout = 300) {
         free(table[i]);
         free(tr[i]);
     }
+    remove_dir(dir);
+}
+
+/* Runs `tessera ARGS` twice and compares stdout, wall-clock fields blanked and timed lines
+ * dropped; with `file` (ARGS already end in "-o file"), the file too. */
+static void cli_twice(const char *const *args, const char *file) {
+    char *out[2], *written[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        cli_result r = run_argv(args);
+        cr_assert_eq(r.status, 0, "%s run %d: exit %d, stderr: %s", args[0], i + 1, r.status, r.err);
+        out[i] = strdup(r.out);
+        blank_wall_clock(out[i]);
+        drop_timed_lines(out[i]);
+        cli_result_free(&r);
+        if (file) {
+            written[i] = slurp(file);
+            blank_wall_clock(written[i]);
+        }
+    }
+    char what[512];
+    snprintf(what, sizeof what, "%s %s %s stdout", args[0], args[1], args[2]);
+    expect_same(what, out[0], out[1]);
+    if (file) {
+        snprintf(what, sizeof what, "%s %s %s -o file", args[0], args[1], args[2]);
+        expect_same(what, written[0], written[1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(out[i]);
+        free(written[i]);
+    }
+}
+
+Test(determinism, report_sweep_and_export_are_byte_identical, .timeout = 300) {
+    char *dir = make_temp_dir();
+    char plan[PATH_MAX], html[PATH_MAX];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    cli_result p = run_cli("plan", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16",
+                           "--global-batch", "32", "--top", "4", "-o", plan, NULL);
+    cr_assert_eq(p.status, 0, "plan: exit %d, stderr: %s", p.status, p.err);
+    cli_result_free(&p);
+    const char *formats[] = {"html", "md", "csv", "json"};
+    for (int f = 0; f < 4; f++) {
+        const char *report[] = {"report", "--plan", plan, "--format", formats[f], NULL};
+        cli_twice(report, NULL);
+    }
+    const char *exports[] = {"megatron", "deepspeed"};
+    for (int f = 0; f < 2; f++) {
+        const char *export[] = {"export", "--plan", plan, "--format", exports[f], NULL};
+        cli_twice(export, NULL);
+    }
+    snprintf(html, sizeof html, "%s/sweep.html", dir);
+    const char *sweep_table[] = {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,b200-dgx",
+                                 "--gpus", "8..32", "--global-batch", "64", NULL};
+    const char *sweep_json[] = {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,b200-dgx",
+                                "--gpus", "8..32", "--global-batch", "64", "--json", "-o", html, NULL};
+    cli_twice(sweep_table, NULL);
+    cli_twice(sweep_json, html);
     remove_dir(dir);
 }
 
