@@ -56,6 +56,12 @@ typedef struct ts_backend {
 
     /* The kernels that run on this backend's memory (ts_kernels_cpu or ts_kernels_cuda). */
     const ts_kernels *kernels;
+
+    /* The device this rank drives: its name (CUDA: cudaDeviceProp.name; "" on CPUs, whose model
+     * name is in /proc/cpuinfo) and its memory in bytes (CUDA: totalGlobalMem; 0 on CPUs: host
+     * memory, shared by the ranks). */
+    const char *device_name;
+    double device_memory_bytes;
 } ts_backend;
 
 /* The CPU backend: host memory, OpenBLAS cblas_sgemm (with `threads` threads per rank), Open MPI.

@@ -145,6 +145,8 @@ const ts_backend *ts_backend_cpu(int threads) {
         .wait = cpu_wait,
         .recv = cpu_recv,
         .now_s = cpu_now_s,
+        .device_name = "",
+        .device_memory_bytes = 0,
     };
     cpu.kernels = ts_kernels_cpu(); /* not a constant expression, so not in the initialiser */
     openblas_set_num_threads(threads > 0 ? threads : 1);

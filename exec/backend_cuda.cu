@@ -50,6 +50,8 @@ static struct {
     cudaEvent_t ev_compute, ev_coll, ev_recv; /* cross-stream ordering */
     cublasHandle_t blas;
     ncclComm_t up, down; /* pipeline transfers to higher / lower world ranks */
+    char name[256];      /* cudaDeviceProp.name */
+    double memory_bytes; /* cudaDeviceProp.totalGlobalMem */
 } g;
 
 /* ---- memory and GEMM ------------------------------------------------------------------------- */
@@ -397,6 +399,12 @@ static ts_status setup(ts_comm *world, ts_comm *const *groups, int n_groups) {
         return TS_FAIL(TS_ERR_INPUT, "no CUDA GPU found (%s); run on a GPU node or use --device cpu", why);
     TS_CHECK(ts_cuda_pick_device(local, count, &g.device));
     TS_CUDA_GOTO(cudaSetDevice(g.device), res, fail);
+    {
+        cudaDeviceProp prop;
+        TS_CUDA_GOTO(cudaGetDeviceProperties(&prop, g.device), res, fail);
+        snprintf(g.name, sizeof g.name, "%s", prop.name);
+        g.memory_bytes = (double)prop.totalGlobalMem;
+    }
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.compute, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.coll, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.send, cudaStreamNonBlocking), res, fail);
@@ -444,6 +452,8 @@ extern "C" const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *gro
     cuda.recv = cuda_recv;
     cuda.now_s = cuda_now_s;
     cuda.kernels = ts_kernels_cuda();
+    cuda.device_name = g.name;
+    cuda.device_memory_bytes = g.memory_bytes;
     return &cuda;
 }
 

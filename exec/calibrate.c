@@ -479,6 +479,8 @@ static ts_status describe_machine(bench *b) {
     c->host_memory_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     c->ranks = b->size;
     c->device = b->o->device;
+    snprintf(c->gpu, sizeof c->gpu, "%s", b->be->device_name ? b->be->device_name : "");
+    c->gpu_memory_bytes = b->be->device_memory_bytes;
     c->threads = b->o->threads > 0 ? b->o->threads : 1;
     if (c->device == TS_DEVICE_CUDA) {
         c->compute_ranks = b->size; /* a GPU each: nothing shares a core's worth of compute */

@@ -146,6 +146,8 @@ typedef struct {
     char openblas[128], mpi[256]; /* openblas_get_config(), MPI_Get_library_version() */
     char argv[256];
     double host_memory_bytes;
+    char gpu[128];           /* CUDA: rank 0's GPU (ts_backend.device_name), "" on CPUs */
+    double gpu_memory_bytes; /* CUDA: its memory (ts_backend.device_memory_bytes), 0 on CPUs */
 
     int n_gemm, n_mem, n_attn, n_coll;
     ts_calib_gemm gemm[TS_CALIB_MAX_GEMM];

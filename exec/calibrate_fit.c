@@ -239,7 +239,8 @@ static void spec_cpu_node(ts_calib *c) {
 }
 
 /* Where GPU ranks ran: one GPU per rank, the host's GPUs form the node, no cores shared (0), the
- * GPU memory size is the template's (not measured), and ops run on CUDA streams. */
+ * GPU's name and memory size as CUDA reports them (the template's when unknown), and ops run on
+ * CUDA streams. */
 static void spec_cuda_node(ts_calib *c) {
     ts_system *s = &c->system;
     snprintf(s->name, sizeof s->name, "cuda-%.58s", c->host[0] ? c->host : "calibrated");
@@ -247,7 +248,8 @@ static void spec_cuda_node(ts_calib *c) {
              "tessera calibrate --device cuda, %s on %.60s: %d MPI rank(s), one CUDA GPU each (cuBLAS fp32, "
              "NCCL)%s; in-situ pass skipped on GPUs",
              c->date, c->host, c->ranks, c->quick ? ", --quick" : "");
-    snprintf(s->gpu_name, sizeof s->gpu_name, "CUDA GPU");
+    snprintf(s->gpu_name, sizeof s->gpu_name, "%.63s", c->gpu[0] ? c->gpu : "CUDA GPU");
+    if (c->gpu_memory_bytes > 0) s->hbm_bytes = c->gpu_memory_bytes;
     s->gpus_per_node = c->ranks;
     s->cores_per_node = 0;
     s->serial_ops = 0;
@@ -529,13 +531,14 @@ static ts_status json_measured(const ts_calib *c, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tessera", "calibrate"), res, fail);
     TS_CHECK_GOTO(add_nums(root, "ranks", (double)c->ranks, "cores", (double)c->cores, "compute_ranks",
                            (double)c->compute_ranks, "threads", (double)c->threads, "min_point_s", c->min_point_s,
-                           "elapsed_s", c->elapsed_s, (const char *)NULL), res, fail);
+                           "elapsed_s", c->elapsed_s, "gpu_memory_bytes", c->gpu_memory_bytes,
+                           (const char *)NULL), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "oversubscribed", c->oversubscribed), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "quick", c->quick), res, fail);
-    const char *keys[] = {"device", "host", "date", "cpu", "openblas", "mpi", "command"};
-    const char *vals[] = {c->device == TS_DEVICE_CUDA ? "cuda" : "cpu", c->host, c->date, c->cpu, c->openblas,
-                          c->mpi, c->argv};
-    for (int i = 0; i < 7; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
+    const char *keys[] = {"device", "host", "date", "cpu", "gpu", "openblas", "mpi", "command"};
+    const char *vals[] = {c->device == TS_DEVICE_CUDA ? "cuda" : "cpu", c->host, c->date, c->cpu, c->gpu,
+                          c->openblas, c->mpi, c->argv};
+    for (int i = 0; i < 8; i++) TS_CJSON_GOTO(cJSON_AddStringToObject(root, keys[i], vals[i]), res, fail);
     TS_CHECK_GOTO(json_compute(c, root), res, fail);
     TS_CHECK_GOTO(json_comm(c, root), res, fail);
     TS_CHECK_GOTO(json_situ(c, root), res, fail);
@@ -579,7 +582,10 @@ static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
     cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
     const char *none[] = {"overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap"};
     if (c->device == TS_DEVICE_CUDA) {
-        TS_CHECK(sourced(gpu, "hbm_bytes", "not measured on GPUs: the template's"));
+        if (c->gpu_memory_bytes > 0)
+            TS_CHECK(sourced(gpu, "hbm_bytes", "cudaGetDeviceProperties: totalGlobalMem of rank 0's GPU"));
+        else
+            TS_CHECK(sourced(gpu, "hbm_bytes", "the template's: the GPU did not report its memory"));
         TS_CHECK(sourced(node, "gpus", "the calibrated ranks, one CUDA GPU each, on this host"));
         TS_CHECK(sourced(node, "cores", "0: one GPU per rank, no cores shared"));
         TS_CHECK(sourced(eff, "serial_ops", "false: the CUDA executor queues ops on streams"));

@@ -181,6 +181,38 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     cr_expect(back.cores_per_node == 2 && back.serial_ops == 1 && back.gemm_eff.n == s->gemm_eff.n);
 }
 
+/* A GPU calibration's spec names the GPU and its memory as the CUDA backend reported them (the
+ * fit itself runs on the CPU, so this is checked without a GPU), and says where they came from. */
+Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {
+    ts_system truth = known_system();
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    c.device = TS_DEVICE_CUDA;
+    snprintf(c.gpu, sizeof c.gpu, "NVIDIA H100 80GB HBM3");
+    c.gpu_memory_bytes = 85045395456.0;
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    cr_expect_str_eq(c.system.gpu_name, "NVIDIA H100 80GB HBM3");
+    cr_expect_eq(c.system.hbm_bytes, 85045395456.0);
+    cr_expect_eq(c.system.cores_per_node, 0);
+    cr_expect_eq(c.system.serial_ops, 0);
+    ts_system back;
+    profile_loads_back(&c, &back);
+    cr_expect_str_eq(back.gpu_name, "NVIDIA H100 80GB HBM3");
+    cr_expect_eq(back.hbm_bytes, 85045395456.0);
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, "totalGlobalMem") != NULL, "hbm_bytes' source names CUDA: %.300s", text);
+    cr_expect(strstr(text, "\"gpu\":\"NVIDIA H100 80GB HBM3\"") != NULL, "measured.gpu");
+    free(text);
+    cJSON_Delete(doc);
+
+    /* Without a reported memory size the template's stays, and the source says so. */
+    c.gpu_memory_bytes = 0;
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(c.system.hbm_bytes, truth.hbm_bytes);
+}
+
 /* The in-situ factors scale each kind's modelled time by exactly its factor, and the profile
  * records them and loads back. */
 Test(calibrate_fit, in_situ_factors_scale_each_kind) {
