@@ -5,7 +5,8 @@
  *  - every number the page shows is the JSON form's (tests/tagged.h), the page is
  *    self-contained (no scripts, no fetched resources) and byte-identical from run to run;
  *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
- *    regenerate with TESSERA_UPDATE_GOLDEN=1;
+ *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV's sections after the layouts table hold
+ *    every scalar of the JSON form's sections, each the JSON's value;
  *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension;
  *  - suite `mpi`: the report beside a real `tessera run` (tiny, 2 ranks) and its trace;
  *  - bad input exits 2 with one line. */
@@ -230,7 +231,10 @@ Test(reports, capacity_arithmetic_and_options) {
     char *written = read_file(csv);
     cr_assert_not_null(written);
     cr_expect(starts_with(written, "rank,layout,dp,tp,"), "%s is not the CSV: %.60s", csv, written);
-    cr_expect_eq(count_lines(written), 4, "header + 3 layouts");
+    char *blank = strstr(written, "\n\n");
+    cr_assert_not_null(blank, "%s: no blank line between the layouts table and the sections", csv);
+    blank[1] = '\0';
+    cr_expect_eq(count_lines(written), 4, "header + 3 layouts before the sections");
     free(written);
     char names[4096];
     cr_expect_eq(list_dir(dir, names, sizeof names), 2, "left behind: %s", names);
@@ -271,6 +275,85 @@ Test(reports, golden_markdown_and_csv) {
     check_golden(csv, "tests/data/reports/llama2-7b-16xh100.csv");
     free(md);
     free(csv);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* The next RFC 4180 field of a CSV record at *p into buf (quotes undone); *p moves past the
+ * field's comma, or stops at the end of the record. Returns 0 at the end of the record. */
+static int csv_next(const char **p, char *buf, size_t cap) {
+    const char *s = *p;
+    size_t n = 0;
+    if (*s == '\n' || *s == '\0') return 0;
+    if (*s == '"') {
+        for (s++; *s && !(*s == '"' && s[1] != '"'); s++) {
+            if (*s == '"') s++; /* a doubled quote */
+            if (n + 1 < cap) buf[n++] = *s;
+        }
+        cr_assert_eq(*s, '"', "unterminated quoted CSV field");
+        s++;
+    } else {
+        for (; *s && *s != ',' && *s != '\n'; s++)
+            if (n + 1 < cap) buf[n++] = *s;
+    }
+    buf[n] = '\0';
+    cr_assert(*s == ',' || *s == '\n' || *s == '\0', "CSV field followed by '%c'", *s);
+    *p = s + (*s == ',');
+    return 1;
+}
+
+/* Scalars under a JSON item (objects and arrays walked). */
+static int json_leaves(const cJSON *item) {
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item)) return 1;
+    int n = 0;
+    for (const cJSON *c = item->child; c; c = c->next) n += json_leaves(c);
+    return n;
+}
+
+/* After the layouts table and a blank line, the CSV holds "section,key,value" rows: every
+ * scalar of the JSON form's sections (all but the layouts), each equal to the JSON's. */
+Test(reports, csv_sections_are_the_json_values) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const char *p = strstr(csv, "\n\nsection,key,value\n");
+    cr_assert_not_null(p, "no \"section,key,value\" table after a blank line:\n%s", csv);
+    p += strlen("\n\nsection,key,value\n");
+    int rows = 0, seen[6] = {0};
+    static const char *const sections[] = {"question", "answer", "simulation", "capacity", "assumptions", "layouts"};
+    for (; *p; p += *p == '\n', rows++) {
+        char section[64], key[128], value[1024], path[200];
+        cr_assert(csv_next(&p, section, sizeof section) && csv_next(&p, key, sizeof key) &&
+                      csv_next(&p, value, sizeof value),
+                  "row %d: fewer than three fields", rows + 1);
+        cr_assert(!csv_next(&p, path, sizeof path), "row %d: more than three fields", rows + 1);
+        for (int s = 0; s < 6; s++) seen[s] += strcmp(section, sections[s]) == 0;
+        snprintf(path, sizeof path, "%s.%s", section, key);
+        const cJSON *item = json_at_path(json, path);
+        cr_assert_not_null(item, "CSV %s is not in the JSON form", path);
+        if (cJSON_IsNumber(item)) {
+            char *end;
+            double v = strtod(value, &end);
+            cr_expect(*end == '\0' && fabs(v - item->valuedouble) <= 1e-9 * fabs(item->valuedouble), "%s: CSV %s, JSON %.17g",
+                      path, value, item->valuedouble);
+        } else if (cJSON_IsBool(item)) {
+            cr_expect_str_eq(value, cJSON_IsTrue(item) ? "true" : "false", "%s", path);
+        } else {
+            cr_expect(cJSON_IsString(item) && strcmp(value, item->valuestring) == 0, "%s: CSV \"%s\"", path, value);
+        }
+    }
+    for (int s = 0; s < 5; s++) cr_expect_gt(seen[s], 0, "no %s rows", sections[s]);
+    cr_expect_eq(seen[5], 0, "the layouts are the table, not rows");
+    int leaves = 0;
+    for (const cJSON *s = json->child; s; s = s->next)
+        if (cJSON_IsObject(s)) leaves += json_leaves(s);
+    cr_expect_eq(rows, leaves, "%d CSV rows for %d scalars in the JSON form's sections", rows, leaves);
+    cr_expect(strstr(csv, "\nsimulation,stages[3].bubble_s,") != NULL, "pp=4: the fourth stage's bubble");
+    cJSON_Delete(json);
+    free(csv);
+    free(text);
     free(plan);
     remove_dir(dir);
 }
