@@ -9,6 +9,9 @@
 #include "reports/svg.h"
 
 #define MAX_CHART_ROWS 10 /* bars drawn per chart: the best ten layouts */
+/* Said in words under the charts, as the page shows no number that is not in its JSON form. */
+#define MAX_CHART_ROWS_WORD "ten"
+_Static_assert(MAX_CHART_ROWS == 10, "MAX_CHART_ROWS_WORD names MAX_CHART_ROWS");
 
 static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers"};
 static const char *const mem_colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
@@ -65,9 +68,11 @@ static void question_and_answer(const ts_report *r, FILE *f) {
     char text[256];
     ts_layout_format(&b->layout, text, sizeof text);
     fputs("<h1>Tessera report: ", f);
-    ts_html_escape(f, pb->model.name);
-    fprintf(f, " on %d × ", pb->gpus);
-    ts_html_escape(f, pb->sys.name);
+    ts_html_str(f, "question.model", pb->model.name);
+    fputs(" on ", f);
+    ts_html_num(f, "question.gpus", "", 0, pb->gpus);
+    fputs(" × ", f);
+    ts_html_str(f, "question.system", pb->sys.name);
     fputs("</h1>\n<h2>The question and the answer</h2>\n<p>Which parallel layout trains ", f);
     ts_html_str(f, "question.model", pb->model.name);
     fputs(" fastest on ", f);
@@ -178,7 +183,7 @@ static ts_status memory_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (int k = 0; k < N_MEM; k++) values[i * N_MEM + k] = mem_part(&r->layouts[i].mem, k) / 1e9;
     fputs("<h2>Memory per GPU (worst rank)</h2>\n", f);
-    if (rows < r->n_layouts) fprintf(f, "<p class=\"note\">The chart shows the best %d layouts.</p>\n", rows);
+    if (rows < r->n_layouts) fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = N_MEM, .row_labels = labels, .series_names = mem_names,
                      .colors = mem_colors, .values = values, .axis_label = "GB per GPU",
                      .limit = r->pb.usable_bytes / 1e9, .limit_label = "usable HBM"};
@@ -215,7 +220,7 @@ static ts_status time_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (size_t k = 0; k < N_TIME; k++) values[(size_t)i * N_TIME + k] = time_part(&r->layouts[i].time, k);
     fputs("<h2>Where the step time goes</h2>\n", f);
-    if (rows < r->n_layouts) fprintf(f, "<p class=\"note\">The chart shows the best %d layouts.</p>\n", rows);
+    if (rows < r->n_layouts) fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = (int)N_TIME, .row_labels = labels, .series_names = names,
                      .colors = colors, .values = values, .axis_label = "seconds per step (closed form)"};
     ts_svg_stacked_bars(f, &c);
@@ -324,7 +329,7 @@ static void timeline_section(const ts_report *r, FILE *f) {
     kinds_table(r, f);
     if (r->has_run_trace) {
         fputs("<h3>Measured timeline</h3>\n<p>From ", f);
-        ts_html_escape(f, r->run_trace_file);
+        ts_html_str(f, "measured.trace", r->run_trace_file);
         fputs(": the compute stream of each stage's first rank in the traced step.</p>\n", f);
         ts_svg_gantt(f, &r->run_timeline);
     }

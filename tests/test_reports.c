@@ -2,7 +2,7 @@
  *  - the HTML page renders: headless Chromium screenshots it, the PNG is decoded (libpng) and
  *    must show many colours on a mostly-white page, not a blank one; Chromium missing fails the
  *    test (scripts/deps.sh installs it);
- *  - every number the page shows is the JSON form's (tests/tagged.h), the page is
+ *  - every number the page shows is the JSON form's and tagged (tests/tagged.h), the page is
  *    self-contained (no scripts, no fetched resources) and byte-identical from run to run;
  *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
  *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV's sections after the layouts table hold
@@ -46,9 +46,9 @@ static char *make_plan(const char *dir, const char *name, const char *const *arg
 
 static const char *const small_plan[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16",
                                          "--top", "3", NULL};
-/* A pipeline, so the timeline has several rows. */
+/* A pipeline, so the timeline has several rows; more layouts than the charts draw. */
 static const char *const pipe_plan[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32",
-                                        "--global-batch", "64", "--fix", "pp=4", "--top", "5", NULL};
+                                        "--global-batch", "64", "--fix", "pp=4", "--top", "12", NULL};
 
 /* stdout of `tessera report --plan PLAN --format FMT [extra...]`, asserting success. */
 static char *report(const char *plan, const char *format, const char *extra1, const char *extra2) {
@@ -176,6 +176,30 @@ static void check_page(const char *html, const cJSON *json, const char *what, in
     cr_expect(strstr(html, last_stage) != NULL, "%s: the timeline has no row \"stage %d\"", what, pp - 1);
 }
 
+/* The untagged-number check itself: what it must catch and what it must let through. */
+Test(reports, untagged_numbers_are_caught) {
+    static const struct {
+        const char *html;
+        int want;
+    } cases[] = {
+        {"<body><p>using 12.3 GB</p></body>", 1},
+        {"<body><p>58% MFU, 1e+12 tokens, 7.</p></body>", 3},
+        {"<body><td class=\"r\">42</td></body>", 1},
+        {"<body><p><span class=\"n\" data-key=\"a\" data-unit=\"\">12.3</span> GB</p></body>", 0},
+        {"<body><p>llama2-13b on h100-sxm-dgx, bf16, 1f1b, 16-bit, the system&#39;s</p></body>", 0},
+        {"<body><svg><text class=\"tick\" x=\"1\">40</text><text>stage 3</text><text>#2 dp8 tp1</text></svg></body>", 0},
+        {"<body><svg><text x=\"1\">40</text></svg></body>", 1},
+        {"<body><p>stage 3, #2</p></body>", 2}, /* the allow-list holds inside charts only */
+        {"<head><title>32 GPUs</title></head><body><p>none</p></body>", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first[4][160];
+        int n = untagged_numbers(cases[i].html, first, 4);
+        cr_expect_eq(n, cases[i].want, "case %zu: %d untagged numbers, want %d (%s)", i, n, cases[i].want,
+                     n ? first[0] : "none");
+    }
+}
+
 Test(reports, html_numbers_are_the_json_numbers) {
     char *dir = make_temp_dir();
     char *plan = make_plan(dir, "plan.json", pipe_plan);
@@ -187,6 +211,7 @@ Test(reports, html_numbers_are_the_json_numbers) {
     const cJSON *stages = cJSON_GetObjectItem(json_obj(json, "simulation", "$"), "stages");
     cr_expect_eq(cJSON_GetArraySize(stages), 4, "pp=4: four simulated stages");
     check_page(html, json, "report.html", 4);
+    cr_expect_eq(count(html, "The chart shows the best ten layouts."), 2, "12 layouts, 10 bars per chart");
     cr_expect_str_eq(html, again, "two runs of the same report differ");
     cJSON_Delete(json);
     free(html);
