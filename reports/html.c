@@ -37,10 +37,27 @@ static double time_part(const ts_time_split *t, size_t i) {
     return v[i];
 }
 
-/* "#1 dp16 tp1 pp1 cp1 ep1 zero1 mbs2 1f1b" for chart rows. */
-static void short_label(const ts_layout *l, int rank, char *buf, size_t cap) {
-    snprintf(buf, cap, "#%d dp%d tp%d pp%d cp%d ep%d zero%d mbs%d %s", rank, l->dp, l->tp, l->pp, l->cp,
-             l->ep, l->zero, l->mbs, ts_schedule_names[l->schedule]);
+/* Chart rows are labelled "#3 dp4 tp1 pp4 cp2 vpp5": dp, tp and pp always, then each other
+ * field only where the charted layouts differ in it, so the labels are as short as they can be
+ * while no two read the same (the layouts table gives each in full). */
+#define N_EXTRA 8 /* cp, ep, sp, zero, mbs, vpp, schedule, recompute */
+
+static int extra_value(const ts_layout *l, int k) {
+    const int v[N_EXTRA] = {l->cp, l->ep, l->sp, l->zero, l->mbs, l->vpp, (int)l->schedule, (int)l->recompute};
+    return v[k];
+}
+
+static int extra_text(const ts_layout *l, int k, char *buf, size_t cap) {
+    static const char *const prefix[N_EXTRA] = {"cp", "ep", "sp", "zero", "mbs", "vpp"};
+    if (k == 6) return snprintf(buf, cap, " %s", ts_schedule_names[l->schedule]);
+    if (k == 7) return snprintf(buf, cap, " rc-%s", ts_recompute_names[l->recompute]);
+    return snprintf(buf, cap, " %s%d", prefix[k], extra_value(l, k));
+}
+
+static void short_label(const ts_layout *l, int rank, const int *shown, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "#%d dp%d tp%d pp%d", rank, l->dp, l->tp, l->pp);
+    for (int k = 0; k < N_EXTRA && n < cap; k++)
+        if (shown[k]) n += (size_t)extra_text(l, k, buf + n, cap - n);
 }
 
 static void th(FILE *f, const char *cls, const char *text) {
@@ -166,9 +183,13 @@ static void layouts_table(const ts_report *r, FILE *f) {
 
 /* Row labels for the charts; the caller frees the array (the strings live in `buf`). */
 static const char **chart_labels(const ts_report *r, int rows, char (*buf)[96]) {
+    int shown[N_EXTRA] = {0};
+    for (int k = 0; k < N_EXTRA; k++)
+        for (int i = 1; i < rows; i++)
+            shown[k] |= extra_value(&r->layouts[i].layout, k) != extra_value(&r->layouts[0].layout, k);
     const char **labels = malloc((size_t)rows * sizeof *labels);
     for (int i = 0; labels && i < rows; i++) {
-        short_label(&r->layouts[i].layout, i + 1, buf[i], sizeof buf[i]);
+        short_label(&r->layouts[i].layout, i + 1, shown, buf[i], sizeof buf[i]);
         labels[i] = buf[i];
     }
     return labels;

@@ -78,8 +78,13 @@ static void x_ticks(FILE *f, double x0, double w, double y_top, double y_bottom,
 }
 
 void ts_svg_stacked_bars(FILE *f, const ts_svg_bars *c) {
-    const double width = 1100, label_w = 300, right = 40, plot_w = width - label_w - right;
-    const double top = 36, bar_h = 20, gap = 8;
+    /* Row labels are right-aligned against the plot: room for the longest at about 6.2 px per
+     * character of 11 px Helvetica, so a long label is not cut off at the left edge. */
+    size_t longest = 0;
+    for (int r = 0; r < c->rows; r++)
+        if (strlen(c->row_labels[r]) > longest) longest = strlen(c->row_labels[r]);
+    const double width = 1100, label_w = fmax(300, 6.2 * (double)longest + 16), right = 40;
+    const double plot_w = width - label_w - right, top = 36, bar_h = 20, gap = 8;
     double height = top + c->rows * (bar_h + gap) + 44;
     double max = c->limit > 0 ? c->limit : 0;
     for (int r = 0; r < c->rows; r++) {

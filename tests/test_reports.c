@@ -153,6 +153,25 @@ Test(reports, html_renders_in_headless_chromium, .timeout = 300) {
 
 /* ---- numbers, self-containment, determinism -------------------------------------------------------- */
 
+/* The chart row labels of the first chart ("#3 dp4 tp1 pp4 cp2 vpp5" less its "#3 ") must be
+ * pairwise different: two bars must not read as the same layout. */
+static void check_chart_labels_differ(const char *html, const char *what) {
+    char labels[10][128];
+    int n = 0;
+    const char *p = strstr(html, "<svg "), *end = p ? strstr(p, "</svg>") : NULL;
+    cr_assert(p && end, "%s: no chart", what);
+    for (p = strstr(p, ">#"); p && p < end && n < 10; p = strstr(p + 1, ">#")) {
+        const char *from = strchr(p, ' '), *close = strstr(p, "</text>");
+        cr_assert(from && close && from < close, "%s: chart row label without a layout: %.60s", what, p);
+        snprintf(labels[n++], sizeof labels[0], "%.*s", (int)(close - from - 1), from + 1);
+    }
+    cr_expect_geq(n, 2, "%s: fewer than two chart rows", what);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            cr_expect_str_neq(labels[i], labels[j], "%s: chart rows #%d and #%d both read \"%s\"", what, j + 1, i + 1,
+                              labels[i]);
+}
+
 static void check_page(const char *html, const cJSON *json, const char *what, int pp) {
     tagged_stats st = check_tagged(html, json, what);
     cr_expect_eq(st.failures, 0, "%s: %d tagged values differ from the JSON form", what, st.failures);
@@ -171,6 +190,7 @@ static void check_page(const char *html, const cJSON *json, const char *what, in
                   strstr(html, "@import") == NULL,
               "%s: fetches a resource", what);
     cr_expect_geq(count(html, "<svg "), 3, "%s: memory, time and timeline charts", what);
+    check_chart_labels_differ(html, what);
     char last_stage[32];
     snprintf(last_stage, sizeof last_stage, ">stage %d<", pp - 1);
     cr_expect(strstr(html, last_stage) != NULL, "%s: the timeline has no row \"stage %d\"", what, pp - 1);
