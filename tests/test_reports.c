@@ -7,7 +7,8 @@
  *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
  *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV's sections after the layouts table hold
  *    every scalar of the JSON form's sections, each the JSON's value;
- *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension;
+ *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension; no energy
+ *    for a system without a power figure;
  *  - suite `mpi`: the report beside a real `tessera run` (tiny, 2 ranks) and its trace;
  *  - bad input exits 2 with one line. */
 #include <cjson/cJSON.h>
@@ -190,6 +191,12 @@ static void check_page(const char *html, const cJSON *json, const char *what, in
                   strstr(html, "@import") == NULL,
               "%s: fetches a resource", what);
     cr_expect_geq(count(html, "<svg "), 3, "%s: memory, time and timeline charts", what);
+    /* The memory chart with its dashed usable-HBM line, and the step-time chart, by their labels. */
+    cr_expect(strstr(html, ">GB per GPU</text>") != NULL, "%s: no memory chart", what);
+    cr_expect(strstr(html, "stroke-dasharray=\"6,4\"") != NULL && strstr(html, ">usable HBM</text>") != NULL,
+              "%s: the memory chart has no usable-HBM line", what);
+    cr_expect(strstr(html, ">seconds per step (closed form)</text>") != NULL, "%s: no step-time chart", what);
+    cr_expect(strstr(html, ">time in the step (s)</text>") != NULL, "%s: no timeline", what);
     check_chart_labels_differ(html, what);
     char last_stage[32];
     snprintf(last_stage, sizeof last_stage, ">stage %d<", pp - 1);
@@ -283,6 +290,36 @@ Test(reports, capacity_arithmetic_and_options) {
     free(written);
     char names[4096];
     cr_expect_eq(list_dir(dir, names, sizeof names), 2, "left behind: %s", names);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* A system without a power figure (cpu-localhost: "power_w" 0, "unknown"): no energy anywhere,
+ * rather than 0 kWh. */
+Test(reports, energy_left_out_without_power) {
+    char *dir = make_temp_dir();
+    static const char *const cpu[] = {"--model", "tiny", "--system", "cpu-localhost", "--gpus", "2",
+                                      "--global-batch", "8", "--seq", "64", "--top", "2", NULL};
+    char *plan = make_plan(dir, "plan.json", cpu);
+    char *html = report(plan, "html", NULL, NULL), *md = report(plan, "md", NULL, NULL);
+    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const cJSON *cap = json_obj(json, "capacity", "$");
+    cr_expect(json_num(cap, "gpu_hours", "capacity") > 0, "the other figures are there");
+    cr_expect(cJSON_GetObjectItem(cap, "energy_kwh") == NULL && cJSON_GetObjectItem(cap, "power_w") == NULL,
+              "JSON: energy without a power figure");
+    cr_expect(strstr(md, "| energy at") == NULL && strstr(md, "kWh") == NULL, "Markdown: energy without a power figure");
+    cr_expect(strstr(csv, "capacity,energy_kwh") == NULL, "CSV: energy without a power figure");
+    cr_expect(!has_tag(html, "capacity.energy_kwh") && strstr(html, "energy at") == NULL && strstr(html, "kWh") == NULL,
+              "HTML: energy without a power figure");
+    tagged_stats st = check_tagged(html, json, "report.html on cpu-localhost");
+    cr_expect_eq(st.failures, 0);
+    cJSON_Delete(json);
+    free(html);
+    free(md);
+    free(csv);
+    free(text);
     free(plan);
     remove_dir(dir);
 }

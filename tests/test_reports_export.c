@@ -8,7 +8,7 @@
  *    ZeRO-3 in DeepSpeed (left out of the config), uneven pipeline splits (given as
  *    --pipeline-model-parallel-layout), MoE and precision flags;
  *  - selective recompute without full recompute's method flags; the distributed optimizer at zero=1;
- *  - bad input exits 2 with one line. */
+ *  - bad input exits 2 with one line; --help exits 0. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -318,6 +318,11 @@ Test(export, bad_input_exits_2_with_one_line) {
         cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
         cli_result_free(&r);
     }
+    cli_result r = run_cli("export", "--help", NULL);
+    cr_expect_eq(r.status, 0, "export --help: exit %d", r.status);
+    cr_expect(starts_with(r.out, "usage: tessera export "), "export --help: %s", r.out);
+    cr_expect_eq(r.err_len, 0, "export --help: stderr: %s", r.err);
+    cli_result_free(&r);
     free(plan);
     remove_dir(dir);
 }

@@ -1,7 +1,7 @@
 /* `tessera sweep` as users see it: JSON rows for 8..64 GPUs, each the planner's best at that count
  * (checked against `tessera plan --top 1`), GPU-major and monotone; counts where nothing fits as
  * rows saying so (exit 0), exit 3 when nothing fits anywhere; the HTML page's numbers are the
- * JSON's; the table; the progress bar on a terminal only (a pseudo-terminal); bad input
+ * JSON's; the table; the progress bar on a terminal only (a pseudo-terminal); --help; bad input
  * (GPU lists, systems) exits 2 with one line. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -164,4 +164,9 @@ Test(sweep, bad_input_exits_2_with_one_line) {
         cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
         cli_result_free(&r);
     }
+    cli_result r = run_cli("sweep", "--help", NULL);
+    cr_expect_eq(r.status, 0, "sweep --help: exit %d", r.status);
+    cr_expect(starts_with(r.out, "usage: tessera sweep "), "sweep --help: %s", r.out);
+    cr_expect_eq(r.err_len, 0, "sweep --help: stderr: %s", r.err);
+    cli_result_free(&r);
 }
