@@ -155,7 +155,8 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     if (!pa.seq_given && spec.train.seq > spec.model.max_seq) spec.train.seq = spec.model.max_seq;
     const char *after = getenv("TESSERA_PROGRESS_AFTER_S");
-    progress_state ps = {.after_s = after ? cli_num(cmd, "TESSERA_PROGRESS_AFTER_S", after, 0, 3600) : PROGRESS_AFTER_S};
+    progress_state ps = {.after_s = after ? cli_num(cmd, "TESSERA_PROGRESS_AFTER_S", after, 0, 3600)
+                                          : PROGRESS_AFTER_S};
     if (isatty(STDERR_FILENO)) {
         clock_gettime(CLOCK_MONOTONIC, &ps.start);
         spec.progress = progress;

@@ -204,7 +204,8 @@ static ts_status memory_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (int k = 0; k < N_MEM; k++) values[i * N_MEM + k] = mem_part(&r->layouts[i].mem, k) / 1e9;
     fputs("<h2>Memory per GPU (worst rank)</h2>\n", f);
-    if (rows < r->n_layouts) fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
+    if (rows < r->n_layouts)
+        fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = N_MEM, .row_labels = labels, .series_names = mem_names,
                      .colors = mem_colors, .values = values, .axis_label = "GB per GPU",
                      .limit = r->pb.usable_bytes / 1e9, .limit_label = "usable HBM"};
@@ -241,7 +242,8 @@ static ts_status time_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (size_t k = 0; k < N_TIME; k++) values[(size_t)i * N_TIME + k] = time_part(&r->layouts[i].time, k);
     fputs("<h2>Where the step time goes</h2>\n", f);
-    if (rows < r->n_layouts) fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
+    if (rows < r->n_layouts)
+        fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = (int)N_TIME, .row_labels = labels, .series_names = names,
                      .colors = colors, .values = values, .axis_label = "seconds per step (closed form)"};
     ts_svg_stacked_bars(f, &c);
