@@ -104,8 +104,10 @@ $(LIB): $(LIB_OBJS) $(CU_OBJS)
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LDLIBS) -o $@
 
+# -lutil: forkpty, for the tests that run the CLI on a pseudo-terminal (in libc since glibc 2.34,
+# which keeps an empty libutil for such links).
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
-	$(CC) $(LDFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -lcriterion -lpng -o $@
+	$(CC) $(LDFLAGS) $(TEST_OBJS) $(LIB) $(LDLIBS) -lcriterion -lpng -lutil -o $@
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@

@@ -24,7 +24,7 @@ static void help(void) {
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
            "      --tokens T         tokens to train on (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
-           "  -F, --format F         html | md | csv (the layouts table) | json (default: from the\n"
+           "  -F, --format F         html | md | csv | json (default: from the\n"
            "                         -o file's extension, else html)\n"
            "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
            "  -h, --help             this help\n"

@@ -37,14 +37,19 @@ static void help(void) {
            "                         the JSON\n"
            "  -h, --help             this help\n"
            "\n"
-           "A progress bar is drawn on stderr when it is a terminal and the sweep takes a while.\n"
+           "A progress bar is drawn on stderr when it is a terminal and the sweep runs longer than\n"
+           "half a second (the environment variable TESSERA_PROGRESS_AFTER_S sets that delay).\n"
            "Exit status: 0 ok, 2 bad input, 3 nothing fits at any count.\n",
            TS_REPORT_DEFAULT_PRICE);
 }
 
-/* Progress on stderr, only for a terminal and only once the sweep has run for half a second. */
+/* Progress on stderr, only for a terminal and only once the sweep has run for half a second, so
+ * quick sweeps stay quiet; TESSERA_PROGRESS_AFTER_S changes the delay (the tests set 0). */
+#define PROGRESS_AFTER_S 0.5
+
 typedef struct {
     struct timespec start;
+    double after_s;
     int drawn;
 } progress_state;
 
@@ -56,7 +61,7 @@ static double since(const struct timespec *t0) {
 
 static void progress(void *ctx, int done, int total) {
     progress_state *p = ctx;
-    if (since(&p->start) < 0.5 && !p->drawn) return;
+    if (since(&p->start) < p->after_s && !p->drawn) return;
     int width = 30, filled = total > 0 ? width * done / total : width;
     fprintf(stderr, "\rtessera sweep: [%.*s%*s] %d/%d", filled, "##############################", width - filled,
             "", done, total);
@@ -149,7 +154,9 @@ int cmd_sweep(int argc, char **argv) {
     st = ts_model_load(pa.model, &spec.model);
     if (st != TS_OK) cli_fail(cmd, st);
     if (!pa.seq_given && spec.train.seq > spec.model.max_seq) spec.train.seq = spec.model.max_seq;
-    progress_state ps = {.drawn = 0};
+    const char *after = getenv("TESSERA_PROGRESS_AFTER_S");
+    progress_state ps = {.after_s = after ? cli_num(cmd, "TESSERA_PROGRESS_AFTER_S", after, 0, 3600)
+                                          : PROGRESS_AFTER_S};
     if (isatty(STDERR_FILENO)) {
         clock_gettime(CLOCK_MONOTONIC, &ps.start);
         spec.progress = progress;

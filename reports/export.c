@@ -148,6 +148,11 @@ ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_
     return TS_OK;
 }
 
+/* DeepSpeed's AutoTP training combines with ZeRO stages 0-2 only (the AutoTP training tutorial,
+ * above); with ZeRO-3 the config says nothing of tensor parallelism rather than a combination
+ * DeepSpeed does not run, and a note says so. */
+#define AUTOTP_MAX_ZERO 2
+
 /* What the DeepSpeed config cannot say, as '#' lines. */
 static void deepspeed_notes(FILE *f, const ts_problem *pb, const ts_layout *l) {
     char text[256];
@@ -162,10 +167,15 @@ static void deepspeed_notes(FILE *f, const ts_problem *pb, const ts_layout *l) {
     if (l->pp > 1 && l->schedule != TS_SCHED_1F1B)
         fprintf(f, "# sched=%s: DeepSpeed's pipeline engine runs its own 1F1B schedule (TrainSchedule)\n",
                 ts_schedule_names[l->schedule]);
-    if (l->tp > 1)
+    if (l->tp > 1 && l->zero <= AUTOTP_MAX_ZERO)
         fprintf(f, "# tp=%d: \"tensor_parallel.autotp_size\" is DeepSpeed's AutoTP training (DeepSpeed >= 0.16.4, "
                    "Hugging Face-style models, ZeRO stages 0-2); with a PipelineModule take tensor parallelism from "
                    "the model code (e.g. Megatron-DeepSpeed's --tensor-model-parallel-size %d)\n", l->tp, l->tp);
+    if (l->tp > 1 && l->zero > AUTOTP_MAX_ZERO)
+        fprintf(f, "# tp=%d with zero=%d: DeepSpeed's AutoTP training supports ZeRO stages 0-2 only, so the config "
+                   "leaves \"tensor_parallel\" out; take tensor parallelism of %d from the model code (its "
+                   "model-parallel unit passed as deepspeed.initialize(mpu=...)), or, if it fits, re-plan with "
+                   "--fix zero=2 for \"tensor_parallel\": {\"autotp_size\": %d}\n", l->tp, l->zero, l->tp, l->tp);
     if (l->sp)
         fprintf(f, "# sp=1: Megatron-style sequence parallelism has no DeepSpeed config key (it belongs to the "
                    "model code, e.g. Megatron-DeepSpeed)\n");
@@ -206,7 +216,7 @@ ts_status ts_export_deepspeed(const ts_problem *pb, const ts_layout *l, cJSON **
         if (l->recompute == TS_RECOMPUTE_FULL)
             TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "activation_checkpoint_interval", 1), res, fail);
     }
-    if (l->tp > 1) {
+    if (l->tp > 1 && l->zero <= AUTOTP_MAX_ZERO) {
         TS_CJSON_GOTO(o = cJSON_AddObjectToObject(root, "tensor_parallel"), res, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "autotp_size", l->tp), res, fail);
     }

@@ -9,6 +9,9 @@
 #include "reports/svg.h"
 
 #define MAX_CHART_ROWS 10 /* bars drawn per chart: the best ten layouts */
+/* Said in words under the charts, as the page shows no number that is not in its JSON form. */
+#define MAX_CHART_ROWS_WORD "ten"
+_Static_assert(MAX_CHART_ROWS == 10, "MAX_CHART_ROWS_WORD names MAX_CHART_ROWS");
 
 static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers"};
 static const char *const mem_colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
@@ -34,10 +37,27 @@ static double time_part(const ts_time_split *t, size_t i) {
     return v[i];
 }
 
-/* "#1 dp16 tp1 pp1 cp1 ep1 zero1 mbs2 1f1b" for chart rows. */
-static void short_label(const ts_layout *l, int rank, char *buf, size_t cap) {
-    snprintf(buf, cap, "#%d dp%d tp%d pp%d cp%d ep%d zero%d mbs%d %s", rank, l->dp, l->tp, l->pp, l->cp,
-             l->ep, l->zero, l->mbs, ts_schedule_names[l->schedule]);
+/* Chart rows are labelled "#3 dp4 tp1 pp4 cp2 vpp5": dp, tp and pp always, then each other
+ * field only where the charted layouts differ in it, so the labels are as short as they can be
+ * while no two read the same (the layouts table gives each in full). */
+#define N_EXTRA 8 /* cp, ep, sp, zero, mbs, vpp, schedule, recompute */
+
+static int extra_value(const ts_layout *l, int k) {
+    const int v[N_EXTRA] = {l->cp, l->ep, l->sp, l->zero, l->mbs, l->vpp, (int)l->schedule, (int)l->recompute};
+    return v[k];
+}
+
+static int extra_text(const ts_layout *l, int k, char *buf, size_t cap) {
+    static const char *const prefix[N_EXTRA] = {"cp", "ep", "sp", "zero", "mbs", "vpp"};
+    if (k == 6) return snprintf(buf, cap, " %s", ts_schedule_names[l->schedule]);
+    if (k == 7) return snprintf(buf, cap, " rc-%s", ts_recompute_names[l->recompute]);
+    return snprintf(buf, cap, " %s%d", prefix[k], extra_value(l, k));
+}
+
+static void short_label(const ts_layout *l, int rank, const int *shown, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "#%d dp%d tp%d pp%d", rank, l->dp, l->tp, l->pp);
+    for (int k = 0; k < N_EXTRA && n < cap; k++)
+        if (shown[k]) n += (size_t)extra_text(l, k, buf + n, cap - n);
 }
 
 static void th(FILE *f, const char *cls, const char *text) {
@@ -65,9 +85,11 @@ static void question_and_answer(const ts_report *r, FILE *f) {
     char text[256];
     ts_layout_format(&b->layout, text, sizeof text);
     fputs("<h1>Tessera report: ", f);
-    ts_html_escape(f, pb->model.name);
-    fprintf(f, " on %d × ", pb->gpus);
-    ts_html_escape(f, pb->sys.name);
+    ts_html_str(f, "question.model", pb->model.name);
+    fputs(" on ", f);
+    ts_html_num(f, "question.gpus", "", 0, pb->gpus);
+    fputs(" × ", f);
+    ts_html_str(f, "question.system", pb->sys.name);
     fputs("</h1>\n<h2>The question and the answer</h2>\n<p>Which parallel layout trains ", f);
     ts_html_str(f, "question.model", pb->model.name);
     fputs(" fastest on ", f);
@@ -161,9 +183,13 @@ static void layouts_table(const ts_report *r, FILE *f) {
 
 /* Row labels for the charts; the caller frees the array (the strings live in `buf`). */
 static const char **chart_labels(const ts_report *r, int rows, char (*buf)[96]) {
+    int shown[N_EXTRA] = {0};
+    for (int k = 0; k < N_EXTRA; k++)
+        for (int i = 1; i < rows; i++)
+            shown[k] |= extra_value(&r->layouts[i].layout, k) != extra_value(&r->layouts[0].layout, k);
     const char **labels = malloc((size_t)rows * sizeof *labels);
     for (int i = 0; labels && i < rows; i++) {
-        short_label(&r->layouts[i].layout, i + 1, buf[i], sizeof buf[i]);
+        short_label(&r->layouts[i].layout, i + 1, shown, buf[i], sizeof buf[i]);
         labels[i] = buf[i];
     }
     return labels;
@@ -178,7 +204,8 @@ static ts_status memory_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (int k = 0; k < N_MEM; k++) values[i * N_MEM + k] = mem_part(&r->layouts[i].mem, k) / 1e9;
     fputs("<h2>Memory per GPU (worst rank)</h2>\n", f);
-    if (rows < r->n_layouts) fprintf(f, "<p class=\"note\">The chart shows the best %d layouts.</p>\n", rows);
+    if (rows < r->n_layouts)
+        fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = N_MEM, .row_labels = labels, .series_names = mem_names,
                      .colors = mem_colors, .values = values, .axis_label = "GB per GPU",
                      .limit = r->pb.usable_bytes / 1e9, .limit_label = "usable HBM"};
@@ -215,7 +242,8 @@ static ts_status time_section(const ts_report *r, FILE *f) {
     for (int i = 0; i < rows; i++)
         for (size_t k = 0; k < N_TIME; k++) values[(size_t)i * N_TIME + k] = time_part(&r->layouts[i].time, k);
     fputs("<h2>Where the step time goes</h2>\n", f);
-    if (rows < r->n_layouts) fprintf(f, "<p class=\"note\">The chart shows the best %d layouts.</p>\n", rows);
+    if (rows < r->n_layouts)
+        fputs("<p class=\"note\">The chart shows the best " MAX_CHART_ROWS_WORD " layouts.</p>\n", f);
     ts_svg_bars c = {.rows = rows, .series = (int)N_TIME, .row_labels = labels, .series_names = names,
                      .colors = colors, .values = values, .axis_label = "seconds per step (closed form)"};
     ts_svg_stacked_bars(f, &c);
@@ -324,7 +352,7 @@ static void timeline_section(const ts_report *r, FILE *f) {
     kinds_table(r, f);
     if (r->has_run_trace) {
         fputs("<h3>Measured timeline</h3>\n<p>From ", f);
-        ts_html_escape(f, r->run_trace_file);
+        ts_html_str(f, "measured.trace", r->run_trace_file);
         fputs(": the compute stream of each stage's first rank in the traced step.</p>\n", f);
         ts_svg_gantt(f, &r->run_timeline);
     }

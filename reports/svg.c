@@ -37,10 +37,23 @@ static void tick_label(char *buf, size_t cap, double v) {
     else snprintf(buf, cap, "%g", v);
 }
 
-static void text_at(FILE *f, double x, double y, const char *anchor, int size, const char *s) {
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\" " FONT ">", x, y, anchor, size);
+/* A <text> element of class `cls` (none when NULL). */
+static void text_el(FILE *f, const char *cls, double x, double y, const char *anchor, int size, const char *s) {
+    fputs("<text", f);
+    if (cls) fprintf(f, " class=\"%s\"", cls);
+    fprintf(f, " x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\" " FONT ">", x, y, anchor, size);
     ts_html_escape(f, s);
     fputs("</text>\n", f);
+}
+
+static void text_at(FILE *f, double x, double y, const char *anchor, int size, const char *s) {
+    text_el(f, NULL, x, y, anchor, size, s);
+}
+
+/* An axis tick label: class "tick" tells it from the report's numbers, which the tables beside
+ * the charts carry tagged (the tests allow untagged numbers in ticks only). */
+static void tick_at(FILE *f, double x, double y, const char *anchor, const char *s) {
+    text_el(f, "tick", x, y, anchor, 11, s);
 }
 
 /* A legend of coloured squares and names from (x, y), left to right. */
@@ -60,13 +73,18 @@ static void x_ticks(FILE *f, double x0, double w, double y_top, double y_bottom,
         tick_label(label, sizeof label, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#dddddd\"/>\n", x, y_top, x,
                 y_bottom);
-        text_at(f, x, y_bottom + 14, "middle", 11, label);
+        tick_at(f, x, y_bottom + 14, "middle", label);
     }
 }
 
 void ts_svg_stacked_bars(FILE *f, const ts_svg_bars *c) {
-    const double width = 1100, label_w = 300, right = 40, plot_w = width - label_w - right;
-    const double top = 36, bar_h = 20, gap = 8;
+    /* Row labels are right-aligned against the plot: room for the longest at about 6.2 px per
+     * character of 11 px Helvetica, so a long label is not cut off at the left edge. */
+    size_t longest = 0;
+    for (int r = 0; r < c->rows; r++)
+        if (strlen(c->row_labels[r]) > longest) longest = strlen(c->row_labels[r]);
+    const double width = 1100, label_w = fmax(300, 6.2 * (double)longest + 16), right = 40;
+    const double plot_w = width - label_w - right, top = 36, bar_h = 20, gap = 8;
     double height = top + c->rows * (bar_h + gap) + 44;
     double max = c->limit > 0 ? c->limit : 0;
     for (int r = 0; r < c->rows; r++) {
@@ -160,14 +178,14 @@ ts_status ts_svg_line_chart(FILE *f, const ts_svg_lines *c) {
         tick_label(label, sizeof label, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#dddddd\"/>\n", left, y,
                 left + plot_w, y);
-        text_at(f, left - 6, y + 4, "end", 11, label);
+        tick_at(f, left - 6, y + 4, "end", label);
     }
     int n = c->points;
     for (int p = 0; p < n; p++) {
         xs[p] = lx1 > lx0 ? left + plot_w * (log2(c->x[p]) - lx0) / (lx1 - lx0) : left + plot_w / 2;
         char label[32];
         snprintf(label, sizeof label, "%g", c->x[p]);
-        text_at(f, xs[p], top + plot_h + 16, "middle", 11, label);
+        tick_at(f, xs[p], top + plot_h + 16, "middle", label);
     }
     text_at(f, left + plot_w / 2, height - 8, "middle", 12, "GPUs");
     fprintf(f, "<text transform=\"translate(16,%.1f) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\" " FONT ">",

@@ -2,7 +2,8 @@
  * a pipeline Gantt chart, and line charts over GPU counts. Plain SVG 1.1 elements, coordinates
  * printed with fixed formats, so a page is byte-identical from run to run and renders anywhere
  * (no scripts, no fonts to fetch). Labels are escaped; the charts show no report numbers except
- * axis ticks (the tables beside them carry the tagged numbers, reports/markup.h). */
+ * axis ticks, which are <text class="tick"> (the tables beside them carry the tagged numbers,
+ * reports/markup.h). */
 #ifndef TS_SVG_H
 #define TS_SVG_H
 

@@ -1,6 +1,7 @@
 /* Markdown and CSV forms of the report (see text.h). */
 #include "reports/text.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "reports/markup.h"
@@ -169,6 +170,56 @@ ts_status ts_report_write_markdown(const ts_report *r, FILE *f) {
     return TS_OK;
 }
 
+/* One CSV field: quoted, with quotes doubled, when it holds a comma, a quote or a line break
+ * (RFC 4180 §2.6-2.7); as is otherwise. */
+static void csv_field(FILE *f, const char *s) {
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A JSON number as a CSV value: integers (counts, bytes) exactly, other numbers to ten
+ * significant digits, which is all the report's figures carry and keeps the golden file stable
+ * under last-bit differences of the arithmetic. */
+static void csv_number(FILE *f, double v) {
+    if (v == floor(v) && fabs(v) < 1e15) fprintf(f, "%.0f", v);
+    else fprintf(f, "%.10g", v);
+}
+
+/* The scalars under `item` as "section,key,value" rows, key being the path below the section
+ * ("stages[0].busy_s"); `path` (room `cap`) holds the path so far, `len` chars of it. */
+static ts_status csv_section_rows(FILE *f, const char *section, const cJSON *item, char *path, size_t len,
+                                  size_t cap) {
+    if (cJSON_IsObject(item) || cJSON_IsArray(item)) {
+        int i = 0;
+        for (const cJSON *c = item->child; c; c = c->next, i++) {
+            int n = cJSON_IsArray(item) ? snprintf(path + len, cap - len, "[%d]", i)
+                                        : snprintf(path + len, cap - len, "%s%s", len ? "." : "", c->string);
+            if (n < 0 || len + (size_t)n >= cap)
+                return TS_FAIL(TS_ERR_IO, "writing the CSV report: the key %s.%s... is longer than %zu characters",
+                               section, path, cap - 1);
+            TS_CHECK(csv_section_rows(f, section, c, path, len + (size_t)n, cap));
+        }
+        return TS_OK;
+    }
+    csv_field(f, section);
+    fputc(',', f);
+    csv_field(f, path);
+    fputc(',', f);
+    if (cJSON_IsNumber(item)) csv_number(f, item->valuedouble);
+    else if (cJSON_IsBool(item)) fputs(cJSON_IsTrue(item) ? "true" : "false", f);
+    else if (cJSON_IsString(item)) csv_field(f, item->valuestring);
+    fputc('\n', f);
+    return TS_OK;
+}
+
 ts_status ts_report_write_csv(const ts_report *r, FILE *f) {
     fputs("rank,layout,dp,tp,pp,cp,ep,sp,zero,mbs,microbatches,vpp,schedule,recompute,worst_stage", f);
     for (int k = 0; k < 5; k++) fprintf(f, ",memory_%s_bytes", mem_names[k]);
@@ -180,10 +231,11 @@ ts_status ts_report_write_csv(const ts_report *r, FILE *f) {
         const ts_layout *l = &e->layout;
         char text[256];
         ts_layout_format(l, text, sizeof text);
-        /* The layout text holds commas, so it is quoted (RFC 4180). */
-        fprintf(f, "%d,\"%s\",%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d", i + 1, text, l->dp, l->tp, l->pp, l->cp,
-                l->ep, l->sp, l->zero, l->mbs, l->microbatches, l->vpp, ts_schedule_names[l->schedule],
-                ts_recompute_names[l->recompute], e->worst_stage);
+        fprintf(f, "%d,", i + 1);
+        csv_field(f, text);
+        fprintf(f, ",%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d", l->dp, l->tp, l->pp, l->cp, l->ep, l->sp, l->zero,
+                l->mbs, l->microbatches, l->vpp, ts_schedule_names[l->schedule], ts_recompute_names[l->recompute],
+                e->worst_stage);
         double m[5], t[N_TIME];
         mem_values(&e->mem, m);
         time_values(&e->time, t);
@@ -192,6 +244,22 @@ ts_status ts_report_write_csv(const ts_report *r, FILE *f) {
         for (int k = 0; k < N_TIME; k++) fprintf(f, ",%.6f", t[k]);
         fprintf(f, ",%.1f,%.3f,%.3f,%.6f\n", e->tokens_per_s, e->tflops_per_gpu, e->hw_tflops_per_gpu, e->mfu);
     }
+    /* The rest of the report, walked from its JSON form so the two cannot drift apart: each
+     * object at the top (question, answer, simulation, capacity, measured, assumptions); not the
+     * layouts array (the table above) nor the top-level scalars (the plan's file name would make
+     * the same report differ by where the plan lies). */
+    cJSON *root = NULL;
+    TS_CHECK(ts_report_to_json(r, &root));
+    fputs("\nsection,key,value\n", f);
+    char path[256];
+    ts_status res = TS_OK;
+    for (const cJSON *s = root->child; s && res == TS_OK; s = s->next) {
+        if (!cJSON_IsObject(s)) continue;
+        path[0] = '\0';
+        res = csv_section_rows(f, s->string, s, path, 0, sizeof path);
+    }
+    cJSON_Delete(root);
+    TS_CHECK(res);
     if (ferror(f)) return TS_FAIL(TS_ERR_IO, "write failed while writing the CSV report");
     return TS_OK;
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pty.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,8 @@ static int anonymous_file(void) {
     return fd;
 }
 
-cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
-    char *argv[CLI_MAX_ARGS + 2];
+/* argv for execv: the binary, then `args` (NULL-terminated), strdup'd; returns its length. */
+static int cli_argv(const char *const *args, char **argv) {
     int n = 0;
     argv[n++] = strdup(cli_binary());
     for (; args[n - 1] != NULL; n++) {
@@ -117,6 +118,28 @@ cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
         if (argv[n] == NULL) die("strdup");
     }
     argv[n] = NULL;
+    return n;
+}
+
+/* In the child: the CLI's environment, a SIGALRM deadline that survives exec, then exec. */
+static _Noreturn void cli_exec(char **argv, const char *data, unsigned timeout_s) {
+    setenv("TESSERA_DATA", data, 1);
+    unsetenv("TESSERA_DEBUG");
+    alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+static int cli_wait(pid_t pid) {
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0)
+        if (errno != EINTR) die("waitpid");
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = cli_argv(args, argv);
     const char *data = data_root();
     int out_fd = anonymous_file(), err_fd = anonymous_file();
     fflush(NULL);
@@ -126,21 +149,55 @@ cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
         if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
         close(out_fd);
         close(err_fd);
-        setenv("TESSERA_DATA", data, 1);
-        unsetenv("TESSERA_DEBUG");
-        alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
-        execv(argv[0], argv);
-        _exit(127);
+        cli_exec(argv, data, timeout_s);
     }
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0)
-        if (errno != EINTR) die("waitpid");
     cli_result r;
-    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.status = cli_wait(pid);
     r.out = read_all(out_fd, &r.out_len);
     r.err = read_all(err_fd, &r.err_len);
     close(out_fd);
     close(err_fd);
+    for (int i = 0; i < n; i++) free(argv[i]);
+    return r;
+}
+
+cli_result run_argv_tty(const char *const *args) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = cli_argv(args, argv);
+    const char *data = data_root();
+    int out_fd = anonymous_file(), master = -1;
+    fflush(NULL);
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    if (pid < 0) die("forkpty");
+    if (pid == 0) { /* stdin and stderr stay on the terminal */
+        if (dup2(out_fd, STDOUT_FILENO) < 0) _exit(126);
+        close(out_fd);
+        cli_exec(argv, data, CLI_TIMEOUT_S);
+    }
+    /* Read the terminal while the CLI runs (a full terminal buffer would block it) until its
+     * side closes: read then fails with EIO on Linux. */
+    size_t cap = 4096, len = 0;
+    char *tty = malloc(cap);
+    if (tty == NULL) die("malloc");
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *bigger = realloc(tty, cap *= 2);
+            if (bigger == NULL) die("realloc");
+            tty = bigger;
+        }
+        ssize_t got = read(master, tty + len, cap - len - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        len += (size_t)got;
+    }
+    tty[len] = '\0';
+    close(master);
+    cli_result r;
+    r.status = cli_wait(pid);
+    r.out = read_all(out_fd, &r.out_len);
+    r.err = tty;
+    r.err_len = len;
+    close(out_fd);
     for (int i = 0; i < n; i++) free(argv[i]);
     return r;
 }

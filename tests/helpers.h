@@ -52,6 +52,9 @@ typedef struct {
  * output goes to unlinked temporary files, so any amount is captured without deadlock. */
 cli_result run_argv_timeout(const char *const *args, unsigned timeout_s);
 cli_result run_argv(const char *const *args); /* timeout CLI_TIMEOUT_S */
+/* The same with stderr (and stdin) on a pseudo-terminal (forkpty), for what the CLI does only
+ * for a terminal: `err` holds what the terminal received ("\n" arrives as "\r\n"). */
+cli_result run_argv_tty(const char *const *args);
 /* run_cli("plan", "--model", "x", NULL) */
 cli_result run_cli(const char *first, ...);
 void cli_result_free(cli_result *r);

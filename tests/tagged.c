@@ -86,8 +86,91 @@ static double half_ulp(const char *text) {
     return 0.5 * pow(10, exponent - decimals);
 }
 
+/* What may precede a number in untagged text inside <svg>: Gantt row labels ("stage 3") and
+ * chart row labels ("#2 dp8 tp1 pp1"). Axis ticks are marked class="tick" instead. */
+static const char *const allowed_in_svg_after[] = {"stage ", "#"};
+
+static int word_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '+' || c == '-'; }
+
+/* 1 when the word [w, w+n) holds a digit and strtod reads all of it (less a sentence's full stop). */
+static int is_number(const char *w, size_t n) {
+    char buf[64];
+    while (n > 0 && w[n - 1] == '.') n--;
+    if (n == 0 || n >= sizeof buf) return 0;
+    memcpy(buf, w, n);
+    buf[n] = '\0';
+    if (strpbrk(buf, "0123456789") == NULL) return 0;
+    char *end;
+    strtod(buf, &end);
+    return end != buf && *end == '\0';
+}
+
+/* The end of the element opened at `p` ("<span ...>" .. "</span>", "<text ...>" .. "</text>"). */
+static const char *element_end(const char *p, const char *close) {
+    const char *e = strstr(p, close);
+    return e ? e + strlen(close) : p + strlen(p);
+}
+
+int untagged_numbers(const char *html, char (*first)[160], int cap) {
+    const char *p = strstr(html, "<body");
+    int found = 0, in_svg = 0;
+    if (p == NULL) return 0;
+    while (*p) {
+        if (*p == '<') {
+            char cls[16] = "";
+            attribute(p, "class", cls, sizeof cls);
+            if (strncmp(p, "<span", 5) == 0 && (strcmp(cls, "n") == 0 || strcmp(cls, "s") == 0)) {
+                p = element_end(p, "</span>");
+                continue;
+            }
+            if (in_svg && strncmp(p, "<text", 5) == 0 && strcmp(cls, "tick") == 0) {
+                p = element_end(p, "</text>");
+                continue;
+            }
+            if (strncmp(p, "<svg", 4) == 0) in_svg = 1;
+            if (strncmp(p, "</svg", 5) == 0) in_svg = 0;
+            const char *gt = strchr(p, '>');
+            p = gt ? gt + 1 : p + strlen(p);
+            continue;
+        }
+        if (*p == '&') { /* an entity: "&#39;" is an apostrophe, not 39 */
+            const char *semi = strchr(p, ';');
+            p = semi ? semi + 1 : p + 1;
+            continue;
+        }
+        if (!word_char(*p)) {
+            p++;
+            continue;
+        }
+        const char *w = p;
+        while (word_char(*p)) p++;
+        if (!is_number(w, (size_t)(p - w))) continue;
+        int allowed = 0;
+        for (size_t i = 0; in_svg && i < sizeof allowed_in_svg_after / sizeof allowed_in_svg_after[0]; i++) {
+            size_t n = strlen(allowed_in_svg_after[i]);
+            allowed |= (size_t)(w - html) >= n && strncmp(w - n, allowed_in_svg_after[i], n) == 0;
+        }
+        if (allowed) continue;
+        if (found < cap) {
+            const char *from = w - html > 60 ? w - 60 : html;
+            snprintf(first[found], sizeof first[found], "%.*s in \"%.*s\"", (int)(p - w), w, (int)(p - from + 20),
+                     from);
+            for (char *c = first[found]; *c; c++)
+                if (*c == '\n') *c = ' ';
+        }
+        found++;
+    }
+    return found;
+}
+
 tagged_stats check_tagged(const char *html, const cJSON *json, const char *what) {
     tagged_stats st = {0};
+    char stray[5][160];
+    st.untagged = untagged_numbers(html, stray, 5);
+    for (int i = 0; i < st.untagged && i < 5; i++)
+        cr_expect_fail("%s: a number outside the tagged spans: %s", what, stray[i]);
+    if (st.untagged > 5) cr_expect_fail("%s: and %d more untagged numbers", what, st.untagged - 5);
+    st.failures += st.untagged;
     for (const char *p = strstr(html, "<span class=\""); p; p = strstr(p + 1, "<span class=\"")) {
         char cls[8], key[256], unit[32] = "", text[4096];
         if (!attribute(p, "class", cls, sizeof cls) || (strcmp(cls, "n") != 0 && strcmp(cls, "s") != 0)) continue;

@@ -186,8 +186,8 @@ Test(cli, top_level_help_lists_commands) {
         cr_expect_eq(r.status, 0, "tessera %s: exit %d, stderr: %s", forms[i], r.status, r.err);
         cr_expect(starts_with(r.out, "usage: tessera "), "tessera %s: stdout: %s", forms[i], r.out);
         cr_expect_eq(r.err_len, 0, "tessera %s: stderr: %s", forms[i], r.err);
-        const char *cmds[] = {"plan", "models", "systems"};
-        for (size_t k = 0; k < 3; k++) {
+        const char *cmds[] = {"plan", "report", "sweep", "export", "models", "systems"};
+        for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
             char want[32];
             snprintf(want, sizeof want, "  %s ", cmds[k]);
             cr_expect(find_line(r.out, want) != NULL, "tessera %s does not list %s:\n%s", forms[i],

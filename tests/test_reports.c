@@ -2,11 +2,13 @@
  *  - the HTML page renders: headless Chromium screenshots it, the PNG is decoded (libpng) and
  *    must show many colours on a mostly-white page, not a blank one; Chromium missing fails the
  *    test (scripts/deps.sh installs it);
- *  - every number the page shows is the JSON form's (tests/tagged.h), the page is
+ *  - every number the page shows is the JSON form's and tagged (tests/tagged.h), the page is
  *    self-contained (no scripts, no fetched resources) and byte-identical from run to run;
  *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
- *    regenerate with TESSERA_UPDATE_GOLDEN=1;
- *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension;
+ *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV's sections after the layouts table hold
+ *    every scalar of the JSON form's sections, each the JSON's value;
+ *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension; no energy
+ *    for a system without a power figure;
  *  - suite `mpi`: the report beside a real `tessera run` (tiny, 2 ranks) and its trace;
  *  - bad input exits 2 with one line. */
 #include <cjson/cJSON.h>
@@ -45,9 +47,9 @@ static char *make_plan(const char *dir, const char *name, const char *const *arg
 
 static const char *const small_plan[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16",
                                          "--top", "3", NULL};
-/* A pipeline, so the timeline has several rows. */
+/* A pipeline, so the timeline has several rows; more layouts than the charts draw. */
 static const char *const pipe_plan[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32",
-                                        "--global-batch", "64", "--fix", "pp=4", "--top", "5", NULL};
+                                        "--global-batch", "64", "--fix", "pp=4", "--top", "12", NULL};
 
 /* stdout of `tessera report --plan PLAN --format FMT [extra...]`, asserting success. */
 static char *report(const char *plan, const char *format, const char *extra1, const char *extra2) {
@@ -152,6 +154,25 @@ Test(reports, html_renders_in_headless_chromium, .timeout = 300) {
 
 /* ---- numbers, self-containment, determinism -------------------------------------------------------- */
 
+/* The chart row labels of the first chart ("#3 dp4 tp1 pp4 cp2 vpp5" less its "#3 ") must be
+ * pairwise different: two bars must not read as the same layout. */
+static void check_chart_labels_differ(const char *html, const char *what) {
+    char labels[10][128];
+    int n = 0;
+    const char *p = strstr(html, "<svg "), *end = p ? strstr(p, "</svg>") : NULL;
+    cr_assert(p && end, "%s: no chart", what);
+    for (p = strstr(p, ">#"); p && p < end && n < 10; p = strstr(p + 1, ">#")) {
+        const char *from = strchr(p, ' '), *close = strstr(p, "</text>");
+        cr_assert(from && close && from < close, "%s: chart row label without a layout: %.60s", what, p);
+        snprintf(labels[n++], sizeof labels[0], "%.*s", (int)(close - from - 1), from + 1);
+    }
+    cr_expect_geq(n, 2, "%s: fewer than two chart rows", what);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            cr_expect_str_neq(labels[i], labels[j], "%s: chart rows #%d and #%d both read \"%s\"", what, j + 1, i + 1,
+                              labels[i]);
+}
+
 static void check_page(const char *html, const cJSON *json, const char *what, int pp) {
     tagged_stats st = check_tagged(html, json, what);
     cr_expect_eq(st.failures, 0, "%s: %d tagged values differ from the JSON form", what, st.failures);
@@ -170,9 +191,41 @@ static void check_page(const char *html, const cJSON *json, const char *what, in
                   strstr(html, "@import") == NULL,
               "%s: fetches a resource", what);
     cr_expect_geq(count(html, "<svg "), 3, "%s: memory, time and timeline charts", what);
+    /* The memory chart with its dashed usable-HBM line, and the step-time chart, by their labels. */
+    cr_expect(strstr(html, ">GB per GPU</text>") != NULL, "%s: no memory chart", what);
+    cr_expect(strstr(html, "stroke-dasharray=\"6,4\"") != NULL && strstr(html, ">usable HBM</text>") != NULL,
+              "%s: the memory chart has no usable-HBM line", what);
+    cr_expect(strstr(html, ">seconds per step (closed form)</text>") != NULL, "%s: no step-time chart", what);
+    cr_expect(strstr(html, ">time in the step (s)</text>") != NULL, "%s: no timeline", what);
+    check_chart_labels_differ(html, what);
     char last_stage[32];
     snprintf(last_stage, sizeof last_stage, ">stage %d<", pp - 1);
     cr_expect(strstr(html, last_stage) != NULL, "%s: the timeline has no row \"stage %d\"", what, pp - 1);
+}
+
+/* The untagged-number check itself: what it must catch and what it must let through. */
+Test(reports, untagged_numbers_are_caught) {
+    static const struct {
+        const char *html;
+        int want;
+    } cases[] = {
+        {"<body><p>using 12.3 GB</p></body>", 1},
+        {"<body><p>58% MFU, 1e+12 tokens, 7.</p></body>", 3},
+        {"<body><td class=\"r\">42</td></body>", 1},
+        {"<body><p><span class=\"n\" data-key=\"a\" data-unit=\"\">12.3</span> GB</p></body>", 0},
+        {"<body><p>llama2-13b on h100-sxm-dgx, bf16, 1f1b, 16-bit, the system&#39;s</p></body>", 0},
+        {"<body><svg><text class=\"tick\" x=\"1\">40</text><text>stage 3</text><text>#2 dp8 tp1</text></svg>"
+         "</body>", 0},
+        {"<body><svg><text x=\"1\">40</text></svg></body>", 1},
+        {"<body><p>stage 3, #2</p></body>", 2}, /* the allow-list holds inside charts only */
+        {"<head><title>32 GPUs</title></head><body><p>none</p></body>", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first[4][160];
+        int n = untagged_numbers(cases[i].html, first, 4);
+        cr_expect_eq(n, cases[i].want, "case %zu: %d untagged numbers, want %d (%s)", i, n, cases[i].want,
+                     n ? first[0] : "none");
+    }
 }
 
 Test(reports, html_numbers_are_the_json_numbers) {
@@ -186,6 +239,7 @@ Test(reports, html_numbers_are_the_json_numbers) {
     const cJSON *stages = cJSON_GetObjectItem(json_obj(json, "simulation", "$"), "stages");
     cr_expect_eq(cJSON_GetArraySize(stages), 4, "pp=4: four simulated stages");
     check_page(html, json, "report.html", 4);
+    cr_expect_eq(count(html, "The chart shows the best ten layouts."), 2, "12 layouts, 10 bars per chart");
     cr_expect_str_eq(html, again, "two runs of the same report differ");
     cJSON_Delete(json);
     free(html);
@@ -230,10 +284,43 @@ Test(reports, capacity_arithmetic_and_options) {
     char *written = read_file(csv);
     cr_assert_not_null(written);
     cr_expect(starts_with(written, "rank,layout,dp,tp,"), "%s is not the CSV: %.60s", csv, written);
-    cr_expect_eq(count_lines(written), 4, "header + 3 layouts");
+    char *blank = strstr(written, "\n\n");
+    cr_assert_not_null(blank, "%s: no blank line between the layouts table and the sections", csv);
+    blank[1] = '\0';
+    cr_expect_eq(count_lines(written), 4, "header + 3 layouts before the sections");
     free(written);
     char names[4096];
     cr_expect_eq(list_dir(dir, names, sizeof names), 2, "left behind: %s", names);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* A system without a power figure (cpu-localhost: "power_w" 0, "unknown"): no energy anywhere,
+ * rather than 0 kWh. */
+Test(reports, energy_left_out_without_power) {
+    char *dir = make_temp_dir();
+    static const char *const cpu[] = {"--model", "tiny", "--system", "cpu-localhost", "--gpus", "2",
+                                      "--global-batch", "8", "--seq", "64", "--top", "2", NULL};
+    char *plan = make_plan(dir, "plan.json", cpu);
+    char *html = report(plan, "html", NULL, NULL), *md = report(plan, "md", NULL, NULL);
+    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const cJSON *cap = json_obj(json, "capacity", "$");
+    cr_expect(json_num(cap, "gpu_hours", "capacity") > 0, "the other figures are there");
+    cr_expect(cJSON_GetObjectItem(cap, "energy_kwh") == NULL && cJSON_GetObjectItem(cap, "power_w") == NULL,
+              "JSON: energy without a power figure");
+    cr_expect(strstr(md, "| energy at") == NULL && strstr(md, "kWh") == NULL, "Markdown: energy without a power figure");
+    cr_expect(strstr(csv, "capacity,energy_kwh") == NULL, "CSV: energy without a power figure");
+    cr_expect(!has_tag(html, "capacity.energy_kwh") && strstr(html, "energy at") == NULL && strstr(html, "kWh") == NULL,
+              "HTML: energy without a power figure");
+    tagged_stats st = check_tagged(html, json, "report.html on cpu-localhost");
+    cr_expect_eq(st.failures, 0);
+    cJSON_Delete(json);
+    free(html);
+    free(md);
+    free(csv);
+    free(text);
     free(plan);
     remove_dir(dir);
 }
@@ -271,6 +358,85 @@ Test(reports, golden_markdown_and_csv) {
     check_golden(csv, "tests/data/reports/llama2-7b-16xh100.csv");
     free(md);
     free(csv);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* The next RFC 4180 field of a CSV record at *p into buf (quotes undone); *p moves past the
+ * field's comma, or stops at the end of the record. Returns 0 at the end of the record. */
+static int csv_next(const char **p, char *buf, size_t cap) {
+    const char *s = *p;
+    size_t n = 0;
+    if (*s == '\n' || *s == '\0') return 0;
+    if (*s == '"') {
+        for (s++; *s && !(*s == '"' && s[1] != '"'); s++) {
+            if (*s == '"') s++; /* a doubled quote */
+            if (n + 1 < cap) buf[n++] = *s;
+        }
+        cr_assert_eq(*s, '"', "unterminated quoted CSV field");
+        s++;
+    } else {
+        for (; *s && *s != ',' && *s != '\n'; s++)
+            if (n + 1 < cap) buf[n++] = *s;
+    }
+    buf[n] = '\0';
+    cr_assert(*s == ',' || *s == '\n' || *s == '\0', "CSV field followed by '%c'", *s);
+    *p = s + (*s == ',');
+    return 1;
+}
+
+/* Scalars under a JSON item (objects and arrays walked). */
+static int json_leaves(const cJSON *item) {
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item)) return 1;
+    int n = 0;
+    for (const cJSON *c = item->child; c; c = c->next) n += json_leaves(c);
+    return n;
+}
+
+/* After the layouts table and a blank line, the CSV holds "section,key,value" rows: every
+ * scalar of the JSON form's sections (all but the layouts), each equal to the JSON's. */
+Test(reports, csv_sections_are_the_json_values) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    const char *p = strstr(csv, "\n\nsection,key,value\n");
+    cr_assert_not_null(p, "no \"section,key,value\" table after a blank line:\n%s", csv);
+    p += strlen("\n\nsection,key,value\n");
+    int rows = 0, seen[6] = {0};
+    static const char *const sections[] = {"question", "answer", "simulation", "capacity", "assumptions", "layouts"};
+    for (; *p; p += *p == '\n', rows++) {
+        char section[64], key[128], value[1024], path[200];
+        cr_assert(csv_next(&p, section, sizeof section) && csv_next(&p, key, sizeof key) &&
+                      csv_next(&p, value, sizeof value),
+                  "row %d: fewer than three fields", rows + 1);
+        cr_assert(!csv_next(&p, path, sizeof path), "row %d: more than three fields", rows + 1);
+        for (int s = 0; s < 6; s++) seen[s] += strcmp(section, sections[s]) == 0;
+        snprintf(path, sizeof path, "%s.%s", section, key);
+        const cJSON *item = json_at_path(json, path);
+        cr_assert_not_null(item, "CSV %s is not in the JSON form", path);
+        if (cJSON_IsNumber(item)) {
+            char *end;
+            double v = strtod(value, &end);
+            cr_expect(*end == '\0' && fabs(v - item->valuedouble) <= 1e-9 * fabs(item->valuedouble), "%s: CSV %s, JSON %.17g",
+                      path, value, item->valuedouble);
+        } else if (cJSON_IsBool(item)) {
+            cr_expect_str_eq(value, cJSON_IsTrue(item) ? "true" : "false", "%s", path);
+        } else {
+            cr_expect(cJSON_IsString(item) && strcmp(value, item->valuestring) == 0, "%s: CSV \"%s\"", path, value);
+        }
+    }
+    for (int s = 0; s < 5; s++) cr_expect_gt(seen[s], 0, "no %s rows", sections[s]);
+    cr_expect_eq(seen[5], 0, "the layouts are the table, not rows");
+    int leaves = 0;
+    for (const cJSON *s = json->child; s; s = s->next)
+        if (cJSON_IsObject(s)) leaves += json_leaves(s);
+    cr_expect_eq(rows, leaves, "%d CSV rows for %d scalars in the JSON form's sections", rows, leaves);
+    cr_expect(strstr(csv, "\nsimulation,stages[3].bubble_s,") != NULL, "pp=4: the fourth stage's bubble");
+    cJSON_Delete(json);
+    free(csv);
+    free(text);
     free(plan);
     remove_dir(dir);
 }

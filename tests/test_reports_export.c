@@ -4,9 +4,11 @@
  *    full recompute, unfused attention, 1F1B or interleaved), exported as Megatron-LM arguments
  *    that reproduce t, p, d = GPUs / (t·p) and the batch exactly, and as a DeepSpeed config that
  *    parses and keeps train_batch_size = micro-batch × accumulation × dp;
- *  - what a framework cannot say becomes a '#' line: ZB-H1, ZeRO-2/3 in Megatron, uneven
- *    pipeline splits (given as --pipeline-model-parallel-layout), MoE and precision flags;
- *  - bad input exits 2 with one line. */
+ *  - what a framework cannot say becomes a '#' line: ZB-H1, ZeRO-2/3 in Megatron, AutoTP with
+ *    ZeRO-3 in DeepSpeed (left out of the config), uneven pipeline splits (given as
+ *    --pipeline-model-parallel-layout), MoE and precision flags;
+ *  - selective recompute without full recompute's method flags; the distributed optimizer at zero=1;
+ *  - bad input exits 2 with one line; --help exits 0. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -202,6 +204,53 @@ Test(export, what_frameworks_cannot_say_is_said) {
     remove_dir(dir);
 }
 
+/* Megatron-LM (megatron/training/arguments.py): --recompute-method and --recompute-num-layers
+ * belong to full recompute only ("recompute method is not yet supported for selective recomputing
+ * granularity"); selective recomputes core attention (--recompute-modules' default). The
+ * distributed optimizer shards the optimizer states over data-parallel ranks, which is ZeRO-1
+ * itself: no comment then, unlike zero=2/3. */
+Test(export, megatron_selective_recompute_and_distributed_optimizer) {
+    char *dir, *plan;
+    cli_result r = export_fixed("llama2-7b", "8", "64", "tp=1,pp=1,zero=1,recompute=selective", "bf16", "megatron",
+                                &dir, &plan);
+    const char *line = flags_line(r.out);
+    cr_assert_not_null(line, "%s", r.out);
+    cr_expect(strstr(line, "--recompute-granularity selective") != NULL, "%s", line);
+    cr_expect(!has_flag(line, "--recompute-method") && !has_flag(line, "--recompute-num-layers"),
+              "selective takes no method or layer count: %s", line);
+    cr_expect(has_flag(line, "--use-distributed-optimizer"), "zero=1: %s", line);
+    cr_expect(strstr(r.out, "# zero=") == NULL, "ZeRO-1 is what the distributed optimizer does:\n%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* DeepSpeed's AutoTP training runs with ZeRO stages 0-2 (deepspeed.ai/tutorials/autotp-training):
+ * at zero=2 the config asks for it; at zero=3 it leaves "tensor_parallel" out and says why. */
+Test(export, deepspeed_autotp_only_with_zero_0_to_2) {
+    static const struct {
+        const char *fix;
+        int zero, autotp;
+        const char *note;
+    } cases[] = {{"tp=2,pp=1,zero=2", 2, 2, "# tp=2: \"tensor_parallel.autotp_size\""},
+                 {"tp=2,pp=1,zero=3", 3, 0, "# tp=2 with zero=3: DeepSpeed's AutoTP training supports ZeRO stages 0-2"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir, *plan;
+        cli_result r = export_fixed("llama2-7b", "8", "64", cases[i].fix, "bf16", "deepspeed", &dir, &plan);
+        cJSON *ds = parse_json_output(&r, cases[i].fix);
+        cr_expect_eq(json_num(json_obj(ds, "zero_optimization", "$"), "stage", "zero_optimization"), cases[i].zero,
+                     "%s", cases[i].fix);
+        const cJSON *tp = cJSON_GetObjectItem(ds, "tensor_parallel");
+        if (cases[i].autotp) cr_expect_eq(json_num(tp, "autotp_size", "tensor_parallel"), cases[i].autotp);
+        else cr_expect(tp == NULL, "%s: \"tensor_parallel\" with ZeRO-3, which AutoTP does not run", cases[i].fix);
+        cr_expect(strstr(r.err, cases[i].note) != NULL, "%s: notes: %s", cases[i].fix, r.err);
+        cJSON_Delete(ds);
+        cli_result_free(&r);
+        free(plan);
+        remove_dir(dir);
+    }
+}
+
 Test(export, uneven_pipeline_split_as_a_layout) {
     const char *const args[] = {"--model", "megatron-gpt-1.7b", "--system", "a100-80g-dgx", "--gpus", "5",
                                 "--global-batch", "10", "--seq", "2048", "--fix", "tp=1,pp=5", NULL};
@@ -269,6 +318,11 @@ Test(export, bad_input_exits_2_with_one_line) {
         cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
         cli_result_free(&r);
     }
+    cli_result r = run_cli("export", "--help", NULL);
+    cr_expect_eq(r.status, 0, "export --help: exit %d", r.status);
+    cr_expect(starts_with(r.out, "usage: tessera export "), "export --help: %s", r.out);
+    cr_expect_eq(r.err_len, 0, "export --help: stderr: %s", r.err);
+    cli_result_free(&r);
     free(plan);
     remove_dir(dir);
 }

@@ -1,7 +1,8 @@
 /* `tessera sweep` as users see it: JSON rows for 8..64 GPUs, each the planner's best at that count
  * (checked against `tessera plan --top 1`), GPU-major and monotone; counts where nothing fits as
  * rows saying so (exit 0), exit 3 when nothing fits anywhere; the HTML page's numbers are the
- * JSON's; the table; bad input (GPU lists, systems) exits 2 with one line. */
+ * JSON's; the table; the progress bar on a terminal only (a pseudo-terminal); --help; bad input
+ * (GPU lists, systems) exits 2 with one line. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -108,6 +109,41 @@ Test(sweep, html_page_numbers_are_the_json_numbers) {
     remove_dir(dir);
 }
 
+/* The progress bar: drawn on stderr when stderr is a terminal and the sweep has run longer than
+ * TESSERA_PROGRESS_AFTER_S (0 here, so it shows at once), cleared at the end; never when stderr
+ * is a file, and not on a terminal for a sweep quicker than the default half second. */
+Test(sweep, progress_bar_only_on_a_terminal) {
+    const char *const args[] = {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8..64", NULL};
+    cr_assert_eq(setenv("TESSERA_PROGRESS_AFTER_S", "0", 1), 0);
+    cli_result r = run_argv_tty(args);
+    cr_expect_eq(r.status, 0, "exit %d, terminal: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "\rtessera sweep: [") != NULL && strstr(r.err, "] 1/4") != NULL &&
+                  strstr(r.err, "] 4/4") != NULL,
+              "no progress bar on the terminal: \"%s\"", r.err);
+    cr_expect(strstr(r.err, "\r\033[K") != NULL, "the bar is not cleared at the end: \"%s\"", r.err);
+    cr_expect(strstr(r.out, "# gpus system") != NULL && strstr(r.out, "tessera sweep: [") == NULL,
+              "the table, and no bar, on stdout: %s", r.out);
+    cli_result_free(&r);
+
+    r = run_argv(args);
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(r.err_len, 0, "stderr is a file, yet: \"%s\"", r.err);
+    cli_result_free(&r);
+
+    cr_assert_eq(unsetenv("TESSERA_PROGRESS_AFTER_S"), 0);
+    const char *const quick[] = {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", NULL};
+    r = run_argv_tty(quick);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.err, "tessera sweep: [") == NULL, "a bar for a quick sweep: \"%s\"", r.err);
+    cli_result_free(&r);
+
+    cr_assert_eq(setenv("TESSERA_PROGRESS_AFTER_S", "soon", 1), 0);
+    r = run_argv(quick);
+    cr_expect_eq(r.status, 2, "TESSERA_PROGRESS_AFTER_S=soon: exit %d", r.status);
+    cr_expect(one_line_error(r.err, "sweep"), "%s", r.err);
+    cli_result_free(&r);
+}
+
 Test(sweep, bad_input_exits_2_with_one_line) {
     const char *const cases[][10] = {
         {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "", NULL},
@@ -128,4 +164,9 @@ Test(sweep, bad_input_exits_2_with_one_line) {
         cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
         cli_result_free(&r);
     }
+    cli_result r = run_cli("sweep", "--help", NULL);
+    cr_expect_eq(r.status, 0, "sweep --help: exit %d", r.status);
+    cr_expect(starts_with(r.out, "usage: tessera sweep "), "sweep --help: %s", r.out);
+    cr_expect_eq(r.err_len, 0, "sweep --help: stderr: %s", r.err);
+    cli_result_free(&r);
 }
