@@ -1142,31 +1142,90 @@ static int model_mixes_kinds(const ts_model *m) {
     return moe > 0 && moe < m->layers;
 }
 
+/* Whether a split of `l` could have a faster slowest stage than its even form (auto's test for
+ * models of one kind of layer, no GLPK). A relaxation of the program: memory dropped, every layer
+ * at the least time any allowed policy gives any kind (t), every stage at its least fixed time
+ * (f_s). A split whose slowest stage beats the even form's, M, holds on stage s at most n_s
+ * layers, the most with f_s + n_s·t < M; one exists only if every n_s ≥ vpp and Σ_s n_s ≥ L.
+ * An even form forced into recompute passes whenever the faster policies leave room (M is its
+ * recomputing stage's); an even form balanced to within a layer fails (llama2-70b's 80 layers on
+ * 8 stages: no whole layer can move off the LM head's stage without making another slower).
+ * Cost: the instance's closed-form costs, microseconds. */
+static int split_may_gain(const ts_problem *pb, unsigned policies, const ts_layout *l) {
+    ts_partition_problem p;
+    ts_split even;
+    if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) {
+        ts_error_clear();
+        return 1; /* cannot tell: let the program decide */
+    }
+    int gain = 1;
+    if (ts_split_init(&even, p.pp, p.vpp) != TS_OK) {
+        ts_error_clear();
+        goto exit;
+    }
+    ts_partition_uniform(&p, l->recompute, &even);
+    double M = even.max_stage_s * (1 - 1e-9), t = INFINITY;
+    for (int kd = 0; kd < p.n_kinds; kd++)
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(&p, k)) t = fmin(t, p.time_s[kd][k]);
+    if (t > 0 && isfinite(t)) {
+        long long room = 0;
+        for (int s = 0; s < p.pp && gain; s++) {
+            double f = INFINITY;
+            for (int k = 0; k < K_POL; k++)
+                if (policy_allowed(&p, k)) f = fmin(f, p.fixed_time_s[s * K_POL + k]);
+            double x = (M - f) / t;
+            long long n = x > 0 ? (long long)ceil(x) - 1 : -1;
+            if (n < p.vpp) gain = 0;
+            room += n;
+        }
+        gain = gain && room >= p.layers;
+    }
+    ts_split_free(&even);
+exit:
+    ts_partition_problem_free(&p);
+    return gain;
+}
+
 ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
                                 ts_search_result *out) {
     ts_status st = ts_search(pb, opts, out);
     if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE)) return st;
     int nothing_fits = st == TS_ERR_INFEASIBLE;
-    if (mode == TS_PARTITION_AUTO && !nothing_fits &&
-        (!model_mixes_kinds(&pb->model) || opts->objective == TS_OBJ_MEMORY))
-        return st;
+    /* auto, when something fits evenly: with the memory objective the even split stands; with
+     * one kind of layer only the best layouts whose even form split_may_gain says could be beaten
+     * (forced into recompute, or a stage slower than the rest by more than a layer). */
+    int screen = mode == TS_PARTITION_AUTO && !nothing_fits;
+    if (screen && opts->objective == TS_OBJ_MEMORY) return st;
+    if (screen && model_mixes_kinds(&pb->model)) screen = 0;
+    unsigned policies = 0;
+    if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) policies = 1u << opts->pins.value.recompute;
     char reason[sizeof out->reason];
     memcpy(reason, out->reason, sizeof reason);
 
     double t0 = now_s();
     ts_status res = TS_OK;
     int cap = out->n_best + PART_TOP + PART_NEAR, n = 0, tried = 0;
-    ranked *list = calloc((size_t)cap, sizeof *list);
+    ranked *list = NULL;
     ts_layout *cand = calloc((size_t)(PART_TOP + PART_NEAR), sizeof *cand);
     ts_search_result near = {0};
-    TS_ALLOC_GOTO(list, res, exit);
     TS_ALLOC_GOTO(cand, res, exit);
     int n_cand = 0;
-    for (int i = 0; i < out->n_best && n_cand < PART_TOP; i++) {
-        int dup = out->best[i].layout.pp == 1;
-        for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &out->best[i].layout);
-        if (!dup) cand[n_cand++] = out->best[i].layout;
+    ts_layout seen[PART_TOP];
+    for (int i = 0, n_seen = 0; i < out->n_best && n_seen < PART_TOP; i++) {
+        const ts_layout *l = &out->best[i].layout;
+        int dup = l->pp == 1;
+        for (int j = 0; j < n_seen && !dup; j++) dup = same_but_recompute(&seen[j], l);
+        if (dup) continue;
+        seen[n_seen++] = *l;
+        if (!screen || split_may_gain(pb, policies, l)) cand[n_cand++] = *l;
     }
+    if (screen && n_cand == 0) { /* nothing to gain: the even search's result, untouched */
+        free(cand);
+        return st;
+    }
+    list = calloc((size_t)cap, sizeof *list);
+    TS_ALLOC_GOTO(list, res, exit);
     /* Layouts that would fit with more memory: where uneven stages may make room (auto: only
      * when nothing fits; the extra search costs about as much as the first). */
     ts_problem roomy = *pb;

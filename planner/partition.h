@@ -117,8 +117,11 @@ extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto";
  * else the fastest; with ilp, or when nothing fits). A candidate whose split fits and beats its
  * even forms replaces them in the ranking (out->splits holds the split, and the layout's
  * recompute field the policy most stages use). uniform: ts_search alone; ilp: always; auto: when
- * the model mixes kinds of layer (dense and MoE) or nothing fits evenly (the memory objective:
- * only then). Returns like ts_search; TS_OK when only uneven splits fit. */
+ * nothing fits evenly (then also the closest layouts), when the model mixes kinds of layer (dense
+ * and MoE), and otherwise on those of the best four whose even split a relaxation says a split
+ * could beat (forced into recompute, or a stage slower than the rest by more than a layer; with
+ * the memory objective: only when nothing fits). Returns like ts_search; TS_OK when only uneven
+ * splits fit. */
 ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
                                 ts_search_result *out);
 

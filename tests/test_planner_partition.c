@@ -356,6 +356,111 @@ Test(planner_partition, program_follows_the_split) {
     cr_assert_str_eq(ts_error_message(), "uneven stages hold 33 layers, expected the model's 32");
 }
 
+/* --partition auto, uniform and ilp through the planner (ts_search_partitioned). */
+static ts_search_result search_mode(const ts_problem *pb, const char *fix, int top, ts_partition_mode mode) {
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    o.top_k = top;
+    if (fix) cr_assert_eq(ts_pins_parse("--fix", fix, &o.pins), TS_OK, "%s", ts_error_message());
+    ts_search_result r;
+    cr_assert_eq(ts_search_partitioned(pb, &o, mode, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
+                 ts_error_message());
+    return r;
+}
+
+static int has_uneven(const ts_search_result *r) {
+    for (int i = 0; r->splits && i < r->n_best; i++)
+        if (r->splits[i].pp > 0) return 1;
+    return 0;
+}
+
+/* A model mixing dense and MoE layers (DeepSeek-V3: 3 dense, 58 MoE): auto re-partitions, and
+ * the first stage's split is uneven and faster than the even split. */
+Test(planner_partition, auto_partitions_a_mixed_model) {
+    ts_problem pb = problem("deepseek-v3", "h800-dgx", 2048, 15360, 4096);
+    ts_search_result a = search_mode(&pb, "tp=1,pp=16,ep=64", 3, TS_PARTITION_AUTO);
+    ts_search_result u = search_mode(&pb, "tp=1,pp=16,ep=64", 3, TS_PARTITION_UNIFORM);
+    cr_assert_gt(a.partitioned, 0);
+    cr_assert(has_uneven(&a));
+    cr_assert_lt(a.best[0].step_s, u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+                 u.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&u);
+}
+
+/* One kind of layer, the even split forced into full recompute (Llama 3 405B on 16 stages of
+ * 126 layers, 8K tokens): auto re-splits the best layouts and finds what ilp finds; uniform
+ * keeps the even split. */
+Test(planner_partition, auto_partitions_a_dense_model_where_the_program_wins) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
+    const char *fix = "tp=8,pp=16,cp=1";
+    ts_search_result a = search_mode(&pb, fix, 3, TS_PARTITION_AUTO);
+    ts_search_result i = search_mode(&pb, fix, 3, TS_PARTITION_ILP);
+    ts_search_result u = search_mode(&pb, fix, 3, TS_PARTITION_UNIFORM);
+    cr_assert_eq(u.best[0].layout.recompute, TS_RECOMPUTE_FULL, "the even split was expected to need full recompute");
+    cr_assert_eq(u.partitioned, 0);
+    cr_assert(!has_uneven(&u));
+    cr_assert_gt(a.partitioned, 0);
+    cr_assert(a.splits && a.splits[0].pp == 16, "auto's best should be an uneven split");
+    cr_assert_lt(a.best[0].step_s, 0.9 * u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+                 u.best[0].step_s);
+    cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
+                       a.best[0].step_s, i.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&i);
+    ts_search_result_free(&u);
+}
+
+/* The README's question (Llama 2 70B on 64 H100s): every best layout's even split is balanced to
+ * within a layer and recomputes nothing, so auto runs no program (the plan stays as fast as the
+ * search alone) and ilp, which does, finds nothing better. */
+Test(planner_partition, auto_skips_layouts_the_program_cannot_improve) {
+    ts_problem pb = problem("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096);
+    ts_search_result a = search_mode(&pb, NULL, 10, TS_PARTITION_AUTO);
+    ts_search_result i = search_mode(&pb, NULL, 10, TS_PARTITION_ILP);
+    cr_assert_eq(a.partitioned, 0);
+    cr_assert(!has_uneven(&a));
+    cr_assert_gt(i.partitioned, 0);
+    cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
+                       a.best[0].step_s, i.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&i);
+}
+
+/* `tessera plan` re-partitions by default (auto) and not with --partition uniform. */
+Test(planner_partition, cli_default_is_auto) {
+    const char *base[] = {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,cp=1", "--top", "2",
+                          "--json"};
+    double step[3];
+    int partitioned[3];
+    const char *modes[3] = {NULL, "auto", "uniform"};
+    for (int m = 0; m < 3; m++) {
+        const char *args[24];
+        int n = 0;
+        for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) args[n++] = base[k];
+        if (modes[m]) {
+            args[n++] = "--partition";
+            args[n++] = modes[m];
+        }
+        args[n] = NULL;
+        cli_result r = run_argv(args);
+        cJSON *root = parse_json_output(&r, "plan --json");
+        partitioned[m] = (int)json_num(root, "partitioned", "$");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
+        step[m] = json_num(best, "step_s", "$.layouts[0]");
+        cr_assert_eq(cJSON_GetObjectItemCaseSensitive(best, "stages") != NULL, m < 2, "%s: stages",
+                     modes[m] ? modes[m] : "default");
+        cJSON_Delete(root);
+        cli_result_free(&r);
+    }
+    cr_assert_eq(step[0], step[1], "default %.6f s, auto %.6f s", step[0], step[1]);
+    cr_assert_eq(partitioned[0], partitioned[1]);
+    cr_assert_gt(partitioned[0], 0);
+    cr_assert_eq(partitioned[2], 0);
+    cr_assert_lt(step[0], step[2]);
+}
+
 /* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
  * on stage 0, 3 on stage 1 — with the same losses as one rank, bit for bit. */
 static cJSON *run_losses(const char *plan) {
