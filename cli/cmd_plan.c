@@ -28,6 +28,8 @@ static void help(void) {
            "                         the model mixes dense and MoE layers, nothing fits evenly, or a\n"
            "                         best layout's even split recomputes or has a stage slower than\n"
            "                         the rest by more than a layer\n"
+           "      --partition-time-limit S  GLPK's time per layout (default 0.25 s); a split found\n"
+           "                         when it strikes is marked time-limit, not optimal\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -105,6 +107,9 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
     if (r->partitioned)
         printf("# partitioned: %d layouts re-split into uneven stages with a recompute policy each (GLPK) in %.3f s\n",
                r->partitioned, r->partition_s);
+    if (r->partition_errors)
+        printf("# partition: GLPK failed on %d layouts, which keep their even split: %s\n", r->partition_errors,
+               r->partition_error);
     if (sim_step_s)
         printf("# refined: simulated the best %d (one rank per stage) in %.3f s, re-ranked by simulated step time\n",
                refined, refine_s);
@@ -146,8 +151,13 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
     for (int i = 0; r->splits && i < r->n_best; i++) {
         char text[1024];
         if (r->splits[i].pp == 0) continue;
-        ts_split_format(&r->splits[i], text, sizeof text);
-        printf("# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s\n", i + 1, text);
+        const ts_split *sp = &r->splits[i];
+        ts_split_format(sp, text, sizeof text);
+        printf("# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s", i + 1, text);
+        if (sp->status == TS_PART_TIME_LIMIT) /* GLPK's incumbent: say how far from proven it may be */
+            printf(" (time-limit: not proven optimal; slowest stage %.4g s per micro-batch, bound %.4g s)",
+                   sp->max_stage_s, sp->bound_s);
+        putchar('\n');
     }
 }
 
@@ -173,15 +183,18 @@ static double now_s(void) {
 
 int cmd_plan(int argc, char **argv) {
     const char *cmd = "plan", *output = NULL;
-    int json = 0, top_k = 0, refine_k = 0, partition = TS_PARTITION_AUTO;
+    int json = 0, top_k = 0, refine_k = 0;
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
         {"partition", required_argument, 0, OPT_PARTITION},
+        {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -193,12 +206,15 @@ int cmd_plan(int argc, char **argv) {
         case 'r': refine_k = (int)cli_int(cmd, "--refine", optarg, 1, 100000); break;
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
-        case OPT_PARTITION:
-            partition = -1;
+        case OPT_PARTITION: {
+            int mode = -1;
             for (int m = 0; m < TS_PARTITION_COUNT; m++)
-                if (strcmp(optarg, ts_partition_mode_names[m]) == 0) partition = m;
-            if (partition < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
+                if (strcmp(optarg, ts_partition_mode_names[m]) == 0) mode = m;
+            if (mode < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
+            po.mode = (ts_partition_mode)mode;
             break;
+        }
+        case OPT_PARTITION_TIME: po.time_limit_s = cli_num(cmd, "--partition-time-limit", optarg, 1e-9, 3600); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
@@ -212,11 +228,14 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_load(cmd, &pa, &pb);
 
     ts_search_result r;
-    ts_status st = ts_search_partitioned(&pb, &pa.search, (ts_partition_mode)partition, &r);
+    ts_status st = ts_search_partitioned(&pb, &pa.search, &po, &r);
     if (st != TS_OK) {
         ts_search_result_free(&r);
         cli_fail(cmd, st);
     }
+    if (r.partition_errors) /* also on stderr: with --json the table's note is not printed */
+        fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
+                r.partition_errors, r.partition_error);
     int refined = refine_k < r.n_best ? refine_k : r.n_best;
     double *sim_step_s = NULL, refine_s = 0;
     if (refine_k) {

@@ -119,6 +119,8 @@ ts_status ts_split_copy(ts_split *dst, const ts_split *src) {
     dst->slowest = src->slowest;
     dst->worst = src->worst;
     dst->fits = src->fits;
+    dst->status = src->status;
+    dst->bound_s = src->bound_s;
     return TS_OK;
 }
 
@@ -343,6 +345,30 @@ static int glpk_rc_handled(int rc) {
 
 static void glpk_error_jump(void *info) { longjmp(*(jmp_buf *)info, 1); }
 
+/* GLPK's terminal output. Its fatal errors print their reason and "Error detected in file ..."
+ * even with glp_term_out off (GLPK 5.0 env/error.c turns it back on), which would land in the
+ * middle of `plan --json`'s stdout. The hook keeps the last lines for the error message instead
+ * and suppresses the printing (a nonzero return; GLPK reference manual, glp_term_hook). */
+typedef struct {
+    char text[256];
+    size_t len;
+} glpk_terminal;
+
+static int glpk_term_capture(void *info, const char *s) {
+    glpk_terminal *t = info;
+    for (; *s; s++) {
+        char c = *s == '\n' ? ' ' : *s;
+        if (t->len + 1 >= sizeof t->text) { /* keep the newest text */
+            memmove(t->text, t->text + sizeof t->text / 2, sizeof t->text / 2);
+            t->len -= sizeof t->text / 2;
+        }
+        if (c == ' ' && (t->len == 0 || t->text[t->len - 1] == ' ')) continue;
+        t->text[t->len++] = c;
+    }
+    t->text[t->len] = '\0';
+    return 1;
+}
+
 /* Column and row assembly: one dense coefficient buffer over the columns, flushed into a row. */
 typedef struct {
     glp_prob *lp;
@@ -406,8 +432,12 @@ static double add_count(builder *b, const columns *c, int V, int t, int g, doubl
 }
 
 /* The infeasibility in words: the uniform split with each stage's least-memory policy. */
-static void explain_infeasible(const ts_partition_problem *p, char *why, size_t cap) {
+static void explain_infeasible(const ts_partition_problem *p, ts_partition_info *info) {
+    char *why = info->why;
+    size_t cap = sizeof info->why;
     int V = p->pp * p->vpp;
+    info->short_stage = 0;
+    info->short_bytes = INFINITY;
     if (V > p->layers) {
         snprintf(why, cap, "%d×%d virtual stages exceed the %d layers (each needs at least one)", p->pp, p->vpp,
                  p->layers);
@@ -432,6 +462,8 @@ static void explain_infeasible(const ts_partition_problem *p, char *why, size_t 
     }
     ts_partition_evaluate(p, &s);
     int i = s.worst;
+    info->short_stage = i;
+    info->short_bytes = s.stage_bytes[i] - p->usable_bytes;
     char text[1024];
     ts_split_format(&s, text, sizeof text);
     snprintf(why, cap,
@@ -549,6 +581,29 @@ static ts_status stage_time_levels(const ts_partition_problem *p, const int *kin
     *out = lv;
     *n_out = m;
     return TS_OK;
+}
+
+/* A lower bound of the slowest stage's time that needs no program: the fluid balance (every
+ * layer and fixed part at its fastest allowed policy, spread evenly over the stages) and each
+ * stage's least fixed time plus vpp of the fastest layers. What a time limit reports when GLPK
+ * proved nothing better. */
+static double relaxed_bound_s(const ts_partition_problem *p) {
+    double total = 0, most = 0, t_any = INFINITY, t_kind[TS_PART_MAX_KINDS];
+    for (int t = 0; t < p->n_kinds; t++) {
+        t_kind[t] = INFINITY;
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(p, k)) t_kind[t] = fmin(t_kind[t], p->time_s[t][k]);
+        t_any = fmin(t_any, t_kind[t]);
+    }
+    for (int x = 0; x < p->layers; x++) total += t_kind[p->kind[x]];
+    for (int s = 0; s < p->pp; s++) {
+        double f = INFINITY;
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(p, k)) f = fmin(f, p->fixed_time_s[s * K_POL + k]);
+        total += f;
+        most = fmax(most, f + p->vpp * t_any);
+    }
+    return fmax(total / p->pp, most);
 }
 
 /* Given the layers, stages are independent: each takes its fastest policy that fits (the
@@ -898,7 +953,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
                      pp, p->vpp, budget_s);
         } else {
             info->status = TS_PART_INFEASIBLE;
-            explain_infeasible(p, info->why, sizeof info->why);
+            explain_infeasible(p, info);
         }
         ts_split_free(out);
         res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
@@ -906,7 +961,10 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
     }
     info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
     ts_partition_evaluate(p, out);
-    info->bound_s = info->status == TS_PART_OPTIMAL ? out->max_stage_s : lo_s * ts;
+    info->bound_s = info->status == TS_PART_OPTIMAL ? out->max_stage_s
+                                                    : fmin(out->max_stage_s, fmax(lo_s * ts, relaxed_bound_s(p)));
+    out->status = info->status;
+    out->bound_s = info->bound_s;
 search_exit:
     free(levels);
     free(val);
@@ -925,7 +983,7 @@ ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_pa
         return TS_FAIL(TS_ERR_INPUT, "partition: %d layer kinds, expected 1..%d", p->n_kinds, TS_PART_MAX_KINDS);
     if (V > L) {
         info->status = TS_PART_INFEASIBLE;
-        explain_infeasible(p, info->why, sizeof info->why);
+        explain_infeasible(p, info);
         return TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
     }
     ts_status res = TS_OK;
@@ -958,20 +1016,29 @@ ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_pa
     /* volatile: read after a longjmp from GLPK's error hook. */
     glp_prob *volatile lp = NULL;
     jmp_buf env;
+    /* Static (thread-local): written through the hook between setjmp and longjmp, where an
+     * automatic object would be indeterminate (C11 7.13.2.1). */
+    static _Thread_local glpk_terminal term;
+    term.len = 0;
+    term.text[0] = '\0';
     if (setjmp(env)) {
         glp_error_hook(NULL, NULL);
-        glp_free_env(); /* frees every GLPK object, lp included */
+        glp_free_env(); /* frees every GLPK object, lp and the hooks included */
         lp = NULL;
-        res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program");
+        while (term.len > 0 && term.text[term.len - 1] == ' ') term.text[--term.len] = '\0';
+        res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program: %s",
+                      term.len ? term.text : "(it printed nothing)");
         goto cleanup;
     }
     glp_error_hook(glpk_error_jump, &env);
+    glp_term_hook(glpk_term_capture, &term);
     glp_term_out(GLP_OFF);
     lp = glp_create_prob();
     b.lp = lp;
     res = solve_glpk(p, &c, &b, out, info);
     glp_delete_prob(lp);
     lp = NULL;
+    glp_term_hook(NULL, NULL);
     glp_error_hook(NULL, NULL);
 cleanup:
     free(b.coef);
@@ -1084,7 +1151,10 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 
 #define PART_TOP 4          /* best layouts re-partitioned */
 #define PART_NEAR 4         /* layouts that do not fit evenly, re-partitioned */
-#define PART_TIME_LIMIT_S 0.25
+
+void ts_partition_opts_defaults(ts_partition_opts *o) {
+    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .time_limit_s = 0.25};
+}
 
 /* Layouts equal but for recompute (which the program chooses per stage). */
 static int same_but_recompute(const ts_layout *a, const ts_layout *b) {
@@ -1106,33 +1176,29 @@ static int ranked_cmp(const void *a, const void *b) {
     return (x->split.pp > 0) - (y->split.pp > 0);
 }
 
-/* Re-partitions `l`; on success (fits, valid) fills *e and *s and returns 1. */
-static int partition_one(const ts_problem *pb, const ts_search_opts *opts, const ts_layout *l, ts_eval *e,
-                         ts_split *s) {
-    unsigned policies = 0;
-    if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) policies = 1u << opts->pins.value.recompute;
+/* Re-partitions `l`. TS_OK with *e and *s filled when a split fits (valid under the closed
+ * form too); TS_ERR_INFEASIBLE when none does (*info says why; the error is cleared: no split is
+ * the usual answer); any other failure (GLPK's, memory) is returned with its message. */
+static ts_status partition_one(const ts_problem *pb, unsigned policies, const ts_partition_opts *po,
+                               const ts_layout *l, ts_eval *e, ts_split *s, ts_partition_info *info) {
     ts_partition_problem p;
-    if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) return 0;
-    p.time_limit_s = PART_TIME_LIMIT_S;
-    ts_partition_info info;
-    ts_status st = ts_partition_solve(&p, s, &info);
+    *info = (ts_partition_info){.short_bytes = INFINITY};
+    TS_CHECK(ts_partition_problem_of(pb, l, policies, &p));
+    p.time_limit_s = po->time_limit_s;
+    ts_status st = ts_partition_solve(&p, s, info);
     ts_partition_problem_free(&p);
-    if (st != TS_OK) {
-        ts_error_clear();
-        return 0;
-    }
+    if (st == TS_ERR_INFEASIBLE) ts_error_clear();
+    if (st != TS_OK) return st;
     int count[TS_RECOMPUTE_COUNT] = {0}, most = 0;
     for (int i = 0; i < s->pp; i++) count[s->recompute[i]]++;
     for (int k = 1; k < TS_RECOMPUTE_COUNT; k++)
         if (count[k] > count[most]) most = k;
     ts_layout lk = *l;
     lk.recompute = (ts_recompute)most;
-    if (ts_evaluate_split(pb, &lk, s, e) != TS_OK || !e->fits) {
-        ts_error_clear();
-        ts_split_free(s);
-        return 0;
-    }
-    return 1;
+    st = ts_evaluate_split(pb, &lk, s, e);
+    if (st == TS_OK && !e->fits) st = TS_ERR_INFEASIBLE; /* the instance's model and stages.c disagree */
+    if (st != TS_OK) ts_split_free(s);
+    return st;
 }
 
 static int model_mixes_kinds(const ts_model *m) {
@@ -1187,8 +1253,9 @@ exit:
     return gain;
 }
 
-ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out) {
+    ts_partition_mode mode = po->mode;
     ts_status st = ts_search(pb, opts, out);
     if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE)) return st;
     int nothing_fits = st == TS_ERR_INFEASIBLE;
@@ -1253,10 +1320,32 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
         list[n].key = ts_objective_value(pb, opts->objective, &list[n].e);
         n++;
     }
+    /* The closest candidate no split fits, for the nothing-fits message. */
+    double short_bytes = INFINITY;
+    char short_why[sizeof ((ts_partition_info *)0)->why] = "", short_layout[256] = "";
     for (int c = 0; c < n_cand; c++) {
         ranked r = {0};
+        ts_partition_info info;
         tried++;
-        if (!partition_one(pb, opts, &cand[c], &r.e, &r.split)) continue;
+        ts_status pst = partition_one(pb, policies, po, &cand[c], &r.e, &r.split, &info);
+        if (pst == TS_ERR_INFEASIBLE) {
+            if (info.short_bytes < short_bytes) {
+                short_bytes = info.short_bytes;
+                memcpy(short_why, info.why, sizeof short_why);
+                ts_layout_format(&cand[c], short_layout, sizeof short_layout);
+            }
+            continue;
+        }
+        if (pst == TS_ERR_EXTERNAL) { /* GLPK failed here: this layout keeps its even split, and the plan says so */
+            if (out->partition_errors++ == 0)
+                snprintf(out->partition_error, sizeof out->partition_error, "%s", ts_error_message());
+            ts_error_clear();
+            continue;
+        }
+        if (pst != TS_OK) {
+            res = pst;
+            goto exit;
+        }
         r.key = ts_objective_value(pb, opts->objective, &r.e);
         /* It replaces its even forms when better; otherwise it is dropped. */
         int beaten = 0;
@@ -1293,7 +1382,11 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     out->search_s += out->partition_s;
     if (keep == 0) {
         /* The search's reason is under 400 characters; the bound keeps the sentence whole. */
-        if (tried > 0)
+        if (tried > 0 && short_why[0])
+            snprintf(out->reason, sizeof out->reason,
+                     "%.400s; uneven stages (--partition) fit none of the %d closest layouts either (closest, "
+                     "%.140s: %.360s)", reason, tried, short_layout, short_why);
+        else if (tried > 0)
             snprintf(out->reason, sizeof out->reason,
                      "%.400s; uneven stages (--partition) fit none of the %d closest layouts either", reason, tried);
         else

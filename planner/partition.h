@@ -45,6 +45,14 @@ typedef struct {
 ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp);
 void ts_partition_problem_free(ts_partition_problem *p);
 
+typedef enum {
+    TS_PART_OPTIMAL,    /* proven optimal */
+    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
+    TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
+    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
+} ts_partition_status;
+extern const char *const ts_partition_status_names[];
+
 /* A split and what it costs under the instance's model. */
 typedef struct ts_split {
     int pp, vpp;
@@ -55,6 +63,10 @@ typedef struct ts_split {
     double max_stage_s;       /* the slowest stage's (the objective) */
     int slowest, worst;       /* stage with the most time, with the most memory */
     int fits;                 /* every stage within usable_bytes */
+    /* From ts_partition_solve (0 and 0 otherwise): OPTIMAL or TIME_LIMIT, and the lower bound
+     * of max_stage_s it proved (= max_stage_s when optimal). */
+    ts_partition_status status;
+    double bound_s;
 } ts_split;
 
 ts_status ts_split_init(ts_split *s, int pp, int vpp);
@@ -73,14 +85,6 @@ int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s);
  * layer; with vpp > 1 equal chunks, remainders to chunks 1..) with policy `rc` on every stage. */
 void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s);
 
-typedef enum {
-    TS_PART_OPTIMAL,    /* proven optimal */
-    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
-    TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
-    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
-} ts_partition_status;
-extern const char *const ts_partition_status_names[];
-
 typedef struct {
     ts_partition_status status;
     double solve_s;  /* wall time of glp_intopt, and of building the program */
@@ -88,11 +92,16 @@ typedef struct {
     int rows, cols, integer_cols;
     int glpk_calls;  /* glp_intopt runs of the search over T */
     char why[512];   /* infeasible / no split: in words */
+    /* Infeasible: the stage of the uniform split (each stage at its least-memory policy) most
+     * over the usable memory, and by how many bytes (what info.why says). */
+    int short_stage;
+    double short_bytes;
 } ts_partition_info;
 
 /* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
  * TIME_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
- * when GLPK fails. */
+ * when GLPK fails (the message quotes what GLPK printed; GLPK's terminal output never reaches
+ * stdout). */
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
 
 /* Every contiguous split × every policy per stage: the optimum by enumeration, for small
@@ -111,6 +120,13 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
 typedef enum { TS_PARTITION_UNIFORM, TS_PARTITION_ILP, TS_PARTITION_AUTO, TS_PARTITION_COUNT } ts_partition_mode;
 extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto"; NULL-ended */
 
+typedef struct {
+    ts_partition_mode mode;
+    double time_limit_s; /* per layout (--partition-time-limit; default 0.25 s) */
+} ts_partition_opts;
+
+void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, 0.25 s */
+
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
  * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
@@ -121,8 +137,10 @@ extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto";
  * and MoE), and otherwise on those of the best four whose even split a relaxation says a split
  * could beat (forced into recompute, or a stage slower than the rest by more than a layer; with
  * the memory objective: only when nothing fits). Returns like ts_search; TS_OK when only uneven
- * splits fit. */
-ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+ * splits fit; then the message (and `reason`) ends with the solver's sentence for the closest
+ * candidate: which stage of its even split is short, by how much. A layout on which GLPK fails is
+ * kept even and counted in out->partition_errors, the first message in out->partition_error. */
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out);
 
 /* The planner's closed form (planner/stages.c) of layout `l` under split `s` (s->pp = l->pp,

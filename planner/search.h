@@ -40,11 +40,13 @@ typedef struct {
     double search_s;
     ts_eval closest;     /* the valid layout needing the least memory (meaningful when n_best==0) */
     int has_closest;
-    char reason[512];    /* when nothing fits: why, and what would */
+    char reason[1024];   /* when nothing fits: why, and what would */
     /* Uneven stages (planner/partition.h, ts_search_partitioned): */
     struct ts_split *splits; /* (n_best) best[i]'s split, pp = 0 for the even one; NULL: all even */
     int partitioned;         /* layouts whose stages the program re-partitioned */
     double partition_s;      /* the time that took (inside search_s) */
+    int partition_errors;    /* layouts on which GLPK failed (kept even) */
+    char partition_error[512]; /* the first such failure's message */
 } ts_search_result;
 
 /* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say

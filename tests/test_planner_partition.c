@@ -5,12 +5,14 @@
  * (suite `mpi`) running an uneven split. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <glpk.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "planner/partition.h"
+#include "planner/plan_json.h"
 #include "planner/schedule.h"
 #include "sim/program.h"
 #include "tests/helpers.h"
@@ -362,8 +364,11 @@ static ts_search_result search_mode(const ts_problem *pb, const char *fix, int t
     ts_search_opts_defaults(&o);
     o.top_k = top;
     if (fix) cr_assert_eq(ts_pins_parse("--fix", fix, &o.pins), TS_OK, "%s", ts_error_message());
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
+    po.mode = mode;
     ts_search_result r;
-    cr_assert_eq(ts_search_partitioned(pb, &o, mode, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
+    cr_assert_eq(ts_search_partitioned(pb, &o, &po, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
                  ts_error_message());
     return r;
 }
@@ -459,6 +464,99 @@ Test(planner_partition, cli_default_is_auto) {
     cr_assert_gt(partitioned[0], 0);
     cr_assert_eq(partitioned[2], 0);
     cr_assert_lt(step[0], step[2]);
+}
+
+/* A split found when the time limit strikes is the incumbent, not the optimum: the plan's table
+ * and JSON say so. 1e-9 s leaves GLPK no time to prove the heuristic's split. */
+Test(planner_partition, time_limited_split_is_marked_in_the_plan) {
+    const char *base[] = {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1",
+                          "--top", "1", NULL, NULL, NULL, NULL};
+    const char *limits[2] = {NULL, "1e-9"}, *want[2] = {"optimal", "time-limit"};
+    for (int t = 0; t < 2; t++) {
+        int n = 15;
+        if (limits[t]) base[n++] = "--partition-time-limit", base[n++] = limits[t];
+        base[n] = "--json";
+        base[n + 1] = NULL;
+        cli_result r = run_argv(base);
+        cJSON *root = parse_json_output(&r, "plan --json");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
+        cr_assert_str_eq(json_str(best, "partition_status", "$.layouts[0]"), want[t]);
+        /* The bound: the optimum itself, or below the incumbent but above nothing. */
+        double bound = json_num(best, "partition_bound_s", "$.layouts[0]");
+        cr_assert_gt(bound, 0);
+        if (t == 1) cr_assert_lt(bound, json_num(best, "step_s", "$.layouts[0]"));
+        cJSON_Delete(root);
+        cli_result_free(&r);
+        base[n] = NULL; /* the table */
+        r = run_argv(base);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *line = find_line(r.out, "# split of rank 1");
+        cr_assert_not_null(line, "%s", r.out);
+        cr_assert_eq(strstr(line, "(time-limit: not proven optimal") != NULL && strstr(line, "bound") != NULL, t == 1,
+                     "%s", r.out);
+        cli_result_free(&r);
+    }
+}
+
+/* GLPK's next sizeable allocation fails: a 1 MB limit (glp_mem_limit) with all but 256 bytes of
+ * it held by a GLPK block (glp_alloc; 224 bytes stay free after its header, less than a
+ * glp_prob). GLPK's failure frees its environment, the block and the limit with it. */
+static void glpk_out_of_memory(void) {
+    size_t total = 0;
+    glp_mem_limit(1);
+    glp_mem_usage(NULL, NULL, &total, NULL);
+    cr_assert_lt(total, (1u << 19), "GLPK already holds %zu bytes", total);
+    glp_alloc(1, (int)((1u << 20) - total - 256));
+}
+
+/* GLPK's fatal errors (here its memory limit) come back as TS_ERR_EXTERNAL with what GLPK said;
+ * the planner keeps that layout's even split and reports the failure. */
+Test(planner_partition, glpk_errors_are_reported) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
+    ts_layout l = layout(&pb, "dp=128,tp=8,pp=16,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none");
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
+    ts_split s;
+    ts_partition_info info;
+    glpk_out_of_memory();
+    ts_error_clear();
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_ERR_EXTERNAL);
+    cr_assert(strstr(ts_error_message(), "GLPK failed") != NULL && strstr(ts_error_message(), "limit exceeded") != NULL,
+              "%s", ts_error_message());
+    /* The failure freed GLPK's environment, limit included: the next solve runs. */
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
+    ts_split_free(&s);
+    ts_partition_problem_free(&p);
+
+    glpk_out_of_memory();
+    ts_error_clear();
+    ts_search_result r = search_mode(&pb, "tp=8,pp=16,cp=1", 3, TS_PARTITION_ILP);
+    cr_assert_geq(r.partition_errors, 1);
+    cr_assert(strstr(r.partition_error, "GLPK failed") != NULL, "%s", r.partition_error);
+    cr_assert_gt(r.n_best, 0);
+    cJSON *root = NULL;
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    cr_assert_eq(ts_plan_to_json(&pb, &o, NULL, &r, &root), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(json_num(root, "partition_errors", "$"), r.partition_errors);
+    cr_assert_str_eq(json_str(root, "partition_error", "$"), r.partition_error);
+    cJSON_Delete(root);
+    ts_search_result_free(&r);
+}
+
+/* Nothing fits, not even unevenly: the message ends with the solver's sentence for the closest
+ * layout — which stage of its even split is short, by how much. */
+Test(planner_partition, nothing_fits_names_the_short_stage) {
+    cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "96",
+                           "--global-batch", "1024", "--seq", "8192", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(one_line_error(r.err, "plan"), "%s", r.err);
+    cr_assert(strstr(r.err, "uneven stages (--partition) fit none of the 4 closest layouts either (closest, dp=") != NULL,
+              "%s", r.err);
+    cr_assert(strstr(r.err, "no contiguous split of 126 layers over 12×1 stages fits in 73.5 GB") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "short by 2.0 GB)") != NULL, "%s", r.err);
+    cli_result_free(&r);
 }
 
 /* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
