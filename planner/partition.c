@@ -1257,8 +1257,11 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
                                 ts_search_result *out) {
     ts_partition_mode mode = po->mode;
     ts_status st = ts_search(pb, opts, out);
-    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE)) return st;
-    int nothing_fits = st == TS_ERR_INFEASIBLE;
+    /* ilp: the pins may leave only layouts that need an explicit split (interleaving whose
+     * pp·vpp does not divide the layers); the searches below with explicit_splits find them. */
+    int no_valid = mode == TS_PARTITION_ILP && st == TS_ERR_INPUT && out->best != NULL && out->searched == 0;
+    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE && !no_valid)) return st;
+    int nothing_fits = st == TS_ERR_INFEASIBLE || no_valid;
     /* auto, when something fits evenly: with the memory objective the even split stands; with
      * one kind of layer only the best layouts whose even form split_may_gain says could be beaten
      * (forced into recompute, or a stage slower than the rest by more than a layer). */
@@ -1272,10 +1275,10 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
 
     double t0 = now_s();
     ts_status res = TS_OK;
-    int cap = out->n_best + PART_TOP + PART_NEAR, n = 0, tried = 0;
+    int max_cand = 2 * PART_TOP + PART_NEAR, cap = out->n_best + max_cand, n = 0, tried = 0;
     ranked *list = NULL;
-    ts_layout *cand = calloc((size_t)(PART_TOP + PART_NEAR), sizeof *cand);
-    ts_search_result near = {0};
+    ts_layout *cand = calloc((size_t)max_cand, sizeof *cand);
+    ts_search_result near = {0}, split_only = {0};
     TS_ALLOC_GOTO(cand, res, exit);
     int n_cand = 0;
     ts_layout seen[PART_TOP];
@@ -1293,19 +1296,38 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     }
     list = calloc((size_t)cap, sizeof *list);
     TS_ALLOC_GOTO(list, res, exit);
+    /* ilp: the best layouts that only an explicit split makes valid (interleaving whose pp·vpp
+     * does not divide the layers: Llama 3 405B's 126 layers on 16×2 chunks), as costed nearly
+     * evenly by the search. */
+    ts_search_opts o = *opts;
+    o.explicit_splits = mode == TS_PARTITION_ILP;
+    o.top_k = 4 * PART_TOP;
+    if (mode == TS_PARTITION_ILP && ts_search(pb, &o, &split_only) == TS_OK) {
+        int added = 0;
+        for (int i = 0; i < split_only.n_best && added < PART_TOP; i++) {
+            const ts_layout *l = &split_only.best[i].layout;
+            int dup = !ts_layout_invalid(pb, l, NULL, 0); /* valid evenly: the first search's */
+            for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], l);
+            if (!dup) {
+                cand[n_cand++] = *l;
+                added++;
+            }
+        }
+    }
+    ts_error_clear();
     /* Layouts that would fit with more memory: where uneven stages may make room (auto: only
      * when nothing fits; the extra search costs about as much as the first). */
     ts_problem roomy = *pb;
     roomy.usable_bytes *= 2;
-    ts_search_opts o = *opts;
     o.top_k = 4 * PART_NEAR;
     /* Nothing fits: the layouts closest to fitting; else the fastest that do not fit. */
-    o.objective = nothing_fits ? TS_OBJ_MEMORY : TS_OBJ_TIME;
+    o.objective = nothing_fits && !no_valid ? TS_OBJ_MEMORY : TS_OBJ_TIME;
     if ((mode == TS_PARTITION_ILP || nothing_fits) && ts_search(&roomy, &o, &near) == TS_OK) {
         int added = 0;
         for (int i = 0; i < near.n_best && added < PART_NEAR; i++) {
             const ts_eval *e = &near.best[i];
-            int dup = e->mem.total <= pb->usable_bytes || e->layout.pp == 1;
+            int dup = (e->mem.total <= pb->usable_bytes && !ts_layout_invalid(pb, &e->layout, NULL, 0)) ||
+                      e->layout.pp == 1;
             for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &e->layout);
             if (!dup) {
                 cand[n_cand++] = e->layout;
@@ -1380,7 +1402,10 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     out->partitioned = tried;
     out->partition_s = now_s() - t0;
     out->search_s += out->partition_s;
-    if (keep == 0) {
+    if (keep == 0 && no_valid && tried == 0) {
+        memcpy(out->reason, reason, sizeof out->reason);
+        res = TS_FAIL(TS_ERR_INPUT, "%s", out->reason);
+    } else if (keep == 0) {
         /* The search's reason is under 400 characters; the bound keeps the sentence whole. */
         if (tried > 0 && short_why[0])
             snprintf(out->reason, sizeof out->reason,
@@ -1401,5 +1426,6 @@ exit:
     free(list);
     free(cand);
     ts_search_result_free(&near);
+    ts_search_result_free(&split_only);
     return res;
 }

@@ -212,8 +212,11 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
         TS_CHECK_GOTO(ts_jr_str(&er, item, "layout", 1, NULL, text, sizeof text), res, exit);
         snprintf(what, sizeof what, "%s: %s.layout", file, er.path);
         TS_CHECK_GOTO(ts_layout_parse(what, text, &ls[i]), res, exit);
+        /* A layout with "stages" (an explicit split) may interleave chunks that do not divide
+         * the layers evenly; ts_plan_read_split checks the split itself. */
         char why[256];
-        if (ts_layout_invalid(pb, &ls[i], why, sizeof why)) {
+        int explicit_split = cJSON_GetObjectItemCaseSensitive(item, "stages") != NULL;
+        if (ts_layout_invalid_split(pb, &ls[i], explicit_split, why, sizeof why)) {
             res = TS_FAIL(TS_ERR_INPUT, "%s: %s.layout: \"%s\" is not valid for this plan: %s", file,
                           er.path, text, why);
             goto exit;

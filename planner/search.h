@@ -27,6 +27,10 @@ typedef struct {
     ts_objective objective; /* time: step_s; memory: bytes per GPU; cost: GPU-seconds per token */
     int prune;              /* 1: branch and bound (default); 0: evaluate everything */
     unsigned schedules;     /* bit (1u << ts_schedule) per schedule allowed; 0 = all */
+    /* 1: also interleaved layouts whose pp·vpp does not divide the layers (vpp among the divisors
+     * of ⌈layers/pp⌉ too), costed as if split nearly evenly: candidates for explicit splits
+     * (planner/partition.h), never valid on their own. 0 (default): even splits only. */
+    int explicit_splits;
 } ts_search_opts;
 
 void ts_search_opts_defaults(ts_search_opts *o);

@@ -359,16 +359,21 @@ Test(planner_partition, program_follows_the_split) {
 }
 
 /* --partition auto, uniform and ilp through the planner (ts_search_partitioned). */
-static ts_search_result search_mode(const ts_problem *pb, const char *fix, int top, ts_partition_mode mode) {
+static ts_status search_with(const ts_problem *pb, const char *fix, int top, const ts_partition_opts *po,
+                             ts_search_result *r) {
     ts_search_opts o;
     ts_search_opts_defaults(&o);
     o.top_k = top;
     if (fix) cr_assert_eq(ts_pins_parse("--fix", fix, &o.pins), TS_OK, "%s", ts_error_message());
+    return ts_search_partitioned(pb, &o, po, r);
+}
+
+static ts_search_result search_mode(const ts_problem *pb, const char *fix, int top, ts_partition_mode mode) {
     ts_partition_opts po;
     ts_partition_opts_defaults(&po);
     po.mode = mode;
     ts_search_result r;
-    cr_assert_eq(ts_search_partitioned(pb, &o, &po, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
+    cr_assert_eq(search_with(pb, fix, top, &po, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
                  ts_error_message());
     return r;
 }
@@ -394,13 +399,17 @@ Test(planner_partition, auto_partitions_a_mixed_model) {
 }
 
 /* One kind of layer, the even split forced into full recompute (Llama 3 405B on 16 stages of
- * 126 layers, 8K tokens): auto re-splits the best layouts and finds what ilp finds; uniform
- * keeps the even split. */
+ * 126 layers, 8K tokens): auto re-splits the best layouts and finds what ilp finds without
+ * interleaving (ilp also tries interleaving that only an explicit split allows, and does
+ * better); uniform keeps the even split. */
 Test(planner_partition, auto_partitions_a_dense_model_where_the_program_wins) {
     ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
     const char *fix = "tp=8,pp=16,cp=1";
     ts_search_result a = search_mode(&pb, fix, 3, TS_PARTITION_AUTO);
-    ts_search_result i = search_mode(&pb, fix, 3, TS_PARTITION_ILP);
+    ts_search_result i = search_mode(&pb, "tp=8,pp=16,cp=1,vpp=1", 3, TS_PARTITION_ILP);
+    ts_search_result iv = search_mode(&pb, fix, 3, TS_PARTITION_ILP);
+    cr_assert_leq(iv.best[0].step_s, a.best[0].step_s);
+    ts_search_result_free(&iv);
     ts_search_result u = search_mode(&pb, fix, 3, TS_PARTITION_UNIFORM);
     cr_assert_eq(u.best[0].layout.recompute, TS_RECOMPUTE_FULL, "the even split was expected to need full recompute");
     cr_assert_eq(u.partitioned, 0);
@@ -559,6 +568,99 @@ Test(planner_partition, nothing_fits_names_the_short_stage) {
     cli_result_free(&r);
 }
 
+/* Interleaving whose pp·vpp does not divide the layers: no even split exists (uniform refuses
+ * the pins), an explicit split does (ilp): Llama 3 405B's 126 layers and DeepSeek-V3's 61 on
+ * 16×2 chunks, every chunk at least a layer. */
+static void check_uneven_interleaving(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
+                                      const char *fix) {
+    ts_problem pb = problem(model, sys, gpus, batch, seq);
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
+    po.mode = TS_PARTITION_UNIFORM;
+    ts_search_result r;
+    ts_error_clear();
+    cr_assert_eq(search_with(&pb, fix, 2, &po, &r), TS_ERR_INPUT, "%s uniform", model);
+    cr_assert(strstr(ts_error_message(), "interleaving needs") != NULL, "%s", ts_error_message());
+    ts_search_result_free(&r);
+    po.mode = TS_PARTITION_ILP;
+    po.time_limit_s = 0.02; /* the heuristic's split at least; GLPK may prove or better it */
+    cr_assert_eq(search_with(&pb, fix, 2, &po, &r), TS_OK, "%s ilp: %s", model, ts_error_message());
+    cr_assert_gt(r.n_best, 0);
+    for (int i = 0; i < r.n_best; i++) {
+        const ts_split *s = &r.splits[i];
+        cr_assert_eq(r.best[i].layout.vpp, 2, "%s", model);
+        cr_assert(s->pp == 16 && s->vpp == 2, "%s: rank %d has no 16×2 split", model, i + 1);
+        int sum = 0;
+        for (int g = 0; g < 32; g++) {
+            cr_assert_geq(s->layers[g], 1, "%s: chunk %d", model, g);
+            sum += s->layers[g];
+        }
+        cr_assert_eq(sum, pb.model.layers, "%s", model);
+        cr_assert(r.best[i].fits, "%s", model);
+    }
+    ts_search_result_free(&r);
+}
+
+Test(planner_partition, uneven_interleaving_plans_with_ilp) {
+    check_uneven_interleaving("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192, "tp=8,pp=16,cp=1,vpp=2");
+    check_uneven_interleaving("deepseek-v3", "h800-dgx", 2048, 15360, 4096, "tp=1,pp=16,cp=2,ep=64,vpp=2");
+}
+
+/* Plans with uneven stages end to end: written, read back by `tessera sim --plan` (which
+ * simulates the split: within 10% of its closed form) and `tessera export`; vpp = 1 (auto) and
+ * vpp = 2 with 126 layers (ilp). Without its "stages" the vpp = 2 layout is refused. */
+Test(planner_partition, uneven_plans_simulate_and_export) {
+    char *dir = make_temp_dir();
+    const char *fixes[2] = {"tp=8,pp=16,cp=1,sched=zb-h1", "tp=8,pp=16,cp=1,vpp=2"};
+    const char *modes[2] = {"auto", "ilp"};
+    for (int c = 0; c < 2; c++) {
+        char plan[512];
+        snprintf(plan, sizeof plan, "%s/plan%d.json", dir, c);
+        cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                               "--global-batch", "2048", "--seq", "8192", "--fix", fixes[c], "--top", "1",
+                               "--partition", modes[c], "--partition-time-limit", "0.05", "-o", plan, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_not_null(find_line(r.out, "# split of rank 1"), "%s", r.out);
+        cli_result_free(&r);
+        r = run_cli("sim", "--plan", plan, "--json", NULL);
+        cJSON *sim = parse_json_output(&r, "sim --plan --json");
+        double step = json_num(sim, "step_s", "$"), closed = json_num(sim, "closed_form_step_s", "$");
+        cr_assert(fabs(step - closed) < 0.1 * closed, "%s: simulated %.3f s, closed form %.3f s", fixes[c], step,
+                  closed);
+        cr_assert(strstr(json_str(sim, "layout", "$"), c ? "vpp=2,sched=interleaved" : "vpp=1,sched=zb-h1") != NULL,
+                  "%s", json_str(sim, "layout", "$"));
+        cJSON_Delete(sim);
+        cli_result_free(&r);
+        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
+        cr_assert_not_null(lay, "%s", r.out);
+        int bars = 0; /* one segment per virtual stage */
+        for (const char *q = lay + strlen("--pipeline-model-parallel-layout "); *q && *q != ' ' && *q != '\n'; q++)
+            bars += *q == '|';
+        cr_assert_eq(bars, 16 * (c + 1) - 1, "%s", r.out);
+        cli_result_free(&r);
+        if (c == 1) { /* the same layout without its split */
+            char *text = read_file(plan);
+            cJSON *root = cJSON_Parse(text);
+            free(text);
+            cJSON_DeleteItemFromObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages");
+            char *out = cJSON_Print(root);
+            FILE *f = fopen(plan, "w");
+            cr_assert_not_null(f);
+            fputs(out, f);
+            fclose(f);
+            free(out);
+            cJSON_Delete(root);
+            r = run_cli("sim", "--plan", plan, NULL);
+            cr_assert_eq(r.status, 2, "%s", r.err);
+            cr_assert(strstr(r.err, "interleaving needs pp > 1 dividing 126 layers") != NULL, "%s", r.err);
+            cli_result_free(&r);
+        }
+    }
+    remove_dir(dir);
+}
+
 /* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
  * on stage 0, 3 on stage 1 — with the same losses as one rank, bit for bit. */
 static cJSON *run_losses(const char *plan) {
@@ -605,6 +707,52 @@ Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
     for (int i = 0; i < 3; i++) {
         double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
         cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 %.9g", i, x, y);
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    remove_dir(dir);
+}
+
+/* Suite `mpi`: an uneven interleaved split — tiny with 5 layers on 2 stages × 2 chunks (no even
+ * split: 5 is not a multiple of 4), the split the program chooses — trains to the same losses
+ * as one rank, bit for bit. */
+Test(mpi, partition_uneven_interleaved_split_same_losses_as_one_rank) {
+    char *dir = make_temp_dir();
+    char model[512], one[512], two[512];
+    snprintf(model, sizeof model, "%s/tiny5.json", dir);
+    snprintf(one, sizeof one, "%s/one.json", dir);
+    snprintf(two, sizeof two, "%s/two.json", dir);
+    char *zoo = test_data_path("models/llm/tiny.json");
+    char *text = read_file(zoo);
+    cr_assert_not_null(text, "%s", zoo);
+    cJSON *m = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(m, "layers", cJSON_CreateNumber(5));
+    char *out = cJSON_Print(m);
+    FILE *f = fopen(model, "w");
+    cr_assert_not_null(f);
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    cJSON_Delete(m);
+    free(text);
+    free(zoo);
+    cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "4",
+                           "--seq", "64", "--fix", "mbs=1,recompute=none", "--top", "1", "-o", one, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", "2", "--global-batch", "4", "--seq",
+                "64", "--fix", "dp=1,tp=1,pp=2,vpp=2,mbs=1,recompute=none", "--top", "1", "--partition", "ilp", "-o",
+                two, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *line = find_line(r.out, "# split of rank 1");
+    cr_assert_not_null(line, "%s", r.out);
+    cr_assert(strstr(line, "2+1|1+1") || strstr(line, "1+2|1+1") || strstr(line, "1+1|2+1") || strstr(line, "1+1|1+2"),
+              "expected one chunk of 2 layers: %s", line);
+    cli_result_free(&r);
+    cJSON *a = run_losses(one), *b = run_losses(two);
+    for (int i = 0; i < 3; i++) {
+        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
+        cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 vpp=2 %.9g", i, x, y);
     }
     cJSON_Delete(a);
     cJSON_Delete(b);
