@@ -22,6 +22,23 @@
  *   Σ_r u[r][g+1] - u[r][g] ≥ 1 layer, and Σ_k X[t][s][k] = Σ_c Σ_{r of kind t} u[r][c·pp+s+1] - u[r][c·pp+s].
  * Memory follows planner/stages.c: activations × the schedule's micro-batches in flight
  * (Narayanan et al. SC'21 §2.2; Korthikanti et al. 2022 §4.2.3).
+ * A stage's time τ_s is its compute (forward, backward, recompute) and exposed TP/CP/EP traffic
+ * per micro-batch. It leaves out the pipeline sends and receives: one activation (or its
+ * gradient) per boundary and micro-batch whatever the split — stages.c's pp_comm term, the same
+ * on every stage — so adding them would shift every τ_s by the same amount and move neither
+ * objective's optimum.
+ *
+ * The objectives. stage (the default): T = max_s τ_s, which paces the steady state. step: the
+ * step with its bubble, m·T + β·(Σ_s τ_s - T). For m micro-batches through p stages in order,
+ * the first finishes after Σ_s τ_s and each next one max_s τ_s later (the flow-shop makespan of
+ * identical jobs), Σ_s τ_s + (m - 1)·T; with equal stages that is GPipe's (m + p - 1)·τ (Huang
+ * et al. 2019 §2.3), whose bubble 1F1B keeps (Narayanan et al. SC'21 §2.2.1). β scales the fill
+ * and drain Σ_s τ_s - T by the schedule: 1 for GPipe and 1F1B, 1/v interleaved (SC'21 §2.2.2),
+ * (t_f + t_b - 2·t_w)/(t_f + t_b) for ZB-H1 (Qi et al. 2024, Table 2) — schedule.c's bubble of
+ * one layer over (p-1)·(t_f + t_b). planner/stages.c charges the bubble at the slowest stage's
+ * pace, (p-1)·β·T, an upper bound that is exact for equal stages; under it the stage objective
+ * is already step-optimal, so the planner, which ranks by stages.c, only sees the step
+ * objective's gain where that bound is loose (uneven stages; `tessera sim` measures it).
  *
  * The search. Minimising T directly leaves GLPK a min-max whose LP bound is the fluid balance
  * (fractional layers); closing that gap by branching is slow (seconds for 126 layers). But the
@@ -33,7 +50,8 @@
  * hold (exact: only counts matter), otherwise the uniform split with each stage's best policy.
  * GLPK then proves the level just below the best split infeasible — one program when the
  * heuristic was exact — or finds a better split and the bisection continues with GLPK. Finally,
- * given the layers, each stage takes its fastest policy that fits.
+ * given the layers, each stage takes its fastest policy that fits. The step objective then
+ * solves one more program near the stage optimum (step_phase).
  * Times are scaled to the largest layer's and bytes to the usable memory, so coefficients stay
  * near 1 for GLPK's tolerances. */
 #include "planner/partition.h"
@@ -50,6 +68,7 @@
 #include "planner/stages.h"
 
 const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infeasible", "no-split", NULL};
+const char *const ts_partition_objective_names[] = {"stage", "step", NULL};
 
 #define K_POL TS_RECOMPUTE_COUNT
 
@@ -120,6 +139,7 @@ ts_status ts_split_copy(ts_split *dst, const ts_split *src) {
     dst->worst = src->worst;
     dst->fits = src->fits;
     dst->status = src->status;
+    dst->objective_s = src->objective_s;
     dst->bound_s = src->bound_s;
     return TS_OK;
 }
@@ -218,7 +238,7 @@ void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_spl
 typedef struct {
     const ts_partition_problem *p;
     ts_split cur, *best;
-    double best_sum_s;
+    double best_obj_s, best_sum_s;
     int found;
 } brute_ctx;
 
@@ -228,17 +248,24 @@ static double sum_s(const ts_split *s) {
     return t;
 }
 
+double ts_partition_objective_s(const ts_partition_problem *p, const ts_split *s) {
+    if (p->objective != TS_PART_OBJ_STEP) return s->max_stage_s;
+    double beta = p->bubble_per_stage;
+    return p->microbatches * s->max_stage_s + beta * (sum_s(s) - s->max_stage_s);
+}
+
 /* Every policy assignment for the current layer split. */
 static void brute_policies(brute_ctx *b, int stage) {
     const ts_partition_problem *p = b->p;
     if (stage == p->pp) {
         if (!ts_partition_evaluate(p, &b->cur)) return;
-        double t = b->cur.max_stage_s, sum = sum_s(&b->cur);
-        if (!b->found || t < b->best->max_stage_s || (t == b->best->max_stage_s && sum < b->best_sum_s)) {
+        double t = ts_partition_objective_s(p, &b->cur), sum = sum_s(&b->cur);
+        if (!b->found || t < b->best_obj_s || (t == b->best_obj_s && sum < b->best_sum_s)) {
             int V = p->pp * p->vpp;
             memcpy(b->best->layers, b->cur.layers, (size_t)V * sizeof *b->cur.layers);
             memcpy(b->best->recompute, b->cur.recompute, (size_t)p->pp * sizeof *b->cur.recompute);
             ts_partition_evaluate(p, b->best);
+            b->best_obj_s = t;
             b->best_sum_s = sum;
             b->found = 1;
         }
@@ -289,6 +316,7 @@ ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out) {
     }
     brute_layers(&b, 0, p->layers);
     ts_split_free(&b.cur);
+    out->objective_s = out->bound_s = b.best_obj_s;
     if (!b.found) {
         ts_split_free(out);
         return TS_FAIL(TS_ERR_INFEASIBLE, "no contiguous split of %d layers over %d×%d stages fits",
@@ -587,8 +615,11 @@ static ts_status stage_time_levels(const ts_partition_problem *p, const int *kin
  * layer and fixed part at its fastest allowed policy, spread evenly over the stages) and each
  * stage's least fixed time plus vpp of the fastest layers. What a time limit reports when GLPK
  * proved nothing better. */
-static double relaxed_bound_s(const ts_partition_problem *p) {
-    double total = 0, most = 0, t_any = INFINITY, t_kind[TS_PART_MAX_KINDS];
+/* Σ_s τ_s with every layer and fixed part at its fastest allowed policy (no split has less),
+ * and in *most the largest of a stage's least fixed time plus vpp of the fastest layers. */
+static double relaxed_sums(const ts_partition_problem *p, double *most) {
+    double total = 0, t_any = INFINITY, t_kind[TS_PART_MAX_KINDS];
+    *most = 0;
     for (int t = 0; t < p->n_kinds; t++) {
         t_kind[t] = INFINITY;
         for (int k = 0; k < K_POL; k++)
@@ -601,9 +632,19 @@ static double relaxed_bound_s(const ts_partition_problem *p) {
         for (int k = 0; k < K_POL; k++)
             if (policy_allowed(p, k)) f = fmin(f, p->fixed_time_s[s * K_POL + k]);
         total += f;
-        most = fmax(most, f + p->vpp * t_any);
+        *most = fmax(*most, f + p->vpp * t_any);
     }
+    return total;
+}
+
+static double relaxed_bound_s(const ts_partition_problem *p) {
+    double most, total = relaxed_sums(p, &most);
     return fmax(total / p->pp, most);
+}
+
+static double least_sum_s(const ts_partition_problem *p) {
+    double most;
+    return relaxed_sums(p, &most);
 }
 
 /* Given the layers, stages are independent: each takes its fastest policy that fits (the
@@ -703,6 +744,81 @@ static int heuristic(const ts_partition_problem *p, const int *kind_count, doubl
     }
     best_policies(p, s);
     return s->fits && s->max_stage_s <= cap_s * (1 + 1e-9);
+}
+
+/* T ≤ cap_t (scaled; infinite: no cap) and the counts rounded down to what the cap leaves each
+ * stage (bounds GLPK's presolve would leave fractional). */
+static void cap_level(const ts_partition_problem *p, const columns *c, glp_prob *lp, const int *kind_count,
+                      double cap_t, double ts) {
+    int pp = p->pp;
+    if (isinf(cap_t)) glp_set_col_bnds(lp, c->T, GLP_LO, 0, 0);
+    else glp_set_col_bnds(lp, c->T, GLP_DB, 0, cap_t * (1 + 1e-9) + 1e-12);
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++)
+            for (int t = 0; t < p->n_kinds && c->pol[s * K_POL + k]; t++) {
+                int xc = c->x[(t * pp + s) * K_POL + k];
+                if (!xc) continue;
+                double most = count_cap(p, t, s, k, kind_count[t]);
+                double room = (cap_t * ts * (1 + 1e-9) - p->fixed_time_s[s * K_POL + k]) / p->time_s[t][k];
+                if (p->time_s[t][k] > 0 && room < most) most = room < 0 ? 0 : floor(room);
+                glp_set_col_bnds(lp, xc, most > 0 ? GLP_DB : GLP_FX, 0, most);
+            }
+}
+
+/* The step objective, given the stage optimum S* (in `out`: slowest stage T*, objective f*).
+ * Every split has T ≥ T* and Σ τ_s ≥ Σ_min, so S* is the step optimum when its Σ is Σ_min
+ * (no stage recomputes for nothing); and any split that beats it has T < (f* - β·Σ_min)/(m - β),
+ * a cap just above T* when m is large. One program over T* ≤ T ≤ that cap minimises
+ * (m - β)·T + β·Σ τ_s directly: with T pinned between the two, its LP bound is tight (the
+ * min-max's weak fluid bound, see the top, is cut off by T ≥ T*). *proven = 1 when S* or
+ * GLPK's answer is proved optimal, 0 on the time limit; `out` keeps the better split. */
+static ts_status step_phase(const ts_partition_problem *p, const columns *c, builder *b, const int *kind_count,
+                            double ts, double left_s, ts_split *out, ts_split *trial, double *val, int *proven) {
+    ts_status res = TS_OK;
+    glp_prob *lp = b->lp;
+    int pp = p->pp, rc = 0;
+    double m = p->microbatches, beta = p->bubble_per_stage;
+    *proven = 1;
+    if (beta <= 0 || m <= beta) return TS_OK; /* then the step is m·T: the stage optimum is the step optimum */
+    double f_best = ts_partition_objective_s(p, out), sum_min = least_sum_s(p);
+    if (sum_s(out) <= sum_min * (1 + 1e-12)) return TS_OK;
+    double cap_t = (f_best - beta * sum_min) / (m - beta) / ts, t_star = out->max_stage_s / ts;
+    cap_level(p, c, lp, kind_count, cap_t, ts);
+    glp_set_col_bnds(lp, c->T, GLP_DB, t_star * (1 - 1e-9), fmax(cap_t, t_star) * (1 + 1e-9) + 1e-12);
+    glp_set_obj_coef(lp, c->T, m - beta);
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++) {
+            if (!c->pol[s * K_POL + k]) continue;
+            glp_set_obj_coef(lp, c->pol[s * K_POL + k], beta * p->fixed_time_s[s * K_POL + k] / ts);
+            for (int t = 0; t < p->n_kinds; t++) {
+                int xc = c->x[(t * pp + s) * K_POL + k];
+                if (xc) glp_set_obj_coef(lp, xc, beta * p->time_s[t][k] / ts);
+            }
+        }
+    if (left_s <= 0) {
+        *proven = 0;
+        return TS_OK;
+    }
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
+    GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
+    int st = glp_mip_status(lp);
+    *proven = rc == 0 && st == GLP_OPT;
+    if (rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS)) {
+        for (int j = 1; j <= b->n_cols; j++) val[j] = glp_mip_col_val(lp, j);
+        read_split(p, c, val, kind_count, trial);
+        best_policies(p, trial);
+        if (trial->fits && ts_partition_objective_s(p, trial) < f_best * (1 - 1e-12)) {
+            memcpy(out->layers, trial->layers, (size_t)pp * p->vpp * sizeof *out->layers);
+            memcpy(out->recompute, trial->recompute, (size_t)pp * sizeof *out->recompute);
+            ts_partition_evaluate(p, out);
+        }
+    }
+exit:
+    return res;
 }
 
 static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *b, ts_split *out,
@@ -894,20 +1010,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
                 if (p->glpk_only) break;
                 feasible = heuristic(p, kind_count, cap_t * ts, &trial);
             } else {
-                if (isinf(cap_t)) glp_set_col_bnds(lp, c->T, GLP_LO, 0, 0);
-                else glp_set_col_bnds(lp, c->T, GLP_DB, 0, cap_t * (1 + 1e-9) + 1e-12);
-                /* Counts rounded down to what the cap leaves each stage (bounds GLPK's presolve
-                 * would leave fractional). */
-                for (int s = 0; s < pp; s++)
-                    for (int k = 0; k < K_POL; k++)
-                        for (int t = 0; t < KT && c->pol[s * K_POL + k]; t++) {
-                            int xc = c->x[(t * pp + s) * K_POL + k];
-                            if (!xc) continue;
-                            double most = count_cap(p, t, s, k, kind_count[t]);
-                            double room = (cap_t * ts * (1 + 1e-9) - p->fixed_time_s[s * K_POL + k]) / p->time_s[t][k];
-                            if (p->time_s[t][k] > 0 && room < most) most = room < 0 ? 0 : floor(room);
-                            glp_set_col_bnds(lp, xc, most > 0 ? GLP_DB : GLP_FX, 0, most);
-                        }
+                cap_level(p, c, lp, kind_count, cap_t, ts);
                 double left_s = budget_s - (now_s() - t_start);
                 if (left_s <= 0) {
                     unknown = 1;
@@ -959,11 +1062,25 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
         res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
         goto search_exit;
     }
-    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
     ts_partition_evaluate(p, out);
-    info->bound_s = info->status == TS_PART_OPTIMAL ? out->max_stage_s
-                                                    : fmin(out->max_stage_s, fmax(lo_s * ts, relaxed_bound_s(p)));
+    /* The slowest stage's bound: proved (the optimum, or the level GLPK found infeasible) or
+     * the relaxation's. */
+    double t_bound = unknown ? fmin(out->max_stage_s, fmax(lo_s * ts, relaxed_bound_s(p))) : out->max_stage_s;
+    if (p->objective == TS_PART_OBJ_STEP) {
+        int proven = 0;
+        if (!unknown)
+            TS_CHECK_GOTO(step_phase(p, c, b, kind_count, ts, budget_s - (now_s() - t_start), out, &trial, val, &proven),
+                          res, search_exit);
+        unknown |= !proven;
+        double beta = p->bubble_per_stage > 0 && p->microbatches > p->bubble_per_stage ? p->bubble_per_stage : 0;
+        info->bound_s = (p->microbatches - beta) * t_bound + beta * least_sum_s(p);
+    } else {
+        info->bound_s = t_bound;
+    }
+    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
     out->status = info->status;
+    out->objective_s = ts_partition_objective_s(p, out);
+    if (info->status == TS_PART_OPTIMAL || info->bound_s > out->objective_s) info->bound_s = out->objective_s;
     out->bound_s = info->bound_s;
 search_exit:
     free(levels);
@@ -1072,6 +1189,18 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
     int splits_w = ts_schedules[l->schedule].splits_w;
 #define BUSY(c) ((c).fwd_s + (c).bwd_s + (c).recompute_s + (splits_w ? (c).tp_split_w_s : (c).tp_s) + (c).cp_s + (c).ep_s)
 
+    /* The step objective's m and β: the schedule's bubble over (p-1) stages of one layer's
+     * forward and backward (schedule.c's closed forms; stages.c splits the exposed TP/CP/EP
+     * traffic a third to forward, two thirds to backward), per second of that time. */
+    out->microbatches = l->microbatches;
+    if (pp > 1) {
+        const ts_layer_cost *d = &costs[TS_RECOMPUTE_NONE].dense;
+        double comm = (splits_w ? d->tp_split_w_s : d->tp_s) + d->cp_s + d->ep_s;
+        double tf = d->fwd_s + comm / 3.0, tb = d->bwd_s + comm * 2.0 / 3.0;
+        if (tf + tb > 0)
+            out->bubble_per_stage = ts_schedules[l->schedule].bubble_s(pp, l->vpp, tf, tb, d->wgrad_s) / ((pp - 1) * (tf + tb));
+    }
+
     /* States per parameter, as stage_states in stages.c: ZeRO-1 shards the optimizer, -2 the
      * gradients, -3 the weights, over DP×CP (experts over DP×CP/EP). */
     double t = l->tp, dpc = (double)pb->gpus / (l->tp * l->cp * pp) * l->cp, edp = dpc / l->ep;
@@ -1153,7 +1282,7 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 #define PART_NEAR 4         /* layouts that do not fit evenly, re-partitioned */
 
 void ts_partition_opts_defaults(ts_partition_opts *o) {
-    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .time_limit_s = 0.25};
+    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .time_limit_s = 0.25};
 }
 
 /* Layouts equal but for recompute (which the program chooses per stage). */
@@ -1185,6 +1314,7 @@ static ts_status partition_one(const ts_problem *pb, unsigned policies, const ts
     *info = (ts_partition_info){.short_bytes = INFINITY};
     TS_CHECK(ts_partition_problem_of(pb, l, policies, &p));
     p.time_limit_s = po->time_limit_s;
+    p.objective = po->objective;
     ts_status st = ts_partition_solve(&p, s, info);
     ts_partition_problem_free(&p);
     if (st == TS_ERR_INFEASIBLE) ts_error_clear();
@@ -1217,7 +1347,8 @@ static int model_mixes_kinds(const ts_model *m) {
  * recomputing stage's); an even form balanced to within a layer fails (llama2-70b's 80 layers on
  * 8 stages: no whole layer can move off the LM head's stage without making another slower).
  * Cost: the instance's closed-form costs, microseconds. */
-static int split_may_gain(const ts_problem *pb, unsigned policies, const ts_layout *l) {
+static int split_may_gain(const ts_problem *pb, unsigned policies, ts_partition_objective objective,
+                          const ts_layout *l) {
     ts_partition_problem p;
     ts_split even;
     if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) {
@@ -1234,7 +1365,14 @@ static int split_may_gain(const ts_problem *pb, unsigned policies, const ts_layo
     for (int kd = 0; kd < p.n_kinds; kd++)
         for (int k = 0; k < K_POL; k++)
             if (policy_allowed(&p, k)) t = fmin(t, p.time_s[kd][k]);
-    if (t > 0 && isfinite(t)) {
+    /* The step objective also gains from less recompute at the same slowest stage: possible
+     * unless the even form already runs the fastest policy everywhere. */
+    int faster = 0;
+    for (int k = 0; k < K_POL; k++)
+        faster |= policy_allowed(&p, k) && p.time_s[0][k] < p.time_s[0][l->recompute];
+    if (objective == TS_PART_OBJ_STEP && faster) {
+        gain = 1;
+    } else if (t > 0 && isfinite(t)) {
         long long room = 0;
         for (int s = 0; s < p.pp && gain; s++) {
             double f = INFINITY;
@@ -1288,7 +1426,7 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
         for (int j = 0; j < n_seen && !dup; j++) dup = same_but_recompute(&seen[j], l);
         if (dup) continue;
         seen[n_seen++] = *l;
-        if (!screen || split_may_gain(pb, policies, l)) cand[n_cand++] = *l;
+        if (!screen || split_may_gain(pb, policies, po->objective, l)) cand[n_cand++] = *l;
     }
     if (screen && n_cand == 0) { /* nothing to gain: the even search's result, untouched */
         free(cand);

@@ -20,6 +20,12 @@
 
 #define TS_PART_MAX_KINDS 4
 
+/* What the program minimises. stage: the slowest stage's time per micro-batch, T. step: the step
+ * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition.c), which may accept a slightly slower
+ * slowest stage for less recompute elsewhere. */
+typedef enum { TS_PART_OBJ_STAGE, TS_PART_OBJ_STEP, TS_PART_OBJ_COUNT } ts_partition_objective;
+extern const char *const ts_partition_objective_names[]; /* "stage", "step"; NULL-ended */
+
 typedef struct {
     int layers;   /* L, the model's layers in order */
     int pp, vpp;  /* physical stages and chunks per stage */
@@ -39,6 +45,10 @@ typedef struct {
     double *in_flight;         /* (pp) micro-batches whose activations the stage keeps at its peak */
     double usable_bytes;       /* per GPU */
     double time_limit_s;       /* for the whole search (default 1 s) */
+    ts_partition_objective objective; /* default stage */
+    double microbatches;       /* m, per step (the step objective) */
+    double bubble_per_stage;   /* β: the schedule's fill and drain per second of stage time beyond
+                                  the slowest (1 for GPipe and 1F1B, 1/vpp interleaved) */
     int glpk_only;             /* skip the primal heuristic (tests: GLPK alone reaches the optimum) */
 } ts_partition_problem;
 
@@ -60,13 +70,14 @@ typedef struct ts_split {
     ts_recompute *recompute;  /* (pp) policy of each physical stage */
     double *stage_s;          /* (pp) busy seconds per micro-batch */
     double *stage_bytes;      /* (pp) memory per GPU */
-    double max_stage_s;       /* the slowest stage's (the objective) */
+    double max_stage_s;       /* the slowest stage's (the stage objective) */
     int slowest, worst;       /* stage with the most time, with the most memory */
     int fits;                 /* every stage within usable_bytes */
-    /* From ts_partition_solve (0 and 0 otherwise): OPTIMAL or TIME_LIMIT, and the lower bound
-     * of max_stage_s it proved (= max_stage_s when optimal). */
+    /* From ts_partition_solve (0 otherwise): OPTIMAL or TIME_LIMIT, the program's objective
+     * (ts_partition_objective_s) and the lower bound of it that was proved (= objective_s when
+     * optimal). */
     ts_partition_status status;
-    double bound_s;
+    double objective_s, bound_s;
 } ts_split;
 
 ts_status ts_split_init(ts_split *s, int pp, int vpp);
@@ -81,6 +92,9 @@ int ts_split_format(const ts_split *s, char *buf, size_t cap);
  * returns fits. The reference the program is checked against. */
 int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s);
 
+/* The objective's value of an evaluated split: max_stage_s (stage) or the step estimate (step). */
+double ts_partition_objective_s(const ts_partition_problem *p, const ts_split *s);
+
 /* The planner's uniform split (planner/stages.c: with vpp = 1 stages 1..L mod pp take one more
  * layer; with vpp > 1 equal chunks, remainders to chunks 1..) with policy `rc` on every stage. */
 void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s);
@@ -88,7 +102,7 @@ void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_spl
 typedef struct {
     ts_partition_status status;
     double solve_s;  /* wall time of glp_intopt, and of building the program */
-    double bound_s;  /* best lower bound of max_stage_s GLPK proved (time limit: below the incumbent) */
+    double bound_s;  /* best lower bound of the objective proved (time limit: below the incumbent) */
     int rows, cols, integer_cols;
     int glpk_calls;  /* glp_intopt runs of the search over T */
     char why[512];   /* infeasible / no split: in words */
@@ -105,8 +119,9 @@ typedef struct {
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
 
 /* Every contiguous split × every policy per stage: the optimum by enumeration, for small
- * instances (TS_ERR_INPUT beyond 10^7 candidates). TS_ERR_INFEASIBLE when none fits. `out`
- * init'ed here. Ties: the least total stage time, then the first enumerated. */
+ * instances (TS_ERR_INPUT beyond 10^7 candidates), under the instance's objective.
+ * TS_ERR_INFEASIBLE when none fits. `out` init'ed here. Ties: the least total stage time, then
+ * the first enumerated. */
 ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out);
 
 /* The instance of a planning problem for a layout's shard, ZeRO stage, schedule, pp and vpp
@@ -122,10 +137,11 @@ extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto";
 
 typedef struct {
     ts_partition_mode mode;
+    ts_partition_objective objective; /* --partition-objective; default stage */
     double time_limit_s; /* per layout (--partition-time-limit; default 0.25 s) */
 } ts_partition_opts;
 
-void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, 0.25 s */
+void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, 0.25 s */
 
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not

@@ -104,15 +104,16 @@ static void check_against_brute(ts_partition_problem *p, const char *what) {
     ts_split_format(&ilp, a, sizeof a);
     ts_split_format(&brute, b, sizeof b);
     cr_assert(ilp.fits, "%s: the program's split %s does not fit", what, a);
-    cr_assert(fabs(ilp.max_stage_s - brute.max_stage_s) <= 1e-9 * brute.max_stage_s,
-              "%s: program %.9f (%s) vs brute force %.9f (%s)", what, ilp.max_stage_s, a, brute.max_stage_s, b);
+    double fi = ts_partition_objective_s(p, &ilp), fb = ts_partition_objective_s(p, &brute);
+    cr_assert(fabs(fi - fb) <= 1e-9 * fb, "%s: program %.9f (%s) vs brute force %.9f (%s)", what, fi, a, fb, b);
+    cr_assert(fabs(ilp.objective_s - fi) <= 1e-12 * fi, "%s: objective_s %.9f, recomputed %.9f", what, ilp.objective_s, fi);
     int sum = 0;
     for (int g = 0; g < p->pp * p->vpp; g++) {
         cr_assert_geq(ilp.layers[g], 1, "%s: empty virtual stage %d in %s", what, g, a);
         sum += ilp.layers[g];
     }
     cr_assert_eq(sum, p->layers, "%s: %s places %d of %d layers", what, a, sum, p->layers);
-    cr_assert(info.bound_s <= ilp.max_stage_s * (1 + 1e-12), "%s", what);
+    cr_assert(info.bound_s <= fi * (1 + 1e-12), "%s", what);
     ts_split_free(&ilp);
     ts_split_free(&brute);
 }
@@ -144,6 +145,49 @@ Test(planner_partition, program_equals_brute_force_on_small_instances) {
                 }
     cr_assert_gt(cases - infeasible, cases / 2, "too few feasible instances (%d of %d) to mean much",
                  cases - infeasible, cases);
+}
+
+/* The step objective, m·T + β·(Σ_s τ_s - T): the program's optimum equals brute force's (GLPK
+ * with and without the heuristic), and is never worse in step time than the stage objective's
+ * split — strictly better on some instances (a slightly slower slowest stage, less recompute). */
+Test(planner_partition, step_objective_equals_brute_force_and_beats_stage) {
+    static const int shapes[][3] = {{6, 2, 1}, {7, 3, 1}, {8, 2, 2}, {9, 3, 1}, {8, 3, 2}, {10, 2, 1}};
+    int cases = 0, better = 0;
+    rng_state = 20261123;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int kinds = 1; kinds <= 2; kinds++)
+            for (int rep = 0; rep < 4; rep++) {
+                ts_partition_problem p;
+                random_instance(&p, shapes[i][0], shapes[i][1], shapes[i][2], kinds, 0);
+                p.microbatches = p.pp + (int)(uniform01() * 2 * p.pp);
+                p.bubble_per_stage = 1.0 / p.vpp; /* 1F1B, interleaved (Narayanan et al. SC'21 §2.2) */
+                char what[128];
+                snprintf(what, sizeof what, "step: L=%d pp=%d vpp=%d kinds=%d m=%.0f #%d", p.layers, p.pp, p.vpp, kinds,
+                         p.microbatches, rep);
+                ts_split stage, step;
+                ts_partition_info info;
+                if (ts_partition_solve(&p, &stage, &info) != TS_OK) { /* nothing fits */
+                    ts_partition_problem_free(&p);
+                    continue;
+                }
+                p.objective = TS_PART_OBJ_STEP;
+                check_against_brute(&p, what);
+                p.glpk_only = 1;
+                strncat(what, " (GLPK only)", sizeof what - strlen(what) - 1);
+                check_against_brute(&p, what);
+                p.glpk_only = 0;
+                cr_assert_eq(ts_partition_solve(&p, &step, &info), TS_OK, "%s: %s", what, ts_error_message());
+                double f_step = ts_partition_objective_s(&p, &step), f_stage = ts_partition_objective_s(&p, &stage);
+                cr_assert_leq(f_step, f_stage * (1 + 1e-12), "%s: step objective %.9f, stage objective's split %.9f", what,
+                              f_step, f_stage);
+                better += f_step < f_stage * (1 - 1e-9);
+                cases++;
+                ts_split_free(&stage);
+                ts_split_free(&step);
+                ts_partition_problem_free(&p);
+            }
+    cr_assert_geq(cases, 24, "too few feasible instances (%d)", cases);
+    cr_assert_gt(better, 0, "the step objective never differed from the stage objective in %d instances (%d)", cases, better);
 }
 
 Test(planner_partition, restricted_policies_are_honoured) {
