@@ -221,7 +221,7 @@ Test(export, uneven_pipeline_split_as_a_layout) {
  * "stages" layer counts, segment by segment, and the per-stage recompute is stated. */
 Test(export, ilp_split_becomes_the_layout_string) {
     const char *const args[] = {"--model", "deepseek-v3", "--system", "h100-sxm-dgx", "--gpus", "1024",
-                                "--global-batch", "1024", "--seq", "4096", "--fix", "tp=1,pp=16,ep=64",
+                                "--global-batch", "1024", "--seq", "4096", "--fix", "tp=1,pp=16,ep=64,vpp=1",
                                 "--partition", "ilp", NULL};
     char *dir = make_temp_dir();
     char *plan = plan_with(dir, args);
