@@ -705,6 +705,40 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
     remove_dir(dir);
 }
 
+/* Megatron export of a model with an MTP module (DeepSeek-V3): --mtp-num-layers, and the MTP
+ * layer as `m` with the loss in the last segment of --pipeline-model-parallel-layout (Megatron-LM
+ * docs/api-guide/pipeline_parallel_layout.md); a model without one gets neither. */
+Test(planner_partition, megatron_export_places_the_mtp_layer) {
+    char *dir = make_temp_dir();
+    char plan[512];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    const char *models[2] = {"deepseek-v3", "llama3-405b"}, *systems[2] = {"h800-dgx", "h100-sxm-dgx"};
+    const char *fixes[2] = {"tp=1,pp=16,ep=64", "tp=8,pp=16,cp=1"};
+    for (int c = 0; c < 2; c++) {
+        cli_result r = run_cli("plan", "--model", models[c], "--system", systems[c], "--gpus", c ? "16384" : "2048",
+                               "--global-batch", c ? "2048" : "15360", "--seq", c ? "8192" : "4096", "--fix", fixes[c],
+                               "--top", "1", "-o", plan, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cli_result_free(&r);
+        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
+        cr_assert_not_null(lay, "%s", r.out);
+        int t = 0, mtp = 0;
+        const char *q = lay + strlen("--pipeline-model-parallel-layout ");
+        for (; *q && *q != ' '; q++) {
+            t += *q == 't';
+            mtp += *q == 'm';
+        }
+        cr_assert_eq(t, c ? 126 : 61, "%s", lay);
+        cr_assert_eq(mtp, c ? 0 : 1, "%s", lay);
+        if (c == 0) cr_assert(q - lay > 3 && strncmp(q - 3, "tmL", 3) == 0, "the layout should end in tmL: %s", lay);
+        cr_assert_eq(strstr(r.out, " --mtp-num-layers 1 ") != NULL, c == 0, "%s", r.out);
+        cli_result_free(&r);
+    }
+    remove_dir(dir);
+}
+
 /* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
  * on stage 0, 3 on stage 1 — with the same losses as one rank, bit for bit. */
 static cJSON *run_losses(const char *plan) {
