@@ -224,23 +224,14 @@ int cmd_plan(int argc, char **argv) {
         case 'r': refine_k = (int)cli_int(cmd, "--refine", optarg, 1, 100000); break;
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
-        case OPT_PARTITION: {
-            int mode = -1;
-            for (int m = 0; m < TS_PARTITION_COUNT; m++)
-                if (strcmp(optarg, ts_partition_mode_names[m]) == 0) mode = m;
-            if (mode < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
-            po.mode = (ts_partition_mode)mode;
+        case OPT_PARTITION:
+            po.mode = (ts_partition_mode)cli_enum(cmd, "--partition", optarg, ts_partition_mode_names);
             break;
-        }
         case OPT_PARTITION_TIME: po.time_limit_s = cli_num(cmd, "--partition-time-limit", optarg, 1e-9, 3600); break;
-        case OPT_PARTITION_OBJECTIVE: {
-            int o = -1;
-            for (int k = 0; k < TS_PART_OBJ_COUNT; k++)
-                if (strcmp(optarg, ts_partition_objective_names[k]) == 0) o = k;
-            if (o < 0) cli_usage_error(cmd, "--partition-objective: expected stage or step, got \"%s\"", optarg);
-            po.objective = (ts_partition_objective)o;
+        case OPT_PARTITION_OBJECTIVE:
+            po.objective =
+                (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
             break;
-        }
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }

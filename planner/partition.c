@@ -746,6 +746,16 @@ static int heuristic(const ts_partition_problem *p, const int *kind_count, doubl
     return s->fits && s->max_stage_s <= cap_s * (1 + 1e-9);
 }
 
+/* glp_intopt with presolve, silent, stopped after left_s seconds (tm_lim, at least 1 ms). */
+static int intopt_within(glp_prob *lp, double left_s) {
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
+    return glp_intopt(lp, &parm);
+}
+
 /* T ≤ cap_t (scaled; infinite: no cap) and the counts rounded down to what the cap leaves each
  * stage (bounds GLPK's presolve would leave fractional). */
 static void cap_level(const ts_partition_problem *p, const columns *c, glp_prob *lp, const int *kind_count,
@@ -799,12 +809,7 @@ static ts_status step_phase(const ts_partition_problem *p, const columns *c, bui
         *proven = 0;
         return TS_OK;
     }
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.presolve = GLP_ON;
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
-    GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
+    GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, exit);
     int st = glp_mip_status(lp);
     *proven = rc == 0 && st == GLP_OPT;
     if (rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS)) {
@@ -1016,12 +1021,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
                     unknown = 1;
                     break;
                 }
-                glp_iocp parm;
-                glp_init_iocp(&parm);
-                parm.presolve = GLP_ON;
-                parm.msg_lev = GLP_MSG_OFF;
-                parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
-                GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, search_exit);
+                GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, search_exit);
                 info->glpk_calls++;
                 int st = glp_mip_status(lp);
                 feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);

@@ -402,6 +402,17 @@ Test(planner_partition, program_follows_the_split) {
     cr_assert_str_eq(ts_error_message(), "uneven stages hold 33 layers, expected the model's 32");
 }
 
+/* Writes a JSON document to `path` (the test fails if it cannot) and deletes it. */
+static void write_json(const char *path, cJSON *root) {
+    char *out = cJSON_Print(root);
+    FILE *f = fopen(path, "w");
+    cr_assert(out && f, "%s", path);
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    cJSON_Delete(root);
+}
+
 /* --partition auto, uniform and ilp through the planner (ts_search_partitioned). */
 static ts_status search_with(const ts_problem *pb, const char *fix, int top, const ts_partition_opts *po,
                              ts_search_result *r) {
@@ -689,13 +700,7 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
             cJSON *root = cJSON_Parse(text);
             free(text);
             cJSON_DeleteItemFromObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages");
-            char *out = cJSON_Print(root);
-            FILE *f = fopen(plan, "w");
-            cr_assert_not_null(f);
-            fputs(out, f);
-            fclose(f);
-            free(out);
-            cJSON_Delete(root);
+            write_json(plan, root);
             r = run_cli("sim", "--plan", plan, NULL);
             cr_assert_eq(r.status, 2, "%s", r.err);
             cr_assert(strstr(r.err, "interleaving needs pp > 1 dividing 126 layers") != NULL, "%s", r.err);
@@ -753,6 +758,17 @@ static cJSON *run_losses(const char *plan) {
     return losses;
 }
 
+/* The two plans train to the same losses, bit for bit. */
+static void assert_same_losses(const char *one, const char *two, const char *what) {
+    cJSON *a = run_losses(one), *b = run_losses(two);
+    for (int i = 0; i < 3; i++) {
+        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
+        cr_assert_eq(x, y, "step %d: one rank %.9g, %s %.9g", i, x, what, y);
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
     char *dir = make_temp_dir();
     char one[512], two[512];
@@ -773,21 +789,8 @@ Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
     free(text);
     cJSON *stages = cJSON_Parse("[{\"layers\": 1, \"recompute\": \"full\"}, {\"layers\": 3, \"recompute\": \"none\"}]");
     cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages", stages);
-    char *out = cJSON_Print(root);
-    FILE *f = fopen(two, "w");
-    cr_assert_not_null(f);
-    fputs(out, f);
-    fclose(f);
-    free(out);
-    cJSON_Delete(root);
-
-    cJSON *a = run_losses(one), *b = run_losses(two);
-    for (int i = 0; i < 3; i++) {
-        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
-        cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 %.9g", i, x, y);
-    }
-    cJSON_Delete(a);
-    cJSON_Delete(b);
+    write_json(two, root);
+    assert_same_losses(one, two, "uneven pp=2");
     remove_dir(dir);
 }
 
@@ -805,13 +808,7 @@ Test(mpi, partition_uneven_interleaved_split_same_losses_as_one_rank) {
     cr_assert_not_null(text, "%s", zoo);
     cJSON *m = cJSON_Parse(text);
     cJSON_ReplaceItemInObject(m, "layers", cJSON_CreateNumber(5));
-    char *out = cJSON_Print(m);
-    FILE *f = fopen(model, "w");
-    cr_assert_not_null(f);
-    fputs(out, f);
-    fclose(f);
-    free(out);
-    cJSON_Delete(m);
+    write_json(model, m);
     free(text);
     free(zoo);
     cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "4",
@@ -827,12 +824,6 @@ Test(mpi, partition_uneven_interleaved_split_same_losses_as_one_rank) {
     cr_assert(strstr(line, "2+1|1+1") || strstr(line, "1+2|1+1") || strstr(line, "1+1|2+1") || strstr(line, "1+1|1+2"),
               "expected one chunk of 2 layers: %s", line);
     cli_result_free(&r);
-    cJSON *a = run_losses(one), *b = run_losses(two);
-    for (int i = 0; i < 3; i++) {
-        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
-        cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 vpp=2 %.9g", i, x, y);
-    }
-    cJSON_Delete(a);
-    cJSON_Delete(b);
+    assert_same_losses(one, two, "uneven pp=2 vpp=2");
     remove_dir(dir);
 }
