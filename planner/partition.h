@@ -146,15 +146,17 @@ void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, 0.25 s */
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
  * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
- * else the fastest; with ilp, or when nothing fits). A candidate whose split fits and beats its
- * even forms replaces them in the ranking (out->splits holds the split, and the layout's
- * recompute field the policy most stages use). uniform: ts_search alone; ilp: always; auto: when
+ * else the fastest; with ilp, or when nothing fits); with ilp also the best four that only an
+ * explicit split makes valid (ts_search_opts.explicit_splits), also when the pins leave no even
+ * layout at all. A candidate whose split fits and beats its even forms replaces them in the
+ * ranking (out->splits holds the split, and the layout's recompute field the policy most stages
+ * use). uniform: ts_search alone; ilp: always; auto: when
  * nothing fits evenly (then also the closest layouts), when the model mixes kinds of layer (dense
  * and MoE), and otherwise on those of the best four whose even split a relaxation says a split
  * could beat (forced into recompute, or a stage slower than the rest by more than a layer; with
  * the memory objective: only when nothing fits). Returns like ts_search; TS_OK when only uneven
- * splits fit; then the message (and `reason`) ends with the solver's sentence for the closest
- * candidate: which stage of its even split is short, by how much. A layout on which GLPK fails is
+ * splits fit. When none fits, the message (and `reason`) ends with the solver's sentence for the
+ * closest candidate: which stage of its even split is short, by how much. A layout on which GLPK fails is
  * kept even and counted in out->partition_errors, the first message in out->partition_error. */
 ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out);
