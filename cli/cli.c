@@ -67,6 +67,16 @@ static int name_index(const char *const *names, const char *text) {
     return -1;
 }
 
+int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names) {
+    int found = name_index(names, text);
+    if (found >= 0) return found;
+    char list[256] = "";
+    size_t n = 0;
+    for (int i = 0; names[i] && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+    cli_usage_error(cmd, "%s: expected %s, got \"%s\"", flag, list, text);
+}
+
 /* "1f1b,interleaved" -> a bit per schedule. */
 static unsigned parse_schedules(const char *cmd, const char *list) {
     char buf[256];
@@ -99,13 +109,11 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case 'f': a->fix = arg, a->given = "--fix"; break;
     case CLI_OPT_OBJECTIVE:
-        found = name_index(ts_objective_names, arg);
-        if (found < 0) cli_usage_error(cmd, "--objective: expected time, memory or cost, got \"%s\"", arg);
+        found = cli_enum(cmd, "--objective", arg, ts_objective_names);
         a->search.objective = (ts_objective)found, a->given = "--objective";
         break;
     case CLI_OPT_DTYPE:
-        found = name_index(ts_dtype_names, arg);
-        if (found < 0) cli_usage_error(cmd, "--dtype: expected bf16, fp16, fp8 or fp32, got \"%s\"", arg);
+        found = cli_enum(cmd, "--dtype", arg, ts_dtype_names);
         ts_train_set_dtype(&a->train, (ts_dtype)found);
         a->given = "--dtype";
         break;

@@ -25,7 +25,14 @@ static void help(void) {
            "      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
            "                         recompute policy per stage, by a GLPK integer program over the\n"
            "                         best layouts and those that do not fit evenly; auto does it when\n"
-           "                         the model mixes dense and MoE layers or nothing fits evenly\n"
+           "                         the model mixes dense and MoE layers, nothing fits evenly, or a\n"
+           "                         best layout's even split recomputes or has a stage slower than\n"
+           "                         the rest by more than a layer\n"
+           "      --partition-objective O  stage (default): the slowest stage's time per\n"
+           "                         micro-batch; step: the step with its bubble, which may take a\n"
+           "                         slightly slower slowest stage for less recompute elsewhere\n"
+           "      --partition-time-limit S  GLPK's time per layout (default 0.25 s); a split found\n"
+           "                         when it strikes is marked time-limit, not optimal\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -91,8 +98,8 @@ exit:
 
 /* `sim_step_s` (NULL without --refine) holds the simulated step times of the first `refined`
  * layouts, shown in two more columns. */
-static void print_table(const ts_problem *pb, const ts_search_result *r, const double *sim_step_s,
-                        int refined, double refine_s) {
+static void print_table(const ts_problem *pb, const ts_search_result *r, const ts_partition_opts *po,
+                        const double *sim_step_s, int refined, double refine_s) {
     const ts_system *s = &pb->sys;
     printf("# tessera plan: %s on %d × %s (%s, %.0f GB, %.1f GB usable), batch %lld × %lld tokens, %s%s\n",
            pb->model.name, pb->gpus, s->name, s->gpu_name, s->hbm_bytes / 1e9, pb->usable_bytes / 1e9,
@@ -103,6 +110,9 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
     if (r->partitioned)
         printf("# partitioned: %d layouts re-split into uneven stages with a recompute policy each (GLPK) in %.3f s\n",
                r->partitioned, r->partition_s);
+    if (r->partition_errors)
+        printf("# partition: GLPK failed on %d layouts, which keep their even split: %s\n", r->partition_errors,
+               r->partition_error);
     if (sim_step_s)
         printf("# refined: simulated the best %d (one rank per stage) in %.3f s, re-ranked by simulated step time\n",
                refined, refine_s);
@@ -144,9 +154,28 @@ static void print_table(const ts_problem *pb, const ts_search_result *r, const d
     for (int i = 0; r->splits && i < r->n_best; i++) {
         char text[1024];
         if (r->splits[i].pp == 0) continue;
-        ts_split_format(&r->splits[i], text, sizeof text);
-        printf("# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s\n", i + 1, text);
+        const ts_split *sp = &r->splits[i];
+        ts_split_format(sp, text, sizeof text);
+        printf("# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s", i + 1, text);
+        if (sp->status == TS_PART_TIME_LIMIT) /* GLPK's incumbent: say how far from proven it may be */
+            printf(" (time-limit: not proven optimal; %s %.4g s, bound %.4g s)",
+                   po->objective == TS_PART_OBJ_STEP ? "step estimate" : "slowest stage per micro-batch",
+                   sp->objective_s, sp->bound_s);
+        putchar('\n');
     }
+}
+
+/* The stage partitioning's settings in the plan JSON's request: "partition",
+ * "partition_objective", "partition_time_limit_s". */
+static ts_status add_partition_json(cJSON *root, const ts_partition_opts *po) {
+    ts_status res = TS_OK;
+    cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "partition", ts_partition_mode_names[po->mode]), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "partition_objective", ts_partition_objective_names[po->objective]),
+                  res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "partition_time_limit_s", po->time_limit_s), res, exit);
+exit:
+    return res;
 }
 
 /* Adds the simulated step times to the plan JSON: "sim_step_s" on the refined layouts and
@@ -171,15 +200,19 @@ static double now_s(void) {
 
 int cmd_plan(int argc, char **argv) {
     const char *cmd = "plan", *output = NULL;
-    int json = 0, top_k = 0, refine_k = 0, partition = TS_PARTITION_AUTO;
+    int json = 0, top_k = 0, refine_k = 0;
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
         {"partition", required_argument, 0, OPT_PARTITION},
+        {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
+        {"partition-objective", required_argument, 0, OPT_PARTITION_OBJECTIVE},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -192,10 +225,12 @@ int cmd_plan(int argc, char **argv) {
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
         case OPT_PARTITION:
-            partition = -1;
-            for (int m = 0; m < TS_PARTITION_COUNT; m++)
-                if (strcmp(optarg, ts_partition_mode_names[m]) == 0) partition = m;
-            if (partition < 0) cli_usage_error(cmd, "--partition: expected uniform, ilp or auto, got \"%s\"", optarg);
+            po.mode = (ts_partition_mode)cli_enum(cmd, "--partition", optarg, ts_partition_mode_names);
+            break;
+        case OPT_PARTITION_TIME: po.time_limit_s = cli_num(cmd, "--partition-time-limit", optarg, 1e-9, 3600); break;
+        case OPT_PARTITION_OBJECTIVE:
+            po.objective =
+                (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
             break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
@@ -210,11 +245,14 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_load(cmd, &pa, &pb);
 
     ts_search_result r;
-    ts_status st = ts_search_partitioned(&pb, &pa.search, (ts_partition_mode)partition, &r);
+    ts_status st = ts_search_partitioned(&pb, &pa.search, &po, &r);
     if (st != TS_OK) {
         ts_search_result_free(&r);
         cli_fail(cmd, st);
     }
+    if (r.partition_errors) /* also on stderr: with --json the table's note is not printed */
+        fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
+                r.partition_errors, r.partition_error);
     int refined = refine_k < r.n_best ? refine_k : r.n_best;
     double *sim_step_s = NULL, refine_s = 0;
     if (refine_k) {
@@ -226,11 +264,12 @@ int cmd_plan(int argc, char **argv) {
     cJSON *root = NULL;
     if (st == TS_OK && (json || output)) {
         st = ts_plan_to_json(&pb, &pa.search, pa.fix, &r, &root);
+        if (st == TS_OK) st = add_partition_json(root, &po);
         if (st == TS_OK && sim_step_s) st = add_refined_json(root, refined, sim_step_s);
         if (st == TS_OK && output) st = ts_json_write_file(output, root);
         if (st == TS_OK && json) st = ts_json_write_file("-", root);
     }
-    if (st == TS_OK && !json) print_table(&pb, &r, sim_step_s, refined, refine_s);
+    if (st == TS_OK && !json) print_table(&pb, &r, &po, sim_step_s, refined, refine_s);
     if (st == TS_OK && output && !json) printf("# wrote %s\n", output);
     cJSON_Delete(root);
     free(sim_step_s);

@@ -73,6 +73,11 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     } while (0)
 
 const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+    return ts_layout_invalid_split(pb, l, 0, buf, cap);
+}
+
+const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf,
+                                    size_t cap) {
     const ts_model *m = &pb->model;
     if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
         INVALID("every size must be at least 1");
@@ -110,7 +115,7 @@ const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *bu
     if (l->pp > m->layers)
         INVALID("pp=%d exceeds %d layers", l->pp, m->layers);
     const char *why = ts_zero_invalid(pb, l, buf, cap);
-    return why ? why : ts_schedule_invalid(pb, l, buf, cap);
+    return why ? why : ts_schedule_invalid(pb, l, explicit_split, buf, cap);
 }
 
 const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
@@ -124,12 +129,18 @@ const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf,
     return NULL;
 }
 
-const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
+/* Interleaving with the even split needs pp·vpp equal chunks (Megatron-LM's
+ * --num-layers-per-virtual-pipeline-stage); an explicit split (planner/partition.h, Megatron's
+ * --pipeline-model-parallel-layout) needs only a layer in every chunk. */
+const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
     if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
         INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
                                       : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
-    if (l->vpp > 1 && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
+    if (l->vpp > 1 && explicit_split && (l->pp == 1 || (long long)l->pp * l->vpp > m->layers))
+        INVALID("interleaving needs pp > 1 and pp×vpp = %lld chunks of at least one of %d layers",
+                 (long long)l->pp * l->vpp, m->layers);
+    if (l->vpp > 1 && !explicit_split && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
         INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
                  m->layers, l->vpp);
     if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)

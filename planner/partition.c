@@ -22,6 +22,23 @@
  *   Σ_r u[r][g+1] - u[r][g] ≥ 1 layer, and Σ_k X[t][s][k] = Σ_c Σ_{r of kind t} u[r][c·pp+s+1] - u[r][c·pp+s].
  * Memory follows planner/stages.c: activations × the schedule's micro-batches in flight
  * (Narayanan et al. SC'21 §2.2; Korthikanti et al. 2022 §4.2.3).
+ * A stage's time τ_s is its compute (forward, backward, recompute) and exposed TP/CP/EP traffic
+ * per micro-batch. It leaves out the pipeline sends and receives: one activation (or its
+ * gradient) per boundary and micro-batch whatever the split — stages.c's pp_comm term, the same
+ * on every stage — so adding them would shift every τ_s by the same amount and move neither
+ * objective's optimum.
+ *
+ * The objectives. stage (the default): T = max_s τ_s, which paces the steady state. step: the
+ * step with its bubble, m·T + β·(Σ_s τ_s - T). For m micro-batches through p stages in order,
+ * the first finishes after Σ_s τ_s and each next one max_s τ_s later (the flow-shop makespan of
+ * identical jobs), Σ_s τ_s + (m - 1)·T; with equal stages that is GPipe's (m + p - 1)·τ (Huang
+ * et al. 2019 §2.3), whose bubble 1F1B keeps (Narayanan et al. SC'21 §2.2.1). β scales the fill
+ * and drain Σ_s τ_s - T by the schedule: 1 for GPipe and 1F1B, 1/v interleaved (SC'21 §2.2.2),
+ * (t_f + t_b - 2·t_w)/(t_f + t_b) for ZB-H1 (Qi et al. 2024, Table 2) — schedule.c's bubble of
+ * one layer over (p-1)·(t_f + t_b). planner/stages.c charges the bubble at the slowest stage's
+ * pace, (p-1)·β·T, an upper bound that is exact for equal stages; under it the stage objective
+ * is already step-optimal, so the planner, which ranks by stages.c, only sees the step
+ * objective's gain where that bound is loose (uneven stages; `tessera sim` measures it).
  *
  * The search. Minimising T directly leaves GLPK a min-max whose LP bound is the fluid balance
  * (fractional layers); closing that gap by branching is slow (seconds for 126 layers). But the
@@ -33,7 +50,8 @@
  * hold (exact: only counts matter), otherwise the uniform split with each stage's best policy.
  * GLPK then proves the level just below the best split infeasible — one program when the
  * heuristic was exact — or finds a better split and the bisection continues with GLPK. Finally,
- * given the layers, each stage takes its fastest policy that fits.
+ * given the layers, each stage takes its fastest policy that fits. The step objective then
+ * solves one more program near the stage optimum (step_phase).
  * Times are scaled to the largest layer's and bytes to the usable memory, so coefficients stay
  * near 1 for GLPK's tolerances. */
 #include "planner/partition.h"
@@ -50,6 +68,7 @@
 #include "planner/stages.h"
 
 const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infeasible", "no-split", NULL};
+const char *const ts_partition_objective_names[] = {"stage", "step", NULL};
 
 #define K_POL TS_RECOMPUTE_COUNT
 
@@ -119,6 +138,9 @@ ts_status ts_split_copy(ts_split *dst, const ts_split *src) {
     dst->slowest = src->slowest;
     dst->worst = src->worst;
     dst->fits = src->fits;
+    dst->status = src->status;
+    dst->objective_s = src->objective_s;
+    dst->bound_s = src->bound_s;
     return TS_OK;
 }
 
@@ -216,7 +238,7 @@ void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_spl
 typedef struct {
     const ts_partition_problem *p;
     ts_split cur, *best;
-    double best_sum_s;
+    double best_obj_s, best_sum_s;
     int found;
 } brute_ctx;
 
@@ -226,17 +248,24 @@ static double sum_s(const ts_split *s) {
     return t;
 }
 
+double ts_partition_objective_s(const ts_partition_problem *p, const ts_split *s) {
+    if (p->objective != TS_PART_OBJ_STEP) return s->max_stage_s;
+    double beta = p->bubble_per_stage;
+    return p->microbatches * s->max_stage_s + beta * (sum_s(s) - s->max_stage_s);
+}
+
 /* Every policy assignment for the current layer split. */
 static void brute_policies(brute_ctx *b, int stage) {
     const ts_partition_problem *p = b->p;
     if (stage == p->pp) {
         if (!ts_partition_evaluate(p, &b->cur)) return;
-        double t = b->cur.max_stage_s, sum = sum_s(&b->cur);
-        if (!b->found || t < b->best->max_stage_s || (t == b->best->max_stage_s && sum < b->best_sum_s)) {
+        double t = ts_partition_objective_s(p, &b->cur), sum = sum_s(&b->cur);
+        if (!b->found || t < b->best_obj_s || (t == b->best_obj_s && sum < b->best_sum_s)) {
             int V = p->pp * p->vpp;
             memcpy(b->best->layers, b->cur.layers, (size_t)V * sizeof *b->cur.layers);
             memcpy(b->best->recompute, b->cur.recompute, (size_t)p->pp * sizeof *b->cur.recompute);
             ts_partition_evaluate(p, b->best);
+            b->best_obj_s = t;
             b->best_sum_s = sum;
             b->found = 1;
         }
@@ -287,6 +316,7 @@ ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out) {
     }
     brute_layers(&b, 0, p->layers);
     ts_split_free(&b.cur);
+    out->objective_s = out->bound_s = b.best_obj_s;
     if (!b.found) {
         ts_split_free(out);
         return TS_FAIL(TS_ERR_INFEASIBLE, "no contiguous split of %d layers over %d×%d stages fits",
@@ -342,6 +372,30 @@ static int glpk_rc_handled(int rc) {
     } while (0)
 
 static void glpk_error_jump(void *info) { longjmp(*(jmp_buf *)info, 1); }
+
+/* GLPK's terminal output. Its fatal errors print their reason and "Error detected in file ..."
+ * even with glp_term_out off (GLPK 5.0 env/error.c turns it back on), which would land in the
+ * middle of `plan --json`'s stdout. The hook keeps the last lines for the error message instead
+ * and suppresses the printing (a nonzero return; GLPK reference manual, glp_term_hook). */
+typedef struct {
+    char text[256];
+    size_t len;
+} glpk_terminal;
+
+static int glpk_term_capture(void *info, const char *s) {
+    glpk_terminal *t = info;
+    for (; *s; s++) {
+        char c = *s == '\n' ? ' ' : *s;
+        if (t->len + 1 >= sizeof t->text) { /* keep the newest text */
+            memmove(t->text, t->text + sizeof t->text / 2, sizeof t->text / 2);
+            t->len -= sizeof t->text / 2;
+        }
+        if (c == ' ' && (t->len == 0 || t->text[t->len - 1] == ' ')) continue;
+        t->text[t->len++] = c;
+    }
+    t->text[t->len] = '\0';
+    return 1;
+}
 
 /* Column and row assembly: one dense coefficient buffer over the columns, flushed into a row. */
 typedef struct {
@@ -406,8 +460,12 @@ static double add_count(builder *b, const columns *c, int V, int t, int g, doubl
 }
 
 /* The infeasibility in words: the uniform split with each stage's least-memory policy. */
-static void explain_infeasible(const ts_partition_problem *p, char *why, size_t cap) {
+static void explain_infeasible(const ts_partition_problem *p, ts_partition_info *info) {
+    char *why = info->why;
+    size_t cap = sizeof info->why;
     int V = p->pp * p->vpp;
+    info->short_stage = 0;
+    info->short_bytes = INFINITY;
     if (V > p->layers) {
         snprintf(why, cap, "%d×%d virtual stages exceed the %d layers (each needs at least one)", p->pp, p->vpp,
                  p->layers);
@@ -432,6 +490,8 @@ static void explain_infeasible(const ts_partition_problem *p, char *why, size_t 
     }
     ts_partition_evaluate(p, &s);
     int i = s.worst;
+    info->short_stage = i;
+    info->short_bytes = s.stage_bytes[i] - p->usable_bytes;
     char text[1024];
     ts_split_format(&s, text, sizeof text);
     snprintf(why, cap,
@@ -551,6 +611,42 @@ static ts_status stage_time_levels(const ts_partition_problem *p, const int *kin
     return TS_OK;
 }
 
+/* A lower bound of the slowest stage's time that needs no program: the fluid balance (every
+ * layer and fixed part at its fastest allowed policy, spread evenly over the stages) and each
+ * stage's least fixed time plus vpp of the fastest layers. What a time limit reports when GLPK
+ * proved nothing better. */
+/* Σ_s τ_s with every layer and fixed part at its fastest allowed policy (no split has less),
+ * and in *most the largest of a stage's least fixed time plus vpp of the fastest layers. */
+static double relaxed_sums(const ts_partition_problem *p, double *most) {
+    double total = 0, t_any = INFINITY, t_kind[TS_PART_MAX_KINDS];
+    *most = 0;
+    for (int t = 0; t < p->n_kinds; t++) {
+        t_kind[t] = INFINITY;
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(p, k)) t_kind[t] = fmin(t_kind[t], p->time_s[t][k]);
+        t_any = fmin(t_any, t_kind[t]);
+    }
+    for (int x = 0; x < p->layers; x++) total += t_kind[p->kind[x]];
+    for (int s = 0; s < p->pp; s++) {
+        double f = INFINITY;
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(p, k)) f = fmin(f, p->fixed_time_s[s * K_POL + k]);
+        total += f;
+        *most = fmax(*most, f + p->vpp * t_any);
+    }
+    return total;
+}
+
+static double relaxed_bound_s(const ts_partition_problem *p) {
+    double most, total = relaxed_sums(p, &most);
+    return fmax(total / p->pp, most);
+}
+
+static double least_sum_s(const ts_partition_problem *p) {
+    double most;
+    return relaxed_sums(p, &most);
+}
+
 /* Given the layers, stages are independent: each takes its fastest policy that fits (the
  * slowest stage cannot get slower, and no stage recomputes for nothing). */
 static void best_policies(const ts_partition_problem *p, ts_split *s) {
@@ -648,6 +744,86 @@ static int heuristic(const ts_partition_problem *p, const int *kind_count, doubl
     }
     best_policies(p, s);
     return s->fits && s->max_stage_s <= cap_s * (1 + 1e-9);
+}
+
+/* glp_intopt with presolve, silent, stopped after left_s seconds (tm_lim, at least 1 ms). */
+static int intopt_within(glp_prob *lp, double left_s) {
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
+    return glp_intopt(lp, &parm);
+}
+
+/* T ≤ cap_t (scaled; infinite: no cap) and the counts rounded down to what the cap leaves each
+ * stage (bounds GLPK's presolve would leave fractional). */
+static void cap_level(const ts_partition_problem *p, const columns *c, glp_prob *lp, const int *kind_count,
+                      double cap_t, double ts) {
+    int pp = p->pp;
+    if (isinf(cap_t)) glp_set_col_bnds(lp, c->T, GLP_LO, 0, 0);
+    else glp_set_col_bnds(lp, c->T, GLP_DB, 0, cap_t * (1 + 1e-9) + 1e-12);
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++)
+            for (int t = 0; t < p->n_kinds && c->pol[s * K_POL + k]; t++) {
+                int xc = c->x[(t * pp + s) * K_POL + k];
+                if (!xc) continue;
+                double most = count_cap(p, t, s, k, kind_count[t]);
+                double room = (cap_t * ts * (1 + 1e-9) - p->fixed_time_s[s * K_POL + k]) / p->time_s[t][k];
+                if (p->time_s[t][k] > 0 && room < most) most = room < 0 ? 0 : floor(room);
+                glp_set_col_bnds(lp, xc, most > 0 ? GLP_DB : GLP_FX, 0, most);
+            }
+}
+
+/* The step objective, given the stage optimum S* (in `out`: slowest stage T*, objective f*).
+ * Every split has T ≥ T* and Σ τ_s ≥ Σ_min, so S* is the step optimum when its Σ is Σ_min
+ * (no stage recomputes for nothing); and any split that beats it has T < (f* - β·Σ_min)/(m - β),
+ * a cap just above T* when m is large. One program over T* ≤ T ≤ that cap minimises
+ * (m - β)·T + β·Σ τ_s directly: with T pinned between the two, its LP bound is tight (the
+ * min-max's weak fluid bound, see the top, is cut off by T ≥ T*). *proven = 1 when S* or
+ * GLPK's answer is proved optimal, 0 on the time limit; `out` keeps the better split. */
+static ts_status step_phase(const ts_partition_problem *p, const columns *c, builder *b, const int *kind_count,
+                            double ts, double left_s, ts_split *out, ts_split *trial, double *val, int *proven) {
+    ts_status res = TS_OK;
+    glp_prob *lp = b->lp;
+    int pp = p->pp, rc = 0;
+    double m = p->microbatches, beta = p->bubble_per_stage;
+    *proven = 1;
+    if (beta <= 0 || m <= beta) return TS_OK; /* then the step is m·T: the stage optimum is the step optimum */
+    double f_best = ts_partition_objective_s(p, out), sum_min = least_sum_s(p);
+    if (sum_s(out) <= sum_min * (1 + 1e-12)) return TS_OK;
+    double cap_t = (f_best - beta * sum_min) / (m - beta) / ts, t_star = out->max_stage_s / ts;
+    cap_level(p, c, lp, kind_count, cap_t, ts);
+    glp_set_col_bnds(lp, c->T, GLP_DB, t_star * (1 - 1e-9), fmax(cap_t, t_star) * (1 + 1e-9) + 1e-12);
+    glp_set_obj_coef(lp, c->T, m - beta);
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++) {
+            if (!c->pol[s * K_POL + k]) continue;
+            glp_set_obj_coef(lp, c->pol[s * K_POL + k], beta * p->fixed_time_s[s * K_POL + k] / ts);
+            for (int t = 0; t < p->n_kinds; t++) {
+                int xc = c->x[(t * pp + s) * K_POL + k];
+                if (xc) glp_set_obj_coef(lp, xc, beta * p->time_s[t][k] / ts);
+            }
+        }
+    if (left_s <= 0) {
+        *proven = 0;
+        return TS_OK;
+    }
+    GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, exit);
+    int st = glp_mip_status(lp);
+    *proven = rc == 0 && st == GLP_OPT;
+    if (rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS)) {
+        for (int j = 1; j <= b->n_cols; j++) val[j] = glp_mip_col_val(lp, j);
+        read_split(p, c, val, kind_count, trial);
+        best_policies(p, trial);
+        if (trial->fits && ts_partition_objective_s(p, trial) < f_best * (1 - 1e-12)) {
+            memcpy(out->layers, trial->layers, (size_t)pp * p->vpp * sizeof *out->layers);
+            memcpy(out->recompute, trial->recompute, (size_t)pp * sizeof *out->recompute);
+            ts_partition_evaluate(p, out);
+        }
+    }
+exit:
+    return res;
 }
 
 static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *b, ts_split *out,
@@ -839,31 +1015,13 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
                 if (p->glpk_only) break;
                 feasible = heuristic(p, kind_count, cap_t * ts, &trial);
             } else {
-                if (isinf(cap_t)) glp_set_col_bnds(lp, c->T, GLP_LO, 0, 0);
-                else glp_set_col_bnds(lp, c->T, GLP_DB, 0, cap_t * (1 + 1e-9) + 1e-12);
-                /* Counts rounded down to what the cap leaves each stage (bounds GLPK's presolve
-                 * would leave fractional). */
-                for (int s = 0; s < pp; s++)
-                    for (int k = 0; k < K_POL; k++)
-                        for (int t = 0; t < KT && c->pol[s * K_POL + k]; t++) {
-                            int xc = c->x[(t * pp + s) * K_POL + k];
-                            if (!xc) continue;
-                            double most = count_cap(p, t, s, k, kind_count[t]);
-                            double room = (cap_t * ts * (1 + 1e-9) - p->fixed_time_s[s * K_POL + k]) / p->time_s[t][k];
-                            if (p->time_s[t][k] > 0 && room < most) most = room < 0 ? 0 : floor(room);
-                            glp_set_col_bnds(lp, xc, most > 0 ? GLP_DB : GLP_FX, 0, most);
-                        }
+                cap_level(p, c, lp, kind_count, cap_t, ts);
                 double left_s = budget_s - (now_s() - t_start);
                 if (left_s <= 0) {
                     unknown = 1;
                     break;
                 }
-                glp_iocp parm;
-                glp_init_iocp(&parm);
-                parm.presolve = GLP_ON;
-                parm.msg_lev = GLP_MSG_OFF;
-                parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
-                GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, search_exit);
+                GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, search_exit);
                 info->glpk_calls++;
                 int st = glp_mip_status(lp);
                 feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);
@@ -898,15 +1056,32 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
                      pp, p->vpp, budget_s);
         } else {
             info->status = TS_PART_INFEASIBLE;
-            explain_infeasible(p, info->why, sizeof info->why);
+            explain_infeasible(p, info);
         }
         ts_split_free(out);
         res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
         goto search_exit;
     }
-    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
     ts_partition_evaluate(p, out);
-    info->bound_s = info->status == TS_PART_OPTIMAL ? out->max_stage_s : lo_s * ts;
+    /* The slowest stage's bound: proved (the optimum, or the level GLPK found infeasible) or
+     * the relaxation's. */
+    double t_bound = unknown ? fmin(out->max_stage_s, fmax(lo_s * ts, relaxed_bound_s(p))) : out->max_stage_s;
+    if (p->objective == TS_PART_OBJ_STEP) {
+        int proven = 0;
+        if (!unknown)
+            TS_CHECK_GOTO(step_phase(p, c, b, kind_count, ts, budget_s - (now_s() - t_start), out, &trial, val, &proven),
+                          res, search_exit);
+        unknown |= !proven;
+        double beta = p->bubble_per_stage > 0 && p->microbatches > p->bubble_per_stage ? p->bubble_per_stage : 0;
+        info->bound_s = (p->microbatches - beta) * t_bound + beta * least_sum_s(p);
+    } else {
+        info->bound_s = t_bound;
+    }
+    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
+    out->status = info->status;
+    out->objective_s = ts_partition_objective_s(p, out);
+    if (info->status == TS_PART_OPTIMAL || info->bound_s > out->objective_s) info->bound_s = out->objective_s;
+    out->bound_s = info->bound_s;
 search_exit:
     free(levels);
     free(val);
@@ -925,7 +1100,7 @@ ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_pa
         return TS_FAIL(TS_ERR_INPUT, "partition: %d layer kinds, expected 1..%d", p->n_kinds, TS_PART_MAX_KINDS);
     if (V > L) {
         info->status = TS_PART_INFEASIBLE;
-        explain_infeasible(p, info->why, sizeof info->why);
+        explain_infeasible(p, info);
         return TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
     }
     ts_status res = TS_OK;
@@ -958,20 +1133,29 @@ ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_pa
     /* volatile: read after a longjmp from GLPK's error hook. */
     glp_prob *volatile lp = NULL;
     jmp_buf env;
+    /* Static (thread-local): written through the hook between setjmp and longjmp, where an
+     * automatic object would be indeterminate (C11 7.13.2.1). */
+    static _Thread_local glpk_terminal term;
+    term.len = 0;
+    term.text[0] = '\0';
     if (setjmp(env)) {
         glp_error_hook(NULL, NULL);
-        glp_free_env(); /* frees every GLPK object, lp included */
+        glp_free_env(); /* frees every GLPK object, lp and the hooks included */
         lp = NULL;
-        res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program");
+        while (term.len > 0 && term.text[term.len - 1] == ' ') term.text[--term.len] = '\0';
+        res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program: %s",
+                      term.len ? term.text : "(it printed nothing)");
         goto cleanup;
     }
     glp_error_hook(glpk_error_jump, &env);
+    glp_term_hook(glpk_term_capture, &term);
     glp_term_out(GLP_OFF);
     lp = glp_create_prob();
     b.lp = lp;
     res = solve_glpk(p, &c, &b, out, info);
     glp_delete_prob(lp);
     lp = NULL;
+    glp_term_hook(NULL, NULL);
     glp_error_hook(NULL, NULL);
 cleanup:
     free(b.coef);
@@ -1004,6 +1188,18 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
     ts_shard_costs_all(pb, &sh, costs);
     int splits_w = ts_schedules[l->schedule].splits_w;
 #define BUSY(c) ((c).fwd_s + (c).bwd_s + (c).recompute_s + (splits_w ? (c).tp_split_w_s : (c).tp_s) + (c).cp_s + (c).ep_s)
+
+    /* The step objective's m and β: the schedule's bubble over (p-1) stages of one layer's
+     * forward and backward (schedule.c's closed forms; stages.c splits the exposed TP/CP/EP
+     * traffic a third to forward, two thirds to backward), per second of that time. */
+    out->microbatches = l->microbatches;
+    if (pp > 1) {
+        const ts_layer_cost *d = &costs[TS_RECOMPUTE_NONE].dense;
+        double comm = (splits_w ? d->tp_split_w_s : d->tp_s) + d->cp_s + d->ep_s;
+        double tf = d->fwd_s + comm / 3.0, tb = d->bwd_s + comm * 2.0 / 3.0;
+        if (tf + tb > 0)
+            out->bubble_per_stage = ts_schedules[l->schedule].bubble_s(pp, l->vpp, tf, tb, d->wgrad_s) / ((pp - 1) * (tf + tb));
+    }
 
     /* States per parameter, as stage_states in stages.c: ZeRO-1 shards the optimizer, -2 the
      * gradients, -3 the weights, over DP×CP (experts over DP×CP/EP). */
@@ -1084,7 +1280,10 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 
 #define PART_TOP 4          /* best layouts re-partitioned */
 #define PART_NEAR 4         /* layouts that do not fit evenly, re-partitioned */
-#define PART_TIME_LIMIT_S 0.25
+
+void ts_partition_opts_defaults(ts_partition_opts *o) {
+    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .time_limit_s = 0.25};
+}
 
 /* Layouts equal but for recompute (which the program chooses per stage). */
 static int same_but_recompute(const ts_layout *a, const ts_layout *b) {
@@ -1106,33 +1305,30 @@ static int ranked_cmp(const void *a, const void *b) {
     return (x->split.pp > 0) - (y->split.pp > 0);
 }
 
-/* Re-partitions `l`; on success (fits, valid) fills *e and *s and returns 1. */
-static int partition_one(const ts_problem *pb, const ts_search_opts *opts, const ts_layout *l, ts_eval *e,
-                         ts_split *s) {
-    unsigned policies = 0;
-    if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) policies = 1u << opts->pins.value.recompute;
+/* Re-partitions `l`. TS_OK with *e and *s filled when a split fits (valid under the closed
+ * form too); TS_ERR_INFEASIBLE when none does (*info says why; the error is cleared: no split is
+ * the usual answer); any other failure (GLPK's, memory) is returned with its message. */
+static ts_status partition_one(const ts_problem *pb, unsigned policies, const ts_partition_opts *po,
+                               const ts_layout *l, ts_eval *e, ts_split *s, ts_partition_info *info) {
     ts_partition_problem p;
-    if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) return 0;
-    p.time_limit_s = PART_TIME_LIMIT_S;
-    ts_partition_info info;
-    ts_status st = ts_partition_solve(&p, s, &info);
+    *info = (ts_partition_info){.short_bytes = INFINITY};
+    TS_CHECK(ts_partition_problem_of(pb, l, policies, &p));
+    p.time_limit_s = po->time_limit_s;
+    p.objective = po->objective;
+    ts_status st = ts_partition_solve(&p, s, info);
     ts_partition_problem_free(&p);
-    if (st != TS_OK) {
-        ts_error_clear();
-        return 0;
-    }
+    if (st == TS_ERR_INFEASIBLE) ts_error_clear();
+    if (st != TS_OK) return st;
     int count[TS_RECOMPUTE_COUNT] = {0}, most = 0;
     for (int i = 0; i < s->pp; i++) count[s->recompute[i]]++;
     for (int k = 1; k < TS_RECOMPUTE_COUNT; k++)
         if (count[k] > count[most]) most = k;
     ts_layout lk = *l;
     lk.recompute = (ts_recompute)most;
-    if (ts_evaluate_split(pb, &lk, s, e) != TS_OK || !e->fits) {
-        ts_error_clear();
-        ts_split_free(s);
-        return 0;
-    }
-    return 1;
+    st = ts_evaluate_split(pb, &lk, s, e);
+    if (st == TS_OK && !e->fits) st = TS_ERR_INFEASIBLE; /* the instance's model and stages.c disagree */
+    if (st != TS_OK) ts_split_free(s);
+    return st;
 }
 
 static int model_mixes_kinds(const ts_model *m) {
@@ -1142,44 +1338,134 @@ static int model_mixes_kinds(const ts_model *m) {
     return moe > 0 && moe < m->layers;
 }
 
-ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+/* Whether a split of `l` could have a faster slowest stage than its even form (auto's test for
+ * models of one kind of layer, no GLPK). A relaxation of the program: memory dropped, every layer
+ * at the least time any allowed policy gives any kind (t), every stage at its least fixed time
+ * (f_s). A split whose slowest stage beats the even form's, M, holds on stage s at most n_s
+ * layers, the most with f_s + n_s·t < M; one exists only if every n_s ≥ vpp and Σ_s n_s ≥ L.
+ * An even form forced into recompute passes whenever the faster policies leave room (M is its
+ * recomputing stage's); an even form balanced to within a layer fails (llama2-70b's 80 layers on
+ * 8 stages: no whole layer can move off the LM head's stage without making another slower).
+ * Cost: the instance's closed-form costs, microseconds. */
+static int split_may_gain(const ts_problem *pb, unsigned policies, ts_partition_objective objective,
+                          const ts_layout *l) {
+    ts_partition_problem p;
+    ts_split even;
+    if (ts_partition_problem_of(pb, l, policies, &p) != TS_OK) {
+        ts_error_clear();
+        return 1; /* cannot tell: let the program decide */
+    }
+    int gain = 1;
+    if (ts_split_init(&even, p.pp, p.vpp) != TS_OK) {
+        ts_error_clear();
+        goto exit;
+    }
+    ts_partition_uniform(&p, l->recompute, &even);
+    double M = even.max_stage_s * (1 - 1e-9), t = INFINITY;
+    for (int kd = 0; kd < p.n_kinds; kd++)
+        for (int k = 0; k < K_POL; k++)
+            if (policy_allowed(&p, k)) t = fmin(t, p.time_s[kd][k]);
+    /* The step objective also gains from less recompute at the same slowest stage: possible
+     * unless the even form already runs the fastest policy everywhere. */
+    int faster = 0;
+    for (int k = 0; k < K_POL; k++)
+        faster |= policy_allowed(&p, k) && p.time_s[0][k] < p.time_s[0][l->recompute];
+    if (objective == TS_PART_OBJ_STEP && faster) {
+        gain = 1;
+    } else if (t > 0 && isfinite(t)) {
+        long long room = 0;
+        for (int s = 0; s < p.pp && gain; s++) {
+            double f = INFINITY;
+            for (int k = 0; k < K_POL; k++)
+                if (policy_allowed(&p, k)) f = fmin(f, p.fixed_time_s[s * K_POL + k]);
+            double x = (M - f) / t;
+            long long n = x > 0 ? (long long)ceil(x) - 1 : -1;
+            if (n < p.vpp) gain = 0;
+            room += n;
+        }
+        gain = gain && room >= p.layers;
+    }
+    ts_split_free(&even);
+exit:
+    ts_partition_problem_free(&p);
+    return gain;
+}
+
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out) {
+    ts_partition_mode mode = po->mode;
     ts_status st = ts_search(pb, opts, out);
-    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE)) return st;
-    int nothing_fits = st == TS_ERR_INFEASIBLE;
-    if (mode == TS_PARTITION_AUTO && !nothing_fits &&
-        (!model_mixes_kinds(&pb->model) || opts->objective == TS_OBJ_MEMORY))
-        return st;
+    /* ilp: the pins may leave only layouts that need an explicit split (interleaving whose
+     * pp·vpp does not divide the layers); the searches below with explicit_splits find them. */
+    int no_valid = mode == TS_PARTITION_ILP && st == TS_ERR_INPUT && out->best != NULL && out->searched == 0;
+    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE && !no_valid)) return st;
+    int nothing_fits = st == TS_ERR_INFEASIBLE || no_valid;
+    /* auto, when something fits evenly: with the memory objective the even split stands; with
+     * one kind of layer only the best layouts whose even form split_may_gain says could be beaten
+     * (forced into recompute, or a stage slower than the rest by more than a layer). */
+    int screen = mode == TS_PARTITION_AUTO && !nothing_fits;
+    if (screen && opts->objective == TS_OBJ_MEMORY) return st;
+    if (screen && model_mixes_kinds(&pb->model)) screen = 0;
+    unsigned policies = 0;
+    if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) policies = 1u << opts->pins.value.recompute;
     char reason[sizeof out->reason];
     memcpy(reason, out->reason, sizeof reason);
 
     double t0 = now_s();
     ts_status res = TS_OK;
-    int cap = out->n_best + PART_TOP + PART_NEAR, n = 0, tried = 0;
-    ranked *list = calloc((size_t)cap, sizeof *list);
-    ts_layout *cand = calloc((size_t)(PART_TOP + PART_NEAR), sizeof *cand);
-    ts_search_result near = {0};
-    TS_ALLOC_GOTO(list, res, exit);
+    int max_cand = 2 * PART_TOP + PART_NEAR, cap = out->n_best + max_cand, n = 0, tried = 0;
+    ranked *list = NULL;
+    ts_layout *cand = calloc((size_t)max_cand, sizeof *cand);
+    ts_search_result near = {0}, split_only = {0};
     TS_ALLOC_GOTO(cand, res, exit);
     int n_cand = 0;
-    for (int i = 0; i < out->n_best && n_cand < PART_TOP; i++) {
-        int dup = out->best[i].layout.pp == 1;
-        for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &out->best[i].layout);
-        if (!dup) cand[n_cand++] = out->best[i].layout;
+    ts_layout seen[PART_TOP];
+    for (int i = 0, n_seen = 0; i < out->n_best && n_seen < PART_TOP; i++) {
+        const ts_layout *l = &out->best[i].layout;
+        int dup = l->pp == 1;
+        for (int j = 0; j < n_seen && !dup; j++) dup = same_but_recompute(&seen[j], l);
+        if (dup) continue;
+        seen[n_seen++] = *l;
+        if (!screen || split_may_gain(pb, policies, po->objective, l)) cand[n_cand++] = *l;
     }
+    if (screen && n_cand == 0) { /* nothing to gain: the even search's result, untouched */
+        free(cand);
+        return st;
+    }
+    list = calloc((size_t)cap, sizeof *list);
+    TS_ALLOC_GOTO(list, res, exit);
+    /* ilp: the best layouts that only an explicit split makes valid (interleaving whose pp·vpp
+     * does not divide the layers: Llama 3 405B's 126 layers on 16×2 chunks), as costed nearly
+     * evenly by the search. */
+    ts_search_opts o = *opts;
+    o.explicit_splits = mode == TS_PARTITION_ILP;
+    o.top_k = 4 * PART_TOP;
+    if (mode == TS_PARTITION_ILP && ts_search(pb, &o, &split_only) == TS_OK) {
+        int added = 0;
+        for (int i = 0; i < split_only.n_best && added < PART_TOP; i++) {
+            const ts_layout *l = &split_only.best[i].layout;
+            int dup = !ts_layout_invalid(pb, l, NULL, 0); /* valid evenly: the first search's */
+            for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], l);
+            if (!dup) {
+                cand[n_cand++] = *l;
+                added++;
+            }
+        }
+    }
+    ts_error_clear();
     /* Layouts that would fit with more memory: where uneven stages may make room (auto: only
      * when nothing fits; the extra search costs about as much as the first). */
     ts_problem roomy = *pb;
     roomy.usable_bytes *= 2;
-    ts_search_opts o = *opts;
     o.top_k = 4 * PART_NEAR;
     /* Nothing fits: the layouts closest to fitting; else the fastest that do not fit. */
-    o.objective = nothing_fits ? TS_OBJ_MEMORY : TS_OBJ_TIME;
+    o.objective = nothing_fits && !no_valid ? TS_OBJ_MEMORY : TS_OBJ_TIME;
     if ((mode == TS_PARTITION_ILP || nothing_fits) && ts_search(&roomy, &o, &near) == TS_OK) {
         int added = 0;
         for (int i = 0; i < near.n_best && added < PART_NEAR; i++) {
             const ts_eval *e = &near.best[i];
-            int dup = e->mem.total <= pb->usable_bytes || e->layout.pp == 1;
+            int dup = (e->mem.total <= pb->usable_bytes && !ts_layout_invalid(pb, &e->layout, NULL, 0)) ||
+                      e->layout.pp == 1;
             for (int j = 0; j < n_cand && !dup; j++) dup = same_but_recompute(&cand[j], &e->layout);
             if (!dup) {
                 cand[n_cand++] = e->layout;
@@ -1194,10 +1480,32 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
         list[n].key = ts_objective_value(pb, opts->objective, &list[n].e);
         n++;
     }
+    /* The closest candidate no split fits, for the nothing-fits message. */
+    double short_bytes = INFINITY;
+    char short_why[sizeof ((ts_partition_info *)0)->why] = "", short_layout[256] = "";
     for (int c = 0; c < n_cand; c++) {
         ranked r = {0};
+        ts_partition_info info;
         tried++;
-        if (!partition_one(pb, opts, &cand[c], &r.e, &r.split)) continue;
+        ts_status pst = partition_one(pb, policies, po, &cand[c], &r.e, &r.split, &info);
+        if (pst == TS_ERR_INFEASIBLE) {
+            if (info.short_bytes < short_bytes) {
+                short_bytes = info.short_bytes;
+                memcpy(short_why, info.why, sizeof short_why);
+                ts_layout_format(&cand[c], short_layout, sizeof short_layout);
+            }
+            continue;
+        }
+        if (pst == TS_ERR_EXTERNAL) { /* GLPK failed here: this layout keeps its even split, and the plan says so */
+            if (out->partition_errors++ == 0)
+                snprintf(out->partition_error, sizeof out->partition_error, "%s", ts_error_message());
+            ts_error_clear();
+            continue;
+        }
+        if (pst != TS_OK) {
+            res = pst;
+            goto exit;
+        }
         r.key = ts_objective_value(pb, opts->objective, &r.e);
         /* It replaces its even forms when better; otherwise it is dropped. */
         int beaten = 0;
@@ -1232,9 +1540,16 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     out->partitioned = tried;
     out->partition_s = now_s() - t0;
     out->search_s += out->partition_s;
-    if (keep == 0) {
+    if (keep == 0 && no_valid && tried == 0) {
+        memcpy(out->reason, reason, sizeof out->reason);
+        res = TS_FAIL(TS_ERR_INPUT, "%s", out->reason);
+    } else if (keep == 0) {
         /* The search's reason is under 400 characters; the bound keeps the sentence whole. */
-        if (tried > 0)
+        if (tried > 0 && short_why[0])
+            snprintf(out->reason, sizeof out->reason,
+                     "%.400s; uneven stages (--partition) fit none of the %d closest layouts either (closest, "
+                     "%.140s: %.360s)", reason, tried, short_layout, short_why);
+        else if (tried > 0)
             snprintf(out->reason, sizeof out->reason,
                      "%.400s; uneven stages (--partition) fit none of the %d closest layouts either", reason, tried);
         else
@@ -1249,5 +1564,6 @@ exit:
     free(list);
     free(cand);
     ts_search_result_free(&near);
+    ts_search_result_free(&split_only);
     return res;
 }

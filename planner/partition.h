@@ -20,6 +20,12 @@
 
 #define TS_PART_MAX_KINDS 4
 
+/* What the program minimises. stage: the slowest stage's time per micro-batch, T. step: the step
+ * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition.c), which may accept a slightly slower
+ * slowest stage for less recompute elsewhere. */
+typedef enum { TS_PART_OBJ_STAGE, TS_PART_OBJ_STEP, TS_PART_OBJ_COUNT } ts_partition_objective;
+extern const char *const ts_partition_objective_names[]; /* "stage", "step"; NULL-ended */
+
 typedef struct {
     int layers;   /* L, the model's layers in order */
     int pp, vpp;  /* physical stages and chunks per stage */
@@ -39,11 +45,23 @@ typedef struct {
     double *in_flight;         /* (pp) micro-batches whose activations the stage keeps at its peak */
     double usable_bytes;       /* per GPU */
     double time_limit_s;       /* for the whole search (default 1 s) */
+    ts_partition_objective objective; /* default stage */
+    double microbatches;       /* m, per step (the step objective) */
+    double bubble_per_stage;   /* β: the schedule's fill and drain per second of stage time beyond
+                                  the slowest (1 for GPipe and 1F1B, 1/vpp interleaved) */
     int glpk_only;             /* skip the primal heuristic (tests: GLPK alone reaches the optimum) */
 } ts_partition_problem;
 
 ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp);
 void ts_partition_problem_free(ts_partition_problem *p);
+
+typedef enum {
+    TS_PART_OPTIMAL,    /* proven optimal */
+    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
+    TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
+    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
+} ts_partition_status;
+extern const char *const ts_partition_status_names[];
 
 /* A split and what it costs under the instance's model. */
 typedef struct ts_split {
@@ -52,9 +70,14 @@ typedef struct ts_split {
     ts_recompute *recompute;  /* (pp) policy of each physical stage */
     double *stage_s;          /* (pp) busy seconds per micro-batch */
     double *stage_bytes;      /* (pp) memory per GPU */
-    double max_stage_s;       /* the slowest stage's (the objective) */
+    double max_stage_s;       /* the slowest stage's (the stage objective) */
     int slowest, worst;       /* stage with the most time, with the most memory */
     int fits;                 /* every stage within usable_bytes */
+    /* From ts_partition_solve (0 otherwise): OPTIMAL or TIME_LIMIT, the program's objective
+     * (ts_partition_objective_s) and the lower bound of it that was proved (= objective_s when
+     * optimal). */
+    ts_partition_status status;
+    double objective_s, bound_s;
 } ts_split;
 
 ts_status ts_split_init(ts_split *s, int pp, int vpp);
@@ -69,35 +92,36 @@ int ts_split_format(const ts_split *s, char *buf, size_t cap);
  * returns fits. The reference the program is checked against. */
 int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s);
 
+/* The objective's value of an evaluated split: max_stage_s (stage) or the step estimate (step). */
+double ts_partition_objective_s(const ts_partition_problem *p, const ts_split *s);
+
 /* The planner's uniform split (planner/stages.c: with vpp = 1 stages 1..L mod pp take one more
  * layer; with vpp > 1 equal chunks, remainders to chunks 1..) with policy `rc` on every stage. */
 void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s);
 
-typedef enum {
-    TS_PART_OPTIMAL,    /* proven optimal */
-    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
-    TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
-    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
-} ts_partition_status;
-extern const char *const ts_partition_status_names[];
-
 typedef struct {
     ts_partition_status status;
     double solve_s;  /* wall time of glp_intopt, and of building the program */
-    double bound_s;  /* best lower bound of max_stage_s GLPK proved (time limit: below the incumbent) */
+    double bound_s;  /* best lower bound of the objective proved (time limit: below the incumbent) */
     int rows, cols, integer_cols;
     int glpk_calls;  /* glp_intopt runs of the search over T */
     char why[512];   /* infeasible / no split: in words */
+    /* Infeasible: the stage of the uniform split (each stage at its least-memory policy) most
+     * over the usable memory, and by how many bytes (what info.why says). */
+    int short_stage;
+    double short_bytes;
 } ts_partition_info;
 
 /* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
  * TIME_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
- * when GLPK fails. */
+ * when GLPK fails (the message quotes what GLPK printed; GLPK's terminal output never reaches
+ * stdout). */
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
 
 /* Every contiguous split × every policy per stage: the optimum by enumeration, for small
- * instances (TS_ERR_INPUT beyond 10^7 candidates). TS_ERR_INFEASIBLE when none fits. `out`
- * init'ed here. Ties: the least total stage time, then the first enumerated. */
+ * instances (TS_ERR_INPUT beyond 10^7 candidates), under the instance's objective.
+ * TS_ERR_INFEASIBLE when none fits. `out` init'ed here. Ties: the least total stage time, then
+ * the first enumerated. */
 ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out);
 
 /* The instance of a planning problem for a layout's shard, ZeRO stage, schedule, pp and vpp
@@ -111,15 +135,30 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
 typedef enum { TS_PARTITION_UNIFORM, TS_PARTITION_ILP, TS_PARTITION_AUTO, TS_PARTITION_COUNT } ts_partition_mode;
 extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto"; NULL-ended */
 
+typedef struct {
+    ts_partition_mode mode;
+    ts_partition_objective objective; /* --partition-objective; default stage */
+    double time_limit_s; /* per layout (--partition-time-limit; default 0.25 s) */
+} ts_partition_opts;
+
+void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, 0.25 s */
+
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
  * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
- * else the fastest; with ilp, or when nothing fits). A candidate whose split fits and beats its
- * even forms replaces them in the ranking (out->splits holds the split, and the layout's
- * recompute field the policy most stages use). uniform: ts_search alone; ilp: always; auto: when
- * the model mixes kinds of layer (dense and MoE) or nothing fits evenly (the memory objective:
- * only then). Returns like ts_search; TS_OK when only uneven splits fit. */
-ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, ts_partition_mode mode,
+ * else the fastest; with ilp, or when nothing fits); with ilp also the best four that only an
+ * explicit split makes valid (ts_search_opts.explicit_splits), also when the pins leave no even
+ * layout at all. A candidate whose split fits and beats its even forms replaces them in the
+ * ranking (out->splits holds the split, and the layout's recompute field the policy most stages
+ * use). uniform: ts_search alone; ilp: always; auto: when
+ * nothing fits evenly (then also the closest layouts), when the model mixes kinds of layer (dense
+ * and MoE), and otherwise on those of the best four whose even split a relaxation says a split
+ * could beat (forced into recompute, or a stage slower than the rest by more than a layer; with
+ * the memory objective: only when nothing fits). Returns like ts_search; TS_OK when only uneven
+ * splits fit. When none fits, the message (and `reason`) ends with the solver's sentence for the
+ * closest candidate: which stage of its even split is short, by how much. A layout on which GLPK fails is
+ * kept even and counted in out->partition_errors, the first message in out->partition_error. */
+ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out);
 
 /* The planner's closed form (planner/stages.c) of layout `l` under split `s` (s->pp = l->pp,

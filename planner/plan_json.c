@@ -46,10 +46,14 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
     return o;
 }
 
-/* Uneven stages: "stages": [{"layers", "recompute", "chunks": [layers per chunk] (vpp > 1)}]. */
+/* Uneven stages: "stages": [{"layers", "recompute", "chunks": [layers per chunk] (vpp > 1)}],
+ * and how the program ended: "partition_status" (optimal | time-limit) and "partition_bound_s",
+ * the lower bound of the slowest stage's seconds per micro-batch it proved. */
 static ts_status add_stages(cJSON *layout, const ts_split *s) {
     ts_status res = TS_OK;
     cJSON *arr = NULL;
+    TS_CJSON_GOTO(cJSON_AddStringToObject(layout, "partition_status", ts_partition_status_names[s->status]), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(layout, "partition_bound_s", s->bound_s), res, exit);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(layout, "stages"), res, exit);
     for (int i = 0; i < s->pp; i++) {
         cJSON *o = cJSON_CreateObject();
@@ -103,6 +107,10 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "usable_bytes", pb->usable_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partitioned", r->partitioned), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partition_s", r->partition_s), res, fail);
+    if (r->partition_errors) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partition_errors", r->partition_errors), res, fail);
+        TS_CJSON_GOTO(cJSON_AddStringToObject(root, "partition_error", r->partition_error), res, fail);
+    }
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "layouts"), res, fail);
     for (int i = 0; i < r->n_best; i++) {
         cJSON *e = ts_eval_to_json(&r->best[i], i + 1);
@@ -204,8 +212,11 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
         TS_CHECK_GOTO(ts_jr_str(&er, item, "layout", 1, NULL, text, sizeof text), res, exit);
         snprintf(what, sizeof what, "%s: %s.layout", file, er.path);
         TS_CHECK_GOTO(ts_layout_parse(what, text, &ls[i]), res, exit);
+        /* A layout with "stages" (an explicit split) may interleave chunks that do not divide
+         * the layers evenly; ts_plan_read_split checks the split itself. */
         char why[256];
-        if (ts_layout_invalid(pb, &ls[i], why, sizeof why)) {
+        int explicit_split = cJSON_GetObjectItemCaseSensitive(item, "stages") != NULL;
+        if (ts_layout_invalid_split(pb, &ls[i], explicit_split, why, sizeof why)) {
             res = TS_FAIL(TS_ERR_INPUT, "%s: %s.layout: \"%s\" is not valid for this plan: %s", file,
                           er.path, text, why);
             goto exit;

@@ -83,11 +83,16 @@ typedef struct {
  * `buf` receives the message (NULL: no message, a fixed string is returned). Memory is not
  * checked here (see ts_eval.fits). */
 const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+/* The same for a layout whose stages may come from an explicit split (explicit_split = 1; see
+ * planner/partition.h): interleaving then needs a layer in each of the pp·vpp chunks, not
+ * pp·vpp dividing the layers. */
+const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf,
+                                    size_t cap);
 /* The parts of those checks that concern only the ZeRO stage (given pp and the rest), and only
  * the schedule and vpp (whatever the ZeRO stage); ts_layout_invalid runs them last, the search
  * alone where it checked the rest already. `buf` may be NULL (no message). */
 const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
-const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap);
 
 /* Evaluates one layout (the planner's closed form). `l->microbatches` is derived. Invalid
  * layout: TS_ERR_INPUT with the reason. */

@@ -111,10 +111,12 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     const ts_pins *pins = &c->opts->pins;
     ts_search_result *r = c->out;
     int dpc = l->dp * l->cp;
-    /* vpp candidates of the interleaved schedule: the divisors of the layers per stage. */
-    int per_stage = pb->model.layers / l->pp;
-    const int *vpps = c->div + c->div_first[per_stage];
+    /* vpp candidates of the interleaved schedule: the divisors of the layers per stage (with
+     * explicit splits, of ⌈layers/pp⌉ too: the fuller stages' chunks then hold equal layers). */
+    int per_stage = pb->model.layers / l->pp, up = per_stage + (pb->model.layers % l->pp != 0);
+    const int *vpps = c->div + c->div_first[per_stage], *vpps_up = c->div + c->div_first[up];
     int n_vpp = l->pp > 1 ? c->div_first[per_stage + 1] - c->div_first[per_stage] : 0;
+    int n_up = l->pp > 1 && c->opts->explicit_splits && up != per_stage ? c->div_first[up + 1] - c->div_first[up] : 0;
     /* ZeRO stages searched here (the ZeRO rules do not depend on the schedule). */
     int zeros[4], n_zero = 0;
     for (int z = 0; z <= 3; z++) {
@@ -125,13 +127,14 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         const ts_schedule_info *si = &ts_schedules[s];
         if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
         if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
-        int n_v = si->interleaved ? n_vpp : 1;
+        int n_v = si->interleaved ? n_vpp + n_up : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
-            int v = si->interleaved ? vpps[iv] : 1;
+            int v = !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
+            if (si->interleaved && iv >= n_vpp && per_stage % v == 0) continue; /* a divisor of both */
             if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
             l->schedule = (ts_schedule)s;
             l->vpp = v;
-            if (ts_schedule_invalid(pb, l, NULL, 0)) continue;
+            if (ts_schedule_invalid(pb, l, c->opts->explicit_splits, NULL, 0)) continue;
             int have_acts = 0; /* the runs' activations, shared by the ZeRO stages */
             for (int iz = 0; iz < n_zero; iz++) {
                 int z = zeros[iz];

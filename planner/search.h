@@ -27,6 +27,10 @@ typedef struct {
     ts_objective objective; /* time: step_s; memory: bytes per GPU; cost: GPU-seconds per token */
     int prune;              /* 1: branch and bound (default); 0: evaluate everything */
     unsigned schedules;     /* bit (1u << ts_schedule) per schedule allowed; 0 = all */
+    /* 1: also interleaved layouts whose pp·vpp does not divide the layers (vpp among the divisors
+     * of ⌈layers/pp⌉ too), costed as if split nearly evenly: candidates for explicit splits
+     * (planner/partition.h), never valid on their own. 0 (default): even splits only. */
+    int explicit_splits;
 } ts_search_opts;
 
 void ts_search_opts_defaults(ts_search_opts *o);
@@ -40,11 +44,13 @@ typedef struct {
     double search_s;
     ts_eval closest;     /* the valid layout needing the least memory (meaningful when n_best==0) */
     int has_closest;
-    char reason[512];    /* when nothing fits: why, and what would */
+    char reason[1024];   /* when nothing fits: why, and what would */
     /* Uneven stages (planner/partition.h, ts_search_partitioned): */
     struct ts_split *splits; /* (n_best) best[i]'s split, pp = 0 for the even one; NULL: all even */
     int partitioned;         /* layouts whose stages the program re-partitioned */
     double partition_s;      /* the time that took (inside search_s) */
+    int partition_errors;    /* layouts on which GLPK failed (kept even) */
+    char partition_error[512]; /* the first such failure's message */
 } ts_search_result;
 
 /* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say

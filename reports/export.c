@@ -14,9 +14,12 @@
  *     {e4m3, hybrid};
  *   _add_network_size_args: --num-layers, --hidden-size, --ffn-hidden-size,
  *     --num-attention-heads, --group-query-attention, --num-query-groups, --attention-backend
- *     (flash, fused, unfused, local, auto);
+ *     (flash, fused, unfused, local, auto), --mtp-num-layers (multi-token prediction modules);
  *   _add_data_args: --seq-length; _add_moe_args: --expert-model-parallel-size, --num-experts,
  *     --moe-router-topk.
+ * The layout string's `m` is an MTP layer (docs/api-guide/pipeline_parallel_layout.md, whose
+ * example splits DeepSeek-V3's 61 layers and its MTP layer over PP16 × VPP2 as
+ * "Et*3|(tt|)*29,m|L"); without a layout Megatron puts the MTP layers on the last stage.
  * The ZeRO-1/2/3 names of --data-parallel-sharding-strategy come from the Megatron Core
  * "Parallelism Strategies Guide" (docs.nvidia.com/megatron-core/developer-guide, user-guide/
  * parallelism-guide.html): optim = ZeRO-1, optim_grads = ZeRO-2, optim_grads_params = ZeRO-3.
@@ -54,14 +57,16 @@ static int split_layers(const ts_model *m, const ts_layout *l, const ts_split *s
     return split ? split->layers[g] : stage_layers(m->layers, l->pp, g);
 }
 
-/* Megatron's --pipeline-model-parallel-layout: "Et..t|t..t|...|t..tL", one segment per virtual
- * stage in model order. */
+/* Megatron's --pipeline-model-parallel-layout: "Et..t|t..t|...|t..tmL", one segment per virtual
+ * stage in model order; the MTP layers (`m`) sit with the loss on the last, where Tessera's
+ * planner and step program put them. */
 static void write_layout_string(FILE *f, const ts_model *m, const ts_layout *l, const ts_split *split) {
     int n = split ? split->pp * split->vpp : l->pp;
     for (int g = 0; g < n; g++) {
         if (g) fputc('|', f);
         if (g == 0) fputc('E', f);
         for (int i = 0; i < split_layers(m, l, split, g); i++) fputc('t', f);
+        for (int i = 0; g == n - 1 && i < m->mtp_layers; i++) fputc('m', f);
         if (g == n - 1) fputc('L', f);
     }
 }
@@ -125,6 +130,7 @@ ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_
             (long long)pb->train.global_batch, (long long)pb->train.seq);
     fprintf(f, " --num-layers %d --hidden-size %lld --ffn-hidden-size %lld --num-attention-heads %d", m->layers,
             (long long)m->hidden, (long long)m->ffn_hidden, m->heads);
+    if (m->mtp_layers > 0) fprintf(f, " --mtp-num-layers %d", m->mtp_layers);
     if (m->kv_heads != m->heads) fprintf(f, " --group-query-attention --num-query-groups %d", m->kv_heads);
     if (!pb->train.flash_attention) fputs(" --attention-backend unfused", f);
     if (l->recompute == TS_RECOMPUTE_FULL)

@@ -689,7 +689,7 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
                            ts_program *out) {
     memset(out, 0, sizeof *out);
     char why[256], text[256];
-    if (ts_layout_invalid(pb, in, why, sizeof why)) {
+    if (ts_layout_invalid_split(pb, in, opts && opts->chunk_layers, why, sizeof why)) {
         ts_layout_format(in, text, sizeof text);
         return TS_FAIL(TS_ERR_INPUT, "layout %s is not valid here: %s", text, why);
     }

@@ -5,12 +5,14 @@
  * (suite `mpi`) running an uneven split. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <glpk.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "planner/partition.h"
+#include "planner/plan_json.h"
 #include "planner/schedule.h"
 #include "sim/program.h"
 #include "tests/helpers.h"
@@ -102,15 +104,16 @@ static void check_against_brute(ts_partition_problem *p, const char *what) {
     ts_split_format(&ilp, a, sizeof a);
     ts_split_format(&brute, b, sizeof b);
     cr_assert(ilp.fits, "%s: the program's split %s does not fit", what, a);
-    cr_assert(fabs(ilp.max_stage_s - brute.max_stage_s) <= 1e-9 * brute.max_stage_s,
-              "%s: program %.9f (%s) vs brute force %.9f (%s)", what, ilp.max_stage_s, a, brute.max_stage_s, b);
+    double fi = ts_partition_objective_s(p, &ilp), fb = ts_partition_objective_s(p, &brute);
+    cr_assert(fabs(fi - fb) <= 1e-9 * fb, "%s: program %.9f (%s) vs brute force %.9f (%s)", what, fi, a, fb, b);
+    cr_assert(fabs(ilp.objective_s - fi) <= 1e-12 * fi, "%s: objective_s %.9f, recomputed %.9f", what, ilp.objective_s, fi);
     int sum = 0;
     for (int g = 0; g < p->pp * p->vpp; g++) {
         cr_assert_geq(ilp.layers[g], 1, "%s: empty virtual stage %d in %s", what, g, a);
         sum += ilp.layers[g];
     }
     cr_assert_eq(sum, p->layers, "%s: %s places %d of %d layers", what, a, sum, p->layers);
-    cr_assert(info.bound_s <= ilp.max_stage_s * (1 + 1e-12), "%s", what);
+    cr_assert(info.bound_s <= fi * (1 + 1e-12), "%s", what);
     ts_split_free(&ilp);
     ts_split_free(&brute);
 }
@@ -142,6 +145,49 @@ Test(planner_partition, program_equals_brute_force_on_small_instances) {
                 }
     cr_assert_gt(cases - infeasible, cases / 2, "too few feasible instances (%d of %d) to mean much",
                  cases - infeasible, cases);
+}
+
+/* The step objective, m·T + β·(Σ_s τ_s - T): the program's optimum equals brute force's (GLPK
+ * with and without the heuristic), and is never worse in step time than the stage objective's
+ * split — strictly better on some instances (a slightly slower slowest stage, less recompute). */
+Test(planner_partition, step_objective_equals_brute_force_and_beats_stage) {
+    static const int shapes[][3] = {{6, 2, 1}, {7, 3, 1}, {8, 2, 2}, {9, 3, 1}, {8, 3, 2}, {10, 2, 1}};
+    int cases = 0, better = 0;
+    rng_state = 20261123;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int kinds = 1; kinds <= 2; kinds++)
+            for (int rep = 0; rep < 4; rep++) {
+                ts_partition_problem p;
+                random_instance(&p, shapes[i][0], shapes[i][1], shapes[i][2], kinds, 0);
+                p.microbatches = p.pp + (int)(uniform01() * 2 * p.pp);
+                p.bubble_per_stage = 1.0 / p.vpp; /* 1F1B, interleaved (Narayanan et al. SC'21 §2.2) */
+                char what[128];
+                snprintf(what, sizeof what, "step: L=%d pp=%d vpp=%d kinds=%d m=%.0f #%d", p.layers, p.pp, p.vpp, kinds,
+                         p.microbatches, rep);
+                ts_split stage, step;
+                ts_partition_info info;
+                if (ts_partition_solve(&p, &stage, &info) != TS_OK) { /* nothing fits */
+                    ts_partition_problem_free(&p);
+                    continue;
+                }
+                p.objective = TS_PART_OBJ_STEP;
+                check_against_brute(&p, what);
+                p.glpk_only = 1;
+                strncat(what, " (GLPK only)", sizeof what - strlen(what) - 1);
+                check_against_brute(&p, what);
+                p.glpk_only = 0;
+                cr_assert_eq(ts_partition_solve(&p, &step, &info), TS_OK, "%s: %s", what, ts_error_message());
+                double f_step = ts_partition_objective_s(&p, &step), f_stage = ts_partition_objective_s(&p, &stage);
+                cr_assert_leq(f_step, f_stage * (1 + 1e-12), "%s: step objective %.9f, stage objective's split %.9f", what,
+                              f_step, f_stage);
+                better += f_step < f_stage * (1 - 1e-9);
+                cases++;
+                ts_split_free(&stage);
+                ts_split_free(&step);
+                ts_partition_problem_free(&p);
+            }
+    cr_assert_geq(cases, 24, "too few feasible instances (%d)", cases);
+    cr_assert_gt(better, 0, "the step objective never differed from the stage objective in %d instances (%d)", cases, better);
 }
 
 Test(planner_partition, restricted_policies_are_honoured) {
@@ -356,6 +402,348 @@ Test(planner_partition, program_follows_the_split) {
     cr_assert_str_eq(ts_error_message(), "uneven stages hold 33 layers, expected the model's 32");
 }
 
+/* Writes a JSON document to `path` (the test fails if it cannot) and deletes it. */
+static void write_json(const char *path, cJSON *root) {
+    char *out = cJSON_Print(root);
+    FILE *f = fopen(path, "w");
+    cr_assert(out && f, "%s", path);
+    fputs(out, f);
+    fclose(f);
+    free(out);
+    cJSON_Delete(root);
+}
+
+/* --partition auto, uniform and ilp through the planner (ts_search_partitioned). */
+static ts_status search_with(const ts_problem *pb, const char *fix, int top, const ts_partition_opts *po,
+                             ts_search_result *r) {
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    o.top_k = top;
+    if (fix) cr_assert_eq(ts_pins_parse("--fix", fix, &o.pins), TS_OK, "%s", ts_error_message());
+    return ts_search_partitioned(pb, &o, po, r);
+}
+
+static ts_search_result search_mode(const ts_problem *pb, const char *fix, int top, ts_partition_mode mode) {
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
+    po.mode = mode;
+    ts_search_result r;
+    cr_assert_eq(search_with(pb, fix, top, &po, &r), TS_OK, "%s: %s", ts_partition_mode_names[mode],
+                 ts_error_message());
+    return r;
+}
+
+static int has_uneven(const ts_search_result *r) {
+    for (int i = 0; r->splits && i < r->n_best; i++)
+        if (r->splits[i].pp > 0) return 1;
+    return 0;
+}
+
+/* A model mixing dense and MoE layers (DeepSeek-V3: 3 dense, 58 MoE): auto re-partitions, and
+ * the first stage's split is uneven and faster than the even split. */
+Test(planner_partition, auto_partitions_a_mixed_model) {
+    ts_problem pb = problem("deepseek-v3", "h800-dgx", 2048, 15360, 4096);
+    ts_search_result a = search_mode(&pb, "tp=1,pp=16,ep=64", 3, TS_PARTITION_AUTO);
+    ts_search_result u = search_mode(&pb, "tp=1,pp=16,ep=64", 3, TS_PARTITION_UNIFORM);
+    cr_assert_gt(a.partitioned, 0);
+    cr_assert(has_uneven(&a));
+    cr_assert_lt(a.best[0].step_s, u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+                 u.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&u);
+}
+
+/* One kind of layer, the even split forced into full recompute (Llama 3 405B on 16 stages of
+ * 126 layers, 8K tokens): auto re-splits the best layouts and finds what ilp finds without
+ * interleaving (ilp also tries interleaving that only an explicit split allows, and does
+ * better); uniform keeps the even split. */
+Test(planner_partition, auto_partitions_a_dense_model_where_the_program_wins) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
+    const char *fix = "tp=8,pp=16,cp=1";
+    ts_search_result a = search_mode(&pb, fix, 3, TS_PARTITION_AUTO);
+    ts_search_result i = search_mode(&pb, "tp=8,pp=16,cp=1,vpp=1", 3, TS_PARTITION_ILP);
+    ts_search_result iv = search_mode(&pb, fix, 3, TS_PARTITION_ILP);
+    cr_assert_leq(iv.best[0].step_s, a.best[0].step_s);
+    ts_search_result_free(&iv);
+    ts_search_result u = search_mode(&pb, fix, 3, TS_PARTITION_UNIFORM);
+    cr_assert_eq(u.best[0].layout.recompute, TS_RECOMPUTE_FULL, "the even split was expected to need full recompute");
+    cr_assert_eq(u.partitioned, 0);
+    cr_assert(!has_uneven(&u));
+    cr_assert_gt(a.partitioned, 0);
+    cr_assert(a.splits && a.splits[0].pp == 16, "auto's best should be an uneven split");
+    cr_assert_lt(a.best[0].step_s, 0.9 * u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+                 u.best[0].step_s);
+    cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
+                       a.best[0].step_s, i.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&i);
+    ts_search_result_free(&u);
+}
+
+/* The README's question (Llama 2 70B on 64 H100s): every best layout's even split is balanced to
+ * within a layer and recomputes nothing, so auto runs no program (the plan stays as fast as the
+ * search alone) and ilp, which does, finds nothing better. */
+Test(planner_partition, auto_skips_layouts_the_program_cannot_improve) {
+    ts_problem pb = problem("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096);
+    ts_search_result a = search_mode(&pb, NULL, 10, TS_PARTITION_AUTO);
+    ts_search_result i = search_mode(&pb, NULL, 10, TS_PARTITION_ILP);
+    cr_assert_eq(a.partitioned, 0);
+    cr_assert(!has_uneven(&a));
+    cr_assert_gt(i.partitioned, 0);
+    cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
+                       a.best[0].step_s, i.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&i);
+}
+
+/* `tessera plan` re-partitions by default (auto) and not with --partition uniform. */
+Test(planner_partition, cli_default_is_auto) {
+    const char *base[] = {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,cp=1", "--top", "2",
+                          "--json"};
+    double step[3];
+    int partitioned[3];
+    const char *modes[3] = {NULL, "auto", "uniform"};
+    for (int m = 0; m < 3; m++) {
+        const char *args[24];
+        int n = 0;
+        for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) args[n++] = base[k];
+        if (modes[m]) {
+            args[n++] = "--partition";
+            args[n++] = modes[m];
+        }
+        args[n] = NULL;
+        cli_result r = run_argv(args);
+        cJSON *root = parse_json_output(&r, "plan --json");
+        partitioned[m] = (int)json_num(root, "partitioned", "$");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
+        step[m] = json_num(best, "step_s", "$.layouts[0]");
+        cr_assert_eq(cJSON_GetObjectItemCaseSensitive(best, "stages") != NULL, m < 2, "%s: stages",
+                     modes[m] ? modes[m] : "default");
+        cJSON_Delete(root);
+        cli_result_free(&r);
+    }
+    cr_assert_eq(step[0], step[1], "default %.6f s, auto %.6f s", step[0], step[1]);
+    cr_assert_eq(partitioned[0], partitioned[1]);
+    cr_assert_gt(partitioned[0], 0);
+    cr_assert_eq(partitioned[2], 0);
+    cr_assert_lt(step[0], step[2]);
+}
+
+/* A split found when the time limit strikes is the incumbent, not the optimum: the plan's table
+ * and JSON say so. 1e-9 s leaves GLPK no time to prove the heuristic's split. */
+Test(planner_partition, time_limited_split_is_marked_in_the_plan) {
+    const char *base[] = {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1",
+                          "--top", "1", NULL, NULL, NULL, NULL};
+    const char *limits[2] = {NULL, "1e-9"}, *want[2] = {"optimal", "time-limit"};
+    for (int t = 0; t < 2; t++) {
+        int n = 15;
+        if (limits[t]) base[n++] = "--partition-time-limit", base[n++] = limits[t];
+        base[n] = "--json";
+        base[n + 1] = NULL;
+        cli_result r = run_argv(base);
+        cJSON *root = parse_json_output(&r, "plan --json");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
+        cr_assert_str_eq(json_str(best, "partition_status", "$.layouts[0]"), want[t]);
+        /* The bound: the optimum itself, or below the incumbent but above nothing. */
+        double bound = json_num(best, "partition_bound_s", "$.layouts[0]");
+        cr_assert_gt(bound, 0);
+        if (t == 1) cr_assert_lt(bound, json_num(best, "step_s", "$.layouts[0]"));
+        cJSON_Delete(root);
+        cli_result_free(&r);
+        base[n] = NULL; /* the table */
+        r = run_argv(base);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *line = find_line(r.out, "# split of rank 1");
+        cr_assert_not_null(line, "%s", r.out);
+        cr_assert_eq(strstr(line, "(time-limit: not proven optimal") != NULL && strstr(line, "bound") != NULL, t == 1,
+                     "%s", r.out);
+        cli_result_free(&r);
+    }
+}
+
+/* GLPK's next sizeable allocation fails: a 1 MB limit (glp_mem_limit) with all but 256 bytes of
+ * it held by a GLPK block (glp_alloc; 224 bytes stay free after its header, less than a
+ * glp_prob). GLPK's failure frees its environment, the block and the limit with it. */
+static void glpk_out_of_memory(void) {
+    size_t total = 0;
+    glp_mem_limit(1);
+    glp_mem_usage(NULL, NULL, &total, NULL);
+    cr_assert_lt(total, (1u << 19), "GLPK already holds %zu bytes", total);
+    glp_alloc(1, (int)((1u << 20) - total - 256));
+}
+
+/* GLPK's fatal errors (here its memory limit) come back as TS_ERR_EXTERNAL with what GLPK said;
+ * the planner keeps that layout's even split and reports the failure. */
+Test(planner_partition, glpk_errors_are_reported) {
+    ts_problem pb = problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192);
+    ts_layout l = layout(&pb, "dp=128,tp=8,pp=16,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none");
+    ts_partition_problem p;
+    cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
+    ts_split s;
+    ts_partition_info info;
+    glpk_out_of_memory();
+    ts_error_clear();
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_ERR_EXTERNAL);
+    cr_assert(strstr(ts_error_message(), "GLPK failed") != NULL && strstr(ts_error_message(), "limit exceeded") != NULL,
+              "%s", ts_error_message());
+    /* The failure freed GLPK's environment, limit included: the next solve runs. */
+    cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
+    ts_split_free(&s);
+    ts_partition_problem_free(&p);
+
+    glpk_out_of_memory();
+    ts_error_clear();
+    ts_search_result r = search_mode(&pb, "tp=8,pp=16,cp=1", 3, TS_PARTITION_ILP);
+    cr_assert_geq(r.partition_errors, 1);
+    cr_assert(strstr(r.partition_error, "GLPK failed") != NULL, "%s", r.partition_error);
+    cr_assert_gt(r.n_best, 0);
+    cJSON *root = NULL;
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    cr_assert_eq(ts_plan_to_json(&pb, &o, NULL, &r, &root), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(json_num(root, "partition_errors", "$"), r.partition_errors);
+    cr_assert_str_eq(json_str(root, "partition_error", "$"), r.partition_error);
+    cJSON_Delete(root);
+    ts_search_result_free(&r);
+}
+
+/* Nothing fits, not even unevenly: the message ends with the solver's sentence for the closest
+ * layout — which stage of its even split is short, by how much. */
+Test(planner_partition, nothing_fits_names_the_short_stage) {
+    cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "96",
+                           "--global-batch", "1024", "--seq", "8192", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(one_line_error(r.err, "plan"), "%s", r.err);
+    cr_assert(strstr(r.err, "uneven stages (--partition) fit none of the 4 closest layouts either (closest, dp=") != NULL,
+              "%s", r.err);
+    cr_assert(strstr(r.err, "no contiguous split of 126 layers over 12×1 stages fits in 73.5 GB") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "short by 2.0 GB)") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* Interleaving whose pp·vpp does not divide the layers: no even split exists (uniform refuses
+ * the pins), an explicit split does (ilp): Llama 3 405B's 126 layers and DeepSeek-V3's 61 on
+ * 16×2 chunks, every chunk at least a layer. */
+static void check_uneven_interleaving(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq,
+                                      const char *fix) {
+    ts_problem pb = problem(model, sys, gpus, batch, seq);
+    ts_partition_opts po;
+    ts_partition_opts_defaults(&po);
+    po.mode = TS_PARTITION_UNIFORM;
+    ts_search_result r;
+    ts_error_clear();
+    cr_assert_eq(search_with(&pb, fix, 2, &po, &r), TS_ERR_INPUT, "%s uniform", model);
+    cr_assert(strstr(ts_error_message(), "interleaving needs") != NULL, "%s", ts_error_message());
+    ts_search_result_free(&r);
+    po.mode = TS_PARTITION_ILP;
+    po.time_limit_s = 0.02; /* the heuristic's split at least; GLPK may prove or better it */
+    cr_assert_eq(search_with(&pb, fix, 2, &po, &r), TS_OK, "%s ilp: %s", model, ts_error_message());
+    cr_assert_gt(r.n_best, 0);
+    for (int i = 0; i < r.n_best; i++) {
+        const ts_split *s = &r.splits[i];
+        cr_assert_eq(r.best[i].layout.vpp, 2, "%s", model);
+        cr_assert(s->pp == 16 && s->vpp == 2, "%s: rank %d has no 16×2 split", model, i + 1);
+        int sum = 0;
+        for (int g = 0; g < 32; g++) {
+            cr_assert_geq(s->layers[g], 1, "%s: chunk %d", model, g);
+            sum += s->layers[g];
+        }
+        cr_assert_eq(sum, pb.model.layers, "%s", model);
+        cr_assert(r.best[i].fits, "%s", model);
+    }
+    ts_search_result_free(&r);
+}
+
+Test(planner_partition, uneven_interleaving_plans_with_ilp) {
+    check_uneven_interleaving("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192, "tp=8,pp=16,cp=1,vpp=2");
+    check_uneven_interleaving("deepseek-v3", "h800-dgx", 2048, 15360, 4096, "tp=1,pp=16,cp=2,ep=64,vpp=2");
+}
+
+/* Plans with uneven stages end to end: written, read back by `tessera sim --plan` (which
+ * simulates the split: within 10% of its closed form) and `tessera export`; vpp = 1 (auto) and
+ * vpp = 2 with 126 layers (ilp). Without its "stages" the vpp = 2 layout is refused. */
+Test(planner_partition, uneven_plans_simulate_and_export) {
+    char *dir = make_temp_dir();
+    const char *fixes[2] = {"tp=8,pp=16,cp=1,sched=zb-h1", "tp=8,pp=16,cp=1,vpp=2"};
+    const char *modes[2] = {"auto", "ilp"};
+    for (int c = 0; c < 2; c++) {
+        char plan[512];
+        snprintf(plan, sizeof plan, "%s/plan%d.json", dir, c);
+        cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                               "--global-batch", "2048", "--seq", "8192", "--fix", fixes[c], "--top", "1",
+                               "--partition", modes[c], "--partition-time-limit", "0.05", "-o", plan, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert_not_null(find_line(r.out, "# split of rank 1"), "%s", r.out);
+        cli_result_free(&r);
+        r = run_cli("sim", "--plan", plan, "--json", NULL);
+        cJSON *sim = parse_json_output(&r, "sim --plan --json");
+        double step = json_num(sim, "step_s", "$"), closed = json_num(sim, "closed_form_step_s", "$");
+        cr_assert(fabs(step - closed) < 0.1 * closed, "%s: simulated %.3f s, closed form %.3f s", fixes[c], step,
+                  closed);
+        cr_assert(strstr(json_str(sim, "layout", "$"), c ? "vpp=2,sched=interleaved" : "vpp=1,sched=zb-h1") != NULL,
+                  "%s", json_str(sim, "layout", "$"));
+        cJSON_Delete(sim);
+        cli_result_free(&r);
+        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
+        cr_assert_not_null(lay, "%s", r.out);
+        int bars = 0; /* one segment per virtual stage */
+        for (const char *q = lay + strlen("--pipeline-model-parallel-layout "); *q && *q != ' ' && *q != '\n'; q++)
+            bars += *q == '|';
+        cr_assert_eq(bars, 16 * (c + 1) - 1, "%s", r.out);
+        cli_result_free(&r);
+        if (c == 1) { /* the same layout without its split */
+            char *text = read_file(plan);
+            cJSON *root = cJSON_Parse(text);
+            free(text);
+            cJSON_DeleteItemFromObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages");
+            write_json(plan, root);
+            r = run_cli("sim", "--plan", plan, NULL);
+            cr_assert_eq(r.status, 2, "%s", r.err);
+            cr_assert(strstr(r.err, "interleaving needs pp > 1 dividing 126 layers") != NULL, "%s", r.err);
+            cli_result_free(&r);
+        }
+    }
+    remove_dir(dir);
+}
+
+/* Megatron export of a model with an MTP module (DeepSeek-V3): --mtp-num-layers, and the MTP
+ * layer as `m` with the loss in the last segment of --pipeline-model-parallel-layout (Megatron-LM
+ * docs/api-guide/pipeline_parallel_layout.md); a model without one gets neither. */
+Test(planner_partition, megatron_export_places_the_mtp_layer) {
+    char *dir = make_temp_dir();
+    char plan[512];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    const char *models[2] = {"deepseek-v3", "llama3-405b"}, *systems[2] = {"h800-dgx", "h100-sxm-dgx"};
+    const char *fixes[2] = {"tp=1,pp=16,ep=64", "tp=8,pp=16,cp=1"};
+    for (int c = 0; c < 2; c++) {
+        cli_result r = run_cli("plan", "--model", models[c], "--system", systems[c], "--gpus", c ? "16384" : "2048",
+                               "--global-batch", c ? "2048" : "15360", "--seq", c ? "8192" : "4096", "--fix", fixes[c],
+                               "--top", "1", "-o", plan, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cli_result_free(&r);
+        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
+        cr_assert_not_null(lay, "%s", r.out);
+        int t = 0, mtp = 0;
+        const char *q = lay + strlen("--pipeline-model-parallel-layout ");
+        for (; *q && *q != ' '; q++) {
+            t += *q == 't';
+            mtp += *q == 'm';
+        }
+        cr_assert_eq(t, c ? 126 : 61, "%s", lay);
+        cr_assert_eq(mtp, c ? 0 : 1, "%s", lay);
+        if (c == 0) cr_assert(q - lay > 3 && strncmp(q - 3, "tmL", 3) == 0, "the layout should end in tmL: %s", lay);
+        cr_assert_eq(strstr(r.out, " --mtp-num-layers 1 ") != NULL, c == 0, "%s", r.out);
+        cli_result_free(&r);
+    }
+    remove_dir(dir);
+}
+
 /* Suite `mpi` (needs mpirun): the executor trains an uneven split — 1 layer with full recompute
  * on stage 0, 3 on stage 1 — with the same losses as one rank, bit for bit. */
 static cJSON *run_losses(const char *plan) {
@@ -368,6 +756,17 @@ static cJSON *run_losses(const char *plan) {
     cJSON_Delete(root);
     cli_result_free(&r);
     return losses;
+}
+
+/* The two plans train to the same losses, bit for bit. */
+static void assert_same_losses(const char *one, const char *two, const char *what) {
+    cJSON *a = run_losses(one), *b = run_losses(two);
+    for (int i = 0; i < 3; i++) {
+        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
+        cr_assert_eq(x, y, "step %d: one rank %.9g, %s %.9g", i, x, what, y);
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
 }
 
 Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
@@ -390,20 +789,41 @@ Test(mpi, partition_uneven_split_same_losses_as_one_rank) {
     free(text);
     cJSON *stages = cJSON_Parse("[{\"layers\": 1, \"recompute\": \"full\"}, {\"layers\": 3, \"recompute\": \"none\"}]");
     cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "stages", stages);
-    char *out = cJSON_Print(root);
-    FILE *f = fopen(two, "w");
-    cr_assert_not_null(f);
-    fputs(out, f);
-    fclose(f);
-    free(out);
-    cJSON_Delete(root);
+    write_json(two, root);
+    assert_same_losses(one, two, "uneven pp=2");
+    remove_dir(dir);
+}
 
-    cJSON *a = run_losses(one), *b = run_losses(two);
-    for (int i = 0; i < 3; i++) {
-        double x = cJSON_GetArrayItem(a, i)->valuedouble, y = cJSON_GetArrayItem(b, i)->valuedouble;
-        cr_assert_eq(x, y, "step %d: one rank %.9g, uneven pp=2 %.9g", i, x, y);
-    }
-    cJSON_Delete(a);
-    cJSON_Delete(b);
+/* Suite `mpi`: an uneven interleaved split — tiny with 5 layers on 2 stages × 2 chunks (no even
+ * split: 5 is not a multiple of 4), the split the program chooses — trains to the same losses
+ * as one rank, bit for bit. */
+Test(mpi, partition_uneven_interleaved_split_same_losses_as_one_rank) {
+    char *dir = make_temp_dir();
+    char model[512], one[512], two[512];
+    snprintf(model, sizeof model, "%s/tiny5.json", dir);
+    snprintf(one, sizeof one, "%s/one.json", dir);
+    snprintf(two, sizeof two, "%s/two.json", dir);
+    char *zoo = test_data_path("models/llm/tiny.json");
+    char *text = read_file(zoo);
+    cr_assert_not_null(text, "%s", zoo);
+    cJSON *m = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(m, "layers", cJSON_CreateNumber(5));
+    write_json(model, m);
+    free(text);
+    free(zoo);
+    cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "4",
+                           "--seq", "64", "--fix", "mbs=1,recompute=none", "--top", "1", "-o", one, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", "2", "--global-batch", "4", "--seq",
+                "64", "--fix", "dp=1,tp=1,pp=2,vpp=2,mbs=1,recompute=none", "--top", "1", "--partition", "ilp", "-o",
+                two, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *line = find_line(r.out, "# split of rank 1");
+    cr_assert_not_null(line, "%s", r.out);
+    cr_assert(strstr(line, "2+1|1+1") || strstr(line, "1+2|1+1") || strstr(line, "1+1|2+1") || strstr(line, "1+1|1+2"),
+              "expected one chunk of 2 layers: %s", line);
+    cli_result_free(&r);
+    assert_same_losses(one, two, "uneven pp=2 vpp=2");
     remove_dir(dir);
 }
