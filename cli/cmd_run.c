@@ -158,7 +158,13 @@ int cmd_run(int argc, char **argv) {
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
     ts_layout layout = layouts[index - 1];
     free(layouts);
-    if (!ts_runtime_under_mpi()) cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
+    if (!ts_runtime_under_mpi()) {
+        /* A layout the executor refuses is said once, here, before any rank starts (inside an
+         * existing mpirun, ts_trainer_init says it on every rank). */
+        st = ts_trainer_check(&pb, &layout);
+        if (st != TS_OK) cli_fail(cmd, st);
+        cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
+    }
 
     ts_runtime rt;
     st = ts_runtime_init(&rt, &layout);

@@ -231,7 +231,7 @@ static ts_status init_edge(ts_trainer *t, tr_segment *s, int head) {
 
 /* ---- Set-up ------------------------------------------------------------------------------ */
 
-static ts_status check_supported(const ts_problem *pb, const ts_layout *l) {
+ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l) {
     const ts_model *m = &pb->model;
     ts_ref probe;
     /* The reference rejects what it does not implement; reuse its checks on a 1-token probe. */
@@ -246,8 +246,10 @@ static ts_status check_supported(const ts_problem *pb, const ts_layout *l) {
     if (m->vocab % l->tp != 0)
         return TS_FAIL(TS_ERR_INPUT, "the executor needs tp=%d to divide the vocabulary %lld", l->tp,
                        (long long)m->vocab);
-    if (ts_schedules[l->schedule].splits_w && (m->moe.experts > 0 || l->zero >= 2))
-        return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only for dense models with zero <= 1");
+    /* ZeRO-2/3 reduce each layer's gradients as its backward ends, and its shared one-layer
+     * gradient buffer would mix the norms' gradients of one layer's B with another's W. */
+    if (ts_schedules[l->schedule].splits_w && l->zero >= 2)
+        return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only with zero <= 1 (got zero=%d)", l->zero);
     if (m->mtp_layers > 0) return TS_FAIL(TS_ERR_INPUT, "the executor does not run MTP modules");
     long long T = (long long)l->mbs * pb->train.seq / l->cp;
     if (pb->train.seq % (2 * l->cp) != 0 || (l->sp && T % l->tp != 0))
@@ -362,7 +364,7 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
                           const ts_runtime *rt, const ts_backend *be, const ts_train_opts *opts) {
     *out = NULL;
     const ts_layout *l = &prog->layout;
-    TS_CHECK(check_supported(pb, l));
+    TS_CHECK(ts_trainer_check(pb, l));
     ts_status res = TS_OK;
     ts_trainer *t = calloc(1, sizeof *t);
     TS_ALLOC_GOTO(t, res, fail);

@@ -47,9 +47,9 @@
  * Under the sanitizers (make check) the subprocesses run with ASAN_OPTIONS=detect_leaks=0 (Open
  * MPI's own allocations at exit are not ours). A sanitized run costs 3.5–4× the CPU (measured:
  * dp=2 14 s against 3.8 s, tiny-moe ep=2 17 s against 4.4 s, dp=2,tp=2,pp=2 16 s against 4.8 s),
- * so only the 15 cases marked `san` run there — every parallel form once: DP with ZeRO 1/2/3, TP
+ * so only the 16 cases marked `san` run there — every parallel form once: DP with ZeRO 1/2/3, TP
  * with SP, each pipeline schedule, CP, full and selective recompute, the 8-rank 3-D layout, and
- * tiny-moe's EP with ZeRO-3, with TP+SP and with CP; the others are reported skipped
+ * tiny-moe's EP with ZeRO-3, with TP+SP and with CP, and its ZB-H1; the others are reported skipped
  * (cr_skip_test), never passed. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -452,7 +452,11 @@ static void check_parity(const parity_case *c) {
     X(moe_cp2_ep2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",        \
       MEM_WGO, 1)                                                                                                   \
     X(moe_dp2_pp2_ep2_zero1, "tiny-moe",                                                                            \
-      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)
+      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)                     \
+    X(moe_pp2_zbh1, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none",      \
+      MEM_WGO, 1)                                                                                                   \
+    X(moe_dp2_tp2_pp2_sp_ep2_zero1_zbh1, "tiny-moe",                                                                \
+      "dp=2,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 0)
 
 #define PARITY_TEST(name_, model_, layout_, mem_, san_)                                                             \
     Test(mpi, parity_##name_) {                                                                                     \
@@ -650,17 +654,30 @@ Test(mpi, json_fields_and_trace) {
     remove_dir(dir);
 }
 
-Test(mpi, unsupported_layout_is_refused) {
-    char *dir = make_temp_dir(), plan[PATH_MAX];
-    make_plan(dir, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", plan,
-              sizeof plan);
-    const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
-    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
-    cr_expect(r.status != 0 && r.status < 128, "exit %d for a layout the executor cannot run", r.status);
-    cr_expect(strstr(r.err, "ZB-H1") != NULL && strstr(r.err, "dense") != NULL,
-              "stderr does not say ZB-H1 needs a dense model: %s", r.err);
-    cli_result_free(&r);
-    remove_dir(dir);
+/* Layouts the executor refuses (ts_trainer_check) are refused by the CLI before mpirun starts: exit
+ * 2, one line, no rank launched. */
+Test(run_cli, unsupported_layout_is_refused_before_mpirun) {
+    static const struct {
+        const char *model, *layout, *says;
+    } cases[] = {
+        {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=zb-h1,recompute=none",
+         "ZB-H1 only with zero <= 1 (got zero=2)"},
+        {"tiny", "dp=1,tp=8,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none",
+         "tp=8 to divide 4 kv heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = make_temp_dir(), plan[PATH_MAX];
+        make_plan(dir, cases[i].model, cases[i].layout, plan, sizeof plan);
+        const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
+        cli_result r = run_argv(args);
+        cr_expect_eq(r.status, 2, "%s: exit %d, stderr: %s", cases[i].layout, r.status, r.err);
+        cr_expect(one_line_error(r.err, "run"), "%s: not one line: %s", cases[i].layout, r.err);
+        cr_expect(strstr(r.err, cases[i].says) != NULL, "%s: stderr does not say \"%s\": %s", cases[i].layout,
+                  cases[i].says, r.err);
+        cr_expect(strstr(r.err, "mpirun") == NULL, "%s: a rank was started: %s", cases[i].layout, r.err);
+        cli_result_free(&r);
+        remove_dir(dir);
+    }
 }
 
 /* Refusals before any rank starts: exit 2 with one line. */
