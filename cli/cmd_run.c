@@ -26,8 +26,10 @@ static void help(void) {
            "\n"
            "Trains the plan's layout for real on MPI ranks: each rank runs its stage's step program\n"
            "(OpenBLAS GEMMs and Open MPI collectives, or with --device cuda cuBLAS and NCCL on one GPU\n"
-           "per rank), the transformer's losses are the same as on one rank. Without an MPI launcher it starts mpirun with the layout's rank count itself\n"
-           "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
+           "per rank), the transformer's losses are the same as on one rank. Without an MPI launcher\n"
+           "it starts mpirun with the layout's rank count itself (--oversubscribe when the ranks\n"
+           "exceed the cores, and it says so). It trains fp32 whatever dtype the plan was made for,\n"
+           "says so on stderr, and reports the planner's memory for fp32.\n"
            "\n"
            "  -p, --plan FILE     a plan written by tessera plan -o\n"
            "  -i, --index I       which layout of the plan, 1-based (default 1)\n"
@@ -158,6 +160,12 @@ int cmd_run(int argc, char **argv) {
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
     ts_layout layout = layouts[index - 1];
     free(layouts);
+    /* The executor trains fp32 whatever precision the plan was made for (plan defaults to bf16):
+     * the problem becomes fp32 here, so the program's byte counts and the planner memory reported
+     * beside the measured one are those of what runs (4 + 4 + 8 bytes per parameter, 4-byte
+     * activations), not the plan's. */
+    ts_dtype plan_dtype = pb.train.dtype;
+    ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
     if (!ts_runtime_under_mpi()) {
         /* A layout the executor refuses is said once, here, before any rank starts (inside an
          * existing mpirun, ts_trainer_init says it on every rank). */
@@ -191,6 +199,9 @@ int cmd_run(int argc, char **argv) {
     st = be->alloc(sizeof *time_buf, (void **)&time_buf);
     if (st != TS_OK) rank_fail(&rt, st);
 
+    if (rt.rank == 0 && plan_dtype != TS_DTYPE_FP32)
+        fprintf(stderr, "tessera run: note: the plan is for %s; the executor trains in fp32, and "
+                        "planner_memory_bytes is the planner's memory for fp32\n", ts_dtype_names[plan_dtype]);
     const char *fault = getenv("TESSERA_FAULT_RANK"), *fault_step = getenv("TESSERA_FAULT_STEP");
     int n_ops = prog.stages[rt.coords.pp].n_ops;
     ts_op_span *spans = calloc((size_t)n_ops, sizeof *spans);
@@ -268,6 +279,8 @@ int cmd_run(int argc, char **argv) {
             cJSON *o = cJSON_CreateObject(), *ss, *ls, *ks, *ms, *pm;
             cJSON_AddStringToObject(o, "layout", text);
             cJSON_AddStringToObject(o, "model", pb.model.name);
+            cJSON_AddStringToObject(o, "dtype", ts_dtype_names[pb.train.dtype]);
+            cJSON_AddStringToObject(o, "plan_dtype", ts_dtype_names[plan_dtype]);
             cJSON_AddNumberToObject(o, "ranks", world);
             cJSON_AddNumberToObject(o, "steps", steps);
             cJSON_AddNumberToObject(o, "warmup", warmup);

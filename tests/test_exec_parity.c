@@ -275,18 +275,24 @@ static int layout_ranks(const char *text) {
     return ts_rank_count(&l);
 }
 
-/* `tessera plan` for `layout` (every field pinned) written to <dir>/plan.json. */
-static void make_plan(const char *dir, const char *model, const char *layout, char *plan, size_t cap) {
+/* `tessera plan --dtype <dtype>` for `layout` (every field pinned) written to <dir>/plan-<dtype>.json. */
+static void make_plan_dtype(const char *dir, const char *model, const char *layout, const char *dtype, char *plan,
+                            size_t cap) {
     char gpus[16], batch[16], seq[16];
     snprintf(gpus, sizeof gpus, "%d", layout_ranks(layout));
     snprintf(batch, sizeof batch, "%d", BATCH);
     snprintf(seq, sizeof seq, "%d", SEQ);
-    snprintf(plan, cap, "%s/plan.json", dir);
+    snprintf(plan, cap, "%s/plan-%s.json", dir, dtype);
     cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", gpus,
-                           "--global-batch", batch, "--seq", seq, "--dtype", "fp32", "--fix", layout,
+                           "--global-batch", batch, "--seq", seq, "--dtype", dtype, "--fix", layout,
                            "--top", "1", "-o", plan, NULL);
     cr_assert_eq(r.status, 0, "plan %s %s: exit %d, stderr: %s", model, layout, r.status, r.err);
     cli_result_free(&r);
+}
+
+/* The executor trains fp32: plans for it are fp32 unless a test is about the dtype. */
+static void make_plan(const char *dir, const char *model, const char *layout, char *plan, size_t cap) {
+    make_plan_dtype(dir, model, layout, "fp32", plan, cap);
 }
 
 static double seconds_since(const struct timespec *t0) {
@@ -651,6 +657,44 @@ Test(mpi, json_fields_and_trace) {
     check_run_trace(trace, RANKS, json_num(json_obj(out, "step_s", "$"), "p90", "$.step_s"));
     cJSON_Delete(out);
     cli_result_free(&r);
+    remove_dir(dir);
+}
+
+/* A plan made for bf16 (plan's default) trains fp32, as every run does: stderr says so once, the
+ * JSON names both dtypes, and the planner memory beside the measured one is the fp32 plan's, not
+ * the bf16 one's (about half the weights, gradients and activations). */
+Test(mpi, bf16_plan_trains_fp32_and_says_so) {
+    const char *layout = "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none";
+    const char *const dtypes[] = {"bf16", "fp32"};
+    const char *note = "tessera run: note: the plan is for bf16; the executor trains in fp32";
+    char *dir = make_temp_dir();
+    cJSON *out[2];
+    for (int i = 0; i < 2; i++) {
+        char plan[PATH_MAX];
+        make_plan_dtype(dir, "tiny", layout, dtypes[i], plan, sizeof plan);
+        const char *args[] = {"run", "--plan", plan, "--steps", "2", "--warmup", "1", "--json", NULL};
+        cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+        out[i] = parse_json_output(&r, dtypes[i]);
+        const char *at = strstr(r.err, note);
+        cr_expect(i == 0 ? at != NULL && strstr(at + 1, note) == NULL : at == NULL,
+                  "%s plan: stderr should say \"%s\" %s: %s", dtypes[i], note, i == 0 ? "once" : "never", r.err);
+        cr_expect_str_eq(json_str(out[i], "dtype", "$"), "fp32");
+        cr_expect_str_eq(json_str(out[i], "plan_dtype", "$"), dtypes[i]);
+        cli_result_free(&r);
+    }
+    const cJSON *pm[2] = {json_obj(out[0], "planner_memory_bytes", "$"), json_obj(out[1], "planner_memory_bytes", "$")};
+    for (int k = 0; k < 5; k++) {
+        double b = json_num(pm[0], mem_cats[k], "bf16 run"), f = json_num(pm[1], mem_cats[k], "fp32 run");
+        cr_expect(b == f, "planner_memory_bytes.%s: %.0f B from the bf16 plan, %.0f B from the fp32 plan", mem_cats[k],
+                  b, f);
+    }
+    const cJSON *l0 = cJSON_GetObjectItemCaseSensitive(out[0], "losses"), *l1 = cJSON_GetObjectItemCaseSensitive(out[1], "losses");
+    cr_assert(cJSON_GetArraySize(l0) == 2 && cJSON_GetArraySize(l1) == 2, "\"losses\" is not 2 numbers");
+    for (int s = 0; s < 2; s++)
+        cr_expect(cJSON_GetArrayItem(l0, s)->valuedouble == cJSON_GetArrayItem(l1, s)->valuedouble,
+                  "step %d: the bf16 plan's loss differs from the fp32 plan's", s + 1);
+    cJSON_Delete(out[0]);
+    cJSON_Delete(out[1]);
     remove_dir(dir);
 }
 
