@@ -6,9 +6,9 @@
  * micro-batch 2 with this rank's heads), and is timed (CLOCK_MONOTONIC, after the backend has
  * finished). Parallel forms: DP; TP (Megatron column/row parallel, vocab-parallel embedding and
  * cross-entropy); SP (norms on sequence shards, all-gather / reduce-scatter around blocks); PP
- * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (keys and values
- * all-gathered over the CP group, their gradients reduce-scattered back; load-balanced causal
- * chunks); EP (tokens dispatched to the ranks owning their experts and combined back with
+ * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (ring attention:
+ * keys and values passed round the CP ring by send/recv, partial attentions merged by log-sum-exp,
+ * their gradients passed round in backward; load-balanced causal chunks); EP (tokens dispatched to the ranks owning their experts and combined back with
  * all-to-all-v); ZeRO-1/2/3 with optimizer states, gradients and parameters sharded over DP×CP
  * (experts over their DP group); recompute none / selective / full.
  *
