@@ -572,6 +572,39 @@ Test(mpi, oversubscribing_is_said) {
     remove_dir(dir);
 }
 
+/* "memory_bytes_by_rank" of a run whose ranks 2k, 2k+1 are stage k (tp=2): one entry per rank in
+ * rank order, categories adding to the total, "memory_bytes" their maximum over the ranks, TP peers
+ * alike, and the stages apart (the first holds the embedding, the last the head). */
+static void check_memory_by_rank(const cJSON *root, int ranks) {
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(root, "memory_bytes_by_rank");
+    const cJSON *worst = json_obj(root, "memory_bytes", "$");
+    cr_assert(cJSON_IsArray(by) && cJSON_GetArraySize(by) == ranks, "$.memory_bytes_by_rank is not %d entries",
+              ranks);
+    double max[5] = {0}, v[8][5];
+    cr_assert(ranks <= 8 && ranks % 2 == 0);
+    for (int r = 0; r < ranks; r++) {
+        const cJSON *e = cJSON_GetArrayItem(by, r);
+        cr_expect_eq(json_num(e, "rank", "$.memory_bytes_by_rank[]"), r);
+        cr_expect_eq(json_num(e, "stage", "$.memory_bytes_by_rank[]"), r / 2);
+        double sum = 0;
+        for (int k = 0; k < 5; k++) {
+            v[r][k] = json_num(e, mem_cats[k], "$.memory_bytes_by_rank[]");
+            cr_expect(v[r][k] >= 0, "rank %d %s = %g", r, mem_cats[k], v[r][k]);
+            sum += v[r][k];
+            max[k] = fmax(max[k], v[r][k]);
+        }
+        double total = json_num(e, "total", "$.memory_bytes_by_rank[]");
+        cr_expect(fabs(total - sum) <= 1e-9 * sum, "rank %d: total %g, categories add to %g", r, total, sum);
+        cr_expect(v[r][0] > 0, "rank %d holds no weights", r);
+        if (r % 2) cr_expect(v[r][0] == v[r - 1][0], "TP peers %d and %d hold %g and %g bytes of weights", r - 1, r,
+                             v[r - 1][0], v[r][0]);
+    }
+    for (int k = 0; k < 5; k++)
+        cr_expect_eq(max[k], json_num(worst, mem_cats[k], "$.memory_bytes"),
+                     "$.memory_bytes.%s is not the largest rank's", mem_cats[k]);
+    cr_expect(v[0][0] != v[ranks - 1][0], "the first and last stages hold the same weights (%g bytes)", v[0][0]);
+}
+
 /* The fields of DESIGN.md's run JSON and more, checked on the numbers they must satisfy. */
 static void check_run_json(const cJSON *root, const char *layout, int ranks, int steps, int warmup) {
     cr_expect_str_eq(json_str(root, "layout", "$"), layout);
@@ -605,6 +638,7 @@ static void check_run_json(const cJSON *root, const char *layout, int ranks, int
         cr_expect(fabs(total - sum) <= 1e-9 * sum, "$.%s.total %g, categories add to %g", blocks[b], total, sum);
         cr_expect(json_num(m, "weights", blocks[b]) > 0, "$.%s.weights is 0", blocks[b]);
     }
+    check_memory_by_rank(root, ranks);
 }
 
 /* The Chrome trace of a run whose ranks 2k, 2k+1 are stage k: one named process per rank, phases
