@@ -244,6 +244,9 @@ int cmd_run(int argc, char **argv) {
     ts_layout *layouts = NULL;
     int n_layouts = 0;
     ts_status st = ts_plan_read(plan, &pb, &layouts, &n_layouts);
+    /* A rank of a running job that cannot load the plan (a file its node lacks, or that changed
+     * under the job) ends the job, naming itself. */
+    if (st != TS_OK && ts_runtime_under_mpi()) rank_fail(NULL, st);
     if (st != TS_OK) cli_fail(cmd, st);
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
     ts_layout layout = layouts[index - 1];

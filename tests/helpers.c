@@ -53,7 +53,7 @@ void test_remove_temp(char *path) {
     free(path);
 }
 
-static const char *cli_binary(void) {
+const char *tessera_binary(void) {
     static char path[PATH_MAX];
     if (!path[0]) {
         const char *env = getenv("TESSERA_BIN");
@@ -107,13 +107,12 @@ static int anonymous_file(void) {
     return fd;
 }
 
-cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+cli_result run_program_timeout(const char *const *argv_in, unsigned timeout_s) {
     char *argv[CLI_MAX_ARGS + 2];
     int n = 0;
-    argv[n++] = strdup(cli_binary());
-    for (; args[n - 1] != NULL; n++) {
+    for (; argv_in[n] != NULL; n++) {
         if (n > CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
-        argv[n] = strdup(args[n - 1]);
+        argv[n] = strdup(argv_in[n]);
         if (argv[n] == NULL) die("strdup");
     }
     argv[n] = NULL;
@@ -129,7 +128,7 @@ cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
         setenv("TESSERA_DATA", data, 1);
         unsetenv("TESSERA_DEBUG");
         alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
-        execv(argv[0], argv);
+        execvp(argv[0], argv);
         _exit(127);
     }
     int wstatus;
@@ -143,6 +142,17 @@ cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
     close(err_fd);
     for (int i = 0; i < n; i++) free(argv[i]);
     return r;
+}
+
+cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+    const char *argv[CLI_MAX_ARGS + 2] = {tessera_binary()};
+    int n = 1;
+    for (; args[n - 1] != NULL; n++) {
+        if (n > CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    return run_program_timeout(argv, timeout_s);
 }
 
 cli_result run_argv(const char *const *args) { return run_argv_timeout(args, CLI_TIMEOUT_S); }

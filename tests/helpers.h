@@ -52,6 +52,10 @@ typedef struct {
  * output goes to unlinked temporary files, so any amount is captured without deadlock. */
 cli_result run_argv_timeout(const char *const *args, unsigned timeout_s);
 cli_result run_argv(const char *const *args); /* timeout CLI_TIMEOUT_S */
+/* The same for any program: argv[0] is looked up on the PATH (e.g. "mpirun"), NULL-terminated. */
+cli_result run_program_timeout(const char *const *argv, unsigned timeout_s);
+/* The `tessera` binary the tests run (absolute or relative to the working directory). */
+const char *tessera_binary(void);
 /* run_cli("plan", "--model", "x", NULL) */
 cli_result run_cli(const char *first, ...);
 void cli_result_free(cli_result *r);

@@ -230,6 +230,23 @@ Test(cli, plan_help_on_stdout) {
     }
 }
 
+/* `run --help` prints its usage and returns before anything else: no plan needed, no mpirun. */
+Test(cli, run_help_on_stdout) {
+    const char *const forms[] = {"--help", "-h"};
+    for (size_t i = 0; i < 2; i++) {
+        cli_result r = run_cli("run", forms[i], NULL);
+        cr_expect_eq(r.status, 0, "tessera run %s: exit %d, stderr: %s", forms[i], r.status, r.err);
+        cr_expect_eq(r.err_len, 0, "tessera run %s: stderr (mpirun started?): %s", forms[i], r.err);
+        cr_expect(starts_with(r.out, "usage: tessera run --plan plan.json"), "stdout: %s", r.out);
+        const char *flags[] = {"--plan", "--index", "--steps", "--warmup", "--trace", "--timeout", "--json",
+                               "--threads", "--seed", "--text", "--lr", "--params", "--device", "--help",
+                               "TESSERA_FAULT_RANK", "fp32"};
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+            cr_expect(strstr(r.out, flags[k]) != NULL, "run --help does not mention %s", flags[k]);
+        cli_result_free(&r);
+    }
+}
+
 /* Every file in <data>/<folder> appears as a row "  NAME ..." of `tessera cmd`. */
 static void expect_zoo_listed(const char *cmd, const char *folder, const char *must) {
     cli_result r = run_cli(cmd, NULL);

@@ -484,8 +484,7 @@ PARITY_CASES(PARITY_TEST)
  * appeared. Measuring from the failure, not from the launch, keeps start-up on a loaded machine
  * out of the figure. */
 static int run_marker_to_end(const char *const *args, const char *marker, char *err, size_t cap, double *after_s) {
-    const char *env = getenv("TESSERA_BIN");
-    char *argv[CLI_MAX_ARGS + 2] = {env && *env ? strdup(env) : test_data_path("build/tessera")};
+    char *argv[CLI_MAX_ARGS + 2] = {strdup(tessera_binary())};
     int n = 1;
     for (; args[n - 1] != NULL && n <= CLI_MAX_ARGS; n++) argv[n] = strdup(args[n - 1]);
     argv[n] = NULL;
