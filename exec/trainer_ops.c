@@ -193,6 +193,7 @@ static ts_status exchange_rows(ts_trainer *t, const float *in, const int *send_r
 
 #define RING_TAG (1 << 20) /* apart from the pipeline's tags (2·chunk + 1 at most) */
 
+/* The world rank of the CP member `step` places on along the ring (-1: the previous one). */
 static int cp_peer(const ts_trainer *t, int step) {
     ts_coords c = t->rt->coords;
     c.cp = ((t->cp_i + step) % t->cp + t->cp) % t->cp;
