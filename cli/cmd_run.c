@@ -26,8 +26,10 @@ static void help(void) {
            "\n"
            "Trains the plan's layout for real on MPI ranks: each rank runs its stage's step program\n"
            "(OpenBLAS GEMMs and Open MPI collectives, or with --device cuda cuBLAS and NCCL on one GPU\n"
-           "per rank), the transformer's losses are the same as on one rank. Without an MPI launcher it starts mpirun with the layout's rank count itself\n"
-           "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
+           "per rank), the transformer's losses are the same as on one rank. Without an MPI launcher\n"
+           "it starts mpirun with the layout's rank count itself (--oversubscribe when the ranks\n"
+           "exceed the cores, and it says so). It trains fp32 whatever dtype the plan was made for,\n"
+           "says so on stderr, and reports the planner's memory for fp32.\n"
            "\n"
            "  -p, --plan FILE     a plan written by tessera plan -o\n"
            "  -i, --index I       which layout of the plan, 1-based (default 1)\n"
@@ -97,6 +99,94 @@ static void inject_signal_fault(const char *mode) {
     if (mode && strcmp(mode, "stop") == 0) raise(SIGSTOP);
 }
 
+/* What rank 0 reports in --json, gathered from every rank. */
+typedef struct {
+    const ts_problem *pb;     /* as trained (fp32) */
+    const ts_layout *layout;
+    ts_dtype plan_dtype;      /* what the plan was made for */
+    int world, steps, warmup;
+    const double *sorted;     /* (steps - warmup) measured step times, ascending */
+    const float *losses;      /* (steps) */
+    const double *kind_s;     /* (TS_OP_KIND_COUNT) last step by op kind, mean over ranks */
+    const double *mems;       /* (world, 5) each rank's peak bytes by category */
+    const double *worst;      /* (5) the largest of each category over the ranks */
+    const ts_eval *plan_eval; /* the planner's evaluation of the layout; NULL when it failed */
+} run_report;
+
+static const char *const mem_cat[] = {"weights", "grads", "optimizer", "activations", "buffers"};
+
+/* {the five categories, "total"} of bytes v into parent[key] (or a new array element when key is
+ * NULL), plus "rank" and "stage" when rank >= 0. */
+static ts_status memory_json(cJSON *parent, const char *key, const double *v, int rank, int stage) {
+    ts_status res = TS_OK;
+    cJSON *m = key ? cJSON_AddObjectToObject(parent, key) : cJSON_CreateObject();
+    TS_CJSON_GOTO(m, res, fail);
+    if (!key && !cJSON_AddItemToArray(parent, m)) {
+        cJSON_Delete(m);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding a rank's memory");
+    }
+    if (rank >= 0) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(m, "rank", rank), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(m, "stage", stage), res, fail);
+    }
+    double sum = 0;
+    for (int k = 0; k < 5; k++) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(m, mem_cat[k], v[k]), res, fail);
+        sum += v[k];
+    }
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(m, "total", sum), res, fail);
+fail:
+    return res;
+}
+
+static ts_status run_json(const run_report *r) {
+    ts_status res = TS_OK;
+    char text[256];
+    ts_layout_format(r->layout, text, sizeof text);
+    int measured = r->steps - r->warmup;
+    cJSON *o = cJSON_CreateObject(), *ss, *ls, *ks, *byrank;
+    TS_CJSON_GOTO(o, res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "layout", text), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "model", r->pb->model.name), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "dtype", ts_dtype_names[r->pb->train.dtype]), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(o, "plan_dtype", ts_dtype_names[r->plan_dtype]), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "ranks", r->world), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "steps", r->steps), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "warmup", r->warmup), res, exit);
+    TS_CJSON_GOTO(ss = cJSON_AddObjectToObject(o, "step_s"), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "median", quantile(r->sorted, measured, 0.5)), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "p10", quantile(r->sorted, measured, 0.1)), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "p90", quantile(r->sorted, measured, 0.9)), res, exit);
+    TS_CJSON_GOTO(ls = cJSON_AddArrayToObject(o, "losses"), res, exit);
+    for (int s = 0; s < r->steps; s++) {
+        cJSON *n = cJSON_CreateNumber(r->losses[s]);
+        TS_CJSON_GOTO(n, res, exit);
+        if (!cJSON_AddItemToArray(ls, n)) {
+            cJSON_Delete(n);
+            res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding a loss");
+            goto exit;
+        }
+    }
+    TS_CJSON_GOTO(ks = cJSON_AddObjectToObject(o, "kind_s"), res, exit);
+    for (int k = 0; k < TS_OP_KIND_COUNT; k++)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(ks, ts_op_kind_names[k], r->kind_s[k]), res, exit);
+    TS_CHECK_GOTO(memory_json(o, "memory_bytes", r->worst, -1, 0), res, exit);
+    /* Each rank's peaks: stages differ (the embedding, the head, the layers they hold). */
+    TS_CJSON_GOTO(byrank = cJSON_AddArrayToObject(o, "memory_bytes_by_rank"), res, exit);
+    for (int k = 0; k < r->world; k++)
+        TS_CHECK_GOTO(memory_json(byrank, NULL, r->mems + 5 * (size_t)k, k, ts_rank_coords(r->layout, k).pp), res,
+                      exit);
+    if (r->plan_eval) {
+        const ts_memory *pm = &r->plan_eval->mem;
+        double v[5] = {pm->weights, pm->grads, pm->optimizer, pm->activations, pm->buffers};
+        TS_CHECK_GOTO(memory_json(o, "planner_memory_bytes", v, -1, 0), res, exit);
+    }
+    res = ts_json_write_file("-", o);
+exit:
+    cJSON_Delete(o);
+    return res;
+}
+
 /* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */
 static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
     char msg[1024];
@@ -154,11 +244,26 @@ int cmd_run(int argc, char **argv) {
     ts_layout *layouts = NULL;
     int n_layouts = 0;
     ts_status st = ts_plan_read(plan, &pb, &layouts, &n_layouts);
+    /* A rank of a running job that cannot load the plan (a file its node lacks, or that changed
+     * under the job) ends the job, naming itself. */
+    if (st != TS_OK && ts_runtime_under_mpi()) rank_fail(NULL, st);
     if (st != TS_OK) cli_fail(cmd, st);
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
     ts_layout layout = layouts[index - 1];
     free(layouts);
-    if (!ts_runtime_under_mpi()) cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
+    /* The executor trains fp32 whatever precision the plan was made for (plan defaults to bf16):
+     * the problem becomes fp32 here, so the program's byte counts and the planner memory reported
+     * beside the measured one are those of what runs (4 + 4 + 8 bytes per parameter, 4-byte
+     * activations), not the plan's. */
+    ts_dtype plan_dtype = pb.train.dtype;
+    ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
+    if (!ts_runtime_under_mpi()) {
+        /* A layout the executor refuses is said once, here, before any rank starts (inside an
+         * existing mpirun, ts_trainer_init says it on every rank). */
+        st = ts_trainer_check(&pb, &layout);
+        if (st != TS_OK) cli_fail(cmd, st);
+        cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
+    }
 
     ts_runtime rt;
     st = ts_runtime_init(&rt, &layout);
@@ -185,6 +290,9 @@ int cmd_run(int argc, char **argv) {
     st = be->alloc(sizeof *time_buf, (void **)&time_buf);
     if (st != TS_OK) rank_fail(&rt, st);
 
+    if (rt.rank == 0 && plan_dtype != TS_DTYPE_FP32)
+        fprintf(stderr, "tessera run: note: the plan is for %s; the executor trains in fp32, and "
+                        "planner_memory_bytes is the planner's memory for fp32\n", ts_dtype_names[plan_dtype]);
     const char *fault = getenv("TESSERA_FAULT_RANK"), *fault_step = getenv("TESSERA_FAULT_STEP");
     int n_ops = prog.stages[rt.coords.pp].n_ops;
     ts_op_span *spans = calloc((size_t)n_ops, sizeof *spans);
@@ -259,34 +367,11 @@ int cmd_run(int argc, char **argv) {
         char text[256];
         ts_layout_format(&layout, text, sizeof text);
         if (json) {
-            cJSON *o = cJSON_CreateObject(), *ss, *ls, *ks, *ms, *pm;
-            cJSON_AddStringToObject(o, "layout", text);
-            cJSON_AddStringToObject(o, "model", pb.model.name);
-            cJSON_AddNumberToObject(o, "ranks", world);
-            cJSON_AddNumberToObject(o, "steps", steps);
-            cJSON_AddNumberToObject(o, "warmup", warmup);
-            ss = cJSON_AddObjectToObject(o, "step_s");
-            cJSON_AddNumberToObject(ss, "median", quantile(sorted, measured, 0.5));
-            cJSON_AddNumberToObject(ss, "p10", quantile(sorted, measured, 0.1));
-            cJSON_AddNumberToObject(ss, "p90", quantile(sorted, measured, 0.9));
-            ls = cJSON_AddArrayToObject(o, "losses");
-            for (int s = 0; s < steps; s++) cJSON_AddItemToArray(ls, cJSON_CreateNumber(losses[s]));
-            ks = cJSON_AddObjectToObject(o, "kind_s");
-            for (int k = 0; k < TS_OP_KIND_COUNT; k++) cJSON_AddNumberToObject(ks, ts_op_kind_names[k], kind_s[k]);
-            ms = cJSON_AddObjectToObject(o, "memory_bytes");
-            static const char *const cat[] = {"weights", "grads", "optimizer", "activations", "buffers"};
-            double sum = 0;
-            for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(ms, cat[k], worst[k]), sum += worst[k];
-            cJSON_AddNumberToObject(ms, "total", sum);
-            if (pe == TS_OK) {
-                pm = cJSON_AddObjectToObject(o, "planner_memory_bytes");
-                double v[6] = {plan_eval.mem.weights, plan_eval.mem.grads, plan_eval.mem.optimizer,
-                               plan_eval.mem.activations, plan_eval.mem.buffers, plan_eval.mem.total};
-                for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(pm, cat[k], v[k]);
-                cJSON_AddNumberToObject(pm, "total", v[5]);
-            }
-            st = ts_json_write_file("-", o);
-            cJSON_Delete(o);
+            run_report rep = {.pb = &pb, .layout = &layout, .plan_dtype = plan_dtype, .world = world,
+                              .steps = steps, .warmup = warmup, .sorted = sorted, .losses = losses,
+                              .kind_s = kind_s, .mems = mems, .worst = worst,
+                              .plan_eval = pe == TS_OK ? &plan_eval : NULL};
+            st = run_json(&rep);
         } else {
             printf("# tessera run: %s, %s, %d ranks, %d steps (%d warm-up)\n", pb.model.name, text, world,
                    steps, warmup);

@@ -57,6 +57,8 @@ typedef struct ts_kernels {
     ts_status (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                const float *k, const float *v, const float *out, const float *lse,
                                const ts_attn_shape *s);
+    ts_status (*attention_merge)(float *out, float *lse, const float *out2, const float *lse2, int Tq, int H,
+                                 int D, int ldo);
 
     /* ---- MLP and mixture of experts ---- */
     ts_status (*swiglu_fwd)(float *act, const float *gate, const float *up, size_t n);

@@ -59,6 +59,8 @@ WRAP(attention_bwd,
      (float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
       const float *out, const float *lse, const ts_attn_shape *s),
      (dq, dk, dv, dout, q, k, v, out, lse, s))
+WRAP(attention_merge, (float *out, float *lse, const float *out2, const float *lse2, int Tq, int H, int D, int ldo),
+     (out, lse, out2, lse2, Tq, H, D, ldo))
 WRAP(swiglu_fwd, (float *act, const float *gate, const float *up, size_t n), (act, gate, up, n))
 WRAP(swiglu_bwd, (float *dgate, float *dup, const float *dact, const float *gate, const float *up, size_t n),
      (dgate, dup, dact, gate, up, n))
@@ -115,6 +117,7 @@ const ts_kernels *ts_kernels_cpu(void) {
         .rope_bwd = cpu_rope_bwd,
         .attention_fwd = cpu_attention_fwd,
         .attention_bwd = cpu_attention_bwd,
+        .attention_merge = cpu_attention_merge,
         .swiglu_fwd = cpu_swiglu_fwd,
         .swiglu_bwd = cpu_swiglu_bwd,
         .router_fwd = cpu_router_fwd,

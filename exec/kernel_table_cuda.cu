@@ -81,6 +81,7 @@ extern "C" const ts_kernels *ts_kernels_cuda(void) {
     cuda.rope_bwd = ts_cuda_rope_bwd;
     cuda.attention_fwd = cuda_attention_fwd;
     cuda.attention_bwd = ts_cuda_attention_bwd;
+    cuda.attention_merge = ts_cuda_attention_merge;
     cuda.swiglu_fwd = ts_cuda_swiglu_fwd;
     cuda.swiglu_bwd = ts_cuda_swiglu_bwd;
     cuda.router_fwd = ts_cuda_router_fwd;

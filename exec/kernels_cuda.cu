@@ -322,6 +322,25 @@ __global__ static void attention_bwd_kernel(float *dq, float *dk, float *dv, con
     }
 }
 
+/* ts_attention_merge's formula per (query, head): a chunk no key of which the query sees
+ * (lse2 = -inf) leaves the row as it is. */
+__global__ static void attention_merge_kernel(float *out, float *lse, const float *out2, const float *lse2, int Tq,
+                                              int H, int D, int ldo) {
+    size_t n = (size_t)Tq * H;
+    GRID_STRIDE(e, n) {
+        int i = (int)(e / H), h = (int)(e % H);
+        float l2 = lse2[e];
+        if (l2 == -INFINITY) continue;
+        float *o1 = out + (size_t)i * ldo + (size_t)h * D;
+        const float *o2 = out2 + (size_t)i * ldo + (size_t)h * D;
+        float m = fmaxf(lse[e], l2);
+        float lnew = m + logf(expf(lse[e] - m) + expf(l2 - m));
+        float a = expf(lse[e] - lnew), b = expf(l2 - lnew);
+        for (int d = 0; d < D; d++) o1[d] = a * o1[d] + b * o2[d];
+        lse[e] = lnew;
+    }
+}
+
 static ts_status attn_check(const char *what, const ts_attn_shape *s) {
     if (s->Tq < 0 || s->Tk < 0 || s->H < 1 || s->KV < 1 || s->D < 1 || s->H % s->KV != 0)
         return TS_FAIL(TS_ERR_INPUT, "cuda %s: Tq=%d Tk=%d H=%d KV=%d D=%d, expected H a multiple of KV", what,
@@ -347,6 +366,17 @@ extern "C" ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, cons
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_bwd", s));
     LAUNCH_1D(attention_bwd_kernel, (size_t)s->Tq * s->H, dq, dk, dv, dout, q, k, v, out, lse, *s);
+fail:
+    return res;
+}
+
+extern "C" ts_status ts_cuda_attention_merge(float *out, float *lse, const float *out2, const float *lse2, int Tq,
+                                             int H, int D, int ldo) {
+    ts_status res = TS_OK;
+    if (Tq < 0 || H < 1 || D < 1 || ldo < H * D)
+        return TS_FAIL(TS_ERR_INPUT, "cuda attention_merge: Tq=%d H=%d D=%d ldo=%d, expected ldo >= H*D", Tq, H, D,
+                       ldo);
+    LAUNCH_1D(attention_merge_kernel, (size_t)Tq * H, out, lse, out2, lse2, Tq, H, D, ldo);
 fail:
     return res;
 }

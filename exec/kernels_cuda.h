@@ -58,6 +58,9 @@ ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const fl
 ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out, const float *lse,
                                 const ts_attn_shape *s);
+/* As ts_attention_merge: one thread per (query, head). */
+ts_status ts_cuda_attention_merge(float *out, float *lse, const float *out2, const float *lse2, int Tq, int H,
+                                  int D, int ldo);
 
 /* ---- Vocab-parallel embedding and cross-entropy (kernels_cuda_vocab.cu) ---- */
 

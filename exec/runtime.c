@@ -59,6 +59,30 @@ fail:
     return res;
 }
 
+/* The members of the communicator made for group g, in its own order, against planner/ranks.h's
+ * (ts_group_members): collectives over it assume that order (reduce-scatter slices, all-gathers,
+ * ZeRO shards), and the planner and the simulator assume those ranks. One small all-gather per
+ * group at start-up. */
+static ts_status check_members(const ts_runtime *rt, ts_group g) {
+    const ts_comm *c = rt->comm[g];
+    ts_status res = TS_OK;
+    int *got = malloc((size_t)c->size * sizeof *got), *want = malloc((size_t)c->size * sizeof *want);
+    TS_ALLOC_GOTO(got, res, exit);
+    TS_ALLOC_GOTO(want, res, exit);
+    TS_MPI_GOTO(MPI_Allgather(&rt->rank, 1, MPI_INT, got, 1, MPI_INT, c->mpi), res, exit);
+    int self = ts_group_members(&rt->layout, g, rt->rank, want);
+    for (int i = 0; i < c->size; i++)
+        if (got[i] != want[i] || (i == c->rank) != (i == self)) {
+            res = TS_FAIL(TS_ERR_EXTERNAL, "member %d of the %s communicator is rank %d, the rank order says %d", i,
+                          ts_group_names[g], got[i], want[i]);
+            break;
+        }
+exit:
+    free(got);
+    free(want);
+    return res;
+}
+
 /* The runtime of `layout` over the ranks of `base` (the world, or this process alone). */
 static ts_status runtime_init_on(ts_runtime *rt, const ts_layout *layout, MPI_Comm base) {
     memset(rt, 0, sizeof *rt);
@@ -91,10 +115,12 @@ static ts_status runtime_init_on(ts_runtime *rt, const ts_layout *layout, MPI_Co
         TS_MPI_GOTO(MPI_Comm_size(c->mpi, &c->size), res, fail);
         TS_MPI_GOTO(MPI_Comm_rank(c->mpi, &c->rank), res, fail);
         if (c->size != ts_group_size(layout, (ts_group)g)) {
-            res = TS_FAIL(TS_ERR_EXTERNAL, "rank %d: %s group has %d members, expected %d", rt->rank,
-                          ts_group_names[g], c->size, ts_group_size(layout, (ts_group)g));
+            /* no rank here: ts_runtime_abort names it */
+            res = TS_FAIL(TS_ERR_EXTERNAL, "the %s group has %d members, expected %d", ts_group_names[g], c->size,
+                          ts_group_size(layout, (ts_group)g));
             goto fail;
         }
+        TS_CHECK_GOTO(check_members(rt, (ts_group)g), res, fail);
     }
     return TS_OK;
 fail:
@@ -137,19 +163,38 @@ fail:
     return res;
 }
 
-void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {
-    fprintf(stderr, "tessera run: rank %d: %s\n", rt ? rt->rank : -1, message);
+/* This process's world rank for a message: MPI's once initialised, else the launcher's (a rank
+ * can fail before MPI_Init, e.g. loading its plan); -1 outside any launcher. */
+static int world_rank_now(void) {
+    int inited = 0, rank = -1;
+    MPI_Initialized(&inited);
+    if (inited && MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS) return rank;
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0 && r <= 1 << 30) return (int)r;
+    }
+    return -1;
+}
+
+/* Prints "tessera CMD: rank R: message" and ends the job: MPI_Abort once MPI is up, else this
+ * process's exit, which the launcher turns into the end of the job. */
+static _Noreturn void abort_job(const char *cmd, int rank, int exit_code, const char *message) {
+    int inited = 0, finalized = 0;
+    fprintf(stderr, "tessera %s: rank %d: %s\n", cmd, rank, message);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
     exit(exit_code ? exit_code : 1);
 }
 
+void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {
+    abort_job("run", rt ? rt->rank : world_rank_now(), exit_code, message);
+}
+
 void ts_mpi_abort(const char *cmd, int exit_code, const char *message) {
-    int inited = 0, rank = -1;
-    MPI_Initialized(&inited);
-    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "tessera %s: rank %d: %s\n", cmd, rank, message);
-    fflush(stderr);
-    if (inited) MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : 1);
-    exit(exit_code ? exit_code : 1);
+    abort_job(cmd, world_rank_now(), exit_code, message);
 }

@@ -3,7 +3,8 @@
  * shards, EP, and EP's data-parallel group EDP). The CPU and CUDA backends share it: NCCL
  * communicators are derived from these groups (unique id broadcast over the MPI communicator).
  *
- * ts_runtime_init checks that the world has exactly the layout's rank count; ts_runtime_free
+ * ts_runtime_init checks that the world has exactly the layout's rank count and that each
+ * communicator holds, in order, the members planner/ranks.h names (ts_group_members); ts_runtime_free
  * frees the communicators (MPI_Finalize is the caller's, once). Errors name the MPI call and
  * MPI_Error_string. */
 #ifndef TS_RUNTIME_H
@@ -65,10 +66,13 @@ ts_status ts_runtime_gather(const ts_runtime *rt, const double *mine, int n, dou
                             const int *counts, const int *offsets);
 
 /* Every rank stops: a failing rank calls this with its message so the whole job ends promptly
- * (MPI_Abort) instead of hanging in a collective. Never returns. */
+ * (MPI_Abort) instead of hanging in a collective. `rt` may be NULL (a rank that failed before or
+ * while making its runtime): the rank is then MPI_COMM_WORLD's, or before MPI_Init the launcher's
+ * (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK), and before MPI_Init the process exits instead of
+ * calling MPI_Abort. Never returns. */
 _Noreturn void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message);
-/* The same for any MPI program: prints "tessera CMD: rank R: message" (R from MPI_COMM_WORLD,
- * -1 before MPI_Init) and aborts the job. */
+/* The same for any MPI program: prints "tessera CMD: rank R: message" (R as above; -1 outside any
+ * launcher) and aborts the job. */
 _Noreturn void ts_mpi_abort(const char *cmd, int exit_code, const char *message);
 
 #endif

@@ -231,7 +231,7 @@ static ts_status init_edge(ts_trainer *t, tr_segment *s, int head) {
 
 /* ---- Set-up ------------------------------------------------------------------------------ */
 
-static ts_status check_supported(const ts_problem *pb, const ts_layout *l) {
+ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l) {
     const ts_model *m = &pb->model;
     ts_ref probe;
     /* The reference rejects what it does not implement; reuse its checks on a 1-token probe. */
@@ -246,8 +246,10 @@ static ts_status check_supported(const ts_problem *pb, const ts_layout *l) {
     if (m->vocab % l->tp != 0)
         return TS_FAIL(TS_ERR_INPUT, "the executor needs tp=%d to divide the vocabulary %lld", l->tp,
                        (long long)m->vocab);
-    if (ts_schedules[l->schedule].splits_w && (m->moe.experts > 0 || l->zero >= 2))
-        return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only for dense models with zero <= 1");
+    /* ZeRO-2/3 reduce each layer's gradients as its backward ends, and its shared one-layer
+     * gradient buffer would mix the norms' gradients of one layer's B with another's W. */
+    if (ts_schedules[l->schedule].splits_w && l->zero >= 2)
+        return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only with zero <= 1 (got zero=%d)", l->zero);
     if (m->mtp_layers > 0) return TS_FAIL(TS_ERR_INPUT, "the executor does not run MTP modules");
     long long T = (long long)l->mbs * pb->train.seq / l->cp;
     if (pb->train.seq % (2 * l->cp) != 0 || (l->sp && T % l->tp != 0))
@@ -340,15 +342,14 @@ static ts_status alloc_scratch(ts_trainer *t) {
     size_t T = (size_t)t->T, C = (size_t)t->C, ep = (size_t)t->l->ep;
     size_t TK = T * (size_t)(t->K > 0 ? t->K : 1), R = t->K > 0 ? TK * ep : T; /* rows an expert set gets */
     size_t Fmax = (size_t)(t->Fr > t->Fer ? t->Fr : t->Fer), rows = R > T ? R : T;
-    size_t kvall = (size_t)t->cp * T * 2 * t->KVD;
+    size_t ring = t->cp > 1 ? T * 4 * t->KVD : 0, Ts = t->cp > 1 ? (size_t)t->Ts : 0;
     float **bufs[] = {&t->cur, &t->dcur, &t->dmid, &t->dfull, &t->dln, &t->proj, &t->rows, &t->datt,
-                      &t->dqkv, &t->dkv, &t->kv_tmp, &t->dact, &t->dgate, &t->dup, &t->dxe, &t->dye,
-                      &t->dxr, &t->dyr, &t->dweight, &t->dlogits_r, &t->dlogits, &t->kv_send,
+                      &t->dqkv, &t->ring[0], &t->ring[1], &t->ring_out, &t->ring_lse, &t->dact, &t->dgate,
+                      &t->dup, &t->dxe, &t->dye, &t->dxr, &t->dyr, &t->dweight, &t->dlogits_r, &t->dlogits,
                       &t->scratch, &t->norm_grad};
-    size_t sizes[] = {T * C, T * C, T * C, T * C, T * C, T * C, T * C, T * t->Qr, T * t->QKVr, kvall, kvall,
-                      rows * Fmax, rows * Fmax, rows * Fmax, TK * C, TK * C, rows * C, rows * C,
-                      TK, T * (size_t)(t->E > 0 ? t->E : 1), T * t->Vr, T * 2 * t->KVD,
-                      (size_t)t->cp * t->Ts > T ? (size_t)t->cp * t->Ts : T, C};
+    size_t sizes[] = {T * C, T * C, T * C, T * C, T * C, T * C, T * C, T * t->Qr, T * t->QKVr, ring, ring,
+                      Ts * t->Qr, Ts * t->Hr, rows * Fmax, rows * Fmax, rows * Fmax, TK * C, TK * C, rows * C,
+                      rows * C, TK, T * (size_t)(t->E > 0 ? t->E : 1), T * t->Vr, T, C};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         TS_CHECK(alloc_floats(t, &t->live.buffers, sizes[i] ? sizes[i] : 1, bufs[i]));
     size_t counts = ep * (size_t)(t->El > 0 ? t->El : 1);
@@ -362,7 +363,7 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
                           const ts_runtime *rt, const ts_backend *be, const ts_train_opts *opts) {
     *out = NULL;
     const ts_layout *l = &prog->layout;
-    TS_CHECK(check_supported(pb, l));
+    TS_CHECK(ts_trainer_check(pb, l));
     ts_status res = TS_OK;
     ts_trainer *t = calloc(1, sizeof *t);
     TS_ALLOC_GOTO(t, res, fail);
@@ -506,9 +507,10 @@ void ts_trainer_free(ts_trainer *t) {
         free(t->acts[j]);
     }
     free(t->acts);
+    if (t->ring_send) t->be->wait(t->ring_send); /* a step that failed between its ring ops */
     float *bufs[] = {t->cur, t->dcur, t->dmid, t->dfull, t->dln, t->proj, t->rows, t->datt, t->dqkv,
-                     t->dkv, t->kv_tmp, t->dact, t->dgate, t->dup, t->dxe, t->dye, t->dxr, t->dyr,
-                     t->dweight, t->dlogits_r, t->dlogits, t->kv_send, t->scratch, t->norm_grad};
+                     t->ring[0], t->ring[1], t->ring_out, t->ring_lse, t->dact, t->dgate, t->dup, t->dxe,
+                     t->dye, t->dxr, t->dyr, t->dweight, t->dlogits_r, t->dlogits, t->scratch, t->norm_grad};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) t->be->free(bufs[i]);
     free(t->ep_counts);
     free(t->a2a);
@@ -561,12 +563,11 @@ ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
     int moe = !head && layer_is_moe(t, t->global_of[local]);
     size_t K = (size_t)(moe ? t->K : 0), TK = T * K, ep = (size_t)t->l->ep;
     size_t F = moe ? (size_t)t->Fer : (size_t)t->Fr, R = moe ? TK * ep : T; /* rows an expert set can get */
-    size_t kv = t->cp > 1 ? (size_t)t->mbs * t->cp * t->Ts * 2 * t->KVD : 0;
     size_t floats, dev_ints = 0, host_ints = 0;
     if (head) {
         floats = Tl * C + T * C + Tl + T * t->Vr + 3 * T;
     } else {
-        floats = Tl * C + T * C + Tl + T * t->QKVr + kv + T * t->Qr + T * t->Hr + Tl * C + T * C + Tl +
+        floats = Tl * C + T * C + Tl + T * t->QKVr + T * t->Qr + T * t->Hr + Tl * C + T * C + Tl +
                  3 * R * F + Tl * C;
         if (moe) {
             floats += 2 * T * t->E + TK + 2 * TK * C + 2 * R * C;
@@ -597,7 +598,6 @@ ts_status tr_acts_get(ts_trainer *t, int local, int mb, tr_acts **out) {
         TAKE(a->ln1, T * C);
         TAKE(a->rstd1, Tl);
         TAKE(a->qkv, T * t->QKVr);
-        if (kv) TAKE(a->kv_all, kv);
         TAKE(a->att, T * t->Qr);
         TAKE(a->lse, T * t->Hr);
         TAKE(a->mid, Tl * C);

@@ -6,9 +6,9 @@
  * micro-batch 2 with this rank's heads), and is timed (CLOCK_MONOTONIC, after the backend has
  * finished). Parallel forms: DP; TP (Megatron column/row parallel, vocab-parallel embedding and
  * cross-entropy); SP (norms on sequence shards, all-gather / reduce-scatter around blocks); PP
- * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (keys and values
- * all-gathered over the CP group, their gradients reduce-scattered back; load-balanced causal
- * chunks); EP (tokens dispatched to the ranks owning their experts and combined back with
+ * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (ring attention:
+ * keys and values passed round the CP ring by send/recv, partial attentions merged by log-sum-exp,
+ * their gradients passed round in backward; load-balanced causal chunks); EP (tokens dispatched to the ranks owning their experts and combined back with
  * all-to-all-v); ZeRO-1/2/3 with optimizer states, gradients and parameters sharded over DP×CP
  * (experts over their DP group); recompute none / selective / full.
  *
@@ -20,8 +20,12 @@
  * text file), each rank taking its replica's sequences and its CP chunks. Losses are means over
  * the global batch, as the reference computes them.
  *
- * Not supported (ts_trainer_init says so, TS_ERR_INPUT): models the reference does not implement,
- * tied embeddings with pp > 1, tp not dividing kv_heads, ZB-H1 with MoE layers. */
+ * ZB-H1 defers every weight-gradient GEMM to its W op, the experts' and the router's included.
+ *
+ * Not supported (ts_trainer_check says so, TS_ERR_INPUT): models the reference does not
+ * implement, tied embeddings with pp > 1, tp not dividing kv_heads or the vocabulary, ZB-H1 with
+ * ZeRO-2/3, MTP modules, seq not divisible by 2·cp, and under SP a micro-batch's tokens not
+ * divisible by tp. */
 #ifndef TS_TRAINER_H
 #define TS_TRAINER_H
 
@@ -46,6 +50,10 @@ typedef struct {
 } ts_exec_memory;
 
 typedef struct ts_trainer ts_trainer; /* opaque */
+
+/* Whether the executor can train layout `l` of `pb`: TS_OK, or TS_ERR_INPUT with one line saying
+ * what it refuses. Needs no MPI, so `tessera run` asks before it starts any rank. */
+ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l);
 
 /* Sets up this rank's shard of the model for `prog` (built for `pb` and the runtime's layout).
  * `pb`, `prog`, `rt` and `be` must outlive the trainer. */

@@ -56,7 +56,6 @@ typedef struct {
     float *x;                 /* (Tl, C) layer input */
     float *ln1, *rstd1;       /* (T, C), (Tl) */
     float *qkv;               /* (T, QKVr) after rotary */
-    float *kv_all;            /* (mbs, cp·Ts, 2·KVD) the CP group's keys and values; NULL if cp = 1 */
     float *att, *lse;         /* (T, Qr), (T, Hr) */
     float *mid;               /* (Tl, C) */
     float *ln2, *rstd2;       /* (T, C), (Tl) */
@@ -124,16 +123,20 @@ struct ts_trainer {
     float *dln;   /* (T, C) */
     float *proj;  /* (T, C) partial block output */
     float *rows;  /* (T, C) scratch: SP shards, a block's local rows */
-    float *datt, *dqkv, *dkv; /* (T, Qr), (T, QKVr), (mbs, cp·Ts, 2·KVD) */
+    float *datt, *dqkv;       /* (T, Qr), (T, QKVr) */
     float *dact, *dgate, *dup; /* (max(T, T·K), max(Fr, Fer)) */
     float *dxe, *dye, *dxr, *dyr, *dweight, *dlogits_r; /* MoE backward */
     float *dlogits;           /* (T, Vr) */
-    float *kv_send;           /* (T, 2·KVD) */
-    float *kv_tmp;            /* (cp·T, 2·KVD) the CP group's keys, member-major */
+    /* CP ring attention (trainer_ops.c): two blocks, one in use while the other is received; each
+     * holds one member's keys and values (T, 2·KVD), then in backward their gradients (T, 2·KVD). */
+    float *ring[2];
+    int ring_cur;             /* the block in use */
+    ts_request *ring_send;    /* forward: the send of ring[ring_cur] under way, or NULL */
+    float *ring_out, *ring_lse; /* (Ts, Qr), (Ts, Hr) one key block's attention before its merge */
     int *ep_counts;           /* (ep·El) rows per (peer, expert) */
     int *a2a;                 /* (4·ep) all-to-all-v counts and displacements */
     int mlp_open;             /* backward: an MLP block awaits its closing norm backward */
-    float *scratch;           /* (cp·Ts) attention */
+    float *scratch;           /* (T) attention (Ts per call) and the per-token losses */
     float *norm_grad;         /* (C) SP: a norm's weight gradient before its TP all-reduce */
 
     int *tokens;                 /* host (B, seq + 1) */

@@ -169,26 +169,141 @@ static ts_status exchange_rows(ts_trainer *t, const float *in, const int *send_r
     return t->be->all_to_all_v(comm(t, TS_GROUP_EP), in, sc, sd, out, rc, rd);
 }
 
-static void attn_shape_of(const ts_trainer *t, const tr_acts *a, int mb, int b, ts_attn_shape *s,
-                          const float **q, const float **k, const float **v) {
+/* ---- Context parallelism: ring attention ---------------------------------------------------- */
+
+/* Ring attention (Liu et al. 2023, "Ring Attention with Blockwise Transformers"), with Megatron's
+ * load-balanced causal chunks (each CP member holds chunks cp_i and 2·cp−1−cp_i of every sequence,
+ * positions_of in trainer.c). Member i's keys and values travel the ring i → i+1 in cp − 1 steps;
+ * at step s member i holds the block of member (i − s) mod cp and attends its own queries to it
+ * (causal by position, so a block's keys past a query are masked, never skipped by index). Each
+ * step gives a partial output and log-sum-exp over that block, merged into the running ones:
+ *     lse = log(e^lse + e^lse_s),  out = e^(lse_old − lse)·out + e^(lse_s − lse)·out_s
+ * (ts_attention_merge), which is softmax attention over the union of the blocks.
+ *
+ * Backward (FlashAttention-2's, Dao 2023, Alg. 2, with the final out and lse: each block's share
+ * of dq, dk, dv is exact by itself). The keys and values go round again, now with an accumulator of
+ * their gradients: at step s member i adds its queries' dk, dv for the block it holds, then passes
+ * block and accumulator on; after the last step each accumulator sits one member before its owner
+ * and takes one more hop home.
+ *
+ * The program's ops map onto it: forward, CP_RING packs this member's keys and values and posts
+ * their first send, ATTN runs the cp steps (each receives the next block, forwards it, attends to
+ * it, merges); backward, the first CP_RING packs the block and zeroes its accumulator, ATTN runs
+ * the cp steps, the second CP_RING brings the accumulator home and applies rotary's backward. */
+
+#define RING_TAG (1 << 20) /* apart from the pipeline's tags (2·chunk + 1 at most) */
+
+/* The world rank of the CP member `step` places on along the ring (-1: the previous one). */
+static int cp_peer(const ts_trainer *t, int step) {
+    ts_coords c = t->rt->coords;
+    c.cp = ((t->cp_i + step) % t->cp + t->cp) % t->cp;
+    return ts_rank_of(t->l, c);
+}
+
+/* Attention of sequence b of micro-batch mb: its queries against keys and values k, v (row
+ * stride ld) at positions k_pos. */
+static ts_attn_shape attn_shape_of(const ts_trainer *t, int mb, int b, int ld, const int *k_pos) {
     size_t T0 = (size_t)b * t->Ts;
-    *q = a->qkv + T0 * t->QKVr;
-    *s = (ts_attn_shape){.Tq = t->Ts, .H = t->Hr, .KV = t->KVr, .D = t->D, .ldq = t->QKVr,
-                         .ldo = t->Qr, .q_pos = t->dev_pos + (size_t)mb * t->T + T0};
-    if (t->cp > 1) {
-        size_t kv = 2 * (size_t)t->KVD;
-        *k = a->kv_all + (size_t)b * t->cp * t->Ts * kv;
-        *v = *k + t->KVD;
-        s->Tk = t->cp * t->Ts;
-        s->ldk = s->ldv = (int)kv;
-        s->k_pos = t->dev_kv_pos;
-    } else {
-        *k = *q + t->Qr;
-        *v = *q + t->Qr + t->KVD;
-        s->Tk = t->Ts;
-        s->ldk = s->ldv = t->QKVr;
-        s->k_pos = s->q_pos;
+    return (ts_attn_shape){.Tq = t->Ts, .Tk = t->Ts, .H = t->Hr, .KV = t->KVr, .D = t->D, .ldq = t->QKVr,
+                           .ldk = ld, .ldv = ld, .ldo = t->Qr, .q_pos = t->dev_pos + (size_t)mb * t->T + T0,
+                           .k_pos = k_pos};
+}
+
+/* Sends the block in use (its first `count` floats) to the next member and receives the previous
+ * member's into the other block, which becomes the one in use. */
+static ts_status ring_pass(ts_trainer *t, size_t count) {
+    int cur = t->ring_cur;
+    ts_request *req = NULL;
+    TS_CHECK(t->be->send(t->ring[cur], count, cp_peer(t, 1), RING_TAG, &req));
+    ts_status st = t->be->recv(t->ring[1 - cur], count, cp_peer(t, -1), RING_TAG);
+    ts_status sw = t->be->wait(req);
+    TS_CHECK(st);
+    TS_CHECK(sw);
+    t->ring_cur = 1 - cur;
+    return TS_OK;
+}
+
+static ts_status ring_fwd_start(ts_trainer *t, tr_acts *a) {
+    size_t kv = 2 * (size_t)t->KVD;
+    t->ring_cur = 0;
+    TS_CHECK(t->k->copy_rows(t->ring[0], kv, a->qkv + t->Qr, (size_t)t->QKVr, (size_t)t->T, kv));
+    return t->be->send(t->ring[0], (size_t)t->T * kv, cp_peer(t, 1), RING_TAG, &t->ring_send);
+}
+
+static ts_status ring_fwd(ts_trainer *t, tr_acts *a, int mb) {
+    const ts_kernels *k = t->k;
+    size_t kv = 2 * (size_t)t->KVD, count = (size_t)t->T * kv;
+    if (t->ring_send == NULL) return TS_FAIL(TS_ERR_INPUT, "ring attention: no CP_RING op before ATTN");
+    for (int step = 0; step < t->cp; step++) {
+        if (step > 0) {
+            /* The block in use has been sent on (posted last step); the other one is free. */
+            int cur = t->ring_cur;
+            TS_CHECK(t->be->recv(t->ring[1 - cur], count, cp_peer(t, -1), RING_TAG));
+            ts_request *done = t->ring_send;
+            t->ring_send = NULL;
+            TS_CHECK(t->be->wait(done));
+            t->ring_cur = 1 - cur;
+            if (step < t->cp - 1)
+                TS_CHECK(t->be->send(t->ring[t->ring_cur], count, cp_peer(t, 1), RING_TAG, &t->ring_send));
+        }
+        int owner = ((t->cp_i - step) % t->cp + t->cp) % t->cp;
+        const int *k_pos = t->dev_kv_pos + (size_t)owner * t->Ts;
+        for (int b = 0; b < t->mbs; b++) {
+            size_t T0 = (size_t)b * t->Ts;
+            const float *q = a->qkv + T0 * t->QKVr, *kk = t->ring[t->ring_cur] + T0 * kv;
+            ts_attn_shape sh = attn_shape_of(t, mb, b, (int)kv, k_pos);
+            float *out = a->att + T0 * t->Qr, *lse = a->lse + T0 * t->Hr;
+            if (step == 0) {
+                TS_CHECK(k->attention_fwd(out, lse, q, kk, kk + t->KVD, &sh, t->scratch));
+                continue;
+            }
+            TS_CHECK(k->attention_fwd(t->ring_out, t->ring_lse, q, kk, kk + t->KVD, &sh, t->scratch));
+            TS_CHECK(k->attention_merge(out, lse, t->ring_out, t->ring_lse, t->Ts, t->Hr, t->D, t->Qr));
+        }
     }
+    return TS_OK;
+}
+
+static ts_status ring_bwd_start(ts_trainer *t, const tr_acts *a) {
+    size_t kv = 2 * (size_t)t->KVD, n = (size_t)t->T * kv;
+    t->ring_cur = 0;
+    TS_CHECK(t->k->copy_rows(t->ring[0], kv, a->qkv + t->Qr, (size_t)t->QKVr, (size_t)t->T, kv));
+    return zero_floats(t, t->ring[0] + n, n);
+}
+
+/* dq into t->dqkv; the dk, dv of the block in use into its accumulator. */
+static ts_status ring_bwd(ts_trainer *t, const tr_acts *a, int mb) {
+    size_t kv = 2 * (size_t)t->KVD, n = (size_t)t->T * kv;
+    for (int step = 0; step < t->cp; step++) {
+        if (step > 0) TS_CHECK(ring_pass(t, 2 * n));
+        int owner = ((t->cp_i - step) % t->cp + t->cp) % t->cp;
+        const int *k_pos = t->dev_kv_pos + (size_t)owner * t->Ts;
+        for (int b = 0; b < t->mbs; b++) {
+            size_t T0 = (size_t)b * t->Ts;
+            const float *q = a->qkv + T0 * t->QKVr, *kk = t->ring[t->ring_cur] + T0 * kv;
+            float *dk = t->ring[t->ring_cur] + n + T0 * kv;
+            ts_attn_shape sh = attn_shape_of(t, mb, b, (int)kv, k_pos);
+            TS_CHECK(t->k->attention_bwd(t->dqkv + T0 * t->QKVr, dk, dk + t->KVD, t->datt + T0 * t->Qr, q, kk,
+                                         kk + t->KVD, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &sh));
+        }
+    }
+    return TS_OK;
+}
+
+/* The accumulator in use belongs to the next member: one hop, and ours arrives from the previous
+ * one; then rotary's backward on the keys' part and into dqkv. */
+static ts_status ring_bwd_home(ts_trainer *t, int mb) {
+    size_t kv = 2 * (size_t)t->KVD, n = (size_t)t->T * kv;
+    int cur = t->ring_cur;
+    ts_request *req = NULL;
+    TS_CHECK(t->be->send(t->ring[cur] + n, n, cp_peer(t, 1), RING_TAG, &req));
+    ts_status st = t->be->recv(t->ring[1 - cur] + n, n, cp_peer(t, -1), RING_TAG);
+    ts_status sw = t->be->wait(req);
+    TS_CHECK(st);
+    TS_CHECK(sw);
+    float *home = t->ring[1 - cur] + n;
+    TS_CHECK(t->k->rope_bwd(home, (int)kv, t->dev_pos + (size_t)mb * t->T, t->T, t->KVr, t->D, TS_REF_ROPE_THETA));
+    return t->k->copy_rows(t->dqkv + t->Qr, (size_t)t->QKVr, home, kv, (size_t)t->T, kv);
 }
 
 /* ---- Forward -------------------------------------------------------------------------------- */
@@ -220,25 +335,16 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
         TS_CHECK(k->linear_fwd(a->qkv, a->ln1, P.qkv, t->T, t->C, t->QKVr));
         return k->rope_fwd(a->qkv, t->QKVr, t->dev_pos + (size_t)mb * T, t->T, t->Hr + t->KVr, t->D,
                            TS_REF_ROPE_THETA);
-    case TS_PART_CP_RING: {
-        size_t kv = 2 * (size_t)t->KVD, per = T * kv;
-        TS_CHECK(k->copy_rows(t->kv_send, kv, a->qkv + t->Qr, (size_t)t->QKVr, T, kv));
-        TS_CHECK(t->be->all_gather(comm(t, TS_GROUP_CP), t->kv_send, t->kv_tmp, per));
-        /* Member-major as gathered; per sequence, every member's chunks in member order. */
-        size_t seg = (size_t)t->Ts * kv;
-        for (int b = 0; b < t->mbs; b++)
-            for (int r = 0; r < t->cp; r++)
-                TS_CHECK(copy_floats(t, a->kv_all + ((size_t)b * t->cp + r) * seg,
-                                     t->kv_tmp + (size_t)r * per + (size_t)b * seg, seg));
-        return TS_OK;
-    }
+    case TS_PART_CP_RING:
+        return ring_fwd_start(t, a);
     case TS_PART_ATTN:
+        if (t->cp > 1) return ring_fwd(t, a, mb);
         for (int b = 0; b < t->mbs; b++) {
-            ts_attn_shape s;
-            const float *q, *kk, *v;
-            attn_shape_of(t, a, mb, b, &s, &q, &kk, &v);
             size_t T0 = (size_t)b * t->Ts;
-            TS_CHECK(k->attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, kk, v, &s, t->scratch));
+            const float *q = a->qkv + T0 * t->QKVr;
+            ts_attn_shape sh = attn_shape_of(t, mb, b, t->QKVr, t->dev_pos + (size_t)mb * T + T0);
+            TS_CHECK(k->attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, q + t->Qr, q + t->Qr + t->KVD,
+                                      &sh, t->scratch));
         }
         return TS_OK;
     case TS_PART_PROJ:
@@ -457,40 +563,24 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
         return stash_wgrad(t, op, TS_PART_PROJ, G.attn_out, t->dfull, a->att, t->T, t->Qr, t->C);
     case TS_PART_ATTN: {
         TS_CHECK(zero_floats(t, t->dqkv, T * t->QKVr));
-        size_t kv = 2 * (size_t)t->KVD;
-        if (t->cp > 1) TS_CHECK(zero_floats(t, t->dkv, (size_t)t->mbs * t->cp * t->Ts * kv));
-        for (int b = 0; b < t->mbs; b++) {
-            ts_attn_shape s;
-            const float *q, *kk, *v;
-            attn_shape_of(t, a, mb, b, &s, &q, &kk, &v);
-            size_t T0 = (size_t)b * t->Ts;
-            float *dq = t->dqkv + T0 * t->QKVr, *dk, *dv;
-            if (t->cp > 1) {
-                dk = t->dkv + (size_t)b * t->cp * t->Ts * kv;
-                dv = dk + t->KVD;
-            } else {
-                dk = dq + t->Qr;
-                dv = dq + t->Qr + t->KVD;
+        if (t->cp > 1) {
+            TS_CHECK(ring_bwd(t, a, mb));
+        } else {
+            for (int b = 0; b < t->mbs; b++) {
+                size_t T0 = (size_t)b * t->Ts;
+                const float *q = a->qkv + T0 * t->QKVr;
+                float *dq = t->dqkv + T0 * t->QKVr;
+                ts_attn_shape sh = attn_shape_of(t, mb, b, t->QKVr, t->dev_pos + (size_t)mb * T + T0);
+                TS_CHECK(k->attention_bwd(dq, dq + t->Qr, dq + t->Qr + t->KVD, t->datt + T0 * t->Qr, q, q + t->Qr,
+                                          q + t->Qr + t->KVD, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &sh));
             }
-            TS_CHECK(k->attention_bwd(dq, dk, dv, t->datt + T0 * t->Qr, q, kk, v, a->att + T0 * t->Qr,
-                                      a->lse + T0 * t->Hr, &s));
         }
         /* Rotary's backward on q (and k, when the keys are all local). */
         return k->rope_bwd(t->dqkv, t->QKVr, t->dev_pos + (size_t)mb * T, t->T, t->Hr + (t->cp > 1 ? 0 : t->KVr),
                            t->D, TS_REF_ROPE_THETA);
     }
-    case TS_PART_CP_RING: {
-        if (op->coll == TS_COLL_ALLGATHER) return TS_OK; /* keys and values were kept from forward */
-        size_t kv = 2 * (size_t)t->KVD, per = T * kv, seg = (size_t)t->Ts * kv;
-        for (int b = 0; b < t->mbs; b++)
-            for (int r = 0; r < t->cp; r++)
-                TS_CHECK(copy_floats(t, t->kv_tmp + (size_t)r * per + (size_t)b * seg,
-                                     t->dkv + ((size_t)b * t->cp + r) * seg, seg));
-        TS_CHECK(t->be->reduce_scatter(comm(t, TS_GROUP_CP), t->kv_tmp, t->kv_send, per));
-        TS_CHECK(k->rope_bwd(t->kv_send, (int)kv, t->dev_pos + (size_t)mb * T, t->T, t->KVr, t->D,
-                             TS_REF_ROPE_THETA));
-        return k->copy_rows(t->dqkv + t->Qr, (size_t)t->QKVr, t->kv_send, kv, T, kv);
-    }
+    case TS_PART_CP_RING: /* before the attention's backward (the program's all-gather), then after */
+        return op->coll == TS_COLL_ALLGATHER ? ring_bwd_start(t, a) : ring_bwd_home(t, mb);
     case TS_PART_QKV:
         TS_CHECK(zero_floats(t, t->dln, T * C));
         TS_CHECK(k->linear_bwd_input(t->dln, t->dqkv, P.qkv, t->T, t->C, t->QKVr));

@@ -54,7 +54,7 @@ void test_remove_temp(char *path) {
     free(path);
 }
 
-static const char *cli_binary(void) {
+const char *tessera_binary(void) {
     static char path[PATH_MAX];
     if (!path[0]) {
         const char *env = getenv("TESSERA_BIN");
@@ -108,25 +108,38 @@ static int anonymous_file(void) {
     return fd;
 }
 
-/* argv for execv: the binary, then `args` (NULL-terminated), strdup'd; returns its length. */
-static int cli_argv(const char *const *args, char **argv) {
+/* argv_in (the program, then its arguments, NULL-terminated) strdup'd into argv for exec;
+ * returns its length. */
+static int exec_argv(const char *const *argv_in, char **argv) {
     int n = 0;
-    argv[n++] = strdup(cli_binary());
-    for (; args[n - 1] != NULL; n++) {
+    for (; argv_in[n] != NULL; n++) {
         if (n > CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
-        argv[n] = strdup(args[n - 1]);
+        argv[n] = strdup(argv_in[n]);
         if (argv[n] == NULL) die("strdup");
     }
     argv[n] = NULL;
     return n;
 }
 
-/* In the child: the CLI's environment, a SIGALRM deadline that survives exec, then exec. */
+/* argv for exec: the tessera binary, then `args` (NULL-terminated); returns its length. */
+static int cli_argv(const char *const *args, char **argv) {
+    const char *full[CLI_MAX_ARGS + 2] = {tessera_binary()};
+    int n = 1;
+    for (; args[n - 1] != NULL; n++) {
+        if (n > CLI_MAX_ARGS) cr_assert_fail("tests: more than %d arguments", CLI_MAX_ARGS);
+        full[n] = args[n - 1];
+    }
+    full[n] = NULL;
+    return exec_argv(full, argv);
+}
+
+/* In the child: the CLI's environment, a SIGALRM deadline that survives exec, then exec (argv[0]
+ * a path, or a name looked up on the PATH). */
 static _Noreturn void cli_exec(char **argv, const char *data, unsigned timeout_s) {
     setenv("TESSERA_DATA", data, 1);
     unsetenv("TESSERA_DEBUG");
     alarm(timeout_s); /* survives exec: SIGALRM ends a hung run */
-    execv(argv[0], argv);
+    execvp(argv[0], argv);
     _exit(127);
 }
 
@@ -137,9 +150,8 @@ static int cli_wait(pid_t pid) {
     return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
 }
 
-cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
-    char *argv[CLI_MAX_ARGS + 2];
-    int n = cli_argv(args, argv);
+/* Runs argv (n entries, strdup'd; freed here) with stdout and stderr captured. */
+static cli_result run_captured(char **argv, int n, unsigned timeout_s) {
     const char *data = data_root();
     int out_fd = anonymous_file(), err_fd = anonymous_file();
     fflush(NULL);
@@ -159,6 +171,18 @@ cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
     close(err_fd);
     for (int i = 0; i < n; i++) free(argv[i]);
     return r;
+}
+
+cli_result run_program_timeout(const char *const *argv_in, unsigned timeout_s) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = exec_argv(argv_in, argv);
+    return run_captured(argv, n, timeout_s);
+}
+
+cli_result run_argv_timeout(const char *const *args, unsigned timeout_s) {
+    char *argv[CLI_MAX_ARGS + 2];
+    int n = cli_argv(args, argv);
+    return run_captured(argv, n, timeout_s);
 }
 
 cli_result run_argv_tty(const char *const *args) {

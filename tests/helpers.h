@@ -55,6 +55,11 @@ cli_result run_argv(const char *const *args); /* timeout CLI_TIMEOUT_S */
 /* The same with stderr (and stdin) on a pseudo-terminal (forkpty), for what the CLI does only
  * for a terminal: `err` holds what the terminal received ("\n" arrives as "\r\n"). */
 cli_result run_argv_tty(const char *const *args);
+/* run_argv_timeout for any program: argv[0] is a path or a name looked up on the PATH (e.g.
+ * "mpirun"), NULL-terminated. */
+cli_result run_program_timeout(const char *const *argv, unsigned timeout_s);
+/* The `tessera` binary the tests run (absolute or relative to the working directory). */
+const char *tessera_binary(void);
 /* run_cli("plan", "--model", "x", NULL) */
 cli_result run_cli(const char *first, ...);
 void cli_result_free(cli_result *r);

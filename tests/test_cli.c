@@ -213,21 +213,34 @@ Test(cli, unknown_command_exits_2) {
     cli_result_free(&r);
 }
 
-Test(cli, plan_help_on_stdout) {
+/* `tessera cmd --help` and `-h`: exit 0, the usage on stdout starting with `usage`, nothing on
+ * stderr (for `run`: no mpirun started), every one of `flags` mentioned. */
+static void expect_help(const char *cmd, const char *usage, const char *const *flags, size_t n_flags) {
     const char *const forms[] = {"--help", "-h"};
     for (size_t i = 0; i < 2; i++) {
-        /* --help wins even over missing required flags. */
-        cli_result r = run_cli("plan", forms[i], NULL);
-        cr_expect_eq(r.status, 0, "tessera plan %s: exit %d, stderr: %s", forms[i], r.status, r.err);
-        cr_expect_eq(r.err_len, 0, "tessera plan %s: stderr: %s", forms[i], r.err);
-        cr_expect(starts_with(r.out, "usage: tessera plan --model M --system S --gpus N"),
-                  "stdout: %s", r.out);
-        const char *flags[] = {"--model", "--system", "--gpus", "--global-batch", "--seq", "--top",
-                               "--fix", "--objective", "--json", "--output", "--help"};
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-            cr_expect(strstr(r.out, flags[k]) != NULL, "plan --help does not mention %s", flags[k]);
+        cli_result r = run_cli(cmd, forms[i], NULL);
+        cr_expect_eq(r.status, 0, "tessera %s %s: exit %d, stderr: %s", cmd, forms[i], r.status, r.err);
+        cr_expect_eq(r.err_len, 0, "tessera %s %s: stderr: %s", cmd, forms[i], r.err);
+        cr_expect(starts_with(r.out, usage), "tessera %s %s: stdout: %s", cmd, forms[i], r.out);
+        for (size_t k = 0; k < n_flags; k++)
+            cr_expect(strstr(r.out, flags[k]) != NULL, "%s --help does not mention %s", cmd, flags[k]);
         cli_result_free(&r);
     }
+}
+
+/* --help wins even over missing required flags. */
+Test(cli, plan_help_on_stdout) {
+    const char *const flags[] = {"--model", "--system", "--gpus", "--global-batch", "--seq", "--top",
+                                 "--fix", "--objective", "--json", "--output", "--help"};
+    expect_help("plan", "usage: tessera plan --model M --system S --gpus N", flags, sizeof flags / sizeof flags[0]);
+}
+
+/* `run --help` returns before anything else: no plan needed, no mpirun. */
+Test(cli, run_help_on_stdout) {
+    const char *const flags[] = {"--plan", "--index", "--steps", "--warmup", "--trace", "--timeout",
+                                 "--json", "--threads", "--seed", "--text", "--lr", "--params",
+                                 "--device", "--help", "TESSERA_FAULT_RANK", "fp32"};
+    expect_help("run", "usage: tessera run --plan plan.json", flags, sizeof flags / sizeof flags[0]);
 }
 
 /* Every file in <data>/<folder> appears as a row "  NAME ..." of `tessera cmd`. */

@@ -598,6 +598,34 @@ Test(cuda_gpu, attention_fwd_bwd) {
     free(q), free(k), free(v), free(dout), free(out), free(lse), free(scratch), free(dq), free(dk), free(dv), free(zero);
 }
 
+/* Ring attention's merge: the partial attention over a second key block (keys at later positions,
+ * so some queries see none of them) merged into the first, against the CPU kernel. */
+Test(cuda_gpu, attention_merge) {
+    skip_without_gpu();
+    int Tq = 9, Tk = 13, H = 4, KV = 2, D = 8;
+    int qpos[9], kpos[13], kpos2[13];
+    for (int i = 0; i < Tq; i++) qpos[i] = 4 + i;
+    for (int j = 0; j < Tk; j++) kpos[j] = j, kpos2[j] = 8 + j;
+    size_t nq = (size_t)Tq * H * D, nk = (size_t)Tk * KV * D, nl = (size_t)Tq * H;
+    float *q = test_random_floats(nq, 13), *k = test_random_floats(nk, 14), *v = test_random_floats(nk, 15);
+    float *out = calloc(nq, 4), *lse = calloc(nl, 4), *out2 = calloc(nq, 4), *lse2 = calloc(nl, 4),
+          *scratch = calloc((size_t)Tk, 4);
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
+    ts_attention_fwd(out, lse, q, k, v, &s, scratch);
+    s.k_pos = kpos2;
+    ts_attention_fwd(out2, lse2, q, k, v, &s, scratch);
+    float *gout = dev_floats(out, nq), *glse = dev_floats(lse, nl), *gout2 = dev_floats(out2, nq),
+          *glse2 = dev_floats(lse2, nl);
+    ts_attention_merge(out, lse, out2, lse2, Tq, H, D, H * D);
+    cr_assert_eq(ts_cuda_attention_merge(gout, glse, gout2, glse2, Tq, H, D, H * D), TS_OK, "%s", ts_error_message());
+    expect_close("attention_merge out", gout, out, nq, 1e-5f);
+    expect_close("attention_merge lse", glse, lse, nl, 1e-5f);
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_merge(gout, glse, gout2, glse2, Tq, H, D, H * D - 1), TS_ERR_INPUT);
+    cudaFree(gout), cudaFree(glse), cudaFree(gout2), cudaFree(glse2);
+    free(q), free(k), free(v), free(out), free(lse), free(out2), free(lse2), free(scratch);
+}
+
 Test(cuda_gpu, adamw_steps) {
     skip_without_gpu();
     size_t n = 4099;

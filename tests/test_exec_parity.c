@@ -8,8 +8,9 @@
  * parameter tensor) is in tests/test_exec_kernels.c, suite `exec_reference`: no MPI needed.
  *
  * Parity (llm.c's habit: the fast path diffed against the plain reference, failing loudly): for
- * each layout of the table (26: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP,
- * EP, ZeRO 1/2/3, recompute selective/full, and combinations up to dp=2,tp=2,pp=2),
+ * each layout of the table (30: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP
+ * (ring attention, cp=2 and 4), EP, ZeRO 1/2/3, recompute selective/full, and combinations up to
+ * dp=2,tp=2,pp=2; ZB-H1 for tiny-moe too, its experts' and router's weight gradients deferred to W),
  * `tessera plan --fix <every field>` (tiny or tiny-moe on cpu-localhost, global batch 8 × 64
  * tokens, --dtype fp32) then `tessera run --steps 5 --json --params`, against exec/reference.h
  * trained in this process on the same seed (1234) and synthetic data with the same AdamW. Every
@@ -18,7 +19,7 @@
  * per test run: the first test that needs it writes it to a cache folder made by a report hook
  * at start and removed at the end (workers take a lock). Batch and sequence are small because
  * the suite runs in `make test` on 2 cores.
- * Measured (this machine, 2026-11-21, batch 8 × 64): losses within 2.2e-7 relative for dense
+ * Measured (this machine, 2026-11-21, batch 8 × 64): losses within 3.1e-7 relative for dense
  * layouts, 2e-6 for tiny-moe; parameters ‖p − ref‖ / ‖ref − init‖ 3.3e-5–7.3e-5 dense, up to
  * 2.3e-4 tiny-moe; max |p − ref| 1.6e-4–4.1e-4 dense, up to 3.8e-3 tiny-moe.
  *
@@ -40,16 +41,16 @@
  * beside the logits), 1.9 with ZB-H1 (the executor keeps the
  * inputs of W apart until W runs), 4.2–6.4 with recompute=full (the executor keeps what the
  * recomputed layer needs on top of the layer input, and the planner's full-recompute term is one
- * tensor per layer), 1.8–3.6 for tiny-moe (expert inputs and outputs by slot, top-k × the
+ * tensor per layer), 1.5–3.6 for tiny-moe (expert inputs and outputs by slot, top-k × the
  * tokens); buffers 0.08–0.68 (the planner reserves 40M-parameter DP buckets and ZeRO-3 gathers
  * that a 3.4M-parameter model never fills).
  *
  * Under the sanitizers (make check) the subprocesses run with ASAN_OPTIONS=detect_leaks=0 (Open
  * MPI's own allocations at exit are not ours). A sanitized run costs 3.5–4× the CPU (measured:
  * dp=2 14 s against 3.8 s, tiny-moe ep=2 17 s against 4.4 s, dp=2,tp=2,pp=2 16 s against 4.8 s),
- * so only the 15 cases marked `san` run there — every parallel form once: DP with ZeRO 1/2/3, TP
+ * so only the 16 cases marked `san` run there — every parallel form once: DP with ZeRO 1/2/3, TP
  * with SP, each pipeline schedule, CP, full and selective recompute, the 8-rank 3-D layout, and
- * tiny-moe's EP with ZeRO-3, with TP+SP and with CP; the others are reported skipped
+ * tiny-moe's EP with ZeRO-3, with TP+SP and with CP, and its ZB-H1; the others are reported skipped
  * (cr_skip_test), never passed. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -275,18 +276,24 @@ static int layout_ranks(const char *text) {
     return ts_rank_count(&l);
 }
 
-/* `tessera plan` for `layout` (every field pinned) written to <dir>/plan.json. */
-static void make_plan(const char *dir, const char *model, const char *layout, char *plan, size_t cap) {
+/* `tessera plan --dtype <dtype>` for `layout` (every field pinned) written to <dir>/plan-<dtype>.json. */
+static void make_plan_dtype(const char *dir, const char *model, const char *layout, const char *dtype, char *plan,
+                            size_t cap) {
     char gpus[16], batch[16], seq[16];
     snprintf(gpus, sizeof gpus, "%d", layout_ranks(layout));
     snprintf(batch, sizeof batch, "%d", BATCH);
     snprintf(seq, sizeof seq, "%d", SEQ);
-    snprintf(plan, cap, "%s/plan.json", dir);
+    snprintf(plan, cap, "%s/plan-%s.json", dir, dtype);
     cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", gpus,
-                           "--global-batch", batch, "--seq", seq, "--dtype", "fp32", "--fix", layout,
+                           "--global-batch", batch, "--seq", seq, "--dtype", dtype, "--fix", layout,
                            "--top", "1", "-o", plan, NULL);
     cr_assert_eq(r.status, 0, "plan %s %s: exit %d, stderr: %s", model, layout, r.status, r.err);
     cli_result_free(&r);
+}
+
+/* The executor trains fp32: plans for it are fp32 unless a test is about the dtype. */
+static void make_plan(const char *dir, const char *model, const char *layout, char *plan, size_t cap) {
+    make_plan_dtype(dir, model, layout, "fp32", plan, cap);
 }
 
 static double seconds_since(const struct timespec *t0) {
@@ -427,6 +434,9 @@ static void check_parity(const parity_case *c) {
       1)                                                                                                            \
     X(zero3_dp4, "tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_O, 1)    \
     X(cp2, "tiny", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)        \
+    X(cp4, "tiny", "dp=1,tp=1,pp=1,cp=4,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)        \
+    X(dp2_cp2_selective, "tiny", "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective", \
+      MEM_WGO, 0)                                                                                                   \
     X(cp2_tp2_sp_zero1, "tiny", "dp=1,tp=2,pp=1,cp=2,ep=1,sp=1,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none",       \
       MEM_WGO, 0)                                                                                                   \
     X(tp2_sp_full, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=full", MEM_WGO,   \
@@ -452,7 +462,11 @@ static void check_parity(const parity_case *c) {
     X(moe_cp2_ep2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",        \
       MEM_WGO, 1)                                                                                                   \
     X(moe_dp2_pp2_ep2_zero1, "tiny-moe",                                                                            \
-      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)
+      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)                     \
+    X(moe_pp2_zbh1, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none",      \
+      MEM_WGO, 1)                                                                                                   \
+    X(moe_dp2_tp2_pp2_sp_ep2_zero1_zbh1, "tiny-moe",                                                                \
+      "dp=2,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 0)
 
 #define PARITY_TEST(name_, model_, layout_, mem_, san_)                                                             \
     Test(mpi, parity_##name_) {                                                                                     \
@@ -470,8 +484,7 @@ PARITY_CASES(PARITY_TEST)
  * appeared. Measuring from the failure, not from the launch, keeps start-up on a loaded machine
  * out of the figure. */
 static int run_marker_to_end(const char *const *args, const char *marker, char *err, size_t cap, double *after_s) {
-    const char *env = getenv("TESSERA_BIN");
-    char *argv[CLI_MAX_ARGS + 2] = {env && *env ? strdup(env) : test_data_path("build/tessera")};
+    char *argv[CLI_MAX_ARGS + 2] = {strdup(tessera_binary())};
     int n = 1;
     for (; args[n - 1] != NULL && n <= CLI_MAX_ARGS; n++) argv[n] = strdup(args[n - 1]);
     argv[n] = NULL;
@@ -558,6 +571,39 @@ Test(mpi, oversubscribing_is_said) {
     remove_dir(dir);
 }
 
+/* "memory_bytes_by_rank" of a run whose ranks 2k, 2k+1 are stage k (tp=2): one entry per rank in
+ * rank order, categories adding to the total, "memory_bytes" their maximum over the ranks, TP peers
+ * alike, and the stages apart (the first holds the embedding, the last the head). */
+static void check_memory_by_rank(const cJSON *root, int ranks) {
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(root, "memory_bytes_by_rank");
+    const cJSON *worst = json_obj(root, "memory_bytes", "$");
+    cr_assert(cJSON_IsArray(by) && cJSON_GetArraySize(by) == ranks, "$.memory_bytes_by_rank is not %d entries",
+              ranks);
+    double max[5] = {0}, v[8][5];
+    cr_assert(ranks <= 8 && ranks % 2 == 0);
+    for (int r = 0; r < ranks; r++) {
+        const cJSON *e = cJSON_GetArrayItem(by, r);
+        cr_expect_eq(json_num(e, "rank", "$.memory_bytes_by_rank[]"), r);
+        cr_expect_eq(json_num(e, "stage", "$.memory_bytes_by_rank[]"), r / 2);
+        double sum = 0;
+        for (int k = 0; k < 5; k++) {
+            v[r][k] = json_num(e, mem_cats[k], "$.memory_bytes_by_rank[]");
+            cr_expect(v[r][k] >= 0, "rank %d %s = %g", r, mem_cats[k], v[r][k]);
+            sum += v[r][k];
+            max[k] = fmax(max[k], v[r][k]);
+        }
+        double total = json_num(e, "total", "$.memory_bytes_by_rank[]");
+        cr_expect(fabs(total - sum) <= 1e-9 * sum, "rank %d: total %g, categories add to %g", r, total, sum);
+        cr_expect(v[r][0] > 0, "rank %d holds no weights", r);
+        if (r % 2) cr_expect(v[r][0] == v[r - 1][0], "TP peers %d and %d hold %g and %g bytes of weights", r - 1, r,
+                             v[r - 1][0], v[r][0]);
+    }
+    for (int k = 0; k < 5; k++)
+        cr_expect_eq(max[k], json_num(worst, mem_cats[k], "$.memory_bytes"),
+                     "$.memory_bytes.%s is not the largest rank's", mem_cats[k]);
+    cr_expect(v[0][0] != v[ranks - 1][0], "the first and last stages hold the same weights (%g bytes)", v[0][0]);
+}
+
 /* The fields of DESIGN.md's run JSON and more, checked on the numbers they must satisfy. */
 static void check_run_json(const cJSON *root, const char *layout, int ranks, int steps, int warmup) {
     cr_expect_str_eq(json_str(root, "layout", "$"), layout);
@@ -591,6 +637,7 @@ static void check_run_json(const cJSON *root, const char *layout, int ranks, int
         cr_expect(fabs(total - sum) <= 1e-9 * sum, "$.%s.total %g, categories add to %g", blocks[b], total, sum);
         cr_expect(json_num(m, "weights", blocks[b]) > 0, "$.%s.weights is 0", blocks[b]);
     }
+    check_memory_by_rank(root, ranks);
 }
 
 /* The Chrome trace of a run whose ranks 2k, 2k+1 are stage k: one named process per rank, phases
@@ -650,17 +697,68 @@ Test(mpi, json_fields_and_trace) {
     remove_dir(dir);
 }
 
-Test(mpi, unsupported_layout_is_refused) {
-    char *dir = make_temp_dir(), plan[PATH_MAX];
-    make_plan(dir, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", plan,
-              sizeof plan);
-    const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
-    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
-    cr_expect(r.status != 0 && r.status < 128, "exit %d for a layout the executor cannot run", r.status);
-    cr_expect(strstr(r.err, "ZB-H1") != NULL && strstr(r.err, "dense") != NULL,
-              "stderr does not say ZB-H1 needs a dense model: %s", r.err);
-    cli_result_free(&r);
+/* A plan made for bf16 (plan's default) trains fp32, as every run does: stderr says so once, the
+ * JSON names both dtypes, and the planner memory beside the measured one is the fp32 plan's, not
+ * the bf16 one's (about half the weights, gradients and activations). */
+Test(mpi, bf16_plan_trains_fp32_and_says_so) {
+    const char *layout = "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none";
+    const char *const dtypes[] = {"bf16", "fp32"};
+    const char *note = "tessera run: note: the plan is for bf16; the executor trains in fp32";
+    char *dir = make_temp_dir();
+    cJSON *out[2];
+    for (int i = 0; i < 2; i++) {
+        char plan[PATH_MAX];
+        make_plan_dtype(dir, "tiny", layout, dtypes[i], plan, sizeof plan);
+        const char *args[] = {"run", "--plan", plan, "--steps", "2", "--warmup", "1", "--json", NULL};
+        cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+        out[i] = parse_json_output(&r, dtypes[i]);
+        const char *at = strstr(r.err, note);
+        cr_expect(i == 0 ? at != NULL && strstr(at + 1, note) == NULL : at == NULL,
+                  "%s plan: stderr should say \"%s\" %s: %s", dtypes[i], note, i == 0 ? "once" : "never", r.err);
+        cr_expect_str_eq(json_str(out[i], "dtype", "$"), "fp32");
+        cr_expect_str_eq(json_str(out[i], "plan_dtype", "$"), dtypes[i]);
+        cli_result_free(&r);
+    }
+    const cJSON *pm[2] = {json_obj(out[0], "planner_memory_bytes", "$"), json_obj(out[1], "planner_memory_bytes", "$")};
+    for (int k = 0; k < 5; k++) {
+        double b = json_num(pm[0], mem_cats[k], "bf16 run"), f = json_num(pm[1], mem_cats[k], "fp32 run");
+        cr_expect(b == f, "planner_memory_bytes.%s: %.0f B from the bf16 plan, %.0f B from the fp32 plan", mem_cats[k],
+                  b, f);
+    }
+    const cJSON *l0 = cJSON_GetObjectItemCaseSensitive(out[0], "losses"), *l1 = cJSON_GetObjectItemCaseSensitive(out[1], "losses");
+    cr_assert(cJSON_GetArraySize(l0) == 2 && cJSON_GetArraySize(l1) == 2, "\"losses\" is not 2 numbers");
+    for (int s = 0; s < 2; s++)
+        cr_expect(cJSON_GetArrayItem(l0, s)->valuedouble == cJSON_GetArrayItem(l1, s)->valuedouble,
+                  "step %d: the bf16 plan's loss differs from the fp32 plan's", s + 1);
+    cJSON_Delete(out[0]);
+    cJSON_Delete(out[1]);
     remove_dir(dir);
+}
+
+/* Layouts the executor refuses (ts_trainer_check) are refused by the CLI before mpirun starts: exit
+ * 2, one line, no rank launched. */
+Test(run_cli, unsupported_layout_is_refused_before_mpirun) {
+    static const struct {
+        const char *model, *layout, *says;
+    } cases[] = {
+        {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=zb-h1,recompute=none",
+         "ZB-H1 only with zero <= 1 (got zero=2)"},
+        {"tiny", "dp=1,tp=8,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none",
+         "tp=8 to divide 4 kv heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = make_temp_dir(), plan[PATH_MAX];
+        make_plan(dir, cases[i].model, cases[i].layout, plan, sizeof plan);
+        const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
+        cli_result r = run_argv(args);
+        cr_expect_eq(r.status, 2, "%s: exit %d, stderr: %s", cases[i].layout, r.status, r.err);
+        cr_expect(one_line_error(r.err, "run"), "%s: not one line: %s", cases[i].layout, r.err);
+        cr_expect(strstr(r.err, cases[i].says) != NULL, "%s: stderr does not say \"%s\": %s", cases[i].layout,
+                  cases[i].says, r.err);
+        cr_expect(strstr(r.err, "mpirun") == NULL, "%s: a rank was started: %s", cases[i].layout, r.err);
+        cli_result_free(&r);
+        remove_dir(dir);
+    }
 }
 
 /* Refusals before any rank starts: exit 2 with one line. */

@@ -18,7 +18,8 @@
 #define KERNEL_ENTRIES(X)                                                                          \
     X(zero) X(copy) X(copy_rows) X(to_host) X(to_device) X(add) X(linear_fwd) X(linear_bwd_input)  \
     X(linear_bwd_weight) X(rmsnorm_fwd) X(rmsnorm_bwd) X(embedding_fwd) X(embedding_bwd)           \
-    X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(swiglu_fwd) X(swiglu_bwd)          \
+    X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(attention_merge) X(swiglu_fwd)     \
+    X(swiglu_bwd)                                                                                  \
     X(router_fwd) X(router_bwd) X(moe_gather_fwd) X(moe_gather_bwd) X(moe_combine_fwd)             \
     X(moe_combine_bwd) X(ce_max) X(ce_sums) X(ce_loss) X(ce_bwd) X(adamw)
 
@@ -134,6 +135,18 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     ts_attention_bwd(dq1, dq1 + H * D, dq1 + H * D + KV * D, go, qq, kk, vv, att1, lse1, &s);
     cr_assert_eq(k->attention_bwd(dq2, dq2 + H * D, dq2 + H * D + KV * D, go, qq, kk, vv, att1, lse1, &s), TS_OK);
     expect_same("attention_bwd", dq1, dq2, (size_t)T * ld * sizeof *dq1);
+    /* merge: the same rows over keys shifted by 2 positions (some queries see none: lse2 = -inf) */
+    int shifted[T];
+    for (int t = 0; t < T; t++) shifted[t] = pos[t] + 2;
+    ts_attn_shape later = s;
+    later.k_pos = shifted;
+    float *part = test_random_floats((size_t)T * H * D, 18), lse3[T * H];
+    ts_attention_fwd(part, lse3, qq, kk, vv, &later, scratch);
+    ts_attention_merge(att1, lse1, part, lse3, T, H, D, H * D);
+    cr_assert_eq(k->attention_merge(att2, lse2, part, lse3, T, H, D, H * D), TS_OK);
+    expect_same("attention_merge out", att1, att2, (size_t)T * H * D * sizeof *att1);
+    expect_same("attention_merge lse", lse1, lse2, sizeof lse1);
+    free(part);
     free(q1), free(q2), free(att1), free(att2), free(dq1), free(dq2), free(go);
 
     /* swiglu (dup aliasing dact, as ts_mlp_bwd uses it) */

@@ -1,27 +1,34 @@
 /* `tessera run` when a rank dies or stalls (issue 8): a rank that SIGKILLs itself ends the job
  * non-zero within seconds with mpirun's message naming the rank; a rank that SIGSTOPs itself
  * ends it through the other ranks' --timeout watchdog, with a message naming the waiting rank
- * and the step; in both cases the trace file is absent, never truncated (atomic writes). Suite
- * `mpi`, beside the executor's other MPI tests. */
+ * and the step; in both cases the trace file is absent, never truncated (atomic writes). Inside
+ * an mpirun of the test's own (issue 4): a rank that cannot load its plan, and a world of the
+ * wrong size, end the job with a message naming a real rank. Suite `mpi`, beside the executor's
+ * other MPI tests. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/helpers.h"
 
-/* Plans dp=2 of tiny on two CPU ranks into dir/plan.json; returns its malloc'd path. */
-static char *two_rank_plan(const char *dir) {
-    char *plan = malloc(4096);
+/* Plans dp=`ranks` of tiny on CPU ranks into dir/plan.json; returns its malloc'd path. */
+static char *dp_plan(const char *dir, int ranks) {
+    char *plan = malloc(4096), gpus[16], fix[32];
     cr_assert_not_null(plan);
     snprintf(plan, 4096, "%s/plan.json", dir);
-    cli_result r = run_cli("plan", "-m", "tiny", "-s", "cpu-localhost", "-g", "2", "-b", "8", "-l", "64",
-                           "--dtype", "fp32", "-f", "dp=2", "-k", "1", "-o", plan, NULL);
+    snprintf(gpus, sizeof gpus, "%d", ranks);
+    snprintf(fix, sizeof fix, "dp=%d", ranks);
+    cli_result r = run_cli("plan", "-m", "tiny", "-s", "cpu-localhost", "-g", gpus, "-b", "8", "-l", "64",
+                           "--dtype", "fp32", "-f", fix, "-k", "1", "-o", plan, NULL);
     cr_assert_eq(r.status, 0, "plan: %s", r.err);
     cli_result_free(&r);
     return plan;
 }
+
+static char *two_rank_plan(const char *dir) { return dp_plan(dir, 2); }
 
 static double now_s(void) {
     struct timespec t;
@@ -67,4 +74,72 @@ Test(mpi, timeout_flag_is_checked) {
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "--timeout: expected a number in [0, 86400]") != NULL, "%s", r.err);
     cli_result_free(&r);
+}
+
+/* Runs `mpirun -np 2 <cmd...>` (NULL-terminated), as `tessera run` would start it: the test starts
+ * the job itself, so `run` finds itself inside mpirun and does not launch another. */
+static cli_result mpirun2(const char *const *cmd, double *took_s) {
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = "mpirun";
+    if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
+    argv[n++] = "--oversubscribe";
+    argv[n++] = "--bind-to";
+    argv[n++] = "none";
+    argv[n++] = "-np";
+    argv[n++] = "2";
+    for (int i = 0; cmd[i] && n < 31; i++) argv[n++] = cmd[i];
+    argv[n] = NULL;
+    double t0 = now_s();
+    cli_result r = run_program_timeout(argv, 60);
+    *took_s = now_s() - t0;
+    return r;
+}
+
+/* Rank 1 is given a plan it cannot parse, rank 0 a good one: rank 1 fails before MPI_Init, names
+ * itself (the launcher's rank: MPI's is not known yet), and mpirun ends rank 0, which would
+ * otherwise wait for it in MPI_Init. */
+Test(mpi, rank_that_cannot_load_its_plan_ends_the_job, .timeout = 60) {
+    char *dir = make_temp_dir();
+    char *plan = two_rank_plan(dir), bad[4200];
+    snprintf(bad, sizeof bad, "%s/broken-plan.json", dir);
+    FILE *f = fopen(bad, "w");
+    cr_assert_not_null(f);
+    fputs("{\"request\": {\"model\": ", f); /* cut short */
+    cr_assert_eq(fclose(f), 0);
+    const char *cmd[] = {"sh", "-c",
+                         "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then p=\"$2\"; else p=\"$1\"; fi; "
+                         "exec \"$0\" run --plan \"$p\" --steps 3 --warmup 1",
+                         tessera_binary(), plan, bad, NULL};
+    double took_s;
+    cli_result r = mpirun2(cmd, &took_s);
+    cr_expect(r.status != 0 && r.status < 128, "exit %d (expected a failure status, not a signal)", r.status);
+    cr_expect_lt(took_s, 10, "the job took %.1f s to end", took_s);
+    const char *line = strstr(r.err, "tessera run: rank 1: ");
+    cr_expect(line != NULL && strstr(line, "broken-plan.json") != NULL,
+              "stderr does not name rank 1 and its plan: %s", r.err);
+    cr_expect(strstr(r.err, "rank -1") == NULL, "stderr names rank -1: %s", r.err);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* A plan of 4 ranks under mpirun -np 2: every rank finds the world the wrong size before it has a
+ * runtime; the message names the real rank (MPI's), not -1. */
+Test(mpi, wrong_np_names_a_real_rank, .timeout = 60) {
+    char *dir = make_temp_dir();
+    char *plan = dp_plan(dir, 4);
+    const char *cmd[] = {tessera_binary(), "run", "--plan", plan, "--steps", "3", "--warmup", "1", NULL};
+    double took_s;
+    cli_result r = mpirun2(cmd, &took_s);
+    cr_expect(r.status != 0 && r.status < 128, "exit %d (expected a failure status, not a signal)", r.status);
+    cr_expect_lt(took_s, 10, "the job took %.1f s to end", took_s);
+    const char *said = "the layout needs 4 ranks but mpirun started 2";
+    cr_expect(strstr(r.err, said) != NULL, "stderr does not say \"%s\": %s", said, r.err);
+    cr_expect(strstr(r.err, "tessera run: rank 0: ") != NULL || strstr(r.err, "tessera run: rank 1: ") != NULL,
+              "stderr names neither rank 0 nor rank 1: %s", r.err);
+    cr_expect(strstr(r.err, "rank -1") == NULL, "stderr names rank -1: %s", r.err);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
 }
