@@ -52,8 +52,7 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
         free(layouts);
         ts_eval e;
         /* Uneven stages, when the plan chose them (planner/partition.h). */
-        st = ts_plan_read_split(plan, pb, layout, index - 1, split, has_split);
-        if (st == TS_OK) st = *has_split ? ts_evaluate_split(pb, layout, split, &e) : ts_evaluate(pb, layout, &e);
+        st = ts_plan_evaluate(plan, pb, layout, index - 1, &e, split, has_split);
         if (st != TS_OK) cli_fail(cmd, st);
         *closed_step_s = e.step_s;
         return;

@@ -302,3 +302,16 @@ exit:
     cJSON_Delete(root);
     return res;
 }
+
+ts_status ts_plan_evaluate(const char *file, const ts_problem *pb, const ts_layout *l, int index, ts_eval *out,
+                           ts_split *split, int *has) {
+    ts_split mine;
+    ts_split *s = split ? split : &mine;
+    TS_CHECK(ts_plan_read_split(file, pb, l, index, s, has));
+    ts_status res = *has ? ts_evaluate_split(pb, l, s, out) : ts_evaluate(pb, l, out);
+    if (*has && (split == NULL || res != TS_OK)) {
+        ts_split_free(s);
+        *has = 0;
+    }
+    return res;
+}

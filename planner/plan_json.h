@@ -37,4 +37,11 @@ struct ts_split;
 ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_layout *l, int index,
                              struct ts_split *out, int *has);
 
+/* Layout `index` of a plan read by ts_plan_read, evaluated as the plan has it: on its uneven
+ * stages when it carries them (ts_evaluate_split), else evenly (ts_evaluate) — a layout that
+ * interleaves chunks of unequal size is valid only with its stages. `split` and `has` as
+ * ts_plan_read_split's, kept only on success; `split` may be NULL (the stages are then dropped). */
+ts_status ts_plan_evaluate(const char *file, const ts_problem *pb, const ts_layout *l, int index, ts_eval *out,
+                           struct ts_split *split, int *has);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/partition.h"
 #include "planner/plan_json.h"
 
 void ts_report_opts_defaults(ts_report_opts *o) {
@@ -31,7 +32,8 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
     out->opts = *opts;
     snprintf(out->plan_file, sizeof out->plan_file, "%s", plan_file);
     ts_layout *layouts = NULL;
-    int n = 0;
+    int n = 0, has_split = 0;
+    ts_split split;
     ts_status res = TS_OK;
     TS_CHECK_GOTO(ts_plan_read(plan_file, &out->pb, &layouts, &n), res, exit);
     if (n == 0) {
@@ -40,11 +42,24 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
     }
     out->layouts = calloc((size_t)n, sizeof *out->layouts);
     TS_ALLOC_GOTO(out->layouts, res, exit);
-    for (int i = 0; i < n; i++) TS_CHECK_GOTO(ts_evaluate(&out->pb, &layouts[i], &out->layouts[i]), res, exit);
+    /* Each layout as the plan has it: on its uneven stages when it carries them; the best one's
+     * stages shape the simulated program too. */
+    for (int i = 1; i < n; i++) {
+        int uneven;
+        TS_CHECK_GOTO(ts_plan_evaluate(plan_file, &out->pb, &layouts[i], i, &out->layouts[i], NULL, &uneven), res,
+                      exit);
+    }
+    TS_CHECK_GOTO(ts_plan_evaluate(plan_file, &out->pb, &layouts[0], 0, &out->layouts[0], &split, &has_split), res,
+                  exit);
     out->n_layouts = n;
 
     ts_sim_opts so = {0};
-    TS_CHECK_GOTO(ts_program_build(&out->pb, &out->layouts[0].layout, NULL, &out->prog), res, exit);
+    ts_program_opts po = {0};
+    if (has_split) {
+        po.chunk_layers = split.layers;
+        po.stage_recompute = split.recompute;
+    }
+    TS_CHECK_GOTO(ts_program_build(&out->pb, &out->layouts[0].layout, &po, &out->prog), res, exit);
     TS_CHECK_GOTO(ts_simulate(&out->pb, &out->prog, &so, &out->sim), res, exit);
     TS_CHECK_GOTO(ts_timeline_from_sim(&out->prog, &out->sim, &out->sim_timeline), res, exit);
     capacity_of(out, &out->capacity);
@@ -60,6 +75,7 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
         out->has_run_trace = 1;
     }
 exit:
+    if (has_split) ts_split_free(&split);
     free(layouts);
     return res;
 }

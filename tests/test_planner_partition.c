@@ -662,8 +662,9 @@ Test(planner_partition, uneven_interleaving_plans_with_ilp) {
 }
 
 /* Plans with uneven stages end to end: written, read back by `tessera sim --plan` (which
- * simulates the split: within 10% of its closed form) and `tessera export`; vpp = 1 (auto) and
- * vpp = 2 with 126 layers (ilp). Without its "stages" the vpp = 2 layout is refused. */
+ * simulates the split: within 10% of its closed form), `tessera report` (whose answer is the
+ * split's closed form and whose simulated step is sim's) and `tessera export`; vpp = 1 (auto)
+ * and vpp = 2 with 126 layers (ilp). Without its "stages" the vpp = 2 layout is refused. */
 Test(planner_partition, uneven_plans_simulate_and_export) {
     char *dir = make_temp_dir();
     const char *fixes[2] = {"tp=8,pp=16,cp=1,sched=zb-h1", "tp=8,pp=16,cp=1,vpp=2"};
@@ -684,6 +685,16 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
                   closed);
         cr_assert(strstr(json_str(sim, "layout", "$"), c ? "vpp=2,sched=interleaved" : "vpp=1,sched=zb-h1") != NULL,
                   "%s", json_str(sim, "layout", "$"));
+        cli_result_free(&r);
+        r = run_cli("report", "--plan", plan, "--format", "json", NULL);
+        cJSON *rep = parse_json_output(&r, "report --format json");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rep, "layouts"), 0);
+        cr_assert_not_null(best, "report has no layouts");
+        cr_expect_eq(json_num(best, "step_s", "$.layouts[0]"), closed, "report: the split's closed form");
+        const cJSON *rsim = cJSON_GetObjectItemCaseSensitive(rep, "simulation");
+        cr_expect(fabs(json_num(rsim, "step_s", "$.simulation") - step) <= 1e-9 * step,
+                  "report simulates the split: %.6f s, sim %.6f s", json_num(rsim, "step_s", "$.simulation"), step);
+        cJSON_Delete(rep);
         cJSON_Delete(sim);
         cli_result_free(&r);
         r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
