@@ -17,6 +17,7 @@
 #include "exec/launch.h"
 #include "exec/runtime.h"
 #include "exec/trainer.h"
+#include "exec/watchdog.h"
 #include "planner/partition.h"
 #include "planner/plan_json.h"
 #include "sim/trace.h"
@@ -36,8 +37,10 @@ static void help(void) {
            "  -n, --steps N       training steps (default 10)\n"
            "  -w, --warmup W      steps left out of the step-time statistics (default 2)\n"
            "  -t, --trace FILE    write the last step's measured ops as a Chrome trace\n"
-           "      --timeout S     end the job when a training step takes longer than S seconds\n"
-           "                      (a rank stalled or died; default 0: no limit)\n"
+           "      --timeout S     end the job when start-up, a training step or gathering the\n"
+           "                      results takes longer than S seconds (a rank stalled or died),\n"
+           "                      naming the ranks of the node that hold it up (default 1800,\n"
+           "                      torch.distributed's default; 0: no limit)\n"
            "      --json          print the summary as JSON instead of a table\n"
            "      --threads N     OpenBLAS threads per rank (default 1)\n"
            "      --seed S        parameter and data seed (default 1234)\n"
@@ -67,30 +70,6 @@ static double quantile(const double *sorted, int n, double q) {
     double pos = q * (n - 1);
     int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
     return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
-}
-
-/* The step watchdog (--timeout): a rank whose step has not finished after the timeout — a peer
- * stalled or died inside a collective — prints the message prepared at the step's start and
- * exits; mpirun then ends the whole job. Only write() and _exit() in the handler
- * (async-signal-safe). */
-static char watchdog_msg[256];
-static size_t watchdog_len;
-
-static void watchdog_fire(int sig) {
-    (void)sig;
-    ssize_t w = write(STDERR_FILENO, watchdog_msg, watchdog_len);
-    (void)w;
-    _exit(1);
-}
-
-static void watchdog_arm(int rank, int step, double timeout_s) {
-    if (timeout_s <= 0) return;
-    int n = snprintf(watchdog_msg, sizeof watchdog_msg,
-                     "tessera run: rank %d: step %d did not finish within %g s (--timeout): a rank "
-                     "stalled or died; ending the job\n", rank, step, timeout_s);
-    watchdog_len = n > 0 && (size_t)n < sizeof watchdog_msg ? (size_t)n : sizeof watchdog_msg - 1;
-    signal(SIGALRM, watchdog_fire);
-    alarm((unsigned)ceil(timeout_s));
 }
 
 /* An injected fault of TESSERA_FAULT_MODE on this rank (fail is handled by the caller). */
@@ -197,7 +176,7 @@ static _Noreturn void rank_fail(const ts_runtime *rt, ts_status st) {
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *plan = NULL, *trace = NULL, *params_out = NULL;
     int index = 1, steps = 10, warmup = 2, json = 0, threads = 1;
-    double timeout_s = 0;
+    double timeout_s = 1800; /* torch.distributed's default process-group timeout, 30 min */
     ts_device device = TS_DEVICE_CPU;
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
@@ -265,6 +244,7 @@ int cmd_run(int argc, char **argv) {
         cli_launch_mpirun(cmd, ts_rank_count(&layout), argc, argv);
     }
 
+    ts_watchdog_arm_startup(ts_world_rank_now(), timeout_s);
     ts_runtime rt;
     st = ts_runtime_init(&rt, &layout);
     if (st != TS_OK) rank_fail(NULL, st);
@@ -286,6 +266,10 @@ int cmd_run(int argc, char **argv) {
     ts_trainer *tr;
     st = ts_trainer_init(&tr, &pb, &prog, &rt, be, &opts);
     if (st != TS_OK) rank_fail(&rt, st);
+    ts_watchdog *dog;
+    st = ts_watchdog_init(&dog, &rt, &prog, timeout_s);
+    if (st != TS_OK) rank_fail(&rt, st);
+    ts_trainer_watch(tr, ts_watchdog_op_slot(dog));
     float *time_buf = NULL;
     st = be->alloc(sizeof *time_buf, (void **)&time_buf);
     if (st != TS_OK) rank_fail(&rt, st);
@@ -300,7 +284,7 @@ int cmd_run(int argc, char **argv) {
     double *step_s = calloc((size_t)steps, sizeof *step_s);
     if (!spans || !losses || !step_s) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
     for (int s = 0; s < steps; s++) {
-        watchdog_arm(rt.rank, s, timeout_s);
+        ts_watchdog_arm(dog, TS_WATCH_STEP, s);
         if (fault && atoi(fault) == rt.rank && (fault_step ? atoi(fault_step) : 0) == s) {
             inject_signal_fault(getenv("TESSERA_FAULT_MODE"));
             rank_fail(&rt, TS_FAIL(TS_ERR_EXTERNAL, "injected fault at step %d (TESSERA_FAULT_RANK)", s));
@@ -315,7 +299,8 @@ int cmd_run(int argc, char **argv) {
         if (rt.rank == 0 && !json)
             fprintf(stderr, "step %d/%d: loss %.6f, %.3f s\n", s + 1, steps, losses[s], step_s[s]);
     }
-    alarm(0); /* the watchdog covers the training steps */
+    ts_trainer_watch(tr, NULL);
+    ts_watchdog_arm(dog, TS_WATCH_RESULTS, steps);
 
     if (params_out) {
         size_t n = 0;
@@ -363,7 +348,8 @@ int cmd_run(int argc, char **argv) {
             for (int k = 0; k < 5; k++) worst[k] = fmax(worst[k], mems[5 * r + k]);
         }
         ts_eval plan_eval;
-        ts_status pe = ts_evaluate(&pb, &layout, &plan_eval);
+        int uneven = 0;
+        ts_status pe = ts_plan_evaluate(plan, &pb, &layout, index - 1, &plan_eval, NULL, &uneven);
         char text[256];
         ts_layout_format(&layout, text, sizeof text);
         if (json) {
@@ -412,6 +398,7 @@ int cmd_run(int argc, char **argv) {
     free(losses);
     free(step_s);
     be->free(time_buf);
+    ts_watchdog_free(dog);
     ts_trainer_free(tr);
     if (device == TS_DEVICE_CUDA) ts_backend_cuda_free(rt.world, rt.comm, TS_GROUP_COUNT);
     ts_program_free(&prog);

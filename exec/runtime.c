@@ -163,9 +163,7 @@ fail:
     return res;
 }
 
-/* This process's world rank for a message: MPI's once initialised, else the launcher's (a rank
- * can fail before MPI_Init, e.g. loading its plan); -1 outside any launcher. */
-static int world_rank_now(void) {
+int ts_world_rank_now(void) {
     int inited = 0, rank = -1;
     MPI_Initialized(&inited);
     if (inited && MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS) return rank;
@@ -192,9 +190,9 @@ static _Noreturn void abort_job(const char *cmd, int rank, int exit_code, const 
 }
 
 void ts_runtime_abort(const ts_runtime *rt, int exit_code, const char *message) {
-    abort_job("run", rt ? rt->rank : world_rank_now(), exit_code, message);
+    abort_job("run", rt ? rt->rank : ts_world_rank_now(), exit_code, message);
 }
 
 void ts_mpi_abort(const char *cmd, int exit_code, const char *message) {
-    abort_job(cmd, world_rank_now(), exit_code, message);
+    abort_job(cmd, ts_world_rank_now(), exit_code, message);
 }

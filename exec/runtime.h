@@ -35,6 +35,9 @@ typedef struct {
 
 /* Whether this process runs under an MPI launcher (mpirun/srun set their environment). */
 int ts_runtime_under_mpi(void);
+/* This process's world rank for a message: MPI's once initialised, else the launcher's (a rank
+ * can fail before MPI_Init, e.g. loading its plan); -1 outside any launcher. */
+int ts_world_rank_now(void);
 
 /* MPI_Init (if not yet), errors returned as codes rather than aborting; this rank and the world
  * size. ts_runtime_init calls it; so do tools that need only the world (exec/calibrate.h). */

@@ -765,6 +765,8 @@ ts_status tr_optimizer(ts_trainer *t) {
 
 /* ---- The step ------------------------------------------------------------------------------ */
 
+void ts_trainer_watch(ts_trainer *t, volatile sig_atomic_t *op) { t->watch_op = op; }
+
 ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans) {
     t->step = step;
     TS_CHECK(load_batch(t, step));
@@ -782,6 +784,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     const ts_stage_program *sp = &t->prog->stages[t->stage];
     double t0 = t->be->now_s();
     for (int i = 0; i < sp->n_ops; i++) {
+        if (t->watch_op) *t->watch_op = i;
         double a = t->be->now_s();
         ts_status st = tr_run_op(t, &sp->ops[i]);
         if (st != TS_OK) {
@@ -794,6 +797,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
         }
         if (spans) spans[i] = (ts_op_span){a - t0, t->be->now_s() - t0};
     }
+    if (t->watch_op) *t->watch_op = -2; /* TS_WATCH_SENDS */
     for (int i = 0; i < t->n_sends; i++) {
         TS_CHECK(t->be->wait(t->sends[i]));
         t->be->free(t->send_bufs[i]);

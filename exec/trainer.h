@@ -29,6 +29,8 @@
 #ifndef TS_TRAINER_H
 #define TS_TRAINER_H
 
+#include <signal.h>
+
 #include <stdint.h>
 
 #include "exec/backend.h"
@@ -65,6 +67,10 @@ void ts_trainer_free(ts_trainer *t);
  * step's mean loss on every rank; `spans` (the stage program's n_ops, may be NULL) the measured
  * start and end of every op in seconds from the step's start. */
 ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans);
+/* From now on each step stores in *op the index of the op it runs, then -2 once they are done
+ * (it waits for its pipeline sends and the loss's all-reduce): exec/watchdog.h reads it from a
+ * signal handler. NULL stops it. */
+void ts_trainer_watch(ts_trainer *t, volatile sig_atomic_t *op);
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t);
 

@@ -90,6 +90,7 @@ typedef struct {
 } tr_wgrad_entry;
 
 struct ts_trainer {
+    volatile sig_atomic_t *watch_op; /* ts_trainer_watch's, or NULL */
     const ts_problem *pb;
     const ts_program *prog;
     const ts_runtime *rt;
