@@ -87,12 +87,17 @@ typedef struct {
     const double *sorted;     /* (steps - warmup) measured step times, ascending */
     const float *losses;      /* (steps) */
     const double *kind_s;     /* (TS_OP_KIND_COUNT) last step by op kind, mean over ranks */
-    const double *mems;       /* (world, 5) each rank's peak bytes by category */
+    const double *mems;       /* (world, RANK_STATS) each rank's peak bytes by category, ... */
     const double *worst;      /* (5) the largest of each category over the ranks */
+    double moe_load_cv;       /* measured (ts_trainer_moe_load over the ranks); < 0: dense */
     const ts_eval *plan_eval; /* the planner's evaluation of the layout; NULL when it failed */
 } run_report;
 
 static const char *const mem_cat[] = {"weights", "grads", "optimizer", "activations", "buffers"};
+
+/* What each rank reports at the end: its five memory peaks (mem_cat), then its MoE routing sums
+ * (ts_trainer_moe_load). */
+enum { RANK_STATS = 7, STAT_MOE_DEV = 5, STAT_MOE_EVEN = 6 };
 
 /* {the five categories, "total"} of bytes v into parent[key] (or a new array element when key is
  * NULL), plus "rank" and "stage" when rank >= 0. */
@@ -153,8 +158,10 @@ static ts_status run_json(const run_report *r) {
     /* Each rank's peaks: stages differ (the embedding, the head, the layers they hold). */
     TS_CJSON_GOTO(byrank = cJSON_AddArrayToObject(o, "memory_bytes_by_rank"), res, exit);
     for (int k = 0; k < r->world; k++)
-        TS_CHECK_GOTO(memory_json(byrank, NULL, r->mems + 5 * (size_t)k, k, ts_rank_coords(r->layout, k).pp), res,
+        TS_CHECK_GOTO(memory_json(byrank, NULL, r->mems + RANK_STATS * (size_t)k, k, ts_rank_coords(r->layout, k).pp), res,
                       exit);
+    if (r->moe_load_cv >= 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "moe_load_cv", r->moe_load_cv), res, exit);
     if (r->plan_eval) {
         const ts_memory *pm = &r->plan_eval->mem;
         double v[5] = {pm->weights, pm->grads, pm->optimizer, pm->activations, pm->buffers};
@@ -322,16 +329,17 @@ int cmd_run(int argc, char **argv) {
         total += counts[r];
     }
     double *all = calloc((size_t)total + 1, sizeof *all), *mine = calloc((size_t)2 * n_ops + 1, sizeof *mine);
-    double *mems = calloc((size_t)world * 5 + 1, sizeof *mems);
+    double *mems = calloc((size_t)world * RANK_STATS + 1, sizeof *mems);
     for (int i = 0; i < n_ops; i++) mine[2 * i] = spans[i].start_s, mine[2 * i + 1] = spans[i].end_s;
     st = ts_runtime_gather(&rt, mine, 2 * n_ops, all, counts, offs);
     ts_exec_memory em = ts_trainer_memory(tr);
-    double memv[5] = {em.weights, em.grads, em.optimizer, em.activations, em.buffers};
-    int *five = calloc((size_t)world, sizeof *five), *five_off = calloc((size_t)world, sizeof *five_off);
-    if (!counts || !offs || !all || !mine || !mems || !five || !five_off)
+    double statv[RANK_STATS] = {em.weights, em.grads, em.optimizer, em.activations, em.buffers};
+    ts_trainer_moe_load(tr, &statv[STAT_MOE_DEV], &statv[STAT_MOE_EVEN]);
+    int *nstat = calloc((size_t)world, sizeof *nstat), *stat_off = calloc((size_t)world, sizeof *stat_off);
+    if (!counts || !offs || !all || !mine || !mems || !nstat || !stat_off)
         rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory gathering results"));
-    for (int r = 0; r < world; r++) five[r] = 5, five_off[r] = 5 * r;
-    if (st == TS_OK) st = ts_runtime_gather(&rt, memv, 5, mems, five, five_off);
+    for (int r = 0; r < world; r++) nstat[r] = RANK_STATS, stat_off[r] = RANK_STATS * r;
+    if (st == TS_OK) st = ts_runtime_gather(&rt, statv, RANK_STATS, mems, nstat, stat_off);
     if (st != TS_OK) rank_fail(&rt, st);
 
     int rc = 0;
@@ -340,12 +348,14 @@ int cmd_run(int argc, char **argv) {
         double *sorted = malloc((size_t)measured * sizeof *sorted);
         memcpy(sorted, step_s + warmup, (size_t)measured * sizeof *sorted);
         qsort(sorted, (size_t)measured, sizeof *sorted, ts_cmp_double);
-        double kind_s[TS_OP_KIND_COUNT] = {0}, worst[5] = {0};
+        double kind_s[TS_OP_KIND_COUNT] = {0}, worst[5] = {0}, moe_dev = 0, moe_even = 0;
         for (int r = 0; r < world; r++) {
             const ts_stage_program *sp = &prog.stages[ts_rank_coords(&layout, r).pp];
             for (int i = 0; i < sp->n_ops; i++)
                 kind_s[sp->ops[i].kind] += (all[offs[r] + 2 * i + 1] - all[offs[r] + 2 * i]) / world;
-            for (int k = 0; k < 5; k++) worst[k] = fmax(worst[k], mems[5 * r + k]);
+            for (int k = 0; k < 5; k++) worst[k] = fmax(worst[k], mems[RANK_STATS * r + k]);
+            moe_dev += mems[RANK_STATS * r + STAT_MOE_DEV];
+            moe_even += mems[RANK_STATS * r + STAT_MOE_EVEN];
         }
         ts_eval plan_eval;
         int uneven = 0;
@@ -356,6 +366,7 @@ int cmd_run(int argc, char **argv) {
             run_report rep = {.pb = &pb, .layout = &layout, .plan_dtype = plan_dtype, .world = world,
                               .steps = steps, .warmup = warmup, .sorted = sorted, .losses = losses,
                               .kind_s = kind_s, .mems = mems, .worst = worst,
+                              .moe_load_cv = moe_even > 0 ? sqrt(moe_dev / moe_even) : -1,
                               .plan_eval = pe == TS_OK ? &plan_eval : NULL};
             st = run_json(&rep);
         } else {
@@ -369,6 +380,9 @@ int cmd_run(int argc, char **argv) {
             printf("\n# memory per rank (peak, worst rank): weights %.2f MB, grads %.2f MB, optimizer %.2f MB, "
                    "activations %.2f MB, buffers %.2f MB\n",
                    worst[0] / 1e6, worst[1] / 1e6, worst[2] / 1e6, worst[3] / 1e6, worst[4] / 1e6);
+            if (moe_even > 0)
+                printf("# MoE routing: tokens per expert vary by %.3f of the even share (coefficient of "
+                       "variation; the model's moe.load_cv)\n", sqrt(moe_dev / moe_even));
         }
         if (st == TS_OK && trace) {
             ts_sim_result r = {.n_ranks = world, .step_s = step_s[steps - 1]};
@@ -390,8 +404,8 @@ int cmd_run(int argc, char **argv) {
     free(all);
     free(mine);
     free(mems);
-    free(five);
-    free(five_off);
+    free(nstat);
+    free(stat_off);
     free(counts);
     free(offs);
     free(spans);

@@ -812,6 +812,11 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t) { return t->mem; }
 
+void ts_trainer_moe_load(const ts_trainer *t, double *dev_sq, double *even_sq) {
+    *dev_sq = t->moe_dev_sq;
+    *even_sq = t->moe_even_sq;
+}
+
 /* ---- Assembling the parameters --------------------------------------------------------------- */
 
 /* Offset of tensor (layer, kind) in the reference's flat parameters. */

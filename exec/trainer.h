@@ -73,6 +73,11 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
 void ts_trainer_watch(ts_trainer *t, volatile sig_atomic_t *op);
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t);
+/* How evenly the router spread tokens over the experts whose loads this rank saw (all experts
+ * with ep = 1, its local ones otherwise), summed over the MoE layers and micro-batches so far:
+ * Σ (load − even load)² and Σ even load², load = tokens an expert received. Summed over the ranks,
+ * sqrt(first / second) is the model's moe.load_cv. Both 0 for dense models. */
+void ts_trainer_moe_load(const ts_trainer *t, double *dev_sq, double *even_sq);
 
 /* How many parameters the whole model has (exec/reference.h's n_params). */
 ts_status ts_trainer_param_count(const ts_trainer *t, size_t *n);

@@ -161,6 +161,7 @@ struct ts_trainer {
     float *shard_tmp;              /* (largest part) a reduce-scatter's result before it is added */
 
     double loss_sum;
+    double moe_dev_sq, moe_even_sq; /* ts_trainer_moe_load */
     ts_exec_memory mem, live;
 };
 

@@ -169,6 +169,12 @@ static ts_status exchange_rows(ts_trainer *t, const float *in, const int *send_r
     return t->be->all_to_all_v(comm(t, TS_GROUP_EP), in, sc, sd, out, rc, rd);
 }
 
+/* One expert's load of one routing beside the even share (ts_trainer_moe_load). */
+static void note_expert_load(ts_trainer *t, int load, double even) {
+    t->moe_dev_sq += (load - even) * (load - even);
+    t->moe_even_sq += even * even;
+}
+
 /* ---- Context parallelism: ring attention ---------------------------------------------------- */
 
 /* Ring attention (Liu et al. 2023, "Ring Attention with Blockwise Transformers"), with Megatron's
@@ -373,6 +379,7 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
         TS_CHECK(plan_experts(t, a));
         TS_CHECK(k->moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, t->C));
         if (t->l->ep == 1) {
+            for (int e = 0; e < t->E; e++) note_expert_load(t, a->offset[e + 1] - a->offset[e], (double)TK / t->E);
             a->rows = TK;
             TS_CHECK(copy_floats(t, a->xr, a->xe, (size_t)TK * C));
         }
@@ -395,6 +402,11 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
             a->recv_rows[r] = 0;
             for (int e = 0; e < El; e++) a->recv_rows[r] += a->src_expert_rows[r * El + e];
             a->rows += a->recv_rows[r];
+        }
+        for (int e = 0; e < El; e++) { /* each local expert's load from the whole EP group */
+            int load = 0;
+            for (int r = 0; r < ep; r++) load += a->src_expert_rows[r * El + e];
+            note_expert_load(t, load, (double)t->T * t->K * ep / t->E);
         }
         TS_CHECK(exchange_rows(t, a->xe, a->send_rows, t->dxr, a->recv_rows));
         return reorder_rows(t, a, t->dxr, a->xr, 1);

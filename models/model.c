@@ -36,6 +36,9 @@
  *     first_dense    int      no        0                   [0, layers - 1]
  *     every          int      no        1                   [1, 100000]
  *     capacity_factor number  no        0 (dropless)        [0, 1000]
+ *     load_cv        number  no        0 (balanced)        [0, 100]; dropless routing: the
+ *                                                           coefficient of variation of tokens
+ *                                                           per expert (ts_moe_load_factor)
  *   mla              object   no        (ordinary attention)
  *     q_lora_rank    int      no        0                   [0, 2^20]; 0: queries straight from h
  *     kv_lora_rank   int      yes                           [1, 2^20]
@@ -66,7 +69,7 @@ static const char *const model_keys[] = {
     "vocab", "max_seq", "activation", "norm", "position", "position_offset", "embed_dim",
     "tied_embeddings", "qkv_bias", "linear_bias", "embed_norm", "dropout", "moe", "mla",
     "mtp_layers", NULL};
-static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts",
+static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts", "load_cv",
                                        "shared_ffn",  "first_dense", "every",
                                        "capacity_factor", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
@@ -118,6 +121,7 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     TS_CHECK(read_int(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
     TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
                        &moe->capacity_factor));
+    TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, 0, &moe->load_cv));
     return TS_OK;
 }
 
@@ -255,6 +259,8 @@ static ts_status add_fields(cJSON *root, const ts_model *m) {
         TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "every", e->every), res, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "capacity_factor", e->capacity_factor), res,
                       fail);
+        if (e->load_cv > 0) /* written only when set: files of balanced models stay as they were */
+            TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "load_cv", e->load_cv), res, fail);
     }
     if (m->mla.kv_lora_rank > 0) {
         cJSON *mla = cJSON_AddObjectToObject(root, "mla");

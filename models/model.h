@@ -37,7 +37,17 @@ typedef struct {
     int first_dense;        /* layers [0, first_dense) are dense (DeepSeek-V3: 3) */
     int every;              /* after first_dense, every `every`-th layer is MoE (1 = all) */
     double capacity_factor; /* expert capacity = cf * top_k * tokens / experts; 0 = dropless */
+    double load_cv;         /* dropless: coefficient of variation of the tokens an expert gets
+                               (0 = balanced routing; `tessera run --json` measures it) */
 } ts_moe;
+
+/* Tokens the busiest rank of an expert-parallel group of `ep` ranks processes, relative to an
+ * even share (T·top_k·ep/experts per local expert): with a capacity factor, the capacity (tokens
+ * beyond it are dropped); dropless, 1 + cv_rank · E[max of ep standard normals], cv_rank =
+ * load_cv / sqrt(experts / ep) (a rank's E/ep experts' loads add up, independent and normal to a
+ * first approximation), so 1 for balanced routing or ep = 1. Every EP collective waits for that
+ * rank, so the step runs at its pace. */
+double ts_moe_load_factor(const ts_moe *x, int ep);
 
 /* Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0 means ordinary (GQA) attention.
  * Parameters are counted exactly; FLOPs and activations are approximated (see count.h). */

@@ -112,9 +112,9 @@ static void mlp_parts(const ts_problem *pb, const ts_shard *sh, double T, int mo
         p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * fr;
     } else {
         const ts_moe *x = &m->moe;
-        double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
-        /* Balanced routing: the e ranks of an EP group hold E/e experts each and receive
-         * T·top_k·cf token copies in all, T·top_k·cf·e/E per local expert. */
+        double cf = ts_moe_load_factor(x, sh->ep);
+        /* The e ranks of an EP group hold E/e experts each and receive T·top_k token copies in
+         * all, T·top_k·e/E per local expert when balanced; the busiest rank cf times that. */
         double local_experts = (double)x->experts / sh->ep;
         double tok_per_expert = T * x->top_k * cf * sh->ep / x->experts;
         double fr = (double)x->expert_ffn / sh->tp;
@@ -235,7 +235,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
     } else {
         const ts_moe *x = &m->moe;
-        double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
+        double cf = ts_moe_load_factor(x, sh->ep);
         double routed = T * x->top_k * cf;
         mlp = routed * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / sh->tp));
         if (x->shared_experts > 0)

@@ -230,7 +230,9 @@ static void mlp_gemms(const builder *b, int moe, gemm_list *in, gemm_list *out, 
         return;
     }
     const ts_moe *x = &m->moe;
-    double cf = x->capacity_factor > 0 ? x->capacity_factor : 1.0;
+    /* Every rank runs the busiest EP rank's expert work (ts_moe_load_factor): the EP all-to-alls
+     * wait for it, so the step runs at its pace. */
+    double cf = ts_moe_load_factor(x, l->ep);
     double local = (double)x->experts / l->ep, tok = T * x->top_k * cf * l->ep / x->experts;
     double fr = (double)x->expert_ffn / l->tp;
     add_gemm(in, TS_PART_ROUTER, T, x->experts, h, 1);

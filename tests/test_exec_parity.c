@@ -408,6 +408,13 @@ static void check_parity(const parity_case *c) {
     cr_log_info("parity %s %s: loss rel %.2g, params rel L2 %.2g, max abs %.2g", c->model, c->layout, loss_rel,
                 d.rel_l2, d.worst);
     check_memory(c, root);
+    /* The routing's spread over the experts (moe.load_cv): measured for MoE models only. */
+    const cJSON *cv = cJSON_GetObjectItemCaseSensitive(root, "moe_load_cv");
+    if (strcmp(c->model, "tiny-moe") == 0)
+        cr_expect(cJSON_IsNumber(cv) && cv->valuedouble > 0 && cv->valuedouble < 4, "%s: moe_load_cv %s", c->layout,
+                  cJSON_IsNumber(cv) ? "out of (0, 4)" : "missing");
+    else
+        cr_expect_null(cv, "%s: moe_load_cv for a dense model", c->layout);
 
     free(p);
     free(ref.init);

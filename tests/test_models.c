@@ -305,6 +305,30 @@ Test(models, bad_top_k_above_experts) {
                ": $.moe.top_k: expected an integer in [1, 8], got 9");
 }
 
+Test(models, bad_load_cv) {
+    expect_bad("{" BASE ", \"layers\": 4, \"moe\": {\"experts\": 8, \"top_k\": 2, \"load_cv\": -0.5}}",
+               ": $.moe.load_cv: expected a number in [0, 100], got -0.5");
+}
+
+/* The busiest EP rank's share (ts_moe_load_factor): 1 balanced or on one rank, the capacity with a
+ * capacity factor, else 1 + load_cv / sqrt(E / ep) · E[max of ep standard normals], whose values
+ * are tabulated (Tippett 1925; 0.5642 for 2, 1.0294 for 4, 1.4236 for 8, 2.0697 for 32). */
+Test(models, moe_load_factor) {
+    ts_moe x = {.experts = 64, .top_k = 2};
+    cr_expect_eq(ts_moe_load_factor(&x, 8), 1.0, "balanced");
+    x.load_cv = 0.8;
+    cr_expect_eq(ts_moe_load_factor(&x, 1), 1.0, "one rank holds every expert");
+    const int ep[] = {2, 4, 8, 32};
+    const double emax[] = {0.5642, 1.0294, 1.4236, 2.0697};
+    for (int i = 0; i < 4; i++) {
+        double want = 1 + 0.8 / sqrt(64.0 / ep[i]) * emax[i];
+        cr_expect(fabs(ts_moe_load_factor(&x, ep[i]) - want) < 1e-4, "ep %d: %.6f, expected %.6f", ep[i],
+                  ts_moe_load_factor(&x, ep[i]), want);
+    }
+    x.capacity_factor = 1.25;
+    cr_expect_eq(ts_moe_load_factor(&x, 8), 1.25, "tokens beyond capacity are dropped");
+}
+
 Test(models, bad_first_dense_past_the_layers) {
     expect_bad("{" BASE ", \"layers\": 4, \"moe\": {\"experts\": 8, \"top_k\": 2, "
                "\"first_dense\": 4}}",

@@ -403,3 +403,32 @@ Test(sim_program, serial_ops_run_one_at_a_time) {
         ts_program_free(&q);
     }
 }
+
+/* Uneven routing (moe.load_cv) makes every rank run the busiest EP rank's expert work, in the
+ * program and in the planner's closed form alike: expert GEMMs grow by ts_moe_load_factor, the
+ * router and attention do not. */
+Test(sim_program, uneven_routing_scales_the_expert_work) {
+    ts_problem pb = problem("tiny-moe", "h100-sxm-dgx", 4, 16, 256, 0);
+    ts_layout l = layout("dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    double m[2][TS_PART_COUNT] = {{0}}, step[2];
+    for (int k = 0; k < 2; k++) {
+        pb.model.moe.load_cv = k ? 0.8 : 0;
+        ts_program p;
+        cr_assert_eq(ts_program_build(&pb, &l, NULL, &p), TS_OK, "%s", ts_error_message());
+        for (int i = 0; i < p.stages[0].n_ops; i++) {
+            const ts_op *op = &p.stages[0].ops[i];
+            if (op->kind == TS_OP_GEMM && op->phase == TS_PHASE_FWD && m[k][op->part] == 0) m[k][op->part] = op->m;
+        }
+        ts_program_free(&p);
+        ts_eval e;
+        cr_assert_eq(ts_evaluate(&pb, &l, &e), TS_OK, "%s", ts_error_message());
+        step[k] = e.step_s;
+    }
+    double f = ts_moe_load_factor(&pb.model.moe, 4);
+    cr_expect(f > 1.5, "factor %g", f);
+    cr_expect(fabs(m[1][TS_PART_EXPERT_FC1] / m[0][TS_PART_EXPERT_FC1] - f) < 1e-12, "expert fc1 rows %g -> %g",
+              m[0][TS_PART_EXPERT_FC1], m[1][TS_PART_EXPERT_FC1]);
+    cr_expect_eq(m[1][TS_PART_ROUTER], m[0][TS_PART_ROUTER], "the router sees every token once");
+    cr_expect_eq(m[1][TS_PART_QKV], m[0][TS_PART_QKV]);
+    cr_expect_gt(step[1], step[0], "closed form: %g s -> %g s", step[0], step[1]);
+}
