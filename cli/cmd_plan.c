@@ -65,11 +65,7 @@ static ts_status refine(const ts_problem *pb, ts_search_result *r, int k, double
     for (int i = 0; i < k; i++) {
         ts_program prog;
         ts_sim_result sim;
-        ts_program_opts po = {0};
-        if (r->splits && r->splits[i].pp > 0) { /* uneven stages */
-            po.chunk_layers = r->splits[i].layers;
-            po.stage_recompute = r->splits[i].recompute;
-        }
+        ts_program_opts po = ts_program_opts_of(r->splits ? &r->splits[i] : NULL); /* uneven stages */
         TS_CHECK_GOTO(ts_program_build(pb, &r->best[i].layout, &po, &prog), res, exit);
         res = ts_simulate(pb, &prog, &so, &sim);
         order[i] = (sim_rank){sim.step_s, i};

@@ -259,11 +259,7 @@ int cmd_run(int argc, char **argv) {
     ts_split split; /* uneven stages, when the plan chose them: the program carries them */
     int has_split = 0;
     st = ts_plan_read_split(plan, &pb, &layout, index - 1, &split, &has_split);
-    ts_program_opts po = {0};
-    if (has_split) {
-        po.chunk_layers = split.layers;
-        po.stage_recompute = split.recompute;
-    }
+    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
     if (st == TS_OK) st = ts_program_build(&pb, &layout, &po, &prog);
     if (has_split) ts_split_free(&split);
     if (st != TS_OK) rank_fail(&rt, st);

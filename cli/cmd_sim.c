@@ -114,11 +114,7 @@ int cmd_sim(int argc, char **argv) {
     pick_layout(cmd, plan, index ? index : 1, &pa, &pb, &layout, &closed_step_s, &split, &has_split);
 
     ts_program prog;
-    ts_program_opts po = {0};
-    if (has_split) {
-        po.chunk_layers = split.layers;
-        po.stage_recompute = split.recompute;
-    }
+    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
     ts_status st = ts_program_build(&pb, &layout, &po, &prog);
     if (has_split) ts_split_free(&split);
     if (st != TS_OK) cli_fail(cmd, st);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/trainer_impl.h"
+#include "exec/watchdog.h"
 #include "planner/schedule.h"
 
 void ts_train_opts_defaults(ts_train_opts *o) {
@@ -797,7 +798,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
         }
         if (spans) spans[i] = (ts_op_span){a - t0, t->be->now_s() - t0};
     }
-    if (t->watch_op) *t->watch_op = -2; /* TS_WATCH_SENDS */
+    if (t->watch_op) *t->watch_op = TS_WATCH_SENDS;
     for (int i = 0; i < t->n_sends; i++) {
         TS_CHECK(t->be->wait(t->sends[i]));
         t->be->free(t->send_bufs[i]);

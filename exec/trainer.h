@@ -67,9 +67,9 @@ void ts_trainer_free(ts_trainer *t);
  * step's mean loss on every rank; `spans` (the stage program's n_ops, may be NULL) the measured
  * start and end of every op in seconds from the step's start. */
 ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans);
-/* From now on each step stores in *op the index of the op it runs, then -2 once they are done
- * (it waits for its pipeline sends and the loss's all-reduce): exec/watchdog.h reads it from a
- * signal handler. NULL stops it. */
+/* From now on each step stores in *op the index of the op it runs, then TS_WATCH_SENDS once they
+ * are done (it waits for its pipeline sends and the loss's all-reduce): exec/watchdog.h reads it
+ * from a signal handler. NULL stops it. */
 void ts_trainer_watch(ts_trainer *t, volatile sig_atomic_t *op);
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t);

@@ -44,21 +44,16 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
     TS_ALLOC_GOTO(out->layouts, res, exit);
     /* Each layout as the plan has it: on its uneven stages when it carries them; the best one's
      * stages shape the simulated program too. */
-    for (int i = 1; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         int uneven;
-        TS_CHECK_GOTO(ts_plan_evaluate(plan_file, &out->pb, &layouts[i], i, &out->layouts[i], NULL, &uneven), res,
-                      exit);
+        TS_CHECK_GOTO(ts_plan_evaluate(plan_file, &out->pb, &layouts[i], i, &out->layouts[i], i == 0 ? &split : NULL,
+                                       i == 0 ? &has_split : &uneven),
+                      res, exit);
     }
-    TS_CHECK_GOTO(ts_plan_evaluate(plan_file, &out->pb, &layouts[0], 0, &out->layouts[0], &split, &has_split), res,
-                  exit);
     out->n_layouts = n;
 
     ts_sim_opts so = {0};
-    ts_program_opts po = {0};
-    if (has_split) {
-        po.chunk_layers = split.layers;
-        po.stage_recompute = split.recompute;
-    }
+    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
     TS_CHECK_GOTO(ts_program_build(&out->pb, &out->layouts[0].layout, &po, &out->prog), res, exit);
     TS_CHECK_GOTO(ts_simulate(&out->pb, &out->prog, &so, &out->sim), res, exit);
     TS_CHECK_GOTO(ts_timeline_from_sim(&out->prog, &out->sim, &out->sim_timeline), res, exit);

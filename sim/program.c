@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/partition.h"
 #include "planner/schedule.h"
 
 const char *const ts_op_kind_names[] = {"gemm", "attention", "elementwise", "optimizer",
@@ -800,4 +801,13 @@ ts_status ts_program_dump(const ts_program *p, FILE *f) {
         }
     }
     return TS_OK;
+}
+
+ts_program_opts ts_program_opts_of(const ts_split *s) {
+    ts_program_opts o = {0};
+    if (s != NULL && s->pp > 0) {
+        o.chunk_layers = s->layers;
+        o.stage_recompute = s->recompute;
+    }
+    return o;
 }

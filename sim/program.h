@@ -101,6 +101,12 @@ typedef struct {
     const ts_recompute *stage_recompute; /* (pp) each stage's recompute policy */
 } ts_program_opts;
 
+/* The options of a program on split `s` (planner/partition.h): its chunks' layers and its
+ * stages' recompute, which `s` must hold until the program is built; NULL or an empty split
+ * (pp = 0): the even split. */
+struct ts_split;
+ts_program_opts ts_program_opts_of(const struct ts_split *s);
+
 typedef struct {
     ts_layout layout; /* microbatches derived */
     int pp;

@@ -211,6 +211,11 @@ Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {
     c.gpu_memory_bytes = 0;
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     cr_expect_eq(c.system.hbm_bytes, truth.hbm_bytes);
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, "the template's: the GPU did not report its memory") != NULL, "%.300s", text);
+    free(text);
+    cJSON_Delete(doc);
 }
 
 /* The in-situ factors scale each kind's modelled time by exactly its factor, and the profile
