@@ -7,7 +7,9 @@
  *   time     = build + simulate: what `tessera sim` spends on one step
  *
  * Target: time < 1 s for (a) Llama-3-70B on 1024 H100s with every rank simulated and (b)
- * Llama-3-405B on 16384 H100s with one rank per stage. A miss is reported ("TARGET MISSED");
+ * Llama-3-405B on 16384 H100s with one rank per stage. Rows time what `tessera sim` does without
+ * --trace (ts_sim_opts.stats_spans_only); the "+spans" row keeps every rank's op spans, as a
+ * trace of every rank needs. A miss is reported ("TARGET MISSED");
  * the exit status is 1 only when a time is over 3× its target (this machine is slow and shared,
  * so small misses are tolerated and regressions still flagged), or a configuration fails.
  *
@@ -35,6 +37,7 @@ typedef struct {
     const char *pins;     /* --fix style */
     const char *fallback; /* pins used when `pins` leave no valid layout, or NULL */
     int full;
+    int all_spans;   /* keep every rank's op spans, as `tessera sim --full --trace` does */
     const char *why; /* where the configuration comes from */
 } bench_config;
 
@@ -44,9 +47,12 @@ typedef struct {
  * planner pick the schedule, and the output names the reason. */
 static const bench_config configs[] = {
     {"llama3-70b@1024", "llama3-70b", "h100-sxm-dgx", 1024, 1024, 8192, "tp=8,pp=4,dp=32,vpp=5,mbs=1",
-     NULL, 1, "Megatron-style interleaved layout, every rank"},
+     NULL, 1, 0, "Megatron-style interleaved layout, every rank"},
+    {"llama3-70b@1024+spans", "llama3-70b", "h100-sxm-dgx", 1024, 1024, 8192,
+     "tp=8,pp=4,dp=32,vpp=5,mbs=1", NULL, 1, 1,
+     "the same, keeping every rank's op spans for a trace"},
     {"llama3-405b@16384", "llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192,
-     "tp=8,pp=16,dp=128,vpp=3", "tp=8,pp=16,dp=128", 0, "Llama 3 §3.3.2, one rank per stage"},
+     "tp=8,pp=16,dp=128,vpp=3", "tp=8,pp=16,dp=128", 0, 0, "Llama 3 §3.3.2, one rank per stage"},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -60,6 +66,7 @@ typedef struct {
     double events_per_s;
     double step_s, closed_step_s;
     int target_met, within_factor;
+    int run; /* selected by --config */
 } bench_row;
 
 static double now_s(void) {
@@ -104,7 +111,7 @@ static ts_status run_config(const bench_config *c, double min_s, bench_row *row)
     ts_layout_format(&best.layout, row->layout, sizeof row->layout);
     row->closed_step_s = best.step_s;
 
-    ts_sim_opts so = {.full = c->full};
+    ts_sim_opts so = {.full = c->full, .stats_spans_only = !c->all_spans};
     double build_total = 0, sim_total = 0;
     int n = 0;
     do {
@@ -139,9 +146,10 @@ static ts_status run_config(const bench_config *c, double min_s, bench_row *row)
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: sim_speed [--json] [--min-s S]\n"
-               "  --json     print the rows as one JSON document instead of the table\n"
-               "  --min-s S  seconds of timing per configuration (default 0.5; at least one step)\n");
+    fprintf(f, "usage: sim_speed [--json] [--min-s S] [--config NAME]\n"
+               "  --json         print the rows as one JSON document instead of the table\n"
+               "  --min-s S      seconds of timing per configuration (default 0.5; at least one step)\n"
+               "  --config NAME  run only that configuration (a label of the table, e.g. llama3-70b@1024)\n");
 }
 
 static void print_json(const bench_row *rows, double min_s) {
@@ -156,6 +164,7 @@ static void print_json(const bench_row *rows, double min_s) {
     for (size_t i = 0; i < N_CONFIGS; i++) {
         const bench_config *c = &configs[i];
         const bench_row *r = &rows[i];
+        if (!r->run) continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "config", c->label);
         cJSON_AddStringToObject(o, "model", c->model);
@@ -190,37 +199,43 @@ static void print_table(const bench_row *rows, double min_s) {
     printf("# sim_speed: ts_program_build + ts_simulate of one step, layout = planner's best under the pins;\n"
            "#   >= %.2f s of timing per configuration (mean shown); zoo %s\n", min_s, ts_data_dir());
     for (size_t i = 0; i < N_CONFIGS; i++)
-        printf("#   %-18s %s on %d × %s, global batch %lld × seq %lld, pins %s, %s (%s)\n",
+        if (rows[i].run)
+            printf("#   %-21s %s on %d × %s, global batch %lld × seq %lld, pins %s, %s (%s)\n",
                configs[i].label, configs[i].model, configs[i].gpus, configs[i].system,
                configs[i].global_batch, configs[i].seq, configs[i].pins,
                configs[i].full ? "every rank" : "one rank per stage", configs[i].why);
     printf("# target: build + simulate < %.1f s per step; exit 1 above %.0f× that\n", TARGET_STEP_S, FAIL_FACTOR);
-    printf("#%-18s %6s %8s %10s %4s %8s %8s %8s %9s %8s %8s  %s\n", "config", "ranks", "ops", "events",
+    printf("#%-21s %6s %8s %10s %4s %8s %8s %8s %9s %8s %8s  %s\n", "config", "ranks", "ops", "events",
            "reps", "build", "simulate", "time", "events/s", "step", "closed", "verdict");
-    printf("#%-18s %6s %8s %10s %4s %8s %8s %8s %9s %8s %8s  %s\n", "", "", "", "", "", "s", "s", "s", "M/s",
+    printf("#%-21s %6s %8s %10s %4s %8s %8s %8s %9s %8s %8s  %s\n", "", "", "", "", "", "s", "s", "s", "M/s",
            "s", "s", "");
     for (size_t i = 0; i < N_CONFIGS; i++) {
         const bench_row *r = &rows[i];
-        printf(" %-18s %6d %8lld %10lld %4d %8.4f %8.4f %8.4f %9.2f %8.3f %8.3f  %s\n", configs[i].label,
+        if (!r->run) continue;
+        printf(" %-21s %6d %8lld %10lld %4d %8.4f %8.4f %8.4f %9.2f %8.3f %8.3f  %s\n", configs[i].label,
                r->ranks, (long long)r->ops, (long long)r->events, r->reps, r->build_s, r->sim_s,
                r->step_total_s, r->events_per_s / 1e6, r->step_s, r->closed_step_s,
                r->target_met ? "target met"
                              : r->within_factor ? "TARGET MISSED (within 3×, tolerated)" : "TARGET MISSED (over 3×)");
     }
     for (size_t i = 0; i < N_CONFIGS; i++) {
-        printf("# layout %-18s %s\n", configs[i].label, rows[i].layout);
-        if (rows[i].note[0]) printf("# note   %-18s %s\n", configs[i].label, rows[i].note);
+        if (!rows[i].run) continue;
+        printf("# layout %-21s %s\n", configs[i].label, rows[i].layout);
+        if (rows[i].note[0]) printf("# note   %-21s %s\n", configs[i].label, rows[i].note);
     }
 }
 
 int main(int argc, char **argv) {
     int json = 0;
+    const char *only = NULL;
     double min_s = 0.5;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--min-s") == 0 && i + 1 < argc) {
             if (!bench_parse_min_s("sim_speed", argv[++i], &min_s)) return 2;
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            only = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -233,8 +248,16 @@ int main(int argc, char **argv) {
 
     bench_row rows[N_CONFIGS];
     memset(rows, 0, sizeof rows);
-    int failed = 0;
+    int failed = 0, selected = 0;
+    for (size_t i = 0; i < N_CONFIGS; i++) selected += rows[i].run = !only || strcmp(only, configs[i].label) == 0;
+    if (selected == 0) {
+        fprintf(stderr, "sim_speed: --config: no configuration \"%s\"; one of:", only);
+        for (size_t i = 0; i < N_CONFIGS; i++) fprintf(stderr, " %s", configs[i].label);
+        fprintf(stderr, "\n");
+        return 2;
+    }
     for (size_t i = 0; i < N_CONFIGS; i++) {
+        if (!rows[i].run) continue;
         ts_error_clear();
         if (run_config(&configs[i], min_s, &rows[i]) != TS_OK) {
             fprintf(stderr, "sim_speed: %s: %s\n", configs[i].label, ts_error_message());

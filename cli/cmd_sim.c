@@ -131,7 +131,8 @@ int cmd_sim(int argc, char **argv) {
         cli_fail(cmd, st);
     }
 
-    ts_sim_opts so = {.full = full};
+    /* The summary reads each stage's first rank; only a trace needs every rank's spans. */
+    ts_sim_opts so = {.full = full, .stats_spans_only = trace == NULL};
     ts_sim_result r;
     st = ts_simulate(&pb, &prog, &so, &r);
     if (st == TS_OK && trace) st = ts_trace_write(trace, "sim", &pb, &prog, &r);

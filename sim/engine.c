@@ -88,16 +88,15 @@ typedef struct {
                             RECV: 1 once its transfer has ended */
 } op_state;
 
-/* A simulated rank as the event loop sees it: views into the plans, the state and the result. */
+/* A simulated rank as the event loop sees it: views into its plan, the state and the result.
+ * 32 bytes, two to a cache line: every event reads one, and a thousand of them outgrow L1 at
+ * any size; what fewer events read (compute scales, group leads) lies in `sim` apart. */
 typedef struct {
-    const op_plan *ops;     /* its stage's */
-    const uint32_t *succ;   /* its stage's */
+    const stage_plan *plan; /* its stage's */
     op_state *state;        /* (n_ops) */
-    ts_op_span *spans;      /* the result's */
-    double scale;           /* compute_scale of its global rank, 1 without */
+    ts_op_span *spans;      /* the result's, or NULL (stats_spans_only) */
     int computing;          /* sharing cores: its compute op in progress */
     int active;             /* communication ops in flight */
-    int lead[TS_GROUP_COUNT]; /* full mode: its groups' lowest members (ts_group_id) */
 } sim_rank;
 
 typedef struct {
@@ -111,6 +110,9 @@ typedef struct {
     stage_plan *plans; /* (pp) */
     ts_sim_rank *ranks; /* the result's (n_ranks) */
     sim_rank *rk;      /* (n_ranks) */
+    double *scale;     /* NULL, or (n_ranks) compute_scale of each simulated rank's global rank */
+    int *lead;         /* (n_ranks × TS_GROUP_COUNT) full mode: each rank's groups' lowest
+                          members (ts_group_id) */
     op_state *state;   /* (rank-ops) the ranks' views in rank order */
     int *links;        /* scratch: the links of a flow */
     op_ref *starts;    /* compute ops that became ready at `now` */
@@ -126,6 +128,11 @@ typedef struct {
 
 static int is_comm(int kind) {
     return kind == TS_OP_COLL || kind == TS_OP_SEND || kind == TS_OP_RECV;
+}
+
+/* Records when op `i` of a rank started, where the rank keeps spans. */
+static inline void span_start(const sim_rank *R, int i, double t_s) {
+    if (R->spans) R->spans[i].start_s = t_s;
 }
 
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
@@ -362,7 +369,7 @@ static int peer_rank(const sim *S, int r, int stage) {
 /* The participants of COLL or SEND op `i` owned by rank `r` (its group's lowest member, or the
  * sender): `*n` ranks r, r + stride, ... (a SEND: the sender, then the receiver). */
 static int participants(const sim *S, int r, int i, int *stride) {
-    const op_plan *o = &S->rk[r].ops[i];
+    const op_plan *o = &S->rk[r].plan->ops[i];
     if (o->kind == TS_OP_SEND) {
         *stride = peer_rank(S, r, op_of(S, r, i)->peer) - r;
         return 2;
@@ -382,13 +389,14 @@ static int comm_counts(const sim *S, const op_plan *o) { return !S->free_comm &&
  * in the rank's program (a forward op's backward), so fetch them now, while other ranks' events
  * run until then. */
 static inline void prefetch_succ(const sim_rank *R, int i) {
-    const uint32_t *succ = R->succ + R->ops[i].succ0;
-    for (uint32_t k = 0, n = R->ops[i].n_succ; k < n; k++) __builtin_prefetch(&R->state[succ[k]], 1);
+    const op_plan *o = &R->plan->ops[i];
+    const uint32_t *succ = R->plan->succ + o->succ0;
+    for (uint32_t k = 0, n = o->n_succ; k < n; k++) __builtin_prefetch(&R->state[succ[k]], 1);
 }
 
 /* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
 static ts_status comm_begin(sim *S, int r, int i) {
-    const op_plan *o = &S->rk[r].ops[i];
+    const op_plan *o = &S->rk[r].plan->ops[i];
     if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
     int stride, n = participants(S, r, i, &stride);
     for (int k = 0; k < n; k++) {
@@ -414,8 +422,8 @@ static ts_status start_comm(sim *S, int r, int i);
  * without a call: it waits in `starts` for the end of the instant (flush_starts). */
 static inline ts_status start_op(sim *S, int r, int i) {
     sim_rank *R = &S->rk[r];
-    R->spans[i].start_s = S->now;
-    if (is_comm(R->ops[i].kind)) return start_comm(S, r, i);
+    span_start(R, i, S->now);
+    if (is_comm(R->plan->ops[i].kind)) return start_comm(S, r, i);
     if (S->n_starts == S->cap_starts) TS_CHECK(grow_starts(S));
     S->starts[S->n_starts++] = (op_ref){r, i};
     return TS_OK;
@@ -423,16 +431,18 @@ static inline ts_status start_op(sim *S, int r, int i) {
 
 static ts_status end_op(sim *S, int r, int i) {
     const sim_rank *R = &S->rk[r];
-    const op_plan *ops = R->ops;
+    const op_plan *ops = R->plan->ops;
     op_state *state = R->state;
-    R->spans[i].end_s = S->now;
     if (S->now > S->step_s) S->step_s = S->now;
     S->done++;
     /* A rank walks its ops roughly in order and a thousand ranks interleave, too many streams
      * for the hardware prefetcher: fetch the state and spans of its next ops now. */
     __builtin_prefetch(&state[i + PREFETCH_BYTES / sizeof *state], 1);
-    __builtin_prefetch(&R->spans[i + PREFETCH_BYTES / sizeof *R->spans], 1);
-    const uint32_t *succ = R->succ + ops[i].succ0;
+    if (R->spans) {
+        R->spans[i].end_s = S->now;
+        __builtin_prefetch(&R->spans[i + PREFETCH_BYTES / sizeof *R->spans], 1);
+    }
+    const uint32_t *succ = R->plan->succ + ops[i].succ0;
     for (uint32_t k = 0, n = ops[i].n_succ; k < n; k++) {
         uint32_t j = succ[k];
         if (++state[j].preds_done == ops[j].pending0) TS_CHECK(start_op(S, r, (int)j));
@@ -443,21 +453,21 @@ static ts_status end_op(sim *S, int r, int i) {
 /* A communication op that became ready (start_op). */
 static ts_status start_comm(sim *S, int r, int i) {
     sim_rank *R = &S->rk[r];
-    const op_plan *o = &R->ops[i];
+    const op_plan *o = &R->plan->ops[i];
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL: {
         if (!S->full) return comm_begin(S, r, i);
-        int lead = R->lead[o->group];
+        int lead = S->lead[r * TS_GROUP_COUNT + o->group];
         if (++S->rk[lead].state[i].count < S->group_size[o->group]) return TS_OK;
         /* The last member is here: the collective starts now for all of them. */
         int stride, n = participants(S, lead, i, &stride);
-        for (int k = 0; k < n; k++) S->rk[lead + k * stride].spans[i].start_s = S->now;
+        for (int k = 0; k < n; k++) span_start(&S->rk[lead + k * stride], i, S->now);
         return comm_begin(S, lead, i);
     }
     case TS_OP_SEND:
         if (o->match < 0) return TS_OK; /* never matched: reported as a deadlock */
         /* The receiver's span starts now unless its RECV becomes ready later. */
-        S->rk[peer_rank(S, r, op_of(S, r, i)->peer)].spans[o->match].start_s = S->now;
+        span_start(&S->rk[peer_rank(S, r, op_of(S, r, i)->peer)], o->match, S->now);
         return comm_begin(S, r, i);
     case TS_OP_RECV:
         /* The span started now unless the transfer starts later (the SEND then moves it). */
@@ -469,13 +479,13 @@ static ts_status start_comm(sim *S, int r, int i) {
 
 /* The collective or transfer owned by `r` has ended for every participant. */
 static ts_status comm_done(sim *S, int r, int i) {
-    const op_plan *o = &S->rk[r].ops[i];
+    const op_plan *o = &S->rk[r].plan->ops[i];
     int stride, n = participants(S, r, i, &stride);
     if (comm_counts(S, o))
         for (int k = 0; k < n; k++) S->rk[r + k * stride].active--;
     if (o->kind == TS_OP_SEND) {
         sim_rank *Q = &S->rk[r + stride];
-        int waiting = Q->state[o->match].preds_done == Q->ops[o->match].pending0;
+        int waiting = Q->state[o->match].preds_done == Q->plan->ops[o->match].pending0;
         Q->state[o->match].count = 1;
         if (waiting) TS_CHECK(end_op(S, r + stride, o->match));
         return end_op(S, r, i);
@@ -485,7 +495,7 @@ static ts_status comm_done(sim *S, int r, int i) {
 }
 
 static ts_status start_flow(sim *S, int r, int i) {
-    const op_plan *o = &S->rk[r].ops[i];
+    const op_plan *o = &S->rk[r].plan->ops[i];
     double work = o->cost_s - o->lat_s;
     if (work <= 0) return comm_done(S, r, i);
     int stride, n = participants(S, r, i, &stride), n_links = 0;
@@ -512,8 +522,8 @@ static ts_status flush_starts(sim *S) {
         op_ref st = S->starts[k];
         sim_rank *R = &S->rk[st.rank];
         prefetch_succ(R, st.op);
-        double d = R->ops[st.op].cost_s;
-        d *= R->scale;
+        double d = R->plan->ops[st.op].cost_s;
+        if (S->scale) d *= S->scale[st.rank];
         if (R->active > 0) d *= slowdown;
         if (S->share_cores) {
             R->computing = st.op;
@@ -562,7 +572,7 @@ static ts_status run(sim *S) {
             const ts_flow *f = &S->net.flows[ev.a];
             if (!f->active || f->version != ev.version) continue; /* rescheduled since */
         }
-        int shared_end = ev.type == EV_END && S->share_cores && !is_comm(S->rk[ev.a].ops[ev.b].kind);
+        int shared_end = ev.type == EV_END && S->share_cores && !is_comm(S->rk[ev.a].plan->ops[ev.b].kind);
         if (shared_end) {
             const ts_core_user *u = &S->cores.users[ev.a];
             if (!u->running || u->version != ev.version) continue; /* rescheduled since */
@@ -591,11 +601,12 @@ static ts_status run(sim *S) {
  * all arrived, an unmatched SEND, a RECV whose transfer never ended. */
 static int op_done(const sim *S, int r, int i) {
     const sim_rank *R = &S->rk[r];
-    const op_plan *o = &R->ops[i];
+    const op_plan *o = &R->plan->ops[i];
     if (R->state[i].preds_done != o->pending0) return 0;
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL:
-        return !S->full || S->rk[R->lead[o->group]].state[i].count == S->group_size[o->group];
+        return !S->full ||
+               S->rk[S->lead[r * TS_GROUP_COUNT + o->group]].state[i].count == S->group_size[o->group];
     case TS_OP_SEND: return o->match >= 0;
     case TS_OP_RECV: return R->state[i].count;
     default: return 1;
@@ -615,7 +626,7 @@ static ts_status deadlock(const sim *S) {
     int s = stage_of(S, r);
     const ts_op *op = op_of(S, r, i);
     char label[128], why[160];
-    if (op->kind == TS_OP_RECV && S->rk[r].ops[i].match < 0)
+    if (op->kind == TS_OP_RECV && S->rk[r].plan->ops[i].match < 0)
         snprintf(why, sizeof why, "no SEND from stage %d matches it", op->peer);
     else if (op->kind == TS_OP_RECV)
         snprintf(why, sizeof why, "its SEND on stage %d never ran", op->peer);
@@ -623,7 +634,8 @@ static ts_status deadlock(const sim *S) {
         snprintf(why, sizeof why, "no RECV on stage %d matches it", op->peer);
     else
         snprintf(why, sizeof why, "%d of %d members of its %s group reached it",
-                 (int)S->rk[S->rk[r].lead[op->group]].state[i].count, S->group_size[op->group],
+                 (int)S->rk[S->lead[r * TS_GROUP_COUNT + op->group]].state[i].count,
+                 S->group_size[op->group],
                  ts_group_names[op->group]);
     return TS_FAIL(
         TS_ERR_INPUT,
@@ -691,6 +703,8 @@ static void sim_free(sim *S) {
     for (int s = 0; S->plans && s < S->prog->pp; s++) plan_free(&S->plans[s]);
     free(S->plans);
     free(S->rk);
+    free(S->scale);
+    free(S->lead);
     free(S->state);
     free(S->links);
     free(S->starts);
@@ -724,32 +738,47 @@ static void *rank_ops_calloc(size_t n, size_t size) {
     return p;
 }
 
+/* The simulated rank whose spans give stage `s`'s statistics (and which always keeps them). */
+static int stats_rank(const sim *S, int s) {
+    return S->full ? ts_rank_of(S->l, (ts_coords){0, 0, 0, s}) : s;
+}
+
+static int keeps_spans(const sim *S, const ts_sim_opts *o, int r) {
+    return !o->stats_spans_only || stats_rank(S, S->ranks[r].stage) == r;
+}
+
 /* Lays out the simulated ranks: the result's ranks and spans, the state and the loop's views. */
 static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out) {
     const ts_layout *l = S->l;
+    int64_t n_spans = 0;
     for (int r = 0; r < S->n_ranks; r++) {
         ts_sim_rank *R = &out->ranks[r];
         R->rank = o->full ? r : ts_rank_of(l, (ts_coords){0, 0, 0, r});
         R->stage = o->full ? ts_rank_coords(l, r).pp : r;
-        S->total += S->prog->stages[R->stage].n_ops;
+        int n_ops = S->prog->stages[R->stage].n_ops;
+        S->total += n_ops;
+        if (keeps_spans(S, o, r)) n_spans += n_ops;
     }
-    out->span_block = rank_ops_calloc((size_t)S->total, sizeof *out->span_block);
+    out->span_block = rank_ops_calloc((size_t)n_spans, sizeof *out->span_block);
     S->state = rank_ops_calloc((size_t)S->total, sizeof *S->state);
     if (out->span_block == NULL || S->state == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for %lld rank-ops", (long long)S->total);
-    int64_t base = 0;
+    int64_t base = 0, span_base = 0;
     for (int r = 0; r < S->n_ranks; r++) {
         ts_sim_rank *R = &out->ranks[r];
         sim_rank *V = &S->rk[r];
-        R->spans = out->span_block + base;
-        V->ops = S->plans[R->stage].ops;
-        V->succ = S->plans[R->stage].succ;
+        int n_ops = S->prog->stages[R->stage].n_ops;
+        if (keeps_spans(S, o, r)) {
+            R->spans = out->span_block + span_base;
+            span_base += n_ops;
+        }
+        V->plan = &S->plans[R->stage];
         V->state = S->state + base;
         V->spans = R->spans;
-        V->scale = o->compute_scale ? o->compute_scale[R->rank] : 1.0;
+        if (S->scale) S->scale[r] = o->compute_scale[R->rank];
         for (int g = 0; g < TS_GROUP_COUNT; g++)
-            V->lead[g] = o->full ? ts_group_id(l, (ts_group)g, r) : r;
-        base += S->prog->stages[R->stage].n_ops;
+            S->lead[r * TS_GROUP_COUNT + g] = o->full ? ts_group_id(l, (ts_group)g, r) : r;
+        base += n_ops;
     }
     return TS_OK;
 }
@@ -819,12 +848,21 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
                        "a group of %d ranks is too large to simulate every rank (at most %d)",
                        max_group, UINT16_MAX);
     S.plans = calloc((size_t)prog->pp, sizeof *S.plans);
-    S.rk = calloc((size_t)S.n_ranks, sizeof *S.rk);
+    /* Line-aligned, so that no rank straddles two cache lines. */
+    size_t rk_bytes = ((size_t)S.n_ranks * sizeof *S.rk + 63) & ~(size_t)63;
+    S.rk = aligned_alloc(64, rk_bytes);
+    if (S.rk) memset(S.rk, 0, rk_bytes);
+    S.lead = malloc((size_t)S.n_ranks * TS_GROUP_COUNT * sizeof *S.lead);
+    if (o.compute_scale) {
+        S.scale = malloc((size_t)S.n_ranks * sizeof *S.scale);
+        TS_ALLOC_GOTO(S.scale, res, fail);
+    }
     S.links = malloc((size_t)2 * max_group * sizeof *S.links);
     out->ranks = calloc((size_t)S.n_ranks, sizeof *out->ranks);
     out->stages = calloc((size_t)prog->pp, sizeof *out->stages);
     TS_ALLOC_GOTO(S.plans, res, fail);
     TS_ALLOC_GOTO(S.rk, res, fail);
+    TS_ALLOC_GOTO(S.lead, res, fail);
     TS_ALLOC_GOTO(S.links, res, fail);
     TS_ALLOC_GOTO(out->ranks, res, fail);
     TS_ALLOC_GOTO(out->stages, res, fail);
@@ -846,7 +884,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
 
     out->step_s = S.step_s;
     for (int s = 0; s < prog->pp; s++) {
-        int r = o.full ? ts_rank_of(l, (ts_coords){0, 0, 0, s}) : s;
+        int r = stats_rank(&S, s);
         TS_CHECK_GOTO(rank_stats(&S, r, out->step_s, &out->stages[s], out->kind_s), res, fail);
         if (out->step_s > 0)
             out->bubble_fraction += out->stages[s].bubble_s / out->step_s / prog->pp;

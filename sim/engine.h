@@ -25,6 +25,10 @@ typedef struct {
     const double *compute_scale; /* NULL, or (ranks) multiplier of each global rank's compute
                                     durations (a straggler has 1.1); needs full = 1 */
     int free_comm;               /* every collective and transfer takes no time (schedule tests) */
+    int stats_spans_only;        /* full mode: keep op spans only for the ranks the statistics read
+                                    (each stage's first); the others' ts_sim_rank.spans are NULL.
+                                    A 1024-rank step then stores 4 ranks' spans instead of 1024
+                                    (16 bytes per rank-op), for callers that write no trace */
 } ts_sim_opts;
 
 typedef struct {
@@ -34,7 +38,7 @@ typedef struct {
 typedef struct {
     int rank;          /* global rank */
     int stage;         /* its pipeline stage */
-    ts_op_span *spans; /* (the stage program's n_ops) */
+    ts_op_span *spans; /* (the stage program's n_ops); NULL under stats_spans_only */
 } ts_sim_rank;
 
 typedef struct {

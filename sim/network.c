@@ -2,6 +2,7 @@
 #include "sim/network.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* `p` with room for at least `need` (≥ 1) elements of `size` bytes; NULL when out of memory,
  * `p` and `*cap` then untouched. */
@@ -23,20 +24,26 @@ static void *grow(void *p, int *cap, int need, size_t size) {
 
 ts_status ts_net_init(ts_net *n, int n_links) {
     *n = (ts_net){0};
-    n->links = calloc(n_links > 0 ? (size_t)n_links : 1, sizeof *n->links);
-    if (n->links == NULL)
+    /* Aligned to a cache line, so that each group of four links shares one. */
+    size_t bytes = ((n_links > 0 ? (size_t)n_links : 1) * sizeof *n->links + 63) & ~(size_t)63;
+    n->links = aligned_alloc(64, bytes);
+    n->more = calloc(n_links > 0 ? (size_t)n_links : 1, sizeof *n->more);
+    n->fill_of = calloc(n_links > 0 ? (size_t)n_links : 1, sizeof *n->fill_of);
+    if (n->links == NULL || n->more == NULL || n->fill_of == NULL) {
+        ts_net_free(n);
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d network links", n_links);
+    }
+    memset(n->links, 0, bytes);
     n->n_links = n_links;
     return TS_OK;
 }
 
 void ts_net_free(ts_net *n) {
-    for (int i = 0; i < n->n_links; i++) free(n->links[i].fl);
-    for (int i = 0; i < n->n_flows; i++) {
-        free(n->flows[i].links);
-        free(n->flows[i].slot);
-    }
+    for (int i = 0; n->more && i < n->n_links; i++) free(n->more[i].fl);
+    for (int i = 0; i < n->n_flows; i++) free(n->flows[i].hops);
     free(n->links);
+    free(n->more);
+    free(n->fill_of);
     free(n->flows);
     free(n->free_ids);
     free(n->seed_flows);
@@ -47,6 +54,11 @@ void ts_net_free(ts_net *n) {
     free(n->lone);
     free(n->fill);
     *n = (ts_net){0};
+}
+
+/* Entry `e` (< n_fl) of link `l`'s active flows. */
+static inline ts_net_entry *entry(const ts_net *n, int l, int e) {
+    return e == 0 ? &n->links[l].first : &n->more[l].fl[e - 1];
 }
 
 static ts_status add_seed(int **seeds, int *n_seeds, int *cap, int id) {
@@ -71,22 +83,18 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
     }
     ts_flow *f = &n->flows[fid];
     if (n_links > f->cap_links) {
-        int *l = realloc(f->links, (size_t)n_links * sizeof *l);
-        if (l == NULL)
+        ts_net_hop *h = realloc(f->hops, (size_t)n_links * sizeof *h);
+        if (h == NULL)
             return TS_FAIL(TS_ERR_NOMEM, "out of memory for a flow over %d links", n_links);
-        f->links = l;
-        int *s = realloc(f->slot, (size_t)n_links * sizeof *s);
-        if (s == NULL)
-            return TS_FAIL(TS_ERR_NOMEM, "out of memory for a flow over %d links", n_links);
-        f->slot = s;
+        f->hops = h;
         f->cap_links = n_links;
     }
     for (int k = 0; k < n_links; k++) {
-        ts_net_link *L = &n->links[links[k]];
-        GROW(L->fl, L->cap_fl, L->n_fl + 1, "link flow lists");
-        L->fl[L->n_fl] = (ts_net_entry){fid, k};
-        f->links[k] = links[k];
-        f->slot[k] = L->n_fl++;
+        int l = links[k];
+        ts_net_link *L = &n->links[l];
+        if (L->n_fl > 0) GROW(n->more[l].fl, L->cap_more, L->n_fl, "link flow lists");
+        *entry(n, l, L->n_fl) = (ts_net_entry){fid, k};
+        f->hops[k] = (ts_net_hop){l, L->n_fl++};
     }
     TS_CHECK(add_seed(&n->seed_flows, &n->n_seed_flows, &n->cap_seed_flows, fid));
     f->n_links = n_links;
@@ -104,14 +112,14 @@ ts_status ts_net_remove(ts_net *n, int id) {
     ts_flow *f = &n->flows[id];
     GROW(n->free_ids, n->cap_free, n->n_free + 1, "free flow ids");
     for (int k = 0; k < f->n_links; k++) {
-        ts_net_link *L = &n->links[f->links[k]];
-        int pos = f->slot[k];
-        ts_net_entry last = L->fl[--L->n_fl];
+        int l = f->hops[k].link, pos = f->hops[k].slot;
+        ts_net_link *L = &n->links[l];
+        ts_net_entry last = *entry(n, l, --L->n_fl);
         if (pos != L->n_fl) {
-            L->fl[pos] = last;
-            n->flows[last.flow].slot[last.idx] = pos;
+            *entry(n, l, pos) = last;
+            n->flows[last.flow].hops[last.idx].slot = pos;
         }
-        if (L->n_fl > 0) TS_CHECK(add_seed(&n->seed_links, &n->n_seed_links, &n->cap_seed_links, f->links[k]));
+        if (L->n_fl > 0) TS_CHECK(add_seed(&n->seed_links, &n->n_seed_links, &n->cap_seed_links, l));
     }
     f->active = 0;
     n->free_ids[n->n_free++] = id;
@@ -123,7 +131,7 @@ static int fill_before(const ts_fill_key *x, const ts_fill_key *y) {
 }
 
 static ts_status fill_push(ts_net *n, int link) {
-    ts_net_link *L = &n->links[link];
+    ts_net_fill *L = &n->fill_of[link];
     GROW(n->fill, n->cap_fill, n->n_fill + 1, "fill heap");
     ts_fill_key k = {L->cap_left / L->unfrozen, link, L->stamp};
     int i = n->n_fill++;
@@ -154,8 +162,8 @@ static ts_fill_key fill_pop(ts_net *n) {
 
 /* Queues `link` for the component search unless seen this epoch or crossed by no flow. */
 static void visit_link(ts_net *n, int link) {
-    ts_net_link *L = &n->links[link];
-    if (L->mark == n->epoch || L->n_fl == 0) return;
+    ts_net_fill *L = &n->fill_of[link];
+    if (L->mark == n->epoch || n->links[link].n_fl == 0) return;
     L->mark = n->epoch;
     n->comp_links[n->n_comp_links++] = link;
 }
@@ -170,7 +178,7 @@ static void visit_flow(ts_net *n, int id) {
     int lone = -1;
     f->shared = 0;
     for (int k = 0; k < f->n_links; k++) {
-        int l = f->links[k];
+        int l = f->hops[k].link;
         if (n->links[l].n_fl > 1) {
             f->shared++;
             visit_link(n, l);
@@ -194,23 +202,26 @@ static ts_status freeze_flow(ts_net *n, int id, double share, int link) {
     f->rate = share;
     f->fresh = 0;
     for (int k = 0; f->shared > 0 && k < f->n_links; k++) {
-        ts_net_link *M = &n->links[f->links[k]];
-        if (M->n_fl == 1) continue;
+        int l = f->hops[k].link;
+        if (n->links[l].n_fl == 1) continue;
+        ts_net_fill *M = &n->fill_of[l];
         M->cap_left -= share;
         if (M->cap_left < 0) M->cap_left = 0;
         M->unfrozen--;
         M->stamp++;
-        if (M->unfrozen > 0 && f->links[k] != link) TS_CHECK(fill_push(n, f->links[k]));
+        if (M->unfrozen > 0 && l != link) TS_CHECK(fill_push(n, l));
     }
     return TS_OK;
 }
 
 /* Freezes the unfrozen flows crossing shared link `link` at its share. */
 static ts_status freeze_link(ts_net *n, int link) {
-    ts_net_link *L = &n->links[link];
+    const ts_net_fill *L = &n->fill_of[link];
     double share = L->cap_left / L->unfrozen;
-    for (int e = 0; e < L->n_fl; e++)
-        if (!n->flows[L->fl[e].flow].frozen) TS_CHECK(freeze_flow(n, L->fl[e].flow, share, link));
+    for (int e = 0; e < n->links[link].n_fl; e++) {
+        int id = entry(n, link, e)->flow;
+        if (!n->flows[id].frozen) TS_CHECK(freeze_flow(n, id, share, link));
+    }
     return TS_OK;
 }
 
@@ -227,8 +238,8 @@ static void find_components(ts_net *n) {
     for (int i = 0; i < n->n_seed_links; i++) visit_link(n, n->seed_links[i]);
     n->n_seed_flows = n->n_seed_links = 0;
     for (int q = 0; q < n->n_comp_links; q++) {
-        const ts_net_link *L = &n->links[n->comp_links[q]];
-        for (int e = 0; e < L->n_fl; e++) visit_flow(n, L->fl[e].flow);
+        int l = n->comp_links[q];
+        for (int e = 0; e < n->links[l].n_fl; e++) visit_flow(n, entry(n, l, e)->flow);
     }
 }
 
@@ -256,10 +267,11 @@ ts_status ts_net_reshare(ts_net *n, double now_s) {
         f->frozen = 0;
     }
     for (int i = 0; i < n->n_comp_links; i++) {
-        ts_net_link *L = &n->links[n->comp_links[i]];
-        if (L->n_fl == 1) continue; /* a lone seed */
+        int l = n->comp_links[i];
+        if (n->links[l].n_fl == 1) continue; /* a lone seed */
+        ts_net_fill *L = &n->fill_of[l];
         L->cap_left = 1.0;
-        L->unfrozen = L->n_fl;
+        L->unfrozen = n->links[l].n_fl;
         L->stamp++;
         TS_CHECK(fill_push(n, n->comp_links[i]));
     }
@@ -271,7 +283,7 @@ ts_status ts_net_reshare(ts_net *n, double now_s) {
         ts_fill_key lone = {1.0, next < n->n_lone ? n->lone[next].link : -1, 0};
         if (n->n_fill > 0 && (lone.link < 0 || fill_before(&n->fill[0], &lone))) {
             ts_fill_key k = fill_pop(n);
-            const ts_net_link *L = &n->links[k.link];
+            const ts_net_fill *L = &n->fill_of[k.link];
             if (k.stamp != L->stamp || L->unfrozen == 0) continue;
             TS_CHECK(freeze_link(n, k.link));
         } else if (lone.link >= 0) {

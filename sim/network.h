@@ -34,14 +34,31 @@ typedef struct {
     int idx;  /* position of this link in the flow's `links` */
 } ts_net_entry;
 
+/* What every flow's start and end touch of a link, 16 bytes: the 2 × TS_LINK_COUNT links of one
+ * simulated rank (engine.c numbers them together) share a cache line, and a link's first flow
+ * (most links carry one at a time: a collective's members each have their own) is inline. */
 typedef struct {
-    ts_net_entry *fl; /* (n_fl) active flows crossing the link */
-    int n_fl, cap_fl;
-    double cap_left; /* reshare scratch: capacity not yet given to frozen flows */
-    int unfrozen;    /* reshare scratch: flows crossing it not yet frozen */
-    uint64_t mark;   /* reshare scratch: epoch of the last visit */
-    uint32_t stamp;  /* reshare scratch: bumped whenever its fill key changes */
+    ts_net_entry first; /* entry 0 of the active flows crossing it, when n_fl > 0 */
+    int n_fl;           /* active flows crossing it */
+    int cap_more;       /* room in its ts_net_more */
 } ts_net_link;
+
+typedef struct {
+    ts_net_entry *fl; /* (cap_more) entries 1 .. n_fl − 1 */
+} ts_net_more;
+
+/* Reshare scratch of a link, apart from the hot part above. */
+typedef struct {
+    double cap_left; /* capacity not yet given to frozen flows */
+    int unfrozen;    /* flows crossing it not yet frozen */
+    uint32_t stamp;  /* bumped whenever its fill key changes */
+    uint64_t mark;   /* epoch of the last visit */
+} ts_net_fill;
+
+typedef struct {
+    int link; /* link id */
+    int slot; /* position of the flow in the link's entries */
+} ts_net_hop;
 
 typedef struct {
     double remaining_s; /* contention-free work left, as of since_s */
@@ -49,8 +66,7 @@ typedef struct {
     double since_s;
     uint32_t version; /* bumped whenever its finish time changes */
     int64_t tag;      /* the caller's, returned untouched */
-    int *links;       /* (n_links) link ids */
-    int *slot;        /* (n_links) position of the flow in each link's `fl` */
+    ts_net_hop *hops; /* (n_links) the links it crosses */
     int n_links, cap_links;
     int active;    /* in the net (ids of removed flows are reused) */
     int fresh;     /* added since the last reshare */
@@ -72,6 +88,8 @@ typedef struct {
 
 typedef struct {
     ts_net_link *links; /* (n_links) */
+    ts_net_more *more;  /* (n_links) */
+    ts_net_fill *fill_of; /* (n_links) */
     int n_links;
     ts_flow *flows; /* (n_flows) ever used; removed ones are on `free_ids` */
     int n_flows, cap_flows;

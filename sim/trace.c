@@ -229,6 +229,10 @@ ts_status ts_trace_write(const char *path, const char *source, const ts_problem 
     int64_t events = 0;
     int max_ops = 1;
     for (int i = 0; i < r->n_ranks; i++) {
+        if (r->ranks[i].spans == NULL)
+            return TS_FAIL(TS_ERR_INPUT,
+                           "no op spans for rank %d: it was simulated with stats_spans_only",
+                           r->ranks[i].rank);
         int n = prog->stages[r->ranks[i].stage].n_ops;
         events += n;
         if (n > max_ops) max_ops = n;

@@ -28,7 +28,8 @@
 ts_status ts_trace_check(const ts_program *prog, int full);
 
 /* Writes the trace of `r` (a simulation of `prog` for `pb`, or spans measured by the executor,
- * `source` "sim" or "run") to `path`. */
+ * `source` "sim" or "run") to `path`. TS_ERR_INPUT when a rank has no spans (simulated with
+ * ts_sim_opts.stats_spans_only). */
 ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
                          const ts_program *prog, const ts_sim_result *r);
 

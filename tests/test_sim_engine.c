@@ -10,6 +10,7 @@
 
 #include "sim/engine.h"
 #include "sim/network.h"
+#include "sim/trace.h"
 #include "tests/helpers.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -577,13 +578,21 @@ Test(sim_engine, bad_programs_are_refused) {
 /* ------------------------------------------------------------------------------------------ */
 /* A program from the builder                                                                  */
 
-Test(sim_engine, built_program_full_mode) {
-    ts_problem pb = problem("tiny", 8);
-    ts_layout l = layout(2, 2, 2);
-    l.zero = 1;
-    l.microbatches = 0;
+/* The builder's program of `tiny` on tp × dp × pp GPUs with ZeRO-1 and default micro-batches. */
+static ts_program built_tiny(ts_problem *pb, ts_layout *l, int tp, int dp, int pp) {
+    *pb = problem("tiny", tp * dp * pp);
+    *l = layout(tp, dp, pp);
+    l->zero = 1;
+    l->microbatches = 0;
     ts_program p;
-    cr_assert_eq(ts_program_build(&pb, &l, NULL, &p), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_program_build(pb, l, NULL, &p), TS_OK, "%s", ts_error_message());
+    return p;
+}
+
+Test(sim_engine, built_program_full_mode) {
+    ts_problem pb;
+    ts_layout l;
+    ts_program p = built_tiny(&pb, &l, 2, 2, 2);
     ts_sim_result rep = simulate(&pb, &p, (ts_sim_opts){0});
     ts_sim_result a = simulate(&pb, &p, (ts_sim_opts){.full = 1});
     ts_sim_result b = simulate(&pb, &p, (ts_sim_opts){.full = 1});
@@ -610,4 +619,78 @@ Test(sim_engine, built_program_full_mode) {
     ts_sim_result_free(&a);
     ts_sim_result_free(&b);
     ts_program_free(&p);
+}
+
+/* Dropping the spans of the ranks the statistics do not read changes nothing else: the same step,
+ * stage statistics, time by kind and events, the same spans on the ranks that keep them; and a
+ * trace, which needs every rank's, is refused. */
+Test(sim_engine, stats_spans_only_keeps_the_results) {
+    ts_problem pb;
+    ts_layout l;
+    ts_program p = built_tiny(&pb, &l, 2, 2, 4);
+    ts_sim_result all = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    ts_sim_result lean = simulate(&pb, &p, (ts_sim_opts){.full = 1, .stats_spans_only = 1});
+    cr_expect_eq(lean.step_s, all.step_s);
+    cr_expect_eq(lean.events, all.events);
+    cr_expect_eq(lean.bubble_fraction, all.bubble_fraction);
+    cr_expect_eq(memcmp(lean.stages, all.stages, (size_t)p.pp * sizeof *lean.stages), 0);
+    cr_expect_eq(memcmp(lean.kind_s, all.kind_s, sizeof lean.kind_s), 0);
+    int kept = 0;
+    for (int k = 0; k < lean.n_ranks; k++) {
+        if (lean.ranks[k].spans == NULL) continue;
+        kept++;
+        cr_expect_eq(lean.ranks[k].rank, ts_rank_of(&l, (ts_coords){0, 0, 0, lean.ranks[k].stage}),
+                     "rank %d keeps spans but is not its stage's first", lean.ranks[k].rank);
+        cr_expect_eq(memcmp(lean.ranks[k].spans, all.ranks[k].spans,
+                            (size_t)p.stages[lean.ranks[k].stage].n_ops * sizeof *lean.ranks[k].spans),
+                     0, "rank %d", k);
+    }
+    cr_expect_eq(kept, p.pp, "one rank per stage keeps its spans");
+    /* Refused before the file is opened (a directory that does not exist would be TS_ERR_IO). */
+    cr_expect_eq(ts_trace_write("/nonexistent/trace.json", "sim", &pb, &p, &lean), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "stats_spans_only") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    ts_sim_result_free(&all);
+    ts_sim_result_free(&lean);
+    ts_program_free(&p);
+}
+
+/* Several flows on one link (the inline first entry and the overflow list), removed first, last
+ * and middle: the survivors keep their places, so the shares stay right. Three flows on link 0,
+ * one of them also on link 1 with a fourth: shares 1/3 each; as they leave, the rest speed up. */
+Test(sim_network, many_flows_on_a_link_leave_in_any_order) {
+    ts_net n;
+    cr_assert_eq(ts_net_init(&n, 2), TS_OK);
+    int l0[] = {0}, l01[] = {0, 1}, l1[] = {1}, f[5];
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l0, 1, 0, &f[0]), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l01, 2, 1, &f[1]), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l0, 1, 2, &f[2]), TS_OK);
+    cr_assert_eq(ts_net_add(&n, 0, 3.0, l1, 1, 3, &f[3]), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 0), TS_OK);
+    for (int k = 0; k < 3; k++) EXPECT_NEAR(n.flows[f[k]].rate, 1.0 / 3, "flow %d", k);
+    EXPECT_NEAR(n.flows[f[3]].rate, 2.0 / 3);
+    /* The first-added flow (the inline entry) leaves: the last entry moves into its place. */
+    cr_assert_eq(ts_net_remove(&n, f[0]), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 0.5), TS_OK);
+    EXPECT_NEAR(n.flows[f[1]].rate, 0.5);
+    EXPECT_NEAR(n.flows[f[2]].rate, 0.5);
+    EXPECT_NEAR(n.flows[f[3]].rate, 0.5);
+    /* A new flow takes the freed id and the end of link 0's list. */
+    cr_assert_eq(ts_net_add(&n, 0.5, 1.0, l0, 1, 4, &f[4]), TS_OK);
+    cr_expect_eq(f[4], f[0], "the freed id is reused");
+    cr_assert_eq(ts_net_reshare(&n, 0.5), TS_OK);
+    for (int k = 1; k < 5; k++)
+        if (k != 3) EXPECT_NEAR(n.flows[f[k]].rate, 1.0 / 3, "flow %d", k);
+    /* The middle one, then the one crossing both links. */
+    cr_assert_eq(ts_net_remove(&n, f[2]), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 0.6), TS_OK);
+    EXPECT_NEAR(n.flows[f[1]].rate, 0.5);
+    EXPECT_NEAR(n.flows[f[4]].rate, 0.5);
+    cr_assert_eq(ts_net_remove(&n, f[1]), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 0.7), TS_OK);
+    EXPECT_NEAR(n.flows[f[4]].rate, 1.0);
+    EXPECT_NEAR(n.flows[f[3]].rate, 1.0);
+    cr_expect_eq(n.links[0].n_fl, 1);
+    cr_expect_eq(n.links[1].n_fl, 1);
+    ts_net_free(&n);
 }
