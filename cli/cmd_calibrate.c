@@ -25,7 +25,7 @@ static long default_ranks(ts_device device) {
 
 static void help(void) {
     printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T] [--no-in-situ]\n"
-           "                         [--device cpu|cuda]\n"
+           "                         [--situ-steps N] [--device cpu|cuda]\n"
            "\n"
            "Measures this machine through the code `tessera run` executes and writes it as a system\n"
            "spec that plan, sim and run read like any zoo system:\n"
@@ -57,6 +57,8 @@ static void help(void) {
            "      --json          print the tables as one JSON document instead\n"
            "      --threads T     OpenBLAS threads per rank (default 1, as tessera run)\n"
            "      --no-in-situ    keep the microbenchmarks' figures (skip the in-situ pass)\n"
+           "      --situ-steps N  in-situ training steps, the first a warm-up (default 3 with --quick,\n"
+           "                      else 5; more average over more of a shared machine's speed phases)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
            "  -h, --help          this help\n"
            "\n"
@@ -73,14 +75,15 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
-    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1;
+    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1, situ_steps = 0;
     ts_device device = TS_DEVICE_CPU;
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
-        {"device", required_argument, 0, OPT_DEVICE}, {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, OPT_DEVICE}, {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -93,6 +96,7 @@ int cmd_calibrate(int argc, char **argv) {
         case 'o': output = optarg; break;
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
         case OPT_NO_IN_SITU: in_situ = 0; break;
+        case OPT_SITU_STEPS: situ_steps = (int)cli_int(cmd, "--situ-steps", optarg, 2, 1000); break;
         case OPT_DEVICE:
             if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
@@ -133,7 +137,8 @@ int cmd_calibrate(int argc, char **argv) {
     }
     char line[128];
     command_line(argc, argv, line, sizeof line);
-    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .threads = threads, .device = device, .argv = line,
+    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .situ_steps = situ_steps, .threads = threads,
+                       .device = device, .argv = line,
                        .log = json ? NULL : stderr};
     static ts_calib cal; /* about 10 KB of tables: off the stack */
     st = ts_calibrate(&o, &tmpl, &cal);

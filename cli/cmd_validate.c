@@ -67,6 +67,11 @@ static void help(void) {
            "  -r, --ranks N          largest layouts to run, in ranks (default 8)\n"
            "      --only I,J,...     run only these cases of the matrix (1-based)\n"
            "  -n, --steps N          training steps per layout (default 8; the first 3 are warm-up)\n"
+           "  -R, --repeat R         train every layout R times, in R passes over the matrix, and\n"
+           "                         compare with the median (default 1; a shared machine's speed\n"
+           "                         moves in phases of seconds, which passes average over)\n"
+           "      --situ-steps N     in-situ steps of the calibration (default 16; calibrate's own\n"
+           "                         default is 3 with --quick)\n"
            "  -b, --global-batch B   sequences per step (default 8)\n"
            "  -l, --seq L            tokens per sequence (default 128)\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
@@ -83,6 +88,8 @@ typedef struct {
     const char *system;  /* spec path, or NULL to calibrate */
     const char *keep, *output;
     int max_ranks, steps, json;
+    int repeat;     /* passes over the matrix */
+    int situ_steps; /* calibrate --situ-steps */
     int64_t batch, seq;
     unsigned char only[N_CASES]; /* all zero: every case */
 } options;
@@ -150,32 +157,57 @@ static ts_status measured_step(const char *path, double *step_s) {
     return res;
 }
 
+#define MAX_REPEAT 20
+
 typedef struct {
     int index;
-    ts_compare cmp;
+    ts_compare cmp;              /* the first pass's traces; its step, the median over passes */
+    double run_s[MAX_REPEAT];    /* each pass's measured (median) step */
 } result;
 
-/* Runs case i: plan, simulate, run, compare. Files go to dir/case-I.*. */
-static ts_status run_case(const char *self, const options *o, const char *dir, int i, result *out) {
+/* The files of case i: dir/case-II.KIND (pass 0) or dir/case-II.rP.KIND (pass P > 0). */
+static void case_file(char *buf, size_t cap, const char *dir, int i, int pass, const char *kind) {
+    if (pass == 0) snprintf(buf, cap, "%s/case-%02d.%s", dir, i + 1, kind);
+    else snprintf(buf, cap, "%s/case-%02d.r%d.%s", dir, i + 1, pass + 1, kind);
+}
+
+/* Pass `pass` of case i: the first writes its plan and simulates it; every pass trains it for
+ * real and records its measured step; the first compares the two traces op by op. */
+static ts_status run_case(const char *self, const options *o, const char *dir, int i, int pass, result *out) {
     char plan[4200], sim[4200], run[4200], run_json[4200], steps[16];
-    snprintf(plan, sizeof plan, "%s/case-%02d.plan.json", dir, i + 1);
-    snprintf(sim, sizeof sim, "%s/case-%02d.sim.trace.json", dir, i + 1);
-    snprintf(run, sizeof run, "%s/case-%02d.run.trace.json", dir, i + 1);
-    snprintf(run_json, sizeof run_json, "%s/case-%02d.run.json", dir, i + 1);
+    case_file(plan, sizeof plan, dir, i, 0, "plan.json");
+    case_file(sim, sizeof sim, dir, i, 0, "sim.trace.json");
+    case_file(run, sizeof run, dir, i, pass, "run.trace.json");
+    case_file(run_json, sizeof run_json, dir, i, pass, "run.json");
     snprintf(steps, sizeof steps, "%d", o->steps);
-    ts_problem pb;
-    ts_layout l;
-    TS_CHECK(write_plan(o, i, plan, &pb, &l));
-    TS_CHECK(simulate(&pb, &l, sim));
+    if (pass == 0) {
+        ts_problem pb;
+        ts_layout l;
+        TS_CHECK(write_plan(o, i, plan, &pb, &l));
+        TS_CHECK(simulate(&pb, &l, sim));
+    }
     const char *const argv[] = {self, "run", "--plan", plan, "--steps", steps, "--warmup", "3",
                                 "--json", "--trace", run, NULL};
     TS_CHECK(cli_spawn(argv, run_json));
-    double step_s;
-    TS_CHECK(measured_step(run_json, &step_s));
-    out->index = i;
-    TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
-    ts_compare_set_measured_step(&out->cmp, step_s);
+    TS_CHECK(measured_step(run_json, &out->run_s[pass]));
+    if (pass == 0) {
+        out->index = i;
+        TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
+    }
+    double v[MAX_REPEAT];
+    memcpy(v, out->run_s, (size_t)(pass + 1) * sizeof *v);
+    ts_compare_set_measured_step(&out->cmp, ts_median(v, pass + 1));
     return TS_OK;
+}
+
+/* (max − min) / median of the passes' measured steps: how much this machine moved. */
+static double spread(const result *r, int passes) {
+    double lo = r->run_s[0], hi = r->run_s[0];
+    for (int p = 1; p < passes; p++) {
+        if (r->run_s[p] < lo) lo = r->run_s[p];
+        if (r->run_s[p] > hi) hi = r->run_s[p];
+    }
+    return (hi - lo) / r->cmp.measured_step_s;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -207,6 +239,7 @@ static ts_status to_json(const options *o, const result *res, int n, cJSON **out
     cJSON *root = cJSON_CreateObject(), *arr;
     TS_CJSON_GOTO(root, st, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "system", o->system), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "repeat", o->repeat), st, fail);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "cases"), st, fail);
     for (int i = 0; i < n; i++) {
         cJSON *c = NULL;
@@ -218,6 +251,14 @@ static ts_status to_json(const options *o, const result *res, int n, cJSON **out
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "simulated_s", x->simulated_step_s), st, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_s", x->measured_step_s), st, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "error", x->step_error), st, fail);
+        cJSON *runs = cJSON_AddArrayToObject(c, "measured_runs_s");
+        TS_CJSON_GOTO(runs, st, fail);
+        for (int p = 0; p < o->repeat; p++) {
+            cJSON *v = cJSON_CreateNumber(res[i].run_s[p]);
+            TS_CJSON_GOTO(v, st, fail);
+            cJSON_AddItemToArray(runs, v);
+        }
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", spread(&res[i], o->repeat)), st, fail);
     }
     double median, worst;
     summary(res, n, &median, &worst);
@@ -239,20 +280,32 @@ static const ts_compare_kind *worst_kind(const ts_compare *c) {
 }
 
 static void print_table(const options *o, const result *res, int n) {
-    printf("# system %s; %lld sequences of %lld tokens, fp32\n", o->system, (long long)o->batch, (long long)o->seq);
-    printf("%-4s %-9s %-78s %5s %11s %11s %8s  %s\n", "#", "model", "layout", "ranks", "simulated_s",
-           "measured_s", "error", "worst op kind");
+    printf("# system %s; %lld sequences of %lld tokens, fp32; measured: median step of %d steps after 3\n"
+           "# warm-up%s\n",
+           o->system, (long long)o->batch, (long long)o->seq, o->steps - 3,
+           o->repeat > 1 ? ", median over the passes; spread: (max - min) / median of the passes" : "");
+    printf("%-4s %-9s %-78s %5s %11s %11s %8s", "#", "model", "layout", "ranks", "simulated_s", "measured_s", "error");
+    if (o->repeat > 1) printf(" %7s", "spread");
+    printf("  %s\n", "worst op kind");
     for (int i = 0; i < n; i++) {
         const ts_compare *c = &res[i].cmp;
         const ts_compare_kind *w = worst_kind(c);
         printf("%-4d %-9s %-78s %5d %11.4f %11.4f %+7.1f%%", res[i].index + 1, c->model, c->layout,
                case_ranks(res[i].index), c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
+        if (o->repeat > 1) printf(" %6.1f%%", 100 * spread(&res[i], o->repeat));
         if (w) printf("  %s %+.0f%%", w->kind, 100 * w->error);
         printf("\n");
     }
     double median, worst;
     summary(res, n, &median, &worst);
-    printf("# %d layouts: median |error| %.1f%%, worst %.1f%%\n", n, 100 * median, 100 * worst);
+    printf("# %d layouts: median |error| %.1f%%, worst %.1f%%", n, 100 * median, 100 * worst);
+    if (o->repeat > 1) {
+        double *s = malloc(((size_t)n + 1) * sizeof *s);
+        for (int i = 0; s && i < n; i++) s[i] = spread(&res[i], o->repeat);
+        if (s) printf("; median spread %.1f%% over %d passes", 100 * ts_median(s, n), o->repeat);
+        free(s);
+    }
+    printf("\n");
 }
 
 static void parse_only(const char *cmd, const char *text, options *o) {
@@ -270,11 +323,12 @@ static int selected(const options *o, int i) {
 
 int cmd_validate(int argc, char **argv) {
     const char *cmd = "validate";
-    options o = {.max_ranks = 8, .steps = 8, .batch = 8, .seq = 128};
-    enum { OPT_JSON = 256, OPT_ONLY };
+    options o = {.max_ranks = 8, .steps = 8, .repeat = 1, .situ_steps = 16, .batch = 8, .seq = 128};
+    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS };
     static const struct option longs[] = {
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
         {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
+        {"repeat", required_argument, 0, 'R'},  {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
         {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
         {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
@@ -282,12 +336,14 @@ int cmd_validate(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":s:r:n:b:l:k:o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":s:r:n:R:b:l:k:o:h", longs, NULL)) != -1) {
         switch (c) {
         case 's': o.system = optarg; break;
         case 'r': o.max_ranks = (int)cli_int(cmd, "--ranks", optarg, 1, 64); break;
         case OPT_ONLY: parse_only(cmd, optarg, &o); break;
         case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, 4, 1000); break;
+        case 'R': o.repeat = (int)cli_int(cmd, "--repeat", optarg, 1, MAX_REPEAT); break;
+        case OPT_SITU_STEPS: o.situ_steps = (int)cli_int(cmd, "--situ-steps", optarg, 2, 1000); break;
         case 'b': o.batch = cli_int(cmd, "--global-batch", optarg, 1, 4096); break;
         case 'l': o.seq = cli_int(cmd, "--seq", optarg, 8, 4096); break;
         case 'k': o.keep = optarg; break;
@@ -312,23 +368,32 @@ int cmd_validate(int argc, char **argv) {
     if (o.system == NULL) {
         snprintf(profile, sizeof profile, "%s/profile.json", dir);
         fprintf(stderr, "tessera validate: calibrating this machine (tessera calibrate --quick)\n");
-        const char *const argv_cal[] = {self, "calibrate", "--quick", "-o", profile, NULL};
+        char situ[16];
+        snprintf(situ, sizeof situ, "%d", o.situ_steps);
+        const char *const argv_cal[] = {self, "calibrate", "--quick", "--situ-steps", situ, "-o", profile, NULL};
         st = cli_spawn(argv_cal, NULL);
         o.system = profile;
     }
     result *res = calloc(N_CASES, sizeof *res);
     if (res == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory");
-    int n = 0, n_runs = 0;
+    int n = 0, n_runs = 0, n_done = 0; /* n_done: cases with a comparison (pass 1) */
     for (int i = 0; i < N_CASES; i++) n_runs += selected(&o, i) && case_ranks(i) <= o.max_ranks;
-    for (int i = 0; i < N_CASES && st == TS_OK; i++) {
-        if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
-        fprintf(stderr, "tessera validate: [%d/%d] %s %s\n", n + 1, n_runs, cases[i].model, cases[i].layout);
-        st = run_case(self, &o, dir, i, &res[n]);
-        if (st != TS_OK) break;
-        fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", n + 1, n_runs, res[n].cmp.simulated_step_s,
-                res[n].cmp.measured_step_s, 100 * res[n].cmp.step_error);
-        n++;
+    for (int pass = 0; pass < o.repeat && st == TS_OK; pass++) {
+        n = 0;
+        for (int i = 0; i < N_CASES && st == TS_OK; i++) {
+            if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
+            fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] %s %s\n", pass + 1, o.repeat, n + 1, n_runs,
+                    cases[i].model, cases[i].layout);
+            st = run_case(self, &o, dir, i, pass, &res[n]);
+            if (st != TS_OK) break;
+            fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n",
+                    pass + 1, o.repeat, n + 1, n_runs, res[n].cmp.simulated_step_s, res[n].run_s[pass],
+                    100 * (res[n].cmp.simulated_step_s - res[n].run_s[pass]) / res[n].run_s[pass]);
+            n++;
+            if (pass == 0) n_done = n;
+        }
     }
+    n = n_done;
     cJSON *root = NULL;
     if (st == TS_OK) st = to_json(&o, res, n, &root);
     if (st == TS_OK && o.output) st = ts_json_write_file(o.output, root);
@@ -336,7 +401,7 @@ int cmd_validate(int argc, char **argv) {
     if (st == TS_OK && !o.json) print_table(&o, res, n);
     if (st == TS_OK && !o.json && o.keep) printf("# profile, plans and traces kept in %s\n", dir);
     cJSON_Delete(root);
-    for (int i = 0; i < n; i++) ts_compare_free(&res[i].cmp);
+    for (int i = 0; res && i < N_CASES; i++) ts_compare_free(&res[i].cmp); /* calloc'ed: zero or set */
     free(res);
     if (!o.keep) remove_tree(dir);
     if (st != TS_OK) cli_fail(cmd, st);

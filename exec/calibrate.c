@@ -501,7 +501,8 @@ fail:
 static ts_status bench_situ(bench *b) {
     ts_status res = TS_OK, mine = TS_OK;
     computes_here = b->rank == 0;
-    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, b->c->quick ? 3 : 5);
+    int steps = b->o->situ_steps > 0 ? b->o->situ_steps : b->c->quick ? 3 : 5;
+    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, steps);
     double failed = mine != TS_OK;
     MPI_Request req;
     TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, fail);

@@ -59,6 +59,8 @@
 typedef struct {
     int quick;        /* fewer shapes and sizes (to 16 MB), 5 ms per point: for tests and validate */
     int in_situ;      /* run the in-situ pass (ts_calib_situ) after the microbenchmarks */
+    int situ_steps;   /* its training steps, the first a warm-up (0: 3 quick, else 5); more
+                         steps average over more of a shared machine's speed phases */
     int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
     ts_device device; /* TS_DEVICE_CPU, or TS_DEVICE_CUDA: one GPU per rank (see ts_calibrate) */
     const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */

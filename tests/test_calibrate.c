@@ -306,7 +306,7 @@ Test(calibrate_cli, bad_arguments_exit_2_with_one_line) {
         {"calibrate", "--ranks", "1", NULL},   {"calibrate", "--ranks", "two", NULL},
         {"calibrate", "--threads", "0", NULL}, {"calibrate", "--bogus", NULL, NULL},
         {"calibrate", "stray", NULL, NULL},    {"calibrate", "-o", NULL, NULL},
-        {"calibrate", "--device", "bogus", NULL},
+        {"calibrate", "--device", "bogus", NULL}, {"calibrate", "--situ-steps", "1", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
@@ -331,7 +331,7 @@ Test(calibrate_cli, device_flag_is_checked) {
 Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     char *dir = make_temp_dir(), profile[PATH_MAX];
     snprintf(profile, sizeof profile, "%s/profile.json", dir);
-    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--json", "-o", profile, NULL};
+    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--situ-steps", "4", "--json", "-o", profile, NULL};
     cli_result r = run_argv_timeout(args, 240);
     cJSON *root = parse_json_output(&r, "calibrate --quick --json");
     cr_expect_eq(json_num(root, "ranks", "$"), 2);
@@ -345,7 +345,9 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_expect(json_num(row, "time_s", "$.collectives[0]") > 0 && json_num(row, "busbw", "$.collectives[0]") > 0);
     json_obj(root, "system", "$");
     /* The in-situ pass ran the trainer: every compute kind has ops and a positive factor. */
-    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(json_obj(root, "in_situ", "$"), "kinds");
+    const cJSON *situ = json_obj(root, "in_situ", "$"), *kinds = cJSON_GetObjectItemCaseSensitive(situ, "kinds");
+    cr_expect_eq(json_num(situ, "steps", "$.in_situ"), 4, "--situ-steps 4");
+    cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 3, "the first step warms up");
     cr_expect_eq(cJSON_GetArraySize(kinds), TS_SITU_COUNT);
     for (int k = 0; k < cJSON_GetArraySize(kinds); k++) {
         const cJSON *x = cJSON_GetArrayItem(kinds, k);

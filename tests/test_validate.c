@@ -1,6 +1,7 @@
 /* `tessera validate` as users run it: one real case of the matrix (the one-rank layout, on the
- * zoo's cpu-localhost spec, so no calibration) gives the DESIGN.md "validate" JSON with the
- * per-op-kind comparison; the files it keeps are there; bad flags exit 2 with one line. The
+ * zoo's cpu-localhost spec, so no calibration), trained in two passes, gives the DESIGN.md
+ * "validate" JSON with the per-op-kind comparison and each pass's measured step; the files it
+ * keeps are there; bad flags exit 2 with one line. The
  * accuracy of the whole matrix is a benchmark (make bench), not a test. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -23,7 +24,8 @@ static void no_leak_check(void) {
 Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120) {
     char *dir = make_temp_dir();
     char *spec = test_data_path("models/systems/cpu-localhost.json");
-    cli_result r = run_cli("validate", "--system", spec, "--only", "1", "--steps", "4", "--keep", dir, "--json", NULL);
+    cli_result r = run_cli("validate", "--system", spec, "--only", "1", "--steps", "4", "--repeat", "2", "--keep",
+                           dir, "--json", NULL);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     cJSON *root = parse_json_output(&r, "validate --json");
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
@@ -37,6 +39,14 @@ Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120
     cr_expect(fabs(err - (sim - meas) / meas) < 1e-9, "error %g", err);
     cr_expect_eq(json_num(root, "median_abs_error", "$"), fabs(err));
     cr_expect_eq(json_num(root, "max_abs_error", "$"), fabs(err));
+    /* Two passes: the measured step is the median (mean) of the two runs' steps. */
+    cr_expect_eq(json_num(root, "repeat", "$"), 2);
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(c, "measured_runs_s");
+    cr_assert(cJSON_IsArray(runs) && cJSON_GetArraySize(runs) == 2, "two measured runs");
+    double r0 = cJSON_GetArrayItem(runs, 0)->valuedouble, r1 = cJSON_GetArrayItem(runs, 1)->valuedouble;
+    cr_expect(r0 > 0 && r1 > 0, "runs %g, %g s", r0, r1);
+    cr_expect(fabs(meas - 0.5 * (r0 + r1)) < 1e-12 * meas, "measured %g s from runs %g, %g s", meas, r0, r1);
+    cr_expect(fabs(json_num(c, "measured_spread", "$.cases[0]") - fabs(r0 - r1) / meas) < 1e-9);
     /* Per-op-kind errors: the one-rank step has GEMMs, attention, element-wise ops and the
      * optimizer, and no communication. */
     const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(c, "kinds");
@@ -53,7 +63,7 @@ Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120
     char names[4096];
     list_dir(dir, names, sizeof names);
     cr_expect(strstr(names, "case-01.plan.json") && strstr(names, "case-01.sim.trace.json") &&
-              strstr(names, "case-01.run.trace.json"), "kept: %s", names);
+              strstr(names, "case-01.run.trace.json") && strstr(names, "case-01.r2.run.json"), "kept: %s", names);
     free(spec);
     remove_dir(dir);
 }
@@ -62,6 +72,8 @@ Test(validate, bad_flags) {
     static const char *const bad[][3] = {
         {"--only", "99", "--only: expected an integer in [1, 24]"},
         {"--steps", "2", "--steps: expected an integer in [4, 1000]"},
+        {"--repeat", "0", "--repeat: expected an integer in [1, 20]"},
+        {"--situ-steps", "1", "--situ-steps: expected an integer in [2, 1000]"},
         {"--system", "/nonexistent.json", "nonexistent"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
