@@ -55,12 +55,13 @@ static const struct {
 static void help(void) {
     printf("usage: tessera validate [options]\n"
            "\n"
-           "Measures how well the simulator predicts this machine: calibrates it once (tessera\n"
-           "calibrate --quick), then for each of %d small layouts (DP, TP, SP, PP with every\n"
-           "schedule, CP, ZeRO 1-3, recompute, EP and combinations, tiny and tiny-moe models)\n"
-           "simulates one step, trains it for real on MPI ranks (tessera run) and compares the\n"
-           "two traces op by op. Prints layout, simulated and measured step time and the error,\n"
-           "then the median and worst absolute error.\n"
+           "Measures how well the simulator predicts this machine: calibrates it (tessera calibrate\n"
+           "--quick), then for each of %d small layouts (DP, TP, SP, PP with every schedule, CP,\n"
+           "ZeRO 1-3, recompute, EP and combinations, tiny and tiny-moe models) trains it for real\n"
+           "on MPI ranks (tessera run), simulates one step and compares the two traces op by op.\n"
+           "With --repeat R it calibrates and trains every layout once per pass and simulates with\n"
+           "the calibration whose in-situ step is the median. Prints layout, simulated and measured\n"
+           "step time and the error, then the median and worst absolute error.\n"
            "\n"
            "  -s, --system FILE      use this system spec instead of calibrating (e.g. a profile\n"
            "                         written by tessera calibrate -o)\n"
@@ -101,12 +102,13 @@ static int case_ranks(int i) {
 }
 
 /* Writes the plan of case i (the layout pinned, on `system`) to `path` and fills `pb`, `l`. */
-static ts_status write_plan(const options *o, int i, const char *path, ts_problem *pb, ts_layout *l) {
+static ts_status write_plan(const options *o, const char *system, int i, const char *path, ts_problem *pb,
+                            ts_layout *l) {
     ts_model m;
     ts_system s;
     ts_train t;
     TS_CHECK(ts_model_load(cases[i].model, &m));
-    TS_CHECK(ts_system_load(o->system, &s));
+    TS_CHECK(ts_system_load(system, &s));
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the executor computes in fp32 */
     t.global_batch = o->batch;
@@ -171,32 +173,68 @@ static void case_file(char *buf, size_t cap, const char *dir, int i, int pass, c
     else snprintf(buf, cap, "%s/case-%02d.r%d.%s", dir, i + 1, pass + 1, kind);
 }
 
-/* Pass `pass` of case i: the first writes its plan and simulates it; every pass trains it for
- * real and records its measured step; the first compares the two traces op by op. */
-static ts_status run_case(const char *self, const options *o, const char *dir, int i, int pass, result *out) {
-    char plan[4200], sim[4200], run[4200], run_json[4200], steps[16];
+/* Pass `pass` of case i: trains it for real (the first pass writes its plan, on `system`) and
+ * records the measured step. */
+static ts_status run_case(const char *self, const options *o, const char *system, const char *dir, int i, int pass,
+                          result *out) {
+    char plan[4200], run[4200], run_json[4200], steps[16];
     case_file(plan, sizeof plan, dir, i, 0, "plan.json");
-    case_file(sim, sizeof sim, dir, i, 0, "sim.trace.json");
     case_file(run, sizeof run, dir, i, pass, "run.trace.json");
     case_file(run_json, sizeof run_json, dir, i, pass, "run.json");
     snprintf(steps, sizeof steps, "%d", o->steps);
     if (pass == 0) {
         ts_problem pb;
         ts_layout l;
-        TS_CHECK(write_plan(o, i, plan, &pb, &l));
-        TS_CHECK(simulate(&pb, &l, sim));
+        TS_CHECK(write_plan(o, system, i, plan, &pb, &l));
     }
     const char *const argv[] = {self, "run", "--plan", plan, "--steps", steps, "--warmup", "3",
                                 "--json", "--trace", run, NULL};
     TS_CHECK(cli_spawn(argv, run_json));
-    TS_CHECK(measured_step(run_json, &out->run_s[pass]));
-    if (pass == 0) {
-        out->index = i;
-        TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
-    }
+    out->index = i;
+    return measured_step(run_json, &out->run_s[pass]);
+}
+
+/* After the passes: case i's plan written again on the chosen `system`, simulated, and compared
+ * op by op with the first pass's trace; the measured step is the median over the passes. */
+static ts_status compare_case(const options *o, const char *system, const char *dir, result *out) {
+    char plan[4200], sim[4200], run[4200];
+    int i = out->index;
+    case_file(plan, sizeof plan, dir, i, 0, "plan.json");
+    case_file(sim, sizeof sim, dir, i, 0, "sim.trace.json");
+    case_file(run, sizeof run, dir, i, 0, "run.trace.json");
+    ts_problem pb;
+    ts_layout l;
+    TS_CHECK(write_plan(o, system, i, plan, &pb, &l));
+    TS_CHECK(simulate(&pb, &l, sim));
+    TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
     double v[MAX_REPEAT];
-    memcpy(v, out->run_s, (size_t)(pass + 1) * sizeof *v);
-    ts_compare_set_measured_step(&out->cmp, ts_median(v, pass + 1));
+    memcpy(v, out->run_s, (size_t)o->repeat * sizeof *v);
+    ts_compare_set_measured_step(&out->cmp, ts_median(v, o->repeat));
+    return TS_OK;
+}
+
+/* The in-situ step of a profile written by tessera calibrate (measured.in_situ.step_s), or 0
+ * when it has none (--no-in-situ, GPUs). */
+static ts_status situ_step(const char *path, double *step_s) {
+    cJSON *root = NULL;
+    TS_CHECK(ts_json_load_file(path, &root));
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "measured");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "in_situ"), "step_s");
+    *step_s = cJSON_IsNumber(s) ? s->valuedouble : 0;
+    cJSON_Delete(root);
+    return TS_OK;
+}
+
+/* Of the passes' calibrations, the one whose in-situ step is the median (the lower middle one
+ * for an even count): each is one sample of a shared machine's speed, taken at one moment. */
+static ts_status median_profile(char profiles[][4200], int n, int *chosen) {
+    double step_s[MAX_REPEAT], sorted[MAX_REPEAT];
+    for (int p = 0; p < n; p++) TS_CHECK(situ_step(profiles[p], &step_s[p]));
+    memcpy(sorted, step_s, (size_t)n * sizeof *sorted);
+    ts_median(sorted, n); /* sorts */
+    *chosen = 0;
+    for (int p = 0; p < n; p++)
+        if (step_s[p] == sorted[(n - 1) / 2]) *chosen = p;
     return TS_OK;
 }
 
@@ -355,7 +393,8 @@ int cmd_validate(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
 
-    char self[4096], dir[4096], profile[4200];
+    char self[4096], dir[4096];
+    static char profiles[MAX_REPEAT][4200]; /* the passes' calibrations (no --system) */
     cli_self_path(cmd, self, sizeof self);
     if (o.keep) {
         snprintf(dir, sizeof dir, "%s", o.keep);
@@ -365,35 +404,51 @@ int cmd_validate(int argc, char **argv) {
         if (mkdtemp(dir) == NULL) cli_fail(cmd, TS_FAIL(TS_ERR_IO, "cannot create a temporary folder in /tmp"));
     }
     ts_status st = TS_OK;
-    if (o.system == NULL) {
-        snprintf(profile, sizeof profile, "%s/profile.json", dir);
-        fprintf(stderr, "tessera validate: calibrating this machine (tessera calibrate --quick)\n");
-        char situ[16];
-        snprintf(situ, sizeof situ, "%d", o.situ_steps);
-        const char *const argv_cal[] = {self, "calibrate", "--quick", "--situ-steps", situ, "-o", profile, NULL};
-        st = cli_spawn(argv_cal, NULL);
-        o.system = profile;
-    }
+    int calibrate = o.system == NULL;
     result *res = calloc(N_CASES, sizeof *res);
     if (res == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory");
-    int n = 0, n_runs = 0, n_done = 0; /* n_done: cases with a comparison (pass 1) */
+    int n = 0, n_runs = 0;
     for (int i = 0; i < N_CASES; i++) n_runs += selected(&o, i) && case_ranks(i) <= o.max_ranks;
+    /* Each pass calibrates (unless --system) and then trains every case, so that calibrations
+     * and runs alike sample the machine at R moments. */
     for (int pass = 0; pass < o.repeat && st == TS_OK; pass++) {
+        if (calibrate) {
+            if (o.repeat == 1) snprintf(profiles[pass], sizeof profiles[pass], "%s/profile.json", dir);
+            else snprintf(profiles[pass], sizeof profiles[pass], "%s/profile.p%d.json", dir, pass + 1);
+            fprintf(stderr, "tessera validate: pass %d/%d: calibrating this machine (tessera calibrate --quick)\n",
+                    pass + 1, o.repeat);
+            char situ[16];
+            snprintf(situ, sizeof situ, "%d", o.situ_steps);
+            const char *const argv_cal[] = {self, "calibrate", "--quick", "--situ-steps", situ, "-o", profiles[pass], NULL};
+            st = cli_spawn(argv_cal, NULL);
+            if (pass == 0) o.system = profiles[0]; /* the plans' system until the choice below */
+        }
         n = 0;
         for (int i = 0; i < N_CASES && st == TS_OK; i++) {
             if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
             fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] %s %s\n", pass + 1, o.repeat, n + 1, n_runs,
                     cases[i].model, cases[i].layout);
-            st = run_case(self, &o, dir, i, pass, &res[n]);
+            st = run_case(self, &o, o.system, dir, i, pass, &res[n]);
             if (st != TS_OK) break;
-            fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n",
-                    pass + 1, o.repeat, n + 1, n_runs, res[n].cmp.simulated_step_s, res[n].run_s[pass],
-                    100 * (res[n].cmp.simulated_step_s - res[n].run_s[pass]) / res[n].run_s[pass]);
+            fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] measured %.4f s\n", pass + 1, o.repeat, n + 1,
+                    n_runs, res[n].run_s[pass]);
             n++;
-            if (pass == 0) n_done = n;
         }
     }
-    n = n_done;
+    if (st == TS_OK && calibrate && o.repeat > 1) {
+        int chosen = 0;
+        st = median_profile(profiles, o.repeat, &chosen);
+        o.system = profiles[chosen];
+        if (st == TS_OK)
+            fprintf(stderr, "tessera validate: simulating with %s, the calibration with the median in-situ step\n",
+                    o.system);
+    }
+    for (int k = 0; k < n && st == TS_OK; k++) {
+        st = compare_case(&o, o.system, dir, &res[k]);
+        if (st == TS_OK)
+            fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", k + 1, n,
+                    res[k].cmp.simulated_step_s, res[k].cmp.measured_step_s, 100 * res[k].cmp.step_error);
+    }
     cJSON *root = NULL;
     if (st == TS_OK) st = to_json(&o, res, n, &root);
     if (st == TS_OK && o.output) st = ts_json_write_file(o.output, root);
