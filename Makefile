@@ -149,8 +149,8 @@ valgrind: $(BIN)
 
 bench: $(BIN) $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; TESSERA_DATA=$(CURDIR) $$b || exit 1; done
-	@echo "== tessera validate (calibrate, then simulated vs measured over the layout matrix)"
-	./$(BIN) validate -o $(BUILD)/validation.json
+	@echo "== tessera validate (3 passes of calibrate + the layout matrix; simulated vs measured)"
+	./$(BIN) validate --repeat 3 -o $(BUILD)/validation.json
 
 deps:
 	bash scripts/deps.sh

@@ -117,7 +117,10 @@ typedef struct {
  *   attention: efficiency.attention × f_gemm / f_attention (it also divides by the peak);
  *   element-wise: hbm_bytes_per_s ÷ f_elementwise;
  *   optimizer: efficiency.optimizer × f_elementwise / f_optimizer;
- * with f = measured / modelled. The layout differs from tessera validate's (batch 8 of 128). */
+ * with f = measured / modelled. The spread of the timed steps, their standard deviation over
+ * their mean, becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that synchronise run
+ * at the slowest one's pace on a machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS
+ * timed steps it stays 0). The layout differs from tessera validate's (batch 8 of 128). */
 #define TS_SITU_MODEL "tiny"
 #define TS_SITU_BATCH 4
 #define TS_SITU_SEQ 256
@@ -131,9 +134,14 @@ typedef struct {
     double factor;          /* time_s / model_s, applied to the spec (1 when no ops) */
 } ts_calib_situ_kind;
 
+/* Fewer timed in-situ steps than this leave node.speed_cv at 0 (too few to estimate a spread). */
+#define TS_SITU_MIN_CV_STEPS 4
+
 typedef struct {
     int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
     double step_s;          /* measured, median */
+    double step_cv;         /* standard deviation / mean of the timed steps (0 below
+                               TS_SITU_MIN_CV_STEPS of them), applied as node.speed_cv */
     ts_calib_situ_kind kind[TS_SITU_COUNT];
 } ts_calib_situ;
 

@@ -371,9 +371,9 @@ static void print_situ(FILE *f, const ts_calib *c) {
     const ts_calib_situ *s = &c->situ;
     if (s->steps == 0) return;
     fprintf(f, "#\n# in situ: %s on one rank, fp32, global batch %d of %d tokens, %d steps (median of the last %d),\n"
-               "# step %.4f s; each op's time beside the microbenchmark fit's; the spec is scaled by the factors\n"
-               "# (the rows above keep the microbenchmark fit's model times)\n",
-            TS_SITU_MODEL, TS_SITU_BATCH, TS_SITU_SEQ, s->steps, s->timed, s->step_s);
+               "# step %.4f s (spread %.1f%%: node.speed_cv); each op's time beside the microbenchmark fit's; the\n"
+               "# spec is scaled by the factors (the rows above keep the microbenchmark fit's model times)\n",
+            TS_SITU_MODEL, TS_SITU_BATCH, TS_SITU_SEQ, s->steps, s->timed, s->step_s, 100 * s->step_cv);
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "kind", "ops", "model", "time", "factor");
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "", "", "ms", "ms", "");
     for (int k = 0; k < TS_SITU_COUNT; k++) {
@@ -510,7 +510,7 @@ static ts_status json_situ(const ts_calib *c, cJSON *root) {
     TS_CJSON_GOTO(obj = cJSON_AddObjectToObject(root, "in_situ"), res, exit);
     TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", TS_SITU_MODEL), res, exit);
     TS_CHECK(add_nums(obj, "global_batch", (double)TS_SITU_BATCH, "seq", (double)TS_SITU_SEQ, "steps", (double)s->steps,
-                      "timed", (double)s->timed, "step_s", s->step_s, (const char *)NULL));
+                      "timed", (double)s->timed, "step_s", s->step_s, "step_cv", s->step_cv, (const char *)NULL));
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "kinds"), res, exit);
     for (int k = 0; k < TS_SITU_COUNT; k++) {
         const ts_calib_situ_kind *x = &s->kind[k];
@@ -595,6 +595,9 @@ static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
     TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
     TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
     TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
+    if (c->situ.steps > 0 && c->system.speed_cv > 0)
+        TS_CHECK(sourced(node, "speed_cv", "tessera calibrate: standard deviation / mean of the %d timed in-situ steps",
+                         c->situ.timed));
     TS_CHECK(sourced(eff, "serial_ops", "CPU executor: blocking MPI, one op at a time"));
     for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: serial_ops, nothing overlaps"));
     return TS_OK;

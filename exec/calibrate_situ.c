@@ -1,5 +1,6 @@
 /* calibrate's in-situ pass (see calibrate.h, ts_calib_situ): the trainer of `tessera run` on one
  * rank, each op's measured time beside the fitted spec's, summed by kind, and the spec scaled. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,7 +61,14 @@ static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l
         s->kind[k].time_s += ts_median(v, s->timed);
         s->kind[k].model_s += ts_op_cost_s(pb, l, &sp->ops[i]);
     }
-    for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j];
+    double sum = 0, sq = 0;
+    for (int j = 0; j < s->timed; j++) {
+        v[j] = step_s[first + j];
+        sum += v[j];
+    }
+    double mean = sum / s->timed;
+    for (int j = 0; j < s->timed; j++) sq += (v[j] - mean) * (v[j] - mean);
+    s->step_cv = s->timed >= TS_SITU_MIN_CV_STEPS && mean > 0 ? sqrt(sq / (s->timed - 1)) / mean : 0;
     s->step_s = ts_median(v, s->timed);
     free(v);
     return TS_OK;
@@ -123,4 +131,5 @@ void ts_calib_situ_apply(ts_calib *c) {
     sys->attention_eff = clamp(sys->attention_eff * f[TS_SITU_GEMM] / f[TS_SITU_ATTENTION], 1e-3, 1);
     sys->hbm_bytes_per_s /= f[TS_SITU_ELEMENTWISE];
     sys->optimizer_eff = clamp(sys->optimizer_eff * f[TS_SITU_ELEMENTWISE] / f[TS_SITU_OPTIMIZER], 1e-3, 100);
+    sys->speed_cv = clamp(s->step_cv, 0, 1);
 }

@@ -33,6 +33,8 @@
 
 #include <math.h>
 
+#include "common/stats.h"
+
 static double norm_params(const ts_model *m, double width) {
     return m->norm == TS_NORM_LAYERNORM ? 2 * width : width;
 }
@@ -128,27 +130,9 @@ void ts_model_params(const ts_model *m, ts_param_count *out) {
     out->mtp = m->mtp_layers * (mtp_layer + 2 * norm_params(m, h) + 2 * h * h);
 }
 
-/* E[max of n independent standard normals] = ∫ x · n φ(x) Φ(x)^(n−1) dx, by the midpoint rule over
- * [−9, 9] (2e-6 absolute; 0.5642 for n = 2, 1.0294 for 4, 1.4236 for 8), remembered per n: the
- * planner asks for a few EP sizes many times. */
-static double expected_max_normal(int n) {
-    enum { CACHED = 4096, STEPS = 3600 };
-    static double cache[CACHED + 1];
-    if (n <= 1) return 0;
-    if (n <= CACHED && cache[n] != 0) return cache[n];
-    double sum = 0, dx = 18.0 / STEPS;
-    for (int i = 0; i < STEPS; i++) {
-        double x = -9.0 + (i + 0.5) * dx;
-        double pdf = exp(-0.5 * x * x) / sqrt(2.0 * M_PI), cdf = 0.5 * erfc(-x / sqrt(2.0));
-        sum += x * n * pdf * pow(cdf, n - 1) * dx;
-    }
-    if (n <= CACHED) cache[n] = sum;
-    return sum;
-}
-
 double ts_moe_load_factor(const ts_moe *x, int ep) {
     if (x->capacity_factor > 0) return x->capacity_factor;
     if (x->load_cv <= 0 || ep <= 1 || x->experts <= 0) return 1.0;
     double cv_rank = x->load_cv / sqrt((double)x->experts / ep);
-    return 1.0 + cv_rank * expected_max_normal(ep);
+    return 1.0 + cv_rank * ts_expected_max_normal(ep);
 }

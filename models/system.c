@@ -18,8 +18,10 @@
  *      "gpus"*: 8,                              GPUs per node, integer in [1, 1024]
  *      "link_bytes_per_s"*: 4.5e11,             NVLink per GPU, one direction, [1, 1e15]
  *      "link_latency_s": 2e-6,                  [0, 1], default 2e-6
- *      "cores": 0},                             CPU cores the node's ranks share (CPU systems;
+ *      "cores": 0,                              CPU cores the node's ranks share (CPU systems;
  *                                               0: each rank has its own device)
+ *      "speed_cv": 0},                          a rank's compute time's step-to-step coefficient
+ *                                               of variation, [0, 1], default 0 (steady)
  *    "fabric"*: {
  *      "nic_bytes_per_s"*: 5.0e10,              scale-out per GPU, one direction, [1, 1e15]
  *      "latency_s": 5e-6,                       [0, 1], default 5e-6
@@ -83,8 +85,8 @@ static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
                                        "peak_flops", "power_w", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
-static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "source",
-                                        NULL};
+static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
+                                        "source", NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
@@ -215,7 +217,7 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     int64_t cores;
     TS_CHECK(ts_jr_int(&nr, node, "cores", 0, 0, MAX_GPUS, 0, &cores));
     s->cores_per_node = (int)cores;
-    return TS_OK;
+    return ts_jr_num(&nr, node, "speed_cv", 0, 0, 1, 0, &s->speed_cv);
 }
 
 static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -354,6 +356,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(node, "link_bytes_per_s", s->link_bytes_per_s));
     TS_CHECK(add_num(node, "link_latency_s", s->link_latency_s));
     TS_CHECK(add_num(node, "cores", s->cores_per_node));
+    if (s->speed_cv > 0) TS_CHECK(add_num(node, "speed_cv", s->speed_cv));
 
     TS_CHECK(add_obj(root, "fabric", &fabric));
     TS_CHECK(add_num(fabric, "nic_bytes_per_s", s->nic_bytes_per_s));

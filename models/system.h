@@ -42,6 +42,9 @@ typedef struct {
     double link_bytes_per_s; /* NVLink per GPU, one direction */
     double link_latency_s;
     int cores_per_node;        /* CPU cores the node's ranks share; 0: a device per rank */
+    double speed_cv;           /* coefficient of variation of a rank's compute time from step to
+                                  step (a shared machine's noise; 0: steady); planner/cost.h
+                                  ts_lockstep_scale */
 
     /* fabric between nodes */
     double nic_bytes_per_s; /* per GPU, one direction */

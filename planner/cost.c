@@ -1,6 +1,8 @@
 /* Roofline compute costs and NCCL-style collective costs (see cost.h). */
 #include "planner/cost.h"
 
+#include "common/stats.h"
+
 #include <math.h>
 
 const char *const ts_link_names[] = {"nvlink", "nic", NULL};
@@ -34,6 +36,14 @@ double ts_compute_scale(const ts_system *s, int gpus) {
     if (s->cores_per_node <= 0) return 1.0;
     double on_node = gpus < s->gpus_per_node ? gpus : s->gpus_per_node;
     return on_node > s->cores_per_node ? on_node / s->cores_per_node : 1.0;
+}
+
+double ts_lockstep_scale(const ts_system *s, int gpus) {
+    if (s->speed_cv <= 0 || gpus <= 1) return 1.0;
+    int per_node = gpus < s->gpus_per_node ? gpus : s->gpus_per_node;
+    int nodes = (gpus + s->gpus_per_node - 1) / s->gpus_per_node;
+    int cores = s->cores_per_node > 0 && s->cores_per_node < per_node ? s->cores_per_node : per_node;
+    return 1.0 + s->speed_cv * ts_expected_max_normal(nodes * cores);
 }
 
 ts_link ts_group_link(const ts_system *s, int stride, int size) {

@@ -43,7 +43,8 @@ typedef struct {
     ts_param_count params;
     double model_flops_per_step; /* forward+backward, no recompute (Megatron/PaLM convention) */
     double usable_bytes;         /* per GPU, after reserve and head-room */
-    double compute_scale;        /* compute ops' time multiplier for ranks sharing cores */
+    double compute_scale;        /* compute ops' time multiplier for ranks sharing cores and
+                                    ranks in lockstep (cost.h ts_compute_scale × ts_lockstep_scale) */
 } ts_problem;
 
 /* Checks the request (gpus ≥ 1, batch and seq positive and ≤ max_seq, dtype supported by the

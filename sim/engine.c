@@ -10,7 +10,8 @@
  * step costs O(ops + deps + instants · log instants), plus the flow resharing below.
  *
  * An op that becomes ready:
- *   compute      runs for cost × compute_scale[rank] × (1 + overlap_slowdown if a communication
+ *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
+ *                slowest's pace on a noisy machine) × compute_scale[rank] × (1 + overlap_slowdown if a communication
  *                op of the rank is in flight as it starts), decided once every event of that
  *                instant is done, so simultaneous events may come in any order; on CPU ranks
  *                (node.cores) that is one-core work, shared with the node's other computing
@@ -278,13 +279,14 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         last[q] = (int32_t)i;
     }
 
+    double lockstep = ts_lockstep_scale(&pb->sys, ts_rank_count(l));
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
         op_plan *o = &p->ops[i];
         o->kind = op->kind;
         o->group = op->group;
         o->match = -1;
-        o->cost_s = ts_op_cost_s(pb, l, op);
+        o->cost_s = ts_op_cost_s(pb, l, op) * (is_comm(op->kind) ? 1.0 : lockstep);
         int flow = op->kind == TS_OP_COLL || op->kind == TS_OP_SEND;
         o->lat_s = flow ? latency_s(pb, l, op, o->cost_s) : 0;
         o->link = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);

@@ -227,11 +227,12 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     ts_system before = c.system;
     const double f[TS_SITU_COUNT] = {1.25, 0.8, 1.6, 0.5};
-    c.situ = (ts_calib_situ){.steps = 3, .timed = 2, .step_s = 1};
+    c.situ = (ts_calib_situ){.steps = 9, .timed = 8, .step_s = 1, .step_cv = 0.125};
     for (int k = 0; k < TS_SITU_COUNT; k++)
         c.situ.kind[k] = (ts_calib_situ_kind){.ops = 10, .model_s = 0.2, .time_s = 0.2 * f[k]};
     ts_calib_situ_apply(&c);
     const ts_system *s = &c.system;
+    cr_expect_eq(s->speed_cv, 0.125, "the steps' spread is node.speed_cv");
     for (int k = 0; k < TS_SITU_COUNT; k++)
         cr_expect(fabs(c.situ.kind[k].factor / f[k] - 1) < 1e-12, "%s factor %g", ts_situ_kind_names[k], c.situ.kind[k].factor);
     double gemm = ts_gemm_s(s, TS_DTYPE_FP32, 512, 512, 512) / ts_gemm_s(&before, TS_DTYPE_FP32, 512, 512, 512);
@@ -250,6 +251,7 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     cJSON_Delete(doc);
     ts_system back;
     profile_loads_back(&c, &back);
+    cr_expect_eq(back.speed_cv, 0.125, "node.speed_cv written and read back");
     cr_expect(fabs(back.optimizer_eff / s->optimizer_eff - 1) < 1e-12 && fabs(back.hbm_bytes_per_s / s->hbm_bytes_per_s - 1) < 1e-12,
               "optimizer %.17g vs %.17g, memory %.17g vs %.17g B/s", back.optimizer_eff, s->optimizer_eff, back.hbm_bytes_per_s, s->hbm_bytes_per_s);
 }
@@ -331,7 +333,7 @@ Test(calibrate_cli, device_flag_is_checked) {
 Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     char *dir = make_temp_dir(), profile[PATH_MAX];
     snprintf(profile, sizeof profile, "%s/profile.json", dir);
-    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--situ-steps", "4", "--json", "-o", profile, NULL};
+    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--situ-steps", "5", "--json", "-o", profile, NULL};
     cli_result r = run_argv_timeout(args, 240);
     cJSON *root = parse_json_output(&r, "calibrate --quick --json");
     cr_expect_eq(json_num(root, "ranks", "$"), 2);
@@ -346,8 +348,10 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     json_obj(root, "system", "$");
     /* The in-situ pass ran the trainer: every compute kind has ops and a positive factor. */
     const cJSON *situ = json_obj(root, "in_situ", "$"), *kinds = cJSON_GetObjectItemCaseSensitive(situ, "kinds");
-    cr_expect_eq(json_num(situ, "steps", "$.in_situ"), 4, "--situ-steps 4");
-    cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 3, "the first step warms up");
+    cr_expect_eq(json_num(situ, "steps", "$.in_situ"), 5, "--situ-steps 5");
+    cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 4, "the first step warms up");
+    double step_cv = json_num(situ, "step_cv", "$.in_situ");
+    cr_expect(step_cv > 0 && step_cv < 1, "4 timed steps give a spread: %g", step_cv);
     cr_expect_eq(cJSON_GetArraySize(kinds), TS_SITU_COUNT);
     for (int k = 0; k < cJSON_GetArraySize(kinds); k++) {
         const cJSON *x = cJSON_GetArrayItem(kinds, k);
@@ -360,6 +364,7 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     ts_system s;
     cr_assert_eq(ts_system_load(profile, &s), TS_OK, "%s", ts_error_message());
     cr_expect_eq(s.cores_per_node, (int)sysconf(_SC_NPROCESSORS_ONLN));
+    cr_expect(fabs(s.speed_cv - step_cv) < 1e-12, "node.speed_cv %g, in-situ spread %g", s.speed_cv, step_cv);
     cr_expect(s.gpus_per_node >= 8 && s.serial_ops, "node.gpus %d, serial_ops %d", s.gpus_per_node, s.serial_ops);
     cr_expect(s.peak_flops[TS_DTYPE_FP32] > 1e8 && s.gemm_eff.n >= 2, "peak %g over %d points",
               s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);

@@ -459,3 +459,18 @@ Test(models, validate_checks_structs_built_in_code) {
     cr_expect_eq(ts_model_validate("code", &m), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(), "code: $.heads: 64 heads are not divisible by kv_heads 6");
 }
+
+/* node.speed_cv: a fraction; out of range is refused with its path. */
+Test(models, bad_speed_cv) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    cJSON *doc = ts_system_to_json(&s);
+    cr_assert_not_null(doc);
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "speed_cv", 1.5);
+    ts_system back;
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "speed_cv: expected a number in [0, 1], got 1.5") != NULL, "%s",
+              ts_error_message());
+    ts_error_clear();
+    cJSON_Delete(doc);
+}

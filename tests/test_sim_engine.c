@@ -694,3 +694,40 @@ Test(sim_network, many_flows_on_a_link_leave_in_any_order) {
     cr_expect_eq(n.links[1].n_fl, 1);
     ts_net_free(&n);
 }
+
+/* node.speed_cv (planner/cost.h ts_lockstep_scale): ranks in step run at the slowest's pace, so
+ * compute stretches by 1 + cv · E[max of n normals] over the n cores (or devices) the job runs on
+ * (E[max of 2] = 0.5642, of 16 = 1.7660: Tippett 1925); communication keeps its time; the
+ * planner's compute scale carries the same factor. */
+Test(sim_engine, lockstep_scale_stretches_compute_only) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(ts_lockstep_scale(&s, 64), 1.0, "steady by default");
+    s.speed_cv = 0.2;
+    cr_expect_eq(ts_lockstep_scale(&s, 1), 1.0, "one rank waits for nobody");
+    cr_expect(fabs(ts_lockstep_scale(&s, 16) - (1 + 0.2 * 1.7660)) < 1e-4, "16 GPUs: %g", ts_lockstep_scale(&s, 16));
+    s.cores_per_node = 2;
+    cr_expect(fabs(ts_lockstep_scale(&s, 8) - (1 + 0.2 * 0.5642)) < 1e-4, "8 ranks on 2 cores: %g",
+              ts_lockstep_scale(&s, 8));
+
+    ts_problem pb = problem("tiny", 2), noisy = pb;
+    noisy.sys.speed_cv = 0.2;
+    ts_program p = program(layout(1, 2, 1));
+    int g = add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    int c = add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 1e8, TS_STREAM_DP), 1, g);
+    ts_sim_result a = simulate(&pb, &p, (ts_sim_opts){0}), b = simulate(&noisy, &p, (ts_sim_opts){0});
+    double f = ts_lockstep_scale(&noisy.sys, 2);
+    cr_expect(fabs(f - (1 + 0.2 * 0.5642)) < 1e-4, "two GPUs: %g", f);
+    const ts_op_span *ga = &a.ranks[0].spans[g], *gb = &b.ranks[0].spans[g];
+    EXPECT_NEAR(gb->end_s - gb->start_s, f * (ga->end_s - ga->start_s), "the GEMM stretches by %g", f);
+    const ts_op_span *ca = &a.ranks[0].spans[c], *cb = &b.ranks[0].spans[c];
+    EXPECT_NEAR(cb->end_s - cb->start_s, ca->end_s - ca->start_s, "the all-reduce keeps its time");
+
+    ts_problem planned;
+    ts_train t = pb.train;
+    cr_assert_eq(ts_problem_init(&planned, &pb.model, &noisy.sys, &t, 2), TS_OK, "%s", ts_error_message());
+    EXPECT_NEAR(planned.compute_scale, f, "the closed form's compute scale");
+    ts_sim_result_free(&a);
+    ts_sim_result_free(&b);
+    ts_program_free(&p);
+}
