@@ -101,14 +101,13 @@ static int case_ranks(int i) {
     return ts_rank_count(&l);
 }
 
-/* Writes the plan of case i (the layout pinned, on `system`) to `path` and fills `pb`, `l`. */
-static ts_status write_plan(const options *o, const char *system, int i, const char *path, ts_problem *pb,
-                            ts_layout *l) {
+/* Writes the plan of case i (the layout pinned, on o->system) to `path` and fills `pb`, `l`. */
+static ts_status write_plan(const options *o, int i, const char *path, ts_problem *pb, ts_layout *l) {
     ts_model m;
     ts_system s;
     ts_train t;
     TS_CHECK(ts_model_load(cases[i].model, &m));
-    TS_CHECK(ts_system_load(system, &s));
+    TS_CHECK(ts_system_load(o->system, &s));
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the executor computes in fp32 */
     t.global_batch = o->batch;
@@ -173,10 +172,9 @@ static void case_file(char *buf, size_t cap, const char *dir, int i, int pass, c
     else snprintf(buf, cap, "%s/case-%02d.r%d.%s", dir, i + 1, pass + 1, kind);
 }
 
-/* Pass `pass` of case i: trains it for real (the first pass writes its plan, on `system`) and
+/* Pass `pass` of case i: trains it for real (the first pass writes its plan, on o->system) and
  * records the measured step. */
-static ts_status run_case(const char *self, const options *o, const char *system, const char *dir, int i, int pass,
-                          result *out) {
+static ts_status run_case(const char *self, const options *o, const char *dir, int i, int pass, result *out) {
     char plan[4200], run[4200], run_json[4200], steps[16];
     case_file(plan, sizeof plan, dir, i, 0, "plan.json");
     case_file(run, sizeof run, dir, i, pass, "run.trace.json");
@@ -185,7 +183,7 @@ static ts_status run_case(const char *self, const options *o, const char *system
     if (pass == 0) {
         ts_problem pb;
         ts_layout l;
-        TS_CHECK(write_plan(o, system, i, plan, &pb, &l));
+        TS_CHECK(write_plan(o, i, plan, &pb, &l));
     }
     const char *const argv[] = {self, "run", "--plan", plan, "--steps", steps, "--warmup", "3",
                                 "--json", "--trace", run, NULL};
@@ -194,9 +192,10 @@ static ts_status run_case(const char *self, const options *o, const char *system
     return measured_step(run_json, &out->run_s[pass]);
 }
 
-/* After the passes: case i's plan written again on the chosen `system`, simulated, and compared
- * op by op with the first pass's trace; the measured step is the median over the passes. */
-static ts_status compare_case(const options *o, const char *system, const char *dir, result *out) {
+/* After the passes: case i's plan written again on o->system (the chosen calibration),
+ * simulated, and compared op by op with the first pass's trace; the measured step is the median
+ * over the passes. */
+static ts_status compare_case(const options *o, const char *dir, result *out) {
     char plan[4200], sim[4200], run[4200];
     int i = out->index;
     case_file(plan, sizeof plan, dir, i, 0, "plan.json");
@@ -204,7 +203,7 @@ static ts_status compare_case(const options *o, const char *system, const char *
     case_file(run, sizeof run, dir, i, 0, "run.trace.json");
     ts_problem pb;
     ts_layout l;
-    TS_CHECK(write_plan(o, system, i, plan, &pb, &l));
+    TS_CHECK(write_plan(o, i, plan, &pb, &l));
     TS_CHECK(simulate(&pb, &l, sim));
     TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
     double v[MAX_REPEAT];
@@ -428,7 +427,7 @@ int cmd_validate(int argc, char **argv) {
             if (!selected(&o, i) || case_ranks(i) > o.max_ranks) continue;
             fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] %s %s\n", pass + 1, o.repeat, n + 1, n_runs,
                     cases[i].model, cases[i].layout);
-            st = run_case(self, &o, o.system, dir, i, pass, &res[n]);
+            st = run_case(self, &o, dir, i, pass, &res[n]);
             if (st != TS_OK) break;
             fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] measured %.4f s\n", pass + 1, o.repeat, n + 1,
                     n_runs, res[n].run_s[pass]);
@@ -444,7 +443,7 @@ int cmd_validate(int argc, char **argv) {
                     o.system);
     }
     for (int k = 0; k < n && st == TS_OK; k++) {
-        st = compare_case(&o, o.system, dir, &res[k]);
+        st = compare_case(&o, dir, &res[k]);
         if (st == TS_OK)
             fprintf(stderr, "tessera validate: [%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", k + 1, n,
                     res[k].cmp.simulated_step_s, res[k].cmp.measured_step_s, 100 * res[k].cmp.step_error);
