@@ -11,11 +11,11 @@
  *
  * An op that becomes ready:
  *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
- *                slowest's pace on a noisy machine) × compute_scale[rank] × (1 + overlap_slowdown if a communication
- *                op of the rank is in flight as it starts), decided once every event of that
- *                instant is done, so simultaneous events may come in any order; on CPU ranks
- *                (node.cores) that is one-core work, shared with the node's other computing
- *                ranks (sim/cores.h) and re-planned whenever one starts or ends;
+ *                slowest's pace on a noisy machine) × compute_scale[rank] × (1 + overlap_slowdown
+ *                if a communication op of the rank is in flight as it starts), decided once every
+ *                event of that instant is done, so simultaneous events may come in any order; on
+ *                CPU ranks (node.cores) that is one-core work, shared with the node's other
+ *                computing ranks (sim/cores.h) and re-planned whenever one starts or ends;
  *   COLL         full mode: counted at its group's lowest member; when the last member arrives,
  *                the collective starts for all at that (the latest) time and ends for all
  *                together. Representative mode: the rank stands for its peers and starts alone;
