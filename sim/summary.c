@@ -39,6 +39,9 @@ ts_status ts_sim_summary_json(const ts_problem *pb, const ts_program *prog, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "gpus", pb->gpus), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "ops", (double)prog->total_ops), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "microbatches", prog->layout.microbatches), res, fail);
+    if (pb->sys.speed_cv > 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "lockstep_scale", ts_lockstep_scale(&pb->sys, pb->gpus)), res,
+                      fail);
     *out = root;
     return TS_OK;
 fail:
@@ -67,6 +70,9 @@ ts_status ts_sim_summary_print(FILE *f, const ts_problem *pb, const ts_program *
     double delta = closed_form_step_s > 0 ? 100 * (r->step_s - closed_form_step_s) / closed_form_step_s : 0;
     fprintf(f, "# step: simulated %.6g s, closed form %.6g s (%+.1f%%); bubble %.1f%% of the step\n",
             r->step_s, closed_form_step_s, delta, 100 * r->bubble_fraction);
+    if (s->speed_cv > 0)
+        fprintf(f, "# compute × %.4g: node.speed_cv %.3g, ranks in lockstep wait for the slowest\n",
+                ts_lockstep_scale(s, pb->gpus), s->speed_cv);
     fprintf(f, "#%5s %12s %12s %12s\n", "stage", "busy", "bubble", "exposed_comm");
     fprintf(f, "#%5s %12s %12s %12s\n", "", "s", "s", "s");
     for (int i = 0; i < prog->pp; i++) {

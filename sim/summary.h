@@ -5,13 +5,14 @@
  *    "stages": [{"stage", "busy_s", "bubble_s", "exposed_comm_s"}],
  *    "closed_form_step_s", "kind_s": {"gemm", "attention", "elementwise", "optimizer",
  *    "collective", "send", "recv"}, "ranks", "full", "model", "system", "gpus", "ops",
- *    "microbatches"}
+ *    "microbatches", "lockstep_scale" (only with node.speed_cv > 0)}
  * Times are seconds; "ranks" counts the simulated ranks, "full" whether every rank was (1) or one
  * per stage (0); "ops" is the step program's total over its stage programs; "kind_s" sums op
- * time by kind over one rank per stage.
+ * time by kind over one rank per stage; "lockstep_scale" is the factor on compute times for ranks
+ * waiting on the slowest (planner/cost.h ts_lockstep_scale).
  *
- * The table: '#' lines echoing the problem, the layout and the step (simulated vs closed form),
- * then one row per stage (stage, busy_s, bubble_s, exposed_comm_s) under a units row, then '#'
+ * The table: '#' lines echoing the problem, the layout and the step (simulated vs closed form;
+ * with node.speed_cv > 0 a line with the lockstep factor), then one row per stage (stage, busy_s, bubble_s, exposed_comm_s) under a units row, then '#'
  * lines with the time by op kind, the events and the simulation's wall-clock time. */
 #ifndef TS_SUMMARY_H
 #define TS_SUMMARY_H

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "tests/helpers.h"
 
 #define TINY "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--global-batch", "16", \
@@ -417,4 +418,34 @@ Test(plan_cli, refine_simulates_and_reranks) {
     cr_expect_eq(r.status, 2, "--refine with --objective memory: exit %d", r.status);
     cr_expect(one_line_error(r.err, "plan"), "stderr: %s", r.err);
     cli_result_free(&r);
+}
+
+/* A system with node.speed_cv: the summary names the lockstep factor on compute (JSON and table);
+ * a steady system's has none. */
+Test(sim_cli, lockstep_factor_is_reported) {
+    char *dir = make_temp_dir(), *zoo = test_data_path("models/systems/cpu-localhost.json"), path[PATH_MAX];
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "speed_cv", 0.1);
+    snprintf(path, sizeof path, "%s/noisy.json", dir);
+    cr_assert_eq(ts_json_write_file(path, doc), TS_OK, "%s", ts_error_message());
+    cJSON_Delete(doc);
+
+    cli_result r = run_cli("sim", "-m", "tiny", "-s", path, "-g", "2", "--fix", "dp=2", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "sim --json");
+    double f = json_num(root, "lockstep_scale", "$");
+    cr_expect(fabs(f - (1 + 0.1 * 0.5642)) < 1e-4, "lockstep_scale %g for 2 ranks at cv 0.1", f);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    r = run_cli("sim", "-m", "tiny", "-s", path, "-g", "2", "--fix", "dp=2", NULL);
+    cr_expect(find_line(r.out, "# compute × 1.056: node.speed_cv 0.1, ranks in lockstep wait for the slowest") != NULL,
+              "no lockstep line:\n%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", "-m", "tiny", "-s", zoo, "-g", "2", "--fix", "dp=2", "--json", NULL);
+    root = parse_json_output(&r, "sim --json");
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(root, "lockstep_scale"), "a steady system has no factor");
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    free(zoo);
+    remove_dir(dir);
 }
