@@ -230,10 +230,8 @@ static ts_status median_profile(char profiles[][4200], int n, int *chosen) {
     double step_s[MAX_REPEAT], sorted[MAX_REPEAT];
     for (int p = 0; p < n; p++) TS_CHECK(situ_step(profiles[p], &step_s[p]));
     memcpy(sorted, step_s, (size_t)n * sizeof *sorted);
-    ts_median(sorted, n); /* sorts */
-    *chosen = 0;
-    for (int p = 0; p < n; p++)
-        if (step_s[p] == sorted[(n - 1) / 2]) *chosen = p;
+    qsort(sorted, (size_t)n, sizeof *sorted, ts_cmp_double);
+    for (*chosen = 0; step_s[*chosen] != sorted[(n - 1) / 2]; ++*chosen) continue;
     return TS_OK;
 }
 
@@ -337,10 +335,9 @@ static void print_table(const options *o, const result *res, int n) {
     summary(res, n, &median, &worst);
     printf("# %d layouts: median |error| %.1f%%, worst %.1f%%", n, 100 * median, 100 * worst);
     if (o->repeat > 1) {
-        double *s = malloc(((size_t)n + 1) * sizeof *s);
-        for (int i = 0; s && i < n; i++) s[i] = spread(&res[i], o->repeat);
-        if (s) printf("; median spread %.1f%% over %d passes", 100 * ts_median(s, n), o->repeat);
-        free(s);
+        double s[N_CASES];
+        for (int i = 0; i < n; i++) s[i] = spread(&res[i], o->repeat);
+        printf("; median spread %.1f%% over %d passes", 100 * ts_median(s, n), o->repeat);
     }
     printf("\n");
 }

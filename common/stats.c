@@ -15,6 +15,16 @@ double ts_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double ts_cv(const double *v, int n) {
+    if (n < 2) return 0;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    double mean = sum / n;
+    if (!(mean > 0)) return 0;
+    for (int i = 0; i < n; i++) sq += (v[i] - mean) * (v[i] - mean);
+    return sqrt(sq / (n - 1)) / mean;
+}
+
 /* E[max of n independent standard normals] = ∫ x · n φ(x) Φ(x)^(n−1) dx, by the midpoint rule over
  * [−9, 9] (2e-6 absolute), remembered per n: the planner asks for a few sizes many times. */
 double ts_expected_max_normal(int n) {

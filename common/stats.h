@@ -9,6 +9,10 @@ int ts_cmp_double(const void *a, const void *b);
  * n is 0. */
 double ts_median(double *v, int n);
 
+/* Sample standard deviation (n − 1) over mean of v[0..n); 0 when n < 2 or the mean is not
+ * positive. */
+double ts_cv(const double *v, int n);
+
 /* E[max of n independent standard normals] (0 for n ≤ 1; 0.5642 for 2, 1.0294 for 4, 1.4236 for
  * 8): how far above the mean the largest of n equally noisy quantities lands, in standard
  * deviations. */

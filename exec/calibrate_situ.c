@@ -1,6 +1,5 @@
 /* calibrate's in-situ pass (see calibrate.h, ts_calib_situ): the trainer of `tessera run` on one
  * rank, each op's measured time beside the fitted spec's, summed by kind, and the spec scaled. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,14 +60,8 @@ static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l
         s->kind[k].time_s += ts_median(v, s->timed);
         s->kind[k].model_s += ts_op_cost_s(pb, l, &sp->ops[i]);
     }
-    double sum = 0, sq = 0;
-    for (int j = 0; j < s->timed; j++) {
-        v[j] = step_s[first + j];
-        sum += v[j];
-    }
-    double mean = sum / s->timed;
-    for (int j = 0; j < s->timed; j++) sq += (v[j] - mean) * (v[j] - mean);
-    s->step_cv = s->timed >= TS_SITU_MIN_CV_STEPS && mean > 0 ? sqrt(sq / (s->timed - 1)) / mean : 0;
+    for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j];
+    s->step_cv = s->timed >= TS_SITU_MIN_CV_STEPS ? ts_cv(v, s->timed) : 0;
     s->step_s = ts_median(v, s->timed);
     free(v);
     return TS_OK;

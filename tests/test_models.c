@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "common/paths.h"
+#include "common/stats.h"
 #include "models/model.h"
 #include "tests/helpers.h"
 
@@ -473,4 +474,14 @@ Test(models, bad_speed_cv) {
               ts_error_message());
     ts_error_clear();
     cJSON_Delete(doc);
+}
+
+/* common/stats.h ts_cv: sample standard deviation over mean; 0 for fewer than two values. */
+Test(models, coefficient_of_variation) {
+    const double v[] = {0.9, 1.0, 1.1, 1.0};
+    double want = sqrt((0.01 + 0 + 0.01 + 0) / 3) / 1.0;
+    cr_expect(fabs(ts_cv(v, 4) - want) < 1e-12, "cv %g, expected %g", ts_cv(v, 4), want);
+    cr_expect_eq(ts_cv(v, 1), 0.0);
+    const double flat[] = {2, 2, 2};
+    cr_expect_eq(ts_cv(flat, 3), 0.0);
 }

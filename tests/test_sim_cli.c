@@ -423,12 +423,12 @@ Test(plan_cli, refine_simulates_and_reranks) {
 /* A system with node.speed_cv: the summary names the lockstep factor on compute (JSON and table);
  * a steady system's has none. */
 Test(sim_cli, lockstep_factor_is_reported) {
-    char *dir = make_temp_dir(), *zoo = test_data_path("models/systems/cpu-localhost.json"), path[PATH_MAX];
+    char *zoo = test_data_path("models/systems/cpu-localhost.json");
     cJSON *doc = NULL;
     cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
     cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "speed_cv", 0.1);
-    snprintf(path, sizeof path, "%s/noisy.json", dir);
-    cr_assert_eq(ts_json_write_file(path, doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_Print(doc), *path = test_write_temp(text);
+    cJSON_free(text);
     cJSON_Delete(doc);
 
     cli_result r = run_cli("sim", "-m", "tiny", "-s", path, "-g", "2", "--fix", "dp=2", "--json", NULL);
@@ -447,5 +447,5 @@ Test(sim_cli, lockstep_factor_is_reported) {
     cJSON_Delete(root);
     cli_result_free(&r);
     free(zoo);
-    remove_dir(dir);
+    test_remove_temp(path);
 }
