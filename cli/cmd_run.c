@@ -48,6 +48,11 @@ static void help(void) {
            "      --lr LR         AdamW learning rate (default 3e-3)\n"
            "      --params FILE   write the trained parameters (float32, exec/reference.h's order)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
+           "      --stream-order O  program (default), dp-early or dp-late: issue the gradient\n"
+           "                      reductions and parameter gathers (the DP stream) as early or as\n"
+           "                      late as their waits allow, as a GPU may run them beside the\n"
+           "                      backward; the losses must not change (a check of the waits on\n"
+           "                      CPU ranks, exec/op_streams.h)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
@@ -187,7 +192,8 @@ int cmd_run(int argc, char **argv) {
     ts_device device = TS_DEVICE_CPU;
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
+           OPT_ORDER };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
@@ -195,7 +201,7 @@ int cmd_run(int argc, char **argv) {
         {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
         {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
-        {"timeout", required_argument, 0, OPT_TIMEOUT},
+        {"timeout", required_argument, 0, OPT_TIMEOUT}, {"stream-order", required_argument, 0, OPT_ORDER},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -214,6 +220,9 @@ int cmd_run(int argc, char **argv) {
         case OPT_PARAMS: params_out = optarg; break;
         case OPT_DEVICE:
             if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
+        case OPT_ORDER:
+            if (ts_stream_order_parse(optarg, &opts.order) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
         case OPT_TIMEOUT: timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: opts.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;

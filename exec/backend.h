@@ -13,10 +13,12 @@
 #include <stddef.h>
 
 #include "common/status.h"
+#include "sim/engine.h" /* ts_op_span */
 
 typedef struct ts_comm ts_comm; /* a group communicator (opaque; runtime.h makes them) */
 typedef struct ts_request ts_request; /* an outstanding point-to-point send (opaque) */
 typedef struct ts_kernels ts_kernels; /* the device's kernel table (exec/kernel_table.h) */
+typedef struct ts_op_clock ts_op_clock; /* per-op marks of one stage program's steps (opaque) */
 
 typedef struct ts_backend {
     const char *name; /* "cpu", "cuda" */
@@ -53,6 +55,20 @@ typedef struct ts_backend {
     /* Seconds on a monotonic clock, after everything issued so far has completed (pipeline sends
      * excepted: they complete at wait). */
     double (*now_s)(void);
+
+    /* Per-op streams and timing (exec/op_streams.h). A clock holds the marks of one stage
+     * program's `n_ops` ops; ts_trainer_step brackets each op with op_begin and op_end. op_begin
+     * queues the calls until op_end on the DP stream (dp nonzero) or the compute stream, once
+     * op `after` of the other stream (-1: none) has finished. spans waits for the step's ops and
+     * gives each one's start and end in seconds from step_begin. The CPU backend runs every call
+     * to completion in issue order (MPI collectives block), so it only reads the clock; the CUDA
+     * backend records a pair of CUDA events per op and reads them once, at spans. */
+    ts_status (*clock_init)(int n_ops, ts_op_clock **out);
+    void (*clock_free)(ts_op_clock *c); /* NULL is ignored */
+    ts_status (*step_begin)(ts_op_clock *c);
+    ts_status (*op_begin)(ts_op_clock *c, int op, int dp, int after);
+    ts_status (*op_end)(ts_op_clock *c, int op);
+    ts_status (*spans)(ts_op_clock *c, ts_op_span *out);
 
     /* The kernels that run on this backend's memory (ts_kernels_cpu or ts_kernels_cuda). */
     const ts_kernels *kernels;

@@ -128,6 +128,62 @@ static double cpu_now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The CPU's op clock: every call has completed when it returns, so an op's span is two clock
+ * readings; the streams are one (backend.h). */
+struct ts_op_clock {
+    int n_ops;
+    double t0;
+    ts_op_span *spans; /* (n_ops) */
+};
+
+static ts_status cpu_clock_init(int n_ops, ts_op_clock **out) {
+    ts_op_clock *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (c) c->spans = calloc(n_ops > 0 ? (size_t)n_ops : 1, sizeof *c->spans);
+    if (c == NULL || c->spans == NULL) {
+        free(c);
+        return TS_FAIL(TS_ERR_NOMEM, "cpu backend: out of memory for %d op spans", n_ops);
+    }
+    c->n_ops = n_ops;
+    *out = c;
+    return TS_OK;
+}
+
+static void cpu_clock_free(ts_op_clock *c) {
+    if (c) free(c->spans);
+    free(c);
+}
+
+static ts_status op_index(const ts_op_clock *c, int op) {
+    if (op < 0 || op >= c->n_ops)
+        return TS_FAIL(TS_ERR_INPUT, "op clock: op %d, expected 0 to %d", op, c->n_ops - 1);
+    return TS_OK;
+}
+
+static ts_status cpu_step_begin(ts_op_clock *c) {
+    c->t0 = cpu_now_s();
+    return TS_OK;
+}
+
+static ts_status cpu_op_begin(ts_op_clock *c, int op, int dp, int after) {
+    (void)dp;
+    (void)after;
+    TS_CHECK(op_index(c, op));
+    c->spans[op].start_s = cpu_now_s() - c->t0;
+    return TS_OK;
+}
+
+static ts_status cpu_op_end(ts_op_clock *c, int op) {
+    TS_CHECK(op_index(c, op));
+    c->spans[op].end_s = cpu_now_s() - c->t0;
+    return TS_OK;
+}
+
+static ts_status cpu_spans(ts_op_clock *c, ts_op_span *out) {
+    memcpy(out, c->spans, (size_t)c->n_ops * sizeof *out);
+    return TS_OK;
+}
+
 const ts_backend *ts_backend_cpu(int threads) {
     static ts_backend cpu = {
         .name = "cpu",
@@ -145,6 +201,12 @@ const ts_backend *ts_backend_cpu(int threads) {
         .wait = cpu_wait,
         .recv = cpu_recv,
         .now_s = cpu_now_s,
+        .clock_init = cpu_clock_init,
+        .clock_free = cpu_clock_free,
+        .step_begin = cpu_step_begin,
+        .op_begin = cpu_op_begin,
+        .op_end = cpu_op_end,
+        .spans = cpu_spans,
         .device_name = "",
         .device_memory_bytes = 0,
     };

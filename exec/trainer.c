@@ -11,7 +11,7 @@
 
 void ts_train_opts_defaults(ts_train_opts *o) {
     *o = (ts_train_opts){.seed = 1234, .text = NULL, .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f,
-                         .eps = 1e-8f, .weight_decay = 0.1f};
+                         .eps = 1e-8f, .weight_decay = 0.1f, .order = TS_ORDER_PROGRAM};
 }
 
 void tr_account(ts_trainer *t, double *category_live, double bytes) {
@@ -466,9 +466,8 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     int v = l->vpp;
     t->chunk_lo = malloc((size_t)v * sizeof(int));
     t->chunk_hi = calloc((size_t)v, sizeof(int));
-    t->reduce_hi = malloc((size_t)v * sizeof(int));
-    t->gather_lo = malloc((size_t)v * sizeof(int));
-    if (!t->chunk_lo || !t->chunk_hi || !t->reduce_hi || !t->gather_lo) {
+    t->shared_grad = calloc((size_t)t->n_seg, sizeof *t->shared_grad);
+    if (!t->chunk_lo || !t->chunk_hi || !t->shared_grad) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for chunk bounds");
         goto fail;
     }
@@ -479,6 +478,13 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
         if (op->layer < t->chunk_lo[op->chunk]) t->chunk_lo[op->chunk] = op->layer;
         if (op->layer + 1 > t->chunk_hi[op->chunk]) t->chunk_hi[op->chunk] = op->layer + 1;
     }
+    for (int i = 0; i < t->n_seg; i++) t->shared_grad[i] = t->grad_layer && t->seg[i].zero >= 2;
+    ts_seg_map map = {.layers = L, .local_of = t->local_of, .n_local = t->n_local,
+                      .seg_embed = t->seg_embed, .seg_head = t->seg_head,
+                      .head_uses_embed = m->tied_embeddings, .vpp = v, .chunk_lo = t->chunk_lo,
+                      .chunk_hi = t->chunk_hi, .shared_grad = t->shared_grad};
+    TS_CHECK_GOTO(ts_op_streams_init(&t->streams, sp, &map, t->opts.order), res, fail);
+    TS_CHECK_GOTO(be->clock_init(sp->n_ops, &t->clock), res, fail);
     size_t max_part = 1;
     for (int i = 0; i < t->n_seg; i++)
         if (t->seg[i].part > max_part) max_part = t->seg[i].part;
@@ -529,8 +535,9 @@ void ts_trainer_free(ts_trainer *t) {
     t->be->free(t->shard_tmp);
     free(t->chunk_lo);
     free(t->chunk_hi);
-    free(t->reduce_hi);
-    free(t->gather_lo);
+    free(t->shared_grad);
+    ts_op_streams_free(&t->streams);
+    t->be->clock_free(t->clock);
     free(t->seg);
     free(t->global_of);
     free(t->local_of);
@@ -648,13 +655,6 @@ void tr_acts_release(ts_trainer *t, int local, int mb) {
 
 /* ---- Data parallelism and the optimizer -------------------------------------------------- */
 
-/* The embedding and head travel with the bucket holding the model's first and last layer. */
-static int holds_first(const ts_trainer *t, int lo, int hi) { return t->seg_embed >= 0 && lo <= 0 && hi > 0; }
-static int holds_last(const ts_trainer *t, int lo, int hi) {
-    int L = t->m->layers;
-    return t->seg_head >= 0 && lo <= L - 1 && hi > L - 1;
-}
-
 /* Sums a segment's gradients over its group: all-reduce, or under ZeRO >= 1 reduce-scatter into
  * (ZeRO >= 2: added to) this member's shard. */
 static ts_status reduce_segment(ts_trainer *t, tr_segment *s) {
@@ -667,16 +667,18 @@ static ts_status reduce_segment(ts_trainer *t, tr_segment *s) {
     return t->k->zero(s->grad, s->part * (size_t)s->members * sizeof(float));
 }
 
+/* The segments DP op `op` reduces or gathers, in order (exec/op_streams.h lists them). */
+static const int32_t *dp_segments(const ts_trainer *t, const ts_op *op, int *n) {
+    const ts_op_streams *st = &t->streams;
+    int i = (int)(op - t->prog->stages[t->stage].ops);
+    *n = (int)(st->seg_start[i + 1] - st->seg_start[i]);
+    return st->segs + st->seg_start[i];
+}
+
 ts_status tr_grad_reduce(ts_trainer *t, const ts_op *op) {
-    int j = t->local_of[op->layer];
-    if (op->group == TS_GROUP_EDP) return reduce_segment(t, &t->seg[2 * j + 1]);
-    if (op->phase != TS_PHASE_STEP) return reduce_segment(t, &t->seg[2 * j]); /* ZeRO-2/3 per layer */
-    /* A bucket: layers [op->layer, the previous bucket's first) of its chunk. */
-    int lo = op->layer, hi = t->reduce_hi[op->chunk];
-    t->reduce_hi[op->chunk] = lo;
-    for (int g = lo; g < hi; g++) TS_CHECK(reduce_segment(t, &t->seg[2 * t->local_of[g]]));
-    if (holds_first(t, lo, hi)) TS_CHECK(reduce_segment(t, &t->seg[t->seg_embed]));
-    if (holds_last(t, lo, hi)) TS_CHECK(reduce_segment(t, &t->seg[t->seg_head]));
+    int n;
+    const int32_t *segs = dp_segments(t, op, &n);
+    for (int k = 0; k < n; k++) TS_CHECK(reduce_segment(t, &t->seg[segs[k]]));
     return TS_OK;
 }
 
@@ -725,16 +727,9 @@ static ts_status gather_layer_z3(ts_trainer *t, int j) {
 
 ts_status tr_param_gather(ts_trainer *t, const ts_op *op) {
     if (op->phase != TS_PHASE_STEP) return gather_layer_z3(t, t->local_of[op->layer]);
-    /* A bucket in forward order: layers [the previous bucket's end, op->layer]. */
-    int lo = t->gather_lo[op->chunk], hi = op->layer + 1;
-    t->gather_lo[op->chunk] = hi;
-    for (int g = lo; g < hi; g++) {
-        int j = t->local_of[g];
-        TS_CHECK(gather_segment(t, &t->seg[2 * j]));
-        TS_CHECK(gather_segment(t, &t->seg[2 * j + 1]));
-    }
-    if (holds_first(t, lo, hi)) TS_CHECK(gather_segment(t, &t->seg[t->seg_embed]));
-    if (holds_last(t, lo, hi)) TS_CHECK(gather_segment(t, &t->seg[t->seg_head]));
+    int n;
+    const int32_t *segs = dp_segments(t, op, &n);
+    for (int k = 0; k < n; k++) TS_CHECK(gather_segment(t, &t->seg[segs[k]]));
     return TS_OK;
 }
 
@@ -777,17 +772,16 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
         if (s->owns_grad) TS_CHECK(t->k->zero(s->grad, s->part * (size_t)s->members * sizeof(float)));
         if (s->grad_shard && s->grad_shard != s->grad) TS_CHECK(t->k->zero(s->grad_shard, s->part * sizeof(float)));
     }
-    for (int c = 0; c < t->l->vpp; c++) {
-        t->reduce_hi[c] = t->chunk_hi[c];
-        t->gather_lo[c] = t->chunk_lo[c];
-    }
     t->loss_sum = 0;
     const ts_stage_program *sp = &t->prog->stages[t->stage];
-    double t0 = t->be->now_s();
-    for (int i = 0; i < sp->n_ops; i++) {
+    const ts_op_streams *so = &t->streams;
+    TS_CHECK(t->be->step_begin(t->clock));
+    for (int k = 0; k < sp->n_ops; k++) {
+        int i = so->order[k];
         if (t->watch_op) *t->watch_op = i;
-        double a = t->be->now_s();
-        ts_status st = tr_run_op(t, &sp->ops[i]);
+        ts_status st = t->be->op_begin(t->clock, i, so->dp[i], so->after[i]);
+        if (st == TS_OK) st = tr_run_op(t, &sp->ops[i]);
+        if (st == TS_OK) st = t->be->op_end(t->clock, i);
         if (st != TS_OK) {
             char label[128];
             ts_op_label(&sp->ops[i], label, sizeof label);
@@ -796,8 +790,8 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
             ts_error_clear();
             return TS_FAIL(st, "op %d \"%s\": %s", i, label, msg);
         }
-        if (spans) spans[i] = (ts_op_span){a - t0, t->be->now_s() - t0};
     }
+    if (spans) TS_CHECK(t->be->spans(t->clock, spans));
     if (t->watch_op) *t->watch_op = TS_WATCH_SENDS;
     for (int i = 0; i < t->n_sends; i++) {
         TS_CHECK(t->be->wait(t->sends[i]));

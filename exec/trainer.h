@@ -3,8 +3,9 @@
  *
  * Each op of the rank's stage program is executed in program order by a handler that knows what
  * the op means for this rank's shard (e.g. "fwd L3 mb2 qkv": the QKV projection of layer 3 for
- * micro-batch 2 with this rank's heads), and is timed (CLOCK_MONOTONIC, after the backend has
- * finished). Parallel forms: DP; TP (Megatron column/row parallel, vocab-parallel embedding and
+ * micro-batch 2 with this rank's heads), and is timed by the backend (backend.h op_begin: the
+ * clock on CPUs, CUDA events on GPUs). Gradient reductions and parameter gathers run on the DP
+ * stream, so on a GPU they overlap the backward; exec/op_streams.h says what each op waits for. Parallel forms: DP; TP (Megatron column/row parallel, vocab-parallel embedding and
  * cross-entropy); SP (norms on sequence shards, all-gather / reduce-scatter around blocks); PP
  * with the program's schedule (GPipe, 1F1B, interleaved, ZB-H1 with W apart); CP (ring attention:
  * keys and values passed round the CP ring by send/recv, partial attentions merged by log-sum-exp,
@@ -34,6 +35,7 @@
 #include <stdint.h>
 
 #include "exec/backend.h"
+#include "exec/op_streams.h"
 #include "exec/runtime.h"
 #include "sim/engine.h"
 
@@ -41,9 +43,10 @@ typedef struct {
     uint64_t seed;        /* parameters and synthetic data */
     const char *text;     /* train on this text file's bytes instead (NULL: synthetic) */
     float lr, beta1, beta2, eps, weight_decay;
+    ts_stream_order order; /* the order ops are issued in (exec/op_streams.h) */
 } ts_train_opts;
 
-/* seed 1234, AdamW lr 3e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1. */
+/* seed 1234, AdamW lr 3e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, program order. */
 void ts_train_opts_defaults(ts_train_opts *o);
 
 /* Bytes this rank holds by category, at their peak over the steps so far. */

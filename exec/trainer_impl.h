@@ -17,6 +17,7 @@
 
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
+#include "exec/op_streams.h"
 #include "exec/reference.h"
 #include "exec/trainer.h"
 
@@ -156,7 +157,9 @@ struct ts_trainer {
     float **send_bufs; /* backend memory, freed once the send completes */
 
     int *chunk_lo, *chunk_hi;      /* (vpp) global layers [lo, hi) of each local chunk */
-    int *reduce_hi, *gather_lo;    /* (vpp) bucket bounds while walking a step's bucket ops */
+    uint8_t *shared_grad;          /* (n_seg) gradients in grad_layer (ZeRO-2/3) */
+    ts_op_streams streams;         /* each op's stream and wait, DP ops' segments, issue order */
+    ts_op_clock *clock;            /* the backend's per-op marks */
     int z3_layers[2], z3_n;        /* ZeRO-3: local layers whose parameters are gathered */
     float *shard_tmp;              /* (largest part) a reduce-scatter's result before it is added */
 
