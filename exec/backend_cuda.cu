@@ -3,11 +3,21 @@
  * cuBLAS (cublasGemmEx, fp32 compute), collectives and pipeline transfers on NCCL, timers on CUDA
  * events. One process drives one GPU, so the backend's state is one static struct.
  *
- * Streams. GEMMs and kernels run on the compute stream; collectives on the collective stream;
- * pipeline sends and receives on two streams of their own. A collective waits (an event) for the
- * compute stream's work so far and the compute stream waits for the collective before its next
- * op, so every ts_backend call behaves as if it ran in issue order, as on the CPU. The table has
- * no split start/wait collective yet, so DP and ZeRO traffic does not overlap the backward here.
+ * Streams. GEMMs and kernels run on the current op's stream: the compute stream, or inside a DP
+ * op (op_begin with dp set: gradient reductions and parameter gathers) the DP stream, whose
+ * collectives, kernels and allocations all queue there. A DP op starts once the compute op it
+ * waits for has (exec/op_streams.h says which), and a compute op that waits for a DP op waits for
+ * its end event, so DP and ZeRO traffic overlaps the backward as the program says. Other
+ * collectives (TP, SP, CP, EP: on the layer's critical path) run on the collective stream, which
+ * waits (an event) for the compute stream's work so far while the compute stream waits for the
+ * collective before its next op, as if in issue order. Pipeline sends and receives run on two
+ * streams of their own. Each op's start and end are CUDA events on its stream, read once per
+ * step (cuda_spans), so timing never stalls the streams.
+ *
+ * Memory is stream-ordered on the current stream. A release on the DP stream (ZeRO-3 letting a
+ * gathered layer go) first makes the DP stream wait for the compute stream's work so far, which
+ * may still read it; a release on the compute stream follows every compute use, and every other
+ * stream's use of a buffer the compute stream releases is one it has waited for.
  *
  * Pipeline transfers. NCCL has no tags: it matches a pair's sends and receives in issue order.
  * Transfers to a higher world rank run on one NCCL communicator of the world ("up") and those to
@@ -46,7 +56,8 @@ struct ts_cuda_timer {
 static struct {
     int ready;
     int device;
-    cudaStream_t compute, coll, send, recv;
+    cudaStream_t compute, dp, coll, send, recv;
+    cudaStream_t cur;                         /* the current op's: compute, or dp in a DP op */
     cudaEvent_t ev_compute, ev_coll, ev_recv; /* cross-stream ordering */
     cublasHandle_t blas;
     ncclComm_t up, down; /* pipeline transfers to higher / lower world ranks */
@@ -59,19 +70,29 @@ static struct {
 static ts_status cuda_alloc(size_t bytes, void **out) {
     ts_status res = TS_OK;
     *out = NULL;
-    TS_CUDA_GOTO(cudaMallocAsync(out, bytes ? bytes : 1, g.compute), res, fail);
-    TS_CUDA_GOTO(cudaMemsetAsync(*out, 0, bytes ? bytes : 1, g.compute), res, fail);
+    TS_CUDA_GOTO(cudaMallocAsync(out, bytes ? bytes : 1, g.cur), res, fail);
+    TS_CUDA_GOTO(cudaMemsetAsync(*out, 0, bytes ? bytes : 1, g.cur), res, fail);
     return TS_OK;
 fail:
-    if (*out) cudaFreeAsync(*out, g.compute);
+    if (*out) cudaFreeAsync(*out, g.cur);
     *out = NULL;
     return res;
 }
 
-/* The memory goes back in compute-stream order: after the kernels queued on it and after the
- * collectives (the compute stream waits for each). Send buffers are freed after cuda_wait. */
+/* The memory goes back in the current stream's order (see the top of this file): on the DP
+ * stream after the compute stream's work so far. Send buffers are freed after cuda_wait. The
+ * table's free returns nothing, so a failed call is reported on stderr. */
 static void cuda_free(void *p) {
-    if (p) cudaFreeAsync(p, g.compute);
+    ts_status res = TS_OK;
+    if (p == NULL) return;
+    if (g.cur == g.dp) {
+        TS_CUDA_GOTO(cudaEventRecord(g.ev_compute, g.compute), res, fail);
+        TS_CUDA_GOTO(cudaStreamWaitEvent(g.dp, g.ev_compute, 0), res, fail);
+    }
+    TS_CUDA_GOTO(cudaFreeAsync(p, g.cur), res, fail);
+    return;
+fail:
+    fprintf(stderr, "tessera: cuda backend: free: %s (status %d)\n", ts_error_message(), (int)res);
 }
 
 extern "C" ts_status ts_cuda_gemm(ts_dtype dtype, int ta, int tb, int M, int N, int K, float alpha,
@@ -123,9 +144,14 @@ static ts_status comm_of(const char *call, ts_comm *c, ncclComm_t *out) {
     return TS_OK;
 }
 
-/* The collective stream waits for the compute stream's work so far. */
+/* The stream a collective queues on: the DP stream inside a DP op, else the collective stream. */
+static cudaStream_t coll_stream(void) { return g.cur == g.dp ? g.dp : g.coll; }
+
+/* The collective stream waits for the compute stream's work so far (a DP op's collective follows
+ * its stream's order and the op's wait instead). */
 static ts_status coll_begin(void) {
     ts_status res = TS_OK;
+    if (g.cur == g.dp) return TS_OK;
     TS_CUDA_GOTO(cudaEventRecord(g.ev_compute, g.compute), res, fail);
     TS_CUDA_GOTO(cudaStreamWaitEvent(g.coll, g.ev_compute, 0), res, fail);
 fail:
@@ -135,6 +161,7 @@ fail:
 /* The compute stream's next op waits for the collective. */
 static ts_status coll_end(void) {
     ts_status res = TS_OK;
+    if (g.cur == g.dp) return TS_OK;
     TS_CUDA_GOTO(cudaEventRecord(g.ev_coll, g.coll), res, fail);
     TS_CUDA_GOTO(cudaStreamWaitEvent(g.compute, g.ev_coll, 0), res, fail);
 fail:
@@ -149,7 +176,7 @@ static ts_status reduce(const char *call, ts_comm *c, const float *in, float *ou
     TS_CHECK(device_ptr(call, in));
     TS_CHECK(device_ptr(call, out));
     TS_CHECK(coll_begin());
-    TS_NCCL_GOTO(ncclAllReduce(in, out, count, ncclFloat, op, nc, g.coll), res, fail);
+    TS_NCCL_GOTO(ncclAllReduce(in, out, count, ncclFloat, op, nc, coll_stream()), res, fail);
     TS_CHECK(coll_end());
 fail:
     return res;
@@ -175,9 +202,9 @@ static ts_status cuda_reduce_scatter(ts_comm *c, const float *in, float *out, si
      * start of the buffer, so it is moved there (disjoint ranges: the slice of member r >= 1 starts
      * count floats or more in). */
     mine = in == out ? out + (size_t)c->rank * count : out;
-    TS_NCCL_GOTO(ncclReduceScatter(in, mine, count, ncclFloat, ncclSum, nc, g.coll), res, fail);
+    TS_NCCL_GOTO(ncclReduceScatter(in, mine, count, ncclFloat, ncclSum, nc, coll_stream()), res, fail);
     if (mine != out)
-        TS_CUDA_GOTO(cudaMemcpyAsync(out, mine, count * sizeof *out, cudaMemcpyDeviceToDevice, g.coll), res, fail);
+        TS_CUDA_GOTO(cudaMemcpyAsync(out, mine, count * sizeof *out, cudaMemcpyDeviceToDevice, coll_stream()), res, fail);
     TS_CHECK(coll_end());
 fail:
     return res;
@@ -191,7 +218,7 @@ static ts_status cuda_all_gather(ts_comm *c, const float *in, float *out, size_t
     TS_CHECK(device_ptr("all_gather", out));
     TS_CHECK(coll_begin());
     /* In place when `in` is the member's slice of `out`: NCCL's own in-place form. */
-    TS_NCCL_GOTO(ncclAllGather(in, out, count, ncclFloat, nc, g.coll), res, fail);
+    TS_NCCL_GOTO(ncclAllGather(in, out, count, ncclFloat, nc, coll_stream()), res, fail);
     TS_CHECK(coll_end());
 fail:
     return res;
@@ -213,8 +240,8 @@ static ts_status cuda_all_to_all_v(ts_comm *c, const float *in, const int *sc, c
     TS_NCCL_GOTO(ncclGroupStart(), res, fail);
     grouped = 1;
     for (int p = 0; p < c->size; p++) {
-        if (sc[p] > 0) TS_NCCL_GOTO(ncclSend(in + sd[p], (size_t)sc[p], ncclFloat, p, nc, g.coll), res, fail);
-        if (rc[p] > 0) TS_NCCL_GOTO(ncclRecv(out + rd[p], (size_t)rc[p], ncclFloat, p, nc, g.coll), res, fail);
+        if (sc[p] > 0) TS_NCCL_GOTO(ncclSend(in + sd[p], (size_t)sc[p], ncclFloat, p, nc, coll_stream()), res, fail);
+        if (rc[p] > 0) TS_NCCL_GOTO(ncclRecv(out + rd[p], (size_t)rc[p], ncclFloat, p, nc, coll_stream()), res, fail);
     }
     grouped = 0;
     TS_NCCL_GOTO(ncclGroupEnd(), res, fail);
@@ -245,7 +272,7 @@ static ts_status cuda_broadcast(ts_comm *c, float *buf, size_t count, int root) 
     if (root < 0 || root >= c->size)
         return TS_FAIL(TS_ERR_INPUT, "cuda backend: broadcast: root %d, expected 0 to %d", root, c->size - 1);
     TS_CHECK(coll_begin());
-    TS_NCCL_GOTO(ncclBroadcast(buf, buf, count, ncclFloat, root, nc, g.coll), res, fail);
+    TS_NCCL_GOTO(ncclBroadcast(buf, buf, count, ncclFloat, root, nc, coll_stream()), res, fail);
     TS_CHECK(coll_end());
 fail:
     return res;
@@ -319,15 +346,112 @@ fail:
     return res;
 }
 
-/* Wall clock after the compute, collective and receive streams have drained (outstanding sends
+/* Wall clock after the compute, DP, collective and receive streams have drained (outstanding sends
  * complete at cuda_wait; see the top of this file). */
 static double cuda_now_s(void) {
     struct timespec t;
     cudaStreamSynchronize(g.compute);
+    cudaStreamSynchronize(g.dp);
     cudaStreamSynchronize(g.coll);
     cudaStreamSynchronize(g.recv);
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- per-op streams and timing ---------------------------------------------------------------- */
+
+/* A step's marks: the base event on the compute stream and each op's start and end events on its
+ * stream. Elapsed times are read once, at cuda_spans, after the streams drain. */
+struct ts_op_clock {
+    int n_ops;
+    cudaEvent_t base;
+    cudaEvent_t *start, *end; /* (n_ops) */
+};
+
+static void cuda_clock_free(ts_op_clock *c) {
+    if (c == NULL) return;
+    for (int i = 0; i < c->n_ops; i++) {
+        if (c->start && c->start[i]) cudaEventDestroy(c->start[i]);
+        if (c->end && c->end[i]) cudaEventDestroy(c->end[i]);
+    }
+    if (c->base) cudaEventDestroy(c->base);
+    free(c->start);
+    free(c->end);
+    free(c);
+}
+
+static ts_status cuda_clock_init(int n_ops, ts_op_clock **out) {
+    ts_status res = TS_OK;
+    ts_op_clock *c = (ts_op_clock *)calloc(1, sizeof *c);
+    *out = NULL;
+    TS_ALLOC_GOTO(c, res, fail);
+    c->start = (cudaEvent_t *)calloc(n_ops > 0 ? (size_t)n_ops : 1, sizeof *c->start);
+    c->end = (cudaEvent_t *)calloc(n_ops > 0 ? (size_t)n_ops : 1, sizeof *c->end);
+    TS_ALLOC_GOTO(c->start, res, fail);
+    TS_ALLOC_GOTO(c->end, res, fail);
+    c->n_ops = n_ops;
+    TS_CUDA_GOTO(cudaEventCreate(&c->base), res, fail);
+    for (int i = 0; i < n_ops; i++) {
+        TS_CUDA_GOTO(cudaEventCreate(&c->start[i]), res, fail);
+        TS_CUDA_GOTO(cudaEventCreate(&c->end[i]), res, fail);
+    }
+    *out = c;
+    return TS_OK;
+fail:
+    cuda_clock_free(c);
+    return res;
+}
+
+static ts_status clock_op(const ts_op_clock *c, const char *what, int op) {
+    if (op < 0 || op >= c->n_ops)
+        return TS_FAIL(TS_ERR_INPUT, "cuda backend: op clock: %s %d, expected 0 to %d", what, op, c->n_ops - 1);
+    return TS_OK;
+}
+
+static ts_status cuda_step_begin(ts_op_clock *c) {
+    ts_status res = TS_OK;
+    TS_CUDA_GOTO(cudaEventRecord(c->base, g.compute), res, fail);
+fail:
+    return res;
+}
+
+/* The op's stream becomes current (cuBLAS follows it), after the op it waits for. */
+static ts_status cuda_op_begin(ts_op_clock *c, int op, int dp, int after) {
+    ts_status res = TS_OK;
+    cudaStream_t s = dp ? g.dp : g.compute;
+    TS_CHECK(clock_op(c, "op", op));
+    if (after >= 0) {
+        TS_CHECK(clock_op(c, "wait for op", after));
+        TS_CUDA_GOTO(cudaStreamWaitEvent(s, c->end[after], 0), res, fail);
+    }
+    g.cur = s;
+    TS_CUBLAS_GOTO(cublasSetStream(g.blas, s), res, fail);
+    TS_CUDA_GOTO(cudaEventRecord(c->start[op], s), res, fail);
+fail:
+    return res;
+}
+
+static ts_status cuda_op_end(ts_op_clock *c, int op) {
+    ts_status res = TS_OK;
+    TS_CHECK(clock_op(c, "op", op));
+    TS_CUDA_GOTO(cudaEventRecord(c->end[op], g.cur), res, fail);
+    g.cur = g.compute;
+    TS_CUBLAS_GOTO(cublasSetStream(g.blas, g.compute), res, fail);
+fail:
+    return res;
+}
+
+static ts_status cuda_spans(ts_op_clock *c, ts_op_span *out) {
+    ts_status res = TS_OK;
+    float a = 0, b = 0;
+    cuda_now_s(); /* every stream drained */
+    for (int i = 0; i < c->n_ops; i++) {
+        TS_CUDA_GOTO(cudaEventElapsedTime(&a, c->base, c->start[i]), res, fail);
+        TS_CUDA_GOTO(cudaEventElapsedTime(&b, c->base, c->end[i]), res, fail);
+        out[i] = (ts_op_span){1e-3 * (double)a, 1e-3 * (double)b};
+    }
+fail:
+    return res;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
@@ -406,12 +530,14 @@ static ts_status setup(ts_comm *world, ts_comm *const *groups, int n_groups) {
         g.memory_bytes = (double)prop.totalGlobalMem;
     }
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.compute, cudaStreamNonBlocking), res, fail);
+    TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.dp, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.coll, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.send, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaStreamCreateWithFlags(&g.recv, cudaStreamNonBlocking), res, fail);
     TS_CUDA_GOTO(cudaEventCreateWithFlags(&g.ev_compute, cudaEventDisableTiming), res, fail);
     TS_CUDA_GOTO(cudaEventCreateWithFlags(&g.ev_coll, cudaEventDisableTiming), res, fail);
     TS_CUDA_GOTO(cudaEventCreateWithFlags(&g.ev_recv, cudaEventDisableTiming), res, fail);
+    g.cur = g.compute;
     TS_CUBLAS_GOTO(cublasCreate(&g.blas), res, fail);
     TS_CUBLAS_GOTO(cublasSetStream(g.blas, g.compute), res, fail);
     /* fp32 GEMMs stay fp32 (no TF32): the executor is diffed against the CPU reference. */
@@ -451,6 +577,12 @@ extern "C" const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *gro
     cuda.wait = cuda_wait;
     cuda.recv = cuda_recv;
     cuda.now_s = cuda_now_s;
+    cuda.clock_init = cuda_clock_init;
+    cuda.clock_free = cuda_clock_free;
+    cuda.step_begin = cuda_step_begin;
+    cuda.op_begin = cuda_op_begin;
+    cuda.op_end = cuda_op_end;
+    cuda.spans = cuda_spans;
     cuda.kernels = ts_kernels_cuda();
     cuda.device_name = g.name;
     cuda.device_memory_bytes = g.memory_bytes;
@@ -468,6 +600,7 @@ extern "C" void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int
     if (g.ev_coll) cudaEventDestroy(g.ev_coll);
     if (g.ev_recv) cudaEventDestroy(g.ev_recv);
     if (g.compute) cudaStreamDestroy(g.compute);
+    if (g.dp) cudaStreamDestroy(g.dp);
     if (g.coll) cudaStreamDestroy(g.coll);
     if (g.send) cudaStreamDestroy(g.send);
     if (g.recv) cudaStreamDestroy(g.recv);
@@ -476,7 +609,7 @@ extern "C" void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int
 
 /* ---- the extras of backend_cuda.h ------------------------------------------------------------- */
 
-extern "C" void *ts_cuda_compute_stream(void) { return (void *)g.compute; }
+extern "C" void *ts_cuda_stream(void) { return (void *)g.cur; }
 
 extern "C" ts_status ts_cuda_timer_create(ts_cuda_timer **out) {
     ts_status res = TS_OK;
@@ -519,16 +652,16 @@ extern "C" void ts_cuda_timer_free(ts_cuda_timer *t) {
 
 extern "C" ts_status ts_cuda_to_device(void *dst, const void *src, size_t bytes) {
     ts_status res = TS_OK;
-    TS_CUDA_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.compute), res, fail);
-    TS_CUDA_GOTO(cudaStreamSynchronize(g.compute), res, fail);
+    TS_CUDA_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.cur), res, fail);
+    TS_CUDA_GOTO(cudaStreamSynchronize(g.cur), res, fail);
 fail:
     return res;
 }
 
 extern "C" ts_status ts_cuda_to_host(void *dst, const void *src, size_t bytes) {
     ts_status res = TS_OK;
-    TS_CUDA_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g.compute), res, fail);
-    TS_CUDA_GOTO(cudaStreamSynchronize(g.compute), res, fail);
+    TS_CUDA_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g.cur), res, fail);
+    TS_CUDA_GOTO(cudaStreamSynchronize(g.cur), res, fail);
 fail:
     return res;
 }

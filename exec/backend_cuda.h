@@ -16,13 +16,14 @@ ts_status ts_cuda_device_count(int *count, char *why, size_t why_size);
 
 /* Row-major C (M, N) = alpha op(A) op(B) + beta C, A, B and C of `dtype` (TS_DTYPE_FP32, or
  * TS_DTYPE_BF16: 16-bit words of __nv_bfloat16; other dtypes are refused), accumulated in fp32
- * (cublasGemmEx, CUBLAS_COMPUTE_32F), on the compute stream. Needs ts_backend_cuda first (it owns the cuBLAS handle). */
+ * (cublasGemmEx, CUBLAS_COMPUTE_32F), on the current op's stream (ts_cuda_stream). Needs ts_backend_cuda first (it owns the cuBLAS handle). */
 ts_status ts_cuda_gemm(ts_dtype dtype, int trans_a, int trans_b, int M, int N, int K, float alpha,
                        const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
 
-/* The backend's compute stream as a cudaStream_t (void * keeps this header free of CUDA's);
- * NULL (the legacy default stream) before ts_backend_cuda. */
-void *ts_cuda_compute_stream(void);
+/* The stream the current op runs on as a cudaStream_t (void * keeps this header free of CUDA's):
+ * the compute stream, or inside a DP op the DP stream (backend.h op_begin); the kernels launch
+ * there. NULL (the legacy default stream) before ts_backend_cuda. */
+void *ts_cuda_stream(void);
 
 /* Per-op timing with a pair of CUDA events recorded on the compute stream: start, the op, stop;
  * stop waits for the stop event and gives the GPU time between them in seconds. */
@@ -32,7 +33,7 @@ ts_status ts_cuda_timer_start(ts_cuda_timer *t);
 ts_status ts_cuda_timer_stop(ts_cuda_timer *t, double *seconds);
 void ts_cuda_timer_free(ts_cuda_timer *t); /* NULL is ignored */
 
-/* Copies between host and device memory on the compute stream, waiting for completion. */
+/* Copies between host and device memory on the current op's stream, waiting for completion. */
 ts_status ts_cuda_to_device(void *dst, const void *src, size_t bytes);
 ts_status ts_cuda_to_host(void *dst, const void *src, size_t bytes);
 

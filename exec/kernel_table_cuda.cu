@@ -1,7 +1,8 @@
 /* The CUDA kernel table (see kernel_table.h): exec/kernels_cuda.h's kernels, the linear layers as
  * fp32 cuBLAS GEMMs (ts_cuda_gemm, the operands of kernels.c's ts_linear_*), and memory ops on the
- * backend's compute stream, so the trainer's work stays in issue order with the collectives
- * (backend_cuda.cu orders the streams). */
+ * current op's stream (ts_cuda_stream: compute, or DP inside a gradient reduction or parameter
+ * gather), so each op's work stays in order with its collectives (backend_cuda.cu orders the
+ * streams). */
 #include "exec/kernels_cuda_common.cuh"
 
 /* ---- memory ------------------------------------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /* What the kernel files of exec/ share (kernels_cuda.cu, kernels_cuda_vocab.cu,
- * kernels_cuda_moe.cu): the compute stream, the grid-stride loop, a block-wide sum and max, and
+ * kernels_cuda_moe.cu): the current op's stream, the grid-stride loop, a block-wide sum and max, and
  * a row shape check, and the launch macros that take their grids from exec/launch.h and check the launch
  * (TS_LAUNCH_GOTO). The macros return TS_OK for empty work and jump to the caller's `fail` label
  * with `res` set on a launch error. Included by .cu files only. */
@@ -12,7 +12,7 @@
 #define ELEMENT_MAX_GRID 65535u
 #define ROW_MAX_BLOCK 1024
 
-static inline cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_compute_stream(); }
+static inline cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_stream(); }
 
 #define GRID_STRIDE(i, n)                                                                          \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
@@ -51,7 +51,7 @@ static inline ts_status rows_check(const char *what, int T, int C) {
     return TS_OK;
 }
 
-/* Launches an element-wise kernel over n items on the compute stream (nothing for n == 0). */
+/* Launches an element-wise kernel over n items on the current op's stream (nothing for n == 0). */
 #define LAUNCH_1D(kernel, n, ...)                                                                  \
     do {                                                                                           \
         ts_launch l_;                                                                              \

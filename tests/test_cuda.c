@@ -742,6 +742,55 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
 }
 
 
+/* The op clock and the DP stream on one rank: a compute op, a DP op that waits for it (an
+ * all-reduce, a scratch buffer allocated and released on the DP stream), and a compute op that
+ * waits for the DP op; the values follow that order and the spans do too. */
+Test(cuda_gpu, op_clock_dp_stream) {
+    skip_without_gpu();
+    int rank = 0, size = 0;
+    cr_assert_eq(ts_mpi_init(&rank, &size), TS_OK, "%s", ts_error_message());
+    ts_comm *world = NULL;
+    cr_assert_eq(ts_comm_blocks(1, &world), TS_OK, "%s", ts_error_message());
+    const ts_backend *be = ts_backend_cuda(world, NULL, 0);
+    cr_assert_not_null(be, "%s", ts_error_message());
+    enum { N = 1 << 20 };
+    float *host = test_random_floats(N, 70), *want = malloc(N * sizeof *want), *g = NULL, *tmp = NULL;
+    cr_assert(want);
+    for (size_t i = 0; i < N; i++) want[i] = 4 * host[i];
+    cr_assert_eq(be->alloc(N * sizeof *g, (void **)&g), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_to_device(g, host, N * sizeof *g), TS_OK);
+    ts_op_clock *c = NULL;
+    cr_assert_eq(be->clock_init(3, &c), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->step_begin(c), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->op_begin(c, 0, 0, -1), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_add(g, g, g, N), TS_OK);
+    cr_assert_eq(be->op_end(c, 0), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->op_begin(c, 1, 1, 0), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->all_reduce(world, g, g, N), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->alloc(N * sizeof *tmp, (void **)&tmp), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->kernels->copy(tmp, g, N * sizeof *tmp), TS_OK, "%s", ts_error_message());
+    be->free(tmp);
+    cr_assert_eq(be->op_end(c, 1), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->op_begin(c, 2, 0, 1), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_add(g, g, g, N), TS_OK);
+    cr_assert_eq(be->op_end(c, 2), TS_OK, "%s", ts_error_message());
+    ts_error_clear();
+    cr_expect_eq(be->op_begin(c, 3, 0, -1), TS_ERR_INPUT);
+    ts_op_span sp[3];
+    cr_assert_eq(be->spans(c, sp), TS_OK, "%s", ts_error_message());
+    expect_close("compute, DP all-reduce (1 rank), compute", g, want, N, 0);
+    for (int i = 0; i < 3; i++) cr_expect(sp[i].start_s >= 0 && sp[i].end_s >= sp[i].start_s, "op %d span", i);
+    cr_expect_geq(sp[1].start_s, sp[0].end_s, "the DP op started before the compute op it waits for ended");
+    cr_expect_geq(sp[2].start_s, sp[1].end_s, "the compute op started before the DP op it waits for ended");
+    be->clock_free(c);
+    be->free(g);
+    free(host);
+    free(want);
+    ts_backend_cuda_free(world, NULL, 0);
+    ts_comm_free(&world);
+    ts_runtime_finalize();
+}
+
 /* ---- GPU: the kernel table against the CPU one ------------------------------------------------- */
 
 static void expect_ints(const char *what, const int *dev, const int *want, size_t n) {

@@ -742,6 +742,68 @@ Test(mpi, bf16_plan_trains_fp32_and_says_so) {
     remove_dir(dir);
 }
 
+/* The GPU's two streams, checked on CPU ranks (exec/op_streams.h): issuing the DP stream's ops
+ * as early (dp-early) or as late (dp-late) as their waits allow trains exactly as the program
+ * order does, bit for bit: the same losses and the same parameters. A wait the analysis missed
+ * shows here: without the embedding's gradients in its bucket's wait, dp-early's second loss
+ * moved by 2e-4 (seen while writing this test). Layouts: ZeRO-2's per-layer reductions into the
+ * one-layer buffer, ZeRO-3's per-layer gathers that release other layers, and EP with PP under
+ * ZeRO-1 (expert reductions, two stages). */
+Test(mpi, stream_orders_train_alike) {
+    static const struct {
+        const char *model, *layout;
+    } cases[] = {
+        {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+        {"tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+        {"tiny-moe", "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+    };
+    const char *const orders[] = {"program", "dp-early", "dp-late"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (SANITIZED && c > 0) break; /* one layout under the sanitizers */
+        char *dir = make_temp_dir(), plan[PATH_MAX];
+        make_plan(dir, cases[c].model, cases[c].layout, plan, sizeof plan);
+        cJSON *out[3];
+        float *params[3];
+        size_t n[3];
+        for (int o = 0; o < 3; o++) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/params-%s.bin", dir, orders[o]);
+            const char *args[] = {"run", "--plan", plan, "--steps", "3", "--warmup", "1", "--json",
+                                  "--stream-order", orders[o], "--params", path, NULL};
+            cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+            out[o] = parse_json_output(&r, orders[o]);
+            params[o] = read_floats(path, &n[o]);
+            cli_result_free(&r);
+        }
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(out[0], "losses");
+        cr_assert(cJSON_GetArraySize(want) == 3, "%s: \"losses\" is not 3 numbers", cases[c].layout);
+        for (int o = 1; o < 3; o++) {
+            const cJSON *got = cJSON_GetObjectItemCaseSensitive(out[o], "losses");
+            cr_assert(cJSON_GetArraySize(got) == 3, "%s %s: \"losses\" is not 3 numbers", cases[c].layout, orders[o]);
+            for (int s = 0; s < 3; s++) {
+                double g = cJSON_GetArrayItem(got, s)->valuedouble, w = cJSON_GetArrayItem(want, s)->valuedouble;
+                cr_expect(g == w, "%s %s: step %d loss %.9g, program order %.9g", cases[c].layout, orders[o], s + 1,
+                          g, w);
+            }
+            cr_expect(n[o] == n[0] && memcmp(params[o], params[0], n[0] * sizeof(float)) == 0,
+                      "%s %s: the trained parameters differ from the program order's", cases[c].layout, orders[o]);
+        }
+        for (int o = 0; o < 3; o++) {
+            cJSON_Delete(out[o]);
+            free(params[o]);
+        }
+        remove_dir(dir);
+    }
+}
+
+/* `--stream-order` takes program, dp-early or dp-late. */
+Test(run_cli, bad_stream_order) {
+    cli_result r = run_cli("run", "--plan", "x.json", "--stream-order", "late", NULL);
+    cr_expect_eq(r.status, 2, "exit %d", r.status);
+    cr_expect(strstr(r.err, "program, dp-early or dp-late") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
 /* Layouts the executor refuses (ts_trainer_check) are refused by the CLI before mpirun starts: exit
  * 2, one line, no rank launched. */
 Test(run_cli, unsupported_layout_is_refused_before_mpirun) {

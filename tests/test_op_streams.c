@@ -1,0 +1,248 @@
+/* The executor's two streams (exec/op_streams.h) on one-stage programs, and the CPU backend's op
+ * clock (backend.h). What the waits guarantee end to end, that any interleaving they allow trains
+ * exactly as the program order does, is checked under MPI by tests/test_exec_parity.c
+ * (mpi/stream_orders_train_alike). Here:
+ *  - DP ops list every segment once (ZeRO-1 buckets, ZeRO-2/3 per layer), in the trainer's order;
+ *  - a bucket's reduction waits for the last backward op writing its gradients, the embedding's
+ *    included, and no later: it can run beside the rest of the backward;
+ *  - under ZeRO-2 the one-layer gradient buffer makes the next layer's backward wait;
+ *  - the optimizer waits for the last DP op; the issue orders are permutations that keep each
+ *    stream's order and every wait. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/backend.h"
+#include "exec/op_streams.h"
+#include "tests/helpers.h"
+
+typedef struct {
+    ts_problem pb;
+    ts_program prog;
+    int *local_of, chunk_lo, chunk_hi;
+    uint8_t *shared_grad;
+    ts_seg_map map;
+} fixture;
+
+/* A one-stage layout (pp = 1, vpp = 1) of `model` on h100-sxm-dgx and its segment map, as the
+ * trainer lays it out: layer j's segments 2j and 2j + 1, then the embedding and the head. */
+static void fixture_init(fixture *f, const char *model, const char *layout_text, int64_t batch) {
+    ts_layout l;
+    ts_error_clear();
+    cr_assert_eq(ts_layout_parse("test", layout_text, &l), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(l.pp, 1, "fixture: one stage only");
+    f->pb = test_problem(model, "h100-sxm-dgx", ts_rank_count(&l), batch, 256, 1);
+    cr_assert_eq(ts_program_build(&f->pb, &l, NULL, &f->prog), TS_OK, "%s", ts_error_message());
+    int L = f->pb.model.layers, n_seg = 2 * L + 2;
+    f->local_of = malloc((size_t)L * sizeof *f->local_of);
+    f->shared_grad = calloc((size_t)n_seg, 1);
+    cr_assert(f->local_of && f->shared_grad);
+    for (int j = 0; j < L; j++) f->local_of[j] = j;
+    for (int s = 0; s < 2 * L; s++) f->shared_grad[s] = l.zero >= 2 && l.dp * l.cp > 1;
+    f->chunk_lo = 0;
+    f->chunk_hi = L;
+    f->map = (ts_seg_map){.layers = L, .local_of = f->local_of, .n_local = L, .seg_embed = 2 * L,
+                          .seg_head = 2 * L + 1, .head_uses_embed = f->pb.model.tied_embeddings, .vpp = 1,
+                          .chunk_lo = &f->chunk_lo, .chunk_hi = &f->chunk_hi, .shared_grad = f->shared_grad};
+}
+
+static void fixture_free(fixture *f) {
+    ts_program_free(&f->prog);
+    free(f->local_of);
+    free(f->shared_grad);
+}
+
+static const ts_stage_program *stage(const fixture *f) { return &f->prog.stages[0]; }
+
+static void streams(const fixture *f, ts_stream_order order, ts_op_streams *s) {
+    ts_error_clear();
+    cr_assert_eq(ts_op_streams_init(s, stage(f), &f->map, order), TS_OK, "%s", ts_error_message());
+}
+
+/* How many times DP ops of `part` list each segment. */
+static void count_segments(const fixture *f, const ts_op_streams *s, int part, int *count) {
+    memset(count, 0, (size_t)(2 * f->map.n_local + 2) * sizeof *count);
+    for (int i = 0; i < s->n_ops; i++) {
+        if (!s->dp[i] || stage(f)->ops[i].part != part) continue;
+        for (uint32_t k = s->seg_start[i]; k < s->seg_start[i + 1]; k++) count[s->segs[k]]++;
+    }
+}
+
+/* The last compute op before `i` that writes gradients of layer `layer` (-1: the embedding, -2:
+ * the head, whose final norm the loss op runs). */
+static int last_grad_writer(const fixture *f, const ts_op_streams *s, int i, int layer) {
+    int last = -1;
+    for (int j = 0; j < i; j++) {
+        const ts_op *op = &stage(f)->ops[j];
+        if (s->dp[j] || (op->phase != TS_PHASE_BWD && op->phase != TS_PHASE_WGRAD)) continue;
+        int hit = layer >= 0    ? op->layer == layer
+                  : layer == -1 ? op->part == TS_PART_EMBED || op->part == TS_PART_TP_EMBED
+                                : op->layer < 0 && (op->part == TS_PART_HEAD || op->part == TS_PART_LOSS);
+        if (hit) last = j;
+    }
+    return last;
+}
+
+Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
+    fixture f;
+    fixture_init(&f, "llama3-8b", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 4);
+    ts_op_streams s;
+    streams(&f, TS_ORDER_PROGRAM, &s);
+    int L = f.map.n_local, n_seg = 2 * L + 2;
+    int *count = calloc((size_t)n_seg, sizeof *count);
+    cr_assert(count);
+    /* Every layer's shared gradients reduced once, the embedding and head once; experts never
+     * (a dense model has no EDP ops). */
+    count_segments(&f, &s, TS_PART_GRAD_REDUCE, count);
+    for (int j = 0; j < L; j++) {
+        cr_expect_eq(count[2 * j], 1, "layer %d's gradients reduced %d times", j, count[2 * j]);
+        cr_expect_eq(count[2 * j + 1], 0, "layer %d's experts reduced", j);
+    }
+    cr_expect_eq(count[2 * L], 1, "the embedding reduced %d times", count[2 * L]);
+    cr_expect_eq(count[2 * L + 1], 1, "the head reduced %d times", count[2 * L + 1]);
+    /* The step-start gathers: both segments of every layer and the edges, once. */
+    count_segments(&f, &s, TS_PART_PARAM_GATHER, count);
+    for (int k = 0; k < n_seg; k++) cr_expect_eq(count[k], 1, "segment %d gathered %d times", k, count[k]);
+
+    int buckets = 0, last_bwd = -1, early = 0;
+    for (int i = 0; i < s.n_ops; i++) {
+        const ts_op *op = &stage(&f)->ops[i];
+        if (!s.dp[i] && (op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD)) last_bwd = i;
+    }
+    for (int i = 0; i < s.n_ops; i++) {
+        const ts_op *op = &stage(&f)->ops[i];
+        if (!s.dp[i] || op->part != TS_PART_GRAD_REDUCE) continue;
+        buckets++;
+        int need = -1;
+        for (uint32_t k = s.seg_start[i]; k < s.seg_start[i + 1]; k++) {
+            int seg = s.segs[k], w = last_grad_writer(&f, &s, i, seg == 2 * L ? -1 : seg == 2 * L + 1 ? -2 : seg / 2);
+            if (w > need) need = w;
+        }
+        cr_expect_geq(s.after[i], need, "bucket op %d waits for op %d, its gradients end at op %d", i, s.after[i],
+                      need);
+        cr_expect(s.after[i] >= 0 && !s.dp[s.after[i]], "bucket op %d waits for no compute op", i);
+        if (s.after[i] < last_bwd) early++;
+    }
+    cr_expect_gt(buckets, 2, "llama3-8b in 80 MB buckets: %d buckets", buckets);
+    /* All but the last bucket (the one holding layer 0 and the embedding) can start before the
+     * backward ends. */
+    cr_expect_eq(early, buckets - 1, "%d of %d buckets may start before the backward's last op", early, buckets);
+    /* The optimizer waits for the last DP op. */
+    int last_dp = -1, opt = -1;
+    for (int i = 0; i < s.n_ops; i++) {
+        if (s.dp[i]) last_dp = i;
+        if (stage(&f)->ops[i].kind == TS_OP_OPTIMIZER) opt = i;
+    }
+    cr_assert_geq(opt, 0);
+    cr_expect_eq(s.after[opt], last_dp, "the optimizer waits for op %d, the last DP op is %d", s.after[opt], last_dp);
+    free(count);
+    ts_op_streams_free(&s);
+    fixture_free(&f);
+}
+
+Test(op_streams, zero2_layer_buffer_orders_the_backward) {
+    fixture f;
+    fixture_init(&f, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none", 4);
+    ts_op_streams s;
+    streams(&f, TS_ORDER_PROGRAM, &s);
+    int L = f.map.n_local, reduces = 0;
+    for (int i = 0; i < s.n_ops; i++) {
+        const ts_op *op = &stage(&f)->ops[i];
+        if (!s.dp[i] || op->part != TS_PART_GRAD_REDUCE || op->phase == TS_PHASE_STEP) continue;
+        reduces++;
+        cr_expect_eq(s.seg_start[i + 1] - s.seg_start[i], 1, "a per-layer reduce-scatter lists one segment");
+        cr_expect_eq(s.segs[s.seg_start[i]], 2 * op->layer, "op %d reduces segment %d for layer %d", i,
+                     s.segs[s.seg_start[i]], op->layer);
+        /* The next op writing gradients (another layer's backward) waits for this reduction. */
+        for (int j = i + 1; j < s.n_ops; j++) {
+            const ts_op *o = &stage(&f)->ops[j];
+            if (s.dp[j] || o->layer < 0 || o->layer == op->layer ||
+                (o->phase != TS_PHASE_BWD && o->phase != TS_PHASE_WGRAD))
+                continue;
+            cr_expect_geq(s.after[j], i, "op %d writes layer %d's gradients into the buffer op %d still reduces", j,
+                          o->layer, i);
+            break;
+        }
+    }
+    /* One reduce-scatter per layer and micro-batch (4 sequences, dp 2, mbs 1: 2 micro-batches). */
+    cr_expect_eq(reduces, 2 * L, "%d per-layer reductions, expected %d", reduces, 2 * L);
+    ts_op_streams_free(&s);
+    fixture_free(&f);
+}
+
+/* The issue orders: permutations of the ops that keep each stream's order and issue every op
+ * after its wait; dp-early moves DP ops forward, dp-late back. */
+Test(op_streams, orders_keep_streams_and_waits) {
+    fixture f;
+    fixture_init(&f, "llama3-8b", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 4);
+    long moved[TS_ORDER_COUNT] = {0};
+    for (int o = 0; o < TS_ORDER_COUNT; o++) {
+        ts_op_streams s;
+        streams(&f, (ts_stream_order)o, &s);
+        int n = s.n_ops, last[2] = {-1, -1};
+        int *pos = malloc((size_t)n * sizeof *pos);
+        cr_assert(pos);
+        for (int i = 0; i < n; i++) pos[i] = -1;
+        for (int k = 0; k < n; k++) {
+            int i = s.order[k];
+            cr_assert(i >= 0 && i < n && pos[i] < 0, "%s: op %d issued twice or out of range", ts_stream_order_names[o], i);
+            pos[i] = k;
+            cr_expect_gt(i, last[s.dp[i]], "%s: op %d issued after op %d of its stream", ts_stream_order_names[o], i,
+                         last[s.dp[i]]);
+            last[s.dp[i]] = i;
+            if (s.after[i] >= 0)
+                cr_expect(pos[s.after[i]] >= 0, "%s: op %d issued before op %d it waits for", ts_stream_order_names[o],
+                          i, s.after[i]);
+            if (s.dp[i]) moved[o] += k - i; /* negative: earlier than in the program */
+        }
+        free(pos);
+        ts_op_streams_free(&s);
+    }
+    cr_expect_eq(moved[TS_ORDER_PROGRAM], 0);
+    cr_expect_lt(moved[TS_ORDER_DP_EARLY], 0, "dp-early moved DP ops by %ld", moved[TS_ORDER_DP_EARLY]);
+    cr_expect_gt(moved[TS_ORDER_DP_LATE], moved[TS_ORDER_DP_EARLY], "dp-late %ld, dp-early %ld",
+                 moved[TS_ORDER_DP_LATE], moved[TS_ORDER_DP_EARLY]);
+    fixture_free(&f);
+}
+
+Test(op_streams, bad_input) {
+    fixture f;
+    fixture_init(&f, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 4);
+    f.local_of[1] = -1; /* layer 1 not on this stage */
+    ts_op_streams s;
+    ts_error_clear();
+    cr_expect_eq(ts_op_streams_init(&s, stage(&f), &f.map, TS_ORDER_PROGRAM), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "layer 1") != NULL, "%s", ts_error_message());
+    ts_op_streams_free(&s);
+    ts_stream_order o;
+    cr_expect_eq(ts_stream_order_parse("dp-late", &o), TS_OK);
+    cr_expect_eq(o, TS_ORDER_DP_LATE);
+    ts_error_clear();
+    cr_expect_eq(ts_stream_order_parse("late", &o), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "program, dp-early or dp-late") != NULL, "%s", ts_error_message());
+    fixture_free(&f);
+}
+
+/* The CPU backend's op clock: spans in issue order from step_begin, ops checked. */
+Test(op_streams, cpu_op_clock) {
+    const ts_backend *be = ts_backend_cpu(1);
+    ts_op_clock *c = NULL;
+    cr_assert_eq(be->clock_init(3, &c), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(be->step_begin(c), TS_OK);
+    int order[3] = {1, 0, 2};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(be->op_begin(c, order[k], order[k] == 1, -1), TS_OK);
+        cr_assert_eq(be->op_end(c, order[k]), TS_OK);
+    }
+    ts_error_clear();
+    cr_expect_eq(be->op_begin(c, 3, 0, -1), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "op 3") != NULL, "%s", ts_error_message());
+    ts_op_span sp[3];
+    cr_assert_eq(be->spans(c, sp), TS_OK);
+    cr_expect_geq(sp[1].start_s, 0);
+    for (int k = 0; k < 3; k++) cr_expect_geq(sp[order[k]].end_s, sp[order[k]].start_s);
+    cr_expect_geq(sp[0].start_s, sp[1].end_s, "op 0 ran after op 1");
+    cr_expect_geq(sp[2].start_s, sp[0].end_s, "op 2 ran after op 0");
+    be->clock_free(c);
+    be->clock_free(NULL);
+}
