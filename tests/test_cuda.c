@@ -648,16 +648,28 @@ Test(cuda_gpu, adamw_steps) {
     free(p), free(m), free(v);
 }
 
-/* The backend itself on one rank: cuBLAS fp32 and bf16 GEMMs, a one-member NCCL all-reduce and
- * in-place reduce-scatter, event timers, and the refusal of host buffers. */
-Test(cuda_gpu, backend_gemm_collectives_timer) {
+/* The CUDA backend on this process alone (skips without a GPU); one_rank_backend_free ends it. */
+static const ts_backend *one_rank_backend(ts_comm **world) {
     skip_without_gpu();
     int rank = 0, size = 0;
     cr_assert_eq(ts_mpi_init(&rank, &size), TS_OK, "%s", ts_error_message());
-    ts_comm *world = NULL;
-    cr_assert_eq(ts_comm_blocks(1, &world), TS_OK, "%s", ts_error_message());
-    const ts_backend *be = ts_backend_cuda(world, NULL, 0);
+    cr_assert_eq(ts_comm_blocks(1, world), TS_OK, "%s", ts_error_message());
+    const ts_backend *be = ts_backend_cuda(*world, NULL, 0);
     cr_assert_not_null(be, "%s", ts_error_message());
+    return be;
+}
+
+static void one_rank_backend_free(ts_comm **world) {
+    ts_backend_cuda_free(*world, NULL, 0);
+    ts_comm_free(world);
+    ts_runtime_finalize();
+}
+
+/* The backend itself on one rank: cuBLAS fp32 and bf16 GEMMs, a one-member NCCL all-reduce and
+ * in-place reduce-scatter, event timers, and the refusal of host buffers. */
+Test(cuda_gpu, backend_gemm_collectives_timer) {
+    ts_comm *world = NULL;
+    const ts_backend *be = one_rank_backend(&world);
     cr_expect_str_eq(be->name, "cuda");
 
     const int M = 33, N = 65, K = 47;
@@ -736,9 +748,7 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
     cr_expect(sec >= 0 && sec < 10, "timer %g s", sec);
     ts_cuda_timer_free(t);
     be->free(g);
-    ts_backend_cuda_free(world, NULL, 0);
-    ts_comm_free(&world);
-    ts_runtime_finalize();
+    one_rank_backend_free(&world);
 }
 
 
@@ -746,13 +756,8 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
  * all-reduce, a scratch buffer allocated and released on the DP stream), and a compute op that
  * waits for the DP op; the values follow that order and the spans do too. */
 Test(cuda_gpu, op_clock_dp_stream) {
-    skip_without_gpu();
-    int rank = 0, size = 0;
-    cr_assert_eq(ts_mpi_init(&rank, &size), TS_OK, "%s", ts_error_message());
     ts_comm *world = NULL;
-    cr_assert_eq(ts_comm_blocks(1, &world), TS_OK, "%s", ts_error_message());
-    const ts_backend *be = ts_backend_cuda(world, NULL, 0);
-    cr_assert_not_null(be, "%s", ts_error_message());
+    const ts_backend *be = one_rank_backend(&world);
     enum { N = 1 << 20 };
     float *host = test_random_floats(N, 70), *want = malloc(N * sizeof *want), *g = NULL, *tmp = NULL;
     cr_assert(want);
@@ -786,9 +791,7 @@ Test(cuda_gpu, op_clock_dp_stream) {
     be->free(g);
     free(host);
     free(want);
-    ts_backend_cuda_free(world, NULL, 0);
-    ts_comm_free(&world);
-    ts_runtime_finalize();
+    one_rank_backend_free(&world);
 }
 
 /* ---- GPU: the kernel table against the CPU one ------------------------------------------------- */
@@ -809,13 +812,8 @@ static void expect_ints(const char *what, const int *dev, const int *want, size_
  * and the memory ops. Gradients start from nonzero values, so "adds into" is checked too. Each
  * output is diffed with the CPU's (expect_close: first mismatches, the largest difference). */
 Test(cuda_gpu, kernel_table_vs_cpu) {
-    skip_without_gpu();
-    int rank = 0, size = 0;
-    cr_assert_eq(ts_mpi_init(&rank, &size), TS_OK, "%s", ts_error_message());
     ts_comm *world = NULL;
-    cr_assert_eq(ts_comm_blocks(1, &world), TS_OK, "%s", ts_error_message());
-    const ts_backend *be = ts_backend_cuda(world, NULL, 0); /* the cuBLAS handle for the linear layers */
-    cr_assert_not_null(be, "%s", ts_error_message());
+    const ts_backend *be = one_rank_backend(&world); /* the cuBLAS handle for the linear layers */
     const ts_kernels *cpu = ts_kernels_cpu(), *gpu = be->kernels;
     cr_assert_eq(gpu, ts_kernels_cuda());
     enum { T = 37, C = 40, IC = 40, OC = 56, VS = 300, V0 = 100, E = 8, K = 2 };
@@ -933,9 +931,7 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     void *host[] = {in, w, dout, out, din, dw, wte, emb, gx, z, logits, dweight, dlogits, x, xe, ye, comb, dye};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
-    ts_backend_cuda_free(world, NULL, 0);
-    ts_comm_free(&world);
-    ts_runtime_finalize();
+    one_rank_backend_free(&world);
 }
 
 #endif
