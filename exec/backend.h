@@ -30,6 +30,11 @@ typedef struct ts_backend {
     ts_status (*sgemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+    /* The same GEMM on bf16 operands (16-bit words), accumulated in fp32 (cuBLAS: cublasGemmEx,
+     * CUBLAS_COMPUTE_32F); NULL where the device has none (CPU ranks). */
+    ts_status (*gemm_bf16)(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                           const void *B, int ldb, float beta, void *C, int ldc);
+
     /* Collectives over `comm` (sizes in floats). reduce_scatter: `in` holds n·count floats, each
      * member keeps its count-float slice (in member order) summed into `out`; all_gather: each
      * member contributes `count` floats, `out` receives n·count in member order; all_to_all_v:

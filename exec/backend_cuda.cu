@@ -120,6 +120,11 @@ static ts_status cuda_sgemm(int ta, int tb, int M, int N, int K, float alpha, co
     return ts_cuda_gemm(TS_DTYPE_FP32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+static ts_status cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
+                                const void *B, int ldb, float beta, void *C, int ldc) {
+    return ts_cuda_gemm(TS_DTYPE_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* ---- collectives ------------------------------------------------------------------------------ */
 
 /* Refuses host buffers with a clear message instead of NCCL's "invalid usage" or a crash. */
@@ -566,6 +571,7 @@ extern "C" const ts_backend *ts_backend_cuda(ts_comm *world, ts_comm *const *gro
     cuda.alloc = cuda_alloc;
     cuda.free = cuda_free;
     cuda.sgemm = cuda_sgemm;
+    cuda.gemm_bf16 = cuda_gemm_bf16;
     cuda.all_reduce = cuda_all_reduce;
     cuda.all_reduce_max = cuda_all_reduce_max;
     cuda.reduce_scatter = cuda_reduce_scatter;

@@ -140,6 +140,9 @@ static ts_status backend_copy(const ts_backend *be, const void *host, size_t byt
     return res;
 }
 
+/* The i-th of filled()'s values: small, deterministic, of both signs. */
+static float fill_value(size_t i) { return 0.01f * (float)((int)((i * 7919u) % 97u) - 48) / 48.0f; }
+
 /* `n` floats of backend memory holding deterministic small values, so no kernel meets a NaN or an
  * overflow over many repetitions. */
 static ts_status filled(const ts_backend *be, size_t n, float **out) {
@@ -147,41 +150,71 @@ static ts_status filled(const ts_backend *be, size_t n, float **out) {
     float *host = malloc(bytes);
     *out = NULL;
     if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %zu floats", n);
-    for (size_t i = 0; i < n; i++) host[i] = 0.01f * (float)((int)((i * 7919u) % 97u) - 48) / 48.0f;
+    for (size_t i = 0; i < n; i++) host[i] = fill_value(i);
     ts_status res = backend_copy(be, host, bytes, (void **)out);
+    free(host);
+    return res;
+}
+
+/* `n` bf16 words of backend memory: filled()'s values rounded to bf16 (round to nearest even) on
+ * the host, so the tensor cores see ordinary numbers, not float halves (some would be NaNs). */
+static ts_status filled_bf16(const ts_backend *be, size_t n, void **out) {
+    size_t bytes = (n ? n : 1) * sizeof(uint16_t);
+    uint16_t *host = malloc(bytes);
+    *out = NULL;
+    if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %zu bf16 words", n);
+    for (size_t i = 0; i < n; i++) {
+        float v = fill_value(i);
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        host[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+    ts_status res = backend_copy(be, host, bytes, out);
     free(host);
     return res;
 }
 
 typedef struct {
     const ts_backend *be;
+    int bf16; /* gemm_bf16 instead of sgemm */
     int m, n, k;
-    float *A, *B, *C; /* each holds max(m,k)·max(k,n) floats and more */
+    void *A, *B, *C; /* each holds max(m,k)·max(k,n) elements and more */
 } gemm_arg;
+
+static ts_status gemm_one(const gemm_arg *g, int ta, int tb, int lda, int ldb) {
+    if (g->bf16) return g->be->gemm_bf16(ta, tb, g->m, g->n, g->k, 1.0f, g->A, lda, g->B, ldb, 0.0f, g->C, g->n);
+    return g->be->sgemm(ta, tb, g->m, g->n, g->k, 1.0f, g->A, lda, g->B, ldb, 0.0f, g->C, g->n);
+}
 
 /* The executor's three uses of one weight (exec/kernels.h): out = in·wᵀ (NT), din = dout·w (NN),
  * dw = doutᵀ·in (TN), here all with the shape (m, n, k). */
 static ts_status gemm_call(const void *p) {
     const gemm_arg *g = p;
-    TS_CHECK(g->be->sgemm(0, 1, g->m, g->n, g->k, 1.0f, g->A, g->k, g->B, g->k, 0.0f, g->C, g->n));
-    TS_CHECK(g->be->sgemm(0, 0, g->m, g->n, g->k, 1.0f, g->A, g->k, g->B, g->n, 0.0f, g->C, g->n));
-    return g->be->sgemm(1, 0, g->m, g->n, g->k, 1.0f, g->A, g->m, g->B, g->n, 0.0f, g->C, g->n);
+    TS_CHECK(gemm_one(g, 0, 1, g->k, g->k));
+    TS_CHECK(gemm_one(g, 0, 0, g->k, g->n));
+    return gemm_one(g, 1, 0, g->m, g->n);
 }
 
-static ts_status bench_gemm(bench *b) {
+/* The (m, n, k) grid in fp32, or in bf16 (rows into gemm_bf16). */
+static ts_status bench_gemm_grid(bench *b, int bf16) {
     static const int full[] = {64, 128, 256, 512, 1024}, quick[] = {64, 256, 1024};
     const int *dims = b->c->quick ? quick : full;
     int nd = b->c->quick ? 3 : 5, top = dims[nd - 1];
     ts_status res = TS_OK;
-    gemm_arg g = {.be = b->be};
+    gemm_arg g = {.be = b->be, .bf16 = bf16};
+    ts_calib_gemm *rows = bf16 ? b->c->gemm_bf16 : b->c->gemm;
+    int *n_rows = bf16 ? &b->c->n_gemm_bf16 : &b->c->n_gemm;
     size_t n = (size_t)top * top;
-    TS_CHECK_GOTO(filled(b->be, n, &g.A), res, exit);
-    TS_CHECK_GOTO(filled(b->be, n, &g.B), res, exit);
-    TS_CHECK_GOTO(filled(b->be, n, &g.C), res, exit);
+    void **bufs[] = {&g.A, &g.B, &g.C};
+    for (int i = 0; i < 3; i++) {
+        float *f = NULL;
+        TS_CHECK_GOTO(bf16 ? filled_bf16(b->be, n, bufs[i]) : filled(b->be, n, &f), res, exit);
+        if (!bf16) *bufs[i] = f;
+    }
     for (int i = 0; i < nd; i++)
         for (int j = 0; j < nd; j++)
-            for (int l = 0; l < nd && b->c->n_gemm < TS_CALIB_MAX_GEMM; l++) {
-                ts_calib_gemm *row = &b->c->gemm[b->c->n_gemm++];
+            for (int l = 0; l < nd && *n_rows < TS_CALIB_MAX_GEMM; l++) {
+                ts_calib_gemm *row = &rows[(*n_rows)++];
                 g.m = row->m = dims[i], g.n = row->n = dims[j], g.k = row->k = dims[l];
                 row->flops = 2.0 * g.m * g.n * g.k;
                 double rep_s;
@@ -191,6 +224,11 @@ static ts_status bench_gemm(bench *b) {
 exit:
     release(b->be, g.A), release(b->be, g.B), release(b->be, g.C);
     return res;
+}
+
+static ts_status bench_gemm(bench *b) {
+    TS_CHECK(bench_gemm_grid(b, 0));
+    return b->be->gemm_bf16 ? bench_gemm_grid(b, 1) : TS_OK;
 }
 
 typedef struct {

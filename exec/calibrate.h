@@ -9,7 +9,8 @@
  *     figures to be one rank's with a core to itself:
  *       GEMM: the backend's sgemm (OpenBLAS, fp32, row-major) over a grid of (m, n, k) in
  *       64..1024, the tiny models' range; one repetition is one call each of NT (linear forward),
- *       NN (input gradient) and TN (weight gradient), the executor's mix;
+ *       NN (input gradient) and TN (weight gradient), the executor's mix; on GPUs the same grid
+ *       again in bf16 (ts_backend.gemm_bf16: cuBLAS, fp32 accumulation);
  *       memory-bound kernels: ts_rmsnorm_fwd, ts_swiglu_fwd, ts_adamw at the tiny models' sizes;
  *       attention: ts_attention_fwd and ts_attention_bwd, causal, grouped-query (tiny's heads);
  *   - communication, on every rank at once (as the executor's groups run): all-reduce,
@@ -23,7 +24,8 @@
  * (nccl-tests' default). Send-recv's time is half a round trip.
  *
  * Fitting (ts_calib_fit, pure, no MPI):
- *   - fp32 peak = the best GEMM rate; the efficiency curve = rate / peak per distinct GEMM FLOP
+ *   - fp32 peak = the best GEMM rate; bf16 peak = the best bf16 GEMM rate where measured, else
+ *     the fp32 figure (CPU ranks have no bf16 path: plans in bf16 cost as fp32); the efficiency curve = rate / peak per distinct GEMM FLOP
  *     count (equal counts pooled as total flops / total time), merged into at most
  *     TS_EFF_POINTS_MAX bins evenly spaced in log(flops);
  *   - hbm_bytes_per_s (efficiency.hbm = 1) and attention efficiency: one scale each, least squares
@@ -159,8 +161,9 @@ typedef struct {
     char gpu[128];           /* CUDA: rank 0's GPU (ts_backend.device_name), "" on CPUs */
     double gpu_memory_bytes; /* CUDA: its memory (ts_backend.device_memory_bytes), 0 on CPUs */
 
-    int n_gemm, n_mem, n_attn, n_coll;
+    int n_gemm, n_mem, n_attn, n_coll, n_gemm_bf16;
     ts_calib_gemm gemm[TS_CALIB_MAX_GEMM];
+    ts_calib_gemm gemm_bf16[TS_CALIB_MAX_GEMM]; /* the same grid in bf16, where the backend has it */
     ts_calib_mem mem[TS_CALIB_MAX_MEM];
     ts_calib_attn attn[TS_CALIB_MAX_ATTN];
     ts_calib_coll coll[TS_CALIB_MAX_COLL];
@@ -213,7 +216,8 @@ ts_status ts_calib_print(FILE *f, const ts_calib *c);
 /* The JSON mirror of the tables (times in s, rates in FLOP/s and bytes/s, errors as fractions):
  * {"tessera": "calibrate", "ranks", "cores", "oversubscribed", "compute_ranks", "threads",
  *  "quick", "host", "date", "openblas", "mpi", "elapsed_s",
- *  "gemm": [{"m","n","k","flops","reps","time_s","flops_per_s","eff","model_s"}],
+ *  "gemm": [{"m","n","k","flops","reps","time_s","flops_per_s","eff","model_s"}], "gemm_bf16" (GPUs,
+ *  the same fields, eff against the bf16 peak),
  *  "elementwise": [{"kernel","rows","cols","bytes","reps","time_s","bytes_per_s","model_s"}],
  *  "attention": [{"T","H","KV","D","pass","flops","reps","time_s","flops_per_s","model_s"}],
  *  "collectives": [{"collective","ranks","groups","bytes","count","reps","time_s","algbw",

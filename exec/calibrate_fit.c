@@ -163,7 +163,18 @@ static ts_status fit_compute(ts_calib *c) {
         peak = rate > peak ? rate : peak;
     }
     s->peak_flops[TS_DTYPE_FP32] = peak;
-    s->peak_flops[TS_DTYPE_BF16] = peak; /* no bf16 path on CPU: plans in bf16 cost as fp32 */
+    /* Where the bf16 grid ran (GPUs), its best rate; else no bf16 path: plans in bf16 cost as fp32. */
+    s->peak_flops[TS_DTYPE_BF16] = peak;
+    if (c->n_gemm_bf16 > 0) {
+        double bf16 = 0;
+        for (int i = 0; i < c->n_gemm_bf16; i++) {
+            if (!(c->gemm_bf16[i].time_s > 0))
+                return TS_FAIL(TS_ERR_INPUT, "calibrate: bf16 GEMM row %d: time %g s, expected positive", i,
+                               c->gemm_bf16[i].time_s);
+            bf16 = fmax(bf16, c->gemm_bf16[i].flops / c->gemm_bf16[i].time_s);
+        }
+        s->peak_flops[TS_DTYPE_BF16] = bf16;
+    }
     s->peak_flops[TS_DTYPE_FP16] = s->peak_flops[TS_DTYPE_FP8] = 0;
     fit_gemm_curve(c, peak, &s->gemm_eff);
     for (int i = 0; i < c->n_gemm; i++) {
@@ -172,6 +183,10 @@ static ts_status fit_compute(ts_calib *c) {
         u[i] = g->model_s, t[i] = g->time_s;
     }
     c->gemm_rms_error = rms(u, t, c->n_gemm);
+    for (int i = 0; i < c->n_gemm_bf16; i++) {
+        ts_calib_gemm *g = &c->gemm_bf16[i];
+        g->model_s = ts_gemm_s(s, TS_DTYPE_BF16, g->m, g->n, g->k);
+    }
 
     if (c->n_mem > 0) {
         for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].bytes, t[i] = c->mem[i].time_s;
@@ -284,21 +299,27 @@ static void print_header(FILE *f, const ts_calib *c) {
     fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
 }
 
-/* The best measured GEMM rate: the fit's peak, which the in-situ pass may scale afterwards. */
-static double best_gemm_rate(const ts_calib *c) {
+/* The best measured GEMM rate of `n` rows: the fit's peak, which the in-situ pass may scale
+ * afterwards. */
+static double best_gemm_rate(const ts_calib_gemm *rows, int n) {
     double peak = 0;
-    for (int i = 0; i < c->n_gemm; i++) peak = fmax(peak, c->gemm[i].flops / c->gemm[i].time_s);
+    for (int i = 0; i < n; i++) peak = fmax(peak, rows[i].flops / rows[i].time_s);
     return peak;
 }
 
-static void print_gemm(FILE *f, const ts_calib *c) {
-    fprintf(f, "#\n# GEMM: the backend's sgemm (%s, fp32); a repetition runs NT, NN and TN once; time is one call\n",
-            c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS");
+/* The fp32 grid, or the bf16 one (where measured). */
+static void print_gemm(FILE *f, const ts_calib *c, int bf16) {
+    const ts_calib_gemm *rows = bf16 ? c->gemm_bf16 : c->gemm;
+    int n = bf16 ? c->n_gemm_bf16 : c->n_gemm;
+    if (n == 0) return;
+    fprintf(f, "#\n# GEMM: the backend's %s (%s, %s); a repetition runs NT, NN and TN once; time is one call\n",
+            bf16 ? "gemm_bf16" : "sgemm", c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS",
+            bf16 ? "bf16, fp32 accumulation" : "fp32");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
-    double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
-    for (int i = 0; i < c->n_gemm; i++) {
-        const ts_calib_gemm *g = &c->gemm[i];
+    double peak = best_gemm_rate(rows, n); /* the peak before the in-situ factor */
+    for (int i = 0; i < n; i++) {
+        const ts_calib_gemm *g = &rows[i];
         double rate = g->flops / g->time_s;
         fprintf(f, " %6d %6d %6d %12.4g %7d %10.2f %9.2f %6.3f %10.2f %6.1f\n", g->m, g->n, g->k, g->flops, g->reps,
                 1e6 * g->time_s, 1e-9 * rate, rate / peak, 1e6 * g->model_s, err_pct(g->model_s, g->time_s));
@@ -399,7 +420,8 @@ static void print_spec(FILE *f, const ts_calib *c) {
 
 ts_status ts_calib_print(FILE *f, const ts_calib *c) {
     print_header(f, c);
-    print_gemm(f, c);
+    print_gemm(f, c, 0);
+    print_gemm(f, c, 1);
     print_mem(f, c);
     print_attn(f, c);
     print_coll(f, c);
@@ -434,18 +456,28 @@ static ts_status add_row(cJSON *arr, cJSON **row) {
     return TS_OK;
 }
 
-static ts_status json_compute(const ts_calib *c, cJSON *root) {
+/* `n` GEMM rows as the array `name` of `root`, eff against their own best rate. */
+static ts_status json_gemm(cJSON *root, const char *name, const ts_calib_gemm *rows, int n) {
     ts_status res = TS_OK;
     cJSON *arr, *row;
-    double peak = best_gemm_rate(c); /* the peak before the in-situ factor */
-    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "gemm"), res, exit);
-    for (int i = 0; i < c->n_gemm; i++) {
-        const ts_calib_gemm *g = &c->gemm[i];
+    double peak = best_gemm_rate(rows, n); /* the peak before the in-situ factor */
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, name), res, exit);
+    for (int i = 0; i < n; i++) {
+        const ts_calib_gemm *g = &rows[i];
         TS_CHECK(add_row(arr, &row));
         TS_CHECK(add_nums(row, "m", (double)g->m, "n", (double)g->n, "k", (double)g->k, "flops", g->flops, "reps",
                           (double)g->reps, "time_s", g->time_s, "flops_per_s", g->flops / g->time_s, "eff",
                           g->flops / g->time_s / peak, "model_s", g->model_s, (const char *)NULL));
     }
+exit:
+    return res;
+}
+
+static ts_status json_compute(const ts_calib *c, cJSON *root) {
+    ts_status res = TS_OK;
+    cJSON *arr, *row;
+    TS_CHECK(json_gemm(root, "gemm", c->gemm, c->n_gemm));
+    if (c->n_gemm_bf16 > 0) TS_CHECK(json_gemm(root, "gemm_bf16", c->gemm_bf16, c->n_gemm_bf16));
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "elementwise"), res, exit);
     for (int i = 0; i < c->n_mem; i++) {
         const ts_calib_mem *m = &c->mem[i];
@@ -629,8 +661,12 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
                  k[TS_SITU_GEMM].factor);
     TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN)%s; %s",
                      c->n_gemm, situ, how));
-    TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (calibrate's GEMMs are fp32): the measured fp32 figure"
-                                          : "no bf16 path on CPU ranks: the measured fp32 figure"));
+    if (c->n_gemm_bf16 > 0)
+        TS_CHECK(sourced(peak, "bf16", "tessera calibrate: best per-rank bf16 GEMM rate (fp32 accumulation) over %d "
+                                       "(m, n, k) shapes (NT, NN, TN)%s; %s", c->n_gemm_bf16, situ, how));
+    else
+        TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (the backend has no bf16 GEMM): the measured fp32 figure"
+                                              : "no bf16 path on CPU ranks: the measured fp32 figure"));
     if (c->situ.steps > 0)
         snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)",
                  ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);

@@ -218,6 +218,54 @@ Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {
     cJSON_Delete(doc);
 }
 
+/* A GPU's bf16 grid (ts_backend.gemm_bf16) sets the bf16 peak to its best rate, the rows carry
+ * the bf16 model time, the JSON lists them and the profile says how it was measured; without
+ * bf16 rows the bf16 peak is the fp32 figure and says so. */
+Test(calibrate_fit, bf16_grid_sets_the_bf16_peak) {
+    ts_system truth = known_system();
+    truth.peak_flops[TS_DTYPE_FP32] = 5e13;
+    truth.peak_flops[TS_DTYPE_BF16] = 7e14;
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    c.device = TS_DEVICE_CUDA;
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(c.system.peak_flops[TS_DTYPE_BF16], c.system.peak_flops[TS_DTYPE_FP32], "no bf16 rows");
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, "not measured (the backend has no bf16 GEMM)") != NULL, "%.400s", text);
+    free(text);
+    cJSON_Delete(doc);
+
+    for (int i = 0; i < c.n_gemm; i++) {
+        ts_calib_gemm *g = &c.gemm_bf16[c.n_gemm_bf16++];
+        *g = c.gemm[i];
+        g->time_s = ts_gemm_s(&truth, TS_DTYPE_BF16, g->m, g->n, g->k);
+    }
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    double fp32 = c.system.peak_flops[TS_DTYPE_FP32], bf16 = c.system.peak_flops[TS_DTYPE_BF16];
+    cr_expect(fabs(bf16 / fp32 - 14) < 1e-9, "bf16 peak %g over fp32 %g, expected 14x", bf16, fp32);
+    for (int i = 0; i < c.n_gemm_bf16; i++)
+        cr_expect(fabs(c.gemm_bf16[i].model_s / c.gemm_bf16[i].time_s - 1) < 1e-9, "bf16 row %d: model %g s, measured %g s",
+                  i, c.gemm_bf16[i].model_s, c.gemm_bf16[i].time_s);
+    ts_system back;
+    profile_loads_back(&c, &back);
+    cr_expect(fabs(back.peak_flops[TS_DTYPE_BF16] / bf16 - 1) < 1e-12, "loaded back %.17g, fitted %.17g", back.peak_flops[TS_DTYPE_BF16], bf16);
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, "best per-rank bf16 GEMM rate (fp32 accumulation) over 27") != NULL, "%.400s", text);
+    free(text);
+    cJSON_Delete(doc);
+    cr_assert_eq(ts_calib_json(&c, &doc), TS_OK, "%s", ts_error_message());
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(doc, "gemm_bf16");
+    cr_expect(cJSON_IsArray(rows) && cJSON_GetArraySize(rows) == 27, "gemm_bf16 rows");
+    cJSON_Delete(doc);
+    c.gemm_bf16[3].time_s = 0;
+    ts_error_clear();
+    cr_expect_eq(ts_calib_fit(&c, &truth), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "bf16 GEMM row 3") != NULL, "%s", ts_error_message());
+}
+
 /* The in-situ factors scale each kind's modelled time by exactly its factor, and the profile
  * records them and loads back. */
 Test(calibrate_fit, in_situ_factors_scale_each_kind) {
