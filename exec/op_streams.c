@@ -15,8 +15,8 @@ ts_status ts_stream_order_parse(const char *text, ts_stream_order *out) {
     return TS_FAIL(TS_ERR_INPUT, "stream order '%s': expected program, dp-early or dp-late", text);
 }
 
-/* One resource an op touches: parameters P(s) = s, gradients G(s) = n_seg + s, the shared
- * one-layer gradient buffer 2·n_seg. */
+/* One resource an op touches: parameters P(s) = s, gradients G(s) = n_seg + s, one-layer gradient
+ * buffer b (ZeRO-2/3) 2·n_seg + b. */
 typedef struct {
     int32_t res;
     uint8_t write;
@@ -25,9 +25,9 @@ typedef struct {
 typedef struct {
     const ts_seg_map *m;
     int n_seg;
-    touch *t; /* (2·(2·n_seg + 1)) the current op's touches */
+    touch *t; /* (2·(2·n_seg + 2)) the current op's touches */
     int n;
-    int32_t *last_w[2], *last_r[2]; /* (2·n_seg + 1) last writer and reader per stream */
+    int32_t *last_w[2], *last_r[2]; /* (2·n_seg + 2) last writer and reader per stream */
     int *reduce_hi, *gather_lo;     /* (vpp) bucket cursors, as the trainer walks them */
 } walk;
 
@@ -40,7 +40,7 @@ static void params(walk *w, int s, int write) {
 static void grads(walk *w, int s) {
     if (s < 0) return;
     add(w, w->n_seg + s, 1);
-    if (w->m->shared_grad[s]) add(w, 2 * w->n_seg, 1);
+    if (w->m->grad_buffer[s] >= 0) add(w, 2 * w->n_seg + w->m->grad_buffer[s], 1);
 }
 
 static int local_seg(const walk *w, int layer, int expert, int32_t *seg) {
@@ -203,7 +203,7 @@ ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const
                              ts_stream_order order) {
     memset(s, 0, sizeof *s);
     ts_status res = TS_OK;
-    int n = sp->n_ops, n_seg = 2 * m->n_local + 2, n_res = 2 * n_seg + 1;
+    int n = sp->n_ops, n_seg = 2 * m->n_local + 2, n_res = 2 * n_seg + 2;
     walk w = {.m = m, .n_seg = n_seg};
     s->n_ops = n;
     s->dp = calloc((size_t)n + 1, sizeof *s->dp);

@@ -8,7 +8,8 @@
  * the optimizer under ZeRO-2 names no reduction. So the waits across streams come from what each
  * op touches. A segment (exec/trainer_impl.h: [2j] shared and [2j+1] expert tensors of local
  * layer j, then the embedding and the head) has two resources, its parameters and its gradients,
- * and under ZeRO-2/3 every segment's gradients share one buffer, a third resource:
+ * and under ZeRO-2/3 the layers' gradients live in two one-layer buffers (alternate layers), two
+ * more resources:
  *   - compute ops of a layer (or the embedding, head and loss) read its parameters, and in the
  *     backward (B and W) write its gradients; the optimizer writes everything;
  *   - a gradient reduction writes its segments' gradients (in place, and ZeRO-2 zeroes them);
@@ -36,7 +37,8 @@ typedef struct {
     int head_uses_embed;            /* tied embeddings: the head reads the embedding's segment */
     int vpp;
     const int *chunk_lo, *chunk_hi; /* (vpp) global layers [lo, hi) of each local chunk */
-    const uint8_t *shared_grad;     /* (n_seg) gradients in the one-layer buffer (ZeRO-2/3) */
+    const int8_t *grad_buffer;      /* (n_seg) the one-layer gradient buffer (0 or 1) a segment's
+                                       gradients live in under ZeRO-2/3; -1: its own */
 } ts_seg_map;
 
 /* The order a rank issues its ops in: the program's, or (CPU checks of the GPU streams) an

@@ -451,11 +451,12 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
         TS_CHECK_GOTO(segment_init(t, &t->seg[t->seg_head], n, TS_GROUP_DPCP, edge_zero), res, fail);
     }
     if (zero >= 2 && biggest) {
-        TS_CHECK_GOTO(alloc_floats(t, &t->live.grads, biggest, &t->grad_layer), res, fail);
+        for (int b = 0; b < 2 && b < t->n_local; b++)
+            TS_CHECK_GOTO(alloc_floats(t, &t->live.grads, biggest, &t->grad_layer[b]), res, fail);
         for (int j = 0; j < t->n_local; j++) {
             tr_segment *sh = &t->seg[2 * j], *ex = &t->seg[2 * j + 1];
-            if (sh->zero >= 2) sh->grad = t->grad_layer;
-            if (ex->zero >= 2) ex->grad = t->grad_layer + sh->part * sh->members;
+            if (sh->zero >= 2) sh->grad = t->grad_layer[j % 2];
+            if (ex->zero >= 2) ex->grad = t->grad_layer[j % 2] + sh->part * sh->members;
         }
     }
     for (int j = 0; j < t->n_local; j++) TS_CHECK_GOTO(init_layer(t, j), res, fail);
@@ -466,8 +467,8 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     int v = l->vpp;
     t->chunk_lo = malloc((size_t)v * sizeof(int));
     t->chunk_hi = calloc((size_t)v, sizeof(int));
-    t->shared_grad = calloc((size_t)t->n_seg, sizeof *t->shared_grad);
-    if (!t->chunk_lo || !t->chunk_hi || !t->shared_grad) {
+    t->grad_buffer = malloc((size_t)t->n_seg * sizeof *t->grad_buffer);
+    if (!t->chunk_lo || !t->chunk_hi || !t->grad_buffer) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for chunk bounds");
         goto fail;
     }
@@ -478,11 +479,12 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
         if (op->layer < t->chunk_lo[op->chunk]) t->chunk_lo[op->chunk] = op->layer;
         if (op->layer + 1 > t->chunk_hi[op->chunk]) t->chunk_hi[op->chunk] = op->layer + 1;
     }
-    for (int i = 0; i < t->n_seg; i++) t->shared_grad[i] = t->grad_layer && t->seg[i].zero >= 2;
+    for (int i = 0; i < t->n_seg; i++)
+        t->grad_buffer[i] = (int8_t)(i < 2 * t->n_local && t->grad_layer[0] && t->seg[i].zero >= 2 ? i / 2 % 2 : -1);
     ts_seg_map map = {.layers = L, .local_of = t->local_of, .n_local = t->n_local,
                       .seg_embed = t->seg_embed, .seg_head = t->seg_head,
                       .head_uses_embed = m->tied_embeddings, .vpp = v, .chunk_lo = t->chunk_lo,
-                      .chunk_hi = t->chunk_hi, .shared_grad = t->shared_grad};
+                      .chunk_hi = t->chunk_hi, .grad_buffer = t->grad_buffer};
     TS_CHECK_GOTO(ts_op_streams_init(&t->streams, sp, &map, t->opts.order), res, fail);
     TS_CHECK_GOTO(be->clock_init(sp->n_ops, &t->clock), res, fail);
     size_t max_part = 1;
@@ -508,7 +510,8 @@ fail:
 void ts_trainer_free(ts_trainer *t) {
     if (t == NULL) return;
     for (int i = 0; t->seg && i < t->n_seg; i++) segment_free(t, &t->seg[i]);
-    t->be->free(t->grad_layer);
+    t->be->free(t->grad_layer[0]);
+    t->be->free(t->grad_layer[1]);
     for (int j = 0; t->acts && j <= t->n_local; j++) {
         for (int mb = 0; mb < t->m_mb && t->acts[j]; mb++) tr_acts_release(t, j, mb);
         free(t->acts[j]);
@@ -535,7 +538,7 @@ void ts_trainer_free(ts_trainer *t) {
     t->be->free(t->shard_tmp);
     free(t->chunk_lo);
     free(t->chunk_hi);
-    free(t->shared_grad);
+    free(t->grad_buffer);
     ts_op_streams_free(&t->streams);
     t->be->clock_free(t->clock);
     free(t->seg);

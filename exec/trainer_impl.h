@@ -112,7 +112,9 @@ struct ts_trainer {
     int n_seg;
     tr_segment *seg; /* [2·j] shared and [2·j+1] experts of local layer j, then embedding, head */
     int seg_embed, seg_head; /* -1 when not on this stage */
-    float *grad_layer;       /* ZeRO-2/3: one layer's gradients (the largest segment pair) */
+    float *grad_layer[2];    /* ZeRO-2/3: one layer's gradients (the largest segment pair) each;
+                                local layer j's in grad_layer[j % 2], so that on a GPU layer j's
+                                reduction overlaps layer j - 1's backward (exec/op_streams.h) */
 
     tr_acts ***acts; /* (n_local + 1) × (m_mb): per layer and micro-batch; [n_local] the head */
     int step;        /* the step running */
@@ -157,7 +159,7 @@ struct ts_trainer {
     float **send_bufs; /* backend memory, freed once the send completes */
 
     int *chunk_lo, *chunk_hi;      /* (vpp) global layers [lo, hi) of each local chunk */
-    uint8_t *shared_grad;          /* (n_seg) gradients in grad_layer (ZeRO-2/3) */
+    int8_t *grad_buffer;           /* (n_seg) which grad_layer a segment's gradients are in; -1 */
     ts_op_streams streams;         /* each op's stream and wait, DP ops' segments, issue order */
     ts_op_clock *clock;            /* the backend's per-op marks */
     int z3_layers[2], z3_n;        /* ZeRO-3: local layers whose parameters are gathered */

@@ -28,10 +28,10 @@
  * ("planner_memory_bytes", fp32: 4 + 4 + 8 bytes/param, 4-byte activations). Weights, gradients
  * and optimizer states are asserted within 10% where the two count the same thing (mask `mem`):
  * measured 1.000–1.002 there. Where they do not — executor/planner ratios, batch 8 × 64:
- *   zero=2, dp=2:       grads 1.54  the executor accumulates into a whole-layer gradient buffer
- *                                   (the largest layer) beside its shard; the planner counts the
- *                                   shard and the bucket under buffers.
- *   zero=3, dp=4:       weights 3.08, grads 2.17 (tiny-moe ep=4: 1.45, 1.50)  the executor counts
+ *   zero=2, dp=2:       grads 2.00  the executor accumulates into two whole-layer gradient buffers
+ *                                   (alternate layers, each the largest layer) beside its shard; the planner counts
+ *                                   the shard, and two buckets under buffers.
+ *   zero=3, dp=4:       weights 3.08, grads 3.08 (tiny-moe ep=4: 1.45, 1.85)  the executor counts
  *                                   the two gathered layers (running, prefetched) as weights;
  *                                   the planner puts ZeRO-3 gather buffers under buffers.
  * Not asserted, recorded with --verbose (executor/planner, same runs): activations 1.12–1.38 for
