@@ -29,8 +29,9 @@
  * and optimizer states are asserted within 10% where the two count the same thing (mask `mem`):
  * measured 1.000–1.002 there. Where they do not — executor/planner ratios, batch 8 × 64:
  *   zero=2, dp=2:       grads 2.00  the executor accumulates into two whole-layer gradient buffers
- *                                   (alternate layers, each the largest layer) beside its shard; the planner counts
- *                                   the shard, and two buckets under buffers.
+ *                                   (alternate layers, each the largest layer's size) beside its
+ *                                   shard; the planner counts the shard, and two buckets under
+ *                                   buffers.
  *   zero=3, dp=4:       weights 3.08, grads 3.08 (tiny-moe ep=4: 1.45, 1.85)  the executor counts
  *                                   the two gathered layers (running, prefetched) as weights;
  *                                   the planner puts ZeRO-3 gather buffers under buffers.
