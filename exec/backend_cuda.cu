@@ -12,7 +12,11 @@
  * waits (an event) for the compute stream's work so far while the compute stream waits for the
  * collective before its next op, as if in issue order. Pipeline sends and receives run on two
  * streams of their own. Each op's start and end are CUDA events on its stream, read once per
- * step (cuda_spans), so timing never stalls the streams.
+ * step (cuda_spans), so timing never stalls the streams. NCCL's guide ("Using multiple NCCL
+ * communicators concurrently") warns that collectives of different communicators in flight at
+ * once can hang when their kernels cannot all be resident; every rank issues them in the same
+ * (program) order, which the guide asks for, and Megatron-LM overlaps its DP and TP communicators
+ * the same way, but this has not run on a GPU yet.
  *
  * Memory is stream-ordered on the current stream. A release on the DP stream (ZeRO-3 letting a
  * gathered layer go) first makes the DP stream wait for the compute stream's work so far, which

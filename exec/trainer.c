@@ -479,8 +479,10 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
         if (op->layer < t->chunk_lo[op->chunk]) t->chunk_lo[op->chunk] = op->layer;
         if (op->layer + 1 > t->chunk_hi[op->chunk]) t->chunk_hi[op->chunk] = op->layer + 1;
     }
-    for (int i = 0; i < t->n_seg; i++)
-        t->grad_buffer[i] = (int8_t)(i < 2 * t->n_local && t->grad_layer[0] && t->seg[i].zero >= 2 ? i / 2 % 2 : -1);
+    for (int i = 0; i < t->n_seg; i++) { /* layer segments under ZeRO-2/3: grad_layer[j % 2] */
+        int layered = i < 2 * t->n_local && t->grad_layer[0] && t->seg[i].zero >= 2;
+        t->grad_buffer[i] = (int8_t)(layered ? i / 2 % 2 : -1);
+    }
     ts_seg_map map = {.layers = L, .local_of = t->local_of, .n_local = t->n_local,
                       .seg_embed = t->seg_embed, .seg_head = t->seg_head,
                       .head_uses_embed = m->tied_embeddings, .vpp = v, .chunk_lo = t->chunk_lo,
