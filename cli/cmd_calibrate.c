@@ -59,11 +59,15 @@ static void help(void) {
            "      --no-in-situ    keep the microbenchmarks' figures (skip the in-situ pass)\n"
            "      --situ-steps N  in-situ training steps, the first a warm-up (default 3 with --quick,\n"
            "                      else 5; more average over more of a shared machine's speed phases)\n"
+           "      --situ-batch B  in-situ global batch, sequences (default %d)\n"
+           "      --situ-seq L    in-situ tokens per sequence, 1 to " TS_SITU_MODEL "'s max_seq (default %d):\n"
+           "                      kernels run at other speeds at other shapes, so calibrate at the\n"
+           "                      shapes you will run (tessera validate passes its own)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
            "  -h, --help          this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n",
-           TS_SITU_BATCH, TS_SITU_SEQ, default_ranks(TS_DEVICE_CPU));
+           TS_SITU_BATCH, TS_SITU_SEQ, default_ranks(TS_DEVICE_CPU), TS_SITU_BATCH, TS_SITU_SEQ);
 }
 
 /* "tessera calibrate ARGS", for the spec's source (truncated to fit). */
@@ -75,14 +79,15 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
-    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1, situ_steps = 0;
+    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1, situ_steps = 0, situ_batch = 0, situ_seq = 0;
     ts_device device = TS_DEVICE_CPU;
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS, OPT_SITU_BATCH, OPT_SITU_SEQ };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
         {"device", required_argument, 0, OPT_DEVICE}, {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
+        {"situ-batch", required_argument, 0, OPT_SITU_BATCH}, {"situ-seq", required_argument, 0, OPT_SITU_SEQ},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -97,6 +102,8 @@ int cmd_calibrate(int argc, char **argv) {
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
         case OPT_NO_IN_SITU: in_situ = 0; break;
         case OPT_SITU_STEPS: situ_steps = (int)cli_int(cmd, "--situ-steps", optarg, 2, 1000); break;
+        case OPT_SITU_BATCH: situ_batch = (int)cli_int(cmd, "--situ-batch", optarg, 1, 4096); break;
+        case OPT_SITU_SEQ: situ_seq = (int)cli_int(cmd, "--situ-seq", optarg, 1, 1 << 20); break;
         case OPT_DEVICE:
             if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
@@ -109,6 +116,13 @@ int cmd_calibrate(int argc, char **argv) {
     /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
     if (ranks == 1 && device == TS_DEVICE_CPU)
         cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
+    if (situ_seq > 0) { /* refused here, before any rank starts */
+        ts_model m;
+        if (ts_model_load(TS_SITU_MODEL, &m) != TS_OK) cli_fail(cmd, ts_error_status());
+        if (situ_seq > m.max_seq)
+            cli_usage_error(cmd, "--situ-seq: expected an integer in [1, %lld] (%s's max_seq), got %d",
+                            (long long)m.max_seq, TS_SITU_MODEL, situ_seq);
+    }
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
@@ -137,7 +151,8 @@ int cmd_calibrate(int argc, char **argv) {
     }
     char line[128];
     command_line(argc, argv, line, sizeof line);
-    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .situ_steps = situ_steps, .threads = threads,
+    ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .situ_steps = situ_steps, .situ_batch = situ_batch,
+                       .situ_seq = situ_seq, .threads = threads,
                        .device = device, .argv = line,
                        .log = json ? NULL : stderr};
     static ts_calib cal; /* about 10 KB of tables: off the stack */

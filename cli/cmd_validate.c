@@ -72,7 +72,8 @@ static void help(void) {
            "                         compare with the median (default 1; a shared machine's speed\n"
            "                         moves in phases of seconds, which passes average over)\n"
            "      --situ-steps N     in-situ steps of the calibration (default 16; calibrate's own\n"
-           "                         default is 3 with --quick)\n"
+           "                         default is 3 with --quick); the pass trains at the matrix's\n"
+           "                         batch and length (calibrate --situ-batch, --situ-seq)\n"
            "  -b, --global-batch B   sequences per step (default 8)\n"
            "  -l, --seq L            tokens per sequence (default 128)\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
@@ -413,9 +414,13 @@ int cmd_validate(int argc, char **argv) {
             else snprintf(profiles[pass], sizeof profiles[pass], "%s/profile.p%d.json", dir, pass + 1);
             fprintf(stderr, "tessera validate: pass %d/%d: calibrating this machine (tessera calibrate --quick)\n",
                     pass + 1, o.repeat);
-            char situ[16];
+            /* In situ at the matrix's shapes: kernels' speed inside a step depends on them. */
+            char situ[16], batch[24], seq[24];
             snprintf(situ, sizeof situ, "%d", o.situ_steps);
-            const char *const argv_cal[] = {self, "calibrate", "--quick", "--situ-steps", situ, "-o", profiles[pass], NULL};
+            snprintf(batch, sizeof batch, "%lld", (long long)o.batch);
+            snprintf(seq, sizeof seq, "%lld", (long long)o.seq);
+            const char *const argv_cal[] = {self,           "calibrate", "--quick", "--situ-steps", situ, "--situ-batch",
+                                            batch,          "--situ-seq", seq,      "-o",           profiles[pass], NULL};
             st = cli_spawn(argv_cal, NULL);
             if (pass == 0) o.system = profiles[0]; /* the plans' system until the choice below */
         }

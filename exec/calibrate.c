@@ -540,7 +540,9 @@ static ts_status bench_situ(bench *b) {
     ts_status res = TS_OK, mine = TS_OK;
     computes_here = b->rank == 0;
     int steps = b->o->situ_steps > 0 ? b->o->situ_steps : b->c->quick ? 3 : 5;
-    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, steps);
+    int batch = b->o->situ_batch > 0 ? b->o->situ_batch : TS_SITU_BATCH;
+    int seq = b->o->situ_seq > 0 ? b->o->situ_seq : TS_SITU_SEQ;
+    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, steps, batch, seq);
     double failed = mine != TS_OK;
     MPI_Request req;
     TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, fail);

@@ -63,6 +63,8 @@ typedef struct {
     int in_situ;      /* run the in-situ pass (ts_calib_situ) after the microbenchmarks */
     int situ_steps;   /* its training steps, the first a warm-up (0: 3 quick, else 5); more
                          steps average over more of a shared machine's speed phases */
+    int situ_batch, situ_seq; /* its global batch and sequence length (0: TS_SITU_BATCH,
+                                 TS_SITU_SEQ); kernels' speed in a step depends on the shapes */
     int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
     ts_device device; /* TS_DEVICE_CPU, or TS_DEVICE_CUDA: one GPU per rank (see ts_calibrate) */
     const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */
@@ -112,7 +114,7 @@ typedef struct {
  * (caches shared with the neighbouring ops, other shapes, the trainer's own element-wise mix).
  * On world rank 0 alone (the others wait off the cores), `tessera run`'s trainer trains
  * TS_SITU_MODEL for a few steps on one rank (MPI_COMM_SELF), fp32, global batch TS_SITU_BATCH
- * of TS_SITU_SEQ tokens; each op's measured time (median over the timed steps) is summed by kind
+ * of TS_SITU_SEQ tokens unless the options say otherwise; each op's measured time (median over the timed steps) is summed by kind
  * beside the time the fitted spec gives it (sim/engine.h ts_op_cost_s), and the spec's figures
  * for the four compute kinds are scaled so that each kind's sum matches:
  *   GEMM: peak FLOP/s ÷ f_gemm (the efficiency curve keeps its shape);
@@ -122,7 +124,10 @@ typedef struct {
  * with f = measured / modelled. The spread of the timed steps, their standard deviation over
  * their mean, becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that synchronise run
  * at the slowest one's pace on a machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS
- * timed steps it stays 0). The layout differs from tessera validate's (batch 8 of 128). */
+ * timed steps it stays 0). The shapes matter: on this project's 2-core VM, tiny's attention ran
+ * 13% faster per modelled second at 128 tokens than at 256 inside a step (element-wise 5%),
+ * though the microbenchmarks ran both lengths alike, so tessera validate runs the pass at its
+ * matrix's batch and length. */
 #define TS_SITU_MODEL "tiny"
 #define TS_SITU_BATCH 4
 #define TS_SITU_SEQ 256
@@ -140,6 +145,7 @@ typedef struct {
 #define TS_SITU_MIN_CV_STEPS 4
 
 typedef struct {
+    int batch, seq;         /* the global batch and sequence length trained */
     int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
     double step_s;          /* measured, median */
     double step_cv;         /* standard deviation / mean of the timed steps (0 below
@@ -192,9 +198,10 @@ ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *
  * at least one GEMM row; the other kinds keep the template's figures when they have no rows. */
 ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl);
 
-/* The in-situ pass on this process alone (see ts_calib_situ above), with the spec fitted so far
- * in c->system; fills c->situ's measured and modelled sums (not the factors). */
-ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps);
+/* The in-situ pass on this process alone (see ts_calib_situ above), `steps` steps of `batch`
+ * sequences of `seq` tokens, with the spec fitted so far in c->system; fills c->situ's measured
+ * and modelled sums (not the factors). TS_ERR_INPUT when TS_SITU_MODEL cannot train that shape. */
+ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, int batch, int seq);
 
 /* Sets c->situ's factors from its sums and scales c->system's compute figures by them (see
  * above); kinds without ops keep factor 1. Pure. */

@@ -394,7 +394,7 @@ static void print_situ(FILE *f, const ts_calib *c) {
     fprintf(f, "#\n# in situ: %s on one rank, fp32, global batch %d of %d tokens, %d steps (median of the last %d),\n"
                "# step %.4f s (spread %.1f%%: node.speed_cv); each op's time beside the microbenchmark fit's; the\n"
                "# spec is scaled by the factors (the rows above keep the microbenchmark fit's model times)\n",
-            TS_SITU_MODEL, TS_SITU_BATCH, TS_SITU_SEQ, s->steps, s->timed, s->step_s, 100 * s->step_cv);
+            TS_SITU_MODEL, s->batch, s->seq, s->steps, s->timed, s->step_s, 100 * s->step_cv);
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "kind", "ops", "model", "time", "factor");
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "", "", "ms", "ms", "");
     for (int k = 0; k < TS_SITU_COUNT; k++) {
@@ -541,7 +541,7 @@ static ts_status json_situ(const ts_calib *c, cJSON *root) {
     cJSON *obj, *arr, *row;
     TS_CJSON_GOTO(obj = cJSON_AddObjectToObject(root, "in_situ"), res, exit);
     TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", TS_SITU_MODEL), res, exit);
-    TS_CHECK(add_nums(obj, "global_batch", (double)TS_SITU_BATCH, "seq", (double)TS_SITU_SEQ, "steps", (double)s->steps,
+    TS_CHECK(add_nums(obj, "global_batch", (double)s->batch, "seq", (double)s->seq, "steps", (double)s->steps,
                       "timed", (double)s->timed, "step_s", s->step_s, "step_cv", s->step_cv, (const char *)NULL));
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "kinds"), res, exit);
     for (int k = 0; k < TS_SITU_COUNT; k++) {

@@ -357,6 +357,7 @@ Test(calibrate_cli, bad_arguments_exit_2_with_one_line) {
         {"calibrate", "--threads", "0", NULL}, {"calibrate", "--bogus", NULL, NULL},
         {"calibrate", "stray", NULL, NULL},    {"calibrate", "-o", NULL, NULL},
         {"calibrate", "--device", "bogus", NULL}, {"calibrate", "--situ-steps", "1", NULL},
+        {"calibrate", "--situ-batch", "0", NULL}, {"calibrate", "--situ-seq", "999", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
@@ -381,7 +382,8 @@ Test(calibrate_cli, device_flag_is_checked) {
 Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     char *dir = make_temp_dir(), profile[PATH_MAX];
     snprintf(profile, sizeof profile, "%s/profile.json", dir);
-    const char *args[] = {"calibrate", "--quick", "--ranks", "2", "--situ-steps", "5", "--json", "-o", profile, NULL};
+    const char *args[] = {"calibrate", "--quick",      "--ranks", "2", "--situ-steps", "5", "--situ-batch",
+                          "2",         "--situ-seq", "64",      "--json", "-o",         profile, NULL};
     cli_result r = run_argv_timeout(args, 240);
     cJSON *root = parse_json_output(&r, "calibrate --quick --json");
     cr_expect_eq(json_num(root, "ranks", "$"), 2);
@@ -397,6 +399,8 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     /* The in-situ pass ran the trainer: every compute kind has ops and a positive factor. */
     const cJSON *situ = json_obj(root, "in_situ", "$"), *kinds = cJSON_GetObjectItemCaseSensitive(situ, "kinds");
     cr_expect_eq(json_num(situ, "steps", "$.in_situ"), 5, "--situ-steps 5");
+    cr_expect_eq(json_num(situ, "global_batch", "$.in_situ"), 2, "--situ-batch 2");
+    cr_expect_eq(json_num(situ, "seq", "$.in_situ"), 64, "--situ-seq 64");
     cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 4, "the first step warms up");
     double step_cv = json_num(situ, "step_cv", "$.in_situ");
     cr_expect(step_cv > 0 && step_cv < 1, "4 timed steps give a spread: %g", step_cv);

@@ -23,14 +23,13 @@ static void no_leak_check(void) {
     setenv("ASAN_OPTIONS", opts, 1);
 }
 
-/* measured.in_situ.step_s of a profile written by tessera calibrate. */
-static double situ_step_of(const char *path) {
+/* measured.in_situ.KEY of a profile written by tessera calibrate. */
+static double situ_of(const char *path, const char *key) {
     cJSON *root = NULL;
     cr_assert_eq(ts_json_load_file(path, &root), TS_OK, "%s", ts_error_message());
-    double step_s = json_num(json_obj(json_obj(root, "measured", "$"), "in_situ", "$.measured"), "step_s",
-                             "$.measured.in_situ");
+    double v = json_num(json_obj(json_obj(root, "measured", "$"), "in_situ", "$.measured"), key, "$.measured.in_situ");
     cJSON_Delete(root);
-    return step_s;
+    return v;
 }
 
 Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120) {
@@ -123,19 +122,25 @@ Test(validate, failed_run_leaves_no_partial_output, .init = no_leak_check, .time
     remove_dir(dir);
 }
 
-/* Without --system, each pass calibrates; the simulation uses the calibration whose in-situ step
- * is the median of the passes' (with two, the faster one), and says which. */
+/* Without --system, each pass calibrates, in situ at the matrix's batch and length; the simulation
+ * uses the calibration whose in-situ step is the median of the passes' (with two, the faster
+ * one), and says which. */
 Test(mpi, validate_calibrates_each_pass, .init = no_leak_check, .timeout = 300) {
     char *dir = make_temp_dir();
-    const char *args[] = {"validate", "--only", "1", "--steps", "4", "--repeat", "2", "--situ-steps", "2",
-                          "--keep", dir, "--json", NULL};
+    const char *args[] = {"validate", "--only", "1",  "--steps", "4",    "--repeat", "2",    "--situ-steps", "2",
+                          "--seq",    "64",     "-b", "4",       "--keep", dir,        "--json", NULL};
     cli_result r = run_argv_timeout(args, 280);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     cJSON *root = parse_json_output(&r, "validate --json");
     char p1[PATH_MAX], p2[PATH_MAX];
     snprintf(p1, sizeof p1, "%s/profile.p1.json", dir);
     snprintf(p2, sizeof p2, "%s/profile.p2.json", dir);
-    double step1 = situ_step_of(p1), step2 = situ_step_of(p2);
+    double step1 = situ_of(p1, "step_s"), step2 = situ_of(p2, "step_s");
+    for (int p = 0; p < 2; p++) {
+        const char *path = p ? p2 : p1;
+        cr_expect_eq(situ_of(path, "seq"), 64, "%s: in situ at the matrix's length", path);
+        cr_expect_eq(situ_of(path, "global_batch"), 4, "%s: in situ at the matrix's batch", path);
+    }
     cr_assert(step1 > 0 && step2 > 0, "in-situ steps %g, %g s", step1, step2);
     const char *system = json_str(root, "system", "$");
     cr_expect_str_eq(system, step1 <= step2 ? p1 : p2, "simulated with %s (in-situ %g vs %g s)", system, step1, step2);
