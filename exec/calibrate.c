@@ -163,12 +163,7 @@ static ts_status filled_bf16(const ts_backend *be, size_t n, void **out) {
     uint16_t *host = malloc(bytes);
     *out = NULL;
     if (host == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for %zu bf16 words", n);
-    for (size_t i = 0; i < n; i++) {
-        float v = fill_value(i);
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        host[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
+    for (size_t i = 0; i < n; i++) host[i] = ts_bf16_bits(fill_value(i));
     ts_status res = backend_copy(be, host, bytes, out);
     free(host);
     return res;

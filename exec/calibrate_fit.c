@@ -153,28 +153,31 @@ static double rms(const double *model, const double *t, int n) {
     return n > 0 ? sqrt(sum / n) : 0;
 }
 
+/* The best measured GEMM rate of `n` rows: the fit's peak, which the in-situ pass may scale
+ * afterwards. */
+static double best_gemm_rate(const ts_calib_gemm *rows, int n) {
+    double peak = 0;
+    for (int i = 0; i < n; i++) peak = fmax(peak, rows[i].flops / rows[i].time_s);
+    return peak;
+}
+
+/* The best rate of `n` GEMM rows (`what`: "GEMM", "bf16 GEMM"), after checking their times. */
+static ts_status gemm_peak(const ts_calib_gemm *rows, int n, const char *what, double *peak) {
+    for (int i = 0; i < n; i++)
+        if (!(rows[i].time_s > 0))
+            return TS_FAIL(TS_ERR_INPUT, "calibrate: %s row %d: time %g s, expected positive", what, i, rows[i].time_s);
+    *peak = best_gemm_rate(rows, n);
+    return TS_OK;
+}
+
 static ts_status fit_compute(ts_calib *c) {
     ts_system *s = &c->system;
-    double peak = 0, u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
-    for (int i = 0; i < c->n_gemm; i++) {
-        if (!(c->gemm[i].time_s > 0))
-            return TS_FAIL(TS_ERR_INPUT, "calibrate: GEMM row %d: time %g s, expected positive", i, c->gemm[i].time_s);
-        double rate = c->gemm[i].flops / c->gemm[i].time_s;
-        peak = rate > peak ? rate : peak;
-    }
+    double peak = 0, bf16 = 0, u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
+    TS_CHECK(gemm_peak(c->gemm, c->n_gemm, "GEMM", &peak));
+    TS_CHECK(gemm_peak(c->gemm_bf16, c->n_gemm_bf16, "bf16 GEMM", &bf16));
     s->peak_flops[TS_DTYPE_FP32] = peak;
     /* Where the bf16 grid ran (GPUs), its best rate; else no bf16 path: plans in bf16 cost as fp32. */
-    s->peak_flops[TS_DTYPE_BF16] = peak;
-    if (c->n_gemm_bf16 > 0) {
-        double bf16 = 0;
-        for (int i = 0; i < c->n_gemm_bf16; i++) {
-            if (!(c->gemm_bf16[i].time_s > 0))
-                return TS_FAIL(TS_ERR_INPUT, "calibrate: bf16 GEMM row %d: time %g s, expected positive", i,
-                               c->gemm_bf16[i].time_s);
-            bf16 = fmax(bf16, c->gemm_bf16[i].flops / c->gemm_bf16[i].time_s);
-        }
-        s->peak_flops[TS_DTYPE_BF16] = bf16;
-    }
+    s->peak_flops[TS_DTYPE_BF16] = c->n_gemm_bf16 > 0 ? bf16 : peak;
     s->peak_flops[TS_DTYPE_FP16] = s->peak_flops[TS_DTYPE_FP8] = 0;
     fit_gemm_curve(c, peak, &s->gemm_eff);
     for (int i = 0; i < c->n_gemm; i++) {
@@ -297,14 +300,6 @@ static void print_header(FILE *f, const ts_calib *c) {
                 c->ranks, c->cores, c->oversubscribed ? "oversubscribed" : "not oversubscribed",
                 c->compute_ranks, c->threads, c->quick ? "quick" : "full", 1e3 * c->min_point_s);
     fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
-}
-
-/* The best measured GEMM rate of `n` rows: the fit's peak, which the in-situ pass may scale
- * afterwards. */
-static double best_gemm_rate(const ts_calib_gemm *rows, int n) {
-    double peak = 0;
-    for (int i = 0; i < n; i++) peak = fmax(peak, rows[i].flops / rows[i].time_s);
-    return peak;
 }
 
 /* The fp32 grid, or the bf16 one (where measured). */

@@ -23,23 +23,22 @@ static int situ_kind(int op_kind) {
     }
 }
 
-/* The one-rank problem and layout of the pass (c->situ's batch and seq), on the spec fitted so
- * far. */
-static ts_status situ_problem(const ts_calib *c, ts_problem *pb, ts_layout *l) {
+/* The one-rank problem and layout of the pass, `batch` sequences of `seq` tokens, on the spec
+ * fitted so far. */
+static ts_status situ_problem(const ts_calib *c, int batch, int seq, ts_problem *pb, ts_layout *l) {
     ts_model m;
     ts_train t;
     TS_CHECK(ts_model_load(TS_SITU_MODEL, &m));
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the executor computes in fp32 */
-    t.global_batch = c->situ.batch;
-    t.seq = c->situ.seq;
-    if (c->situ.batch < 1 || c->situ.seq < 1 || c->situ.seq > m.max_seq)
+    t.global_batch = batch;
+    t.seq = seq;
+    if (batch < 1 || seq < 1 || seq > m.max_seq)
         return TS_FAIL(TS_ERR_INPUT, "calibrate: the in-situ pass needs a batch >= 1 and 1 to %d tokens (%s's "
-                                     "max_seq), got batch %d of %d", (int)m.max_seq, TS_SITU_MODEL, c->situ.batch,
-                       c->situ.seq);
+                                     "max_seq), got batch %d of %d", (int)m.max_seq, TS_SITU_MODEL, batch, seq);
     TS_CHECK(ts_problem_init(pb, &m, &c->system, &t, 1));
     *l = (ts_layout){.dp = 1, .tp = 1, .pp = 1, .cp = 1, .ep = 1, .mbs = 1, .vpp = 1,
-                     .microbatches = c->situ.batch, .schedule = TS_SCHED_1F1B,
+                     .microbatches = batch, .schedule = TS_SCHED_1F1B,
                      .recompute = TS_RECOMPUTE_NONE};
     char why[256];
     if (ts_layout_invalid(pb, l, why, sizeof why))
@@ -83,13 +82,9 @@ ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, in
     ts_op_span *spans = NULL;
     double *step_s = NULL;
     memset(&c->situ, 0, sizeof c->situ);
+    TS_CHECK(situ_problem(c, batch, seq, &pb, &l));
     c->situ.batch = batch;
     c->situ.seq = seq;
-    ts_status st = situ_problem(c, &pb, &l);
-    if (st != TS_OK) {
-        memset(&c->situ, 0, sizeof c->situ);
-        return st;
-    }
     TS_CHECK_GOTO(ts_program_build(&pb, &l, NULL, &prog), res, exit);
     TS_CHECK_GOTO(ts_runtime_init_self(&rt, &l), res, exit);
     ts_train_opts opts;

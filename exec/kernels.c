@@ -386,3 +386,9 @@ void ts_adamw(float *param, float *m, float *v, const float *grad, size_t n, flo
         param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param[i]);
     }
 }
+
+uint16_t ts_bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}

@@ -25,6 +25,7 @@
 #define TS_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* C (M, N) = alpha * op(A) (M, K) * op(B) (K, N) + beta * C, row-major; op(X) = X^T when trans_x
  * is nonzero. lda/ldb/ldc are the row strides of A, B, C as stored. A thin wrapper over
@@ -174,6 +175,12 @@ void ts_ce_loss(float *loss, const float *max, const float *sumexp, const float 
  * the gradient of dloss * sum_t loss[t]; dloss = 1/(tokens) gives the mean. */
 void ts_ce_bwd(float *dlogits, const float *logits, const float *max, const float *sumexp,
                const int *targets, int v0, int T, int Vs, float dloss);
+
+/* ---- bf16 ------------------------------------------------------------------------------------ */
+
+/* x rounded to bf16 (the upper 16 bits of an fp32, round to nearest even): the 16-bit word the
+ * GPU's bf16 GEMMs read (calibrate's bf16 grid, the CUDA tests). NaNs are not special-cased. */
+uint16_t ts_bf16_bits(float x);
 
 /* ---- AdamW (Loshchilov & Hutter 2019) -------------------------------------------------------- */
 

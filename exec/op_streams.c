@@ -43,7 +43,7 @@ static void grads(walk *w, int s) {
     if (w->m->grad_buffer[s] >= 0) add(w, 2 * w->n_seg + w->m->grad_buffer[s], 1);
 }
 
-static int local_seg(const walk *w, int layer, int expert, int32_t *seg) {
+static ts_status local_seg(const walk *w, int layer, int expert, int32_t *seg) {
     if (layer < 0 || layer >= w->m->layers || w->m->local_of[layer] < 0)
         return TS_FAIL(TS_ERR_INPUT, "op streams: layer %d is not on this stage", layer);
     *seg = 2 * w->m->local_of[layer] + expert;
@@ -149,13 +149,13 @@ static void dp_touches(walk *w, const ts_op *op, const int32_t *segs, uint32_t n
 static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 
 /* after[i]: the latest conflicting op of the other stream, then the op's touches recorded. */
-static int32_t wait_and_record(walk *w, int32_t i, int side, const ts_op *op, const uint32_t *deps,
-                               const uint8_t *dp) {
-    int other = !side;
+static int32_t wait_and_record(walk *w, int32_t i, const ts_stage_program *sp) {
+    const ts_op *op = &sp->ops[i];
+    int side = ts_op_on_dp(op), other = !side;
     int32_t need = -1;
     for (uint32_t d = 0; d < op->ndeps; d++) {
-        uint32_t j = deps[op->dep0 + d];
-        if (dp[j] == other) need = max32(need, (int32_t)j);
+        uint32_t j = sp->deps[op->dep0 + d];
+        if (ts_op_on_dp(&sp->ops[j]) == other) need = max32(need, (int32_t)j);
     }
     for (int k = 0; k < w->n; k++) {
         int32_t r = w->t[k].res;
@@ -172,7 +172,7 @@ static int32_t wait_and_record(walk *w, int32_t i, int side, const ts_op *op, co
 
 /* A greedy interleaving: each stream in issue order, an op once its wait has been issued,
  * preferring the DP stream (early) or the compute stream (late). */
-static void interleave(ts_op_streams *s, ts_stream_order order) {
+static void interleave(ts_op_streams *s, const ts_stage_program *sp, ts_stream_order order) {
     int n = s->n_ops, pos = 0;
     int next[2] = {0, 0}; /* per side: its first op not yet issued (those before it are) */
     if (order == TS_ORDER_PROGRAM) {
@@ -185,7 +185,7 @@ static void interleave(ts_op_streams *s, ts_stream_order order) {
         for (int pass = 0; pass < 2 && !took; pass++) {
             int side = pass == 0 ? prefer : !prefer;
             int i = next[side];
-            while (i < n && s->dp[i] != side) i++;
+            while (i < n && ts_op_on_dp(&sp->ops[i]) != side) i++;
             next[side] = i;
             if (i >= n) continue;
             int32_t a = s->after[i];
@@ -206,7 +206,6 @@ ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const
     int n = sp->n_ops, n_seg = 2 * m->n_local + 2, n_res = 2 * n_seg + 2;
     walk w = {.m = m, .n_seg = n_seg};
     s->n_ops = n;
-    s->dp = calloc((size_t)n + 1, sizeof *s->dp);
     s->after = malloc(((size_t)n + 1) * sizeof *s->after);
     s->seg_start = calloc((size_t)n + 1, sizeof *s->seg_start);
     s->order = malloc(((size_t)n + 1) * sizeof *s->order);
@@ -220,9 +219,9 @@ ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const
     /* A bucket holds at most every local layer's two segments and both edges. */
     size_t seg_cap = 0;
     for (int i = 0; i < n; i++)
-        if (sp->ops[i].stream == TS_STREAM_DP) seg_cap += (size_t)n_seg;
+        if (ts_op_on_dp(&sp->ops[i])) seg_cap += (size_t)n_seg;
     s->segs = malloc((seg_cap + 1) * sizeof *s->segs);
-    if (!s->dp || !s->after || !s->seg_start || !s->order || !w.t || !w.last_w[0] || !w.last_w[1] ||
+    if (!s->after || !s->seg_start || !s->order || !w.t || !w.last_w[0] || !w.last_w[1] ||
         !w.last_r[0] || !w.last_r[1] || !w.reduce_hi || !w.gather_lo || !s->segs) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the streams of %d ops", n);
         goto exit;
@@ -233,22 +232,21 @@ ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const
         w.reduce_hi[c] = m->chunk_hi[c];
         w.gather_lo[c] = m->chunk_lo[c];
     }
-    for (int i = 0; i < n; i++) s->dp[i] = sp->ops[i].stream == TS_STREAM_DP;
     uint32_t used = 0;
     for (int i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
         s->seg_start[i] = used;
         w.n = 0;
-        if (s->dp[i]) {
+        if (ts_op_on_dp(op)) {
             TS_CHECK_GOTO(dp_segments(&w, op, s->segs, &used), res, exit);
             dp_touches(&w, op, s->segs + s->seg_start[i], used - s->seg_start[i]);
         } else {
             TS_CHECK_GOTO(compute_touches(&w, op), res, exit);
         }
-        s->after[i] = wait_and_record(&w, i, s->dp[i], op, sp->deps, s->dp);
+        s->after[i] = wait_and_record(&w, i, sp);
     }
     s->seg_start[n] = used;
-    interleave(s, order);
+    interleave(s, sp, order);
 exit:
     free(w.t);
     for (int k = 0; k < 2; k++) {
@@ -261,7 +259,6 @@ exit:
 }
 
 void ts_op_streams_free(ts_op_streams *s) {
-    free(s->dp);
     free(s->after);
     free(s->seg_start);
     free(s->segs);

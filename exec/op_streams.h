@@ -49,9 +49,11 @@ extern const char *const ts_stream_order_names[]; /* "program", "dp-early", "dp-
 /* TS_OK and *out, or TS_ERR_INPUT naming the choices. */
 ts_status ts_stream_order_parse(const char *text, ts_stream_order *out);
 
+/* Whether `op` runs on the DP stream (the program's TS_STREAM_DP ops). */
+static inline int ts_op_on_dp(const ts_op *op) { return op->stream == TS_STREAM_DP; }
+
 typedef struct {
     int n_ops;
-    uint8_t *dp;        /* (n_ops) runs on the DP stream */
     int32_t *after;     /* (n_ops) the op of the other stream it waits for; -1: none */
     uint32_t *seg_start; /* (n_ops + 1) DP op i reduces or gathers segs[seg_start[i] ..
                             seg_start[i + 1]) in that order (ZeRO-3 gathers: its layer's two) */

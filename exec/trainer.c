@@ -784,7 +784,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     for (int k = 0; k < sp->n_ops; k++) {
         int i = so->order[k];
         if (t->watch_op) *t->watch_op = i;
-        ts_status st = t->be->op_begin(t->clock, i, so->dp[i], so->after[i]);
+        ts_status st = t->be->op_begin(t->clock, i, ts_op_on_dp(&sp->ops[i]), so->after[i]);
         if (st == TS_OK) st = tr_run_op(t, &sp->ops[i]);
         if (st == TS_OK) st = t->be->op_end(t->clock, i);
         if (st != TS_OK) {

@@ -695,19 +695,12 @@ Test(cuda_gpu, backend_gemm_collectives_timer) {
         size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
         float *A = test_random_floats(na, 60), *B = test_random_floats(nb, 61), *C = calloc(nc, 4);
         uint16_t *hA = malloc(na * 2), *hB = malloc(nb * 2), *hC = calloc(nc, 2);
-        for (size_t i = 0; i < na; i++) {
-            uint32_t u;
-            memcpy(&u, &A[i], 4);
-            hA[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-            u = (uint32_t)hA[i] << 16;
-            memcpy(&A[i], &u, 4);
-        }
-        for (size_t i = 0; i < nb; i++) {
-            uint32_t u;
-            memcpy(&u, &B[i], 4);
-            hB[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-            u = (uint32_t)hB[i] << 16;
-            memcpy(&B[i], &u, 4);
+        for (size_t i = 0; i < na + nb; i++) { /* A, then B: each rounded, kept as the float it rounds to */
+            float *x = i < na ? &A[i] : &B[i - na];
+            uint16_t *h = i < na ? &hA[i] : &hB[i - na];
+            *h = ts_bf16_bits(*x);
+            uint32_t u = (uint32_t)*h << 16;
+            memcpy(x, &u, 4);
         }
         ts_sgemm(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
         void *gA = dev_copy(hA, na * 2), *gB = dev_copy(hB, nb * 2), *gC = dev_copy(hC, nc * 2);

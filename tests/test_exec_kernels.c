@@ -135,6 +135,22 @@ static double linear_objective(void *ctx) {
     return dot_d(c->g, c->out, (size_t)c->T * c->OC);
 }
 
+/* bf16 words: exact values keep their upper half, ties go to the even word, NaN stays NaN-like. */
+static float bits_float(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+Test(exec_kernels, bf16_rounds_to_nearest_even) {
+    cr_expect_eq(ts_bf16_bits(1.0f), 0x3F80);
+    cr_expect_eq(ts_bf16_bits(-2.0f), 0xC000);
+    cr_expect_eq(ts_bf16_bits(bits_float(0x3F808000u)), 0x3F80, "a tie below an even word stays");
+    cr_expect_eq(ts_bf16_bits(bits_float(0x3F818000u)), 0x3F82, "a tie above an odd word goes up");
+    cr_expect_eq(ts_bf16_bits(bits_float(0x3F808001u)), 0x3F81, "past the tie rounds up");
+    cr_expect_eq(ts_bf16_bits(bits_float(0x3F807FFFu)), 0x3F80, "below the tie rounds down");
+}
+
 Test(exec_kernels, linear_backward_matches_finite_differences) {
     uint64_t rng = 2;
     linear_case c = {.T = 5, .IC = 6, .OC = 4};

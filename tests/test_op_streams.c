@@ -55,6 +55,8 @@ static void fixture_free(fixture *f) {
 
 static const ts_stage_program *stage(const fixture *f) { return &f->prog.stages[0]; }
 
+static int dp(const fixture *f, int i) { return ts_op_on_dp(&stage(f)->ops[i]); }
+
 static void streams(const fixture *f, ts_stream_order order, ts_op_streams *s) {
     ts_error_clear();
     cr_assert_eq(ts_op_streams_init(s, stage(f), &f->map, order), TS_OK, "%s", ts_error_message());
@@ -64,18 +66,18 @@ static void streams(const fixture *f, ts_stream_order order, ts_op_streams *s) {
 static void count_segments(const fixture *f, const ts_op_streams *s, int part, int *count) {
     memset(count, 0, (size_t)(2 * f->map.n_local + 2) * sizeof *count);
     for (int i = 0; i < s->n_ops; i++) {
-        if (!s->dp[i] || stage(f)->ops[i].part != part) continue;
+        if (!dp(f, i) || stage(f)->ops[i].part != part) continue;
         for (uint32_t k = s->seg_start[i]; k < s->seg_start[i + 1]; k++) count[s->segs[k]]++;
     }
 }
 
 /* The last compute op before `i` that writes gradients of layer `layer` (-1: the embedding, -2:
  * the head, whose final norm the loss op runs). */
-static int last_grad_writer(const fixture *f, const ts_op_streams *s, int i, int layer) {
+static int last_grad_writer(const fixture *f, int i, int layer) {
     int last = -1;
     for (int j = 0; j < i; j++) {
         const ts_op *op = &stage(f)->ops[j];
-        if (s->dp[j] || (op->phase != TS_PHASE_BWD && op->phase != TS_PHASE_WGRAD)) continue;
+        if (dp(f, j) || (op->phase != TS_PHASE_BWD && op->phase != TS_PHASE_WGRAD)) continue;
         int hit = layer >= 0    ? op->layer == layer
                   : layer == -1 ? op->part == TS_PART_EMBED || op->part == TS_PART_TP_EMBED
                                 : op->layer < 0 && (op->part == TS_PART_HEAD || op->part == TS_PART_LOSS);
@@ -108,20 +110,20 @@ Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
     int buckets = 0, last_bwd = -1, early = 0;
     for (int i = 0; i < s.n_ops; i++) {
         const ts_op *op = &stage(&f)->ops[i];
-        if (!s.dp[i] && (op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD)) last_bwd = i;
+        if (!dp(&f, i) && (op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD)) last_bwd = i;
     }
     for (int i = 0; i < s.n_ops; i++) {
         const ts_op *op = &stage(&f)->ops[i];
-        if (!s.dp[i] || op->part != TS_PART_GRAD_REDUCE) continue;
+        if (!dp(&f, i) || op->part != TS_PART_GRAD_REDUCE) continue;
         buckets++;
         int need = -1;
         for (uint32_t k = s.seg_start[i]; k < s.seg_start[i + 1]; k++) {
-            int seg = s.segs[k], w = last_grad_writer(&f, &s, i, seg == 2 * L ? -1 : seg == 2 * L + 1 ? -2 : seg / 2);
+            int seg = s.segs[k], w = last_grad_writer(&f, i, seg == 2 * L ? -1 : seg == 2 * L + 1 ? -2 : seg / 2);
             if (w > need) need = w;
         }
         cr_expect_geq(s.after[i], need, "bucket op %d waits for op %d, its gradients end at op %d", i, s.after[i],
                       need);
-        cr_expect(s.after[i] >= 0 && !s.dp[s.after[i]], "bucket op %d waits for no compute op", i);
+        cr_expect(s.after[i] >= 0 && !dp(&f, s.after[i]), "bucket op %d waits for no compute op", i);
         if (s.after[i] < last_bwd) early++;
     }
     cr_expect_gt(buckets, 2, "llama3-8b in 80 MB buckets: %d buckets", buckets);
@@ -131,7 +133,7 @@ Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
     /* The optimizer waits for the last DP op. */
     int last_dp = -1, opt = -1;
     for (int i = 0; i < s.n_ops; i++) {
-        if (s.dp[i]) last_dp = i;
+        if (dp(&f, i)) last_dp = i;
         if (stage(&f)->ops[i].kind == TS_OP_OPTIMIZER) opt = i;
     }
     cr_assert_geq(opt, 0);
@@ -149,7 +151,7 @@ Test(op_streams, zero2_layer_buffers_order_the_backward) {
     int L = f.map.n_local, reduces = 0, overlapped = 0;
     for (int i = 0; i < s.n_ops; i++) {
         const ts_op *op = &stage(&f)->ops[i];
-        if (!s.dp[i] || op->part != TS_PART_GRAD_REDUCE || op->phase == TS_PHASE_STEP) continue;
+        if (!dp(&f, i) || op->part != TS_PART_GRAD_REDUCE || op->phase == TS_PHASE_STEP) continue;
         reduces++;
         cr_expect_eq(s.seg_start[i + 1] - s.seg_start[i], 1, "a per-layer reduce-scatter lists one segment");
         cr_expect_eq(s.segs[s.seg_start[i]], 2 * op->layer, "op %d reduces segment %d for layer %d", i,
@@ -158,7 +160,7 @@ Test(op_streams, zero2_layer_buffers_order_the_backward) {
          * for this reduction; one of a layer with the same buffer must. */
         for (int j = i + 1; j < s.n_ops; j++) {
             const ts_op *o = &stage(&f)->ops[j];
-            if (s.dp[j] || o->layer < 0 || o->layer == op->layer ||
+            if (dp(&f, j) || o->layer < 0 || o->layer == op->layer ||
                 (o->phase != TS_PHASE_BWD && o->phase != TS_PHASE_WGRAD))
                 continue;
             if ((o->layer - op->layer) % 2 == 0) {
@@ -193,13 +195,13 @@ Test(op_streams, orders_keep_streams_and_waits) {
             int i = s.order[k];
             cr_assert(i >= 0 && i < n && pos[i] < 0, "%s: op %d issued twice or out of range", ts_stream_order_names[o], i);
             pos[i] = k;
-            cr_expect_gt(i, last[s.dp[i]], "%s: op %d issued after op %d of its stream", ts_stream_order_names[o], i,
-                         last[s.dp[i]]);
-            last[s.dp[i]] = i;
+            cr_expect_gt(i, last[dp(&f, i)], "%s: op %d issued after op %d of its stream", ts_stream_order_names[o], i,
+                         last[dp(&f, i)]);
+            last[dp(&f, i)] = i;
             if (s.after[i] >= 0)
                 cr_expect(pos[s.after[i]] >= 0, "%s: op %d issued before op %d it waits for", ts_stream_order_names[o],
                           i, s.after[i]);
-            if (s.dp[i]) moved[o] += k - i; /* negative: earlier than in the program */
+            if (dp(&f, i)) moved[o] += k - i; /* negative: earlier than in the program */
         }
         free(pos);
         ts_op_streams_free(&s);
