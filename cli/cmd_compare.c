@@ -16,11 +16,14 @@ static void help(void) {
            "of the same layout, op by op (rank, op index, name), and reports the error\n"
            "(simulated - measured) / measured by op kind (collectives by collective), by pipeline\n"
            "stage and for the step. Only the ranks the simulation holds are compared (tessera sim\n"
-           "simulates one rank per stage unless --full).\n"
+           "simulates one rank per stage unless --full). When both traces carry the speed gauge\n"
+           "of CPU ranks (a simulation on a calibrated profile, a run on CPU ranks), measured\n"
+           "times are first put at the calibration's speed: x run's gauge / profile's gauge.\n"
            "\n"
            "  -s, --sim FILE        the simulated trace\n"
            "  -m, --measured FILE   the measured trace\n"
-           "      --step-s S        the measured step time to compare with (default: the traced step's)\n"
+           "      --step-s S        the measured step time to compare with, as timed (default: the\n"
+           "                        traced step's; the traced step's speed applies to it)\n"
            "      --json            print the comparison as JSON instead of a table\n"
            "  -h, --help            this help\n"
            "\n"
@@ -52,6 +55,10 @@ static void print_table(const ts_compare *c) {
     printf("# step: simulated %.6f s, measured %.6f s, error", c->simulated_step_s, c->measured_step_s);
     print_pct(c->step_error);
     printf("\n");
+    if (c->gauged)
+        printf("# speed: the run's gauge read %.3fx the calibration's, so measured times are at the calibration's\n"
+               "# speed (the step as timed: %.6f s)\n",
+               c->speed, c->measured_raw_step_s);
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -82,7 +89,7 @@ int cmd_compare(int argc, char **argv) {
     ts_compare cmp;
     ts_status st = ts_compare_traces(sim, measured, &cmp);
     if (st != TS_OK) cli_fail(cmd, st);
-    if (step_s > 0) ts_compare_set_measured_step(&cmp, step_s);
+    if (step_s > 0) ts_compare_set_measured_step(&cmp, step_s, cmp.speed);
     if (json) {
         cJSON *root = NULL;
         st = ts_compare_json(&cmp, &root);

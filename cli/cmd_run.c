@@ -16,6 +16,7 @@
 #include "exec/kernel_table.h"
 #include "exec/launch.h"
 #include "exec/runtime.h"
+#include "exec/speed_gauge.h"
 #include "exec/trainer.h"
 #include "exec/watchdog.h"
 #include "planner/partition.h"
@@ -96,7 +97,55 @@ typedef struct {
     const double *worst;      /* (5) the largest of each category over the ranks */
     double moe_load_cv;       /* measured (ts_trainer_moe_load over the ranks); < 0: dense */
     const ts_eval *plan_eval; /* the planner's evaluation of the layout; NULL when it failed */
+    const double *speed;      /* (steps) speed gauge per step, mean over ranks; NULL: not read */
+    const double *step_s;     /* (steps) as timed */
 } run_report;
+
+/* Over the measured steps: the gauge's median, lowest and highest speed, and the median of step
+ * time × speed, the step's work in gauge FLOPs (exec/speed_gauge.h). */
+typedef struct {
+    double median_flops_per_s, lo_flops_per_s, hi_flops_per_s, step_flop;
+} gauge_stats;
+
+static ts_status gauge_summary(const double *speed, const double *step_s, int steps, int warmup, gauge_stats *g) {
+    int n = steps - warmup;
+    double *v = malloc((size_t)n * sizeof *v), *w = malloc((size_t)n * sizeof *w);
+    if (v == NULL || w == NULL) {
+        free(v);
+        free(w);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for the speed gauge's figures");
+    }
+    *g = (gauge_stats){.lo_flops_per_s = INFINITY, .hi_flops_per_s = 0};
+    for (int i = 0; i < n; i++) {
+        v[i] = speed[warmup + i];
+        w[i] = step_s[warmup + i] * speed[warmup + i];
+        g->lo_flops_per_s = fmin(g->lo_flops_per_s, v[i]);
+        g->hi_flops_per_s = fmax(g->hi_flops_per_s, v[i]);
+    }
+    g->median_flops_per_s = ts_median(v, n);
+    g->step_flop = ts_median(w, n);
+    free(v);
+    free(w);
+    return TS_OK;
+}
+
+/* "gauge": {"flops_per_s": [per step], "median_flops_per_s", "step_flop_median"}. */
+static ts_status gauge_json(cJSON *o, const run_report *r) {
+    ts_status res = TS_OK;
+    cJSON *g, *arr;
+    gauge_stats gs;
+    TS_CHECK(gauge_summary(r->speed, r->step_s, r->steps, r->warmup, &gs));
+    TS_CJSON_GOTO(g = cJSON_AddObjectToObject(o, "gauge"), res, exit);
+    TS_CJSON_GOTO(arr = cJSON_CreateDoubleArray(r->speed, r->steps), res, exit);
+    if (!cJSON_AddItemToObject(g, "flops_per_s", arr)) {
+        cJSON_Delete(arr);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding the gauge's readings");
+    }
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(g, "median_flops_per_s", gs.median_flops_per_s), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(g, "step_flop_median", gs.step_flop), res, exit);
+exit:
+    return res;
+}
 
 static const char *const mem_cat[] = {"weights", "grads", "optimizer", "activations", "buffers"};
 
@@ -167,6 +216,7 @@ static ts_status run_json(const run_report *r) {
                       exit);
     if (r->moe_load_cv >= 0)
         TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "moe_load_cv", r->moe_load_cv), res, exit);
+    if (r->speed) TS_CHECK_GOTO(gauge_json(o, r), res, exit);
     if (r->plan_eval) {
         const ts_memory *pm = &r->plan_eval->mem;
         double v[5] = {pm->weights, pm->grads, pm->optimizer, pm->activations, pm->buffers};
@@ -294,7 +344,13 @@ int cmd_run(int argc, char **argv) {
     ts_op_span *spans = calloc((size_t)n_ops, sizeof *spans);
     float *losses = calloc((size_t)steps, sizeof *losses);
     double *step_s = calloc((size_t)steps, sizeof *step_s);
-    if (!spans || !losses || !step_s) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+    /* CPU ranks read the speed gauge between steps (exec/speed_gauge.h), outside the timed steps. */
+    double *readings = calloc((size_t)steps + 1, sizeof *readings), *speed = calloc((size_t)steps, sizeof *speed);
+    ts_gauge gauge = {0};
+    int gauged = device == TS_DEVICE_CPU;
+    if (!spans || !losses || !step_s || !readings || !speed) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+    if (gauged && (st = ts_gauge_init(&gauge, be)) == TS_OK) st = ts_gauge_read(&gauge, &readings[0]);
+    if (st != TS_OK) rank_fail(&rt, st);
     for (int s = 0; s < steps; s++) {
         ts_watchdog_arm(dog, TS_WATCH_STEP, s);
         if (fault && atoi(fault) == rt.rank && (fault_step ? atoi(fault_step) : 0) == s) {
@@ -308,11 +364,13 @@ int cmd_run(int argc, char **argv) {
         st = slowest_s(be, rt.world, time_buf, (float)(be->now_s() - t0), &slowest);
         if (st != TS_OK) rank_fail(&rt, st);
         step_s[s] = slowest;
+        if (gauged && (st = ts_gauge_read(&gauge, &readings[s + 1])) != TS_OK) rank_fail(&rt, st);
         if (rt.rank == 0 && !json)
             fprintf(stderr, "step %d/%d: loss %.6f, %.3f s\n", s + 1, steps, losses[s], step_s[s]);
     }
     ts_trainer_watch(tr, NULL);
     ts_watchdog_arm(dog, TS_WATCH_RESULTS, steps);
+    if (gauged && (st = ts_gauge_world_speeds(&rt, readings, steps, speed)) != TS_OK) rank_fail(&rt, st);
 
     if (params_out) {
         size_t n = 0;
@@ -372,7 +430,8 @@ int cmd_run(int argc, char **argv) {
                               .steps = steps, .warmup = warmup, .sorted = sorted, .losses = losses,
                               .kind_s = kind_s, .mems = mems, .worst = worst,
                               .moe_load_cv = moe_even > 0 ? sqrt(moe_dev / moe_even) : -1,
-                              .plan_eval = pe == TS_OK ? &plan_eval : NULL};
+                              .plan_eval = pe == TS_OK ? &plan_eval : NULL,
+                              .speed = gauged ? speed : NULL, .step_s = step_s};
             st = run_json(&rep);
         } else {
             printf("# tessera run: %s, %s, %d ranks, %d steps (%d warm-up)\n", pb.model.name, text, world,
@@ -385,12 +444,17 @@ int cmd_run(int argc, char **argv) {
             printf("\n# memory per rank (peak, worst rank): weights %.2f MB, grads %.2f MB, optimizer %.2f MB, "
                    "activations %.2f MB, buffers %.2f MB\n",
                    worst[0] / 1e6, worst[1] / 1e6, worst[2] / 1e6, worst[3] / 1e6, worst[4] / 1e6);
+            gauge_stats gs;
+            if (gauged && (st = gauge_summary(speed, step_s, steps, warmup, &gs)) == TS_OK)
+                printf("# speed gauge (exec/speed_gauge.h): %.2f GFLOP/s per core, median of the measured steps "
+                       "(%.2f to %.2f)\n", gs.median_flops_per_s / 1e9, gs.lo_flops_per_s / 1e9, gs.hi_flops_per_s / 1e9);
             if (moe_even > 0)
                 printf("# MoE routing: tokens per expert vary by %.3f of the even share (coefficient of "
                        "variation; the model's moe.load_cv)\n", sqrt(moe_dev / moe_even));
         }
         if (st == TS_OK && trace) {
-            ts_sim_result r = {.n_ranks = world, .step_s = step_s[steps - 1]};
+            ts_sim_result r = {.n_ranks = world, .step_s = step_s[steps - 1],
+                               .gauge_flops_per_s = gauged ? speed[steps - 1] : 0};
             r.ranks = calloc((size_t)world, sizeof *r.ranks);
             for (int k = 0; k < world; k++) {
                 r.ranks[k].rank = k;
@@ -416,6 +480,9 @@ int cmd_run(int argc, char **argv) {
     free(spans);
     free(losses);
     free(step_s);
+    free(readings);
+    free(speed);
+    ts_gauge_free(&gauge);
     be->free(time_buf);
     ts_watchdog_free(dog);
     ts_trainer_free(tr);

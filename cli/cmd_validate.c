@@ -145,16 +145,21 @@ static ts_status simulate(const ts_problem *pb, const ts_layout *l, const char *
     return res;
 }
 
-/* The median measured step of a `tessera run --json` output file. */
-static ts_status measured_step(const char *path, double *step_s) {
+/* The median measured step of a `tessera run --json` output file, and the median of its steps'
+ * work in gauge FLOPs (gauge.step_flop_median, exec/speed_gauge.h; 0 when the run has no gauge). */
+static ts_status measured_step(const char *path, double *step_s, double *step_flop) {
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(path, &root));
     ts_jreader r, c;
     ts_jreader_root(&r, path);
-    const cJSON *steps = NULL;
+    const cJSON *steps = NULL, *gauge = NULL;
     ts_status res = ts_jr_obj(&r, root, "step_s", 1, &steps);
     ts_jreader_child(&r, "step_s", 0, &c);
     if (res == TS_OK) res = ts_jr_num(&c, steps, "median", 1, 1e-9, 1e6, 0, step_s);
+    if (res == TS_OK) res = ts_jr_obj(&r, root, "gauge", 0, &gauge);
+    ts_jreader_child(&r, "gauge", 0, &c);
+    *step_flop = 0;
+    if (res == TS_OK && gauge) res = ts_jr_num(&c, gauge, "step_flop_median", 1, 1, 1e30, 0, step_flop);
     cJSON_Delete(root);
     return res;
 }
@@ -164,7 +169,9 @@ static ts_status measured_step(const char *path, double *step_s) {
 typedef struct {
     int index;
     ts_compare cmp;              /* the first pass's traces; its step, the median over passes */
-    double run_s[MAX_REPEAT];    /* each pass's measured (median) step */
+    double raw_s[MAX_REPEAT];    /* each pass's measured (median) step, as timed */
+    double flop[MAX_REPEAT];     /* and its work in gauge FLOPs (0: no gauge) */
+    double run_s[MAX_REPEAT];    /* at the calibration's speed (compare_case), else as timed */
 } result;
 
 /* The files of case i: dir/case-II.KIND (pass 0) or dir/case-II.rP.KIND (pass P > 0). */
@@ -190,12 +197,13 @@ static ts_status run_case(const char *self, const options *o, const char *dir, i
                                 "--json", "--trace", run, NULL};
     TS_CHECK(cli_spawn(argv, run_json));
     out->index = i;
-    return measured_step(run_json, &out->run_s[pass]);
+    return measured_step(run_json, &out->raw_s[pass], &out->flop[pass]);
 }
 
 /* After the passes: case i's plan written again on o->system (the chosen calibration),
- * simulated, and compared op by op with the first pass's trace; the measured step is the median
- * over the passes. */
+ * simulated, and compared op by op with the first pass's trace. Each pass's step is put at the
+ * calibration's speed (its gauge work ÷ node.gauge_flops_per_s, exec/speed_gauge.h) when both
+ * are known; the measured step is the median over the passes. */
 static ts_status compare_case(const options *o, const char *dir, result *out) {
     char plan[4200], sim[4200], run[4200];
     int i = out->index;
@@ -207,43 +215,55 @@ static ts_status compare_case(const options *o, const char *dir, result *out) {
     TS_CHECK(write_plan(o, i, plan, &pb, &l));
     TS_CHECK(simulate(&pb, &l, sim));
     TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
-    double v[MAX_REPEAT];
-    memcpy(v, out->run_s, (size_t)o->repeat * sizeof *v);
-    ts_compare_set_measured_step(&out->cmp, ts_median(v, o->repeat));
+    double ref = pb.sys.gauge_flops_per_s, at[MAX_REPEAT], raw[MAX_REPEAT];
+    for (int p = 0; p < o->repeat; p++) {
+        out->run_s[p] = ref > 0 && out->flop[p] > 0 ? out->flop[p] / ref : out->raw_s[p];
+        at[p] = out->run_s[p];
+        raw[p] = out->raw_s[p];
+    }
+    double raw_s = ts_median(raw, o->repeat);
+    ts_compare_set_measured_step(&out->cmp, raw_s, ts_median(at, o->repeat) / raw_s);
     return TS_OK;
 }
 
-/* The in-situ step of a profile written by tessera calibrate (measured.in_situ.step_s), or 0
- * when it has none (--no-in-situ, GPUs). */
-static ts_status situ_step(const char *path, double *step_s) {
+/* The in-situ step's work of a profile written by tessera calibrate (measured.in_situ: step_s ×
+ * gauge_flops_per_s, or step_s alone without a gauge), or 0 when it has none (--no-in-situ,
+ * GPUs). */
+static ts_status situ_work(const char *path, double *work) {
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(path, &root));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "measured");
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "in_situ"), "step_s");
-    *step_s = cJSON_IsNumber(s) ? s->valuedouble : 0;
+    const cJSON *situ = cJSON_GetObjectItemCaseSensitive(m, "in_situ");
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(situ, "step_s");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(situ, "gauge_flops_per_s");
+    *work = (cJSON_IsNumber(s) ? s->valuedouble : 0) * (cJSON_IsNumber(g) && g->valuedouble > 0 ? g->valuedouble : 1);
     cJSON_Delete(root);
     return TS_OK;
 }
 
 /* Of the passes' calibrations, the one whose in-situ step is the median (the lower middle one
- * for an even count): each is one sample of a shared machine's speed, taken at one moment. */
+ * for an even count), in gauge work where the profiles have a gauge: each is one sample of a
+ * shared machine, taken at one moment. */
 static ts_status median_profile(char profiles[][4200], int n, int *chosen) {
-    double step_s[MAX_REPEAT], sorted[MAX_REPEAT];
-    for (int p = 0; p < n; p++) TS_CHECK(situ_step(profiles[p], &step_s[p]));
-    memcpy(sorted, step_s, (size_t)n * sizeof *sorted);
+    double work[MAX_REPEAT], sorted[MAX_REPEAT];
+    for (int p = 0; p < n; p++) TS_CHECK(situ_work(profiles[p], &work[p]));
+    memcpy(sorted, work, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, ts_cmp_double);
-    for (*chosen = 0; step_s[*chosen] != sorted[(n - 1) / 2]; ++*chosen) continue;
+    for (*chosen = 0; work[*chosen] != sorted[(n - 1) / 2]; ++*chosen) continue;
     return TS_OK;
 }
 
-/* (max − min) / median of the passes' measured steps: how much this machine moved. */
-static double spread(const result *r, int passes) {
-    double lo = r->run_s[0], hi = r->run_s[0];
-    for (int p = 1; p < passes; p++) {
-        if (r->run_s[p] < lo) lo = r->run_s[p];
-        if (r->run_s[p] > hi) hi = r->run_s[p];
-    }
-    return (hi - lo) / r->cmp.measured_step_s;
+/* (max − min) / median of n passes' steps: how much this machine moved. */
+static double spread(const double *v, int n) {
+    double lo = v[0], hi = v[0], tmp[MAX_REPEAT];
+    for (int p = 1; p < n; p++) lo = fmin(lo, v[p]), hi = fmax(hi, v[p]);
+    memcpy(tmp, v, (size_t)n * sizeof *tmp);
+    return (hi - lo) / ts_median(tmp, n);
+}
+
+/* The step error against the measured step as timed, without the speed gauge. */
+static double raw_error(const result *r) {
+    return (r->cmp.simulated_step_s - r->cmp.measured_raw_step_s) / r->cmp.measured_raw_step_s;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -256,18 +276,29 @@ static void remove_tree(const char *dir) {
     nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Median and maximum of |step error| over the results. */
-static void summary(const result *res, int n, double *median, double *worst) {
+/* Median and maximum of |step error| over the results, at the calibration's speed or (raw) as
+ * timed. */
+static void summary(const result *res, int n, int raw, double *median, double *worst) {
     double *e = malloc(((size_t)n + 1) * sizeof *e);
     *median = *worst = NAN;
     if (e == NULL || n == 0) {
         free(e);
         return;
     }
-    for (int i = 0; i < n; i++) e[i] = fabs(res[i].cmp.step_error);
+    for (int i = 0; i < n; i++) e[i] = fabs(raw ? raw_error(&res[i]) : res[i].cmp.step_error);
     *median = ts_median(e, n); /* sorts e */
     *worst = e[n - 1];
     free(e);
+}
+
+/* Adds the array `key` of the passes' figures to `c`. */
+static ts_status add_runs(cJSON *c, const char *key, const double *v, int n) {
+    cJSON *arr = cJSON_CreateDoubleArray(v, n);
+    if (arr == NULL || !cJSON_AddItemToObject(c, key, arr)) {
+        cJSON_Delete(arr);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing %s", key);
+    }
+    return TS_OK;
 }
 
 static ts_status to_json(const options *o, const result *res, int n, cJSON **out) {
@@ -287,19 +318,20 @@ static ts_status to_json(const options *o, const result *res, int n, cJSON **out
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "simulated_s", x->simulated_step_s), st, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_s", x->measured_step_s), st, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "error", x->step_error), st, fail);
-        cJSON *runs = cJSON_AddArrayToObject(c, "measured_runs_s");
-        TS_CJSON_GOTO(runs, st, fail);
-        for (int p = 0; p < o->repeat; p++) {
-            cJSON *v = cJSON_CreateNumber(res[i].run_s[p]);
-            TS_CJSON_GOTO(v, st, fail);
-            cJSON_AddItemToArray(runs, v);
-        }
-        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", spread(&res[i], o->repeat)), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_s", x->measured_raw_step_s), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "raw_error", raw_error(&res[i])), st, fail);
+        TS_CHECK_GOTO(add_runs(c, "measured_runs_s", res[i].run_s, o->repeat), st, fail);
+        TS_CHECK_GOTO(add_runs(c, "measured_raw_runs_s", res[i].raw_s, o->repeat), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", spread(res[i].run_s, o->repeat)), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_spread", spread(res[i].raw_s, o->repeat)), st, fail);
     }
     double median, worst;
-    summary(res, n, &median, &worst);
+    summary(res, n, 0, &median, &worst);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_error", median), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", worst), st, fail);
+    summary(res, n, 1, &median, &worst);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", median), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", worst), st, fail);
     *out = root;
     return TS_OK;
 fail:
@@ -316,31 +348,47 @@ static const ts_compare_kind *worst_kind(const ts_compare *c) {
 }
 
 static void print_table(const options *o, const result *res, int n) {
+    int gauged = n > 0 && res[0].cmp.gauged;
     printf("# system %s; %lld sequences of %lld tokens, fp32; measured: median step of %d steps after 3\n"
            "# warm-up%s\n",
            o->system, (long long)o->batch, (long long)o->seq, o->steps - 3,
            o->repeat > 1 ? ", median over the passes; spread: (max - min) / median of the passes" : "");
+    if (gauged)
+        printf("# measured_s: at the calibration's speed on the speed gauge (exec/speed_gauge.h), error against it;\n"
+               "# raw_s: as timed, raw_error against it\n");
     printf("%-4s %-9s %-78s %5s %11s %11s %8s", "#", "model", "layout", "ranks", "simulated_s", "measured_s", "error");
     if (o->repeat > 1) printf(" %7s", "spread");
+    if (gauged) printf(" %9s %9s", "raw_s", "raw_error");
     printf("  %s\n", "worst op kind");
     for (int i = 0; i < n; i++) {
         const ts_compare *c = &res[i].cmp;
         const ts_compare_kind *w = worst_kind(c);
         printf("%-4d %-9s %-78s %5d %11.4f %11.4f %+7.1f%%", res[i].index + 1, c->model, c->layout,
                case_ranks(res[i].index), c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
-        if (o->repeat > 1) printf(" %6.1f%%", 100 * spread(&res[i], o->repeat));
+        if (o->repeat > 1) printf(" %6.1f%%", 100 * spread(res[i].run_s, o->repeat));
+        if (gauged) printf(" %9.4f %+8.1f%%", c->measured_raw_step_s, 100 * raw_error(&res[i]));
         if (w) printf("  %s %+.0f%%", w->kind, 100 * w->error);
         printf("\n");
     }
     double median, worst;
-    summary(res, n, &median, &worst);
+    summary(res, n, 0, &median, &worst);
     printf("# %d layouts: median |error| %.1f%%, worst %.1f%%", n, 100 * median, 100 * worst);
     if (o->repeat > 1) {
         double s[N_CASES];
-        for (int i = 0; i < n; i++) s[i] = spread(&res[i], o->repeat);
+        for (int i = 0; i < n; i++) s[i] = spread(res[i].run_s, o->repeat);
         printf("; median spread %.1f%% over %d passes", 100 * ts_median(s, n), o->repeat);
     }
     printf("\n");
+    if (gauged) {
+        summary(res, n, 1, &median, &worst);
+        printf("# as timed: median |raw_error| %.1f%%, worst %.1f%%", 100 * median, 100 * worst);
+        if (o->repeat > 1) {
+            double s[N_CASES];
+            for (int i = 0; i < n; i++) s[i] = spread(res[i].raw_s, o->repeat);
+            printf("; median spread %.1f%%", 100 * ts_median(s, n));
+        }
+        printf("\n");
+    }
 }
 
 static void parse_only(const char *cmd, const char *text, options *o) {
@@ -432,7 +480,7 @@ int cmd_validate(int argc, char **argv) {
             st = run_case(self, &o, dir, i, pass, &res[n]);
             if (st != TS_OK) break;
             fprintf(stderr, "tessera validate: pass %d/%d [%d/%d] measured %.4f s\n", pass + 1, o.repeat, n + 1,
-                    n_runs, res[n].run_s[pass]);
+                    n_runs, res[n].raw_s[pass]);
             n++;
         }
     }

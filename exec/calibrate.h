@@ -121,7 +121,9 @@ typedef struct {
  *   attention: efficiency.attention × f_gemm / f_attention (it also divides by the peak);
  *   element-wise: hbm_bytes_per_s ÷ f_elementwise;
  *   optimizer: efficiency.optimizer × f_elementwise / f_optimizer;
- * with f = measured / modelled. The spread of the timed steps, their standard deviation over
+ * with f = measured / modelled. Every op's time is first put at the timed steps' median speed on
+ * the speed gauge (exec/speed_gauge.h, read between steps), which becomes
+ * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the timed steps, their standard deviation over
  * their mean, becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that synchronise run
  * at the slowest one's pace on a machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS
  * timed steps it stays 0). The shapes matter: on this project's 2-core VM, tiny's attention ran
@@ -147,7 +149,10 @@ typedef struct {
 typedef struct {
     int batch, seq;         /* the global batch and sequence length trained */
     int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
-    double step_s;          /* measured, median */
+    double step_s;          /* measured, median, at the gauge speed below */
+    double step_raw_s;      /* measured, median, as the clock read it */
+    double gauge_flops_per_s; /* the speed gauge's median over the timed steps (exec/speed_gauge.h),
+                                 applied as node.gauge_flops_per_s */
     double step_cv;         /* standard deviation / mean of the timed steps (0 below
                                TS_SITU_MIN_CV_STEPS of them), applied as node.speed_cv */
     ts_calib_situ_kind kind[TS_SITU_COUNT];

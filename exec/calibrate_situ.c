@@ -6,6 +6,7 @@
 #include "common/stats.h"
 #include "exec/calibrate.h"
 #include "exec/runtime.h"
+#include "exec/speed_gauge.h"
 #include "exec/trainer.h"
 #include "sim/engine.h"
 #include "sim/program.h"
@@ -46,19 +47,30 @@ static ts_status situ_problem(const ts_calib *c, int batch, int seq, ts_problem 
     return TS_OK;
 }
 
-/* Sums, per kind, each op's median measured time over the timed steps and its modelled time. */
+/* Sums, per kind, each op's median measured time over the timed steps and its modelled time.
+ * Times are put at the timed steps' median gauge speed first (speed_gauge.h: × the step's speed
+ * over it), so that the pass's figures hold at one speed, the one the profile records; the
+ * spread (node.speed_cv) is the raw steps', which ranks in lockstep do feel. */
 static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
-                           const ts_op_span *spans, const double *step_s) {
+                           const ts_op_span *spans, const double *step_s, const double *speed) {
     ts_calib_situ *s = &c->situ;
     int first = s->steps - s->timed;
     double *v = malloc((size_t)(s->timed > 0 ? s->timed : 1) * sizeof *v);
-    if (v == NULL) return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for the in-situ times");
+    double *at = malloc((size_t)(s->timed > 0 ? s->timed : 1) * sizeof *at);
+    if (v == NULL || at == NULL) {
+        free(v);
+        free(at);
+        return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for the in-situ times");
+    }
+    for (int j = 0; j < s->timed; j++) v[j] = speed[first + j];
+    s->gauge_flops_per_s = ts_median(v, s->timed);
+    for (int j = 0; j < s->timed; j++) at[j] = speed[first + j] / s->gauge_flops_per_s;
     for (int i = 0; i < sp->n_ops; i++) {
         int k = situ_kind(sp->ops[i].kind);
         if (k < 0) continue;
         for (int j = 0; j < s->timed; j++) {
             const ts_op_span *o = &spans[(size_t)(first + j) * sp->n_ops + i];
-            v[j] = o->end_s - o->start_s;
+            v[j] = (o->end_s - o->start_s) * at[j];
         }
         s->kind[k].ops++;
         s->kind[k].time_s += ts_median(v, s->timed);
@@ -66,8 +78,11 @@ static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l
     }
     for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j];
     s->step_cv = s->timed >= TS_SITU_MIN_CV_STEPS ? ts_cv(v, s->timed) : 0;
+    s->step_raw_s = ts_median(v, s->timed);
+    for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j] * at[j];
     s->step_s = ts_median(v, s->timed);
     free(v);
+    free(at);
     return TS_OK;
 }
 
@@ -80,7 +95,8 @@ ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, in
     ts_runtime rt = {0};
     ts_trainer *tr = NULL;
     ts_op_span *spans = NULL;
-    double *step_s = NULL;
+    double *step_s = NULL, *readings = NULL, *speed = NULL;
+    ts_gauge gauge = {0};
     memset(&c->situ, 0, sizeof c->situ);
     TS_CHECK(situ_problem(c, batch, seq, &pb, &l));
     c->situ.batch = batch;
@@ -94,19 +110,30 @@ ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, in
     spans = calloc((size_t)steps * sp->n_ops, sizeof *spans);
     step_s = calloc((size_t)steps, sizeof *step_s);
     TS_ALLOC_GOTO(spans, res, exit);
+    readings = calloc((size_t)steps + 1, sizeof *readings);
+    speed = calloc((size_t)steps, sizeof *speed);
     TS_ALLOC_GOTO(step_s, res, exit);
+    TS_ALLOC_GOTO(readings, res, exit);
+    TS_ALLOC_GOTO(speed, res, exit);
+    TS_CHECK_GOTO(ts_gauge_init(&gauge, be), res, exit);
+    TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[0]), res, exit);
     for (int s = 0; s < steps; s++) {
         float loss;
         double t0 = be->now_s();
         TS_CHECK_GOTO(ts_trainer_step(tr, s, &loss, spans + (size_t)s * sp->n_ops), res, exit);
         step_s[s] = be->now_s() - t0;
+        TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[s + 1]), res, exit);
     }
+    ts_gauge_step_speeds(readings, steps, speed);
     c->situ.steps = steps;
     c->situ.timed = steps - 1; /* the first step warms up (allocation, caches) */
-    TS_CHECK_GOTO(situ_sums(c, &pb, &l, sp, spans, step_s), res, exit);
+    TS_CHECK_GOTO(situ_sums(c, &pb, &l, sp, spans, step_s, speed), res, exit);
 exit:
+    ts_gauge_free(&gauge);
     free(spans);
     free(step_s);
+    free(readings);
+    free(speed);
     ts_trainer_free(tr);
     ts_runtime_free(&rt);
     ts_program_free(&prog);
@@ -131,4 +158,5 @@ void ts_calib_situ_apply(ts_calib *c) {
     sys->hbm_bytes_per_s /= f[TS_SITU_ELEMENTWISE];
     sys->optimizer_eff = clamp(sys->optimizer_eff * f[TS_SITU_ELEMENTWISE] / f[TS_SITU_OPTIMIZER], 1e-3, 100);
     sys->speed_cv = clamp(s->step_cv, 0, 1);
+    sys->gauge_flops_per_s = s->gauge_flops_per_s;
 }

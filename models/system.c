@@ -20,8 +20,11 @@
  *      "link_latency_s": 2e-6,                  [0, 1], default 2e-6
  *      "cores": 0,                              CPU cores the node's ranks share (CPU systems;
  *                                               0: each rank has its own device)
- *      "speed_cv": 0},                          a rank's compute time's step-to-step coefficient
+ *      "speed_cv": 0,                           a rank's compute time's step-to-step coefficient
  *                                               of variation, [0, 1], default 0 (steady)
+ *      "gauge_flops_per_s": 0},                 the speed gauge's reading while the spec was
+ *                                               measured (exec/speed_gauge.h), [0, 1e18],
+ *                                               default 0 (unknown); never used by the model
  *    "fabric"*: {
  *      "nic_bytes_per_s"*: 5.0e10,              scale-out per GPU, one direction, [1, 1e15]
  *      "latency_s": 5e-6,                       [0, 1], default 5e-6
@@ -86,7 +89,7 @@ static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes
                                        "peak_flops", "power_w", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
-                                        "source", NULL};
+                                        "gauge_flops_per_s", "source", NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
@@ -217,7 +220,8 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     int64_t cores;
     TS_CHECK(ts_jr_int(&nr, node, "cores", 0, 0, MAX_GPUS, 0, &cores));
     s->cores_per_node = (int)cores;
-    return ts_jr_num(&nr, node, "speed_cv", 0, 0, 1, 0, &s->speed_cv);
+    TS_CHECK(ts_jr_num(&nr, node, "speed_cv", 0, 0, 1, 0, &s->speed_cv));
+    return ts_jr_num(&nr, node, "gauge_flops_per_s", 0, 0, MAX_FLOPS, 0, &s->gauge_flops_per_s);
 }
 
 static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -357,6 +361,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(node, "link_latency_s", s->link_latency_s));
     TS_CHECK(add_num(node, "cores", s->cores_per_node));
     if (s->speed_cv > 0) TS_CHECK(add_num(node, "speed_cv", s->speed_cv));
+    if (s->gauge_flops_per_s > 0) TS_CHECK(add_num(node, "gauge_flops_per_s", s->gauge_flops_per_s));
 
     TS_CHECK(add_obj(root, "fabric", &fabric));
     TS_CHECK(add_num(fabric, "nic_bytes_per_s", s->nic_bytes_per_s));

@@ -45,6 +45,9 @@ typedef struct {
     double speed_cv;           /* coefficient of variation of a rank's compute time from step to
                                   step (a shared machine's noise; 0: steady); planner/cost.h
                                   ts_lockstep_scale */
+    double gauge_flops_per_s;  /* the speed gauge's reading (exec/speed_gauge.h) while this spec
+                                  was measured, 0 unknown: the speed its compute figures hold at;
+                                  tessera compare scales measured times to it */
 
     /* fabric between nodes */
     double nic_bytes_per_s; /* per GPU, one direction */

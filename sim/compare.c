@@ -20,6 +20,7 @@ typedef struct {
     cJSON *root;
     const char *path, *source, *layout, *model;
     double step_s;
+    double gauge_flops_per_s; /* otherData's, 0 when absent */
     event *ev;
     int n;
     int *stage_of; /* (max rank + 1) stage of each rank from its process_name, -1 unknown */
@@ -97,6 +98,7 @@ static ts_status trace_load(const char *path, trace *t) {
         (t->layout = str_of(other, "layout")) == NULL || (t->model = str_of(other, "model")) == NULL ||
         !num_of(other, "step_s", &t->step_s))
         return not_a_trace(path, "\"otherData\" lacks \"tessera\", \"layout\", \"model\" or \"step_s\"");
+    if (!num_of(other, "gauge_flops_per_s", &t->gauge_flops_per_s) || t->gauge_flops_per_s < 0) t->gauge_flops_per_s = 0;
     int n = cJSON_GetArraySize(events);
     double max_pid = 0, pid;
     for (const cJSON *e = events->child; e; e = e->next)
@@ -149,8 +151,10 @@ static int kind_index(ts_compare *c, const char *label) {
     return c->n_kinds++;
 }
 
-/* Checks that the traces hold the same program on the simulated ranks and sums their op times. */
+/* Checks that the traces hold the same program on the simulated ranks and sums their op times,
+ * the measured ones × c->speed. */
 static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op_err, int *op_kind) {
+    double f = c->speed;
     int n_err = 0;
     for (int i = 0; i < s->n;) {
         int rank = s->ev[i].rank, ns, nm;
@@ -177,9 +181,9 @@ static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op
             int kx = kind_index(c, label);
             c->kinds[kx].ops++;
             c->kinds[kx].simulated_s += a->dur_s;
-            c->kinds[kx].measured_s += b->dur_s;
+            c->kinds[kx].measured_s += f * b->dur_s;
             if (b->dur_s > 0) {
-                op_err[n_err] = fabs(rel_error(a->dur_s, b->dur_s));
+                op_err[n_err] = fabs(rel_error(a->dur_s, f * b->dur_s));
                 op_kind[n_err++] = kx;
             }
             s_first = fmin(s_first, a->start_s), s_last = fmax(s_last, a->start_s + a->dur_s);
@@ -188,7 +192,7 @@ static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op
         ts_compare_stage *st = &c->stages[stage];
         st->ranks++;
         st->simulated_s += s_last - s_first;
-        st->measured_s += m_last - m_first;
+        st->measured_s += f * (m_last - m_first);
         c->ops += ns;
     }
     /* Median absolute op error per kind: the kind's errors gathered, then sorted. */
@@ -235,6 +239,8 @@ ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_
     out->n_stages = stage_count(&s);
     out->kinds = calloc((size_t)s.n, sizeof *out->kinds);
     out->stages = calloc((size_t)out->n_stages + 1, sizeof *out->stages);
+    out->gauged = s.gauge_flops_per_s > 0 && m.gauge_flops_per_s > 0;
+    out->speed = out->gauged ? m.gauge_flops_per_s / s.gauge_flops_per_s : 1;
     op_err = malloc((size_t)s.n * sizeof *op_err);
     op_kind = malloc((size_t)s.n * sizeof *op_kind);
     if (!out->kinds || !out->stages || !op_err || !op_kind) {
@@ -252,7 +258,7 @@ ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_
         st->error = rel_error(st->simulated_s, st->measured_s);
     }
     out->simulated_step_s = s.step_s;
-    ts_compare_set_measured_step(out, m.step_s);
+    ts_compare_set_measured_step(out, m.step_s, out->speed);
 exit:
     free(op_err);
     free(op_kind);
@@ -262,9 +268,10 @@ exit:
     return res;
 }
 
-void ts_compare_set_measured_step(ts_compare *c, double measured_step_s) {
-    c->measured_step_s = measured_step_s;
-    c->step_error = rel_error(c->simulated_step_s, measured_step_s);
+void ts_compare_set_measured_step(ts_compare *c, double raw_s, double speed) {
+    c->measured_raw_step_s = raw_s;
+    c->measured_step_s = raw_s * speed;
+    c->step_error = rel_error(c->simulated_step_s, c->measured_step_s);
 }
 
 void ts_compare_free(ts_compare *c) {
@@ -295,6 +302,15 @@ ts_status ts_compare_json(const ts_compare *c, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "ops", c->ops), res, fail);
     TS_CJSON_GOTO(step = cJSON_AddObjectToObject(o, "step"), res, fail);
     TS_CHECK_GOTO(add_times(step, c->simulated_step_s, c->measured_step_s, c->step_error), res, fail);
+    if (c->gauged) {
+        /* The step's speed: the traced step's, or the one the caller set with its step. */
+        double speed = c->measured_raw_step_s > 0 ? c->measured_step_s / c->measured_raw_step_s : NAN;
+        if (!cJSON_AddItemToObject(step, "measured_raw_s", number(c->measured_raw_step_s)) ||
+            !cJSON_AddItemToObject(step, "speed", number(speed))) {
+            res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a comparison");
+            goto fail;
+        }
+    }
     TS_CJSON_GOTO(kinds = cJSON_AddArrayToObject(o, "kinds"), res, fail);
     for (int k = 0; k < c->n_kinds; k++) {
         const ts_compare_kind *x = &c->kinds[k];

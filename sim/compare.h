@@ -11,7 +11,14 @@
  * Errors are signed fractions, (simulated − measured) / measured: per op kind (collectives split
  * by collective: "collective:all_reduce"), per stage (the time from a rank's first op start to
  * its last op end, averaged over the stage's compared ranks) and for the step (otherData.step_s,
- * or the caller's measured figure). */
+ * or the caller's measured figure).
+ *
+ * Speed. When both traces carry otherData.gauge_flops_per_s (the speed gauge of CPU ranks,
+ * exec/speed_gauge.h: the simulation's is its system's node.gauge_flops_per_s, the calibration's
+ * speed; the run's, the speed measured around its traced step), every measured time is first put
+ * at the simulation's speed: × speed = measured gauge / simulated gauge. A shared machine whose
+ * speed moved between calibration and run then compares at one speed; the times as timed are
+ * kept beside (measured_raw_step_s). Without both, speed is 1. */
 #ifndef TS_COMPARE_H
 #define TS_COMPARE_H
 
@@ -36,7 +43,10 @@ typedef struct {
 typedef struct {
     char layout[160], model[64];
     int ops;                        /* matched op events */
-    double simulated_step_s, measured_step_s, step_error;
+    double simulated_step_s, measured_step_s, step_error; /* measured at the simulation's speed */
+    double measured_raw_step_s; /* as timed */
+    double speed;               /* measured gauge / simulated gauge; 1 when not both known */
+    int gauged;                 /* both traces carried a gauge */
     int n_kinds, n_stages;
     ts_compare_kind *kinds;         /* owned */
     ts_compare_stage *stages;       /* owned, by stage */
@@ -46,11 +56,13 @@ typedef struct {
 ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_compare *out);
 void ts_compare_free(ts_compare *c);
 
-/* Replaces the step figures' measured side (e.g. a median over steps instead of the traced step). */
-void ts_compare_set_measured_step(ts_compare *c, double measured_step_s);
+/* Replaces the step figures' measured side (e.g. a median over steps instead of the traced step):
+ * `raw_s` as timed, at `speed` (measured gauge / simulated gauge, see above; c->speed for the
+ * traced step's). */
+void ts_compare_set_measured_step(ts_compare *c, double raw_s, double speed);
 
 /* The comparison as JSON: {"layout", "model", "ops", "step": {"simulated_s", "measured_s",
- * "error"}, "kinds": [{"kind", "ops", "simulated_s", "measured_s", "error",
+ * "error", "measured_raw_s", "speed" (with gauges only)}, "kinds": [{"kind", "ops", "simulated_s", "measured_s", "error",
  * "median_abs_op_error"}], "stages": [{"stage", "ranks", "simulated_s", "measured_s", "error"}]};
  * NANs become null. The caller frees it with cJSON_Delete. */
 ts_status ts_compare_json(const ts_compare *c, cJSON **out);

@@ -885,6 +885,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     }
 
     out->step_s = S.step_s;
+    out->gauge_flops_per_s = pb->sys.gauge_flops_per_s;
     for (int s = 0; s < prog->pp; s++) {
         int r = stats_rank(&S, s);
         TS_CHECK_GOTO(rank_stats(&S, r, out->step_s, &out->stages[s], out->kind_s), res, fail);

@@ -57,6 +57,10 @@ typedef struct {
     double kind_s[TS_OP_KIND_COUNT]; /* op time by kind, summed over ops of one rank per stage */
     int64_t events;
     double sim_s;                    /* wall-clock time the simulation took */
+    double gauge_flops_per_s;        /* the speed the times hold at on the speed gauge of CPU
+                                        ranks (exec/speed_gauge.h): the system's
+                                        node.gauge_flops_per_s; measured, for the executor's
+                                        steps; 0 unknown */
 } ts_sim_result;
 
 ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim_opts *opts,

@@ -263,6 +263,7 @@ ts_status ts_trace_write(const char *path, const char *source, const ts_problem 
     put_num(f, "gpus", pb->gpus);
     put_num(f, "ranks", r->n_ranks);
     put_num(f, "step_s", r->step_s);
+    if (r->gauge_flops_per_s > 0) put_num(f, "gauge_flops_per_s", r->gauge_flops_per_s);
     fputs("}}\n", f);
     res = ts_atomic_commit(&af);
 exit:

@@ -2,7 +2,8 @@
  * and chrome://tracing open; the executor writes measured steps in the same schema):
  *
  *   {"traceEvents": [...], "displayTimeUnit": "ms",
- *    "otherData": {"tessera": "sim" or "run", "layout", "model", "system", "step_s"}}
+ *    "otherData": {"tessera": "sim" or "run", "layout", "model", "system", "step_s",
+ *                  "gauge_flops_per_s" (when known: ts_sim_result, sim/compare.h)}}
  *
  * One process per simulated rank (pid = global rank, "process_name" metadata
  * "rank R (stage S)"), one thread per stream of its stage program (tid = ts_stream,

@@ -275,12 +275,13 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     ts_system before = c.system;
     const double f[TS_SITU_COUNT] = {1.25, 0.8, 1.6, 0.5};
-    c.situ = (ts_calib_situ){.steps = 9, .timed = 8, .step_s = 1, .step_cv = 0.125};
+    c.situ = (ts_calib_situ){.steps = 9, .timed = 8, .step_s = 1, .step_cv = 0.125, .gauge_flops_per_s = 3.5e10};
     for (int k = 0; k < TS_SITU_COUNT; k++)
         c.situ.kind[k] = (ts_calib_situ_kind){.ops = 10, .model_s = 0.2, .time_s = 0.2 * f[k]};
     ts_calib_situ_apply(&c);
     const ts_system *s = &c.system;
     cr_expect_eq(s->speed_cv, 0.125, "the steps' spread is node.speed_cv");
+    cr_expect_eq(s->gauge_flops_per_s, 3.5e10, "the gauge's median is node.gauge_flops_per_s");
     for (int k = 0; k < TS_SITU_COUNT; k++)
         cr_expect(fabs(c.situ.kind[k].factor / f[k] - 1) < 1e-12, "%s factor %g", ts_situ_kind_names[k], c.situ.kind[k].factor);
     double gemm = ts_gemm_s(s, TS_DTYPE_FP32, 512, 512, 512) / ts_gemm_s(&before, TS_DTYPE_FP32, 512, 512, 512);
@@ -300,6 +301,7 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     ts_system back;
     profile_loads_back(&c, &back);
     cr_expect_eq(back.speed_cv, 0.125, "node.speed_cv written and read back");
+    cr_expect_eq(back.gauge_flops_per_s, 3.5e10, "node.gauge_flops_per_s written and read back");
     cr_expect(fabs(back.optimizer_eff / s->optimizer_eff - 1) < 1e-12 && fabs(back.hbm_bytes_per_s / s->hbm_bytes_per_s - 1) < 1e-12,
               "optimizer %.17g vs %.17g, memory %.17g vs %.17g B/s", back.optimizer_eff, s->optimizer_eff, back.hbm_bytes_per_s, s->hbm_bytes_per_s);
 }
@@ -404,6 +406,12 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 4, "the first step warms up");
     double step_cv = json_num(situ, "step_cv", "$.in_situ");
     cr_expect(step_cv > 0 && step_cv < 1, "4 timed steps give a spread: %g", step_cv);
+    /* The speed gauge read between the steps; the step at its median speed is within the
+     * gauge's own spread of the step as timed. */
+    double gauge = json_num(situ, "gauge_flops_per_s", "$.in_situ");
+    double step = json_num(situ, "step_s", "$.in_situ"), raw = json_num(situ, "step_raw_s", "$.in_situ");
+    cr_expect(gauge > 1e8 && gauge < 1e13, "gauge %g FLOP/s", gauge);
+    cr_expect(step > 0.5 * raw && step < 2 * raw, "step %g s at the gauge's speed, %g s as timed", step, raw);
     cr_expect_eq(cJSON_GetArraySize(kinds), TS_SITU_COUNT);
     for (int k = 0; k < cJSON_GetArraySize(kinds); k++) {
         const cJSON *x = cJSON_GetArrayItem(kinds, k);
@@ -417,6 +425,8 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_assert_eq(ts_system_load(profile, &s), TS_OK, "%s", ts_error_message());
     cr_expect_eq(s.cores_per_node, (int)sysconf(_SC_NPROCESSORS_ONLN));
     cr_expect(fabs(s.speed_cv - step_cv) < 1e-12, "node.speed_cv %g, in-situ spread %g", s.speed_cv, step_cv);
+    cr_expect(fabs(s.gauge_flops_per_s / gauge - 1) < 1e-12, "node.gauge_flops_per_s %g, in situ %g", s.gauge_flops_per_s,
+              gauge);
     cr_expect(s.gpus_per_node >= 8 && s.serial_ops, "node.gpus %d, serial_ops %d", s.gpus_per_node, s.serial_ops);
     cr_expect(s.peak_flops[TS_DTYPE_FP32] > 1e8 && s.gemm_eff.n >= 2, "peak %g over %d points",
               s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);

@@ -143,6 +143,73 @@ Test(compare, slower_gemms_show_in_their_kind_only) {
     remove_dir(dir);
 }
 
+/* Writes `in` to `out` with otherData.gauge_flops_per_s set to `gauge` (0: none) and every time
+ * (op starts and durations, the step) × `time_scale`: the same step run at another speed. */
+static void gauged_copy(const char *in, const char *out, double gauge, double time_scale) {
+    cJSON *root = NULL;
+    cr_assert_eq(ts_json_load_file(in, &root), TS_OK, "%s", ts_error_message());
+    for (cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "traceEvents")->child; e; e = e->next) {
+        if (!is_op(e, NULL)) continue;
+        cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "ts"), *dur = cJSON_GetObjectItemCaseSensitive(e, "dur");
+        cJSON_SetNumberValue(ts, time_scale * ts->valuedouble);
+        cJSON_SetNumberValue(dur, time_scale * dur->valuedouble);
+    }
+    cJSON *other = cJSON_GetObjectItemCaseSensitive(root, "otherData");
+    cJSON *step = cJSON_GetObjectItemCaseSensitive(other, "step_s");
+    cJSON_SetNumberValue(step, time_scale * step->valuedouble);
+    if (gauge > 0) cJSON_AddNumberToObject(other, "gauge_flops_per_s", gauge);
+    cr_assert_eq(ts_json_write_file(out, root), TS_OK, "%s", ts_error_message());
+    cJSON_Delete(root);
+}
+
+/* A run at half the calibration's speed (gauge 2e10 against 4e10) takes twice as long: put at
+ * the calibration's speed it matches the simulation exactly, by kind, stage and step; the table
+ * and the JSON say the speed and the step as timed. Without a gauge on both sides nothing is
+ * scaled. */
+Test(compare, gauge_puts_measured_times_at_the_simulated_speed) {
+    char *dir = make_temp_dir();
+    char *full = sim_trace(dir, "full.json", "tp=2,pp=2", 1);
+    char sim[4096], slow[4096], slow_bare[4096];
+    snprintf(sim, sizeof sim, "%s/sim.json", dir);
+    snprintf(slow, sizeof slow, "%s/slow.json", dir);
+    snprintf(slow_bare, sizeof slow_bare, "%s/slow-bare.json", dir);
+    gauged_copy(full, sim, 4e10, 1);
+    gauged_copy(full, slow, 2e10, 2);
+    gauged_copy(full, slow_bare, 0, 2);
+    ts_compare c;
+    cr_assert_eq(ts_compare_traces(sim, slow, &c), TS_OK, "%s", ts_error_message());
+    cr_expect(c.gauged && c.speed == 0.5, "gauged %d, speed %g", c.gauged, c.speed);
+    cr_expect(fabs(c.step_error) < 1e-9, "step error %g", c.step_error);
+    cr_expect(fabs(c.measured_raw_step_s / c.simulated_step_s - 2) < 1e-9, "as timed %g s, simulated %g s",
+              c.measured_raw_step_s, c.simulated_step_s);
+    for (int k = 0; k < c.n_kinds; k++)
+        if (c.kinds[k].measured_s > 0)
+            cr_expect(fabs(c.kinds[k].error) < 1e-6 && c.kinds[k].median_abs_op_error < 1e-6, "%s: %g", c.kinds[k].kind,
+                      c.kinds[k].error);
+    for (int st = 0; st < c.n_stages; st++) cr_expect(fabs(c.stages[st].error) < 1e-6, "stage %d", st);
+    ts_compare_free(&c);
+
+    cr_assert_eq(ts_compare_traces(sim, slow_bare, &c), TS_OK, "%s", ts_error_message());
+    cr_expect(!c.gauged && c.speed == 1, "one gauge only: gauged %d, speed %g", c.gauged, c.speed);
+    cr_expect(fabs(c.step_error + 0.5) < 1e-9, "step error %g", c.step_error);
+    ts_compare_free(&c);
+
+    cli_result r = run_cli("compare", "--sim", sim, "--measured", slow, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "# speed: the run's gauge read 0.500x the calibration's") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("compare", "--sim", sim, "--measured", slow, "--step-s", "3", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "compare --json");
+    const cJSON *step = json_obj(root, "step", "$");
+    cr_expect_eq(json_num(step, "measured_raw_s", "$.step"), 3);
+    cr_expect_eq(json_num(step, "measured_s", "$.step"), 1.5, "--step-s is as timed: the traced step's speed applies");
+    cr_expect_eq(json_num(step, "speed", "$.step"), 0.5);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    free(full);
+    remove_dir(dir);
+}
+
 Test(compare, different_programs_are_refused) {
     char *dir = make_temp_dir();
     char *a = sim_trace(dir, "a.json", "tp=2,pp=2", 1), *b = sim_trace(dir, "b.json", "tp=4,pp=2", 1);

@@ -71,6 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "exec/reference.h"
 #include "models/model.h"
 #include "planner/layout.h"
@@ -700,6 +701,24 @@ Test(mpi, json_fields_and_trace) {
     cJSON *out = parse_json_output(&r, "run --json --trace");
     check_run_json(out, layout, RANKS, RUN_STEPS, RUN_STEPS - 1);
     check_run_trace(trace, RANKS, json_num(json_obj(out, "step_s", "$"), "p90", "$.step_s"));
+    /* The speed gauge (exec/speed_gauge.h): a speed per step, the one measured step's work is its
+     * time × its speed, and the trace carries the traced (last) step's speed. */
+    const cJSON *gauge = json_obj(out, "gauge", "$"), *speeds = cJSON_GetObjectItemCaseSensitive(gauge, "flops_per_s");
+    cr_assert(cJSON_IsArray(speeds) && cJSON_GetArraySize(speeds) == RUN_STEPS, "$.gauge.flops_per_s");
+    for (int s = 0; s < RUN_STEPS; s++) {
+        double v = cJSON_GetArrayItem(speeds, s)->valuedouble;
+        cr_expect(v > 1e8 && v < 1e13, "step %d: gauge %g FLOP/s", s, v);
+    }
+    double last = cJSON_GetArrayItem(speeds, RUN_STEPS - 1)->valuedouble;
+    double step = json_num(json_obj(out, "step_s", "$"), "median", "$.step_s");
+    cr_expect(fabs(json_num(gauge, "step_flop_median", "$.gauge") / (step * last) - 1) < 1e-9, "work %g, step %g s × %g",
+              json_num(gauge, "step_flop_median", "$.gauge"), step, last);
+    cr_expect_eq(json_num(gauge, "median_flops_per_s", "$.gauge"), last);
+    cJSON *tr = NULL;
+    cr_assert_eq(ts_json_load_file(trace, &tr), TS_OK, "%s", ts_error_message());
+    cr_expect(fabs(json_num(json_obj(tr, "otherData", "$"), "gauge_flops_per_s", "$.otherData") / last - 1) < 1e-12,
+              "the trace's gauge is the last step's");
+    cJSON_Delete(tr);
     cJSON_Delete(out);
     cli_result_free(&r);
     remove_dir(dir);

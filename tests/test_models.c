@@ -476,6 +476,25 @@ Test(models, bad_speed_cv) {
     cJSON_Delete(doc);
 }
 
+/* node.gauge_flops_per_s: a rate, negative refused with its path; read and written. */
+Test(models, gauge_flops_per_s) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(s.gauge_flops_per_s, 0, "unknown unless measured");
+    s.gauge_flops_per_s = 4.25e10;
+    cJSON *doc = ts_system_to_json(&s);
+    cr_assert_not_null(doc);
+    ts_system back;
+    cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(back.gauge_flops_per_s, 4.25e10);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "gauge_flops_per_s", cJSON_CreateNumber(-1));
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "gauge_flops_per_s: expected a number in [0, 1e+18], got -1") != NULL, "%s",
+              ts_error_message());
+    ts_error_clear();
+    cJSON_Delete(doc);
+}
+
 /* common/stats.h ts_cv: sample standard deviation over mean; 0 for fewer than two values. */
 Test(models, coefficient_of_variation) {
     const double v[] = {0.9, 1.0, 1.1, 1.0};

@@ -420,6 +420,34 @@ Test(plan_cli, refine_simulates_and_reranks) {
     cli_result_free(&r);
 }
 
+/* A system with node.gauge_flops_per_s (a calibrated profile): the trace's otherData carries it,
+ * the speed its times hold at (sim/compare.h scales runs to it); the zoo's has none. */
+Test(sim_cli, trace_carries_the_systems_gauge) {
+    char *zoo = test_data_path("models/systems/cpu-localhost.json");
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "gauge_flops_per_s", 3.25e10);
+    char *text = cJSON_Print(doc), *path = test_write_temp(text);
+    cJSON_free(text);
+    cJSON_Delete(doc);
+    char *dir = make_temp_dir(), file[PATH_MAX];
+    snprintf(file, sizeof file, "%s/sim.trace.json", dir);
+    for (int gauged = 0; gauged < 2; gauged++) {
+        cli_result r = run_cli("sim", "-m", "tiny", "-s", gauged ? path : zoo, "-g", "2", "--fix", "dp=2", "-t", file, NULL);
+        cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+        cJSON *root = NULL;
+        cr_assert_eq(ts_json_load_file(file, &root), TS_OK, "%s", ts_error_message());
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(json_obj(root, "otherData", "$"), "gauge_flops_per_s");
+        if (gauged) cr_expect(cJSON_IsNumber(g) && g->valuedouble == 3.25e10, "otherData.gauge_flops_per_s");
+        else cr_expect_null(g, "the zoo's system has no gauge");
+        cJSON_Delete(root);
+        cli_result_free(&r);
+    }
+    free(zoo);
+    test_remove_temp(path);
+    remove_dir(dir);
+}
+
 /* A system with node.speed_cv: the summary names the lockstep factor on compute (JSON and table);
  * a steady system's has none. */
 Test(sim_cli, lockstep_factor_is_reported) {

@@ -58,6 +58,10 @@ Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120
     cr_expect(r0 > 0 && r1 > 0, "runs %g, %g s", r0, r1);
     cr_expect(fabs(meas - 0.5 * (r0 + r1)) < 1e-12 * meas, "measured %g s from runs %g, %g s", meas, r0, r1);
     cr_expect(fabs(json_num(c, "measured_spread", "$.cases[0]") - fabs(r0 - r1) / meas) < 1e-9);
+    /* The zoo's spec has no speed gauge: the step as timed is the one compared. */
+    cr_expect_eq(json_num(c, "measured_raw_s", "$.cases[0]"), meas);
+    cr_expect_eq(json_num(c, "raw_error", "$.cases[0]"), err);
+    cr_expect_eq(json_num(root, "median_abs_raw_error", "$"), fabs(err));
     /* Per-op-kind errors: the one-rank step has GEMMs, attention, element-wise ops and the
      * optimizer, and no communication. */
     const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(c, "kinds");
@@ -135,16 +139,40 @@ Test(mpi, validate_calibrates_each_pass, .init = no_leak_check, .timeout = 300) 
     char p1[PATH_MAX], p2[PATH_MAX];
     snprintf(p1, sizeof p1, "%s/profile.p1.json", dir);
     snprintf(p2, sizeof p2, "%s/profile.p2.json", dir);
-    double step1 = situ_of(p1, "step_s"), step2 = situ_of(p2, "step_s");
+    /* The in-situ steps' work in gauge FLOPs: the calibration with the median one is chosen. */
+    double work1 = situ_of(p1, "step_s") * situ_of(p1, "gauge_flops_per_s");
+    double work2 = situ_of(p2, "step_s") * situ_of(p2, "gauge_flops_per_s");
     for (int p = 0; p < 2; p++) {
         const char *path = p ? p2 : p1;
         cr_expect_eq(situ_of(path, "seq"), 64, "%s: in situ at the matrix's length", path);
         cr_expect_eq(situ_of(path, "global_batch"), 4, "%s: in situ at the matrix's batch", path);
     }
-    cr_assert(step1 > 0 && step2 > 0, "in-situ steps %g, %g s", step1, step2);
+    cr_assert(work1 > 0 && work2 > 0, "in-situ work %g, %g FLOP", work1, work2);
     const char *system = json_str(root, "system", "$");
-    cr_expect_str_eq(system, step1 <= step2 ? p1 : p2, "simulated with %s (in-situ %g vs %g s)", system, step1, step2);
+    cr_expect_str_eq(system, work1 <= work2 ? p1 : p2, "simulated with %s (in-situ %g vs %g FLOP)", system, work1, work2);
     cr_expect(strstr(r.err, "the calibration with the median in-situ step") != NULL, "stderr: %s", r.err);
+    /* Each pass's step at the chosen calibration's speed: its gauge work over the profile's
+     * node.gauge_flops_per_s; the step as timed beside it. */
+    ts_system chosen;
+    cr_assert_eq(ts_system_load(system, &chosen), TS_OK, "%s", ts_error_message());
+    cr_assert(chosen.gauge_flops_per_s > 0, "the profile has no gauge");
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "cases"), 0);
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(c, "measured_runs_s");
+    const cJSON *raw = cJSON_GetObjectItemCaseSensitive(c, "measured_raw_runs_s");
+    cr_assert(cJSON_GetArraySize(at) == 2 && cJSON_GetArraySize(raw) == 2, "two runs each");
+    for (int p = 0; p < 2; p++) {
+        char run[PATH_MAX];
+        if (p == 0) snprintf(run, sizeof run, "%s/case-01.run.json", dir);
+        else snprintf(run, sizeof run, "%s/case-01.r2.run.json", dir);
+        cJSON *doc = NULL;
+        cr_assert_eq(ts_json_load_file(run, &doc), TS_OK, "%s", ts_error_message());
+        double flop = json_num(json_obj(doc, "gauge", "$"), "step_flop_median", "$.gauge");
+        double step = json_num(json_obj(doc, "step_s", "$"), "median", "$.step_s");
+        cr_expect(fabs(cJSON_GetArrayItem(at, p)->valuedouble / (flop / chosen.gauge_flops_per_s) - 1) < 1e-12,
+                  "pass %d at the calibration's speed", p + 1);
+        cr_expect_eq(cJSON_GetArrayItem(raw, p)->valuedouble, step, "pass %d as timed", p + 1);
+        cJSON_Delete(doc);
+    }
     cJSON_Delete(root);
     cli_result_free(&r);
     remove_dir(dir);

@@ -1,0 +1,57 @@
+/* The speed gauge of CPU ranks: how fast the core a rank runs on computes at this moment.
+ *
+ * Why: a shared VM's cores change speed in phases of seconds, with no time stolen. On this
+ * project's 2-core VM (2026-11-22) one sgemm of 256×688×256 ran 475 to 765 times per CPU-second
+ * within 40 s on one core, steal under 1%, and the two cores moved partly apart. Training steps
+ * follow: 10 runs of one layout spread by 35-47% (coefficient of variation 12-17%), while each
+ * step's time multiplied by a GEMM reading taken beside it spread 12-17% (CV 4-6%), on 1, 2 and
+ * 4 ranks on the 2 cores alike. A reading of streaming adds did worse (CV 8-12%), so the gauge
+ * is GEMMs.
+ *
+ * A reading runs TS_GAUGE_CALLS sgemm of TS_GAUGE_M×N×K through the backend and divides their
+ * FLOPs by the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not the wall clock: ranks
+ * that share a core read the core's speed, not their share of it, and the process's other
+ * threads (MPI's, OpenBLAS's idle ones) do not count. So it reads one core with one OpenBLAS
+ * thread per rank (tessera run's default); with more, the calling thread's share. Time the
+ * hypervisor steals is not CPU time, so steal is not seen. It costs about 5 ms a reading here.
+ *
+ * Readings taken between steps, one before the first and one after each step, give each step the
+ * mean of the two either side of it (ts_gauge_step_speeds). A step's time × its speed is its
+ * work in gauge FLOPs: divided by a reference speed (the calibration's, node.gauge_flops_per_s)
+ * it is the time the step would have taken at that speed. `tessera run` records the readings,
+ * calibrate's in-situ pass sets the reference, and compare and validate put measured times at
+ * the reference speed with them.
+ *
+ * For CPU ranks only: a GPU's speed is not its host core's. */
+#ifndef TS_SPEED_GAUGE_H
+#define TS_SPEED_GAUGE_H
+
+#include "exec/backend.h"
+#include "exec/runtime.h"
+
+#define TS_GAUGE_M 256
+#define TS_GAUGE_N 688
+#define TS_GAUGE_K 256
+#define TS_GAUGE_CALLS 4
+
+typedef struct {
+    const ts_backend *be;
+    float *a, *b, *c; /* backend memory, M×K, K×N, M×N */
+} ts_gauge;
+
+ts_status ts_gauge_init(ts_gauge *g, const ts_backend *be);
+void ts_gauge_free(ts_gauge *g); /* a zeroed gauge is fine */
+
+/* One reading: FLOP per CPU-second of the gauge's GEMMs, now. TS_ERR_EXTERNAL when the CPU clock
+ * fails or does not move. */
+ts_status ts_gauge_read(ts_gauge *g, double *flops_per_s);
+
+/* speeds[s] = (readings[s] + readings[s + 1]) / 2 for s in [0, steps): readings[0] was taken
+ * before step 0 and readings[s + 1] after step s. */
+void ts_gauge_step_speeds(const double *readings, int steps, double *speeds);
+
+/* Collective over the runtime's world: each rank passes its steps + 1 readings; on rank 0
+ * speeds[s] receives step s's speed averaged over the ranks (`speeds` matters on rank 0 only). */
+ts_status ts_gauge_world_speeds(const ts_runtime *rt, const double *readings, int steps, double *speeds);
+
+#endif

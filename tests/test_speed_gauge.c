@@ -1,0 +1,72 @@
+/* exec/speed_gauge.h: a reading is the GEMMs' FLOPs per second of the calling thread's CPU time (a
+ * backend whose GEMM sleeps as long as it computes reads the computing alone); a step's speed is
+ * the mean of the readings either side of it; the CPU backend reads a plausible rate. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/speed_gauge.h"
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define BURN_S 0.005
+#define SLEEP_S 0.010
+
+/* A GEMM that computes for BURN_S of CPU time, then sleeps SLEEP_S (off the CPU). */
+static ts_status burn_then_sleep(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                                 const float *b, int ldb, float beta, float *c, int ldc) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta,
+        (void)c, (void)ldc;
+    volatile double x = 0;
+    for (double t0 = cpu_now(); cpu_now() - t0 < BURN_S;) x += 1;
+    struct timespec d = {0, (long)(SLEEP_S * 1e9)};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR) continue;
+    return TS_OK;
+}
+
+static ts_status host_alloc(size_t bytes, void **out) {
+    *out = calloc(1, bytes);
+    return *out ? TS_OK : TS_FAIL(TS_ERR_NOMEM, "calloc %zu", bytes);
+}
+
+Test(speed_gauge, reads_cpu_time_not_wall_time) {
+    ts_backend fake = {.name = "fake", .alloc = host_alloc, .free = free, .sgemm = burn_then_sleep};
+    ts_gauge g;
+    cr_assert_eq(ts_gauge_init(&g, &fake), TS_OK, "%s", ts_error_message());
+    double rate = 0;
+    cr_assert_eq(ts_gauge_read(&g, &rate), TS_OK, "%s", ts_error_message());
+    double flop = 2.0 * TS_GAUGE_M * TS_GAUGE_N * TS_GAUGE_K * TS_GAUGE_CALLS;
+    double cpu_rate = flop / (TS_GAUGE_CALLS * BURN_S), wall_rate = flop / (TS_GAUGE_CALLS * (BURN_S + SLEEP_S));
+    /* The burn loop overshoots a little, never undershoots: at most the CPU-time rate. */
+    cr_expect(rate <= cpu_rate * 1.0001 && rate > 0.7 * cpu_rate, "read %g FLOP/s, computing alone gives %g", rate,
+              cpu_rate);
+    cr_expect(rate > 2 * wall_rate, "read %g FLOP/s: the sleep counted (wall clock gives %g)", rate, wall_rate);
+    ts_gauge_free(&g);
+    ts_gauge_free(&g); /* freed twice: the second is a no-op */
+}
+
+Test(speed_gauge, step_speeds_average_the_readings_either_side) {
+    const double readings[4] = {10, 20, 40, 10};
+    double speeds[3] = {0};
+    ts_gauge_step_speeds(readings, 3, speeds);
+    cr_expect_eq(speeds[0], 15);
+    cr_expect_eq(speeds[1], 30);
+    cr_expect_eq(speeds[2], 25);
+}
+
+Test(speed_gauge, cpu_backend_reads_a_rate) {
+    ts_gauge g;
+    cr_assert_eq(ts_gauge_init(&g, ts_backend_cpu(1)), TS_OK, "%s", ts_error_message());
+    double a = 0, b = 0;
+    cr_assert_eq(ts_gauge_read(&g, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_gauge_read(&g, &b), TS_OK, "%s", ts_error_message());
+    /* One core of anything that runs these tests: above 100 MFLOP/s, below 10 TFLOP/s. */
+    cr_expect(a > 1e8 && a < 1e13 && b > 1e8 && b < 1e13, "readings %g, %g FLOP/s", a, b);
+    ts_gauge_free(&g);
+}
