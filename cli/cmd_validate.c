@@ -3,7 +3,9 @@
  * schedule, CP, ZeRO stages, recompute, EP and combinations, up to --ranks ranks) writes its plan,
  * simulates it (sim/engine.h) and trains it for real (tessera run, under mpirun), and compares
  * the two traces op by op (sim/compare.h). Prints one row per layout and the median and worst
- * absolute step-time error; --json mirrors it with per-op-kind errors. */
+ * absolute step-time error; --json mirrors it with per-op-kind errors. Measured steps are put at
+ * the calibration's speed with the speed gauge (exec/speed_gauge.h) where the runs and the
+ * profile have one; the steps as timed are reported beside. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +63,10 @@ static void help(void) {
            "on MPI ranks (tessera run), simulates one step and compares the two traces op by op.\n"
            "With --repeat R it calibrates and trains every layout once per pass and simulates with\n"
            "the calibration whose in-situ step is the median. Prints layout, simulated and measured\n"
-           "step time and the error, then the median and worst absolute error.\n"
+           "step time and the error, then the median and worst absolute error. On CPU ranks the\n"
+           "measured steps are put at the calibration's speed on the speed gauge (a few GEMMs read\n"
+           "between steps: a shared machine's cores change speed in phases of seconds); raw_s and\n"
+           "raw_error give the steps as timed.\n"
            "\n"
            "  -s, --system FILE      use this system spec instead of calibrating (e.g. a profile\n"
            "                         written by tessera calibrate -o)\n"
