@@ -123,10 +123,10 @@ typedef struct {
  *   optimizer: efficiency.optimizer × f_elementwise / f_optimizer;
  * with f = measured / modelled. Every op's time is first put at the timed steps' median speed on
  * the speed gauge (exec/speed_gauge.h, read between steps), which becomes
- * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the timed steps, their standard deviation over
- * their mean, becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that synchronise run
- * at the slowest one's pace on a machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS
- * timed steps it stays 0). The shapes matter: on this project's 2-core VM, tiny's attention ran
+ * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the
+ * timed steps as timed, their standard deviation over their mean, becomes node.speed_cv
+ * (planner/cost.h ts_lockstep_scale: ranks that synchronise run at the slowest one's pace on a
+ * machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS timed steps it stays 0). The shapes matter: on this project's 2-core VM, tiny's attention ran
  * 13% faster per modelled second at 128 tokens than at 256 inside a step (element-wise 5%),
  * though the microbenchmarks ran both lengths alike, so tessera validate runs the pass at its
  * matrix's batch and length. */

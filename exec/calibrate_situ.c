@@ -49,8 +49,10 @@ static ts_status situ_problem(const ts_calib *c, int batch, int seq, ts_problem 
 
 /* Sums, per kind, each op's median measured time over the timed steps and its modelled time.
  * Times are put at the timed steps' median gauge speed first (speed_gauge.h: × the step's speed
- * over it), so that the pass's figures hold at one speed, the one the profile records; the
- * spread (node.speed_cv) is the raw steps', which ranks in lockstep do feel. */
+ * over it), so that the pass's figures hold at one speed, the one the profile records. The
+ * spread (node.speed_cv) is the steps' as timed: how far one core's speed moves, which ranks in
+ * lockstep on several cores wait on; measured steps are put at the ranks' mean speed, which
+ * leaves that wait in them. */
 static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
                            const ts_op_span *spans, const double *step_s, const double *speed) {
     ts_calib_situ *s = &c->situ;
@@ -124,7 +126,7 @@ ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, in
         step_s[s] = be->now_s() - t0;
         TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[s + 1]), res, exit);
     }
-    ts_gauge_step_speeds(readings, steps, speed);
+    ts_gauge_step_speeds(readings, 1, steps, speed);
     c->situ.steps = steps;
     c->situ.timed = steps - 1; /* the first step warms up (allocation, caches) */
     TS_CHECK_GOTO(situ_sums(c, &pb, &l, sp, spans, step_s, speed), res, exit);

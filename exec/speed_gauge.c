@@ -49,14 +49,20 @@ ts_status ts_gauge_read(ts_gauge *g, double *flops_per_s) {
     return TS_OK;
 }
 
-void ts_gauge_step_speeds(const double *readings, int steps, double *speeds) {
-    for (int s = 0; s < steps; s++) speeds[s] = 0.5 * (readings[s] + readings[s + 1]);
+void ts_gauge_step_speeds(const double *readings, int ranks, int steps, double *speeds) {
+    for (int s = 0; s < steps; s++) {
+        speeds[s] = 0;
+        for (int r = 0; r < ranks; r++) {
+            const double *mine = readings + (size_t)r * (steps + 1);
+            speeds[s] += 0.5 * (mine[s] + mine[s + 1]) / ranks;
+        }
+    }
 }
 
 ts_status ts_gauge_world_speeds(const ts_runtime *rt, const double *readings, int steps, double *speeds) {
     ts_status res = TS_OK;
     int world = rt->size, n = steps + 1;
-    double *all = NULL, *mine = malloc((size_t)steps * sizeof *mine);
+    double *all = NULL;
     int *counts = NULL, *offs = NULL;
     if (rt->rank == 0) {
         all = malloc((size_t)world * n * sizeof *all);
@@ -67,17 +73,10 @@ ts_status ts_gauge_world_speeds(const ts_runtime *rt, const double *readings, in
         TS_ALLOC_GOTO(offs, res, exit);
         for (int r = 0; r < world; r++) counts[r] = n, offs[r] = r * n;
     }
-    TS_ALLOC_GOTO(mine, res, exit);
     TS_CHECK_GOTO(ts_runtime_gather(rt, readings, n, all, counts, offs), res, exit);
-    if (rt->rank != 0) goto exit;
-    for (int s = 0; s < steps; s++) speeds[s] = 0;
-    for (int r = 0; r < world; r++) {
-        ts_gauge_step_speeds(all + (size_t)r * n, steps, mine);
-        for (int s = 0; s < steps; s++) speeds[s] += mine[s] / world;
-    }
+    if (rt->rank == 0) ts_gauge_step_speeds(all, world, steps, speeds);
 exit:
     free(all);
-    free(mine);
     free(counts);
     free(offs);
     return res;

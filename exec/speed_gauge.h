@@ -16,9 +16,9 @@
  * hypervisor steals is not CPU time, so steal is not seen. It costs about 5 ms a reading here.
  *
  * Readings taken between steps, one before the first and one after each step, give each step the
- * mean of the two either side of it (ts_gauge_step_speeds). A step's time × its speed is its
- * work in gauge FLOPs: divided by a reference speed (the calibration's, node.gauge_flops_per_s)
- * it is the time the step would have taken at that speed. `tessera run` records the readings,
+ * mean of the two either side of it, averaged over the ranks (ts_gauge_step_speeds). A step's
+ * time × its speed is its work in gauge FLOPs: divided by a reference speed (the calibration's,
+ * node.gauge_flops_per_s) it is the time the step would have taken at that speed. `tessera run` records the readings,
  * calibrate's in-situ pass sets the reference, and compare and validate put measured times at
  * the reference speed with them.
  *
@@ -46,12 +46,17 @@ void ts_gauge_free(ts_gauge *g); /* a zeroed gauge is fine */
  * fails or does not move. */
 ts_status ts_gauge_read(ts_gauge *g, double *flops_per_s);
 
-/* speeds[s] = (readings[s] + readings[s + 1]) / 2 for s in [0, steps): readings[0] was taken
- * before step 0 and readings[s + 1] after step s. */
-void ts_gauge_step_speeds(const double *readings, int steps, double *speeds);
+/* Step speeds from `ranks` ranks' readings, rank r's steps + 1 at readings + r·(steps + 1):
+ * readings[0] was taken before step 0 and readings[s + 1] after step s. speeds[s] is step s's
+ * speed, (readings[s] + readings[s + 1]) / 2, averaged over the ranks. The ranks' mean, not
+ * their slowest: measured here (tessera validate --repeat 3, 2026-11-22), putting steps at the
+ * slowest rank's speed over-predicted the pipeline cases by 6-17% (their critical path visits
+ * every stage in turn) where the mean left them within 4%; the wait of ranks in lockstep for
+ * the slowest is the cost model's (planner/cost.h ts_lockstep_scale). */
+void ts_gauge_step_speeds(const double *readings, int ranks, int steps, double *speeds);
 
 /* Collective over the runtime's world: each rank passes its steps + 1 readings; on rank 0
- * speeds[s] receives step s's speed averaged over the ranks (`speeds` matters on rank 0 only). */
+ * speeds[s] receives ts_gauge_step_speeds over the ranks (`speeds` matters on rank 0 only). */
 ts_status ts_gauge_world_speeds(const ts_runtime *rt, const double *readings, int steps, double *speeds);
 
 #endif

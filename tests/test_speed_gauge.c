@@ -1,6 +1,7 @@
 /* exec/speed_gauge.h: a reading is the GEMMs' FLOPs per second of the calling thread's CPU time (a
  * backend whose GEMM sleeps as long as it computes reads the computing alone); a step's speed is
- * the mean of the readings either side of it; the CPU backend reads a plausible rate. */
+ * the mean of the readings either side of it, averaged over the ranks; the CPU backend reads a
+ * plausible rate. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -54,10 +55,20 @@ Test(speed_gauge, reads_cpu_time_not_wall_time) {
 Test(speed_gauge, step_speeds_average_the_readings_either_side) {
     const double readings[4] = {10, 20, 40, 10};
     double speeds[3] = {0};
-    ts_gauge_step_speeds(readings, 3, speeds);
+    ts_gauge_step_speeds(readings, 1, 3, speeds);
     cr_expect_eq(speeds[0], 15);
     cr_expect_eq(speeds[1], 30);
     cr_expect_eq(speeds[2], 25);
+}
+
+/* Two ranks: each step's speed is the mean of the ranks'. */
+Test(speed_gauge, several_ranks_average) {
+    const double readings[2][4] = {{10, 20, 40, 10}, {30, 30, 10, 30}};
+    double speeds[3] = {0};
+    ts_gauge_step_speeds(&readings[0][0], 2, 3, speeds);
+    cr_expect_eq(speeds[0], 22.5, "(15 + 30) / 2");
+    cr_expect_eq(speeds[1], 25, "(30 + 20) / 2");
+    cr_expect_eq(speeds[2], 22.5, "(25 + 20) / 2");
 }
 
 Test(speed_gauge, cpu_backend_reads_a_rate) {
