@@ -420,16 +420,22 @@ Test(plan_cli, refine_simulates_and_reranks) {
     cli_result_free(&r);
 }
 
+/* A temporary copy of the system spec at `zoo` with node.KEY = value; test_remove_temp it. */
+static char *zoo_with_node_key(const char *zoo, const char *key, double value) {
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), key, value);
+    char *text = cJSON_Print(doc), *path = test_write_temp(text);
+    cJSON_free(text);
+    cJSON_Delete(doc);
+    return path;
+}
+
 /* A system with node.gauge_flops_per_s (a calibrated profile): the trace's otherData carries it,
  * the speed its times hold at (sim/compare.h scales runs to it); the zoo's has none. */
 Test(sim_cli, trace_carries_the_systems_gauge) {
     char *zoo = test_data_path("models/systems/cpu-localhost.json");
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
-    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "gauge_flops_per_s", 3.25e10);
-    char *text = cJSON_Print(doc), *path = test_write_temp(text);
-    cJSON_free(text);
-    cJSON_Delete(doc);
+    char *path = zoo_with_node_key(zoo, "gauge_flops_per_s", 3.25e10);
     char *dir = make_temp_dir(), file[PATH_MAX];
     snprintf(file, sizeof file, "%s/sim.trace.json", dir);
     for (int gauged = 0; gauged < 2; gauged++) {
@@ -452,12 +458,7 @@ Test(sim_cli, trace_carries_the_systems_gauge) {
  * a steady system's has none. */
 Test(sim_cli, lockstep_factor_is_reported) {
     char *zoo = test_data_path("models/systems/cpu-localhost.json");
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_json_load_file(zoo, &doc), TS_OK, "%s", ts_error_message());
-    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "speed_cv", 0.1);
-    char *text = cJSON_Print(doc), *path = test_write_temp(text);
-    cJSON_free(text);
-    cJSON_Delete(doc);
+    char *path = zoo_with_node_key(zoo, "speed_cv", 0.1);
 
     cli_result r = run_cli("sim", "-m", "tiny", "-s", path, "-g", "2", "--fix", "dp=2", "--json", NULL);
     cJSON *root = parse_json_output(&r, "sim --json");
