@@ -89,7 +89,7 @@ int cmd_compare(int argc, char **argv) {
     ts_compare cmp;
     ts_status st = ts_compare_traces(sim, measured, &cmp);
     if (st != TS_OK) cli_fail(cmd, st);
-    if (step_s > 0) ts_compare_set_measured_step(&cmp, step_s, cmp.speed);
+    if (step_s > 0) ts_compare_set_measured_step(&cmp, step_s * cmp.speed, step_s);
     if (json) {
         cJSON *root = NULL;
         st = ts_compare_json(&cmp, &root);

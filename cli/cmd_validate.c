@@ -205,6 +205,13 @@ static ts_status run_case(const char *self, const options *o, const char *dir, i
     return measured_step(run_json, &out->raw_s[pass], &out->flop[pass]);
 }
 
+/* The median of n ≤ MAX_REPEAT passes' figures, leaving them in order. */
+static double median_of(const double *v, int n) {
+    double tmp[MAX_REPEAT];
+    memcpy(tmp, v, (size_t)n * sizeof *tmp);
+    return ts_median(tmp, n);
+}
+
 /* After the passes: case i's plan written again on o->system (the chosen calibration),
  * simulated, and compared op by op with the first pass's trace. Each pass's step is put at the
  * calibration's speed (its gauge work ÷ node.gauge_flops_per_s, exec/speed_gauge.h) when both
@@ -220,14 +227,10 @@ static ts_status compare_case(const options *o, const char *dir, result *out) {
     TS_CHECK(write_plan(o, i, plan, &pb, &l));
     TS_CHECK(simulate(&pb, &l, sim));
     TS_CHECK(ts_compare_traces(sim, run, &out->cmp));
-    double ref = pb.sys.gauge_flops_per_s, at[MAX_REPEAT], raw[MAX_REPEAT];
-    for (int p = 0; p < o->repeat; p++) {
+    double ref = pb.sys.gauge_flops_per_s;
+    for (int p = 0; p < o->repeat; p++)
         out->run_s[p] = ref > 0 && out->flop[p] > 0 ? out->flop[p] / ref : out->raw_s[p];
-        at[p] = out->run_s[p];
-        raw[p] = out->raw_s[p];
-    }
-    double raw_s = ts_median(raw, o->repeat);
-    ts_compare_set_measured_step(&out->cmp, raw_s, ts_median(at, o->repeat) / raw_s);
+    ts_compare_set_measured_step(&out->cmp, median_of(out->run_s, o->repeat), median_of(out->raw_s, o->repeat));
     return TS_OK;
 }
 
@@ -260,10 +263,9 @@ static ts_status median_profile(char profiles[][4200], int n, int *chosen) {
 
 /* (max − min) / median of n passes' steps: how much this machine moved. */
 static double spread(const double *v, int n) {
-    double lo = v[0], hi = v[0], tmp[MAX_REPEAT];
+    double lo = v[0], hi = v[0];
     for (int p = 1; p < n; p++) lo = fmin(lo, v[p]), hi = fmax(hi, v[p]);
-    memcpy(tmp, v, (size_t)n * sizeof *tmp);
-    return (hi - lo) / ts_median(tmp, n);
+    return (hi - lo) / median_of(v, n);
 }
 
 /* The step error against the measured step as timed, without the speed gauge. */

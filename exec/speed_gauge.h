@@ -1,8 +1,9 @@
 /* The speed gauge of CPU ranks: how fast the core a rank runs on computes at this moment.
  *
- * Why: a shared VM's cores change speed in phases of seconds, with no time stolen. On this
+ * Why: a shared VM's cores change speed in phases of seconds. On this
  * project's 2-core VM (2026-11-22) one sgemm of 256×688×256 ran 475 to 765 times per CPU-second
- * within 40 s on one core, steal under 1%, and the two cores moved partly apart. Training steps
+ * within 40 s on one core with next to no time stolen (0.15% of the ticks of another 40 s with
+ * both cores busy, /proc/stat), and the two cores moved partly apart. Training steps
  * follow: 10 runs of one layout spread by 35-47% (coefficient of variation 12-17%), while each
  * step's time multiplied by a GEMM reading taken beside it spread 12-17% (CV 4-6%), on 1, 2 and
  * 4 ranks on the 2 cores alike. A reading of streaming adds did worse (CV 8-12%), so the gauge
@@ -13,7 +14,8 @@
  * that share a core read the core's speed, not their share of it, and the process's other
  * threads (MPI's, OpenBLAS's idle ones) do not count. So it reads one core with one OpenBLAS
  * thread per rank (tessera run's default); with more, the calling thread's share. Time the
- * hypervisor steals is not CPU time, so steal is not seen. It costs about 5 ms a reading here.
+ * hypervisor steals is not CPU time, so steal is not seen. A reading took 5.7 to 9.9 ms here (mean
+ * 6.9 ms over 59).
  *
  * Readings taken between steps, one before the first and one after each step, give each step the
  * mean of the two either side of it, averaged over the ranks (ts_gauge_step_speeds). A step's

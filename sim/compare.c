@@ -258,7 +258,7 @@ ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_
         st->error = rel_error(st->simulated_s, st->measured_s);
     }
     out->simulated_step_s = s.step_s;
-    ts_compare_set_measured_step(out, m.step_s, out->speed);
+    ts_compare_set_measured_step(out, m.step_s * out->speed, m.step_s);
 exit:
     free(op_err);
     free(op_kind);
@@ -268,9 +268,9 @@ exit:
     return res;
 }
 
-void ts_compare_set_measured_step(ts_compare *c, double raw_s, double speed) {
+void ts_compare_set_measured_step(ts_compare *c, double measured_s, double raw_s) {
     c->measured_raw_step_s = raw_s;
-    c->measured_step_s = raw_s * speed;
+    c->measured_step_s = measured_s;
     c->step_error = rel_error(c->simulated_step_s, c->measured_step_s);
 }
 

@@ -57,9 +57,9 @@ ts_status ts_compare_traces(const char *sim_path, const char *measured_path, ts_
 void ts_compare_free(ts_compare *c);
 
 /* Replaces the step figures' measured side (e.g. a median over steps instead of the traced step):
- * `raw_s` as timed, at `speed` (measured gauge / simulated gauge, see above; c->speed for the
- * traced step's). */
-void ts_compare_set_measured_step(ts_compare *c, double raw_s, double speed);
+ * `measured_s` at the simulation's speed and `raw_s` as timed (equal without gauges; see
+ * above). */
+void ts_compare_set_measured_step(ts_compare *c, double measured_s, double raw_s);
 
 /* The comparison as JSON: {"layout", "model", "ops", "step": {"simulated_s", "measured_s",
  * "error", "measured_raw_s", "speed" (with gauges only)}, "kinds": [{"kind", "ops", "simulated_s", "measured_s", "error",
