@@ -98,6 +98,7 @@ typedef struct {
     double moe_load_cv;       /* measured (ts_trainer_moe_load over the ranks); < 0: dense */
     const ts_eval *plan_eval; /* the planner's evaluation of the layout; NULL when it failed */
     const double *speed;      /* (steps) speed gauge per step, mean over ranks; NULL: not read */
+    const double *readings;   /* (world, steps + 1) each rank's gauge readings (speed_gauge.h) */
     const double *step_s;     /* (steps) as timed */
 } run_report;
 
@@ -129,7 +130,8 @@ static ts_status gauge_summary(const double *speed, const double *step_s, int st
     return TS_OK;
 }
 
-/* "gauge": {"flops_per_s": [per step], "median_flops_per_s", "step_flop_median"}. */
+/* "gauge": {"flops_per_s": [per step], "readings_flops_per_s": [per rank: [before step 0, after
+ * each step]], "median_flops_per_s", "step_flop_median"}. */
 static ts_status gauge_json(cJSON *o, const run_report *r) {
     ts_status res = TS_OK;
     cJSON *g, *arr;
@@ -140,6 +142,14 @@ static ts_status gauge_json(cJSON *o, const run_report *r) {
     if (!cJSON_AddItemToObject(g, "flops_per_s", arr)) {
         cJSON_Delete(arr);
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding the gauge's readings");
+    }
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(g, "readings_flops_per_s"), res, exit);
+    for (int k = 0; k < r->world; k++) {
+        cJSON *mine = cJSON_CreateDoubleArray(r->readings + (size_t)k * (r->steps + 1), r->steps + 1);
+        if (!cJSON_AddItemToArray(arr, mine)) {
+            cJSON_Delete(mine);
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding rank %d's gauge readings", k);
+        }
     }
     TS_CJSON_GOTO(cJSON_AddNumberToObject(g, "median_flops_per_s", gs.median_flops_per_s), res, exit);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(g, "step_flop_median", gs.step_flop), res, exit);
@@ -195,6 +205,12 @@ static ts_status run_json(const run_report *r) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "median", quantile(r->sorted, measured, 0.5)), res, exit);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "p10", quantile(r->sorted, measured, 0.1)), res, exit);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(ss, "p90", quantile(r->sorted, measured, 0.9)), res, exit);
+    cJSON *each = cJSON_CreateDoubleArray(r->step_s, r->steps);
+    if (!cJSON_AddItemToObject(ss, "each", each)) {
+        cJSON_Delete(each);
+        res = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory adding the step times");
+        goto exit;
+    }
     TS_CJSON_GOTO(ls = cJSON_AddArrayToObject(o, "losses"), res, exit);
     for (int s = 0; s < r->steps; s++) {
         cJSON *n = cJSON_CreateNumber(r->losses[s]);
@@ -346,9 +362,10 @@ int cmd_run(int argc, char **argv) {
     double *step_s = calloc((size_t)steps, sizeof *step_s);
     /* CPU ranks read the speed gauge between steps (exec/speed_gauge.h), outside the timed steps. */
     double *readings = calloc((size_t)steps + 1, sizeof *readings), *speed = calloc((size_t)steps, sizeof *speed);
+    double *world_readings = calloc((size_t)rt.size * (steps + 1), sizeof *world_readings); /* rank 0's */
     ts_gauge gauge = {0};
     int gauged = device == TS_DEVICE_CPU;
-    if (!spans || !losses || !step_s || !readings || !speed) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+    if (!spans || !losses || !step_s || !readings || !speed || !world_readings) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
     if (gauged && (st = ts_gauge_init(&gauge, be)) == TS_OK) st = ts_gauge_read(&gauge, &readings[0]);
     if (st != TS_OK) rank_fail(&rt, st);
     for (int s = 0; s < steps; s++) {
@@ -370,7 +387,8 @@ int cmd_run(int argc, char **argv) {
     }
     ts_trainer_watch(tr, NULL);
     ts_watchdog_arm(dog, TS_WATCH_RESULTS, steps);
-    if (gauged && (st = ts_gauge_world_speeds(&rt, readings, steps, speed)) != TS_OK) rank_fail(&rt, st);
+    if (gauged && (st = ts_gauge_world_readings(&rt, readings, steps, world_readings)) != TS_OK) rank_fail(&rt, st);
+    if (gauged && rt.rank == 0) ts_gauge_step_speeds(world_readings, rt.size, steps, speed);
 
     if (params_out) {
         size_t n = 0;
@@ -431,7 +449,7 @@ int cmd_run(int argc, char **argv) {
                               .kind_s = kind_s, .mems = mems, .worst = worst,
                               .moe_load_cv = moe_even > 0 ? sqrt(moe_dev / moe_even) : -1,
                               .plan_eval = pe == TS_OK ? &plan_eval : NULL,
-                              .speed = gauged ? speed : NULL, .step_s = step_s};
+                              .speed = gauged ? speed : NULL, .readings = world_readings, .step_s = step_s};
             st = run_json(&rep);
         } else {
             printf("# tessera run: %s, %s, %d ranks, %d steps (%d warm-up)\n", pb.model.name, text, world,
@@ -481,6 +499,7 @@ int cmd_run(int argc, char **argv) {
     free(losses);
     free(step_s);
     free(readings);
+    free(world_readings);
     free(speed);
     ts_gauge_free(&gauge);
     be->free(time_buf);

@@ -9,6 +9,7 @@
 #include "exec/calibrate.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,24 +530,66 @@ fail:
     return res;
 }
 
-/* The in-situ pass (calibrate.h) on rank 0 while the others wait off the cores; its sums are
- * broadcast so every rank applies the same factors. A failure on rank 0 fails every rank. */
+static ts_status situ_barrier(void *ctx) {
+    (void)ctx;
+    return quiet_barrier();
+}
+
+/* The in-situ pass (calibrate.h) on the compute ranks at once, the others waiting off the cores
+ * at the same barriers; rank 0 gathers the samples, sums them and broadcasts the sums, so every
+ * rank applies the same factors. A failure on any rank fails every rank. */
 static ts_status bench_situ(bench *b) {
     ts_status res = TS_OK, mine = TS_OK;
-    computes_here = b->rank == 0;
+    int ranks = b->c->compute_ranks;
+    computes_here = b->rank < ranks;
     int steps = b->o->situ_steps > 0 ? b->o->situ_steps : b->c->quick ? 3 : 5;
     int batch = b->o->situ_batch > 0 ? b->o->situ_batch : TS_SITU_BATCH;
     int seq = b->o->situ_seq > 0 ? b->o->situ_seq : TS_SITU_SEQ;
-    if (b->rank == 0) mine = ts_calib_situ_measure(b->c, b->be, steps, batch, seq);
+    double *samples = NULL, *all = NULL;
+    size_t count = 0;
+    int *counts = NULL, *offs = NULL;
+    if (computes_here) mine = ts_calib_situ_run(b->c, b->be, steps, batch, seq, situ_barrier, NULL, &samples, &count);
+    else
+        for (int s = 0; s < steps && mine == TS_OK; s++) mine = quiet_barrier();
     double failed = mine != TS_OK;
+    TS_CHECK_GOTO(quiet_allreduce(&failed, 1, MPI_MAX), res, exit);
+    if (failed) {
+        res = mine != TS_OK ? mine : TS_FAIL(TS_ERR_EXTERNAL, "calibrate: the in-situ pass failed on another rank");
+        goto exit;
+    }
+    if (count > INT_MAX / (size_t)ranks) {
+        res = TS_FAIL(TS_ERR_INPUT, "calibrate: %zu in-situ samples per rank are too many to gather", count);
+        goto exit;
+    }
+    if (b->rank == 0) {
+        all = malloc(count * ranks * sizeof *all);
+        counts = calloc((size_t)b->size, sizeof *counts);
+        offs = calloc((size_t)b->size, sizeof *offs);
+        TS_ALLOC_GOTO(all, res, exit);
+        TS_ALLOC_GOTO(counts, res, exit);
+        TS_ALLOC_GOTO(offs, res, exit);
+        for (int r = 0; r < ranks; r++) counts[r] = (int)count, offs[r] = r * (int)count;
+    }
     MPI_Request req;
-    TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, fail);
-    TS_CHECK(quiet_wait(&req));
-    if (failed) return b->rank == 0 ? mine : TS_FAIL(TS_ERR_EXTERNAL, "calibrate: the in-situ pass failed on rank 0");
-    TS_MPI_GOTO(MPI_Ibcast(&b->c->situ, (int)sizeof b->c->situ, MPI_BYTE, 0, MPI_COMM_WORLD, &req), res, fail);
-    TS_CHECK(quiet_wait(&req));
+    TS_MPI_GOTO(MPI_Igatherv(samples, (int)count, MPI_DOUBLE, all, counts, offs, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req),
+                res, exit);
+    TS_CHECK_GOTO(quiet_wait(&req), res, exit);
+    if (b->rank == 0) mine = ts_calib_situ_sums(b->c, batch, seq, all, ranks, steps);
+    failed = mine != TS_OK;
+    TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, exit);
+    TS_CHECK_GOTO(quiet_wait(&req), res, exit);
+    if (failed) {
+        res = b->rank == 0 ? mine : TS_FAIL(TS_ERR_EXTERNAL, "calibrate: the in-situ sums failed on rank 0");
+        goto exit;
+    }
+    TS_MPI_GOTO(MPI_Ibcast(&b->c->situ, (int)sizeof b->c->situ, MPI_BYTE, 0, MPI_COMM_WORLD, &req), res, exit);
+    TS_CHECK_GOTO(quiet_wait(&req), res, exit);
     ts_calib_situ_apply(b->c);
-fail:
+exit:
+    free(samples);
+    free(all);
+    free(counts);
+    free(offs);
     return res;
 }
 

@@ -112,9 +112,11 @@ typedef struct {
 
 /* The in-situ pass: kernels measured in isolation run at other speeds inside a training step
  * (caches shared with the neighbouring ops, other shapes, the trainer's own element-wise mix).
- * On world rank 0 alone (the others wait off the cores), `tessera run`'s trainer trains
- * TS_SITU_MODEL for a few steps on one rank (MPI_COMM_SELF), fp32, global batch TS_SITU_BATCH
- * of TS_SITU_SEQ tokens unless the options say otherwise; each op's measured time (median over the timed steps) is summed by kind
+ * On each of the compute ranks at once (a core each, as the microbenchmarks and as a training
+ * job's ranks run: every core busy), `tessera run`'s trainer trains TS_SITU_MODEL for a few steps
+ * on one rank each (MPI_COMM_SELF), fp32, global batch TS_SITU_BATCH of TS_SITU_SEQ tokens unless
+ * the options say otherwise, the ranks' steps started together (a barrier before each); each op's
+ * measured time (median over the ranks' timed steps) is summed by kind
  * beside the time the fitted spec gives it (sim/engine.h ts_op_cost_s), and the spec's figures
  * for the four compute kinds are scaled so that each kind's sum matches:
  *   GEMM: peak FLOP/s ÷ f_gemm (the efficiency curve keeps its shape);
@@ -124,9 +126,12 @@ typedef struct {
  * with f = measured / modelled. Every op's time is first put at the timed steps' median speed on
  * the speed gauge (exec/speed_gauge.h, read between steps), which becomes
  * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the
- * timed steps as timed, their standard deviation over their mean, becomes node.speed_cv
- * (planner/cost.h ts_lockstep_scale: ranks that synchronise run at the slowest one's pace on a
- * machine whose speed moves; with fewer than TS_SITU_MIN_CV_STEPS timed steps it stays 0). The shapes matter: on this project's 2-core VM, tiny's attention ran
+ * ranks' simultaneous steps as timed, their standard deviation over their mean (root mean square
+ * over the steps), becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that
+ * synchronise run at the slowest one's pace on a machine whose cores' speeds move apart). With
+ * one compute rank the timed steps' spread over time stands in for it (0 with fewer than
+ * TS_SITU_MIN_CV_STEPS of them).
+ * The shapes matter: on this project's 2-core VM, tiny's attention ran
  * 13% faster per modelled second at 128 tokens than at 256 inside a step (element-wise 5%),
  * though the microbenchmarks ran both lengths alike, so tessera validate runs the pass at its
  * matrix's batch and length. */
@@ -143,18 +148,20 @@ typedef struct {
     double factor;          /* time_s / model_s, applied to the spec (1 when no ops) */
 } ts_calib_situ_kind;
 
-/* Fewer timed in-situ steps than this leave node.speed_cv at 0 (too few to estimate a spread). */
+/* With one compute rank, fewer timed in-situ steps than this leave node.speed_cv at 0 (too few to
+ * estimate a spread over time). */
 #define TS_SITU_MIN_CV_STEPS 4
 
 typedef struct {
     int batch, seq;         /* the global batch and sequence length trained */
     int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
-    double step_s;          /* measured, median, at the gauge speed below */
+    int ranks;              /* ranks that trained at once */
+    double step_s;          /* measured, median over ranks and timed steps, at the gauge speed below */
     double step_raw_s;      /* measured, median, as the clock read it */
-    double gauge_flops_per_s; /* the speed gauge's median over the timed steps (exec/speed_gauge.h),
-                                 applied as node.gauge_flops_per_s */
-    double step_cv;         /* standard deviation / mean of the timed steps (0 below
-                               TS_SITU_MIN_CV_STEPS of them), applied as node.speed_cv */
+    double gauge_flops_per_s; /* the speed gauge's median over ranks and timed steps
+                                 (exec/speed_gauge.h), applied as node.gauge_flops_per_s */
+    double step_cv;         /* the ranks' spread at the same steps (one rank: over time), applied
+                               as node.speed_cv */
     ts_calib_situ_kind kind[TS_SITU_COUNT];
 } ts_calib_situ;
 
@@ -203,10 +210,27 @@ ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *
  * at least one GEMM row; the other kinds keep the template's figures when they have no rows. */
 ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl);
 
-/* The in-situ pass on this process alone (see ts_calib_situ above), `steps` steps of `batch`
- * sequences of `seq` tokens, with the spec fitted so far in c->system; fills c->situ's measured
- * and modelled sums (not the factors). TS_ERR_INPUT when TS_SITU_MODEL cannot train that shape. */
-ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, int batch, int seq);
+/* Called before each in-situ step on every rank of the pass (ctx passed through); calibrate's is
+ * a barrier, so that the ranks' steps run at the same moments. */
+typedef ts_status (*ts_situ_sync)(void *ctx);
+
+/* Doubles one rank's in-situ samples take: per step each op's time, then each step's time, then
+ * the steps + 1 gauge readings (before the first step, after each). */
+size_t ts_situ_sample_count(int steps, int n_ops);
+
+/* One rank's in-situ pass (see ts_calib_situ above) on this process (MPI_COMM_SELF): `steps` steps
+ * of `batch` sequences of `seq` tokens of TS_SITU_MODEL on the spec fitted so far in c->system,
+ * `sync` before each. *samples (malloc'd, *count doubles, the caller frees) receives, as laid out
+ * in ts_situ_sample_count, each op's time as timed, each step's and the gauge readings. sync is
+ * called exactly `steps` times even when the pass fails, unless sync itself fails. TS_ERR_INPUT
+ * when TS_SITU_MODEL cannot train that shape or steps < 2. */
+ts_status ts_calib_situ_run(const ts_calib *c, const ts_backend *be, int steps, int batch, int seq, ts_situ_sync sync,
+                            void *ctx, double **samples, size_t *count);
+
+/* Fills c->situ's measured and modelled sums (not the factors) from `ranks` ranks' samples of
+ * ts_calib_situ_run laid end to end, `steps` steps each, with the spec fitted so far in c->system.
+ * Pure. */
+ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samples, int ranks, int steps);
 
 /* Sets c->situ's factors from its sums and scales c->system's compute figures by them (see
  * above); kinds without ops keep factor 1. Pure. */

@@ -387,11 +387,12 @@ static void print_fits(FILE *f, const ts_calib *c) {
 static void print_situ(FILE *f, const ts_calib *c) {
     const ts_calib_situ *s = &c->situ;
     if (s->steps == 0) return;
-    fprintf(f, "#\n# in situ: %s on one rank, fp32, global batch %d of %d tokens, %d steps (median of the last %d),\n"
-               "# step %.4f s as timed (spread %.1f%%: node.speed_cv), %.4f s at the speed gauge's median %.2f GFLOP/s\n"
-               "# (node.gauge_flops_per_s); each op's time at that speed beside the microbenchmark fit's; the\n"
-               "# spec is scaled by the factors (the rows above keep the microbenchmark fit's model times)\n",
-            TS_SITU_MODEL, s->batch, s->seq, s->steps, s->timed, s->step_raw_s, 100 * s->step_cv, s->step_s,
+    fprintf(f, "#\n# in situ: %s on %d rank(s) at once, one each, fp32, global batch %d of %d tokens, %d steps (median\n"
+               "# of the last %d), step %.4f s as timed (spread %.1f%%: node.speed_cv), %.4f s at the speed gauge's\n"
+               "# median %.2f GFLOP/s (node.gauge_flops_per_s); each op's time at that speed beside the\n"
+               "# microbenchmark fit's; the spec is scaled by the factors (the rows above keep the\n"
+               "# microbenchmark fit's model times)\n",
+            TS_SITU_MODEL, s->ranks, s->batch, s->seq, s->steps, s->timed, s->step_raw_s, 100 * s->step_cv, s->step_s,
             s->gauge_flops_per_s / 1e9);
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "kind", "ops", "model", "time", "factor");
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "", "", "ms", "ms", "");
@@ -539,7 +540,7 @@ static ts_status json_situ(const ts_calib *c, cJSON *root) {
     cJSON *obj, *arr, *row;
     TS_CJSON_GOTO(obj = cJSON_AddObjectToObject(root, "in_situ"), res, exit);
     TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", TS_SITU_MODEL), res, exit);
-    TS_CHECK(add_nums(obj, "global_batch", (double)s->batch, "seq", (double)s->seq, "steps", (double)s->steps,
+    TS_CHECK(add_nums(obj, "ranks", (double)s->ranks, "global_batch", (double)s->batch, "seq", (double)s->seq, "steps", (double)s->steps,
                       "timed", (double)s->timed, "step_s", s->step_s, "step_raw_s", s->step_raw_s, "step_cv",
                       s->step_cv, "gauge_flops_per_s", s->gauge_flops_per_s, (const char *)NULL));
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "kinds"), res, exit);
@@ -626,13 +627,18 @@ static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
     TS_CHECK(sourced(gpu, "hbm_bytes", "host memory %.3g bytes / node.gpus", c->host_memory_bytes));
     TS_CHECK(sourced(node, "gpus", "at least 8 and the calibrated ranks: MPI ranks on this host form one node"));
     TS_CHECK(sourced(node, "cores", "online CPU cores of %s (sysconf); ranks beyond them share cores", c->host));
-    if (c->situ.steps > 0 && c->system.speed_cv > 0)
-        TS_CHECK(sourced(node, "speed_cv", "tessera calibrate: standard deviation / mean of the %d timed in-situ steps",
-                         c->situ.timed));
+    if (c->situ.steps > 0 && c->system.speed_cv > 0 && c->situ.ranks > 1)
+        TS_CHECK(sourced(node, "speed_cv", "tessera calibrate: standard deviation / mean of the %d ranks' simultaneous "
+                         "in-situ steps, root mean square over the %d timed steps", c->situ.ranks, c->situ.timed));
+    else if (c->situ.steps > 0 && c->system.speed_cv > 0)
+        TS_CHECK(sourced(node, "speed_cv", "tessera calibrate: standard deviation / mean of the %d timed in-situ steps "
+                         "of the one compute rank", c->situ.timed));
     if (c->system.gauge_flops_per_s > 0)
         TS_CHECK(sourced(node, "gauge_flops_per_s", "tessera calibrate: the speed gauge (exec/speed_gauge.h: %d sgemm "
-                         "%dx%dx%d per CPU-second) read between the in-situ steps, median of the %d timed ones",
-                         TS_GAUGE_CALLS, TS_GAUGE_M, TS_GAUGE_N, TS_GAUGE_K, c->situ.timed));
+                         "%dx%dx%d and a causal attention forward and backward of %d tokens, %d/%d heads of %d, per "
+                         "CPU-second) read between the in-situ steps, median over %d rank(s) × %d timed steps",
+                         TS_GAUGE_CALLS, TS_GAUGE_M, TS_GAUGE_N, TS_GAUGE_K, TS_GAUGE_T, TS_GAUGE_H, TS_GAUGE_KV,
+                         TS_GAUGE_D, c->situ.ranks, c->situ.timed));
     TS_CHECK(sourced(eff, "serial_ops", "CPU executor: blocking MPI, one op at a time"));
     for (int i = 0; i < 4; i++) TS_CHECK(sourced(eff, none[i], "0: serial_ops, nothing overlaps"));
     return TS_OK;

@@ -1,5 +1,6 @@
 /* calibrate's in-situ pass (see calibrate.h, ts_calib_situ): the trainer of `tessera run` on one
  * rank, each op's measured time beside the fitted spec's, summed by kind, and the spec scaled. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,95 +48,135 @@ static ts_status situ_problem(const ts_calib *c, int batch, int seq, ts_problem 
     return TS_OK;
 }
 
-/* Sums, per kind, each op's median measured time over the timed steps and its modelled time.
- * Times are put at the timed steps' median gauge speed first (speed_gauge.h: × the step's speed
- * over it), so that the pass's figures hold at one speed, the one the profile records. The
- * spread (node.speed_cv) is the steps' as timed: how far one core's speed moves, which ranks in
- * lockstep on several cores wait on; measured steps are put at the ranks' mean speed, which
- * leaves that wait in them. */
-static ts_status situ_sums(ts_calib *c, const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
-                           const ts_op_span *spans, const double *step_s, const double *speed) {
-    ts_calib_situ *s = &c->situ;
-    int first = s->steps - s->timed;
-    double *v = malloc((size_t)(s->timed > 0 ? s->timed : 1) * sizeof *v);
-    double *at = malloc((size_t)(s->timed > 0 ? s->timed : 1) * sizeof *at);
-    if (v == NULL || at == NULL) {
-        free(v);
-        free(at);
-        return TS_FAIL(TS_ERR_NOMEM, "calibrate: out of memory for the in-situ times");
+size_t ts_situ_sample_count(int steps, int n_ops) { return (size_t)steps * n_ops + 2 * (size_t)steps + 1; }
+
+/* The spread of ranks in lockstep: at each timed step, the ranks' times' standard deviation over
+ * their mean (sample variance, n - 1), as a root mean square over the steps. With one rank, the
+ * steps' own spread over time (node.speed_cv's meaning: how far a core's speed is from the
+ * others' at the same moment; one core's drift over time stands in for it). */
+static double situ_spread(const double *samples, int ranks, int steps, int n_ops, int first, double *v) {
+    size_t per = ts_situ_sample_count(steps, n_ops);
+    int timed = steps - first;
+    if (ranks < 2) {
+        for (int j = 0; j < timed; j++) v[j] = samples[(size_t)steps * n_ops + first + j];
+        return timed >= TS_SITU_MIN_CV_STEPS ? ts_cv(v, timed) : 0;
     }
-    for (int j = 0; j < s->timed; j++) v[j] = speed[first + j];
-    s->gauge_flops_per_s = ts_median(v, s->timed);
-    for (int j = 0; j < s->timed; j++) at[j] = speed[first + j] / s->gauge_flops_per_s;
-    for (int i = 0; i < sp->n_ops; i++) {
-        int k = situ_kind(sp->ops[i].kind);
-        if (k < 0) continue;
-        for (int j = 0; j < s->timed; j++) {
-            const ts_op_span *o = &spans[(size_t)(first + j) * sp->n_ops + i];
-            v[j] = (o->end_s - o->start_s) * at[j];
-        }
-        s->kind[k].ops++;
-        s->kind[k].time_s += ts_median(v, s->timed);
-        s->kind[k].model_s += ts_op_cost_s(pb, l, &sp->ops[i]);
+    double sum_sq = 0;
+    for (int j = 0; j < timed; j++) {
+        for (int r = 0; r < ranks; r++) v[r] = samples[r * per + (size_t)steps * n_ops + first + j];
+        double cv = ts_cv(v, ranks);
+        sum_sq += cv * cv;
     }
-    for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j];
-    s->step_cv = s->timed >= TS_SITU_MIN_CV_STEPS ? ts_cv(v, s->timed) : 0;
-    s->step_raw_s = ts_median(v, s->timed);
-    for (int j = 0; j < s->timed; j++) v[j] = step_s[first + j] * at[j];
-    s->step_s = ts_median(v, s->timed);
-    free(v);
-    free(at);
-    return TS_OK;
+    return sqrt(sum_sq / timed);
 }
 
-ts_status ts_calib_situ_measure(ts_calib *c, const ts_backend *be, int steps, int batch, int seq) {
-    if (steps < 2) return TS_FAIL(TS_ERR_INPUT, "calibrate: the in-situ pass needs at least 2 steps, got %d", steps);
+ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samples, int ranks, int steps) {
+    if (ranks < 1 || steps < 2)
+        return TS_FAIL(TS_ERR_INPUT, "calibrate: the in-situ sums need >= 1 rank and >= 2 steps, got %d and %d", ranks, steps);
     ts_status res = TS_OK;
+    ts_problem pb;
+    ts_layout l;
+    ts_program prog = {0};
+    TS_CHECK(situ_problem(c, batch, seq, &pb, &l));
+    TS_CHECK(ts_program_build(&pb, &l, NULL, &prog));
+    const ts_stage_program *sp = &prog.stages[0];
+    int n_ops = sp->n_ops, first = 1; /* the first step warms up (allocation, caches) */
+    int timed = steps - first, n = ranks * timed;
+    size_t per = ts_situ_sample_count(steps, n_ops);
+    double *v = malloc((size_t)(n > ranks ? n : ranks) * sizeof *v), *at = malloc((size_t)n * sizeof *at);
+    TS_ALLOC_GOTO(v, res, exit);
+    TS_ALLOC_GOTO(at, res, exit);
+    ts_calib_situ *s = &c->situ;
+    memset(s, 0, sizeof *s);
+    *s = (ts_calib_situ){.batch = batch, .seq = seq, .steps = steps, .timed = timed, .ranks = ranks};
+    /* Sample (r, j): rank r's timed step j, whose speed is the mean of its readings either side. */
+    for (int r = 0; r < ranks; r++) {
+        const double *reading = samples + r * per + (size_t)steps * n_ops + steps;
+        for (int j = 0; j < timed; j++) v[r * timed + j] = 0.5 * (reading[first + j] + reading[first + j + 1]);
+    }
+    memcpy(at, v, (size_t)n * sizeof *at);
+    s->gauge_flops_per_s = ts_median(v, n);
+    for (int i = 0; i < n; i++) at[i] /= s->gauge_flops_per_s;
+    for (int i = 0; i < n_ops; i++) {
+        int k = situ_kind(sp->ops[i].kind);
+        if (k < 0) continue;
+        for (int r = 0; r < ranks; r++)
+            for (int j = 0; j < timed; j++)
+                v[r * timed + j] = samples[r * per + (size_t)(first + j) * n_ops + i] * at[r * timed + j];
+        s->kind[k].ops++;
+        s->kind[k].time_s += ts_median(v, n);
+        s->kind[k].model_s += ts_op_cost_s(&pb, &l, &sp->ops[i]);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < ranks; r++)
+            for (int j = 0; j < timed; j++)
+                v[r * timed + j] = samples[r * per + (size_t)steps * n_ops + first + j] * (pass ? at[r * timed + j] : 1);
+        *(pass ? &s->step_s : &s->step_raw_s) = ts_median(v, n);
+    }
+    s->step_cv = situ_spread(samples, ranks, steps, n_ops, first, v);
+exit:
+    free(v);
+    free(at);
+    ts_program_free(&prog);
+    return res;
+}
+
+ts_status ts_calib_situ_run(const ts_calib *c, const ts_backend *be, int steps, int batch, int seq, ts_situ_sync sync,
+                            void *ctx, double **samples, size_t *count) {
+    ts_status res = TS_OK, synced = TS_OK;
     ts_problem pb;
     ts_layout l;
     ts_program prog = {0};
     ts_runtime rt = {0};
     ts_trainer *tr = NULL;
     ts_op_span *spans = NULL;
-    double *step_s = NULL, *readings = NULL, *speed = NULL;
     ts_gauge gauge = {0};
-    memset(&c->situ, 0, sizeof c->situ);
-    TS_CHECK(situ_problem(c, batch, seq, &pb, &l));
-    c->situ.batch = batch;
-    c->situ.seq = seq;
+    int calls = 0; /* of sync */
+    *samples = NULL;
+    *count = 0;
+    if (steps < 2) {
+        res = TS_FAIL(TS_ERR_INPUT, "calibrate: the in-situ pass needs at least 2 steps, got %d", steps);
+        goto exit;
+    }
+    TS_CHECK_GOTO(situ_problem(c, batch, seq, &pb, &l), res, exit);
     TS_CHECK_GOTO(ts_program_build(&pb, &l, NULL, &prog), res, exit);
     TS_CHECK_GOTO(ts_runtime_init_self(&rt, &l), res, exit);
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
     TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, be, &opts), res, exit);
-    const ts_stage_program *sp = &prog.stages[0];
-    spans = calloc((size_t)steps * sp->n_ops, sizeof *spans);
-    step_s = calloc((size_t)steps, sizeof *step_s);
+    int n_ops = prog.stages[0].n_ops;
+    *count = ts_situ_sample_count(steps, n_ops);
+    *samples = calloc(*count, sizeof **samples);
+    spans = calloc((size_t)n_ops, sizeof *spans);
+    TS_ALLOC_GOTO(*samples, res, exit);
     TS_ALLOC_GOTO(spans, res, exit);
-    readings = calloc((size_t)steps + 1, sizeof *readings);
-    speed = calloc((size_t)steps, sizeof *speed);
-    TS_ALLOC_GOTO(step_s, res, exit);
-    TS_ALLOC_GOTO(readings, res, exit);
-    TS_ALLOC_GOTO(speed, res, exit);
+    double *op_s = *samples, *step_s = op_s + (size_t)steps * n_ops, *readings = step_s + steps;
     TS_CHECK_GOTO(ts_gauge_init(&gauge, be), res, exit);
     TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[0]), res, exit);
     for (int s = 0; s < steps; s++) {
         float loss;
+        calls++;
+        TS_CHECK_GOTO(synced = sync(ctx), res, exit);
         double t0 = be->now_s();
-        TS_CHECK_GOTO(ts_trainer_step(tr, s, &loss, spans + (size_t)s * sp->n_ops), res, exit);
+        TS_CHECK_GOTO(ts_trainer_step(tr, s, &loss, spans), res, exit);
         step_s[s] = be->now_s() - t0;
+        for (int i = 0; i < n_ops; i++) op_s[(size_t)s * n_ops + i] = spans[i].end_s - spans[i].start_s;
         TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[s + 1]), res, exit);
     }
-    ts_gauge_step_speeds(readings, 1, steps, speed);
-    c->situ.steps = steps;
-    c->situ.timed = steps - 1; /* the first step warms up (allocation, caches) */
-    TS_CHECK_GOTO(situ_sums(c, &pb, &l, sp, spans, step_s, speed), res, exit);
 exit:
+    /* The other ranks wait for this one before every step: after a failure it still keeps the
+     * appointments left, unless a sync itself failed (then the others are gone). */
+    while (synced == TS_OK && calls < steps) {
+        calls++;
+        synced = sync(ctx);
+    }
+    if (res != TS_OK) {
+        free(*samples);
+        *samples = NULL;
+        *count = 0;
+    }
     ts_gauge_free(&gauge);
     free(spans);
-    free(step_s);
-    free(readings);
-    free(speed);
     ts_trainer_free(tr);
     ts_runtime_free(&rt);
     ts_program_free(&prog);

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "common/json.h"
+#include "common/stats.h"
+#include "exec/backend.h"
 #include "exec/calibrate.h"
 #include "models/system.h"
 #include "planner/cost.h"
@@ -306,6 +308,97 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
               "optimizer %.17g vs %.17g, memory %.17g vs %.17g B/s", back.optimizer_eff, s->optimizer_eff, back.hbm_bytes_per_s, s->hbm_bytes_per_s);
 }
 
+/* A counting sync for ts_calib_situ_run: fails on call number `fail_at` (0: never). */
+typedef struct {
+    int calls, fail_at;
+} sync_count;
+
+static ts_status count_sync(void *ctx) {
+    sync_count *s = ctx;
+    return ++s->calls == s->fail_at ? TS_FAIL(TS_ERR_EXTERNAL, "sync %d refused", s->calls) : TS_OK;
+}
+
+/* A real in-situ pass of `steps` steps (tiny, batch 1 of 16 tokens) on the fitted spec `c`. */
+static double *situ_samples(const ts_calib *c, int steps, size_t *count) {
+    sync_count sc = {0};
+    double *samples = NULL;
+    cr_assert_eq(ts_calib_situ_run(c, ts_backend_cpu(1), steps, 1, 16, count_sync, &sc, &samples, count), TS_OK, "%s",
+                 ts_error_message());
+    cr_expect_eq(sc.calls, steps, "one sync before each step");
+    return samples;
+}
+
+/* The pass syncs before every step, and keeps every appointment when it fails; a failing sync
+ * ends it. */
+Test(calibrate_fit, in_situ_run_keeps_every_sync) {
+    ts_system truth = known_system();
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    size_t count = 0;
+    double *samples = situ_samples(&c, 3, &count);
+    int n_ops = (int)((count - 7) / 3);
+    cr_expect_eq(ts_situ_sample_count(3, n_ops), count, "%zu doubles for %d ops", count, n_ops);
+    for (size_t i = 0; i < count; i++) cr_expect(samples[i] > 0, "sample %zu is %g", i, samples[i]);
+    free(samples);
+
+    sync_count sc = {0};
+    ts_error_clear();
+    cr_expect_eq(ts_calib_situ_run(&c, ts_backend_cpu(1), 4, 1, 100000, count_sync, &sc, &samples, &count), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "in-situ pass needs") != NULL, "%s", ts_error_message());
+    cr_expect(samples == NULL && count == 0);
+    cr_expect_eq(sc.calls, 4, "a failed pass still meets the other ranks before each of its steps");
+
+    sc = (sync_count){.fail_at = 2};
+    ts_error_clear();
+    cr_expect_eq(ts_calib_situ_run(&c, ts_backend_cpu(1), 4, 1, 16, count_sync, &sc, &samples, &count), TS_ERR_EXTERNAL);
+    cr_expect(strstr(ts_error_message(), "sync 2 refused") != NULL, "%s", ts_error_message());
+    cr_expect_eq(sc.calls, 2, "no sync after a failed one");
+    cr_expect(samples == NULL && count == 0);
+}
+
+/* Ranks' samples pool at the gauge's speed: a second rank at half speed (every time doubled, every
+ * reading halved) does the same work, so each kind's time × the gauge is one rank's; the ranks'
+ * spread at each step is node.speed_cv (times t and 2t: sd t/√2 over mean 1.5t); one rank alone
+ * gives its steps' spread over time. */
+Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
+    ts_system truth = known_system();
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    int steps = 6;
+    size_t count = 0;
+    double *one = situ_samples(&c, steps, &count);
+    int n_ops = (int)((count - 2 * steps - 1) / steps);
+    double *two = malloc(2 * count * sizeof *two);
+    cr_assert(two != NULL);
+    memcpy(two, one, count * sizeof *two);
+    size_t readings = (size_t)steps * n_ops + steps;
+    for (size_t i = 0; i < count; i++) two[count + i] = i < readings ? 2 * one[i] : 0.5 * one[i];
+
+    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, one, 1, steps), TS_OK, "%s", ts_error_message());
+    ts_calib_situ alone = c.situ;
+    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    ts_calib_situ pair = c.situ;
+    cr_expect(alone.ranks == 1 && pair.ranks == 2 && pair.steps == steps && pair.timed == steps - 1);
+    double t[8];
+    for (int j = 1; j < steps; j++) t[j - 1] = one[(size_t)steps * n_ops + j];
+    cr_expect(fabs(alone.step_cv - ts_cv(t, steps - 1)) < 1e-12, "one rank: spread over time %g", alone.step_cv);
+    cr_expect(fabs(pair.step_cv - sqrt(2) / 3) < 1e-9, "two ranks: spread at each step %g", pair.step_cv);
+    cr_expect(pair.gauge_flops_per_s < alone.gauge_flops_per_s, "the slower rank's readings pool in");
+    for (int k = 0; k < TS_SITU_COUNT; k++) {
+        cr_expect_eq(pair.kind[k].ops, alone.kind[k].ops);
+        cr_expect(fabs(pair.kind[k].model_s / alone.kind[k].model_s - 1) < 1e-12);
+        double w1 = alone.kind[k].time_s * alone.gauge_flops_per_s, w2 = pair.kind[k].time_s * pair.gauge_flops_per_s;
+        cr_expect(fabs(w2 / w1 - 1) < 1e-9, "%s: work %g alone, %g in the pair", ts_situ_kind_names[k], w1, w2);
+    }
+    cr_expect(fabs(pair.step_s * pair.gauge_flops_per_s / (alone.step_s * alone.gauge_flops_per_s) - 1) < 1e-9);
+    cr_expect(pair.step_raw_s > alone.step_raw_s, "as timed, the slower rank's steps pool in");
+    cr_expect_eq(ts_calib_situ_sums(&c, 1, 16, one, 0, steps), TS_ERR_INPUT);
+    free(one);
+    free(two);
+}
+
 /* Kinds the pass did not see keep their figures. */
 Test(calibrate_fit, in_situ_without_ops_changes_nothing) {
     ts_system truth = known_system();
@@ -404,8 +497,10 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_expect_eq(json_num(situ, "global_batch", "$.in_situ"), 2, "--situ-batch 2");
     cr_expect_eq(json_num(situ, "seq", "$.in_situ"), 64, "--situ-seq 64");
     cr_expect_eq(json_num(situ, "timed", "$.in_situ"), 4, "the first step warms up");
+    cr_expect_eq(json_num(situ, "ranks", "$.in_situ"), json_num(root, "compute_ranks", "$"),
+                 "every compute rank trains at once");
     double step_cv = json_num(situ, "step_cv", "$.in_situ");
-    cr_expect(step_cv > 0 && step_cv < 1, "4 timed steps give a spread: %g", step_cv);
+    cr_expect(step_cv > 0 && step_cv < 1, "the ranks' steps spread: %g", step_cv);
     /* The speed gauge read between the steps; the step at its median speed is within the
      * gauge's own spread of the step as timed. */
     double gauge = json_num(situ, "gauge_flops_per_s", "$.in_situ");

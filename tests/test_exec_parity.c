@@ -714,6 +714,24 @@ Test(mpi, json_fields_and_trace) {
     cr_expect(fabs(json_num(gauge, "step_flop_median", "$.gauge") / (step * last) - 1) < 1e-9, "work %g, step %g s × %g",
               json_num(gauge, "step_flop_median", "$.gauge"), step, last);
     cr_expect_eq(json_num(gauge, "median_flops_per_s", "$.gauge"), last);
+    /* Every rank's readings, before the first step and after each: a step's speed is the mean of
+     * the two either side of it over the ranks. */
+    const cJSON *readings = cJSON_GetObjectItemCaseSensitive(gauge, "readings_flops_per_s");
+    cr_assert(cJSON_IsArray(readings) && cJSON_GetArraySize(readings) == RANKS, "$.gauge.readings_flops_per_s");
+    for (int s = 0; s < RUN_STEPS; s++) {
+        double mean = 0;
+        for (int k = 0; k < RANKS; k++) {
+            const cJSON *mine = cJSON_GetArrayItem(readings, k);
+            cr_assert(cJSON_IsArray(mine) && cJSON_GetArraySize(mine) == RUN_STEPS + 1, "rank %d's readings", k);
+            mean += 0.5 * (cJSON_GetArrayItem(mine, s)->valuedouble + cJSON_GetArrayItem(mine, s + 1)->valuedouble) / RANKS;
+        }
+        double v = cJSON_GetArrayItem(speeds, s)->valuedouble;
+        cr_expect(fabs(mean / v - 1) < 1e-12, "step %d: speed %g, readings' mean %g", s, v, mean);
+    }
+    /* Every step's time, the measured (last) one the median. */
+    const cJSON *each = cJSON_GetObjectItemCaseSensitive(json_obj(out, "step_s", "$"), "each");
+    cr_assert(cJSON_IsArray(each) && cJSON_GetArraySize(each) == RUN_STEPS, "$.step_s.each");
+    cr_expect(fabs(cJSON_GetArrayItem(each, RUN_STEPS - 1)->valuedouble / step - 1) < 1e-6, "the last step is the median");
     cJSON *tr = NULL;
     cr_assert_eq(ts_json_load_file(trace, &tr), TS_OK, "%s", ts_error_message());
     cr_expect(fabs(json_num(json_obj(tr, "otherData", "$"), "gauge_flops_per_s", "$.otherData") / last - 1) < 1e-12,

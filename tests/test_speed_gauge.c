@@ -1,5 +1,6 @@
-/* exec/speed_gauge.h: a reading is the GEMMs' FLOPs per second of the calling thread's CPU time (a
- * backend whose GEMM sleeps as long as it computes reads the computing alone); a step's speed is
+/* exec/speed_gauge.h: a reading is its kernels' FLOPs per second of the calling thread's CPU time (a
+ * backend whose GEMM and attention kernels sleep longer than they compute read the computing
+ * alone); a step's speed is
  * the mean of the readings either side of it, averaged over the ranks; the CPU backend reads a
  * plausible rate. */
 #include <criterion/criterion.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/kernel_table.h"
 #include "exec/speed_gauge.h"
 
 static double cpu_now(void) {
@@ -19,15 +21,41 @@ static double cpu_now(void) {
 #define BURN_S 0.005
 #define SLEEP_S 0.010
 
-/* A GEMM that computes for BURN_S of CPU time, then sleeps SLEEP_S (off the CPU). */
-static ts_status burn_then_sleep(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                                 const float *b, int ldb, float beta, float *c, int ldc) {
-    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta,
-        (void)c, (void)ldc;
+/* Computes for BURN_S of CPU time, then sleeps SLEEP_S (off the CPU). */
+static void burn_then_sleep(void) {
     volatile double x = 0;
     for (double t0 = cpu_now(); cpu_now() - t0 < BURN_S;) x += 1;
     struct timespec d = {0, (long)(SLEEP_S * 1e9)};
     while (nanosleep(&d, &d) != 0 && errno == EINTR) continue;
+}
+
+static ts_status slow_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                           int ldb, float beta, float *c, int ldc) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta,
+        (void)c, (void)ldc;
+    burn_then_sleep();
+    return TS_OK;
+}
+
+static ts_status slow_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                                    const ts_attn_shape *s, float *scratch) {
+    (void)out, (void)lse, (void)q, (void)k, (void)v, (void)scratch;
+    cr_expect(s->Tq == TS_GAUGE_T && s->H == TS_GAUGE_H && s->KV == TS_GAUGE_KV && s->D == TS_GAUGE_D);
+    cr_expect(s->q_pos[TS_GAUGE_T - 1] == TS_GAUGE_T - 1, "positions 0..T-1");
+    burn_then_sleep();
+    return TS_OK;
+}
+
+static ts_status slow_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                    const float *k, const float *v, const float *out, const float *lse,
+                                    const ts_attn_shape *s) {
+    (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)s;
+    burn_then_sleep();
+    return TS_OK;
+}
+
+static ts_status host_copy(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
     return TS_OK;
 }
 
@@ -37,13 +65,17 @@ static ts_status host_alloc(size_t bytes, void **out) {
 }
 
 Test(speed_gauge, reads_cpu_time_not_wall_time) {
-    ts_backend fake = {.name = "fake", .alloc = host_alloc, .free = free, .sgemm = burn_then_sleep};
+    ts_kernels kernels = {.to_device = host_copy, .attention_fwd = slow_attention_fwd,
+                          .attention_bwd = slow_attention_bwd};
+    ts_backend fake = {.name = "fake", .alloc = host_alloc, .free = free, .sgemm = slow_gemm, .kernels = &kernels};
     ts_gauge g;
     cr_assert_eq(ts_gauge_init(&g, &fake), TS_OK, "%s", ts_error_message());
     double rate = 0;
     cr_assert_eq(ts_gauge_read(&g, &rate), TS_OK, "%s", ts_error_message());
-    double flop = 2.0 * TS_GAUGE_M * TS_GAUGE_N * TS_GAUGE_K * TS_GAUGE_CALLS;
-    double cpu_rate = flop / (TS_GAUGE_CALLS * BURN_S), wall_rate = flop / (TS_GAUGE_CALLS * (BURN_S + SLEEP_S));
+    /* TS_GAUGE_CALLS GEMMs and the attention forward and backward each burn BURN_S. */
+    double flop = ts_gauge_flop(), calls = TS_GAUGE_CALLS + 2;
+    cr_expect(flop > 2.0 * TS_GAUGE_M * TS_GAUGE_N * TS_GAUGE_K * TS_GAUGE_CALLS, "the attention's FLOPs count");
+    double cpu_rate = flop / (calls * BURN_S), wall_rate = flop / (calls * (BURN_S + SLEEP_S));
     /* The burn loop overshoots a little, never undershoots: at most the CPU-time rate. */
     cr_expect(rate <= cpu_rate * 1.0001 && rate > 0.7 * cpu_rate, "read %g FLOP/s, computing alone gives %g", rate,
               cpu_rate);
