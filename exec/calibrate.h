@@ -130,7 +130,12 @@ typedef struct {
  * over the steps), becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that
  * synchronise run at the slowest one's pace on a machine whose cores' speeds move apart). With
  * one compute rank the timed steps' spread over time stands in for it (0 with fewer than
- * TS_SITU_MIN_CV_STEPS of them).
+ * TS_SITU_MIN_CV_STEPS of them). The spread is larger over shorter spans (the cores' speeds
+ * apart for a moment, averaged out over longer ones): with two or more ranks it is also measured
+ * over spans of 1, 2, 4, ... ops, and its decay with the span becomes node.speed_cv_decay, so
+ * that ranks synchronising often wait longer (planner/cost.h). Measured on this project's VM
+ * (2026-11-22, 10 two-rank DP steps' traces): 14% over single ops (1.4 ms), 11% over 21 ms, 9%
+ * over 85 ms, 6% over the 0.48 s step: a decay of about 0.16.
  * The shapes matter: on this project's 2-core VM, tiny's attention ran
  * 13% faster per modelled second at 128 tokens than at 256 inside a step (element-wise 5%),
  * though the microbenchmarks ran both lengths alike, so tessera validate runs the pass at its
@@ -148,6 +153,8 @@ typedef struct {
     double factor;          /* time_s / model_s, applied to the spec (1 when no ops) */
 } ts_calib_situ_kind;
 
+#define TS_SITU_MAX_SPANS 24
+
 /* With one compute rank, fewer timed in-situ steps than this leave node.speed_cv at 0 (too few to
  * estimate a spread over time). */
 #define TS_SITU_MIN_CV_STEPS 4
@@ -161,7 +168,15 @@ typedef struct {
     double gauge_flops_per_s; /* the speed gauge's median over ranks and timed steps
                                  (exec/speed_gauge.h), applied as node.gauge_flops_per_s */
     double step_cv;         /* the ranks' spread at the same steps (one rank: over time), applied
-                               as node.speed_cv */
+                               as node.speed_cv, with step_raw_s as node.speed_cv_window_s */
+    /* Two or more ranks: their spread over spans of 1, 2, 4, ... consecutive ops (the same ops on
+     * every rank, at the same step): the span's mean time and the ranks' coefficient of
+     * variation, root mean square over the spans and steps; and the decay, the slope of
+     * -log cv over log span by least squares (clamped to [0, 1]), applied as
+     * node.speed_cv_decay. */
+    int n_spans;
+    double span_s[TS_SITU_MAX_SPANS], span_cv[TS_SITU_MAX_SPANS];
+    double cv_decay;
     ts_calib_situ_kind kind[TS_SITU_COUNT];
 } ts_calib_situ;
 

@@ -394,6 +394,11 @@ static void print_situ(FILE *f, const ts_calib *c) {
                "# microbenchmark fit's model times)\n",
             TS_SITU_MODEL, s->ranks, s->batch, s->seq, s->steps, s->timed, s->step_raw_s, 100 * s->step_cv, s->step_s,
             s->gauge_flops_per_s / 1e9);
+    if (s->n_spans > 0) {
+        fprintf(f, "# the ranks' spread over spans of 1, 2, 4, ... ops (node.speed_cv_decay %.3f: the slope):", s->cv_decay);
+        for (int i = 0; i < s->n_spans; i++) fprintf(f, "%s %.3g ms %.1f%%", i % 4 ? "," : "\n#  ", 1e3 * s->span_s[i], 100 * s->span_cv[i]);
+        fprintf(f, "\n");
+    }
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "kind", "ops", "model", "time", "factor");
     fprintf(f, "#%-12s %6s %10s %10s %8s\n", "", "", "ms", "ms", "");
     for (int k = 0; k < TS_SITU_COUNT; k++) {
@@ -543,6 +548,14 @@ static ts_status json_situ(const ts_calib *c, cJSON *root) {
     TS_CHECK(add_nums(obj, "ranks", (double)s->ranks, "global_batch", (double)s->batch, "seq", (double)s->seq, "steps", (double)s->steps,
                       "timed", (double)s->timed, "step_s", s->step_s, "step_raw_s", s->step_raw_s, "step_cv",
                       s->step_cv, "gauge_flops_per_s", s->gauge_flops_per_s, (const char *)NULL));
+    if (s->n_spans > 0) {
+        TS_CHECK(add_nums(obj, "cv_decay", s->cv_decay, (const char *)NULL));
+        TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "spread"), res, exit);
+        for (int i = 0; i < s->n_spans; i++) {
+            TS_CHECK(add_row(arr, &row));
+            TS_CHECK(add_nums(row, "span_s", s->span_s[i], "cv", s->span_cv[i], (const char *)NULL));
+        }
+    }
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(obj, "kinds"), res, exit);
     for (int k = 0; k < TS_SITU_COUNT; k++) {
         const ts_calib_situ_kind *x = &s->kind[k];
@@ -633,6 +646,13 @@ static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
     else if (c->situ.steps > 0 && c->system.speed_cv > 0)
         TS_CHECK(sourced(node, "speed_cv", "tessera calibrate: standard deviation / mean of the %d timed in-situ steps "
                          "of the one compute rank", c->situ.timed));
+    if (c->system.speed_cv_window_s > 0)
+        TS_CHECK(sourced(node, "speed_cv_window_s", "tessera calibrate: the median in-situ step as timed, the span "
+                         "node.speed_cv was measured over"));
+    if (c->system.speed_cv_decay > 0)
+        TS_CHECK(sourced(node, "speed_cv_decay", "tessera calibrate: least-squares slope of -log(spread) over "
+                         "log(span) across the %d ranks, spans of 1 to %d ops of the in-situ steps (measured.in_situ.spread)",
+                         c->situ.ranks, 1 << (c->situ.n_spans - 1)));
     if (c->system.gauge_flops_per_s > 0)
         TS_CHECK(sourced(node, "gauge_flops_per_s", "tessera calibrate: the speed gauge (exec/speed_gauge.h: %d sgemm "
                          "%dx%dx%d and a causal attention forward and backward of %d tokens, %d/%d heads of %d, per "

@@ -70,6 +70,40 @@ static double situ_spread(const double *samples, int ranks, int steps, int n_ops
     return sqrt(sum_sq / timed);
 }
 
+/* The ranks' spread over spans of 1, 2, 4, ... ops and its decay (calibrate.h, ts_calib_situ). */
+static void situ_spans(ts_calib_situ *s, const double *samples, int ranks, int steps, int n_ops, int first,
+                       double *v) {
+    size_t per = ts_situ_sample_count(steps, n_ops);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    s->n_spans = 0;
+    for (int w = 1; w <= n_ops && s->n_spans < TS_SITU_MAX_SPANS; w *= 2) {
+        double sum_sq = 0, sum_s = 0;
+        int n = 0;
+        for (int j = first; j < steps; j++)
+            for (int i0 = 0; i0 + w <= n_ops; i0 += w, n++) {
+                double mean = 0;
+                for (int r = 0; r < ranks; r++) {
+                    const double *op = samples + r * per + (size_t)j * n_ops + i0;
+                    v[r] = 0;
+                    for (int i = 0; i < w; i++) v[r] += op[i];
+                    mean += v[r] / ranks;
+                }
+                double cv = ts_cv(v, ranks);
+                sum_sq += cv * cv;
+                sum_s += mean;
+            }
+        double cv = sqrt(sum_sq / n), span = sum_s / n;
+        s->span_s[s->n_spans] = span;
+        s->span_cv[s->n_spans++] = cv;
+        if (!(cv > 0 && span > 0)) continue;
+        double x = log(span), y = -log(cv);
+        sx += x, sy += y, sxx += x * x, sxy += x * y;
+    }
+    int n = s->n_spans;
+    double den = n * sxx - sx * sx;
+    s->cv_decay = n >= 2 && den > 0 ? fmin(1, fmax(0, (n * sxy - sx * sy) / den)) : 0;
+}
+
 ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samples, int ranks, int steps) {
     if (ranks < 1 || steps < 2)
         return TS_FAIL(TS_ERR_INPUT, "calibrate: the in-situ sums need >= 1 rank and >= 2 steps, got %d and %d", ranks, steps);
@@ -114,6 +148,7 @@ ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samp
         *(pass ? &s->step_s : &s->step_raw_s) = ts_median(v, n);
     }
     s->step_cv = situ_spread(samples, ranks, steps, n_ops, first, v);
+    if (ranks >= 2) situ_spans(s, samples, ranks, steps, n_ops, first, v);
 exit:
     free(v);
     free(at);
@@ -201,5 +236,7 @@ void ts_calib_situ_apply(ts_calib *c) {
     sys->hbm_bytes_per_s /= f[TS_SITU_ELEMENTWISE];
     sys->optimizer_eff = clamp(sys->optimizer_eff * f[TS_SITU_ELEMENTWISE] / f[TS_SITU_OPTIMIZER], 1e-3, 100);
     sys->speed_cv = clamp(s->step_cv, 0, 1);
+    sys->speed_cv_window_s = s->step_cv > 0 ? s->step_raw_s : 0;
+    sys->speed_cv_decay = s->step_cv > 0 ? s->cv_decay : 0;
     sys->gauge_flops_per_s = s->gauge_flops_per_s;
 }

@@ -20,8 +20,15 @@
  *      "link_latency_s": 2e-6,                  [0, 1], default 2e-6
  *      "cores": 0,                              CPU cores the node's ranks share (CPU systems;
  *                                               0: each rank has its own device)
- *      "speed_cv": 0,                           a rank's compute time's step-to-step coefficient
- *                                               of variation, [0, 1], default 0 (steady)
+ *      "speed_cv": 0,                           how far apart ranks' compute times land over the
+ *                                               same span (coefficient of variation), [0, 1],
+ *                                               default 0 (steady)
+ *      "speed_cv_window_s": 0,                  the span speed_cv was measured over, [0, 1e6] s,
+ *                                               default 0 (any)
+ *      "speed_cv_decay": 0,                     how the spread falls over longer spans w:
+ *                                               speed_cv · (w / speed_cv_window_s)^-decay, [0, 1],
+ *                                               default 0 (the same at every span; > 0 needs
+ *                                               speed_cv_window_s)
  *      "gauge_flops_per_s": 0},                 the speed gauge's reading while the spec was
  *                                               measured (exec/speed_gauge.h), [0, 1e18],
  *                                               default 0 (unknown); never used by the model
@@ -64,6 +71,7 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 #define MAX_BYTES 1e15       /* device memory or reserved bytes */
 #define MAX_BYTES_PER_S 1e15 /* any bandwidth */
 #define MAX_FLOPS 1e18       /* a peak rate or one GEMM's FLOPs */
+#define MAX_WINDOW_S 1e6     /* a span of time the machine was watched over */
 #define MAX_LATENCY_S 1.0
 #define MAX_POWER_W 1e5
 #define MAX_GPUS 1024
@@ -89,7 +97,7 @@ static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes
                                        "peak_flops", "power_w", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
-                                        "gauge_flops_per_s", "source", NULL};
+                                        "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
                                           "source", NULL};
 static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
@@ -221,6 +229,11 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     TS_CHECK(ts_jr_int(&nr, node, "cores", 0, 0, MAX_GPUS, 0, &cores));
     s->cores_per_node = (int)cores;
     TS_CHECK(ts_jr_num(&nr, node, "speed_cv", 0, 0, 1, 0, &s->speed_cv));
+    TS_CHECK(ts_jr_num(&nr, node, "speed_cv_window_s", 0, 0, MAX_WINDOW_S, 0, &s->speed_cv_window_s));
+    TS_CHECK(ts_jr_num(&nr, node, "speed_cv_decay", 0, 0, 1, 0, &s->speed_cv_decay));
+    if (s->speed_cv_decay > 0 && !(s->speed_cv_window_s > 0))
+        return TS_FAIL(TS_ERR_INPUT, "%s: node.speed_cv_decay %g needs node.speed_cv_window_s > 0 (the window "
+                                     "node.speed_cv was measured over)", nr.file, s->speed_cv_decay);
     return ts_jr_num(&nr, node, "gauge_flops_per_s", 0, 0, MAX_FLOPS, 0, &s->gauge_flops_per_s);
 }
 
@@ -361,6 +374,8 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(node, "link_latency_s", s->link_latency_s));
     TS_CHECK(add_num(node, "cores", s->cores_per_node));
     if (s->speed_cv > 0) TS_CHECK(add_num(node, "speed_cv", s->speed_cv));
+    if (s->speed_cv_window_s > 0) TS_CHECK(add_num(node, "speed_cv_window_s", s->speed_cv_window_s));
+    if (s->speed_cv_decay > 0) TS_CHECK(add_num(node, "speed_cv_decay", s->speed_cv_decay));
     if (s->gauge_flops_per_s > 0) TS_CHECK(add_num(node, "gauge_flops_per_s", s->gauge_flops_per_s));
 
     TS_CHECK(add_obj(root, "fabric", &fabric));

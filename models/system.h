@@ -42,9 +42,11 @@ typedef struct {
     double link_bytes_per_s; /* NVLink per GPU, one direction */
     double link_latency_s;
     int cores_per_node;        /* CPU cores the node's ranks share; 0: a device per rank */
-    double speed_cv;           /* coefficient of variation of a rank's compute time from step to
-                                  step (a shared machine's noise; 0: steady); planner/cost.h
+    double speed_cv;           /* coefficient of variation of ranks' compute times over the same
+                                  span (a shared machine's noise; 0: steady); planner/cost.h
                                   ts_lockstep_scale */
+    double speed_cv_window_s;  /* the span speed_cv holds for (0: any) */
+    double speed_cv_decay;     /* over a span w the spread is speed_cv · (w / window)^-decay */
     double gauge_flops_per_s;  /* the speed gauge's reading (exec/speed_gauge.h) while this spec
                                   was measured, 0 unknown: the speed its compute figures hold at;
                                   tessera compare scales measured times to it */

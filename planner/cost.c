@@ -38,12 +38,15 @@ double ts_compute_scale(const ts_system *s, int gpus) {
     return on_node > s->cores_per_node ? on_node / s->cores_per_node : 1.0;
 }
 
-double ts_lockstep_scale(const ts_system *s, int gpus) {
+double ts_lockstep_scale(const ts_system *s, int gpus, double window_s) {
     if (s->speed_cv <= 0 || gpus <= 1) return 1.0;
     int per_node = gpus < s->gpus_per_node ? gpus : s->gpus_per_node;
     int nodes = (gpus + s->gpus_per_node - 1) / s->gpus_per_node;
     int cores = s->cores_per_node > 0 && s->cores_per_node < per_node ? s->cores_per_node : per_node;
-    return 1.0 + s->speed_cv * ts_expected_max_normal(nodes * cores);
+    double cv = s->speed_cv;
+    if (s->speed_cv_decay > 0 && s->speed_cv_window_s > 0 && window_s > 0)
+        cv = fmin(1.0, cv * pow(window_s / s->speed_cv_window_s, -s->speed_cv_decay));
+    return 1.0 + cv * ts_expected_max_normal(nodes * cores);
 }
 
 ts_link ts_group_link(const ts_system *s, int stride, int size) {

@@ -44,14 +44,20 @@ double ts_optimizer_s(const ts_system *s, double bytes);
  * 1 for devices (node.cores = 0). */
 double ts_compute_scale(const ts_system *s, int gpus);
 
-/* Ranks that synchronise every step run at the pace of the slowest: when each rank's compute
- * time varies from step to step with coefficient of variation node.speed_cv (a shared machine's
- * noise, independent per core), a step of n such ranks takes, in expectation, the largest of n
- * draws, 1 + speed_cv · E[max of n standard normals] times the mean (the effect of system noise
- * on bulk-synchronous programs: Petrini et al. SC'03, Hoefler et al. SC'10). n counts the cores
- * the job computes on: min(ranks on a node, node.cores) per node, or the ranks on devices. 1 when
- * speed_cv is 0 or one rank. Compute ops' times (planner and simulator) carry this factor. */
-double ts_lockstep_scale(const ts_system *s, int gpus);
+/* Ranks that synchronise run at the pace of the slowest: when ranks' compute times over the same
+ * span differ with coefficient of variation σ (a shared machine's noise, independent per core),
+ * a span of n such ranks between two synchronisations takes, in expectation, the largest of n
+ * draws, 1 + σ · E[max of n standard normals] times the mean (the effect of system noise on
+ * bulk-synchronous programs: Petrini et al. SC'03, Hoefler et al. SC'10). n counts the cores the
+ * job computes on: min(ranks on a node, node.cores) per node, or the ranks on devices. σ depends
+ * on the span: short spans catch the cores' speeds apart, long ones average over their phases
+ * (Hoefler et al. SC'10: the interval between synchronisations decides the noise's cost). With
+ * `window_s` the compute time between a rank's synchronisations, σ = node.speed_cv ·
+ * (window_s / node.speed_cv_window_s)^-node.speed_cv_decay, or node.speed_cv itself when the
+ * decay is 0 or window_s <= 0 (the span unknown: the one speed_cv was measured over). 1 when
+ * speed_cv is 0 or one rank. Compute ops' times (planner and simulator) carry this factor; the
+ * planner's closed form passes 0. */
+double ts_lockstep_scale(const ts_system *s, int gpus, double window_s);
 
 /* The link a group of `size` ranks, `stride` apart in the rank order, crosses: NVLink when all
  * members sit in one node (nodes hold gpus_per_node consecutive ranks), the NIC otherwise. */

@@ -47,7 +47,7 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     *pb = (ts_problem){.model = *m, .sys = *s, .train = *t, .gpus = gpus};
     ts_model_params(m, &pb->params);
     pb->usable_bytes = ts_system_usable_bytes(s);
-    pb->compute_scale = ts_compute_scale(s, gpus) * ts_lockstep_scale(s, gpus);
+    pb->compute_scale = ts_compute_scale(s, gpus) * ts_lockstep_scale(s, gpus, 0);
 
     /* Model FLOPs per step: the per-layer model FLOPs of one unsharded sequence (layer.c), summed
      * over layers and the LM head, times the global batch. */

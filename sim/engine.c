@@ -11,7 +11,8 @@
  *
  * An op that becomes ready:
  *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
- *                slowest's pace on a noisy machine) × compute_scale[rank] × (1 + overlap_slowdown
+ *                slowest's pace on a noisy machine; the span between synchronisations is the
+ *                stage's compute time over its collectives and receives) × compute_scale[rank] × (1 + overlap_slowdown
  *                if a communication op of the rank is in flight as it starts), decided once every
  *                event of that instant is done, so simultaneous events may come in any order; on
  *                CPU ranks (node.cores) that is one-core work, shared with the node's other
@@ -73,6 +74,7 @@ typedef struct {
     uint32_t *succ;  /* ops waiting for each op */
     uint32_t *roots; /* (n_roots) the ops ready from the start (no predecessor), ascending */
     int n_roots;
+    double lockstep; /* the factor on its compute ops (stage_lockstep) */
 } stage_plan;
 
 typedef struct {
@@ -236,6 +238,19 @@ static int queue_of(const ts_problem *pb, const ts_op *op) {
     return op->stream;
 }
 
+/* The lockstep factor of a stage's compute (planner/cost.h ts_lockstep_scale) over its span
+ * between synchronisations: its compute time over the collectives and receives it waits on. */
+static double stage_lockstep(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp) {
+    double compute_s = 0;
+    int syncs = 0;
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        if (!is_comm(op->kind)) compute_s += ts_op_cost_s(pb, l, op);
+        syncs += op->kind == TS_OP_COLL || op->kind == TS_OP_RECV;
+    }
+    return ts_lockstep_scale(&pb->sys, ts_rank_count(l), syncs > 0 ? compute_s / syncs : compute_s);
+}
+
 /* Fills `p` for stage program `sp`; on failure the caller frees what was allocated (plan_free). */
 static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
                             stage_plan *p) {
@@ -279,7 +294,7 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         last[q] = (int32_t)i;
     }
 
-    double lockstep = ts_lockstep_scale(&pb->sys, ts_rank_count(l));
+    double lockstep = p->lockstep = stage_lockstep(pb, l, sp);
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
         op_plan *o = &p->ops[i];
@@ -693,6 +708,7 @@ static ts_status rank_stats(const sim *S, int r, double step_s, ts_stage_stats *
     }
     free(comm);
     st->busy_s = busy;
+    st->lockstep_scale = S->plans[stage_of(S, r)].lockstep;
     st->exposed_comm_s = exposed;
     st->bubble_s = step_s - busy - exposed;
     if (st->bubble_s < 0) st->bubble_s = 0;

@@ -45,6 +45,8 @@ typedef struct {
     double busy_s;         /* compute stream busy */
     double bubble_s;       /* compute idle with no communication of the rank in flight */
     double exposed_comm_s; /* compute idle while communication of the rank is in flight */
+    double lockstep_scale; /* the factor on its compute (planner/cost.h ts_lockstep_scale over
+                              its compute time between synchronisations) */
 } ts_stage_stats;
 
 typedef struct {

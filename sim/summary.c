@@ -1,9 +1,18 @@
 /* The `tessera sim` summary: JSON and table (see summary.h). */
 #include "sim/summary.h"
 
+#include <math.h>
+
 #include "common/json.h"
 
 static int full_of(const ts_problem *pb, const ts_sim_result *r) { return r->n_ranks == pb->gpus; }
+
+/* The largest factor on a stage's compute for ranks in lockstep (engine.h ts_stage_stats). */
+static double lockstep_of(const ts_program *prog, const ts_sim_result *r) {
+    double most = 1;
+    for (int i = 0; i < prog->pp; i++) most = fmax(most, r->stages[i].lockstep_scale);
+    return most;
+}
 
 ts_status ts_sim_summary_json(const ts_problem *pb, const ts_program *prog, const ts_sim_result *r,
                               double closed_form_step_s, cJSON **out) {
@@ -40,8 +49,7 @@ ts_status ts_sim_summary_json(const ts_problem *pb, const ts_program *prog, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "ops", (double)prog->total_ops), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "microbatches", prog->layout.microbatches), res, fail);
     if (pb->sys.speed_cv > 0)
-        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "lockstep_scale", ts_lockstep_scale(&pb->sys, pb->gpus)), res,
-                      fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "lockstep_scale", lockstep_of(prog, r)), res, fail);
     *out = root;
     return TS_OK;
 fail:
@@ -72,7 +80,7 @@ ts_status ts_sim_summary_print(FILE *f, const ts_problem *pb, const ts_program *
             r->step_s, closed_form_step_s, delta, 100 * r->bubble_fraction);
     if (s->speed_cv > 0)
         fprintf(f, "# compute × %.4g: node.speed_cv %.3g, ranks in lockstep wait for the slowest\n",
-                ts_lockstep_scale(s, pb->gpus), s->speed_cv);
+                lockstep_of(prog, r), s->speed_cv);
     fprintf(f, "#%5s %12s %12s %12s\n", "stage", "busy", "bubble", "exposed_comm");
     fprintf(f, "#%5s %12s %12s %12s\n", "", "s", "s", "s");
     for (int i = 0; i < prog->pp; i++) {

@@ -8,8 +8,9 @@
  *    "microbatches", "lockstep_scale" (only with node.speed_cv > 0)}
  * Times are seconds; "ranks" counts the simulated ranks, "full" whether every rank was (1) or one
  * per stage (0); "ops" is the step program's total over its stage programs; "kind_s" sums op
- * time by kind over one rank per stage; "lockstep_scale" is the factor on compute times for ranks
- * waiting on the slowest (planner/cost.h ts_lockstep_scale).
+ * time by kind over one rank per stage; "lockstep_scale" is the largest of the stages' factors on
+ * compute times for ranks waiting on the slowest (planner/cost.h ts_lockstep_scale over a stage's
+ * compute time between synchronisations).
  *
  * The table: '#' lines echoing the problem, the layout and the step (simulated vs closed form;
  * with node.speed_cv > 0 a line with the lockstep factor), then one row per stage (stage, busy_s, bubble_s, exposed_comm_s) under a units row, then '#'

@@ -394,6 +394,26 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     }
     cr_expect(fabs(pair.step_s * pair.gauge_flops_per_s / (alone.step_s * alone.gauge_flops_per_s) - 1) < 1e-9);
     cr_expect(pair.step_raw_s > alone.step_raw_s, "as timed, the slower rank's steps pool in");
+    /* Rank 1 twice as slow at every op: the same spread over every span, no decay. */
+    cr_expect_eq(alone.n_spans, 0, "one rank: no spread between ranks");
+    cr_assert(pair.n_spans >= 4, "%d spans", pair.n_spans);
+    for (int i = 0; i < pair.n_spans; i++)
+        cr_expect(fabs(pair.span_cv[i] - sqrt(2) / 3) < 1e-9, "span %d: %g", i, pair.span_cv[i]);
+    cr_expect(fabs(pair.cv_decay) < 1e-9, "decay %g", pair.cv_decay);
+    cr_expect(pair.span_s[1] > pair.span_s[0] && pair.span_s[pair.n_spans - 1] < pair.step_raw_s * 1.5);
+    /* Rank 1 alternately half and one and a half times as slow: over one op the ranks are far
+     * apart, over many the differences cancel, so the spread decays. */
+    for (int j = 0; j < steps; j++)
+        for (int i = 0; i < n_ops; i++)
+            two[count + (size_t)j * n_ops + i] = one[(size_t)j * n_ops + i] * (i % 2 ? 1.5 : 0.5);
+    memcpy(two + count + readings, one + readings, (count - readings) * sizeof *two);
+    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    cr_expect(c.situ.span_cv[0] > 2 * c.situ.span_cv[c.situ.n_spans - 1], "one op %g, the step %g", c.situ.span_cv[0],
+              c.situ.span_cv[c.situ.n_spans - 1]);
+    cr_expect(c.situ.cv_decay > 0 && c.situ.cv_decay <= 1, "decay %g", c.situ.cv_decay);
+    ts_calib_situ_apply(&c);
+    cr_expect(c.system.speed_cv_window_s == c.situ.step_raw_s && c.system.speed_cv_decay == c.situ.cv_decay,
+              "node.speed_cv_window_s %g, node.speed_cv_decay %g", c.system.speed_cv_window_s, c.system.speed_cv_decay);
     cr_expect_eq(ts_calib_situ_sums(&c, 1, 16, one, 0, steps), TS_ERR_INPUT);
     free(one);
     free(two);

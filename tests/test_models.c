@@ -495,6 +495,33 @@ Test(models, gauge_flops_per_s) {
     cJSON_Delete(doc);
 }
 
+/* node.speed_cv_window_s and node.speed_cv_decay: read and written; a decay needs the window it
+ * decays from, and out-of-range values are refused with their path. */
+Test(models, speed_cv_span) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "%s", ts_error_message());
+    cr_expect(s.speed_cv_window_s == 0 && s.speed_cv_decay == 0, "the same spread at every span by default");
+    s.speed_cv = 0.05, s.speed_cv_window_s = 0.75, s.speed_cv_decay = 0.125;
+    cJSON *doc = ts_system_to_json(&s);
+    cr_assert_not_null(doc);
+    ts_system back;
+    cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
+    cr_expect(back.speed_cv_window_s == 0.75 && back.speed_cv_decay == 0.125);
+    cJSON *node = cJSON_GetObjectItemCaseSensitive(doc, "node");
+    cJSON_ReplaceItemInObject(node, "speed_cv_decay", cJSON_CreateNumber(1.5));
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "speed_cv_decay: expected a number in [0, 1], got 1.5") != NULL, "%s",
+              ts_error_message());
+    ts_error_clear();
+    cJSON_ReplaceItemInObject(node, "speed_cv_decay", cJSON_CreateNumber(0.5));
+    cJSON_DeleteItemFromObject(node, "speed_cv_window_s");
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "node.speed_cv_decay 0.5 needs node.speed_cv_window_s > 0") != NULL, "%s",
+              ts_error_message());
+    ts_error_clear();
+    cJSON_Delete(doc);
+}
+
 /* common/stats.h ts_cv: sample standard deviation over mean; 0 for fewer than two values. */
 Test(models, coefficient_of_variation) {
     const double v[] = {0.9, 1.0, 1.1, 1.0};

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stats.h"
 #include "sim/engine.h"
 #include "sim/network.h"
 #include "sim/trace.h"
@@ -702,13 +703,13 @@ Test(sim_network, many_flows_on_a_link_leave_in_any_order) {
 Test(sim_engine, lockstep_scale_stretches_compute_only) {
     ts_system s;
     cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
-    cr_expect_eq(ts_lockstep_scale(&s, 64), 1.0, "steady by default");
+    cr_expect_eq(ts_lockstep_scale(&s, 64, 0), 1.0, "steady by default");
     s.speed_cv = 0.2;
-    cr_expect_eq(ts_lockstep_scale(&s, 1), 1.0, "one rank waits for nobody");
-    cr_expect(fabs(ts_lockstep_scale(&s, 16) - (1 + 0.2 * 1.7660)) < 1e-4, "16 GPUs: %g", ts_lockstep_scale(&s, 16));
+    cr_expect_eq(ts_lockstep_scale(&s, 1, 0), 1.0, "one rank waits for nobody");
+    cr_expect(fabs(ts_lockstep_scale(&s, 16, 0) - (1 + 0.2 * 1.7660)) < 1e-4, "16 GPUs: %g", ts_lockstep_scale(&s, 16, 0));
     s.cores_per_node = 2;
-    cr_expect(fabs(ts_lockstep_scale(&s, 8) - (1 + 0.2 * 0.5642)) < 1e-4, "8 ranks on 2 cores: %g",
-              ts_lockstep_scale(&s, 8));
+    cr_expect(fabs(ts_lockstep_scale(&s, 8, 0) - (1 + 0.2 * 0.5642)) < 1e-4, "8 ranks on 2 cores: %g",
+              ts_lockstep_scale(&s, 8, 0));
 
     ts_problem pb = problem("tiny", 2), noisy = pb;
     noisy.sys.speed_cv = 0.2;
@@ -716,7 +717,7 @@ Test(sim_engine, lockstep_scale_stretches_compute_only) {
     int g = add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
     int c = add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 1e8, TS_STREAM_DP), 1, g);
     ts_sim_result a = simulate(&pb, &p, (ts_sim_opts){0}), b = simulate(&noisy, &p, (ts_sim_opts){0});
-    double f = ts_lockstep_scale(&noisy.sys, 2);
+    double f = ts_lockstep_scale(&noisy.sys, 2, 0);
     cr_expect(fabs(f - (1 + 0.2 * 0.5642)) < 1e-4, "two GPUs: %g", f);
     const ts_op_span *ga = &a.ranks[0].spans[g], *gb = &b.ranks[0].spans[g];
     EXPECT_NEAR(gb->end_s - gb->start_s, f * (ga->end_s - ga->start_s), "the GEMM stretches by %g", f);
@@ -727,6 +728,40 @@ Test(sim_engine, lockstep_scale_stretches_compute_only) {
     ts_train t = pb.train;
     cr_assert_eq(ts_problem_init(&planned, &pb.model, &noisy.sys, &t, 2), TS_OK, "%s", ts_error_message());
     EXPECT_NEAR(planned.compute_scale, f, "the closed form's compute scale");
+    ts_sim_result_free(&a);
+    ts_sim_result_free(&b);
+    ts_program_free(&p);
+}
+
+/* The spread falls over longer spans (node.speed_cv_decay): σ(w) = speed_cv · (w / window)^-decay,
+ * so a stage that synchronises often stretches more. The engine's span is the stage's compute
+ * time over its collectives and receives: one GEMM then one all-reduce, the GEMM's own time. */
+Test(sim_engine, lockstep_spread_falls_with_the_span) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    s.speed_cv = 0.1, s.speed_cv_window_s = 1.0, s.speed_cv_decay = 0.5;
+    double em = ts_expected_max_normal(2);
+    EXPECT_NEAR(ts_lockstep_scale(&s, 2, 1.0), 1 + 0.1 * em, "at the measured span");
+    EXPECT_NEAR(ts_lockstep_scale(&s, 2, 0.01), 1 + 0.1 * 10 * em, "100x shorter: 10x the spread");
+    EXPECT_NEAR(ts_lockstep_scale(&s, 2, 0), 1 + 0.1 * em, "span unknown: speed_cv itself");
+    EXPECT_NEAR(ts_lockstep_scale(&s, 2, 1e-9), 1 + 1 * em, "the spread is at most 1");
+    s.speed_cv_decay = 0;
+    EXPECT_NEAR(ts_lockstep_scale(&s, 2, 0.01), 1 + 0.1 * em, "no decay: the same at every span");
+
+    ts_problem pb = problem("tiny", 2);
+    pb.sys.speed_cv = 0.1, pb.sys.speed_cv_window_s = 1.0, pb.sys.speed_cv_decay = 0.5;
+    ts_program p = program(layout(1, 2, 1));
+    int g = add(&p, 0, gemm(1024, 1024, 1024, TS_STREAM_COMPUTE), 0);
+    add(&p, 0, coll(TS_GROUP_DP, TS_COLL_ALLREDUCE, 1e8, TS_STREAM_DP), 1, g);
+    ts_problem steady = pb;
+    steady.sys.speed_cv = 0;
+    ts_sim_result a = simulate(&steady, &p, (ts_sim_opts){0}), b = simulate(&pb, &p, (ts_sim_opts){0});
+    double gemm_s = a.ranks[0].spans[g].end_s - a.ranks[0].spans[g].start_s;
+    double f = ts_lockstep_scale(&pb.sys, 2, gemm_s);
+    cr_expect(f > 1 + 0.1 * em, "a span shorter than the window spreads more: %g", f);
+    EXPECT_NEAR(b.ranks[0].spans[g].end_s - b.ranks[0].spans[g].start_s, f * gemm_s, "the GEMM stretches by %g", f);
+    EXPECT_NEAR(b.stages[0].lockstep_scale, f, "the stage reports its factor");
+    EXPECT_NEAR(a.stages[0].lockstep_scale, 1.0, "steady: 1");
     ts_sim_result_free(&a);
     ts_sim_result_free(&b);
     ts_program_free(&p);
