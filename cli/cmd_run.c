@@ -97,7 +97,7 @@ typedef struct {
     const double *worst;      /* (5) the largest of each category over the ranks */
     double moe_load_cv;       /* measured (ts_trainer_moe_load over the ranks); < 0: dense */
     const ts_eval *plan_eval; /* the planner's evaluation of the layout; NULL when it failed */
-    const double *speed;      /* (steps) speed gauge per step, mean over ranks; NULL: not read */
+    const double *speed;      /* (steps) speed gauge per step (ts_gauge_step_speeds); NULL: not read */
     const double *readings;   /* (world, steps + 1) each rank's gauge readings (speed_gauge.h) */
     const double *step_s;     /* (steps) as timed */
 } run_report;
@@ -388,7 +388,13 @@ int cmd_run(int argc, char **argv) {
     ts_trainer_watch(tr, NULL);
     ts_watchdog_arm(dog, TS_WATCH_RESULTS, steps);
     if (gauged && (st = ts_gauge_world_readings(&rt, readings, steps, world_readings)) != TS_OK) rank_fail(&rt, st);
-    if (gauged && rt.rank == 0) ts_gauge_step_speeds(world_readings, rt.size, steps, speed);
+    if (gauged && rt.rank == 0) {
+        int *stage = malloc((size_t)rt.size * sizeof *stage);
+        if (stage == NULL) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+        for (int k = 0; k < rt.size; k++) stage[k] = ts_rank_coords(&layout, k).pp;
+        ts_gauge_step_speeds(world_readings, stage, rt.size, steps, speed);
+        free(stage);
+    }
 
     if (params_out) {
         size_t n = 0;

@@ -126,10 +126,12 @@ typedef struct {
  * with f = measured / modelled. Every op's time is first put at the timed steps' median speed on
  * the speed gauge (exec/speed_gauge.h, read between steps), which becomes
  * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the
- * ranks' simultaneous steps as timed, their standard deviation over their mean (root mean square
- * over the steps), becomes node.speed_cv (planner/cost.h ts_lockstep_scale: ranks that
- * synchronise run at the slowest one's pace on a machine whose cores' speeds move apart). With
- * one compute rank the timed steps' spread over time stands in for it (0 with fewer than
+ * ranks' simultaneous steps, each at its own gauge speed, their standard deviation over their
+ * mean (root mean square over the steps), becomes node.speed_cv (planner/cost.h
+ * ts_lockstep_scale: ranks that synchronise run at the slowest one's pace on a machine whose
+ * cores' speeds move apart): the part the gauge, read between steps, does not see, as measured
+ * steps are put at their stages' slowest ranks' gauge speed (exec/speed_gauge.h). With one
+ * compute rank the timed steps' spread over time stands in for it (0 with fewer than
  * TS_SITU_MIN_CV_STEPS of them). The spread is larger over shorter spans (the cores' speeds
  * apart for a moment, averaged out over longer ones): with two or more ranks it is also measured
  * over spans of 1, 2, 4, ... ops, and its decay with the span becomes node.speed_cv_decay, so
@@ -167,10 +169,12 @@ typedef struct {
     double step_raw_s;      /* measured, median, as the clock read it */
     double gauge_flops_per_s; /* the speed gauge's median over ranks and timed steps
                                  (exec/speed_gauge.h), applied as node.gauge_flops_per_s */
-    double step_cv;         /* the ranks' spread at the same steps (one rank: over time), applied
-                               as node.speed_cv, with step_raw_s as node.speed_cv_window_s */
+    double step_cv;         /* the ranks' spread at the same steps, at the gauge's speed (one
+                               rank: over time), applied as node.speed_cv, with step_raw_s as
+                               node.speed_cv_window_s */
     /* Two or more ranks: their spread over spans of 1, 2, 4, ... consecutive ops (the same ops on
-     * every rank, at the same step): the span's mean time and the ranks' coefficient of
+     * every rank, at the same step, each at its rank's gauge speed): the span's mean time and the
+     * ranks' coefficient of
      * variation, root mean square over the spans and steps; and the decay, the slope of
      * -log cv over log span by least squares (clamped to [0, 1]), applied as
      * node.speed_cv_decay. */

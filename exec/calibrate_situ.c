@@ -1,5 +1,6 @@
-/* calibrate's in-situ pass (see calibrate.h, ts_calib_situ): the trainer of `tessera run` on one
- * rank, each op's measured time beside the fitted spec's, summed by kind, and the spec scaled. */
+/* calibrate's in-situ pass (see calibrate.h, ts_calib_situ): the trainer of `tessera run` on each
+ * compute rank (one rank each), each op's measured time beside the fitted spec's, summed by kind,
+ * the ranks' spread, and the spec scaled. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,30 +51,34 @@ static ts_status situ_problem(const ts_calib *c, int batch, int seq, ts_problem 
 
 size_t ts_situ_sample_count(int steps, int n_ops) { return (size_t)steps * n_ops + 2 * (size_t)steps + 1; }
 
-/* The spread of ranks in lockstep: at each timed step, the ranks' times' standard deviation over
- * their mean (sample variance, n - 1), as a root mean square over the steps. With one rank, the
- * steps' own spread over time (node.speed_cv's meaning: how far a core's speed is from the
- * others' at the same moment; one core's drift over time stands in for it). */
-static double situ_spread(const double *samples, int ranks, int steps, int n_ops, int first, double *v) {
+/* The spread of ranks in lockstep that the speed gauge does not see: at each timed step, the
+ * ranks' times, each at its own gauge speed (× at, the step's speed over the median), standard
+ * deviation over mean (sample variance, n - 1), as a root mean square over the steps. With one
+ * rank, the steps' own spread over time at the gauge's speed (node.speed_cv's meaning: how far a
+ * core's speed is from the others' at the same moment; one core's drift over time stands in). */
+static double situ_spread(const double *samples, const double *at, int ranks, int steps, int n_ops, int first,
+                          double *v) {
     size_t per = ts_situ_sample_count(steps, n_ops);
     int timed = steps - first;
     if (ranks < 2) {
-        for (int j = 0; j < timed; j++) v[j] = samples[(size_t)steps * n_ops + first + j];
+        for (int j = 0; j < timed; j++) v[j] = samples[(size_t)steps * n_ops + first + j] * at[j];
         return timed >= TS_SITU_MIN_CV_STEPS ? ts_cv(v, timed) : 0;
     }
     double sum_sq = 0;
     for (int j = 0; j < timed; j++) {
-        for (int r = 0; r < ranks; r++) v[r] = samples[r * per + (size_t)steps * n_ops + first + j];
+        for (int r = 0; r < ranks; r++) v[r] = samples[r * per + (size_t)steps * n_ops + first + j] * at[r * timed + j];
         double cv = ts_cv(v, ranks);
         sum_sq += cv * cv;
     }
     return sqrt(sum_sq / timed);
 }
 
-/* The ranks' spread over spans of 1, 2, 4, ... ops and its decay (calibrate.h, ts_calib_situ). */
-static void situ_spans(ts_calib_situ *s, const double *samples, int ranks, int steps, int n_ops, int first,
-                       double *v) {
+/* The ranks' spread over spans of 1, 2, 4, ... ops, each rank's times at its gauge speed, and its
+ * decay (calibrate.h, ts_calib_situ). */
+static void situ_spans(ts_calib_situ *s, const double *samples, const double *at, int ranks, int steps, int n_ops,
+                       int first, double *v) {
     size_t per = ts_situ_sample_count(steps, n_ops);
+    int timed = steps - first;
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     s->n_spans = 0;
     for (int w = 1; w <= n_ops && s->n_spans < TS_SITU_MAX_SPANS; w *= 2) {
@@ -86,6 +91,7 @@ static void situ_spans(ts_calib_situ *s, const double *samples, int ranks, int s
                     const double *op = samples + r * per + (size_t)j * n_ops + i0;
                     v[r] = 0;
                     for (int i = 0; i < w; i++) v[r] += op[i];
+                    v[r] *= at[r * timed + j - first];
                     mean += v[r] / ranks;
                 }
                 double cv = ts_cv(v, ranks);
@@ -121,7 +127,6 @@ ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samp
     TS_ALLOC_GOTO(v, res, exit);
     TS_ALLOC_GOTO(at, res, exit);
     ts_calib_situ *s = &c->situ;
-    memset(s, 0, sizeof *s);
     *s = (ts_calib_situ){.batch = batch, .seq = seq, .steps = steps, .timed = timed, .ranks = ranks};
     /* Sample (r, j): rank r's timed step j, whose speed is the mean of its readings either side. */
     for (int r = 0; r < ranks; r++) {
@@ -147,8 +152,8 @@ ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samp
                 v[r * timed + j] = samples[r * per + (size_t)steps * n_ops + first + j] * (pass ? at[r * timed + j] : 1);
         *(pass ? &s->step_s : &s->step_raw_s) = ts_median(v, n);
     }
-    s->step_cv = situ_spread(samples, ranks, steps, n_ops, first, v);
-    if (ranks >= 2) situ_spans(s, samples, ranks, steps, n_ops, first, v);
+    s->step_cv = situ_spread(samples, at, ranks, steps, n_ops, first, v);
+    if (ranks >= 2) situ_spans(s, samples, at, ranks, steps, n_ops, first, v);
 exit:
     free(v);
     free(at);

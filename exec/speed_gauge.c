@@ -1,6 +1,7 @@
 /* The speed gauge (speed_gauge.h): a few fixed GEMMs and an attention pass timed on the calling
  * thread's CPU clock. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -76,13 +77,21 @@ double ts_gauge_flop(void) {
     return gemm + 3.5 * 0.5 * 4.0 * TS_GAUGE_T * TS_GAUGE_T * TS_GAUGE_H * TS_GAUGE_D;
 }
 
-void ts_gauge_step_speeds(const double *readings, int ranks, int steps, double *speeds) {
+void ts_gauge_step_speeds(const double *readings, const int *stage, int ranks, int steps, double *speeds) {
+    int stages = 0;
+    for (int r = 0; r < ranks; r++) stages = stage[r] + 1 > stages ? stage[r] + 1 : stages;
     for (int s = 0; s < steps; s++) {
-        speeds[s] = 0;
-        for (int r = 0; r < ranks; r++) {
-            const double *mine = readings + (size_t)r * (steps + 1);
-            speeds[s] += 0.5 * (mine[s] + mine[s + 1]) / ranks;
+        double inv = 0; /* Σ over the stages of 1 / the stage's slowest rank's speed */
+        int seen = 0;
+        for (int p = 0; p < stages; p++) {
+            double slowest = INFINITY;
+            for (int r = 0; r < ranks; r++) {
+                const double *mine = readings + (size_t)r * (steps + 1);
+                if (stage[r] == p) slowest = fmin(slowest, 0.5 * (mine[s] + mine[s + 1]));
+            }
+            if (slowest < INFINITY) inv += 1 / slowest, seen++;
         }
+        speeds[s] = seen / inv;
     }
 }
 

@@ -28,7 +28,8 @@
  * relatively slower than the step ran.
  *
  * Readings taken between steps, one before the first and one after each step, give each step the
- * mean of the two either side of it, averaged over the ranks (ts_gauge_step_speeds). A step's
+ * mean of the two either side of it, combined over the ranks as their synchronisation dictates
+ * (ts_gauge_step_speeds). A step's
  * time × its speed is its work in gauge FLOPs: divided by a reference speed (the calibration's,
  * node.gauge_flops_per_s) it is the time the step would have taken at that speed. `tessera run` records the readings,
  * calibrate's in-situ pass sets the reference, and compare and validate put measured times at
@@ -68,14 +69,21 @@ ts_status ts_gauge_read(ts_gauge *g, double *flops_per_s);
 /* The FLOPs of one reading. */
 double ts_gauge_flop(void);
 
-/* Step speeds from `ranks` ranks' readings, rank r's steps + 1 at readings + r·(steps + 1):
- * readings[0] was taken before step 0 and readings[s + 1] after step s. speeds[s] is step s's
- * speed, (readings[s] + readings[s + 1]) / 2, averaged over the ranks. The ranks' mean, not
- * their slowest: measured here (tessera validate --repeat 3, 2026-11-22), putting steps at the
- * slowest rank's speed over-predicted the pipeline cases by 6-17% (their critical path visits
- * every stage in turn) where the mean left them within 4%; the wait of ranks in lockstep for
- * the slowest is the cost model's (planner/cost.h ts_lockstep_scale). */
-void ts_gauge_step_speeds(const double *readings, int ranks, int steps, double *speeds);
+/* Step speeds from `ranks` ranks' readings, rank r's steps + 1 at readings + r·(steps + 1), rank
+ * r in pipeline stage stage[r] (>= 0): readings[0] was taken before step 0 and readings[s + 1]
+ * after step s, and a rank's speed over step s is the mean of the two. The ranks of a stage
+ * synchronise within the step (TP, SP, CP, EP, DP collectives), so a stage goes at its slowest
+ * rank's speed; the step's critical path visits every stage in turn (equal work each), so the
+ * step's speed is the harmonic mean of the stages'. One stage: the slowest rank's.
+ * Measured here (2026-11-22): a shared VM's cores sit for seconds to minutes at speeds up to 1.6×
+ * apart (two ranks of one DP step computed in 0.60 s and 0.40 s). Re-reading three validate runs
+ * of 24 layouts (tessera validate --repeat 3, each run's per-rank readings): at the ranks' mean
+ * speed the median |error| was 8.8%, 11.5% and 9.3% (worst 25.2%, 19.8%, 23.2%, the multi-rank
+ * cases 9-10% under-predicted on average); at this speed 3.2%, 4.1% and 3.4% (worst 11.7%, 15.6%,
+ * 9.8%); at the slowest rank's over all stages 3.2-4.6% but worst 15.5-20.0%, the pipeline cases
+ * over-predicted. Waits at the many synchronisations within a step, shorter than the readings'
+ * spacing, stay the cost model's (planner/cost.h ts_lockstep_scale). */
+void ts_gauge_step_speeds(const double *readings, const int *stage, int ranks, int steps, double *speeds);
 
 /* Collective over the runtime's world: each rank passes its steps + 1 readings; rank 0 receives
  * every rank's in `all` (world × (steps + 1), rank r's at all + r·(steps + 1); `all` matters on

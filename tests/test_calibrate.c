@@ -318,6 +318,13 @@ static ts_status count_sync(void *ctx) {
     return ++s->calls == s->fail_at ? TS_FAIL(TS_ERR_EXTERNAL, "sync %d refused", s->calls) : TS_OK;
 }
 
+/* The fit of the synthetic rows (known_system's figures), as the in-situ pass starts from. */
+static void fitted_calib(ts_calib *c) {
+    ts_system truth = known_system();
+    synthetic_calib(c, &truth);
+    cr_assert_eq(ts_calib_fit(c, &truth), TS_OK, "%s", ts_error_message());
+}
+
 /* A real in-situ pass of `steps` steps (tiny, batch 1 of 16 tokens) on the fitted spec `c`. */
 static double *situ_samples(const ts_calib *c, int steps, size_t *count) {
     sync_count sc = {0};
@@ -331,10 +338,8 @@ static double *situ_samples(const ts_calib *c, int steps, size_t *count) {
 /* The pass syncs before every step, and keeps every appointment when it fails; a failing sync
  * ends it. */
 Test(calibrate_fit, in_situ_run_keeps_every_sync) {
-    ts_system truth = known_system();
     static ts_calib c;
-    synthetic_calib(&c, &truth);
-    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    fitted_calib(&c);
     size_t count = 0;
     double *samples = situ_samples(&c, 3, &count);
     int n_ops = (int)((count - 7) / 3);
@@ -358,14 +363,12 @@ Test(calibrate_fit, in_situ_run_keeps_every_sync) {
 }
 
 /* Ranks' samples pool at the gauge's speed: a second rank at half speed (every time doubled, every
- * reading halved) does the same work, so each kind's time × the gauge is one rank's; the ranks'
- * spread at each step is node.speed_cv (times t and 2t: sd t/√2 over mean 1.5t); one rank alone
- * gives its steps' spread over time. */
+ * reading halved) does the same work, so each kind's time × the gauge is one rank's, and leaves
+ * no spread the gauge did not see; the same rank with the readings unchanged spreads (node.speed_cv)
+ * alike over every span; one rank alone gives its steps' spread over time. */
 Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
-    ts_system truth = known_system();
     static ts_calib c;
-    synthetic_calib(&c, &truth);
-    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    fitted_calib(&c);
     int steps = 6;
     size_t count = 0;
     double *one = situ_samples(&c, steps, &count);
@@ -382,9 +385,11 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     ts_calib_situ pair = c.situ;
     cr_expect(alone.ranks == 1 && pair.ranks == 2 && pair.steps == steps && pair.timed == steps - 1);
     double t[8];
-    for (int j = 1; j < steps; j++) t[j - 1] = one[(size_t)steps * n_ops + j];
-    cr_expect(fabs(alone.step_cv - ts_cv(t, steps - 1)) < 1e-12, "one rank: spread over time %g", alone.step_cv);
-    cr_expect(fabs(pair.step_cv - sqrt(2) / 3) < 1e-9, "two ranks: spread at each step %g", pair.step_cv);
+    const double *step_s = one + (size_t)steps * n_ops, *reading = step_s + steps;
+    for (int j = 1; j < steps; j++) t[j - 1] = step_s[j] * 0.5 * (reading[j] + reading[j + 1]); /* in gauge work */
+    cr_expect(fabs(alone.step_cv - ts_cv(t, steps - 1)) < 1e-12, "one rank: spread over time at the gauge's speed %g",
+              alone.step_cv);
+    cr_expect(fabs(pair.step_cv) < 1e-9, "the gauge saw the slower rank: no spread left (%g)", pair.step_cv);
     cr_expect(pair.gauge_flops_per_s < alone.gauge_flops_per_s, "the slower rank's readings pool in");
     for (int k = 0; k < TS_SITU_COUNT; k++) {
         cr_expect_eq(pair.kind[k].ops, alone.kind[k].ops);
@@ -394,8 +399,13 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     }
     cr_expect(fabs(pair.step_s * pair.gauge_flops_per_s / (alone.step_s * alone.gauge_flops_per_s) - 1) < 1e-9);
     cr_expect(pair.step_raw_s > alone.step_raw_s, "as timed, the slower rank's steps pool in");
-    /* Rank 1 twice as slow at every op: the same spread over every span, no decay. */
     cr_expect_eq(alone.n_spans, 0, "one rank: no spread between ranks");
+    /* Rank 1 twice as slow at every op with the same readings, unseen by the gauge: the same
+     * spread (times t and 2t: sd t/√2 over mean 1.5t) over every span, no decay. */
+    memcpy(two + count + readings, one + readings, (count - readings) * sizeof *two);
+    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    pair = c.situ;
+    cr_expect(fabs(pair.step_cv - sqrt(2) / 3) < 1e-9, "two ranks: spread at each step %g", pair.step_cv);
     cr_assert(pair.n_spans >= 4, "%d spans", pair.n_spans);
     for (int i = 0; i < pair.n_spans; i++)
         cr_expect(fabs(pair.span_cv[i] - sqrt(2) / 3) < 1e-9, "span %d: %g", i, pair.span_cv[i]);
@@ -406,7 +416,6 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     for (int j = 0; j < steps; j++)
         for (int i = 0; i < n_ops; i++)
             two[count + (size_t)j * n_ops + i] = one[(size_t)j * n_ops + i] * (i % 2 ? 1.5 : 0.5);
-    memcpy(two + count + readings, one + readings, (count - readings) * sizeof *two);
     cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
     cr_expect(c.situ.span_cv[0] > 2 * c.situ.span_cv[c.situ.n_spans - 1], "one op %g, the step %g", c.situ.span_cv[0],
               c.situ.span_cv[c.situ.n_spans - 1]);

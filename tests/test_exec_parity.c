@@ -714,19 +714,25 @@ Test(mpi, json_fields_and_trace) {
     cr_expect(fabs(json_num(gauge, "step_flop_median", "$.gauge") / (step * last) - 1) < 1e-9, "work %g, step %g s × %g",
               json_num(gauge, "step_flop_median", "$.gauge"), step, last);
     cr_expect_eq(json_num(gauge, "median_flops_per_s", "$.gauge"), last);
-    /* Every rank's readings, before the first step and after each: a step's speed is the mean of
-     * the two either side of it over the ranks. */
+    /* Every rank's readings, before the first step and after each: a rank's speed over a step is
+     * the mean of the two either side of it, a stage's its slowest rank's, the step's the
+     * harmonic mean of the stages' (tp=2 × pp=2: ranks by memory_bytes_by_rank's stage). */
     const cJSON *readings = cJSON_GetObjectItemCaseSensitive(gauge, "readings_flops_per_s");
+    const cJSON *by_rank = cJSON_GetObjectItemCaseSensitive(out, "memory_bytes_by_rank");
     cr_assert(cJSON_IsArray(readings) && cJSON_GetArraySize(readings) == RANKS, "$.gauge.readings_flops_per_s");
+    cr_assert(cJSON_IsArray(by_rank) && cJSON_GetArraySize(by_rank) == RANKS, "$.memory_bytes_by_rank");
     for (int s = 0; s < RUN_STEPS; s++) {
-        double mean = 0;
+        double slowest[2] = {INFINITY, INFINITY};
         for (int k = 0; k < RANKS; k++) {
             const cJSON *mine = cJSON_GetArrayItem(readings, k);
             cr_assert(cJSON_IsArray(mine) && cJSON_GetArraySize(mine) == RUN_STEPS + 1, "rank %d's readings", k);
-            mean += 0.5 * (cJSON_GetArrayItem(mine, s)->valuedouble + cJSON_GetArrayItem(mine, s + 1)->valuedouble) / RANKS;
+            int stage = (int)json_num(cJSON_GetArrayItem(by_rank, k), "stage", "$.memory_bytes_by_rank[]");
+            cr_assert(stage == 0 || stage == 1, "rank %d in stage %d", k, stage);
+            double v = 0.5 * (cJSON_GetArrayItem(mine, s)->valuedouble + cJSON_GetArrayItem(mine, s + 1)->valuedouble);
+            slowest[stage] = fmin(slowest[stage], v);
         }
-        double v = cJSON_GetArrayItem(speeds, s)->valuedouble;
-        cr_expect(fabs(mean / v - 1) < 1e-12, "step %d: speed %g, readings' mean %g", s, v, mean);
+        double want = 2 / (1 / slowest[0] + 1 / slowest[1]), v = cJSON_GetArrayItem(speeds, s)->valuedouble;
+        cr_expect(fabs(want / v - 1) < 1e-12, "step %d: speed %g, from the readings %g", s, v, want);
     }
     /* Every step's time, the measured (last) one the median. */
     const cJSON *each = cJSON_GetObjectItemCaseSensitive(json_obj(out, "step_s", "$"), "each");

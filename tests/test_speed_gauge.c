@@ -1,7 +1,7 @@
 /* exec/speed_gauge.h: a reading is its kernels' FLOPs per second of the calling thread's CPU time (a
  * backend whose GEMM and attention kernels sleep longer than they compute read the computing
- * alone); a step's speed is
- * the mean of the readings either side of it, averaged over the ranks; the CPU backend reads a
+ * alone); a rank's speed over a step is the mean of the readings either side of it, a stage goes
+ * at its slowest rank's and the step at the stages' harmonic mean; the CPU backend reads a
  * plausible rate. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -86,21 +86,36 @@ Test(speed_gauge, reads_cpu_time_not_wall_time) {
 
 Test(speed_gauge, step_speeds_average_the_readings_either_side) {
     const double readings[4] = {10, 20, 40, 10};
+    const int stage[1] = {0};
     double speeds[3] = {0};
-    ts_gauge_step_speeds(readings, 1, 3, speeds);
+    ts_gauge_step_speeds(readings, stage, 1, 3, speeds);
     cr_expect_eq(speeds[0], 15);
     cr_expect_eq(speeds[1], 30);
     cr_expect_eq(speeds[2], 25);
 }
 
-/* Two ranks: each step's speed is the mean of the ranks'. */
-Test(speed_gauge, several_ranks_average) {
+/* Ranks of one stage synchronise: the step goes at the slowest one's speed. */
+Test(speed_gauge, a_stage_goes_at_its_slowest_rank) {
     const double readings[2][4] = {{10, 20, 40, 10}, {30, 30, 10, 30}};
+    const int stage[2] = {0, 0};
     double speeds[3] = {0};
-    ts_gauge_step_speeds(&readings[0][0], 2, 3, speeds);
-    cr_expect_eq(speeds[0], 22.5, "(15 + 30) / 2");
-    cr_expect_eq(speeds[1], 25, "(30 + 20) / 2");
-    cr_expect_eq(speeds[2], 22.5, "(25 + 20) / 2");
+    ts_gauge_step_speeds(&readings[0][0], stage, 2, 3, speeds);
+    cr_expect_eq(speeds[0], 15, "min(15, 30)");
+    cr_expect_eq(speeds[1], 20, "min(30, 20)");
+    cr_expect_eq(speeds[2], 20, "min(25, 20)");
+}
+
+/* Pipeline stages take turns: the harmonic mean of the stages' (slowest ranks') speeds. Four ranks,
+ * two per stage. */
+Test(speed_gauge, stages_take_turns) {
+    const double readings[4][2] = {{10, 10}, {30, 30}, {40, 40}, {60, 60}};
+    const int stage[4] = {0, 0, 1, 1};
+    double speed = 0;
+    ts_gauge_step_speeds(&readings[0][0], stage, 4, 1, &speed);
+    cr_expect(fabs(speed - 2 / (1 / 10.0 + 1 / 40.0)) < 1e-12, "stages at 10 and 40: %g", speed);
+    const int stage_rev[4] = {1, 0, 1, 0};
+    ts_gauge_step_speeds(&readings[0][0], stage_rev, 4, 1, &speed);
+    cr_expect(fabs(speed - 2 / (1 / 10.0 + 1 / 30.0)) < 1e-12, "stages at 10 and 30: %g", speed);
 }
 
 Test(speed_gauge, cpu_backend_reads_a_rate) {
