@@ -81,8 +81,9 @@ double ts_gauge_flop(void);
  * speed the median |error| was 8.8%, 11.5% and 9.3% (worst 25.2%, 19.8%, 23.2%, the multi-rank
  * cases 9-10% under-predicted on average); at this speed 3.2%, 4.1% and 3.4% (worst 11.7%, 15.6%,
  * 9.8%); at the slowest rank's over all stages 3.2-4.6% but worst 15.5-20.0%, the pipeline cases
- * over-predicted. Waits at the many synchronisations within a step, shorter than the readings'
- * spacing, stay the cost model's (planner/cost.h ts_lockstep_scale). */
+ * over-predicted. (Those profiles' node.speed_cv was their spread as timed; a fresh run with it
+ * at the gauge's speed gave 5.2% / 20.3%.) Waits at the many synchronisations within a step,
+ * shorter than the readings' spacing, stay the cost model's (planner/cost.h ts_lockstep_scale). */
 void ts_gauge_step_speeds(const double *readings, const int *stage, int ranks, int steps, double *speeds);
 
 /* Collective over the runtime's world: each rank passes its steps + 1 readings; rank 0 receives
