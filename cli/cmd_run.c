@@ -365,7 +365,8 @@ int cmd_run(int argc, char **argv) {
     double *world_readings = calloc((size_t)rt.size * (steps + 1), sizeof *world_readings); /* rank 0's */
     ts_gauge gauge = {0};
     int gauged = device == TS_DEVICE_CPU;
-    if (!spans || !losses || !step_s || !readings || !speed || !world_readings) rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
+    if (!spans || !losses || !step_s || !readings || !speed || !world_readings)
+        rank_fail(&rt, TS_FAIL(TS_ERR_NOMEM, "out of memory"));
     if (gauged && (st = ts_gauge_init(&gauge, be)) == TS_OK) st = ts_gauge_read(&gauge, &readings[0]);
     if (st != TS_OK) rank_fail(&rt, st);
     for (int s = 0; s < steps; s++) {
