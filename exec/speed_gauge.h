@@ -4,7 +4,7 @@
  * project's 2-core VM (2026-11-22) one sgemm of 256×688×256 ran 475 to 765 times per CPU-second
  * within 40 s on one core with next to no time stolen (0.15% of the ticks of another 40 s with
  * both cores busy, /proc/stat), and the two cores moved partly apart: two ranks training at once
- * took steps 10-25% apart at the same moments. Training steps follow: 10 runs of one layout
+ * took steps up to 25% apart at the same moments. Training steps follow: 10 runs of one layout
  * spread by 35-47% (coefficient of variation 12-17%).
  *
  * A reading runs the kinds a training step spends its time in, through the backend:
@@ -22,9 +22,9 @@
  * ranks on the 2 cores, both parts read between every step): as timed, the layouts' steps spread
  * with a coefficient of variation of 10-21%; times a GEMM-only reading 6-11%, and their ratio to
  * the one-rank layout's step moved by 10-13% from round to round; times this reading (GEMMs a
- * third of its time) 5-11% and 6-9%. And the GEMM-only reading put the multi-rank steps 4-11%
+ * third of its time) 5-11% and 5-9%. And the GEMM-only reading put the multi-rank steps 4-11%
  * further from the one-rank step than an attention reading did, where the simulator's ratios
- * agreed with the latter's within 1-5%: in a one-rank run beside an idle core the GEMMs read
+ * agreed with the latter's within 5%: in a one-rank run beside an idle core the GEMMs read
  * relatively slower than the step ran.
  *
  * Readings taken between steps, one before the first and one after each step, give each step the

@@ -74,7 +74,7 @@ typedef struct {
     uint32_t *succ;  /* ops waiting for each op */
     uint32_t *roots; /* (n_roots) the ops ready from the start (no predecessor), ascending */
     int n_roots;
-    double lockstep; /* the factor on its compute ops (stage_lockstep) */
+    double lockstep; /* the factor on its compute ops (ts_lockstep_scale, plan_stage) */
 } stage_plan;
 
 typedef struct {
@@ -238,19 +238,6 @@ static int queue_of(const ts_problem *pb, const ts_op *op) {
     return op->stream;
 }
 
-/* The lockstep factor of a stage's compute (planner/cost.h ts_lockstep_scale) over its span
- * between synchronisations: its compute time over the collectives and receives it waits on. */
-static double stage_lockstep(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp) {
-    double compute_s = 0;
-    int syncs = 0;
-    for (int i = 0; i < sp->n_ops; i++) {
-        const ts_op *op = &sp->ops[i];
-        if (!is_comm(op->kind)) compute_s += ts_op_cost_s(pb, l, op);
-        syncs += op->kind == TS_OP_COLL || op->kind == TS_OP_RECV;
-    }
-    return ts_lockstep_scale(&pb->sys, ts_rank_count(l), syncs > 0 ? compute_s / syncs : compute_s);
-}
-
 /* Fills `p` for stage program `sp`; on failure the caller frees what was allocated (plan_free). */
 static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_stage_program *sp,
                             stage_plan *p) {
@@ -294,14 +281,25 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         last[q] = (int32_t)i;
     }
 
-    double lockstep = p->lockstep = stage_lockstep(pb, l, sp);
+    /* Contention-free costs first; compute then carries the lockstep factor (planner/cost.h
+     * ts_lockstep_scale) over the stage's span between synchronisations: its compute time over
+     * the collectives and receives it waits on. */
+    double compute_s = 0;
+    int syncs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ts_op *op = &sp->ops[i];
+        p->ops[i].cost_s = ts_op_cost_s(pb, l, op);
+        if (!is_comm(op->kind)) compute_s += p->ops[i].cost_s;
+        syncs += op->kind == TS_OP_COLL || op->kind == TS_OP_RECV;
+    }
+    p->lockstep = ts_lockstep_scale(&pb->sys, ts_rank_count(l), syncs > 0 ? compute_s / syncs : compute_s);
     for (size_t i = 0; i < n; i++) {
         const ts_op *op = &sp->ops[i];
         op_plan *o = &p->ops[i];
         o->kind = op->kind;
         o->group = op->group;
         o->match = -1;
-        o->cost_s = ts_op_cost_s(pb, l, op) * (is_comm(op->kind) ? 1.0 : lockstep);
+        if (!is_comm(op->kind)) o->cost_s *= p->lockstep;
         int flow = op->kind == TS_OP_COLL || op->kind == TS_OP_SEND;
         o->lat_s = flow ? latency_s(pb, l, op, o->cost_s) : 0;
         o->link = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);
