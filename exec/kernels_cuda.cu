@@ -2,8 +2,8 @@
  * kernels_cuda.h): the formulas of exec/kernels.c, one GPU thread per element, row or (query,
  * head). Plain kernels meant to be right and readable, the GPU twin of the CPU reference, not
  * tuned ones: element-wise ops use grid-stride loops, row ops one block per row with a
- * shared-memory tree reduction, attention one thread per (query, head) with an online softmax
- * (Milakov & Gimelshein 2018). Grids and blocks come from exec/launch.h through the launch macros
+ * shared-memory tree reduction, attention one warp per (query, head) or (key, kv head) with an
+ * online softmax (Milakov & Gimelshein 2018). Grids and blocks come from exec/launch.h through the launch macros
  * of kernels_cuda_common.cuh. The embedding and cross-entropy are in kernels_cuda_vocab.cu, the
  * MoE routing, dispatch and combine in kernels_cuda_moe.cu. */
 #include <math.h>
@@ -247,78 +247,151 @@ extern "C" ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T,
 
 /* ---- attention ---------------------------------------------------------------------------------- */
 
-__device__ static float dotf(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+/* Attention runs one warp per (query, head) forward and for dq, one warp per (key, kv head) for dk
+ * and dv: the lanes split the head dimension (element d on lane d % 32), so rows are read
+ * coalesced and a dot product is a lane-local sum and a butterfly over the warp. The butterfly
+ * leaves the same sum on every lane (each pairwise add is commutative), so the online softmax's
+ * branches are the same on all lanes. The backward needs no atomics: every output row has one
+ * warp, so it is deterministic (FlashAttention-2's split of dq from dk, dv; Dao 2023, Sec. 3.1). */
+#define WARP 32
+#define ATTN_PER_LANE (TS_CUDA_ATTN_MAX_D / WARP) /* head elements per lane, in registers */
+
+__device__ static inline float warp_sum(float v) {
+    for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
 }
 
-/* One thread per (query i, head h): out accumulates in place with an online softmax, rescaled
- * whenever the running max grows. */
+/* This lane's elements of a row of D into registers (0 past D). */
+__device__ static inline void lane_load(float *r, const float *row, int D, int lane) {
+#pragma unroll
+    for (int c = 0; c < ATTN_PER_LANE; c++) r[c] = c * WARP + lane < D ? row[c * WARP + lane] : 0.0f;
+}
+
+/* r · row over the warp (r this lane's registers). */
+__device__ static inline float warp_dot(const float *r, const float *row, int D, int lane) {
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < ATTN_PER_LANE; c++)
+        if (c * WARP + lane < D) s += r[c] * row[c * WARP + lane];
+    return warp_sum(s);
+}
+
+/* row += r, this lane's elements. */
+__device__ static inline void lane_add(float *row, const float *r, int D, int lane) {
+#pragma unroll
+    for (int c = 0; c < ATTN_PER_LANE; c++)
+        if (c * WARP + lane < D) row[c * WARP + lane] += r[c];
+}
+
+/* out accumulates in registers with an online softmax, rescaled whenever the running max grows
+ * (Milakov & Gimelshein 2018). */
 __global__ static void attention_fwd_kernel(float *out, float *lse, const float *q, const float *k,
                                             const float *v, ts_attn_shape s) {
-    size_t n = (size_t)s.Tq * s.H;
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(e, n) {
+    GRID_STRIDE(t, (size_t)s.Tq * s.H * WARP) {
+        size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
+        int lane = (int)(t % WARP);
         int i = (int)(e / s.H), h = (int)(e % s.H);
-        const float *qi = q + (size_t)i * s.ldq + (size_t)h * D;
         size_t kv_off = (size_t)(h / group) * D;
-        float *oi = out + (size_t)i * s.ldo + (size_t)h * D;
-        for (int d = 0; d < D; d++) oi[d] = 0.0f;
+        float qr[ATTN_PER_LANE], o[ATTN_PER_LANE] = {0};
+        lane_load(qr, q + (size_t)i * s.ldq + (size_t)h * D, D, lane);
         float m = -INFINITY, sum = 0.0f;
         for (int j = 0; j < s.Tk; j++) {
             if (s.k_pos[j] > s.q_pos[i]) continue;
-            float sc = scale * dotf(qi, k + (size_t)j * s.ldk + kv_off, D);
+            float sc = scale * warp_dot(qr, k + (size_t)j * s.ldk + kv_off, D, lane);
             if (sc > m) {
                 float a = m == -INFINITY ? 0.0f : expf(m - sc);
-                for (int d = 0; d < D; d++) oi[d] *= a;
+#pragma unroll
+                for (int c = 0; c < ATTN_PER_LANE; c++) o[c] *= a;
                 sum *= a;
                 m = sc;
             }
             float p = expf(sc - m);
             const float *vj = v + (size_t)j * s.ldv + kv_off;
-            for (int d = 0; d < D; d++) oi[d] += p * vj[d];
+#pragma unroll
+            for (int c = 0; c < ATTN_PER_LANE; c++)
+                if (c * WARP + lane < D) o[c] += p * vj[c * WARP + lane];
             sum += p;
         }
-        if (sum == 0.0f) {
-            lse[e] = -INFINITY;
-            continue;
-        }
-        for (int d = 0; d < D; d++) oi[d] /= sum;
-        lse[e] = m + logf(sum);
+        float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+        float *oi = out + (size_t)i * s.ldo + (size_t)h * D;
+#pragma unroll
+        for (int c = 0; c < ATTN_PER_LANE; c++)
+            if (c * WARP + lane < D) oi[c * WARP + lane] = o[c] * inv;
+        if (lane == 0) lse[e] = sum == 0.0f ? -INFINITY : m + logf(sum);
     }
 }
 
-/* FlashAttention-2's backward (Dao 2023, Alg. 2) per (query, head): dq is the thread's own;
- * dk, dv are shared by every query that sees the key, so they accumulate atomically. */
-__global__ static void attention_bwd_kernel(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                            const float *k, const float *v, const float *out, const float *lse,
-                                            ts_attn_shape s) {
-    size_t n = (size_t)s.Tq * s.H;
+/* FlashAttention-2's backward (Dao 2023, Alg. 2), dq half: per (query, head), over the keys it
+ * sees, p = exp(scale q·k - lse), ds = p (dout·v - dout·out), dq += ds scale k. */
+__global__ static void attention_bwd_dq_kernel(float *dq, const float *dout, const float *q, const float *k,
+                                               const float *v, const float *out, const float *lse,
+                                               ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(e, n) {
+    GRID_STRIDE(t, (size_t)s.Tq * s.H * WARP) {
+        size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
+        int lane = (int)(t % WARP);
         int i = (int)(e / s.H), h = (int)(e % s.H);
         float l = lse[e];
         if (l == -INFINITY) continue;
         size_t kv_off = (size_t)(h / group) * D;
-        const float *qi = q + (size_t)i * s.ldq + (size_t)h * D;
-        const float *gi = dout + (size_t)i * s.ldo + (size_t)h * D;
-        float *dqi = dq + (size_t)i * s.ldq + (size_t)h * D;
-        float delta = dotf(gi, out + (size_t)i * s.ldo + (size_t)h * D, D);
+        float qr[ATTN_PER_LANE], gr[ATTN_PER_LANE], acc[ATTN_PER_LANE] = {0};
+        lane_load(qr, q + (size_t)i * s.ldq + (size_t)h * D, D, lane);
+        lane_load(gr, dout + (size_t)i * s.ldo + (size_t)h * D, D, lane);
+        float delta = warp_dot(gr, out + (size_t)i * s.ldo + (size_t)h * D, D, lane);
         for (int j = 0; j < s.Tk; j++) {
             if (s.k_pos[j] > s.q_pos[i]) continue;
-            const float *kj = k + (size_t)j * s.ldk + kv_off, *vj = v + (size_t)j * s.ldv + kv_off;
-            float p = expf(scale * dotf(qi, kj, D) - l);
-            float ds = p * (dotf(gi, vj, D) - delta);
-            float *dvj = dv + (size_t)j * s.ldv + kv_off, *dkj = dk + (size_t)j * s.ldk + kv_off;
-            for (int d = 0; d < D; d++) {
-                atomicAdd(&dvj[d], p * gi[d]);
-                dqi[d] += ds * scale * kj[d];
-                atomicAdd(&dkj[d], ds * scale * qi[d]);
+            const float *kj = k + (size_t)j * s.ldk + kv_off;
+            float p = expf(scale * warp_dot(qr, kj, D, lane) - l);
+            float ds = p * (warp_dot(gr, v + (size_t)j * s.ldv + kv_off, D, lane) - delta);
+#pragma unroll
+            for (int c = 0; c < ATTN_PER_LANE; c++)
+                if (c * WARP + lane < D) acc[c] += ds * scale * kj[c * WARP + lane];
+        }
+        lane_add(dq + (size_t)i * s.ldq + (size_t)h * D, acc, D, lane);
+    }
+}
+
+/* The dk, dv half: per (key, kv head), over the queries of its group's heads that see the key,
+ * dv += p dout, dk += ds scale q (p and ds as in the dq half, recomputed). */
+__global__ static void attention_bwd_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q,
+                                                 const float *k, const float *v, const float *out,
+                                                 const float *lse, ts_attn_shape s) {
+    int D = s.D, group = s.H / s.KV;
+    float scale = rsqrtf((float)D);
+    GRID_STRIDE(t, (size_t)s.Tk * s.KV * WARP) {
+        size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
+        int lane = (int)(t % WARP);
+        int j = (int)(e / s.KV), g = (int)(e % s.KV);
+        float kr[ATTN_PER_LANE], vr[ATTN_PER_LANE], dkr[ATTN_PER_LANE] = {0}, dvr[ATTN_PER_LANE] = {0};
+        lane_load(kr, k + (size_t)j * s.ldk + (size_t)g * D, D, lane);
+        lane_load(vr, v + (size_t)j * s.ldv + (size_t)g * D, D, lane);
+        for (int i = 0; i < s.Tq; i++) {
+            if (s.k_pos[j] > s.q_pos[i]) continue;
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                float l = lse[(size_t)i * s.H + h];
+                if (l == -INFINITY) continue;
+                const float *qi = q + (size_t)i * s.ldq + (size_t)h * D;
+                const float *gi = dout + (size_t)i * s.ldo + (size_t)h * D;
+                const float *oi = out + (size_t)i * s.ldo + (size_t)h * D;
+                float p = expf(scale * warp_dot(kr, qi, D, lane) - l);
+                float go = 0.0f;
+#pragma unroll
+                for (int c = 0; c < ATTN_PER_LANE; c++)
+                    if (c * WARP + lane < D) go += gi[c * WARP + lane] * oi[c * WARP + lane];
+                float ds = p * (warp_dot(vr, gi, D, lane) - warp_sum(go));
+#pragma unroll
+                for (int c = 0; c < ATTN_PER_LANE; c++)
+                    if (c * WARP + lane < D) {
+                        dvr[c] += p * gi[c * WARP + lane];
+                        dkr[c] += ds * scale * qi[c * WARP + lane];
+                    }
             }
         }
+        lane_add(dk + (size_t)j * s.ldk + (size_t)g * D, dkr, D, lane);
+        lane_add(dv + (size_t)j * s.ldv + (size_t)g * D, dvr, D, lane);
     }
 }
 
@@ -345,6 +418,9 @@ static ts_status attn_check(const char *what, const ts_attn_shape *s) {
     if (s->Tq < 0 || s->Tk < 0 || s->H < 1 || s->KV < 1 || s->D < 1 || s->H % s->KV != 0)
         return TS_FAIL(TS_ERR_INPUT, "cuda %s: Tq=%d Tk=%d H=%d KV=%d D=%d, expected H a multiple of KV", what,
                        s->Tq, s->Tk, s->H, s->KV, s->D);
+    if (s->D > TS_CUDA_ATTN_MAX_D)
+        return TS_FAIL(TS_ERR_INPUT, "cuda %s: head dim D=%d above %d (a warp holds a head in registers)", what,
+                       s->D, TS_CUDA_ATTN_MAX_D);
     if (s->ldq < s->H * s->D || s->ldo < s->H * s->D || s->ldk < s->KV * s->D || s->ldv < s->KV * s->D)
         return TS_FAIL(TS_ERR_INPUT, "cuda %s: row strides ldq=%d ldo=%d ldk=%d ldv=%d below H*D=%d / KV*D=%d",
                        what, s->ldq, s->ldo, s->ldk, s->ldv, s->H * s->D, s->KV * s->D);
@@ -355,7 +431,7 @@ extern "C" ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *
                                            const float *v, const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_fwd", s));
-    LAUNCH_1D(attention_fwd_kernel, (size_t)s->Tq * s->H, out, lse, q, k, v, *s);
+    LAUNCH_1D(attention_fwd_kernel, (size_t)s->Tq * s->H * WARP, out, lse, q, k, v, *s);
 fail:
     return res;
 }
@@ -365,7 +441,8 @@ extern "C" ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, cons
                                            const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_bwd", s));
-    LAUNCH_1D(attention_bwd_kernel, (size_t)s->Tq * s->H, dq, dk, dv, dout, q, k, v, out, lse, *s);
+    LAUNCH_1D(attention_bwd_dq_kernel, (size_t)s->Tq * s->H * WARP, dq, dout, q, k, v, out, lse, *s);
+    LAUNCH_1D(attention_bwd_dkdv_kernel, (size_t)s->Tk * s->KV * WARP, dk, dv, dout, q, k, v, out, lse, *s);
 fail:
     return res;
 }

@@ -50,9 +50,12 @@ ts_status ts_cuda_layernorm_bwd(float *dx, float *dw, float *db, const float *do
 ts_status ts_cuda_rope_fwd(float *x, int ldx, const int *pos, int T, int H, int D, float theta);
 ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T, int H, int D, float theta);
 
-/* As ts_attention_fwd / ts_attention_bwd: the plain (not tiled) algorithm, one thread per (query,
- * head) with an online softmax, so no scratch; the backward accumulates dk, dv with atomics.
- * Meant as the GPU reference, not as FlashAttention. */
+/* As ts_attention_fwd / ts_attention_bwd, untiled: one warp per (query, head) with an online
+ * softmax, so no scratch; the backward computes dq the same way and dk, dv with one warp per
+ * (key, kv head), without atomics (deterministic). A warp holds a head in registers, so the head
+ * dimension D is at most TS_CUDA_ATTN_MAX_D (TS_ERR_INPUT above). Not FlashAttention: no shared
+ * memory tiles, keys are read once per query. */
+#define TS_CUDA_ATTN_MAX_D 256
 ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const float *k,
                                 const float *v, const ts_attn_shape *s);
 ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,

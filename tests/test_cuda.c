@@ -331,6 +331,12 @@ Test(cuda, kernel_argument_checks) {
     ts_error_clear();
     cr_expect_eq(ts_cuda_attention_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "ldk=15") != NULL, "%s", ts_error_message());
+    s.D = TS_CUDA_ATTN_MAX_D + 2;
+    s.ldq = s.ldo = s.H * s.D;
+    s.ldk = s.ldv = s.KV * s.D;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_fwd(NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "head dim D=258 above 256") != NULL, "%s", ts_error_message());
     ts_error_clear();
     cr_expect_eq(ts_cuda_rope_fwd(NULL, 24, NULL, 2, 3, 7, 1e4f), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "D=7") != NULL, "%s", ts_error_message());
@@ -559,29 +565,29 @@ Test(cuda_gpu, rope_fwd_bwd) {
 }
 
 /* Grouped-query causal attention over a key chunk that starts before the queries (as a
- * context-parallel rank sees it), forward and backward. */
-Test(cuda_gpu, attention_fwd_bwd) {
-    skip_without_gpu();
-    int Tq = 9, Tk = 13, H = 4, KV = 2, D = 8;
-    int qpos[9], kpos[13];
-    for (int i = 0; i < Tq; i++) qpos[i] = 4 + i;
+ * context-parallel rank sees it), forward and backward, on the GPU against the CPU. The backward
+ * adds to gradients that already hold values. */
+static void attention_vs_cpu(int Tq, int Tk, int H, int KV, int D) {
+    int *qpos = malloc((size_t)Tq * sizeof *qpos), *kpos = malloc((size_t)Tk * sizeof *kpos);
+    for (int i = 0; i < Tq; i++) qpos[i] = Tk - Tq + 2 + i;
     for (int j = 0; j < Tk; j++) kpos[j] = j;
     size_t nq = (size_t)Tq * H * D, nk = (size_t)Tk * KV * D;
     float *q = test_random_floats(nq, 9), *k = test_random_floats(nk, 10), *v = test_random_floats(nk, 11),
           *dout = test_random_floats(nq, 12);
     float *out = calloc(nq, 4), *lse = calloc((size_t)Tq * H, 4), *scratch = calloc((size_t)Tk, 4);
-    float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+    float *dq = test_random_floats(nq, 13), *dk = test_random_floats(nk, 14), *dv = test_random_floats(nk, 15);
+    float *gdq = dev_floats(dq, nq), *gdk = dev_floats(dk, nk), *gdv = dev_floats(dv, nk);
     ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
     ts_attention_fwd(out, lse, q, k, v, &s, scratch);
     ts_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, &s);
     ts_attn_shape gs = s;
-    int *gqpos = dev_copy(qpos, sizeof qpos), *gkpos = dev_copy(kpos, sizeof kpos);
+    int *gqpos = dev_copy(qpos, (size_t)Tq * sizeof *qpos), *gkpos = dev_copy(kpos, (size_t)Tk * sizeof *kpos);
     gs.q_pos = gqpos;
     gs.k_pos = gkpos;
     float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
-    float *gout = dev_floats(out, nq), *glse = dev_floats(lse, (size_t)Tq * H);
-    float *zero = calloc(nq + nk, 4), *gdq = dev_floats(zero, nq), *gdk = dev_floats(zero, nk), *gdv = dev_floats(zero, nk);
+    float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, (size_t)Tq * H);
     cr_assert_eq(ts_cuda_attention_fwd(gout, glse, gq, gk, gv, &gs), TS_OK, "%s", ts_error_message());
+    fprintf(stderr, "attention Tq=%d Tk=%d H=%d KV=%d D=%d\n", Tq, Tk, H, KV, D);
     expect_close("attention_fwd out", gout, out, nq, 1e-5f);
     expect_close("attention_fwd lse", glse, lse, (size_t)Tq * H, 1e-5f);
     cr_assert_eq(ts_cuda_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout, glse, &gs), TS_OK, "%s",
@@ -595,7 +601,18 @@ Test(cuda_gpu, attention_fwd_bwd) {
     cr_expect_eq(ts_cuda_attention_fwd(gout, glse, gq, gk, gv, &bad), TS_ERR_INPUT);
     cudaFree(gqpos), cudaFree(gkpos), cudaFree(gq), cudaFree(gk), cudaFree(gv);
     cudaFree(gdout), cudaFree(gout), cudaFree(glse), cudaFree(gdq), cudaFree(gdk), cudaFree(gdv);
-    free(q), free(k), free(v), free(dout), free(out), free(lse), free(scratch), free(dq), free(dk), free(dv), free(zero);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(scratch), free(dq), free(dk), free(dv);
+    free(zero), free(qpos), free(kpos);
+}
+
+/* Head dims below a warp, across two lanes' shares with a partial one, and a full 128; one and
+ * two query heads per kv head. */
+Test(cuda_gpu, attention_fwd_bwd) {
+    skip_without_gpu();
+    attention_vs_cpu(9, 13, 4, 2, 8);
+    attention_vs_cpu(40, 40, 2, 2, 40);
+    attention_vs_cpu(70, 96, 4, 2, 64);
+    attention_vs_cpu(33, 33, 2, 1, 128);
 }
 
 /* Ring attention's merge: the partial attention over a second key block (keys at later positions,
