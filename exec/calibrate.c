@@ -194,7 +194,9 @@ static ts_status gemm_call(const void *p) {
 /* The (m, n, k) grid in fp32, or in bf16 (rows into gemm_bf16). */
 static ts_status bench_gemm_grid(bench *b, int bf16) {
     static const int full[] = {64, 128, 256, 512, 1024}, quick[] = {64, 256, 1024};
-    const int *dims = b->c->quick ? quick : full;
+    static const int gpu_full[] = {64, 256, 1024, 4096, 8192}, gpu_quick[] = {64, 1024, 4096};
+    int gpu = b->c->device == TS_DEVICE_CUDA;
+    const int *dims = b->c->quick ? (gpu ? gpu_quick : quick) : gpu ? gpu_full : full;
     int nd = b->c->quick ? 3 : 5, top = dims[nd - 1];
     ts_status res = TS_OK;
     gemm_arg g = {.be = b->be, .bf16 = bf16};
@@ -268,15 +270,19 @@ exit:
     return res;
 }
 
-/* tiny's sizes: T tokens of width 256 (norms), T × 688 (SwiGLU), a few million parameters. */
+/* tiny's sizes: T tokens of width 256 (norms), T × 688 (SwiGLU), a few million parameters. A GPU
+ * moves these in microseconds, mostly launch time, so there the rows go up to 64 times further
+ * (tens to hundreds of MB), where the bandwidth shows. */
 static ts_status bench_mem(bench *b) {
     static const int full_t[] = {64, 256, 1024, 4096}, quick_t[] = {256, 1024};
     static const int full_p[] = {256, 1024, 4096}, quick_p[] = {1024};
     int q = b->c->quick, nt = q ? 2 : 4, np = q ? 1 : 3;
+    int grow = b->c->device == TS_DEVICE_CUDA ? 64 : 1, swiglu_top = 1024 * grow;
     const int *ts = q ? quick_t : full_t, *ps = q ? quick_p : full_p;
-    for (int i = 0; i < nt; i++) TS_CHECK(mem_point(b, 0, ts[i], 256));
-    for (int i = 0; i < nt && ts[i] <= 1024; i++) TS_CHECK(mem_point(b, 1, ts[i], 688));
-    for (int i = 0; i < np; i++) TS_CHECK(mem_point(b, 2, ps[i], 1024));
+    for (int i = 0; i < nt; i++) TS_CHECK(mem_point(b, 0, ts[i] * (i ? grow : 1), 256));
+    for (int i = 0; i < nt && ts[i] * (i ? grow : 1) <= swiglu_top; i++)
+        TS_CHECK(mem_point(b, 1, ts[i] * (i ? grow : 1), 688));
+    for (int i = 0; i < np; i++) TS_CHECK(mem_point(b, 2, ps[i] * (i ? grow : 1), 1024));
     return TS_OK;
 }
 

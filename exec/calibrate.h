@@ -8,10 +8,12 @@
  *     others wait asleep, off the cores), because planner/cost.h's ts_compute_scale takes compute
  *     figures to be one rank's with a core to itself:
  *       GEMM: the backend's sgemm (OpenBLAS, fp32, row-major) over a grid of (m, n, k) in
- *       64..1024, the tiny models' range; one repetition is one call each of NT (linear forward),
- *       NN (input gradient) and TN (weight gradient), the executor's mix; on GPUs the same grid
- *       again in bf16 (ts_backend.gemm_bf16: cuBLAS, fp32 accumulation);
- *       memory-bound kernels: ts_rmsnorm_fwd, ts_swiglu_fwd, ts_adamw at the tiny models' sizes;
+ *       64..1024, the tiny models' range (GPUs: 64..8192, where cuBLAS reaches its peak); one
+ *       repetition is one call each of NT (linear forward), NN (input gradient) and TN (weight
+ *       gradient), the executor's mix; on GPUs the same grid again in bf16
+ *       (ts_backend.gemm_bf16: cuBLAS, fp32 accumulation);
+ *       memory-bound kernels: ts_rmsnorm_fwd, ts_swiglu_fwd, ts_adamw at the tiny models' sizes
+ *       (GPUs: up to 64 times more rows, where bandwidth rather than launch time dominates);
  *       attention: ts_attention_fwd and ts_attention_bwd, causal, grouped-query (tiny's heads);
  *   - communication, on every rank at once (as the executor's groups run): all-reduce,
  *     reduce-scatter, all-gather and all-to-all through the backend over blocks of g consecutive
@@ -28,8 +30,11 @@
  *     the fp32 figure (CPU ranks have no bf16 path: plans in bf16 cost as fp32); the efficiency curve = rate / peak per distinct GEMM FLOP
  *     count (equal counts pooled as total flops / total time), merged into at most
  *     TS_EFF_POINTS_MAX bins evenly spaced in log(flops);
- *   - hbm_bytes_per_s (efficiency.hbm = 1) and attention efficiency: one scale each, least squares
- *     on the relative error of ts_memory_s / ts_attention_s over the measured rows;
+ *   - hbm_bytes_per_s (efficiency.hbm = 1) and gpu.kernel_latency_s: time = latency + bytes / rate,
+ *     linear least squares on the relative error over the memory-bound rows, latency >= 0 (a GPU
+ *     kernel's launch costs microseconds, which small rows show); attention efficiency: one
+ *     scale, least squares on the relative error of ts_attention_s over the rows' times less
+ *     that latency;
  *   - collectives: time = a·latency + b·bytes / busbw, where a (latency steps) and b (bus volume
  *     per byte) are read off planner/cost.h's ts_coll_s itself (ring: all-reduce 2(n-1) steps and
  *     2(n-1)/n of the bytes, the others (n-1) and (n-1)/n, send-recv 1 and 1), so the fit cannot

@@ -171,6 +171,21 @@ static ts_status gemm_peak(const ts_calib_gemm *rows, int n, const char *what, d
     return TS_OK;
 }
 
+/* t ≈ lat + x·b by least squares on relative error, Σ((lat + x·b_i) / t_i − 1)², with lat ≥ 0:
+ * the normal equations over the regressors 1/t_i and b_i/t_i; where they would give a negative
+ * latency (or none fits), lat = 0 and x alone (fit_scale). */
+static void fit_line(const double *b, const double *t, int n, double *lat, double *x) {
+    double saa = 0, sac = 0, scc = 0, sa = 0, sc = 0;
+    for (int i = 0; i < n; i++) {
+        double a = 1.0 / t[i], c = b[i] / t[i];
+        saa += a * a, sac += a * c, scc += c * c, sa += a, sc += c;
+    }
+    double det = saa * scc - sac * sac;
+    *lat = det > 0 ? (sa * scc - sc * sac) / det : -1;
+    *x = det > 0 ? (saa * sc - sac * sa) / det : -1;
+    if (!(*lat >= 0 && *x > 0)) *lat = 0, *x = fit_scale(b, t, n);
+}
+
 static ts_status fit_compute(ts_calib *c) {
     ts_system *s = &c->system;
     double peak = 0, bf16 = 0, u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
@@ -194,21 +209,30 @@ static ts_status fit_compute(ts_calib *c) {
 
     if (c->n_mem > 0) {
         for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].bytes, t[i] = c->mem[i].time_s;
-        double x = fit_scale(u, t, c->n_mem); /* seconds per byte */
-        if (x > 0) s->hbm_bytes_per_s = fmin(1.0 / x, MAX_BUSBW), s->hbm_eff = 1;
-        for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].model_s = ts_memory_s(s, c->mem[i].bytes);
+        double lat, x; /* seconds per kernel, per byte */
+        fit_line(u, t, c->n_mem, &lat, &x);
+        if (x > 0) s->hbm_bytes_per_s = fmin(1.0 / x, MAX_BUSBW), s->hbm_eff = 1, s->kernel_latency_s = fmin(lat, 1);
+        for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].model_s = ts_memory_s(s, c->mem[i].bytes, 1);
         c->mem_rms_error = rms(u, t, c->n_mem);
     }
     if (c->n_attn > 0) {
-        s->attention_eff = 1;
+        /* The efficiency of the FLOPs part: each row's time less the memory rows' kernel latency
+         * (rows no longer than it say nothing of it). */
+        double lat = s->kernel_latency_s;
+        int n = 0;
+        s->attention_eff = 1, s->kernel_latency_s = 0;
+        for (int i = 0; i < c->n_attn; i++)
+            if (c->attn[i].time_s > lat) {
+                u[n] = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
+                t[n++] = c->attn[i].time_s - lat;
+            }
+        double inv = fit_scale(u, t, n); /* 1 / efficiency */
+        s->attention_eff = inv > 0 ? fmin(fmax(1.0 / inv, MIN_EFF), 1.0) : s->attention_eff;
+        s->kernel_latency_s = lat;
         for (int i = 0; i < c->n_attn; i++) {
-            u[i] = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
+            u[i] = c->attn[i].model_s = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
             t[i] = c->attn[i].time_s;
         }
-        double inv = fit_scale(u, t, c->n_attn); /* 1 / efficiency */
-        s->attention_eff = inv > 0 ? fmin(fmax(1.0 / inv, MIN_EFF), 1.0) : s->attention_eff;
-        for (int i = 0; i < c->n_attn; i++)
-            u[i] = c->attn[i].model_s = ts_attention_s(s, TS_DTYPE_FP32, c->attn[i].flops, c->attn[i].flops);
         c->attn_rms_error = rms(u, t, c->n_attn);
     }
     return TS_OK;
@@ -413,9 +437,9 @@ static void print_spec(FILE *f, const ts_calib *c) {
     const ts_eff_curve *g = &s->gemm_eff;
     fprintf(f, "#\n# spec %s: fp32 peak %.2f GFLOP/s per rank, GEMM efficiency %.3f..%.3f over %d points (rms err %.1f%%)\n",
             s->name, 1e-9 * s->peak_flops[TS_DTYPE_FP32], g->eff[0], g->eff[g->n - 1], g->n, 100 * c->gemm_rms_error);
-    fprintf(f, "#   memory %.2f GB/s (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%), optimizer %.3f\n",
-            1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 100 * c->mem_rms_error, s->attention_eff, 100 * c->attn_rms_error,
-            s->optimizer_eff);
+    fprintf(f, "#   memory %.2f GB/s + %.2f us per kernel (rms err %.1f%%), attention efficiency %.3f (rms err %.1f%%), "
+            "optimizer %.3f\n", 1e-9 * s->hbm_bytes_per_s * s->hbm_eff, 1e6 * s->kernel_latency_s, 100 * c->mem_rms_error,
+            s->attention_eff, 100 * c->attn_rms_error, s->optimizer_eff);
     fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d%s\n",
             1e-9 * s->link_bytes_per_s * s->link_busbw_eff, 1e6 * s->link_latency_s, 100 * c->fit_all.rms_error,
             s->gpus_per_node, s->cores_per_node, s->serial_ops ? ", serial_ops" : "");
@@ -701,6 +725,8 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
                  ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);
     TS_CHECK(sourced(gpu, "hbm_bytes_per_s", "tessera calibrate: least squares (relative error) over %d memory-bound "
                                              "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1)%s; %s", c->n_mem, situ, how));
+    TS_CHECK(sourced(gpu, "kernel_latency_s", "tessera calibrate: the intercept of the same fit, time = latency + bytes "
+                                              "/ hbm_bytes_per_s (0 where the rows give none); %s", how));
     TS_CHECK(add_node_sources(c, spec));
     char comm[768];
     if (c->n_coll == 0)

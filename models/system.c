@@ -13,7 +13,11 @@
  *      "peak_flops"*: {"bf16"*: x, "fp16": x, "fp8": x, "fp32": x},
  *                                               dense peak FLOP/s per dtype, bf16 in [1, 1e18], the
  *                                               others in [0, 1e18] with 0 (default) = unsupported
- *      "power_w": 700},                         board power, [0, 1e5], default 0 = unknown
+ *      "power_w": 700,                          board power, [0, 1e5], default 0 = unknown
+ *      "kernel_latency_s": 0},                  fixed time of one memory-bound or attention kernel
+ *                                               beyond its bytes or FLOPs (launch and ramp-up;
+ *                                               GEMMs have theirs in efficiency.gemm), [0, 1],
+ *                                               default 0
  *    "node"*: {
  *      "gpus"*: 8,                              GPUs per node, integer in [1, 1024]
  *      "link_bytes_per_s"*: 4.5e11,             NVLink per GPU, one direction, [1, 1e15]
@@ -94,7 +98,7 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric", "efficiency",
                                         "memory", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
-                                       "peak_flops", "power_w", NULL};
+                                       "peak_flops", "power_w", "kernel_latency_s", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
                                         "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
@@ -211,7 +215,8 @@ static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) 
         TS_CHECK(ts_jr_num(&pr, peak, ts_dtype_names[d], bf16, bf16 ? 1 : 0, MAX_FLOPS, 0,
                            &s->peak_flops[d]));
     }
-    return ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w);
+    TS_CHECK(ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w));
+    return ts_jr_num(&gr, gpu, "kernel_latency_s", 0, 0, 1, 0, &s->kernel_latency_s);
 }
 
 static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -367,6 +372,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     for (int d = 0; d < TS_DTYPE_COUNT; d++)
         TS_CHECK(add_num(peak, ts_dtype_names[d], s->peak_flops[d]));
     TS_CHECK(add_num(gpu, "power_w", s->power_w));
+    TS_CHECK(add_num(gpu, "kernel_latency_s", s->kernel_latency_s));
 
     TS_CHECK(add_obj(root, "node", &node));
     TS_CHECK(add_num(node, "gpus", s->gpus_per_node));

@@ -36,6 +36,8 @@ typedef struct {
     double hbm_bytes_per_s;              /* peak HBM bandwidth */
     double peak_flops[TS_DTYPE_COUNT];   /* dense tensor-core peak per dtype; 0 = unsupported */
     double power_w;                      /* board power, 0 = unknown */
+    double kernel_latency_s;             /* fixed time of one memory-bound or attention kernel
+                                            beyond its bytes or FLOPs (launch, ramp-up); 0: none */
 
     /* node */
     int gpus_per_node;

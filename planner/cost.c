@@ -20,16 +20,19 @@ double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kern
     const ts_eff_curve *c = &s->gemm_eff;
     double plateau = c->n > 0 ? c->eff[c->n - 1] : 1.0;
     double scale = ts_eff_at(c, kernel_flops) / plateau;
-    return flops / (s->peak_flops[dt] * s->attention_eff * (scale < 1.0 ? scale : 1.0));
+    double kernels = kernel_flops > 0 ? flops / kernel_flops : 1.0;
+    return flops / (s->peak_flops[dt] * s->attention_eff * (scale < 1.0 ? scale : 1.0)) +
+           kernels * s->kernel_latency_s;
 }
 
-double ts_memory_s(const ts_system *s, double bytes) {
+double ts_memory_s(const ts_system *s, double bytes, double kernels) {
     if (bytes <= 0) return 0;
-    return bytes / (s->hbm_bytes_per_s * s->hbm_eff);
+    return bytes / (s->hbm_bytes_per_s * s->hbm_eff) + kernels * s->kernel_latency_s;
 }
 
 double ts_optimizer_s(const ts_system *s, double bytes) {
-    return ts_memory_s(s, bytes) / s->optimizer_eff;
+    if (bytes <= 0) return 0;
+    return bytes / (s->hbm_bytes_per_s * s->hbm_eff) / s->optimizer_eff + s->kernel_latency_s;
 }
 
 double ts_compute_scale(const ts_system *s, int gpus) {

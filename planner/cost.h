@@ -30,12 +30,13 @@ double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
 /* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
  * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
  * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to
- * the GEMM curve's plateau. */
+ * the GEMM curve's plateau. Each kernel (flops / kernel_flops of them) adds kernel_latency_s. */
 double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops);
-/* Seconds for a memory-bound kernel that moves `bytes` through HBM. */
-double ts_memory_s(const ts_system *s, double bytes);
-/* The optimizer step over `bytes` of states, gradients and weights: memory bound at the
- * optimizer's own efficiency (ts_memory_s / optimizer_eff). */
+/* Seconds for `kernels` memory-bound kernels that move `bytes` through HBM in all: bytes at the
+ * achieved bandwidth plus kernel_latency_s each. */
+double ts_memory_s(const ts_system *s, double bytes, double kernels);
+/* The optimizer step over `bytes` of states, gradients and weights, one kernel: memory bound at
+ * the optimizer's own efficiency (the bandwidth term / optimizer_eff). */
 double ts_optimizer_s(const ts_system *s, double bytes);
 
 /* Ranks that share CPU cores (node.cores > 0) compute slower once a node holds more ranks than

@@ -90,7 +90,7 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, double T, 
         double scores = T * seq * ar;
         double passes = m->dropout ? 6.0 : 3.0;
         p->attn_fwd_s = ts_gemm_s(s, dt, T * ar, seq, qk_dim) + ts_gemm_s(s, dt, T * ar, v_dim, seq) +
-                        ts_memory_s(s, 2.0 * passes * scores);
+                        ts_memory_s(s, 2.0 * passes * scores, 1);
         p->attn_bwd_s = 2.0 * p->attn_fwd_s;
     }
     p->wgrad_s = p->gemm_s;
@@ -170,11 +170,14 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
      * reads + one write, plus a 1-byte mask each with dropout), on T·h, SP-split. With these
      * fused passes SP saves what Korthikanti et al. 2022 Table 4 measures (0.5 ms of 7.7 ms). */
     p.elem_bytes += (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep;
-    double elem_s = ts_memory_s(s, p.elem_bytes) * pb->compute_scale;
+    /* The step program's three element-wise ops a layer each way: norm and rotary, norm, the
+     * activation (unfused attention's softmax is in attn_fwd_s / attn_bwd_s). */
+    double elem_s = ts_memory_s(s, p.elem_bytes, 3) * pb->compute_scale;
+    double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes, 3) * pb->compute_scale;
 
     *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
-    out->bwd_s = p.gemm_s + p.wgrad_s + p.attn_bwd_s + 2.0 * elem_s;
+    out->bwd_s = p.gemm_s + p.wgrad_s + p.attn_bwd_s + elem_bwd_s;
     out->wgrad_s = p.wgrad_s;
     out->attn_fwd_s = p.attn_fwd_s;
 
@@ -314,7 +317,7 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     double h = (double)m->hidden, vr = (double)m->vocab / sh->tp;
     double gemm = ts_gemm_s(s, pb->train.dtype, T, vr, h) * pb->compute_scale;
     /* Vocab-parallel cross entropy: fp32 logits written, max/sum/softmax passes, gradient. */
-    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr) * pb->compute_scale;
+    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + elem;
     out->bwd_s = 2.0 * gemm + elem;
@@ -328,7 +331,7 @@ void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *o
     double h = (double)pb->model.hidden;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0;
     *out = (ts_layer_cost){0};
-    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h) * pb->compute_scale;
+    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h, 1) * pb->compute_scale;
     out->bwd_s = out->fwd_s;
     /* Vocab-parallel embedding ends in an all-reduce (reduce-scatter under SP) over TP. */
     if (sh->tp > 1) {

@@ -150,7 +150,7 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     }
     case TS_OP_ATTENTION:
         return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
-    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes);
+    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes, 1);
     case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes);
     case TS_OP_COLL: {
         ts_group g = (ts_group)op->group;

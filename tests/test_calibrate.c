@@ -106,8 +106,9 @@ Test(calibrate_fit, refuses_rows_without_time) {
 }
 
 /* A whole calibration from figures: GEMMs on the curve of `truth`, memory kernels at 7 GB/s,
- * attention at efficiency 0.3, collectives at LAT_S and BUSBW. */
-static void synthetic_calib(ts_calib *c, const ts_system *truth) {
+ * attention at efficiency 0.3, each memory or attention kernel `kernel_latency_s` more,
+ * collectives at LAT_S and BUSBW. */
+static void synthetic_calib_at(ts_calib *c, const ts_system *truth, double kernel_latency_s) {
     memset(c, 0, sizeof *c);
     c->ranks = 2, c->cores = 2, c->threads = 1, c->compute_ranks = 2, c->quick = 1;
     snprintf(c->host, sizeof c->host, "testhost");
@@ -126,10 +127,11 @@ static void synthetic_calib(ts_calib *c, const ts_system *truth) {
         ts_calib_mem *m = &c->mem[c->n_mem++];
         *m = (ts_calib_mem){.kernel = "swiglu", .rows = 256 << i, .cols = 688, .reps = 1};
         m->bytes = 12.0 * m->rows * m->cols;
-        m->time_s = m->bytes / 7e9;
+        m->time_s = kernel_latency_s + m->bytes / 7e9;
     }
     ts_system att = *truth;
     att.attention_eff = 0.3;
+    att.kernel_latency_s = kernel_latency_s;
     for (int t = 64; t <= 512; t *= 2) {
         ts_calib_attn *a = &c->attn[c->n_attn++];
         *a = (ts_calib_attn){.T = t, .H = 8, .KV = 4, .D = 32, .reps = 1, .flops = 2.0 * t * t * 8 * 32};
@@ -137,6 +139,8 @@ static void synthetic_calib(ts_calib *c, const ts_system *truth) {
     }
     c->n_coll = synthetic_colls(c->coll, truth, 0);
 }
+
+static void synthetic_calib(ts_calib *c, const ts_system *truth) { synthetic_calib_at(c, truth, 0); }
 
 /* Writes c's profile to a file and loads it as a system spec. */
 static void profile_loads_back(const ts_calib *c, ts_system *back) {
@@ -159,7 +163,7 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     double eff[] = {0.3, 0.5, 0.7, 0.9, 1.0, 0.95, 0.9};
     memcpy(truth.gemm_eff.eff, eff, sizeof eff);
     static ts_calib c;
-    synthetic_calib(&c, &truth);
+    synthetic_calib_at(&c, &truth, 4e-6);
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     const ts_system *s = &c.system;
     cr_expect(fabs(s->peak_flops[TS_DTYPE_FP32] / 4e10 - 1) < 1e-9, "peak %g", s->peak_flops[TS_DTYPE_FP32]);
@@ -171,7 +175,10 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     }
     cr_expect(c.gemm_rms_error < 1e-9, "GEMM rms error %g", c.gemm_rms_error);
     cr_expect(fabs(s->hbm_bytes_per_s * s->hbm_eff / 7e9 - 1) < 1e-9, "memory %g B/s", s->hbm_bytes_per_s * s->hbm_eff);
+    cr_expect(fabs(s->kernel_latency_s / 4e-6 - 1) < 1e-6, "kernel latency %g s", s->kernel_latency_s);
+    cr_expect(c.mem_rms_error < 1e-9, "memory rms error %g", c.mem_rms_error);
     cr_expect(fabs(s->attention_eff / 0.3 - 1) < 1e-9, "attention efficiency %g", s->attention_eff);
+    cr_expect(c.attn_rms_error < 1e-9, "attention rms error %g", c.attn_rms_error);
     cr_expect(fabs(s->link_latency_s / LAT_S - 1) < 1e-6 && fabs(s->link_bytes_per_s / BUSBW - 1) < 1e-6,
               "link %g s, %g B/s", s->link_latency_s, s->link_bytes_per_s);
     cr_expect_eq(s->cores_per_node, 2);
@@ -184,6 +191,13 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     cr_expect(back.peak_flops[TS_DTYPE_FP32] == s->peak_flops[TS_DTYPE_FP32]);
     cr_expect(back.link_bytes_per_s == s->link_bytes_per_s && back.link_latency_s == s->link_latency_s);
     cr_expect(back.cores_per_node == 2 && back.serial_ops == 1 && back.gemm_eff.n == s->gemm_eff.n);
+    cr_expect(back.kernel_latency_s == s->kernel_latency_s);
+
+    /* Rows whose time grows faster than their bytes would need a negative latency: none. */
+    for (int i = 0; i < c.n_mem; i++) c.mem[i].time_s = 1e-5 * pow(c.mem[i].bytes / c.mem[0].bytes, 2);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(s->kernel_latency_s, 0, "kernel latency %g s from convex rows", s->kernel_latency_s);
+    cr_expect(s->hbm_bytes_per_s > 0);
 }
 
 /* A GPU calibration's spec names the GPU and its memory as the CUDA backend reported them (the
@@ -291,7 +305,7 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
         cr_expect(fabs(c.situ.kind[k].factor / f[k] - 1) < 1e-12, "%s factor %g", ts_situ_kind_names[k], c.situ.kind[k].factor);
     double gemm = ts_gemm_s(s, TS_DTYPE_FP32, 512, 512, 512) / ts_gemm_s(&before, TS_DTYPE_FP32, 512, 512, 512);
     double attn = ts_attention_s(s, TS_DTYPE_FP32, 1e9, 1e9) / ts_attention_s(&before, TS_DTYPE_FP32, 1e9, 1e9);
-    double elem = ts_memory_s(s, 1e6) / ts_memory_s(&before, 1e6);
+    double elem = ts_memory_s(s, 1e6, 0) / ts_memory_s(&before, 1e6, 0);
     double opt = ts_optimizer_s(s, 1e6) / ts_optimizer_s(&before, 1e6);
     cr_expect(fabs(gemm / f[TS_SITU_GEMM] - 1) < 1e-9, "GEMM time x%g", gemm);
     cr_expect(fabs(attn / f[TS_SITU_ATTENTION] - 1) < 1e-9, "attention time x%g", attn);

@@ -10,6 +10,7 @@
 #include "common/paths.h"
 #include "common/stats.h"
 #include "models/model.h"
+#include "planner/cost.h"
 #include "tests/helpers.h"
 
 static ts_model load_ok(const char *name_or_path) {
@@ -517,6 +518,32 @@ Test(models, speed_cv_span) {
     cJSON_DeleteItemFromObject(node, "speed_cv_window_s");
     cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "node.speed_cv_decay 0.5 needs node.speed_cv_window_s > 0") != NULL, "%s",
+              ts_error_message());
+    ts_error_clear();
+    cJSON_Delete(doc);
+}
+
+/* gpu.kernel_latency_s: kept through JSON, fenced to [0, 1] s, and added once per kernel by the
+ * memory-bound, optimizer and attention costs. */
+Test(models, kernel_latency) {
+    ts_system s;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(s.kernel_latency_s, 0, "none by default");
+    double mem = ts_memory_s(&s, 1e9, 3), opt = ts_optimizer_s(&s, 1e9);
+    double attn = ts_attention_s(&s, TS_DTYPE_BF16, 4e12, 1e12);
+    s.kernel_latency_s = 5e-6;
+    cr_expect(fabs(ts_memory_s(&s, 1e9, 3) - (mem + 15e-6)) < 1e-15, "three kernels");
+    cr_expect(fabs(ts_optimizer_s(&s, 1e9) - (opt + 5e-6)) < 1e-15, "one kernel");
+    cr_expect(fabs(ts_attention_s(&s, TS_DTYPE_BF16, 4e12, 1e12) - (attn + 20e-6)) < 1e-15, "four kernels");
+    cr_expect_eq(ts_memory_s(&s, 0, 3), 0, "no bytes, no kernel");
+    cJSON *doc = ts_system_to_json(&s);
+    cr_assert_not_null(doc);
+    ts_system back;
+    cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(back.kernel_latency_s, 5e-6);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, "gpu"), "kernel_latency_s", cJSON_CreateNumber(2));
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "kernel_latency_s: expected a number in [0, 1], got 2") != NULL, "%s",
               ts_error_message());
     ts_error_clear();
     cJSON_Delete(doc);

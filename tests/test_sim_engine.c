@@ -110,7 +110,7 @@ Test(sim_engine, op_costs_use_the_planner_functions) {
     ts_op a = {.kind = TS_OP_ATTENTION, .m = 4, .flops = 8e12};
     cr_expect_eq(ts_op_cost_s(&pb, &l, &a), ts_attention_s(s, pb.train.dtype, 8e12, 2e12));
     ts_op e = elementwise(1e9, TS_STREAM_COMPUTE);
-    cr_expect_eq(ts_op_cost_s(&pb, &l, &e), ts_memory_s(s, 1e9));
+    cr_expect_eq(ts_op_cost_s(&pb, &l, &e), ts_memory_s(s, 1e9, 1));
     ts_op tp = coll(TS_GROUP_TP, TS_COLL_ALLREDUCE, 1e8, TS_STREAM_TP);
     cr_expect_eq(ts_op_cost_s(&pb, &l, &tp),
                  ts_coll_s(s, TS_COLL_ALLREDUCE, 2, 1e8, TS_LINK_NVLINK));
