@@ -141,8 +141,8 @@ static void axpy(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-void ts_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                      const ts_attn_shape *s, float *scratch) {
+static void attention_fwd_one(float *out, float *lse, const float *q, const float *k, const float *v,
+                              const ts_attn_shape *s, float *scratch) {
     int D = s->D, group = s->H / s->KV;
     float scale = 1.0f / sqrtf((float)D);
     for (int i = 0; i < s->Tq; i++) {
@@ -179,9 +179,9 @@ void ts_attention_fwd(float *out, float *lse, const float *q, const float *k, co
     }
 }
 
-void ts_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                      const float *k, const float *v, const float *out, const float *lse,
-                      const ts_attn_shape *s) {
+static void attention_bwd_one(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                              const float *k, const float *v, const float *out, const float *lse,
+                              const ts_attn_shape *s) {
     int D = s->D, group = s->H / s->KV;
     float scale = 1.0f / sqrtf((float)D);
     for (int i = 0; i < s->Tq; i++) {
@@ -204,6 +204,35 @@ void ts_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                 axpy(dk + (size_t)j * s->ldk + kv_off, ds * scale, qi, D);
             }
         }
+    }
+}
+
+/* Sequence b of a batched shape as a shape of its own, and its row offsets. */
+static ts_attn_shape attn_sequence(const ts_attn_shape *s, int b, size_t *q0, size_t *k0) {
+    *q0 = (size_t)b * s->Tq, *k0 = (size_t)b * s->Tk;
+    ts_attn_shape one = *s;
+    one.q_pos = s->q_pos + *q0, one.k_pos = s->k_pos + *k0, one.batch = 1;
+    return one;
+}
+
+void ts_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                      const ts_attn_shape *s, float *scratch) {
+    for (int b = 0; b < ts_attn_batch(s); b++) {
+        size_t q0, k0;
+        ts_attn_shape one = attn_sequence(s, b, &q0, &k0);
+        attention_fwd_one(out + q0 * s->ldo, lse + q0 * s->H, q + q0 * s->ldq, k + k0 * s->ldk, v + k0 * s->ldv,
+                          &one, scratch);
+    }
+}
+
+void ts_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                      const float *k, const float *v, const float *out, const float *lse,
+                      const ts_attn_shape *s) {
+    for (int b = 0; b < ts_attn_batch(s); b++) {
+        size_t q0, k0;
+        ts_attn_shape one = attn_sequence(s, b, &q0, &k0);
+        attention_bwd_one(dq + q0 * s->ldq, dk + k0 * s->ldk, dv + k0 * s->ldv, dout + q0 * s->ldo, q + q0 * s->ldq,
+                          k + k0 * s->ldk, v + k0 * s->ldv, out + q0 * s->ldo, lse + q0 * s->H, &one);
     }
 }
 

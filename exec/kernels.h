@@ -75,18 +75,25 @@ void ts_rope_bwd(float *dx, int ldx, const int *pos, int T, int H, int D, float 
 
 /* ---- Causal attention (grouped-query) -------------------------------------------------------- */
 
-/* Shapes of one attention call. q holds H query heads per row, k and v hold KV heads per row
- * (H % KV == 0); query head h reads kv head h / (H / KV). A TP shard passes its own heads: with
- * Megatron's split (heads and kv heads each divided by tp, or kv heads replicated when tp >
- * kv_heads) this local mapping is the model's. Query i sees key j iff k_pos[j] <= q_pos[i]. */
+/* Shapes of one attention call over `batch` sequences. q holds H query heads per row, k and v
+ * hold KV heads per row (H % KV == 0); query head h reads kv head h / (H / KV). A TP shard passes
+ * its own heads: with Megatron's split (heads and kv heads each divided by tp, or kv heads
+ * replicated when tp > kv_heads) this local mapping is the model's. Sequence b's Tq query rows
+ * follow sequence b - 1's (q, out, lse, q_pos), as its Tk key rows do (k, v, k_pos); a query sees
+ * only its own sequence's keys, and query i sees key j iff k_pos[j] <= q_pos[i]. One call over
+ * the batch gives what `batch` calls over one sequence each give (a GPU fills with all of them). */
 typedef struct {
-    int Tq, Tk;        /* query rows, key/value rows */
+    int Tq, Tk;        /* query rows, key/value rows, per sequence */
     int H, KV, D;      /* query heads, kv heads, head dim */
     int ldq, ldk, ldv; /* row strides (floats) of q (Tq, H*D), k and v (Tk, KV*D) */
     int ldo;           /* row stride of out / dout (Tq, H*D) */
-    const int *q_pos;  /* (Tq) position of each query row */
-    const int *k_pos;  /* (Tk) position of each key row */
+    const int *q_pos;  /* (batch·Tq) position of each query row */
+    const int *k_pos;  /* (batch·Tk) position of each key row */
+    int batch;         /* sequences; 0 counts as 1 */
 } ts_attn_shape;
+
+/* The sequences of a shape (batch, or 1 when 0). */
+static inline int ts_attn_batch(const ts_attn_shape *s) { return s->batch > 1 ? s->batch : 1; }
 
 /* out (Tq, H, D) = softmax(q k^T / sqrt(D), causal by position) v; lse (Tq, H) the natural log of
  * each softmax denominator (of the scaled scores). A query that sees no key gets out = 0 and

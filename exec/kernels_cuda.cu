@@ -256,6 +256,9 @@ extern "C" ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T,
 #define WARP 32
 #define ATTN_PER_LANE (TS_CUDA_ATTN_MAX_D / WARP) /* head elements per lane, in registers */
 
+/* ts_attn_batch, for kernels too. */
+__host__ __device__ static inline int seqs(const ts_attn_shape *s) { return s->batch > 1 ? s->batch : 1; }
+
 __device__ static inline float warp_sum(float v) {
     for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -289,15 +292,15 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
                                             const float *v, ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)s.Tq * s.H * WARP) {
+    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tq * s.H * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
-        int i = (int)(e / s.H), h = (int)(e % s.H);
+        int i = (int)(e / s.H), h = (int)(e % s.H), j0 = i / s.Tq * s.Tk; /* its sequence's keys */
         size_t kv_off = (size_t)(h / group) * D;
         float qr[ATTN_PER_LANE], o[ATTN_PER_LANE] = {0};
         lane_load(qr, q + (size_t)i * s.ldq + (size_t)h * D, D, lane);
         float m = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < s.Tk; j++) {
+        for (int j = j0; j < j0 + s.Tk; j++) {
             if (s.k_pos[j] > s.q_pos[i]) continue;
             float sc = scale * warp_dot(qr, k + (size_t)j * s.ldk + kv_off, D, lane);
             if (sc > m) {
@@ -330,10 +333,10 @@ __global__ static void attention_bwd_dq_kernel(float *dq, const float *dout, con
                                                ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)s.Tq * s.H * WARP) {
+    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tq * s.H * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
-        int i = (int)(e / s.H), h = (int)(e % s.H);
+        int i = (int)(e / s.H), h = (int)(e % s.H), j0 = i / s.Tq * s.Tk;
         float l = lse[e];
         if (l == -INFINITY) continue;
         size_t kv_off = (size_t)(h / group) * D;
@@ -341,7 +344,7 @@ __global__ static void attention_bwd_dq_kernel(float *dq, const float *dout, con
         lane_load(qr, q + (size_t)i * s.ldq + (size_t)h * D, D, lane);
         lane_load(gr, dout + (size_t)i * s.ldo + (size_t)h * D, D, lane);
         float delta = warp_dot(gr, out + (size_t)i * s.ldo + (size_t)h * D, D, lane);
-        for (int j = 0; j < s.Tk; j++) {
+        for (int j = j0; j < j0 + s.Tk; j++) {
             if (s.k_pos[j] > s.q_pos[i]) continue;
             const float *kj = k + (size_t)j * s.ldk + kv_off;
             float p = expf(scale * warp_dot(qr, kj, D, lane) - l);
@@ -361,14 +364,14 @@ __global__ static void attention_bwd_dkdv_kernel(float *dk, float *dv, const flo
                                                  const float *lse, ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)s.Tk * s.KV * WARP) {
+    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tk * s.KV * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
-        int j = (int)(e / s.KV), g = (int)(e % s.KV);
+        int j = (int)(e / s.KV), g = (int)(e % s.KV), i0 = j / s.Tk * s.Tq; /* its sequence's queries */
         float kr[ATTN_PER_LANE], vr[ATTN_PER_LANE], dkr[ATTN_PER_LANE] = {0}, dvr[ATTN_PER_LANE] = {0};
         lane_load(kr, k + (size_t)j * s.ldk + (size_t)g * D, D, lane);
         lane_load(vr, v + (size_t)j * s.ldv + (size_t)g * D, D, lane);
-        for (int i = 0; i < s.Tq; i++) {
+        for (int i = i0; i < i0 + s.Tq; i++) {
             if (s.k_pos[j] > s.q_pos[i]) continue;
             for (int h = g * group; h < (g + 1) * group; h++) {
                 float l = lse[(size_t)i * s.H + h];
@@ -415,9 +418,9 @@ __global__ static void attention_merge_kernel(float *out, float *lse, const floa
 }
 
 static ts_status attn_check(const char *what, const ts_attn_shape *s) {
-    if (s->Tq < 0 || s->Tk < 0 || s->H < 1 || s->KV < 1 || s->D < 1 || s->H % s->KV != 0)
-        return TS_FAIL(TS_ERR_INPUT, "cuda %s: Tq=%d Tk=%d H=%d KV=%d D=%d, expected H a multiple of KV", what,
-                       s->Tq, s->Tk, s->H, s->KV, s->D);
+    if (s->Tq < 0 || s->Tk < 0 || s->batch < 0 || s->H < 1 || s->KV < 1 || s->D < 1 || s->H % s->KV != 0)
+        return TS_FAIL(TS_ERR_INPUT, "cuda %s: Tq=%d Tk=%d batch=%d H=%d KV=%d D=%d, expected sizes >= 0 and H a "
+                       "multiple of KV", what, s->Tq, s->Tk, s->batch, s->H, s->KV, s->D);
     if (s->D > TS_CUDA_ATTN_MAX_D)
         return TS_FAIL(TS_ERR_INPUT, "cuda %s: head dim D=%d above %d (a warp holds a head in registers)", what,
                        s->D, TS_CUDA_ATTN_MAX_D);
@@ -431,7 +434,7 @@ extern "C" ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *
                                            const float *v, const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_fwd", s));
-    LAUNCH_1D(attention_fwd_kernel, (size_t)s->Tq * s->H * WARP, out, lse, q, k, v, *s);
+    LAUNCH_1D(attention_fwd_kernel, (size_t)seqs(s) * s->Tq * s->H * WARP, out, lse, q, k, v, *s);
 fail:
     return res;
 }
@@ -441,8 +444,10 @@ extern "C" ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, cons
                                            const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_bwd", s));
-    LAUNCH_1D(attention_bwd_dq_kernel, (size_t)s->Tq * s->H * WARP, dq, dout, q, k, v, out, lse, *s);
-    LAUNCH_1D(attention_bwd_dkdv_kernel, (size_t)s->Tk * s->KV * WARP, dk, dv, dout, q, k, v, out, lse, *s);
+    LAUNCH_1D(attention_bwd_dq_kernel, (size_t)seqs(s) * s->Tq * s->H * WARP, dq, dout, q, k, v, out, lse,
+              *s);
+    LAUNCH_1D(attention_bwd_dkdv_kernel, (size_t)seqs(s) * s->Tk * s->KV * WARP, dk, dv, dout, q, k, v,
+              out, lse, *s);
 fail:
     return res;
 }

@@ -206,13 +206,13 @@ static int cp_peer(const ts_trainer *t, int step) {
     return ts_rank_of(t->l, c);
 }
 
-/* Attention of sequence b of micro-batch mb: its queries against keys and values k, v (row
- * stride ld) at positions k_pos. */
-static ts_attn_shape attn_shape_of(const ts_trainer *t, int mb, int b, int ld, const int *k_pos) {
+/* Attention of `batch` sequences of micro-batch mb from sequence b on: their queries against keys
+ * and values k, v (row stride ld) at positions k_pos. */
+static ts_attn_shape attn_shape_of(const ts_trainer *t, int mb, int b, int batch, int ld, const int *k_pos) {
     size_t T0 = (size_t)b * t->Ts;
     return (ts_attn_shape){.Tq = t->Ts, .Tk = t->Ts, .H = t->Hr, .KV = t->KVr, .D = t->D, .ldq = t->QKVr,
                            .ldk = ld, .ldv = ld, .ldo = t->Qr, .q_pos = t->dev_pos + (size_t)mb * t->T + T0,
-                           .k_pos = k_pos};
+                           .k_pos = k_pos, .batch = batch};
 }
 
 /* Sends the block in use (its first `count` floats) to the next member and receives the previous
@@ -257,7 +257,7 @@ static ts_status ring_fwd(ts_trainer *t, tr_acts *a, int mb) {
         for (int b = 0; b < t->mbs; b++) {
             size_t T0 = (size_t)b * t->Ts;
             const float *q = a->qkv + T0 * t->QKVr, *kk = t->ring[t->ring_cur] + T0 * kv;
-            ts_attn_shape sh = attn_shape_of(t, mb, b, (int)kv, k_pos);
+            ts_attn_shape sh = attn_shape_of(t, mb, b, 1, (int)kv, k_pos);
             float *out = a->att + T0 * t->Qr, *lse = a->lse + T0 * t->Hr;
             if (step == 0) {
                 TS_CHECK(k->attention_fwd(out, lse, q, kk, kk + t->KVD, &sh, t->scratch));
@@ -288,7 +288,7 @@ static ts_status ring_bwd(ts_trainer *t, const tr_acts *a, int mb) {
             size_t T0 = (size_t)b * t->Ts;
             const float *q = a->qkv + T0 * t->QKVr, *kk = t->ring[t->ring_cur] + T0 * kv;
             float *dk = t->ring[t->ring_cur] + n + T0 * kv;
-            ts_attn_shape sh = attn_shape_of(t, mb, b, (int)kv, k_pos);
+            ts_attn_shape sh = attn_shape_of(t, mb, b, 1, (int)kv, k_pos);
             TS_CHECK(t->k->attention_bwd(t->dqkv + T0 * t->QKVr, dk, dk + t->KVD, t->datt + T0 * t->Qr, q, kk,
                                          kk + t->KVD, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &sh));
         }
@@ -343,16 +343,13 @@ static ts_status fwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
                            TS_REF_ROPE_THETA);
     case TS_PART_CP_RING:
         return ring_fwd_start(t, a);
-    case TS_PART_ATTN:
+    case TS_PART_ATTN: {
         if (t->cp > 1) return ring_fwd(t, a, mb);
-        for (int b = 0; b < t->mbs; b++) {
-            size_t T0 = (size_t)b * t->Ts;
-            const float *q = a->qkv + T0 * t->QKVr;
-            ts_attn_shape sh = attn_shape_of(t, mb, b, t->QKVr, t->dev_pos + (size_t)mb * T + T0);
-            TS_CHECK(k->attention_fwd(a->att + T0 * t->Qr, a->lse + T0 * t->Hr, q, q + t->Qr, q + t->Qr + t->KVD,
-                                      &sh, t->scratch));
-        }
-        return TS_OK;
+        /* The micro-batch's sequences in one call: one launch on a GPU, as the program's op. */
+        const float *q = a->qkv;
+        ts_attn_shape sh = attn_shape_of(t, mb, 0, t->mbs, t->QKVr, t->dev_pos + (size_t)mb * T);
+        return k->attention_fwd(a->att, a->lse, q, q + t->Qr, q + t->Qr + t->KVD, &sh, t->scratch);
+    }
     case TS_PART_PROJ:
         TS_CHECK(k->linear_fwd(t->proj, a->att, P.attn_out, t->T, t->Qr, t->C));
         if (t->l->tp == 1) TS_CHECK(k->add(a->mid, a->x, t->proj, Tl * C));
@@ -578,14 +575,11 @@ static ts_status bwd_layer_op(ts_trainer *t, const ts_op *op, int j, tr_acts *a)
         if (t->cp > 1) {
             TS_CHECK(ring_bwd(t, a, mb));
         } else {
-            for (int b = 0; b < t->mbs; b++) {
-                size_t T0 = (size_t)b * t->Ts;
-                const float *q = a->qkv + T0 * t->QKVr;
-                float *dq = t->dqkv + T0 * t->QKVr;
-                ts_attn_shape sh = attn_shape_of(t, mb, b, t->QKVr, t->dev_pos + (size_t)mb * T + T0);
-                TS_CHECK(k->attention_bwd(dq, dq + t->Qr, dq + t->Qr + t->KVD, t->datt + T0 * t->Qr, q, q + t->Qr,
-                                          q + t->Qr + t->KVD, a->att + T0 * t->Qr, a->lse + T0 * t->Hr, &sh));
-            }
+            const float *q = a->qkv;
+            float *dq = t->dqkv;
+            ts_attn_shape sh = attn_shape_of(t, mb, 0, t->mbs, t->QKVr, t->dev_pos + (size_t)mb * T);
+            TS_CHECK(k->attention_bwd(dq, dq + t->Qr, dq + t->Qr + t->KVD, t->datt, q, q + t->Qr, q + t->Qr + t->KVD,
+                                      a->att, a->lse, &sh));
         }
         /* Rotary's backward on q (and k, when the keys are all local). */
         return k->rope_bwd(t->dqkv, t->QKVr, t->dev_pos + (size_t)mb * T, t->T, t->Hr + (t->cp > 1 ? 0 : t->KVr),

@@ -313,7 +313,7 @@ Test(cuda, backend_cuda_error_paths) {
 #ifdef TS_CUDA
 /* The kernels' and the GEMM's argument checks run on the host, before any launch. */
 Test(cuda, kernel_argument_checks) {
-    ts_attn_shape s = {4, 4, 4, 3, 8, 32, 24, 24, 32, NULL, NULL};
+    ts_attn_shape s = {4, 4, 4, 3, 8, 32, 24, 24, 32, NULL, NULL, 1};
     ts_error_clear();
     cr_expect_eq(ts_cuda_gemm(TS_DTYPE_FP32, 0, 0, 2, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "not initialised") != NULL, "%s", ts_error_message());
@@ -337,6 +337,10 @@ Test(cuda, kernel_argument_checks) {
     ts_error_clear();
     cr_expect_eq(ts_cuda_attention_fwd(NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "head dim D=258 above 256") != NULL, "%s", ts_error_message());
+    s.D = 8, s.ldq = s.ldo = s.H * 8, s.ldk = s.ldv = s.KV * 8, s.batch = -1;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_attention_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "batch=-1") != NULL, "%s", ts_error_message());
     ts_error_clear();
     cr_expect_eq(ts_cuda_rope_fwd(NULL, 24, NULL, 2, 3, 7, 1e4f), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "D=7") != NULL, "%s", ts_error_message());
@@ -567,29 +571,30 @@ Test(cuda_gpu, rope_fwd_bwd) {
 /* Grouped-query causal attention over a key chunk that starts before the queries (as a
  * context-parallel rank sees it), forward and backward, on the GPU against the CPU. The backward
  * adds to gradients that already hold values. */
-static void attention_vs_cpu(int Tq, int Tk, int H, int KV, int D) {
-    int *qpos = malloc((size_t)Tq * sizeof *qpos), *kpos = malloc((size_t)Tk * sizeof *kpos);
-    for (int i = 0; i < Tq; i++) qpos[i] = Tk - Tq + 2 + i;
-    for (int j = 0; j < Tk; j++) kpos[j] = j;
-    size_t nq = (size_t)Tq * H * D, nk = (size_t)Tk * KV * D;
+static void attention_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
+    int *qpos = malloc((size_t)batch * Tq * sizeof *qpos), *kpos = malloc((size_t)batch * Tk * sizeof *kpos);
+    for (int i = 0; i < batch * Tq; i++) qpos[i] = Tk - Tq + 2 + i % Tq;
+    for (int j = 0; j < batch * Tk; j++) kpos[j] = j % Tk;
+    size_t nq = (size_t)batch * Tq * H * D, nk = (size_t)batch * Tk * KV * D;
     float *q = test_random_floats(nq, 9), *k = test_random_floats(nk, 10), *v = test_random_floats(nk, 11),
           *dout = test_random_floats(nq, 12);
-    float *out = calloc(nq, 4), *lse = calloc((size_t)Tq * H, 4), *scratch = calloc((size_t)Tk, 4);
+    float *out = calloc(nq, 4), *lse = calloc((size_t)batch * Tq * H, 4), *scratch = calloc((size_t)Tk, 4);
     float *dq = test_random_floats(nq, 13), *dk = test_random_floats(nk, 14), *dv = test_random_floats(nk, 15);
     float *gdq = dev_floats(dq, nq), *gdk = dev_floats(dk, nk), *gdv = dev_floats(dv, nk);
-    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos, batch};
     ts_attention_fwd(out, lse, q, k, v, &s, scratch);
     ts_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, &s);
     ts_attn_shape gs = s;
-    int *gqpos = dev_copy(qpos, (size_t)Tq * sizeof *qpos), *gkpos = dev_copy(kpos, (size_t)Tk * sizeof *kpos);
+    int *gqpos = dev_copy(qpos, (size_t)batch * Tq * sizeof *qpos);
+    int *gkpos = dev_copy(kpos, (size_t)batch * Tk * sizeof *kpos);
     gs.q_pos = gqpos;
     gs.k_pos = gkpos;
     float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
-    float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, (size_t)Tq * H);
+    float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, (size_t)batch * Tq * H);
     cr_assert_eq(ts_cuda_attention_fwd(gout, glse, gq, gk, gv, &gs), TS_OK, "%s", ts_error_message());
-    fprintf(stderr, "attention Tq=%d Tk=%d H=%d KV=%d D=%d\n", Tq, Tk, H, KV, D);
+    fprintf(stderr, "attention Tq=%d Tk=%d H=%d KV=%d D=%d batch=%d\n", Tq, Tk, H, KV, D, batch);
     expect_close("attention_fwd out", gout, out, nq, 1e-5f);
-    expect_close("attention_fwd lse", glse, lse, (size_t)Tq * H, 1e-5f);
+    expect_close("attention_fwd lse", glse, lse, (size_t)batch * Tq * H, 1e-5f);
     cr_assert_eq(ts_cuda_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout, glse, &gs), TS_OK, "%s",
                  ts_error_message());
     expect_close("attention_bwd dq", gdq, dq, nq, 1e-4f);
@@ -606,13 +611,16 @@ static void attention_vs_cpu(int Tq, int Tk, int H, int KV, int D) {
 }
 
 /* Head dims below a warp, across two lanes' shares with a partial one, and a full 128; one and
- * two query heads per kv head. */
+ * two query heads per kv head; one sequence and batches of 3 (against the CPU's, which is its
+ * sequences one by one: exec_kernels/attention_batch_is_its_sequences). */
 Test(cuda_gpu, attention_fwd_bwd) {
     skip_without_gpu();
-    attention_vs_cpu(9, 13, 4, 2, 8);
-    attention_vs_cpu(40, 40, 2, 2, 40);
-    attention_vs_cpu(70, 96, 4, 2, 64);
-    attention_vs_cpu(33, 33, 2, 1, 128);
+    attention_vs_cpu(9, 13, 4, 2, 8, 1);
+    attention_vs_cpu(9, 13, 4, 2, 8, 3);
+    attention_vs_cpu(40, 40, 2, 2, 40, 1);
+    attention_vs_cpu(70, 96, 4, 2, 64, 1);
+    attention_vs_cpu(64, 64, 4, 2, 64, 3);
+    attention_vs_cpu(33, 33, 2, 1, 128, 1);
 }
 
 /* Ring attention's merge: the partial attention over a second key block (keys at later positions,
@@ -627,7 +635,7 @@ Test(cuda_gpu, attention_merge) {
     float *q = test_random_floats(nq, 13), *k = test_random_floats(nk, 14), *v = test_random_floats(nk, 15);
     float *out = calloc(nq, 4), *lse = calloc(nl, 4), *out2 = calloc(nq, 4), *lse2 = calloc(nl, 4),
           *scratch = calloc((size_t)Tk, 4);
-    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos};
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos, 1};
     ts_attention_fwd(out, lse, q, k, v, &s, scratch);
     s.k_pos = kpos2;
     ts_attention_fwd(out2, lse2, q, k, v, &s, scratch);

@@ -462,6 +462,41 @@ Test(exec_kernels, attention_query_chunks_with_positions_reassemble) {
     attn_teardown(&c);
 }
 
+/* One call over a batch of sequences gives what one call per sequence gives, bit for bit, and a
+ * query sees only its own sequence's keys (unbatched, rows at equal positions would see each
+ * other's keys). */
+Test(exec_kernels, attention_batch_is_its_sequences) {
+    attn_case c = attn_setup(12);
+    enum { TS = AT / 2 };
+    int pos[AT];
+    for (int t = 0; t < AT; t++) pos[t] = t % TS;
+    const float *q = c.qkv, *k = c.qkv + AQ, *v = c.qkv + AQ + AKV * AD;
+    ts_attn_shape s = {.Tq = TS, .Tk = TS, .H = AH, .KV = AKV, .D = AD, .ldq = ALD, .ldk = ALD, .ldv = ALD,
+                       .ldo = AQ, .q_pos = pos, .k_pos = pos, .batch = 2};
+    float *out = zeros(AT * AQ), *lse = zeros(AT * AH), *dqkv = zeros(AT * ALD);
+    ts_attention_fwd(out, lse, q, k, v, &s, c.scratch);
+    ts_attention_bwd(dqkv, dqkv + AQ, dqkv + AQ + AKV * AD, c.g, q, k, v, out, lse, &s);
+    float *out1 = zeros(AT * AQ), *lse1 = zeros(AT * AH), *dqkv1 = zeros(AT * ALD);
+    ts_attn_shape one = s;
+    one.batch = 1;
+    for (int b = 0; b < 2; b++) {
+        size_t r = (size_t)b * TS;
+        one.q_pos = one.k_pos = pos + r;
+        ts_attention_fwd(out1 + r * AQ, lse1 + r * AH, q + r * ALD, k + r * ALD, v + r * ALD, &one, c.scratch);
+        float *d = dqkv1 + r * ALD;
+        ts_attention_bwd(d, d + AQ, d + AQ + AKV * AD, c.g + r * AQ, q + r * ALD, k + r * ALD, v + r * ALD,
+                         out1 + r * AQ, lse1 + r * AH, &one);
+    }
+    cr_expect(max_abs_diff(out, out1, AT * AQ) == 0 && max_abs_diff(lse, lse1, AT * AH) == 0, "forward differs");
+    cr_expect(max_abs_diff(dqkv, dqkv1, AT * ALD) == 0, "backward differs by %g", max_abs_diff(dqkv, dqkv1, AT * ALD));
+    ts_attn_shape flat = s;
+    flat.Tq = flat.Tk = AT, flat.batch = 0; /* 0 counts as 1: all 8 rows one sequence */
+    ts_attention_fwd(out1, lse1, q, k, v, &flat, c.scratch);
+    cr_expect(max_abs_diff(out + TS * AQ, out1 + TS * AQ, TS * AQ) > 1e-3, "the second sequence saw the first's keys");
+    free(out), free(lse), free(dqkv), free(out1), free(lse1), free(dqkv1);
+    attn_teardown(&c);
+}
+
 /* Ring attention: keys in two chunks, each attended separately, merged by log-sum-exp; the
  * backward of each chunk, given the merged out and lse, is that chunk's share of the full one. */
 Test(exec_kernels, attention_key_chunks_merge_by_lse) {

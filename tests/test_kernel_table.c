@@ -123,7 +123,7 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     expect_same("rope_bwd", q1, q2, (size_t)T * ld * sizeof *q1);
 
     /* attention: q, k, v interleaved in one row as the trainer holds them */
-    ts_attn_shape s = {T, T, H, KV, D, ld, ld, ld, H * D, pos, pos};
+    ts_attn_shape s = {T, T, H, KV, D, ld, ld, ld, H * D, pos, pos, 1};
     const float *qq = q1, *kk = q1 + H * D, *vv = q1 + H * D + KV * D;
     float *att1 = test_random_floats((size_t)T * H * D, 14), *att2 = dup(att1, (size_t)T * H * D), lse1[T * H], lse2[T * H],
           scratch[T];
