@@ -32,7 +32,7 @@ double ts_memory_s(const ts_system *s, double bytes, double kernels) {
 
 double ts_optimizer_s(const ts_system *s, double bytes) {
     if (bytes <= 0) return 0;
-    return bytes / (s->hbm_bytes_per_s * s->hbm_eff) / s->optimizer_eff + s->kernel_latency_s;
+    return ts_memory_s(s, bytes, 0) / s->optimizer_eff + s->kernel_latency_s;
 }
 
 double ts_compute_scale(const ts_system *s, int gpus) {
