@@ -40,6 +40,20 @@ static void simulate(const ts_problem *pb, const ts_layout *l, const ts_program_
     cr_assert_eq(ts_simulate(pb, prog, so, r), TS_OK, "%s", ts_error_message());
 }
 
+/* The simulated and the closed-form step of `l`; returns the simulation's error against the
+ * closed form. */
+static double closed_form_error(const ts_problem *pb, const ts_layout *l, double *sim_s, double *closed_s) {
+    ts_eval e;
+    cr_assert_eq(ts_evaluate(pb, l, &e), TS_OK, "%s", ts_error_message());
+    ts_program prog;
+    ts_sim_result r;
+    simulate(pb, l, NULL, NULL, &prog, &r);
+    *sim_s = r.step_s, *closed_s = e.step_s;
+    ts_sim_result_free(&r);
+    ts_program_free(&prog);
+    return (*sim_s - *closed_s) / *closed_s;
+}
+
 /* Compute seconds of one micro-batch's F, B and W slots on stage 0 (first chunk). */
 static void slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w) {
     *f = *b = *w = 0;
@@ -137,16 +151,9 @@ Test(sim_program, closed_form_within_2_percent) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_layout l = layout(cases[i].layout);
         ts_problem pb = problem(cases[i].model, "h100-sxm-dgx", ts_rank_count(&l), 256, 4096, 0);
-        ts_eval e;
-        cr_assert_eq(ts_evaluate(&pb, &l, &e), TS_OK, "%s", ts_error_message());
-        ts_program prog;
-        ts_sim_result r;
-        simulate(&pb, &l, NULL, NULL, &prog, &r);
-        double err = (r.step_s - e.step_s) / e.step_s;
+        double sim_s, closed_s, err = closed_form_error(&pb, &l, &sim_s, &closed_s);
         cr_expect(fabs(err) <= cases[i].tol, "%s %s: simulated %.4f s, closed form %.4f s (%+.2f%%)",
-                  cases[i].model, cases[i].layout, r.step_s, e.step_s, 100 * err);
-        ts_sim_result_free(&r);
-        ts_program_free(&prog);
+                  cases[i].model, cases[i].layout, sim_s, closed_s, 100 * err);
     }
 }
 
@@ -163,23 +170,15 @@ Test(sim_program, closed_form_counts_kernels) {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         ts_layout l = layout(layouts[i]);
         ts_problem pb = problem("llama2-70b", "h100-sxm-dgx", ts_rank_count(&l), 256, 4096, 0);
-        pb.sys.kernel_latency_s = 2e-3;
-        ts_eval e;
-        cr_assert_eq(ts_evaluate(&pb, &l, &e), TS_OK, "%s", ts_error_message());
-        ts_program prog;
-        ts_sim_result r;
-        simulate(&pb, &l, NULL, NULL, &prog, &r);
         ts_problem none = pb;
-        none.sys.kernel_latency_s = 0;
+        pb.sys.kernel_latency_s = 2e-3;
+        double sim_s, closed_s, err = closed_form_error(&pb, &l, &sim_s, &closed_s);
         ts_eval e0;
         cr_assert_eq(ts_evaluate(&none, &l, &e0), TS_OK, "%s", ts_error_message());
-        double err = (r.step_s - e.step_s) / e.step_s;
-        cr_expect(e.step_s > 1.5 * e0.step_s, "%s: the latency dominates (%.3f s, %.3f s without)", layouts[i],
-                  e.step_s, e0.step_s);
-        cr_expect(fabs(err) <= 0.03, "%s: simulated %.4f s, closed form %.4f s (%+.2f%%)", layouts[i], r.step_s,
-                  e.step_s, 100 * err);
-        ts_sim_result_free(&r);
-        ts_program_free(&prog);
+        cr_expect(closed_s > 1.5 * e0.step_s, "%s: the latency dominates (%.3f s, %.3f s without)", layouts[i],
+                  closed_s, e0.step_s);
+        cr_expect(fabs(err) <= 0.03, "%s: simulated %.4f s, closed form %.4f s (%+.2f%%)", layouts[i], sim_s,
+                  closed_s, 100 * err);
     }
 }
 
