@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/host_device.h"
+
 /* C (M, N) = alpha * op(A) (M, K) * op(B) (K, N) + beta * C, row-major; op(X) = X^T when trans_x
  * is nonzero. lda/ldb/ldc are the row strides of A, B, C as stored. A thin wrapper over
  * cblas_sgemm that every GEMM in Tessera's CPU path goes through. */
@@ -92,8 +94,8 @@ typedef struct {
     int batch;         /* sequences; 0 counts as 1 */
 } ts_attn_shape;
 
-/* The sequences of a shape (batch, or 1 when 0). */
-static inline int ts_attn_batch(const ts_attn_shape *s) { return s->batch > 1 ? s->batch : 1; }
+/* The sequences of a shape (batch, or 1 when 0); the CUDA kernels call it too. */
+static inline TS_HOST_DEVICE int ts_attn_batch(const ts_attn_shape *s) { return s->batch > 1 ? s->batch : 1; }
 
 /* out (Tq, H, D) = softmax(q k^T / sqrt(D), causal by position) v; lse (Tq, H) the natural log of
  * each softmax denominator (of the scaled scores). A query that sees no key gets out = 0 and

@@ -256,9 +256,6 @@ extern "C" ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T,
 #define WARP 32
 #define ATTN_PER_LANE (TS_CUDA_ATTN_MAX_D / WARP) /* head elements per lane, in registers */
 
-/* ts_attn_batch, for kernels too. */
-__host__ __device__ static inline int seqs(const ts_attn_shape *s) { return s->batch > 1 ? s->batch : 1; }
-
 __device__ static inline float warp_sum(float v) {
     for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -279,6 +276,22 @@ __device__ static inline float warp_dot(const float *r, const float *row, int D,
     return warp_sum(s);
 }
 
+/* The dot product of two rows over the warp. */
+__device__ static inline float row_dot(const float *a, const float *b, int D, int lane) {
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < ATTN_PER_LANE; c++)
+        if (c * WARP + lane < D) s += a[c * WARP + lane] * b[c * WARP + lane];
+    return warp_sum(s);
+}
+
+/* r += a · row, this lane's elements. */
+__device__ static inline void lane_axpy(float *r, float a, const float *row, int D, int lane) {
+#pragma unroll
+    for (int c = 0; c < ATTN_PER_LANE; c++)
+        if (c * WARP + lane < D) r[c] += a * row[c * WARP + lane];
+}
+
 /* row += r, this lane's elements. */
 __device__ static inline void lane_add(float *row, const float *r, int D, int lane) {
 #pragma unroll
@@ -292,7 +305,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
                                             const float *v, ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tq * s.H * WARP) {
+    GRID_STRIDE(t, (size_t)ts_attn_batch(&s) * s.Tq * s.H * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
         int i = (int)(e / s.H), h = (int)(e % s.H), j0 = i / s.Tq * s.Tk; /* its sequence's keys */
@@ -311,10 +324,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
                 m = sc;
             }
             float p = expf(sc - m);
-            const float *vj = v + (size_t)j * s.ldv + kv_off;
-#pragma unroll
-            for (int c = 0; c < ATTN_PER_LANE; c++)
-                if (c * WARP + lane < D) o[c] += p * vj[c * WARP + lane];
+            lane_axpy(o, p, v + (size_t)j * s.ldv + kv_off, D, lane);
             sum += p;
         }
         float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
@@ -333,7 +343,7 @@ __global__ static void attention_bwd_dq_kernel(float *dq, const float *dout, con
                                                ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tq * s.H * WARP) {
+    GRID_STRIDE(t, (size_t)ts_attn_batch(&s) * s.Tq * s.H * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
         int i = (int)(e / s.H), h = (int)(e % s.H), j0 = i / s.Tq * s.Tk;
@@ -349,9 +359,7 @@ __global__ static void attention_bwd_dq_kernel(float *dq, const float *dout, con
             const float *kj = k + (size_t)j * s.ldk + kv_off;
             float p = expf(scale * warp_dot(qr, kj, D, lane) - l);
             float ds = p * (warp_dot(gr, v + (size_t)j * s.ldv + kv_off, D, lane) - delta);
-#pragma unroll
-            for (int c = 0; c < ATTN_PER_LANE; c++)
-                if (c * WARP + lane < D) acc[c] += ds * scale * kj[c * WARP + lane];
+            lane_axpy(acc, ds * scale, kj, D, lane);
         }
         lane_add(dq + (size_t)i * s.ldq + (size_t)h * D, acc, D, lane);
     }
@@ -364,7 +372,7 @@ __global__ static void attention_bwd_dkdv_kernel(float *dk, float *dv, const flo
                                                  const float *lse, ts_attn_shape s) {
     int D = s.D, group = s.H / s.KV;
     float scale = rsqrtf((float)D);
-    GRID_STRIDE(t, (size_t)seqs(&s) * s.Tk * s.KV * WARP) {
+    GRID_STRIDE(t, (size_t)ts_attn_batch(&s) * s.Tk * s.KV * WARP) {
         size_t e = t / WARP; /* the block is a multiple of 32 threads: a warp shares e */
         int lane = (int)(t % WARP);
         int j = (int)(e / s.KV), g = (int)(e % s.KV), i0 = j / s.Tk * s.Tq; /* its sequence's queries */
@@ -380,17 +388,9 @@ __global__ static void attention_bwd_dkdv_kernel(float *dk, float *dv, const flo
                 const float *gi = dout + (size_t)i * s.ldo + (size_t)h * D;
                 const float *oi = out + (size_t)i * s.ldo + (size_t)h * D;
                 float p = expf(scale * warp_dot(kr, qi, D, lane) - l);
-                float go = 0.0f;
-#pragma unroll
-                for (int c = 0; c < ATTN_PER_LANE; c++)
-                    if (c * WARP + lane < D) go += gi[c * WARP + lane] * oi[c * WARP + lane];
-                float ds = p * (warp_dot(vr, gi, D, lane) - warp_sum(go));
-#pragma unroll
-                for (int c = 0; c < ATTN_PER_LANE; c++)
-                    if (c * WARP + lane < D) {
-                        dvr[c] += p * gi[c * WARP + lane];
-                        dkr[c] += ds * scale * qi[c * WARP + lane];
-                    }
+                float ds = p * (warp_dot(vr, gi, D, lane) - row_dot(gi, oi, D, lane));
+                lane_axpy(dvr, p, gi, D, lane);
+                lane_axpy(dkr, ds * scale, qi, D, lane);
             }
         }
         lane_add(dk + (size_t)j * s.ldk + (size_t)g * D, dkr, D, lane);
@@ -434,7 +434,7 @@ extern "C" ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *
                                            const float *v, const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_fwd", s));
-    LAUNCH_1D(attention_fwd_kernel, (size_t)seqs(s) * s->Tq * s->H * WARP, out, lse, q, k, v, *s);
+    LAUNCH_1D(attention_fwd_kernel, (size_t)ts_attn_batch(s) * s->Tq * s->H * WARP, out, lse, q, k, v, *s);
 fail:
     return res;
 }
@@ -444,9 +444,9 @@ extern "C" ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, cons
                                            const ts_attn_shape *s) {
     ts_status res = TS_OK;
     TS_CHECK(attn_check("attention_bwd", s));
-    LAUNCH_1D(attention_bwd_dq_kernel, (size_t)seqs(s) * s->Tq * s->H * WARP, dq, dout, q, k, v, out, lse,
+    LAUNCH_1D(attention_bwd_dq_kernel, (size_t)ts_attn_batch(s) * s->Tq * s->H * WARP, dq, dout, q, k, v, out, lse,
               *s);
-    LAUNCH_1D(attention_bwd_dkdv_kernel, (size_t)seqs(s) * s->Tk * s->KV * WARP, dk, dv, dout, q, k, v,
+    LAUNCH_1D(attention_bwd_dkdv_kernel, (size_t)ts_attn_batch(s) * s->Tk * s->KV * WARP, dk, dv, dout, q, k, v,
               out, lse, *s);
 fail:
     return res;

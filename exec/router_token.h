@@ -8,11 +8,7 @@
 
 #include <math.h>
 
-#ifdef __CUDACC__
-#define TS_HOST_DEVICE __host__ __device__
-#else
-#define TS_HOST_DEVICE
-#endif
+#include "common/host_device.h"
 
 static inline TS_HOST_DEVICE void ts_router_token(const float *z, float *p, int *sel, float *w, int E, int K) {
     float zmax = -INFINITY, sum = 0.0f;

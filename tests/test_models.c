@@ -477,6 +477,16 @@ Test(models, bad_speed_cv) {
     cJSON_Delete(doc);
 }
 
+/* Sets `obj`.`key` of a spec's JSON to `value` and expects the loader to refuse it with a message
+ * holding `message`. */
+static void expect_refused(cJSON *doc, const char *obj, const char *key, double value, const char *message) {
+    ts_system back;
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, obj), key, cJSON_CreateNumber(value));
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT, "%s.%s %g accepted", obj, key, value);
+    cr_expect(strstr(ts_error_message(), message) != NULL, "%s", ts_error_message());
+    ts_error_clear();
+}
+
 /* node.gauge_flops_per_s: a rate, negative refused with its path; read and written. */
 Test(models, gauge_flops_per_s) {
     ts_system s;
@@ -488,11 +498,7 @@ Test(models, gauge_flops_per_s) {
     ts_system back;
     cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
     cr_expect_eq(back.gauge_flops_per_s, 4.25e10);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "gauge_flops_per_s", cJSON_CreateNumber(-1));
-    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "gauge_flops_per_s: expected a number in [0, 1e+18], got -1") != NULL, "%s",
-              ts_error_message());
-    ts_error_clear();
+    expect_refused(doc, "node", "gauge_flops_per_s", -1, "gauge_flops_per_s: expected a number in [0, 1e+18], got -1");
     cJSON_Delete(doc);
 }
 
@@ -508,18 +514,9 @@ Test(models, speed_cv_span) {
     ts_system back;
     cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
     cr_expect(back.speed_cv_window_s == 0.75 && back.speed_cv_decay == 0.125);
-    cJSON *node = cJSON_GetObjectItemCaseSensitive(doc, "node");
-    cJSON_ReplaceItemInObject(node, "speed_cv_decay", cJSON_CreateNumber(1.5));
-    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "speed_cv_decay: expected a number in [0, 1], got 1.5") != NULL, "%s",
-              ts_error_message());
-    ts_error_clear();
-    cJSON_ReplaceItemInObject(node, "speed_cv_decay", cJSON_CreateNumber(0.5));
-    cJSON_DeleteItemFromObject(node, "speed_cv_window_s");
-    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "node.speed_cv_decay 0.5 needs node.speed_cv_window_s > 0") != NULL, "%s",
-              ts_error_message());
-    ts_error_clear();
+    expect_refused(doc, "node", "speed_cv_decay", 1.5, "speed_cv_decay: expected a number in [0, 1], got 1.5");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(doc, "node"), "speed_cv_window_s");
+    expect_refused(doc, "node", "speed_cv_decay", 0.5, "node.speed_cv_decay 0.5 needs node.speed_cv_window_s > 0");
     cJSON_Delete(doc);
 }
 
@@ -541,11 +538,7 @@ Test(models, kernel_latency) {
     ts_system back;
     cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
     cr_expect_eq(back.kernel_latency_s, 5e-6);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, "gpu"), "kernel_latency_s", cJSON_CreateNumber(2));
-    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "kernel_latency_s: expected a number in [0, 1], got 2") != NULL, "%s",
-              ts_error_message());
-    ts_error_clear();
+    expect_refused(doc, "gpu", "kernel_latency_s", 2, "kernel_latency_s: expected a number in [0, 1], got 2");
     cJSON_Delete(doc);
 }
 
