@@ -86,7 +86,7 @@ endif
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all test check fuzz fuzz-bins valgrind bench demo install deps clean
+.PHONY: all test test-golden check fuzz fuzz-bins valgrind bench demo install deps clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -115,6 +115,10 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 # Tests find the CLI and the zoo through these variables (tests/helpers.h).
 test: $(BIN) $(TEST_BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2
+
+# The golden outputs alone (tests/golden/cases.txt); TESSERA_GOLDEN_UPDATE=1 rewrites them.
+test-golden: $(BIN) $(TEST_BIN)
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) --filter 'golden/*'
 
 check:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
