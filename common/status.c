@@ -3,9 +3,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char err_msg[1024];
-static _Thread_local char err_where[256];
+static _Thread_local char err_where[1024];
 static _Thread_local ts_status err_status;
 
 ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt, ...) {
@@ -22,6 +23,22 @@ ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt
         if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     snprintf(err_where, sizeof err_where, "%s:%d", file, line);
     return st;
+}
+
+ts_status ts_error_context(const char *file, int line, const char *fmt, ...) {
+    if (err_status == TS_OK) return TS_OK;
+    char ctx[512], msg[sizeof err_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    for (char *p = ctx; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    /* A message longer than the record is cut at its end: the context in front stays. */
+    if (snprintf(msg, sizeof msg, "%s: %s", ctx, err_msg) >= 0) memcpy(err_msg, msg, sizeof err_msg);
+    size_t used = strlen(err_where);
+    if (used < sizeof err_where) snprintf(err_where + used, sizeof err_where - used, " <- %s:%d", file, line);
+    return err_status;
 }
 
 const char *ts_error_message(void) { return err_msg; }

@@ -23,8 +23,15 @@ typedef enum {
  * `return ts_error_set(TS_ERR_INPUT, __FILE__, __LINE__, "...")`. Use TS_FAIL instead. */
 ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Adds the caller's context in front of the recorded message ("op 12 \"fwd L0 qkv\": " + cause)
+ * and its file:line to the trail of frames the failure passed through (NCCL's NCCLCHECK habit:
+ * one failure reads as a short stack). Returns the recorded status, so a caller relays with
+ * `return ts_error_context(...)`. Use TS_CHECK_CTX / TS_CHECK_CTX_GOTO. */
+ts_status ts_error_context(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *ts_error_message(void); /* "" when none */
-const char *ts_error_where(void);   /* "planner/search.c:120" of the first failure */
+/* "planner/search.c:120" of the first failure, then " <- file:line" for each frame that added
+ * context on the way up. */
+const char *ts_error_where(void);
 ts_status ts_error_status(void);
 void ts_error_clear(void);
 const char *ts_status_name(ts_status st);
@@ -44,6 +51,25 @@ int ts_exit_code(ts_status st);
     do {                                                                                           \
         (res) = (call);                                                                            \
         if ((res) != TS_OK) goto label;                                                            \
+    } while (0)
+
+/* TS_CHECK that adds the caller's context (printf-style) to the error on the way up. */
+#define TS_CHECK_CTX(call, ...)                                                                    \
+    do {                                                                                           \
+        ts_status ts_check_st_ = (call);                                                           \
+        if (ts_check_st_ != TS_OK) {                                                               \
+            ts_error_context(__FILE__, __LINE__, __VA_ARGS__);                                     \
+            return ts_check_st_;                                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define TS_CHECK_CTX_GOTO(call, res, label, ...)                                                   \
+    do {                                                                                           \
+        (res) = (call);                                                                            \
+        if ((res) != TS_OK) {                                                                      \
+            ts_error_context(__FILE__, __LINE__, __VA_ARGS__);                                     \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* An allocation that must not fail: records TS_ERR_NOMEM naming the call and jumps to `label`. */

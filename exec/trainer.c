@@ -789,11 +789,8 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
         if (st == TS_OK) st = t->be->op_end(t->clock, i);
         if (st != TS_OK) {
             char label[128];
-            ts_op_label(&sp->ops[i], label, sizeof label);
-            char msg[768];
-            snprintf(msg, sizeof msg, "%s", ts_error_message());
-            ts_error_clear();
-            return TS_FAIL(st, "op %d \"%s\": %s", i, label, msg);
+            ts_error_context(__FILE__, __LINE__, "op %d \"%s\"", i, ts_op_label(&sp->ops[i], label, sizeof label));
+            return st;
         }
     }
     if (spans) TS_CHECK(t->be->spans(t->clock, spans));
