@@ -49,7 +49,7 @@ endif
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-LIB_DIRS := common models planner sim exec reports
+LIB_DIRS := common models program planner sim exec reports
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 

@@ -21,7 +21,7 @@
 #include "exec/watchdog.h"
 #include "planner/partition.h"
 #include "planner/plan_json.h"
-#include "sim/trace.h"
+#include "program/trace.h"
 
 static void help(void) {
     printf("usage: tessera run --plan plan.json [options]\n"
@@ -478,16 +478,16 @@ int cmd_run(int argc, char **argv) {
                        "variation; the model's moe.load_cv)\n", sqrt(moe_dev / moe_even));
         }
         if (st == TS_OK && trace) {
-            ts_sim_result r = {.n_ranks = world, .step_s = step_s[steps - 1],
-                               .gauge_flops_per_s = gauged ? speed[steps - 1] : 0};
-            r.ranks = calloc((size_t)world, sizeof *r.ranks);
-            for (int k = 0; k < world; k++) {
-                r.ranks[k].rank = k;
-                r.ranks[k].stage = ts_rank_coords(&layout, k).pp;
-                r.ranks[k].spans = (ts_op_span *)(all + offs[k]);
+            ts_rank_spans *ranks = calloc((size_t)world, sizeof *ranks);
+            for (int k = 0; ranks && k < world; k++) {
+                ranks[k].rank = k;
+                ranks[k].stage = ts_rank_coords(&layout, k).pp;
+                ranks[k].spans = (ts_op_span *)(all + offs[k]);
             }
-            st = ts_trace_write(trace, "run", &pb, &prog, &r);
-            free(r.ranks);
+            ts_step_spans r = {.n_ranks = world, .ranks = ranks, .step_s = step_s[steps - 1],
+                               .gauge_flops_per_s = gauged ? speed[steps - 1] : 0};
+            st = ranks ? ts_trace_write(trace, "run", &pb, &prog, &r) : TS_FAIL(TS_ERR_NOMEM, "out of memory for the trace");
+            free(ranks);
         }
         if (st != TS_OK) {
             fprintf(stderr, "tessera run: %s\n", ts_error_message());

@@ -11,7 +11,7 @@
 #include "planner/plan_json.h"
 #include "sim/engine.h"
 #include "sim/summary.h"
-#include "sim/trace.h"
+#include "program/trace.h"
 
 static void help(void) {
     printf("usage: tessera sim --plan plan.json [--index I] [options]\n"
@@ -135,7 +135,10 @@ int cmd_sim(int argc, char **argv) {
     ts_sim_opts so = {.full = full, .stats_spans_only = trace == NULL};
     ts_sim_result r;
     st = ts_simulate(&pb, &prog, &so, &r);
-    if (st == TS_OK && trace) st = ts_trace_write(trace, "sim", &pb, &prog, &r);
+    if (st == TS_OK && trace) {
+        ts_step_spans spans = ts_sim_spans(&r);
+        st = ts_trace_write(trace, "sim", &pb, &prog, &spans);
+    }
     cJSON *root = NULL;
     if (st == TS_OK && json) {
         st = ts_sim_summary_json(&pb, &prog, &r, closed_step_s, &root);

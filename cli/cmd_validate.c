@@ -21,7 +21,7 @@
 #include "planner/plan_json.h"
 #include "sim/compare.h"
 #include "sim/engine.h"
-#include "sim/trace.h"
+#include "program/trace.h"
 
 /* The matrix: tiny (dense) and tiny-moe (EP) layouts; ranks = dp·tp·pp·cp. */
 static const struct {
@@ -143,7 +143,8 @@ static ts_status simulate(const ts_problem *pb, const ts_layout *l, const char *
     ts_sim_opts so = {.full = 0};
     ts_status res = ts_simulate(pb, &prog, &so, &r);
     if (res == TS_OK) {
-        res = ts_trace_write(path, "sim", pb, &prog, &r);
+        ts_step_spans spans = ts_sim_spans(&r);
+        res = ts_trace_write(path, "sim", pb, &prog, &spans);
         ts_sim_result_free(&r);
     }
     ts_program_free(&prog);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "common/status.h"
-#include "sim/engine.h" /* ts_op_span */
+#include "program/span.h"
 
 typedef struct ts_comm ts_comm; /* a group communicator (opaque; runtime.h makes them) */
 typedef struct ts_request ts_request; /* an outstanding point-to-point send (opaque) */

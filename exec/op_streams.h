@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "sim/program.h"
+#include "program/program.h"
 
 /* Where a stage's tensors live (the trainer's segment layout). n_seg = 2·n_local + 2. */
 typedef struct {

@@ -11,7 +11,7 @@
 #define TS_RUNTIME_H
 
 #include "exec/backend.h"
-#include "planner/ranks.h"
+#include "program/ranks.h"
 
 /* Wraps an MPI call: on failure records "file:line: CALL failed: <MPI_Error_string>" and jumps. */
 #define TS_MPI_GOTO(call, res, label)                                                              \

@@ -7,7 +7,7 @@
 
 #include "exec/trainer_impl.h"
 #include "exec/watchdog.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 
 void ts_train_opts_defaults(ts_train_opts *o) {
     *o = (ts_train_opts){.seed = 1234, .text = NULL, .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f,

@@ -37,7 +37,7 @@
 #include "exec/backend.h"
 #include "exec/op_streams.h"
 #include "exec/runtime.h"
-#include "sim/engine.h"
+#include "program/span.h"
 
 typedef struct {
     uint64_t seed;        /* parameters and synthetic data */

@@ -19,7 +19,7 @@
 #include <signal.h>
 
 #include "exec/runtime.h"
-#include "sim/program.h"
+#include "program/program.h"
 
 typedef enum { TS_WATCH_STARTUP, TS_WATCH_STEP, TS_WATCH_RESULTS, TS_WATCH_PHASE_COUNT } ts_watch_phase;
 

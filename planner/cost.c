@@ -6,8 +6,6 @@
 #include <math.h>
 
 const char *const ts_link_names[] = {"nvlink", "nic", NULL};
-const char *const ts_coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "all-to-all",
-                                     "send-recv", NULL};
 
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k) {
     double flops = 2.0 * m * n * k;

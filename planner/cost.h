@@ -11,19 +11,11 @@
 #define TS_COST_H
 
 #include "models/system.h"
+#include "program/coll.h"
 
 typedef enum { TS_LINK_NVLINK, TS_LINK_NIC, TS_LINK_COUNT } ts_link;
 extern const char *const ts_link_names[]; /* "nvlink", "nic" */
 
-typedef enum {
-    TS_COLL_ALLREDUCE,
-    TS_COLL_REDUCE_SCATTER,
-    TS_COLL_ALLGATHER,
-    TS_COLL_ALLTOALL,
-    TS_COLL_SENDRECV, /* one point-to-point transfer */
-    TS_COLL_COUNT
-} ts_coll;
-extern const char *const ts_coll_names[];
 
 /* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`. */
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);

@@ -1,35 +1,10 @@
-/* Problem set-up, layout validity and one-layout evaluation (see problem.h). */
+/* Problem set-up and one-layout evaluation (see problem.h). */
 #include <stdio.h>
 
 #include "planner/cost.h"
 #include "planner/problem.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "planner/stages.h"
-
-void ts_train_defaults(ts_train *t) {
-    *t = (ts_train){
-        .global_batch = 1024,
-        .seq = 4096,
-        .dtype = TS_DTYPE_BF16,
-        .flash_attention = 1,
-        .tp_across_nodes = 0,
-        .weight_bytes = 2,
-        .grad_bytes = 2,
-        .optimizer_bytes = 12,
-        /* Megatron-LM's DDP bucket: 40M parameters of 16-bit gradients. */
-        .bucket_bytes = 40e6 * 2,
-        .activation_scale = 1,
-    };
-}
-
-void ts_train_set_dtype(ts_train *t, ts_dtype d) {
-    t->dtype = d;
-    int fp32 = d == TS_DTYPE_FP32;
-    t->weight_bytes = fp32 ? 4 : 2;
-    t->grad_bytes = fp32 ? 4 : 2;
-    t->optimizer_bytes = fp32 ? 8 : 12;
-    t->activation_scale = fp32 ? 2 : 1;
-}
 
 ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
                           const ts_train *t, int gpus) {
@@ -61,92 +36,6 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     double per_seq = (m->layers - n_moe) * dense.model_flops + n_moe * moe.model_flops + head.model_flops;
     pb->model_flops_per_step = per_seq * (double)t->global_batch;
     return TS_OK;
-}
-
-/* Returns the reason, formatted into buf only when the caller wants it (the search's inner loop
- * passes NULL and pays no formatting). */
-#define INVALID(...)                                                                               \
-    do {                                                                                           \
-        if (buf == NULL) return "invalid";                                                         \
-        snprintf(buf, cap, __VA_ARGS__);                                                           \
-        return buf;                                                                                \
-    } while (0)
-
-const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
-    return ts_layout_invalid_split(pb, l, 0, buf, cap);
-}
-
-const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf,
-                                    size_t cap) {
-    const ts_model *m = &pb->model;
-    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
-        INVALID("every size must be at least 1");
-    long long prod = (long long)l->dp * l->tp * l->pp * l->cp;
-    if (prod != pb->gpus)
-        INVALID("dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
-                 l->cp, prod, pb->gpus);
-    if (l->tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes)
-        INVALID("tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
-                 pb->sys.gpus_per_node);
-    if (m->heads % l->tp != 0)
-        INVALID("tp=%d does not divide %d attention heads", l->tp, m->heads);
-    if (m->mla.kv_lora_rank == 0 && m->kv_heads % l->tp != 0 && l->tp % m->kv_heads != 0)
-        INVALID("tp=%d neither divides nor is a multiple of %d kv heads", l->tp, m->kv_heads);
-    if (m->ffn_hidden % l->tp != 0)
-        INVALID("tp=%d does not divide ffn_hidden %lld", l->tp, (long long)m->ffn_hidden);
-    if (m->moe.experts > 0 && m->moe.expert_ffn % l->tp != 0)
-        INVALID("tp=%d does not divide expert_ffn %lld", l->tp, (long long)m->moe.expert_ffn);
-    if (l->sp && l->tp == 1)
-        INVALID("sp=1 needs tp > 1");
-    if (l->sp != 0 && l->sp != 1)
-        INVALID("sp must be 0 or 1");
-    if (l->cp > 1 && pb->train.seq % (2 * l->cp) != 0)
-        INVALID("cp=%d needs seq %lld divisible by 2·cp (load-balanced causal split)",
-                 l->cp, (long long)pb->train.seq);
-    if (m->moe.experts == 0 && l->ep != 1)
-        INVALID("ep=%d on a dense model", l->ep);
-    if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)
-        INVALID("ep=%d does not divide %d experts", l->ep, m->moe.experts);
-    if ((l->dp * l->cp) % l->ep != 0)
-        INVALID("ep=%d does not divide dp×cp = %d", l->ep, l->dp * l->cp);
-    if (pb->train.global_batch % ((long long)l->dp * l->mbs) != 0)
-        INVALID("global batch %lld is not divisible by dp×mbs = %lld",
-                 (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
-    if (l->pp > m->layers)
-        INVALID("pp=%d exceeds %d layers", l->pp, m->layers);
-    const char *why = ts_zero_invalid(pb, l, buf, cap);
-    return why ? why : ts_schedule_invalid(pb, l, explicit_split, buf, cap);
-}
-
-const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
-    (void)pb;
-    if (l->zero < 0 || l->zero > 3)
-        INVALID("zero must be 0..3");
-    if (l->zero >= 2 && l->pp > 1)
-        INVALID("zero=%d with pp=%d: sharded gradients/parameters do not combine with "
-                 "pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with PP; Megatron shards only the "
-                 "optimizer)", l->zero, l->pp);
-    return NULL;
-}
-
-/* Interleaving with the even split needs pp·vpp equal chunks (Megatron-LM's
- * --num-layers-per-virtual-pipeline-stage); an explicit split (planner/partition.h, Megatron's
- * --pipeline-model-parallel-layout) needs only a layer in every chunk. */
-const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap) {
-    const ts_model *m = &pb->model;
-    if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
-        INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
-                                      : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
-    if (l->vpp > 1 && explicit_split && (l->pp == 1 || (long long)l->pp * l->vpp > m->layers))
-        INVALID("interleaving needs pp > 1 and pp×vpp = %lld chunks of at least one of %d layers",
-                 (long long)l->pp * l->vpp, m->layers);
-    if (l->vpp > 1 && !explicit_split && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
-        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
-                 m->layers, l->vpp);
-    if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
-        INVALID("interleaving needs micro-batches (%lld) divisible by pp=%d",
-                 (long long)(pb->train.global_batch / ((long long)l->dp * l->mbs)), l->pp);
-    return NULL;
 }
 
 ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {

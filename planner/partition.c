@@ -64,7 +64,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "planner/stages.h"
 
 const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infeasible", "no-split", NULL};
@@ -1566,4 +1566,13 @@ exit:
     ts_search_result_free(&near);
     ts_search_result_free(&split_only);
     return res;
+}
+
+ts_program_opts ts_program_opts_of(const ts_split *s) {
+    ts_program_opts o = {0};
+    if (s != NULL && s->pp > 0) {
+        o.chunk_layers = s->layers;
+        o.stage_recompute = s->recompute;
+    }
+    return o;
 }

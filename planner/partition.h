@@ -17,6 +17,7 @@
 
 #include "planner/problem.h"
 #include "planner/search.h"
+#include "program/program.h"
 
 #define TS_PART_MAX_KINDS 4
 
@@ -79,6 +80,11 @@ typedef struct ts_split {
     ts_partition_status status;
     double objective_s, bound_s;
 } ts_split;
+
+/* The options of a program on split `s` (program/program.h): its chunks' layers and its
+ * stages' recompute, which `s` must hold until the program is built; NULL or an empty split
+ * (pp = 0): the even split. */
+ts_program_opts ts_program_opts_of(const ts_split *s);
 
 ts_status ts_split_init(ts_split *s, int pp, int vpp);
 void ts_split_free(ts_split *s);

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "planner/partition.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "planner/stages.h"
 
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "planner/cost.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 
 ts_status ts_stages_init(ts_stages *st, int cap) {
     *st = (ts_stages){0};

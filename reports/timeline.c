@@ -60,7 +60,7 @@ void ts_timeline_free(ts_timeline *t) {
 ts_status ts_timeline_from_sim(const ts_program *prog, const ts_sim_result *r, ts_timeline *out) {
     TS_CHECK(ts_timeline_init(out, prog->pp, TS_TIMELINE_COLUMNS, r->step_s));
     for (int s = 0; s < prog->pp; s++) {
-        const ts_sim_rank *rk = NULL;
+        const ts_rank_spans *rk = NULL;
         for (int i = 0; i < r->n_ranks && rk == NULL; i++)
             if (r->ranks[i].stage == s) rk = &r->ranks[i];
         if (rk == NULL) continue;

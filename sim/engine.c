@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "planner/cost.h"
 #include "sim/cores.h"
 #include "sim/heap.h"
 #include "sim/network.h"
@@ -111,7 +112,7 @@ typedef struct {
     int group_size[TS_GROUP_COUNT], group_stride[TS_GROUP_COUNT];
     double slowdown;   /* 1 + overlap_slowdown */
     stage_plan *plans; /* (pp) */
-    ts_sim_rank *ranks; /* the result's (n_ranks) */
+    ts_rank_spans *ranks; /* the result's (n_ranks) */
     sim_rank *rk;      /* (n_ranks) */
     double *scale;     /* NULL, or (n_ranks) compute_scale of each simulated rank's global rank */
     int *lead;         /* (n_ranks × TS_GROUP_COUNT) full mode: each rank's groups' lowest
@@ -136,38 +137,6 @@ static int is_comm(int kind) {
 /* Records when op `i` of a rank started, where the rank keeps spans. */
 static inline void span_start(const sim_rank *R, int i, double t_s) {
     if (R->spans) R->spans[i].start_s = t_s;
-}
-
-double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
-    const ts_system *s = &pb->sys;
-    ts_dtype dt = pb->train.dtype;
-    switch ((ts_op_kind)op->kind) {
-    case TS_OP_GEMM: {
-        double one = 2.0 * op->m * op->n * op->k;
-        if (one <= 0) return 0;
-        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
-        return op->flops > one ? t * (op->flops / one) : t;
-    }
-    case TS_OP_ATTENTION:
-        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
-    case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes, 1);
-    case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes);
-    case TS_OP_COLL: {
-        ts_group g = (ts_group)op->group;
-        int n = ts_group_size(l, g);
-        if (n <= 1) return 0;
-        double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, ts_group_link(s, ts_group_stride(l, g), n));
-        /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
-         * Engine's userbuffers) is hidden at that fraction, as in the closed form. */
-        return g == TS_GROUP_TP ? t * (1.0 - s->tp_comm_overlap) : t;
-    }
-    case TS_OP_SEND:
-    case TS_OP_RECV:
-        return ts_coll_s(s, TS_COLL_SENDRECV, 2, op->bytes,
-                         ts_group_link(s, ts_group_stride(l, TS_GROUP_PP), 2));
-    case TS_OP_KIND_COUNT: break;
-    }
-    return 0;
 }
 
 /* The latency part of a COLL or SEND's cost: c(B) = a·B + latency, so latency = 2c(B) − c(2B). */
@@ -729,6 +698,11 @@ static void sim_free(sim *S) {
     ts_cores_free(&S->cores);
 }
 
+ts_step_spans ts_sim_spans(const ts_sim_result *r) {
+    return (ts_step_spans){.n_ranks = r->n_ranks, .ranks = r->ranks, .step_s = r->step_s,
+                           .gauge_flops_per_s = r->gauge_flops_per_s};
+}
+
 void ts_sim_result_free(ts_sim_result *r) {
     free(r->span_block);
     free(r->ranks);
@@ -768,7 +742,7 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
     const ts_layout *l = S->l;
     int64_t n_spans = 0;
     for (int r = 0; r < S->n_ranks; r++) {
-        ts_sim_rank *R = &out->ranks[r];
+        ts_rank_spans *R = &out->ranks[r];
         R->rank = o->full ? r : ts_rank_of(l, (ts_coords){0, 0, 0, r});
         R->stage = o->full ? ts_rank_coords(l, r).pp : r;
         int n_ops = S->prog->stages[R->stage].n_ops;
@@ -781,7 +755,7 @@ static ts_status sim_ranks_init(sim *S, const ts_sim_opts *o, ts_sim_result *out
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for %lld rank-ops", (long long)S->total);
     int64_t base = 0, span_base = 0;
     for (int r = 0; r < S->n_ranks; r++) {
-        ts_sim_rank *R = &out->ranks[r];
+        ts_rank_spans *R = &out->ranks[r];
         sim_rank *V = &S->rk[r];
         int n_ops = S->prog->stages[R->stage].n_ops;
         if (keeps_spans(S, o, r)) {

@@ -18,7 +18,9 @@
 
 #include <stdint.h>
 
-#include "sim/program.h"
+#include "program/program.h"
+#include "program/span.h"
+#include "planner/op_cost.h"
 
 typedef struct {
     int full;                    /* every rank (1) or one per stage (0) */
@@ -26,20 +28,10 @@ typedef struct {
                                     durations (a straggler has 1.1); needs full = 1 */
     int free_comm;               /* every collective and transfer takes no time (schedule tests) */
     int stats_spans_only;        /* full mode: keep op spans only for the ranks the statistics read
-                                    (each stage's first); the others' ts_sim_rank.spans are NULL.
+                                    (each stage's first); the others' ts_rank_spans.spans are NULL.
                                     A 1024-rank step then stores 4 ranks' spans instead of 1024
                                     (16 bytes per rank-op), for callers that write no trace */
 } ts_sim_opts;
-
-typedef struct {
-    double start_s, end_s;
-} ts_op_span;
-
-typedef struct {
-    int rank;          /* global rank */
-    int stage;         /* its pipeline stage */
-    ts_op_span *spans; /* (the stage program's n_ops); NULL under stats_spans_only */
-} ts_sim_rank;
 
 typedef struct {
     double busy_s;         /* compute stream busy */
@@ -53,7 +45,7 @@ typedef struct {
     double step_s;
     double bubble_fraction;          /* mean over stages of bubble_s / step_s */
     int n_ranks;                     /* simulated */
-    ts_sim_rank *ranks;              /* (n_ranks), ascending global rank */
+    ts_rank_spans *ranks;              /* (n_ranks), ascending global rank */
     ts_op_span *span_block;          /* every rank's spans, which are views into it */
     ts_stage_stats *stages;          /* (pp), of each stage's first simulated rank */
     double kind_s[TS_OP_KIND_COUNT]; /* op time by kind, summed over ops of one rank per stage */
@@ -69,9 +61,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
                       ts_sim_result *out);
 void ts_sim_result_free(ts_sim_result *r);
 
-/* Seconds an op takes alone (no contention; compute with a core to itself, before CPU ranks share
- * their node's cores, sim/cores.h), from planner/cost.h: GEMM roofline, attention, memory-bound
- * kernels, collectives by the link their group crosses in the rank order. */
-double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op);
+/* The result's spans as the trace writer and reports read them (a view into `r`). */
+ts_step_spans ts_sim_spans(const ts_sim_result *r);
 
 #endif

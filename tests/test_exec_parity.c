@@ -74,8 +74,8 @@
 #include "common/json.h"
 #include "exec/reference.h"
 #include "models/model.h"
-#include "planner/layout.h"
-#include "planner/ranks.h"
+#include "program/layout.h"
+#include "program/ranks.h"
 #include "tests/helpers.h"
 
 #if defined(__SANITIZE_ADDRESS__)

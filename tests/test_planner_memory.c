@@ -13,7 +13,7 @@
 #include "common/json.h"
 #include "planner/layer.h"
 #include "planner/problem.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "tests/helpers.h"
 
 static ts_model zoo(const char *name) {

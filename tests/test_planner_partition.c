@@ -13,8 +13,8 @@
 
 #include "planner/partition.h"
 #include "planner/plan_json.h"
-#include "planner/schedule.h"
-#include "sim/program.h"
+#include "program/schedule.h"
+#include "program/program.h"
 #include "tests/helpers.h"
 
 static ts_problem problem(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq) {

@@ -10,7 +10,7 @@
 
 #include "common/json.h"
 #include "planner/problem.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
 

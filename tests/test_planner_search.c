@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "planner/problem.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "planner/ranks.h"
+#include "program/ranks.h"
 
 #define MAX_RANKS 64
 

@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/cost.h"
 #include "common/stats.h"
 #include "sim/engine.h"
 #include "sim/network.h"
-#include "sim/trace.h"
+#include "program/trace.h"
 #include "tests/helpers.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -648,7 +649,8 @@ Test(sim_engine, stats_spans_only_keeps_the_results) {
     }
     cr_expect_eq(kept, p.pp, "one rank per stage keeps its spans");
     /* Refused before the file is opened (a directory that does not exist would be TS_ERR_IO). */
-    cr_expect_eq(ts_trace_write("/nonexistent/trace.json", "sim", &pb, &p, &lean), TS_ERR_INPUT);
+    ts_step_spans lean_spans = ts_sim_spans(&lean);
+    cr_expect_eq(ts_trace_write("/nonexistent/trace.json", "sim", &pb, &p, &lean_spans), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "stats_spans_only") != NULL, "%s", ts_error_message());
     ts_error_clear();
     ts_sim_result_free(&all);

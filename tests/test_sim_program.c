@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/schedule.h"
+#include "program/schedule.h"
 #include "sim/engine.h"
 #include "tests/helpers.h"
 

@@ -1,6 +1,6 @@
 /* libFuzzer harness: the layout text form (ts_layout_parse) and --fix pins (ts_pins_parse). An
  * accepted layout must print (ts_layout_format) to text that parses back to the same layout. */
-#include "planner/layout.h"
+#include "program/layout.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -4,7 +4,7 @@
 #ifndef TS_SCHEDULE_H
 #define TS_SCHEDULE_H
 
-#include "planner/layout.h"
+#include "program/layout.h"
 
 /* One step of a stage's pipeline order: forward, backward (input gradients, plus weight gradients
  * unless the schedule splits them) or weight gradients of (micro-batch, local chunk). */

@@ -1,5 +1,5 @@
 /* Rank order and group membership (see ranks.h). */
-#include "planner/ranks.h"
+#include "program/ranks.h"
 
 #include <stddef.h>
 

@@ -12,7 +12,7 @@
 #ifndef TS_RANKS_H
 #define TS_RANKS_H
 
-#include "planner/layout.h"
+#include "program/layout.h"
 
 typedef enum {
     TS_GROUP_TP,

@@ -21,9 +21,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "planner/cost.h"
-#include "planner/problem.h"
-#include "planner/ranks.h"
+#include "program/coll.h"
+#include "program/problem.h"
+#include "program/ranks.h"
 
 typedef enum {
     TS_OP_GEMM,        /* C(m×n) = A(m×k)·B(k×n), flops = 2mnk (× count for batched experts) */
@@ -100,12 +100,6 @@ typedef struct {
     const int *chunk_layers;             /* (pp·vpp) layers of global chunk g = chunk·pp + stage */
     const ts_recompute *stage_recompute; /* (pp) each stage's recompute policy */
 } ts_program_opts;
-
-/* The options of a program on split `s` (planner/partition.h): its chunks' layers and its
- * stages' recompute, which `s` must hold until the program is built; NULL or an empty split
- * (pp = 0): the even split. */
-struct ts_split;
-ts_program_opts ts_program_opts_of(const struct ts_split *s);
 
 typedef struct {
     ts_layout layout; /* microbatches derived */

@@ -1,5 +1,5 @@
-/* Chrome-trace writer for simulated steps (format and ordering in trace.h). */
-#include "sim/trace.h"
+/* Chrome-trace writer for simulated and measured steps (format and ordering in trace.h). */
+#include "program/trace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,7 +209,7 @@ static int span_key_cmp(const void *a, const void *b) {
 
 /* One rank: its process name, then per stream the thread name and the ops by start time. */
 static void put_rank(FILE *f, int *first, const ts_stage_program *sp, const op_parts *c,
-                     const ts_sim_rank *rk, span_key *keys) {
+                     const ts_rank_spans *rk, span_key *keys) {
     char name[64];
     snprintf(name, sizeof name, "rank %d (stage %d)", rk->rank, rk->stage);
     put_metadata(f, first, "process_name", rk->rank, 0, name);
@@ -225,13 +225,13 @@ static void put_rank(FILE *f, int *first, const ts_stage_program *sp, const op_p
 }
 
 ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
-                         const ts_program *prog, const ts_sim_result *r) {
+                         const ts_program *prog, const ts_step_spans *r) {
     int64_t events = 0;
     int max_ops = 1;
     for (int i = 0; i < r->n_ranks; i++) {
         if (r->ranks[i].spans == NULL)
             return TS_FAIL(TS_ERR_INPUT,
-                           "no op spans for rank %d: it was simulated with stats_spans_only",
+                           "no op spans for rank %d: they were not kept (simulated with stats_spans_only)",
                            r->ranks[i].rank);
         int n = prog->stages[r->ranks[i].stage].n_ops;
         events += n;
@@ -249,7 +249,7 @@ ts_status ts_trace_write(const char *path, const char *source, const ts_problem 
     int first = 1;
     fputs("{\"traceEvents\":[", f);
     for (int i = 0; i < r->n_ranks && !ferror(f); i++) {
-        const ts_sim_rank *rk = &r->ranks[i];
+        const ts_rank_spans *rk = &r->ranks[i];
         TS_CHECK_GOTO(op_parts_cache(&parts, &prog->stages[rk->stage], rk->stage), res, exit);
         put_rank(f, &first, &prog->stages[rk->stage], &parts, rk, keys);
     }

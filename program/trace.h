@@ -3,7 +3,7 @@
  *
  *   {"traceEvents": [...], "displayTimeUnit": "ms",
  *    "otherData": {"tessera": "sim" or "run", "layout", "model", "system", "step_s",
- *                  "gauge_flops_per_s" (when known: ts_sim_result, sim/compare.h)}}
+ *                  "gauge_flops_per_s" (when known: program/span.h)}}
  *
  * One process per simulated rank (pid = global rank, "process_name" metadata
  * "rank R (stage S)"), one thread per stream of its stage program (tid = ts_stream,
@@ -19,7 +19,9 @@
 #ifndef TS_TRACE_H
 #define TS_TRACE_H
 
-#include "sim/engine.h"
+#include "program/problem.h"
+#include "program/program.h"
+#include "program/span.h"
 
 #define TS_TRACE_MAX_EVENTS 5000000
 
@@ -28,10 +30,10 @@
  * TS_TRACE_MAX_EVENTS op events; lets a caller refuse before simulating. */
 ts_status ts_trace_check(const ts_program *prog, int full);
 
-/* Writes the trace of `r` (a simulation of `prog` for `pb`, or spans measured by the executor,
- * `source` "sim" or "run") to `path`. TS_ERR_INPUT when a rank has no spans (simulated with
- * ts_sim_opts.stats_spans_only). */
+/* Writes the trace of `r` (spans of `prog` for `pb`: simulated, sim/engine.h ts_sim_spans, or
+ * measured by the executor; `source` "sim" or "run") to `path`. TS_ERR_INPUT when a rank has no
+ * spans (simulated with ts_sim_opts.stats_spans_only). */
 ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
-                         const ts_program *prog, const ts_sim_result *r);
+                         const ts_program *prog, const ts_step_spans *r);
 
 #endif

@@ -12,7 +12,7 @@
  * 2021, PipeDream-Flush); interleaved follows Megatron-LM's schedule (warm-up
  * (p-s-1)·2 + (v-1)·p virtual micro-batches; forward chunk of the k-th virtual micro-batch
  * (k / p) mod v, backward chunks in reverse); ZB-H1 delays each W (see order_zb_h1). */
-#include "planner/schedule.h"
+#include "program/schedule.h"
 
 static double min_d(double a, double b) { return a < b ? a : b; }
 

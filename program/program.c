@@ -25,13 +25,12 @@
  *                        parameters before its forward and backward and reduce-scatters its
  *                        gradients after. Expert gradients go over the EDP group.
  *   optimizer            28 bytes per updated parameter, after the reductions. */
-#include "sim/program.h"
+#include "program/program.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/partition.h"
-#include "planner/schedule.h"
+#include "program/schedule.h"
 
 const char *const ts_op_kind_names[] = {"gemm", "attention", "elementwise", "optimizer",
                                         "collective", "send", "recv", NULL};
@@ -801,13 +800,4 @@ ts_status ts_program_dump(const ts_program *p, FILE *f) {
         }
     }
     return TS_OK;
-}
-
-ts_program_opts ts_program_opts_of(const ts_split *s) {
-    ts_program_opts o = {0};
-    if (s != NULL && s->pp > 0) {
-        o.chunk_layers = s->layers;
-        o.stage_recompute = s->recompute;
-    }
-    return o;
 }

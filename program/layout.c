@@ -1,5 +1,5 @@
 /* Layout text form and pins (see layout.h). */
-#include "planner/layout.h"
+#include "program/layout.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,0 +1,13 @@
+/* The price of one step-program op on a system: seconds it takes alone (no contention; compute
+ * with a core to itself, before CPU ranks share their node's cores, sim/cores.h), from
+ * planner/cost.h: GEMM roofline, attention, memory-bound kernels, collectives by the link their
+ * group crosses in the rank order. The simulator costs every op with it; calibration compares
+ * measured ops with it. */
+#ifndef TS_OP_COST_H
+#define TS_OP_COST_H
+
+#include "program/program.h"
+
+double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op);
+
+#endif

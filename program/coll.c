@@ -1,0 +1,7 @@
+/* Names of the collective kinds (see coll.h). */
+#include "program/coll.h"
+
+#include <stddef.h>
+
+const char *const ts_coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "all-to-all",
+                                     "send-recv", NULL};

@@ -1,0 +1,68 @@
+/* A planning problem: model, system, GPU count and training options, and which layouts are
+ * valid for it (divisibility and limits, no prices). The planner fills it (planner/problem.h
+ * ts_problem_init derives the counts and the compute scale); the step program and both
+ * interpreters read it.
+ *
+ * ts_problem is a plain value; it owns no heap memory. */
+#ifndef TS_PROGRAM_PROBLEM_H
+#define TS_PROGRAM_PROBLEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/model.h"
+#include "models/system.h"
+#include "program/layout.h"
+
+typedef struct {
+    int64_t global_batch;   /* sequences per step */
+    int64_t seq;            /* tokens per sequence */
+    ts_dtype dtype;         /* compute and activation precision */
+    int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
+    int tp_across_nodes;    /* allow TP groups to span nodes */
+    double weight_bytes;    /* bytes per parameter: weights (2, ZeRO paper's mixed precision) */
+    double grad_bytes;      /* gradients (2) */
+    double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */
+    double bucket_bytes;    /* DP gradient communication bucket */
+    double activation_scale; /* activation bytes relative to 16-bit ones (fp32: 2) */
+} ts_train;
+
+/* Defaults: global batch 1024, seq 4096, bf16, flash attention, TP inside a node, 2+2+12
+ * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
+ * CLI lowers its default seq to max_seq.) */
+void ts_train_defaults(ts_train *t);
+
+/* Sets the precision and what follows from it: 16-bit (bf16, fp16; fp8 keeps 16-bit master
+ * weights and activations) trains with 2+2+12 bytes per parameter (ZeRO paper's mixed-precision
+ * Adam) and 16-bit activations; fp32 with 4+4+8 (weights, gradients, Adam's two moments) and
+ * 32-bit activations. */
+void ts_train_set_dtype(ts_train *t, ts_dtype d);
+
+typedef struct {
+    ts_model model;
+    ts_system sys;
+    ts_train train;
+    int gpus;
+    ts_param_count params;
+    double model_flops_per_step; /* forward+backward, no recompute (Megatron/PaLM convention) */
+    double usable_bytes;         /* per GPU, after reserve and head-room */
+    double compute_scale;        /* compute ops' time multiplier for ranks sharing cores and
+                                    ranks in lockstep (cost.h ts_compute_scale × ts_lockstep_scale) */
+} ts_problem;
+
+/* Why a layout is not valid for the problem (divisibility, limits), or NULL when valid.
+ * `buf` receives the message (NULL: no message, a fixed string is returned). Memory is not
+ * checked here (see ts_eval.fits). */
+const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+/* The same for a layout whose stages may come from an explicit split (explicit_split = 1; see
+ * planner/partition.h): interleaving then needs a layer in each of the pp·vpp chunks, not
+ * pp·vpp dividing the layers. */
+const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf,
+                                    size_t cap);
+/* The parts of those checks that concern only the ZeRO stage (given pp and the rest), and only
+ * the schedule and vpp (whatever the ZeRO stage); ts_layout_invalid runs them last, the search
+ * alone where it checked the rest already. `buf` may be NULL (no message). */
+const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap);
+
+#endif
