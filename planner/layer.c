@@ -1,37 +1,21 @@
-/* Per-layer closed form: FLOPs, times, communication and activation memory of one layer for one
- * micro-batch on one GPU.
+/* Per-layer closed form: the layer recipe (program/recipe.h: every GEMM shape, element-wise
+ * byte count and collective size, with their sources) priced on the system and summed, with the
+ * activation memory of one layer for one micro-batch on one GPU.
  *
- * Notation: b micro-batch, s sequence, T = b·s/cp tokens held by this rank, h hidden, a heads,
- * g kv heads, d head dim, f MLP hidden, t TP, e EP. Activations are 16-bit (2 bytes).
- *
- * FLOPs. A GEMM of (m×k)·(k×n) is 2mnk. Per layer forward: QKV 2T·h·(a+2g)d/t, output projection
- * 2T·a·d·h/t, MLP 2T·h·f·(2 or 3)/t, attention core QKᵀ and AV 2·2·T·s·a·d/t. Backward is twice
- * the GEMMs (input and weight gradients; Narayanan et al. SC'21 §3.5: "backward pass 2× forward")
- * and 2.5× the fused attention (FlashAttention-2's backward runs 5 GEMMs to the forward's 2,
- * Dao 2023 §3.1). With fused (flash) attention only the causal half of QKᵀ and AV is computed;
- * model FLOPs for MFU use the full s² term as Megatron-LM and NVIDIA's recipes do
- * (Korthikanti et al. 2022 eq. 7: 72·B·L·s·h²·(1 + s/6h + V/12hL)).
+ * Backward is twice the GEMMs (input and weight gradients; Narayanan et al. SC'21 §3.5:
+ * "backward pass 2× forward") and 2.5× the fused attention (FlashAttention-2's backward runs 5
+ * GEMMs to the forward's 2, Dao 2023 §3.1). TP: 2 block collectives in forward and 2 in backward,
+ * the backward ones overlapped with weight-gradient GEMMs; full recompute repeats the forward
+ * two. CP: cp-1 exchanges of this rank's K and V blocks per pass, hidden behind the attention of
+ * the block in flight. EP: dispatch and combine in forward and again in backward.
  *
  * Activation memory follows Korthikanti et al. 2022 §4 (Table 2), generalised to GQA and gated
  * MLPs: per layer s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes with TP, everything /t with SP, the 5as/h
  * term dropped under selective recompute (or by fused attention, which keeps only the fp32
- * log-sum-exp), and 2·s·b·h (the layer input) under full recompute.
- *
- * Communication. TP (Megatron, Shoeybi et al. 2019): 2 all-reduces of T·h in forward and 2 in
- * backward, the backward ones overlapped with weight-gradient GEMMs (SP: an all-gather and a reduce-scatter in place of each, the same bus volume,
- * Korthikanti §4.2.2); full recompute repeats the forward two. CP (ring attention, Liu et al.
- * 2023): cp-1 exchanges of this rank's K and V blocks per pass, hidden behind the attention of
- * the block in flight. EP (GShard / Megatron-Core): an all-to-all to dispatch T·top_k tokens and
- * one to combine them, in forward and again in backward. */
+ * log-sum-exp), and 2·s·b·h (the layer input) under full recompute. */
 #include "planner/layer.h"
 
 #include "planner/cost.h"
-
-/* Heads (query, kv) held by one TP rank; kv heads are replicated when t > g (Megatron-LM). */
-static double q_heads_rank(const ts_model *m, int tp) { return (double)m->heads / tp; }
-static double kv_heads_rank(const ts_model *m, int tp) {
-    return m->kv_heads >= tp ? (double)m->kv_heads / tp : 1.0;
-}
 
 static int mlp_matrices(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
 
@@ -43,92 +27,47 @@ static double mlp_act_bytes_per_token(const ts_model *m, double f_rank) {
 
 typedef ts_layer_fwd fwd_parts;
 
-static void attention_parts(const ts_problem *pb, const ts_shard *sh, double T, fwd_parts *p) {
-    const ts_model *m = &pb->model;
+static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
+    return ts_gemm_s(&pb->sys, pb->train.dtype, g->m, g->n, g->k);
+}
+
+/* The attention block's forward parts from its recipe. */
+static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts *p) {
     const ts_system *s = &pb->sys;
     ts_dtype dt = pb->train.dtype;
-    double h = (double)m->hidden, seq = (double)pb->train.seq;
-    double ar = q_heads_rank(m, sh->tp);
-    double qk_dim, v_dim;
-    if (m->mla.kv_lora_rank > 0) {
-        /* MLA (DeepSeek-V2 §2.1): down-projections are replicated over TP, up-projections and the
-         * output projection are sharded by heads. The attention core is approximated as MHA with
-         * q/k dim nope+rope and v dim v_dim (the absorbed-weights trick is not modelled). */
-        const ts_mla *a = &m->mla;
-        qk_dim = a->qk_nope_dim + a->qk_rope_dim;
-        v_dim = a->v_dim;
-        if (a->q_lora_rank > 0) {
-            p->gemm_s += ts_gemm_s(s, dt, T, a->q_lora_rank, h);
-            p->gemm_s += ts_gemm_s(s, dt, T, ar * qk_dim, a->q_lora_rank);
-            p->matmul_params_rank += h * a->q_lora_rank + ar * qk_dim * a->q_lora_rank;
-        } else {
-            p->gemm_s += ts_gemm_s(s, dt, T, ar * qk_dim, h);
-            p->matmul_params_rank += h * ar * qk_dim;
-        }
-        p->gemm_s += ts_gemm_s(s, dt, T, a->kv_lora_rank + a->qk_rope_dim, h);
-        p->gemm_s += ts_gemm_s(s, dt, T, ar * (a->qk_nope_dim + v_dim), a->kv_lora_rank);
-        p->gemm_s += ts_gemm_s(s, dt, T, h, ar * v_dim);
-        p->matmul_params_rank += h * (a->kv_lora_rank + a->qk_rope_dim) +
-                                 a->kv_lora_rank * ar * (a->qk_nope_dim + v_dim) + ar * v_dim * h;
-    } else {
-        double d = m->head_dim, gr = kv_heads_rank(m, sh->tp);
-        qk_dim = v_dim = d;
-        p->gemm_s += ts_gemm_s(s, dt, T, (ar + 2 * gr) * d, h) + ts_gemm_s(s, dt, T, h, ar * d);
-        p->matmul_params_rank += h * (ar + 2 * gr) * d + ar * d * h;
-        p->elem_bytes += 2.0 * 2.0 * T * (ar + gr) * d; /* rotary on q and k: read + write */
-    }
-    /* Core: QKᵀ (T×s×qk per head) and AV (T×s×v per head). */
-    double core_flops = 2.0 * T * seq * ar * (qk_dim + v_dim);
+    const ts_attn_recipe *r = &p->attn;
+    ts_attn_recipe_of(pb, sh, &p->attn);
+    for (int i = 0; i < r->n_qkv; i++) p->gemm_s += gemm_s(pb, &r->qkv[i]);
+    p->gemm_s += gemm_s(pb, &r->proj);
+    p->matmul_params_rank += r->matmul_params;
+    p->elem_bytes += r->rotary_bytes;
     if (pb->train.flash_attention) {
-        /* Under CP the rank's attention runs as cp ring-step kernels. */
-        double kernel = 0.5 * core_flops / sh->cp;
-        p->attn_fwd_s = ts_attention_s(s, dt, 0.5 * core_flops, kernel);
-        p->attn_bwd_s = ts_attention_s(s, dt, 2.5 * 0.5 * core_flops, 2.5 * kernel);
+        /* Only the causal half is computed; under CP the rank's attention runs as cp ring-step
+         * kernels. */
+        double kernel = 0.5 * r->core_flops / r->core_kernels;
+        p->attn_fwd_s = ts_attention_s(s, dt, 0.5 * r->core_flops, kernel);
+        p->attn_bwd_s = ts_attention_s(s, dt, 2.5 * 0.5 * r->core_flops, 2.5 * kernel);
     } else {
-        /* Unfused: batched GEMMs over the full s×s scores, which are written, soft-maxed,
-         * dropped out and read back through HBM (2 bytes each, ~3 passes, 6 with dropout). */
-        double scores = T * seq * ar;
-        double passes = m->dropout ? 6.0 : 3.0;
-        p->attn_fwd_s = ts_gemm_s(s, dt, T * ar, seq, qk_dim) + ts_gemm_s(s, dt, T * ar, v_dim, seq) +
-                        ts_memory_s(s, 2.0 * passes * scores, 1);
+        p->attn_fwd_s = gemm_s(pb, &r->scores_qk) + gemm_s(pb, &r->scores_av) + ts_memory_s(s, r->scores_bytes, 1);
         p->attn_bwd_s = 2.0 * p->attn_fwd_s;
     }
     p->wgrad_s = p->gemm_s;
 }
 
-/* Forward parts of the MLP (dense) or the experts (MoE) of one layer. */
-static void mlp_parts(const ts_problem *pb, const ts_shard *sh, double T, int moe, fwd_parts *p) {
-    const ts_model *m = &pb->model;
-    const ts_system *s = &pb->sys;
-    ts_dtype dt = pb->train.dtype;
-    double h = (double)m->hidden;
-    int mats = mlp_matrices(m);
-    double in_mats = mats - 1; /* matrices h -> f */
+/* Forward parts of the MLP (dense) or the experts (MoE) of one layer, from its recipe. */
+static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p) {
     double before = p->gemm_s;
-    if (!moe) {
-        double fr = (double)m->ffn_hidden / sh->tp;
-        p->gemm_s += ts_gemm_s(s, dt, T, in_mats * fr, h) + ts_gemm_s(s, dt, T, h, fr);
-        p->matmul_params_rank += mats * h * fr;
-        p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * fr;
+    if (!r->moe) {
+        p->gemm_s += gemm_s(pb, &r->fc1) + gemm_s(pb, &r->fc2);
     } else {
-        const ts_moe *x = &m->moe;
-        double cf = ts_moe_load_factor(x, sh->ep);
-        /* The e ranks of an EP group hold E/e experts each and receive T·top_k token copies in
-         * all, T·top_k·e/E per local expert when balanced; the busiest rank cf times that. */
-        double local_experts = (double)x->experts / sh->ep;
-        double tok_per_expert = T * x->top_k * cf * sh->ep / x->experts;
-        double fr = (double)x->expert_ffn / sh->tp;
-        p->gemm_s += local_experts * (ts_gemm_s(s, dt, tok_per_expert, in_mats * fr, h) +
-                                      ts_gemm_s(s, dt, tok_per_expert, h, fr));
-        p->gemm_s += ts_gemm_s(s, dt, T, x->experts, h); /* router */
-        p->matmul_params_rank += x->top_k * mats * h * fr + h * x->experts;
-        p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * x->top_k * cf * fr;
-        if (x->shared_experts > 0) {
-            double sr = (double)x->shared_ffn * x->shared_experts / sh->tp;
-            p->gemm_s += ts_gemm_s(s, dt, T, in_mats * sr, h) + ts_gemm_s(s, dt, T, h, sr);
-            p->matmul_params_rank += mats * h * sr;
-            p->elem_bytes += 2.0 * (mats == 3 ? 3.0 : 2.0) * T * sr;
-        }
+        p->gemm_s += r->fc1.count * (gemm_s(pb, &r->fc1) + gemm_s(pb, &r->fc2));
+        p->gemm_s += gemm_s(pb, &r->router);
+    }
+    p->matmul_params_rank += r->matmul_params;
+    p->elem_bytes += r->act_bytes;
+    if (r->shared) {
+        p->gemm_s += gemm_s(pb, &r->shared_fc1) + gemm_s(pb, &r->shared_fc2);
+        p->elem_bytes += r->shared_act_bytes;
     }
     p->wgrad_s += p->gemm_s - before;
 }
@@ -149,7 +88,7 @@ typedef struct {
 
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
     *out = (ts_layer_fwd){0};
-    attention_parts(pb, sh, (double)sh->mbs * pb->train.seq / sh->cp, out);
+    attention_parts(pb, sh, out);
 }
 
 static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn_parts,
@@ -160,16 +99,17 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     double h = (double)m->hidden, seq = (double)pb->train.seq;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0; /* replicated parts are split only under SP */
     fwd_parts p = *attn_parts;
-    mlp_parts(pb, sh, T, moe, &p);
+    const ts_attn_recipe *ar_ = &p.attn;
+    ts_mlp_recipe mr;
+    ts_mlp_recipe_of(pb, sh, moe, &mr);
+    mlp_parts(pb, &mr, &p);
     /* CPU ranks sharing cores compute slower (cost.h ts_compute_scale). */
     p.gemm_s *= pb->compute_scale;
     p.wgrad_s *= pb->compute_scale;
     p.attn_fwd_s *= pb->compute_scale;
     p.attn_bwd_s *= pb->compute_scale;
-    /* Norms (2 × read + write) and the fused bias-dropout-add after attention and MLP (2 × two
-     * reads + one write, plus a 1-byte mask each with dropout), on T·h, SP-split. With these
-     * fused passes SP saves what Korthikanti et al. 2022 Table 4 measures (0.5 ms of 7.7 ms). */
-    p.elem_bytes += (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep;
+    /* The layer's two norm + bias-dropout-add passes. */
+    p.elem_bytes += 2.0 * mr.norm_bytes;
     /* The step program's three element-wise ops a layer each way: norm and rotary, norm, the
      * activation (unfused attention's softmax is in attn_fwd_s / attn_bwd_s). */
     double elem_s = ts_memory_s(s, p.elem_bytes, 3) * pb->compute_scale;
@@ -182,16 +122,14 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     out->attn_fwd_s = p.attn_fwd_s;
 
     /* Model FLOPs (full s² attention convention). */
-    double ar = q_heads_rank(m, sh->tp);
-    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
-    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
-    out->core_fwd_flops = 2.0 * T * seq * ar * (qk + vd);
+    double ar = ar_->q_heads, qk = ar_->qk_dim, vd = ar_->v_dim;
+    out->core_fwd_flops = ar_->core_flops;
     out->gemm_fwd_flops = 2.0 * T * p.matmul_params_rank;
 
     /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
     if (sh->tp > 1) {
         ts_link link = ts_group_link(s, 1, sh->tp);
-        double bytes = 2.0 * T * h;
+        double bytes = mr.tp_bytes;
         /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
          * block with an all-gather. */
         out->tp_close_s = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
@@ -201,9 +139,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
      * step hides behind the attention of the block it overlaps. */
     if (sh->cp > 1) {
         ts_link link = ts_group_link(s, sh->tp, sh->cp);
-        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * kv_heads_rank(m, sh->tp) * m->head_dim;
-        double block = 2.0 * T * kv_width;
-        double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, block, link);
+        double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, ar_->kv_block_bytes, link);
         double hide_fwd = s->serial_ops ? 0 : p.attn_fwd_s, hide_bwd = s->serial_ops ? 0 : p.attn_bwd_s;
         double fwd = ring - hide_fwd, bwd = 2.0 * ring - hide_bwd;
         out->cp_fwd_s = fwd > 0 ? fwd : 0;
@@ -212,12 +148,11 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     /* EP: dispatch + combine all-to-all (each pass: forward, backward, recompute). */
     if (moe && sh->ep > 1) {
         ts_link link = ts_group_link(s, sh->tp, sh->ep);
-        double tokens = T * rep * m->moe.top_k;
-        out->a2a_s = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, 2.0 * tokens * h, link);
+        out->a2a_s = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, mr.a2a_bytes, link);
     }
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
-    double g = kv_heads_rank(m, sh->tp), d = m->head_dim;
+    double g = ar_->kv_heads, d = m->head_dim;
     double replicated = T * h * (4 + 2 + 2 + (m->dropout ? 2 : 0)) * rep;
     double attn;
     if (m->mla.kv_lora_rank > 0) {
@@ -311,33 +246,35 @@ void ts_layer_costs_with(const ts_problem *pb, const ts_shard *sh, int moe, cons
 }
 
 void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {
-    const ts_model *m = &pb->model;
     const ts_system *s = &pb->sys;
-    double T = (double)sh->mbs * pb->train.seq / sh->cp;
-    double h = (double)m->hidden, vr = (double)m->vocab / sh->tp;
-    double gemm = ts_gemm_s(s, pb->train.dtype, T, vr, h) * pb->compute_scale;
-    /* Vocab-parallel cross entropy: fp32 logits written, max/sum/softmax passes, gradient. */
-    double elem = ts_memory_s(s, 4.0 * 4.0 * T * vr, 1) * pb->compute_scale;
+    ts_edge_recipe e;
+    ts_edge_recipe_of(pb, sh, &e);
+    const ts_gemm_shape *g = &e.head;
+    double gemm = ts_gemm_s(s, pb->train.dtype, g->m, g->n, g->k) * pb->compute_scale;
+    double elem = ts_memory_s(s, e.loss_bytes, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + elem;
     out->bwd_s = 2.0 * gemm + elem;
     out->wgrad_s = gemm;
-    out->model_flops = out->hw_flops = 3.0 * 2.0 * T * vr * h;
-    out->act_bytes = 4.0 * T * vr + 2.0 * T * h * (sh->sp ? 1.0 / sh->tp : 1.0) * pb->train.activation_scale;
+    out->model_flops = out->hw_flops = 3.0 * 2.0 * g->m * g->n * g->k;
+    /* fp32 logits and the 16-bit input the head keeps (Korthikanti 2022, extra terms 4·s·b·v/t) */
+    out->act_bytes = 4.0 * g->m * g->n + 2.0 * g->m * g->k * (sh->sp ? 1.0 / sh->tp : 1.0) * pb->train.activation_scale;
 }
 
 void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {
     double T = (double)sh->mbs * pb->train.seq / sh->cp;
     double h = (double)pb->model.hidden;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0;
+    ts_edge_recipe e;
+    ts_edge_recipe_of(pb, sh, &e);
     *out = (ts_layer_cost){0};
-    out->fwd_s = ts_memory_s(&pb->sys, 2.0 * 2.0 * T * h, 1) * pb->compute_scale;
+    out->fwd_s = ts_memory_s(&pb->sys, e.embed_bytes, 1) * pb->compute_scale;
     out->bwd_s = out->fwd_s;
     /* Vocab-parallel embedding ends in an all-reduce (reduce-scatter under SP) over TP. */
     if (sh->tp > 1) {
         ts_link link = ts_group_link(&pb->sys, 1, sh->tp);
         out->tp_s = ts_coll_s(&pb->sys, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp,
-                              2.0 * T * h, link) * (1.0 - pb->sys.tp_comm_overlap);
+                              e.embed_tp_bytes, link) * (1.0 - pb->sys.tp_comm_overlap);
         out->tp_split_w_s = out->tp_s;
     }
     /* Korthikanti 2022 extra term p·s·b·h/t: the embedding's dropout mask, 1 byte each. */

@@ -6,11 +6,8 @@
 #define TS_LAYER_H
 
 #include "planner/problem.h"
+#include "program/recipe.h"
 
-typedef struct {
-    int tp, cp, ep, sp, mbs;
-    ts_recompute recompute;
-} ts_shard;
 
 typedef struct {
     double fwd_s;       /* forward compute */
@@ -40,6 +37,7 @@ typedef struct {
     double attn_bwd_s;         /* attention core backward */
     double elem_bytes;         /* forward element-wise HBM traffic */
     double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
+    ts_attn_recipe attn;       /* the attention block's recipe these were priced from */
 } ts_layer_fwd;
 
 /* The attention block's parts alone: they depend on tp, cp and the micro-batch, not on ep, SP or

@@ -1,0 +1,156 @@
+/* One layer's work, written once (see recipe.h).
+ *
+ * FLOPs. A GEMM of (m×k)·(k×n) is 2mnk. Per layer forward: QKV 2T·h·(a+2g)d/t, output projection
+ * 2T·a·d·h/t, MLP 2T·h·f·(2 or 3)/t, attention core QKᵀ and AV 2·2·T·s·a·d/t (model FLOPs count
+ * the full s² as Megatron-LM and NVIDIA's recipes do, Korthikanti et al. 2022 eq. 7; fused
+ * attention computes the causal half, which its readers take). MLA (DeepSeek-V2 §2.1):
+ * down-projections are replicated over TP, up-projections and the output projection are sharded
+ * by heads; the core is approximated as MHA with q/k dim nope+rope and v dim v_dim (the
+ * absorbed-weights trick is not modelled).
+ *
+ * MoE (GShard / Megatron-Core): the e ranks of an EP group hold E/e experts each and receive
+ * T·top_k token copies in all, T·top_k·e/E per local expert when balanced; every rank runs the
+ * busiest rank's share, cf times that (models/model.h ts_moe_load_factor): the EP all-to-alls
+ * wait for it, so the step runs at its pace.
+ *
+ * Element-wise HBM traffic: norms (2 × read + write) and the fused bias-dropout-add after
+ * attention and MLP (2 × two reads + one write, plus a 1-byte mask each with dropout), on T·h,
+ * SP-split; with these fused passes SP saves what Korthikanti et al. 2022 Table 4 measures
+ * (0.5 ms of 7.7 ms). Rotary reads and writes q and k; the activation reads gate and up and
+ * writes their product (gated) or reads and writes the hidden (GeLU).
+ *
+ * Collectives. TP (Megatron, Shoeybi et al. 2019): a block closes with an all-reduce of T·h
+ * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP (ring attention, Liu et
+ * al. 2023): each rank's K and V block goes around the ring. EP: an all-to-all dispatches
+ * T·r·top_k tokens and one combines them. Pipeline: a stage sends T·h/t activations (Megatron's
+ * scatter/gather over TP). All activations are 16-bit. */
+#include "program/recipe.h"
+
+#include "program/program.h"
+
+static ts_gemm_shape shape(int part, double m, double n, double k, double count) {
+    return (ts_gemm_shape){part, m, n, k, count};
+}
+
+static double tokens_of(const ts_problem *pb, const ts_shard *sh) {
+    return (double)sh->mbs * pb->train.seq / sh->cp;
+}
+
+/* The MLA projections (DeepSeek-V2 §2.1). */
+static void mla_gemms(const ts_model *m, double T, double ar, ts_attn_recipe *r) {
+    const ts_mla *a = &m->mla;
+    double h = (double)m->hidden, qk = a->qk_nope_dim + a->qk_rope_dim;
+    if (a->q_lora_rank > 0) {
+        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, a->q_lora_rank, h, 1);
+        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * qk, a->q_lora_rank, 1);
+    } else {
+        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * qk, h, 1);
+    }
+    r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, a->kv_lora_rank + a->qk_rope_dim, h, 1);
+    r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * (a->qk_nope_dim + a->v_dim), a->kv_lora_rank, 1);
+    r->proj = shape(TS_PART_PROJ, T, h, ar * a->v_dim, 1);
+    r->qk_dim = qk;
+    r->v_dim = a->v_dim;
+}
+
+void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out) {
+    const ts_model *m = &pb->model;
+    double T = tokens_of(pb, sh), h = (double)m->hidden, seq = (double)pb->train.seq;
+    /* kv heads are replicated when t > g (Megatron-LM). */
+    double ar = (double)m->heads / sh->tp, gr = m->kv_heads >= sh->tp ? (double)m->kv_heads / sh->tp : 1.0;
+    ts_attn_recipe *r = out;
+    *r = (ts_attn_recipe){.tokens = T, .q_heads = ar, .kv_heads = gr, .core_kernels = sh->cp};
+    double kv_width;
+    if (m->mla.kv_lora_rank > 0) {
+        mla_gemms(m, T, ar, r);
+        kv_width = ar * (r->qk_dim + r->v_dim);
+    } else {
+        double d = m->head_dim;
+        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, (ar + 2 * gr) * d, h, 1);
+        r->proj = shape(TS_PART_PROJ, T, h, ar * d, 1);
+        r->qk_dim = r->v_dim = d;
+        r->rotary_bytes = 2.0 * 2.0 * T * (ar + gr) * d;
+        kv_width = 2.0 * gr * d;
+    }
+    for (int i = 0; i < r->n_qkv; i++) r->matmul_params += r->qkv[i].n * r->qkv[i].k;
+    r->matmul_params += r->proj.n * r->proj.k;
+    r->core_flops = 2.0 * T * seq * ar * (r->qk_dim + r->v_dim);
+    /* Unfused: batched GEMMs over the full s×s scores, which are written, soft-maxed, dropped out
+     * and read back through HBM (2 bytes each, ~3 passes, 6 with dropout). */
+    r->scores_qk = shape(TS_PART_ATTN, T * ar, seq, r->qk_dim, 1);
+    r->scores_av = shape(TS_PART_ATTN, T * ar, r->v_dim, seq, 1);
+    r->scores_bytes = 2.0 * (m->dropout ? 6.0 : 3.0) * (T * seq * ar);
+    r->kv_block_bytes = 2.0 * T * kv_width;
+}
+
+/* Bytes of the activation pass over `tokens` tokens of an MLP of f_rank hidden per rank. */
+static double act_pass_bytes(const ts_model *m, double tokens, double f_rank) {
+    return 2.0 * (m->activation == TS_ACT_SWIGLU ? 3.0 : 2.0) * tokens * f_rank;
+}
+
+void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_recipe *out) {
+    const ts_model *m = &pb->model;
+    double T = tokens_of(pb, sh), h = (double)m->hidden, rep = sh->sp ? 1.0 / sh->tp : 1.0;
+    int mats = m->activation == TS_ACT_SWIGLU ? 3 : 2;
+    double in_mats = mats - 1; /* matrices h -> f */
+    *out = (ts_mlp_recipe){
+        .moe = moe,
+        .norm_bytes = (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep / 2,
+        .tp_bytes = 2.0 * T * h,
+    };
+    if (!moe) {
+        double fr = (double)m->ffn_hidden / sh->tp;
+        out->fc1 = shape(TS_PART_FC1, T, in_mats * fr, h, 1);
+        out->fc2 = shape(TS_PART_FC2, T, h, fr, 1);
+        out->act_bytes = act_pass_bytes(m, T, fr);
+        out->matmul_params = mats * h * fr;
+        return;
+    }
+    const ts_moe *x = &m->moe;
+    double cf = ts_moe_load_factor(x, sh->ep);
+    double local = (double)x->experts / sh->ep, tok = T * x->top_k * cf * sh->ep / x->experts;
+    double fr = (double)x->expert_ffn / sh->tp;
+    out->router = shape(TS_PART_ROUTER, T, x->experts, h, 1);
+    out->fc1 = shape(TS_PART_EXPERT_FC1, tok, in_mats * fr, h, local);
+    out->fc2 = shape(TS_PART_EXPERT_FC2, tok, h, fr, local);
+    out->act_bytes = act_pass_bytes(m, T * x->top_k * cf, fr);
+    out->matmul_params = x->top_k * mats * h * fr + h * x->experts;
+    out->a2a_bytes = 2.0 * (T * rep * x->top_k) * h;
+    if (x->shared_experts > 0) {
+        double sr = (double)x->shared_ffn * x->shared_experts / sh->tp;
+        out->shared = 1;
+        out->shared_fc1 = shape(TS_PART_FC1, T, in_mats * sr, h, 1);
+        out->shared_fc2 = shape(TS_PART_FC2, T, h, sr, 1);
+        out->shared_act_bytes = act_pass_bytes(m, T, sr);
+        out->matmul_params += mats * h * sr;
+    }
+}
+
+void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out) {
+    double T = tokens_of(pb, sh), h = (double)pb->model.hidden, vr = (double)pb->model.vocab / sh->tp;
+    *out = (ts_edge_recipe){
+        .embed_bytes = 2.0 * 2.0 * T * h,
+        .embed_tp_bytes = 2.0 * T * h,
+        .head = shape(TS_PART_HEAD, T, vr, h, 1),
+        /* fp32 logits written, max/sum/softmax passes, gradient */
+        .loss_bytes = 4.0 * 4.0 * T * vr,
+        .p2p_bytes = 2.0 * T * h / sh->tp,
+    };
+}
+
+int ts_recipe_layer_is_moe(const ts_problem *pb, int layer) {
+    if (layer >= pb->model.layers) return pb->model.moe.experts > 0;
+    return ts_model_layer_is_moe(&pb->model, layer);
+}
+
+void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int layer, double *shared, double *experts) {
+    const ts_param_count *pc = &pb->params;
+    double all_experts = pb->model.moe.experts > 0 ? pb->model.moe.experts * pc->expert : 0;
+    if (ts_recipe_layer_is_moe(pb, layer)) {
+        *shared = (pc->per_layer_moe - all_experts) / tp;
+        *experts = all_experts / (tp * ep);
+    } else {
+        *shared = pc->per_layer_dense / tp;
+        *experts = 0;
+    }
+}

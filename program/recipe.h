@@ -1,0 +1,86 @@
+/* The layer recipe: one transformer layer's work for one micro-batch on one rank, written once.
+ *
+ * A recipe lists the layer's GEMMs (forward shapes, as the kernels run them), its attention core,
+ * its element-wise passes with their HBM bytes and its collectives with their bytes. It holds no
+ * prices. Two readers use it and nothing else re-derives a layer's shapes:
+ *   - the planner's closed form (planner/layer.c) prices and sums it;
+ *   - the step-program builder (program/program.c) instantiates it per micro-batch, chunk and
+ *     phase: forward, backward (input gradients from the same shapes transposed, weight
+ *     gradients apart) and recompute.
+ *
+ * Notation (formulas and sources in recipe.c): b micro-batch, s sequence, T = b·s/cp tokens held
+ * by this rank, h hidden, t TP, r = 1/t under SP else 1, a/g query/kv heads per TP rank. */
+#ifndef TS_RECIPE_H
+#define TS_RECIPE_H
+
+#include "program/problem.h"
+
+/* How one layer's work is sharded over a rank. */
+typedef struct {
+    int tp, cp, ep, sp, mbs;
+    ts_recompute recompute;
+} ts_shard;
+
+/* A GEMM C(m×n) = A(m×k)·B(k×n) in forward, `count` copies of it (local experts). `part` is the
+ * ts_part (program/program.h) it belongs to. */
+typedef struct {
+    int part;
+    double m, n, k, count;
+} ts_gemm_shape;
+
+#define TS_RECIPE_MAX_QKV 4
+
+/* The attention block: it depends on tp, cp and the micro-batch only. */
+typedef struct {
+    double tokens;                         /* T */
+    double q_heads, kv_heads;              /* per TP rank; kv heads replicated when t > g */
+    ts_gemm_shape qkv[TS_RECIPE_MAX_QKV];  /* h → heads side (MLA: down- and up-projections) */
+    int n_qkv;
+    ts_gemm_shape proj;                    /* heads → h */
+    double qk_dim, v_dim;                  /* per-head dims of the core */
+    double core_flops;                     /* QKᵀ and AV over the full s² (model FLOPs) */
+    int core_kernels;                      /* the core runs as cp ring-step kernels */
+    ts_gemm_shape scores_qk, scores_av;    /* unfused attention: batched GEMMs over the scores */
+    double scores_bytes;                   /* unfused: scores written, soft-maxed, read back */
+    double kv_block_bytes;                 /* CP: this rank's K and V block */
+    double rotary_bytes;                   /* rotary on q and k (in the first norm's pass) */
+    double matmul_params;                  /* GEMM weights this rank multiplies per token */
+} ts_attn_recipe;
+
+/* The MLP block (dense) or the experts (MoE), and what a whole layer adds to the attention. */
+typedef struct {
+    int moe;
+    ts_gemm_shape router;         /* MoE: token → expert scores */
+    ts_gemm_shape fc1, fc2;       /* the dense MLP, or one local expert (count = local experts) */
+    int shared;                   /* MoE with shared experts */
+    ts_gemm_shape shared_fc1, shared_fc2;
+    double act_bytes;             /* the activation pass of the dense MLP or routed experts */
+    double shared_act_bytes;      /* and of the shared experts */
+    double norm_bytes;            /* one of the layer's two norm + bias-dropout-add passes */
+    double tp_bytes;              /* one TP block collective (all-reduce or SP's pair) */
+    double a2a_bytes;             /* one EP all-to-all (dispatch or combine) */
+    double matmul_params;         /* GEMM weights this rank multiplies per token (active) */
+} ts_mlp_recipe;
+
+void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out);
+void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_recipe *out);
+
+/* The first stage's embedding and the last stage's LM head and loss. */
+typedef struct {
+    double embed_bytes;      /* embedding lookup: read + write of T·h */
+    double embed_tp_bytes;   /* its closing TP collective (vocab-parallel embedding) */
+    ts_gemm_shape head;      /* logits: T × v/t */
+    double loss_bytes;       /* vocab-parallel cross entropy over fp32 logits */
+    double p2p_bytes;        /* a pipeline send or receive of activations or their gradients */
+} ts_edge_recipe;
+
+void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out);
+
+/* Parameters one rank holds of layer `layer` (layers past the model's last are the MTP module,
+ * MoE when the model is): its non-expert part over TP and its experts over TP×EP. */
+void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int layer, double *shared, double *experts);
+
+/* Whether layer `layer` is MoE (MTP layers are when the model is). */
+int ts_recipe_layer_is_moe(const ts_problem *pb, int layer);
+
+#endif
