@@ -1,8 +1,9 @@
 /* The step-program builder (see program.h).
  *
- * For each pipeline stage it walks the schedule's slot order (planner/schedule.h) and expands
- * every slot into ops. Sizes are those of the planner's closed form (planner/layer.c), so the two
- * cost the same work: T = mbs·seq/cp tokens per rank, h hidden, t TP, r = 1/t under SP else 1.
+ * For each pipeline stage it walks the schedule's slot order (program/schedule.h) and expands
+ * every slot into ops, instantiating the layer recipe (program/recipe.h) that the planner's
+ * closed form also prices, so the two cost the same work: T = mbs·seq/cp tokens per rank, h
+ * hidden, t TP, r = 1/t under SP else 1.
  *
  *   forward of a layer   NORM1 (norm, bias-dropout-add, rotary) [SP: all-gather] QKV ATTN
  *                        [CP: all-gather of K,V beside ATTN] PROJ, TP all-reduce (SP:
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "program/recipe.h"
 #include "program/schedule.h"
 
 const char *const ts_op_kind_names[] = {"gemm", "attention", "elementwise", "optimizer",
@@ -44,25 +46,33 @@ const char *const ts_part_names[] = {
 
 #define NO_OP UINT32_MAX
 
-/* Sizes shared by every op of a stage. */
+/* A block's GEMMs in the order the kernels run them (forward shapes, program/recipe.h); run
+ * forward (m×k·k×n), for the input gradient (m×n·n×k) or the weight gradient (k×m·m×n): the same
+ * FLOPs. */
+#define MAX_BLOCK_GEMMS 8
+
+typedef struct {
+    ts_gemm_shape g[MAX_BLOCK_GEMMS];
+    int n;
+} gemm_list;
+
+/* Sizes shared by every op of a stage, and the layer recipe (dense, MoE) its ops instantiate. */
 typedef struct {
     const ts_problem *pb;
     const ts_layout *l;
     const ts_program_opts *opts;
     ts_stage_program *sp;
     int stage;
-    double T;      /* tokens per rank per micro-batch */
-    double rep;    /* 1/t under SP, else 1 */
-    double h;
-    double ar, gr; /* query / kv heads per TP rank */
     int flash;
+    ts_attn_recipe attn;
+    ts_mlp_recipe mlp[2];   /* dense, MoE */
+    ts_edge_recipe edge;
+    gemm_list qkv, proj;    /* the attention block's GEMMs */
+    gemm_list fc1[2], fc2[2]; /* the MLP block's h→f and f→h sides, dense and MoE */
+    gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
+    gemm_list head;           /* the LM head's GEMM */
     int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
 } builder;
-
-/* Per-layer parameters held by one rank (non-expert and expert), as planner/stages.c counts. */
-typedef struct {
-    double dense, moe_shared, moe_experts;
-} layer_params;
 
 /* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
 static int grow(builder *b) {
@@ -122,10 +132,6 @@ static uint32_t gemm_after(builder *b, const ctx *c, uint32_t dep, int part, dou
     return emit(b, c, op, dep, NO_OP, NO_OP);
 }
 
-static uint32_t gemm(builder *b, const ctx *c, int part, double m, double n, double k, double count) {
-    return gemm_after(b, c, NO_OP, part, m, n, k, count);
-}
-
 static uint32_t elementwise2(builder *b, const ctx *c, int part, double bytes, uint32_t d0, uint32_t d1) {
     ts_op op = {.kind = TS_OP_ELEMENTWISE, .stream = TS_STREAM_COMPUTE, .part = (uint8_t)part,
                 .bytes = bytes, .peer = -1};
@@ -147,110 +153,54 @@ static uint32_t coll(builder *b, const ctx *c, int part, int stream, ts_group g,
 /* The TP collective closing a block: all-reduce, or reduce-scatter under SP. */
 static uint32_t tp_close(builder *b, const ctx *c, int part, uint32_t dep) {
     return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP,
-                b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, 2.0 * b->T * b->h, dep);
+                b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, b->mlp[0].tp_bytes, dep);
 }
 
 /* Under SP, the all-gather opening a block. */
 static uint32_t sp_open(builder *b, const ctx *c, int part, uint32_t dep) {
     if (!b->l->sp) return NO_OP;
-    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, 2.0 * b->T * b->h, dep);
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[0].tp_bytes, dep);
 }
 
-static int mlp_mats(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
-
-/* Element-wise bytes of one layer's forward, as planner/layer.c: norms and bias-dropout-add
- * (NORM1, NORM2), rotary (NORM1), activation (ACT). */
-static double norm_bytes(const builder *b) {
-    const ts_model *m = &b->pb->model;
-    return (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * b->T * b->h * b->rep / 2;
-}
-static double rotary_bytes(const builder *b) {
-    const ts_model *m = &b->pb->model;
-    if (m->mla.kv_lora_rank > 0) return 0;
-    return 2.0 * 2.0 * b->T * (b->ar + b->gr) * m->head_dim;
-}
-static double act_bytes(const builder *b, double tokens, double f_rank) {
-    return 2.0 * (mlp_mats(&b->pb->model) == 3 ? 3.0 : 2.0) * tokens * f_rank;
+/* One EP all-to-all (dispatch or combine). */
+static uint32_t ep_a2a(builder *b, const ctx *c, int part, uint32_t dep) {
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL, b->mlp[1].a2a_bytes, dep);
 }
 
-/* One GEMM of a block in a given direction: forward (m×k·k×n), input gradient (m×n·n×k) or
- * weight gradient (k×m·m×n): the same FLOPs, shapes as the kernels run them. */
-typedef struct {
-    int part;
-    double m, n, k, count;
-} gemm_shape;
+static void add_gemm(gemm_list *gl, const ts_gemm_shape *g) { gl->g[gl->n++] = *g; }
 
-#define MAX_BLOCK_GEMMS 8
-
-typedef struct {
-    gemm_shape g[MAX_BLOCK_GEMMS];
-    int n;
-} gemm_list;
-
-static void add_gemm(gemm_list *gl, int part, double m, double n, double k, double count) {
-    gl->g[gl->n++] = (gemm_shape){part, m, n, k, count};
-}
-
-/* The attention block's projection GEMMs (QKV side and output side). */
-static void attention_gemms(const builder *b, gemm_list *in, gemm_list *out) {
-    const ts_model *m = &b->pb->model;
-    double T = b->T, h = b->h, ar = b->ar;
-    in->n = out->n = 0;
-    if (m->mla.kv_lora_rank > 0) {
-        const ts_mla *a = &m->mla;
-        double qk = a->qk_nope_dim + a->qk_rope_dim;
-        if (a->q_lora_rank > 0) {
-            add_gemm(in, TS_PART_QKV, T, a->q_lora_rank, h, 1);
-            add_gemm(in, TS_PART_QKV, T, ar * qk, a->q_lora_rank, 1);
-        } else {
-            add_gemm(in, TS_PART_QKV, T, ar * qk, h, 1);
+/* The recipe's blocks as the GEMM lists the ops run: fc1 is the h→f side (MoE: the router, the
+ * local experts, the shared experts), `experts_in` the same without the router (the EP
+ * dispatch sits between them). */
+static void block_lists(builder *b) {
+    for (int i = 0; i < b->attn.n_qkv; i++) add_gemm(&b->qkv, &b->attn.qkv[i]);
+    add_gemm(&b->proj, &b->attn.proj);
+    for (int moe = 0; moe < 2; moe++) {
+        const ts_mlp_recipe *r = &b->mlp[moe];
+        if (moe) add_gemm(&b->fc1[moe], &r->router);
+        add_gemm(&b->fc1[moe], &r->fc1);
+        add_gemm(&b->fc2[moe], &r->fc2);
+        if (r->shared) {
+            add_gemm(&b->fc1[moe], &r->shared_fc1);
+            add_gemm(&b->fc2[moe], &r->shared_fc2);
         }
-        add_gemm(in, TS_PART_QKV, T, a->kv_lora_rank + a->qk_rope_dim, h, 1);
-        add_gemm(in, TS_PART_QKV, T, ar * (a->qk_nope_dim + a->v_dim), a->kv_lora_rank, 1);
-        add_gemm(out, TS_PART_PROJ, T, h, ar * a->v_dim, 1);
-    } else {
-        double d = m->head_dim;
-        add_gemm(in, TS_PART_QKV, T, (ar + 2 * b->gr) * d, h, 1);
-        add_gemm(out, TS_PART_PROJ, T, h, ar * d, 1);
     }
+    add_gemm(&b->head, &b->edge.head);
+    add_gemm(&b->router, &b->mlp[1].router);
+    for (int i = 1; i < b->fc1[1].n; i++) add_gemm(&b->experts_in, &b->fc1[1].g[i]);
 }
 
-/* The MLP block's GEMMs: the h→f side and the f→h side (dense, or experts + shared experts). */
-static void mlp_gemms(const builder *b, int moe, gemm_list *in, gemm_list *out, double *act_b) {
-    const ts_model *m = &b->pb->model;
-    const ts_layout *l = b->l;
-    double T = b->T, h = b->h, in_mats = mlp_mats(m) - 1;
-    in->n = out->n = 0;
-    *act_b = 0;
-    if (!moe) {
-        double fr = (double)m->ffn_hidden / l->tp;
-        add_gemm(in, TS_PART_FC1, T, in_mats * fr, h, 1);
-        add_gemm(out, TS_PART_FC2, T, h, fr, 1);
-        *act_b = act_bytes(b, T, fr);
-        return;
-    }
-    const ts_moe *x = &m->moe;
-    /* Every rank runs the busiest EP rank's expert work (ts_moe_load_factor): the EP all-to-alls
-     * wait for it, so the step runs at its pace. */
-    double cf = ts_moe_load_factor(x, l->ep);
-    double local = (double)x->experts / l->ep, tok = T * x->top_k * cf * l->ep / x->experts;
-    double fr = (double)x->expert_ffn / l->tp;
-    add_gemm(in, TS_PART_ROUTER, T, x->experts, h, 1);
-    add_gemm(in, TS_PART_EXPERT_FC1, tok, in_mats * fr, h, local);
-    add_gemm(out, TS_PART_EXPERT_FC2, tok, h, fr, local);
-    *act_b = act_bytes(b, T * x->top_k * cf, fr);
-    if (x->shared_experts > 0) {
-        double sr = (double)x->shared_ffn * x->shared_experts / l->tp;
-        add_gemm(in, TS_PART_FC1, T, in_mats * sr, h, 1);
-        add_gemm(out, TS_PART_FC2, T, h, sr, 1);
-        *act_b += act_bytes(b, T, sr);
-    }
+/* Bytes of the layer's first norm pass (with rotary), its second, and its activation pass. */
+static double norm1_bytes(const builder *b) { return b->mlp[0].norm_bytes + b->attn.rotary_bytes; }
+static double norm2_bytes(const builder *b) { return b->mlp[0].norm_bytes; }
+static double act_pass_bytes(const builder *b, int moe) {
+    return b->mlp[moe].act_bytes + (b->mlp[moe].shared ? b->mlp[moe].shared_act_bytes : 0);
 }
 
 static uint32_t run_gemms(builder *b, const ctx *c, const gemm_list *gl, int dir, uint32_t dep) {
     uint32_t last = NO_OP;
     for (int i = 0; i < gl->n; i++) {
-        const gemm_shape *g = &gl->g[i];
+        const ts_gemm_shape *g = &gl->g[i];
         uint32_t d = i == 0 ? dep : NO_OP; /* the block's first GEMM carries the dependency */
         uint32_t op = dir == 0   ? gemm_after(b, c, d, g->part, g->m, g->n, g->k, g->count)
                       : dir == 1 ? gemm_after(b, c, d, g->part, g->m, g->k, g->n, g->count)
@@ -261,172 +211,117 @@ static uint32_t run_gemms(builder *b, const ctx *c, const gemm_list *gl, int dir
     return last;
 }
 
-/* The attention core forward (and its CP ring beside it); returns the op the next GEMM waits on. */
-static uint32_t attention_fwd(builder *b, const ctx *c, uint32_t dep) {
-    const ts_model *m = &b->pb->model;
-    const ts_layout *l = b->l;
-    double seq = (double)b->pb->train.seq, T = b->T, ar = b->ar;
-    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
-    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
-    double core = 2.0 * T * seq * ar * (qk + vd);
-    uint32_t ring = NO_OP;
-    if (l->cp > 1) {
-        double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
-        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_ALLGATHER,
-                    l->cp * 2.0 * T * kv_width, dep);
-    }
-    uint32_t attn;
+/* The attention core: fused (flash) as one op of `flops_factor` times the forward's causal half,
+ * or unfused as `passes` rounds of the score GEMMs and their element-wise pass; returns the last
+ * op. */
+static uint32_t attention_core(builder *b, const ctx *c, uint32_t dep, double flops_factor, int passes) {
+    const ts_attn_recipe *r = &b->attn;
     if (b->flash) {
         ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
-                    .m = l->cp, .flops = 0.5 * core, .peer = -1};
-        attn = emit(b, c, op, dep, NO_OP, NO_OP);
-    } else {
-        double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
-        gemm_after(b, c, dep, TS_PART_ATTN, T * ar, seq, qk, 1);
-        gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
-        attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
+                    .m = r->core_kernels, .flops = flops_factor * 0.5 * r->core_flops, .peer = -1};
+        return emit(b, c, op, dep, NO_OP, NO_OP);
     }
+    uint32_t attn = NO_OP;
+    for (int i = 0; i < passes; i++) {
+        run_gemms(b, c, &(gemm_list){.g = {r->scores_qk, r->scores_av}, .n = 2}, 0, i == 0 ? dep : NO_OP);
+        attn = elementwise(b, c, TS_PART_ATTN, r->scores_bytes, NO_OP);
+    }
+    return attn;
+}
+
+/* The CP ring beside the attention: every rank's K and V block gathered (or, backward, their
+ * gradients reduce-scattered back to their owners). */
+static uint32_t cp_ring(builder *b, const ctx *c, ts_coll kind, uint32_t dep) {
+    if (b->l->cp <= 1) return NO_OP;
+    return coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, kind, b->l->cp * b->attn.kv_block_bytes, dep);
+}
+
+/* The attention core forward (and its CP ring beside it); returns the op the next GEMM waits on. */
+static uint32_t attention_fwd(builder *b, const ctx *c, uint32_t dep) {
+    uint32_t ring = cp_ring(b, c, TS_COLL_ALLGATHER, dep);
+    uint32_t attn = attention_core(b, c, dep, 1.0, 1);
     return ring != NO_OP ? ring : attn;
 }
 
+/* The backward: 2.5× the fused forward (FlashAttention-2, Dao 2023 §3.1), or the unfused
+ * forward twice. CP: K and V come around the ring again beside it; their gradients go back to
+ * their owners once it has produced them. */
 static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
-    const ts_model *m = &b->pb->model;
-    const ts_layout *l = b->l;
-    double seq = (double)b->pb->train.seq, T = b->T, ar = b->ar;
-    double qk = m->mla.kv_lora_rank > 0 ? m->mla.qk_nope_dim + m->mla.qk_rope_dim : m->head_dim;
-    double vd = m->mla.kv_lora_rank > 0 ? m->mla.v_dim : m->head_dim;
-    double core = 2.0 * T * seq * ar * (qk + vd);
-    double kv_width = m->mla.kv_lora_rank > 0 ? ar * (qk + vd) : 2.0 * b->gr * m->head_dim;
-    /* CP: K and V come around the ring again beside the attention backward; their gradients go
-     * back to their owners once it has produced them. */
-    if (l->cp > 1)
-        coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_ALLGATHER,
-             l->cp * 2.0 * T * kv_width, dep);
-    uint32_t attn;
-    if (b->flash) {
-        ts_op op = {.kind = TS_OP_ATTENTION, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ATTN,
-                    .m = l->cp, .flops = 2.5 * 0.5 * core, .peer = -1};
-        attn = emit(b, c, op, dep, NO_OP, NO_OP);
-    } else {
-        double scores = T * seq * ar, passes = m->dropout ? 6.0 : 3.0;
-        for (int rep = 0; rep < 2; rep++) {
-            gemm_after(b, c, rep == 0 ? dep : NO_OP, TS_PART_ATTN, T * ar, seq, qk, 1);
-            gemm(b, c, TS_PART_ATTN, T * ar, vd, seq, 1);
-            attn = elementwise(b, c, TS_PART_ATTN, 2.0 * passes * scores, NO_OP);
-        }
-    }
-    uint32_t ring = NO_OP;
-    if (l->cp > 1)
-        ring = coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, TS_COLL_REDUCE_SCATTER,
-                    l->cp * 2.0 * T * kv_width, attn);
+    cp_ring(b, c, TS_COLL_ALLGATHER, dep);
+    uint32_t attn = attention_core(b, c, dep, 2.5, 2);
+    uint32_t ring = cp_ring(b, c, TS_COLL_REDUCE_SCATTER, attn);
     return ring != NO_OP ? ring : attn;
 }
 
 /* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).
  * Returns the op the next layer waits on (its TP collective or last compute op). */
 static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint32_t dep2) {
-    const ts_layout *l = b->l;
-    gemm_list qkv, proj, fc1, fc2;
-    double act_b;
-    attention_gemms(b, &qkv, &proj);
-    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
-    uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm_bytes(b) + rotary_bytes(b), dep, dep2);
+    uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm1_bytes(b), dep, dep2);
     uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
-    x = run_gemms(b, c, &qkv, 0, g);
+    x = run_gemms(b, c, &b->qkv, 0, g);
     uint32_t a = attention_fwd(b, c, x);
-    x = run_gemms(b, c, &proj, 0, a == x ? NO_OP : a);
+    x = run_gemms(b, c, &b->proj, 0, a == x ? NO_OP : a);
     uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
-    x = elementwise(b, c, TS_PART_NORM2, norm_bytes(b), t);
+    x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
-    if (moe && l->ep > 1) {
-        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
-        gemm_list router = {.n = 1, .g = {fc1.g[0]}}, experts_in = fc1;
-        x = run_gemms(b, c, &router, 0, g);
-        g = coll(b, c, TS_PART_DISPATCH, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
-                 2.0 * tokens * b->h, x);
-        experts_in.n--;
-        memmove(experts_in.g, experts_in.g + 1, (size_t)experts_in.n * sizeof experts_in.g[0]);
-        x = run_gemms(b, c, &experts_in, 0, g);
-        x = elementwise(b, c, TS_PART_ACT, act_b, NO_OP);
-        x = run_gemms(b, c, &fc2, 0, NO_OP);
-        x = coll(b, c, TS_PART_COMBINE, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
-                 2.0 * tokens * b->h, x);
-        t = tp_close(b, c, TS_PART_TP_MLP, x);
-        return t != NO_OP ? t : x;
+    int ep = moe && b->l->ep > 1;
+    if (ep) {
+        x = run_gemms(b, c, &b->router, 0, g);
+        g = ep_a2a(b, c, TS_PART_DISPATCH, x);
     }
-    x = run_gemms(b, c, &fc1, 0, g);
-    x = elementwise(b, c, TS_PART_ACT, act_b, NO_OP);
-    x = run_gemms(b, c, &fc2, 0, NO_OP);
+    x = run_gemms(b, c, ep ? &b->experts_in : &b->fc1[moe], 0, g);
+    x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe), NO_OP);
+    x = run_gemms(b, c, &b->fc2[moe], 0, NO_OP);
+    if (ep) x = ep_a2a(b, c, TS_PART_COMBINE, x);
     t = tp_close(b, c, TS_PART_TP_MLP, x);
     return t != NO_OP ? t : x;
+}
+
+/* The weight gradients of a block (`a` then `b_`), which run beside its closing collective. */
+static uint32_t block_wgrad(builder *b, const ctx *c, const gemm_list *first, const gemm_list *second,
+                            uint32_t dep) {
+    ctx w = *c;
+    w.phase = TS_PHASE_WGRAD;
+    run_gemms(b, &w, first, 2, dep);
+    return run_gemms(b, &w, second, 2, NO_OP);
 }
 
 /* Backward of one layer (input gradients; weight gradients too unless `split_w`); its first op
  * waits on `dep` and `dep2`. */
 static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32_t dep, uint32_t dep2) {
-    const ts_layout *l = b->l;
-    gemm_list qkv, proj, fc1, fc2;
-    double act_b;
-    attention_gemms(b, &qkv, &proj);
-    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
+    int ep = moe && b->l->ep > 1;
     /* Under SP each block's saved input is all-gathered again for its weight gradients; that
      * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
      * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
-    uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm_bytes(b), dep, dep2);
+    uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b), dep, dep2);
     uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
-    uint32_t in = NO_OP;
-    if (moe && l->ep > 1) {
-        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
-        in = coll(b, c, TS_PART_COMBINE, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
-                  2.0 * tokens * b->h, x);
-    }
-    x = run_gemms(b, c, &fc2, 1, in);
-    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_b, NO_OP);
-    if (moe && l->ep > 1) {
-        double tokens = b->T * b->rep * b->pb->model.moe.top_k;
-        gemm_list experts_in = fc1;
-        experts_in.n--;
-        memmove(experts_in.g, experts_in.g + 1, (size_t)experts_in.n * sizeof experts_in.g[0]);
-        x = run_gemms(b, c, &experts_in, 1, NO_OP);
-        uint32_t d = coll(b, c, TS_PART_DISPATCH, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL,
-                          2.0 * tokens * b->h, x);
-        gemm_list router = {.n = 1, .g = {fc1.g[0]}};
-        x = run_gemms(b, c, &router, 1, d);
+    uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
+    x = run_gemms(b, c, &b->fc2[moe], 1, in);
+    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe), NO_OP);
+    if (ep) {
+        x = run_gemms(b, c, &b->experts_in, 1, NO_OP);
+        x = run_gemms(b, c, &b->router, 1, ep_a2a(b, c, TS_PART_DISPATCH, x));
     } else {
-        x = run_gemms(b, c, &fc1, 1, NO_OP);
+        x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
     }
     uint32_t t = tp_close(b, c, TS_PART_TP_MLP, x);
-    if (!split_w) {
-        ctx w = *c;
-        w.phase = TS_PHASE_WGRAD;
-        run_gemms(b, &w, &fc2, 2, g);
-        run_gemms(b, &w, &fc1, 2, NO_OP);
-    }
-    x = elementwise(b, c, TS_PART_NORM1, 2.0 * (norm_bytes(b) + rotary_bytes(b)), t);
+    if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
+    x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
-    x = run_gemms(b, c, &proj, 1, NO_OP);
+    x = run_gemms(b, c, &b->proj, 1, NO_OP);
     uint32_t a = attention_bwd(b, c, x);
-    x = run_gemms(b, c, &qkv, 1, a == x ? NO_OP : a);
+    x = run_gemms(b, c, &b->qkv, 1, a == x ? NO_OP : a);
     t = tp_close(b, c, TS_PART_TP_ATTN, x);
-    if (!split_w) {
-        ctx w = *c;
-        w.phase = TS_PHASE_WGRAD;
-        run_gemms(b, &w, &proj, 2, g);
-        x = run_gemms(b, &w, &qkv, 2, NO_OP);
-    }
+    if (!split_w) x = block_wgrad(b, c, &b->proj, &b->qkv, g);
     return t != NO_OP ? t : x;
 }
 
 /* Weight gradients of one layer (ZB-H1's W). */
 static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
-    gemm_list qkv, proj, fc1, fc2;
-    double act_b;
-    attention_gemms(b, &qkv, &proj);
-    mlp_gemms(b, moe, &fc1, &fc2, &act_b);
-    run_gemms(b, c, &fc2, 2, NO_OP);
-    run_gemms(b, c, &fc1, 2, NO_OP);
-    run_gemms(b, c, &proj, 2, NO_OP);
-    return run_gemms(b, c, &qkv, 2, NO_OP);
+    run_gemms(b, c, &b->fc2[moe], 2, NO_OP);
+    run_gemms(b, c, &b->fc1[moe], 2, NO_OP);
+    run_gemms(b, c, &b->proj, 2, NO_OP);
+    return run_gemms(b, c, &b->qkv, 2, NO_OP);
 }
 
 /* Layers [first, first + count) of global chunk g (layers past the model's last are the MTP
@@ -451,29 +346,10 @@ static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_prog
     if (g == p * l->vpp - 1) *count += pb->model.mtp_layers;
 }
 
-static int layer_is_moe(const ts_problem *pb, int layer) {
-    if (layer >= pb->model.layers) return pb->model.moe.experts > 0;
-    return ts_model_layer_is_moe(&pb->model, layer);
-}
-
-/* Parameters one rank holds of a layer: non-expert and expert parts. */
-static void params_of(const builder *b, int layer, double *shared, double *experts) {
-    const ts_param_count *pc = &b->pb->params;
-    const ts_layout *l = b->l;
-    double all_experts = b->pb->model.moe.experts > 0 ? b->pb->model.moe.experts * pc->expert : 0;
-    if (layer_is_moe(b->pb, layer)) {
-        *shared = (pc->per_layer_moe - all_experts) / l->tp;
-        *experts = all_experts / (l->tp * l->ep);
-    } else {
-        *shared = pc->per_layer_dense / l->tp;
-        *experts = 0;
-    }
-}
-
 /* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
 static uint32_t param_gather(builder *b, const ctx *c, int layer) {
     double sh, ex;
-    params_of(b, layer, &sh, &ex);
+    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, layer, &sh, &ex);
     ctx at = *c;
     at.layer = layer;
     return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
@@ -500,7 +376,6 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     int zero = l->zero, dpc = l->dp * l->cp;
     double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
     int skip = b->opts && b->opts->skip_edges;
-    double vr = (double)pb->model.vocab / l->tp;
     ts_recompute recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute;
 
     /* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
@@ -513,7 +388,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             c.chunk = ch;
             for (int j = first; j < first + count; j++) {
                 double sh, ex;
-                params_of(b, j, &sh, &ex);
+                ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
                 bucket += wb * (sh + ex);
                 c.layer = j;
                 if (bucket >= pb->train.bucket_bytes || j == first + count - 1) {
@@ -533,7 +408,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         chunk_layers(pb, l, b->opts, g, &first, &count);
         int first_chunk = g == 0, last_chunk = g == p * v - 1;
         ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
-        double p2p = 2.0 * b->T * b->h / l->tp;
+        double p2p = b->edge.p2p_bytes;
         if (sl->kind == TS_SLOT_F) {
             uint32_t x = NO_OP;
             if (!first_chunk) {
@@ -542,10 +417,10 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                             .chunk = (int16_t)(g - 1)};
                 x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
             } else if (!skip) {
-                x = elementwise(b, &c, TS_PART_EMBED, 2.0 * 2.0 * b->T * b->h, NO_OP);
+                x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, NO_OP);
                 uint32_t t = coll(b, &c, TS_PART_TP_EMBED, TS_STREAM_TP, TS_GROUP_TP,
                                   l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
-                                  2.0 * b->T * b->h, x);
+                                  b->edge.embed_tp_bytes, x);
                 if (t != NO_OP) x = t;
             }
             for (int j = first; j < first + count; j++) {
@@ -554,13 +429,13 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                  * step-start gather is awaited by the first micro-batch. */
                 uint32_t params = sl->mb == 0 ? dp->gather[j] : NO_OP;
                 if (zero == 3 && dpc > 1) params = param_gather(b, &c, j);
-                x = layer_fwd(b, &c, layer_is_moe(pb, j), x, params);
+                x = layer_fwd(b, &c, ts_recipe_layer_is_moe(pb, j), x, params);
             }
             c.layer = -1;
             if (last_chunk) {
                 if (!skip) {
-                    gemm(b, &c, TS_PART_HEAD, b->T, vr, b->h, 1);
-                    x = elementwise(b, &c, TS_PART_LOSS, 4.0 * 4.0 * b->T * vr, NO_OP);
+                    run_gemms(b, &c, &b->head, 0, NO_OP);
+                    x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
                 }
             } else {
                 ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_ACT,
@@ -577,12 +452,12 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                             .chunk = (int16_t)(g + 1)};
                 x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
             } else if (!skip) {
-                x = elementwise(b, &c, TS_PART_LOSS, 4.0 * 4.0 * b->T * vr, NO_OP);
-                gemm(b, &c, TS_PART_HEAD, b->T, b->h, vr, 1);
+                x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
+                run_gemms(b, &c, &b->head, 1, NO_OP);
                 if (!si->splits_w) {
                     ctx w = c;
                     w.phase = TS_PHASE_WGRAD;
-                    x = gemm(b, &w, TS_PART_HEAD, vr, b->h, b->T, 1);
+                    x = run_gemms(b, &w, &b->head, 2, NO_OP);
                 }
             }
             /* ZeRO-3 gathers each layer's parameters one layer ahead, so the gather of the next
@@ -591,7 +466,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             uint32_t next_params = zero3 ? param_gather(b, &c, first + count - 1) : NO_OP;
             for (int j = first + count - 1; j >= first; j--) {
                 c.layer = j;
-                int moe = layer_is_moe(pb, j);
+                int moe = ts_recipe_layer_is_moe(pb, j);
                 uint32_t dep = x, params = next_params;
                 if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
                 if (recompute == TS_RECOMPUTE_FULL) {
@@ -608,7 +483,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                 if (!si->splits_w) dp->last_grad[j] = x;
                 if (zero >= 2 && dpc > 1 && !si->splits_w) {
                     double sh, ex;
-                    params_of(b, j, &sh, &ex);
+                    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
                     coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP,
                          TS_COLL_REDUCE_SCATTER, gb * sh, x);
                     if (ex > 0)
@@ -618,7 +493,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             }
             c.layer = -1;
             if (first_chunk) {
-                if (!skip) x = elementwise(b, &c, TS_PART_EMBED, 2.0 * 2.0 * b->T * b->h, x);
+                if (!skip) x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
             } else {
                 ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_GRAD,
                             .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + p - 1) % p,
@@ -629,10 +504,10 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         } else {
             c.phase = TS_PHASE_WGRAD;
             uint32_t x = NO_OP;
-            if (last_chunk && !skip) x = gemm(b, &c, TS_PART_HEAD, vr, b->h, b->T, 1);
+            if (last_chunk && !skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
             for (int j = first + count - 1; j >= first; j--) {
                 c.layer = j;
-                x = layer_wgrad(b, &c, layer_is_moe(pb, j));
+                x = layer_wgrad(b, &c, ts_recipe_layer_is_moe(pb, j));
                 dp->last_grad[j] = x;
             }
             last_w = x;
@@ -653,7 +528,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             c.chunk = ch;
             for (int j = first + count - 1; j >= first; j--) {
                 double sh, ex;
-                params_of(b, j, &sh, &ex);
+                ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
                 bucket += gb * sh;
                 c.layer = j;
                 if (ex > 0)
@@ -676,7 +551,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            params_of(b, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
             updated += zero >= 1 ? sh / dpc + ex / (dpc / l->ep) : sh + ex;
         }
     }
@@ -723,13 +598,15 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
     const ts_model *m = &pb->model;
     builder b = {
         .pb = pb, .l = &out->layout, .opts = opts,
-        .T = (double)in->mbs * pb->train.seq / in->cp,
-        .rep = in->sp ? 1.0 / in->tp : 1.0,
-        .h = (double)m->hidden,
-        .ar = (double)m->heads / in->tp,
-        .gr = m->kv_heads >= in->tp ? (double)m->kv_heads / in->tp : 1.0,
         .flash = pb->train.flash_attention,
     };
+    ts_shard sh = {.tp = in->tp, .cp = in->cp, .ep = in->ep, .sp = in->sp, .mbs = in->mbs, .recompute = in->recompute};
+    ts_attn_recipe_of(pb, &sh, &b.attn);
+    ts_mlp_recipe_of(pb, &sh, 0, &b.mlp[0]);
+    if (m->moe.experts > 0) ts_mlp_recipe_of(pb, &sh, 1, &b.mlp[1]);
+    else b.mlp[1] = b.mlp[0]; /* no MoE layer */
+    ts_edge_recipe_of(pb, &sh, &b.edge);
+    block_lists(&b);
     for (int s = 0; s < in->pp; s++) {
         b.stage = s;
         b.sp = &out->stages[s];

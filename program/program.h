@@ -13,8 +13,9 @@
  *     where `chunk` of a SEND or RECV is the global model chunk that produced the data (the
  *     sender's: chunk c of stage s is global chunk c·pp + s), so both ends carry the same key.
  *
- * Shapes are per rank (after TP/CP/EP sharding). Sizes follow planner/layer.c, so the simulator
- * and the closed form cost the same work; see program.c for each op's formula. */
+ * Shapes are per rank (after TP/CP/EP sharding). Sizes come from the layer recipe
+ * (program/recipe.h), which the planner's closed form prices too, so the simulator and the closed
+ * form cost the same work; program.c says how each op instantiates it. */
 #ifndef TS_PROGRAM_H
 #define TS_PROGRAM_H
 
