@@ -10,7 +10,7 @@
 #include "exec/runtime.h"
 #include "exec/speed_gauge.h"
 #include "exec/trainer.h"
-include "planner/op_cost.h"
+#include "planner/op_cost.h"
 #include "planner/problem.h"
 #include "program/program.h"
 
