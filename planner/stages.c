@@ -115,10 +115,8 @@ static void stage_layers(const ts_model *m, int pp, const ts_stage_split *split,
     if (split) {
         split_counts(m, split, pp, i, n_dense, n_moe);
     } else {
-        int base = m->layers / pp, rem = m->layers % pp;
-        int longer_before = i == 0 ? 0 : (i - 1 < rem ? i - 1 : rem); /* stages 1..i-1 within 1..rem */
-        int first = i * base + longer_before;
-        int n = base + (i >= 1 && i <= rem ? 1 : 0);
+        int first, n;
+        ts_even_split(m->layers, pp, 1, i, &first, &n);
         *n_moe = moe_below(m, first + n) - moe_below(m, first);
         *n_dense = n - *n_moe;
     }

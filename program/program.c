@@ -329,21 +329,14 @@ static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
  * of the options. The executor reads its layers from the program, so both honour it. */
 static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts, int g, int *first,
                          int *count) {
-    int L = pb->model.layers, p = l->pp;
     if (opts && opts->chunk_layers) {
         *first = 0;
         for (int i = 0; i < g; i++) *first += opts->chunk_layers[i];
         *count = opts->chunk_layers[g];
-    } else if (l->vpp > 1) {
-        int lc = L / (p * l->vpp);
-        *first = g * lc;
-        *count = lc;
     } else {
-        int base = L / p, rem = L % p;
-        *first = g * base + (g >= 1 ? (g - 1 < rem ? g - 1 : rem) : 0);
-        *count = base + (g >= 1 && g <= rem ? 1 : 0);
+        ts_even_split(pb->model.layers, l->pp, l->vpp, g, first, count);
     }
-    if (g == p * l->vpp - 1) *count += pb->model.mtp_layers;
+    if (g == l->pp * l->vpp - 1) *count += pb->model.mtp_layers;
 }
 
 /* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
@@ -383,7 +376,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         ctx c = {TS_PHASE_STEP, -1, -1, 0};
         for (int ch = 0; ch < v; ch++) {
             int first, count;
-            chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
+            chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
             double bucket = 0;
             c.chunk = ch;
             for (int j = first; j < first + count; j++) {
@@ -404,7 +397,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     uint32_t last_w = NO_OP;
     for (int i = 0; i < n_slots; i++) {
         const ts_slot *sl = &slots[i];
-        int g = sl->chunk * p + s, first, count;
+        int g = ts_chunk_global(l, s, sl->chunk), first, count;
         chunk_layers(pb, l, b->opts, g, &first, &count);
         int first_chunk = g == 0, last_chunk = g == p * v - 1;
         ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
@@ -413,7 +406,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             uint32_t x = NO_OP;
             if (!first_chunk) {
                 ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_ACT,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + p - 1) % p,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g - 1),
                             .chunk = (int16_t)(g - 1)};
                 x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
             } else if (!skip) {
@@ -439,7 +432,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                 }
             } else {
                 ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_ACT,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + 1) % p,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g + 1),
                             .chunk = (int16_t)g};
                 emit(b, &c, op, x, NO_OP, NO_OP);
             }
@@ -448,7 +441,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
             uint32_t x = NO_OP;
             if (!last_chunk) {
                 ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_GRAD,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + 1) % p,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g + 1),
                             .chunk = (int16_t)(g + 1)};
                 x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
             } else if (!skip) {
@@ -496,7 +489,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
                 if (!skip) x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
             } else {
                 ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_GRAD,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = (s + p - 1) % p,
+                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g - 1),
                             .chunk = (int16_t)g};
                 emit(b, &c, op, x, NO_OP, NO_OP);
             }
@@ -523,7 +516,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         ts_coll red = zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
         for (int ch = v - 1; ch >= 0; ch--) {
             int first, count;
-            chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
+            chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
             double bucket = 0;
             c.chunk = ch;
             for (int j = first + count - 1; j >= first; j--) {
@@ -548,7 +541,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     double updated = 0;
     for (int ch = 0; ch < v; ch++) {
         int first, count;
-        chunk_layers(pb, l, b->opts, ch * p + s, &first, &count);
+        chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
         for (int j = first; j < first + count; j++) {
             double sh, ex;
             ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);

@@ -11,7 +11,8 @@
  *     other member (members share a stage, hence a program);
  *   - SEND/RECV: matched by key (source stage, destination stage, phase, micro-batch, chunk),
  *     where `chunk` of a SEND or RECV is the global model chunk that produced the data (the
- *     sender's: chunk c of stage s is global chunk c·pp + s), so both ends carry the same key.
+ *     sender's, placed by the schedule: program/schedule.h ts_chunk_global), so both ends carry
+ *     the same key.
  *
  * Shapes are per rank (after TP/CP/EP sharding). Sizes come from the layer recipe
  * (program/recipe.h), which the planner's closed form prices too, so the simulator and the closed
@@ -98,7 +99,7 @@ typedef struct {
     int skip_edges; /* leave out embedding, LM head and loss (uniform stages for schedule tests) */
     /* Uneven stages (planner/partition.h), both NULL for the planner's even split; the caller
      * owns them: */
-    const int *chunk_layers;             /* (pp·vpp) layers of global chunk g = chunk·pp + stage */
+    const int *chunk_layers;             /* (pp·vpp) layers of each global chunk (program/schedule.h) */
     const ts_recompute *stage_recompute; /* (pp) each stage's recompute policy */
 } ts_program_opts;
 

@@ -1,6 +1,9 @@
-/* Pipeline schedules as a table of variants (one struct each), as nccl-tests tables its
- * collectives: the planner's closed form reads the bubble and the micro-batches in flight from
- * here; the simulator's program builder (sim/) adds each schedule's op order to the same table. */
+/* Pipeline schedules as a table of variants (one struct each, one file each: program/sched_*.c),
+ * as nccl-tests tables its collectives. A schedule owns its op order, the bubble and the
+ * micro-batches in flight the planner's closed form reads, and the placement of the model's
+ * chunks on stages: which global chunk (stage, local chunk) holds, which stage holds a chunk,
+ * hence each chunk's pipeline peers (the stages of chunks g-1 and g+1). Everything that places
+ * chunks (the program builder, the planner's partition, exports) asks here. */
 #ifndef TS_SCHEDULE_H
 #define TS_SCHEDULE_H
 
@@ -29,8 +32,21 @@ typedef struct {
      * (room for 3·m·v); returns the count. */
     int (*order)(int p, int v, int m, int stage, ts_slot *out);
     int splits_w; /* W slots are separate from B (zero-bubble) */
+    /* Placement of the p·v model chunks (global chunk g holds layers in model order): */
+    int (*chunk_of)(int p, int v, int stage, int local); /* global chunk of (stage, local chunk) */
+    int (*stage_of)(int p, int v, int chunk);            /* the stage holding global chunk g */
+    int (*local_of)(int p, int v, int chunk);            /* its local index there */
 } ts_schedule_info;
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];
+
+/* The layout's schedule's placement. */
+int ts_chunk_global(const ts_layout *l, int stage, int local);
+int ts_chunk_stage(const ts_layout *l, int chunk);
+int ts_chunk_local(const ts_layout *l, int chunk);
+
+/* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
+ * stages of vpp chunks each (the one even split: planner, program builder and exports). */
+void ts_even_split(int layers, int pp, int vpp, int chunk, int *first, int *count);
 
 #endif
