@@ -35,8 +35,15 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
 static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts *p) {
     const ts_system *s = &pb->sys;
     ts_dtype dt = pb->train.dtype;
-    const ts_attn_recipe *r = &p->attn;
-    ts_attn_recipe_of(pb, sh, &p->attn);
+    ts_attn_recipe recipe;
+    const ts_attn_recipe *r = &recipe;
+    ts_attn_recipe_of(pb, sh, &recipe);
+    p->q_heads = r->q_heads;
+    p->kv_heads = r->kv_heads;
+    p->qk_dim = r->qk_dim;
+    p->v_dim = r->v_dim;
+    p->core_flops = r->core_flops;
+    p->kv_block_bytes = r->kv_block_bytes;
     for (int i = 0; i < r->n_qkv; i++) p->gemm_s += gemm_s(pb, &r->qkv[i]);
     p->gemm_s += gemm_s(pb, &r->proj);
     p->matmul_params_rank += r->matmul_params;
@@ -99,7 +106,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     double h = (double)m->hidden, seq = (double)pb->train.seq;
     double rep = sh->sp ? 1.0 / sh->tp : 1.0; /* replicated parts are split only under SP */
     fwd_parts p = *attn_parts;
-    const ts_attn_recipe *ar_ = &p.attn;
+    const fwd_parts *ar_ = attn_parts;
     ts_mlp_recipe mr;
     ts_mlp_recipe_of(pb, sh, moe, &mr);
     mlp_parts(pb, &mr, &p);
@@ -173,9 +180,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
     } else {
         const ts_moe *x = &m->moe;
-        double cf = ts_moe_load_factor(x, sh->ep);
-        double routed = T * x->top_k * cf;
-        mlp = routed * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / sh->tp));
+        mlp = mr.routed_tokens * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / sh->tp));
         if (x->shared_experts > 0)
             mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
     }

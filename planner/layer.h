@@ -37,7 +37,8 @@ typedef struct {
     double attn_bwd_s;         /* attention core backward */
     double elem_bytes;         /* forward element-wise HBM traffic */
     double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
-    ts_attn_recipe attn;       /* the attention block's recipe these were priced from */
+    /* sizes of the attention block's recipe (program/recipe.h) that the rest of the layer reads */
+    double q_heads, kv_heads, qk_dim, v_dim, core_flops, kv_block_bytes;
 } ts_layer_fwd;
 
 /* The attention block's parts alone: they depend on tp, cp and the micro-batch, not on ep, SP or

@@ -113,7 +113,8 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
     out->router = shape(TS_PART_ROUTER, T, x->experts, h, 1);
     out->fc1 = shape(TS_PART_EXPERT_FC1, tok, in_mats * fr, h, local);
     out->fc2 = shape(TS_PART_EXPERT_FC2, tok, h, fr, local);
-    out->act_bytes = act_pass_bytes(m, T * x->top_k * cf, fr);
+    out->routed_tokens = T * x->top_k * cf;
+    out->act_bytes = act_pass_bytes(m, out->routed_tokens, fr);
     out->matmul_params = x->top_k * mats * h * fr + h * x->experts;
     out->a2a_bytes = 2.0 * (T * rep * x->top_k) * h;
     if (x->shared_experts > 0) {

@@ -54,6 +54,7 @@ typedef struct {
     ts_gemm_shape fc1, fc2;       /* the dense MLP, or one local expert (count = local experts) */
     int shared;                   /* MoE with shared experts */
     ts_gemm_shape shared_fc1, shared_fc2;
+    double routed_tokens;         /* MoE: token copies the busiest EP rank's experts take, T·top_k·cf */
     double act_bytes;             /* the activation pass of the dense MLP or routed experts */
     double shared_act_bytes;      /* and of the shared experts */
     double norm_bytes;            /* one of the layer's two norm + bias-dropout-add passes */
