@@ -355,202 +355,234 @@ typedef struct {
     uint32_t *gather;    /* (layers + mtp) ZeRO-1 parameter all-gather the first forward awaits */
 } dp_state;
 
-static ts_status build_stage(builder *b, dp_state *dp) {
-    const ts_problem *pb = b->pb;
+/* What every slot of a stage shares. */
+typedef struct {
+    const ts_schedule_info *si;
+    dp_state *dp;
+    int zero, dpc;          /* ZeRO stage; the DP×CP group that reduces gradients */
+    int skip;               /* no embedding, head and loss (ts_program_opts.skip_edges) */
+    ts_recompute recompute; /* this stage's policy */
+    double gb, wb;          /* gradient and weight bytes per parameter */
+} stage_ctx;
+
+/* A pipeline transfer of chunk `g`'s activations or gradients to or from `peer`. */
+static uint32_t p2p(builder *b, const ctx *c, int kind, int part, int peer, int g, uint32_t dep) {
+    ts_op op = {.kind = (uint8_t)kind, .stream = (uint8_t)(kind == TS_OP_SEND ? TS_STREAM_PP_SEND : TS_STREAM_PP_RECV),
+                .part = (uint8_t)part, .group = TS_GROUP_PP, .bytes = b->edge.p2p_bytes, .peer = peer,
+                .chunk = (int16_t)g};
+    return emit(b, c, op, dep, NO_OP, NO_OP);
+}
+
+/* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
+static void param_gathers(builder *b, const stage_ctx *st) {
     const ts_layout *l = b->l;
-    const ts_schedule_info *si = &ts_schedules[l->schedule];
-    int p = l->pp, v = l->vpp, m = l->microbatches, s = b->stage;
-    int n_layers = pb->model.layers + pb->model.mtp_layers;
-    ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
-    if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
-    int n_slots = si->order(p, v, m, s, slots);
-    for (int i = 0; i < n_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
-
-    int zero = l->zero, dpc = l->dp * l->cp;
-    double gb = pb->train.grad_bytes, wb = pb->train.weight_bytes;
-    int skip = b->opts && b->opts->skip_edges;
-    ts_recompute recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute;
-
-    /* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
-    if ((zero == 1 || zero == 2) && dpc > 1) {
-        ctx c = {TS_PHASE_STEP, -1, -1, 0};
-        for (int ch = 0; ch < v; ch++) {
-            int first, count;
-            chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
-            double bucket = 0;
-            c.chunk = ch;
-            for (int j = first; j < first + count; j++) {
-                double sh, ex;
-                ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-                bucket += wb * (sh + ex);
-                c.layer = j;
-                if (bucket >= pb->train.bucket_bytes || j == first + count - 1) {
-                    uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP,
-                                       TS_COLL_ALLGATHER, bucket, NO_OP);
-                    for (int k = j; k >= first && dp->gather[k] == NO_OP; k--) dp->gather[k] = op;
-                    bucket = 0;
-                }
-            }
-        }
-    }
-
-    uint32_t last_w = NO_OP;
-    for (int i = 0; i < n_slots; i++) {
-        const ts_slot *sl = &slots[i];
-        int g = ts_chunk_global(l, s, sl->chunk), first, count;
-        chunk_layers(pb, l, b->opts, g, &first, &count);
-        int first_chunk = g == 0, last_chunk = g == p * v - 1;
-        ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
-        double p2p = b->edge.p2p_bytes;
-        if (sl->kind == TS_SLOT_F) {
-            uint32_t x = NO_OP;
-            if (!first_chunk) {
-                ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_ACT,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g - 1),
-                            .chunk = (int16_t)(g - 1)};
-                x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
-            } else if (!skip) {
-                x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, NO_OP);
-                uint32_t t = coll(b, &c, TS_PART_TP_EMBED, TS_STREAM_TP, TS_GROUP_TP,
-                                  l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
-                                  b->edge.embed_tp_bytes, x);
-                if (t != NO_OP) x = t;
-            }
-            for (int j = first; j < first + count; j++) {
-                c.layer = j;
-                /* Parameters: ZeRO-3 gathers the layer's for every micro-batch; ZeRO-1's
-                 * step-start gather is awaited by the first micro-batch. */
-                uint32_t params = sl->mb == 0 ? dp->gather[j] : NO_OP;
-                if (zero == 3 && dpc > 1) params = param_gather(b, &c, j);
-                x = layer_fwd(b, &c, ts_recipe_layer_is_moe(pb, j), x, params);
-            }
-            c.layer = -1;
-            if (last_chunk) {
-                if (!skip) {
-                    run_gemms(b, &c, &b->head, 0, NO_OP);
-                    x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
-                }
-            } else {
-                ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_ACT,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g + 1),
-                            .chunk = (int16_t)g};
-                emit(b, &c, op, x, NO_OP, NO_OP);
-            }
-        } else if (sl->kind == TS_SLOT_B) {
-            c.phase = TS_PHASE_BWD;
-            uint32_t x = NO_OP;
-            if (!last_chunk) {
-                ts_op op = {.kind = TS_OP_RECV, .stream = TS_STREAM_PP_RECV, .part = TS_PART_PP_GRAD,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g + 1),
-                            .chunk = (int16_t)(g + 1)};
-                x = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
-            } else if (!skip) {
-                x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
-                run_gemms(b, &c, &b->head, 1, NO_OP);
-                if (!si->splits_w) {
-                    ctx w = c;
-                    w.phase = TS_PHASE_WGRAD;
-                    x = run_gemms(b, &w, &b->head, 2, NO_OP);
-                }
-            }
-            /* ZeRO-3 gathers each layer's parameters one layer ahead, so the gather of the next
-             * layer does not queue behind this layer's gradient reduce-scatter on the DP stream. */
-            int zero3 = zero == 3 && dpc > 1;
-            uint32_t next_params = zero3 ? param_gather(b, &c, first + count - 1) : NO_OP;
-            for (int j = first + count - 1; j >= first; j--) {
-                c.layer = j;
-                int moe = ts_recipe_layer_is_moe(pb, j);
-                uint32_t dep = x, params = next_params;
-                if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
-                if (recompute == TS_RECOMPUTE_FULL) {
-                    ctx r = c;
-                    r.phase = TS_PHASE_RECOMPUTE;
-                    dep = layer_fwd(b, &r, moe, dep, params);
-                    params = NO_OP;
-                } else if (recompute == TS_RECOMPUTE_SELECTIVE) {
-                    ctx r = c;
-                    r.phase = TS_PHASE_RECOMPUTE;
-                    dep = attention_fwd(b, &r, dep);
-                }
-                x = layer_bwd(b, &c, moe, si->splits_w, dep, params);
-                if (!si->splits_w) dp->last_grad[j] = x;
-                if (zero >= 2 && dpc > 1 && !si->splits_w) {
-                    double sh, ex;
-                    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-                    coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP,
-                         TS_COLL_REDUCE_SCATTER, gb * sh, x);
-                    if (ex > 0)
-                        coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP,
-                             TS_COLL_REDUCE_SCATTER, gb * ex, x);
-                }
-            }
-            c.layer = -1;
-            if (first_chunk) {
-                if (!skip) x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
-            } else {
-                ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_PP_GRAD,
-                            .group = TS_GROUP_PP, .bytes = p2p, .peer = ts_chunk_stage(l, g - 1),
-                            .chunk = (int16_t)g};
-                emit(b, &c, op, x, NO_OP, NO_OP);
-            }
-            if (!si->splits_w) last_w = x;
-        } else {
-            c.phase = TS_PHASE_WGRAD;
-            uint32_t x = NO_OP;
-            if (last_chunk && !skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
-            for (int j = first + count - 1; j >= first; j--) {
-                c.layer = j;
-                x = layer_wgrad(b, &c, ts_recipe_layer_is_moe(pb, j));
-                dp->last_grad[j] = x;
-            }
-            last_w = x;
-        }
-        if (b->oom) break;
-    }
-
-    /* Gradient reduction (ZeRO 0/1): buckets in backward order, each once the last gradients
-     * of its layers exist; experts over the EDP group. Then the optimizer. */
     ctx c = {TS_PHASE_STEP, -1, -1, 0};
-    uint32_t reduce_last = NO_OP;
-    if (zero <= 1 && dpc > 1) {
-        ts_coll red = zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
-        for (int ch = v - 1; ch >= 0; ch--) {
-            int first, count;
-            chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
-            double bucket = 0;
-            c.chunk = ch;
-            for (int j = first + count - 1; j >= first; j--) {
-                double sh, ex;
-                ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-                bucket += gb * sh;
-                c.layer = j;
-                if (ex > 0)
-                    reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red,
-                                       gb * ex, dp->last_grad[j]);
-                if (bucket >= pb->train.bucket_bytes || j == first) {
-                    uint32_t op = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, red,
-                                       bucket, dp->last_grad[j]);
-                    if (op != NO_OP) reduce_last = op;
-                    bucket = 0;
-                }
-            }
-        }
-    }
-    c.layer = -1;
-    c.chunk = 0;
-    double updated = 0;
-    for (int ch = 0; ch < v; ch++) {
+    for (int ch = 0; ch < l->vpp; ch++) {
         int first, count;
-        chunk_layers(pb, l, b->opts, ts_chunk_global(l, s, ch), &first, &count);
+        chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
+        double bucket = 0;
+        c.chunk = ch;
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-            updated += zero >= 1 ? sh / dpc + ex / (dpc / l->ep) : sh + ex;
+            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            bucket += st->wb * (sh + ex);
+            c.layer = j;
+            if (bucket >= b->pb->train.bucket_bytes || j == first + count - 1) {
+                uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
+                                   bucket, NO_OP);
+                for (int k = j; k >= first && st->dp->gather[k] == NO_OP; k--) st->dp->gather[k] = op;
+                bucket = 0;
+            }
+        }
+    }
+}
+
+/* A forward slot of global chunk g (layers [first, first + count)). */
+static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
+    const ts_layout *l = b->l;
+    ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
+    uint32_t x = NO_OP;
+    if (g > 0) {
+        x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_ACT, ts_chunk_stage(l, g - 1), g - 1, NO_OP);
+    } else if (!st->skip) {
+        x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, NO_OP);
+        uint32_t t = coll(b, &c, TS_PART_TP_EMBED, TS_STREAM_TP, TS_GROUP_TP,
+                          l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, b->edge.embed_tp_bytes, x);
+        if (t != NO_OP) x = t;
+    }
+    for (int j = first; j < first + count; j++) {
+        c.layer = j;
+        /* Parameters: ZeRO-3 gathers the layer's for every micro-batch; ZeRO-1's step-start
+         * gather is awaited by the first micro-batch. */
+        uint32_t params = sl->mb == 0 ? st->dp->gather[j] : NO_OP;
+        if (st->zero == 3 && st->dpc > 1) params = param_gather(b, &c, j);
+        x = layer_fwd(b, &c, ts_recipe_layer_is_moe(b->pb, j), x, params);
+    }
+    c.layer = -1;
+    if (g < l->pp * l->vpp - 1) {
+        p2p(b, &c, TS_OP_SEND, TS_PART_PP_ACT, ts_chunk_stage(l, g + 1), g, x);
+    } else if (!st->skip) {
+        run_gemms(b, &c, &b->head, 0, NO_OP);
+        elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
+    }
+}
+
+/* The backward of one layer in a backward slot: its recompute first, then input (and, unless
+ * W is apart, weight) gradients, then ZeRO-2/3's reduce-scatter of them. */
+static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, uint32_t x,
+                                    uint32_t params) {
+    int moe = ts_recipe_layer_is_moe(b->pb, j), split_w = st->si->splits_w;
+    uint32_t dep = x;
+    ctx r = *c;
+    r.phase = TS_PHASE_RECOMPUTE;
+    if (st->recompute == TS_RECOMPUTE_FULL) {
+        dep = layer_fwd(b, &r, moe, dep, params);
+        params = NO_OP;
+    } else if (st->recompute == TS_RECOMPUTE_SELECTIVE) {
+        dep = attention_fwd(b, &r, dep);
+    }
+    x = layer_bwd(b, c, moe, split_w, dep, params);
+    if (!split_w) st->dp->last_grad[j] = x;
+    if (st->zero >= 2 && st->dpc > 1 && !split_w) {
+        double sh, ex;
+        ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
+        coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->gb * sh, x);
+        if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->gb * ex, x);
+    }
+    return x;
+}
+
+/* A backward slot of global chunk g; returns its last op. */
+static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
+    const ts_layout *l = b->l;
+    ctx c = {TS_PHASE_BWD, -1, sl->mb, sl->chunk};
+    uint32_t x = NO_OP;
+    if (g < l->pp * l->vpp - 1) {
+        x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_GRAD, ts_chunk_stage(l, g + 1), g + 1, NO_OP);
+    } else if (!st->skip) {
+        x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
+        run_gemms(b, &c, &b->head, 1, NO_OP);
+        if (!st->si->splits_w) {
+            ctx w = c;
+            w.phase = TS_PHASE_WGRAD;
+            x = run_gemms(b, &w, &b->head, 2, NO_OP);
+        }
+    }
+    /* ZeRO-3 gathers each layer's parameters one layer ahead, so the gather of the next layer
+     * does not queue behind this layer's gradient reduce-scatter on the DP stream. */
+    int zero3 = st->zero == 3 && st->dpc > 1;
+    uint32_t next_params = zero3 ? param_gather(b, &c, first + count - 1) : NO_OP;
+    for (int j = first + count - 1; j >= first; j--) {
+        c.layer = j;
+        uint32_t params = next_params;
+        if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
+        x = slot_layer_backward(b, st, &c, j, x, params);
+    }
+    c.layer = -1;
+    if (g > 0) {
+        p2p(b, &c, TS_OP_SEND, TS_PART_PP_GRAD, ts_chunk_stage(l, g - 1), g, x);
+    } else if (!st->skip) {
+        x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
+    }
+    return x;
+}
+
+/* A weight-gradient slot (ZB-H1's W) of global chunk g; returns its last op. */
+static uint32_t slot_wgrad(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
+    ctx c = {TS_PHASE_WGRAD, -1, sl->mb, sl->chunk};
+    uint32_t x = NO_OP;
+    if (g == b->l->pp * b->l->vpp - 1 && !st->skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
+    for (int j = first + count - 1; j >= first; j--) {
+        c.layer = j;
+        x = layer_wgrad(b, &c, ts_recipe_layer_is_moe(b->pb, j));
+        st->dp->last_grad[j] = x;
+    }
+    return x;
+}
+
+/* Gradient reduction (ZeRO 0/1): buckets in backward order, each once the last gradients of its
+ * layers exist; experts over the EDP group. Returns the last reduction. */
+static uint32_t grad_reductions(builder *b, const stage_ctx *st) {
+    const ts_layout *l = b->l;
+    ctx c = {TS_PHASE_STEP, -1, -1, 0};
+    uint32_t reduce_last = NO_OP;
+    ts_coll red = st->zero == 0 ? TS_COLL_ALLREDUCE : TS_COLL_REDUCE_SCATTER;
+    for (int ch = l->vpp - 1; ch >= 0; ch--) {
+        int first, count;
+        chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
+        double bucket = 0;
+        c.chunk = ch;
+        for (int j = first + count - 1; j >= first; j--) {
+            double sh, ex;
+            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            bucket += st->gb * sh;
+            c.layer = j;
+            if (ex > 0)
+                reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red, st->gb * ex,
+                                   st->dp->last_grad[j]);
+            if (bucket >= b->pb->train.bucket_bytes || j == first) {
+                uint32_t op = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, red, bucket,
+                                   st->dp->last_grad[j]);
+                if (op != NO_OP) reduce_last = op;
+                bucket = 0;
+            }
+        }
+    }
+    return reduce_last;
+}
+
+/* The optimizer: 24 bytes of Adam state plus a gradient and a weight per updated parameter,
+ * after the reductions and the last weight gradients. */
+static void optimizer(builder *b, const stage_ctx *st, uint32_t reduce_last, uint32_t last_w) {
+    const ts_layout *l = b->l;
+    ctx c = {TS_PHASE_STEP, -1, -1, 0};
+    double updated = 0;
+    for (int ch = 0; ch < l->vpp; ch++) {
+        int first, count;
+        chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
+        for (int j = first; j < first + count; j++) {
+            double sh, ex;
+            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            updated += st->zero >= 1 ? sh / st->dpc + ex / (st->dpc / l->ep) : sh + ex;
         }
     }
     ts_op opt = {.kind = TS_OP_OPTIMIZER, .stream = TS_STREAM_COMPUTE, .part = TS_PART_OPTIMIZER,
-                 .bytes = (24.0 + gb + wb) * updated, .peer = -1};
+                 .bytes = (24.0 + st->gb + st->wb) * updated, .peer = -1};
     emit(b, &c, opt, reduce_last, last_w, NO_OP);
+}
+
+static ts_status build_stage(builder *b, dp_state *dp) {
+    const ts_problem *pb = b->pb;
+    const ts_layout *l = b->l;
+    int p = l->pp, v = l->vpp, m = l->microbatches, s = b->stage;
+    stage_ctx st = {
+        .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
+        .skip = b->opts && b->opts->skip_edges,
+        .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
+        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes,
+    };
+    ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
+    if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
+    int n_slots = st.si->order(p, v, m, s, slots);
+    for (int i = 0; i < pb->model.layers + pb->model.mtp_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
+
+    if ((st.zero == 1 || st.zero == 2) && st.dpc > 1) param_gathers(b, &st);
+    uint32_t last_w = NO_OP;
+    for (int i = 0; i < n_slots && !b->oom; i++) {
+        const ts_slot *sl = &slots[i];
+        int g = ts_chunk_global(l, s, sl->chunk), first, count;
+        chunk_layers(pb, l, b->opts, g, &first, &count);
+        if (sl->kind == TS_SLOT_F) {
+            slot_forward(b, &st, sl, g, first, count);
+        } else if (sl->kind == TS_SLOT_B) {
+            uint32_t x = slot_backward(b, &st, sl, g, first, count);
+            if (!st.si->splits_w) last_w = x;
+        } else {
+            last_w = slot_wgrad(b, &st, sl, g, first, count);
+        }
+    }
+    uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
+    optimizer(b, &st, reduce_last, last_w);
     free(slots);
     return b->oom ? TS_ERR_NOMEM : TS_OK;
 }
