@@ -62,12 +62,36 @@ static void expect_same(const char *what, const void *a, const void *b, size_t b
 /* Shapes small enough to run in milliseconds, with tokens repeated and outside the slice. */
 enum { T = 13, C = 12, IC = 12, OC = 10, VS = 17, V0 = 5, E = 5, K = 2, H = 4, KV = 2, D = 6 };
 
-Test(kernel_table, cpu_entries_equal_the_kernels) {
-    const ts_kernels *k = ts_kernels_cpu();
-    size_t TC = (size_t)T * C, TK = (size_t)T * K;
+/* Inputs the kernels share: token ids (repeated, some outside the vocabulary slice), positions,
+ * activations x, norm weights, an upstream gradient g and two output buffers. */
+typedef struct {
     int tokens[T], pos[T];
-    for (int t = 0; t < T; t++) tokens[t] = (t * 7) % (VS + 2 * V0), pos[t] = t;
+    float *x, *nw, *g, *o1, *o2;
+} kt_inputs;
 
+static kt_inputs kt_inputs_make(void) {
+    kt_inputs in;
+    size_t TC = (size_t)T * C;
+    for (int t = 0; t < T; t++) in.tokens[t] = (t * 7) % (VS + 2 * V0), in.pos[t] = t;
+    in.x = test_random_floats(TC, 7), in.nw = test_random_floats(C, 8), in.g = test_random_floats(TC, 9);
+    in.o1 = test_random_floats(TC, 10), in.o2 = dup(in.o1, TC);
+    return in;
+}
+
+static void kt_inputs_free(kt_inputs *in) { free(in->x), free(in->nw), free(in->g), free(in->o1), free(in->o2); }
+
+/* Each test: every CPU table entry against the plain kernel on the same inputs, bit for bit. */
+#define KT_BEGIN                                                                                   \
+    const ts_kernels *k = ts_kernels_cpu();                                                        \
+    size_t TC = (size_t)T * C, TK = (size_t)T * K;                                                 \
+    (void)TC, (void)TK;                                                                            \
+    kt_inputs kin = kt_inputs_make();                                                              \
+    int *tokens = kin.tokens, *pos = kin.pos;                                                      \
+    float *x = kin.x, *nw = kin.nw, *g = kin.g, *o1 = kin.o1, *o2 = kin.o2;                        \
+    (void)tokens, (void)pos, (void)x, (void)nw, (void)g, (void)o1, (void)o2
+
+Test(kernel_table, cpu_linear_equals_the_kernels) {
+    KT_BEGIN;
     /* linear */
     float *in = test_random_floats((size_t)T * IC, 1), *w = test_random_floats((size_t)OC * IC, 2), *dout = test_random_floats((size_t)T * OC, 3);
     float *a = test_random_floats((size_t)T * OC, 4), *b = dup(a, (size_t)T * OC);
@@ -86,9 +110,13 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     expect_same("linear_bwd_weight", a, b, (size_t)OC * IC * sizeof *a);
     free(a), free(b), free(in), free(w), free(dout);
 
+    kt_inputs_free(&kin);
+}
+
+Test(kernel_table, cpu_norm_and_embedding_equal_the_kernels) {
+    KT_BEGIN;
     /* rmsnorm */
-    float *x = test_random_floats(TC, 7), *nw = test_random_floats(C, 8), *g = test_random_floats(TC, 9);
-    float *o1 = test_random_floats(TC, 10), *o2 = dup(o1, TC), r1[T], r2[T];
+    float r1[T], r2[T];
     ts_rmsnorm_fwd(o1, r1, x, nw, T, C, 1e-5f);
     cr_assert_eq(k->rmsnorm_fwd(o2, r2, x, nw, T, C, 1e-5f), TS_OK);
     expect_same("rmsnorm_fwd out", o1, o2, TC * sizeof *o1);
@@ -112,6 +140,11 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     expect_same("embedding_bwd", wte, dwte, (size_t)VS * C * sizeof *wte);
     free(wte), free(dwte);
 
+    kt_inputs_free(&kin);
+}
+
+Test(kernel_table, cpu_rope_and_attention_equal_the_kernels) {
+    KT_BEGIN;
     /* rotary, with a padded row stride */
     int ld = (H + 2 * KV) * D + 3; /* q, k, v heads and padding */
     float *q1 = test_random_floats((size_t)T * ld, 13), *q2 = dup(q1, (size_t)T * ld);
@@ -149,6 +182,11 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     free(part);
     free(q1), free(q2), free(att1), free(att2), free(dq1), free(dq2), free(go);
 
+    kt_inputs_free(&kin);
+}
+
+Test(kernel_table, cpu_swiglu_and_moe_equal_the_kernels) {
+    KT_BEGIN;
     /* swiglu (dup aliasing dact, as ts_mlp_bwd uses it) */
     float *up = test_random_floats(TC, 17);
     ts_swiglu_fwd(o1, x, up, TC);
@@ -194,6 +232,11 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     expect_same("moe_combine_bwd dweight", dwt, dw3, TK * sizeof *dwt);
     free(logits), free(dwt), free(dz1), free(dz2), free(xe1), free(xe2), free(dw3), free(dye1), free(dye2);
 
+    kt_inputs_free(&kin);
+}
+
+Test(kernel_table, cpu_cross_entropy_and_adamw_equal_the_kernels) {
+    KT_BEGIN;
     /* cross-entropy over a slice, targets in and out of it */
     float *z = test_random_floats((size_t)T * VS, 22), m1[T], m2[T], s1[T], s2[T], t1[T], t2[T], l1[T], l2[T];
     ts_ce_max(m1, z, T, VS);
@@ -221,7 +264,8 @@ Test(kernel_table, cpu_entries_equal_the_kernels) {
     expect_same("adamw param", pa, pb, TC * sizeof *pa);
     expect_same("adamw m", ma, mb, sizeof ma);
     expect_same("adamw v", va, vb, sizeof va);
-    free(pa), free(pb), free(x), free(nw), free(g), free(o1), free(o2);
+    free(pa), free(pb);
+    kt_inputs_free(&kin);
 }
 
 Test(kernel_table, cpu_memory_ops) {
