@@ -3,24 +3,14 @@
  * ops) while the compute stream runs everything else, so DP and ZeRO traffic overlaps the
  * backward as the program says (backend.h op_begin). On CPU ranks MPI blocks, so both are one.
  *
- * The program's dependencies (sim/program.h) are timing for the simulator, not a full account of
- * the data: the bucket holding the embedding waits for layer 0's backward, not the embedding's;
- * the optimizer under ZeRO-2 names no reduction. So the waits across streams come from what each
- * op touches. A segment (exec/trainer_impl.h: [2j] shared and [2j+1] expert tensors of local
- * layer j, then the embedding and the head) has two resources, its parameters and its gradients,
- * and under ZeRO-2/3 the layers' gradients live in two one-layer buffers (alternate layers), two
- * more resources:
- *   - compute ops of a layer (or the embedding, head and loss) read its parameters, and in the
- *     backward (B and W) write its gradients; the optimizer writes everything;
- *   - a gradient reduction writes its segments' gradients (in place, and ZeRO-2 zeroes them);
- *   - a parameter gather writes its segments' parameters; a ZeRO-3 gather may release any layer's
- *     gathered copy, so it writes every layer's parameters.
- * An op waits for the last op of the other stream issued before it that conflicts with it
- * (write after read or write, read after write) and for its program dependencies on the other
- * stream. Each stream runs in issue order, so waiting for the latest such op is enough: one wait
- * per op. The result: any interleaving of the two streams that honours the waits computes what
- * the serial order computes. `tessera run --stream-order` runs such interleavings on CPU ranks to
- * check that (tests/test_exec_parity.c). */
+ * The program carries the data (program/data.h): what each op reads and writes, the segments of
+ * each DP op, and the data edges in its dependencies. So an op here waits for its latest
+ * dependency on the other stream, nothing re-derived. Each stream runs in issue order, so one
+ * wait per op is enough, and any interleaving of the two streams that honours the waits computes
+ * what the serial order computes. ts_op_streams_check verifies that the waits order every
+ * conflicting pair of ops (write after read or write, read after write), and `tessera run
+ * --stream-order` runs the interleavings that issue DP ops as early or as late as the waits
+ * allow on CPU ranks (tests/test_exec_parity.c: bit-identical training). */
 #ifndef TS_OP_STREAMS_H
 #define TS_OP_STREAMS_H
 
@@ -28,7 +18,8 @@
 
 #include "program/program.h"
 
-/* Where a stage's tensors live (the trainer's segment layout). n_seg = 2·n_local + 2. */
+/* Where a stage's tensors live (the trainer's segment layout), checked against the program's
+ * (program/data.h ts_stage_segments). n_seg = 2·n_local + 2. */
 typedef struct {
     int layers;                     /* the model's global layers */
     const int *local_of;            /* (layers) local layer of a global one; -1: not on the stage */
@@ -61,11 +52,15 @@ typedef struct {
     int32_t *order;     /* (n_ops) the ops in the order to issue them */
 } ts_op_streams;
 
-/* Computes the streams, waits and DP segment lists of stage program `sp` on map `m`, and the
- * issue order. TS_ERR_INPUT when an op names a layer the map does not hold. ts_op_streams_free
- * releases it (also after a failure). */
+/* The waits and DP segment lists of stage program `sp` (from its dependencies and data) and the
+ * issue order. TS_ERR_INPUT when the trainer's map `m` is not the program's segments.
+ * ts_op_streams_free releases it (also after a failure). */
 ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const ts_seg_map *m,
                              ts_stream_order order);
 void ts_op_streams_free(ts_op_streams *s);
+
+/* TS_OK when the waits of `s` order every pair of ops of `sp` on different streams that touch the
+ * same resource (one of them writing); TS_ERR_INPUT naming the first pair they do not. */
+ts_status ts_op_streams_check(const ts_stage_program *sp, const ts_op_streams *s);
 
 #endif

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "program/data.h"
 #include "program/recipe.h"
 #include "program/schedule.h"
 
@@ -584,7 +585,8 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
     optimizer(b, &st, reduce_last, last_w);
     free(slots);
-    return b->oom ? TS_ERR_NOMEM : TS_OK;
+    if (b->oom) return TS_ERR_NOMEM;
+    return ts_stage_data_build(pb, l, s, b->sp);
 }
 
 ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_program_opts *opts,
@@ -649,6 +651,7 @@ void ts_program_free(ts_program *p) {
     for (int s = 0; p->stages && s < p->pp; s++) {
         free(p->stages[s].ops);
         free(p->stages[s].deps);
+        ts_stage_data_free(&p->stages[s]);
     }
     free(p->stages);
     memset(p, 0, sizeof *p);

@@ -88,11 +88,36 @@ typedef struct {
     double bytes;   /* element-wise/optimizer HBM bytes; COLL/SEND/RECV message bytes */
 } ts_op;
 
+/* The stage's parameter segments and the resources ops touch (program/data.h). */
+/* The stage's segments. */
+typedef struct {
+    int layers;            /* the model's layers, MTP included */
+    int n_local;           /* layers on this stage */
+    int32_t *local_of;     /* (layers) local index of a global layer; -1: not on this stage */
+    int n_seg;             /* 2·n_local + 2 */
+    int seg_embed, seg_head; /* segment indices; -1 when not on this stage */
+    int head_uses_embed;   /* tied embeddings: the head reads the embedding's segment */
+    int vpp;
+    int32_t *chunk_lo, *chunk_hi; /* (vpp) global layers [lo, hi) of each local chunk */
+    int8_t *grad_buffer;   /* (n_seg) the one-layer gradient buffer (0 or 1) a segment's gradients
+                              live in under ZeRO-2/3; -1: its own */
+} ts_stage_segments;
+
+/* One resource an op touches: parameters P(s) = s, gradients G(s) = n_seg + s, one-layer
+ * gradient buffer b 2·n_seg + b. */
+typedef struct {
+    int32_t res;
+    uint8_t write;
+} ts_access;
+
 typedef struct {
     ts_op *ops;       /* (n_ops) in issue order */
     int n_ops, cap_ops;
-    uint32_t *deps;   /* (n_deps) op indices */
+    uint32_t *deps;   /* (n_deps) op indices: timing and data dependencies (program/data.h) */
     int n_deps, cap_deps;
+    ts_stage_segments seg; /* the stage's parameter segments */
+    int32_t *segs;         /* DP ops' segments, in the order they are reduced or gathered */
+    uint32_t *seg_start;   /* (n_ops + 1) op i's: segs[seg_start[i] .. seg_start[i + 1]) */
 } ts_stage_program;
 
 typedef struct {

@@ -799,6 +799,7 @@ Test(mpi, stream_orders_train_alike) {
     } cases[] = {
         {"tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none"},
         {"tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+        {"tiny", "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full"},
         {"tiny-moe", "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
     };
     const char *const orders[] = {"program", "dp-early", "dp-late"};

@@ -254,3 +254,71 @@ Test(op_streams, cpu_op_clock) {
     be->clock_free(c);
     be->clock_free(NULL);
 }
+
+/* The trainer's map of a stage, read off the program's own segments (program/data.h). */
+static ts_seg_map map_of(const ts_stage_segments *g) {
+    return (ts_seg_map){.layers = g->layers, .local_of = g->local_of, .n_local = g->n_local, .seg_embed = g->seg_embed,
+                        .seg_head = g->seg_head, .head_uses_embed = g->head_uses_embed, .vpp = g->vpp,
+                        .chunk_lo = g->chunk_lo, .chunk_hi = g->chunk_hi, .grad_buffer = g->grad_buffer};
+}
+
+/* The program's dependencies order every conflict between the streams, on every stage of every
+ * schedule, ZeRO stage and parallel form, with and without recompute. */
+Test(op_streams, program_edges_order_every_conflict) {
+    static const char *const layouts[] = {
+        "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none",
+        "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=selective",
+        "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=full",
+        "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=gpipe,recompute=none",
+        "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none",
+        "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full",
+        "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+    };
+    static const char *const moe_layouts[] = {
+        "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none",
+        "dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none",
+    };
+    int checked = 0;
+    for (int moe = 0; moe < 2; moe++) {
+        const char *const *set = moe ? moe_layouts : layouts;
+        int n = moe ? 2 : 7;
+        for (int k = 0; k < n; k++) {
+            ts_layout l;
+            cr_assert_eq(ts_layout_parse("test", set[k], &l), TS_OK, "%s", ts_error_message());
+            ts_problem pb = test_problem(moe ? "tiny-moe" : "tiny", "cpu-localhost", ts_rank_count(&l), 8, 64, 1);
+            ts_program prog;
+            ts_error_clear();
+            cr_assert_eq(ts_program_build(&pb, &l, NULL, &prog), TS_OK, "%s: %s", set[k], ts_error_message());
+            for (int st = 0; st < prog.pp; st++) {
+                const ts_stage_program *sp = &prog.stages[st];
+                ts_seg_map m = map_of(&sp->seg);
+                ts_op_streams s;
+                cr_assert_eq(ts_op_streams_init(&s, sp, &m, TS_ORDER_PROGRAM), TS_OK, "%s", ts_error_message());
+                cr_expect_eq(ts_op_streams_check(sp, &s), TS_OK, "%s stage %d: %s", set[k], st, ts_error_message());
+                ts_op_streams_free(&s);
+                checked++;
+            }
+            ts_program_free(&prog);
+        }
+    }
+    cr_expect_geq(checked, 12);
+}
+
+/* The check fails when a data edge is missing: the optimizer without its wait for the last
+ * gradient reduction touches gradients the reduction writes. */
+Test(op_streams, check_finds_a_missing_edge) {
+    fixture f;
+    fixture_init(&f, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 4);
+    ts_op_streams s;
+    streams(&f, TS_ORDER_PROGRAM, &s);
+    int opt = stage(&f)->n_ops - 1;
+    cr_assert_eq(stage(&f)->ops[opt].kind, TS_OP_OPTIMIZER);
+    cr_assert_geq(s.after[opt], 0, "the optimizer waits for a DP op");
+    cr_expect_eq(ts_op_streams_check(stage(&f), &s), TS_OK, "%s", ts_error_message());
+    s.after[opt] = -1;
+    ts_error_clear();
+    cr_expect_eq(ts_op_streams_check(stage(&f), &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "optimizer") != NULL, "%s", ts_error_message());
+    ts_op_streams_free(&s);
+    fixture_free(&f);
+}

@@ -1,0 +1,303 @@
+/* The stage's segments, the DP ops' segment lists, what each op touches and the data edges (see
+ * data.h). */
+#include "program/data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "program/schedule.h"
+
+static int on_dp(const ts_op *op) { return op->stream == TS_STREAM_DP; }
+
+/* --- the stage's segments ------------------------------------------------------------------- */
+
+static ts_status segments_build(const ts_problem *pb, const ts_layout *l, int stage, const ts_stage_program *sp,
+                                ts_stage_segments *g) {
+    int L = pb->model.layers + pb->model.mtp_layers, v = l->vpp;
+    *g = (ts_stage_segments){.layers = L, .vpp = v, .head_uses_embed = pb->model.tied_embeddings};
+    g->local_of = malloc((size_t)L * sizeof *g->local_of);
+    g->chunk_lo = malloc((size_t)v * sizeof *g->chunk_lo);
+    g->chunk_hi = calloc((size_t)v, sizeof *g->chunk_hi);
+    if (!g->local_of || !g->chunk_lo || !g->chunk_hi) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the segments of stage %d", stage);
+    for (int j = 0; j < L; j++) g->local_of[j] = -1;
+    for (int c = 0; c < v; c++) g->chunk_lo[c] = L;
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        if (op->layer < 0 || op->layer >= L) continue;
+        g->local_of[op->layer] = 0;
+        if (op->phase != TS_PHASE_FWD) continue;
+        if (op->layer < g->chunk_lo[op->chunk]) g->chunk_lo[op->chunk] = op->layer;
+        if (op->layer + 1 > g->chunk_hi[op->chunk]) g->chunk_hi[op->chunk] = op->layer + 1;
+    }
+    for (int j = 0; j < L; j++)
+        if (g->local_of[j] == 0) g->local_of[j] = g->n_local++;
+    g->n_seg = 2 * g->n_local + 2;
+    g->seg_embed = ts_chunk_stage(l, 0) == stage ? 2 * g->n_local : -1;
+    g->seg_head = ts_chunk_stage(l, l->pp * v - 1) == stage ? 2 * g->n_local + 1 : -1;
+    g->grad_buffer = malloc((size_t)g->n_seg * sizeof *g->grad_buffer);
+    if (!g->grad_buffer) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the segments of stage %d", stage);
+    /* ZeRO-2/3 keep a layer's gradients in one of two one-layer buffers, alternate layers; a
+     * segment alone in its group (DP×CP for the shared part, the EDP group for experts) has
+     * nothing to shard and keeps its own. */
+    for (int s = 0; s < g->n_seg; s++) {
+        int members = ts_group_size(l, s % 2 ? TS_GROUP_EDP : TS_GROUP_DPCP);
+        g->grad_buffer[s] = (int8_t)(s < 2 * g->n_local && l->zero >= 2 && members > 1 ? s / 2 % 2 : -1);
+    }
+    return TS_OK;
+}
+
+/* --- the DP ops' segments --------------------------------------------------------------------- */
+
+static ts_status local_seg(const ts_stage_segments *g, int layer, int expert, int32_t *seg) {
+    if (layer < 0 || layer >= g->layers || g->local_of[layer] < 0)
+        return TS_FAIL(TS_ERR_INPUT, "step program: layer %d is not on this stage", layer);
+    *seg = 2 * g->local_of[layer] + expert;
+    return TS_OK;
+}
+
+/* Appends the segments DP op `op` reduces or gathers to `segs`; `reduce_hi` and `gather_lo`
+ * (vpp) are the bucket cursors, walked as the ops come. */
+static ts_status dp_segments(const ts_stage_segments *g, const ts_op *op, int32_t *reduce_hi, int32_t *gather_lo,
+                             int32_t *segs, uint32_t *n) {
+    int32_t s = -1;
+    int lo, hi;
+    if (op->chunk < 0 || op->chunk >= g->vpp)
+        return TS_FAIL(TS_ERR_INPUT, "step program: chunk %d of a DP op, expected 0 to %d", op->chunk, g->vpp - 1);
+    if (op->part == TS_PART_GRAD_REDUCE) {
+        if (op->group == TS_GROUP_EDP || op->phase != TS_PHASE_STEP) {
+            /* Experts over their DP group; ZeRO-2/3's per-layer reduce-scatter. */
+            TS_CHECK(local_seg(g, op->layer, op->group == TS_GROUP_EDP, &s));
+            segs[(*n)++] = s;
+            return TS_OK;
+        }
+        /* A bucket: layers [op->layer, the previous bucket's first) of its chunk. */
+        lo = op->layer;
+        hi = reduce_hi[op->chunk];
+        reduce_hi[op->chunk] = lo;
+    } else {
+        if (op->phase != TS_PHASE_STEP) { /* ZeRO-3: the layer's two segments */
+            TS_CHECK(local_seg(g, op->layer, 0, &s));
+            segs[(*n)++] = s;
+            segs[(*n)++] = s + 1;
+            return TS_OK;
+        }
+        /* A bucket in forward order: layers [the previous bucket's end, op->layer]. */
+        lo = gather_lo[op->chunk];
+        hi = op->layer + 1;
+        gather_lo[op->chunk] = hi;
+    }
+    for (int j = lo; j < hi; j++) {
+        TS_CHECK(local_seg(g, j, 0, &s));
+        segs[(*n)++] = s;
+        if (op->part == TS_PART_PARAM_GATHER) segs[(*n)++] = s + 1;
+    }
+    /* The embedding travels with the bucket holding layer 0, the head with the one holding the
+     * model's last layer. */
+    int last = g->layers - 1;
+    if (g->seg_embed >= 0 && lo <= 0 && hi > 0) segs[(*n)++] = g->seg_embed;
+    if (g->seg_head >= 0 && lo <= last && hi > last) segs[(*n)++] = g->seg_head;
+    return TS_OK;
+}
+
+/* ZeRO-3 holds at most two gathered layers (the one running and the one prefetched): a gather
+ * drops its own layer's old copy, else the older of two held. The segments of the layer it
+ * releases follow its own two in its list (what it writes). */
+typedef struct {
+    int32_t held[2]; /* first segment of each held layer, oldest first */
+    int n;
+} zero3_held;
+
+static void zero3_release(zero3_held *z, int32_t *segs, uint32_t *n) {
+    int32_t s = segs[*n - 2];
+    for (int k = 0; k < z->n; k++)
+        if (z->held[k] == s) {
+            z->held[k] = z->held[--z->n];
+            break;
+        }
+    if (z->n == 2) {
+        segs[(*n)++] = z->held[0];
+        segs[(*n)++] = z->held[0] + 1;
+        z->held[0] = z->held[1];
+        z->n = 1;
+    }
+    z->held[z->n++] = s;
+}
+
+static ts_status segs_build(ts_stage_program *sp) {
+    const ts_stage_segments *g = &sp->seg;
+    size_t cap = 1;
+    for (int i = 0; i < sp->n_ops; i++)
+        if (on_dp(&sp->ops[i])) cap += (size_t)g->n_seg;
+    ts_status res = TS_OK;
+    int32_t *reduce_hi = malloc((size_t)g->vpp * sizeof *reduce_hi);
+    int32_t *gather_lo = malloc((size_t)g->vpp * sizeof *gather_lo);
+    sp->seg_start = calloc((size_t)sp->n_ops + 1, sizeof *sp->seg_start);
+    sp->segs = malloc(cap * sizeof *sp->segs);
+    if (!reduce_hi || !gather_lo || !sp->seg_start || !sp->segs) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the DP segments of %d ops", sp->n_ops);
+        goto exit;
+    }
+    memcpy(reduce_hi, g->chunk_hi, (size_t)g->vpp * sizeof *reduce_hi);
+    memcpy(gather_lo, g->chunk_lo, (size_t)g->vpp * sizeof *gather_lo);
+    zero3_held z3 = {.n = 0};
+    uint32_t used = 0;
+    for (int i = 0; i < sp->n_ops; i++) {
+        sp->seg_start[i] = used;
+        const ts_op *op = &sp->ops[i];
+        if (!on_dp(op)) continue;
+        TS_CHECK_GOTO(dp_segments(g, op, reduce_hi, gather_lo, sp->segs, &used), res, exit);
+        if (op->part == TS_PART_PARAM_GATHER && op->phase != TS_PHASE_STEP) zero3_release(&z3, sp->segs, &used);
+    }
+    sp->seg_start[sp->n_ops] = used;
+exit:
+    free(reduce_hi);
+    free(gather_lo);
+    return res;
+}
+
+/* --- what an op touches ------------------------------------------------------------------------ */
+
+typedef struct {
+    const ts_stage_segments *g;
+    ts_access *out;
+    int n;
+} touches;
+
+static void add(touches *t, int32_t res, int write) { t->out[t->n++] = (ts_access){res, (uint8_t)write}; }
+
+static void params(touches *t, int s, int write) {
+    if (s >= 0) add(t, s, write);
+}
+
+static void grads(touches *t, int s) {
+    if (s < 0) return;
+    add(t, t->g->n_seg + s, 1);
+    if (t->g->grad_buffer[s] >= 0) add(t, 2 * t->g->n_seg + t->g->grad_buffer[s], 1);
+}
+
+static void compute_touches(touches *t, const ts_op *op) {
+    const ts_stage_segments *g = t->g;
+    int writes = op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD;
+    if (op->kind == TS_OP_OPTIMIZER) {
+        for (int s = 0; s < g->n_seg; s++) {
+            params(t, s, 1);
+            grads(t, s);
+        }
+        return;
+    }
+    int seg[2] = {-1, -1};
+    if (op->layer >= 0 && op->layer < g->layers && g->local_of[op->layer] >= 0) {
+        seg[0] = 2 * g->local_of[op->layer];
+        seg[1] = seg[0] + 1;
+    } else if (op->part == TS_PART_EMBED || op->part == TS_PART_TP_EMBED) {
+        seg[0] = g->seg_embed;
+    } else if (op->part == TS_PART_HEAD || op->part == TS_PART_LOSS) { /* the final norm is the head's */
+        seg[0] = g->seg_head;
+        if (g->head_uses_embed) seg[1] = g->seg_embed;
+    }
+    for (int k = 0; k < 2; k++) {
+        params(t, seg[k], 0);
+        if (writes) grads(t, seg[k]);
+    }
+}
+
+int ts_op_accesses(const ts_stage_program *sp, int i, ts_access *out) {
+    const ts_op *op = &sp->ops[i];
+    touches t = {.g = &sp->seg, .out = out};
+    if (!on_dp(op)) {
+        compute_touches(&t, op);
+        return t.n;
+    }
+    const int32_t *segs = sp->segs + sp->seg_start[i];
+    uint32_t n = sp->seg_start[i + 1] - sp->seg_start[i];
+    if (op->part == TS_PART_GRAD_REDUCE) {
+        for (uint32_t k = 0; k < n; k++) grads(&t, segs[k]);
+    } else {
+        for (uint32_t k = 0; k < n; k++) params(&t, segs[k], 1);
+    }
+    return t.n;
+}
+
+/* --- data edges -------------------------------------------------------------------------------- */
+
+static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+/* For each op, the latest conflicting op of the other stream (-1: none) beyond what its
+ * dependencies already order, into `extra`. */
+static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
+    int n_res = 2 * sp->seg.n_seg + 2;
+    ts_status res = TS_OK;
+    ts_access *acc = malloc((size_t)TS_ACCESS_MAX(sp->seg.n_seg) * sizeof *acc);
+    int32_t *last = malloc(4 * (size_t)n_res * sizeof *last); /* writer, reader per stream */
+    if (!acc || !last) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
+        goto exit;
+    }
+    for (int r = 0; r < 4 * n_res; r++) last[r] = -1;
+    int32_t *last_w[2] = {last, last + n_res}, *last_r[2] = {last + 2 * n_res, last + 3 * n_res};
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        int side = on_dp(op), other = !side, n = ts_op_accesses(sp, i, acc);
+        int32_t ordered = -1, need = -1;
+        for (uint32_t d = 0; d < op->ndeps; d++) {
+            uint32_t j = sp->deps[op->dep0 + d];
+            if (on_dp(&sp->ops[j]) == other) ordered = max32(ordered, (int32_t)j);
+        }
+        for (int k = 0; k < n; k++) {
+            need = max32(need, last_w[other][acc[k].res]);
+            if (acc[k].write) need = max32(need, last_r[other][acc[k].res]);
+        }
+        for (int k = 0; k < n; k++) (acc[k].write ? last_w : last_r)[side][acc[k].res] = i;
+        extra[i] = need > ordered ? need : -1;
+    }
+exit:
+    free(acc);
+    free(last);
+    return res;
+}
+
+/* The dependencies with each op's data edge appended. */
+static ts_status deps_extend(ts_stage_program *sp, const int32_t *extra) {
+    int added = 0;
+    for (int i = 0; i < sp->n_ops; i++) added += extra[i] >= 0;
+    if (added == 0) return TS_OK;
+    uint32_t *deps = malloc(((size_t)sp->n_deps + added) * sizeof *deps);
+    if (!deps) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
+    uint32_t n = 0;
+    for (int i = 0; i < sp->n_ops; i++) {
+        ts_op *op = &sp->ops[i];
+        uint32_t dep0 = n;
+        for (uint32_t d = 0; d < op->ndeps; d++) deps[n++] = sp->deps[op->dep0 + d];
+        if (extra[i] >= 0) deps[n++] = (uint32_t)extra[i];
+        op->dep0 = dep0;
+        op->ndeps = n - dep0;
+    }
+    free(sp->deps);
+    sp->deps = deps;
+    sp->n_deps = sp->cap_deps = (int)n;
+    return TS_OK;
+}
+
+ts_status ts_stage_data_build(const ts_problem *pb, const ts_layout *l, int stage, ts_stage_program *sp) {
+    TS_CHECK(segments_build(pb, l, stage, sp, &sp->seg));
+    TS_CHECK(segs_build(sp));
+    int32_t *extra = malloc(((size_t)sp->n_ops + 1) * sizeof *extra);
+    if (!extra) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
+    ts_status res = data_edges(sp, extra);
+    if (res == TS_OK) res = deps_extend(sp, extra);
+    free(extra);
+    return res;
+}
+
+void ts_stage_data_free(ts_stage_program *sp) {
+    ts_stage_segments *g = &sp->seg;
+    free(g->local_of);
+    free(g->chunk_lo);
+    free(g->chunk_hi);
+    free(g->grad_buffer);
+    free(sp->segs);
+    free(sp->seg_start);
+    memset(g, 0, sizeof *g);
+    sp->segs = NULL;
+    sp->seg_start = NULL;
+}
