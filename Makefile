@@ -230,19 +230,20 @@ $(TEST_BIN): $(TEST_OBJS) $(LIB)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-# Tests find the CLI and the zoo through these variables (tests/helpers.h).
+# Tests find the CLI and the zoo through these variables (tests/helpers.h). TEST_ARGS: more
+# Criterion options (e.g. --tap=FILE, --verbose) for test, test-fast and test-golden.
 test: $(BIN) $(TEST_BIN)
-	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2 $(TEST_ARGS)
 
 # The suites that start no MPI ranks (no mpirun: not `mpi`, not validate's runs) and need no GPU
 # (not `cuda_gpu`): a Criterion --filter pattern (extended glob) over "suite/test" (tests/README.md).
 TEST_FAST_FILTER := @(!(mpi|validate|cuda_gpu)/*|validate/bad_flags)
 test-fast: $(BIN) $(TEST_BIN)
-	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2 --filter '$(TEST_FAST_FILTER)'
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) -j2 --filter '$(TEST_FAST_FILTER)' $(TEST_ARGS)
 
 # The golden outputs alone (tests/golden/cases.txt); TESSERA_GOLDEN_UPDATE=1 rewrites them.
 test-golden: $(BIN) $(TEST_BIN)
-	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) --filter 'golden/*'
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) --filter 'golden/*' $(TEST_ARGS)
 
 check:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
