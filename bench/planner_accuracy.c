@@ -19,7 +19,7 @@ static int cmp_abs(const void *a, const void *b) {
 int main(int argc, char **argv) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "");
-    if (!dir[0]) snprintf(dir, sizeof dir, "%s/../shared/validation", ts_data_dir());
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
     ts_pub_case *c;
     int n;
     ts_status st = ts_published_run(dir, &c, &n);

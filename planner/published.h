@@ -1,4 +1,4 @@
-/* The planner checked against published measurements (../shared/validation/):
+/* The planner checked against published measurements (validation/published/):
  *  - Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU of the published (t, p, d) layout, counted
  *    like the paper (eq. 3: executed FLOPs incl. full recompute, unfused 2021 attention, no ZeRO,
  *    no SP/CP, interleaved schedule when p > 1), and the rank of the published (t, p, d) in the

@@ -14,8 +14,8 @@
 /* The repository root: $TESSERA_DATA (set by `make test`), else ".". */
 const char *test_data_dir(void);
 
-/* "<data dir>/<rel>" in a malloc'd string the caller frees. Use "../shared/..." for the shared
- * folder beside the repository. */
+/* "<data dir>/<rel>" in a malloc'd string the caller frees, e.g. "validation/published/..." for
+ * the published measurements kept in the repository (validation/published/README.md). */
 char *test_data_path(const char *rel);
 
 /* Writes `content` to a new file /tmp/tessera-test-XXXXXX.json and returns its malloc'd path;

@@ -119,7 +119,7 @@ static double num_at(const cJSON *obj, const char *key) {
 /* Megatron-LM SC'21 eq. 2: P = 12lh^2 (1 + 13/(12h) + (V+s)/(12lh)) counts everything but the
  * final LayerNorm, so the exact count is eq. 2 + 2h; the table's params_eq2 is it rounded. */
 Test(models, megatron_sc21_table1_rows) {
-    char *path = test_data_path("../shared/validation/megatron-sc21-table1.json");
+    char *path = test_data_path("validation/published/megatron-sc21-table1.json");
     cJSON *rows = NULL;
     ts_error_clear();
     cr_assert_eq(ts_json_load_file(path, &rows), TS_OK, "%s", ts_error_message());

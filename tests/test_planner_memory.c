@@ -3,7 +3,7 @@
  *    forms (4+12/Nd)Ψ, (2+14/Nd)Ψ, 16Ψ/Nd bytes;
  *  - one layer's activations vs Korthikanti et al. 2022 Table 2 (exact: the inputs are integers
  *    whose products are exact in doubles), and the first pipeline stage's total (§4.2.3).
- * Published numbers are read from ../shared/validation/published-cases.json. */
+ * Published numbers are read from validation/published/published-cases.json. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -85,7 +85,7 @@ static const cJSON *case_by_id(const cJSON *root, const char *id) {
 }
 
 static cJSON *load_published(void) {
-    char *path = test_data_path("../shared/validation/published-cases.json");
+    char *path = test_data_path("validation/published/published-cases.json");
     cJSON *root = NULL;
     ts_error_clear();
     cr_assert_eq(ts_json_load_file(path, &root), TS_OK, "%s", ts_error_message());

@@ -1,5 +1,5 @@
 /* The planner against published measurements (planner/published.h, data in
- * ../shared/validation/): every NVIDIA H100 recipe row's step time and every Megatron-LM SC'21
+ * validation/published/): every NVIDIA H100 recipe row's step time and every Megatron-LM SC'21
  * Table 1 row's TFLOP/s within 15%, and each published Megatron (t, p, d) among the planner's own
  * top five (t, p, d). */
 #include <criterion/criterion.h>
@@ -15,7 +15,7 @@ static ts_pub_case *cases;
 static int n_cases;
 
 static void load(void) {
-    char *dir = test_data_path("../shared/validation");
+    char *dir = test_data_path("validation/published");
     ts_error_clear();
     ts_status st = ts_published_run(dir, &cases, &n_cases);
     free(dir);

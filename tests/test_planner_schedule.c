@@ -102,7 +102,7 @@ typedef struct {
 } zb_case;
 
 static zb_case zb_load(void) {
-    char *path = test_data_path("../shared/validation/published-cases.json");
+    char *path = test_data_path("validation/published/published-cases.json");
     cJSON *root = NULL;
     cr_assert_eq(ts_json_load_file(path, &root), TS_OK, "%s", ts_error_message());
     free(path);

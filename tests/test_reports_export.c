@@ -1,5 +1,5 @@
 /* `tessera export` as users see it:
- *  - the ten Megatron-LM SC'21 Table 1 rows (../shared/validation/megatron-sc21-table1.json):
+ *  - the ten Megatron-LM SC'21 Table 1 rows (validation/published/megatron-sc21-table1.json):
  *    planned with the published t, p, d and batch pinned (2021 software: cp=1, sp=0, zero=0,
  *    full recompute, unfused attention, 1F1B or interleaved), exported as Megatron-LM arguments
  *    that reproduce t, p, d = GPUs / (t·p) and the batch exactly, and as a DeepSpeed config that
@@ -85,7 +85,7 @@ static void check_deepspeed(const char *plan, int dp, int pp, int zero, const ch
 }
 
 Test(export, megatron_sc21_table1_rows, .timeout = 600) {
-    char *path = test_data_path("../shared/validation/megatron-sc21-table1.json");
+    char *path = test_data_path("validation/published/megatron-sc21-table1.json");
     char *text = read_file(path);
     cr_assert_not_null(text, "%s is missing", path);
     cJSON *rows = cJSON_Parse(text);
