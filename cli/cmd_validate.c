@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
+#include "common/spawn.h"
 #include "common/stats.h"
 #include "planner/plan_json.h"
 #include "sim/compare.h"
@@ -201,7 +202,7 @@ static ts_status run_case(const char *self, const options *o, const char *dir, i
     }
     const char *const argv[] = {self, "run", "--plan", plan, "--steps", steps, "--warmup", "3",
                                 "--json", "--trace", run, NULL};
-    TS_CHECK(cli_spawn(argv, run_json));
+    TS_CHECK(ts_spawn(argv, run_json));
     out->index = i;
     return measured_step(run_json, &out->raw_s[pass], &out->flop[pass]);
 }
@@ -477,7 +478,7 @@ int cmd_validate(int argc, char **argv) {
             snprintf(seq, sizeof seq, "%lld", (long long)o.seq);
             const char *const argv_cal[] = {self,           "calibrate", "--quick", "--situ-steps", situ, "--situ-batch",
                                             batch,          "--situ-seq", seq,      "-o",           profiles[pass], NULL};
-            st = cli_spawn(argv_cal, NULL);
+            st = ts_spawn(argv_cal, NULL);
             if (pass == 0) o.system = profiles[0]; /* the plans' system until the choice below */
         }
         n = 0;
