@@ -9,9 +9,10 @@
  * them again. MPI_Finalize stays the caller's (ts_runtime_finalize), after ts_run_result_free.
  *
  * A rank that fails cannot leave alone: its peers wait for it in collectives, and freeing the
- * trainer or the watchdog is itself collective. So on failure ts_run returns the error with this
- * rank's runtime, trainer and watchdog left as they are, and the caller ends the whole job with
- * the message (ts_runtime_abort), as `tessera run` does.
+ * trainer or the watchdog is itself collective (or waits for sends no peer will receive). So on
+ * failure ts_run returns the error with this rank's runtime, trainer and watchdog left as they
+ * are, and the result with them (the trainer points into it: not to be freed), and the caller
+ * ends the whole job with the message (ts_runtime_abort), as `tessera run` does.
  *
  * The executor trains fp32 whatever precision the plan was made for (plan defaults to bf16): the
  * problem is made fp32 here, so the program's byte counts and the planner memory reported beside
