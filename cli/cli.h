@@ -32,11 +32,6 @@ _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribut
 _Noreturn void cli_bad_option(const char *cmd, int c, char **argv);
 /* This program's own path (/proc/self/exe) into buf; exits 2 when it cannot be read. */
 void cli_self_path(const char *cmd, char *buf, size_t cap);
-/* Runs argv (argv[0] a path, argv[1] the subcommand) as a child process with its stdout written
- * to `stdout_path` (NULL: discarded; stderr passes through) and waits for it; TS_ERR_EXTERNAL
- * naming the command and its exit status unless it exits 0. The file appears only when the child
- * succeeds (written atomically, common/json.h), never truncated. */
-ts_status cli_spawn(const char *const *argv, const char *stdout_path);
 /* For commands that run on MPI ranks, started without a launcher: replaces this process with
  * `mpirun -np RANKS` on this very binary and `tessera CMD argv[1..]` (--oversubscribe when the
  * ranks exceed the cores, and it says so on stderr). Exits 2 when mpirun cannot be started. */

@@ -78,6 +78,30 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
         used += (size_t)snprintf(buf + used, cap - used, " %s", argv[i]);
 }
 
+/* Rank 0's output: the tables (or their JSON) and the spec written to `output` ("-": stdout,
+ * instead of the tables); the exit status. */
+static int report(const char *cmd, const ts_calib *cal, int json, const char *output) {
+    ts_status st = TS_OK;
+    int to_stdout = output && strcmp(output, "-") == 0;
+    cJSON *doc = NULL;
+    if (!to_stdout && json) {
+        st = ts_calib_json(cal, &doc);
+        if (st == TS_OK) st = ts_json_write_file("-", doc);
+        cJSON_Delete(doc);
+    } else if (!to_stdout) {
+        st = ts_calib_print(stdout, cal);
+    }
+    if (st == TS_OK && output) {
+        st = ts_calib_profile(cal, &doc);
+        if (st == TS_OK) st = ts_json_write_file(output, doc);
+        cJSON_Delete(doc);
+        if (st == TS_OK && !json && !to_stdout) printf("# wrote %s\n", output);
+    }
+    if (st != TS_OK) fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
+    fflush(stdout);
+    return ts_exit_code(st);
+}
+
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
     int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1, situ_steps = 0, situ_batch = 0, situ_seq = 0;
@@ -160,29 +184,7 @@ int cmd_calibrate(int argc, char **argv) {
     st = ts_calibrate(&o, &tmpl, &cal);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
 
-    int rc = 0;
-    if (rank == 0) {
-        int to_stdout = output && strcmp(output, "-") == 0;
-        cJSON *doc = NULL;
-        if (!to_stdout && json) {
-            st = ts_calib_json(&cal, &doc);
-            if (st == TS_OK) st = ts_json_write_file("-", doc);
-            cJSON_Delete(doc);
-        } else if (!to_stdout) {
-            st = ts_calib_print(stdout, &cal);
-        }
-        if (st == TS_OK && output) {
-            st = ts_calib_profile(&cal, &doc);
-            if (st == TS_OK) st = ts_json_write_file(output, doc);
-            cJSON_Delete(doc);
-            if (st == TS_OK && !json && !to_stdout) printf("# wrote %s\n", output);
-        }
-        if (st != TS_OK) {
-            fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
-            rc = ts_exit_code(st);
-        }
-        fflush(stdout);
-    }
+    int rc = rank == 0 ? report(cmd, &cal, json, output) : 0;
     ts_runtime_finalize();
     return rc;
 }

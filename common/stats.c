@@ -15,6 +15,13 @@ double ts_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double ts_quantile(const double *sorted, int n, double q) {
+    if (n == 0) return 0;
+    double pos = q * (n - 1);
+    int lo = (int)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
+}
+
 double ts_cv(const double *v, int n) {
     if (n < 2) return 0;
     double sum = 0, sq = 0;

@@ -9,6 +9,10 @@ int ts_cmp_double(const void *a, const void *b);
  * n is 0. */
 double ts_median(double *v, int n);
 
+/* The q-quantile (q in [0, 1]) of n ascending values, interpolated linearly between the two
+ * nearest ranks (numpy's default: position q·(n − 1)); 0 when n is 0. */
+double ts_quantile(const double *sorted, int n, double q);
+
 /* Sample standard deviation (n − 1) over mean of v[0..n); 0 when n < 2 or the mean is not
  * positive. */
 double ts_cv(const double *v, int n);

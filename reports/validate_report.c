@@ -1,0 +1,108 @@
+/* The outcome of the validation experiment as JSON and as a table (reports/validate.h). */
+#include <math.h>
+#include <stdio.h>
+
+#include "common/json.h"
+#include "reports/validate.h"
+
+/* Adds the array `key` of the passes' figures to `c`. */
+static ts_status add_runs(cJSON *c, const char *key, const double *v, int n) {
+    cJSON *arr = cJSON_CreateDoubleArray(v, n);
+    if (arr == NULL || !cJSON_AddItemToObject(c, key, arr)) {
+        cJSON_Delete(arr);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing %s", key);
+    }
+    return TS_OK;
+}
+
+/* One case: the comparison's JSON (sim/compare.h) with the experiment's fields added. */
+static ts_status case_json(const ts_validate_result *r, const ts_validate_case *vc, cJSON *arr) {
+    ts_status st = TS_OK;
+    cJSON *c = NULL;
+    TS_CHECK(ts_compare_json(&vc->cmp, &c));
+    cJSON_AddItemToArray(arr, c);
+    const ts_compare *x = &vc->cmp;
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "case", vc->index + 1), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "ranks", vc->ranks), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "simulated_s", x->simulated_step_s), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_s", x->measured_step_s), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "error", x->step_error), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_s", x->measured_raw_step_s), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "raw_error", vc->raw_error), st, fail);
+    TS_CHECK(add_runs(c, "measured_runs_s", vc->run_s, r->repeat));
+    TS_CHECK(add_runs(c, "measured_raw_runs_s", vc->raw_s, r->repeat));
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", vc->run_spread), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_spread", vc->raw_spread), st, fail);
+fail:
+    return st;
+}
+
+ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
+    ts_status st = TS_OK;
+    cJSON *root = cJSON_CreateObject(), *arr;
+    TS_CJSON_GOTO(root, st, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "system", r->system), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "repeat", r->repeat), st, fail);
+    TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "cases"), st, fail);
+    for (int i = 0; i < r->n; i++) TS_CHECK_GOTO(case_json(r, &r->cases[i], arr), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_error", r->median_abs_error), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", r->max_abs_error), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", r->median_abs_raw_error), st, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
+    *out = root;
+    return TS_OK;
+fail:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The op kind whose summed time is furthest off, for the table's last column. */
+static const ts_compare_kind *worst_kind(const ts_compare *c) {
+    const ts_compare_kind *w = NULL;
+    for (int k = 0; k < c->n_kinds; k++)
+        if (isfinite(c->kinds[k].error) && (w == NULL || fabs(c->kinds[k].error) > fabs(w->error))) w = &c->kinds[k];
+    return w;
+}
+
+/* The '#' lines above the rows and the header. */
+static void print_head(FILE *f, const ts_validate_result *r, int gauged) {
+    fprintf(f, "# system %s; %lld sequences of %lld tokens, fp32; measured: median step of %d steps after %d\n"
+               "# warm-up%s\n",
+            r->system, (long long)r->batch, (long long)r->seq, r->steps - TS_VALIDATE_WARMUP, TS_VALIDATE_WARMUP,
+            r->repeat > 1 ? ", median over the passes; spread: (max - min) / median of the passes" : "");
+    if (gauged)
+        fprintf(f, "# measured_s: at the calibration's speed on the speed gauge (exec/speed_gauge.h), error against it;\n"
+                   "# raw_s: as timed, raw_error against it\n");
+    fprintf(f, "%-4s %-9s %-78s %5s %11s %11s %8s", "#", "model", "layout", "ranks", "simulated_s", "measured_s",
+            "error");
+    if (r->repeat > 1) fprintf(f, " %7s", "spread");
+    if (gauged) fprintf(f, " %9s %9s", "raw_s", "raw_error");
+    fprintf(f, "  %s\n", "worst op kind");
+}
+
+ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
+    int n = r->n, gauged = n > 0 && r->cases[0].cmp.gauged;
+    print_head(f, r, gauged);
+    for (int i = 0; i < n; i++) {
+        const ts_validate_case *vc = &r->cases[i];
+        const ts_compare *c = &vc->cmp;
+        const ts_compare_kind *w = worst_kind(c);
+        fprintf(f, "%-4d %-9s %-78s %5d %11.4f %11.4f %+7.1f%%", vc->index + 1, c->model, c->layout, vc->ranks,
+                c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
+        if (r->repeat > 1) fprintf(f, " %6.1f%%", 100 * vc->run_spread);
+        if (gauged) fprintf(f, " %9.4f %+8.1f%%", c->measured_raw_step_s, 100 * vc->raw_error);
+        if (w) fprintf(f, "  %s %+.0f%%", w->kind, 100 * w->error);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "# %d layouts: median |error| %.1f%%, worst %.1f%%", n, 100 * r->median_abs_error,
+            100 * r->max_abs_error);
+    if (r->repeat > 1) fprintf(f, "; median spread %.1f%% over %d passes", 100 * r->median_spread, r->repeat);
+    fprintf(f, "\n");
+    if (gauged) {
+        fprintf(f, "# as timed: median |raw_error| %.1f%%, worst %.1f%%", 100 * r->median_abs_raw_error,
+                100 * r->max_abs_raw_error);
+        if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
+        fprintf(f, "\n");
+    }
+    return TS_OK;
+}

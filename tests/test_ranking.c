@@ -1,0 +1,84 @@
+/* reports/ranking.h, called directly: the refinement re-ranks the best layouts by simulated step
+ * time (a permutation of them, ascending), the JSON carries the request's partition settings and
+ * the simulated times, the table says it refined; a search that fails leaves the ranking empty. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/ranking.h"
+#include "tests/helpers.h"
+
+static ts_problem problem(void) { return test_problem("llama2-7b", "h100-sxm-dgx", 16, 32, 4096, 1); }
+
+Test(ranking, refine_reranks_by_simulated_step) {
+    ts_problem pb = problem();
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    so.top_k = 5;
+    ts_search_result r;
+    cr_assert_eq(ts_search(&pb, &so, &r), TS_OK, "%s", ts_error_message());
+    cr_assert_geq(r.n_best, 4);
+    ts_layout before[4];
+    for (int i = 0; i < 4; i++) before[i] = r.best[i].layout;
+    double sim[4];
+    cr_assert_eq(ts_ranking_refine(&pb, &r, 4, sim), TS_OK, "%s", ts_error_message());
+    for (int i = 0; i < 4; i++) {
+        cr_expect_gt(sim[i], 0);
+        if (i) cr_expect_leq(sim[i - 1], sim[i], "re-ranked ascending");
+        int found = 0;
+        for (int j = 0; j < 4; j++) found += memcmp(&r.best[i].layout, &before[j], sizeof before[j]) == 0;
+        cr_expect_eq(found, 1, "layout %d is one of the best four", i);
+    }
+    ts_search_result_free(&r);
+}
+
+Test(ranking, json_and_table_of_a_refined_ranking) {
+    ts_problem pb = problem();
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    so.top_k = 3;
+    ts_ranking_opts o;
+    ts_ranking_opts_defaults(&o);
+    o.refine = 2;
+    ts_ranking rk;
+    cr_assert_eq(ts_ranking_make(&pb, &so, &o, &rk), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(rk.refined, 2);
+    cr_assert_not_null(rk.sim_step_s);
+    cJSON *root = NULL;
+    cr_assert_eq(ts_ranking_json(&pb, &so, &o, &rk, &root), TS_OK, "%s", ts_error_message());
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    cr_expect_eq(json_num(req, "refine", "$.request"), 2);
+    cr_expect_str_eq(json_str(req, "partition", "$.request"), "auto");
+    cr_expect_str_eq(json_str(req, "partition_objective", "$.request"), "stage");
+    const cJSON *layouts = cJSON_GetObjectItemCaseSensitive(root, "layouts");
+    cr_assert_eq(cJSON_GetArraySize(layouts), 3);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(json_num(cJSON_GetArrayItem(layouts, i), "sim_step_s", "$.layouts[]"), rk.sim_step_s[i]);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(layouts, 2), "sim_step_s"), "not refined");
+    cJSON_Delete(root);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_eq(ts_ranking_print(f, &pb, &o, &rk), TS_OK);
+    fclose(f);
+    cr_expect_not_null(find_line(text, "# refined: simulated the best 2 (one rank per stage)"), "%s", text);
+    cr_expect_not_null(find_line(text, "# best: "), "%s", text);
+    cr_expect_eq(count_lines(text), 3 + 2 + 3 + 1, "problem, search, refinement; header and units; three rows; best: %s", text);
+    free(text);
+    ts_ranking_free(&rk);
+}
+
+Test(ranking, failed_search_leaves_it_empty) {
+    ts_problem pb = test_problem("llama2-70b", "h100-sxm-dgx", 1, 32, 4096, 1);
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    ts_ranking_opts o;
+    ts_ranking_opts_defaults(&o);
+    o.refine = 2;
+    ts_ranking rk;
+    cr_expect_eq(ts_ranking_make(&pb, &so, &o, &rk), TS_ERR_INFEASIBLE, "%s", ts_error_message());
+    cr_expect(rk.search.n_best == 0 && rk.search.partition_errors == 0 && rk.sim_step_s == NULL);
+    ts_ranking_free(&rk);
+}

@@ -1,0 +1,118 @@
+/* reports/validate.h without running anything: the JSON form and the table of a hand-filled
+ * outcome (two cases, two passes, with and without the speed gauge), and the defaults. The
+ * experiment itself runs in tests/test_validate.c. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/validate.h"
+#include "tests/helpers.h"
+
+static ts_compare_kind kinds[2] = {
+    {.kind = "gemm", .ops = 10, .simulated_s = 0.2, .measured_s = 0.25, .error = -0.2, .median_abs_op_error = 0.1},
+    {.kind = "attention", .ops = 4, .simulated_s = 0.1, .measured_s = 0.05, .error = 1.0, .median_abs_op_error = 0.5},
+};
+
+static ts_validate_case one_case(int index, int ranks, const char *layout, double sim, double meas, double raw) {
+    ts_validate_case c = {.index = index, .ranks = ranks};
+    snprintf(c.cmp.layout, sizeof c.cmp.layout, "%s", layout);
+    snprintf(c.cmp.model, sizeof c.cmp.model, "tiny");
+    c.cmp.ops = 14;
+    c.cmp.simulated_step_s = sim, c.cmp.measured_step_s = meas, c.cmp.step_error = (sim - meas) / meas;
+    c.cmp.measured_raw_step_s = raw, c.cmp.speed = 1;
+    c.cmp.n_kinds = 2, c.cmp.kinds = kinds;
+    c.raw_s[0] = raw * 0.9, c.raw_s[1] = raw * 1.1;
+    c.run_s[0] = meas * 0.75, c.run_s[1] = meas * 1.25;
+    c.raw_error = (sim - raw) / raw;
+    c.run_spread = 0.5, c.raw_spread = 0.2;
+    return c;
+}
+
+#define L1 "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"
+#define L2 "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"
+
+static ts_validate_result hand_filled(ts_validate_case *cases) {
+    cases[0] = one_case(0, 1, L1, 0.5, 0.4, 0.5);
+    cases[1] = one_case(1, 2, L2, 0.3, 0.4, 0.4);
+    ts_validate_result r = {.steps = 8, .repeat = 2, .batch = 8, .seq = 128, .n = 2, .cases = cases,
+                            .median_abs_error = 0.25, .max_abs_error = 0.25, .median_abs_raw_error = 0.125,
+                            .max_abs_raw_error = 0.25, .median_spread = 0.5, .median_raw_spread = 0.2};
+    snprintf(r.system, sizeof r.system, "profile.json");
+    return r;
+}
+
+Test(validate_report, json) {
+    ts_validate_case cases[2];
+    ts_validate_result r = hand_filled(cases);
+    cJSON *root = NULL;
+    cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
+    cr_expect_str_eq(json_str(root, "system", "$"), "profile.json");
+    cr_expect_eq(json_num(root, "repeat", "$"), 2);
+    cr_expect_eq(json_num(root, "median_abs_error", "$"), 0.25);
+    cr_expect_eq(json_num(root, "max_abs_raw_error", "$"), 0.25);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "cases");
+    cr_assert_eq(cJSON_GetArraySize(arr), 2);
+    const cJSON *c = cJSON_GetArrayItem(arr, 1);
+    cr_expect_str_eq(json_str(c, "layout", "$.cases[1]"), L2);
+    cr_expect_eq(json_num(c, "case", "$.cases[1]"), 2);
+    cr_expect_eq(json_num(c, "ranks", "$.cases[1]"), 2);
+    cr_expect_eq(json_num(c, "simulated_s", "$.cases[1]"), 0.3);
+    cr_expect_eq(json_num(c, "measured_s", "$.cases[1]"), 0.4);
+    cr_expect_eq(json_num(c, "error", "$.cases[1]"), cases[1].cmp.step_error);
+    cr_expect_eq(json_num(c, "raw_error", "$.cases[1]"), cases[1].raw_error);
+    cr_expect_eq(json_num(c, "measured_spread", "$.cases[1]"), 0.5);
+    cr_expect_eq(json_num(c, "measured_raw_spread", "$.cases[1]"), 0.2);
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(c, "measured_runs_s");
+    cr_assert_eq(cJSON_GetArraySize(runs), 2, "one per pass");
+    cr_expect_eq(cJSON_GetArrayItem(runs, 1)->valuedouble, cases[1].run_s[1]);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "kinds")), 2, "the comparison's kinds");
+    cJSON_Delete(root);
+}
+
+static char *printed(const ts_validate_result *r) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(ts_validate_print(f, r), TS_OK, "%s", ts_error_message());
+    fclose(f);
+    return text;
+}
+
+Test(validate_report, table) {
+    ts_validate_case cases[2];
+    ts_validate_result r = hand_filled(cases);
+    char *text = printed(&r);
+    char want[4096];
+    snprintf(want, sizeof want,
+             "# system profile.json; 8 sequences of 128 tokens, fp32; measured: median step of 5 steps after 3\n"
+             "# warm-up, median over the passes; spread: (max - min) / median of the passes\n"
+             "%-4s %-9s %-78s %5s %11s %11s %8s %7s  worst op kind\n"
+             "1    tiny      %-78s     1      0.5000      0.4000   +25.0%%   50.0%%  attention +100%%\n"
+             "2    tiny      %-78s     2      0.3000      0.4000   -25.0%%   50.0%%  attention +100%%\n"
+             "# 2 layouts: median |error| 25.0%%, worst 25.0%%; median spread 50.0%% over 2 passes\n",
+             "#", "model", "layout", "ranks", "simulated_s", "measured_s", "error", "spread", L1, L2);
+    cr_expect_str_eq(text, want);
+    free(text);
+    /* With the gauge: the raw columns and the line as timed; one pass: no spread. */
+    cases[0].cmp.gauged = cases[1].cmp.gauged = 1;
+    r.repeat = 1;
+    text = printed(&r);
+    cr_expect(strstr(text, "# raw_s: as timed, raw_error against it\n") != NULL, "%s", text);
+    cr_expect(strstr(text, "0.5000     +0.0%  attention") != NULL, "%s", text);
+    cr_expect(strstr(text, "# as timed: median |raw_error| 12.5%, worst 25.0%\n") != NULL, "%s", text);
+    cr_expect(strstr(text, "spread") == NULL, "%s", text);
+    free(text);
+}
+
+Test(validate_report, defaults) {
+    ts_validate_opts o;
+    ts_validate_opts_defaults(&o);
+    cr_expect(o.max_ranks == 8 && o.steps == 8 && o.repeat == 1 && o.situ_steps == 16);
+    cr_expect(o.batch == 8 && o.seq == 128 && o.log == stderr);
+    cr_expect(o.system == NULL && o.dir == NULL);
+    for (int i = 0; i < TS_VALIDATE_CASES; i++) cr_expect_eq(o.only[i], 0);
+}
