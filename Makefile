@@ -1,6 +1,7 @@
 # Tessera — one flat Makefile.
 #   make            build libtessera.a and build/tessera
 #   make test       build and run the Criterion tests
+#   make check-export  exports validated by megatron-core, Megatron-Bridge, DeepSpeed (PyPI venv)
 #   make check      the same tests under AddressSanitizer + UBSan (separate build dir)
 #   make fuzz       FUZZ_SECONDS=60 per libFuzzer harness in tests/fuzz/ (clang, build-fuzz/)
 #   make valgrind   memcheck over a plan and a sim example
@@ -86,7 +87,7 @@ endif
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all test test-golden check fuzz fuzz-bins valgrind bench demo install deps clean
+.PHONY: all test test-golden check-export check fuzz fuzz-bins valgrind bench demo install deps clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -119,6 +120,11 @@ test: $(BIN) $(TEST_BIN)
 # The golden outputs alone (tests/golden/cases.txt); TESSERA_GOLDEN_UPDATE=1 rewrites them.
 test-golden: $(BIN) $(TEST_BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) --filter 'golden/*'
+
+# Exports checked by megatron-core, Megatron-Bridge and DeepSpeed themselves, installed from PyPI
+# into build/export-venv on first use (scripts/check-export.sh; minutes, several GB).
+check-export: $(BIN)
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
 
 check:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test

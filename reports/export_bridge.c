@@ -10,9 +10,8 @@
  * position_embedding_type, rotary_base, should_pad_vocab) and models/mla_provider.py
  * MLAModelProvider (MLATransformerConfig's q_lora_rank, kv_lora_rank, qk_head_dim,
  * qk_pos_emb_head_dim, v_head_dim); training/mixed_precision.py recipe names bf16_mixed,
- * fp16_mixed, bf16_with_fp8_delayed_scaling_mixed; recipes/utils/optimizer_utils.py
- * distributed_fused_adam_with_cosine_annealing, as the package's own recipes (recipes/llama/) use
- * them. */
+ * fp16_mixed, bf16_with_fp8_delayed_scaling_mixed; OptimizerConfig and SchedulerConfig as
+ * recipes/utils/optimizer_utils.py distributed_fused_adam_with_cosine_annealing fills them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
         const ts_mla *a = &m->mla;
         char q[32] = "None";
         if (a->q_lora_rank > 0) snprintf(q, sizeof q, "%d", a->q_lora_rank);
+        fprintf(f, "        multi_latent_attention=True,\n");
         fprintf(f, "        q_lora_rank=%s, kv_lora_rank=%d, qk_head_dim=%d, qk_pos_emb_head_dim=%d, v_head_dim=%d,\n",
                 q, a->kv_lora_rank, a->qk_nope_dim, a->qk_rope_dim, a->v_dim);
     } else {
@@ -47,7 +47,7 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
             m->norm == TS_NORM_RMSNORM ? "RMSNorm" : "LayerNorm", py_bool(m->activation == TS_ACT_SWIGLU),
             m->activation == TS_ACT_SWIGLU && !m->gelu_gate ? "F.silu" : m->activation == TS_ACT_RELU2 ? "squared_relu" : "F.gelu");
     fprintf(f, "        add_bias_linear=%s, add_qkv_bias=%s, qk_layernorm=%s,\n", py_bool(m->linear_bias),
-            py_bool(m->qkv_bias && !m->linear_bias), py_bool(m->qk_norm == TS_QKNORM_HEAD));
+            py_bool(m->qkv_bias && !m->linear_bias), py_bool(m->qk_norm == TS_QKNORM_HEAD || m->mla.kv_lora_rank > 0));
     fprintf(f, "        hidden_dropout=%s, attention_dropout=%s,\n", m->dropout ? "0.1" : "0.0", m->dropout ? "0.1" : "0.0");
     if (m->attn_sinks) fprintf(f, "        softmax_type=\"learnable\",\n");
     if (m->window.tokens > 0 && !m->window.chunked) {
@@ -111,9 +111,17 @@ static const char *precision_name(ts_dtype d) {
 
 static void bridge_container(FILE *f, const ts_problem *pb, const ts_layout *l) {
     const char *strategy = l->zero >= 3 ? "optim_grads_params" : l->zero == 2 ? "optim_grads" : l->zero == 1 ? "optim" : "no_shard";
-    fprintf(f, "    optimizer, scheduler = distributed_fused_adam_with_cosine_annealing(\n"
-               "        lr_warmup_iters=2000, lr_decay_iters=None, max_lr=3e-4, min_lr=3e-5)\n");
-    fprintf(f, "    optimizer.use_distributed_optimizer = %s\n", py_bool(l->zero >= 1));
+    /* Adam with cosine decay, as recipes/utils/optimizer_utils.py
+     * distributed_fused_adam_with_cosine_annealing builds them (importing it pulls in every recipe,
+     * vision ones included, so the two configs are written out). */
+    fprintf(f, "    optimizer = OptimizerConfig(optimizer=\"adam\", lr=3e-4, min_lr=3e-5, weight_decay=0.1, bf16=%s,\n"
+               "                                fp16=%s, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8,\n"
+               "                                use_distributed_optimizer=%s, clip_grad=1.0)\n",
+            py_bool(pb->train.dtype == TS_DTYPE_BF16 || pb->train.dtype == TS_DTYPE_FP8),
+            py_bool(pb->train.dtype == TS_DTYPE_FP16), py_bool(l->zero >= 1));
+    fprintf(f, "    scheduler = SchedulerConfig(start_weight_decay=0.033, end_weight_decay=0.033,\n"
+               "                                weight_decay_incr_style=\"constant\", lr_decay_style=\"cosine\",\n"
+               "                                lr_warmup_iters=2000, lr_warmup_init=0.0, lr_decay_iters=None)\n");
     fprintf(f, "    return ConfigContainer(\n");
     fprintf(f, "        model=model,\n");
     fprintf(f, "        train=TrainingConfig(train_iters=1000, global_batch_size=%lld, micro_batch_size=%d),\n",
@@ -168,10 +176,9 @@ static ts_status write_bridge(FILE *f, const void *arg) {
           "from megatron.core.distributed import DistributedDataParallelConfig\n"
           "from megatron.bridge.models.gpt_provider import GPTModelProvider\n"
           "from megatron.bridge.models.mla_provider import MLAModelProvider\n"
-          "from megatron.bridge.recipes.utils.optimizer_utils import distributed_fused_adam_with_cosine_annealing\n"
           "from megatron.bridge.training.config import (CheckpointConfig, ConfigContainer, DistributedInitConfig,\n"
-          "                                             GPTDatasetConfig, LoggerConfig, RNGConfig, TokenizerConfig,\n"
-          "                                             TrainingConfig)\n", f);
+          "                                             GPTDatasetConfig, LoggerConfig, OptimizerConfig, RNGConfig,\n"
+          "                                             SchedulerConfig, TokenizerConfig, TrainingConfig)\n", f);
     if (pb->model.activation == TS_ACT_RELU2)
         fputs("from megatron.bridge.training.mlm_compat.activations import squared_relu\n", f);
     fputs("\n\ndef tessera_pretrain_config() -> ConfigContainer:\n", f);

@@ -172,7 +172,10 @@ static void attention_flags(flags *x, const ts_model *m) {
         }
         if (m->hidden % m->heads != 0 || m->head_dim != m->hidden / m->heads) fl_i(x, "--kv-channels", m->head_dim);
     }
-    if (m->qk_norm == TS_QKNORM_HEAD) fl(x, "--qk-layernorm");
+    /* Under MLA --qk-layernorm is the norms of the query and key-value latents, which every
+     * DeepSeek-V2/V3 layer has (megatron/core/models/gpt/gpt_layer_specs.py: MLA's q_layernorm and
+     * kv_layernorm exist only with qk_layernorm). */
+    if (m->qk_norm == TS_QKNORM_HEAD || m->mla.kv_lora_rank > 0) fl(x, "--qk-layernorm");
     if (m->attn_sinks) fl_s(x, "--softmax-type", "learnable");
     if (m->window.tokens > 0 && !m->window.chunked) {
         char w[64];
