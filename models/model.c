@@ -183,6 +183,7 @@ static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m
     TS_CHECK(ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta));
     TS_CHECK(ts_jr_enum(r, root, "qk_norm", 0, ts_qk_norm_names, TS_QKNORM_NONE, &m->qk_norm));
     TS_CHECK(read_int(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
+    if (m->norms_per_layer == 2) m->norms_per_layer = 0; /* the usual two, stored as the default 0 */
     TS_CHECK(read_window(r, root, &m->window));
     TS_CHECK(ts_jr_num(r, root, "attn_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->attn_softcap));
     TS_CHECK(ts_jr_num(r, root, "logit_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->logit_softcap));
