@@ -3,6 +3,7 @@
 #   make test       build and run the Criterion tests (what CI runs)
 #   make test-fast  the tests that start no MPI ranks and need no GPU (tests/README.md)
 #   make test-golden  the golden outputs alone (TESSERA_GOLDEN_UPDATE=1 rewrites them)
+#   make check-export  exports validated by megatron-core, Megatron-Bridge, DeepSpeed (PyPI venv)
 #   make check      the same tests under AddressSanitizer + UBSan (separate build dir)
 #   make fuzz       FUZZ_SECONDS=60 per libFuzzer harness in tests/fuzz/ (clang, build-fuzz/)
 #   make valgrind   memcheck over a plan and a sim example
@@ -204,7 +205,7 @@ $(TEST_OBJS): CFLAGS += $(call dep_cflags,$(CRIT_CFLAGS) $(PNG_CFLAGS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all test test-fast test-golden check fuzz fuzz-bins valgrind bench demo install deps clean
+.PHONY: all test test-fast test-golden check-export check fuzz fuzz-bins valgrind bench demo install deps clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -244,6 +245,11 @@ test-fast: $(BIN) $(TEST_BIN)
 # The golden outputs alone (tests/golden/cases.txt); TESSERA_GOLDEN_UPDATE=1 rewrites them.
 test-golden: $(BIN) $(TEST_BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) $(TEST_BIN) --filter 'golden/*' $(TEST_ARGS)
+
+# Exports checked by megatron-core, Megatron-Bridge and DeepSpeed themselves, installed from PyPI
+# into build/export-venv on first use (scripts/check-export.sh; minutes, several GB).
+check-export: $(BIN)
+	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
 
 check:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test

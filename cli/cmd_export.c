@@ -1,5 +1,6 @@
-/* `tessera export`: how do I launch this layout? A plan's layout as Megatron-LM arguments or a
- * DeepSpeed config (reports/export.h). */
+/* `tessera export`: how do I launch this layout? A plan's layout as Megatron-LM arguments, a
+ * torchrun or Slurm launch script, a Megatron-Bridge recipe or a DeepSpeed config
+ * (reports/export.h; docs/export.md). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,39 +13,84 @@
 #include "reports/export.h"
 
 static void help(void) {
-    printf("usage: tessera export --plan plan.json --format megatron|deepspeed [options]\n"
+    printf("usage: tessera export --plan plan.json --format FORMAT [options]\n"
            "\n"
-           "A plan's layout as configuration to launch: Megatron-LM pretrain_gpt.py arguments ('#'\n"
-           "comment lines, then one line of flags) or a DeepSpeed config JSON (on stdout; what the\n"
-           "config cannot express is said in '#' lines on stderr).\n"
+           "A plan's layout as configuration to launch, building the planned model (docs/export.md):\n"
+           "  megatron         Megatron-LM pretrain_gpt.py arguments: '#' comment lines (layout, environment,\n"
+           "                   what Megatron-LM cannot express), then one line of flags\n"
+           "  torchrun         a bash script running those flags with torchrun on each node\n"
+           "  sbatch           a Slurm batch script (#SBATCH nodes and GPUs per node) running torchrun by srun\n"
+           "  megatron-bridge  a Python file building a Megatron-Bridge ConfigContainer\n"
+           "  deepspeed        a DeepSpeed config JSON (what it cannot express: its \"comment\" and stderr)\n"
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "  -i, --index I          which layout of the plan, 1-based (default 1)\n"
-           "  -F, --format F         megatron | deepspeed\n"
+           "  -F, --format F         megatron | torchrun | sbatch | megatron-bridge | deepspeed\n"
+           "  -V, --megatron-version V  current (default): Megatron-LM with --pipeline-model-parallel-layout\n"
+           "                         (core_r0.14, mid-2025, and later); legacy: older releases, uneven stages as\n"
+           "                         --decoder-first/last-pipeline-num-layers (a split they cannot express exits 2)\n"
            "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
            "  -h, --help             this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input.\n");
 }
 
+static const char *const formats[] = {"megatron", "torchrun", "sbatch", "megatron-bridge", "deepspeed", NULL};
+enum { F_MEGATRON, F_TORCHRUN, F_SBATCH, F_BRIDGE, F_DEEPSPEED };
+
+static int lookup(const char *const *names, const char *s) {
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
+/* Writes the export of `format` to `path` ("-": stdout). */
+static ts_status write_export(int format, const ts_problem *pb, const ts_layout *l, const ts_export_opts *o,
+                              const char *path) {
+    ts_status st;
+    char *text = NULL;
+    if (format == F_DEEPSPEED) {
+        cJSON *config = NULL;
+        char *notes = NULL;
+        st = ts_export_deepspeed(pb, l, &config, &notes);
+        if (st == TS_OK) st = ts_json_write_file(path, config);
+        if (st == TS_OK) fputs(notes, stderr);
+        cJSON_Delete(config);
+        free(notes);
+        return st;
+    }
+    if (format == F_MEGATRON) st = ts_export_megatron(pb, l, o, &text);
+    else if (format == F_BRIDGE) st = ts_export_bridge(pb, l, o, &text);
+    else st = ts_export_launch(pb, l, o, format == F_SBATCH ? TS_LAUNCH_SBATCH : TS_LAUNCH_TORCHRUN, &text);
+    if (st == TS_OK) st = ts_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
 int cmd_export(int argc, char **argv) {
-    const char *cmd = "export", *plan = NULL, *format = NULL, *output = NULL;
-    int index = 1;
+    const char *cmd = "export", *plan = NULL, *output = NULL;
+    int index = 1, format = -1, version = TS_MEGATRON_CURRENT;
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"format", required_argument, 0, 'F'}, {"output", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"megatron-version", required_argument, 0, 'V'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":p:i:F:o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":p:i:F:o:V:h", longs, NULL)) != -1) {
         switch (c) {
         case 'p': plan = optarg; break;
         case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1 << 20); break;
         case 'F':
-            if (strcmp(optarg, "megatron") != 0 && strcmp(optarg, "deepspeed") != 0)
-                cli_usage_error(cmd, "--format: expected megatron or deepspeed, got \"%s\"", optarg);
-            format = optarg;
+            format = lookup(formats, optarg);
+            if (format < 0)
+                cli_usage_error(cmd, "--format: expected megatron, torchrun, sbatch, megatron-bridge or deepspeed, "
+                                "got \"%s\"", optarg);
+            break;
+        case 'V':
+            version = lookup(ts_megatron_version_names, optarg);
+            if (version < 0) cli_usage_error(cmd, "--megatron-version: expected current or legacy, got \"%s\"", optarg);
             break;
         case 'o': output = optarg; break;
         case 'h': help(); return 0;
@@ -53,7 +99,7 @@ int cmd_export(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
-    if (!format) cli_usage_error(cmd, "--format is required (megatron or deepspeed)");
+    if (format < 0) cli_usage_error(cmd, "--format is required (megatron, torchrun, sbatch, megatron-bridge or deepspeed)");
 
     ts_problem pb;
     ts_layout *layouts = NULL;
@@ -70,22 +116,8 @@ int cmd_export(int argc, char **argv) {
     int has_split = 0;
     st = ts_plan_read_split(plan, &pb, &layout, index - 1, &split, &has_split);
     if (st != TS_OK) cli_fail(cmd, st);
-
-    const char *path = output ? output : "-";
-    if (strcmp(format, "megatron") == 0) {
-        char *text = NULL;
-        st = ts_export_megatron(&pb, &layout, has_split ? &split : NULL, &text);
-        if (st == TS_OK) st = ts_write_file_atomic(path, text, strlen(text));
-        free(text);
-    } else {
-        cJSON *config = NULL;
-        char *notes = NULL;
-        st = ts_export_deepspeed(&pb, &layout, &config, &notes);
-        if (st == TS_OK) st = ts_json_write_file(path, config);
-        if (st == TS_OK) fputs(notes, stderr);
-        cJSON_Delete(config);
-        free(notes);
-    }
+    ts_export_opts opts = {.split = has_split ? &split : NULL, .version = (ts_megatron_version)version};
+    st = write_export(format, &pb, &layout, &opts, output ? output : "-");
     if (has_split) ts_split_free(&split);
     if (st != TS_OK) cli_fail(cmd, st);
     return 0;

@@ -13,8 +13,12 @@
  *               qkv_bias adds the q_a and kv_a biases, linear_bias the o bias.
  *   MLP         SwiGLU: gate and up h*f, down f*h (Shazeer 2020); GELU/ReLU^2: up h*f, down f*h;
  *               linear_bias adds f per h->f matrix and h.
- *   norms       two per layer; RMSNorm h (a weight), LayerNorm 2h (weight and bias).
- *   MoE layer   router h*experts (no bias), experts routed MLPs of expert_ffn, shared_experts
+ *   norms       two per layer (norms_per_layer: Gemma 2/3 four, GPT-J one); RMSNorm h (a
+ *               weight), LayerNorm 2h (weight and bias). qk_norm adds a norm of head_dim on
+ *               queries and one on keys (Qwen3 q_norm/k_norm, transformers Qwen3Attention), or
+ *               of heads*head_dim and kv_heads*head_dim (OLMo 2, transformers Olmo2Attention).
+ *               attn_sinks adds one logit per head (gpt-oss, transformers GptOssAttention.sinks).
+ *   MoE layer   router h*experts (router_bias: + experts, gpt-oss), experts routed MLPs of expert_ffn, shared_experts
  *               MLPs of shared_ffn (DeepSeekMoE, arXiv:2401.06066).
  * Outside the layers: the word embedding V*e (e = embed_dim or h), learned positions
  * (max_seq + position_offset)*h, an LM head V*e unless tied, a final norm, BLOOM's embedding norm,
@@ -67,11 +71,19 @@ static double mla_params(const ts_model *m) {
     return p;
 }
 
+static double qk_norm_params(const ts_model *m) {
+    double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
+    if (m->qk_norm == TS_QKNORM_HEAD) return 2 * norm_params(m, m->head_dim);
+    if (m->qk_norm == TS_QKNORM_FULL) return norm_params(m, q) + norm_params(m, kv);
+    return 0;
+}
+
 static double attention_params(const ts_model *m) {
-    if (m->mla.kv_lora_rank > 0) return mla_params(m);
+    double sinks = m->attn_sinks ? m->heads : 0;
+    if (m->mla.kv_lora_rank > 0) return mla_params(m) + sinks;
     double h = (double)m->hidden;
     double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
-    double p = 2 * h * q + 2 * h * kv;
+    double p = 2 * h * q + 2 * h * kv + qk_norm_params(m) + sinks;
     if (m->qkv_bias) p += q + 2 * kv;
     if (m->linear_bias) p += h;
     return p;
@@ -79,7 +91,8 @@ static double attention_params(const ts_model *m) {
 
 static double moe_block_params(const ts_model *m) {
     const ts_moe *e = &m->moe;
-    return (double)m->hidden * e->experts + e->experts * mlp_params(m, (double)e->expert_ffn) +
+    double router = ((double)m->hidden + (m->router_bias ? 1 : 0)) * e->experts;
+    return router + e->experts * mlp_params(m, (double)e->expert_ffn) +
            e->shared_experts * mlp_params(m, (double)e->shared_ffn);
 }
 
@@ -95,9 +108,18 @@ int ts_model_layer_is_moe(const ts_model *m, int layer) {
     return layer >= e->first_dense && (layer - e->first_dense) % e->every == 0;
 }
 
+int ts_model_norms_per_layer(const ts_model *m) { return m->norms_per_layer > 0 ? m->norms_per_layer : 2; }
+
+int64_t ts_model_layer_window(const ts_model *m, int layer) {
+    const ts_window *w = &m->window;
+    if (w->tokens <= 0 || layer < 0 || layer >= m->layers) return 0;
+    if (w->full_every > 0 && (layer + 1) % w->full_every == 0) return 0;
+    return w->tokens;
+}
+
 double ts_model_layer_params(const ts_model *m, int layer) {
     if (layer < 0 || layer >= m->layers) return 0;
-    double p = attention_params(m) + 2 * norm_params(m, (double)m->hidden);
+    double p = attention_params(m) + ts_model_norms_per_layer(m) * norm_params(m, (double)m->hidden);
     if (ts_model_layer_is_moe(m, layer)) return p + moe_block_params(m);
     return p + mlp_params(m, (double)m->ffn_hidden);
 }
@@ -105,7 +127,7 @@ double ts_model_layer_params(const ts_model *m, int layer) {
 void ts_model_params(const ts_model *m, ts_param_count *out) {
     double h = (double)m->hidden, v = (double)m->vocab;
     double e = m->embed_dim > 0 ? (double)m->embed_dim : h;
-    double layer_norms = 2 * norm_params(m, h);
+    double layer_norms = ts_model_norms_per_layer(m) * norm_params(m, h);
 
     out->attention = attention_params(m);
     out->per_layer_dense = out->attention + mlp_params(m, (double)m->ffn_hidden) + layer_norms;

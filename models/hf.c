@@ -38,6 +38,14 @@ static ts_status hf_i32(const ts_jreader *r, const cJSON *root, const char *key,
     return TS_OK;
 }
 
+/* An optional number that may be null (Gemma 3 writes "attn_logit_softcapping": null): 0. */
+static ts_status hf_num_or_null(const ts_jreader *r, const cJSON *root, const char *key, double *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    *out = 0;
+    if (it == NULL || cJSON_IsNull(it)) return TS_OK;
+    return ts_jr_num(r, root, key, 0, 0, 1e6, 0, out);
+}
+
 /* `a` when present (or when `b` is absent too, so a missing-field message names `a`), else `b`:
  * BLOOM configs write n_embed or hidden_size, n_layer or num_hidden_layers. */
 static const char *pick(const cJSON *root, const char *a, const char *b) {
@@ -101,6 +109,13 @@ static ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_model 
     return TS_OK;
 }
 
+/* rope_theta (absent: not given, Megatron-LM's default 10000 then applies). */
+static ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+    if (it == NULL || cJSON_IsNull(it)) return TS_OK;
+    return ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
+}
+
 static const hf_keys llama_keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                    "max_position_embeddings", 4096, 0};
 static const hf_rate attention_dropout[] = {{"attention_dropout", 0.0}};
@@ -115,7 +130,7 @@ static ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_mode
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_RMSNORM;
     m->position = TS_POS_ROPE;
-    return TS_OK;
+    return read_rope_theta(r, root, m);
 }
 
 static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_model *m) {
@@ -164,6 +179,25 @@ static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_model
     return TS_OK;
 }
 
+/* DeepSeek's router (transformers DeepseekV3Config / DeepseekV2Config): scoring_func
+ * ("sigmoid" in V3, "softmax" in V2), topk_method "noaux_tc" (V3's bias-based balancing),
+ * n_group / topk_group (group-limited routing, used when n_group > 1) and routed_scaling_factor. */
+static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts_moe *e) {
+    char score[32], method[32];
+    TS_CHECK(ts_jr_str(r, root, "scoring_func", 0, "softmax", score, sizeof score));
+    TS_CHECK(ts_jr_str(r, root, "topk_method", 0, "greedy", method, sizeof method));
+    e->router_sigmoid = strcmp(score, "sigmoid") == 0;
+    e->router_expert_bias = strcmp(method, "noaux_tc") == 0;
+    int groups, group_topk;
+    TS_CHECK(hf_i32(r, root, "n_group", 0, 0, e->experts, 0, &groups));
+    TS_CHECK(hf_i32(r, root, "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
+    if (groups > 1) e->router_groups = groups, e->router_group_topk = group_topk;
+    double scale;
+    TS_CHECK(ts_jr_num(r, root, "routed_scaling_factor", 0, 0, 1e6, 1, &scale));
+    if (scale != 1) e->router_scale = scale;
+    return TS_OK;
+}
+
 /* DeepSeek-V3 (transformers DeepseekV3Config): MLA attention; layer i is MoE when
  * i >= first_k_dense_replace and i % moe_layer_freq == 0, which is Tessera's rule with
  * first_dense rounded up to a multiple of the frequency. The shared experts form one MLP of
@@ -174,6 +208,7 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_mod
     TS_CHECK(hf_int(r, root, "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_rope_theta(r, root, m));
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_RMSNORM;
     m->position = TS_POS_ROPE;
@@ -200,7 +235,7 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_mod
     TS_CHECK(hf_i32(r, root, "moe_layer_freq", 0, 1, m->layers, 1, &freq));
     e->first_dense = (first + freq - 1) / freq * freq;
     e->every = freq;
-    return TS_OK;
+    return read_deepseek_router(r, root, e);
 }
 
 /* GPT-2: learned positions, pre-LayerNorm, biases everywhere, GELU MLP of n_inner (null: 4h),
@@ -278,15 +313,282 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_model *m) {
     return TS_OK;
 }
 
+
+/* --- issue 19's families ---------------------------------------------------------------------- */
+
+/* Which layers attend locally, from layer_types ("sliding_attention" / "full_attention" per
+ * layer, transformers' newer configs) when given, else `def_full_every`: Tessera keeps the
+ * pattern "global when (i + 1) % N == 0" (model.h ts_window), so another pattern is refused. */
+static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_model *m, int def_full_every) {
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    m->window.full_every = def_full_every;
+    if (!cJSON_IsArray(types)) return TS_OK;
+    int n = cJSON_GetArraySize(types), first_full = 0;
+    for (int i = 0; i < n && !first_full; i++) {
+        const cJSON *t = cJSON_GetArrayItem(types, i);
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) first_full = i + 1;
+    }
+    m->window.full_every = first_full; /* 0: no full layer, every layer local */
+    for (int i = 0; i < n; i++) {
+        const cJSON *t = cJSON_GetArrayItem(types, i);
+        int full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
+        int want = first_full > 0 && (i + 1) % first_full == 0;
+        if (full != want)
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.layer_types[%d]: Tessera models a full-attention layer every N "
+                           "layers (N = %d here), got \"%s\"", r->file, i, first_full,
+                           cJSON_IsString(t) ? t->valuestring : "?");
+    }
+    return TS_OK;
+}
+
+/* sliding_window (null or absent: none), on the layers read_layer_types says. */
+static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_model *m, int def_full_every) {
+    int64_t w;
+    TS_CHECK(hf_int(r, root, "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
+    int use = 1;
+    if (cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window") != NULL)
+        TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+    if (w == 0 || !use) return TS_OK;
+    m->window.tokens = w;
+    return read_layer_types(r, root, m, def_full_every);
+}
+
+/* Qwen3 (transformers Qwen3Attention): Llama's shape with an RMSNorm of head_dim on queries and
+ * keys; attention_bias would put biases on Q, K, V and O. */
+static ts_status read_qwen3(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->linear_bias = 0;
+    m->qk_norm = TS_QKNORM_HEAD;
+    return read_sliding(r, root, m, 0);
+}
+
+/* Qwen3-MoE: Qwen3 attention, experts as Qwen2-MoE without a shared expert. */
+static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_qwen3(r, root, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_int(r, root, "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    int step;
+    TS_CHECK(hf_i32(r, root, "decoder_sparse_step", 0, 1, m->layers, 1, &step));
+    e->first_dense = step - 1;
+    e->every = step;
+    const cJSON *dense = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
+    if (dense != NULL && !(cJSON_IsArray(dense) && cJSON_GetArraySize(dense) == 0))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.mlp_only_layers: expected an empty list (a dense layer set other "
+                       "than decoder_sparse_step is not supported), got %s", r->file, ts_json_type_name(dense));
+    return TS_OK;
+}
+
+/* Gemma 2 and 3 (transformers Gemma2DecoderLayer, Gemma3DecoderLayer): GeGLU MLP, four RMSNorms
+ * per layer (input, post-attention, pre- and post-feedforward), embeddings scaled by sqrt(h) and
+ * tied by default; Gemma 2 soft-caps scores and logits and alternates sliding and global layers
+ * (layer 0 local); Gemma 3 has Q/K norms and one global layer in sliding_window_pattern (6). */
+static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_model *m, int version) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 8192, 1};
+    TS_CHECK(read_shape(r, root, &keys, m));
+    TS_CHECK(read_head_dim(r, root, &keys, m));
+    TS_CHECK(read_kv_heads(r, root, m));
+    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_rope_theta(r, root, m));
+    m->activation = TS_ACT_SWIGLU;
+    m->gelu_gate = 1;
+    m->norm = TS_NORM_RMSNORM;
+    m->position = TS_POS_ROPE;
+    m->norms_per_layer = 4;
+    m->embed_scaled = 1;
+    int64_t every = 2;
+    if (version == 3) {
+        m->qk_norm = TS_QKNORM_HEAD;
+        TS_CHECK(hf_int(r, root, "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 6, &every));
+    } else {
+        TS_CHECK(hf_num_or_null(r, root, "attn_logit_softcapping", &m->attn_softcap));
+        TS_CHECK(hf_num_or_null(r, root, "final_logit_softcapping", &m->logit_softcap));
+    }
+    return read_sliding(r, root, m, (int)every);
+}
+static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_model *m) { return read_gemma(r, root, m, 2); }
+static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_model *m) { return read_gemma(r, root, m, 3); }
+
+/* Phi-3 (transformers Phi3Attention, Phi3MLP): fused qkv_proj and gate_up_proj hold the same
+ * matrices as Llama's separate ones; sliding_window (Phi-3-mini: 2047) on every layer. */
+static ts_status read_phi3(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, m));
+    return read_sliding(r, root, m, 0);
+}
+
+/* gpt-oss (transformers GptOssAttention, GptOssExperts, GptOssTopKRouter): biases on Q, K, V, O,
+ * a learned sink logit per head, experts of intermediate_size with biases, a router with a bias,
+ * sliding-window and full layers alternating (layer_types). */
+static ts_status read_gpt_oss(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    const char *k = cJSON_GetObjectItemCaseSensitive(root, "num_experts_per_tok") ? "num_experts_per_tok"
+                                                                                  : "experts_per_token";
+    TS_CHECK(hf_i32(r, root, k, 1, 1, e->experts, 0, &e->top_k));
+    e->expert_ffn = m->ffn_hidden;
+    e->every = 1;
+    m->qkv_bias = m->linear_bias = 1;
+    m->attn_sinks = 1;
+    m->router_bias = 1;
+    return read_sliding(r, root, m, 2);
+}
+
+/* OLMo 2 (transformers Olmo2Attention, Olmo2DecoderLayer): RMSNorm over the whole Q and K
+ * projections, norms after attention and MLP (two per layer, as pre-norms count). */
+static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->qk_norm = TS_QKNORM_FULL;
+    return TS_OK;
+}
+
+/* StarCoder2 (transformers Starcoder2Config): GQA with rotary, a 2-matrix GELU MLP, LayerNorm,
+ * biases everywhere when use_bias, a sliding window on every layer. */
+static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 4096, 1};
+    static const hf_rate rates[] = {{"residual_dropout", 0.0}, {"embedding_dropout", 0.0}, {"attention_dropout", 0.0}};
+    TS_CHECK(read_shape(r, root, &keys, m));
+    TS_CHECK(read_head_dim(r, root, &keys, m));
+    TS_CHECK(read_kv_heads(r, root, m));
+    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 1, &m->linear_bias));
+    TS_CHECK(read_rope_theta(r, root, m));
+    m->qkv_bias = m->linear_bias;
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    return read_sliding(r, root, m, 0);
+}
+
+/* GPT-J (transformers GPTJBlock): attention and MLP in parallel from one LayerNorm, rotary on
+ * rotary_dim of each head, no Q/K/V/O biases, a biased GELU MLP of n_inner (null: 4h), untied head.
+ * Approximations (1e-5 of the total): the attention output's bias counted with the MLP's
+ * (linear_bias), the LM head's bias not counted. */
+static ts_status read_gptj(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    static const hf_keys keys = {"n_embd", "n_layer", "n_head", "n_positions", 2048, 0};
+    static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
+    TS_CHECK(read_shape(r, root, &keys, m));
+    TS_CHECK(read_head_dim(r, root, &keys, m));
+    TS_CHECK(hf_int(r, root, "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    m->norms_per_layer = 1;
+    m->linear_bias = 1;
+    return TS_OK;
+}
+
+/* Llama 4 text model (transformers Llama4TextConfig, inside text_config): MoE layers every
+ * interleave_moe_layer_step (layer i is MoE when (i + 1) % step == 0) with one shared expert of
+ * intermediate_size, dense layers of intermediate_size_mlp, chunked attention on the RoPE
+ * layers (attention_chunk_size; every no_rope_layer_interval-th layer is global, NoPE). Its Q/K
+ * norm is an L2 norm without weights. */
+static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, m));
+    TS_CHECK(hf_int(r, root, "intermediate_size_mlp", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    e->shared_experts = 1;
+    e->shared_ffn = e->expert_ffn;
+    int step, nope_every;
+    TS_CHECK(hf_i32(r, root, "interleave_moe_layer_step", 0, 1, m->layers, 1, &step));
+    e->first_dense = step - 1;
+    e->every = step;
+    TS_CHECK(hf_int(r, root, "attention_chunk_size", 0, 1, TS_MAX_SEQ, 0, &m->window.tokens));
+    TS_CHECK(hf_i32(r, root, "no_rope_layer_interval", 0, 0, TS_MAX_LAYERS, 4, &nope_every));
+    m->window.full_every = nope_every;
+    m->window.chunked = 1;
+    return TS_OK;
+}
+
 typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_model *m);
 
+/* model_type → reader. kimi_k2 is a DeepseekV3ForCausalLM; deepseek_v2 writes the same keys. The
+ * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config). */
 static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
-                                       "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt", NULL};
+                                       "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt",
+                                       "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
+                                       "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
+                                       "starcoder2", "gptj", "llama4", "llama4_text", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
-                                       read_gpt_neox, read_bloom, read_opt};
+                                       read_gpt_neox, read_bloom, read_opt,
+                                       read_qwen3, read_qwen3_moe, read_gemma2, read_gemma3, read_gemma3,
+                                       read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
+                                       read_starcoder2, read_gptj, read_llama4_text, read_llama4_text};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
+
+/* The model_type of an architectures[] name, for configs whose model_type is missing or unknown
+ * (transformers' *ForCausalLM class names). */
+static const char *const hf_arch_names[][2] = {
+    {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
+    {"Qwen2ForCausalLM", "qwen2"}, {"Qwen2MoeForCausalLM", "qwen2_moe"}, {"Qwen3ForCausalLM", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
+    {"DeepseekV2ForCausalLM", "deepseek_v2"}, {"GPT2LMHeadModel", "gpt2"}, {"GPTNeoXForCausalLM", "gpt_neox"},
+    {"BloomForCausalLM", "bloom"}, {"OPTForCausalLM", "opt"}, {"Gemma2ForCausalLM", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text"}, {"Gemma3ForConditionalGeneration", "gemma3"},
+    {"Phi3ForCausalLM", "phi3"}, {"GptOssForCausalLM", "gpt_oss"}, {"Olmo2ForCausalLM", "olmo2"},
+    {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
+    {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"}, {NULL, NULL}};
+
+/* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
+ * with attention, or recurrent blocks. Refused with what is not modelled. */
+static const char *const hf_unmodelled[] = {"nemotron_h", "jamba", "falcon_h1", "mamba", "mamba2", "zamba",
+                                            "zamba2", "bamba", "granitemoehybrid", "recurrent_gemma", "rwkv",
+                                            "falcon_mamba", "qwen3_next", "lfm2", NULL};
+static const char *const hf_unmodelled_arch[] = {"Mamba", "Jamba", "NemotronH", "FalconH1", "Zamba", "Bamba",
+                                                 "RecurrentGemma", "Rwkv", NULL};
+
+static int lookup_type(const char *type) {
+    for (int i = 0; hf_types[i]; i++)
+        if (strcmp(hf_types[i], type) == 0) return i;
+    return -1;
+}
+
+/* model_type, or the first architectures[] entry Tessera knows; refuses what it cannot model. */
+static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type) {
+    char mt[64];
+    TS_CHECK(ts_jr_str(r, root, "model_type", 0, "", mt, sizeof mt));
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures"), *a;
+    for (int i = 0; hf_unmodelled[i]; i++)
+        if (strcmp(mt, hf_unmodelled[i]) == 0)
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: \"%s\" has state-space (Mamba) or recurrent layers; "
+                           "Tessera models decoder-only transformers only", r->file, mt);
+    cJSON_ArrayForEach(a, archs) {
+        for (int i = 0; cJSON_IsString(a) && hf_unmodelled_arch[i]; i++)
+            if (strstr(a->valuestring, hf_unmodelled_arch[i]))
+                return TS_FAIL(TS_ERR_INPUT, "%s: $.architectures: \"%s\" has state-space (Mamba) or recurrent "
+                               "layers; Tessera models decoder-only transformers only", r->file, a->valuestring);
+    }
+    *type = lookup_type(mt);
+    if (*type >= 0) return TS_OK;
+    cJSON_ArrayForEach(a, archs) {
+        for (int i = 0; cJSON_IsString(a) && hf_arch_names[i][0]; i++)
+            if (strcmp(a->valuestring, hf_arch_names[i][0]) == 0) {
+                *type = lookup_type(hf_arch_names[i][1]);
+                return TS_OK;
+            }
+    }
+    char list[1024] = "";
+    for (int i = 0; hf_types[i]; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", hf_types[i]);
+    }
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: expected one of %s (or a known architectures[] entry), got "
+                   "\"%s\"", r->file, list, mt);
+}
 
 /* "_name_or_path" (e.g. "meta-llama/Llama-2-7b-hf"), else the file name without ".json";
  * truncated to the 63 characters a name holds. */
@@ -312,10 +614,16 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     ts_jreader r;
     ts_jreader_root(&r, file);
     int type;
-    TS_CHECK(ts_jr_enum(&r, root, "model_type", 1, hf_types, 0, &type));
+    TS_CHECK(pick_type(&r, root, &type));
     TS_CHECK(read_name(&r, root, out));
-    snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s): %s",
-             hf_types[type], file);
-    TS_CHECK(hf_readers[type](&r, root, out));
+    /* Multimodal configs (gemma3, llama4) hold the language model in text_config; the vision
+     * tower is not modelled (nor counted). */
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    int nested = cJSON_IsObject(text) && (strcmp(hf_types[type], "gemma3") == 0 || strcmp(hf_types[type], "llama4") == 0);
+    snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s%s): %s", hf_types[type],
+             nested ? ", text_config only: the vision tower is not modelled" : "", file);
+    ts_jreader tr;
+    if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
+    TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, out));
     return ts_model_validate(file, out);
 }

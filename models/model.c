@@ -36,6 +36,10 @@
  *     first_dense    int      no        0                   [0, layers - 1]
  *     every          int      no        1                   [1, 100000]
  *     capacity_factor number  no        0 (dropless)        [0, 1000]
+ *     router         string   no        "softmax"           "softmax" | "sigmoid" (DeepSeek-V3)
+ *     router_expert_bias bool no        false               DeepSeek-V3's balancing bias
+ *     router_groups, router_group_topk  int  no  0          group-limited routing (8, 4)
+ *     router_scale   number   no        0 (= 1)             routed weights' scale (2.5)
  *     load_cv        number  no        0 (balanced)        [0, 100]; dropless routing: the
  *                                                           coefficient of variation of tokens
  *                                                           per expert (ts_moe_load_factor)
@@ -45,6 +49,17 @@
  *     qk_nope_dim, qk_rope_dim  int yes                     [0, 65536], sum >= 1
  *     v_dim          int      yes                           [1, 65536]
  *   mtp_layers       int      no        0                   [0, 64] (DeepSeek-V3: 1)
+ *   rope_theta       number   no        0 (not given)       [0, 1e12] rotary base
+ *   qk_norm          string   no        "none"              "none" | "head" | "full" (model.h)
+ *   norms_per_layer  int      no        2                   [1, 8] (Gemma 2/3: 4, GPT-J: 1)
+ *   window           object   no        (full attention)    local attention (model.h ts_window)
+ *     tokens         int      yes                           [1, 2^27] window or chunk length
+ *     full_every     int      no        0                   [0, 100000]; layer i is global when
+ *                                                           (i + 1) % full_every == 0
+ *     chunked        bool     no        false               chunked (Llama 4), else sliding
+ *   attn_softcap, logit_softcap  number  no  0 (none)       [0, 1e6] (Gemma 2)
+ *   attn_sinks, router_bias, embed_scaled, gelu_gate
+ *                    bool     no        false               (gpt-oss, gpt-oss, Gemma, Gemma)
  *
  * Example (models/llm/llama2-70b.json):
  *   {"name": "llama2-70b", "source": "...", "layers": 80, "hidden": 8192, "heads": 64,
@@ -63,15 +78,20 @@
 const char *const ts_activation_names[] = {"gelu", "swiglu", "relu2", NULL};
 const char *const ts_norm_names[] = {"rmsnorm", "layernorm", NULL};
 const char *const ts_position_names[] = {"rope", "learned", "alibi", NULL};
+const char *const ts_qk_norm_names[] = {"none", "head", "full", NULL};
 
 static const char *const model_keys[] = {
     "name", "source", "notes", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
     "vocab", "max_seq", "activation", "norm", "position", "position_offset", "embed_dim",
     "tied_embeddings", "qkv_bias", "linear_bias", "embed_norm", "dropout", "moe", "mla",
-    "mtp_layers", NULL};
+    "mtp_layers", "rope_theta", "qk_norm", "norms_per_layer", "window", "attn_softcap",
+    "logit_softcap", "attn_sinks", "router_bias", "embed_scaled", "gelu_gate", NULL};
+static const char *const window_keys[] = {"tokens", "full_every", "chunked", NULL};
 static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts", "load_cv",
                                        "shared_ffn",  "first_dense", "every",
-                                       "capacity_factor", NULL};
+                                       "capacity_factor", "router", "router_expert_bias",
+                                       "router_groups", "router_group_topk", "router_scale", NULL};
+static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
                                        "v_dim", NULL};
 
@@ -122,7 +142,11 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
                        &moe->capacity_factor));
     TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, 0, &moe->load_cv));
-    return TS_OK;
+    TS_CHECK(ts_jr_enum(&r, obj, "router", 0, router_names, 0, &moe->router_sigmoid));
+    TS_CHECK(ts_jr_bool(&r, obj, "router_expert_bias", 0, 0, &moe->router_expert_bias));
+    TS_CHECK(read_int(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
+    TS_CHECK(read_int(&r, obj, "router_group_topk", 0, 0, TS_MAX_EXPERTS, 0, &moe->router_group_topk));
+    return ts_jr_num(&r, obj, "router_scale", 0, 0, TS_MAX_SOFTCAP, 0, &moe->router_scale);
 }
 
 static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *mla) {
@@ -139,6 +163,34 @@ static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *m
     TS_CHECK(read_int(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
     TS_CHECK(read_int(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
     return TS_OK;
+}
+
+static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_window *w) {
+    const cJSON *obj;
+    TS_CHECK(ts_jr_obj(parent, root, "window", 0, &obj));
+    memset(w, 0, sizeof *w);
+    if (obj == NULL) return TS_OK;
+    ts_jreader r;
+    ts_jreader_child(parent, "window", 0, &r);
+    TS_CHECK(only_known_keys(&r, obj, window_keys));
+    TS_CHECK(ts_jr_int(&r, obj, "tokens", 1, 1, TS_MAX_SEQ, 0, &w->tokens));
+    TS_CHECK(read_int(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
+    return ts_jr_bool(&r, obj, "chunked", 0, 0, &w->chunked);
+}
+
+/* The fields issue 19 added for today's families (see the table above); all optional. */
+static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta));
+    TS_CHECK(ts_jr_enum(r, root, "qk_norm", 0, ts_qk_norm_names, TS_QKNORM_NONE, &m->qk_norm));
+    TS_CHECK(read_int(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
+    if (m->norms_per_layer == 2) m->norms_per_layer = 0; /* the usual two, stored as the default 0 */
+    TS_CHECK(read_window(r, root, &m->window));
+    TS_CHECK(ts_jr_num(r, root, "attn_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->attn_softcap));
+    TS_CHECK(ts_jr_num(r, root, "logit_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->logit_softcap));
+    TS_CHECK(ts_jr_bool(r, root, "attn_sinks", 0, 0, &m->attn_sinks));
+    TS_CHECK(ts_jr_bool(r, root, "router_bias", 0, 0, &m->router_bias));
+    TS_CHECK(ts_jr_bool(r, root, "embed_scaled", 0, 0, &m->embed_scaled));
+    return ts_jr_bool(r, root, "gelu_gate", 0, 0, &m->gelu_gate);
 }
 
 /* head_dim defaults to the query/key width: qk_nope_dim + qk_rope_dim under MLA, else hidden /
@@ -192,7 +244,7 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     TS_CHECK(read_head_dim(&r, root, m));
     TS_CHECK(read_moe(&r, root, m, &m->moe));
     TS_CHECK(read_int(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
-    return TS_OK;
+    return read_extras(&r, root, m);
 }
 
 ts_status ts_model_from_json(const char *file, const cJSON *root, ts_model *out) {
@@ -214,6 +266,48 @@ ts_status ts_model_load(const char *name_or_path, ts_model *out) {
     TS_CHECK(ts_json_load_file(path, &root));
     ts_status res = ts_model_from_json(path, root, out);
     cJSON_Delete(root);
+    return res;
+}
+
+/* The router fields, written only when set (files of other MoE models stay as they were). */
+static ts_status add_router(cJSON *moe, const ts_moe *e) {
+    ts_status res = TS_OK;
+    if (e->router_sigmoid) TS_CJSON_GOTO(cJSON_AddStringToObject(moe, "router", "sigmoid"), res, fail);
+    if (e->router_expert_bias) TS_CJSON_GOTO(cJSON_AddBoolToObject(moe, "router_expert_bias", 1), res, fail);
+    if (e->router_groups > 0) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "router_groups", e->router_groups), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "router_group_topk", e->router_group_topk), res, fail);
+    }
+    if (e->router_scale > 0) TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "router_scale", e->router_scale), res, fail);
+fail:
+    return res;
+}
+
+/* The issue-19 fields, each written only when it differs from its default, so the files of
+ * models without them stay as they were. */
+static ts_status add_extras(cJSON *root, const ts_model *m) {
+    ts_status res = TS_OK;
+    if (m->rope_theta > 0) TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "rope_theta", m->rope_theta), res, fail);
+    if (m->qk_norm != TS_QKNORM_NONE)
+        TS_CJSON_GOTO(cJSON_AddStringToObject(root, "qk_norm", ts_qk_norm_names[m->qk_norm]), res, fail);
+    if (ts_model_norms_per_layer(m) != 2)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "norms_per_layer", m->norms_per_layer), res, fail);
+    if (m->window.tokens > 0) {
+        cJSON *w = cJSON_AddObjectToObject(root, "window");
+        TS_CJSON_GOTO(w, res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(w, "tokens", (double)m->window.tokens), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(w, "full_every", m->window.full_every), res, fail);
+        TS_CJSON_GOTO(cJSON_AddBoolToObject(w, "chunked", m->window.chunked), res, fail);
+    }
+    if (m->attn_softcap > 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "attn_softcap", m->attn_softcap), res, fail);
+    if (m->logit_softcap > 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "logit_softcap", m->logit_softcap), res, fail);
+    if (m->attn_sinks) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "attn_sinks", 1), res, fail);
+    if (m->router_bias) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "router_bias", 1), res, fail);
+    if (m->embed_scaled) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "embed_scaled", 1), res, fail);
+    if (m->gelu_gate) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "gelu_gate", 1), res, fail);
+fail:
     return res;
 }
 
@@ -261,6 +355,7 @@ static ts_status add_fields(cJSON *root, const ts_model *m) {
                       fail);
         if (e->load_cv > 0) /* written only when set: files of balanced models stay as they were */
             TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "load_cv", e->load_cv), res, fail);
+        TS_CHECK_GOTO(add_router(moe, e), res, fail);
     }
     if (m->mla.kv_lora_rank > 0) {
         cJSON *mla = cJSON_AddObjectToObject(root, "mla");
@@ -273,6 +368,7 @@ static ts_status add_fields(cJSON *root, const ts_model *m) {
     }
     if (m->mtp_layers > 0)
         TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "mtp_layers", m->mtp_layers), res, fail);
+    res = add_extras(root, m);
 fail:
     return res;
 }
@@ -354,6 +450,23 @@ static ts_status validate_mla(const char *file, const ts_model *m) {
     return check_width(file, "mla.v_dim", m, a->v_dim, "v_dim");
 }
 
+static ts_status validate_extras(const char *file, const ts_model *m) {
+    if (!(m->rope_theta >= 0 && m->rope_theta <= TS_MAX_ROPE_THETA))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.rope_theta: expected a number in [0, %g], got %g", file,
+                       TS_MAX_ROPE_THETA, m->rope_theta);
+    TS_CHECK(check_range(file, "qk_norm", m->qk_norm, 0, TS_QKNORM_COUNT - 1));
+    TS_CHECK(check_range(file, "norms_per_layer", m->norms_per_layer, 0, TS_MAX_NORMS_PER_LAYER));
+    TS_CHECK(check_range(file, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
+    if (!(m->attn_softcap >= 0 && m->attn_softcap <= TS_MAX_SOFTCAP))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.attn_softcap: expected a number in [0, %g], got %g", file,
+                       TS_MAX_SOFTCAP, m->attn_softcap);
+    if (!(m->logit_softcap >= 0 && m->logit_softcap <= TS_MAX_SOFTCAP))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.logit_softcap: expected a number in [0, %g], got %g", file,
+                       TS_MAX_SOFTCAP, m->logit_softcap);
+    return TS_OK;
+}
+
 ts_status ts_model_validate(const char *file, const ts_model *m) {
     if (m->name[0] == '\0')
         return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);
@@ -381,6 +494,7 @@ ts_status ts_model_validate(const char *file, const ts_model *m) {
     TS_CHECK(check_range(file, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
     TS_CHECK(validate_moe(file, m));
     TS_CHECK(validate_mla(file, m));
+    TS_CHECK(validate_extras(file, m));
     if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
         return TS_FAIL(TS_ERR_INPUT, "%s: $.ffn_hidden: expected an integer >= 1 because some "
                        "layers are dense, got 0", file);

@@ -21,11 +21,16 @@ typedef enum {
 
 typedef enum { TS_NORM_RMSNORM, TS_NORM_LAYERNORM, TS_NORM_COUNT } ts_norm;
 typedef enum { TS_POS_ROPE, TS_POS_LEARNED, TS_POS_ALIBI, TS_POS_COUNT } ts_position;
+/* Normalisation of queries and keys before the attention scores: none; per head, a norm of width
+ * head_dim shared by the heads (Qwen3, Gemma 3; Megatron-LM --qk-layernorm); or over the whole
+ * projection, widths heads*head_dim and kv_heads*head_dim (OLMo 2). */
+typedef enum { TS_QKNORM_NONE, TS_QKNORM_HEAD, TS_QKNORM_FULL, TS_QKNORM_COUNT } ts_qk_norm;
 
 /* Names as written in JSON, indexed by the enums above; NULL-terminated. */
 extern const char *const ts_activation_names[];
 extern const char *const ts_norm_names[];
 extern const char *const ts_position_names[];
+extern const char *const ts_qk_norm_names[]; /* "none", "head", "full" */
 
 /* Mixture of experts. experts == 0 means a dense model and the other fields are ignored. */
 typedef struct {
@@ -39,6 +44,14 @@ typedef struct {
     double capacity_factor; /* expert capacity = cf * top_k * tokens / experts; 0 = dropless */
     double load_cv;         /* dropless: coefficient of variation of the tokens an expert gets
                                (0 = balanced routing; `tessera run --json` measures it) */
+    /* The router (DeepSeek-V3 §2.1.2: sigmoid scores, a bias per expert for load balance, top-k
+     * among the best router_group_topk of router_groups groups, weights scaled by router_scale).
+     * None changes the parameters or the cost; the exports pass them on. */
+    int router_sigmoid;     /* 1: sigmoid scores, 0: softmax */
+    int router_expert_bias; /* auxiliary-loss-free balancing bias (not a trained parameter) */
+    int router_groups;      /* 0 = no group-limited routing */
+    int router_group_topk;
+    double router_scale; /* 0 = 1 */
 } ts_moe;
 
 /* Tokens the busiest rank of an expert-parallel group of `ep` ranks processes, relative to an
@@ -58,6 +71,18 @@ typedef struct {
     int qk_rope_dim; /* per-head rotary dims (the rotary key is shared across heads) */
     int v_dim;       /* per-head value dim */
 } ts_mla;
+
+/* Local attention on some layers: a sliding window (Mistral, Gemma 2/3, gpt-oss: a token attends
+ * to the `tokens` before it) or chunks (Llama 4: a token attends within its `tokens`-aligned
+ * chunk). Which layers: layer i attends to the whole sequence when full_every > 0 and
+ * (i + 1) % full_every == 0, else locally; full_every == 0 makes every layer local (Mistral
+ * v0.1). tokens == 0: no local attention anywhere. Changes the attention core's FLOPs and memory,
+ * not the parameters; ts_model_layer_window says which window a layer has. */
+typedef struct {
+    int64_t tokens;
+    int full_every;
+    int chunked;
+} ts_window;
 
 typedef struct {
     char name[64];
@@ -84,6 +109,17 @@ typedef struct {
     ts_moe moe;
     ts_mla mla;
     int mtp_layers; /* extra multi-token-prediction layers (DeepSeek-V3: 1), counted separately */
+    double rope_theta;   /* rotary base; 0 = not given (Megatron-LM's default, 10000) */
+    int qk_norm;         /* ts_qk_norm */
+    int norms_per_layer; /* 0 = 2 (pre-attention and pre-MLP); 4 = Gemma 2/3's sandwich norms; 1 = one
+                            norm feeding attention and MLP in parallel (GPT-J) */
+    ts_window window;    /* local attention (sliding window or chunked) */
+    double attn_softcap;  /* Gemma 2: scores soft-capped as c*tanh(x/c); 0 = none */
+    double logit_softcap; /* Gemma 2: final logits soft-capped the same way; 0 = none */
+    int attn_sinks;       /* a learned sink logit per head (gpt-oss): heads parameters per layer */
+    int router_bias;      /* the MoE router has a bias, one per expert (gpt-oss) */
+    int embed_scaled;     /* embeddings multiplied by sqrt(hidden) (Gemma) */
+    int gelu_gate;        /* gated MLP with a GELU gate (GeGLU: Gemma) rather than SiLU (SwiGLU) */
 } ts_model;
 
 /* Loads a zoo name ("llama2-70b", looked up in models/llm/ under the data directory), a path to
@@ -116,5 +152,10 @@ void ts_model_params(const ts_model *m, ts_param_count *out);
 int ts_model_layer_is_moe(const ts_model *m, int layer);
 /* Parameters of layer `layer` (all experts counted). */
 double ts_model_layer_params(const ts_model *m, int layer);
+/* The local-attention window of layer `layer` in tokens (m->window.tokens), or 0 when the layer
+ * attends to the whole sequence. What the cost model reads for attention FLOPs and memory. */
+int64_t ts_model_layer_window(const ts_model *m, int layer);
+/* Norms per layer as counted: norms_per_layer, 0 read as 2. */
+int ts_model_norms_per_layer(const ts_model *m);
 
 #endif

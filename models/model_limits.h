@@ -22,5 +22,8 @@
 #define TS_MAX_LOAD_CV 100.0
 #define TS_MAX_LORA_RANK (1 << 20)
 #define TS_MAX_MTP_LAYERS 64
+#define TS_MAX_ROPE_THETA 1e12
+#define TS_MAX_NORMS_PER_LAYER 8
+#define TS_MAX_SOFTCAP 1e6
 
 #endif

@@ -100,6 +100,11 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     if (model) cJSON_AddItemToObject(root, "model", model);
     if (sys) cJSON_AddItemToObject(root, "system", sys);
     TS_CJSON_GOTO(model && sys ? model : NULL, res, fail);
+    /* The model's size as people quote it (issue 19): every parameter, and those a token uses. */
+    cJSON *params;
+    TS_CJSON_GOTO(params = cJSON_AddObjectToObject(root, "params"), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(params, "total", pb->params.total), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(params, "active", pb->params.active), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "searched", (double)r->searched), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "evaluated", (double)r->evaluated), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "feasible", (double)r->feasible), res, fail);

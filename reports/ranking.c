@@ -145,6 +145,7 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
               pb->model.name, pb->gpus, s->name, s->gpu_name, s->hbm_bytes / 1e9, pb->usable_bytes / 1e9,
               (long long)pb->train.global_batch, (long long)pb->train.seq,
               ts_dtype_names[pb->train.dtype], pb->train.flash_attention ? ", flash attention" : "");
+    fprintf(f, "# parameters: %.2fB total, %.2fB active per token\n", pb->params.total / 1e9, pb->params.active / 1e9);
     fprintf(f, "# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,
               (long long)r->evaluated, (long long)r->feasible, r->search_s);
     if (r->partitioned)

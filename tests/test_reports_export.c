@@ -161,9 +161,11 @@ Test(export, what_frameworks_cannot_say_is_said) {
     /* ZeRO-3: Megatron's distributed optimizer is ZeRO-1; DeepSpeed stage 3. */
     cli_result r = export_fixed("llama2-7b", "8", "64", "tp=1,pp=1,zero=3", "bf16", "megatron", &dir, &plan);
     const char *line = flags_line(r.out);
-    cr_expect(strstr(r.out, "# zero=3:") && strstr(r.out, "--data-parallel-sharding-strategy optim_grads_params"),
-              "ZeRO-3 comment missing:\n%s", r.out);
-    cr_expect(has_flag(line, "--use-distributed-optimizer"));
+    cr_expect(strstr(r.out, "# zero=3:") && strstr(line, "--data-parallel-sharding-strategy optim_grads_params"),
+              "ZeRO-3 as Megatron-FSDP:\n%s", r.out);
+    cr_expect(has_flag(line, "--use-megatron-fsdp") && strstr(line, "--ckpt-format fsdp_dtensor") &&
+              !has_flag(line, "--use-distributed-optimizer"), "%s", line);
+    cr_expect(strstr(r.out, "CUDA_DEVICE_MAX_CONNECTIONS unset") != NULL, "FSDP wants it unset:\n%s", r.out);
     cli_result_free(&r);
     check_deepspeed(plan, 8, 1, 3, "zero=3");
     free(plan);
@@ -191,6 +193,15 @@ Test(export, what_frameworks_cannot_say_is_said) {
     cr_expect_eq(flag_value(line, "--num-experts"), 8);
     cr_expect_eq(flag_value(line, "--moe-router-topk"), 2);
     cr_expect_eq(flag_value(line, "--num-query-groups"), 8);
+    cr_expect_eq(flag_value(line, "--moe-ffn-hidden-size"), 14336);
+    cr_expect(strstr(line, "--moe-token-dispatcher-type alltoall") != NULL, "the planner costs all-to-all: %s", line);
+    if (flag_value(line, "--tensor-model-parallel-size") > 1)
+        cr_expect_eq(flag_value(line, "--expert-tensor-parallel-size"), flag_value(line, "--tensor-model-parallel-size"),
+                     "bias-free experts split over TP as planned: %s", line);
+    cr_expect(has_flag(line, "--swiglu") && has_flag(line, "--disable-bias-linear") &&
+              has_flag(line, "--untie-embeddings-and-output-weights") && strstr(line, "--normalization RMSNorm") &&
+              strstr(line, "--position-embedding-type rope") && strstr(line, "--rotary-base 1000000"),
+              "the architecture flags: %s", line);
     cli_result_free(&r);
     free(plan);
     remove_dir(dir);
@@ -225,15 +236,17 @@ Test(export, megatron_selective_recompute_and_distributed_optimizer) {
     remove_dir(dir);
 }
 
-/* DeepSpeed's AutoTP training runs with ZeRO stages 0-2 (deepspeed.ai/tutorials/autotp-training):
- * at zero=2 the config asks for it; at zero=3 it leaves "tensor_parallel" out and says why. */
-Test(export, deepspeed_autotp_only_with_zero_0_to_2) {
+/* DeepSpeed 0.19.8 (deepspeed/runtime/engine.py): AutoTP trains with ZeRO stages 0-3; with a
+ * pipeline the PipelineModule's topology sets tensor parallelism, so no autotp_size beside
+ * "pipeline.stages"; context parallelism as Ulysses' "sequence_parallel_size". */
+Test(export, deepspeed_autotp_pipeline_and_ulysses) {
     static const struct {
         const char *fix;
-        int zero, autotp;
+        int zero, autotp, sp_size;
         const char *note;
-    } cases[] = {{"tp=2,pp=1,zero=2", 2, 2, "# tp=2: \"tensor_parallel.autotp_size\""},
-                 {"tp=2,pp=1,zero=3", 3, 0, "# tp=2 with zero=3: DeepSpeed's AutoTP training supports ZeRO stages 0-2"}};
+    } cases[] = {{"tp=2,pp=1,cp=1,zero=3", 3, 2, 0, "# tp=2: \"tensor_parallel.autotp_size\""},
+                 {"tp=2,pp=2,cp=1,zero=1", 1, 0, 0, "# tp=2 with pp=2: no \"tensor_parallel.autotp_size\""},
+                 {"tp=1,pp=1,cp=2,zero=1", 1, 0, 2, "# cp=2: as DeepSpeed-Ulysses"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir, *plan;
         cli_result r = export_fixed("llama2-7b", "8", "64", cases[i].fix, "bf16", "deepspeed", &dir, &plan);
@@ -242,8 +255,13 @@ Test(export, deepspeed_autotp_only_with_zero_0_to_2) {
                      "%s", cases[i].fix);
         const cJSON *tp = cJSON_GetObjectItem(ds, "tensor_parallel");
         if (cases[i].autotp) cr_expect_eq(json_num(tp, "autotp_size", "tensor_parallel"), cases[i].autotp);
-        else cr_expect(tp == NULL, "%s: \"tensor_parallel\" with ZeRO-3, which AutoTP does not run", cases[i].fix);
+        else cr_expect(tp == NULL, "%s: no \"tensor_parallel\"", cases[i].fix);
+        const cJSON *sp = cJSON_GetObjectItem(ds, "sequence_parallel_size");
+        if (cases[i].sp_size) cr_expect(cJSON_IsNumber(sp) && sp->valueint == cases[i].sp_size, "%s", cases[i].fix);
+        else cr_expect(sp == NULL, "%s: no sequence_parallel_size", cases[i].fix);
         cr_expect(strstr(r.err, cases[i].note) != NULL, "%s: notes: %s", cases[i].fix, r.err);
+        const cJSON *comment = cJSON_GetObjectItem(ds, "comment");
+        cr_expect(cJSON_IsString(comment) && strstr(comment->valuestring, cases[i].note), "%s: comment", cases[i].fix);
         cJSON_Delete(ds);
         cli_result_free(&r);
         free(plan);
@@ -260,7 +278,7 @@ Test(export, uneven_pipeline_split_as_a_layout) {
     cli_result r = export_plan(plan, "megatron");
     /* 24 layers on 5 stages: stages 1..4 take the extra layer (planner/stages.h). */
     cr_expect(strstr(r.out, "(layers per stage: 4,5,5,5,5)") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "--pipeline-model-parallel-layout Etttt|ttttt|ttttt|ttttt|tttttL ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "--pipeline-model-parallel-layout 'Etttt|ttttt|ttttt|ttttt|tttttL' ") != NULL, "%s", r.out);
     cli_result_free(&r);
     free(plan);
     remove_dir(dir);
@@ -282,12 +300,12 @@ Test(export, ilp_split_becomes_the_layout_string) {
     const cJSON *layout = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(layout, "stages");
     cr_assert(cJSON_IsArray(stages), "the plan's best layout has no uneven \"stages\"");
-    char want[512] = "--pipeline-model-parallel-layout E";
+    char want[512] = "--pipeline-model-parallel-layout 'E";
     int i = 0, n = cJSON_GetArraySize(stages);
     for (const cJSON *st = stages->child; st; st = st->next, i++) {
         int layers = (int)json_num(st, "layers", "$.layouts[0].stages[]");
         for (int k = 0; k < layers; k++) strcat(want, "t");
-        strcat(want, i == n - 1 ? "mL " : "|"); /* DeepSeek-V3's MTP layer sits with the loss */
+        strcat(want, i == n - 1 ? "mL' " : "|"); /* DeepSeek-V3's MTP layer sits with the loss */
     }
     cJSON_Delete(root);
     cli_result r = export_plan(plan, "megatron");
