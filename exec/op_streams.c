@@ -105,12 +105,14 @@ ts_status ts_op_streams_check(const ts_stage_program *sp, const ts_op_streams *s
     }
     for (int r = 0; r < 4 * n_res; r++) last[r] = -1;
     int32_t *last_w[2] = {last, last + n_res}, *last_r[2] = {last + 2 * n_res, last + 3 * n_res};
+    int32_t waited[2] = {-1, -1}; /* per stream: the latest op of the other that it waited for */
     for (int i = 0; i < sp->n_ops && res == TS_OK; i++) {
         int side = ts_op_on_dp(&sp->ops[i]), n = ts_op_accesses(sp, i, acc);
+        if (s->after[i] > waited[side]) waited[side] = s->after[i];
         for (int k = 0; k < n && res == TS_OK; k++) {
             int32_t w = last_w[!side][acc[k].res], r = acc[k].write ? last_r[!side][acc[k].res] : -1;
             int32_t conflict = w > r ? w : r;
-            if (conflict > s->after[i]) {
+            if (conflict > waited[side]) {
                 char a[128], b[128];
                 res = TS_FAIL(TS_ERR_INPUT, "op streams: op %d \"%s\" touches resource %d after op %d \"%s\" of the "
                               "other stream, which its dependencies do not order before it", i,

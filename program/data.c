@@ -222,8 +222,10 @@ int ts_op_accesses(const ts_stage_program *sp, int i, ts_access *out) {
 
 static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 
-/* For each op, the latest conflicting op of the other stream (-1: none) beyond what its
- * dependencies already order, into `extra`. */
+/* For each op, the latest conflicting op of the other stream (-1: none) beyond what is already
+ * ordered before it, into `extra`. Ops of one stream (the simulator's, a sub-order of the
+ * executor's) run in issue order, so what an earlier op of the op's stream waited for is ordered
+ * before it too: one edge per stream and conflict, not one per op that touches the data. */
 static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
     int n_res = 2 * sp->seg.n_seg + 2;
     ts_status res = TS_OK;
@@ -235,10 +237,12 @@ static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
     }
     for (int r = 0; r < 4 * n_res; r++) last[r] = -1;
     int32_t *last_w[2] = {last, last + n_res}, *last_r[2] = {last + 2 * n_res, last + 3 * n_res};
+    int32_t covered[TS_STREAM_COUNT];
+    for (int k = 0; k < TS_STREAM_COUNT; k++) covered[k] = -1;
     for (int i = 0; i < sp->n_ops; i++) {
         const ts_op *op = &sp->ops[i];
         int side = on_dp(op), other = !side, n = ts_op_accesses(sp, i, acc);
-        int32_t ordered = -1, need = -1;
+        int32_t ordered = covered[op->stream], need = -1;
         for (uint32_t d = 0; d < op->ndeps; d++) {
             uint32_t j = sp->deps[op->dep0 + d];
             if (on_dp(&sp->ops[j]) == other) ordered = max32(ordered, (int32_t)j);
@@ -249,6 +253,7 @@ static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
         }
         for (int k = 0; k < n; k++) (acc[k].write ? last_w : last_r)[side][acc[k].res] = i;
         extra[i] = need > ordered ? need : -1;
+        covered[op->stream] = max32(ordered, need);
     }
 exit:
     free(acc);
