@@ -449,7 +449,11 @@ static int cell_path(const char *table, const csv_table *t, int row, int col, ch
     const char *column = t->cell[0][col], *first = t->cell[row + 1][0];
     if (strcmp(table, "stages") == 0) snprintf(buf, cap, "simulation.stages[%d].%s", row, column);
     else if (strcmp(table, "op_kinds") == 0 && col == 0) return 0;
-    else if (strcmp(table, "op_kinds") == 0) snprintf(buf, cap, "simulation.kind_s_per_rank.%s", first);
+    else if (strcmp(table, "op_kinds") == 0)
+        snprintf(buf, cap, "%s.kind_s_per_rank.%s", strcmp(column, "measured_s_per_rank") == 0 ? "measured" : "simulation",
+                 first);
+    else if (strcmp(table, "measured") == 0 && starts_with(column, "step_") && strcmp(column, "step_s") != 0)
+        snprintf(buf, cap, "measured.step_s.%.*s", (int)strlen(column) - 7, column + 5); /* step_p10_s */
     else if (strcmp(table, "gemm_efficiency") == 0)
         snprintf(buf, cap, "assumptions.system.gemm_efficiency_points[%d][%d]", row, col);
     else if (strcmp(table, "sources") == 0) snprintf(buf, cap, "assumptions.sources[%d]", row);
@@ -477,26 +481,18 @@ static void expect_json_value(const cJSON *json, const char *where, const char *
     }
 }
 
-/* Every table is tidy, and every table but layouts holds the JSON form's values: each cell is
- * the value at its path, and together the cells are every scalar of the JSON form's sections. */
-Test(reports, csv_tables_are_the_json_values) {
-    char *dir = make_temp_dir();
-    char *plan = make_plan(dir, "plan.json", pipe_plan);
-    char *text = report(plan, "json", NULL, NULL), dest[4096];
-    cJSON *json = cJSON_Parse(text);
-    cr_assert_not_null(json);
-    snprintf(dest, sizeof dest, "%s/", dir);
-    csv_report(plan, dest, dest, NULL);
+/* Checks the tables named `tables` (n) in DIR/TABLE.csv against the JSON form: each is tidy,
+ * each cell of every table but layouts is the value at its path, and together the cells are
+ * every scalar of the JSON form's sections. */
+static void expect_tables_are_json(const cJSON *json, const char *dir, const char *const *tables, int n) {
     int cells = 0;
-    for (int k = 0; k < N_CSV_TABLES; k++) {
+    for (int k = 0; k < n; k++) {
         char path[4200], where[4400], at[256];
-        snprintf(path, sizeof path, "%s%s.csv", dest, csv_tables[k]);
+        snprintf(path, sizeof path, "%s%s.csv", dir, tables[k]);
         csv_table *t = read_csv(path);
-        if (strcmp(csv_tables[k], "layouts") == 0) cr_expect_eq(t->rows, 13, "header + 12 layouts");
-        if (strcmp(csv_tables[k], "stages") == 0) cr_expect_eq(t->rows, 5, "pp=4: header + 4 stages");
-        for (int row = 0; row + 1 < t->rows && strcmp(csv_tables[k], "layouts") != 0; row++)
+        for (int row = 0; row + 1 < t->rows && strcmp(tables[k], "layouts") != 0; row++)
             for (int col = 0; col < t->cols; col++) {
-                if (!cell_path(csv_tables[k], t, row, col, at, sizeof at)) continue;
+                if (!cell_path(tables[k], t, row, col, at, sizeof at)) continue;
                 snprintf(where, sizeof where, "%s:%d %s", path, row + 2, t->cell[0][col]);
                 expect_json_value(json, where, at, t->cell[row + 1][col]);
                 cells++;
@@ -507,8 +503,69 @@ Test(reports, csv_tables_are_the_json_values) {
     for (const cJSON *s = json->child; s; s = s->next)
         if (cJSON_IsObject(s)) leaves += json_leaves(s);
     cr_expect_eq(cells, leaves, "%d CSV cells for %d scalars in the JSON form's sections", cells, leaves);
+}
+
+Test(reports, csv_tables_are_the_json_values) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char *text = report(plan, "json", NULL, NULL), dest[4096], path[4200];
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    snprintf(dest, sizeof dest, "%s/", dir);
+    csv_report(plan, dest, dest, NULL);
+    expect_tables_are_json(json, dest, csv_tables, N_CSV_TABLES);
+    snprintf(path, sizeof path, "%slayouts.csv", dest);
+    csv_table *t = read_csv(path);
+    cr_expect_eq(t->rows, 13, "header + 12 layouts");
+    free(t);
+    snprintf(path, sizeof path, "%sstages.csv", dest);
+    t = read_csv(path);
+    cr_expect_eq(t->rows, 5, "pp=4: header + 4 stages");
+    free(t);
     cJSON_Delete(json);
     free(text);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* With --run: a measured table (step_s's median, p10, p90 as step_median_s, ...) after
+ * capacity, and the measured seconds beside the simulated ones in op_kinds. */
+Test(reports, csv_with_a_run) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char *run = test_write_temp("{\"layout\": \"dp=16\", \"ranks\": 16, \"steps\": 5, \"step_s\": {\"median\": 21.5,"
+                                " \"p10\": 21.25, \"p90\": 22.75}, \"losses\": [10.5, 9.25], \"kind_s\": {\"gemm\": 16,"
+                                " \"attention\": 2, \"elementwise\": 1.75, \"optimizer\": 0.125, \"collective\": 0.5,"
+                                " \"send\": 0, \"recv\": 0}}");
+    char run_flag[4200], dest[4096];
+    snprintf(run_flag, sizeof run_flag, "--run=%s", run);
+    snprintf(dest, sizeof dest, "%s/", dir);
+    char *text = report(plan, "json", run_flag, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    cli_result r = run_cli("report", "--plan", plan, run_flag, "-o", dest, NULL);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(count_lines(r.out), N_CSV_TABLES + 1, "%s", r.out);
+    cr_expect(strstr(r.out, "capacity.csv\n# wrote ") && strstr(r.out, "measured.csv\n# wrote "), "%s", r.out);
+    cli_result_free(&r);
+    const char *const tables[] = {"layouts",  "question", "answer", "simulation",      "stages",   "op_kinds",
+                                  "capacity", "measured", "system", "gemm_efficiency", "training", "sources"};
+    expect_tables_are_json(json, dest, tables, N_CSV_TABLES + 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%smeasured.csv", dest);
+    csv_table *t = read_csv(path);
+    cr_expect(strcmp(t->cell[0][5], "step_median_s") == 0 && strcmp(t->cell[1][5], "21.5") == 0, "%s = %s",
+              t->cell[0][5], t->cell[1][5]);
+    cr_expect_str_eq(t->cell[0][8], "loss_first");
+    free(t);
+    snprintf(path, sizeof path, "%sop_kinds.csv", dest);
+    t = read_csv(path);
+    cr_expect_str_eq(t->cell[0][2], "measured_s_per_rank");
+    cr_expect_str_eq(t->cell[1][2], "16");
+    free(t);
+    cJSON_Delete(json);
+    free(text);
+    test_remove_temp(run);
     free(plan);
     remove_dir(dir);
 }
