@@ -213,8 +213,9 @@ static void csv_nested_name(FILE *f, const char *parent, const char *child) {
     else fprintf(f, "%s_%s", parent, child);
 }
 
-/* The header (`header` set) or the values of the row of `obj`: its scalars, then those of its
- * objects of scalars (csv_nested_name); arrays and the op kinds are tables of their own. */
+/* The header (`header` set) or the values of the row of `obj`: its scalars in member order, an
+ * object of scalars in its place as one column each (csv_nested_name); arrays and the op kinds
+ * are tables of their own. */
 static void csv_cells(FILE *f, const cJSON *obj, int header) {
     const char *sep = "";
     for (const cJSON *c = obj->child; c; c = c->next) {
