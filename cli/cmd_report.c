@@ -25,11 +25,14 @@ static void help(void) {
            "      --tokens T         tokens to train on (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
            "  -F, --format F         html | md | csv | json (default: from the\n"
-           "                         -o file's extension, else html)\n"
+           "                         -o file's extension, csv for -o DIR/, else html)\n"
            "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
+           "                         CSV is one table per file and needs -o:\n"
+           "                         -o PREFIX writes PREFIX-layouts.csv, PREFIX-stages.csv, ...\n"
+           "                         -o DIR/ (or an existing directory) DIR/layouts.csv, ...\n"
            "  -h, --help             this help\n"
            "\n"
-           "Exit status: 0 ok, 2 bad input.\n",
+           "Exit status: 0 ok, 1 a file could not be written, 2 bad input.\n",
            TS_REPORT_DEFAULT_PRICE);
 }
 
@@ -42,8 +45,11 @@ static int format_index(const char *name) {
     return -1;
 }
 
-/* The format a file name's extension asks for (".html", ".md", ...), -1 when none. */
+/* The format a file name's extension asks for (".html", ".md", ...; a directory "DIR/": CSV),
+ * -1 when none. */
 static int format_of_file(const char *path) {
+    size_t n = strlen(path);
+    if (n > 0 && path[n - 1] == '/') return FMT_CSV;
     const char *dot = strrchr(path, '.');
     if (dot == NULL || strchr(dot, '/')) return -1;
     if (strcmp(dot, ".htm") == 0) return FMT_HTML;
@@ -53,9 +59,7 @@ static int format_of_file(const char *path) {
 static ts_status write_text(const ts_report *r, format fmt, const char *path) {
     ts_atomic_file af;
     TS_CHECK(ts_atomic_open(path, &af));
-    ts_status st = fmt == FMT_HTML ? ts_report_write_html(r, af.f)
-                   : fmt == FMT_MD ? ts_report_write_markdown(r, af.f)
-                                   : ts_report_write_csv(r, af.f);
+    ts_status st = fmt == FMT_HTML ? ts_report_write_html(r, af.f) : ts_report_write_markdown(r, af.f);
     if (st != TS_OK) {
         ts_atomic_abort(&af);
         return st;
@@ -100,11 +104,19 @@ int cmd_report(int argc, char **argv) {
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
     if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
+    if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
+        cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
+                             "or -o DIR/ (DIR/layouts.csv, ...)");
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);
     const char *path = output ? output : "-";
-    if (st == TS_OK && fmt == FMT_JSON) {
+    if (st == TS_OK && fmt == FMT_CSV) {
+        ts_report_csv_files written;
+        st = ts_report_write_csv(&r, output, &written);
+        for (int i = 0; i < written.n; i++) printf("# wrote %s\n", written.path[i]);
+        output = NULL; /* listed above */
+    } else if (st == TS_OK && fmt == FMT_JSON) {
         cJSON *root = NULL;
         st = ts_report_to_json(&r, &root);
         if (st == TS_OK) st = ts_json_write_file(path, root);

@@ -1,9 +1,13 @@
 /* Markdown and CSV forms of the report (see text.h). */
 #include "reports/text.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "common/json.h"
 #include "reports/markup.h"
 
 static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers"};
@@ -193,34 +197,50 @@ static void csv_number(FILE *f, double v) {
     else fprintf(f, "%.10g", v);
 }
 
-/* The scalars under `item` as "section,key,value" rows, key being the path below the section
- * ("stages[0].busy_s"); `path` (room `cap`) holds the path so far, `len` chars of it. */
-static ts_status csv_section_rows(FILE *f, const char *section, const cJSON *item, char *path, size_t len,
-                                  size_t cap) {
-    if (cJSON_IsObject(item) || cJSON_IsArray(item)) {
-        int i = 0;
-        for (const cJSON *c = item->child; c; c = c->next, i++) {
-            int n = cJSON_IsArray(item) ? snprintf(path + len, cap - len, "[%d]", i)
-                                        : snprintf(path + len, cap - len, "%s%s", len ? "." : "", c->string);
-            if (n < 0 || len + (size_t)n >= cap)
-                return TS_FAIL(TS_ERR_IO, "writing the CSV report: the key %s.%s... is longer than %zu characters",
-                               section, path, cap - 1);
-            TS_CHECK(csv_section_rows(f, section, c, path, len + (size_t)n, cap));
-        }
-        return TS_OK;
-    }
-    csv_field(f, section);
-    fputc(',', f);
-    csv_field(f, path);
-    fputc(',', f);
+static void csv_value(FILE *f, const cJSON *item) {
     if (cJSON_IsNumber(item)) csv_number(f, item->valuedouble);
     else if (cJSON_IsBool(item)) fputs(cJSON_IsTrue(item) ? "true" : "false", f);
     else if (cJSON_IsString(item)) csv_field(f, item->valuestring);
-    fputc('\n', f);
-    return TS_OK;
 }
 
-ts_status ts_report_write_csv(const ts_report *r, FILE *f) {
+static int csv_is_scalar(const cJSON *item) { return !cJSON_IsObject(item) && !cJSON_IsArray(item); }
+
+/* The column of member `child` of the nested object `parent`, the unit kept last: "step_s" and
+ * "median" make "step_median_s". */
+static void csv_nested_name(FILE *f, const char *parent, const char *child) {
+    size_t n = strlen(parent);
+    if (n > 2 && strcmp(parent + n - 2, "_s") == 0) fprintf(f, "%.*s_%s_s", (int)(n - 2), parent, child);
+    else fprintf(f, "%s_%s", parent, child);
+}
+
+/* The header (`header` set) or the values of the row of `obj`: its scalars in member order, an
+ * object of scalars in its place as one column each (csv_nested_name); arrays and the op kinds
+ * are tables of their own. */
+static void csv_cells(FILE *f, const cJSON *obj, int header) {
+    const char *sep = "";
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (csv_is_scalar(c)) {
+            fputs(sep, f), sep = ",";
+            if (header) csv_field(f, c->string);
+            else csv_value(f, c);
+        } else if (cJSON_IsObject(c) && strcmp(c->string, "kind_s_per_rank") != 0) {
+            for (const cJSON *g = c->child; g; g = g->next) {
+                fputs(sep, f), sep = ",";
+                if (header) csv_nested_name(f, c->string, g->string);
+                else csv_value(f, g);
+            }
+        }
+    }
+    fputc('\n', f);
+}
+
+/* A table's writer: `root` is the report's JSON form, `item` the member the table is made of
+ * (NULL for layouts). */
+typedef ts_status (*csv_writer)(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f);
+
+/* One row per layout, from the evaluated layouts. */
+static ts_status csv_layouts(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)root, (void)item;
     fputs("rank,layout,dp,tp,pp,cp,ep,sp,zero,mbs,microbatches,vpp,schedule,recompute,worst_stage", f);
     for (int k = 0; k < 5; k++) fprintf(f, ",memory_%s_bytes", mem_names[k]);
     fputs(",memory_total_bytes,step_s", f);
@@ -244,22 +264,164 @@ ts_status ts_report_write_csv(const ts_report *r, FILE *f) {
         for (int k = 0; k < N_TIME; k++) fprintf(f, ",%.6f", t[k]);
         fprintf(f, ",%.1f,%.3f,%.3f,%.6f\n", e->tokens_per_s, e->tflops_per_gpu, e->hw_tflops_per_gpu, e->mfu);
     }
-    /* The rest of the report, walked from its JSON form so the two cannot drift apart: each
-     * object at the top (question, answer, simulation, capacity, measured, assumptions); not the
-     * layouts array (the table above) nor the top-level scalars (the plan's file name would make
-     * the same report differ by where the plan lies). */
-    cJSON *root = NULL;
-    TS_CHECK(ts_report_to_json(r, &root));
-    fputs("\nsection,key,value\n", f);
-    char path[256];
-    ts_status res = TS_OK;
-    for (const cJSON *s = root->child; s && res == TS_OK; s = s->next) {
-        if (!cJSON_IsObject(s)) continue;
-        path[0] = '\0';
-        res = csv_section_rows(f, s->string, s, path, 0, sizeof path);
-    }
-    cJSON_Delete(root);
-    TS_CHECK(res);
-    if (ferror(f)) return TS_FAIL(TS_ERR_IO, "write failed while writing the CSV report");
     return TS_OK;
+}
+
+/* One row: the object's scalars. */
+static ts_status csv_object(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)r, (void)root;
+    csv_cells(f, item, 1);
+    csv_cells(f, item, 0);
+    return TS_OK;
+}
+
+/* One row per object of an array of alike objects. */
+static ts_status csv_objects(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)r, (void)root;
+    if (item->child) csv_cells(f, item->child, 1);
+    for (const cJSON *c = item->child; c; c = c->next) csv_cells(f, c, 0);
+    return TS_OK;
+}
+
+/* One row per op kind: simulation.kind_s_per_rank, and measured's beside it with a run. */
+static ts_status csv_op_kinds(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)r;
+    const cJSON *measured = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "measured"),
+                                                             "kind_s_per_rank");
+    fprintf(f, "kind,simulated_s_per_rank%s\n", measured ? ",measured_s_per_rank" : "");
+    for (const cJSON *c = item->child; c; c = c->next) {
+        csv_field(f, c->string);
+        fputc(',', f);
+        csv_value(f, c);
+        if (measured) {
+            fputc(',', f);
+            csv_value(f, cJSON_GetObjectItemCaseSensitive(measured, c->string));
+        }
+        fputc('\n', f);
+    }
+    return TS_OK;
+}
+
+/* One row per [flops, efficiency] point of the GEMM efficiency curve. */
+static ts_status csv_gemm_points(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)r, (void)root;
+    fputs("gemm_flops,efficiency\n", f);
+    for (const cJSON *p = item->child; p; p = p->next) {
+        csv_value(f, cJSON_GetArrayItem(p, 0));
+        fputc(',', f);
+        csv_value(f, cJSON_GetArrayItem(p, 1));
+        fputc('\n', f);
+    }
+    return TS_OK;
+}
+
+/* One row per string of an array. */
+static ts_status csv_strings(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
+    (void)r, (void)root;
+    fputs("source\n", f);
+    for (const cJSON *c = item->child; c; c = c->next) {
+        csv_value(f, c);
+        fputc('\n', f);
+    }
+    return TS_OK;
+}
+
+/* The tables in the order they are written (text.h), each with the JSON member it is made of;
+ * a table whose member is absent (measured, without a run) is not written. */
+static const struct {
+    const char *name, *json_path;
+    csv_writer write;
+} csv_tables[] = {
+    {"layouts", NULL, csv_layouts},
+    {"question", "question", csv_object},
+    {"answer", "answer", csv_object},
+    {"simulation", "simulation", csv_object},
+    {"stages", "simulation.stages", csv_objects},
+    {"op_kinds", "simulation.kind_s_per_rank", csv_op_kinds},
+    {"capacity", "capacity", csv_object},
+    {"measured", "measured", csv_object},
+    {"system", "assumptions.system", csv_object},
+    {"gemm_efficiency", "assumptions.system.gemm_efficiency_points", csv_gemm_points},
+    {"training", "assumptions.training", csv_object},
+    {"sources", "assumptions.sources", csv_strings},
+};
+#define N_CSV_TABLES (int)(sizeof csv_tables / sizeof csv_tables[0])
+
+/* The member at a dotted path of object keys ("assumptions.system"); NULL when absent. */
+static const cJSON *csv_member(const cJSON *root, const char *path) {
+    const cJSON *item = root;
+    while (item && *path) {
+        char key[64];
+        size_t n = strcspn(path, ".");
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        item = cJSON_GetObjectItemCaseSensitive(item, key);
+        path += n + (path[n] == '.');
+    }
+    return item;
+}
+
+/* Where the tables go (text.h): `base` becomes the directory ending in '/' (*is_dir) or the
+ * prefix without a trailing ".csv"; its directory must exist. */
+static ts_status csv_destination(const char *dest, char *base, size_t cap, int *is_dir) {
+    struct stat st;
+    size_t n = strlen(dest);
+    *is_dir = (n > 0 && dest[n - 1] == '/') || (stat(dest, &st) == 0 && S_ISDIR(st.st_mode));
+    if (!*is_dir && n > 4 && strcmp(dest + n - 4, ".csv") == 0) n -= 4;
+    if (n + 2 >= cap) return TS_FAIL(TS_ERR_INPUT, "%.200s...: path too long", dest);
+    snprintf(base, cap, "%.*s%s", (int)n, dest, *is_dir && dest[n - 1] != '/' ? "/" : "");
+    if (*is_dir) {
+        if (stat(base, &st) != 0 || !S_ISDIR(st.st_mode))
+            return TS_FAIL(TS_ERR_INPUT, "%s: no such directory for the CSV tables", base);
+        return TS_OK;
+    }
+    const char *slash = strrchr(base, '/');
+    if (slash == NULL) return TS_OK;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - base + 1), base);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return TS_FAIL(TS_ERR_INPUT, "%s-*.csv: no such directory %s for the CSV tables", base, dir);
+    return TS_OK;
+}
+
+/* Opens every table's temporary and writes it; then renames them all into place. */
+ts_status ts_report_write_csv(const ts_report *r, const char *dest, ts_report_csv_files *written) {
+    ts_status res = TS_OK;
+    cJSON *root = NULL;
+    ts_atomic_file *af = NULL;
+    int n = 0, committed = 0, is_dir;
+    char base[4096];
+    written->n = 0;
+    TS_CHECK(csv_destination(dest, base, sizeof base, &is_dir));
+    TS_CHECK(ts_report_to_json(r, &root));
+    TS_ALLOC_GOTO(af = calloc(N_CSV_TABLES, sizeof *af), res, exit);
+    for (int t = 0; t < N_CSV_TABLES; t++) {
+        const cJSON *item = csv_tables[t].json_path ? csv_member(root, csv_tables[t].json_path) : NULL;
+        if (csv_tables[t].json_path && item == NULL) continue;
+        char *path = written->path[n];
+        if (snprintf(path, sizeof written->path[n], "%s%s%s.csv", base, is_dir ? "" : "-", csv_tables[t].name) >=
+            (int)sizeof written->path[n]) {
+            res = TS_FAIL(TS_ERR_INPUT, "%.200s...: path too long", base);
+            goto exit;
+        }
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            res = TS_FAIL(TS_ERR_INPUT, "%s: is a directory, not a CSV file", path);
+            goto exit;
+        }
+        TS_CHECK_GOTO(ts_atomic_open(path, &af[n]), res, exit);
+        FILE *f = af[n++].f;
+        TS_CHECK_CTX_GOTO(csv_tables[t].write(r, root, item, f), res, exit, "CSV table %s", csv_tables[t].name);
+        if (ferror(f) || fflush(f) != 0) {
+            res = TS_FAIL(TS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+            goto exit;
+        }
+    }
+    for (; committed < n; committed++)
+        TS_CHECK_CTX_GOTO(ts_atomic_commit(&af[committed]), res, exit, "CSV files: %d of %d in place", committed, n);
+exit:
+    for (int i = 0; af && i < n; i++) ts_atomic_abort(&af[i]); /* no-op for the committed */
+    written->n = res == TS_OK ? n : committed;
+    free(af);
+    cJSON_Delete(root);
+    return res;
 }

@@ -5,10 +5,11 @@
  *  - every number the page shows is the JSON form's and tagged (tests/tagged.h), the page is
  *    self-contained (no scripts, no fetched resources) and byte-identical from run to run;
  *  - golden Markdown and CSV for a small fixed plan (llama2-7b on 16 h100-sxm-dgx, top 3);
- *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV's sections after the layouts table hold
- *    every scalar of the JSON form's sections, each the JSON's value;
- *  - the capacity arithmetic, --tokens/--price, the format taken from -o's extension; no energy
- *    for a system without a power figure;
+ *    regenerate with TESSERA_UPDATE_GOLDEN=1; the CSV tables other than layouts hold every
+ *    scalar of the JSON form's sections, each the JSON's value;
+ *  - CSV is one tidy table per file: -o PREFIX and -o DIR/ name them, no -o is misuse, a
+ *    failure leaves no file and no temporary;
+ *  - the capacity arithmetic, --tokens/--price; no energy for a system without a power figure;
  *  - suite `mpi`: the report beside a real `tessera run` (tiny, 2 ranks) and its trace;
  *  - bad input exits 2 with one line. */
 #include <cjson/cJSON.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +67,28 @@ static char *report(const char *plan, const char *format, const char *extra1, co
     char *out = r.out;
     free(r.err);
     return out;
+}
+
+/* The CSV tables of a report without a run, in the order they are written (reports/text.h). */
+static const char *const csv_tables[] = {"layouts", "question", "answer",          "simulation", "stages", "op_kinds",
+                                         "capacity", "system", "gemm_efficiency", "training",   "sources"};
+#define N_CSV_TABLES (int)(sizeof csv_tables / sizeof csv_tables[0])
+
+/* `tessera report --plan PLAN [FORMAT] -o DEST` (FORMAT NULL: "--format=csv"; "": none, the
+ * format taken from DEST), asserting success and that stdout is "# wrote BASE<table>.csv" for
+ * every table in order, BASE being DIR/ or PREFIX- (NULL: DEST-). */
+static void csv_report(const char *plan, const char *dest, const char *base, const char *format) {
+    char prefix[4096], want[16384] = "";
+    if (!base) snprintf(prefix, sizeof prefix, "%s-", dest), base = prefix;
+    for (int t = 0; t < N_CSV_TABLES; t++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "# wrote %s%s.csv\n", base, csv_tables[t]);
+    const char *argv[] = {"report", "--plan", plan, "-o", dest, format ? format : "--format=csv", NULL};
+    if (format && !*format) argv[5] = NULL;
+    cli_result r = run_argv(argv);
+    cr_assert_eq(r.status, 0, "report -o %s: exit %d, stderr: %s", dest, r.status, r.err);
+    cr_expect_eq(r.err_len, 0, "report -o %s: stderr: %s", dest, r.err);
+    cr_expect_str_eq(r.out, want, "report -o %s: the files listed", dest);
+    cli_result_free(&r);
 }
 
 static int count(const char *s, const char *needle) {
@@ -274,23 +298,6 @@ Test(reports, capacity_arithmetic_and_options) {
     char *md = report(plan, "md", NULL, NULL);
     cr_expect(strstr(md, "2.00 USD per GPU-hour (the default price") != NULL, "the default price is not flagged");
     free(md);
-    /* -o picks the format from the extension; the file is written atomically (no leftovers). */
-    char csv[4096];
-    snprintf(csv, sizeof csv, "%s/layouts.csv", dir);
-    cli_result r = run_cli("report", "--plan", plan, "-o", csv, NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_expect(starts_with(r.out, "# wrote "), "stdout: %s", r.out);
-    cli_result_free(&r);
-    char *written = read_file(csv);
-    cr_assert_not_null(written);
-    cr_expect(starts_with(written, "rank,layout,dp,tp,"), "%s is not the CSV: %.60s", csv, written);
-    char *blank = strstr(written, "\n\n");
-    cr_assert_not_null(blank, "%s: no blank line between the layouts table and the sections", csv);
-    blank[1] = '\0';
-    cr_expect_eq(count_lines(written), 4, "header + 3 layouts before the sections");
-    free(written);
-    char names[4096];
-    cr_expect_eq(list_dir(dir, names, sizeof names), 2, "left behind: %s", names);
     free(plan);
     remove_dir(dir);
 }
@@ -303,7 +310,12 @@ Test(reports, energy_left_out_without_power) {
                                       "--global-batch", "8", "--seq", "64", "--top", "2", NULL};
     char *plan = make_plan(dir, "plan.json", cpu);
     char *html = report(plan, "html", NULL, NULL), *md = report(plan, "md", NULL, NULL);
-    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
+    char *text = report(plan, "json", NULL, NULL), prefix[4096], capacity[4200];
+    snprintf(prefix, sizeof prefix, "%s/t", dir);
+    csv_report(plan, prefix, NULL, NULL);
+    snprintf(capacity, sizeof capacity, "%s-capacity.csv", prefix);
+    char *csv = read_file(capacity);
+    cr_assert_not_null(csv, "%s was not written", capacity);
     cJSON *json = cJSON_Parse(text);
     cr_assert_not_null(json);
     const cJSON *cap = json_obj(json, "capacity", "$");
@@ -311,7 +323,7 @@ Test(reports, energy_left_out_without_power) {
     cr_expect(cJSON_GetObjectItem(cap, "energy_kwh") == NULL && cJSON_GetObjectItem(cap, "power_w") == NULL,
               "JSON: energy without a power figure");
     cr_expect(strstr(md, "| energy at") == NULL && strstr(md, "kWh") == NULL, "Markdown: energy without a power figure");
-    cr_expect(strstr(csv, "capacity,energy_kwh") == NULL, "CSV: energy without a power figure");
+    cr_expect(strstr(csv, "energy_kwh") == NULL && strstr(csv, "power_w") == NULL, "CSV: energy without a power figure");
     cr_expect(!has_tag(html, "capacity.energy_kwh") && strstr(html, "energy at") == NULL && strstr(html, "kWh") == NULL,
               "HTML: energy without a power figure");
     tagged_stats st = check_tagged(html, json, "report.html on cpu-localhost");
@@ -322,7 +334,7 @@ Test(reports, energy_left_out_without_power) {
     free(csv);
     free(text);
     free(plan);
-    remove_dir(dir);
+    remove_tree(dir);
 }
 
 /* ---- golden Markdown and CSV ---------------------------------------------------------------------- */
@@ -353,11 +365,21 @@ static void check_golden(const char *got, const char *rel) {
 Test(reports, golden_markdown_and_csv) {
     char *dir = make_temp_dir();
     char *plan = make_plan(dir, "plan.json", small_plan);
-    char *md = report(plan, "md", NULL, NULL), *csv = report(plan, "csv", NULL, NULL);
+    char *md = report(plan, "md", NULL, NULL);
     check_golden(md, "tests/data/reports/llama2-7b-16xh100.md");
-    check_golden(csv, "tests/data/reports/llama2-7b-16xh100.csv");
+    char prefix[4096];
+    snprintf(prefix, sizeof prefix, "%s/golden", dir);
+    csv_report(plan, prefix, NULL, NULL);
+    for (int t = 0; t < N_CSV_TABLES; t++) {
+        char path[4200], rel[256];
+        snprintf(path, sizeof path, "%s-%s.csv", prefix, csv_tables[t]);
+        snprintf(rel, sizeof rel, "tests/data/reports/llama2-7b-16xh100-%s.csv", csv_tables[t]);
+        char *csv = read_file(path);
+        cr_assert_not_null(csv, "%s was not written", path);
+        check_golden(csv, rel);
+        free(csv);
+    }
     free(md);
-    free(csv);
     free(plan);
     remove_dir(dir);
 }
@@ -393,52 +415,226 @@ static int json_leaves(const cJSON *item) {
     return n;
 }
 
-/* After the layouts table and a blank line, the CSV holds "section,key,value" rows: every
- * scalar of the JSON form's sections (all but the layouts), each equal to the JSON's. */
-Test(reports, csv_sections_are_the_json_values) {
-    char *dir = make_temp_dir();
-    char *plan = make_plan(dir, "plan.json", pipe_plan);
-    char *csv = report(plan, "csv", NULL, NULL), *text = report(plan, "json", NULL, NULL);
-    cJSON *json = cJSON_Parse(text);
-    cr_assert_not_null(json);
-    const char *p = strstr(csv, "\n\nsection,key,value\n");
-    cr_assert_not_null(p, "no \"section,key,value\" table after a blank line:\n%s", csv);
-    p += strlen("\n\nsection,key,value\n");
-    int rows = 0, seen[6] = {0};
-    static const char *const sections[] = {"question", "answer", "simulation", "capacity", "assumptions", "layouts"};
-    for (; *p; p += *p == '\n', rows++) {
-        char section[64], key[128], value[1024], path[200];
-        cr_assert(csv_next(&p, section, sizeof section) && csv_next(&p, key, sizeof key) &&
-                      csv_next(&p, value, sizeof value),
-                  "row %d: fewer than three fields", rows + 1);
-        cr_assert(!csv_next(&p, path, sizeof path), "row %d: more than three fields", rows + 1);
-        for (int s = 0; s < 6; s++) seen[s] += strcmp(section, sections[s]) == 0;
-        snprintf(path, sizeof path, "%s.%s", section, key);
-        const cJSON *item = json_at_path(json, path);
-        cr_assert_not_null(item, "CSV %s is not in the JSON form", path);
-        if (cJSON_IsNumber(item)) {
-            char *end;
-            double v = strtod(value, &end);
-            cr_expect(*end == '\0' && fabs(v - item->valuedouble) <= 1e-9 * fabs(item->valuedouble), "%s: CSV %s, JSON %.17g",
-                      path, value, item->valuedouble);
-        } else if (cJSON_IsBool(item)) {
-            cr_expect_str_eq(value, cJSON_IsTrue(item) ? "true" : "false", "%s", path);
-        } else {
-            cr_expect(cJSON_IsString(item) && strcmp(value, item->valuestring) == 0, "%s: CSV \"%s\"", path, value);
-        }
+/* One CSV file's records, split into fields (RFC 4180, csv_next): row 0 is the header. */
+#define CSV_MAX_ROWS 64
+#define CSV_MAX_COLS 48
+typedef struct {
+    int rows, cols;
+    char cell[CSV_MAX_ROWS][CSV_MAX_COLS][512];
+} csv_table;
+
+/* Reads `path` into *t (heap: the caller frees it), asserting that it is tidy: a header, then
+ * records with exactly as many fields each, no blank line. */
+static csv_table *read_csv(const char *path) {
+    char *text = read_file(path);
+    cr_assert_not_null(text, "%s was not written", path);
+    csv_table *t = calloc(1, sizeof *t);
+    cr_assert_not_null(t);
+    for (const char *p = text; *p; p++, t->rows++) {
+        cr_assert_lt(t->rows, CSV_MAX_ROWS, "%s: more than %d rows", path, CSV_MAX_ROWS);
+        int n = 0;
+        while (n < CSV_MAX_COLS && csv_next(&p, t->cell[t->rows][n], sizeof t->cell[0][0])) n++;
+        cr_assert(*p == '\n', "%s:%d: no line end after %d fields (blank line or too many fields)", path, t->rows + 1, n);
+        if (t->rows == 0) t->cols = n;
+        cr_assert(n > 0 && n == t->cols, "%s:%d: %d fields under a header of %d", path, t->rows + 1, n, t->cols);
     }
-    for (int s = 0; s < 5; s++) cr_expect_gt(seen[s], 0, "no %s rows", sections[s]);
-    cr_expect_eq(seen[5], 0, "the layouts are the table, not rows");
+    cr_assert_gt(t->rows, 1, "%s: no rows under the header", path);
+    free(text);
+    return t;
+}
+
+/* The JSON path of a table's cell (data row `row`, column `col`; `kind` is the row's first
+ * field); 0 for a cell that is no JSON value (the op kinds' names are keys). */
+static int cell_path(const char *table, const csv_table *t, int row, int col, char *buf, size_t cap) {
+    const char *column = t->cell[0][col], *first = t->cell[row + 1][0];
+    if (strcmp(table, "stages") == 0) snprintf(buf, cap, "simulation.stages[%d].%s", row, column);
+    else if (strcmp(table, "op_kinds") == 0 && col == 0) return 0;
+    else if (strcmp(table, "op_kinds") == 0)
+        snprintf(buf, cap, "%s.kind_s_per_rank.%s", strcmp(column, "measured_s_per_rank") == 0 ? "measured" : "simulation",
+                 first);
+    else if (strcmp(table, "measured") == 0 && starts_with(column, "step_") && strcmp(column, "step_s") != 0)
+        snprintf(buf, cap, "measured.step_s.%.*s", (int)strlen(column) - 7, column + 5); /* step_p10_s */
+    else if (strcmp(table, "gemm_efficiency") == 0)
+        snprintf(buf, cap, "assumptions.system.gemm_efficiency_points[%d][%d]", row, col);
+    else if (strcmp(table, "sources") == 0) snprintf(buf, cap, "assumptions.sources[%d]", row);
+    else if (strcmp(table, "system") == 0 || strcmp(table, "training") == 0)
+        snprintf(buf, cap, "assumptions.%s.%s", table, column);
+    else snprintf(buf, cap, "%s.%s", table, column);
+    if (strstr("stages op_kinds gemm_efficiency sources", table) == NULL)
+        cr_expect_eq(t->rows, 2, "%s: one row under the header, got %d", table, t->rows - 1);
+    return 1;
+}
+
+static void expect_json_value(const cJSON *json, const char *where, const char *path, const char *value) {
+    const cJSON *item = json_at_path(json, path);
+    cr_assert_not_null(item, "%s: %s is not in the JSON form", where, path);
+    if (cJSON_IsNumber(item)) {
+        char *end;
+        double v = strtod(value, &end);
+        cr_expect(*end == '\0' && fabs(v - item->valuedouble) <= 1e-9 * fabs(item->valuedouble), "%s: CSV %s, JSON %s %.17g",
+                  where, value, path, item->valuedouble);
+    } else if (cJSON_IsBool(item)) {
+        cr_expect_str_eq(value, cJSON_IsTrue(item) ? "true" : "false", "%s: %s", where, path);
+    } else {
+        cr_expect(cJSON_IsString(item) && strcmp(value, item->valuestring) == 0, "%s: CSV \"%s\", JSON %s", where,
+                  value, path);
+    }
+}
+
+/* Checks the tables named `tables` (n) in DIR/TABLE.csv against the JSON form: each is tidy,
+ * each cell of every table but layouts is the value at its path, and together the cells are
+ * every scalar of the JSON form's sections. */
+static void expect_tables_are_json(const cJSON *json, const char *dir, const char *const *tables, int n) {
+    int cells = 0;
+    for (int k = 0; k < n; k++) {
+        char path[4200], where[4400], at[256];
+        snprintf(path, sizeof path, "%s%s.csv", dir, tables[k]);
+        csv_table *t = read_csv(path);
+        for (int row = 0; row + 1 < t->rows && strcmp(tables[k], "layouts") != 0; row++)
+            for (int col = 0; col < t->cols; col++) {
+                if (!cell_path(tables[k], t, row, col, at, sizeof at)) continue;
+                snprintf(where, sizeof where, "%s:%d %s", path, row + 2, t->cell[0][col]);
+                expect_json_value(json, where, at, t->cell[row + 1][col]);
+                cells++;
+            }
+        free(t);
+    }
     int leaves = 0;
     for (const cJSON *s = json->child; s; s = s->next)
         if (cJSON_IsObject(s)) leaves += json_leaves(s);
-    cr_expect_eq(rows, leaves, "%d CSV rows for %d scalars in the JSON form's sections", rows, leaves);
-    cr_expect(strstr(csv, "\nsimulation,stages[3].bubble_s,") != NULL, "pp=4: the fourth stage's bubble");
+    cr_expect_eq(cells, leaves, "%d CSV cells for %d scalars in the JSON form's sections", cells, leaves);
+}
+
+Test(reports, csv_tables_are_the_json_values) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", pipe_plan);
+    char *text = report(plan, "json", NULL, NULL), dest[4096], path[4200];
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    snprintf(dest, sizeof dest, "%s/", dir);
+    csv_report(plan, dest, dest, NULL);
+    expect_tables_are_json(json, dest, csv_tables, N_CSV_TABLES);
+    snprintf(path, sizeof path, "%slayouts.csv", dest);
+    csv_table *t = read_csv(path);
+    cr_expect_eq(t->rows, 13, "header + 12 layouts");
+    free(t);
+    snprintf(path, sizeof path, "%sstages.csv", dest);
+    t = read_csv(path);
+    cr_expect_eq(t->rows, 5, "pp=4: header + 4 stages");
+    free(t);
     cJSON_Delete(json);
-    free(csv);
     free(text);
     free(plan);
     remove_dir(dir);
+}
+
+/* With --run: a measured table (step_s's median, p10, p90 as step_median_s, ...) after
+ * capacity, and the measured seconds beside the simulated ones in op_kinds. */
+Test(reports, csv_with_a_run) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char *run = test_write_temp("{\"layout\": \"dp=16\", \"ranks\": 16, \"steps\": 5, \"step_s\": {\"median\": 21.5,"
+                                " \"p10\": 21.25, \"p90\": 22.75}, \"losses\": [10.5, 9.25], \"kind_s\": {\"gemm\": 16,"
+                                " \"attention\": 2, \"elementwise\": 1.75, \"optimizer\": 0.125, \"collective\": 0.5,"
+                                " \"send\": 0, \"recv\": 0}}");
+    char run_flag[4200], dest[4096];
+    snprintf(run_flag, sizeof run_flag, "--run=%s", run);
+    snprintf(dest, sizeof dest, "%s/", dir);
+    char *text = report(plan, "json", run_flag, NULL);
+    cJSON *json = cJSON_Parse(text);
+    cr_assert_not_null(json);
+    cli_result r = run_cli("report", "--plan", plan, run_flag, "-o", dest, NULL);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(count_lines(r.out), N_CSV_TABLES + 1, "%s", r.out);
+    cr_expect(strstr(r.out, "capacity.csv\n# wrote ") && strstr(r.out, "measured.csv\n# wrote "), "%s", r.out);
+    cli_result_free(&r);
+    const char *const tables[] = {"layouts",  "question", "answer", "simulation",      "stages",   "op_kinds",
+                                  "capacity", "measured", "system", "gemm_efficiency", "training", "sources"};
+    expect_tables_are_json(json, dest, tables, N_CSV_TABLES + 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%smeasured.csv", dest);
+    csv_table *t = read_csv(path);
+    cr_expect(strcmp(t->cell[0][5], "step_median_s") == 0 && strcmp(t->cell[1][5], "21.5") == 0, "%s = %s",
+              t->cell[0][5], t->cell[1][5]);
+    cr_expect_str_eq(t->cell[0][8], "loss_first");
+    free(t);
+    snprintf(path, sizeof path, "%sop_kinds.csv", dest);
+    t = read_csv(path);
+    cr_expect_str_eq(t->cell[0][2], "measured_s_per_rank");
+    cr_expect_str_eq(t->cell[1][2], "16");
+    free(t);
+    cJSON_Delete(json);
+    free(text);
+    test_remove_temp(run);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* -o PREFIX: PREFIX-TABLE.csv, a ".csv" ending taking the format and dropped from the names;
+ * nothing else left beside them. */
+Test(reports, csv_prefix_mode) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char dest[4096], base[4096], names[8192];
+    snprintf(dest, sizeof dest, "%s/plan.csv", dir);
+    snprintf(base, sizeof base, "%s/plan-", dir);
+    csv_report(plan, dest, base, "");
+    snprintf(dest, sizeof dest, "%s/x", dir);
+    csv_report(plan, dest, NULL, "-Fcsv");
+    cr_expect_eq(list_dir(dir, names, sizeof names), 1 + 2 * N_CSV_TABLES, "in %s: %s", dir, names);
+    cr_expect(strstr(names, ".tmp") == NULL, "a temporary left: %s", names);
+    snprintf(dest, sizeof dest, "%s/plan-layouts.csv", dir);
+    csv_table *t = read_csv(dest);
+    cr_expect_eq(t->rows, 4, "header + 3 layouts");
+    cr_expect_str_eq(t->cell[0][0], "rank");
+    cr_expect_str_eq(t->cell[0][21], "step_s");
+    free(t);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* -o DIR/ (the format taken from the slash) or an existing directory: DIR/TABLE.csv. */
+Test(reports, csv_directory_mode) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char out[4096], again[4096], base[4200], names[8192];
+    snprintf(out, sizeof out, "%s/out/", dir);
+    snprintf(again, sizeof again, "%s/again", dir);
+    cr_assert(mkdir(out, 0755) == 0 && mkdir(again, 0755) == 0, "mkdir: %s", strerror(errno));
+    csv_report(plan, out, out, "");
+    snprintf(base, sizeof base, "%s/", again);
+    csv_report(plan, again, base, NULL);
+    cr_expect_eq(list_dir(out, names, sizeof names), N_CSV_TABLES, "in %s: %s", out, names);
+    cr_expect(strstr(names, "layouts.csv") != NULL && strstr(names, "sources.csv") != NULL, "%s", names);
+    cr_expect_eq(list_dir(again, names, sizeof names), N_CSV_TABLES, "in %s: %s", again, names);
+    free(plan);
+    remove_tree(dir);
+}
+
+/* A CSV export that cannot be written says where in one line (exit 2) and leaves no file and no
+ * temporary: a prefix or a directory that does not exist, a target that is a directory. */
+Test(reports, csv_write_failure_leaves_no_file) {
+    char *dir = make_temp_dir();
+    char *plan = make_plan(dir, "plan.json", small_plan);
+    char missing[4096], missing_dir[4096], blocked[4096], block[4200], names[8192];
+    snprintf(missing, sizeof missing, "%s/missing/plan", dir);
+    snprintf(missing_dir, sizeof missing_dir, "%s/missing/", dir);
+    snprintf(blocked, sizeof blocked, "%s/p", dir);
+    snprintf(block, sizeof block, "%s/p-stages.csv", dir);
+    cr_assert(mkdir(block, 0755) == 0, "mkdir %s: %s", block, strerror(errno));
+    const char *const dests[] = {missing, missing_dir, blocked};
+    const char *const named[] = {missing_dir, missing_dir, block};
+    for (int i = 0; i < 3; i++) {
+        cli_result r = run_cli("report", "--plan", plan, "--format", "csv", "-o", dests[i], NULL);
+        cr_expect_eq(r.status, 2, "-o %s: exit %d, stderr: %s", dests[i], r.status, r.err);
+        cr_expect(one_line_error(r.err, "report"), "-o %s: not one line: %s", dests[i], r.err);
+        cr_expect(strstr(r.err, named[i]) != NULL, "-o %s: the message does not name %s: %s", dests[i], named[i], r.err);
+        cr_expect_eq(r.out_len, 0, "-o %s: stdout: %s", dests[i], r.out);
+        cli_result_free(&r);
+        cr_expect_eq(list_dir(dir, names, sizeof names), 2, "-o %s: left behind: %s", dests[i], names);
+    }
+    free(plan);
+    remove_tree(dir);
 }
 
 /* ---- beside a real run ----------------------------------------------------------------------------- */
@@ -515,6 +711,9 @@ Test(reports, bad_input_exits_2_with_one_line) {
         {"report", "--plan", plan, bad_run, NULL},
         {"report", "--plan", plan, bad_kinds, NULL},
         {"report", "--plan", plan, "--run-trace", plan, NULL},
+        {"report", "--plan", plan, "--format", "csv", NULL},
+        {"report", "--plan", plan, "--format", "csv", "-o", "-", NULL},
+        {"report", "--plan", plan, "-o", "/nonexistent/dir/", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
