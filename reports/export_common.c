@@ -3,19 +3,16 @@
 #include <string.h>
 
 #include "planner/partition.h"
+#include "program/schedule.h"
 #include "reports/export.h"
 
 const char *const ts_megatron_version_names[] = {"current", "legacy", NULL};
 
-/* Layers of each pipeline stage as planner/stages.h splits them: stages 1..(L mod pp) take
- * one extra layer. */
-static int stage_layers(int layers, int pp, int stage) {
-    int base = layers / pp, extra = layers % pp;
-    return base + (stage >= 1 && stage <= extra);
-}
-
 int ts_export_split_layers(const ts_model *m, const ts_layout *l, const ts_split *split, int g) {
-    return split ? split->layers[g] : stage_layers(m->layers, l->pp, g);
+    if (split) return split->layers[g];
+    int first, count; /* the planner's even split of stages (program/schedule.h) */
+    ts_even_split(m->layers, l->pp, 1, g, &first, &count);
+    return count;
 }
 
 int ts_export_virtual_stages(const ts_layout *l, const ts_split *split) {

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "planner/partition.h"
+#include "program/schedule.h"
 #include "reports/export.h"
 
 typedef struct {
@@ -62,7 +63,7 @@ static void fl_g(flags *x, const char *name, double v) {
 /* Physical stage s's layers, its chunks added. */
 static int physical_layers(const ts_model *m, const ts_layout *l, const ts_split *split, int s) {
     int vpp = split ? split->vpp : 1, n = 0;
-    for (int c = 0; c < vpp; c++) n += ts_export_split_layers(m, l, split, c * l->pp + s);
+    for (int c = 0; c < vpp; c++) n += ts_export_split_layers(m, l, split, ts_chunk_global(l, s, c));
     return n;
 }
 
