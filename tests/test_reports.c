@@ -493,7 +493,7 @@ static void expect_tables_are_json(const cJSON *json, const char *dir, const cha
         for (int row = 0; row + 1 < t->rows && strcmp(tables[k], "layouts") != 0; row++)
             for (int col = 0; col < t->cols; col++) {
                 if (!cell_path(tables[k], t, row, col, at, sizeof at)) continue;
-                snprintf(where, sizeof where, "%s:%d %s", path, row + 2, t->cell[0][col]);
+                if (snprintf(where, sizeof where, "%s:%d %s", path, row + 2, t->cell[0][col]) < 0) where[0] = '\0';
                 expect_json_value(json, where, at, t->cell[row + 1][col]);
                 cells++;
             }
