@@ -19,6 +19,13 @@
  * (0.5 ms of 7.7 ms). Rotary reads and writes q and k; the activation reads gate and up and
  * writes their product (gated) or reads and writes the hidden (GeLU).
  *
+ * Local attention (sliding window, Mistral / Gemma 2 / gpt-oss; chunked, Llama 4) computes part of
+ * the causal attention: of the s²/2 query-key pairs, a window of w < s leaves s·w − w²/2 (each
+ * query its w predecessors), a chunk of w leaves s·w/2 (each query the earlier keys of its
+ * chunk). The core's FLOPs, model FLOPs included, take that fraction averaged over the layers
+ * (ts_local_attention_fraction: a stage holds local and full layers alike when they alternate,
+ * as Gemma 2's do); the unfused kernels' s×s scores are computed whole, masked or not.
+ *
  * Collectives. TP (Megatron, Shoeybi et al. 2019): a block closes with an all-reduce of T·h
  * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP (ring attention, Liu et
  * al. 2023): each rank's K and V block goes around the ring. EP: an all-to-all dispatches
@@ -53,6 +60,17 @@ static void mla_gemms(const ts_model *m, double T, double ar, ts_attn_recipe *r)
     r->v_dim = a->v_dim;
 }
 
+double ts_local_attention_fraction(const ts_model *m, double seq) {
+    if (m->window.tokens <= 0 || m->layers <= 0) return 1.0;
+    double sum = 0;
+    for (int i = 0; i < m->layers; i++) {
+        double w = (double)ts_model_layer_window(m, i), f = 1.0;
+        if (w > 0 && w < seq) f = m->window.chunked ? w / seq : 2.0 * w / seq - (w / seq) * (w / seq);
+        sum += f;
+    }
+    return sum / m->layers;
+}
+
 void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out) {
     const ts_model *m = &pb->model;
     double T = tokens_of(pb, sh), h = (double)m->hidden, seq = (double)pb->train.seq;
@@ -75,6 +93,7 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     for (int i = 0; i < r->n_qkv; i++) r->matmul_params += r->qkv[i].n * r->qkv[i].k;
     r->matmul_params += r->proj.n * r->proj.k;
     r->core_flops = 2.0 * T * seq * ar * (r->qk_dim + r->v_dim);
+    if (m->window.tokens > 0) r->core_flops *= ts_local_attention_fraction(m, seq);
     /* Unfused: batched GEMMs over the full s×s scores, which are written, soft-maxed, dropped out
      * and read back through HBM (2 bytes each, ~3 passes, 6 with dropout). */
     r->scores_qk = shape(TS_PART_ATTN, T * ar, seq, r->qk_dim, 1);

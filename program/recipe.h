@@ -64,6 +64,10 @@ typedef struct {
 } ts_mlp_recipe;
 
 void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out);
+
+/* The causal attention a model's layers compute at sequence length `seq`, as a fraction of full
+ * causal attention, averaged over its layers (1 without local attention; see recipe.c). */
+double ts_local_attention_fraction(const ts_model *m, double seq);
 void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_recipe *out);
 
 /* The first stage's embedding and the last stage's LM head and loss. */
