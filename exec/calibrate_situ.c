@@ -11,6 +11,7 @@
 #include "exec/speed_gauge.h"
 #include "exec/trainer.h"
 #include "planner/op_cost.h"
+#include "planner/problem.h"
 #include "program/program.h"
 
 const char *const ts_situ_kind_names[] = {"gemm", "attention", "elementwise", "optimizer", NULL};
