@@ -1,7 +1,7 @@
 /* The model's edges for one micro-batch: the vocab-parallel embedding (EMBED, TP_EMBED) on the
  * first stage, the final norm with the LM head (HEAD) and the vocab-parallel cross-entropy (LOSS)
  * on the last, forward and backward. The loss's share of the step's mean is added to
- * c->stats->loss_sum (by TP rank 0 of each replica). */
+ * c->stats->loss_sum (by the first rank of each TP group). */
 #ifndef TS_OPS_EDGE_H
 #define TS_OPS_EDGE_H
 

@@ -31,7 +31,6 @@
 
 struct ts_trainer {
     volatile sig_atomic_t *watch_op; /* ts_trainer_watch's, or NULL */
-    const ts_program *prog;
     const ts_runtime *rt;
     const ts_backend *be;
     ts_train_opts opts;
@@ -48,7 +47,7 @@ struct ts_trainer {
     tr_sends sends;
     tr_op_ctx ctx; /* the ops' view of the above */
 
-    const ts_stage_program *sp; /* this stage's program */
+    const ts_stage_program *stage_prog; /* this stage's program */
     int *chunk_lo, *chunk_hi;   /* (vpp) global layers [lo, hi) of each local chunk */
     ts_op_streams streams;      /* each op's stream and wait, DP ops' segments, issue order */
     ts_op_clock *clock;         /* the backend's per-op marks */
@@ -98,8 +97,8 @@ static ts_status streams_init(ts_trainer *t) {
     t->chunk_hi = calloc((size_t)v, sizeof(int));
     if (!t->chunk_lo || !t->chunk_hi) return TS_FAIL(TS_ERR_NOMEM, "out of memory for chunk bounds");
     for (int c = 0; c < v; c++) t->chunk_lo[c] = L;
-    for (int i = 0; i < t->sp->n_ops; i++) {
-        const ts_op *op = &t->sp->ops[i];
+    for (int i = 0; i < t->stage_prog->n_ops; i++) {
+        const ts_op *op = &t->stage_prog->ops[i];
         if (op->phase != TS_PHASE_FWD || op->layer < 0) continue;
         if (op->layer < t->chunk_lo[op->chunk]) t->chunk_lo[op->chunk] = op->layer;
         if (op->layer + 1 > t->chunk_hi[op->chunk]) t->chunk_hi[op->chunk] = op->layer + 1;
@@ -108,8 +107,8 @@ static ts_status streams_init(ts_trainer *t) {
                       .seg_embed = t->store.seg_embed, .seg_head = t->store.seg_head,
                       .head_uses_embed = s->m->tied_embeddings, .vpp = v, .chunk_lo = t->chunk_lo,
                       .chunk_hi = t->chunk_hi, .grad_buffer = t->store.grad_buffer};
-    TS_CHECK(ts_op_streams_init(&t->streams, t->sp, &map, t->opts.order));
-    return t->be->clock_init(t->sp->n_ops, &t->clock);
+    TS_CHECK(ts_op_streams_init(&t->streams, t->stage_prog, &map, t->opts.order));
+    return t->be->clock_init(t->stage_prog->n_ops, &t->clock);
 }
 
 ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_program *prog,
@@ -120,11 +119,11 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     ts_status res = TS_OK;
     ts_trainer *t = calloc(1, sizeof *t);
     if (t == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the trainer");
-    *t = (ts_trainer){.prog = prog, .rt = rt, .be = be, .opts = *opts, .sp = &prog->stages[rt->coords.pp]};
+    *t = (ts_trainer){.rt = rt, .be = be, .opts = *opts, .stage_prog = &prog->stages[rt->coords.pp]};
     tr_wgrad_init(&t->wgrad, be, &t->tally);
     t->ctx = (tr_op_ctx){.be = be, .k = be->kernels, .rt = rt, .s = &t->shape, .data = &t->data, .w = &t->work,
                          .wq = &t->wgrad, .stats = &t->stats};
-    TS_CHECK_GOTO(tr_shape_init(&t->shape, pb, l, rt, t->sp), res, fail);
+    TS_CHECK_GOTO(tr_shape_init(&t->shape, pb, l, rt, t->stage_prog), res, fail);
     TS_CHECK_GOTO(tr_store_init(&t->store, &t->shape, l->zero, be, rt->comm, &t->tally, opts->seed), res, fail);
     TS_CHECK_GOTO(streams_init(t), res, fail);
     TS_CHECK_GOTO(tr_cache_init(&t->cache, &t->shape, be, &t->tally), res, fail);
@@ -216,7 +215,7 @@ static ts_status run_edge_op(ts_trainer *t, const ts_op *op) {
 }
 
 static ts_status run_op(ts_trainer *t, int i) {
-    const ts_op *op = &t->sp->ops[i];
+    const ts_op *op = &t->stage_prog->ops[i];
     /* The segments a DP op reduces or gathers, in order (exec/op_streams.h lists them). */
     const int32_t *segs = t->streams.segs + t->streams.seg_start[i];
     int n_segs = (int)(t->streams.seg_start[i + 1] - t->streams.seg_start[i]);
@@ -240,7 +239,7 @@ void ts_trainer_watch(ts_trainer *t, volatile sig_atomic_t *op) { t->watch_op = 
 
 /* Op i on its stream, after the op of the other stream it waits for, timed by the backend. */
 static ts_status run_timed(ts_trainer *t, int i) {
-    TS_CHECK(t->be->op_begin(t->clock, i, ts_op_on_dp(&t->sp->ops[i]), t->streams.after[i]));
+    TS_CHECK(t->be->op_begin(t->clock, i, ts_op_on_dp(&t->stage_prog->ops[i]), t->streams.after[i]));
     TS_CHECK(run_op(t, i));
     return t->be->op_end(t->clock, i);
 }
@@ -251,11 +250,12 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     TS_CHECK(tr_store_zero_grads(&t->store));
     t->stats.loss_sum = 0;
     TS_CHECK(t->be->step_begin(t->clock));
-    for (int k = 0; k < t->sp->n_ops; k++) {
+    for (int k = 0; k < t->stage_prog->n_ops; k++) {
         int i = t->streams.order[k];
         if (t->watch_op) *t->watch_op = i;
         char label[128];
-        TS_CHECK_CTX(run_timed(t, i), "op %d \"%s\"", i, ts_op_label(&t->sp->ops[i], label, sizeof label));
+        const ts_op *op = &t->stage_prog->ops[i];
+        TS_CHECK_CTX(run_timed(t, i), "op %d \"%s\"", i, ts_op_label(op, label, sizeof label));
     }
     if (spans) TS_CHECK(t->be->spans(t->clock, spans));
     if (t->watch_op) *t->watch_op = TS_WATCH_SENDS;

@@ -1,6 +1,6 @@
 /* Deferred weight-gradient GEMMs: the backward (B) of a layer part stashes dw += doutᵀ·in for
- * each of its weights, and the part's W op runs them (ZB-H1 runs W apart; the other schedules run
- * W right after B). Entries are keyed by (layer, micro-batch, part); layer -1 is the LM head.
+ * each of its weights, and the part's W op runs them (ZB-H1 runs the W ops in slots of their own;
+ * the other schedules run each block's W ops right after its B). Entries are keyed by (layer, micro-batch, part); layer -1 is the LM head.
  *
  * Memory. Each stash keeps its own copy of `dout` (backend memory, counted under activations),
  * freed when it runs; `in` and `dw` are the caller's and must stay valid until then. The queue
