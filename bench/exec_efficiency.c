@@ -135,8 +135,8 @@ static double num(const cJSON *o, const char *key) {
 
 /* ---- The trace --------------------------------------------------------------------------------- */
 
-/* The executor's transposes per op phase (exec/trainer_ops.c): forward Y = X·Wᵀ, input gradient
- * dX = dY·W, weight gradient dW = dYᵀ·X. */
+/* The executor's transposes per op phase (exec/ops_*.c, exec/wgrad_queue.c): forward Y = X·Wᵀ,
+ * input gradient dX = dY·W, weight gradient dW = dYᵀ·X. */
 static void phase_transposes(const char *name, int *ta, int *tb) {
     *ta = strncmp(name, "wgrad", 5) == 0;
     *tb = strncmp(name, "fwd", 3) == 0 || strncmp(name, "rec", 3) == 0;

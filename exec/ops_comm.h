@@ -1,0 +1,36 @@
+/* The step program's communication ops that move whole tensors between ranks: the pipeline's
+ * transfers of the slot's activation (PP_ACT) and gradient (PP_GRAD) between stages, and the DP
+ * stream's gradient reductions (GRAD_REDUCE) and parameter gathers (PARAM_GATHER) over the
+ * parameter store's segments. (The collectives inside a block, TP, SP, CP and EP, are the
+ * blocks' own ops.)
+ *
+ * Memory. A pipeline send reads its own copy of the tensor (backend memory), since the next op
+ * overwrites the slot before the send ends; tr_sends owns the copies until they are waited for. */
+#ifndef TS_OPS_COMM_H
+#define TS_OPS_COMM_H
+
+#include "exec/op_ctx.h"
+#include "exec/param_store.h"
+
+/* Pipeline sends under way this step. */
+typedef struct {
+    int n, cap;
+    ts_request **reqs;
+    float **bufs; /* backend memory, freed once the send completes */
+} tr_sends;
+
+/* PP_ACT / PP_GRAD, SEND or RECV: the slot's `cur` (activation) or `dcur` (gradient) to or from
+ * the stage op->peer; a send is posted and added to `sends`. */
+ts_status tr_pipe_op(const tr_op_ctx *c, tr_sends *sends, const ts_op *op);
+/* Waits for every send under way and frees its copy. */
+ts_status tr_sends_wait(tr_sends *sends, const ts_backend *be);
+/* Waits for what is left (a failed step's) and frees the list. */
+void tr_sends_free(tr_sends *sends, const ts_backend *be);
+
+/* GRAD_REDUCE: segments segs[0 .. n) of the store reduced over their groups, in that order. */
+ts_status tr_grad_reduce_op(tr_store *st, const int32_t *segs, int n);
+/* PARAM_GATHER: in the step phase, segments segs[0 .. n) gathered after the optimizer (ZeRO-1/2);
+ * otherwise the ZeRO-3 gather of layer op->layer's parameters before its use. */
+ts_status tr_param_gather_op(tr_store *st, const ts_op *op, const int32_t *segs, int n);
+
+#endif
