@@ -25,9 +25,6 @@ typedef struct {
     const int *local_of;            /* (layers) local layer of a global one; -1: not on the stage */
     int n_local;
     int seg_embed, seg_head;        /* segment indices; -1 when not on this stage */
-    int head_uses_embed;            /* tied embeddings: the head reads the embedding's segment */
-    int vpp;
-    const int *chunk_lo, *chunk_hi; /* (vpp) global layers [lo, hi) of each local chunk */
     const int8_t *grad_buffer;      /* (n_seg) the one-layer gradient buffer (0 or 1) a segment's
                                        gradients live in under ZeRO-2/3; -1: its own */
 } ts_seg_map;

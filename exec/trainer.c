@@ -48,7 +48,6 @@ struct ts_trainer {
     tr_op_ctx ctx; /* the ops' view of the above */
 
     const ts_stage_program *stage_prog; /* this stage's program */
-    int *chunk_lo, *chunk_hi;   /* (vpp) global layers [lo, hi) of each local chunk */
     ts_op_streams streams;      /* each op's stream and wait, DP ops' segments, issue order */
     ts_op_clock *clock;         /* the backend's per-op marks */
     float *loss_buf;            /* (1) backend memory: the step's loss, all-reduced */
@@ -88,25 +87,13 @@ ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l) {
     return TS_OK;
 }
 
-/* The ops' streams and waits (exec/op_streams.h) from where the store keeps the segments and the
- * chunk bounds the program's forward ops give. */
+/* The ops' streams and waits (exec/op_streams.h), the store's segments checked against the
+ * program's. */
 static ts_status streams_init(ts_trainer *t) {
     const tr_shape *s = &t->shape;
-    int v = s->l->vpp, L = s->m->layers;
-    t->chunk_lo = malloc((size_t)v * sizeof(int));
-    t->chunk_hi = calloc((size_t)v, sizeof(int));
-    if (!t->chunk_lo || !t->chunk_hi) return TS_FAIL(TS_ERR_NOMEM, "out of memory for chunk bounds");
-    for (int c = 0; c < v; c++) t->chunk_lo[c] = L;
-    for (int i = 0; i < t->stage_prog->n_ops; i++) {
-        const ts_op *op = &t->stage_prog->ops[i];
-        if (op->phase != TS_PHASE_FWD || op->layer < 0) continue;
-        if (op->layer < t->chunk_lo[op->chunk]) t->chunk_lo[op->chunk] = op->layer;
-        if (op->layer + 1 > t->chunk_hi[op->chunk]) t->chunk_hi[op->chunk] = op->layer + 1;
-    }
-    ts_seg_map map = {.layers = L, .local_of = s->local_of, .n_local = s->n_local,
+    ts_seg_map map = {.layers = s->m->layers, .local_of = s->local_of, .n_local = s->n_local,
                       .seg_embed = t->store.seg_embed, .seg_head = t->store.seg_head,
-                      .head_uses_embed = s->m->tied_embeddings, .vpp = v, .chunk_lo = t->chunk_lo,
-                      .chunk_hi = t->chunk_hi, .grad_buffer = t->store.grad_buffer};
+                      .grad_buffer = t->store.grad_buffer};
     TS_CHECK(ts_op_streams_init(&t->streams, t->stage_prog, &map, t->opts.order));
     return t->be->clock_init(t->stage_prog->n_ops, &t->clock);
 }
@@ -145,8 +132,6 @@ void ts_trainer_free(ts_trainer *t) {
     tr_wgrad_free(&t->wgrad);
     tr_sends_free(&t->sends, be);
     tr_store_free(&t->store);
-    free(t->chunk_lo);
-    free(t->chunk_hi);
     ts_op_streams_free(&t->streams);
     be->clock_free(t->clock);
     tr_data_free(&t->data, be);

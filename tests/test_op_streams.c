@@ -20,7 +20,7 @@
 typedef struct {
     ts_problem pb;
     ts_program prog;
-    int *local_of, chunk_lo, chunk_hi;
+    int *local_of;
     int8_t *grad_buffer;
     ts_seg_map map;
 } fixture;
@@ -40,11 +40,8 @@ static void fixture_init(fixture *f, const char *model, const char *layout_text,
     cr_assert(f->local_of && f->grad_buffer);
     for (int j = 0; j < L; j++) f->local_of[j] = j;
     for (int s = 0; s < n_seg; s++) f->grad_buffer[s] = (int8_t)(s < 2 * L && l.zero >= 2 && l.dp * l.cp > 1 ? s / 2 % 2 : -1);
-    f->chunk_lo = 0;
-    f->chunk_hi = L;
     f->map = (ts_seg_map){.layers = L, .local_of = f->local_of, .n_local = L, .seg_embed = 2 * L,
-                          .seg_head = 2 * L + 1, .head_uses_embed = f->pb.model.tied_embeddings, .vpp = 1,
-                          .chunk_lo = &f->chunk_lo, .chunk_hi = &f->chunk_hi, .grad_buffer = f->grad_buffer};
+                          .seg_head = 2 * L + 1, .grad_buffer = f->grad_buffer};
 }
 
 static void fixture_free(fixture *f) {
@@ -258,8 +255,7 @@ Test(op_streams, cpu_op_clock) {
 /* The trainer's map of a stage, read off the program's own segments (program/data.h). */
 static ts_seg_map map_of(const ts_stage_segments *g) {
     return (ts_seg_map){.layers = g->layers, .local_of = g->local_of, .n_local = g->n_local, .seg_embed = g->seg_embed,
-                        .seg_head = g->seg_head, .head_uses_embed = g->head_uses_embed, .vpp = g->vpp,
-                        .chunk_lo = g->chunk_lo, .chunk_hi = g->chunk_hi, .grad_buffer = g->grad_buffer};
+                        .seg_head = g->seg_head, .grad_buffer = g->grad_buffer};
 }
 
 /* The program's dependencies order every conflict between the streams, on every stage of every
