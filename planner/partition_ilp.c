@@ -68,32 +68,35 @@
 
 /* GLPK's failures. Its API calls abort the process on misuse unless an error hook is set; the
  * hook here jumps back to ts_partition_solve, which frees GLPK's environment and returns
- * TS_ERR_EXTERNAL (GLPK reference manual, glp_error_hook). Solver return codes go through
- * GLPK_CHECK_GOTO, which keeps the code in `rc` for the caller to interpret the ones
- * this module handles (time limit, no feasible LP) and fails on every other. */
+ * TS_ERR_EXTERNAL with what GLPK printed (GLPK reference manual, glp_error_hook). Its solvers
+ * return a code instead: every solver call goes through GLPK_CHECK_GOTO, which keeps the code in
+ * `rc` for the caller to interpret the ones this module handles (time limit, no feasible LP) and
+ * fails on every other with GLPK's name for it and glpk.h's words (GLPK has no strerror). */
 static const char *glpk_rc_string(int rc) {
     switch (rc) {
-    case 0: return "success";
-    case GLP_EBADB: return "invalid basis";
-    case GLP_ESING: return "singular matrix";
-    case GLP_ECOND: return "ill-conditioned matrix";
-    case GLP_EBOUND: return "invalid bounds";
-    case GLP_EFAIL: return "solver failed";
-    case GLP_EOBJLL: return "objective lower limit reached";
-    case GLP_EOBJUL: return "objective upper limit reached";
-    case GLP_EITLIM: return "iteration limit exceeded";
-    case GLP_ETMLIM: return "time limit exceeded";
-    case GLP_ENOPFS: return "no primal feasible solution";
-    case GLP_ENODFS: return "no dual feasible solution";
-    case GLP_EROOT: return "root LP optimum not provided";
-    case GLP_ESTOP: return "search terminated by application";
-    case GLP_EMIPGAP: return "relative mip gap tolerance reached";
-    case GLP_ENOFEAS: return "no primal/dual feasible solution";
-    case GLP_ENOCVG: return "no convergence";
-    case GLP_EINSTAB: return "numerical instability";
-    case GLP_EDATA: return "invalid data";
-    case GLP_ERANGE: return "result out of range";
-    default: return "unknown return code";
+#define RC(code, words)                                                                                case code: return #code " (" words ")"
+        RC(0, "success");
+        RC(GLP_EBADB, "invalid basis");
+        RC(GLP_ESING, "singular matrix");
+        RC(GLP_ECOND, "ill-conditioned matrix");
+        RC(GLP_EBOUND, "invalid bounds");
+        RC(GLP_EFAIL, "solver failed");
+        RC(GLP_EOBJLL, "objective lower limit reached");
+        RC(GLP_EOBJUL, "objective upper limit reached");
+        RC(GLP_EITLIM, "iteration limit exceeded");
+        RC(GLP_ETMLIM, "time limit exceeded");
+        RC(GLP_ENOPFS, "no primal feasible solution");
+        RC(GLP_ENODFS, "no dual feasible solution");
+        RC(GLP_EROOT, "root LP optimum not provided");
+        RC(GLP_ESTOP, "search terminated by application");
+        RC(GLP_EMIPGAP, "relative mip gap tolerance reached");
+        RC(GLP_ENOFEAS, "no primal/dual feasible solution");
+        RC(GLP_ENOCVG, "no convergence");
+        RC(GLP_EINSTAB, "numerical instability");
+        RC(GLP_EDATA, "invalid data");
+        RC(GLP_ERANGE, "result out of range");
+#undef RC
+    default: return "an unknown return code";
     }
 }
 
@@ -105,7 +108,8 @@ static int glpk_rc_handled(int rc) {
     do {                                                                                           \
         (rc) = (call);                                                                             \
         if (!glpk_rc_handled(rc)) {                                                                \
-            (res) = TS_FAIL(TS_ERR_EXTERNAL, "GLPK %s: %s (%d)", #call, glpk_rc_string(rc), (rc)); \
+            (res) = TS_FAIL(TS_ERR_EXTERNAL, "GLPK %s returned %s, code %d", #call,                \
+                            glpk_rc_string(rc), (rc));                                             \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
@@ -236,14 +240,12 @@ static void read_split(const ts_partition_problem *p, const columns *c, const do
     }
 }
 
-/* glp_intopt with presolve, silent, stopped after left_s seconds (tm_lim, at least 1 ms). */
-static int intopt_within(glp_prob *lp, double left_s) {
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.presolve = GLP_ON;
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
-    return glp_intopt(lp, &parm);
+/* glp_intopt's parameters: presolve, silent, stopped after left_s seconds (tm_lim, at least 1 ms). */
+static void intopt_parm(glp_iocp *parm, double left_s) {
+    glp_init_iocp(parm);
+    parm->presolve = GLP_ON;
+    parm->msg_lev = GLP_MSG_OFF;
+    parm->tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
 }
 
 /* T ≤ cap_t (scaled; infinite: no cap) and the counts rounded down to what the cap leaves each
@@ -299,7 +301,9 @@ static ts_status step_phase(const ts_partition_problem *p, const columns *c, bui
         *proven = 0;
         return TS_OK;
     }
-    GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, exit);
+    glp_iocp parm;
+    intopt_parm(&parm, left_s);
+    GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
     int st = glp_mip_status(lp);
     *proven = rc == 0 && st == GLP_OPT;
     if (rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS)) {
@@ -316,28 +320,28 @@ exit:
     return res;
 }
 
-static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *b, ts_split *out,
-                            ts_partition_info *info) {
-    ts_status res = TS_OK;
-    int pp = p->pp, V = pp * p->vpp, R = c->n_runs, KT = p->n_kinds;
-    int rc = 0;
-    glp_prob *lp = b->lp;
-    glp_set_obj_dir(lp, GLP_MIN);
-
-    /* Scales: times by the slowest layer, bytes by the usable memory. */
-    double ts = 0;
-    for (int t = 0; t < KT; t++)
-        for (int k = 0; k < K_POL; k++) ts = fmax(ts, p->time_s[t][k]);
-    if (ts <= 0) ts = 1;
-    double bs = p->usable_bytes > 0 ? p->usable_bytes : 1;
-    int kind_count[TS_PART_MAX_KINDS] = {0};
+/* Scales: times by the slowest layer, bytes by the usable memory; and the layers of each kind. */
+static void scales_of(const ts_partition_problem *p, double *ts, double *bs, int *kind_count) {
+    *ts = 0;
+    for (int t = 0; t < p->n_kinds; t++)
+        for (int k = 0; k < K_POL; k++) *ts = fmax(*ts, p->time_s[t][k]);
+    if (*ts <= 0) *ts = 1;
+    *bs = p->usable_bytes > 0 ? p->usable_bytes : 1;
     for (int x = 0; x < p->layers; x++) kind_count[p->kind[x]]++;
+}
+
+/* A column by its indices (the top's names; `c` and `pp` in scope). */
 #define X(t, s, k) c->x[((t) * pp + (s)) * K_POL + (k)]
 #define H(t, s, k) c->h[((t) * pp + (s)) * K_POL + (k)]
 #define P(s, k) c->pol[(s) * K_POL + (k)]
 #define E(s, k) c->e[(s) * K_POL + (k)]
 
-    /* Columns. */
+/* The columns: u and y of several runs; per stage and allowed policy p, X of each kind it can
+ * hold (bounded by count_cap), h where a kind's peak exceeds the fixed parts', e where the stage
+ * has a transient; T last. Then the row buffers over them. */
+static ts_status add_columns(const ts_partition_problem *p, columns *c, builder *b, const int *kind_count) {
+    ts_status res = TS_OK;
+    int pp = p->pp, V = pp * p->vpp, R = c->n_runs, KT = p->n_kinds;
     if (R > 1)
         for (int r = 0; r < R; r++)
             for (int j = 1; j < V; j++) {
@@ -361,99 +365,114 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
             if (need_e) E(s, k) = add_col(b, GLP_CV, 0, INFINITY, 0);
         }
     c->T = add_col(b, GLP_CV, 0, INFINITY, 1);
-    b->n_cols = glp_get_num_cols(lp);
+    b->n_cols = glp_get_num_cols(b->lp);
     b->coef = calloc((size_t)b->n_cols + 1, sizeof *b->coef);
     b->ind = calloc((size_t)b->n_cols + 1, sizeof *b->ind);
     b->val = calloc((size_t)b->n_cols + 1, sizeof *b->val);
     TS_ALLOC_GOTO(b->coef, res, exit);
     TS_ALLOC_GOTO(b->ind, res, exit);
     TS_ALLOC_GOTO(b->val, res, exit);
+exit:
+    return res; /* the buffers are ts_partition_solve's to free */
+}
 
-    /* Contiguity. One run: any counts are contiguous; each stage holds at least one layer per
-     * chunk and all layers are placed. Several runs: the boundary variables. */
-    if (R == 1) {
-        int t = c->run_kind[0];
-        for (int s = 0; s < pp; s++) {
-            for (int k = 0; k < K_POL; k++)
-                if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
-            flush_row(b, p->vpp, INFINITY);
+/* Contiguity with one run: any counts are contiguous; each stage holds at least one layer per
+ * chunk and all layers are placed. */
+static void add_one_run_rows(const ts_partition_problem *p, const columns *c, builder *b) {
+    int pp = p->pp, t = c->run_kind[0];
+    for (int s = 0; s < pp; s++) {
+        for (int k = 0; k < K_POL; k++)
+            if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+        flush_row(b, p->vpp, INFINITY);
+    }
+    for (int s = 0; s < pp; s++)
+        for (int k = 0; k < K_POL; k++)
+            if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+    flush_row(b, p->layers, p->layers);
+}
+
+/* Contiguity with several runs, the boundary variables (see the top): run r+1 starts only once
+ * run r is whole, boundaries in order, every virtual stage at least one layer, and each stage's
+ * count of a kind the sum over its chunks. */
+static void add_boundary_rows(const ts_partition_problem *p, const columns *c, builder *b, const int *kind_count) {
+    int pp = p->pp, V = pp * p->vpp, R = c->n_runs, KT = p->n_kinds;
+    for (int j = 1; j < V; j++) {
+        for (int r = 0; r + 1 < R; r++) {
+            int y = c->w[r * (V + 1) + j];
+            b->coef[c->u[r * (V + 1) + j]] = 1;
+            b->coef[y] = -c->run_len[r];
+            flush_row(b, 0, INFINITY);
+            b->coef[c->u[(r + 1) * (V + 1) + j]] = 1;
+            b->coef[y] = -c->run_len[r + 1];
+            flush_row(b, -INFINITY, 0);
         }
-        for (int s = 0; s < pp; s++)
-            for (int k = 0; k < K_POL; k++)
-                if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
-        flush_row(b, p->layers, p->layers);
-    } else {
-        for (int j = 1; j < V; j++) {
-            for (int r = 0; r + 1 < R; r++) {
-                int y = c->w[r * (V + 1) + j];
-                b->coef[c->u[r * (V + 1) + j]] = 1;
-                b->coef[y] = -c->run_len[r];
+        if (j + 1 < V)
+            for (int r = 0; r < R; r++) {
+                b->coef[c->u[r * (V + 1) + j + 1]] = 1;
+                b->coef[c->u[r * (V + 1) + j]] = -1;
                 flush_row(b, 0, INFINITY);
-                b->coef[c->u[(r + 1) * (V + 1) + j]] = 1;
-                b->coef[y] = -c->run_len[r + 1];
-                flush_row(b, -INFINITY, 0);
-            }
-            if (j + 1 < V)
-                for (int r = 0; r < R; r++) {
-                    b->coef[c->u[r * (V + 1) + j + 1]] = 1;
-                    b->coef[c->u[r * (V + 1) + j]] = -1;
-                    flush_row(b, 0, INFINITY);
-                }
-        }
-        for (int g = 0; g < V; g++) {
-            double k0 = 0;
-            for (int t = 0; t < KT; t++) k0 += add_count(b, c, V, t, g, 1);
-            flush_row(b, 1 - k0, INFINITY);
-        }
-        /* Σ_k X[t][s][k] = Σ_c N[t][c·pp+s] */
-        for (int s = 0; s < pp; s++)
-            for (int t = 0; t < KT; t++) {
-                if (kind_count[t] == 0) continue;
-                double k0 = 0;
-                for (int k = 0; k < K_POL; k++)
-                    if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
-                for (int ch = 0; ch < p->vpp; ch++) k0 += add_count(b, c, V, t, ch * pp + s, -1);
-                flush_row(b, -k0, -k0);
             }
     }
+    for (int g = 0; g < V; g++) {
+        double k0 = 0;
+        for (int t = 0; t < KT; t++) k0 += add_count(b, c, V, t, g, 1);
+        flush_row(b, 1 - k0, INFINITY);
+    }
+    /* Σ_k X[t][s][k] = Σ_c N[t][c·pp+s] */
+    for (int s = 0; s < pp; s++)
+        for (int t = 0; t < KT; t++) {
+            if (kind_count[t] == 0) continue;
+            double k0 = 0;
+            for (int k = 0; k < K_POL; k++)
+                if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
+            for (int ch = 0; ch < p->vpp; ch++) k0 += add_count(b, c, V, t, ch * pp + s, -1);
+            flush_row(b, -k0, -k0);
+        }
+}
 
+/* Stage s under policy k: layers only under the chosen policy, a kind's peak once it is present,
+ * the fixed parts' transient, and the memory. */
+static void add_policy_rows(const ts_partition_problem *p, const columns *c, builder *b, int s, int k, double bs) {
+    int pp = p->pp, KT = p->n_kinds;
+    for (int t = 0; t < KT; t++) {
+        if (!X(t, s, k)) continue;
+        int cap = (int)glp_get_col_ub(b->lp, X(t, s, k));
+        b->coef[X(t, s, k)] = 1;
+        b->coef[P(s, k)] = -cap;
+        flush_row(b, -INFINITY, 0);
+        if (H(t, s, k)) {
+            b->coef[X(t, s, k)] = 1;
+            b->coef[H(t, s, k)] = -cap;
+            flush_row(b, -INFINITY, 0);
+            b->coef[E(s, k)] = 1;
+            b->coef[H(t, s, k)] = -p->peak_bytes[t][k] / bs;
+            flush_row(b, 0, INFINITY);
+        }
+    }
+    double fx = p->fixed_extra_bytes[s * K_POL + k] / bs;
+    if (E(s, k) && fx > 0) {
+        b->coef[E(s, k)] = 1;
+        b->coef[P(s, k)] = -fx;
+        flush_row(b, 0, INFINITY);
+    }
+    /* Memory under policy k, vanishing unless chosen (the perspective of the stage's memory:
+     * with p fractional, proportionally less room, which keeps the LP tight). */
+    b->coef[P(s, k)] = (p->fixed_state_bytes[s] + p->in_flight[s] * p->fixed_act_bytes[s * K_POL + k]) / bs - 1;
+    for (int t = 0; t < KT; t++)
+        if (X(t, s, k)) b->coef[X(t, s, k)] = (p->state_bytes[t] + p->in_flight[s] * p->act_bytes[t][k]) / bs;
+    if (E(s, k)) b->coef[E(s, k)] = 1;
+    flush_row(b, -INFINITY, 0);
+}
+
+/* Each stage: one policy, the rows under each, and its time T ≥ τ_s. */
+static void add_stage_rows(const ts_partition_problem *p, const columns *c, builder *b, double ts, double bs) {
+    int pp = p->pp, KT = p->n_kinds;
     for (int s = 0; s < pp; s++) {
         for (int k = 0; k < K_POL; k++)
             if (P(s, k)) b->coef[P(s, k)] = 1;
         flush_row(b, 1, 1);
-        for (int k = 0; k < K_POL; k++) {
-            if (!P(s, k)) continue;
-            /* Layers only under the chosen policy, and a kind's peak once it is present. */
-            for (int t = 0; t < KT; t++) {
-                if (!X(t, s, k)) continue;
-                int cap = (int)glp_get_col_ub(lp, X(t, s, k));
-                b->coef[X(t, s, k)] = 1;
-                b->coef[P(s, k)] = -cap;
-                flush_row(b, -INFINITY, 0);
-                if (H(t, s, k)) {
-                    b->coef[X(t, s, k)] = 1;
-                    b->coef[H(t, s, k)] = -cap;
-                    flush_row(b, -INFINITY, 0);
-                    b->coef[E(s, k)] = 1;
-                    b->coef[H(t, s, k)] = -p->peak_bytes[t][k] / bs;
-                    flush_row(b, 0, INFINITY);
-                }
-            }
-            double fx = p->fixed_extra_bytes[s * K_POL + k] / bs;
-            if (E(s, k) && fx > 0) {
-                b->coef[E(s, k)] = 1;
-                b->coef[P(s, k)] = -fx;
-                flush_row(b, 0, INFINITY);
-            }
-            /* Memory under policy k, vanishing unless chosen (the perspective of the stage's
-             * memory: with p fractional, proportionally less room, which keeps the LP tight). */
-            b->coef[P(s, k)] = (p->fixed_state_bytes[s] + p->in_flight[s] * p->fixed_act_bytes[s * K_POL + k]) / bs - 1;
-            for (int t = 0; t < KT; t++)
-                if (X(t, s, k)) b->coef[X(t, s, k)] = (p->state_bytes[t] + p->in_flight[s] * p->act_bytes[t][k]) / bs;
-            if (E(s, k)) b->coef[E(s, k)] = 1;
-            flush_row(b, -INFINITY, 0);
-        }
-        /* Time: T ≥ τ_s. */
+        for (int k = 0; k < K_POL; k++)
+            if (P(s, k)) add_policy_rows(p, c, b, s, k, bs);
         b->coef[c->T] = 1;
         for (int k = 0; k < K_POL; k++) {
             if (!P(s, k)) continue;
@@ -463,121 +482,206 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
         }
         flush_row(b, 0, INFINITY);
     }
-    info->rows = glp_get_num_rows(lp);
-    info->cols = b->n_cols;
-    info->integer_cols = glp_get_num_int(lp);
+}
 
-    /* The search over T (see the file comment): feasibility programs, objective zero. */
-    int n_levels = 0;
-    double *levels = NULL;
-    TS_CHECK_GOTO(ts_part_stage_time_levels(p, kind_count, ts, &levels, &n_levels), res, exit);
-    double t_start = now_s(), budget_s = p->time_limit_s > 0 ? p->time_limit_s : 1.0;
-    int found = 0, unknown = 0, lo = -1, hi = n_levels; /* levels[lo] infeasible, levels[hi] feasible */
-    double lo_s = 0, hi_s = INFINITY;                   /* the same as scaled times */
-    ts_split trial = {0};
-    double *val = calloc((size_t)b->n_cols + 1, sizeof *val);
-    TS_ALLOC_GOTO(val, res, search_exit);
-    TS_CHECK_GOTO(ts_split_init(out, pp, p->vpp), res, search_exit);
-    TS_CHECK_GOTO(ts_split_init(&trial, pp, p->vpp), res, search_exit);
-    /* Phase 1, no GLPK: bisect with the heuristic alone (exact for one kind or vpp = 1).
-     * Phase 2, GLPK: prove the level just below the heuristic's best infeasible — optimality in
-     * one program when the heuristic was exact — else bisect further below with GLPK. */
+#undef X
+#undef H
+#undef P
+#undef E
+
+/* The program (see the top), minimising T; its size in `info`. */
+static ts_status build_program(const ts_partition_problem *p, columns *c, builder *b, const int *kind_count,
+                               double ts, double bs, ts_partition_info *info) {
+    glp_set_obj_dir(b->lp, GLP_MIN);
+    TS_CHECK(add_columns(p, c, b, kind_count));
+    if (c->n_runs == 1) add_one_run_rows(p, c, b);
+    else add_boundary_rows(p, c, b, kind_count);
+    add_stage_rows(p, c, b, ts, bs);
+    info->rows = glp_get_num_rows(b->lp);
+    info->cols = b->n_cols;
+    info->integer_cols = glp_get_num_int(b->lp);
+    return TS_OK;
+}
+
+/* The search over T (see the top) and what its steps share. */
+typedef struct {
+    const ts_partition_problem *p;
+    const columns *c;
+    builder *b;
+    ts_partition_info *info;
+    int kind_count[TS_PART_MAX_KINDS]; /* layers of each kind */
+    double ts, bs;   /* the scales: seconds of the slowest layer, usable bytes */
+    double *levels;  /* (n_levels) the stage times the optimum is one of, scaled; NULL: too many */
+    int n_levels;
+    int found;       /* a split fits; `out` holds the best */
+    int unknown;     /* a probe ran out of time: what was not found is not proven infeasible */
+    int lo, hi;      /* levels[lo] infeasible, levels[hi] feasible */
+    double lo_s, hi_s; /* the same as scaled times (bisecting T itself when levels is NULL) */
+    double t_start, budget_s;
+    double *val;     /* (n_cols + 1) a solution's column values */
+    ts_split trial;  /* a probe's split */
+} t_search;
+
+/* The level the next probe caps T at, in *cap_t (infinite before any split: is one feasible at
+ * all?) and its index in *probe (-1 when none); 0 when the phase is done. Phase 2 first probes
+ * the level just below the best split's. */
+static int next_probe(const t_search *q, int phase, int first_probe, double *cap_t, int *probe) {
+    *cap_t = INFINITY;
+    *probe = -1;
+    if (q->found && q->n_levels > 0) {
+        if (q->hi - q->lo <= 1) return 0;
+        *probe = phase == 2 && first_probe ? q->hi - 1 : q->lo + (q->hi - q->lo) / 2;
+        *cap_t = q->levels[*probe];
+    } else if (q->found) { /* too many levels to list: bisect T itself, to 1e-4 */
+        if (q->hi_s - q->lo_s <= 1e-4 * q->hi_s) return 0;
+        *cap_t = phase == 2 && first_probe ? q->hi_s * (1 - 1e-4) : (q->lo_s + q->hi_s) / 2;
+    } else if (phase == 1 && !first_probe) {
+        return 0;
+    }
+    return 1;
+}
+
+/* GLPK's answer with T capped at cap_t: *feasible 1 (q->trial holds the split, each stage at
+ * its best policy), 0, or -1 when the time budget is spent before it runs. */
+static ts_status probe_glpk(t_search *q, double cap_t, int *feasible) {
+    ts_status res = TS_OK;
+    glp_prob *lp = q->b->lp;
+    int rc = 0;
+    *feasible = 0;
+    cap_level(q->p, q->c, lp, q->kind_count, cap_t, q->ts);
+    double left_s = q->budget_s - (now_s() - q->t_start);
+    if (left_s <= 0) {
+        q->unknown = 1;
+        *feasible = -1;
+        return TS_OK;
+    }
+    glp_iocp parm;
+    intopt_parm(&parm, left_s);
+    GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
+    q->info->glpk_calls++;
+    int st = glp_mip_status(lp);
+    *feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);
+    if (rc == GLP_ETMLIM && !*feasible) q->unknown = 1; /* not proven infeasible */
+    if (*feasible) {
+        for (int j = 1; j <= q->b->n_cols; j++) q->val[j] = glp_mip_col_val(lp, j);
+        read_split(q->p, q->c, q->val, q->kind_count, &q->trial);
+        ts_part_best_policies(q->p, &q->trial);
+    }
+exit:
+    return res;
+}
+
+/* A probe's split is the best so far. Its own slowest stage may sit below the probed level: the
+ * bisection's upper end jumps there. */
+static void take_trial(t_search *q, ts_split *out) {
+    int pp = q->p->pp, V = pp * q->p->vpp;
+    q->found = 1;
+    memcpy(out->layers, q->trial.layers, (size_t)V * sizeof *out->layers);
+    memcpy(out->recompute, q->trial.recompute, (size_t)pp * sizeof *out->recompute);
+    q->hi_s = q->trial.max_stage_s / q->ts;
+    q->hi = 0;
+    while (q->hi < q->n_levels && q->levels[q->hi] < q->hi_s * (1 - 1e-9)) q->hi++;
+}
+
+/* Phase 1, no GLPK: bisect with the heuristic alone (exact for one kind or vpp = 1).
+ * Phase 2, GLPK: prove the level just below the heuristic's best infeasible — optimality in
+ * one program when the heuristic was exact — else bisect further below with GLPK. */
+static ts_status bisect(t_search *q, ts_split *out) {
     for (int phase = 1; phase <= 2; phase++) {
         int first_probe = 1;
-        lo = -1; /* phase 1's failures prove nothing */
-        lo_s = 0;
+        q->lo = -1; /* phase 1's failures prove nothing */
+        q->lo_s = 0;
         for (;;) {
-            double cap_t = INFINITY; /* before any split: is one feasible at all? */
-            int probe = -1;
-            if (found && n_levels > 0) {
-                if (hi - lo <= 1) break;
-                probe = phase == 2 && first_probe ? hi - 1 : lo + (hi - lo) / 2;
-                cap_t = levels[probe];
-            } else if (found) { /* too many levels to list: bisect T itself, to 1e-4 */
-                if (hi_s - lo_s <= 1e-4 * hi_s) break;
-                cap_t = phase == 2 && first_probe ? hi_s * (1 - 1e-4) : (lo_s + hi_s) / 2;
-            } else if (phase == 1 && !first_probe) {
-                break;
-            }
+            double cap_t;
+            int probe, feasible = 0;
+            if (!next_probe(q, phase, first_probe, &cap_t, &probe)) break;
             first_probe = 0;
-            int feasible = 0;
             if (phase == 1) {
-                if (p->glpk_only) break;
-                feasible = ts_part_heuristic(p, kind_count, cap_t * ts, &trial);
+                if (q->p->glpk_only) break;
+                feasible = ts_part_heuristic(q->p, q->kind_count, cap_t * q->ts, &q->trial);
             } else {
-                cap_level(p, c, lp, kind_count, cap_t, ts);
-                double left_s = budget_s - (now_s() - t_start);
-                if (left_s <= 0) {
-                    unknown = 1;
-                    break;
-                }
-                GLPK_CHECK_GOTO(intopt_within(lp, left_s), rc, res, search_exit);
-                info->glpk_calls++;
-                int st = glp_mip_status(lp);
-                feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);
-                if (rc == GLP_ETMLIM && !feasible) unknown = 1; /* not proven infeasible */
-                if (feasible) {
-                    for (int j = 1; j <= b->n_cols; j++) val[j] = glp_mip_col_val(lp, j);
-                    read_split(p, c, val, kind_count, &trial);
-                    ts_part_best_policies(p, &trial);
-                }
+                TS_CHECK(probe_glpk(q, cap_t, &feasible));
+                if (feasible < 0) break; /* out of time */
             }
             if (feasible) {
-                found = 1;
-                memcpy(out->layers, trial.layers, (size_t)V * sizeof *out->layers);
-                memcpy(out->recompute, trial.recompute, (size_t)pp * sizeof *out->recompute);
-                /* The split's own slowest stage may sit below the probed level: jump there. */
-                hi_s = trial.max_stage_s / ts;
-                hi = 0;
-                while (hi < n_levels && levels[hi] < hi_s * (1 - 1e-9)) hi++;
-            } else if (!found) {
+                take_trial(q, out);
+            } else if (!q->found) {
                 if (phase == 2) break; /* GLPK: nothing fits at any level */
             } else {
-                lo = probe;
-                lo_s = cap_t;
+                q->lo = probe;
+                q->lo_s = cap_t;
             }
         }
     }
-    if (!found) {
-        if (unknown) {
+    return TS_OK;
+}
+
+/* After the search: why nothing was found (TS_ERR_INFEASIBLE, info->why), or the best split
+ * after the step objective's phase, with its status and the bound proved. */
+static ts_status conclude(t_search *q, ts_split *out) {
+    const ts_partition_problem *p = q->p;
+    ts_partition_info *info = q->info;
+    if (!q->found) {
+        if (q->unknown) {
             info->status = TS_PART_NO_SPLIT;
             snprintf(info->why, sizeof info->why,
                      "GLPK found no split of %d layers over %d×%d stages within the %.3g s time limit", p->layers,
-                     pp, p->vpp, budget_s);
+                     p->pp, p->vpp, q->budget_s);
         } else {
             info->status = TS_PART_INFEASIBLE;
             ts_part_explain_infeasible(p, info);
         }
-        ts_split_free(out);
-        res = TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
-        goto search_exit;
+        return TS_FAIL(TS_ERR_INFEASIBLE, "%s", info->why);
     }
     ts_partition_evaluate(p, out);
     /* The slowest stage's bound: proved (the optimum, or the level GLPK found infeasible) or
      * the relaxation's. */
-    double t_bound = unknown ? fmin(out->max_stage_s, fmax(lo_s * ts, ts_part_relaxed_bound_s(p))) : out->max_stage_s;
+    double t_bound = q->unknown ? fmin(out->max_stage_s, fmax(q->lo_s * q->ts, ts_part_relaxed_bound_s(p)))
+                                : out->max_stage_s;
     if (p->objective == TS_PART_OBJ_STEP) {
         int proven = 0;
-        if (!unknown)
-            TS_CHECK_GOTO(step_phase(p, c, b, kind_count, ts, budget_s - (now_s() - t_start), out, &trial, val, &proven),
-                          res, search_exit);
-        unknown |= !proven;
+        if (!q->unknown)
+            TS_CHECK(step_phase(p, q->c, q->b, q->kind_count, q->ts, q->budget_s - (now_s() - q->t_start), out,
+                                &q->trial, q->val, &proven));
+        q->unknown |= !proven;
         double beta = p->bubble_per_stage > 0 && p->microbatches > p->bubble_per_stage ? p->bubble_per_stage : 0;
         info->bound_s = (p->microbatches - beta) * t_bound + beta * ts_part_least_sum_s(p);
     } else {
         info->bound_s = t_bound;
     }
-    info->status = unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
+    info->status = q->unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
     out->status = info->status;
     out->objective_s = ts_partition_objective_s(p, out);
     if (info->status == TS_PART_OPTIMAL || info->bound_s > out->objective_s) info->bound_s = out->objective_s;
     out->bound_s = info->bound_s;
-search_exit:
-    free(levels);
-    free(val);
-    ts_split_free(&trial);
-    if (res != TS_OK && !found) ts_split_free(out);
+    return TS_OK;
+}
+
+/* Builds the program on b->lp and searches T. TS_OK with `out` init'ed and filled; otherwise
+ * `out` is left empty. */
+static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *b, ts_split *out,
+                            ts_partition_info *info) {
+    ts_status res = TS_OK;
+    t_search q = {.p = p, .c = c, .b = b, .info = info};
+    scales_of(p, &q.ts, &q.bs, q.kind_count);
+    TS_CHECK_GOTO(build_program(p, c, b, q.kind_count, q.ts, q.bs, info), res, exit);
+    TS_CHECK_GOTO(ts_part_stage_time_levels(p, q.kind_count, q.ts, &q.levels, &q.n_levels), res, exit);
+    q.t_start = now_s();
+    q.budget_s = p->time_limit_s > 0 ? p->time_limit_s : 1.0;
+    q.lo = -1;
+    q.hi = q.n_levels;
+    q.hi_s = INFINITY;
+    q.val = calloc((size_t)b->n_cols + 1, sizeof *q.val);
+    TS_ALLOC_GOTO(q.val, res, exit);
+    TS_CHECK_GOTO(ts_split_init(out, p->pp, p->vpp), res, exit);
+    TS_CHECK_GOTO(ts_split_init(&q.trial, p->pp, p->vpp), res, exit);
+    TS_CHECK_GOTO(bisect(&q, out), res, exit);
+    TS_CHECK_GOTO(conclude(&q, out), res, exit);
 exit:
+    free(q.levels);
+    free(q.val);
+    ts_split_free(&q.trial);
+    if (res != TS_OK) ts_split_free(out);
     return res;
 }
 
