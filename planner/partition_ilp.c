@@ -736,6 +736,9 @@ ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_pa
         glp_error_hook(NULL, NULL);
         glp_free_env(); /* frees every GLPK object, lp and the hooks included */
         lp = NULL;
+        /* `out` is the caller's and freed; solve_glpk's scratch (levels, values, the trial split)
+         * went with its frame and is not. */
+        ts_split_free(out);
         while (term.len > 0 && term.text[term.len - 1] == ' ') term.text[--term.len] = '\0';
         res = TS_FAIL(TS_ERR_EXTERNAL, "GLPK failed building or solving the partition program: %s",
                       term.len ? term.text : "(it printed nothing)");
