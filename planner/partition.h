@@ -11,7 +11,12 @@
  * Virtual stage g = chunk·pp + stage runs in model order (Megatron-LM's interleaving: chunk c of
  * stage s is global chunk c·pp + s); with vpp = 1 virtual and physical stages coincide.
  *
- * ts_partition_problem and ts_split own their arrays: _init allocates, _free releases. */
+ * ts_partition_problem and ts_split own their arrays: _init allocates, _free releases.
+ *
+ * One file per job: partition.c (the problem and a split's evaluation), split.c (the split
+ * type), partition_brute.c (enumeration), partition_ilp.c with partition_levels.c (the program
+ * and its search), partition_search.c (ts_search_partitioned); partition_impl.h is what they
+ * share. */
 #ifndef TS_PARTITION_H
 #define TS_PARTITION_H
 
@@ -22,8 +27,8 @@
 #define TS_PART_MAX_KINDS 4
 
 /* What the program minimises. stage: the slowest stage's time per micro-batch, T. step: the step
- * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition.c), which may accept a slightly slower
- * slowest stage for less recompute elsewhere. */
+ * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition_ilp.c), which may accept a slightly
+ * slower slowest stage for less recompute elsewhere. */
 typedef enum { TS_PART_OBJ_STAGE, TS_PART_OBJ_STEP, TS_PART_OBJ_COUNT } ts_partition_objective;
 extern const char *const ts_partition_objective_names[]; /* "stage", "step"; NULL-ended */
 
@@ -120,8 +125,8 @@ typedef struct {
 
 /* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
  * TIME_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
- * when GLPK fails (the message quotes what GLPK printed; GLPK's terminal output never reaches
- * stdout). */
+ * when GLPK fails (the message quotes what GLPK printed, or names the return code of the solver
+ * call; GLPK's terminal output never reaches stdout). On failure `out` is left empty. */
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
 
 /* Every contiguous split × every policy per stage: the optimum by enumeration, for small

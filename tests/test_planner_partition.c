@@ -598,6 +598,8 @@ Test(planner_partition, glpk_errors_are_reported) {
     ts_search_result r = search_mode(&pb, "tp=8,pp=16,cp=1", 3, TS_PARTITION_ILP);
     cr_assert_geq(r.partition_errors, 1);
     cr_assert(strstr(r.partition_error, "GLPK failed") != NULL, "%s", r.partition_error);
+    /* The layout GLPK failed on is named in front (its context, added on the way up). */
+    cr_assert(strncmp(r.partition_error, "uneven stages of dp=", 20) == 0, "%s", r.partition_error);
     cr_assert_gt(r.n_best, 0);
     cJSON *root = NULL;
     ts_search_opts o;
