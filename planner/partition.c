@@ -18,7 +18,8 @@ const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infea
 const char *const ts_partition_objective_names[] = {"stage", "step", NULL};
 
 ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp) {
-    *p = (ts_partition_problem){.layers = layers, .pp = pp, .vpp = vpp, .n_kinds = 1, .time_limit_s = 1.0};
+    *p = (ts_partition_problem){.layers = layers, .pp = pp, .vpp = vpp, .n_kinds = 1, .time_limit_s = 1.0,
+                                .schedule = vpp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B};
     ts_status res = TS_OK;
     if (layers < 1 || pp < 1 || vpp < 1)
         return TS_FAIL(TS_ERR_INPUT, "partition: expected layers, pp, vpp >= 1, got %d, %d, %d", layers, pp, vpp);
@@ -58,7 +59,7 @@ int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s) {
         double t = p->fixed_time_s[i * K_POL + k], act = p->fixed_act_bytes[i * K_POL + k];
         double state = p->fixed_state_bytes[i], extra = p->fixed_extra_bytes[i * K_POL + k];
         for (int c = 0; c < p->vpp; c++) {
-            int g = c * pp + i;
+            int g = ts_sched_chunk(p->schedule, pp, p->vpp, i, c);
             if (s->layers[g] < 1) s->fits = 0;
             for (int x = first[g]; x < first[g + 1] && x < p->layers; x++) {
                 int kd = p->kind[x];
@@ -85,15 +86,12 @@ int ts_partition_evaluate(const ts_partition_problem *p, ts_split *s) {
 }
 
 void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_split *s) {
-    int pp = p->pp, V = pp * p->vpp, L = p->layers;
-    if (p->vpp == 1) {
-        int base = L / pp, rem = L % pp;
-        for (int i = 0; i < pp; i++) s->layers[i] = base + (i >= 1 && i <= rem);
-    } else {
-        int base = L / V, rem = L % V;
-        for (int g = 0; g < V; g++) s->layers[g] = base + (g >= 1 && g <= rem);
-    }
-    for (int i = 0; i < pp; i++) s->recompute[i] = rc;
+    /* The even split over all pp·vpp chunks (stages 1..L mod V one layer more; with vpp = 1 the
+     * planner's even split of stages), the uneven remainder allowed. */
+    int V = p->pp * p->vpp, first;
+    for (int g = 0; g < V; g++) ts_even_split(p->layers, V, 1, g, &first, &s->layers[g]);
+    s->schedule = p->schedule;
+    for (int i = 0; i < p->pp; i++) s->recompute[i] = rc;
     ts_partition_evaluate(p, s);
 }
 
@@ -162,6 +160,7 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
     const ts_train *tr = &pb->train;
     int pp = l->pp, L = m->layers;
     TS_CHECK(ts_partition_problem_init(out, L, pp, l->vpp));
+    out->schedule = l->schedule;
     out->policies = policies;
     out->usable_bytes = pb->usable_bytes;
     int moe_model = m->moe.experts > 0;
@@ -252,7 +251,8 @@ ts_status ts_evaluate_split(const ts_problem *pb, const ts_layout *in, const ts_
     ts_shard_costs_all(pb, &sh, costs);
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));
-    ts_stage_split sp = {.vpp = s->vpp, .layers = s->layers, .recompute = s->recompute, .costs = costs};
+    ts_stage_split sp = {.vpp = s->vpp, .schedule = s->schedule, .layers = s->layers, .recompute = s->recompute,
+                         .costs = costs};
     ts_stages_build_split(&st, pb, &costs[l.recompute], l.pp, &sp);
     ts_stages_finish(&st, pb, &l, out);
     ts_stages_free(&st);

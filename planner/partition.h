@@ -8,8 +8,9 @@
  * module on the last) — ts_partition_problem_of fills it from a planning problem and a layout
  * with the same closed form as planner/stages.c, so the split it returns can be evaluated there.
  *
- * Virtual stage g = chunk·pp + stage runs in model order (Megatron-LM's interleaving: chunk c of
- * stage s is global chunk c·pp + s); with vpp = 1 virtual and physical stages coincide.
+ * Global chunk g holds layers in model order; the schedule places chunks on stages
+ * (program/schedule.h: Megatron-LM's interleaving puts chunk c of stage s at g = c·pp + s); with
+ * vpp = 1 chunks and physical stages coincide.
  *
  * ts_partition_problem and ts_split own their arrays: _init allocates, _free releases.
  *
@@ -35,6 +36,8 @@ extern const char *const ts_partition_objective_names[]; /* "stage", "step"; NUL
 typedef struct {
     int layers;   /* L, the model's layers in order */
     int pp, vpp;  /* physical stages and chunks per stage */
+    ts_schedule schedule; /* whose placement puts chunks on stages (ts_partition_problem_of: the
+                             layout's; ts_partition_problem_init: a looped one) */
     int n_kinds;  /* layer kinds (<= TS_PART_MAX_KINDS) */
     int *kind;    /* (layers) kind of each layer */
     unsigned policies; /* bit (1u << ts_recompute) per recompute policy allowed; 0: all */
@@ -72,7 +75,9 @@ extern const char *const ts_partition_status_names[];
 /* A split and what it costs under the instance's model. */
 typedef struct ts_split {
     int pp, vpp;
-    int *layers;              /* (pp·vpp) layers of virtual stage g = chunk·pp + stage */
+    ts_schedule schedule;     /* whose placement puts global chunks on stages (program/schedule.h);
+                                 ts_split_init: a looped one, as every schedule today */
+    int *layers;              /* (pp·vpp) layers of global chunk g, placed by `schedule` */
     ts_recompute *recompute;  /* (pp) policy of each physical stage */
     double *stage_s;          /* (pp) busy seconds per micro-batch */
     double *stage_bytes;      /* (pp) memory per GPU */

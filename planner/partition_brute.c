@@ -72,7 +72,9 @@ ts_status ts_partition_brute(const ts_partition_problem *p, ts_split *out) {
         return TS_FAIL(TS_ERR_INPUT, "partition brute force: %.3g candidates, more than 10^7", candidates);
     brute_ctx b = {.p = p, .best = out};
     TS_CHECK(ts_split_init(out, p->pp, p->vpp));
+    out->schedule = p->schedule;
     ts_status res = ts_split_init(&b.cur, p->pp, p->vpp);
+    b.cur.schedule = p->schedule;
     if (res != TS_OK) {
         ts_split_free(out);
         return res;

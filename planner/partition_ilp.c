@@ -20,7 +20,7 @@
  * locally ideal):
  *   u[r][j] ∈ {0..len_r}, y[r][j] ∈ {0,1}:  u[r][j] ≥ len_r·y[r][j],  u[r+1][j] ≤ len_{r+1}·y[r][j]
  *   (run r+1 starts only once run r is whole), u[r][j] ≤ u[r][j+1], every virtual stage holds
- *   Σ_r u[r][g+1] - u[r][g] ≥ 1 layer, and Σ_k X[t][s][k] = Σ_c Σ_{r of kind t} u[r][c·pp+s+1] - u[r][c·pp+s].
+ *   Σ_r u[r][g+1] - u[r][g] ≥ 1 layer, and Σ_k X[t][s][k] = Σ_c Σ_{r of kind t} u[r][g(s,c)+1] - u[r][g(s,c)], g(s, c) the global chunk the schedule places at local chunk c of stage s (program/schedule.h).
  * Memory follows planner/stages.c: activations × the schedule's micro-batches in flight
  * (Narayanan et al. SC'21 §2.2; Korthikanti et al. 2022 §4.2.3).
  * A stage's time τ_s is its compute (forward, backward, recompute) and exposed TP/CP/EP traffic
@@ -65,6 +65,7 @@
 #include <string.h>
 
 #include "planner/partition_impl.h"
+#include "program/schedule.h"
 
 /* GLPK's failures. Its API calls abort the process on misuse unless an error hook is set; the
  * hook here jumps back to ts_partition_solve, which frees GLPK's environment and returns
@@ -227,7 +228,8 @@ static void read_split(const ts_partition_problem *p, const columns *c, const do
                 int xc = c->x[(t * pp + s) * K_POL + k];
                 if (xc && kind_count[t]) n += (int)lround(val[xc]);
             }
-            for (int ch = 0; ch < p->vpp; ch++) out->layers[ch * pp + s] = n / p->vpp + (ch < n % p->vpp);
+            for (int ch = 0; ch < p->vpp; ch++)
+                out->layers[ts_sched_chunk(p->schedule, pp, p->vpp, s, ch)] = ts_part_spread(n, p->vpp, ch);
         }
         return;
     }
@@ -418,14 +420,15 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
         for (int t = 0; t < KT; t++) k0 += add_count(b, c, V, t, g, 1);
         flush_row(b, 1 - k0, INFINITY);
     }
-    /* Σ_k X[t][s][k] = Σ_c N[t][c·pp+s] */
+    /* Σ_k X[t][s][k] = Σ_c N[t][g(s, c)] (g: the schedule's placement) */
     for (int s = 0; s < pp; s++)
         for (int t = 0; t < KT; t++) {
             if (kind_count[t] == 0) continue;
             double k0 = 0;
             for (int k = 0; k < K_POL; k++)
                 if (P(s, k) && X(t, s, k)) b->coef[X(t, s, k)] = 1;
-            for (int ch = 0; ch < p->vpp; ch++) k0 += add_count(b, c, V, t, ch * pp + s, -1);
+            for (int ch = 0; ch < p->vpp; ch++)
+                k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, ch), -1);
             flush_row(b, -k0, -k0);
         }
 }
@@ -675,6 +678,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
     TS_ALLOC_GOTO(q.val, res, exit);
     TS_CHECK_GOTO(ts_split_init(out, p->pp, p->vpp), res, exit);
     TS_CHECK_GOTO(ts_split_init(&q.trial, p->pp, p->vpp), res, exit);
+    out->schedule = q.trial.schedule = p->schedule;
     TS_CHECK_GOTO(bisect(&q, out), res, exit);
     TS_CHECK_GOTO(conclude(&q, out), res, exit);
 exit:

@@ -52,4 +52,8 @@ void ts_part_best_policies(const ts_partition_problem *p, ts_split *s);
 /* A split whose stages all take at most cap_s, when one is easy to find: 1 with `s` filled, or 0. */
 int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, double cap_s, ts_split *s);
 
+/* `n` layers of a stage spread over its `parts` chunks, the first n mod parts one more: how many
+ * chunk `i` takes. */
+static inline int ts_part_spread(int n, int parts, int i) { return n / parts + (i < n % parts); }
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "planner/partition_impl.h"
+#include "program/schedule.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -206,7 +207,8 @@ int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, doub
             return 0;
         }
         for (int i = 0; i < pp; i++)
-            for (int ch = 0; ch < p->vpp; ch++) s->layers[ch * pp + i] = count[i] / p->vpp + (ch < count[i] % p->vpp);
+            for (int ch = 0; ch < p->vpp; ch++)
+                s->layers[ts_sched_chunk(p->schedule, pp, p->vpp, i, ch)] = ts_part_spread(count[i], p->vpp, ch);
         free(count);
     } else {
         ts_partition_uniform(p, TS_RECOMPUTE_NONE, s);

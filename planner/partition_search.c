@@ -108,6 +108,7 @@ static ts_status split_may_gain(const ts_problem *pb, unsigned policies, ts_part
     int g = 1;
     TS_CHECK(ts_partition_problem_of(pb, l, policies, &p));
     TS_CHECK_GOTO(ts_split_init(&even, p.pp, p.vpp), res, exit);
+    even.schedule = p.schedule;
     ts_partition_uniform(&p, l->recompute, &even);
     double M = even.max_stage_s * (1 - 1e-9), t = INFINITY;
     for (int kd = 0; kd < p.n_kinds; kd++)

@@ -1,6 +1,8 @@
 /* plan.json writer and reader (schema in plan_json.h). */
 #include "planner/plan_json.h"
 
+#include "program/schedule.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,14 +62,14 @@ static ts_status add_stages(cJSON *layout, const ts_split *s) {
         TS_CJSON_GOTO(o, res, exit);
         cJSON_AddItemToArray(arr, o);
         int n = 0;
-        for (int c = 0; c < s->vpp; c++) n += s->layers[c * s->pp + i];
+        for (int c = 0; c < s->vpp; c++) n += s->layers[ts_sched_chunk(s->schedule, s->pp, s->vpp, i, c)];
         TS_CJSON_GOTO(cJSON_AddNumberToObject(o, "layers", n), res, exit);
         TS_CJSON_GOTO(cJSON_AddStringToObject(o, "recompute", ts_recompute_names[s->recompute[i]]), res, exit);
         if (s->vpp > 1) {
             cJSON *ch = NULL;
             TS_CJSON_GOTO(ch = cJSON_AddArrayToObject(o, "chunks"), res, exit);
             for (int c = 0; c < s->vpp; c++) {
-                cJSON *v = cJSON_CreateNumber(s->layers[c * s->pp + i]);
+                cJSON *v = cJSON_CreateNumber(s->layers[ts_sched_chunk(s->schedule, s->pp, s->vpp, i, c)]);
                 TS_CJSON_GOTO(v, res, exit);
                 cJSON_AddItemToArray(ch, v);
             }
@@ -254,6 +256,7 @@ ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_la
         goto exit;
     }
     TS_CHECK_GOTO(ts_split_init(out, l->pp, l->vpp), res, exit);
+    out->schedule = l->schedule;
     int total = 0;
     for (int i = 0; i < l->pp; i++) {
         ts_jreader r;
@@ -283,7 +286,7 @@ ts_status ts_plan_read_split(const char *file, const ts_problem *pb, const ts_la
                     res = TS_FAIL(TS_ERR_INPUT, "%s: %s.chunks[%d]: expected an integer >= 1", file, r.path, c);
                     goto fail;
                 }
-                out->layers[c * l->pp + i] = v->valueint;
+                out->layers[ts_chunk_global(l, i, c)] = v->valueint;
                 sum += v->valueint;
             }
             if (sum != n) {

@@ -2,13 +2,14 @@
  * stage, its copy, its text form and the program options that carry it to program/. What a split
  * costs is partition.c's (ts_partition_evaluate); which split is best, the solvers'. */
 #include "planner/partition.h"
+#include "program/schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 ts_status ts_split_init(ts_split *s, int pp, int vpp) {
-    *s = (ts_split){.pp = pp, .vpp = vpp};
+    *s = (ts_split){.pp = pp, .vpp = vpp, .schedule = vpp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B};
     ts_status res = TS_OK;
     s->layers = calloc((size_t)pp * vpp, sizeof *s->layers);
     s->recompute = calloc((size_t)pp, sizeof *s->recompute);
@@ -32,6 +33,7 @@ void ts_split_free(ts_split *s) {
 
 ts_status ts_split_copy(ts_split *dst, const ts_split *src) {
     TS_CHECK(ts_split_init(dst, src->pp, src->vpp));
+    dst->schedule = src->schedule;
     int pp = src->pp, V = src->pp * src->vpp;
     memcpy(dst->layers, src->layers, (size_t)V * sizeof *dst->layers);
     memcpy(dst->recompute, src->recompute, (size_t)pp * sizeof *dst->recompute);
@@ -65,7 +67,8 @@ int ts_split_format(const ts_split *s, char *buf, size_t cap) {
     } while (0)
     for (int i = 0; i < s->pp; i++) {
         if (i) PUT("|");
-        for (int c = 0; c < s->vpp; c++) PUT("%s%d", c ? "+" : "", s->layers[c * s->pp + i]);
+        for (int c = 0; c < s->vpp; c++)
+            PUT("%s%d", c ? "+" : "", s->layers[ts_sched_chunk(s->schedule, s->pp, s->vpp, i, c)]);
     }
     /* Policies as runs in stage order: "none×12 full×4". */
     for (int i = 0; i < s->pp;) {

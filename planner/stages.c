@@ -99,7 +99,7 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
 static void split_counts(const ts_model *m, const ts_stage_split *sp, int pp, int i, int *n_dense, int *n_moe) {
     int first = 0, n = 0, moe = 0;
     for (int g = 0; g < pp * sp->vpp; g++) {
-        if (g % pp == i) {
+        if (ts_sched_stage(sp->schedule, pp, sp->vpp, g) == i) {
             n += sp->layers[g];
             moe += moe_below(m, first + sp->layers[g]) - moe_below(m, first);
         }

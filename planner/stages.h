@@ -73,7 +73,8 @@ void ts_stages_build(ts_stages *st, const ts_problem *pb, const ts_shard_costs *
  * stage's recompute policy, in place of the even split. The caller owns the arrays. */
 typedef struct {
     int vpp;
-    const int *layers;             /* (pp·vpp) layers of virtual stage g = chunk·pp + stage */
+    ts_schedule schedule;          /* whose placement puts global chunks on stages */
+    const int *layers;             /* (pp·vpp) layers of each global chunk */
     const ts_recompute *recompute; /* (pp) policy of each stage */
     const ts_shard_costs *costs;   /* (TS_RECOMPUTE_COUNT) the shard's costs under each policy */
 } ts_stage_split;

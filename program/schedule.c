@@ -27,10 +27,14 @@ const ts_schedule_info ts_schedules[TS_SCHED_COUNT] = {
     [TS_SCHED_ZB_H1] = {TS_SCHED_ZB_H1, "zb-h1", 0, ts_zb_h1_bubble_s, ts_1f1b_in_flight, ts_zb_h1_order, 1, LOOPED},
 };
 
-int ts_chunk_global(const ts_layout *l, int stage, int local) {
-    return ts_schedules[l->schedule].chunk_of(l->pp, l->vpp, stage, local);
+int ts_sched_chunk(ts_schedule id, int p, int v, int stage, int local) {
+    return ts_schedules[id].chunk_of(p, v, stage, local);
 }
-int ts_chunk_stage(const ts_layout *l, int chunk) { return ts_schedules[l->schedule].stage_of(l->pp, l->vpp, chunk); }
+int ts_sched_stage(ts_schedule id, int p, int v, int chunk) { return ts_schedules[id].stage_of(p, v, chunk); }
+int ts_chunk_global(const ts_layout *l, int stage, int local) {
+    return ts_sched_chunk(l->schedule, l->pp, l->vpp, stage, local);
+}
+int ts_chunk_stage(const ts_layout *l, int chunk) { return ts_sched_stage(l->schedule, l->pp, l->vpp, chunk); }
 int ts_chunk_local(const ts_layout *l, int chunk) { return ts_schedules[l->schedule].local_of(l->pp, l->vpp, chunk); }
 
 /* The planner's even split: with interleaving every chunk holds L/(p·v) layers (the validity

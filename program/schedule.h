@@ -40,7 +40,9 @@ typedef struct {
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];
 
-/* The layout's schedule's placement. */
+/* Schedule `id`'s placement for p stages of v chunks, and the layout's schedule's. */
+int ts_sched_chunk(ts_schedule id, int p, int v, int stage, int local);
+int ts_sched_stage(ts_schedule id, int p, int v, int chunk);
 int ts_chunk_global(const ts_layout *l, int stage, int local);
 int ts_chunk_stage(const ts_layout *l, int chunk);
 int ts_chunk_local(const ts_layout *l, int chunk);

@@ -59,8 +59,8 @@ ts_status ts_export_deepspeed(const ts_problem *pb, const ts_layout *l, cJSON **
 
 /* --- shared by the export_*.c files ----------------------------------------------------------- */
 
-/* Layers of virtual stage g (chunk·pp + stage, model order): the split's, or the planner's even
- * split (planner/stages.h: stages 1..(L mod pp) take one extra layer). */
+/* Layers of global chunk g (model order; the schedule places it, program/schedule.h): the
+ * split's, or the planner's even split of stages (ts_even_split). */
 int ts_export_split_layers(const ts_model *m, const ts_layout *l, const struct ts_split *split, int g);
 /* Virtual stages: pp · vpp of the split, or pp. */
 int ts_export_virtual_stages(const ts_layout *l, const struct ts_split *split);
