@@ -238,17 +238,25 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_mod
     return read_deepseek_router(r, root, e);
 }
 
+/* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
+ * LayerNorm, dropout at the three rates. */
+static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, const hf_keys *keys, const hf_rate *rates,
+                                ts_model *m) {
+    TS_CHECK(read_shape(r, root, keys, m));
+    TS_CHECK(read_head_dim(r, root, keys, m));
+    TS_CHECK(hf_int(r, root, "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    return TS_OK;
+}
+
 /* GPT-2: learned positions, pre-LayerNorm, biases everywhere, GELU MLP of n_inner (null: 4h),
  * LM head tied to the embedding. */
 static ts_status read_gpt2(const ts_jreader *r, const cJSON *root, ts_model *m) {
     static const hf_keys keys = {"n_embd", "n_layer", "n_head", "n_positions", 1024, 1};
     static const hf_rate rates[] = {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(hf_int(r, root, "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
-    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
-    m->activation = TS_ACT_GELU;
-    m->norm = TS_NORM_LAYERNORM;
+    TS_CHECK(read_gpt_block(r, root, &keys, rates, m));
     m->position = TS_POS_LEARNED;
     m->qkv_bias = m->linear_bias = 1;
     return TS_OK;
@@ -475,12 +483,7 @@ static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_mode
 static ts_status read_gptj(const ts_jreader *r, const cJSON *root, ts_model *m) {
     static const hf_keys keys = {"n_embd", "n_layer", "n_head", "n_positions", 2048, 0};
     static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(hf_int(r, root, "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
-    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
-    m->activation = TS_ACT_GELU;
-    m->norm = TS_NORM_LAYERNORM;
+    TS_CHECK(read_gpt_block(r, root, &keys, rates, m));
     m->position = TS_POS_ROPE;
     m->norms_per_layer = 1;
     m->linear_bias = 1;
