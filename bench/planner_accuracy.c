@@ -1,5 +1,5 @@
 /* Benchmark: the planner's predictions against published measurements (planner/published.h):
- * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times.
+ * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times (BF16, FP8).
  * Prints a table per source with the error of each row, then median and worst absolute error.
  * Exit status 1 when a row is off by more than 15% or a Megatron layout is not in the top 5. */
 #include <math.h>
@@ -28,11 +28,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     int bad = 0;
-    for (int kind = 0; kind < 2; kind++) {
+    static const char *const titles[TS_PUB_KIND_COUNT] = {
+        "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n",
+        "# NVIDIA dgxc recipes (H100, BF16): step time, s\n",
+        "# NVIDIA dgxc recipes (H100, FP8, Transformer Engine delayed scaling): step time, s\n"};
+    for (int kind = 0; kind < TS_PUB_KIND_COUNT; kind++) {
         double errs[MAX_ROWS];
         int k = 0;
-        printf(kind == 0 ? "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n"
-                         : "# NVIDIA dgxc recipes (H100, BF16): step time, s\n");
+        printf("%s", titles[kind]);
         printf("# %-36s %5s %3s %3s %4s %9s %9s %7s %4s  %s\n", "case", "gpus", "tp", "pp", "dp",
                "published", "predicted", "error%", "rank", "predicted layout");
         for (int i = 0; i < n && k < MAX_ROWS; i++) {
