@@ -46,7 +46,10 @@
  * So a GEMM adds c·m·k bytes of element-wise work in forward and c·m·n in backward (× count).
  * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
  * across micro-batches) and the amax reductions and scale updates (a few floats per tensor) are
- * below 0.5% of a step and not charged. */
+ * below 0.5% of a step and not charged. Memory: the FP8 weight and its transposed copy, 2 bytes
+ * per weight (MXFP8: 2·(1 + 1/32)) beside the 16-bit weights and the fp32 master copy in the
+ * optimizer states (ts_fp8_weight_copy_bytes; planner/stages.c). FP8 parameter gathering
+ * (Megatron's --fp8-param-gather, FP8 primary weights) is not modelled. */
 #include "program/recipe.h"
 
 #include "program/program.h"
@@ -80,6 +83,11 @@ static double fp8_cast_per_elem(ts_fp8_recipe r) {
     case TS_FP8_MXFP8: return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
     default: return 4.0;
     }
+}
+
+double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return 0;
+    return pb->train.fp8_recipe == TS_FP8_MXFP8 ? 2.0 * (1.0 + 1.0 / 32.0) : 2.0;
 }
 
 /* Adds GEMM g's FP8 casts, forward input and backward output gradient, when it runs FP8. */

@@ -39,6 +39,10 @@ ts_dtype ts_gemm_dtype(const ts_problem *pb, int part);
 /* The fused attention core's precision: BF16 under fp8 (TE's DotProductAttention runs BF16
  * unless FP8 attention is asked for: train.fp8_attention), else the step's dtype. */
 ts_dtype ts_attention_dtype(const ts_problem *pb);
+/* Bytes per weight of the FP8 copies Transformer Engine keeps beside the 16-bit weights under
+ * fp8 (the FP8 weight and its transpose; MXFP8 row- and column-wise with their scales); 0 unless
+ * fp8. */
+double ts_fp8_weight_copy_bytes(const ts_problem *pb);
 
 /* The attention block: it depends on tp, cp and the micro-batch only. */
 typedef struct {
