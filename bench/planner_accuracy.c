@@ -1,7 +1,8 @@
 /* Benchmark: the planner's predictions against published measurements (planner/published.h):
  * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times (BF16, FP8).
  * Prints a table per source with the error of each row, then median and worst absolute error.
- * Exit status 1 when a row is off by more than 15% or a Megatron layout is not in the top 5. */
+ * Exit status 1 when a row is off by more than 15% (FP8 rows: 20%, see docs/planner.md "FP8") or a
+ * Megatron layout is not in the top 5. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,8 @@ int main(int argc, char **argv) {
             printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s\n", c[i].id, c[i].gpus, c[i].tp,
                    c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout);
             errs[k++] = c[i].error;
-            if (fabs(c[i].error) > 0.15 || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;
+            double tol = kind == TS_PUB_NVIDIA_STEP_FP8 ? 0.20 : 0.15;
+            if (fabs(c[i].error) > tol || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;
         }
         qsort(errs, (size_t)k, sizeof errs[0], cmp_abs);
         if (k)
@@ -54,6 +56,6 @@ int main(int argc, char **argv) {
                    100 * fabs(errs[k - 1]));
     }
     free(c);
-    if (bad) printf("# %d rows outside ±15%% or not in the top 5\n", bad);
+    if (bad) printf("# %d rows outside ±15%% (FP8 ±20%%) or not in the top 5\n", bad);
     return bad ? 1 : 0;
 }
