@@ -1,7 +1,8 @@
 /* Benchmark: the planner's predictions against published measurements (planner/published.h):
- * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times.
+ * Megatron-LM SC'21 Table 1 TFLOP/s per GPU on A100 and NVIDIA's H100 recipe step times (BF16, FP8).
  * Prints a table per source with the error of each row, then median and worst absolute error.
- * Exit status 1 when a row is off by more than 15% or a Megatron layout is not in the top 5. */
+ * Exit status 1 when a row is off by more than 15% (FP8 rows: 20%, see docs/planner.md "FP8") or a
+ * Megatron layout is not in the top 5. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +29,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     int bad = 0;
-    for (int kind = 0; kind < 2; kind++) {
+    static const char *const titles[TS_PUB_KIND_COUNT] = {
+        "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n",
+        "# NVIDIA dgxc recipes (H100, BF16): step time, s\n",
+        "# NVIDIA dgxc recipes (H100, FP8, Transformer Engine delayed scaling): step time, s\n"};
+    for (int kind = 0; kind < TS_PUB_KIND_COUNT; kind++) {
         double errs[MAX_ROWS];
         int k = 0;
-        printf(kind == 0 ? "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n"
-                         : "# NVIDIA dgxc recipes (H100, BF16): step time, s\n");
+        printf("%s", titles[kind]);
         printf("# %-36s %5s %3s %3s %4s %9s %9s %7s %4s  %s\n", "case", "gpus", "tp", "pp", "dp",
                "published", "predicted", "error%", "rank", "predicted layout");
         for (int i = 0; i < n && k < MAX_ROWS; i++) {
@@ -42,7 +46,8 @@ int main(int argc, char **argv) {
             printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s\n", c[i].id, c[i].gpus, c[i].tp,
                    c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout);
             errs[k++] = c[i].error;
-            if (fabs(c[i].error) > 0.15 || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;
+            double tol = kind == TS_PUB_NVIDIA_STEP_FP8 ? 0.20 : 0.15;
+            if (fabs(c[i].error) > tol || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;
         }
         qsort(errs, (size_t)k, sizeof errs[0], cmp_abs);
         if (k)
@@ -51,6 +56,6 @@ int main(int argc, char **argv) {
                    100 * fabs(errs[k - 1]));
     }
     free(c);
-    if (bad) printf("# %d rows outside ±15%% or not in the top 5\n", bad);
+    if (bad) printf("# %d rows outside ±15%% (FP8 ±20%%) or not in the top 5\n", bad);
     return bad ? 1 : 0;
 }

@@ -110,6 +110,11 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         ts_train_set_dtype(&a->train, (ts_dtype)found);
         a->given = "--dtype";
         break;
+    case CLI_OPT_FP8_RECIPE:
+        found = cli_enum(cmd, "--fp8-recipe", arg, ts_fp8_recipe_names);
+        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe";
+        break;
+    case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
@@ -123,6 +128,9 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (!a->model) cli_usage_error(cmd, "--model is required");
     if (!a->system) cli_usage_error(cmd, "--system is required");
     if (!a->gpus) cli_usage_error(cmd, "--gpus is required");
+    if ((a->train.fp8_recipe != TS_FP8_DELAYED || a->train.fp8_attention) && a->train.dtype != TS_DTYPE_FP8)
+        cli_usage_error(cmd, "%s needs --dtype fp8, got --dtype %s",
+                        a->train.fp8_attention ? "--fp8-attention" : "--fp8-recipe", ts_dtype_names[a->train.dtype]);
     ts_status st = TS_OK;
     if (a->fix) st = ts_pins_parse("--fix", a->fix, &a->search.pins);
     if (st != TS_OK) cli_fail(cmd, st);
@@ -145,6 +153,8 @@ void cli_problem_help(void) {
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
+           "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
+           "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");

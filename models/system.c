@@ -14,6 +14,8 @@
  *                                               dense peak FLOP/s per dtype, bf16 in [1, 1e18], the
  *                                               others in [0, 1e18] with 0 (default) = unsupported
  *      "power_w": 700,                          board power, [0, 1e5], default 0 = unknown
+ *      "mxfp8": false,                          tensor cores run block-scaled MXFP8 (OCP MX,
+ *                                               Blackwell), default false
  *      "kernel_latency_s": 0},                  fixed time of one memory-bound or attention kernel
  *                                               beyond its bytes or FLOPs (launch and ramp-up;
  *                                               GEMMs have theirs in efficiency.gemm), [0, 1],
@@ -43,6 +45,10 @@
  *    "efficiency"*: {                           achieved / peak; efficiencies in [0.001, 1]
  *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
  *                                               1 to 16 points, flops in [1, 1e18], increasing
+ *      "gemm_fp8": {"points": [...], "source": "..."},
+ *                                               FP8 GEMMs' efficiency vs the FP8 peak, same form;
+ *                                               default: none (FP8 GEMMs take "gemm" scaled,
+ *                                               planner/cost.h ts_gemm_eff)
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
  *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
  *      "pp_comm_overlap": 1,                    the last four are fractions in [0, 1]
@@ -98,13 +104,13 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric", "efficiency",
                                         "memory", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
-                                       "peak_flops", "power_w", "kernel_latency_s", NULL};
+                                       "peak_flops", "power_w", "kernel_latency_s", "mxfp8", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
                                         "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
                                           "source", NULL};
-static const char *const eff_keys[] = {"gemm", "attention", "hbm", "link_busbw", "nic_busbw",
+static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "hbm", "link_busbw", "nic_busbw",
                                        "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
                                        "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
@@ -161,11 +167,14 @@ static ts_status pair_num(const ts_jreader *pr, const cJSON *pair, int idx, cons
     return TS_OK;
 }
 
-static ts_status read_curve(const ts_jreader *r, const cJSON *obj, const char *key,
+/* Reads curve `key` of `obj`; an absent optional one leaves out->n = 0. */
+static ts_status read_curve(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                             ts_eff_curve *out) {
     ts_jreader cr, pr;
     const cJSON *curve;
-    TS_CHECK(open_obj(r, obj, key, 1, curve_keys, &cr, &curve));
+    TS_CHECK(open_obj(r, obj, key, required, curve_keys, &cr, &curve));
+    out->n = 0;
+    if (curve == NULL) return TS_OK;
     ts_jreader_child(&cr, "points", 0, &pr);
     const cJSON *points = cJSON_GetObjectItemCaseSensitive(curve, "points");
     if (points == NULL)
@@ -216,6 +225,7 @@ static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) 
                            &s->peak_flops[d]));
     }
     TS_CHECK(ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w));
+    TS_CHECK(ts_jr_bool(&gr, gpu, "mxfp8", 0, 0, &s->mxfp8));
     return ts_jr_num(&gr, gpu, "kernel_latency_s", 0, 0, 1, 0, &s->kernel_latency_s);
 }
 
@@ -257,7 +267,8 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
     ts_jreader er;
     const cJSON *eff;
     TS_CHECK(open_obj(r, root, "efficiency", 1, eff_keys, &er, &eff));
-    TS_CHECK(read_curve(&er, eff, "gemm", &s->gemm_eff));
+    TS_CHECK(read_curve(&er, eff, "gemm", 1, &s->gemm_eff));
+    TS_CHECK(read_curve(&er, eff, "gemm_fp8", 0, &s->gemm_eff_fp8));
     TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
     TS_CHECK(ts_jr_num(&er, eff, "hbm", 0, MIN_EFF, 1, DEF_HBM_EFF, &s->hbm_eff));
     TS_CHECK(ts_jr_num(&er, eff, "optimizer", 0, MIN_EFF, 100, 1, &s->optimizer_eff));
@@ -373,6 +384,8 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
         TS_CHECK(add_num(peak, ts_dtype_names[d], s->peak_flops[d]));
     TS_CHECK(add_num(gpu, "power_w", s->power_w));
     TS_CHECK(add_num(gpu, "kernel_latency_s", s->kernel_latency_s));
+    if (s->mxfp8 && cJSON_AddBoolToObject(gpu, "mxfp8", 1) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field mxfp8");
 
     TS_CHECK(add_obj(root, "node", &node));
     TS_CHECK(add_num(node, "gpus", s->gpus_per_node));
@@ -392,6 +405,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
 
     TS_CHECK(add_obj(root, "efficiency", &eff));
     TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
+    if (s->gemm_eff_fp8.n > 0) TS_CHECK(add_curve(eff, "gemm_fp8", &s->gemm_eff_fp8));
     TS_CHECK(add_num(eff, "attention", s->attention_eff));
     TS_CHECK(add_num(eff, "hbm", s->hbm_eff));
     TS_CHECK(add_num(eff, "optimizer", s->optimizer_eff));

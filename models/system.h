@@ -38,6 +38,7 @@ typedef struct {
     double power_w;                      /* board power, 0 = unknown */
     double kernel_latency_s;             /* fixed time of one memory-bound or attention kernel
                                             beyond its bytes or FLOPs (launch, ramp-up); 0: none */
+    int mxfp8;                           /* tensor cores run block-scaled MXFP8 (Blackwell) */
 
     /* node */
     int gpus_per_node;
@@ -60,6 +61,8 @@ typedef struct {
 
     /* what software achieves */
     ts_eff_curve gemm_eff;
+    ts_eff_curve gemm_eff_fp8; /* FP8 GEMMs (efficiency vs the FP8 peak); n = 0: none given, FP8
+                                  GEMMs use gemm_eff scaled (planner/cost.h ts_gemm_eff) */
     double attention_eff;      /* flash-attention FLOP efficiency vs peak */
     double hbm_eff;            /* fraction of HBM bandwidth memory-bound kernels reach */
     double optimizer_eff;      /* the optimizer step's bandwidth over the other memory-bound

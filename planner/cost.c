@@ -7,10 +7,26 @@
 
 const char *const ts_link_names[] = {"nvlink", "nic", NULL};
 
+/* FP8 without a measured FP8 curve: the FP8:BF16 efficiency ratio of the H100 paired
+ * measurement behind h100-sxm-dgx.json's gemm_fp8 (TileLang, H800 SXM, M=N=8192) at the sizes of
+ * training GEMMs, 2.7e11-5.5e11 FLOPs (0.83-0.94): an FP8 GEMM reaches 0.9 of the BF16 curve's
+ * efficiency, as a fraction of its own (twice as high) peak. */
+#define TS_FP8_EFF_FALLBACK 0.9
+/* FP8 attention: FlashAttention-3 (Shah et al. 2024, §4.1, H100 SXM) reaches ~1.2 PFLOP/s in FP8
+ * against ~740 TFLOP/s in BF16 forward at head dim 256: (1200/1979)/(740/989) = 0.81 of the BF16
+ * efficiency, taken as a fraction of the FP8 peak. */
+#define TS_FP8_ATTENTION_RATIO 0.81
+
+double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops) {
+    if (dt != TS_DTYPE_FP8) return ts_eff_at(&s->gemm_eff, flops);
+    if (s->gemm_eff_fp8.n > 0) return ts_eff_at(&s->gemm_eff_fp8, flops);
+    return TS_FP8_EFF_FALLBACK * ts_eff_at(&s->gemm_eff, flops);
+}
+
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k) {
     double flops = 2.0 * m * n * k;
     if (flops <= 0) return 0;
-    return flops / (s->peak_flops[dt] * ts_eff_at(&s->gemm_eff, flops));
+    return flops / (s->peak_flops[dt] * ts_gemm_eff(s, dt, flops));
 }
 
 double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops) {
@@ -19,8 +35,8 @@ double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kern
     double plateau = c->n > 0 ? c->eff[c->n - 1] : 1.0;
     double scale = ts_eff_at(c, kernel_flops) / plateau;
     double kernels = kernel_flops > 0 ? flops / kernel_flops : 1.0;
-    return flops / (s->peak_flops[dt] * s->attention_eff * (scale < 1.0 ? scale : 1.0)) +
-           kernels * s->kernel_latency_s;
+    double eff = s->attention_eff * (dt == TS_DTYPE_FP8 ? TS_FP8_ATTENTION_RATIO : 1.0);
+    return flops / (s->peak_flops[dt] * eff * (scale < 1.0 ? scale : 1.0)) + kernels * s->kernel_latency_s;
 }
 
 double ts_memory_s(const ts_system *s, double bytes, double kernels) {

@@ -17,12 +17,18 @@ typedef enum { TS_LINK_NVLINK, TS_LINK_NIC, TS_LINK_COUNT } ts_link;
 extern const char *const ts_link_names[]; /* "nvlink", "nic" */
 
 
-/* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`. */
+/* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`: flops / (peak[dt] × ts_gemm_eff). */
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
+/* A GEMM's efficiency (achieved / the peak of `dt`) at `flops`: the system's FP8 curve for FP8
+ * when it has one, else its GEMM curve; without an FP8 curve an FP8 GEMM takes the GEMM curve
+ * times TS_FP8_EFF_FALLBACK (cost.c says where it comes from). */
+double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
 /* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
  * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
  * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to
- * the GEMM curve's plateau. Each kernel (flops / kernel_flops of them) adds kernel_latency_s. */
+ * the GEMM curve's plateau. Each kernel (flops / kernel_flops of them) adds kernel_latency_s.
+ * FP8 attention (FlashAttention-3's FP8 path) runs at TS_FP8_ATTENTION_RATIO × attention_eff of
+ * the FP8 peak (cost.c). */
 double ts_attention_s(const ts_system *s, ts_dtype dt, double flops, double kernel_flops);
 /* Seconds for `kernels` memory-bound kernels that move `bytes` through HBM in all: bytes at the
  * achieved bandwidth plus kernel_latency_s each. */

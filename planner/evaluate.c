@@ -19,6 +19,9 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     if (s->peak_flops[t->dtype] <= 0)
         return TS_FAIL(TS_ERR_INPUT, "--dtype %s: %s has no %s peak in its system file",
                        ts_dtype_names[t->dtype], s->name, ts_dtype_names[t->dtype]);
+    if (t->dtype == TS_DTYPE_FP8 && t->fp8_recipe == TS_FP8_MXFP8 && !s->mxfp8)
+        return TS_FAIL(TS_ERR_INPUT, "--fp8-recipe mxfp8: %s has no MXFP8 tensor cores (gpu.mxfp8 in its system file); "
+                       "use delayed or tensorwise", s->name);
     *pb = (ts_problem){.model = *m, .sys = *s, .train = *t, .gpus = gpus};
     ts_model_params(m, &pb->params);
     pb->usable_bytes = ts_system_usable_bytes(s);

@@ -27,14 +27,16 @@ static double mlp_act_bytes_per_token(const ts_model *m, double f_rank) {
 
 typedef ts_layer_fwd fwd_parts;
 
+/* A GEMM of the recipe in its own precision (program/recipe.h ts_gemm_dtype: under fp8 the
+ * linear layers run FP8, the rest BF16). */
 static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
-    return ts_gemm_s(&pb->sys, pb->train.dtype, g->m, g->n, g->k);
+    return ts_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k);
 }
 
 /* The attention block's forward parts from its recipe. */
 static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts *p) {
     const ts_system *s = &pb->sys;
-    ts_dtype dt = pb->train.dtype;
+    ts_dtype dt = ts_attention_dtype(pb);
     ts_attn_recipe recipe;
     const ts_attn_recipe *r = &recipe;
     ts_attn_recipe_of(pb, sh, &recipe);
@@ -48,6 +50,8 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     p->gemm_s += gemm_s(pb, &r->proj);
     p->matmul_params_rank += r->matmul_params;
     p->elem_bytes += r->rotary_bytes;
+    p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
+    p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes;
     if (pb->train.flash_attention) {
         /* Only the causal half is computed; under CP the rank's attention runs as cp ring-step
          * kernels. */
@@ -72,6 +76,8 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
     }
     p->matmul_params_rank += r->matmul_params;
     p->elem_bytes += r->act_bytes;
+    p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
+    p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes[0] + r->fp8_cast_bwd_bytes[1];
     if (r->shared) {
         p->gemm_s += gemm_s(pb, &r->shared_fc1) + gemm_s(pb, &r->shared_fc2);
         p->elem_bytes += r->shared_act_bytes;
@@ -118,9 +124,10 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     /* The layer's two norm + bias-dropout-add passes. */
     p.elem_bytes += 2.0 * mr.norm_bytes;
     /* The step program's three element-wise ops a layer each way: norm and rotary, norm, the
-     * activation (unfused attention's softmax is in attn_fwd_s / attn_bwd_s). */
-    double elem_s = ts_memory_s(s, p.elem_bytes, 3) * pb->compute_scale;
-    double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes, 3) * pb->compute_scale;
+     * activation (unfused attention's softmax is in attn_fwd_s / attn_bwd_s); FP8 casts ride
+     * in them. */
+    double elem_s = ts_memory_s(s, p.elem_bytes + p.fp8_cast_bytes, 3) * pb->compute_scale;
+    double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes + p.fp8_cast_bwd_bytes, 3) * pb->compute_scale;
 
     *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
@@ -255,7 +262,7 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     ts_edge_recipe e;
     ts_edge_recipe_of(pb, sh, &e);
     const ts_gemm_shape *g = &e.head;
-    double gemm = ts_gemm_s(s, pb->train.dtype, g->m, g->n, g->k) * pb->compute_scale;
+    double gemm = gemm_s(pb, g) * pb->compute_scale;
     double elem = ts_memory_s(s, e.loss_bytes, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + elem;

@@ -2,19 +2,20 @@
 #include "planner/op_cost.h"
 
 #include "planner/cost.h"
+#include "program/recipe.h"
 
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     const ts_system *s = &pb->sys;
-    ts_dtype dt = pb->train.dtype;
     switch ((ts_op_kind)op->kind) {
     case TS_OP_GEMM: {
+        /* in the precision the recipe gives its part (FP8 linear layers, BF16 the rest) */
         double one = 2.0 * op->m * op->n * op->k;
         if (one <= 0) return 0;
-        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
+        double t = ts_gemm_s(s, ts_gemm_dtype(pb, op->part), op->m, op->n, op->k);
         return op->flops > one ? t * (op->flops / one) : t;
     }
     case TS_OP_ATTENTION:
-        return ts_attention_s(s, dt, op->flops, op->flops / (op->m > 1 ? op->m : 1));
+        return ts_attention_s(s, ts_attention_dtype(pb), op->flops, op->flops / (op->m > 1 ? op->m : 1));
     case TS_OP_ELEMENTWISE: return ts_memory_s(s, op->bytes, 1);
     case TS_OP_OPTIMIZER: return ts_optimizer_s(s, op->bytes);
     case TS_OP_COLL: {

@@ -93,6 +93,10 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "global_batch", (double)pb->train.global_batch), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "seq", (double)pb->train.seq), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "dtype", ts_dtype_names[pb->train.dtype]), res, fail);
+    if (pb->train.dtype == TS_DTYPE_FP8) {
+        TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fp8_recipe", ts_fp8_recipe_names[pb->train.fp8_recipe]), res, fail);
+        TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "fp8_attention", pb->train.fp8_attention), res, fail);
+    }
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "flash_attention", pb->train.flash_attention), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "tp_across_nodes", pb->train.tp_across_nodes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
@@ -101,6 +105,9 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     cJSON *model = ts_model_to_json(&pb->model), *sys = ts_system_to_json(&pb->sys);
     if (model) cJSON_AddItemToObject(root, "model", model);
     if (sys) cJSON_AddItemToObject(root, "system", sys);
+    /* The FP8 GEMM curve prices nothing outside FP8 plans: they alone carry it. */
+    if (sys && pb->train.dtype != TS_DTYPE_FP8)
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(sys, "efficiency"), "gemm_fp8");
     TS_CJSON_GOTO(model && sys ? model : NULL, res, fail);
     /* The model's size as people quote it (issue 19): every parameter, and those a token uses. */
     cJSON *params;
@@ -176,15 +183,19 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
     int64_t gpus, dtype;
-    int flash, across, dt;
+    int flash, across, dt, fp8_recipe, fp8_attention;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "global_batch", 1, 1, 1 << 30, 0, &t.global_batch), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "seq", 1, 1, 1LL << 27, 0, &t.seq), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "dtype", 0, ts_dtype_names, TS_DTYPE_BF16, &dt), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "flash_attention", 0, 1, &flash), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
+    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
     dtype = dt;
     ts_train_set_dtype(&t, (ts_dtype)dtype);
+    t.fp8_recipe = (ts_fp8_recipe)fp8_recipe;
+    t.fp8_attention = fp8_attention;
     t.flash_attention = flash;
     t.tp_across_nodes = across;
     /* ts_problem_init checks these too, but names the command-line flags. */

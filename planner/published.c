@@ -125,7 +125,8 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     TS_CHECK(num_at(file, row, "measured", "train_step_s", &step));
     const cJSON *vpp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"),
                                                         "virtual_pipeline_stages");
-    c->kind = TS_PUB_NVIDIA_STEP;
+    int fp8 = strstr(c->id, "-fp8-") != NULL;
+    c->kind = fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP;
     snprintf(c->model, sizeof c->model, "%s", strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
     c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
     c->measured = step;
@@ -143,6 +144,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
+    if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
     ts_pins pins = {0};
@@ -174,7 +176,8 @@ static ts_status run_file(const char *path, int want_megatron, ts_pub_case **cas
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(row, "id");
         if (!cJSON_IsString(id)) continue;
         int megatron = strncmp(id->valuestring, "megatron21-t1-", 14) == 0;
-        int nvidia = strncmp(id->valuestring, "nvidia-dgxc-", 12) == 0 && strstr(id->valuestring, "-bf16-");
+        int nvidia = strncmp(id->valuestring, "nvidia-dgxc-", 12) == 0 &&
+                     (strstr(id->valuestring, "-bf16-") || strstr(id->valuestring, "-fp8-"));
         if (!(want_megatron ? megatron : nvidia)) continue;
         if (*n == *cap) {
             *cap = *cap ? 2 * *cap : 16;

@@ -3,15 +3,16 @@
  *    like the paper (eq. 3: executed FLOPs incl. full recompute, unfused 2021 attention, no ZeRO,
  *    no SP/CP, interleaved schedule when p > 1), and the rank of the published (t, p, d) in the
  *    planner's own search over that 2021 space;
- *  - NVIDIA's H100 dgxc-benchmarking recipes (BF16 rows): step time of the published layout
- *    (tp, pp, cp, dp, mbs, vpp pinned; the planner picks SP, ZeRO and recompute).
+ *  - NVIDIA's H100 dgxc-benchmarking recipes (BF16 and FP8 rows, FP8 as Transformer Engine's
+ *    default delayed-scaling recipe): step time of the published layout (tp, pp, cp, dp, mbs, vpp
+ *    pinned; the planner picks SP, ZeRO and recompute).
  * For each, the prediction is the planner's best layout under those pins. */
 #ifndef TS_PUBLISHED_H
 #define TS_PUBLISHED_H
 
 #include "planner/search.h"
 
-typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP } ts_pub_kind;
+typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP, TS_PUB_NVIDIA_STEP_FP8, TS_PUB_KIND_COUNT } ts_pub_kind;
 
 typedef struct {
     char id[96];

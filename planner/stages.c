@@ -328,6 +328,9 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     double ne = st->params[i], ex = st->expert_params[i];
     double sharded = ne / dpc + ex / edp, whole = ne + ex;
     out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);
+    /* FP8 copies of the weights (program/recipe.h): of every layer held, or under ZeRO-3 of the
+     * gathered layers only (embedding and head counted too: an upper bound). */
+    out->weights += ts_fp8_weight_copy_bytes(pb) * (z >= 3 ? 2.0 * st->max_layer_params : whole);
     out->grads = tr->grad_bytes * (z >= 2 ? sharded : whole);
     out->optimizer = tr->optimizer_bytes * (z >= 1 ? sharded : whole);
     /* Two DP buckets, and under ZeRO-3 the gathered parameters of the layer running and the one

@@ -5,6 +5,8 @@
 
 #include "program/schedule.h"
 
+const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", NULL};
+
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){
         .global_batch = 1024,

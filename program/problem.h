@@ -14,10 +14,19 @@
 #include "models/system.h"
 #include "program/layout.h"
 
+/* How FP8 tensors are scaled (Transformer Engine recipes): delayed scaling (DelayedScaling: the
+ * scale from an amax history), current per-tensor scaling (Float8CurrentScaling: the amax of the
+ * tensor itself, an extra pass) and MXFP8 block scaling (MXFP8BlockScaling: a scale per 32
+ * elements, Blackwell). */
+typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
+extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8"; NULL-terminated */
+
 typedef struct {
     int64_t global_batch;   /* sequences per step */
     int64_t seq;            /* tokens per sequence */
     ts_dtype dtype;         /* compute and activation precision */
+    ts_fp8_recipe fp8_recipe; /* dtype fp8: the scaling recipe (default delayed) */
+    int fp8_attention;      /* dtype fp8: the fused attention runs in FP8 too (default: BF16) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     double weight_bytes;    /* bytes per parameter: weights (2, ZeRO paper's mixed precision) */

@@ -198,6 +198,14 @@ static double act_pass_bytes(const builder *b, int moe) {
     return b->mlp[moe].act_bytes + (b->mlp[moe].shared ? b->mlp[moe].shared_act_bytes : 0);
 }
 
+/* FP8 casts (program/recipe.c) ride in those passes, as Transformer Engine fuses them into the
+ * norm (LayerNormLinear) and the activation: forward, the attention block's inputs in the first
+ * norm, the h→f inputs in the second, the f→h inputs in the activation; backward, the incoming
+ * gradient's in the second norm's, the h→f outputs' in the activation's, the attention block's
+ * in the first norm's. Zero unless fp8. */
+static double norm1_cast(const builder *b) { return b->attn.fp8_cast_bytes[0] + b->attn.fp8_cast_bytes[1]; }
+static double norm1_cast_bwd(const builder *b) { return b->attn.fp8_cast_bwd_bytes; }
+
 static uint32_t run_gemms(builder *b, const ctx *c, const gemm_list *gl, int dir, uint32_t dep) {
     uint32_t last = NO_OP;
     for (int i = 0; i < gl->n; i++) {
@@ -257,13 +265,13 @@ static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
 /* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).
  * Returns the op the next layer waits on (its TP collective or last compute op). */
 static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint32_t dep2) {
-    uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm1_bytes(b), dep, dep2);
+    uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm1_bytes(b) + norm1_cast(b), dep, dep2);
     uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
     x = run_gemms(b, c, &b->qkv, 0, g);
     uint32_t a = attention_fwd(b, c, x);
     x = run_gemms(b, c, &b->proj, 0, a == x ? NO_OP : a);
     uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
-    x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b), t);
+    x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t);
     g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
     int ep = moe && b->l->ep > 1;
     if (ep) {
@@ -271,7 +279,7 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
         g = ep_a2a(b, c, TS_PART_DISPATCH, x);
     }
     x = run_gemms(b, c, ep ? &b->experts_in : &b->fc1[moe], 0, g);
-    x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe), NO_OP);
+    x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bytes[1], NO_OP);
     x = run_gemms(b, c, &b->fc2[moe], 0, NO_OP);
     if (ep) x = ep_a2a(b, c, TS_PART_COMBINE, x);
     t = tp_close(b, c, TS_PART_TP_MLP, x);
@@ -294,11 +302,11 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     /* Under SP each block's saved input is all-gathered again for its weight gradients; that
      * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
      * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
-    uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b), dep, dep2);
+    uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
     uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
     uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
     x = run_gemms(b, c, &b->fc2[moe], 1, in);
-    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe), NO_OP);
+    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bwd_bytes[0], NO_OP);
     if (ep) {
         x = run_gemms(b, c, &b->experts_in, 1, NO_OP);
         x = run_gemms(b, c, &b->router, 1, ep_a2a(b, c, TS_PART_DISPATCH, x));
@@ -307,7 +315,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     }
     uint32_t t = tp_close(b, c, TS_PART_TP_MLP, x);
     if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
-    x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b), t);
+    x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
     x = run_gemms(b, c, &b->proj, 1, NO_OP);
     uint32_t a = attention_bwd(b, c, x);

@@ -30,13 +30,72 @@
  * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP (ring attention, Liu et
  * al. 2023): each rank's K and V block goes around the ring. EP: an all-to-all dispatches
  * T·r·top_k tokens and one combines them. Pipeline: a stage sends T·h/t activations (Megatron's
- * scatter/gather over TP). All activations are 16-bit. */
+ * scatter/gather over TP). All activations are 16-bit.
+ *
+ * FP8 (Transformer Engine; Micikevicius et al. 2022 "FP8 formats for deep learning"; TE's
+ * "Using FP8 with Transformer Engine" and its recipe API). The linear layers' GEMMs run FP8
+ * (ts_gemm_dtype), attention stays BF16. Each FP8 GEMM casts its BF16 input X (m×k) to FP8 in
+ * forward, and in backward the BF16 gradient of its output dY (m×n). Hopper's FP8 GEMMs take only
+ * the TN layout, so each cast also writes the transposed FP8 copy the other GEMM of the backward
+ * needs (Xᵀ for the weight gradient, dYᵀ likewise: TE's fused cast_transpose), with the amax
+ * recorded in the same pass. Bytes per element cast:
+ *   delayed (DelayedScaling; the scale from the amax history): read 2 + write 1 + 1 = 4;
+ *   tensorwise (Float8CurrentScaling; the tensor's own amax first): 2 more to read it, 6;
+ *   mxfp8 (MXFP8BlockScaling; one E8M0 scale per 32 elements, row- and column-wise copies,
+ *     no global amax): 2 + 2·(1 + 1/32) = 4.0625.
+ * So a GEMM adds c·m·k bytes of element-wise work in forward and c·m·n in backward (× count).
+ * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
+ * across micro-batches) and the amax reductions and scale updates (a few floats per tensor) are
+ * below 0.5% of a step and not charged. Memory: the FP8 weight and its transposed copy, 2 bytes
+ * per weight (MXFP8: 2·(1 + 1/32)) beside the 16-bit weights and the fp32 master copy in the
+ * optimizer states (ts_fp8_weight_copy_bytes; planner/stages.c). FP8 parameter gathering
+ * (Megatron's --fp8-param-gather, FP8 primary weights) is not modelled. */
 #include "program/recipe.h"
 
 #include "program/program.h"
 
 static ts_gemm_shape shape(int part, double m, double n, double k, double count) {
     return (ts_gemm_shape){part, m, n, k, count};
+}
+
+ts_dtype ts_gemm_dtype(const ts_problem *pb, int part) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return pb->train.dtype;
+    switch (part) {
+    case TS_PART_QKV:
+    case TS_PART_PROJ:
+    case TS_PART_FC1:
+    case TS_PART_FC2:
+    case TS_PART_EXPERT_FC1:
+    case TS_PART_EXPERT_FC2: return TS_DTYPE_FP8;
+    default: return TS_DTYPE_BF16;
+    }
+}
+
+ts_dtype ts_attention_dtype(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return pb->train.dtype;
+    return pb->train.fp8_attention ? TS_DTYPE_FP8 : TS_DTYPE_BF16;
+}
+
+/* HBM bytes per element an FP8 cast moves under the recipe (formulas above). */
+static double fp8_cast_per_elem(ts_fp8_recipe r) {
+    switch (r) {
+    case TS_FP8_TENSORWISE: return 6.0;
+    case TS_FP8_MXFP8: return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+    default: return 4.0;
+    }
+}
+
+double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return 0;
+    return pb->train.fp8_recipe == TS_FP8_MXFP8 ? 2.0 * (1.0 + 1.0 / 32.0) : 2.0;
+}
+
+/* Adds GEMM g's FP8 casts, forward input and backward output gradient, when it runs FP8. */
+static void add_fp8_casts(const ts_problem *pb, const ts_gemm_shape *g, double *fwd, double *bwd) {
+    if (ts_gemm_dtype(pb, g->part) != TS_DTYPE_FP8) return;
+    double c = fp8_cast_per_elem(pb->train.fp8_recipe);
+    *fwd += c * g->m * g->k * g->count;
+    *bwd += c * g->m * g->n * g->count;
 }
 
 static double tokens_of(const ts_problem *pb, const ts_shard *sh) {
@@ -100,11 +159,21 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     r->scores_av = shape(TS_PART_ATTN, T * ar, r->v_dim, seq, 1);
     r->scores_bytes = 2.0 * (m->dropout ? 6.0 : 3.0) * (T * seq * ar);
     r->kv_block_bytes = 2.0 * T * kv_width;
+    for (int i = 0; i < r->n_qkv; i++) add_fp8_casts(pb, &r->qkv[i], &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes);
+    add_fp8_casts(pb, &r->proj, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes);
 }
 
 /* Bytes of the activation pass over `tokens` tokens of an MLP of f_rank hidden per rank. */
 static double act_pass_bytes(const ts_model *m, double tokens, double f_rank) {
     return 2.0 * (m->activation == TS_ACT_SWIGLU ? 3.0 : 2.0) * tokens * f_rank;
+}
+
+static void mlp_fp8_casts(const ts_problem *pb, ts_mlp_recipe *r) {
+    add_fp8_casts(pb, &r->fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0]);
+    add_fp8_casts(pb, &r->fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1]);
+    if (!r->shared) return;
+    add_fp8_casts(pb, &r->shared_fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0]);
+    add_fp8_casts(pb, &r->shared_fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1]);
 }
 
 void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_recipe *out) {
@@ -123,6 +192,7 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
         out->fc2 = shape(TS_PART_FC2, T, h, fr, 1);
         out->act_bytes = act_pass_bytes(m, T, fr);
         out->matmul_params = mats * h * fr;
+        mlp_fp8_casts(pb, out);
         return;
     }
     const ts_moe *x = &m->moe;
@@ -144,6 +214,7 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
         out->shared_act_bytes = act_pass_bytes(m, T, sr);
         out->matmul_params += mats * h * sr;
     }
+    mlp_fp8_casts(pb, out);
 }
 
 void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out) {

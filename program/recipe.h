@@ -30,6 +30,20 @@ typedef struct {
 
 #define TS_RECIPE_MAX_QKV 4
 
+/* The precision a GEMM of part `part` (ts_part) runs in. Under fp8 the linear layers (QKV, the
+ * output projection, the MLP, the experts and shared experts) run FP8, as Transformer Engine's
+ * Linear / LayerNormLinear / LayerNormMLP / GroupedLinear modules do inside fp8_autocast; the
+ * router, the LM head (Megatron-Core's output layer is not a TE module) and unfused attention's
+ * score GEMMs stay BF16. Other dtypes: the step's dtype. */
+ts_dtype ts_gemm_dtype(const ts_problem *pb, int part);
+/* The fused attention core's precision: BF16 under fp8 (TE's DotProductAttention runs BF16
+ * unless FP8 attention is asked for: train.fp8_attention), else the step's dtype. */
+ts_dtype ts_attention_dtype(const ts_problem *pb);
+/* Bytes per weight of the FP8 copies Transformer Engine keeps beside the 16-bit weights under
+ * fp8 (the FP8 weight and its transpose; MXFP8 row- and column-wise with their scales); 0 unless
+ * fp8. */
+double ts_fp8_weight_copy_bytes(const ts_problem *pb);
+
 /* The attention block: it depends on tp, cp and the micro-batch only. */
 typedef struct {
     double tokens;                         /* T */
@@ -45,6 +59,9 @@ typedef struct {
     double kv_block_bytes;                 /* CP: this rank's K and V block */
     double rotary_bytes;                   /* rotary on q and k (in the first norm's pass) */
     double matmul_params;                  /* GEMM weights this rank multiplies per token */
+    double fp8_cast_bytes[2];              /* FP8 casts in forward: [0] the QKV inputs, [1] the
+                                              projection's input (0 unless fp8; recipe.c) */
+    double fp8_cast_bwd_bytes;             /* FP8 casts of the block's output gradients */
 } ts_attn_recipe;
 
 /* The MLP block (dense) or the experts (MoE), and what a whole layer adds to the attention. */
@@ -61,6 +78,10 @@ typedef struct {
     double tp_bytes;              /* one TP block collective (all-reduce or SP's pair) */
     double a2a_bytes;             /* one EP all-to-all (dispatch or combine) */
     double matmul_params;         /* GEMM weights this rank multiplies per token (active) */
+    double fp8_cast_bytes[2];     /* FP8 casts in forward: [0] the h→f GEMMs' inputs, [1] the
+                                     f→h GEMMs' inputs (0 unless fp8; recipe.c) */
+    double fp8_cast_bwd_bytes[2]; /* FP8 casts in backward of the gradients of [0] the h→f
+                                     outputs, [1] the f→h outputs */
 } ts_mlp_recipe;
 
 void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out);
