@@ -159,6 +159,7 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     r->scores_av = shape(TS_PART_ATTN, T * ar, r->v_dim, seq, 1);
     r->scores_bytes = 2.0 * (m->dropout ? 6.0 : 3.0) * (T * seq * ar);
     r->kv_block_bytes = 2.0 * T * kv_width;
+    if (pb->train.dtype != TS_DTYPE_FP8) return;
     for (int i = 0; i < r->n_qkv; i++) add_fp8_casts(pb, &r->qkv[i], &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes);
     add_fp8_casts(pb, &r->proj, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes);
 }
@@ -169,6 +170,7 @@ static double act_pass_bytes(const ts_model *m, double tokens, double f_rank) {
 }
 
 static void mlp_fp8_casts(const ts_problem *pb, ts_mlp_recipe *r) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return;
     add_fp8_casts(pb, &r->fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0]);
     add_fp8_casts(pb, &r->fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1]);
     if (!r->shared) return;
