@@ -30,6 +30,23 @@ typedef struct {
 
 #define TS_RECIPE_MAX_QKV 4
 
+/* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
+ * (program/coll.h) over the CP group of `bytes` (nccl-tests' size; a ring step's transfer for
+ * TS_COLL_SENDRECV), or none when coll < 0. */
+typedef struct {
+    int coll;
+    double bytes;
+} ts_cp_coll;
+
+/* CP's exchange in one pass (forward, or backward) of the attention. `around[0]` comes before the
+ * core: the ring beside it (ring_steps > 0: ring_steps transfers of `bytes` each, overlapped block
+ * by block with the core's kernels), else exposed, the core waiting on it; `around[1]` after the
+ * core, exposed. */
+typedef struct {
+    int ring_steps;
+    ts_cp_coll around[2];
+} ts_cp_pass;
+
 /* The attention block: it depends on tp, cp and the micro-batch only. */
 typedef struct {
     double tokens;                         /* T */
@@ -39,10 +56,11 @@ typedef struct {
     ts_gemm_shape proj;                    /* heads → h */
     double qk_dim, v_dim;                  /* per-head dims of the core */
     double core_flops;                     /* QKᵀ and AV over the full s² (model FLOPs) */
-    int core_kernels;                      /* the core runs as cp ring-step kernels */
+    int core_kernels;                      /* ring CP: the core runs as cp ring-step kernels */
     ts_gemm_shape scores_qk, scores_av;    /* unfused attention: batched GEMMs over the scores */
     double scores_bytes;                   /* unfused: scores written, soft-maxed, read back */
     double kv_block_bytes;                 /* CP: this rank's K and V block */
+    ts_cp_pass cp_fwd, cp_bwd;             /* CP: the exchange in forward, in backward */
     double rotary_bytes;                   /* rotary on q and k (in the first norm's pass) */
     double matmul_params;                  /* GEMM weights this rank multiplies per token */
 } ts_attn_recipe;
