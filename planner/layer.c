@@ -91,12 +91,13 @@ static double cp_pass_s(const ts_problem *pb, int cp, const ts_cp_pass *c, doubl
     for (int i = 0; i < 2; i++) {
         const ts_cp_coll *x = &c->around[i];
         if (x->coll < 0) continue;
-        if (i > 0 || c->ring_steps == 0) {
+        if (x->steps == 0) {
             t += ts_coll_s(s, (ts_coll)x->coll, cp, x->bytes, link);
-        } else if (pb->train.flash_attention) {
-            t += ts_cp_ring_exposed_s(s, link, c->ring_steps, x->bytes, attn_s);
+        } else if (i == 0 && pb->train.flash_attention) {
+            t += ts_cp_ring_exposed_s(s, link, x->steps, x->step_bytes, attn_s);
         } else {
-            double left = ts_cp_ring_exposed_s(s, link, c->ring_steps, x->bytes, 0) - (s->serial_ops ? 0 : attn_s);
+            double all = ts_cp_ring_exposed_s(s, link, x->steps, x->step_bytes, 0);
+            double left = all - (i == 0 && !s->serial_ops ? attn_s : 0);
             t += left > 0 ? left : 0;
         }
     }

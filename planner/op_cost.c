@@ -3,16 +3,16 @@
 
 #include "planner/cost.h"
 
-/* The CP ring (op->m steps of op->bytes each) beside an attention of op->flops in m + 1 kernels:
+/* Ring CP (op->m steps of op->n bytes each), beside an attention of op->flops in m + 1 kernels:
  * from the attention's start to the ring's end, the attention plus what the ring exposes
- * (cost.h ts_cp_ring_exposed_s); without FLOPs to overlap (unfused attention) or on a serial
- * system, the transfers alone. */
+ * (cost.h ts_cp_ring_exposed_s); without FLOPs to overlap (unfused attention, the accumulators'
+ * hop home) or on a serial system, the transfers alone. */
 static double cp_ring_s(const ts_problem *pb, const ts_op *op, ts_link link) {
     const ts_system *s = &pb->sys;
     int steps = (int)op->m;
-    if (op->flops <= 0 || s->serial_ops) return ts_cp_ring_exposed_s(s, link, steps, op->bytes, 0);
+    if (op->flops <= 0 || s->serial_ops) return ts_cp_ring_exposed_s(s, link, steps, op->n, 0);
     double attn = ts_attention_s(s, pb->train.dtype, op->flops, op->flops / (steps + 1)) * pb->compute_scale;
-    return attn + ts_cp_ring_exposed_s(s, link, steps, op->bytes, attn);
+    return attn + ts_cp_ring_exposed_s(s, link, steps, op->n, attn);
 }
 
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {

@@ -230,17 +230,18 @@ static uint32_t attention_core(builder *b, const ctx *c, uint32_t dep, double fl
     return attn;
 }
 
-/* One CP collective around the attention core (recipe.h ts_cp_pass: i = 0 before, 1 after); the
- * ring beside the core carries its steps and, fused, the FLOPs of the attention it overlaps, by
- * which the planner prices it as it runs (planner/op_cost.h). */
+/* One CP collective around the attention core (recipe.h ts_cp_pass: i = 0 before, 1 after). Ring
+ * CP's carry their steps (m) and step bytes (n), and the ring beside the core, fused, the FLOPs of
+ * the attention it overlaps, by which the planner prices it as it runs (planner/op_cost.h). */
 static uint32_t cp_coll(builder *b, const ctx *c, const ts_cp_pass *p, int i, double flops, uint32_t dep) {
     const ts_cp_coll *x = &p->around[i];
     if (b->l->cp <= 1 || x->coll < 0) return NO_OP;
     ts_op op = {.kind = TS_OP_COLL, .stream = TS_STREAM_TP, .part = TS_PART_CP_RING, .group = TS_GROUP_CP,
                 .coll = (uint8_t)x->coll, .bytes = x->bytes, .peer = -1};
-    if (i == 0 && p->ring_steps > 0) {
-        op.m = p->ring_steps;
-        op.flops = b->flash ? flops : 0;
+    if (x->steps > 0) {
+        op.m = x->steps;
+        op.n = x->step_bytes;
+        op.flops = i == 0 && b->flash ? flops : 0;
     }
     return emit(b, c, op, dep, NO_OP, NO_OP);
 }
@@ -251,7 +252,7 @@ static uint32_t cp_coll(builder *b, const ctx *c, const ts_cp_pass *p, int i, do
  * one after, else the ring, else the core. */
 static uint32_t attention_pass(builder *b, const ctx *c, const ts_cp_pass *p, uint32_t dep, double factor,
                                int passes) {
-    int beside = p->ring_steps > 0;
+    int beside = p->around[0].steps > 0;
     uint32_t before = cp_coll(b, c, p, 0, factor * 0.5 * b->attn.core_flops, dep);
     uint32_t attn = attention_core(b, c, beside || before == NO_OP ? dep : before, factor, passes);
     uint32_t after = cp_coll(b, c, p, 1, 0, attn);

@@ -52,29 +52,30 @@
  *     kernel over the whole sequence on a/cp heads: the same FLOPs per rank. */
 static void cp_passes(const ts_problem *pb, const ts_shard *sh, double qkv_bytes, double out_bytes,
                       ts_attn_recipe *r) {
-    ts_cp_pass none = {0, {{-1, 0}, {-1, 0}}};
+    ts_cp_pass none = {{{-1, 0, 0, 0}, {-1, 0, 0, 0}}};
     r->cp_fwd = r->cp_bwd = none;
     if (sh->cp <= 1) return;
     double B = r->kv_block_bytes, all = sh->cp * B;
     switch (pb->train.cp_kind) {
     case TS_CP_ALLGATHER:
-        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all};
-        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all};
-        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_REDUCE_SCATTER, all};
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, 0, 0};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, 0, 0};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_REDUCE_SCATTER, all, 0, 0};
         break;
     case TS_CP_A2A:
         r->core_kernels = 1;
-        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes};
-        r->cp_fwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes};
-        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes};
-        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes};
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes, 0, 0};
+        r->cp_fwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes, 0, 0};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes, 0, 0};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes, 0, 0};
         break;
     case TS_CP_RING:
     case TS_CP_KIND_COUNT:
-        r->cp_fwd.ring_steps = r->cp_bwd.ring_steps = sh->cp - 1;
-        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_SENDRECV, B};
-        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_SENDRECV, 2.0 * B};
-        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_SENDRECV, B};
+        /* In effect an all-gather of the blocks (forward, and backward with the accumulators)
+         * and a reduce-scatter of dK, dV to their owners, run as ring steps. */
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, sh->cp - 1, B};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, 2.0 * all, sh->cp - 1, 2.0 * B};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_REDUCE_SCATTER, all, 1, B};
         break;
     }
 }

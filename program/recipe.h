@@ -31,19 +31,21 @@ typedef struct {
 #define TS_RECIPE_MAX_QKV 4
 
 /* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
- * (program/coll.h) over the CP group of `bytes` (nccl-tests' size; a ring step's transfer for
- * TS_COLL_SENDRECV), or none when coll < 0. */
+ * (program/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
+ * steps > 0 it runs as ring CP runs it, `steps` point-to-point transfers of `step_bytes` each to
+ * the next rank of the ring, not as NCCL's collective. */
 typedef struct {
     int coll;
     double bytes;
+    int steps;
+    double step_bytes;
 } ts_cp_coll;
 
 /* CP's exchange in one pass (forward, or backward) of the attention. `around[0]` comes before the
- * core: the ring beside it (ring_steps > 0: ring_steps transfers of `bytes` each, overlapped block
- * by block with the core's kernels), else exposed, the core waiting on it; `around[1]` after the
- * core, exposed. */
+ * core: with ring steps it runs beside the core, each step overlapped with the kernel of the
+ * block in flight; else it is exposed, the core waiting on it. `around[1]` follows the core,
+ * exposed. */
 typedef struct {
-    int ring_steps;
     ts_cp_coll around[2];
 } ts_cp_pass;
 
