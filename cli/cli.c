@@ -117,6 +117,10 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
+    case CLI_OPT_CP_KIND:
+        a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
+        a->given = "--cp-kind";
+        break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     default: return 0;
@@ -156,6 +160,8 @@ void cli_problem_help(void) {
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
+           "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
+           "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
 }

@@ -69,6 +69,14 @@ static void load_plan(const char *cmd, const char *plan, int index, ts_run_opts 
     if (st != TS_OK && ts_runtime_under_mpi()) rank_fail(st);
     if (st != TS_OK) cli_fail(cmd, st);
     if (index > n_layouts) cli_usage_error(cmd, "--index: %s holds %d layouts, got %d", plan, n_layouts, index);
+    /* The executor's CP is ring attention (exec/trainer_ops.c); the other kinds are priced only. */
+    if (o->pb.train.cp_kind != TS_CP_RING) {
+        st = TS_FAIL(TS_ERR_INPUT, "%s: $.request.cp_kind: expected \"ring\" (the executor trains ring "
+                     "attention only), got \"%s\"", plan, ts_cp_kind_names[o->pb.train.cp_kind]);
+        free(layouts);
+        if (ts_runtime_under_mpi()) rank_fail(st);
+        cli_fail(cmd, st);
+    }
     o->plan = plan;
     o->index = index - 1;
     o->layout = layouts[index - 1];

@@ -28,6 +28,7 @@ static void help(void) {
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
+           "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"

@@ -109,3 +109,10 @@ double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link lin
     }
     return 0;
 }
+
+double ts_cp_ring_exposed_s(const ts_system *s, ts_link link, int steps, double step_bytes, double attn_s) {
+    if (steps <= 0) return 0;
+    double xfer = ts_coll_s(s, TS_COLL_SENDRECV, 2, step_bytes, link);
+    double block = s->serial_ops ? 0 : attn_s / (steps + 1);
+    return steps * (xfer > block ? xfer - block : 0);
+}

@@ -67,4 +67,13 @@ double ts_link_latency_s(const ts_system *s, ts_link link);
 /* Seconds for collective `c` of `bytes` (nccl-tests' size: the full buffer) over `n` ranks. */
 double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link);
 
+/* Ring context parallelism as it runs (ring attention, Liu et al. 2023; Megatron-LM's CP): the
+ * attention of `attn_s` runs as steps + 1 kernels of equal work (load-balanced causal chunks,
+ * program/recipe.c), and beside each but the last the next block, `step_bytes`, is passed to the
+ * next rank over `link`. Kernel i + 1 starts when both kernel i and its block are done, so each
+ * of the `steps` steps is exposed by max(0, transfer − attn_s / (steps + 1)), latency included:
+ * the seconds the ring adds to the attention. With attn_s = 0 (nothing to overlap) or on a system
+ * that runs one op at a time (serial_ops), every transfer is exposed. */
+double ts_cp_ring_exposed_s(const ts_system *s, ts_link link, int steps, double step_bytes, double attn_s);
+
 #endif

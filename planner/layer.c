@@ -6,8 +6,8 @@
  * "backward pass 2× forward") and 2.5× the fused attention (FlashAttention-2's backward runs 5
  * GEMMs to the forward's 2, Dao 2023 §3.1). TP: 2 block collectives in forward and 2 in backward,
  * the backward ones overlapped with weight-gradient GEMMs; full recompute repeats the forward
- * two. CP: cp-1 exchanges of this rank's K and V blocks per pass, hidden behind the attention of
- * the block in flight. EP: dispatch and combine in forward and again in backward.
+ * two. CP: the exchange of its kind (program/recipe.c), the ring's steps exposed where a block's
+ * transfer outlasts the attention of the block in flight. EP: dispatch and combine in forward and again in backward.
  *
  * Activation memory follows Korthikanti et al. 2022 §4 (Table 2), generalised to GQA and gated
  * MLPs: per layer s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes with TP, everything /t with SP, the 5as/h
@@ -46,6 +46,8 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     p->v_dim = r->v_dim;
     p->core_flops = r->core_flops;
     p->kv_block_bytes = r->kv_block_bytes;
+    p->cp_fwd = r->cp_fwd;
+    p->cp_bwd = r->cp_bwd;
     for (int i = 0; i < r->n_qkv; i++) p->gemm_s += gemm_s(pb, &r->qkv[i]);
     p->gemm_s += gemm_s(pb, &r->proj);
     p->matmul_params_rank += r->matmul_params;
@@ -83,6 +85,29 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
         p->elem_bytes += r->shared_act_bytes;
     }
     p->wgrad_s += p->gemm_s - before;
+}
+
+/* CP's exchange in one pass beside an attention core of attn_s (program/recipe.h ts_cp_pass): the
+ * ring's exposed steps (cost.h ts_cp_ring_exposed_s; unfused attention, whose kernels the ring
+ * does not pace, hides the ring's transfers behind the whole core), then the exposed collectives,
+ * as the simulator runs the step program's ops (planner/op_cost.c). */
+static double cp_pass_s(const ts_problem *pb, int cp, const ts_cp_pass *c, double attn_s, ts_link link) {
+    const ts_system *s = &pb->sys;
+    double t = 0;
+    for (int i = 0; i < 2; i++) {
+        const ts_cp_coll *x = &c->around[i];
+        if (x->coll < 0) continue;
+        if (x->steps == 0) {
+            t += ts_coll_s(s, (ts_coll)x->coll, cp, x->bytes, link);
+        } else if (i == 0 && pb->train.flash_attention) {
+            t += ts_cp_ring_exposed_s(s, link, x->steps, x->step_bytes, attn_s);
+        } else {
+            double all = ts_cp_ring_exposed_s(s, link, x->steps, x->step_bytes, 0);
+            double left = all - (i == 0 && !s->serial_ops ? attn_s : 0);
+            t += left > 0 ? left : 0;
+        }
+    }
+    return t;
 }
 
 /* What a layer costs whatever its recompute policy: compute times, the one-collective times and
@@ -149,15 +174,12 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         out->tp_close_s = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
         out->tp_one_s = out->tp_close_s + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
     }
-    /* CP: ring of cp-1 K/V block exchanges in forward, twice that (dK, dV) in backward; each
-     * step hides behind the attention of the block it overlaps. */
+    /* CP (program/recipe.c): the ring exposed step by step where a block's transfer outlasts the
+     * attention of the block in flight; the all-gather and all-to-all kinds' collectives whole. */
     if (sh->cp > 1) {
         ts_link link = ts_group_link(s, sh->tp, sh->cp);
-        double ring = (sh->cp - 1) * ts_coll_s(s, TS_COLL_SENDRECV, 2, ar_->kv_block_bytes, link);
-        double hide_fwd = s->serial_ops ? 0 : p.attn_fwd_s, hide_bwd = s->serial_ops ? 0 : p.attn_bwd_s;
-        double fwd = ring - hide_fwd, bwd = 2.0 * ring - hide_bwd;
-        out->cp_fwd_s = fwd > 0 ? fwd : 0;
-        out->cp_bwd_s = bwd > 0 ? bwd : 0;
+        out->cp_fwd_s = cp_pass_s(pb, sh->cp, &ar_->cp_fwd, p.attn_fwd_s, link);
+        out->cp_bwd_s = cp_pass_s(pb, sh->cp, &ar_->cp_bwd, p.attn_bwd_s, link);
     }
     /* EP: dispatch + combine all-to-all (each pass: forward, backward, recompute). */
     if (moe && sh->ep > 1) {
@@ -230,7 +252,8 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
          * all-gathers feed the later W and stay hidden. */
         out->tp_split_w_s = (fwd_count * one + 2.0 * p->tp_close_s) * (1.0 - s->tp_comm_overlap);
     }
-    if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (full ? p->cp_fwd_s : 0);
+    /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
+    if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
     out->ep_s = (full ? 6.0 : 4.0) * p->a2a_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;

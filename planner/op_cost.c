@@ -4,6 +4,18 @@
 #include "planner/cost.h"
 #include "program/recipe.h"
 
+/* Ring CP (op->m steps of op->n bytes each), beside an attention of op->flops in m + 1 kernels:
+ * from the attention's start to the ring's end, the attention plus what the ring exposes
+ * (cost.h ts_cp_ring_exposed_s); without FLOPs to overlap (unfused attention, the accumulators'
+ * hop home) or on a serial system, the transfers alone. */
+static double cp_ring_s(const ts_problem *pb, const ts_op *op, ts_link link) {
+    const ts_system *s = &pb->sys;
+    int steps = (int)op->m;
+    if (op->flops <= 0 || s->serial_ops) return ts_cp_ring_exposed_s(s, link, steps, op->n, 0);
+    double attn = ts_attention_s(s, pb->train.dtype, op->flops, op->flops / (steps + 1)) * pb->compute_scale;
+    return attn + ts_cp_ring_exposed_s(s, link, steps, op->n, attn);
+}
+
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     const ts_system *s = &pb->sys;
     switch ((ts_op_kind)op->kind) {
@@ -22,7 +34,9 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         ts_group g = (ts_group)op->group;
         int n = ts_group_size(l, g);
         if (n <= 1) return 0;
-        double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, ts_group_link(s, ts_group_stride(l, g), n));
+        ts_link link = ts_group_link(s, ts_group_stride(l, g), n);
+        if (op->m > 0) return cp_ring_s(pb, op, link);
+        double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, link);
         /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
          * Engine's userbuffers) is hidden at that fraction, as in the closed form. */
         return g == TS_GROUP_TP ? t * (1.0 - s->tp_comm_overlap) : t;

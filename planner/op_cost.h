@@ -1,7 +1,8 @@
 /* The price of one step-program op on a system: seconds it takes alone (no contention; compute
  * with a core to itself, before CPU ranks share their node's cores, sim/cores.h), from
  * planner/cost.h: GEMM roofline, attention, memory-bound kernels, collectives by the link their
- * group crosses in the rank order. The simulator costs every op with it; calibration compares
+ * group crosses in the rank order; the CP ring (a collective with m > 0 steps, program.h) as it runs
+ * beside its attention. The simulator costs every op with it; calibration compares
  * measured ops with it. */
 #ifndef TS_OP_COST_H
 #define TS_OP_COST_H

@@ -99,6 +99,9 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     }
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "flash_attention", pb->train.flash_attention), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "tp_across_nodes", pb->train.tp_across_nodes), res, fail);
+    /* Written only when not the default, so plans made before the option read as they did. */
+    if (pb->train.cp_kind != TS_CP_RING)
+        TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cp_kind", ts_cp_kind_names[pb->train.cp_kind]), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fix", fix ? fix : ""), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "top", opts->top_k), res, fail);
@@ -183,7 +186,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
     int64_t gpus, dtype;
-    int flash, across, dt, fp8_recipe, fp8_attention;
+    int flash, across, dt, fp8_recipe, fp8_attention, cp_kind;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "global_batch", 1, 1, 1 << 30, 0, &t.global_batch), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "seq", 1, 1, 1LL << 27, 0, &t.seq), res, exit);
@@ -192,12 +195,14 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
+    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind), res, exit);
     dtype = dt;
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.fp8_recipe = (ts_fp8_recipe)fp8_recipe;
     t.fp8_attention = fp8_attention;
     t.flash_attention = flash;
     t.tp_across_nodes = across;
+    t.cp_kind = (ts_cp_kind)cp_kind;
     /* ts_problem_init checks these too, but names the command-line flags. */
     if (t.seq > m.max_seq) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.seq: expected an integer in [1, %lld] "

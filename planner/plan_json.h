@@ -2,7 +2,7 @@
  *
  *   {"tessera": "plan", "version": 1,
  *    "request": {"model","system","gpus","global_batch","seq","dtype","flash_attention",
- *                "tp_across_nodes","objective","fix","top"},
+ *                "tp_across_nodes","cp_kind" (only when not "ring"),"objective","fix","top"},
  *    "model": {...models/llm schema...}, "system": {...models/systems schema...},
  *    "searched", "evaluated", "feasible", "search_s", "usable_bytes",
  *    "layouts": [{"rank","layout","dp","tp","pp","cp","ep","sp","zero","mbs","microbatches",

@@ -6,6 +6,7 @@
 #include "program/schedule.h"
 
 const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", NULL};
+const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){
@@ -14,6 +15,7 @@ void ts_train_defaults(ts_train *t) {
         .dtype = TS_DTYPE_BF16,
         .flash_attention = 1,
         .tp_across_nodes = 0,
+        .cp_kind = TS_CP_RING,
         .weight_bytes = 2,
         .grad_bytes = 2,
         .optimizer_bytes = 12,
@@ -72,6 +74,9 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
     if (l->cp > 1 && pb->train.seq % (2 * l->cp) != 0)
         INVALID("cp=%d needs seq %lld divisible by 2·cp (load-balanced causal split)",
                  l->cp, (long long)pb->train.seq);
+    if (l->cp > 1 && pb->train.cp_kind == TS_CP_A2A && m->heads % (l->tp * l->cp) != 0)
+        INVALID("cp=%d with --cp-kind a2a needs tp·cp = %d to divide %d attention heads", l->cp,
+                 l->tp * l->cp, m->heads);
     if (m->moe.experts == 0 && l->ep != 1)
         INVALID("ep=%d on a dense model", l->ep);
     if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)

@@ -21,6 +21,16 @@
 typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
 extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8"; NULL-terminated */
 
+/* How context parallelism exchanges the attention's inputs (the recipe's CP block, recipe.c):
+ * ring  K/V blocks passed around the CP ring beside the attention (ring attention, Liu et al.
+ *       2023; Megatron-LM's context parallelism, cp_comm_type=p2p);
+ * allgather  K/V all-gathered before the attention, dK/dV reduce-scattered after it (Llama 3
+ *       §3.3.2; Transformer Engine's cp_comm_type=all_gather);
+ * a2a   Ulysses: Q, K, V all-to-all from sequence to head sharding before the attention and the
+ *       output back after it (DeepSpeed-Ulysses, Jacobs et al. 2023); heads must divide by tp·cp. */
+typedef enum { TS_CP_RING, TS_CP_ALLGATHER, TS_CP_A2A, TS_CP_KIND_COUNT } ts_cp_kind;
+extern const char *const ts_cp_kind_names[]; /* "ring", "allgather", "a2a"; NULL-terminated */
+
 typedef struct {
     int64_t global_batch;   /* sequences per step */
     int64_t seq;            /* tokens per sequence */
@@ -29,6 +39,7 @@ typedef struct {
     int fp8_attention;      /* dtype fp8: the fused attention runs in FP8 too (default: BF16) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
+    ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */
     double weight_bytes;    /* bytes per parameter: weights (2, ZeRO paper's mixed precision) */
     double grad_bytes;      /* gradients (2) */
     double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */
@@ -36,7 +47,7 @@ typedef struct {
     double activation_scale; /* activation bytes relative to 16-bit ones (fp32: 2) */
 } ts_train;
 
-/* Defaults: global batch 1024, seq 4096, bf16, flash attention, TP inside a node, 2+2+12
+/* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
  * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
  * CLI lowers its default seq to max_seq.) */
 void ts_train_defaults(ts_train *t);

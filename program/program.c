@@ -6,7 +6,7 @@
  * hidden, t TP, r = 1/t under SP else 1.
  *
  *   forward of a layer   NORM1 (norm, bias-dropout-add, rotary) [SP: all-gather] QKV ATTN
- *                        [CP: all-gather of K,V beside ATTN] PROJ, TP all-reduce (SP:
+ *                        [CP: the ring beside ATTN, or its collectives around it] PROJ, TP all-reduce (SP:
  *                        reduce-scatter) of T·h, NORM2 [SP: all-gather] FC1 ACT FC2, TP
  *                        all-reduce / reduce-scatter; MoE: ROUTER, EP all-to-all DISPATCH,
  *                        EXPERT_FC1 ACT FC2 (all local experts in one op), shared experts as
@@ -238,28 +238,48 @@ static uint32_t attention_core(builder *b, const ctx *c, uint32_t dep, double fl
     return attn;
 }
 
-/* The CP ring beside the attention: every rank's K and V block gathered (or, backward, their
- * gradients reduce-scattered back to their owners). */
-static uint32_t cp_ring(builder *b, const ctx *c, ts_coll kind, uint32_t dep) {
-    if (b->l->cp <= 1) return NO_OP;
-    return coll(b, c, TS_PART_CP_RING, TS_STREAM_TP, TS_GROUP_CP, kind, b->l->cp * b->attn.kv_block_bytes, dep);
+/* One CP collective around the attention core (recipe.h ts_cp_pass: i = 0 before, 1 after). Ring
+ * CP's carry their steps (m) and step bytes (n), and the ring beside the core, fused, the FLOPs of
+ * the attention it overlaps, by which the planner prices it as it runs (planner/op_cost.h). */
+static uint32_t cp_coll(builder *b, const ctx *c, const ts_cp_pass *p, int i, double flops, uint32_t dep) {
+    const ts_cp_coll *x = &p->around[i];
+    if (b->l->cp <= 1 || x->coll < 0) return NO_OP;
+    ts_op op = {.kind = TS_OP_COLL, .stream = TS_STREAM_TP, .part = TS_PART_CP_RING, .group = TS_GROUP_CP,
+                .coll = (uint8_t)x->coll, .bytes = x->bytes, .peer = -1};
+    if (x->steps > 0) {
+        op.m = x->steps;
+        op.n = x->step_bytes;
+        op.flops = i == 0 && b->flash ? flops : 0;
+    }
+    return emit(b, c, op, dep, NO_OP, NO_OP);
 }
 
-/* The attention core forward (and its CP ring beside it); returns the op the next GEMM waits on. */
+/* The attention core of one pass (`factor` times the forward's FLOPs, `passes` unfused rounds)
+ * with CP's exchange around it: the ring beside the core, or a collective the core waits on
+ * (all-gather, all-to-all), then one after the core. Returns the op the next GEMM waits on: the
+ * one after, else the ring, else the core. */
+static uint32_t attention_pass(builder *b, const ctx *c, const ts_cp_pass *p, uint32_t dep, double factor,
+                               int passes) {
+    int beside = p->around[0].steps > 0;
+    uint32_t before = cp_coll(b, c, p, 0, factor * 0.5 * b->attn.core_flops, dep);
+    uint32_t attn = attention_core(b, c, beside || before == NO_OP ? dep : before, factor, passes);
+    uint32_t after = cp_coll(b, c, p, 1, 0, attn);
+    if (after != NO_OP) return after;
+    return beside && before != NO_OP ? before : attn;
+}
+
+/* The attention core forward (and CP's exchange around it); returns the op the next GEMM waits
+ * on. */
 static uint32_t attention_fwd(builder *b, const ctx *c, uint32_t dep) {
-    uint32_t ring = cp_ring(b, c, TS_COLL_ALLGATHER, dep);
-    uint32_t attn = attention_core(b, c, dep, 1.0, 1);
-    return ring != NO_OP ? ring : attn;
+    return attention_pass(b, c, &b->attn.cp_fwd, dep, 1.0, 1);
 }
 
 /* The backward: 2.5× the fused forward (FlashAttention-2, Dao 2023 §3.1), or the unfused
- * forward twice. CP: K and V come around the ring again beside it; their gradients go back to
- * their owners once it has produced them. */
+ * forward twice. CP: ring, K and V come around again beside it with their gradients' accumulator,
+ * which takes one hop home after it; all-gather, K and V gathered again before it and dK, dV
+ * reduce-scattered after it; a2a, dO in and dQ, dK, dV out. */
 static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
-    cp_ring(b, c, TS_COLL_ALLGATHER, dep);
-    uint32_t attn = attention_core(b, c, dep, 2.5, 2);
-    uint32_t ring = cp_ring(b, c, TS_COLL_REDUCE_SCATTER, attn);
-    return ring != NO_OP ? ring : attn;
+    return attention_pass(b, c, &b->attn.cp_bwd, dep, 2.5, 2);
 }
 
 /* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).

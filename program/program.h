@@ -83,8 +83,9 @@ typedef struct {
     int32_t peer;   /* SEND/RECV: the other stage */
     uint32_t dep0;  /* dependencies: deps[dep0 .. dep0+ndeps) of the stage program */
     uint32_t ndeps;
-    double m, n, k; /* GEMM shape; `count` GEMMs of it (experts) in `flops` */
-    double flops;   /* GEMM and attention FLOPs */
+    double m, n, k; /* GEMM shape; `count` GEMMs of it (experts) in `flops`; ATTENTION: m
+                       kernels; COLL: m > 0 ring CP's steps of n bytes (recipe.h ts_cp_coll) */
+    double flops;   /* GEMM and attention FLOPs; the CP ring: the attention's it runs beside */
     double bytes;   /* element-wise/optimizer HBM bytes; COLL/SEND/RECV message bytes */
 } ts_op;
 

@@ -27,8 +27,7 @@
  * as Gemma 2's do); the unfused kernels' s×s scores are computed whole, masked or not.
  *
  * Collectives. TP (Megatron, Shoeybi et al. 2019): a block closes with an all-reduce of T·h
- * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP (ring attention, Liu et
- * al. 2023): each rank's K and V block goes around the ring. EP: an all-to-all dispatches
+ * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP: see below. EP: an all-to-all dispatches
  * T·r·top_k tokens and one combines them. Pipeline: a stage sends T·h/t activations (Megatron's
  * scatter/gather over TP). All activations are 16-bit.
  *
@@ -53,6 +52,52 @@
 #include "program/recipe.h"
 
 #include "program/program.h"
+
+/* Context parallelism. Every kind splits each sequence into 2·cp chunks and gives rank i chunks i
+ * and 2·cp−1−i (load-balanced causal chunking: Megatron-LM's context parallelism docs; Llama 3
+ * §3.3.2), so every rank holds T = b·s/cp tokens and does the same causal attention work, and
+ * every step of a ring the same T²/2 query-key pairs. B is one rank's K and V block, 2·T·(2·g·d)
+ * bytes (MLA: its full per-head K and V).
+ *   ring (ring attention, Liu et al. 2023; Megatron-LM cp_comm_type=p2p): the core runs as cp
+ *     kernels, the local block first, and beside each kernel the next block arrives from the
+ *     previous rank: forward cp−1 transfers of B; backward cp−1 transfers of B and the dK/dV
+ *     accumulator (2B), then one exposed hop of the accumulator (B) home. A step is exposed by
+ *     max(0, transfer − the attention of the block in flight) (planner/cost.h ts_cp_ring_exposed_s).
+ *   allgather (Llama 3 §3.3.2): K, V all-gathered (cp·B) before the core, exposed; backward
+ *     gathers them again (they are not kept) and reduce-scatters dK, dV (cp·B) after the core.
+ *   a2a (DeepSpeed-Ulysses, Jacobs et al. 2023): Q, K, V go from sequence to head sharding by an
+ *     all-to-all of 2·T·(a+2g)·d bytes before the core, the output back by one of 2·T·a·d after
+ *     it; backward the same in reverse (dO before, dQ, dK, dV after). The core then runs as one
+ *     kernel over the whole sequence on a/cp heads: the same FLOPs per rank. */
+static void cp_passes(const ts_problem *pb, const ts_shard *sh, double qkv_bytes, double out_bytes,
+                      ts_attn_recipe *r) {
+    ts_cp_pass none = {{{-1, 0, 0, 0}, {-1, 0, 0, 0}}};
+    r->cp_fwd = r->cp_bwd = none;
+    if (sh->cp <= 1) return;
+    double B = r->kv_block_bytes, all = sh->cp * B;
+    switch (pb->train.cp_kind) {
+    case TS_CP_ALLGATHER:
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, 0, 0};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, 0, 0};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_REDUCE_SCATTER, all, 0, 0};
+        break;
+    case TS_CP_A2A:
+        r->core_kernels = 1;
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes, 0, 0};
+        r->cp_fwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes, 0, 0};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLTOALL, out_bytes, 0, 0};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_ALLTOALL, qkv_bytes, 0, 0};
+        break;
+    case TS_CP_RING:
+    case TS_CP_KIND_COUNT:
+        /* In effect an all-gather of the blocks (forward, and backward with the accumulators)
+         * and a reduce-scatter of dK, dV to their owners, run as ring steps. */
+        r->cp_fwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, all, sh->cp - 1, B};
+        r->cp_bwd.around[0] = (ts_cp_coll){TS_COLL_ALLGATHER, 2.0 * all, sh->cp - 1, 2.0 * B};
+        r->cp_bwd.around[1] = (ts_cp_coll){TS_COLL_REDUCE_SCATTER, all, 1, B};
+        break;
+    }
+}
 
 static ts_gemm_shape shape(int part, double m, double n, double k, double count) {
     return (ts_gemm_shape){part, m, n, k, count};
@@ -137,10 +182,11 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     double ar = (double)m->heads / sh->tp, gr = m->kv_heads >= sh->tp ? (double)m->kv_heads / sh->tp : 1.0;
     ts_attn_recipe *r = out;
     *r = (ts_attn_recipe){.tokens = T, .q_heads = ar, .kv_heads = gr, .core_kernels = sh->cp};
-    double kv_width;
+    double kv_width, qkv_width;
     if (m->mla.kv_lora_rank > 0) {
         mla_gemms(m, T, ar, r);
         kv_width = ar * (r->qk_dim + r->v_dim);
+        qkv_width = ar * (2.0 * r->qk_dim + r->v_dim);
     } else {
         double d = m->head_dim;
         r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, (ar + 2 * gr) * d, h, 1);
@@ -148,6 +194,7 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
         r->qk_dim = r->v_dim = d;
         r->rotary_bytes = 2.0 * 2.0 * T * (ar + gr) * d;
         kv_width = 2.0 * gr * d;
+        qkv_width = (ar + 2.0 * gr) * d;
     }
     for (int i = 0; i < r->n_qkv; i++) r->matmul_params += r->qkv[i].n * r->qkv[i].k;
     r->matmul_params += r->proj.n * r->proj.k;
@@ -159,6 +206,7 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     r->scores_av = shape(TS_PART_ATTN, T * ar, r->v_dim, seq, 1);
     r->scores_bytes = 2.0 * (m->dropout ? 6.0 : 3.0) * (T * seq * ar);
     r->kv_block_bytes = 2.0 * T * kv_width;
+    cp_passes(pb, sh, 2.0 * T * qkv_width, 2.0 * T * ar * r->v_dim, r);
     if (pb->train.dtype != TS_DTYPE_FP8) return;
     for (int i = 0; i < r->n_qkv; i++) add_fp8_casts(pb, &r->qkv[i], &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes);
     add_fp8_casts(pb, &r->proj, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes);

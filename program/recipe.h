@@ -44,6 +44,25 @@ ts_dtype ts_attention_dtype(const ts_problem *pb);
  * fp8. */
 double ts_fp8_weight_copy_bytes(const ts_problem *pb);
 
+/* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
+ * (program/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
+ * steps > 0 it runs as ring CP runs it, `steps` point-to-point transfers of `step_bytes` each to
+ * the next rank of the ring, not as NCCL's collective. */
+typedef struct {
+    int coll;
+    double bytes;
+    int steps;
+    double step_bytes;
+} ts_cp_coll;
+
+/* CP's exchange in one pass (forward, or backward) of the attention. `around[0]` comes before the
+ * core: with ring steps it runs beside the core, each step overlapped with the kernel of the
+ * block in flight; else it is exposed, the core waiting on it. `around[1]` follows the core,
+ * exposed. */
+typedef struct {
+    ts_cp_coll around[2];
+} ts_cp_pass;
+
 /* The attention block: it depends on tp, cp and the micro-batch only. */
 typedef struct {
     double tokens;                         /* T */
@@ -53,10 +72,11 @@ typedef struct {
     ts_gemm_shape proj;                    /* heads → h */
     double qk_dim, v_dim;                  /* per-head dims of the core */
     double core_flops;                     /* QKᵀ and AV over the full s² (model FLOPs) */
-    int core_kernels;                      /* the core runs as cp ring-step kernels */
+    int core_kernels;                      /* ring CP: the core runs as cp ring-step kernels */
     ts_gemm_shape scores_qk, scores_av;    /* unfused attention: batched GEMMs over the scores */
     double scores_bytes;                   /* unfused: scores written, soft-maxed, read back */
     double kv_block_bytes;                 /* CP: this rank's K and V block */
+    ts_cp_pass cp_fwd, cp_bwd;             /* CP: the exchange in forward, in backward */
     double rotary_bytes;                   /* rotary on q and k (in the first norm's pass) */
     double matmul_params;                  /* GEMM weights this rank multiplies per token */
     double fp8_cast_bytes[2];              /* FP8 casts in forward: [0] the QKV inputs, [1] the

@@ -182,10 +182,11 @@ fail:
 }
 
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
-    fprintf(f, "# tessera sweep: %s, batch %lld × %lld tokens, %s%s%s%s; systems:", spec->model.name,
+    int cp = spec->train.cp_kind != TS_CP_RING;
+    fprintf(f, "# tessera sweep: %s, batch %lld × %lld tokens, %s%s%s%s%s%s; systems:", spec->model.name,
             (long long)spec->train.global_batch, (long long)spec->train.seq, ts_dtype_names[spec->train.dtype],
-            spec->train.flash_attention ? ", flash attention" : "", spec->fix ? ", fix " : "",
-            spec->fix ? spec->fix : "");
+            spec->train.flash_attention ? ", flash attention" : "", cp ? ", CP " : "",
+            cp ? ts_cp_kind_names[spec->train.cp_kind] : "", spec->fix ? ", fix " : "", spec->fix ? spec->fix : "");
     for (int s = 0; s < spec->n_systems; s++) fprintf(f, " %s", spec->systems[s].name);
     fprintf(f, "\n# best layout per (GPUs, system) by step time; cost at %.2f USD per GPU-hour%s\n",
             spec->price_per_gpu_hour, spec->price_is_default ? " (default; set it with --price)" : "");

@@ -29,7 +29,8 @@
  * collective's ring) or one direction (a transfer: out at the sender, in at the receiver) of the
  * link its group crosses (ts_group_link). The latency part comes from the cost function itself:
  * ts_coll_s is affine in the bytes (volume / bus bandwidth + latency terms, cost.h), so
- * latency = 2·c(B) − c(2B).
+ * latency = 2·c(B) − c(2B). Ring CP's steps beside the attention (planner/op_cost.h) run as a
+ * fixed span of their cost, sharing no link.
  *
  * Statistics of a stage come from its first simulated rank: busy = compute-stream time (an
  * in-order stream, so its spans are disjoint), exposed communication = the union of its
@@ -142,8 +143,11 @@ static inline void span_start(const sim_rank *R, int i, double t_s) {
 /* The latency part of a COLL or SEND's cost: c(B) = a·B + latency, so latency = 2c(B) − c(2B). */
 static double latency_s(const ts_problem *pb, const ts_layout *l, const ts_op *op, double cost) {
     if (cost <= 0) return 0;
+    /* Ring CP's steps paced by the attention beside them (op_cost.h) are a fixed span: no flow. */
+    if (op->kind == TS_OP_COLL && op->flops > 0) return cost;
     ts_op twice = *op;
     twice.bytes = 2.0 * op->bytes;
+    twice.n = 2.0 * op->n; /* ring CP's step bytes */
     double lat = 2.0 * cost - ts_op_cost_s(pb, l, &twice);
     return lat < 0 ? 0 : lat > cost ? cost : lat;
 }

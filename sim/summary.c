@@ -63,10 +63,11 @@ ts_status ts_sim_summary_print(FILE *f, const ts_problem *pb, const ts_program *
     const ts_system *s = &pb->sys;
     char layout[256];
     ts_layout_format(&prog->layout, layout, sizeof layout);
-    fprintf(f, "# tessera sim: %s on %d × %s (%s), batch %lld × %lld tokens, %s%s\n", pb->model.name,
+    fprintf(f, "# tessera sim: %s on %d × %s (%s), batch %lld × %lld tokens, %s%s%s%s\n", pb->model.name,
             pb->gpus, s->name, s->gpu_name, (long long)pb->train.global_batch,
             (long long)pb->train.seq, ts_dtype_names[pb->train.dtype],
-            pb->train.flash_attention ? ", flash attention" : "");
+            pb->train.flash_attention ? ", flash attention" : "", pb->train.cp_kind != TS_CP_RING ? ", CP " : "",
+            pb->train.cp_kind != TS_CP_RING ? ts_cp_kind_names[pb->train.cp_kind] : "");
     fprintf(f, "# layout: %s (%d micro-batch%s, %lld ops per step)\n", layout,
             prog->layout.microbatches, prog->layout.microbatches == 1 ? "" : "es",
             (long long)prog->total_ops);

@@ -243,6 +243,25 @@ Test(cli, run_help_on_stdout) {
     expect_help("run", "usage: tessera run --plan plan.json", flags, sizeof flags / sizeof flags[0]);
 }
 
+/* A plan made for all-gather CP carries its kind; `run` trains ring attention only and says so
+ * in one line, exit 2, before any rank starts. */
+Test(cli, run_refuses_a_cp_kind_other_than_ring) {
+    char *tmp = make_temp_dir();
+    char plan[4200];
+    snprintf(plan, sizeof plan, "%s/plan.json", tmp);
+    cli_result r = run_cli("plan", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "4", "--global-batch",
+                           "8", "--seq", "128", "--dtype", "fp32", "--fix", "tp=1,cp=2,pp=1", "--cp-kind",
+                           "allgather", "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "plan: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    r = run_cli("run", "--plan", plan, NULL);
+    cr_expect_eq(r.status, 2, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect_eq(count_lines(r.err), 1, "stderr must be one line:\n%s", r.err);
+    cr_expect(strstr(r.err, "$.request.cp_kind: expected \"ring\"") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    remove_dir(tmp);
+}
+
 /* Every file in <data>/<folder> appears as a row "  NAME ..." of `tessera cmd`. */
 static void expect_zoo_listed(const char *cmd, const char *folder, const char *must) {
     cli_result r = run_cli(cmd, NULL);

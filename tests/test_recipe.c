@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "planner/cost.h"
+#include "planner/layer.h"
 #include "program/recipe.h"
 #include "tests/helpers.h"
 
@@ -63,4 +65,68 @@ Test(recipe, llama2_7b_sizes) {
     cr_expect_eq(mlp.fc1.n, 11008.0, "the h→f side sharded over TP");
     ts_attn_recipe_of(&pb, &sh, &a);
     cr_expect_eq(a.q_heads, 16);
+}
+
+/* The CP block of each kind (recipe.c, "Context parallelism"): Llama-3-70B at 4K tokens, tp=8,
+ * cp=2: T = 2048 tokens, one kv head per TP rank, B = 2·T·(2·1·128) bytes. */
+Test(recipe, cp_kinds_sizes) {
+    ts_problem pb = test_problem("llama3-70b", "h100-sxm-dgx", 16, 8, 4096, 1);
+    ts_shard sh = {.tp = 8, .cp = 2, .ep = 1, .sp = 1, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    ts_attn_recipe a;
+    double B = 2.0 * 2048 * 2 * 128;
+    ts_attn_recipe_of(&pb, &sh, &a);
+    cr_expect_eq(a.kv_block_bytes, B);
+    cr_expect_eq(a.core_kernels, 2);
+    cr_expect_eq(a.cp_fwd.around[0].steps, 1);
+    cr_expect_eq(a.cp_fwd.around[0].step_bytes, B);
+    cr_expect_eq(a.cp_fwd.around[0].bytes, 2 * B, "in effect an all-gather of the cp blocks");
+    cr_expect_eq(a.cp_fwd.around[1].coll, -1);
+    cr_expect_eq(a.cp_bwd.around[0].step_bytes, 2 * B, "K, V and the dK, dV accumulator");
+    cr_expect_eq(a.cp_bwd.around[1].steps, 1);
+    cr_expect_eq(a.cp_bwd.around[1].step_bytes, B, "the accumulator's hop home");
+    pb.train.cp_kind = TS_CP_ALLGATHER;
+    ts_attn_recipe_of(&pb, &sh, &a);
+    cr_expect_eq(a.cp_fwd.around[0].steps, 0);
+    cr_expect_eq(a.cp_fwd.around[0].coll, TS_COLL_ALLGATHER);
+    cr_expect_eq(a.cp_fwd.around[0].bytes, 2 * B);
+    cr_expect_eq(a.cp_bwd.around[1].coll, TS_COLL_REDUCE_SCATTER);
+    pb.train.cp_kind = TS_CP_A2A;
+    ts_attn_recipe_of(&pb, &sh, &a);
+    cr_expect_eq(a.core_kernels, 1, "Ulysses: one kernel over the whole sequence");
+    cr_expect_eq(a.cp_fwd.around[0].coll, TS_COLL_ALLTOALL);
+    cr_expect_eq(a.cp_fwd.around[0].bytes, 2.0 * 2048 * (8 + 2) * 128, "Q, K, V");
+    cr_expect_eq(a.cp_fwd.around[1].bytes, 2.0 * 2048 * 8 * 128, "the output");
+}
+
+/* Ring CP priced as it runs: at 4K tokens with tp=8, cp=2 on H100s the CP pair sits on two nodes,
+ * and a K/V block's transfer over the NIC outlasts the attention of the block beside it, so the
+ * ring is exposed, by exactly max(0, transfer − block's attention) per step plus the backward's
+ * hop home (cost.h ts_cp_ring_exposed_s). */
+Test(recipe, cp_ring_exposed_per_step) {
+    ts_problem pb = test_problem("llama3-70b", "h100-sxm-dgx", 16, 8, 4096, 1);
+    const ts_system *s = &pb.sys;
+    ts_shard sh = {.tp = 8, .cp = 2, .ep = 1, .sp = 1, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    ts_attn_recipe a;
+    ts_attn_recipe_of(&pb, &sh, &a);
+    ts_link link = ts_group_link(s, sh.tp, sh.cp);
+    cr_assert_eq(link, TS_LINK_NIC);
+    double f = 0.5 * a.core_flops, fwd = ts_attention_s(s, pb.train.dtype, f, f / 2);
+    double bwd = ts_attention_s(s, pb.train.dtype, 2.5 * f, 2.5 * f / 2);
+    double x1 = ts_coll_s(s, TS_COLL_SENDRECV, 2, a.kv_block_bytes, link);
+    double x2 = ts_coll_s(s, TS_COLL_SENDRECV, 2, 2 * a.kv_block_bytes, link);
+    cr_expect_gt(x1, fwd / 2, "a block's transfer (%.2f us) outlasts its attention (%.2f us)", 1e6 * x1, 1e6 * fwd / 2);
+    double want = fmax(0, x1 - fwd / 2) + fmax(0, x2 - bwd / 2) + x1;
+    ts_layer_cost c;
+    ts_layer_cost_of(&pb, &sh, 0, &c);
+    cr_expect_gt(c.cp_s, 0);
+    cr_expect(fabs(c.cp_s - want) <= 1e-12 * want, "cp_s %.9g s, want %.9g s", c.cp_s, want);
+    /* Inside a node (tp=1, cp=2) the same blocks cross NVLink and hide behind their attention:
+     * what is left is the backward's hop home. */
+    sh.tp = 1;
+    sh.sp = 0;
+    ts_attn_recipe_of(&pb, &sh, &a);
+    link = ts_group_link(s, sh.tp, sh.cp);
+    ts_layer_cost_of(&pb, &sh, 0, &c);
+    double hop = ts_coll_s(s, TS_COLL_SENDRECV, 2, a.kv_block_bytes, link);
+    cr_expect(fabs(c.cp_s - hop) <= 1e-12 * hop, "cp_s %.9g s, the hop home %.9g s", c.cp_s, hop);
 }
