@@ -130,7 +130,8 @@ ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int 
     if (!isfinite(v) || v < min || v > max)
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected a number in [%g, %g], got %g", r->file,
                        r->path, key, min, max, v);
-    *out = v;
+    /* "-0" is zero: one zero, so a figure reads back and compares as the same value. */
+    *out = v == 0 ? 0.0 : v;
     return TS_OK;
 }
 

@@ -2,6 +2,7 @@
  * readers refuse wrong types and ranges naming file, path, expected and got, and atomic writes
  * leave exactly the target file behind. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,18 @@ Test(json, value_source_form_reads_as_number) {
     cr_assert_eq(plain, 3.5);
     cr_assert_eq(ts_jr_int(&r, root, "gpus", 1, 1, 1024, 0, &gpus), TS_OK);
     cr_assert_eq(gpus, 8);
+    cJSON_Delete(root);
+}
+
+/* "-0" reads as zero, not negative zero: a value reads back from Tessera's JSON bit for bit (the
+ * Hugging Face fuzz harness compares a model with its round trip). */
+Test(json, negative_zero_reads_as_zero) {
+    cJSON *root = parse_ok("{\"theta\": -0.0}");
+    ts_jreader r;
+    ts_jreader_root(&r, "t.json");
+    double v = 1;
+    cr_assert_eq(ts_jr_num(&r, root, "theta", 1, 0, 10, 0, &v), TS_OK, "%s", ts_error_message());
+    cr_expect(v == 0 && !signbit(v), "%g", v);
     cJSON_Delete(root);
 }
 
