@@ -135,17 +135,22 @@ int cmd_sim(int argc, char **argv) {
     ts_sim_opts so = {.full = full, .stats_spans_only = trace == NULL};
     ts_sim_result r;
     st = ts_simulate(&pb, &prog, &so, &r);
+    long long trace_events = 0; /* op events in the trace (the summary's "events" are the simulator's) */
     if (st == TS_OK && trace) {
         ts_step_spans spans = ts_sim_spans(&r);
         st = ts_trace_write(trace, "sim", &pb, &prog, &spans);
+        trace_events = (long long)ts_trace_op_events(&prog, &spans);
     }
     cJSON *root = NULL;
     if (st == TS_OK && json) {
         st = ts_sim_summary_json(&pb, &prog, &r, closed_step_s, &root);
+        if (st == TS_OK && trace && !cJSON_AddNumberToObject(root, "trace_events", (double)trace_events))
+            st = TS_FAIL(TS_ERR_NOMEM, "out of memory for the summary");
         if (st == TS_OK) st = ts_json_write_file("-", root);
     }
     if (st == TS_OK && !json) st = ts_sim_summary_print(stdout, &pb, &prog, &r, closed_step_s);
-    if (st == TS_OK && trace && !json) printf("# wrote %s\n", trace);
+    if (st == TS_OK && trace && !json)
+        printf("# wrote %s: %lld op events, one per op of each simulated rank\n", trace, trace_events);
     cJSON_Delete(root);
     ts_sim_result_free(&r);
     ts_program_free(&prog);

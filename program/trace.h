@@ -8,7 +8,8 @@
  * One process per simulated rank (pid = global rank, "process_name" metadata
  * "rank R (stage S)"), one thread per stream of its stage program (tid = ts_stream,
  * "thread_name" metadata from ts_stream_names), and one complete event ("ph": "X", "ts" and
- * "dur" in microseconds) per op, named by ts_op_label, "cat" = ts_op_kind_names, with the op's
+ * "dur" in microseconds, start and end each rounded to the nanosecond and "dur" their difference,
+ * so ops that follow each other on a track never overlap) per op, named by ts_op_label, "cat" = ts_op_kind_names, with the op's
  * index in its stage program and its kind's fields in "args" (gemm: m, n, k, flops; attention:
  * flops, kernels; elementwise, optimizer: bytes; collective: coll, group, bytes; send, recv:
  * peer stage, chunk, bytes). Events are sorted by (pid, tid, ts, op index) and numbers are
@@ -35,5 +36,9 @@ ts_status ts_trace_check(const ts_program *prog, int full);
  * spans (simulated with ts_sim_opts.stats_spans_only). */
 ts_status ts_trace_write(const char *path, const char *source, const ts_problem *pb,
                          const ts_program *prog, const ts_step_spans *r);
+
+/* The op events a trace of `r` holds: one per op of each rank's stage program (the metadata
+ * events naming processes and threads come on top). */
+int64_t ts_trace_op_events(const ts_program *prog, const ts_step_spans *r);
 
 #endif

@@ -124,6 +124,7 @@ static int check_trace(const char *text, int ranks, double step_s) {
     cr_assert(cJSON_IsArray(events), "$.traceEvents is not an array");
     int n_x = 0, n_proc = 0, n_thread = 0, last_pid = -1, last_tid = -1;
     double last_ts = 0;
+    long long last_end_ns = 0; /* of the previous op on the same track */
     const cJSON *e;
     cJSON_ArrayForEach(e, events) {
         const char *ph = json_str(e, "ph", "event");
@@ -164,6 +165,13 @@ static int check_trace(const char *text, int ranks, double step_s) {
         /* Sorted by (pid, tid, ts). */
         cr_expect(pid > last_pid || (pid == last_pid && (tid > last_tid || (tid == last_tid && ts >= last_ts))),
                   "event (%d, %d, %g) after (%d, %d, %g)", pid, tid, ts, last_pid, last_tid, last_ts);
+        /* Times are printed to the nanosecond: on one track an op never starts before the one
+         * before it ends. */
+        long long ts_ns = llround(ts * 1e3), end_ns = ts_ns + llround(dur * 1e3);
+        if (pid == last_pid && tid == last_tid)
+            cr_expect(ts_ns >= last_end_ns, "op at %lld ns overlaps the previous one, ending at %lld ns", ts_ns,
+                      last_end_ns);
+        last_end_ns = end_ns;
         last_pid = pid, last_tid = tid, last_ts = ts;
         n_x++;
     }
@@ -189,16 +197,21 @@ Test(sim_cli, trace_has_every_op_of_every_rank) {
         /* "ops" counts both stage programs; every simulated rank runs its stage's. */
         int per_stage = full ? 4 : 1;
         cr_expect_eq(n_x, (int)ops * per_stage, "%d op events for %g ops × %d ranks per stage", n_x, ops, per_stage);
+        cr_expect_eq(json_num(root, "trace_events", "$"), n_x, "trace_events says what the trace holds");
         cr_expect_eq(list_dir(dir, names, sizeof names), 1, "left beside the trace: %s", names);
         free(text);
         cJSON_Delete(root);
         cli_result_free(&r);
     }
-    /* With the table, the last line names the file. */
+    /* With the table, the last line names the file and the op events it holds. */
     cli_result r = run_cli(SIM_TINY, "-t", file, NULL);
     cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
-    char wrote[PATH_MAX + 16];
-    snprintf(wrote, sizeof wrote, "# wrote %s\n", file);
+    char *text = read_file(file);
+    cr_assert(text != NULL);
+    char wrote[PATH_MAX + 80];
+    snprintf(wrote, sizeof wrote, "# wrote %s: %d op events, one per op of each simulated rank\n", file,
+             check_trace(text, 2, 1e9));
+    free(text);
     cr_expect(find_line(r.out, wrote) != NULL, "no \"%s\" line:\n%s", wrote, r.out);
     cli_result_free(&r);
     remove_dir(dir);
