@@ -156,17 +156,18 @@ static ts_status read_qwen2(const ts_jreader *r, const cJSON *root, ts_model *m)
     return TS_OK;
 }
 
-/* Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0, i.e. first_dense =
- * step - 1 and every = step; one shared expert of shared_expert_intermediate_size. */
-static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_qwen2(r, root, m));
+/* Qwen's experts (Qwen2-MoE, Qwen3-MoE): num_experts of moe_intermediate_size, top num_experts_per_tok;
+ * layer i is sparse when (i + 1) % decoder_sparse_step == 0, i.e. first_dense = step - 1 and
+ * every = step; `shared` also reads one shared expert of shared_expert_intermediate_size. */
+static ts_status read_qwen_experts(const ts_jreader *r, const cJSON *root, int shared, ts_model *m) {
     ts_moe *e = &m->moe;
     TS_CHECK(hf_i32(r, root, "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
     TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
     TS_CHECK(hf_int(r, root, "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
-    TS_CHECK(hf_int(r, root, "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0,
-                    &e->shared_ffn));
-    e->shared_experts = e->shared_ffn > 0;
+    if (shared) {
+        TS_CHECK(hf_int(r, root, "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
+        e->shared_experts = e->shared_ffn > 0;
+    }
     int step;
     TS_CHECK(hf_i32(r, root, "decoder_sparse_step", 0, 1, m->layers, 1, &step));
     e->first_dense = step - 1;
@@ -177,6 +178,12 @@ static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_model
                        "layer set other than decoder_sparse_step is not supported), got %s",
                        r->file, ts_json_type_name(dense));
     return TS_OK;
+}
+
+/* Qwen2-MoE: Qwen2 attention, its experts with one shared expert. */
+static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
+    TS_CHECK(read_qwen2(r, root, m));
+    return read_qwen_experts(r, root, 1, m);
 }
 
 /* DeepSeek's router (transformers DeepseekV3Config / DeepseekV2Config): scoring_func
@@ -374,19 +381,7 @@ static ts_status read_qwen3(const ts_jreader *r, const cJSON *root, ts_model *m)
 /* Qwen3-MoE: Qwen3 attention, experts as Qwen2-MoE without a shared expert. */
 static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
     TS_CHECK(read_qwen3(r, root, m));
-    ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
-    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
-    TS_CHECK(hf_int(r, root, "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
-    int step;
-    TS_CHECK(hf_i32(r, root, "decoder_sparse_step", 0, 1, m->layers, 1, &step));
-    e->first_dense = step - 1;
-    e->every = step;
-    const cJSON *dense = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
-    if (dense != NULL && !(cJSON_IsArray(dense) && cJSON_GetArraySize(dense) == 0))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.mlp_only_layers: expected an empty list (a dense layer set other "
-                       "than decoder_sparse_step is not supported), got %s", r->file, ts_json_type_name(dense));
-    return TS_OK;
+    return read_qwen_experts(r, root, 0, m);
 }
 
 /* Gemma 2 and 3 (transformers Gemma2DecoderLayer, Gemma3DecoderLayer): GeGLU MLP, four RMSNorms
