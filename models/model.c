@@ -120,15 +120,23 @@ static ts_status read_int(const ts_jreader *r, const cJSON *obj, const char *key
     return TS_OK;
 }
 
+/* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
+ * *r. */
+static ts_status open_section(const ts_jreader *parent, const cJSON *root, const char *key,
+                              const char *const *keys, const cJSON **obj, ts_jreader *r) {
+    TS_CHECK(ts_jr_obj(parent, root, key, 0, obj));
+    if (*obj == NULL) return TS_OK;
+    ts_jreader_child(parent, key, 0, r);
+    return only_known_keys(r, *obj, keys);
+}
+
 static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_model *m,
                           ts_moe *moe) {
     const cJSON *obj;
-    TS_CHECK(ts_jr_obj(parent, root, "moe", 0, &obj));
-    memset(moe, 0, sizeof *moe);
-    if (obj == NULL) return TS_OK;
     ts_jreader r;
-    ts_jreader_child(parent, "moe", 0, &r);
-    TS_CHECK(only_known_keys(&r, obj, moe_keys));
+    memset(moe, 0, sizeof *moe);
+    TS_CHECK(open_section(parent, root, "moe", moe_keys, &obj, &r));
+    if (obj == NULL) return TS_OK;
     TS_CHECK(read_int(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
     if (moe->experts == 0) return TS_OK; /* dense: the other fields are ignored */
     TS_CHECK(read_int(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
@@ -151,12 +159,10 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
 
 static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *mla) {
     const cJSON *obj;
-    TS_CHECK(ts_jr_obj(parent, root, "mla", 0, &obj));
-    memset(mla, 0, sizeof *mla);
-    if (obj == NULL) return TS_OK;
     ts_jreader r;
-    ts_jreader_child(parent, "mla", 0, &r);
-    TS_CHECK(only_known_keys(&r, obj, mla_keys));
+    memset(mla, 0, sizeof *mla);
+    TS_CHECK(open_section(parent, root, "mla", mla_keys, &obj, &r));
+    if (obj == NULL) return TS_OK;
     TS_CHECK(read_int(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
     TS_CHECK(read_int(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
     TS_CHECK(read_int(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
@@ -167,12 +173,10 @@ static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *m
 
 static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_window *w) {
     const cJSON *obj;
-    TS_CHECK(ts_jr_obj(parent, root, "window", 0, &obj));
-    memset(w, 0, sizeof *w);
-    if (obj == NULL) return TS_OK;
     ts_jreader r;
-    ts_jreader_child(parent, "window", 0, &r);
-    TS_CHECK(only_known_keys(&r, obj, window_keys));
+    memset(w, 0, sizeof *w);
+    TS_CHECK(open_section(parent, root, "window", window_keys, &obj, &r));
+    if (obj == NULL) return TS_OK;
     TS_CHECK(ts_jr_int(&r, obj, "tokens", 1, 1, TS_MAX_SEQ, 0, &w->tokens));
     TS_CHECK(read_int(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
     return ts_jr_bool(&r, obj, "chunked", 0, 0, &w->chunked);
