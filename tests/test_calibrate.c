@@ -443,10 +443,18 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     cr_expect(fabs(pair.cv_decay) < 1e-9, "decay %g", pair.cv_decay);
     cr_expect(pair.span_s[1] > pair.span_s[0] && pair.span_s[pair.n_spans - 1] < pair.step_raw_s * 1.5);
     /* Rank 1 alternately half and one and a half times as slow: over one op the ranks are far
-     * apart, over many the differences cancel, so the spread decays. */
+     * apart, over many the differences cancel, so the spread decays. The ops' times are drawn
+     * (seeded) around the measured mean instead of measured: a loaded machine's outliers would
+     * keep the differences from cancelling. */
+    double mean_op_s = 0;
+    for (size_t i = 0; i < (size_t)steps * n_ops; i++) mean_op_s += one[i] / ((double)steps * n_ops);
+    uint64_t seed = 18;
     for (int j = 0; j < steps; j++)
-        for (int i = 0; i < n_ops; i++)
-            two[count + (size_t)j * n_ops + i] = one[(size_t)j * n_ops + i] * (i % 2 ? 1.5 : 0.5);
+        for (int i = 0; i < n_ops; i++) {
+            double op_s = mean_op_s * (0.5 + (double)(test_next_u64(&seed) >> 11) / (double)(1ull << 53));
+            two[(size_t)j * n_ops + i] = op_s;
+            two[count + (size_t)j * n_ops + i] = op_s * (i % 2 ? 1.5 : 0.5);
+        }
     cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
     cr_expect(c.situ.span_cv[0] > 2 * c.situ.span_cv[c.situ.n_spans - 1], "one op %g, the step %g", c.situ.span_cv[0],
               c.situ.span_cv[c.situ.n_spans - 1]);
