@@ -125,9 +125,10 @@ static void zero3_release(zero3_held *z, int32_t *segs, uint32_t *n) {
 
 static ts_status segs_build(ts_stage_program *sp) {
     const ts_stage_segments *g = &sp->seg;
-    size_t cap = 1;
-    for (int i = 0; i < sp->n_ops; i++)
-        if (on_dp(&sp->ops[i])) cap += (size_t)g->n_seg;
+    /* Grown as DP ops come: one op lists at most n_seg segments (a bucket of every layer and both
+     * edges), a ZeRO-3 gather four. Sized up front by n_seg per DP op, a ZeRO-3 step of many
+     * layers and micro-batches would ask for tens of megabytes it never uses. */
+    size_t cap = 1024;
     ts_status res = TS_OK;
     int32_t *reduce_hi = malloc((size_t)g->vpp * sizeof *reduce_hi);
     int32_t *gather_lo = malloc((size_t)g->vpp * sizeof *gather_lo);
@@ -145,6 +146,15 @@ static ts_status segs_build(ts_stage_program *sp) {
         sp->seg_start[i] = used;
         const ts_op *op = &sp->ops[i];
         if (!on_dp(op)) continue;
+        if (used + (size_t)g->n_seg + 2 > cap) {
+            cap = 2 * cap + (size_t)g->n_seg + 2;
+            int32_t *grown = realloc(sp->segs, cap * sizeof *grown);
+            if (!grown) {
+                res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the DP segments of %d ops", sp->n_ops);
+                goto exit;
+            }
+            sp->segs = grown;
+        }
         TS_CHECK_GOTO(dp_segments(g, op, reduce_hi, gather_lo, sp->segs, &used), res, exit);
         if (op->part == TS_PART_PARAM_GATHER && op->phase != TS_PHASE_STEP) zero3_release(&z3, sp->segs, &used);
     }
