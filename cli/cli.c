@@ -47,123 +47,20 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) {
     exit(2);
 }
 
-void cli_problem_args_init(cli_problem_args *a) {
-    memset(a, 0, sizeof *a);
-    ts_train_defaults(&a->train);
-    ts_search_opts_defaults(&a->search);
-}
-
-/* The index of `text` in a NULL-terminated name table, -1 when absent. */
-static int name_index(const char *const *names, const char *text) {
+int cli_name_index(const char *const *names, const char *text) {
     for (int i = 0; names[i]; i++)
         if (strcmp(text, names[i]) == 0) return i;
     return -1;
 }
 
 int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names) {
-    int found = name_index(names, text);
+    int found = cli_name_index(names, text);
     if (found >= 0) return found;
     char list[256] = "";
     size_t n = 0;
     for (int i = 0; names[i] && n < sizeof list; i++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
     cli_usage_error(cmd, "%s: expected %s, got \"%s\"", flag, list, text);
-}
-
-/* "1f1b,interleaved" -> a bit per schedule. */
-static unsigned parse_schedules(const char *cmd, const char *list) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    unsigned mask = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        int found = name_index(ts_schedule_names, item);
-        if (found < 0)
-            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, got \"%s\"", item);
-        mask |= 1u << found;
-    }
-    if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
-    return mask;
-}
-
-int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a) {
-    int found;
-    switch (c) {
-    case 'm': a->model = arg, a->given = "--model"; break;
-    case 's': a->system = arg, a->given = "--system"; break;
-    case 'g': a->gpus = (int)cli_int(cmd, "--gpus", arg, 1, 1 << 24), a->given = "--gpus"; break;
-    case 'b':
-        a->train.global_batch = cli_int(cmd, "--global-batch", arg, 1, 1 << 30);
-        a->given = "--global-batch";
-        break;
-    case 'l':
-        a->train.seq = cli_int(cmd, "--seq", arg, 1, 1LL << 27);
-        a->seq_given = 1, a->given = "--seq";
-        break;
-    case 'f': a->fix = arg, a->given = "--fix"; break;
-    case CLI_OPT_OBJECTIVE:
-        found = cli_enum(cmd, "--objective", arg, ts_objective_names);
-        a->search.objective = (ts_objective)found, a->given = "--objective";
-        break;
-    case CLI_OPT_DTYPE:
-        found = cli_enum(cmd, "--dtype", arg, ts_dtype_names);
-        ts_train_set_dtype(&a->train, (ts_dtype)found);
-        a->given = "--dtype";
-        break;
-    case CLI_OPT_FP8_RECIPE:
-        found = cli_enum(cmd, "--fp8-recipe", arg, ts_fp8_recipe_names);
-        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe";
-        break;
-    case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
-    case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
-    case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
-    case CLI_OPT_CP_KIND:
-        a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
-        a->given = "--cp-kind";
-        break;
-    case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
-    case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
-    default: return 0;
-    }
-    return 1;
-}
-
-void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
-    if (!a->model) cli_usage_error(cmd, "--model is required");
-    if (!a->system) cli_usage_error(cmd, "--system is required");
-    if (!a->gpus) cli_usage_error(cmd, "--gpus is required");
-    if ((a->train.fp8_recipe != TS_FP8_DELAYED || a->train.fp8_attention) && a->train.dtype != TS_DTYPE_FP8)
-        cli_usage_error(cmd, "%s needs --dtype fp8, got --dtype %s",
-                        a->train.fp8_attention ? "--fp8-attention" : "--fp8-recipe", ts_dtype_names[a->train.dtype]);
-    ts_status st = TS_OK;
-    if (a->fix) st = ts_pins_parse("--fix", a->fix, &a->search.pins);
-    if (st != TS_OK) cli_fail(cmd, st);
-    ts_model m;
-    ts_system s;
-    st = ts_model_load(a->model, &m);
-    if (st == TS_OK) st = ts_system_load(a->system, &s);
-    if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
-    if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
-    if (st != TS_OK) cli_fail(cmd, st);
-}
-
-void cli_problem_help(void) {
-    printf("  -m, --model M          zoo name (tessera models), model JSON or Hugging Face config.json\n"
-           "  -s, --system S         zoo name (tessera systems) or system JSON\n"
-           "  -g, --gpus N           number of GPUs (k = ×1024)\n"
-           "  -b, --global-batch B   sequences per step (default 1024)\n"
-           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
-           "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
-           "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
-           "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
-           "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
-           "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
-           "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
-           "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
-           "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
-           "      --tp-across-nodes  allow TP groups larger than a node\n"
-           "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
 }
 
 _Noreturn void cli_bad_option(const char *cmd, int c, char **argv) {

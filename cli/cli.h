@@ -22,6 +22,8 @@ int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min
 double cli_num(const char *cmd, const char *flag, const char *text, double min, double max);
 /* The index of a flag value in a NULL-terminated name table; a usage error listing the names
  * ("expected a, b or c") when absent. */
+/* The index of `text` in a NULL-terminated name table, -1 when absent. */
+int cli_name_index(const char *const *names, const char *text);
 int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names);
 /* Prints "tessera CMD: message" to stderr and exits with the status's exit code. */
 _Noreturn void cli_fail(const char *cmd, ts_status st);
