@@ -9,6 +9,13 @@ static _Thread_local char err_msg[1024];
 static _Thread_local char err_where[1024];
 static _Thread_local ts_status err_status;
 
+/* Messages quote user input (JSON keys and strings, flag values): a control character in it must
+ * not break the one-line rule or reach the terminal. */
+static void printable(char *text) {
+    for (char *p = text; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt, ...) {
     /* Keep the first error: a caller that wraps a failure must not overwrite its cause. */
     if (err_status != TS_OK) return st;
@@ -17,10 +24,7 @@ ts_status ts_error_set(ts_status st, const char *file, int line, const char *fmt
     va_start(ap, fmt);
     vsnprintf(err_msg, sizeof err_msg, fmt, ap);
     va_end(ap);
-    /* Messages quote user input (JSON keys and strings, flag values): a control character in it
-     * must not break the one-line rule or reach the terminal. */
-    for (char *p = err_msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    printable(err_msg);
     snprintf(err_where, sizeof err_where, "%s:%d", file, line);
     return st;
 }
@@ -32,8 +36,7 @@ ts_status ts_error_context(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
-    for (char *p = ctx; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    printable(ctx);
     /* A message longer than the record is cut at its end: the context in front stays. */
     if (snprintf(msg, sizeof msg, "%s: %s", ctx, err_msg) >= 0) memcpy(err_msg, msg, sizeof err_msg);
     size_t used = strlen(err_where);

@@ -384,6 +384,15 @@ static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_model
     return read_qwen_experts(r, root, 0, m);
 }
 
+/* The shape of a grouped-query model under `keys`, its head dim, kv heads and a required
+ * intermediate_size (Gemma, StarCoder2). */
+static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, const hf_keys *keys, ts_model *m) {
+    TS_CHECK(read_shape(r, root, keys, m));
+    TS_CHECK(read_head_dim(r, root, keys, m));
+    TS_CHECK(read_kv_heads(r, root, m));
+    return hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden);
+}
+
 /* Gemma 2 and 3 (transformers Gemma2DecoderLayer, Gemma3DecoderLayer): GeGLU MLP, four RMSNorms
  * per layer (input, post-attention, pre- and post-feedforward), embeddings scaled by sqrt(h) and
  * tied by default; Gemma 2 soft-caps scores and logits and alternates sliding and global layers
@@ -391,10 +400,7 @@ static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_model
 static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_model *m, int version) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 8192, 1};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(read_kv_heads(r, root, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_gqa_shape(r, root, &keys, m));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     TS_CHECK(read_rope_theta(r, root, m));
@@ -457,10 +463,7 @@ static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_mode
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 4096, 1};
     static const hf_rate rates[] = {{"residual_dropout", 0.0}, {"embedding_dropout", 0.0}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(read_kv_heads(r, root, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_gqa_shape(r, root, &keys, m));
     TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 1, &m->linear_bias));
     TS_CHECK(read_rope_theta(r, root, m));
