@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "planner/partition.h"
 #include "planner/search.h"
 
 typedef struct {
@@ -46,7 +47,8 @@ _Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **ar
  * from CLI_OPT_OWN on. */
 enum {
     CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
-    CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_OWN
+    CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_PARTITION,
+    CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -58,7 +60,10 @@ enum {
     {"dtype", required_argument, 0, CLI_OPT_DTYPE}, {"no-flash-attn", no_argument, 0, CLI_OPT_NO_FLASH}, \
     {"tp-across-nodes", no_argument, 0, CLI_OPT_ACROSS}, {"no-prune", no_argument, 0, CLI_OPT_NO_PRUNE}, \
     {"fp8-recipe", required_argument, 0, CLI_OPT_FP8_RECIPE}, {"fp8-attention", no_argument, 0, CLI_OPT_FP8_ATTN}, \
-    {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND}
+    {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND},                                            \
+    {"partition", required_argument, 0, CLI_OPT_PARTITION},                                        \
+    {"partition-node-limit", required_argument, 0, CLI_OPT_PARTITION_NODES},                       \
+    {"partition-objective", required_argument, 0, CLI_OPT_PARTITION_OBJECTIVE}
 
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */
@@ -67,6 +72,7 @@ typedef struct {
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
     ts_train train;
     ts_search_opts search;            /* pins from --fix once loaded */
+    ts_partition_opts partition;      /* --partition, --partition-node-limit, --partition-objective */
 } cli_problem_args;
 
 void cli_problem_args_init(cli_problem_args *a);
@@ -77,8 +83,12 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
  * system and initialises `pb` (the sequence defaults to at most the model's max_seq); exits 2 on
  * bad input. */
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb);
-/* The help lines of the problem flags (two leading spaces, aligned at column 25). */
+/* The warning on stderr for a --seq beyond the model's max_seq (program/problem.h ts_seq_extends). */
+void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq);
+/* The help lines of the problem flags (two leading spaces, aligned at column 25), and of the
+ * stage-partitioning flags (--partition...). */
 void cli_problem_help(void);
+void cli_partition_help(void);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

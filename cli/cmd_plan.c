@@ -17,17 +17,6 @@ static void help(void) {
     printf("  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
-           "      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
-           "                         recompute policy per stage, by a GLPK integer program over the\n"
-           "                         best layouts and those that do not fit evenly; auto does it when\n"
-           "                         the model mixes dense and MoE layers, nothing fits evenly, or a\n"
-           "                         best layout's even split recomputes or has a stage slower than\n"
-           "                         the rest by more than a layer\n"
-           "      --partition-objective O  stage (default): the slowest stage's time per\n"
-           "                         micro-batch; step: the step with its bubble, which may take a\n"
-           "                         slightly slower slowest stage for less recompute elsewhere\n"
-           "      --partition-time-limit S  GLPK's time per layout (default 0.25 s); a split found\n"
-           "                         when it strikes is marked time-limit, not optimal\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -56,17 +45,13 @@ int cmd_plan(int argc, char **argv) {
     int json = 0, top_k = 0;
     ts_ranking_opts ro;
     ts_ranking_opts_defaults(&ro);
-    ts_partition_opts *po = &ro.partition;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE };
+    enum { OPT_JSON = CLI_OPT_OWN };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
-        {"partition", required_argument, 0, OPT_PARTITION},
-        {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
-        {"partition-objective", required_argument, 0, OPT_PARTITION_OBJECTIVE},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -78,14 +63,6 @@ int cmd_plan(int argc, char **argv) {
         case 'r': ro.refine = (int)cli_int(cmd, "--refine", optarg, 1, 100000); break;
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
-        case OPT_PARTITION:
-            po->mode = (ts_partition_mode)cli_enum(cmd, "--partition", optarg, ts_partition_mode_names);
-            break;
-        case OPT_PARTITION_TIME: po->time_limit_s = cli_num(cmd, "--partition-time-limit", optarg, 1e-9, 3600); break;
-        case OPT_PARTITION_OBJECTIVE:
-            po->objective =
-                (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
-            break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
@@ -98,6 +75,7 @@ int cmd_plan(int argc, char **argv) {
     ts_problem pb;
     cli_problem_load(cmd, &pa, &pb);
     ro.fix = pa.fix;
+    ro.partition = pa.partition;
 
     ts_ranking r;
     ts_status st = ts_ranking_make(&pb, &pa.search, &ro, &r);

@@ -15,7 +15,7 @@
 
 static void help(void) {
     printf("usage: tessera sim --plan plan.json [--index I] [options]\n"
-           "       tessera sim --model M --system S --gpus N [--fix PINS] [options]\n"
+           "       tessera sim --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "Simulates one training step of a layout with the discrete-event simulator: every op of\n"
            "the step program on its stream, collectives and pipeline transfers over the links.\n"
@@ -60,7 +60,12 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
     cli_problem_load(cmd, pa, pb);
     pa->search.top_k = 1;
     ts_search_result r;
-    st = ts_search(pb, &pa->search, &r);
+    /* The same search as `tessera plan`, uneven stages included (--partition). */
+    st = ts_search_partitioned(pb, &pa->search, &pa->partition, &r);
+    if (st == TS_OK && r.splits && r.splits[0].pp > 0) {
+        st = ts_split_copy(split, &r.splits[0]);
+        *has_split = st == TS_OK;
+    }
     if (st != TS_OK) {
         ts_search_result_free(&r);
         cli_fail(cmd, st);

@@ -9,6 +9,7 @@ void cli_problem_args_init(cli_problem_args *a) {
     memset(a, 0, sizeof *a);
     ts_train_defaults(&a->train);
     ts_search_opts_defaults(&a->search);
+    ts_partition_opts_defaults(&a->partition);
 }
 
 /* "1f1b,interleaved" -> a bit per schedule. */
@@ -64,6 +65,16 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
+    case CLI_OPT_PARTITION:
+        a->partition.mode = (ts_partition_mode)cli_enum(cmd, "--partition", arg, ts_partition_mode_names);
+        break;
+    case CLI_OPT_PARTITION_NODES:
+        a->partition.node_limit = (long)cli_int(cmd, "--partition-node-limit", arg, 1, 1L << 30);
+        break;
+    case CLI_OPT_PARTITION_OBJECTIVE:
+        found = cli_enum(cmd, "--partition-objective", arg, ts_partition_objective_names);
+        a->partition.objective = (ts_partition_objective)found;
+        break;
     default: return 0;
     }
     return 1;
@@ -86,6 +97,15 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
+    cli_warn_context_extension(cmd, &m, a->train.seq);
+}
+
+void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq) {
+    if (ts_seq_extends(m, seq) > 0)
+        fprintf(stderr,
+                "tessera %s: warning: --seq %lld is beyond %s's max_seq %lld: planned as context extension "
+                "(%s positions; the model is trained further at this length)\n",
+                cmd, (long long)seq, m->name, (long long)m->max_seq, ts_position_names[m->position]);
 }
 
 void cli_problem_help(void) {
@@ -93,7 +113,8 @@ void cli_problem_help(void) {
            "  -s, --system S         zoo name (tessera systems) or system JSON\n"
            "  -g, --gpus N           number of GPUs (k = ×1024)\n"
            "  -b, --global-batch B   sequences per step (default 1024)\n"
-           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
+           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq;\n"
+           "                         beyond it with RoPE or ALiBi: context extension, a warning)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
@@ -105,5 +126,24 @@ void cli_problem_help(void) {
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
+    cli_partition_help();
+}
+
+void cli_partition_help(void) {
+    printf("      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
+           "                         recompute policy per stage, by a GLPK integer program over the\n"
+           "                         best layouts and those that do not fit evenly (ilp also finds\n"
+           "                         interleavings whose pp×vpp does not divide the layers); auto\n"
+           "                         does it when the model mixes dense and MoE layers, nothing fits\n"
+           "                         evenly, the pins leave no even layout, or a best layout's even\n"
+           "                         split recomputes or has a stage slower than the rest by more\n"
+           "                         than a layer\n"
+           "      --partition-objective O  stage (default): the slowest stage's time per\n"
+           "                         micro-batch; step: the step with its bubble, which may take a\n"
+           "                         slightly slower slowest stage for less recompute elsewhere\n"
+           "      --partition-node-limit N  GLPK's branch-and-bound nodes per layout (default %d;\n"
+           "                         a count, not a time: the same answer on a busy machine); a\n"
+           "                         split found when it strikes is marked node-limit, not optimal\n",
+           TS_PART_DEFAULT_NODES);
 }
 
