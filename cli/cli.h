@@ -48,7 +48,7 @@ _Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **ar
 enum {
     CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
     CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_PARTITION,
-    CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_OWN
+    CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_MAX_SLOWDOWN, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -63,7 +63,8 @@ enum {
     {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND},                                            \
     {"partition", required_argument, 0, CLI_OPT_PARTITION},                                        \
     {"partition-node-limit", required_argument, 0, CLI_OPT_PARTITION_NODES},                       \
-    {"partition-objective", required_argument, 0, CLI_OPT_PARTITION_OBJECTIVE}
+    {"partition-objective", required_argument, 0, CLI_OPT_PARTITION_OBJECTIVE},                    \
+    {"max-slowdown", required_argument, 0, CLI_OPT_MAX_SLOWDOWN}
 
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */

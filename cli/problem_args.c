@@ -2,6 +2,7 @@
  * help (see cli.h). */
 #include "cli/cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +66,10 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
+    case CLI_OPT_MAX_SLOWDOWN:
+        a->search.max_slowdown = cli_num(cmd, "--max-slowdown", arg, 1, INFINITY);
+        a->given = "--max-slowdown";
+        break;
     case CLI_OPT_PARTITION:
         a->partition.mode = (ts_partition_mode)cli_enum(cmd, "--partition", arg, ts_partition_mode_names);
         break;
@@ -117,7 +122,11 @@ void cli_problem_help(void) {
            "                         beyond it with RoPE or ALiBi: context extension, a warning)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
-           "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
+           "      --objective O      time (default) | memory: the least memory within --max-slowdown\n"
+           "                         of the fastest | cost: GPU-seconds per token (with --gpus-max,\n"
+           "                         the cheapest count within the budget)\n"
+           "      --max-slowdown F   with --objective memory: at most F × the fastest step time\n"
+           "                         (default 1.10; inf: least memory at any speed)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"

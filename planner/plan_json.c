@@ -103,6 +103,13 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     if (pb->train.cp_kind != TS_CP_RING)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cp_kind", ts_cp_kind_names[pb->train.cp_kind]), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
+    /* The memory objective's stated trade (planner/objective.c): the slowdown allowed, the
+     * fastest step time and the cap. */
+    if (r->step_cap_s > 0) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "max_slowdown", opts->max_slowdown), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "fastest_step_s", r->fastest_step_s), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "step_cap_s", r->step_cap_s), res, fail);
+    }
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fix", fix ? fix : ""), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "top", opts->top_k), res, fail);
     cJSON *model = ts_model_to_json(&pb->model), *sys = ts_system_to_json(&pb->sys);

@@ -150,6 +150,10 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
     fprintf(f, "# parameters: %.2fB total, %.2fB active per token\n", pb->params.total / 1e9, pb->params.active / 1e9);
     fprintf(f, "# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,
               (long long)r->evaluated, (long long)r->feasible, r->search_s);
+    if (r->step_cap_s > 0)
+        fprintf(f, "# objective memory: the least memory among layouts at most %.3g× the fastest step (%.3f s), "
+                   "that is within %.3f s (--max-slowdown)\n", r->step_cap_s / r->fastest_step_s,
+                r->fastest_step_s, r->step_cap_s);
     if (r->partitioned)
         fprintf(f, "# partitioned: %d layouts re-split into uneven stages with a recompute policy each (GLPK) in %.3f s\n",
                   r->partitioned, r->partition_s);

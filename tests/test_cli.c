@@ -563,3 +563,41 @@ Test(cli, huge_batch_plans_quickly) {
               r.status, 128 + SIGALRM, r.err);
     cli_result_free(&r);
 }
+
+/* One grammar of layouts (issue 21): `sim` takes the pins and --partition that `plan` takes.
+ * Llama-3-405B's 126 layers do not split into 16×2 equal chunks; the even search alone refuses
+ * the pins and says how to get them, auto and ilp find an explicit split. */
+Test(cli, sim_takes_an_interleaving_only_a_split_makes) {
+    const char *args[] = {"sim", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,vpp=2,cp=1", "--json",
+                          "--partition", "auto", NULL};
+    const char *modes[] = {"auto", "ilp"};
+    for (int m = 0; m < 2; m++) {
+        args[15] = modes[m];
+        cli_result r = run_argv(args);
+        cJSON *root = parse_json_output(&r, "sim --fix vpp=2 --json");
+        cr_expect(strstr(json_str(root, "layout", "$"), "vpp=2,sched=interleaved") != NULL, "%s",
+                  json_str(root, "layout", "$"));
+        cr_expect_gt(json_num(root, "step_s", "$"), 0);
+        cJSON_Delete(root);
+        cli_result_free(&r);
+    }
+    args[15] = "uniform";
+    cli_result r = run_argv(args);
+    cr_expect_eq(r.status, 2, "exit %d", r.status);
+    cr_expect(strstr(r.err, "interleaving needs") != NULL && strstr(r.err, "--partition ilp") != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "sim"), "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* --seq beyond max_seq: context extension for RoPE (a warning on stderr, the plan on stdout);
+ * learned absolute positions refuse it (tests/data/cli/bad_input.golden). */
+Test(cli, seq_beyond_max_seq_is_context_extension_for_rope) {
+    cli_result r = run_cli("plan", "--model", "llama3-8b", "--system", "h100-sxm-dgx", "--gpus", "64", "--seq",
+                           "32768", "--global-batch", "64", "--top", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "warning: --seq 32768 is beyond llama3-8b's max_seq 8192") != NULL &&
+                  strstr(r.err, "context extension") != NULL, "%s", r.err);
+    cr_expect(strstr(r.out, "batch 64 × 32768 tokens") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}

@@ -227,6 +227,7 @@ Test(planner_search, objective_memory_sorts_by_memory) {
     ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(20, NULL);
     o.objective = TS_OBJ_MEMORY;
+    o.max_slowdown = INFINITY; /* least memory at any speed */
     ts_search_result r;
     search_ok(&pb, &o, &r);
     cr_assert_eq(r.n_best, 20);
@@ -244,6 +245,37 @@ Test(planner_search, objective_memory_sorts_by_memory) {
     cr_expect_leq(fast.best[0].step_s, r.best[0].step_s);
     ts_search_result_free(&fast);
     ts_search_result_free(&r);
+}
+
+/* The memory objective by default: the least memory among layouts within 1.10× of the fastest
+ * step, never the 20×-slower layout that shards and recomputes everything. Every kept layout is
+ * within the cap; the least-memory layout at any speed is slower than it; and no layout within
+ * the cap needs less memory than the pick (a brute check over the time ranking's top 2000). */
+Test(planner_search, objective_memory_within_a_slowdown) {
+    ts_problem pb = test_problem("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, 1);
+    ts_search_opts o = opts_of(5, NULL);
+    o.objective = TS_OBJ_MEMORY;
+    cr_assert_eq(o.max_slowdown, TS_DEFAULT_MAX_SLOWDOWN);
+    ts_search_result r, any, fast;
+    search_ok(&pb, &o, &r);
+    ts_search_opts t = opts_of(2000, NULL);
+    search_ok(&pb, &t, &fast);
+    cr_assert_float_eq(r.fastest_step_s, fast.best[0].step_s, 1e-12);
+    cr_assert_float_eq(r.step_cap_s, 1.10 * fast.best[0].step_s, 1e-9);
+    for (int i = 0; i < r.n_best; i++) cr_expect_leq(r.best[i].step_s, r.step_cap_s, "#%d", i + 1);
+    cr_expect_lt(r.best[0].mem.total, fast.best[0].mem.total, "the pick saves memory over the fastest");
+    for (int i = 0; i < fast.n_best; i++)
+        if (fast.best[i].step_s <= r.step_cap_s)
+            cr_expect_geq(fast.best[i].mem.total, r.best[0].mem.total, "time rank %d: %.4g bytes", i + 1,
+                          fast.best[i].mem.total);
+    o.max_slowdown = INFINITY;
+    search_ok(&pb, &o, &any);
+    cr_expect_eq(any.step_cap_s, 0);
+    cr_expect_lt(any.best[0].mem.total, r.best[0].mem.total);
+    cr_expect_gt(any.best[0].step_s, r.step_cap_s, "least memory at any speed is slower than the cap");
+    ts_search_result_free(&r);
+    ts_search_result_free(&any);
+    ts_search_result_free(&fast);
 }
 
 Test(planner_search, pins_are_honoured) {
