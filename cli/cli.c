@@ -31,6 +31,17 @@ double cli_num(const char *cmd, const char *flag, const char *text, double min, 
     return v;
 }
 
+double cli_fraction(const char *cmd, const char *flag, const char *text, double min, double max) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end != text && strcmp(end, "%") == 0) v /= 100, end++;
+    if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
+        cli_usage_error(cmd, "%s: expected a fraction in [%g, %g] (or a percentage such as 5%%), got \"%s\"", flag,
+                        min, max, text);
+    return v;
+}
+
 void cli_fail(const char *cmd, ts_status st) {
     fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
     if (getenv("TESSERA_DEBUG")) fprintf(stderr, "  (raised at %s)\n", ts_error_where());

@@ -601,3 +601,30 @@ Test(cli, seq_beyond_max_seq_is_context_extension_for_rope) {
     cr_expect(strstr(r.out, "batch 64 × 32768 tokens") != NULL, "%s", r.out);
     cli_result_free(&r);
 }
+
+/* `plan --gpus-max`: the budget's pick and what stays unused, in the table and the JSON. */
+Test(cli, plan_gpus_max_says_what_stays_idle, .timeout = 120) {
+    cli_result r = run_cli("plan", "--model", "megatron-gpt-529.6b", "--system", "a100-80g-dgx", "--gpus-max", "5128",
+                           "--global-batch", "2520", "--top", "1", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "plan --gpus-max --json");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "budget");
+    cr_assert_not_null(b, "no budget object");
+    double gpus = json_num(b, "gpus", "$.budget");
+    cr_expect_leq(gpus, 5128);
+    cr_expect_eq(json_num(b, "idle_gpus", "$.budget"), 5128 - gpus);
+    cr_expect_eq(json_num(b, "global_batch", "$.budget"), 2520);
+    cr_expect_eq(json_num(cJSON_GetObjectItemCaseSensitive(root, "request"), "gpus", "$.request"), gpus);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "megatron-gpt-529.6b", "--system", "a100-80g-dgx", "--gpus", "5128",
+                "--global-batch", "2520", "--batch-tolerance", "5%", "--top", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *pick = find_line(r.out, "# budget pick: 5128 GPUs (none idle), global batch ");
+    cr_expect_not_null(pick, "%s", r.out);
+    cr_expect(pick && strstr(pick, "sequences per step") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--gpus-max", "8", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}

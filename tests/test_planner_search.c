@@ -9,6 +9,7 @@
 
 #include "planner/problem.h"
 #include "program/schedule.h"
+#include "planner/budget.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
 
@@ -460,4 +461,45 @@ Test(planner_search, absurd_model_is_infeasible_without_nan) {
     cr_expect(strstr(r.reason, "GB") != NULL, "%s", r.reason);
     cr_expect(strstr(r.reason, "absurd-1e15") != NULL, "%s", r.reason);
     ts_search_result_free(&r);
+}
+
+/* A GPU count as a budget (planner/budget.h): Megatron's 530B on at most 5128 A100s with a
+ * global batch of 2520, which no layout of exactly 5128 GPUs divides (5128 = 8 × 641). The pick
+ * uses at most 5128 GPUs, is at least as fast per sequence as the exact searches on every whole
+ * node count it could have used, and with the batch free to move ±5% it is no slower per
+ * sequence; the batch it picks is within the tolerance and divides by the layout's dp×mbs. */
+Test(planner_search, gpu_budget_picks_the_best_count_and_batch, .timeout = 120) {
+    ts_problem pb = test_problem("megatron-gpt-529.6b", "a100-80g-dgx", 5128, 2520, 2048, 1);
+    ts_search_opts o = opts_of(1, NULL);
+    ts_search_result exact;
+    cr_assert_eq(ts_search(&pb, &o, &exact), TS_ERR_INPUT, "5128 GPUs exactly has no valid layout");
+    ts_search_result_free(&exact);
+    ts_error_clear();
+    ts_budget_opts bo = {.gpus_max = 5128};
+    ts_budget_result br;
+    cr_assert_eq(ts_budget_search(&pb, &o, NULL, &bo, &br), TS_OK, "%s", ts_error_message());
+    const ts_budget_choice *pick = &br.choices[0];
+    cr_assert_leq(pick->gpus, 5128);
+    cr_assert_eq(pick->global_batch, 2520);
+    for (int i = 1; i < br.n; i++) cr_expect_leq(pick->key, br.choices[i].key);
+    for (int g = 5120; g >= 4096; g -= 8) { /* the exact searches it must match or beat */
+        ts_problem q = test_problem("megatron-gpt-529.6b", "a100-80g-dgx", g, 2520, 2048, 1);
+        ts_search_result r;
+        ts_status st = ts_search(&q, &o, &r);
+        if (st == TS_OK) cr_expect_leq(pick->best.step_s, r.best[0].step_s * (1 + 1e-12), "%d GPUs", g);
+        ts_search_result_free(&r);
+        ts_error_clear();
+    }
+    ts_budget_result loose;
+    bo.batch_tolerance = 0.05;
+    cr_assert_eq(ts_budget_search(&pb, &o, NULL, &bo, &loose), TS_OK, "%s", ts_error_message());
+    cr_expect_leq(loose.choices[0].key, pick->key * (1 + 1e-12));
+    for (int i = 0; i < loose.n; i++) {
+        const ts_budget_choice *c = &loose.choices[i];
+        cr_expect(c->global_batch >= 2394 && c->global_batch <= 2646, "batch %lld", (long long)c->global_batch);
+        cr_expect_eq(c->global_batch % ((int64_t)c->best.layout.dp * c->best.layout.mbs), 0);
+        cr_expect_leq(c->gpus, 5128);
+    }
+    ts_budget_result_free(&loose);
+    ts_budget_result_free(&br);
 }
