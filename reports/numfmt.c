@@ -78,8 +78,12 @@ const char *ts_fmt_usd(double v, char *buf, size_t cap) {
     }
     if (big_word(v, "$", buf, cap)) return buf;
     char num[48];
-    if (fabs(v) < 10) snprintf(num, sizeof num, "%.2f", v);
-    else ts_fmt_sig(v, 3, num, sizeof num);
+    if (v != 0 && fabs(v) < 10) { /* cents at least, three significant digits below a dollar */
+        int decimals = 2 - (int)floor(log10(fabs(v)));
+        snprintf(num, sizeof num, "%.*f", decimals < 2 ? 2 : decimals, v);
+    } else {
+        ts_fmt_sig(v, 3, num, sizeof num);
+    }
     snprintf(buf, cap, "$%s", num);
     return buf;
 }

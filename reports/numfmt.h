@@ -13,7 +13,7 @@ const char *ts_fmt_sig(double v, int sig, char *buf, size_t cap);
  * 3 significant digits and a word: 6.898e10 → "69.0 billion", 1e12 → "1.00 trillion". */
 const char *ts_fmt_count(double v, char *buf, size_t cap);
 /* US dollars: "$" and 3 significant digits, grouped; a word from a billion ("$8,790,000",
- * "$1.23 billion"); under $10 two decimals ("$2.50"). */
+ * "$1.23 billion"); under $10 at least the cents ("$2.50", "$0.0513"). */
 const char *ts_fmt_usd(double v, char *buf, size_t cap);
 /* A token count as people write it: "2T" → 2e12, "300B", "1.5e12", "500M", "10k". 0 with a
  * bad text (the caller names the flag). */
