@@ -402,6 +402,11 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
         snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
                            "--global-batch divisibility)");
+    else if (pb->train.global_batch % ((long long)probe.dp * probe.mbs) != 0) {
+        size_t n = strlen(buf); /* the GPU count as a budget, planner/budget.h */
+        snprintf(buf + n, cap - n, " (plan on at most %d GPUs with --gpus-max %d, or on a nearby batch with "
+                 "--batch-tolerance 5%%)", pb->gpus, pb->gpus);
+    }
 }
 
 ts_status ts_search(const ts_problem *pb, const ts_search_opts *in, ts_search_result *out) {
@@ -418,7 +423,7 @@ ts_status ts_search(const ts_problem *pb, const ts_search_opts *in, ts_search_re
     out->step_cap_s = cap_s;
     if (out->n_best > 0) return TS_OK;
     if (out->searched == 0) {
-        char why[256];
+        char why[512];
         explain_empty(pb, &opts->pins, why, sizeof why);
         snprintf(out->reason, sizeof out->reason, "no valid layout of %s on %d GPUs: %s",
                  pb->model.name, pb->gpus, why);

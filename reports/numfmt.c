@@ -45,8 +45,13 @@ const char *ts_fmt_sig(double v, int sig, char *buf, size_t cap) {
     return buf;
 }
 
-/* v ≥ a billion: three significant digits and the word. */
-static int big_word(double v, const char *prefix, char *buf, size_t cap) {
+/* What counts and dollars print alike: "n/a" when not finite, and from a billion three
+ * significant digits and the word. Returns 1 when it wrote buf. */
+static int special(double v, const char *prefix, char *buf, size_t cap) {
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "n/a");
+        return 1;
+    }
     static const struct { double scale; const char *word; } words[] = {
         {1e12, "trillion"}, {1e9, "billion"}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
@@ -60,11 +65,7 @@ static int big_word(double v, const char *prefix, char *buf, size_t cap) {
 }
 
 const char *ts_fmt_count(double v, char *buf, size_t cap) {
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "n/a");
-        return buf;
-    }
-    if (big_word(v, "", buf, cap)) return buf;
+    if (special(v, "", buf, cap)) return buf;
     char raw[64];
     snprintf(raw, sizeof raw, "%.0f", v);
     group(raw, buf, cap);
@@ -72,11 +73,7 @@ const char *ts_fmt_count(double v, char *buf, size_t cap) {
 }
 
 const char *ts_fmt_usd(double v, char *buf, size_t cap) {
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "n/a");
-        return buf;
-    }
-    if (big_word(v, "$", buf, cap)) return buf;
+    if (special(v, "$", buf, cap)) return buf;
     char num[48];
     if (v != 0 && fabs(v) < 10) { /* cents at least, three significant digits below a dollar */
         int decimals = 2 - (int)floor(log10(fabs(v)));
