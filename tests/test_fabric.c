@@ -4,6 +4,8 @@
  * by its ratio, and every zoo system planning a model. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/paths.h"
@@ -134,4 +136,46 @@ Test(fabric, every_zoo_system_plans) {
         cr_expect(r.best[0].step_s > 0 && isfinite(r.best[0].step_s), "%s: step %g s", names[i], r.best[0].step_s);
         ts_search_result_free(&r);
     }
+}
+
+/* The published DeepSeek-V3 run on 256 GB200 NVL72 GPUs (validation/published/gb200-moe.json,
+ * Megatron-Bridge 25.11, MXFP8, EP64 inside the rack) predicted by the planner within 15% at its
+ * layout; the same layout with 8-GPU NVLink domains (EP64 all-to-alls over InfiniBand) is
+ * predicted several times slower, which is why the domain matters. */
+static double planned_step_s(const char *system, const char *fix) {
+    cli_result r = run_cli("plan", "--model", "deepseek-v3", "--system", system, "--gpus", "256", "--global-batch",
+                           "2048", "--seq", "4096", "--dtype", "fp8", "--fp8-recipe", "mxfp8", "--fix", fix,
+                           "--partition", "ilp", "--top", "1", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "plan --json");
+    cli_result_free(&r);
+    double step = json_num(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layouts"), 0), "step_s", "layouts[0]");
+    cJSON_Delete(root);
+    return step;
+}
+
+Test(fabric, published_deepseek_v3_on_gb200_nvl72) {
+    char *path = test_data_path("validation/published/gb200-moe.json");
+    char *text = read_file(path);
+    cr_assert_not_null(text, "%s", path);
+    cJSON *cases = cJSON_Parse(text);
+    cr_assert_not_null(cases);
+    const cJSON *c = cJSON_GetArrayItem(cases, 0);
+    cr_assert_str_eq(json_str(c, "system", "case"), "gb200-nvl72");
+    const cJSON *m = cJSON_GetObjectItem(c, "measured"), *l = cJSON_GetObjectItem(c, "layout");
+    double measured_s = 2048.0 * 4096 / (json_num(m, "tokens_per_s_per_gpu", "measured") * 256);
+    char fix[256];
+    /* Full recompute and ZeRO-1 (the distributed optimizer) fit the layout in the memory model. */
+    snprintf(fix, sizeof fix, "tp=%d,pp=%d,vpp=%d,ep=%d,cp=%d,mbs=1,sched=interleaved,zero=1,recompute=full",
+             (int)json_num(l, "tp", "layout"), (int)json_num(l, "pp", "layout"), (int)json_num(l, "vpp", "layout"),
+             (int)json_num(l, "ep", "layout"), (int)json_num(l, "cp", "layout"));
+    double predicted_s = planned_step_s("gb200-nvl72", fix);
+    double err = predicted_s / measured_s - 1;
+    cr_expect(fabs(err) <= 0.15, "predicted %.3f s, measured %.3f s: %+.1f%%", predicted_s, measured_s, 100 * err);
+    char *hgx = test_data_path("tests/data/systems/gb200-8gpu-domain.json");
+    double hgx_s = planned_step_s(hgx, fix);
+    free(hgx);
+    cr_expect_gt(hgx_s, 3 * predicted_s, "EP64 over InfiniBand: %.2f s vs %.2f s in the rack", hgx_s, predicted_s);
+    cJSON_Delete(cases);
+    free(text);
+    free(path);
 }
