@@ -27,7 +27,7 @@
  * A transfer or collective pays its latency, then runs as a flow (network.h) of cost − latency
  * seconds of contention-free work over, for every simulated participant, both directions (a
  * collective's ring) or one direction (a transfer: out at the sender, in at the receiver) of the
- * link its group crosses (ts_group_link). The latency part comes from the cost function itself:
+ * link its group crosses (ts_group_link), and above a fabric's leaf of the NIC as well. The latency part comes from the cost function itself:
  * ts_coll_s is affine in the bytes (volume / bus bandwidth + latency terms, cost.h), so
  * latency = 2·c(B) − c(2B). Ring CP's steps beside the attention (planner/op_cost.h) run as a
  * fixed span of their cost, sharing no link.
