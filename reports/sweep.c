@@ -75,7 +75,7 @@ static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, ts_s
     if (st == TS_OK) {
         row->fits = 1;
         row->best = r.best[0];
-        row->cost_per_mtok = ts_sweep_price(spec, sys) * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
+        row->cost_per_mtok = spec->price_per_gpu_hour * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
     } else if (st == TS_ERR_INFEASIBLE && r.has_closest) {
         snprintf(row->reason, sizeof row->reason, "nothing fits: needs %.1f GB/GPU, %.1f GB usable",
                  r.closest.mem.total / 1e9, pb.usable_bytes / 1e9);

@@ -73,8 +73,9 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
 ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
 
-/* The price of one GPU-hour of `s` in the sweep: the system's own (its file's cost object) unless
- * --price set one for all, else the sweep's. */
+/* The price of one GPU-hour of `s` in the capacity comparison: the system's own (its file's cost
+ * object) unless --price set one for all, else the sweep's. (The rows' cost per 1M tokens stays at
+ * the sweep's one price.) */
 double ts_sweep_price(const ts_sweep_spec *spec, const ts_system *s);
 
 /* Capacity comparison across systems (`tessera sweep --systems a,b,c --tokens N [--days D]`):

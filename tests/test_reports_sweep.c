@@ -42,8 +42,7 @@ Test(sweep, json_rows_are_the_best_per_count) {
         cr_expect_str_eq(json_str(row, "layout", where), json_str(best, "layout", "plan"), "%s", where);
         cr_expect_eq(json_num(row, "step_s", where), json_num(best, "step_s", "plan"), "%s", where);
         double tps = json_num(row, "tokens_per_s", where), cost = json_num(row, "cost_per_mtok", where);
-        /* At the system file's price (h100-sxm-dgx.json's cost object), no --price given. */
-        cr_expect(fabs(cost - 6.16 * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
+        cr_expect(fabs(cost - 2.0 * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
         cJSON_Delete(plan);
         cli_result_free(&p);
     }
