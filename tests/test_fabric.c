@@ -179,3 +179,25 @@ Test(fabric, published_deepseek_v3_on_gb200_nvl72) {
     free(text);
     free(path);
 }
+
+/* Reports list the domain and the tiers of systems that have them, and nothing new for the
+ * others (their reports stay as they were). */
+Test(fabric, reports_show_domain_and_tiers) {
+    char *dir = make_temp_dir();
+    char plan[4096];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    const char *systems[] = {"gb200-nvl72", "h100-sxm-dgx"};
+    for (int i = 0; i < 2; i++) {
+        cli_result p = run_cli("plan", "--model", "llama3-8b", "--system", systems[i], "--gpus", "144", "--top", "1",
+                               "-o", plan, NULL);
+        cr_assert_eq(p.status, 0, "%s: %s", systems[i], p.err);
+        cli_result_free(&p);
+        cli_result r = run_cli("report", "--plan", plan, "--format", "md", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        int nvl72 = i == 0;
+        cr_expect_eq(strstr(r.out, "| GPUs per NVLink domain | 72 |") != NULL, nvl72, "%s", systems[i]);
+        cr_expect_eq(strstr(r.out, "fabric tier 3 oversubscription") != NULL, nvl72, "%s", systems[i]);
+        cli_result_free(&r);
+    }
+    remove_dir(dir);
+}
