@@ -82,16 +82,19 @@ double ts_sweep_price(const ts_sweep_spec *spec, const ts_system *s);
  * "same model, same tokens: which system, how many GPUs, how many days, what cost". For each
  * system, of the GPU counts where the model fits, the cheapest that trains `tokens` within
  * `max_days` (any count when max_days is 0; the fastest, flagged, when none is that fast):
- *     days = tokens / tokens_per_s / 86400,   cost = price · gpus · 24 · days,
- *     energy = watts per GPU (models/system.h ts_system_power_per_gpu_w) · gpus · 24 · days.
+ *     days = tokens / tokens_per_s / 86400,   cost = price · occupied GPUs · 24 · days,
+ *     energy = watts per GPU (models/system.h ts_system_power_per_gpu_w) · occupied GPUs · 24 · days,
+ * the occupied GPUs being the ranks plus the GPUs their scale-up domains leave idle.
  * The recommendation is the cheapest pick that meets the deadline (fewer days on a tie).
  * JSON: "capacity": {"tokens", "max_days", "recommended": name | null,
- *   "systems": [{"system", "fits", "gpus", "layout", "days", "cost_usd", "price_per_gpu_hour",
+ *   "systems": [{"system", "fits", "gpus", "occupied_gpus", "layout", "days", "cost_usd", "price_per_gpu_hour",
  *                "price_is_example", "power_per_gpu_w", "energy_mwh", "meets_deadline"}]}
  * The table: one row per system, the recommendation marked '*'. The HTML page: one bar chart per
  * question (days, GPUs, cost, energy), the recommendation in its own colour. */
 typedef struct {
     int row;               /* the chosen row of the sweep result, -1 when nothing fits */
+    int occupied_gpus;     /* GPUs the job holds: its ranks plus what its domains leave idle
+                              (program/ranks.h ts_rank_gpu; EP64 on NVL72 holds 72 a rack) */
     double price_per_gpu_hour;
     int price_is_example;
     double power_per_gpu_w;

@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "reports/markup.h"
+#include "program/ranks.h"
 #include "reports/svg.h"
 
 #define SECONDS_PER_DAY 86400.0
@@ -37,9 +38,11 @@ static ts_buy_pick pick_system(const ts_sweep_spec *spec, const ts_sweep_result 
         ts_buy_pick p = {.row = i, .price_per_gpu_hour = ts_sweep_price(spec, sys),
                               .price_is_example = spec->price_is_default ? sys->price_is_example : 0,
                               .power_per_gpu_w = ts_system_power_per_gpu_w(sys)};
+        /* GPUs a domain leaves idle under the placement (EP64 on NVL72: 8 a rack) are paid for. */
+        p.occupied_gpus = ts_rank_gpu(&row->best.layout, ts_system_domain_gpus(sys), row->gpus - 1) + 1;
         p.days = tokens / row->best.tokens_per_s / SECONDS_PER_DAY;
-        p.cost_usd = p.price_per_gpu_hour * row->gpus * 24.0 * p.days;
-        p.energy_mwh = p.power_per_gpu_w * row->gpus * 24.0 * p.days / 1e6;
+        p.cost_usd = p.price_per_gpu_hour * p.occupied_gpus * 24.0 * p.days;
+        p.energy_mwh = p.power_per_gpu_w * p.occupied_gpus * 24.0 * p.days / 1e6;
         p.meets_deadline = max_days <= 0 || p.days <= max_days;
         if (p.meets_deadline && better(&p, &best)) best = p;
         if (fastest.row < 0 || p.days < fastest.days) fastest = p;
@@ -86,6 +89,7 @@ ts_status ts_capacity_add_json(const ts_sweep_spec *spec, const ts_sweep_result 
         char text[256];
         ts_layout_format(&row->best.layout, text, sizeof text);
         NUM(o, "gpus", row->gpus);
+        NUM(o, "occupied_gpus", p->occupied_gpus);
         STR(o, "layout", text);
         NUM(o, "days", p->days);
         NUM(o, "cost_usd", p->cost_usd);
@@ -103,10 +107,11 @@ fail:
 ts_status ts_capacity_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r, const ts_buy *c) {
     fprintf(f, "# capacity: %.4g tokens%s", c->tokens, c->max_days > 0 ? " within " : "");
     if (c->max_days > 0) fprintf(f, "%.4g days", c->max_days);
-    fputs("; per system the cheapest GPU count in time; * = recommended, ! = misses the deadline, "
-          "e = example price\n", f);
-    fprintf(f, "#  %-16s %6s %9s %13s %9s %7s %9s\n", "system", "gpus", "days", "cost", "USD/GPU-h", "W/GPU", "energy");
-    fprintf(f, "#  %-16s %6s %9s %13s %9s %7s %9s\n", "", "", "d", "USD", "", "W", "MWh");
+    fputs("; per system the cheapest GPU count in time; held = GPUs paid for (the ranks and the domain GPUs they "
+          "leave idle); * = recommended, ! = misses the deadline, e = example price\n", f);
+    fprintf(f, "#  %-16s %6s %6s %9s %13s %9s %7s %9s\n", "system", "gpus", "held", "days", "cost", "USD/GPU-h",
+            "W/GPU", "energy");
+    fprintf(f, "#  %-16s %6s %6s %9s %13s %9s %7s %9s\n", "", "", "", "d", "USD", "", "W", "MWh");
     for (int s = 0; s < c->n_picks; s++) {
         const ts_buy_pick *p = &c->picks[s];
         fprintf(f, "%c  %-16s ", s == c->recommended ? '*' : ' ', spec->systems[s].name);
@@ -114,7 +119,7 @@ ts_status ts_capacity_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_r
             fputs("(nothing fits at any GPU count of the sweep)\n", f);
             continue;
         }
-        fprintf(f, "%6d %9.1f%c %12.0f %8.2f%c %7.0f %9.1f\n", r->rows[p->row].gpus, p->days,
+        fprintf(f, "%6d %6d %9.1f%c %12.0f %8.2f%c %7.0f %9.1f\n", r->rows[p->row].gpus, p->occupied_gpus, p->days,
                 p->meets_deadline ? ' ' : '!', p->cost_usd, p->price_per_gpu_hour, p->price_is_example ? 'e' : ' ',
                 p->power_per_gpu_w, p->energy_mwh);
     }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "program/ranks.h"
 #include "tests/helpers.h"
 #include "tests/tagged.h"
 
@@ -171,6 +172,15 @@ Test(sweep, bad_input_exits_2_with_one_line) {
     cli_result_free(&r);
 }
 
+/* GPUs a row's job holds on system `name`: its ranks placed on the system's scale-up domains. */
+static int held_gpus(const char *name, const char *layout_text, int gpus) {
+    ts_system s;
+    ts_layout l;
+    cr_assert_eq(ts_system_load(name, &s), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_layout_parse("row", layout_text, &l), TS_OK, "%s", ts_error_message());
+    return ts_rank_gpu(&l, ts_system_domain_gpus(&s), gpus - 1) + 1;
+}
+
 /* `--systems a,b --tokens N`: per system the cheapest count (within --days), its days = tokens /
  * tokens_per_s / 86400 and cost = price · GPUs · 24 · days at the system file's price, and the
  * cheapest system in time recommended; in the table ('*'), the JSON and the HTML page (one bar
@@ -203,13 +213,15 @@ Test(sweep, capacity_comparison_across_systems) {
             if (strcmp(json_str(row, "system", "row"), name) != 0 || !cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")))
                 continue;
             double t = json_num(row, "tokens_per_s", "row"), g = json_num(row, "gpus", "row");
-            double d = 1e12 / t / 86400, c = price * g * 24 * d;
+            double d = 1e12 / t / 86400, c = price * held_gpus(name, json_str(row, "layout", "row"), (int)g) * 24 * d;
             if (g == gpus) tps = t;
             else if (c < cost) cr_expect_gt(d, 30, "%s on %g GPUs is cheaper and in time", name, g);
         }
         cr_assert_gt(tps, 0, "%s: the pick is a row of the sweep", name);
         cr_expect(fabs(days - 1e12 / tps / 86400) <= 1e-9 * days, "%s: days", name);
-        cr_expect(fabs(cost - price * gpus * 24 * days) <= 1e-9 * cost, "%s: cost", name);
+        double held = json_num(p, "occupied_gpus", name);
+        cr_expect(held >= gpus && held < gpus + 72, "%s: %g GPUs held for %g ranks", name, held, gpus);
+        cr_expect(fabs(cost - price * held * 24 * days) <= 1e-9 * cost, "%s: cost", name);
         cr_expect_gt(json_num(p, "power_per_gpu_w", name), 0, "%s: a power figure", name);
         if (cJSON_IsTrue(cJSON_GetObjectItem(p, "meets_deadline")) && cost < best_cost) best_cost = cost, best = name;
     }
