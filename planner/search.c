@@ -265,7 +265,7 @@ static ts_status run(search_ctx *c) {
     for (int a = 0; a < n_div; a++) {
         int tp = (int)gpu_div[a];
         if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
-        if (tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes) break;
+        if (tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes) break; /* TP inside the NVLink domain */
         if (m->heads % tp) continue;
         for (int b = 0; b < n_div; b++) {
             int cp = (int)gpu_div[b];

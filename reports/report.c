@@ -110,6 +110,23 @@ int ts_report_system_figures(const ts_report *r, ts_report_figure *out) {
     FIG("TP communication hidden", "tp_comm_overlap", "%", 0, s->tp_comm_overlap);
     FIG("DP communication hidden (of its window)", "dp_comm_overlap", "%", 0, s->dp_comm_overlap);
     FIG("interleaving's extra pipeline transfers hidden", "pp_comm_overlap", "%", 0, s->pp_comm_overlap);
+    /* Systems with a scale-up domain apart from the host, or a tiered fabric (docs/systems.md);
+     * the figures are absent for the others, whose reports stay as they were. */
+    static const char *const reach_labels[TS_TIERS_MAX] = {"fabric tier 1: GPUs under one switch group (0: all)",
+                                                            "fabric tier 2: GPUs under one switch group (0: all)",
+                                                            "fabric tier 3: GPUs under one switch group (0: all)"};
+    static const char *const reach_keys[TS_TIERS_MAX] = {"tier1_gpus", "tier2_gpus", "tier3_gpus"};
+    static const char *const over_labels[TS_TIERS_MAX] = {"fabric tier 1 oversubscription",
+                                                           "fabric tier 2 oversubscription",
+                                                           "fabric tier 3 oversubscription"};
+    static const char *const over_keys[TS_TIERS_MAX] = {"tier1_oversubscription", "tier2_oversubscription",
+                                                         "tier3_oversubscription"};
+    if (ts_system_domain_gpus(s) != s->gpus_per_node)
+        FIG("GPUs per NVLink domain", "domain_gpus", "", 0, ts_system_domain_gpus(s));
+    for (int k = 0; k < s->n_tiers; k++) {
+        FIG(reach_labels[k], reach_keys[k], "", 0, s->tiers[k].gpus);
+        FIG(over_labels[k], over_keys[k], "", 1, s->tiers[k].oversubscription);
+    }
     return n;
 }
 
