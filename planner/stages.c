@@ -207,8 +207,9 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
     ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
-    double gb = pb->train.grad_bytes * st->params[st->biggest];
-    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
+    /* on the wire in the stack's gradient-reduction dtype */
+    double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
+    double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
     double wb = pb->train.weight_bytes * st->params[st->biggest];
     double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
     st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
@@ -418,9 +419,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         }
     }
     t.optimizer = st->optimizer_s[l->zero >= 1];
+    t.overhead = pb->train.stack.step_overhead_s;
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
-           t.optimizer;
+           t.optimizer + t.overhead;
 }
 
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {
