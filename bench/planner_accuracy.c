@@ -32,7 +32,9 @@ int main(int argc, char **argv) {
     static const char *const titles[TS_PUB_KIND_COUNT] = {
         "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n",
         "# NVIDIA dgxc recipes (H100, BF16): step time, s\n",
-        "# NVIDIA dgxc recipes (H100, FP8, Transformer Engine delayed scaling): step time, s\n"};
+        "# NVIDIA dgxc recipes (H100, FP8, Transformer Engine delayed scaling): step time, s\n",
+        "# Runs on the stacks of their era (validation/published/older-stacks.json): step time, s, or\n"
+        "# TFLOP/s per GPU incl. recompute (SC'21 eq. 3); stack named in the layout column\n"};
     for (int kind = 0; kind < TS_PUB_KIND_COUNT; kind++) {
         double errs[MAX_ROWS];
         int k = 0;
@@ -43,8 +45,11 @@ int main(int argc, char **argv) {
             if ((int)c[i].kind != kind) continue;
             char rank[8] = "";
             if (kind == TS_PUB_MEGATRON_TFLOPS) snprintf(rank, sizeof rank, c[i].rank ? "%d" : "-", c[i].rank);
-            printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s\n", c[i].id, c[i].gpus, c[i].tp,
-                   c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout);
+            if (kind == TS_PUB_OLDER_STACK) snprintf(rank, sizeof rank, "%s", c[i].is_tflops ? "TF/s" : "s");
+            printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s%s%s\n", c[i].id, c[i].gpus, c[i].tp,
+                   c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout,
+                   kind == TS_PUB_OLDER_STACK ? " --stack " : "", kind == TS_PUB_OLDER_STACK ? c[i].stack : "");
+            if (c[i].unfit) continue;
             errs[k++] = c[i].error;
             double tol = kind == TS_PUB_NVIDIA_STEP_FP8 ? 0.20 : 0.15;
             if (fabs(c[i].error) > tol || (kind == TS_PUB_MEGATRON_TFLOPS && (c[i].rank == 0 || c[i].rank > 5))) bad++;

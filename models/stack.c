@@ -17,6 +17,8 @@
  *    "overlap": {"tp_comm": "system", "dp_comm": 0.9, "pp_sends": 1},
  *                                              fractions in [0, 1] or "system" (the system
  *                                              file's value), default "system"
+ *    "pp_scatter_gather": true,                pipeline sends split over the TP ranks and
+ *                                              gathered after (false: each TP rank sends all)
  *    "grad_reduce_dtype": "grad",              fp32 | bf16 | fp16 | grad (the gradients' own)
  *    "step_overhead_s": 0,                     exposed per-step seconds, [0, 1000]
  *    "notes": {...}}                           free-form: what the profile states but Tessera
@@ -33,7 +35,8 @@
 
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention",
-                                        "overlap", "grad_reduce_dtype", "step_overhead_s", "notes", NULL};
+                                        "overlap", "pp_scatter_gather", "grad_reduce_dtype", "step_overhead_s",
+                                        "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
 static const char *const overlap_keys[] = {"tp_comm", "dp_comm", "pp_sends", "source", NULL};
 static const char *const reduce_names[] = {"grad", "fp32", "bf16", "fp16", NULL};
@@ -46,6 +49,7 @@ void ts_stack_defaults(ts_stack *s) {
     s->pp_max_zero = 3;
     s->tp = s->pp = s->cp = s->ep = s->sp = 1;
     s->flash_attention = 1;
+    s->pp_scatter_gather = 1;
     s->tp_comm_overlap = s->dp_comm_overlap = s->pp_comm_overlap = TS_STACK_SYSTEM;
 }
 
@@ -195,6 +199,7 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     TS_CHECK(read_dims(&r, root, &s));
     TS_CHECK(ts_jr_bool(&r, root, "flash_attention", 0, 1, &s.flash_attention));
     TS_CHECK(read_overlap(&r, root, &s));
+    TS_CHECK(ts_jr_bool(&r, root, "pp_scatter_gather", 0, 1, &s.pp_scatter_gather));
     int reduce;
     TS_CHECK(ts_jr_enum(&r, root, "grad_reduce_dtype", 0, reduce_names, 0, &reduce));
     s.grad_reduce_bytes = reduce_bytes[reduce];

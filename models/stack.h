@@ -36,6 +36,8 @@ typedef struct {
                                the backward, exposed */
     double pp_comm_overlap; /* pipeline sends asynchronous behind other chunks' compute (1) or
                                blocking (0) */
+    int pp_scatter_gather;  /* pipeline sends split over the TP ranks (SC'21 §4.1); 0: every TP
+                               rank sends the whole activation */
     double grad_reduce_bytes; /* bytes per gradient element on the wire (fp32: 4, bf16: 2);
                                  0: the training's gradient bytes */
     double step_overhead_s;   /* exposed per-step costs outside the step program (data loading,

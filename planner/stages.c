@@ -305,9 +305,9 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp, h = (double)m->hidden;
     st->mb_buffer_bytes = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0);
-    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
-                                   ts_group_link(s, pb->gpus / pp, 2))
-                       : 0;
+    ts_edge_recipe edge;
+    ts_edge_recipe_of(pb, sh, &edge);
+    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, edge.p2p_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
