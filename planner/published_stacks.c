@@ -77,7 +77,7 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
         ts_layout_format(&e->layout, c->layout, sizeof c->layout);
     }
     if (st == TS_ERR_INFEASIBLE) { /* a miss of the memory model, reported as such */
-        snprintf(c->layout, sizeof c->layout, "does not fit: %s", res.reason);
+        snprintf(c->layout, sizeof c->layout, "does not fit: %.200s", res.reason);
         ts_error_clear();
         c->unfit = 1;
         ts_search_result_free(&res);
