@@ -80,6 +80,8 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
  * system and initialises `pb` (the sequence defaults to at most the model's max_seq); exits 2 on
  * bad input. */
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb);
+/* Loads --stack (default megatron-core) into a->train.stack; exits 2 on bad input. */
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a);
 /* The help lines of the problem flags (two leading spaces, aligned at column 25). */
 void cli_problem_help(void);
 /* Says on stderr when a pinned layout `l` is one the problem's stack cannot run (the search never

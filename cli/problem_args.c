@@ -82,6 +82,11 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     return 1;
 }
 
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
+    ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, &a->train.stack);
+    if (st != TS_OK) cli_fail(cmd, st);
+}
+
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (!a->model) cli_usage_error(cmd, "--model is required");
     if (!a->system) cli_usage_error(cmd, "--system is required");
@@ -96,7 +101,7 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     ts_system s;
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
-    if (st == TS_OK) st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, &a->train.stack);
+    if (st == TS_OK) cli_problem_load_stack(cmd, a);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);

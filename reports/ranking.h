@@ -42,7 +42,7 @@ typedef struct {
     int pool;           /* the pool's size */
     int fastest;        /* where the fastest predicted layout stands after that (0-based; -1:
                            below the rows kept) */
-    double fastest_step_s; /* its predicted step */
+    ts_eval fastest_eval;  /* the fastest predicted layout */
     /* --against: */
     int has_against;
     ts_eval against;

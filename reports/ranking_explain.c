@@ -108,7 +108,7 @@ ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const
     r->fastest = 0;
     /* Refined layouts are ordered by simulation; a tie then speaks of the closed form's bands. */
     if (so->objective == TS_OBJ_MEMORY || n < 1 || r->sim_step_s) return TS_OK;
-    r->fastest_step_s = r->search.best[0].step_s;
+    r->fastest_eval = r->search.best[0];
     TS_CHECK(add_pool_ties(pb, so, r));
     int total = r->search.n_best;
     int *order = malloc((size_t)total * sizeof *order);
@@ -181,15 +181,12 @@ void ts_ranking_tie_text(const ts_problem *pb, const ts_ranking *r, char *buf, s
                      ts_mem_tight(pb, b->mem.total) ? "tight, " : "not tight, ",
                      n_exotic ? "exotic in " : "with no exotic dimension", exotic);
     if (r->fastest == 0 || n < 0 || (size_t)n >= cap) return;
-    const ts_eval *f = r->fastest > 0 ? &r->search.best[r->fastest] : NULL;
-    if (!f) {
-        snprintf(buf + n, cap - (size_t)n, "; the fastest by %.1f%% lies beyond the rows shown",
-                 100 * (b->step_s / r->fastest_step_s - 1));
-        return;
-    }
+    const ts_eval *f = &r->fastest_eval;
     ts_exotic_dims(pb, &f->layout, exotic, sizeof exotic);
     ts_layout_format(&f->layout, text, sizeof text);
-    snprintf(buf + n, cap - (size_t)n, "; the fastest, %s (rank %d, %.1f%% faster), is %s%s%s", text, r->fastest + 1,
+    char where[48] = "not among the rows shown";
+    if (r->fastest > 0) snprintf(where, sizeof where, "rank %d", r->fastest + 1);
+    snprintf(buf + n, cap - (size_t)n, "; the fastest predicted, %s (%s, %.1f%% faster), is %s%s%s", text, where,
              100 * (1 - f->step_s / b->step_s), ts_mem_tight(pb, f->mem.total) ? "tight" : "not tight",
              exotic[0] ? " and exotic in " : "", exotic);
 }
