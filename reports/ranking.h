@@ -22,6 +22,8 @@ typedef struct {
     const char *against; /* --against PINS: the pick beside the best layout under these pins,
                             term by term; NULL: none */
     const char *bands_dir; /* the published runs behind the bands (NULL: <data>/validation/published) */
+    const ts_bands *stats; /* the residuals already computed for the problem's stack (NULL: compute
+                              them from bands_dir); a sweep computes them once */
 } ts_ranking_opts;
 
 /* ts_partition_opts_defaults, no refinement, no pins. */

@@ -55,6 +55,12 @@ static ts_status add_pool_ties(const ts_problem *pb, const ts_search_opts *so, t
     po.top_k = TS_TIE_POOL > so->top_k ? TS_TIE_POOL : so->top_k;
     ts_search_result pool;
     ts_status res = ts_search(pb, &po, &pool);
+    if (res == TS_ERR_INPUT || res == TS_ERR_INFEASIBLE) {
+        /* no even layout under the pins (the ranking's come from uneven stages): no pool */
+        ts_error_clear();
+        ts_search_result_free(&pool);
+        return TS_OK;
+    }
     int n = r->search.n_best, extra = 0;
     for (int i = 0; res == TS_OK && i < pool.n_best; i++) {
         ts_band b;
@@ -98,7 +104,8 @@ static void truncate_to(ts_ranking *r, int keep) {
 ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r) {
     char dir[4096];
     bands_dir(o, dir, sizeof dir);
-    TS_CHECK(ts_bands_compute(dir, pb->train.stack.name, &r->stats));
+    if (o->stats) r->stats = *o->stats;
+    else TS_CHECK(ts_bands_compute(dir, pb->train.stack.name, &r->stats));
     int n = r->search.n_best;
     r->bands = calloc((size_t)(n > 0 ? n : 1), sizeof *r->bands);
     if (!r->bands) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d bands", n);

@@ -18,6 +18,7 @@
  *                 "flash_attention", "layouts"},
  *    "answer": {"layout", "step_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes",
  *               "usable_bytes", "band_lo_s", "band_hi_s", "tight", "stack", "tie", "against"},
+ *               ("tie" and "against" only when the plan has them)
  *    "layouts": [plan_json.h's layout objects, re-evaluated],
  *    "simulation": {"layout", "step_s", "closed_form_step_s", "bubble_fraction", "microbatches",
  *                   "ops", "stages": [{"stage", "busy_s", "bubble_s", "exposed_comm_s"}],

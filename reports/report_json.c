@@ -48,8 +48,8 @@ static ts_status question_json(const ts_report *r, cJSON *root) {
     NUM(a, "band_hi_s", r->band_hi_s);
     BOOL(a, "tight", r->tight);
     STR(a, "stack", pb->train.stack.name);
-    STR(a, "tie", r->tie);
-    STR(a, "against", r->against);
+    if (r->tie[0]) STR(a, "tie", r->tie);
+    if (r->against[0]) STR(a, "against", r->against);
 fail:
     return res;
 }
