@@ -1,7 +1,6 @@
 /* Uncertainty bands from the planner's residuals on published runs (see bands.h). */
 #include "planner/bands.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +23,6 @@ static void widen(ts_band_stat *into, const ts_band_stat *s) {
 
 ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
     memset(out, 0, sizeof *out);
-    snprintf(out->stack, sizeof out->stack, "%s", stack);
     ts_pub_case *c;
     int n;
     TS_CHECK_CTX(ts_published_run(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
@@ -53,7 +51,6 @@ void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, dou
         else widen(&s, &b->fam[f]);
     }
     if (out->unmeasured) widen(&s, b->stack_all.n ? &b->stack_all : &b->all);
-    out->runs = s.n;
     /* measured = predicted / (1 + e); no runs at all: the prediction alone */
     out->lo_s = s.n ? step_s / (1.0 + s.err_max) : step_s;
     out->hi_s = s.n ? step_s / (1.0 + s.err_min) : step_s;

@@ -25,7 +25,6 @@ typedef struct {
 } ts_band_stat;
 
 typedef struct {
-    char stack[64];
     ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack, by family */
     ts_band_stat stack_all;         /* every run on this stack */
     ts_band_stat all;               /* every run on any stack */
@@ -40,7 +39,6 @@ typedef struct {
     double lo_s, hi_s;   /* measured step likely within */
     unsigned families;   /* bit per ts_family the layout belongs to */
     unsigned unmeasured; /* of those, families without a published run on the stack */
-    int runs;            /* published runs behind the band, counted once per family */
 } ts_band;
 
 void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out);
