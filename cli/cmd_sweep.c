@@ -160,6 +160,7 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
+    cli_problem_load_stack(cmd, &pa);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = price, .price_is_default = price_is_default,
                           .gpus = gpus, .n_gpus = n_gpus};

@@ -8,6 +8,7 @@
 
 #include "planner/partition.h"
 #include "program/schedule.h"
+#include "planner/stack_rules.h"
 #include "planner/stages.h"
 
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
@@ -139,6 +140,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             for (int iz = 0; iz < n_zero; iz++) {
                 int z = zeros[iz];
                 l->zero = z;
+                if (ts_stack_refusal(&pb->train.stack, l, pins->mask, NULL, 0)) continue; /* planner/stack_rules.h */
                 r->searched++;
                 if (prune_group) continue;
                 /* Rank by the two numbers first; build the full evaluation only for layouts that

@@ -23,6 +23,11 @@ void ts_train_defaults(ts_train *t) {
         .bucket_bytes = 40e6 * 2,
         .activation_scale = 1,
     };
+    ts_stack_defaults(&t->stack);
+}
+
+double ts_grad_reduce_bytes(const ts_train *t) {
+    return t->stack.grad_reduce_bytes > 0 ? t->stack.grad_reduce_bytes : t->grad_bytes;
 }
 
 void ts_train_set_dtype(ts_train *t, ts_dtype d) {
