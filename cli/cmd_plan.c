@@ -22,6 +22,8 @@ static void help(void) {
            "  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
+           "      --against PINS     the pick beside the best layout under PINS (e.g. tp=8,pp=4,vpp=5),\n"
+           "                         term by term: compute, TP/CP/EP/PP comm, bubble, DP, memory, band\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -63,12 +65,13 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_args pa;
     cli_problem_args_init(&pa);
     budget bud = {0};
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_GPUS_MAX, OPT_BATCH_TOL };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_GPUS_MAX, OPT_BATCH_TOL, OPT_AGAINST };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"gpus-max", required_argument, 0, OPT_GPUS_MAX}, {"batch-tolerance", required_argument, 0, OPT_BATCH_TOL},
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
+        {"against", required_argument, 0, OPT_AGAINST},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -82,6 +85,7 @@ int cmd_plan(int argc, char **argv) {
         case OPT_JSON: json = 1; break;
         case OPT_GPUS_MAX: bud.opts.gpus_max = (int)cli_int(cmd, "--gpus-max", optarg, 1, 1 << 24); break;
         case OPT_BATCH_TOL: bud.opts.batch_tolerance = cli_fraction(cmd, "--batch-tolerance", optarg, 0, 0.5); break;
+        case OPT_AGAINST: ro.against = optarg; break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
@@ -114,6 +118,7 @@ int cmd_plan(int argc, char **argv) {
     if (r.search.partition_errors) /* also on stderr: with --json the table's note is not printed */
         fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
                 r.search.partition_errors, r.search.partition_error);
+    if (st == TS_OK && r.search.n_best > 0) cli_warn_stack(cmd, &pb, &r.search.best[0].layout);
     if (st == TS_OK) st = report(&pb, &pa.search, &ro, &r, &bud, json, output);
     ts_ranking_free(&r);
     ts_budget_result_free(&bud.result);

@@ -22,6 +22,7 @@ static void help(void) {
            "\n"
            "  -m, --model M          zoo name (tessera models), model JSON or Hugging Face config.json\n"
            "  -s, --system S,...     one or more systems (zoo names or JSON files), comma-separated\n"
+           "      --systems S,...    the same\n"
            "  -g, --gpus LIST        GPU counts: 8,16,32 or a range 8..1024 (powers of two from 8)\n"
            "  -b, --global-batch B   sequences per step, or a list such as 256,512,1024 (default 1024)\n"
            "  -l, --seq L            tokens per sequence, or a list such as 4096,8192 (default 4096,\n"
@@ -35,8 +36,12 @@ static void help(void) {
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --partition MODE   uniform | ilp | auto (default), as in tessera plan\n"
            "      --price P          USD per GPU-hour: one price for every system, or per system,\n"
-           "                         e.g. h100-sxm-dgx=2.5,b200-dgx=4.2 (default %.2f for any not given)\n"
-           "      --tokens N         also the days and cost to train N tokens (2T, 300B, 1.5e12)\n"
+           "                         e.g. h100-sxm-dgx=2.5,b200-dgx=4.2; a system not given one\n"
+           "                         takes its file's price, else %.2f\n"
+           "      --tokens N         compare systems for training N tokens (2T, 300B, 1.5e12): per\n"
+           "                         system the cheapest GPU count, its days, cost and energy, and a\n"
+           "                         recommendation\n"
+           "      --days D           with --tokens: only counts that finish within D days\n"
            "      --json             print the sweep as JSON instead of a table\n"
            "  -o, --output FILE      also write FILE (atomically): an HTML page of charts when FILE\n"
            "                         ends in .html (open it in any browser, no network needed), else\n"
@@ -116,11 +121,13 @@ int cmd_sweep(int argc, char **argv) {
     double tokens = 0;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE, OPT_TOKENS };
+    double max_days = 0;
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE, OPT_TOKENS, OPT_DAYS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
+        {"systems", required_argument, 0, 's'}, {"tokens", required_argument, 0, OPT_TOKENS},
+        {"days", required_argument, 0, OPT_DAYS},
         {"price", required_argument, 0, OPT_PRICE}, {"json", no_argument, 0, OPT_JSON},
-        {"tokens", required_argument, 0, OPT_TOKENS},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -141,6 +148,7 @@ int cmd_sweep(int argc, char **argv) {
                 if (!(tokens >= 1 && tokens <= 1e18))
                     cli_usage_error(cmd, "--tokens: expected a token count such as 2T, 300B or 1.5e12, got \"%s\"", optarg);
                 break;
+            case OPT_DAYS: max_days = cli_num(cmd, "--days", optarg, 1e-3, 1e5); break;
             case OPT_JSON: json = 1; break;
             case 'o': output = optarg; break;
             case 'h': help(); return 0;
@@ -151,6 +159,7 @@ int cmd_sweep(int argc, char **argv) {
     if (!pa.model) cli_usage_error(cmd, "--model is required");
     if (!systems_arg) cli_usage_error(cmd, "--system is required");
     if (!gpus_arg) cli_usage_error(cmd, "--gpus is required");
+    if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
 
@@ -163,10 +172,11 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
+    cli_problem_load_stack(cmd, &pa);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = TS_REPORT_DEFAULT_PRICE, .price_is_default = 1,
                           .gpus = gpus, .n_gpus = n_gpus, .batches = batch_arg ? batches : NULL,
-                          .n_batches = n_batches, .seqs = seq_arg ? seqs : NULL, .n_seqs = n_seqs, .tokens = tokens,
+                          .n_batches = n_batches, .seqs = seq_arg ? seqs : NULL, .n_seqs = n_seqs,
                           .partition = pa.partition};
     if (price_arg) st = ts_sweep_parse_prices("--price", price_arg, &spec);
     if (st == TS_OK) st = ts_model_load(pa.model, &spec.model);
@@ -190,15 +200,23 @@ int cmd_sweep(int argc, char **argv) {
         ts_sweep_result_free(&r);
         cli_fail(cmd, run_st);
     }
+    ts_buy cap;
+    if (tokens > 0) {
+        st = ts_capacity_compare(&spec, &r, tokens, max_days, &cap);
+        if (st != TS_OK) cli_fail(cmd, st);
+        spec.capacity = &cap;
+    }
     char nothing_fits[1024];
     snprintf(nothing_fits, sizeof nothing_fits, "%s", run_st == TS_OK ? "" : ts_error_message());
     /* Nothing fitting anywhere still prints the rows that say why, then exits 3. */
     cJSON *root = NULL;
     st = TS_OK;
     if (json || (output && !ends_with(output, ".html"))) st = ts_sweep_to_json(&spec, &r, &root);
+    if (st == TS_OK && root && spec.capacity) st = ts_capacity_add_json(&spec, &r, spec.capacity, root);
     if (st == TS_OK && output) st = ends_with(output, ".html") ? write_html(output, &spec, &r)
                                                                 : ts_json_write_file(output, root);
     if (st == TS_OK) st = json ? ts_json_write_file("-", root) : ts_sweep_print(stdout, &spec, &r);
+    if (st == TS_OK && !json && spec.capacity) st = ts_capacity_print(stdout, &spec, &r, spec.capacity);
     if (st == TS_OK && output && !json) printf("# wrote %s\n", output);
     cJSON_Delete(root);
     ts_sweep_result_free(&r);

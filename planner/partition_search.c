@@ -224,6 +224,7 @@ static ts_status add_near(part_search *q, int by_memory, ts_search_result *near)
     o.explicit_splits = q->po->mode == TS_PARTITION_ILP;
     o.top_k = 4 * PART_NEAR;
     o.objective = by_memory ? TS_OBJ_MEMORY : TS_OBJ_TIME;
+    o.max_slowdown = INFINITY; /* the least memory at any speed: the closest to fitting */
     TS_CHECK(search_for_candidates(&roomy, &o, near, "layouts that fit with twice the memory"));
     for (int i = 0, added = 0; i < near->n_best && added < PART_NEAR; i++) {
         const ts_eval *e = &near->best[i];
@@ -353,6 +354,7 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     ts_status res = TS_OK;
     part_search q = {.pb = pb, .opts = opts, .po = po, .short_bytes = INFINITY};
     if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) q.policies = 1u << opts->pins.value.recompute;
+    else q.policies = pb->train.stack.recompute; /* the policies the stack offers (0: all) */
     ts_search_result near = {0}, split_only = {0};
     TS_CHECK_GOTO(add_best(&q, out, screen), res, exit);
     if (screen && q.n_cand == 0) return st; /* nothing to gain: the even search's result, untouched */

@@ -7,7 +7,9 @@
 #include <time.h>
 
 #include "common/json.h"
+#include "common/paths.h"
 #include "reports/numfmt.h"
+#include "reports/ranking.h"
 
 #define MAX_GPUS (1 << 24)
 
@@ -87,6 +89,7 @@ ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spe
                            what, num);
         if (!eq) {
             spec->price_per_gpu_hour = v;
+            spec->price_is_default = 0;
             continue;
         }
         *eq = '\0';
@@ -95,13 +98,17 @@ ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spe
         if (s == spec->n_systems) return TS_FAIL(TS_ERR_INPUT, "%s: \"%s\" is not one of the swept systems", what, item);
         spec->prices[s] = v > 0 ? v : -1; /* -1: free, told apart from "not given" */
     }
-    spec->price_is_default = 0;
     return TS_OK;
 }
 
 double ts_sweep_price(const ts_sweep_spec *spec, int s) {
-    double p = spec->prices[s];
-    return p > 0 ? p : p < 0 ? 0 : spec->price_per_gpu_hour;
+    double p = spec->prices[s], own = spec->systems[s].price_per_gpu_hour;
+    if (p != 0) return p > 0 ? p : 0;
+    return spec->price_is_default && own > 0 ? own : spec->price_per_gpu_hour;
+}
+
+int ts_sweep_price_is_example(const ts_sweep_spec *spec, int s) {
+    return spec->prices[s] == 0 && spec->price_is_default;
 }
 
 static double now_s(void) {
@@ -110,8 +117,23 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The pick `tessera plan --top 1` makes for the problem (reports/ranking.h: the tie with the
+ * fastest broken toward robustness; uneven stages by the sweep's --partition), into row->best. */
+static ts_status plan_pick(const ts_problem *pb, const ts_search_opts *o, const ts_partition_opts *po,
+                           const ts_bands *stats, ts_sweep_row *row) {
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    ro.stats = stats;
+    ro.partition = *po;
+    ts_ranking rk;
+    ts_status st = ts_ranking_make(pb, o, &ro, &rk);
+    if (st == TS_OK) row->best = rk.search.best[0];
+    ts_ranking_free(&rk);
+    return st;
+}
+
 /* One (system, GPU count, batch, seq): the best layout, or why there is none. */
-static ts_status sweep_one(const ts_sweep_spec *spec, ts_sweep_row *row) {
+static ts_status sweep_one(const ts_sweep_spec *spec, const ts_bands *stats, ts_sweep_row *row) {
     ts_problem pb;
     ts_train t = spec->train;
     t.global_batch = row->global_batch;
@@ -124,12 +146,9 @@ static ts_status sweep_one(const ts_sweep_spec *spec, ts_sweep_row *row) {
     if (st == TS_OK) {
         double price = ts_sweep_price(spec, row->system);
         row->fits = 1;
-        row->best = r.best[0];
+        ts_search_result_free(&r);
+        TS_CHECK(plan_pick(&pb, &o, &spec->partition, stats, row));
         row->cost_per_mtok = price * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
-        if (spec->tokens > 0) {
-            row->days = spec->tokens / row->best.tokens_per_s / 86400;
-            row->cost_usd = price * row->gpus * row->days * 24;
-        }
     } else if (st == TS_ERR_INFEASIBLE && r.has_closest) {
         snprintf(row->reason, sizeof row->reason, "nothing fits: needs %.1f GB/GPU, %.1f GB usable",
                  r.closest.mem.total / 1e9, pb.usable_bytes / 1e9);
@@ -165,6 +184,10 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
     out->rows = calloc(total > 0 ? (size_t)total : 1, sizeof *out->rows);
     if (out->rows == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d sweep rows", total);
     double t0 = now_s();
+    ts_bands stats;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
+    TS_CHECK(ts_bands_compute(dir, spec->train.stack.name, &stats));
     for (int g = 0; g < spec->n_gpus; g++)
         for (int b = 0; b < nb; b++)
             for (int l = 0; l < nl; l++)
@@ -174,7 +197,7 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
                     row->system = s;
                     row->global_batch = spec->batches ? spec->batches[b] : spec->train.global_batch;
                     row->seq = spec->seqs ? spec->seqs[l] : spec->train.seq;
-                    TS_CHECK(sweep_one(spec, row));
+                    TS_CHECK(sweep_one(spec, &stats, row));
                     out->n_fit += row->fits;
                     out->n_rows++;
                     if (spec->progress) spec->progress(spec->progress_ctx, out->n_rows, total);
@@ -227,7 +250,6 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
     for (int s = 0; s < spec->n_systems; s++) NUM(arr, spec->systems[s].name, ts_sweep_price(spec, s));
     TS_CHECK_GOTO(add_sizes(root, "global_batches", spec->batches, spec->n_batches, spec->train.global_batch), res, fail);
     TS_CHECK_GOTO(add_sizes(root, "seqs", spec->seqs, spec->n_seqs, spec->train.seq), res, fail);
-    if (spec->tokens > 0) NUM(root, "tokens", spec->tokens);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "systems"), res, fail);
     for (int s = 0; s < spec->n_systems; s++) {
         cJSON *name = cJSON_CreateString(spec->systems[s].name);
@@ -266,10 +288,6 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
         NUM(o, "memory_bytes", row->best.mem.total);
         NUM(o, "price_per_gpu_hour", ts_sweep_price(spec, row->system));
         NUM(o, "cost_per_mtok", row->cost_per_mtok);
-        if (spec->tokens > 0) {
-            NUM(o, "days", row->days);
-            NUM(o, "cost_usd", row->cost_usd);
-        }
         BOOL(o, "fastest", row->fastest);
         BOOL(o, "cheapest", row->cheapest);
     }
@@ -297,14 +315,12 @@ static void print_request(FILE *f, const ts_sweep_spec *spec) {
     fputs("\n# best layout per (GPUs, batch, seq, system) by step time; USD per GPU-hour:", f);
     for (int s = 0; s < spec->n_systems; s++) {
         char usd[32];
-        fprintf(f, " %s %s%s", spec->systems[s].name, ts_fmt_usd(ts_sweep_price(spec, s), usd, sizeof usd),
+        const char *whose = !ts_sweep_price_is_example(spec, s) ? ""
+                            : spec->systems[s].price_per_gpu_hour > 0 ? " (its system file's example)" : " (default)";
+        fprintf(f, " %s %s%s%s", spec->systems[s].name, ts_fmt_usd(ts_sweep_price(spec, s), usd, sizeof usd), whose,
                 s + 1 < spec->n_systems ? "," : "");
     }
-    fprintf(f, "%s\n", spec->price_is_default ? " (the default price; set it with --price)" : "");
-    if (spec->tokens > 0) {
-        char tok[48];
-        fprintf(f, "# days and cost to train %s tokens (--tokens)\n", ts_fmt_count(spec->tokens, tok, sizeof tok));
-    }
+    fputs("; set them with --price\n", f);
 }
 
 /* The recommendations in words. */
@@ -323,12 +339,9 @@ static void print_recommendations(FILE *f, const ts_sweep_spec *spec, const ts_s
 
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
     print_request(f, spec);
-    int days = spec->tokens > 0;
     fprintf(f, "#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "gpus", "system", "batch", "seq", "layout", "step",
             "tokens/s", "MFU", "USD/Mtok");
-    if (days) fprintf(f, " %9s %13s", "train", "train cost");
     fprintf(f, "\n#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "", "", "", "", "", "s", "", "%", "");
-    if (days) fprintf(f, " %9s %13s", "days", "USD");
     fputc('\n', f);
     for (int i = 0; i < r->n_rows; i++) {
         const ts_sweep_row *row = &r->rows[i];
@@ -343,10 +356,6 @@ ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_resu
         fprintf(f, "%-82s %9.3f %11s %6.1f %9s", text, row->best.step_s,
                 ts_fmt_count(row->best.tokens_per_s, tok, sizeof tok), 100 * row->best.mfu,
                 ts_fmt_usd(row->cost_per_mtok, usd, sizeof usd));
-        if (days) {
-            char d[48];
-            fprintf(f, " %9s %13s", ts_fmt_sig(row->days, 3, d, sizeof d), ts_fmt_usd(row->cost_usd, usd, sizeof usd));
-        }
         if (row->fastest || row->cheapest)
             fprintf(f, "  <- %s%s%s", row->fastest ? "fastest" : "", row->fastest && row->cheapest ? ", " : "",
                     row->cheapest ? "cheapest" : "");

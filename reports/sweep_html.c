@@ -115,16 +115,19 @@ ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep
         ts_html_str(f, "fix", spec->fix);
     }
     fputs(". Cost at", f);
+    int example = 0;
     for (int s = 0; s < spec->n_systems; s++) {
+        example |= ts_sweep_price_is_example(spec, s);
         fprintf(f, "%s ", s ? "," : "");
         ts_html_numf(f, "", 2, ts_sweep_price(spec, s), "prices.%s", spec->systems[s].name);
         fputs(" USD per GPU-hour on ", f);
         ts_html_escape(f, spec->systems[s].name);
     }
-    fprintf(f, "%s.</p>\n", spec->price_is_default ? " (the default price; set it with --price)" : "");
+    fputs(example ? " (a price no --price set is the system file's example, else the default).</p>\n" : ".</p>\n", f);
     TS_CHECK(chart(f, spec, r, PLOT_TOKENS, "Throughput", "tokens/s"));
     TS_CHECK(chart(f, spec, r, PLOT_MFU, "Model FLOPs utilisation", "MFU %"));
     TS_CHECK(chart(f, spec, r, PLOT_COST, "Cost per million tokens", "USD / 1M tokens"));
+    if (spec->capacity) TS_CHECK(ts_capacity_write_html(f, spec, r, spec->capacity));
     fputs("<h2>Best layout per GPU count and system</h2>\n", f);
     table(f, spec, r);
     fputs("<p class=\"note\">Gaps in the lines are GPU counts where nothing fits. Made by "

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "program/ranks.h"
 #include "tests/helpers.h"
 #include "tests/tagged.h"
 
@@ -42,7 +43,12 @@ Test(sweep, json_rows_are_the_best_per_count) {
         cr_expect_str_eq(json_str(row, "layout", where), json_str(best, "layout", "plan"), "%s", where);
         cr_expect_eq(json_num(row, "step_s", where), json_num(best, "step_s", "plan"), "%s", where);
         double tps = json_num(row, "tokens_per_s", where), cost = json_num(row, "cost_per_mtok", where);
-        cr_expect(fabs(cost - 2.0 * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
+        /* No --price: the system file's own price (its cost object). */
+        ts_system sys;
+        cr_assert_eq(ts_system_load("h100-sxm-dgx", &sys), TS_OK, "%s", ts_error_message());
+        double price = json_num(row, "price_per_gpu_hour", where);
+        cr_expect_eq(price, sys.price_per_gpu_hour > 0 ? sys.price_per_gpu_hour : 2.0, "%s: price", where);
+        cr_expect(fabs(cost - price * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
         cJSON_Delete(plan);
         cli_result_free(&p);
     }
@@ -71,7 +77,7 @@ Test(sweep, counts_that_do_not_fit_are_rows_and_systems_interleave) {
     cr_expect_eq(json_num(root, "price_per_gpu_hour", "$"), 3);
     cJSON_Delete(root);
     /* The table says so too. */
-    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,16", NULL);
+    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,32", NULL);
     cr_expect_eq(r.status, 0, "stderr: %s", r.err);
     cr_expect(strstr(r.out, "(nothing fits: needs ") != NULL, "%s", r.out);
     cr_expect(find_line(r.out, "# gpus system") != NULL, "%s", r.out);
@@ -171,10 +177,10 @@ Test(sweep, bad_input_exits_2_with_one_line) {
     cli_result_free(&r);
 }
 
-/* Sweeps over global batch and sequence length lists, a price per system and the days and cost
- * to train N tokens: one row per (GPUs, batch, seq, system) in that order; each row's cost per
- * token from its own system's price; days = tokens / tokens/s; exactly one row recommended as
- * fastest (the most tokens/s) and one as cheapest (the least cost per token). */
+/* Sweeps over global batch and sequence length lists and a price per system: one row per (GPUs,
+ * batch, seq, system) in that order; each row's cost per token from its own system's price;
+ * --tokens takes "2T"; exactly one row recommended as fastest (the most tokens/s) and one as
+ * cheapest (the least cost per token). */
 Test(sweep, lists_prices_tokens_and_recommendations) {
     cli_result r = run_cli("sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,b200-dgx", "--gpus", "8,16",
                            "--global-batch", "256,512", "--seq", "2048,4096", "--price",
@@ -183,7 +189,7 @@ Test(sweep, lists_prices_tokens_and_recommendations) {
     cli_result_free(&r);
     const cJSON *rows = cJSON_GetObjectItem(root, "rows");
     cr_assert_eq(cJSON_GetArraySize(rows), 2 * 2 * 2 * 2);
-    cr_expect_eq(json_num(root, "tokens", "$"), 2e12);
+    cr_expect_eq(json_num(cJSON_GetObjectItem(root, "capacity"), "tokens", "capacity"), 2e12);
     int fastest = -1, cheapest = -1, n_fast = 0, n_cheap = 0;
     for (int i = 0; i < 16; i++) {
         const cJSON *row = cJSON_GetArrayItem(rows, i);
@@ -197,9 +203,6 @@ Test(sweep, lists_prices_tokens_and_recommendations) {
         double price = i % 2 ? 4.25 : 2.5, tps = json_num(row, "tokens_per_s", where), gpus = json_num(row, "gpus", where);
         cr_expect_float_eq(json_num(row, "price_per_gpu_hour", where), price, 1e-12);
         cr_expect_float_eq(json_num(row, "cost_per_mtok", where), price * gpus / 3600 / tps * 1e6, 1e-9);
-        double days = json_num(row, "days", where);
-        cr_expect_float_eq(days, 2e12 / tps / 86400, 1e-9 * days);
-        cr_expect_float_eq(json_num(row, "cost_usd", where), price * gpus * days * 24, 1e-6);
         if (cJSON_IsTrue(cJSON_GetObjectItem(row, "fastest"))) fastest = i, n_fast++;
         if (cJSON_IsTrue(cJSON_GetObjectItem(row, "cheapest"))) cheapest = i, n_cheap++;
     }
@@ -218,10 +221,85 @@ Test(sweep, lists_prices_tokens_and_recommendations) {
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "<- fastest") != NULL && strstr(r.out, "cheapest") != NULL, "%s", r.out);
     cr_expect_not_null(find_line(r.out, "# recommended ("), "%s", r.out);
-    cr_expect(strstr(r.out, "# days and cost to train 2.00 trillion tokens") != NULL, "%s", r.out);
     cli_result_free(&r);
     r = run_cli("sweep", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--price", "nosuch=2", NULL);
     cr_expect_eq(r.status, 2);
     cr_expect(one_line_error(r.err, "sweep") && strstr(r.err, "not one of the swept systems") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* GPUs a row's job holds on system `name`: its ranks placed on the system's scale-up domains. */
+static int held_gpus(const char *name, const char *layout_text, int gpus) {
+    ts_system s;
+    ts_layout l;
+    cr_assert_eq(ts_system_load(name, &s), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_layout_parse("row", layout_text, &l), TS_OK, "%s", ts_error_message());
+    return ts_rank_gpu(&l, ts_system_domain_gpus(&s), gpus - 1) + 1;
+}
+
+/* `--systems a,b --tokens N`: per system the cheapest count (within --days), its days = tokens /
+ * tokens_per_s / 86400 and cost = price · GPUs · 24 · days at the system file's price, and the
+ * cheapest system in time recommended; in the table ('*'), the JSON and the HTML page (one bar
+ * chart per question). */
+Test(sweep, capacity_comparison_across_systems) {
+    char *dir = make_temp_dir();
+    char html_path[4096];
+    snprintf(html_path, sizeof html_path, "%s/buy.html", dir);
+    cli_result r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx,gb200-nvl72,mi355x", "--gpus",
+                           "512..2048", "--tokens", "1e12", "--days", "30", "--json", "-o", html_path, NULL);
+    cJSON *root = parse_json_output(&r, "sweep --tokens --json");
+    cli_result_free(&r);
+    const cJSON *cap = cJSON_GetObjectItem(root, "capacity"), *rows = cJSON_GetObjectItem(root, "rows");
+    cr_assert_not_null(cap, "a capacity object");
+    cr_expect_eq(json_num(cap, "tokens", "capacity"), 1e12);
+    const cJSON *sys = cJSON_GetObjectItem(cap, "systems");
+    cr_assert_eq(cJSON_GetArraySize(sys), 3);
+    double best_cost = INFINITY;
+    const char *best = NULL;
+    for (int s = 0; s < 3; s++) {
+        const cJSON *p = cJSON_GetArrayItem(sys, s);
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(p, "fits")));
+        const char *name = json_str(p, "system", "pick");
+        double gpus = json_num(p, "gpus", name), days = json_num(p, "days", name), cost = json_num(p, "cost_usd", name);
+        double price = json_num(p, "price_per_gpu_hour", name);
+        /* Its row of the sweep, and every cheaper row of that system misses the deadline. */
+        double tps = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows) {
+            if (strcmp(json_str(row, "system", "row"), name) != 0 || !cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")))
+                continue;
+            double t = json_num(row, "tokens_per_s", "row"), g = json_num(row, "gpus", "row");
+            double d = 1e12 / t / 86400, c = price * held_gpus(name, json_str(row, "layout", "row"), (int)g) * 24 * d;
+            if (g == gpus) tps = t;
+            else if (c < cost) cr_expect_gt(d, 30, "%s on %g GPUs is cheaper and in time", name, g);
+        }
+        cr_assert_gt(tps, 0, "%s: the pick is a row of the sweep", name);
+        cr_expect(fabs(days - 1e12 / tps / 86400) <= 1e-9 * days, "%s: days", name);
+        double held = json_num(p, "occupied_gpus", name);
+        cr_expect(held >= gpus && held < gpus + 72, "%s: %g GPUs held for %g ranks", name, held, gpus);
+        cr_expect(fabs(cost - price * held * 24 * days) <= 1e-9 * cost, "%s: cost", name);
+        cr_expect_gt(json_num(p, "power_per_gpu_w", name), 0, "%s: a power figure", name);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(p, "meets_deadline")) && cost < best_cost) best_cost = cost, best = name;
+    }
+    cr_assert_not_null(best);
+    cr_expect_str_eq(json_str(cap, "recommended", "capacity"), best);
+    char *html = read_file(html_path);
+    cr_assert_not_null(html);
+    int svgs = 0;
+    for (const char *p = strstr(html, "<svg "); p; p = strstr(p + 1, "<svg ")) svgs++;
+    cr_expect_eq(svgs, 3 + 4, "three sweep charts and one per question: days, GPUs, cost, energy");
+    cr_expect(has_tag(html, "capacity.recommended"), "the recommendation is on the page");
+    free(html);
+    cJSON_Delete(root);
+    remove_dir(dir);
+    r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx,b200-dgx", "--gpus", "512", "--tokens",
+                "1e12", NULL);
+    cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(find_line(r.out, "# recommended: ") != NULL, "%s", r.out);
+    cr_expect(find_line(r.out, "*  ") != NULL, "the recommended row is marked: %s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx", "--gpus", "512", "--days", "3", NULL);
+    cr_expect_eq(r.status, 2, "--days without --tokens");
+    cr_expect(one_line_error(r.err, "sweep"), "stderr: %s", r.err);
     cli_result_free(&r);
 }
