@@ -88,6 +88,12 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
  * system and initialises `pb` (the sequence defaults to at most the model's max_seq); exits 2 on
  * bad input. */
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb);
+/* The layout `tessera plan --top 1` picks under the problem flags, pins and --partition
+ * (cli_problem_load, then reports/ranking.h: uneven stages, a tie broken toward robustness), its
+ * closed-form step time and, when uneven, its split (*has_split: split is the caller's to free).
+ * Exits like `plan` when the flags are bad or nothing fits. */
+void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
+                      ts_split *split, int *has_split);
 /* The warning on stderr for a --seq beyond the model's max_seq (program/problem.h ts_seq_extends). */
 void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq);
 /* Loads --stack (default megatron-core) into a->train.stack; exits 2 on bad input. */

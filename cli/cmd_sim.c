@@ -57,23 +57,7 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
         *closed_step_s = e.step_s;
         return;
     }
-    cli_problem_load(cmd, pa, pb);
-    pa->search.top_k = 1;
-    ts_search_result r;
-    /* The same search as `tessera plan`, uneven stages included (--partition). */
-    st = ts_search_partitioned(pb, &pa->search, &pa->partition, &r);
-    if (st == TS_OK && r.splits && r.splits[0].pp > 0) {
-        st = ts_split_copy(split, &r.splits[0]);
-        *has_split = st == TS_OK;
-    }
-    if (st != TS_OK) {
-        ts_search_result_free(&r);
-        cli_fail(cmd, st);
-    }
-    *layout = r.best[0].layout;
-    *closed_step_s = r.best[0].step_s;
-    cli_warn_stack(cmd, pb, layout);
-    ts_search_result_free(&r);
+    cli_problem_pick(cmd, pa, pb, layout, closed_step_s, split, has_split);
 }
 
 int cmd_sim(int argc, char **argv) {

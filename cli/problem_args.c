@@ -1,5 +1,5 @@
-/* The problem flags plan, sim and sweep share: parsing, checking and loading them, and their
- * help (see cli.h). */
+/* The problem flags plan, sim, sweep and export share: parsing, checking and loading them, the
+ * layout plan picks under them, and their help (see cli.h). */
 #include "cli/cli.h"
 
 #include <math.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "planner/stack_rules.h"
+#include "reports/ranking.h"
 
 void cli_problem_args_init(cli_problem_args *a) {
     memset(a, 0, sizeof *a);
@@ -122,6 +123,30 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
     cli_warn_context_extension(cmd, &m, a->train.seq);
+}
+
+void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
+                      ts_split *split, int *has_split) {
+    cli_problem_load(cmd, a, pb);
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    ro.partition = a->partition;
+    ro.fix = a->fix;
+    a->search.top_k = 1;
+    ts_ranking r;
+    ts_status st = ts_ranking_make(pb, &a->search, &ro, &r);
+    *has_split = 0;
+    if (st == TS_OK && r.search.splits && r.search.splits[0].pp > 0) {
+        st = ts_split_copy(split, &r.search.splits[0]);
+        *has_split = st == TS_OK;
+    }
+    if (st == TS_OK) {
+        *layout = r.search.best[0].layout;
+        *step_s = r.search.best[0].step_s;
+    }
+    ts_ranking_free(&r);
+    if (st != TS_OK) cli_fail(cmd, st);
+    cli_warn_stack(cmd, pb, layout);
 }
 
 void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq) {

@@ -588,6 +588,21 @@ Test(cli, sim_takes_an_interleaving_only_a_split_makes) {
     cr_expect(strstr(r.err, "interleaving needs") != NULL && strstr(r.err, "--partition ilp") != NULL, "%s", r.err);
     cr_expect(one_line_error(r.err, "sim"), "%s", r.err);
     cli_result_free(&r);
+    /* export takes the same flags: the layout, and its 32 chunks in Megatron-LM's layout flag. */
+    args[0] = "export", args[13] = "--format", args[14] = "megatron", args[15] = NULL;
+    r = run_argv(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "vpp=2,sched=interleaved") != NULL, "%s", r.out);
+    const char *flag = strstr(r.out, "--pipeline-model-parallel-layout '");
+    cr_assert_not_null(flag, "%s", r.out);
+    int chunks = 1;
+    for (const char *p = flag + 35; *p && *p != '\''; p++) chunks += *p == '|';
+    cr_expect_eq(chunks, 32, "16×2 chunks in %.200s", flag);
+    cli_result_free(&r);
+    r = run_cli("export", "--plan", "x.json", "--model", "tiny", "--format", "megatron", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "export") && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
+    cli_result_free(&r);
 }
 
 /* --seq beyond max_seq: context extension for RoPE (a warning on stderr, the plan on stdout);
