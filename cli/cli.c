@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reports/numfmt.h"
+
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max) {
     char *end = NULL;
     errno = 0;
@@ -39,6 +41,14 @@ double cli_fraction(const char *cmd, const char *flag, const char *text, double 
     if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
         cli_usage_error(cmd, "%s: expected a fraction in [%g, %g] (or a percentage such as 5%%), got \"%s\"", flag,
                         min, max, text);
+    return v;
+}
+
+double cli_tokens(const char *cmd, const char *flag, const char *text) {
+    double v = ts_parse_tokens(text);
+    if (!(v >= 1 && v <= 1e18))
+        cli_usage_error(cmd, "%s: expected a token count in [1, 1e18] such as 2T, 300B or 1.5e12, got \"%s\"", flag,
+                        text);
     return v;
 }
 

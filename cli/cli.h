@@ -21,6 +21,8 @@ typedef struct {
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max);
 /* Number flag value (strtod syntax) in [min, max]. */
 double cli_num(const char *cmd, const char *flag, const char *text, double min, double max);
+/* A token count flag value: "2T", "300B", "500M", "10k" or a number (1.5e12), in [1, 1e18]. */
+double cli_tokens(const char *cmd, const char *flag, const char *text);
 /* A fraction flag value, "5%" or "0.05", in [min, max] (as a fraction). */
 double cli_fraction(const char *cmd, const char *flag, const char *text, double min, double max);
 /* The index of a flag value in a NULL-terminated name table; a usage error listing the names

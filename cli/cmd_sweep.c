@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 #include "common/json.h"
-#include "reports/numfmt.h"
 #include "reports/report.h"
 #include "reports/sweep.h"
 
@@ -143,11 +142,7 @@ int cmd_sweep(int argc, char **argv) {
         else if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         else switch (c) {
             case OPT_PRICE: price_arg = optarg; break;
-            case OPT_TOKENS:
-                tokens = ts_parse_tokens(optarg);
-                if (!(tokens >= 1 && tokens <= 1e18))
-                    cli_usage_error(cmd, "--tokens: expected a token count such as 2T, 300B or 1.5e12, got \"%s\"", optarg);
-                break;
+            case OPT_TOKENS: tokens = cli_tokens(cmd, "--tokens", optarg); break;
             case OPT_DAYS: max_days = cli_num(cmd, "--days", optarg, 1e-3, 1e5); break;
             case OPT_JSON: json = 1; break;
             case 'o': output = optarg; break;
