@@ -37,11 +37,14 @@ static int cmp_i64(const void *a, const void *b) {
 static int batches_for(int g, int64_t want, int64_t lo, int64_t hi, int64_t *out, int cap) {
     int n = 0;
     out[n++] = want;
-    for (int64_t d = 1; d <= g && n + 2 <= cap; d++) {
-        if (g % d) continue;
-        int64_t below = want / d * d, above = below + d;
-        if (below >= lo && below >= 1) out[n++] = below;
-        if (above <= hi) out[n++] = above;
+    for (int64_t e = 1; e * e <= g && n + 4 <= cap; e++) { /* each divisor pair e, g/e */
+        if (g % e) continue;
+        int64_t pair[2] = {e, g / e};
+        for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
+            int64_t d = pair[k], below = want / d * d, above = below + d;
+            if (below >= lo && below >= 1) out[n++] = below;
+            if (above <= hi) out[n++] = above;
+        }
     }
     qsort(out, (size_t)n, sizeof *out, cmp_i64);
     int k = 0;
@@ -109,7 +112,8 @@ ts_status ts_budget_search(const ts_problem *base, const ts_search_opts *so, con
     double peak = base->sys.peak_flops[base->train.dtype];
     int64_t batches[2 * 4096 + 1];
     ts_status st = TS_OK;
-    for (int g = bo->gpus_max; g >= 1; g = bo->exact_gpus ? 0 : next_count(g, gpn)) {
+    for (int g = bo->gpus_max; g >= 1 && out->searched < TS_BUDGET_MAX_SEARCHES;
+         g = bo->exact_gpus ? 0 : next_count(g, gpn)) {
         if (so->objective == TS_OBJ_TIME && out->n > 0 && peak > 0 &&
             flops_per_seq / ((double)g * peak) > out->choices[0].key) {
             for (; g >= 1; g = next_count(g, gpn)) out->pruned_counts++;

@@ -40,7 +40,7 @@ typedef struct {
 } ts_budget_result;
 
 #define TS_BUDGET_KEEP 8         /* choices kept for the report */
-#define TS_BUDGET_MAX_SEARCHES 20000
+#define TS_BUDGET_MAX_SEARCHES 20000 /* (count, batch) searches at most, the largest counts first */
 
 /* Searches the candidates of `base` (a problem initialised on gpus_max GPUs and the requested
  * batch). TS_OK with out->n ≥ 1; TS_ERR_INFEASIBLE when no candidate has a layout that fits;

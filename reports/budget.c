@@ -21,6 +21,8 @@ ts_status ts_budget_print(FILE *f, int64_t batch_requested, const ts_budget_opts
             (long long)batch_requested, tol, r->searched);
     if (r->pruned_counts)
         fprintf(f, ", %d smaller counts left out (too few GPUs to be faster)", r->pruned_counts);
+    if (r->searched >= TS_BUDGET_MAX_SEARCHES)
+        fprintf(f, ", stopped at the limit of %d searches (the largest counts first)", TS_BUDGET_MAX_SEARCHES);
     fputc('\n', f);
     fprintf(f, "# budget pick: %d GPUs (%s), global batch %s\n", b->gpus, idle, change);
     for (int i = 1; i < r->n; i++) {
