@@ -45,9 +45,9 @@ const char *ts_fmt_sig(double v, int sig, char *buf, size_t cap) {
     return buf;
 }
 
-/* What counts and dollars print alike: "n/a" when not finite, and from a billion three
+/* What counts and dollars print alike: "n/a" when not finite, and from a billion `sig`
  * significant digits and the word. Returns 1 when it wrote buf. */
-static int special(double v, const char *prefix, char *buf, size_t cap) {
+static int special(double v, const char *prefix, int sig, char *buf, size_t cap) {
     if (!isfinite(v)) {
         snprintf(buf, cap, "n/a");
         return 1;
@@ -57,23 +57,36 @@ static int special(double v, const char *prefix, char *buf, size_t cap) {
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (fabs(v) >= words[i].scale) {
             char num[48];
-            ts_fmt_sig(v / words[i].scale, 3, num, sizeof num);
+            ts_fmt_sig(v / words[i].scale, sig, num, sizeof num);
             snprintf(buf, cap, "%s%s %s", prefix, num, words[i].word);
             return 1;
         }
     return 0;
 }
 
-const char *ts_fmt_count(double v, char *buf, size_t cap) {
-    if (special(v, "", buf, cap)) return buf;
-    char raw[64];
-    snprintf(raw, sizeof raw, "%.0f", v);
+const char *ts_fmt_fixed(double v, int decimals, char *buf, size_t cap) {
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "n/a");
+        return buf;
+    }
+    char raw[400];
+    snprintf(raw, sizeof raw, "%.*f", decimals < 0 ? 0 : decimals > 15 ? 15 : decimals, v);
     group(raw, buf, cap);
     return buf;
 }
 
+const char *ts_fmt_sig_words(double v, int sig, char *buf, size_t cap) {
+    if (special(v, "", sig, buf, cap)) return buf;
+    return ts_fmt_sig(v, sig, buf, cap);
+}
+
+const char *ts_fmt_count(double v, char *buf, size_t cap) {
+    if (special(v, "", 3, buf, cap)) return buf;
+    return ts_fmt_fixed(v, 0, buf, cap);
+}
+
 const char *ts_fmt_usd(double v, char *buf, size_t cap) {
-    if (special(v, "$", buf, cap)) return buf;
+    if (special(v, "$", 3, buf, cap)) return buf;
     char num[48];
     if (v != 0 && fabs(v) < 10) { /* cents at least, three significant digits below a dollar */
         int decimals = 2 - (int)floor(log10(fabs(v)));

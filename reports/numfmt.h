@@ -9,6 +9,11 @@
 /* `sig` significant digits (1..15), the integer part grouped by thousands: 2290.04 → "2,290"
  * (sig 3), 5.4821 → "5.48", 0.012345 → "0.0123", 1234567 → "1,230,000". Non-finite: "n/a". */
 const char *ts_fmt_sig(double v, int sig, char *buf, size_t cap);
+/* `decimals` fixed decimals (0..15), the integer part grouped: 2093985.4, 0 → "2,093,985";
+ * 1234.5678, 2 → "1,234.57". */
+const char *ts_fmt_fixed(double v, int decimals, char *buf, size_t cap);
+/* ts_fmt_sig, and from a billion the word: 6.898e10, 4 → "68.98 billion". */
+const char *ts_fmt_sig_words(double v, int sig, char *buf, size_t cap);
 /* A count (tokens, GPU-hours, tokens/s): whole and grouped below a billion (2,093,985), then
  * 3 significant digits and a word: 6.898e10 → "69.0 billion", 1e12 → "1.00 trillion". */
 const char *ts_fmt_count(double v, char *buf, size_t cap);

@@ -165,8 +165,11 @@ static void md_assumptions(const ts_report *r, FILE *f) {
     fputs("\n\n", f);
     md_figures(f, figs, ts_report_system_figures(r, figs));
     fputs("GEMM efficiency (achieved ÷ peak) by FLOPs of one GEMM, log-linear between points: ", f);
-    for (int i = 0; i < s->gemm_eff.n; i++)
-        fprintf(f, "%s%.3g FLOPs → %.0f%%", i ? "; " : "", s->gemm_eff.flops[i], 100 * s->gemm_eff.eff[i]);
+    for (int i = 0; i < s->gemm_eff.n; i++) {
+        char fl[48];
+        fprintf(f, "%s%s FLOPs → %.0f%%", i ? "; " : "", ts_fmt_sig_words(s->gemm_eff.flops[i], 3, fl, sizeof fl),
+                100 * s->gemm_eff.eff[i]);
+    }
     fprintf(f, ".\n\n### Training\n\n%s compute and activations, %s attention.\n\n", ts_dtype_names[r->pb.train.dtype],
             r->pb.train.flash_attention ? "fused (flash)" : "unfused");
     md_figures(f, figs, ts_report_training_figures(r, figs));
