@@ -342,6 +342,17 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
 
+/* A schedule holding `copies` of the stage's parameters (DualPipe, DeepSeek-V3 Table 2:
+ * "Parameter 2×") holds as many of their gradients and optimizer states, and of the buffers that
+ * stage_states counts with them, in the same total that states_bytes sums. */
+static void scale_states(ts_memory *m, double copies) {
+    m->weights *= copies;
+    m->grads *= copies;
+    m->optimizer *= copies;
+    m->buffers *= copies;
+    m->total *= copies;
+}
+
 /* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
  * the states, summed alike everywhere so every caller's total agrees to the bit. */
 static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
@@ -353,12 +364,12 @@ void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
     for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
 }
 
-double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage) {
-    const double *states = st->states_bytes + zero * st->cap;
-    double worst = -1;
+double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage) {
+    const double *states = st->states_bytes + l->zero * st->cap;
+    double copies = ts_sched_param_copies(l->schedule), worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + acts[r];
+        double total = copies * states[i] + acts[r];
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -369,10 +380,10 @@ double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, 
 
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage) {
     const double *states = st->states_bytes + l->zero * st->cap;
-    double worst = -1;
+    double copies = ts_sched_param_copies(l->schedule), worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + stage_act_bytes(st, l, i);
+        double total = copies * states[i] + stage_act_bytes(st, l, i);
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -383,7 +394,9 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
 
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
-    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
+     * transfers and DP windows are 1F1B's. */
+    int p = l->pp, v = ts_schedules[l->schedule].dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
     double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
     double comm_mb = tp + st->cp_s + st->ep_s;
@@ -428,6 +441,7 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     ts_stages_memory(st, l, &out->worst_stage);
     int i = out->worst_stage;
     stage_states(st, pb, l->zero, i, &out->mem);
+    scale_states(&out->mem, ts_sched_param_copies(l->schedule));
     out->mem.buffers += st->mb_buffer_bytes;
     out->mem.activations =
         st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];

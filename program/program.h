@@ -66,7 +66,9 @@ typedef enum {
     TS_PART_EXPERT_ACT, TS_PART_EXPERT_FC2, TS_PART_COMBINE, TS_PART_HEAD, TS_PART_LOSS,
     TS_PART_TP_ATTN, TS_PART_TP_MLP, TS_PART_SP_GATHER_ATTN, TS_PART_SP_GATHER_MLP,
     TS_PART_CP_RING, TS_PART_TP_EMBED, TS_PART_PP_ACT, TS_PART_PP_GRAD, TS_PART_GRAD_REDUCE,
-    TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER, TS_PART_COUNT
+    TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER,
+    TS_PART_MIRROR_GRAD, /* DualPipe: a chunk's gradients exchanged with the stage holding its other copy */
+    TS_PART_COUNT
 } ts_part;
 extern const char *const ts_part_names[];
 

@@ -10,12 +10,16 @@
 #include "program/layout.h"
 
 /* One step of a stage's pipeline order: forward, backward (input gradients, plus weight gradients
- * unless the schedule splits them) or weight gradients of (micro-batch, local chunk). */
-typedef enum { TS_SLOT_F, TS_SLOT_B, TS_SLOT_W } ts_slot_kind;
+ * unless the schedule splits them), backward of input gradients only (its W slot comes later,
+ * whatever the schedule) or weight gradients of (micro-batch, local chunk). An F slot with
+ * `pair` set runs overlapped with the B slot after it (DualPipe's F&B: each one's communication
+ * hides behind the other's computation). */
+typedef enum { TS_SLOT_F, TS_SLOT_B, TS_SLOT_W, TS_SLOT_BI } ts_slot_kind;
 typedef struct {
     int kind; /* ts_slot_kind */
     int mb;
     int chunk;
+    int pair;
 } ts_slot;
 
 typedef struct {
@@ -36,6 +40,13 @@ typedef struct {
     int (*chunk_of)(int p, int v, int stage, int local); /* global chunk of (stage, local chunk) */
     int (*stage_of)(int p, int v, int chunk);            /* the stage holding global chunk g */
     int (*local_of)(int p, int v, int chunk);            /* its local index there */
+    /* Two pipelines in opposite directions over the p·v/2 chunks of the model, each chunk held
+     * twice (DualPipe): global chunk g runs model chunk g mod (p·v/2), and micro-batches
+     * [0, m/2) go down the first half of the global chunks, [m/2, m) down the second. */
+    int dual;
+    int fixed_vpp; /* the chunks every stage holds when the schedule fixes them (DualPipe: 2), else 0 */
+    /* Why p stages and m micro-batches cannot run it (into buf), or NULL; NULL pointer: any. */
+    const char *(*invalid)(int p, int m, char *buf, size_t cap);
 } ts_schedule_info;
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];
@@ -46,6 +57,17 @@ int ts_sched_stage(ts_schedule id, int p, int v, int chunk);
 int ts_chunk_global(const ts_layout *l, int stage, int local);
 int ts_chunk_stage(const ts_layout *l, int chunk);
 int ts_chunk_local(const ts_layout *l, int chunk);
+
+/* The model chunks (layer ranges) of the layout's schedule: p·v, or p·v/2 when each is held twice
+ * (dual); the one global chunk g runs; whether g opens a pipeline (embedding, no RECV of
+ * activations) or closes one (LM head and loss). */
+int ts_model_chunks(const ts_layout *l);
+int ts_chunk_model(const ts_layout *l, int chunk);
+int ts_chunk_opens(const ts_layout *l, int chunk);
+int ts_chunk_closes(const ts_layout *l, int chunk);
+/* Copies of its parameters (and their gradients and optimizer states) a stage holds: 2 under
+ * DualPipe (DeepSeek-V3 Table 2, "Parameter 2×"), else 1. */
+double ts_sched_param_copies(ts_schedule id);
 
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */

@@ -501,3 +501,4 @@ Test(sim_program, uneven_routing_scales_the_expert_work) {
     cr_expect_eq(m[1][TS_PART_QKV], m[0][TS_PART_QKV]);
     cr_expect_gt(step[1], step[0], "closed form: %g s -> %g s", step[0], step[1]);
 }
+

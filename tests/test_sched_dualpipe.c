@@ -1,0 +1,216 @@
+/* DualPipe (program/sched_dualpipe.c) against its sources:
+ *  - placement: stage s holds chunk s of the forward direction and p-1-s of the reverse one;
+ *  - the order: every micro-batch once forward and once backward on its direction's chunk, every
+ *    weight gradient split off once and run after its input gradients;
+ *  - the bubble: a slot-level reference timeline (the schedule's dependencies, each slot a fixed
+ *    time, F&B one unit) reproduces DeepSeek-V3 Table 2's (PP/2 - 1)(F&B + B - 3W) exactly in the
+ *    setting of its Fig. 5 (a forward as long as an input gradient), and the simulator, with
+ *    communication free, idles exactly as that reference on the program's own F, B, W;
+ *  - the refusals (pp even, micro-batches even and >= 2·pp, as DeepSeek's DualPipe.step asserts),
+ *    the doubled parameters in the planner's memory, and the paired forward/backward in the
+ *    program (a forward's ops between its partner backward's). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost.h"
+#include "program/schedule.h"
+#include "sim/engine.h"
+#include "tests/helpers.h"
+
+static ts_layout dualpipe(int pp, int dp) {
+    return (ts_layout){.dp = dp, .tp = 1, .pp = pp, .cp = 1, .ep = 1, .mbs = 1, .vpp = 2,
+                       .schedule = TS_SCHED_DUALPIPE, .recompute = TS_RECOMPUTE_NONE};
+}
+
+Test(sched_dualpipe, placement_is_two_directions) {
+    for (int p = 2; p <= 16; p += 2) {
+        ts_layout l = dualpipe(p, 1);
+        cr_expect_eq(ts_model_chunks(&l), p);
+        int held[64] = {0};
+        for (int s = 0; s < p; s++) {
+            int fwd = ts_chunk_global(&l, s, 0), rev = ts_chunk_global(&l, s, 1);
+            cr_expect_eq(ts_chunk_model(&l, fwd), s, "p=%d stage %d runs forward chunk %d", p, s, s);
+            cr_expect_eq(ts_chunk_model(&l, rev), p - 1 - s, "p=%d stage %d runs reverse chunk %d", p, s, p - 1 - s);
+            cr_expect_eq(ts_chunk_stage(&l, fwd), s);
+            cr_expect_eq(ts_chunk_stage(&l, rev), s);
+            cr_expect_eq(ts_chunk_local(&l, rev), 1);
+            held[ts_chunk_model(&l, fwd)]++, held[ts_chunk_model(&l, rev)]++;
+        }
+        for (int c = 0; c < p; c++) cr_expect_eq(held[c], 2, "p=%d: model chunk %d held %d times", p, c, held[c]);
+        /* Both directions open at one end and close at the other: the embedding and the head
+         * sit on stages 0 and p-1. */
+        cr_expect(ts_chunk_opens(&l, 0) && ts_chunk_opens(&l, p) && ts_chunk_stage(&l, p) == p - 1);
+        cr_expect(ts_chunk_closes(&l, p - 1) && ts_chunk_closes(&l, 2 * p - 1) && ts_chunk_stage(&l, 2 * p - 1) == 0);
+        if (p >= 4) cr_expect(!ts_chunk_opens(&l, 1) && !ts_chunk_closes(&l, p - 2));
+    }
+    cr_expect_eq(ts_sched_param_copies(TS_SCHED_DUALPIPE), 2.0);
+    cr_expect_eq(ts_sched_param_copies(TS_SCHED_1F1B), 1.0);
+}
+
+Test(sched_dualpipe, order_runs_every_micro_batch_once) {
+    for (int p = 2; p <= 8; p += 2)
+        for (int m = 2 * p; m <= 3 * p + 2; m += 2)
+            for (int s = 0; s < p; s++) {
+                ts_slot out[3 * 64 * 2];
+                int n = ts_schedules[TS_SCHED_DUALPIPE].order(p, 2, m, s, out);
+                int f[64] = {0}, b[64] = {0}, w[64] = {0}, bi[64] = {0};
+                for (int i = 0; i < n; i++) {
+                    const ts_slot *sl = &out[i];
+                    cr_assert(sl->mb >= 0 && sl->mb < m && sl->chunk >= 0 && sl->chunk < 2);
+                    cr_expect_eq(sl->chunk, sl->mb >= m / 2, "p=%d m=%d s=%d: mb %d on local chunk %d", p, m, s, sl->mb,
+                                 sl->chunk);
+                    if (sl->kind == TS_SLOT_F) f[sl->mb]++;
+                    if (sl->kind == TS_SLOT_B || sl->kind == TS_SLOT_BI) {
+                        cr_expect_eq(f[sl->mb], 1, "backward of mb %d before its forward", sl->mb);
+                        b[sl->mb]++;
+                        bi[sl->mb] += sl->kind == TS_SLOT_BI;
+                    }
+                    if (sl->kind == TS_SLOT_W) {
+                        cr_expect_eq(bi[sl->mb], 1, "p=%d m=%d s=%d: W of mb %d without its input-only backward", p, m,
+                                     s, sl->mb);
+                        w[sl->mb]++;
+                    }
+                    if (sl->pair) cr_expect(i + 1 < n && sl->kind == TS_SLOT_F && out[i + 1].kind == TS_SLOT_B);
+                }
+                for (int mb = 0; mb < m; mb++)
+                    cr_expect(f[mb] == 1 && b[mb] == 1 && w[mb] == bi[mb], "p=%d m=%d s=%d mb %d: F %d B %d W %d", p, m,
+                              s, mb, f[mb], b[mb], w[mb]);
+            }
+}
+
+/* --- the slot-level reference timeline --------------------------------------------------------- */
+
+/* Runs the slot (and its partner when paired) on stage s at *t if its inputs exist; returns 0
+ * when it must wait. */
+static int run_slot(const ts_layout *l, int m, const ts_slot *sl, int s, double *t, double *fend, double *bend,
+                    const double costs[3]) {
+    double ready = *t, dur = 0, tf = costs[0], tbi = costs[1], tw = costs[2];
+    for (int k = 0; k <= sl->pair; k++) {
+        const ts_slot *x = sl + k;
+        int g = ts_chunk_global(l, s, x->chunk);
+        double dep = 0;
+        if (x->kind == TS_SLOT_F && !ts_chunk_opens(l, g)) dep = fend[(g - 1) * m + x->mb];
+        if ((x->kind == TS_SLOT_B || x->kind == TS_SLOT_BI) && !ts_chunk_closes(l, g)) dep = bend[(g + 1) * m + x->mb];
+        if (dep < 0) return 0;
+        ready = dep > ready ? dep : ready;
+        dur += x->kind == TS_SLOT_F ? tf : x->kind == TS_SLOT_B ? tbi + tw : x->kind == TS_SLOT_BI ? tbi : tw;
+    }
+    *t = ready + dur;
+    for (int k = 0; k <= sl->pair; k++) {
+        const ts_slot *x = sl + k;
+        int g = ts_chunk_global(l, s, x->chunk);
+        if (x->kind == TS_SLOT_F) fend[g * m + x->mb] = *t;
+        else if (x->kind != TS_SLOT_W) bend[g * m + x->mb] = *t;
+    }
+    return 1;
+}
+
+/* Each slot takes a fixed time (F `tf`, input gradients `tbi`, weight gradients `tw`), a pair
+ * tf + tbi + tw with both outputs at its end (DualPipe's _forward_backward_chunk); a forward waits
+ * for the previous chunk's forward of its micro-batch, a backward for the next chunk's input
+ * gradients (its own forward where its chunk closes the pipeline), as the program's transfers do.
+ * Returns the step (the last stage's end). */
+static double reference_step(const ts_layout *l, int m, double tf, double tbi, double tw) {
+    int p = l->pp, n_g = 2 * p;
+    const double costs[3] = {tf, tbi, tw};
+    ts_slot *order = malloc((size_t)p * 6 * m * sizeof *order);
+    int *n = calloc((size_t)p, sizeof *n), *next = calloc((size_t)p, sizeof *next);
+    double *t = calloc((size_t)p, sizeof *t), *fend = malloc((size_t)n_g * m * sizeof *fend),
+           *bend = malloc((size_t)n_g * m * sizeof *bend);
+    cr_assert(order && n && next && t && fend && bend);
+    for (int i = 0; i < n_g * m; i++) fend[i] = bend[i] = -1;
+    for (int s = 0; s < p; s++) n[s] = ts_schedules[l->schedule].order(p, l->vpp, m, s, order + (size_t)s * 6 * m);
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int s = 0; s < p; s++)
+            while (next[s] < n[s] && run_slot(l, m, order + (size_t)s * 6 * m + next[s], s, &t[s], fend, bend, costs)) {
+                next[s] += 1 + order[(size_t)s * 6 * m + next[s]].pair;
+                progress = 1;
+            }
+    }
+    double step = 0;
+    for (int s = 0; s < p; s++) {
+        cr_assert_eq(next[s], n[s], "reference timeline: stage %d stuck at slot %d of %d", s, next[s], n[s]);
+        step = t[s] > step ? t[s] : step;
+    }
+    free(order), free(n), free(next), free(t), free(fend), free(bend);
+    return step;
+}
+
+/* DeepSeek-V3 Table 2: (PP/2 - 1)(F&B + B - 3W), F&B = F + B with nothing to overlap, B full. */
+static double table2_bubble(int p, double tf, double tbi, double tw) {
+    double b = tbi + tw;
+    return (p / 2 - 1) * ((tf + b) + b - 3 * tw);
+}
+
+Test(sched_dualpipe, bubble_is_table2_exactly) {
+    /* Fig. 5's setting: a forward chunk as long as an input-gradient chunk, W no longer. */
+    static const double costs[][3] = {{1, 1, 1}, {2, 2, 1}, {1, 1, 0.25}, {3, 3, 2.5}};
+    for (int p = 2; p <= 16; p += 2)
+        for (int m = 2 * p; m <= 2 * p + 8; m += 4)
+            for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++) {
+                ts_layout l = dualpipe(p, 1);
+                double tf = costs[c][0], tbi = costs[c][1], tw = costs[c][2];
+                double bubble = reference_step(&l, m, tf, tbi, tw) - m * (tf + tbi + tw);
+                double want = table2_bubble(p, tf, tbi, tw);
+                cr_expect(fabs(bubble - want) <= 1e-12 * want + 1e-12,
+                          "p=%d m=%d F=%g B=%g W=%g: reference bubble %.12g, Table 2 %.12g", p, m, tf, tbi + tw, tw,
+                          bubble, want);
+                cr_expect_eq(ts_schedules[TS_SCHED_DUALPIPE].bubble_s(p, 2, tf, tbi + tw, tw), want,
+                             "the closed form is Table 2's");
+            }
+    /* Against 1F1B (p-1)(F+B) and ZB1P (p-1)(F+B-2W), the same table's other rows. */
+    cr_expect_eq(ts_schedules[TS_SCHED_1F1B].bubble_s(8, 1, 1, 2, 1), 7 * 3);
+    cr_expect_eq(ts_schedules[TS_SCHED_ZB_H1].bubble_s(8, 1, 1, 2, 1), 7 * 1);
+    cr_expect_eq(ts_schedules[TS_SCHED_DUALPIPE].bubble_s(8, 2, 1, 2, 1), 3 * 2);
+}
+
+static ts_problem tiny_problem(const ts_layout *l, int64_t batch, int free_memory) {
+    ts_model m;
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load("tiny", &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    if (free_memory) s.hbm_bytes_per_s = INFINITY;
+    return test_problem_on(&m, &s, ts_rank_count(l), batch, 256, 1);
+}
+
+/* The simulator with communication free idles as the reference on the program's own slot times
+ * (F, input and weight gradients of a chunk, read off the program). */
+Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
+    static const struct {
+        int pp, batch;
+    } cases[] = {{2, 4}, {2, 10}, {4, 8}, {4, 12}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_layout l = dualpipe(cases[i].pp, 1);
+        ts_problem pb = tiny_problem(&l, cases[i].batch, 1);
+        ts_program prog;
+        ts_sim_result r;
+        ts_program_opts po = {.skip_edges = 1};
+        ts_sim_opts so = {.free_comm = 1};
+        ts_error_clear();
+        cr_assert_eq(ts_program_build(&pb, &l, &po, &prog), TS_OK, "%s", ts_error_message());
+        cr_assert_eq(ts_simulate(&pb, &prog, &so, &r), TS_OK, "%s", ts_error_message());
+        double tf = 0, tbi = 0, tw = 0;
+        const ts_stage_program *sp = &prog.stages[0];
+        for (int k = 0; k < sp->n_ops; k++) {
+            const ts_op *op = &sp->ops[k];
+            if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
+            double c = ts_op_cost_s(&pb, &prog.layout, op);
+            if (op->phase == TS_PHASE_FWD) tf += c;
+            else if (op->phase == TS_PHASE_BWD) tbi += c;
+            else if (op->phase == TS_PHASE_WGRAD) tw += c;
+        }
+        int m = prog.layout.microbatches;
+        double want = reference_step(&l, m, tf, tbi, tw) - m * (tf + tbi + tw);
+        for (int s = 0; s < l.pp; s++)
+            cr_expect(fabs(r.stages[s].bubble_s - want) <= 1e-9 * r.step_s,
+                      "pp=%d m=%d stage %d: simulated bubble %.9g s, the schedule's %.9g s", l.pp, m, s,
+                      r.stages[s].bubble_s, want);
+        ts_sim_result_free(&r);
+        ts_program_free(&prog);
+    }
+}
