@@ -34,13 +34,8 @@ static ts_status segments_build(const ts_problem *pb, const ts_layout *l, int st
     g->n_seg = 2 * g->n_local + 2;
     /* The embedding and the head live where a chunk opens or closes a pipeline (both ends of
      * both directions under DualPipe). */
-    int opens = 0, closes = 0;
-    for (int c = 0; c < v; c++) {
-        opens |= ts_chunk_opens(l, ts_chunk_global(l, stage, c));
-        closes |= ts_chunk_closes(l, ts_chunk_global(l, stage, c));
-    }
-    g->seg_embed = opens ? 2 * g->n_local : -1;
-    g->seg_head = closes ? 2 * g->n_local + 1 : -1;
+    g->seg_embed = ts_stage_opens(l, stage) ? 2 * g->n_local : -1;
+    g->seg_head = ts_stage_closes(l, stage) ? 2 * g->n_local + 1 : -1;
     g->grad_buffer = malloc((size_t)g->n_seg * sizeof *g->grad_buffer);
     if (!g->grad_buffer) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the segments of stage %d", stage);
     /* ZeRO-2/3 keep a layer's gradients in one of two one-layer buffers, alternate layers; a

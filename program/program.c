@@ -73,6 +73,7 @@ typedef struct {
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
     gemm_list head;           /* the LM head's GEMM */
     int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
+    int pairs;     /* F&B pairs emitted (their ops' tag alternates) */
 } builder;
 
 /* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
@@ -670,6 +671,7 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
         uint32_t old = cur[side]++;
         pos[old - start] = start + k;
         sp->ops[start + k] = tmp[old - start];
+        sp->ops[start + k].pair = (uint8_t)(1 + b->pairs % 2);
         if (tmp[old - start].stream != TS_STREAM_COMPUTE && cur[side ^ 1] < lim[side ^ 1]) side ^= 1;
     }
     for (uint32_t k = start; k < end; k++)
@@ -680,6 +682,7 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
     for (int j = 0; j < b->pb->model.layers + b->pb->model.mtp_layers; j++)
         if (dp->last_grad[j] != NO_OP && dp->last_grad[j] >= start) dp->last_grad[j] = pos[dp->last_grad[j] - start];
     if (last != NO_OP && last >= start) last = pos[last - start];
+    b->pairs++;
     free(tmp);
     free(pos);
     return last;
@@ -688,13 +691,15 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
 /* DualPipe keeps two copies of every chunk, on stage s and on p-1-s (DeepSeek's example sums the
  * two copies' gradients before the update, examples/example_dualpipe.py): each local chunk's
  * gradients go to the other copy's stage and that copy's come back, after the stage's last
- * weight gradients (`last_w`); the reductions and the optimizer then wait on the receive. Returns
- * the last receive. */
+ * weight gradients (`last_w`); the reductions and the optimizer then wait on the receive. Every
+ * send is posted before the first receive (two stages may hold each other's copies). Returns the
+ * last receive. */
 static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
     const ts_layout *l = b->l;
     int n = ts_model_chunks(l);
     uint32_t recv = NO_OP;
-    for (int ch = 0; ch < l->vpp; ch++) {
+    for (int k = 0; k < 2 * l->vpp; k++) {
+        int ch = k % l->vpp, is_recv = k >= l->vpp;
         int g = ts_chunk_global(l, b->stage, ch), other = g < n ? g + n : g - n, first, count;
         chunk_layers(b->pb, l, b->opts, g, &first, &count);
         double params = 0;
@@ -709,7 +714,10 @@ static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
         int peer = ts_chunk_stage(l, other);
         ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_MIRROR_GRAD, .group = TS_GROUP_PP,
                     .bytes = st->gb * params, .peer = peer, .chunk = (int16_t)g};
-        emit(b, &c, op, last_w, NO_OP, NO_OP);
+        if (!is_recv) {
+            emit(b, &c, op, last_w, NO_OP, NO_OP);
+            continue;
+        }
         op.kind = TS_OP_RECV, op.stream = TS_STREAM_PP_RECV, op.chunk = (int16_t)other;
         recv = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
         for (int j = first; j < first + count; j++) st->dp->last_grad[j] = recv;

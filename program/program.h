@@ -79,6 +79,8 @@ typedef struct {
     uint8_t part;   /* ts_part */
     uint8_t group;  /* ts_group of COLL (TS_GROUP_PP for SEND/RECV) */
     uint8_t coll;   /* ts_coll of COLL */
+    uint8_t pair;   /* DualPipe's F&B: 1 or 2, alternating pair by pair, on the ops of a forward and a
+                       backward issued interleaved (the executor may run each whole); 0 otherwise */
     int16_t chunk;  /* model chunk on this stage (interleaved), 0 otherwise; SEND/RECV: see above */
     int32_t layer;  /* global layer index, -1 when none */
     int32_t mb;     /* micro-batch, -1 when none */

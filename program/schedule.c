@@ -63,6 +63,19 @@ int ts_model_chunks(const ts_layout *l) {
 int ts_chunk_model(const ts_layout *l, int chunk) { return chunk % ts_model_chunks(l); }
 int ts_chunk_opens(const ts_layout *l, int chunk) { return ts_chunk_model(l, chunk) == 0; }
 int ts_chunk_closes(const ts_layout *l, int chunk) { return ts_chunk_model(l, chunk) == ts_model_chunks(l) - 1; }
+int ts_stage_opens(const ts_layout *l, int stage) {
+    for (int c = 0; c < l->vpp; c++)
+        if (ts_chunk_opens(l, ts_chunk_global(l, stage, c))) return 1;
+    return 0;
+}
+int ts_stage_closes(const ts_layout *l, int stage) {
+    for (int c = 0; c < l->vpp; c++)
+        if (ts_chunk_closes(l, ts_chunk_global(l, stage, c))) return 1;
+    return 0;
+}
+int ts_chunk_is_copy(const ts_layout *l, int stage, int local) {
+    return ts_chunk_global(l, stage, local) >= ts_model_chunks(l);
+}
 double ts_sched_param_copies(ts_schedule id) { return ts_schedules[id].dual ? 2.0 : 1.0; }
 
 /* The planner's even split: with interleaving every chunk holds L/(p·v) layers (the validity

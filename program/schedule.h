@@ -65,6 +65,12 @@ int ts_model_chunks(const ts_layout *l);
 int ts_chunk_model(const ts_layout *l, int chunk);
 int ts_chunk_opens(const ts_layout *l, int chunk);
 int ts_chunk_closes(const ts_layout *l, int chunk);
+/* Whether stage `stage` runs a chunk that opens (closes) a pipeline, so holds the embedding (the
+ * head); whether its local chunk `local` is the second copy of its model chunk (DualPipe's reverse
+ * direction), whose parameters are kept equal to the first copy's. */
+int ts_stage_opens(const ts_layout *l, int stage);
+int ts_stage_closes(const ts_layout *l, int stage);
+int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
 /* Copies of its parameters (and their gradients and optimizer states) a stage holds: 2 under
  * DualPipe (DeepSeek-V3 Table 2, "Parameter 2×"), else 1. */
 double ts_sched_param_copies(ts_schedule id);
