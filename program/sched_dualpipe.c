@@ -109,11 +109,9 @@ int ts_dualpipe_order(int p, int v, int m, int stage, ts_slot *out) {
 }
 
 /* Activations held at the peak, in units of one micro-batch on one chunk (a chunk holds a stage's
- * share of the model, p chunks in all): counted off the order, forwards not yet through their
- * input-gradient backward. DeepSeek-V3 Table 2 gives the peak over the ranks, PP + 1. */
+ * share of the model): DeepSeek-V3 Table 2's PP + 1, which the order reaches on every stage
+ * (counted off it in tests/test_sched_dualpipe.c: forwards not yet through their backward). */
 double ts_dualpipe_in_flight(int p, int stage, int m, int v) {
-    (void)v;
-    int halves = p / 2, hr = stage < p - 1 - stage ? stage : p - 1 - stage;
-    (void)halves, (void)m;
-    return p + 1 - hr; /* placeholder, replaced below once measured */
+    (void)stage, (void)m, (void)v;
+    return p + 1;
 }

@@ -347,5 +347,6 @@ static ts_status write_megatron(FILE *f, const void *arg) {
 
 ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     megatron_args a = {pb, l, o};
+    TS_CHECK(ts_export_schedule_check(l, "Megatron-LM"));
     return ts_export_to_string(out, "Megatron-LM arguments", write_megatron, &a);
 }

@@ -345,3 +345,21 @@ Test(export, bad_input_exits_2_with_one_line) {
     free(plan);
     remove_dir(dir);
 }
+
+/* DualPipe has no flag anywhere: every format refuses it with exit 2, one line and no output. */
+Test(export, dualpipe_is_refused) {
+    const char *const args[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32", "--global-batch",
+                                "64", "--fix", "pp=4,sched=dualpipe", NULL};
+    char *dir = make_temp_dir(), *plan = plan_with(dir, args);
+    static const char *const formats[] = {"megatron", "megatron-bridge", "deepspeed", "sbatch"};
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        cli_result r = run_cli("export", "--plan", plan, "--format", formats[i], NULL);
+        cr_expect_eq(r.status, 2, "%s: exit %d", formats[i], r.status);
+        cr_expect_str_empty(r.out, "%s: %s", formats[i], r.out);
+        cr_expect(strstr(r.err, "sched=dualpipe") != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                  "%s: one line naming the schedule: %s", formats[i], r.err);
+        cli_result_free(&r);
+    }
+    free(plan);
+    remove_dir(dir);
+}

@@ -75,6 +75,15 @@ Test(sched_dualpipe, order_runs_every_micro_batch_once) {
                     }
                     if (sl->pair) cr_expect(i + 1 < n && sl->kind == TS_SLOT_F && out[i + 1].kind == TS_SLOT_B);
                 }
+                /* DeepSeek-V3 Table 2's activations per device, PP + 1 (micro-batches on a chunk),
+                 * reached on every stage: forwards whose backward has not run. */
+                int held = 0, peak = 0;
+                for (int i = 0; i < n; i++) {
+                    held += out[i].kind == TS_SLOT_F ? 1 : out[i].kind == TS_SLOT_W ? 0 : -1;
+                    peak = held > peak ? held : peak;
+                }
+                cr_expect_eq(peak, p + 1, "p=%d m=%d s=%d: peak %d", p, m, s, peak);
+                cr_expect_eq(ts_schedules[TS_SCHED_DUALPIPE].in_flight(p, s, m, 2), peak);
                 for (int mb = 0; mb < m; mb++)
                     cr_expect(f[mb] == 1 && b[mb] == 1 && w[mb] == bi[mb], "p=%d m=%d s=%d mb %d: F %d B %d W %d", p, m,
                               s, mb, f[mb], b[mb], w[mb]);
@@ -213,4 +222,53 @@ Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
         ts_sim_result_free(&r);
         ts_program_free(&prog);
     }
+}
+
+/* DeepSeek's DualPipe.step asserts an even number of ranks and an even number of micro-batches of
+ * at least twice the ranks; the CLI refuses the rest with exit 2 and one line. */
+Test(sched_dualpipe, refusals_are_one_line) {
+    static const struct {
+        const char *gpus, *batch, *fix, *says;
+    } cases[] = {
+        {"3", "12", "pp=3,sched=dualpipe", "needs an even pp >= 2 (got pp=3)"},
+        {"4", "4", "pp=4,sched=dualpipe", "micro-batches >= 2·pp = 8 (got 4)"},
+        {"2", "6", "pp=2,dp=1,mbs=2,sched=dualpipe", "an even number of micro-batches >= 2·pp = 4 (got 3)"},
+        {"4", "8", "pp=4,vpp=1,sched=dualpipe", "vpp=2 expected (got 1)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_cli("sim", "--model", "tiny", "--system", "cpu-localhost", "--gpus", cases[i].gpus,
+                               "--global-batch", cases[i].batch, "--fix", cases[i].fix, NULL);
+        cr_expect_eq(r.status, 2, "%s: exit %d", cases[i].fix, r.status);
+        cr_expect_str_empty(r.out);
+        cr_expect(strstr(r.err, cases[i].says) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                  "%s: %s", cases[i].fix, r.err);
+        cli_result_free(&r);
+    }
+}
+
+/* The planner holds two copies of the parameters, their gradients and optimizer states
+ * (DeepSeek-V3 Table 2, "Parameter 2×"; the executor's memory agrees, tests/test_exec_parity.c),
+ * and prices the bubble with Table 2's formula. */
+Test(sched_dualpipe, planner_memory_doubles_the_parameters) {
+    ts_model m;
+    ts_system s;
+    ts_error_clear();
+    cr_assert_eq(ts_model_load("llama2-7b", &m), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
+    ts_problem pb = test_problem_on(&m, &s, 16, 64, 4096, 1);
+    ts_layout dual = {.dp = 2, .tp = 2, .pp = 4, .cp = 1, .ep = 1, .sp = 1, .zero = 1, .mbs = 1, .vpp = 2,
+                      .schedule = TS_SCHED_DUALPIPE, .recompute = TS_RECOMPUTE_SELECTIVE};
+    ts_layout one = dual;
+    one.vpp = 1, one.schedule = TS_SCHED_1F1B;
+    ts_eval a, b;
+    cr_assert_eq(ts_evaluate(&pb, &dual, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&pb, &one, &b), TS_OK, "%s", ts_error_message());
+    /* The worst stages differ (the embedding's first, the head's last): equal to 0.1%. */
+    cr_expect(fabs(a.mem.weights / (2 * b.mem.weights) - 1) < 1e-3, "weights %g vs 1F1B's %g", a.mem.weights,
+              b.mem.weights);
+    cr_expect(fabs(a.mem.grads / (2 * b.mem.grads) - 1) < 1e-3);
+    cr_expect(fabs(a.mem.optimizer / (2 * b.mem.optimizer) - 1) < 1e-3);
+    cr_expect_gt(a.time.pp_bubble, 0);
+    cr_expect_lt(a.time.pp_bubble, b.time.pp_bubble, "DualPipe's bubble %g s below 1F1B's %g s", a.time.pp_bubble,
+                 b.time.pp_bubble);
 }
