@@ -127,6 +127,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         const ts_schedule_info *si = &ts_schedules[s];
         if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
         if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
+        if (si->opt_in && !(c->opts->schedules & (1u << s)) && !(pins->mask & (1u << TS_PIN_SCHED))) continue;
         int n_v = si->interleaved ? n_vpp + n_up : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
             int v = si->fixed_vpp ? si->fixed_vpp : !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];

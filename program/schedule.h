@@ -47,6 +47,9 @@ typedef struct {
     int fixed_vpp; /* the chunks every stage holds when the schedule fixes them (DualPipe: 2), else 0 */
     /* Why p stages and m micro-batches cannot run it (into buf), or NULL; NULL pointer: any. */
     const char *(*invalid)(int p, int m, char *buf, size_t cap);
+    /* Searched only when asked for (--schedules, --fix sched=): it needs its own framework (no
+     * exporter writes it: reports/export.h), so a plan left free stays one Megatron can run. */
+    int opt_in;
 } ts_schedule_info;
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];
