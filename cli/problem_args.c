@@ -20,7 +20,7 @@ static unsigned parse_schedules(const char *cmd, const char *list) {
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int found = cli_name_index(ts_schedule_names, item);
         if (found < 0)
-            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, dualpipe, got \"%s\"", item);
+            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, dualpipe, zb-v, got \"%s\"", item);
         mask |= 1u << found;
     }
     if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");

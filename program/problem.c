@@ -116,6 +116,9 @@ const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int ex
         if (explicit_split) INVALID("sched=%s takes the even split of the layers", si->name);
         if ((long long)ts_model_chunks(l) > m->layers)
             INVALID("sched=%s needs %d chunks of at least one of %d layers", si->name, ts_model_chunks(l), m->layers);
+        /* Two chunks of one stage's layers each take the even split of the interleaved schedule. */
+        if (!si->dual && m->layers % ts_model_chunks(l) != 0)
+            INVALID("sched=%s needs the %d layers in %d equal chunks", si->name, m->layers, ts_model_chunks(l));
         int mb = (int)(pb->train.global_batch / ((long long)l->dp * l->mbs));
         if (si->invalid && si->invalid(l->pp, mb, buf, cap)) return buf ? buf : "invalid";
         return NULL;

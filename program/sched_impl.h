@@ -29,6 +29,11 @@ double ts_dualpipe_in_flight(int p, int stage, int m, int v);
 int ts_dualpipe_order(int p, int v, int m, int stage, ts_slot *out);
 const char *ts_dualpipe_invalid(int p, int m, char *buf, size_t cap);
 
+double ts_zb_v_bubble_s(int p, int v, double tf, double tb, double tw);
+double ts_zb_v_in_flight(int p, int stage, int m, int v);
+int ts_zb_v_order(int p, int v, int m, int stage, ts_slot *out);
+const char *ts_zb_v_invalid(int p, int m, char *buf, size_t cap);
+
 /* Megatron's looped placement: stage s holds global chunks s, s+p, s+2p, ... */
 int ts_looped_chunk(int p, int v, int stage, int local);
 int ts_looped_stage(int p, int v, int chunk);

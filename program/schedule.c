@@ -45,6 +45,8 @@ const ts_schedule_info ts_schedules[TS_SCHED_COUNT] = {
     [TS_SCHED_ZB_H1] = {TS_SCHED_ZB_H1, "zb-h1", 0, ts_zb_h1_bubble_s, ts_1f1b_in_flight, ts_zb_h1_order, 1, LOOPED},
     [TS_SCHED_DUALPIPE] = {TS_SCHED_DUALPIPE, "dualpipe", 0, ts_dualpipe_bubble_s, ts_dualpipe_in_flight,
                            ts_dualpipe_order, 0, V_SHAPED, 1, 2, ts_dualpipe_invalid, 1},
+    [TS_SCHED_ZB_V] = {TS_SCHED_ZB_V, "zb-v", 0, ts_zb_v_bubble_s, ts_zb_v_in_flight, ts_zb_v_order, 1, V_SHAPED, 0,
+                       2, ts_zb_v_invalid, 1},
 };
 
 int ts_sched_chunk(ts_schedule id, int p, int v, int stage, int local) {

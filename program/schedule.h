@@ -78,6 +78,13 @@ int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
  * DualPipe (DeepSeek-V3 Table 2, "Parameter 2×"), else 1. */
 double ts_sched_param_copies(ts_schedule id);
 
+/* The step, in seconds, of the layout's schedule (its order and placement) for m micro-batches
+ * when every slot of a chunk takes a fixed time: forward t_f, input gradients t_bi, weight
+ * gradients t_w (a backward that keeps them t_bi + t_w), an F&B pair the sum of its two, and a
+ * slot waits only for the slots of its micro-batch on the neighbouring chunks (communication
+ * free). Negative when out of memory or when the order cannot finish. */
+double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w);
+
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */
 void ts_even_split(int layers, int pp, int vpp, int chunk, int *first, int *count);

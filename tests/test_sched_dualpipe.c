@@ -2,8 +2,8 @@
  *  - placement: stage s holds chunk s of the forward direction and p-1-s of the reverse one;
  *  - the order: every micro-batch once forward and once backward on its direction's chunk, every
  *    weight gradient split off once and run after its input gradients;
- *  - the bubble: a slot-level reference timeline (the schedule's dependencies, each slot a fixed
- *    time, F&B one unit) reproduces DeepSeek-V3 Table 2's (PP/2 - 1)(F&B + B - 3W) exactly in the
+ *  - the bubble: the order's slot-level timeline (the schedule's dependencies, each slot a fixed
+ *    time, F&B one unit: ts_sched_timeline_s) reproduces DeepSeek-V3 Table 2's (PP/2 - 1)(F&B + B - 3W) exactly in the
  *    setting of its Fig. 5 (a forward as long as an input gradient), and the simulator, with
  *    communication free, idles exactly as that reference on the program's own F, B, W;
  *  - the refusals (pp even, micro-batches even and >= 2·pp, as DeepSeek's DualPipe.step asserts),
@@ -90,63 +90,12 @@ Test(sched_dualpipe, order_runs_every_micro_batch_once) {
             }
 }
 
-/* --- the slot-level reference timeline --------------------------------------------------------- */
-
-/* Runs the slot (and its partner when paired) on stage s at *t if its inputs exist; returns 0
- * when it must wait. */
-static int run_slot(const ts_layout *l, int m, const ts_slot *sl, int s, double *t, double *fend, double *bend,
-                    const double costs[3]) {
-    double ready = *t, dur = 0, tf = costs[0], tbi = costs[1], tw = costs[2];
-    for (int k = 0; k <= sl->pair; k++) {
-        const ts_slot *x = sl + k;
-        int g = ts_chunk_global(l, s, x->chunk);
-        double dep = 0;
-        if (x->kind == TS_SLOT_F && !ts_chunk_opens(l, g)) dep = fend[(g - 1) * m + x->mb];
-        if ((x->kind == TS_SLOT_B || x->kind == TS_SLOT_BI) && !ts_chunk_closes(l, g)) dep = bend[(g + 1) * m + x->mb];
-        if (dep < 0) return 0;
-        ready = dep > ready ? dep : ready;
-        dur += x->kind == TS_SLOT_F ? tf : x->kind == TS_SLOT_B ? tbi + tw : x->kind == TS_SLOT_BI ? tbi : tw;
-    }
-    *t = ready + dur;
-    for (int k = 0; k <= sl->pair; k++) {
-        const ts_slot *x = sl + k;
-        int g = ts_chunk_global(l, s, x->chunk);
-        if (x->kind == TS_SLOT_F) fend[g * m + x->mb] = *t;
-        else if (x->kind != TS_SLOT_W) bend[g * m + x->mb] = *t;
-    }
-    return 1;
-}
-
-/* Each slot takes a fixed time (F `tf`, input gradients `tbi`, weight gradients `tw`), a pair
- * tf + tbi + tw with both outputs at its end (DualPipe's _forward_backward_chunk); a forward waits
- * for the previous chunk's forward of its micro-batch, a backward for the next chunk's input
- * gradients (its own forward where its chunk closes the pipeline), as the program's transfers do.
- * Returns the step (the last stage's end). */
-static double reference_step(const ts_layout *l, int m, double tf, double tbi, double tw) {
-    int p = l->pp, n_g = 2 * p;
-    const double costs[3] = {tf, tbi, tw};
-    ts_slot *order = malloc((size_t)p * 6 * m * sizeof *order);
-    int *n = calloc((size_t)p, sizeof *n), *next = calloc((size_t)p, sizeof *next);
-    double *t = calloc((size_t)p, sizeof *t), *fend = malloc((size_t)n_g * m * sizeof *fend),
-           *bend = malloc((size_t)n_g * m * sizeof *bend);
-    cr_assert(order && n && next && t && fend && bend);
-    for (int i = 0; i < n_g * m; i++) fend[i] = bend[i] = -1;
-    for (int s = 0; s < p; s++) n[s] = ts_schedules[l->schedule].order(p, l->vpp, m, s, order + (size_t)s * 6 * m);
-    for (int progress = 1; progress;) {
-        progress = 0;
-        for (int s = 0; s < p; s++)
-            while (next[s] < n[s] && run_slot(l, m, order + (size_t)s * 6 * m + next[s], s, &t[s], fend, bend, costs)) {
-                next[s] += 1 + order[(size_t)s * 6 * m + next[s]].pair;
-                progress = 1;
-            }
-    }
-    double step = 0;
-    for (int s = 0; s < p; s++) {
-        cr_assert_eq(next[s], n[s], "reference timeline: stage %d stuck at slot %d of %d", s, next[s], n[s]);
-        step = t[s] > step ? t[s] : step;
-    }
-    free(order), free(n), free(next), free(t), free(fend), free(bend);
-    return step;
+/* The order's slot-level timeline (program/schedule.h ts_sched_timeline_s: fixed slot times, F&B
+ * one unit) less the work: the schedule's own bubble with communication free. */
+static double reference_bubble(const ts_layout *l, int m, double tf, double tbi, double tw) {
+    double step = ts_sched_timeline_s(l, m, tf, tbi, tw);
+    cr_assert_geq(step, 0, "the order of pp=%d m=%d cannot finish", l->pp, m);
+    return step - m * (tf + tbi + tw);
 }
 
 /* DeepSeek-V3 Table 2: (PP/2 - 1)(F&B + B - 3W), F&B = F + B with nothing to overlap, B full. */
@@ -163,7 +112,7 @@ Test(sched_dualpipe, bubble_is_table2_exactly) {
             for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++) {
                 ts_layout l = dualpipe(p, 1);
                 double tf = costs[c][0], tbi = costs[c][1], tw = costs[c][2];
-                double bubble = reference_step(&l, m, tf, tbi, tw) - m * (tf + tbi + tw);
+                double bubble = reference_bubble(&l, m, tf, tbi, tw);
                 double want = table2_bubble(p, tf, tbi, tw);
                 cr_expect(fabs(bubble - want) <= 1e-12 * want + 1e-12,
                           "p=%d m=%d F=%g B=%g W=%g: reference bubble %.12g, Table 2 %.12g", p, m, tf, tbi + tw, tw,
@@ -214,7 +163,7 @@ Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
             else if (op->phase == TS_PHASE_WGRAD) tw += c;
         }
         int m = prog.layout.microbatches;
-        double want = reference_step(&l, m, tf, tbi, tw) - m * (tf + tbi + tw);
+        double want = reference_bubble(&l, m, tf, tbi, tw);
         for (int s = 0; s < l.pp; s++)
             cr_expect(fabs(r.stages[s].bubble_s - want) <= 1e-9 * r.step_s,
                       "pp=%d m=%d stage %d: simulated bubble %.9g s, the schedule's %.9g s", l.pp, m, s,
