@@ -126,16 +126,6 @@ Test(sched_dualpipe, bubble_is_table2_exactly) {
     cr_expect_eq(ts_schedules[TS_SCHED_DUALPIPE].bubble_s(8, 2, 1, 2, 1), 3 * 2);
 }
 
-static ts_problem tiny_problem(const ts_layout *l, int64_t batch, int free_memory) {
-    ts_model m;
-    ts_system s;
-    ts_error_clear();
-    cr_assert_eq(ts_model_load("tiny", &m), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
-    if (free_memory) s.hbm_bytes_per_s = INFINITY;
-    return test_problem_on(&m, &s, ts_rank_count(l), batch, 256, 1);
-}
-
 /* The simulator with communication free idles as the reference on the program's own slot times
  * (F, input and weight gradients of a chunk, read off the program). */
 Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
@@ -144,7 +134,8 @@ Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
     } cases[] = {{2, 4}, {2, 10}, {4, 8}, {4, 12}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_layout l = dualpipe(cases[i].pp, 1);
-        ts_problem pb = tiny_problem(&l, cases[i].batch, 1);
+        ts_problem pb = test_problem("tiny", "h100-sxm-dgx", ts_rank_count(&l), cases[i].batch, 256, 1);
+        pb.sys.hbm_bytes_per_s = INFINITY; /* memory-bound kernels free */
         ts_program prog;
         ts_sim_result r;
         ts_program_opts po = {.skip_edges = 1};
@@ -152,16 +143,8 @@ Test(sched_dualpipe, simulated_bubble_is_the_schedules) {
         ts_error_clear();
         cr_assert_eq(ts_program_build(&pb, &l, &po, &prog), TS_OK, "%s", ts_error_message());
         cr_assert_eq(ts_simulate(&pb, &prog, &so, &r), TS_OK, "%s", ts_error_message());
-        double tf = 0, tbi = 0, tw = 0;
-        const ts_stage_program *sp = &prog.stages[0];
-        for (int k = 0; k < sp->n_ops; k++) {
-            const ts_op *op = &sp->ops[k];
-            if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
-            double c = ts_op_cost_s(&pb, &prog.layout, op);
-            if (op->phase == TS_PHASE_FWD) tf += c;
-            else if (op->phase == TS_PHASE_BWD) tbi += c;
-            else if (op->phase == TS_PHASE_WGRAD) tw += c;
-        }
+        double tf, tbi, tw;
+        test_slot_costs(&pb, &prog, &tf, &tbi, &tw);
         int m = prog.layout.microbatches;
         double want = reference_bubble(&l, m, tf, tbi, tw);
         for (int s = 0; s < l.pp; s++)
@@ -184,15 +167,8 @@ Test(sched_dualpipe, refusals_are_one_line) {
         {"2", "6", "pp=2,dp=1,mbs=2,sched=dualpipe", "an even number of micro-batches >= 2·pp = 4 (got 3)"},
         {"4", "8", "pp=4,vpp=1,sched=dualpipe", "vpp=2 expected (got 1)"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cli_result r = run_cli("sim", "--model", "tiny", "--system", "cpu-localhost", "--gpus", cases[i].gpus,
-                               "--global-batch", cases[i].batch, "--fix", cases[i].fix, NULL);
-        cr_expect_eq(r.status, 2, "%s: exit %d", cases[i].fix, r.status);
-        cr_expect_str_empty(r.out);
-        cr_expect(strstr(r.err, cases[i].says) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
-                  "%s: %s", cases[i].fix, r.err);
-        cli_result_free(&r);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_tiny_sim_refused(cases[i].gpus, cases[i].batch, cases[i].fix, cases[i].says);
 }
 
 /* The planner holds two copies of the parameters, their gradients and optimizer states

@@ -98,31 +98,18 @@ Test(sched_zbv, bubble_is_the_fill_and_beats_zb_h1) {
 /* The simulator with communication free idles the closed form, on the program's own slot times
  * (a stage's are both its chunks'). */
 Test(sched_zbv, simulated_bubble_is_the_closed_form) {
-    ts_model m;
-    ts_system s;
-    ts_error_clear();
-    cr_assert_eq(ts_model_load("tiny", &m), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
-    s.hbm_bytes_per_s = INFINITY;
     for (int batch = 3; batch <= 12; batch += 9) {
         ts_layout l = zbv(2);
-        ts_problem pb = test_problem_on(&m, &s, ts_rank_count(&l), batch, 256, 1);
+        ts_problem pb = test_problem("tiny", "h100-sxm-dgx", ts_rank_count(&l), batch, 256, 1);
+        pb.sys.hbm_bytes_per_s = INFINITY; /* memory-bound kernels free */
         ts_program prog;
         ts_sim_result r;
         ts_program_opts po = {.skip_edges = 1};
         ts_sim_opts so = {.free_comm = 1};
         cr_assert_eq(ts_program_build(&pb, &l, &po, &prog), TS_OK, "%s", ts_error_message());
         cr_assert_eq(ts_simulate(&pb, &prog, &so, &r), TS_OK, "%s", ts_error_message());
-        double tf = 0, tbi = 0, tw = 0;
-        const ts_stage_program *sp = &prog.stages[0];
-        for (int k = 0; k < sp->n_ops; k++) {
-            const ts_op *op = &sp->ops[k];
-            if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
-            double c = ts_op_cost_s(&pb, &prog.layout, op);
-            if (op->phase == TS_PHASE_FWD) tf += c;
-            else if (op->phase == TS_PHASE_BWD) tbi += c;
-            else if (op->phase == TS_PHASE_WGRAD) tw += c;
-        }
+        double tf, tbi, tw;
+        test_slot_costs(&pb, &prog, &tf, &tbi, &tw);
         double want = ts_schedules[TS_SCHED_ZB_V].bubble_s(2, 2, 2 * tf, 2 * (tbi + tw), 2 * tw);
         cr_expect_gt(want, 0);
         for (int st = 0; st < l.pp; st++)
@@ -135,19 +122,12 @@ Test(sched_zbv, simulated_bubble_is_the_closed_form) {
 
 Test(sched_zbv, refusals_are_one_line) {
     static const struct {
-        const char *model, *gpus, *batch, *fix, *says;
+        const char *gpus, *batch, *fix, *says;
     } cases[] = {
-        {"tiny", "2", "2", "pp=2,dp=1,mbs=1,sched=zb-v", "micro-batches >= 2·pp - 1 = 3 (got 2)"},
-        {"tiny", "4", "8", "pp=4,sched=zb-v", "needs 8 chunks of at least one of 4 layers"},
-        {"tiny", "4", "8", "pp=4,vpp=3,sched=zb-v", "vpp=2 expected (got 3)"},
+        {"2", "2", "pp=2,dp=1,mbs=1,sched=zb-v", "micro-batches >= 2·pp - 1 = 3 (got 2)"},
+        {"4", "8", "pp=4,sched=zb-v", "needs 8 chunks of at least one of 4 layers"},
+        {"4", "8", "pp=4,vpp=3,sched=zb-v", "vpp=2 expected (got 3)"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cli_result r = run_cli("sim", "--model", cases[i].model, "--system", "cpu-localhost", "--gpus", cases[i].gpus,
-                               "--global-batch", cases[i].batch, "--fix", cases[i].fix, NULL);
-        cr_expect_eq(r.status, 2, "%s: exit %d", cases[i].fix, r.status);
-        cr_expect_str_empty(r.out);
-        cr_expect(strstr(r.err, cases[i].says) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
-                  "%s: %s", cases[i].fix, r.err);
-        cli_result_free(&r);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_tiny_sim_refused(cases[i].gpus, cases[i].batch, cases[i].fix, cases[i].says);
 }
