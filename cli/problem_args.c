@@ -95,7 +95,7 @@ void cli_problem_help(void) {
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
