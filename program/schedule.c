@@ -78,7 +78,6 @@ int ts_stage_closes(const ts_layout *l, int stage) {
 int ts_chunk_is_copy(const ts_layout *l, int stage, int local) {
     return ts_chunk_global(l, stage, local) >= ts_model_chunks(l);
 }
-double ts_sched_param_copies(ts_schedule id) { return ts_schedules[id].dual ? 2.0 : 1.0; }
 
 /* The planner's even split: with interleaving every chunk holds L/(p·v) layers (the validity
  * check asks for it, as Megatron-LM's --num-layers-per-virtual-pipeline-stage); without, the

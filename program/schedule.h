@@ -74,9 +74,6 @@ int ts_chunk_closes(const ts_layout *l, int chunk);
 int ts_stage_opens(const ts_layout *l, int stage);
 int ts_stage_closes(const ts_layout *l, int stage);
 int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
-/* Copies of its parameters (and their gradients and optimizer states) a stage holds: 2 under
- * DualPipe (DeepSeek-V3 Table 2, "Parameter 2×"), else 1. */
-double ts_sched_param_copies(ts_schedule id);
 
 /* The step, in seconds, of the layout's schedule (its order and placement) for m micro-batches
  * when every slot of a chunk takes a fixed time: forward t_f, input gradients t_bi, weight

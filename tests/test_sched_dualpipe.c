@@ -46,8 +46,6 @@ Test(sched_dualpipe, placement_is_two_directions) {
         cr_expect(ts_chunk_closes(&l, p - 1) && ts_chunk_closes(&l, 2 * p - 1) && ts_chunk_stage(&l, 2 * p - 1) == 0);
         if (p >= 4) cr_expect(!ts_chunk_opens(&l, 1) && !ts_chunk_closes(&l, p - 2));
     }
-    cr_expect_eq(ts_sched_param_copies(TS_SCHED_DUALPIPE), 2.0);
-    cr_expect_eq(ts_sched_param_copies(TS_SCHED_1F1B), 1.0);
 }
 
 Test(sched_dualpipe, order_runs_every_micro_batch_once) {

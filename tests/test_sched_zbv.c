@@ -38,7 +38,6 @@ Test(sched_zbv, placement_is_a_v) {
         cr_expect_eq(ts_chunk_stage(&l, p - 1), p - 1);
         cr_expect_eq(ts_chunk_stage(&l, p), p - 1);
     }
-    cr_expect_eq(ts_sched_param_copies(TS_SCHED_ZB_V), 1.0);
 }
 
 Test(sched_zbv, order_runs_every_micro_batch_once) {
