@@ -195,3 +195,43 @@ Test(sched_dualpipe, planner_memory_doubles_the_parameters) {
     cr_expect_lt(a.time.pp_bubble, b.time.pp_bubble, "DualPipe's bubble %g s below 1F1B's %g s", a.time.pp_bubble,
                  b.time.pp_bubble);
 }
+
+/* The pairs in the program (and so in the trace, whose events carry the tag): each run of ops of
+ * one pair holds a forward and a backward of two micro-batches, and with TP collectives to switch
+ * at the forward's ops come back after the backward's began. */
+Test(sched_dualpipe, program_interleaves_each_pair) {
+    ts_layout l = dualpipe(2, 1);
+    l.tp = 2, l.sp = 1;
+    ts_problem pb = test_problem("tiny", "h100-sxm-dgx", ts_rank_count(&l), 8, 256, 1);
+    ts_program prog;
+    ts_error_clear();
+    cr_assert_eq(ts_program_build(&pb, &l, NULL, &prog), TS_OK, "%s", ts_error_message());
+    for (int s = 0; s < l.pp; s++) {
+        const ts_stage_program *sp = &prog.stages[s];
+        int runs = 0, interleaved = 0;
+        for (int i = 0; i < sp->n_ops;) {
+            int tag = sp->ops[i].pair, end = i + 1;
+            if (tag == 0) {
+                i++;
+                continue;
+            }
+            while (end < sp->n_ops && sp->ops[end].pair == tag) end++;
+            int fwd_mb = -1, bwd_mb = -1, switches = 0;
+            for (int k = i; k < end; k++) {
+                int fwd = sp->ops[k].phase == TS_PHASE_FWD;
+                if (fwd) fwd_mb = sp->ops[k].mb;
+                else if (sp->ops[k].mb >= 0) bwd_mb = sp->ops[k].mb;
+                switches += k > i && fwd != (sp->ops[k - 1].phase == TS_PHASE_FWD);
+            }
+            cr_expect(fwd_mb >= 0 && bwd_mb >= 0 && fwd_mb != bwd_mb, "stage %d: pair of mb %d and %d", s, fwd_mb,
+                      bwd_mb);
+            runs++;
+            interleaved += switches > 1;
+            i = end;
+        }
+        /* Every stage of p = 2 pairs m - 3 of its m = 8 forwards (sched_dualpipe.c, steps 4-5). */
+        cr_expect_eq(runs, 5, "stage %d: %d pairs", s, runs);
+        cr_expect_eq(interleaved, runs, "stage %d: %d of %d pairs interleaved", s, interleaved, runs);
+    }
+    ts_program_free(&prog);
+}
