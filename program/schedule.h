@@ -2,8 +2,10 @@
  * as nccl-tests tables its collectives. A schedule owns its op order, the bubble and the
  * micro-batches in flight the planner's closed form reads, and the placement of the model's
  * chunks on stages: which global chunk (stage, local chunk) holds, which stage holds a chunk,
- * hence each chunk's pipeline peers (the stages of chunks g-1 and g+1). Everything that places
- * chunks (the program builder, the planner's partition, exports) asks here. */
+ * hence each chunk's pipeline peers (the stages of chunks g-1 and g+1) - looped as Megatron's, or
+ * in a V (ZB-V; DualPipe, whose two directions run two copies of the model's chunks). Everything
+ * that places chunks (the program builder, the executor, the planner's partition, exports) asks
+ * here. */
 #ifndef TS_SCHEDULE_H
 #define TS_SCHEDULE_H
 
@@ -44,11 +46,12 @@ typedef struct {
      * twice (DualPipe): global chunk g runs model chunk g mod (p·v/2), and micro-batches
      * [0, m/2) go down the first half of the global chunks, [m/2, m) down the second. */
     int dual;
-    int fixed_vpp; /* the chunks every stage holds when the schedule fixes them (DualPipe: 2), else 0 */
+    int fixed_vpp; /* the chunks every stage holds when the schedule fixes them (DualPipe, ZB-V: 2), else 0 */
     /* Why p stages and m micro-batches cannot run it (into buf), or NULL; NULL pointer: any. */
     const char *(*invalid)(int p, int m, char *buf, size_t cap);
-    /* Searched only when asked for (--schedules, --fix sched=): it needs its own framework (no
-     * exporter writes it: reports/export.h), so a plan left free stays one Megatron can run. */
+    /* Searched only when asked for (--schedules, --fix sched=) or named by the stack: it needs its
+     * own framework (no exporter writes it: reports/export.h), so a plan left free stays one
+     * Megatron can run. */
     int opt_in;
 } ts_schedule_info;
 
