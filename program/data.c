@@ -179,7 +179,7 @@ typedef struct {
 /* An access of the walk's op: what of the other side it must follow, and it is now the latest of
  * its side (reads come from the other side's lists, writes go to its own: an op's accesses
  * commute). */
-static void walk_access(edge_walk *w, int32_t res, int write) {
+static inline void walk_access(edge_walk *w, int32_t res, int write) {
     int other = !w->side;
     int32_t need = w->last_w[other][res];
     if (write && w->last_r[other][res] > need) need = w->last_r[other][res];
@@ -196,22 +196,22 @@ typedef struct {
     int n;
 } touches;
 
-static void add(touches *t, int32_t res, int write) {
+static inline void add(touches *t, int32_t res, int write) {
     if (t->walk) walk_access(t->walk, res, write);
     else t->out[t->n++] = (ts_access){res, (uint8_t)write};
 }
 
-static void params(touches *t, int s, int write) {
+static inline void params(touches *t, int s, int write) {
     if (s >= 0) add(t, s, write);
 }
 
-static void grads(touches *t, int s) {
+static inline void grads(touches *t, int s) {
     if (s < 0) return;
     add(t, t->g->n_seg + s, 1);
     if (t->g->grad_buffer[s] >= 0) add(t, 2 * t->g->n_seg + t->g->grad_buffer[s], 1);
 }
 
-static void compute_touches(touches *t, const ts_op *op) {
+static inline void compute_touches(touches *t, const ts_op *op) {
     const ts_stage_segments *g = t->g;
     int writes = op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD;
     if (op->kind == TS_OP_OPTIMIZER) {
@@ -237,7 +237,7 @@ static void compute_touches(touches *t, const ts_op *op) {
     }
 }
 
-static void op_touches(const ts_stage_program *sp, int i, touches *t) {
+static inline void op_touches(const ts_stage_program *sp, int i, touches *t) {
     const ts_op *op = &sp->ops[i];
     if (!on_dp(op)) {
         compute_touches(t, op);
