@@ -265,8 +265,9 @@ static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 /* For each op, the latest conflicting op of the other stream (-1: none) beyond what is already
  * ordered before it, into `extra`. Ops of one stream (the simulator's, a sub-order of the
  * executor's) run in issue order, so what an earlier op of the op's stream waited for is ordered
- * before it too: one edge per stream and conflict, not one per op that touches the data. */
-static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
+ * before it too: one edge per stream and conflict, not one per op that touches the data. Counts
+ * the edges into *added. */
+static ts_status data_edges(const ts_stage_program *sp, int32_t *extra, int *added) {
     int n_res = 2 * sp->seg.n_seg + 2;
     int32_t *last = malloc(4 * (size_t)n_res * sizeof *last); /* writer, reader per side */
     if (!last) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
@@ -288,16 +289,15 @@ static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
         w.need = -1;
         op_touches(sp, i, &t);
         extra[i] = w.need > ordered ? w.need : -1;
+        *added += extra[i] >= 0;
         covered[op->stream] = max32(ordered, w.need);
     }
     free(last);
     return TS_OK;
 }
 
-/* The dependencies with each op's data edge appended. */
-static ts_status deps_extend(ts_stage_program *sp, const int32_t *extra) {
-    int added = 0;
-    for (int i = 0; i < sp->n_ops; i++) added += extra[i] >= 0;
+/* The dependencies with each op's data edge (`added` in all) appended. */
+static ts_status deps_extend(ts_stage_program *sp, const int32_t *extra, int added) {
     if (added == 0) return TS_OK;
     uint32_t *deps = malloc(((size_t)sp->n_deps + added) * sizeof *deps);
     if (!deps) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
@@ -321,8 +321,9 @@ ts_status ts_stage_data_build(const ts_problem *pb, const ts_layout *l, int stag
     TS_CHECK(segs_build(sp));
     int32_t *extra = malloc(((size_t)sp->n_ops + 1) * sizeof *extra);
     if (!extra) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
-    ts_status res = data_edges(sp, extra);
-    if (res == TS_OK) res = deps_extend(sp, extra);
+    int added = 0;
+    ts_status res = data_edges(sp, extra, &added);
+    if (res == TS_OK) res = deps_extend(sp, extra, added);
     free(extra);
     return res;
 }
