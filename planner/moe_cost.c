@@ -32,7 +32,8 @@
  * threadblock tile of Hopper's CUTLASS and cuBLAS GEMMs, and DeepGEMM's grouped kernels'
  * alignment, DeepSeek's DeepGEMM README: "M-axis ... aligned to 128"): an expert of m tokens
  * computes ceil(m/128)·128 rows, on average m + 64 as the experts' loads vary, and at least 128:
- * small experts (fine-grained MoE, small micro-batches, large EP) pay for it. */
+ * small experts (fine-grained MoE, small micro-batches, large EP) pay for it. CPU ranks have no
+ * grouped kernel: the executor runs one OpenBLAS GEMM per expert, priced each alone. */
 #include "planner/moe_cost.h"
 
 #include <math.h>
@@ -88,6 +89,8 @@ double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double
 double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens) {
     double one = 2.0 * m * n * k;
     if (one <= 0 || tokens <= 0) return 0;
+    /* CPU ranks (serial_ops, or cores shared) run the executor's one BLAS GEMM per expert */
+    if (s->serial_ops || s->cores_per_node > 0) return count * ts_gemm_s(s, dt, m, n, k);
     /* an expert's load varies around the mean (ts_moe_load_factor), so its last tile is half
      * empty on average; none computes less than one tile */
     double padded = fmax(TS_GROUPED_TILE_ROWS, tokens + 0.5 * TS_GROUPED_TILE_ROWS);
