@@ -121,9 +121,7 @@ static double cp_pass_s(const ts_problem *pb, int cp, const ts_cp_pass *c, doubl
 typedef struct {
     double fwd_s, bwd_s, wgrad_s, attn_fwd_s;
     double gemm_fwd_flops, core_fwd_flops;
-    double tp_one_s, tp_close_s; /* one TP block's collectives; the closing one alone */
-    double tp_blocks;            /* blocks with TP collectives: 2, or 1 when the MoE block has
-                                    none (etp apart from tp, program/recipe.h tp_block) */
+    double tp_one_s, tp_close_s; /* the two blocks' TP collectives in one pass; the closing ones */
     double cp_fwd_s, cp_bwd_s;   /* exposed CP ring in forward, in backward */
     double a2a_s;                /* the EP collectives to and from the experts, one pass */
     double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
@@ -135,6 +133,11 @@ typedef struct {
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
     *out = (ts_layer_fwd){0};
     attention_parts(pb, sh, out);
+}
+
+/* One TP collective of `bytes` over the shard's TP group. */
+static double tp_coll_s(const ts_problem *pb, const ts_shard *sh, ts_coll c, double bytes) {
+    return ts_coll_s(&pb->sys, c, sh->tp, bytes, ts_group_link(&pb->sys, 1, sh->tp));
 }
 
 static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn_parts,
@@ -175,13 +178,17 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
 
     /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
     if (sh->tp > 1) {
-        ts_link link = ts_group_link(s, 1, sh->tp);
-        double bytes = mr.tp_bytes;
         /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
-         * block with an all-gather. */
-        out->tp_close_s = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
-        out->tp_one_s = out->tp_close_s + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
-        out->tp_blocks = mr.tp_block ? 2.0 : 1.0;
+         * block with an all-gather. The attention block's are of T·h, the MLP block's of its
+         * recipe's size (MoE: program/recipe_moe.c), or none. */
+        double close_s[2], open_s[2];
+        for (int i = 0; i < 2; i++) {
+            double bytes = i == 0 ? 2.0 * T * h : mr.tp_block ? mr.tp_bytes : 0;
+            close_s[i] = tp_coll_s(pb, sh, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, bytes);
+            open_s[i] = sh->sp ? tp_coll_s(pb, sh, TS_COLL_ALLGATHER, bytes) : 0;
+        }
+        out->tp_close_s = close_s[0] + close_s[1];
+        out->tp_one_s = close_s[0] + open_s[0] + close_s[1] + open_s[1];
     }
     /* CP (program/recipe.c): the ring exposed step by step where a block's transfer outlasts the
      * attention of the block in flight; the all-gather and all-to-all kinds' collectives whole. */
@@ -251,17 +258,17 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
          * system overlaps TP communication (tp_comm_overlap); the backward's two run
          * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
          * reduce-scatter), exposed only beyond them. */
-        double one = p->tp_one_s, blocks = p->tp_blocks;
-        double fwd_count = full ? 2.0 * blocks : blocks;
-        double bwd_left = blocks * one - p->wgrad_s;
+        double pass = p->tp_one_s;
+        double fwd_count = full ? 2.0 : 1.0;
+        double bwd_left = pass - p->wgrad_s;
         if (s->serial_ops)
-            out->tp_s = (fwd_count + blocks) * one; /* nothing runs under a collective */
+            out->tp_s = (fwd_count + 1.0) * pass; /* nothing runs under a collective */
         else
-            out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
-                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : blocks * one);
+            out->tp_s = fwd_count * pass * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : pass);
         /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
          * all-gathers feed the later W and stay hidden. */
-        out->tp_split_w_s = (fwd_count * one + blocks * p->tp_close_s) * (1.0 - s->tp_comm_overlap);
+        out->tp_split_w_s = (fwd_count * pass + p->tp_close_s) * (1.0 - s->tp_comm_overlap);
     }
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);

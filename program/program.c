@@ -172,13 +172,17 @@ static uint32_t ep_a2a(builder *b, const ctx *c, int part, uint32_t dep) {
                 dep);
 }
 
-/* The MLP block's opening SP all-gather and closing TP collective, unless the MoE block has none
- * (experts apart from TP: recipe.h tp_block). */
+/* The MLP block's opening SP all-gather and closing TP collective of its recipe's size (MoE
+ * under SP: the routed copies' gather and reduce-scatter, program/recipe_moe.c), unless the MoE
+ * block has none (experts apart from TP: recipe.h tp_block). */
 static uint32_t mlp_sp_open(builder *b, const ctx *c, int moe, uint32_t dep) {
-    return b->mlp[moe].tp_block ? sp_open(b, c, TS_PART_SP_GATHER_MLP, dep) : NO_OP;
+    if (!b->mlp[moe].tp_block || !b->l->sp) return NO_OP;
+    return coll(b, c, TS_PART_SP_GATHER_MLP, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[moe].tp_bytes, dep);
 }
 static uint32_t mlp_tp_close(builder *b, const ctx *c, int moe, uint32_t dep) {
-    return b->mlp[moe].tp_block ? tp_close(b, c, TS_PART_TP_MLP, dep) : NO_OP;
+    if (!b->mlp[moe].tp_block) return NO_OP;
+    return coll(b, c, TS_PART_TP_MLP, TS_STREAM_TP, TS_GROUP_TP, b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
+                b->mlp[moe].tp_bytes, dep);
 }
 
 static void add_gemm(gemm_list *gl, const ts_gemm_shape *g) { gl->g[gl->n++] = *g; }

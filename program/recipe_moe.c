@@ -16,6 +16,11 @@
  * reduce-scatters the same back. The copies to the experts go FP8 when asked (DeepSeek-V3
  * §3.3.2: 1 byte per element plus an fp32 scale per 1×128 tile), the way back stays 16-bit.
  *
+ * TP under SP (Megatron-Core's MoEAlltoAllTokenDispatcher): no all-gather before the router;
+ * with etp = tp the copies received over EP are all-gathered over TP and reduce-scattered back,
+ * T·top_k·cf·h at 16 bits each way (the recipe's MLP-block TP size), plus the shared experts'
+ * own T·h. With etp = 1 only the shared experts have TP collectives.
+ *
  * Permutation (Megatron-Core's moe_permute / moe_unpermute, fused or not, both memory-bound):
  * before the dispatch the R·top_k copies are gathered into expert order (read and write
  * R·top_k·h), after the combine each token's top_k copies are read and summed into one (read
@@ -60,6 +65,13 @@ void ts_moe_recipe_fill(const ts_problem *pb, const ts_shard *sh, double T, ts_m
     out->matmul_params = k * mats * h * (double)x->expert_ffn / sh->tp + h * x->experts;
     out->permute_bytes = 2.0 * R * h * (3.0 * k + 1.0);
     out->tp_block = etp == sh->tp || x->shared_experts > 0;
+    if (sh->sp && sh->tp > 1) {
+        /* Megatron-Core's dispatcher under SP: the router sees the rank's T/t tokens; with etp = tp
+         * the copies an EP rank receives are all-gathered over TP before the experts and
+         * reduce-scattered after (tp·R·top_k·cf copies of h); shared experts gather and
+         * reduce-scatter the T tokens as a dense MLP does. */
+        out->tp_bytes = 2.0 * h * ((etp == sh->tp ? T * k * cf : 0) + (x->shared_experts > 0 ? T : 0));
+    }
     if (ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_ALLGATHER) {
         out->to_coll = TS_COLL_ALLGATHER;
         out->from_coll = TS_COLL_REDUCE_SCATTER;
