@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "planner/cost.h"
+#include "exec/kernels.h"
+#include "exec/trainer.h"
 #include "planner/moe_cost.h"
 #include "program/coll.h"
 #include "program/recipe.h"
@@ -150,4 +152,34 @@ Test(moe, etp_layouts) {
     l.sp = 1, l.tp = 4, l.dp = 16, l.etp = 2;
     cr_expect_not_null(ts_layout_invalid(&pb, &l, why, sizeof why));
     cr_expect(strstr(why, "etp=2") != NULL, "%s", why);
+}
+
+/* Node-limited routing in the executor's router (exec/router_token.h): logits 3, 0, 2.5, 2.4 rank
+ * experts 0, 2, 3, 1; unlimited, the top two are 0 and 2; with 2 groups and 1 allowed, group
+ * {2, 3} (e^2.5 + e^2.4 = 23.2 against e^3 + e^0 = 21.1) supplies both, renormalised between
+ * them. */
+Test(moe, router_node_limited) {
+    const float logits[4] = {3.0f, 0.0f, 2.5f, 2.4f};
+    float probs[4], weight[2];
+    int expert[2];
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 0, 0);
+    cr_expect(expert[0] == 0 && expert[1] == 2, "unlimited: %d %d", expert[0], expert[1]);
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 2, 1);
+    cr_expect(expert[0] == 2 && expert[1] == 3, "one group of two: %d %d", expert[0], expert[1]);
+    cr_expect(fabsf(weight[0] - probs[2] / (probs[2] + probs[3])) < 1e-7f, "renormalised: %g", weight[0]);
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 2, 2);
+    cr_expect(expert[0] == 0 && expert[1] == 2, "M = G: no limit");
+}
+
+/* The executor splits experts over TP only; etp apart from tp is refused with a reason. */
+Test(moe, executor_refuses_etp_apart_from_tp) {
+    ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
+    ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
+    ts_layout l = {.dp = 2, .tp = 2, .pp = 1, .cp = 1, .ep = 4, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
+                   .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
+    ts_error_clear();
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "etp=1") != NULL, "%s", ts_error_message());
+    l.etp = 0, l.ep = 2;
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
 }
