@@ -41,6 +41,8 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
              add_num(o, "tokens_per_s", e->tokens_per_s) &&
              add_num(o, "tflops_per_gpu", e->tflops_per_gpu) &&
              add_num(o, "hw_tflops_per_gpu", e->hw_tflops_per_gpu) && add_num(o, "mfu", e->mfu);
+    /* the experts' TP, when apart from tp (program/layout.h) */
+    if (ok && l->etp > 0 && l->etp != l->tp) ok = add_num(o, "etp", l->etp);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
