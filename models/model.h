@@ -64,8 +64,8 @@ typedef struct {
  * Mixtral-8x22B on H100, TP2 PP8 EP8 ETP1 MBS1 GBS256 seq 4096, aux-loss 1e-2, alltoall,
  * dropless ~455 TFLOP/s against ~470 with --moe-expert-capacity-factor 1.0
  * --moe-pad-expert-input-to-capacity (every expert runs exactly its even share): dropless is
- * 3.3% slower. Tessera's simulator gives that ratio at load_cv = 0.034 (docs/moe.md shows the
- * command). For scale: binomial sampling alone (each of the micro-batch's 8·2048·2 copies
+ * 3.3% slower. Tessera's simulator gives that ratio (1F1B, as the zoo ran) at load_cv = 0.034
+ * (docs/moe.md has the command). For scale: binomial sampling alone (each of the micro-batch's 8·2048·2 copies
  * routed independently) gives sqrt((1 - 1/8)/4096) = 0.015 for that run; tokens of one
  * document pick alike, so the realised spread is larger. */
 #define TS_MOE_DEFAULT_LOAD_CV 0.034
