@@ -53,18 +53,18 @@ double ts_moe_node_limit(const ts_moe *x, int ep, int per_node, int nodes) {
 /* One all-to-all of B bytes per rank, by the dispatcher, over n ranks, g per node, N nodes. */
 static double a2a_s(const ts_problem *pb, ts_moe_dispatcher d, int n, int g, double B) {
     const ts_system *s = &pb->sys;
-    double nvl = ts_link_busbw(s, TS_LINK_NVLINK), nic = ts_link_busbw(s, TS_LINK_NIC);
-    int N = n / g;
+    double nvl_bytes_per_s = ts_link_busbw(s, TS_LINK_NVLINK), nic_bytes_per_s = ts_link_busbw(s, TS_LINK_NIC);
+    int N = (n + g - 1) / g;
     if (d == TS_MOE_DISPATCH_DEEPEP) {
         const ts_moe *x = &pb->model.moe;
         double k = x->top_k > 0 ? x->top_k : 1;
         double D = N * (1.0 - pow(1.0 - 1.0 / N, k)), M = ts_moe_node_limit(x, n, g, N);
         if (D > M) D = M;
-        double t_nic = B / k * D * (N - 1.0) / N / nic, t_nvl = B * (g - 1.0) / g / nvl;
-        return fmax(t_nic, t_nvl) + (N - 1) * s->nic_latency_s + s->link_latency_s;
+        double nic_s = B / k * D * (N - 1.0) / N / nic_bytes_per_s, nvl_s = B * (g - 1.0) / g / nvl_bytes_per_s;
+        return fmax(nic_s, nvl_s) + (N - 1) * s->nic_latency_s + s->link_latency_s;
     }
-    double t_nic = B * (double)(n - g) / n / nic, t_nvl = B * (g - 1.0) / n / nvl;
-    return fmax(t_nic, t_nvl) + (n - 1) * s->nic_latency_s;
+    double nic_s = B * (double)(n - g) / n / nic_bytes_per_s, nvl_s = B * (g - 1.0) / n / nvl_bytes_per_s;
+    return fmax(nic_s, nvl_s) + (n - 1) * s->nic_latency_s;
 }
 
 double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
@@ -72,15 +72,15 @@ double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double
     if (ep <= 1 || bytes <= 0) return 0;
     ts_link link = ts_group_link(s, stride, ep);
     ts_moe_dispatcher d = ts_moe_dispatcher_of(pb);
-    double t;
+    double coll_s;
     if (c != TS_COLL_ALLTOALL || link == TS_LINK_NVLINK || d == TS_MOE_DISPATCH_ALLGATHER) {
-        t = ts_coll_s(s, c, ep, bytes, link);
+        coll_s = ts_coll_s(s, c, ep, bytes, link);
     } else {
         int g = s->gpus_per_node / stride;
-        if (g < 1) g = 1;
-        t = a2a_s(pb, d, ep, g, bytes);
+        g = g < 1 ? 1 : g > ep ? ep : g;
+        coll_s = a2a_s(pb, d, ep, g, bytes);
     }
-    return t * (1.0 - pb->train.moe_a2a_overlap);
+    return coll_s * (1.0 - pb->train.moe_a2a_overlap);
 }
 
 /* The threadblock tile along the token dimension (rows). */
