@@ -42,6 +42,9 @@ typedef struct {
     int first_dense;        /* layers [0, first_dense) are dense (DeepSeek-V3: 3) */
     int every;              /* after first_dense, every `every`-th layer is MoE (1 = all) */
     double capacity_factor; /* expert capacity = cf * top_k * tokens / experts; 0 = dropless */
+    int capacity_unpadded;  /* with a capacity: experts run the tokens they keep, not padded to the
+                               capacity (JSON "pad_to_capacity": false; Megatron-Core without
+                               --moe-pad-expert-input-to-capacity) */
     double load_cv;         /* dropless: coefficient of variation of the tokens an expert gets
                                per micro-batch (0 = perfectly balanced; default
                                TS_MOE_DEFAULT_LOAD_CV; `tessera run --json` measures it) */
@@ -72,7 +75,8 @@ typedef struct {
 
 /* Tokens the busiest rank of an expert-parallel group of `ep` ranks processes, relative to an
  * even share (T·top_k·ep/experts per local expert): with a capacity factor, the capacity (tokens
- * beyond it are dropped); dropless, 1 + cv_rank · E[max of ep standard normals], cv_rank =
+ * beyond it are dropped; GShard and Switch pad every expert to it), or without padding the
+ * smaller of the capacity and the dropless share; dropless, 1 + cv_rank · E[max of ep standard normals], cv_rank =
  * load_cv / sqrt(experts / ep) (a rank's E/ep experts' loads add up, independent and normal to a
  * first approximation), so 1 for balanced routing or ep = 1. Every EP collective waits for that
  * rank, so the step runs at its pace. */
