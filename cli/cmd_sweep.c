@@ -26,7 +26,7 @@ static void help(void) {
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
            "  -f, --fix PINS         pin layout fields at every count, e.g. tp=8,sched=1f1b\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
            "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"

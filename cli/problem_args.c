@@ -31,7 +31,7 @@ static unsigned parse_schedules(const char *cmd, const char *list) {
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int found = cli_name_index(ts_schedule_names, item);
         if (found < 0)
-            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, got \"%s\"", item);
+            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, dualpipe, zb-v, got \"%s\"", item);
         mask |= 1u << found;
     }
     if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
@@ -123,7 +123,7 @@ void cli_problem_help(void) {
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"

@@ -343,6 +343,7 @@ static ts_status write_megatron(FILE *f, const void *arg) {
 ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     megatron_args a = {pb, l, o};
     *out = NULL;
+    TS_CHECK(ts_export_schedule_check(l, "Megatron-LM"));
     TS_CHECK(ts_export_stack_check("megatron-core", "Megatron-LM", l));
     return ts_export_to_string(out, "Megatron-LM arguments", write_megatron, &a);
 }

@@ -357,3 +357,25 @@ Test(export, bad_input_exits_2_with_one_line) {
     free(plan);
     remove_dir(dir);
 }
+
+/* DualPipe and ZB-V have no flag anywhere: every format refuses them with exit 2, one line naming
+ * the schedule and no output. */
+Test(export, dualpipe_and_zbv_are_refused) {
+    static const char *const fixes[] = {"pp=4,sched=dualpipe", "pp=4,sched=zb-v"};
+    static const char *const formats[] = {"megatron", "megatron-bridge", "deepspeed", "sbatch"};
+    for (int k = 0; k < 2; k++) {
+        const char *const args[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32",
+                                    "--global-batch", "64", "--fix", fixes[k], NULL};
+        char *dir = make_temp_dir(), *plan = plan_with(dir, args);
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+            cli_result r = run_cli("export", "--plan", plan, "--format", formats[i], NULL);
+            cr_expect_eq(r.status, 2, "%s %s: exit %d", fixes[k], formats[i], r.status);
+            cr_expect_str_empty(r.out, "%s: %s", formats[i], r.out);
+            cr_expect(strstr(r.err, strchr(fixes[k], 's')) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                      "%s: one line naming the schedule: %s", formats[i], r.err);
+            cli_result_free(&r);
+        }
+        free(plan);
+        remove_dir(dir);
+    }
+}
