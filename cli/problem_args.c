@@ -73,6 +73,15 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
         a->given = "--cp-kind";
         break;
+    case CLI_OPT_MOE_DISPATCHER:
+        a->train.moe_dispatcher = (ts_moe_dispatcher)cli_enum(cmd, "--moe-dispatcher", arg, ts_moe_dispatcher_names);
+        a->given = "--moe-dispatcher";
+        break;
+    case CLI_OPT_MOE_OVERLAP:
+        a->train.moe_a2a_overlap = cli_num(cmd, "--moe-a2a-overlap", arg, 0, 1);
+        a->given = "--moe-a2a-overlap";
+        break;
+    case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->given = "--stack"; break;
@@ -122,6 +131,11 @@ void cli_problem_help(void) {
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
+           "      --moe-dispatcher D MoE tokens to experts: auto (default: deepep for node-limited\n"
+           "                         routers, else alltoall) | alltoall | allgather | deepep\n"
+           "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden under compute\n"
+           "                         (default 0, as Megatron-Core without EP overlap)\n"
+           "      --moe-fp8-dispatch dispatch tokens in FP8 (default: with --dtype fp8 and deepep)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

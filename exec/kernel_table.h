@@ -65,7 +65,7 @@ typedef struct ts_kernels {
     ts_status (*swiglu_bwd)(float *dgate, float *dup, const float *dact, const float *gate,
                             const float *up, size_t n);
     ts_status (*router_fwd)(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                            int K);
+                            int K, int G, int M);
     ts_status (*router_bwd)(float *dlogits, const float *dweight, const float *probs, const int *expert,
                             int T, int E, int K);
     ts_status (*moe_gather_fwd)(float *xe, const float *x, const int *slot_token, int n_slots, int C);

@@ -299,10 +299,10 @@ void ts_mlp_bwd(float *dx, float *dw_gate, float *dw_up, float *dw_down, const f
  * dL/dz_e = p_e (dL/dp_e - sum_S p_a dL/dp_a). */
 
 void ts_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                   int K) {
+                   int K, int G, int M) {
     for (int t = 0; t < T; t++)
         ts_router_token(logits + (size_t)t * E, probs + (size_t)t * E, expert + (size_t)t * K,
-                        weight + (size_t)t * K, E, K);
+                        weight + (size_t)t * K, E, K, G, M);
 }
 
 void ts_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,

@@ -89,7 +89,7 @@ ts_status ts_cuda_ce_bwd(float *dlogits, const float *logits, const float *max, 
 
 /* As ts_router_fwd / ts_router_bwd: one thread per token. */
 ts_status ts_cuda_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                             int K);
+                             int K, int G, int M);
 ts_status ts_cuda_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
                              int T, int E, int K);
 /* As ts_moe_gather_fwd / ts_moe_gather_bwd; the backward, like the embedding's, one thread per

@@ -54,6 +54,8 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
     s->El = s->E ? s->E / l->ep : 0;
     s->e0 = s->ep_i * s->El;
     s->K = s->E ? m->moe.top_k : 0;
+    s->G = m->moe.router_groups;
+    s->M = m->moe.router_group_topk;
     s->Fe = (int)m->moe.expert_ffn;
     s->Fer = s->E ? s->Fe / l->tp : 0;
     s->seq = (int)pb->train.seq;

@@ -220,7 +220,7 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
     l->vpp = 1;
     if (ts_layout_invalid(pb, l, NULL, 0)) return 0;
     if (!*have_costs) {
-        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
+        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE, l->etp};
         ts_shard_costs_all(pb, &sh, all);
         *have_costs = 1;
     } else if (all[0].shard.ep != l->ep) {
@@ -247,6 +247,8 @@ static ts_status run(search_ctx *c) {
     const ts_pins *pins = &c->opts->pins;
     int N = pb->gpus;
     long long B = pb->train.global_batch;
+    /* etp is pinned or follows tp (0); its EP groups span ep·etp of a stage's tp·cp·dp ranks */
+    int etp = pins->mask & (1u << TS_PIN_ETP) ? pins->value.etp : 0;
     ts_status res = TS_OK;
     long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
     long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
@@ -282,22 +284,23 @@ static ts_status run(search_ctx *c) {
                     if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
                     int have_costs = 0;
                     /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
-                    for (int f = 0; f < n_ep && gpu_div[f] <= N / tp; f++) {
+                    int etp_of = etp > 0 ? etp : tp;
+                    for (int f = 0; f < n_ep && gpu_div[f] <= N / etp_of; f++) {
                         int ep = (int)gpu_div[f];
-                        if (!divides(ep, N / tp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+                        if (!divides(ep, N / etp_of) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
                         if (m->moe.experts > 0 && m->moe.experts % ep) continue;
                         for (int d = 0; d < n_pp; d++) {
                             int pp = (int)gpu_div[d];
                             if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
                             int dp = N / (tp * cp * pp);
                             if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * mbs)) continue;
-                            if (!divides(ep, (long long)dp * cp)) continue;
+                            if (!divides((long long)ep * etp_of, (long long)dp * cp * tp)) continue;
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
                                 int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
                                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
                                 ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
                                                .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
-                                               .recompute = (ts_recompute)rc};
+                                               .recompute = (ts_recompute)rc, .etp = etp};
                                 if (group(c, &st[f * n_pp + d], &l, costs, &have_costs)) goto done;
                             }
                         }

@@ -177,7 +177,8 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     double t = sh->tp;
     double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
-    st->max_layer_params = max_d(pc->per_layer_dense, moe_dense_part + expert_all / sh->ep) / t;
+    double et = ts_shard_etp(sh); /* the experts are split over etp·ep */
+    st->max_layer_params = max_d(pc->per_layer_dense / t, moe_dense_part / t + expert_all / (et * sh->ep));
 
     int n_moe_all = moe_below(m, m->layers);
     double outside = pc->total - pc->embedding - pc->lm_head -
@@ -194,19 +195,19 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
             ne += outside;
         }
         st->params[i] = ne / t;
-        st->expert_params[i] = ex / (t * sh->ep);
+        st->expert_params[i] = ex / (et * sh->ep);
     }
     stage_kinds(st, pp, split != NULL);
 
     /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
      * DP×CP/EP), computed once for all ZeRO stages and schedules. */
     const ts_system *s = &pb->sys;
-    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc / sh->ep;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     st->biggest = 0;
     for (int i = 1; i < pp; i++)
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
-    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
     /* on the wire in the stack's gradient-reduction dtype */
     double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
     double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
@@ -325,7 +326,7 @@ static double exposed(const ts_system *s, double traffic_s, double window_s) {
 static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out) {
     const ts_train *tr = &pb->train;
     const ts_shard *sh = &st->shard;
-    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
+    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     double ne = st->params[i], ex = st->expert_params[i];
     double sharded = ne / dpc + ex / edp, whole = ne + ex;
     out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);

@@ -39,12 +39,17 @@ typedef struct {
     int vpp;          /* model chunks per stage (interleaved; 2 under DualPipe and ZB-V; 1 otherwise) */
     ts_schedule schedule;
     ts_recompute recompute;
+    int etp;          /* expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size);
+                         0: the experts are split like the rest, over tp (ts_layout_etp) */
 } ts_layout;
+
+/* The experts' TP degree: etp when set, else tp. */
+int ts_layout_etp(const ts_layout *l);
 
 /* Fields of ts_layout as pinnable keys (for --fix). */
 typedef enum {
     TS_PIN_DP, TS_PIN_TP, TS_PIN_PP, TS_PIN_CP, TS_PIN_EP, TS_PIN_SP, TS_PIN_ZERO, TS_PIN_MBS,
-    TS_PIN_VPP, TS_PIN_SCHED, TS_PIN_RECOMPUTE, TS_PIN_COUNT
+    TS_PIN_VPP, TS_PIN_SCHED, TS_PIN_RECOMPUTE, TS_PIN_ETP, TS_PIN_COUNT
 } ts_pin;
 extern const char *const ts_pin_names[]; /* "dp","tp",... as in the text form; NULL-ended */
 
@@ -62,7 +67,8 @@ int ts_layout_field(const ts_layout *l, ts_pin p);
 void ts_layout_set(ts_layout *l, ts_pin p, int value);
 void ts_pins_set(ts_pins *pins, ts_pin p, int value);
 
-/* Writes the text form; returns the length snprintf would have written. */
+/* Writes the text form; returns the length snprintf would have written. ",etp=N" follows the
+ * text form only when etp is set and differs from tp (so layouts without it read as before). */
 int ts_layout_format(const ts_layout *l, char *buf, size_t cap);
 
 /* Parses "k=v,k=v" (any subset of the text form's keys; "schedule" is accepted for "sched").
@@ -70,7 +76,8 @@ int ts_layout_format(const ts_layout *l, char *buf, size_t cap);
  * (e.g. "--fix") and the offending item. */
 ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out);
 
-/* Parses a full layout text (every key but microbatches required); `microbatches` is left 0. */
+/* Parses a full layout text (every key but microbatches and etp required); `microbatches` is
+ * left 0. */
 ts_status ts_layout_parse(const char *what, const char *text, ts_layout *out);
 
 #endif

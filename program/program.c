@@ -164,9 +164,26 @@ static uint32_t sp_open(builder *b, const ctx *c, int part, uint32_t dep) {
     return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[0].tp_bytes, dep);
 }
 
-/* One EP all-to-all (dispatch or combine). */
+/* One EP collective (dispatch or combine; program/recipe_moe.c): toward the experts (the forward
+ * dispatch, the backward combine's output gradients) or back from them. */
 static uint32_t ep_a2a(builder *b, const ctx *c, int part, uint32_t dep) {
-    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL, b->mlp[1].a2a_bytes, dep);
+    const ts_mlp_recipe *r = &b->mlp[1];
+    int to = (part == TS_PART_DISPATCH) == (c->phase != TS_PHASE_BWD);
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, to ? r->to_coll : r->from_coll, to ? r->to_bytes : r->from_bytes,
+                dep);
+}
+
+/* The MLP block's opening SP all-gather and closing TP collective of its recipe's size (MoE
+ * under SP: the routed copies' gather and reduce-scatter, program/recipe_moe.c), unless the MoE
+ * block has none (experts apart from TP: recipe.h tp_block). */
+static uint32_t mlp_sp_open(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!b->mlp[moe].tp_block || !b->l->sp) return NO_OP;
+    return coll(b, c, TS_PART_SP_GATHER_MLP, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[moe].tp_bytes, dep);
+}
+static uint32_t mlp_tp_close(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!b->mlp[moe].tp_block) return NO_OP;
+    return coll(b, c, TS_PART_TP_MLP, TS_STREAM_TP, TS_GROUP_TP, b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
+                b->mlp[moe].tp_bytes, dep);
 }
 
 static void add_gemm(gemm_list *gl, const ts_gemm_shape *g) { gl->g[gl->n++] = *g; }
@@ -293,7 +310,7 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     x = run_gemms(b, c, &b->proj, 0, a == x ? NO_OP : a);
     uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
     x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t);
-    g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    g = mlp_sp_open(b, c, moe, x);
     int ep = moe && b->l->ep > 1;
     if (ep) {
         x = run_gemms(b, c, &b->router, 0, g);
@@ -303,7 +320,7 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bytes[1], NO_OP);
     x = run_gemms(b, c, &b->fc2[moe], 0, NO_OP);
     if (ep) x = ep_a2a(b, c, TS_PART_COMBINE, x);
-    t = tp_close(b, c, TS_PART_TP_MLP, x);
+    t = mlp_tp_close(b, c, moe, x);
     return t != NO_OP ? t : x;
 }
 
@@ -324,7 +341,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
      * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
      * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
     uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
-    uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    uint32_t g = mlp_sp_open(b, c, moe, x);
     uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
     x = run_gemms(b, c, &b->fc2[moe], 1, in);
     x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bwd_bytes[0], NO_OP);
@@ -334,7 +351,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     } else {
         x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
     }
-    uint32_t t = tp_close(b, c, TS_PART_TP_MLP, x);
+    uint32_t t = mlp_tp_close(b, c, moe, x);
     if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
     x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
@@ -377,7 +394,7 @@ static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_prog
 /* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
 static uint32_t param_gather(builder *b, const ctx *c, int layer) {
     double sh, ex;
-    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, layer, &sh, &ex);
+    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, layer, &sh, &ex);
     ctx at = *c;
     at.layer = layer;
     return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
@@ -420,7 +437,7 @@ static void param_gathers(builder *b, const stage_ctx *st) {
         c.chunk = ch;
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             bucket += st->wb * (sh + ex);
             c.layer = j;
             if (bucket >= b->pb->train.bucket_bytes || j == first + count - 1) {
@@ -481,7 +498,7 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     if (!split_w) st->dp->last_grad[j] = x;
     if (st->zero >= 2 && st->dpc > 1 && !split_w) {
         double sh, ex;
-        ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
+        ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, j, &sh, &ex);
         coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->rb * sh, x);
         if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->rb * ex, x);
     }
@@ -551,7 +568,7 @@ static uint32_t grad_reductions(builder *b, const stage_ctx *st) {
         c.chunk = ch;
         for (int j = first + count - 1; j >= first; j--) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             bucket += st->rb * sh;
             c.layer = j;
             if (ex > 0)
@@ -579,7 +596,7 @@ static void optimizer(builder *b, const stage_ctx *st, uint32_t reduce_last, uin
         chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             updated += st->zero >= 1 ? sh / st->dpc + ex / (st->dpc / l->ep) : sh + ex;
         }
     }
@@ -706,7 +723,7 @@ static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
         double params = 0;
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             params += sh + ex;
         }
         double edge = (double)b->pb->model.vocab * b->pb->model.hidden / l->tp;
@@ -812,7 +829,8 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
         .pb = pb, .l = &out->layout, .opts = opts,
         .flash = pb->train.flash_attention,
     };
-    ts_shard sh = {.tp = in->tp, .cp = in->cp, .ep = in->ep, .sp = in->sp, .mbs = in->mbs, .recompute = in->recompute};
+    ts_shard sh = {.tp = in->tp, .cp = in->cp, .ep = in->ep, .sp = in->sp, .mbs = in->mbs, .recompute = in->recompute,
+                   .etp = in->etp};
     ts_attn_recipe_of(pb, &sh, &b.attn);
     ts_mlp_recipe_of(pb, &sh, 0, &b.mlp[0]);
     if (m->moe.experts > 0) ts_mlp_recipe_of(pb, &sh, 1, &b.mlp[1]);

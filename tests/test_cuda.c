@@ -892,8 +892,8 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     float *g_logits = dev_floats(logits, (size_t)T * E), *g_probs = dev_floats(probs, (size_t)T * E),
           *g_weight = dev_floats(weight, TK);
     int *g_expert = dev_copy(expert, sizeof expert);
-    cr_assert_eq(cpu->router_fwd(probs, expert, weight, logits, T, E, K), TS_OK);
-    cr_assert_eq(gpu->router_fwd(g_probs, g_expert, g_weight, g_logits, T, E, K), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(cpu->router_fwd(probs, expert, weight, logits, T, E, K, 0, 0), TS_OK);
+    cr_assert_eq(gpu->router_fwd(g_probs, g_expert, g_weight, g_logits, T, E, K, 0, 0), TS_OK, "%s", ts_error_message());
     expect_close("router_fwd probs", g_probs, probs, (size_t)T * E, 1e-6f);
     expect_ints("router_fwd expert", g_expert, expert, TK);
     expect_close("router_fwd weight", g_weight, weight, TK, 1e-6f);

@@ -202,8 +202,8 @@ Test(kernel_table, cpu_swiglu_and_moe_equal_the_kernels) {
     /* routing, dispatch, combine */
     float *logits = test_random_floats((size_t)T * E, 18), p1[T * E], p2[T * E], w1[T * K], w2[T * K];
     int e1[T * K], e2[T * K];
-    ts_router_fwd(p1, e1, w1, logits, T, E, K);
-    cr_assert_eq(k->router_fwd(p2, e2, w2, logits, T, E, K), TS_OK);
+    ts_router_fwd(p1, e1, w1, logits, T, E, K, 0, 0);
+    cr_assert_eq(k->router_fwd(p2, e2, w2, logits, T, E, K, 0, 0), TS_OK);
     expect_same("router_fwd probs", p1, p2, sizeof p1);
     expect_same("router_fwd expert", e1, e2, sizeof e1);
     expect_same("router_fwd weight", w1, w2, sizeof w1);

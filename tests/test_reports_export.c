@@ -209,6 +209,14 @@ Test(export, what_frameworks_cannot_say_is_said) {
     cli_result_free(&r);
     free(plan);
     remove_dir(dir);
+    /* Experts apart from TP (etp=1, Megatron-Core --expert-tensor-parallel-size 1). */
+    r = export_fixed("mixtral-8x7b", "64", "1024", "tp=2,sp=1,ep=8,etp=1", "bf16", "megatron", &dir, &plan);
+    line = flags_line(r.out);
+    cr_expect_eq(flag_value(line, "--tensor-model-parallel-size"), 2);
+    cr_expect_eq(flag_value(line, "--expert-tensor-parallel-size"), 1, "etp as planned: %s", line);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
     /* Interleaved with sequence parallelism: layers / (pp · vpp) per virtual stage. */
     r = export_fixed("llama2-70b", "64", "64", "tp=8,pp=4,vpp=5,mbs=1", "bf16", "megatron", &dir, &plan);
     line = flags_line(r.out);
