@@ -93,6 +93,12 @@ typedef struct ts_kernels {
  * calling the kernels directly. */
 const ts_kernels *ts_kernels_cpu(void);
 
+/* The CPU table in BF16 mixed precision (exec/kernel_table_cpu_bf16.c): the CPU kernels with bf16
+ * rounding where Megatron-Core's --bf16 keeps tensors in bf16 (weights as read, activations,
+ * activation gradients), fp32 accumulation, fp32 weight gradients and optimizer. The reference for
+ * the GPU's bf16 losses (exec/bf16_ref.h). */
+const ts_kernels *ts_kernels_cpu_bf16(void);
+
 /* The CUDA table (exec/kernel_table_cuda.cu): exec/kernels_cuda.h, fp32 GEMMs on cuBLAS
  * (ts_cuda_gemm, so ts_backend_cuda must have run), copies on the compute stream. NULL in builds
  * without CUDA (exec/backend_nocuda.c). */

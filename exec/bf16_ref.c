@@ -1,0 +1,56 @@
+/* One-rank training through a chosen CPU kernel table (see bf16_ref.h): the in-process runtime of
+ * a single rank (ts_runtime_init_self), the CPU backend with its kernel table swapped. */
+#include "exec/bf16_ref.h"
+
+#include "exec/backend.h"
+#include "models/model.h"
+#include "models/system.h"
+#include "exec/runtime.h"
+#include "exec/trainer.h"
+#include "planner/problem.h"
+#include "program/program.h"
+
+/* The system only sizes the plan's program (one rank); the trainer's numbers do not depend on it. */
+#define BF16_REF_SYSTEM "h100-sxm-dgx"
+
+static ts_status ref_problem(const char *model, int batch, int seq, ts_problem *pb, ts_layout *l) {
+    ts_model m;
+    ts_system sys;
+    ts_train t;
+    TS_CHECK_CTX(ts_model_load(model, &m), "bf16 reference: model %s", model);
+    TS_CHECK(ts_system_load(BF16_REF_SYSTEM, &sys));
+    ts_train_defaults(&t);
+    ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the problem's dtype prices plans; numerics are the table's */
+    t.global_batch = batch;
+    t.seq = seq;
+    TS_CHECK_CTX(ts_problem_init(pb, &m, &sys, &t, 1), "bf16 reference: %s, batch %d of %d tokens", model, batch, seq);
+    *l = (ts_layout){.dp = 1, .tp = 1, .pp = 1, .cp = 1, .ep = 1, .mbs = 1, .vpp = 1, .microbatches = batch,
+                     .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE};
+    return ts_trainer_check(pb, l);
+}
+
+ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, const ts_kernels *kernels,
+                             float *losses) {
+    ts_status res = TS_OK;
+    ts_problem pb;
+    ts_layout l;
+    ts_program prog = {0};
+    ts_runtime rt = {0};
+    ts_trainer *tr = NULL;
+    if (steps < 1 || kernels == NULL)
+        return TS_FAIL(TS_ERR_INPUT, "bf16 reference: steps=%d (expected >= 1) and a kernel table", steps);
+    ts_backend be = *ts_backend_cpu(1);
+    be.kernels = kernels;
+    TS_CHECK(ref_problem(model, batch, seq, &pb, &l));
+    TS_CHECK_GOTO(ts_program_build(&pb, &l, NULL, &prog), res, exit);
+    TS_CHECK_GOTO(ts_runtime_init_self(&rt, &l), res, exit);
+    ts_train_opts opts;
+    ts_train_opts_defaults(&opts);
+    TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, &be, &opts), res, exit);
+    for (int s = 0; s < steps; s++) TS_CHECK_GOTO(ts_trainer_step(tr, s, &losses[s], NULL), res, exit);
+exit:
+    ts_trainer_free(tr);
+    ts_runtime_free(&rt);
+    ts_program_free(&prog);
+    return res;
+}
