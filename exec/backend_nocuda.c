@@ -23,6 +23,8 @@ void ts_backend_cuda_free(ts_comm *world, ts_comm *const *groups, int n_groups) 
 
 const ts_kernels *ts_kernels_cuda(void) { return NULL; }
 
+const ts_kernels *ts_kernels_cuda_bf16(void) { return NULL; }
+
 #else
 typedef int ts_backend_nocuda_empty_; /* ISO C: a translation unit is not empty */
 #endif

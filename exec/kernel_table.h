@@ -104,4 +104,9 @@ const ts_kernels *ts_kernels_cpu_bf16(void);
  * without CUDA (exec/backend_nocuda.c). */
 const ts_kernels *ts_kernels_cuda(void);
 
+/* The CUDA table in BF16 mixed precision (exec/kernel_table_cuda_bf16.cu), the GPU twin of
+ * ts_kernels_cpu_bf16: bf16 cuBLAS GEMMs with fp32 accumulation, the tiled tensor-core attention,
+ * bf16 rounding at the CPU table's points. NULL in builds without CUDA. */
+const ts_kernels *ts_kernels_cuda_bf16(void);
+
 #endif

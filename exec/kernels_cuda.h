@@ -61,6 +61,17 @@ ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const fl
 ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out, const float *lse,
                                 const ts_attn_shape *s);
+/* The same attention tiled on tensor cores (FlashAttention-2, exec/kernels_cuda_flash.cu): q, k,
+ * v, dout and the probabilities rounded to bf16 in shared memory, WMMA products with fp32
+ * accumulation, fp32 softmax statistics; no Tq × Tk buffer; the backward deterministic (no
+ * atomics; it allocates Tq·H floats of D_i on the stream). Needs compute capability 8.0+; D up to
+ * TS_FLASH_MAX_D (256); tiles and grids from exec/flash_launch.h. */
+ts_status ts_cuda_flash_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                                      const float *v, const ts_attn_shape *s);
+ts_status ts_cuda_flash_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                      const float *k, const float *v, const float *out, const float *lse,
+                                      const ts_attn_shape *s);
+
 /* As ts_attention_merge: one thread per (query, head). */
 ts_status ts_cuda_attention_merge(float *out, float *lse, const float *out2, const float *lse2, int Tq, int H,
                                   int D, int ldo);
