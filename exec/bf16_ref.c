@@ -1,8 +1,10 @@
-/* One-rank training through a chosen CPU kernel table (see bf16_ref.h): the in-process runtime of
- * a single rank (ts_runtime_init_self), the CPU backend with its kernel table swapped. */
+/* One-rank training through a chosen kernel table (see bf16_ref.h): the in-process runtime of a
+ * single rank (ts_runtime_init_self), a backend with its kernel table swapped. */
 #include "exec/bf16_ref.h"
 
 #include "exec/backend.h"
+#include "exec/kernel_table.h"
+#include "exec/launch.h"
 #include "models/model.h"
 #include "models/system.h"
 #include "exec/runtime.h"
@@ -29,7 +31,16 @@ static ts_status ref_problem(const char *model, int batch, int seq, ts_problem *
     return ts_trainer_check(pb, l);
 }
 
-ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, const ts_kernels *kernels,
+/* The backend of `device` for the runtime's communicators; *owned when it must be freed. */
+static const ts_backend *open_backend(ts_device device, const ts_runtime *rt, int *owned) {
+    *owned = device == TS_DEVICE_CUDA;
+    if (!*owned) return ts_backend_cpu(1);
+    ts_status ok = ts_device_runnable(device);
+    if (ok != TS_OK) return NULL;
+    return ts_backend_cuda(rt->world, rt->comm, TS_GROUP_COUNT);
+}
+
+ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
                              float *losses) {
     ts_status res = TS_OK;
     ts_problem pb;
@@ -37,19 +48,26 @@ ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, c
     ts_program prog = {0};
     ts_runtime rt = {0};
     ts_trainer *tr = NULL;
-    if (steps < 1 || kernels == NULL)
-        return TS_FAIL(TS_ERR_INPUT, "bf16 reference: steps=%d (expected >= 1) and a kernel table", steps);
-    ts_backend be = *ts_backend_cpu(1);
-    be.kernels = kernels;
+    int owned = 0;
+    if (steps < 1) return TS_FAIL(TS_ERR_INPUT, "bf16 reference: steps=%d, expected >= 1", steps);
     TS_CHECK(ref_problem(model, batch, seq, &pb, &l));
     TS_CHECK_GOTO(ts_program_build(&pb, &l, NULL, &prog), res, exit);
     TS_CHECK_GOTO(ts_runtime_init_self(&rt, &l), res, exit);
+    const ts_backend *be = open_backend(device, &rt, &owned);
+    if (be == NULL) {
+        owned = 0;
+        res = ts_error_context(__FILE__, __LINE__, "bf16 reference on %s", device == TS_DEVICE_CUDA ? "cuda" : "cpu");
+        goto exit;
+    }
+    ts_backend with = *be;
+    if (bf16) with.kernels = device == TS_DEVICE_CUDA ? ts_kernels_cuda_bf16() : ts_kernels_cpu_bf16();
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, &be, &opts), res, exit);
+    TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, &with, &opts), res, exit);
     for (int s = 0; s < steps; s++) TS_CHECK_GOTO(ts_trainer_step(tr, s, &losses[s], NULL), res, exit);
 exit:
     ts_trainer_free(tr);
+    if (owned) ts_backend_cuda_free(rt.world, rt.comm, TS_GROUP_COUNT);
     ts_runtime_free(&rt);
     ts_program_free(&prog);
     return res;

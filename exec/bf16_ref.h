@@ -14,15 +14,18 @@
 #define TS_BF16_REF_H
 
 #include "common/status.h"
-#include "exec/kernel_table.h"
+#include "exec/launch.h" /* ts_device */
 
 #define TS_BF16_LOSS_RTOL 5e-3
 
 /* Trains `model` (a zoo name or a file, one that exec/reference.h supports) on one rank with the
  * layout dp = tp = pp = 1, `batch` sequences of `seq` tokens per step, for `steps` steps from the
- * trainer's default seed, calling every kernel through `kernels` (host memory: a CPU table); writes
- * each step's loss to losses[0 .. steps). TS_ERR_INPUT for a model or shape the trainer refuses. */
-ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, const ts_kernels *kernels,
+ * trainer's default seed, on `device` (the CPU backend, or the CUDA backend on this process's GPU)
+ * in fp32 (bf16 = 0: the device's own table) or BF16 mixed precision (bf16 = 1:
+ * ts_kernels_cpu_bf16 or ts_kernels_cuda_bf16); writes each step's loss to losses[0 .. steps).
+ * TS_ERR_INPUT for a model or shape the trainer refuses, and for CUDA in a build without it or on
+ * a machine without a GPU (the backend's message). */
+ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
                              float *losses);
 
 #endif

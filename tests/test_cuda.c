@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bf16.h"
 #include "exec/backend.h"
+#include "exec/bf16_ref.h"
 #include "exec/comm_mpi.h"
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
@@ -413,6 +415,10 @@ Test(cuda_gpu, kernels_and_gemm_vs_cpu) {
 
 Test(cuda_gpu, kernel_table_vs_cpu) {
     cr_skip_test("built without CUDA (make CUDA=1): the CUDA kernel table is not compiled");
+}
+
+Test(cuda_gpu, flash_attention_vs_cpu) {
+    cr_skip_test("built without CUDA (make CUDA=1): the tiled attention kernels are not compiled");
 }
 
 #else
@@ -952,6 +958,101 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     one_rank_backend_free(&world);
 }
 
+/* The tiled bf16 attention (kernels_cuda_flash.cu) against the CPU kernel run on the same inputs
+ * rounded to bf16 (what the tiles hold): what is left is the GPU's rounding of P and dS to bf16
+ * (2^-8 relative each) and fp32 summation order, so the bounds are bf16-sized, not fp32's. Keys
+ * start before the queries (a CP rank's chunk) and the backward adds into nonzero gradients. */
+static void round_bf16_all(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = ts_bf16_round(x[i]);
+}
+
+static void flash_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
+    int *qpos = malloc((size_t)batch * Tq * sizeof *qpos), *kpos = malloc((size_t)batch * Tk * sizeof *kpos);
+    for (int i = 0; i < batch * Tq; i++) qpos[i] = Tk - Tq + i % Tq;
+    for (int j = 0; j < batch * Tk; j++) kpos[j] = j % Tk;
+    size_t nq = (size_t)batch * Tq * H * D, nk = (size_t)batch * Tk * KV * D, nl = (size_t)batch * Tq * H;
+    float *q = test_random_floats(nq, 19), *k = test_random_floats(nk, 20), *v = test_random_floats(nk, 21),
+          *dout = test_random_floats(nq, 22);
+    round_bf16_all(q, nq), round_bf16_all(k, nk), round_bf16_all(v, nk), round_bf16_all(dout, nq);
+    float *out = calloc(nq, 4), *lse = calloc(nl, 4), *scratch = calloc((size_t)Tk, 4);
+    float *dq = test_random_floats(nq, 23), *dk = test_random_floats(nk, 24), *dv = test_random_floats(nk, 25);
+    float *gdq = dev_floats(dq, nq), *gdk = dev_floats(dk, nk), *gdv = dev_floats(dv, nk);
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos, batch};
+    ts_attention_fwd(out, lse, q, k, v, &s, scratch);
+    ts_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, &s);
+    ts_attn_shape gs = s;
+    int *gqpos = dev_copy(qpos, (size_t)batch * Tq * sizeof *qpos), *gkpos = dev_copy(kpos, (size_t)batch * Tk * sizeof *kpos);
+    gs.q_pos = gqpos;
+    gs.k_pos = gkpos;
+    float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
+    float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
+    fprintf(stderr, "flash attention Tq=%d Tk=%d H=%d KV=%d D=%d batch=%d\n", Tq, Tk, H, KV, D, batch);
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &gs), TS_OK, "%s", ts_error_message());
+    expect_close("flash fwd out", gout, out, nq, 1e-2f);
+    expect_close("flash fwd lse", glse, lse, nl, 1e-4f);
+    /* The backward from the CPU's out and lse, so only its own rounding is measured. */
+    float *gout_cpu = dev_floats(out, nq), *glse_cpu = dev_floats(lse, nl);
+    cr_assert_eq(ts_cuda_flash_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout_cpu, glse_cpu, &gs), TS_OK, "%s",
+                 ts_error_message());
+    expect_close("flash bwd dq", gdq, dq, nq, 2e-2f);
+    expect_close("flash bwd dk", gdk, dk, nk, 2e-2f);
+    expect_close("flash bwd dv", gdv, dv, nk, 2e-2f);
+    ts_attn_shape bad = gs;
+    bad.D = 264;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &bad), TS_ERR_INPUT, "head dim 264 accepted");
+    void *dev[] = {gqpos, gkpos, gq, gk, gv, gdout, gout, glse, gout_cpu, glse_cpu, gdq, gdk, gdv};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    void *host[] = {q, k, v, dout, out, lse, scratch, dq, dk, dv, zero, qpos, kpos};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+/* Head dims 8 (padded to a WMMA 16), 40, 64, 128 and 256; MHA, GQA and MQA; partial tiles; batches;
+ * a deterministic backward: two runs give the same bits. */
+Test(cuda_gpu, flash_attention_vs_cpu, .timeout = 120) {
+    skip_without_gpu();
+    flash_vs_cpu(9, 13, 4, 2, 8, 1);
+    flash_vs_cpu(40, 40, 2, 2, 40, 3);
+    flash_vs_cpu(70, 96, 4, 2, 64, 1);
+    flash_vs_cpu(130, 130, 4, 1, 128, 2);
+    flash_vs_cpu(77, 77, 2, 1, 256, 1);
+}
+
+Test(cuda_gpu, flash_backward_is_deterministic) {
+    skip_without_gpu();
+    enum { T = 150, H = 4, KV = 2, D = 64 };
+    size_t nq = (size_t)T * H * D, nk = (size_t)T * KV * D, nl = (size_t)T * H;
+    int pos[T];
+    for (int i = 0; i < T; i++) pos[i] = i;
+    float *q = test_random_floats(nq, 31), *k = test_random_floats(nk, 32), *v = test_random_floats(nk, 33),
+          *dout = test_random_floats(nq, 34), *zero = calloc(nq, 4);
+    int *gpos = dev_copy(pos, sizeof pos);
+    ts_attn_shape s = {T, T, H, KV, D, H * D, KV * D, KV * D, H * D, gpos, gpos, 1};
+    float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
+    float *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &s), TS_OK, "%s", ts_error_message());
+    float *run[2][3];
+    for (int r = 0; r < 2; r++) {
+        float *g[3] = {dev_floats(zero, nq), dev_floats(zero, nk), dev_floats(zero, nk)};
+        cr_assert_eq(ts_cuda_flash_attention_bwd(g[0], g[1], g[2], gdout, gq, gk, gv, gout, glse, &s), TS_OK, "%s",
+                     ts_error_message());
+        size_t n[3] = {nq, nk, nk};
+        for (int i = 0; i < 3; i++) {
+            run[r][i] = malloc(n[i] * 4);
+            cr_assert_eq(ts_cuda_to_host(run[r][i], g[i], n[i] * 4), TS_OK);
+            cudaFree(g[i]);
+        }
+    }
+    cr_expect(memcmp(run[0][0], run[1][0], nq * 4) == 0, "dq differs between two runs");
+    cr_expect(memcmp(run[0][1], run[1][1], nk * 4) == 0, "dk differs between two runs");
+    cr_expect(memcmp(run[0][2], run[1][2], nk * 4) == 0, "dv differs between two runs");
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) free(run[r][i]);
+    void *dev[] = {gpos, gq, gk, gv, gdout, gout, glse};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    free(q), free(k), free(v), free(dout), free(zero);
+}
+
 #endif
 
 /* ---- GPU: training on the CUDA backend against the CPU --------------------------------------- */
@@ -1048,4 +1149,31 @@ Test(cuda_gpu, calibrate_quick_profile_loads, .timeout = 300) {
               s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);
     cr_expect(s.hbm_bytes_per_s > 1e10, "memory %g B/s", s.hbm_bytes_per_s);
     remove_dir(dir);
+}
+
+/* BF16 mixed precision on the GPU (ts_kernels_cuda_bf16: bf16 cuBLAS GEMMs, the tiled attention)
+ * against fp32 training on the CPU: within TS_BF16_LOSS_RTOL, the tolerance the CPU's own bf16
+ * reference is held to (tests/test_bf16.c). The GPU's fp32 run is held to 1e-4 beside it. */
+Test(cuda_gpu, bf16_training_vs_cpu, .timeout = 300) {
+    char why[256];
+    if (gpus_here(why, sizeof why) == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why);
+    enum { STEPS = 6, BATCH = 4, SEQ = 64 };
+    const char *models[] = {"tiny", "tiny-moe"};
+    for (int m = 0; m < 2; m++) {
+        float cpu[STEPS], gpu32[STEPS], gpu16[STEPS];
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, cpu), TS_OK, "%s",
+                     ts_error_message());
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 0, gpu32), TS_OK, "%s",
+                     ts_error_message());
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 1, gpu16), TS_OK, "%s",
+                     ts_error_message());
+        for (int s = 0; s < STEPS; s++) {
+            double r32 = fabs((double)gpu32[s] - cpu[s]) / cpu[s], r16 = fabs((double)gpu16[s] - cpu[s]) / cpu[s];
+            fprintf(stderr, "%s step %d: cpu fp32 %.6f gpu fp32 %.6f (rel %.2g) gpu bf16 %.6f (rel %.2g)\n", models[m],
+                    s, cpu[s], gpu32[s], r32, gpu16[s], r16);
+            cr_expect(r32 <= 1e-4, "%s step %d: gpu fp32 rel %g", models[m], s, r32);
+            cr_expect(r16 <= TS_BF16_LOSS_RTOL, "%s step %d: gpu bf16 rel %g > %g", models[m], s, r16,
+                      TS_BF16_LOSS_RTOL);
+        }
+    }
 }
