@@ -41,7 +41,7 @@ static const ts_backend *open_backend(ts_device device, const ts_runtime *rt, in
 }
 
 ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
-                             float *losses) {
+                             float *losses, double *step_s) {
     ts_status res = TS_OK;
     ts_problem pb;
     ts_layout l;
@@ -64,7 +64,11 @@ ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, t
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
     TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, &with, &opts), res, exit);
-    for (int s = 0; s < steps; s++) TS_CHECK_GOTO(ts_trainer_step(tr, s, &losses[s], NULL), res, exit);
+    for (int s = 0; s < steps; s++) {
+        double t0 = with.now_s();
+        TS_CHECK_GOTO(ts_trainer_step(tr, s, &losses[s], NULL), res, exit);
+        if (step_s) step_s[s] = with.now_s() - t0;
+    }
 exit:
     ts_trainer_free(tr);
     if (owned) ts_backend_cuda_free(rt.world, rt.comm, TS_GROUP_COUNT);

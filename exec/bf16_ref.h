@@ -22,10 +22,11 @@
  * layout dp = tp = pp = 1, `batch` sequences of `seq` tokens per step, for `steps` steps from the
  * trainer's default seed, on `device` (the CPU backend, or the CUDA backend on this process's GPU)
  * in fp32 (bf16 = 0: the device's own table) or BF16 mixed precision (bf16 = 1:
- * ts_kernels_cpu_bf16 or ts_kernels_cuda_bf16); writes each step's loss to losses[0 .. steps).
+ * ts_kernels_cpu_bf16 or ts_kernels_cuda_bf16); writes each step's loss to losses[0 .. steps) and,
+ * where step_s is not NULL, each step's wall time in seconds (the loss is on the host at its end).
  * TS_ERR_INPUT for a model or shape the trainer refuses, and for CUDA in a build without it or on
  * a machine without a GPU (the backend's message). */
 ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
-                             float *losses);
+                             float *losses, double *step_s);
 
 #endif

@@ -100,8 +100,8 @@ Test(bf16, table_rounds_activations_not_weight_grads) {
 static void expect_within_tolerance(const char *model) {
     enum { STEPS = 6, BATCH = 4, SEQ = 64 };
     float f[STEPS], b[STEPS];
-    cr_assert_eq(ts_bf16_ref_losses(model, BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, f), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_bf16_ref_losses(model, BATCH, SEQ, STEPS, TS_DEVICE_CPU, 1, b), TS_OK, "%s",
+    cr_assert_eq(ts_bf16_ref_losses(model, BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, f, NULL), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_bf16_ref_losses(model, BATCH, SEQ, STEPS, TS_DEVICE_CPU, 1, b, NULL), TS_OK, "%s",
                  ts_error_message());
     double worst = 0;
     for (int s = 0; s < STEPS; s++) {
@@ -124,8 +124,8 @@ Test(bf16, tiny_moe_losses_within_tolerance, .timeout = 120) { expect_within_tol
 /* The shapes the reference refuses are input errors, named. */
 Test(bf16, reference_refuses_bad_shapes) {
     float l[1];
-    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 4096, 1, TS_DEVICE_CPU, 0, l), TS_ERR_INPUT);
-    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 16, 0, TS_DEVICE_CPU, 0, l), TS_ERR_INPUT);
+    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 4096, 1, TS_DEVICE_CPU, 0, l, NULL), TS_ERR_INPUT);
+    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 16, 0, TS_DEVICE_CPU, 0, l, NULL), TS_ERR_INPUT);
 }
 
 /* On a machine without a usable GPU the CUDA reference refuses with the backend's reason. */
@@ -133,7 +133,7 @@ Test(bf16, reference_on_cuda_needs_a_gpu) {
     if (ts_cuda_gpu_count() > 0) cr_skip_test("this machine has a GPU: cuda_gpu/bf16_training_vs_cpu runs it");
     float l[1];
     ts_error_clear();
-    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 16, 1, TS_DEVICE_CUDA, 1, l), TS_ERR_INPUT);
+    cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 16, 1, TS_DEVICE_CUDA, 1, l, NULL), TS_ERR_INPUT);
     const char *m = ts_error_message();
     cr_expect(strstr(m, "built without CUDA") != NULL || strstr(m, "no CUDA GPU") != NULL, "%s", m);
 }

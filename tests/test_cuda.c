@@ -1161,11 +1161,11 @@ Test(cuda_gpu, bf16_training_vs_cpu, .timeout = 300) {
     const char *models[] = {"tiny", "tiny-moe"};
     for (int m = 0; m < 2; m++) {
         float cpu[STEPS], gpu32[STEPS], gpu16[STEPS];
-        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, cpu), TS_OK, "%s",
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, cpu, NULL), TS_OK, "%s",
                      ts_error_message());
-        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 0, gpu32), TS_OK, "%s",
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 0, gpu32, NULL), TS_OK, "%s",
                      ts_error_message());
-        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 1, gpu16), TS_OK, "%s",
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 1, gpu16, NULL), TS_OK, "%s",
                      ts_error_message());
         for (int s = 0; s < STEPS; s++) {
             double r32 = fabs((double)gpu32[s] - cpu[s]) / cpu[s], r16 = fabs((double)gpu16[s] - cpu[s]) / cpu[s];
