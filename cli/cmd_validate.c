@@ -38,6 +38,9 @@ static void help(void) {
            "                         batch and length (calibrate --situ-batch, --situ-seq)\n"
            "  -b, --global-batch B   sequences per step (default 8)\n"
            "  -l, --seq L            tokens per sequence (default 128)\n"
+           "      --device D         cpu (default) or cuda: train and calibrate on GPUs, one rank\n"
+           "                         each, so only the layouts of at most that many ranks (one GPU:\n"
+           "                         the one-rank cases); no usable GPU is exit 2\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
            "                         folder, removed)\n"
            "      --json             print the results as JSON instead of a table\n"
@@ -72,7 +75,7 @@ int cmd_validate(int argc, char **argv) {
     int json = 0;
     ts_validate_opts o;
     ts_validate_opts_defaults(&o);
-    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS };
+    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS, OPT_DEVICE };
     static const struct option longs[] = {
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
         {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
@@ -80,7 +83,7 @@ int cmd_validate(int argc, char **argv) {
         {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
         {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"device", required_argument, 0, OPT_DEVICE}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -97,11 +100,17 @@ int cmd_validate(int argc, char **argv) {
         case 'k': o.dir = optarg; break;
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
+        case OPT_DEVICE:
+            if (ts_device_parse(optarg, &o.device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (o.device == TS_DEVICE_CUDA && ts_device_runnable(o.device) != TS_OK)
+        cli_usage_error(cmd, "%s", ts_error_message());
+    o.max_ranks = ts_validate_max_ranks(o.device, ts_cuda_gpu_count(), o.max_ranks);
     char self[4096];
     cli_self_path(cmd, self, sizeof self);
     o.self = self;

@@ -56,7 +56,7 @@ ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, t
     const ts_backend *be = open_backend(device, &rt, &owned);
     if (be == NULL) {
         owned = 0;
-        res = ts_error_context(__FILE__, __LINE__, "bf16 reference on %s", device == TS_DEVICE_CUDA ? "cuda" : "cpu");
+        res = ts_error_context(__FILE__, __LINE__, "bf16 reference on %s", ts_device_name(device));
         goto exit;
     }
     ts_backend with = *be;
