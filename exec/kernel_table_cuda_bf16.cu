@@ -216,26 +216,9 @@ extern "C" const ts_kernels *ts_kernels_cuda_bf16(void) {
     static ts_kernels t;
     if (t.name) return &t;
     t = *fp32(); /* memory ops, fp32 statistics, weight gradients and the optimizer as they are */
-    t.add = b_add;
-    t.linear_fwd = b_linear_fwd;
-    t.linear_bwd_input = b_linear_bwd_input;
-    t.linear_bwd_weight = b_linear_bwd_weight;
-    t.rmsnorm_fwd = b_rmsnorm_fwd;
-    t.rmsnorm_bwd = b_rmsnorm_bwd;
-    t.embedding_fwd = b_embedding_fwd;
-    t.rope_fwd = b_rope_fwd;
-    t.rope_bwd = b_rope_bwd;
-    t.attention_fwd = b_attention_fwd;
-    t.attention_bwd = b_attention_bwd;
-    t.attention_merge = b_attention_merge;
-    t.swiglu_fwd = b_swiglu_fwd;
-    t.swiglu_bwd = b_swiglu_bwd;
-    t.router_bwd = b_router_bwd;
-    t.moe_gather_fwd = b_moe_gather_fwd;
-    t.moe_gather_bwd = b_moe_gather_bwd;
-    t.moe_combine_fwd = b_moe_combine_fwd;
-    t.moe_combine_bwd = b_moe_combine_bwd;
-    t.ce_bwd = b_ce_bwd;
+#define SET(e) t.e = b_##e;
+    TS_KERNELS_BF16_ENTRIES(SET)
+#undef SET
     t.name = "cuda-bf16"; /* last: marks the table filled */
     return &t;
 }

@@ -309,10 +309,7 @@ Test(kernel_table, bf16_table_keeps_fp32_parts) {
 #define OWN(e) cr_expect_neq((void *)b->e, (void *)f->e, "%s should round to bf16", #e);
     SAME(zero) SAME(copy) SAME(copy_rows) SAME(to_host) SAME(to_device) SAME(embedding_bwd) SAME(ce_max)
     SAME(ce_sums) SAME(ce_loss) SAME(router_fwd) SAME(adamw)
-    OWN(add) OWN(linear_fwd) OWN(linear_bwd_input) OWN(linear_bwd_weight) OWN(rmsnorm_fwd) OWN(rmsnorm_bwd)
-    OWN(embedding_fwd) OWN(rope_fwd) OWN(rope_bwd) OWN(attention_fwd) OWN(attention_bwd) OWN(attention_merge)
-    OWN(swiglu_fwd) OWN(swiglu_bwd) OWN(router_bwd) OWN(moe_gather_fwd) OWN(moe_gather_bwd) OWN(moe_combine_fwd)
-    OWN(moe_combine_bwd) OWN(ce_bwd)
+    TS_KERNELS_BF16_ENTRIES(OWN)
 #undef SAME
 #undef OWN
 }
