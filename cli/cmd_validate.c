@@ -29,6 +29,9 @@ static void help(void) {
            "                         written by tessera calibrate -o)\n"
            "  -r, --ranks N          largest layouts to run, in ranks (default 8)\n"
            "      --only I,J,...     run only these cases of the matrix (1-based)\n"
+           "      --device D         cpu (default) or cuda: train and calibrate on GPUs, one rank\n"
+           "                         each, so only the layouts of at most that many ranks (one GPU:\n"
+           "                         the one-rank cases); no usable GPU is exit 2\n"
            "  -n, --steps N          training steps per layout (default 8; the first 3 are warm-up)\n"
            "  -R, --repeat R         train every layout R times, in R passes over the matrix, and\n"
            "                         compare with the median (default 1; a shared machine's speed\n"
@@ -38,9 +41,6 @@ static void help(void) {
            "                         batch and length (calibrate --situ-batch, --situ-seq)\n"
            "  -b, --global-batch B   sequences per step (default 8)\n"
            "  -l, --seq L            tokens per sequence (default 128)\n"
-           "      --device D         cpu (default) or cuda: train and calibrate on GPUs, one rank\n"
-           "                         each, so only the layouts of at most that many ranks (one GPU:\n"
-           "                         the one-rank cases); no usable GPU is exit 2\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
            "                         folder, removed)\n"
            "      --json             print the results as JSON instead of a table\n"
@@ -75,21 +75,25 @@ int cmd_validate(int argc, char **argv) {
     int json = 0;
     ts_validate_opts o;
     ts_validate_opts_defaults(&o);
-    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS, OPT_DEVICE };
+    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS };
     static const struct option longs[] = {
+        {"device", required_argument, 0, 'D'}, /* long only: 'D' is not in the short options */
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
         {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
         {"repeat", required_argument, 0, 'R'},  {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
         {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
         {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
-        {"device", required_argument, 0, OPT_DEVICE}, {0, 0, 0, 0}};
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":s:r:n:R:b:l:k:o:h", longs, NULL)) != -1) {
         switch (c) {
         case 's': o.system = optarg; break;
+        case 'D':
+            if (ts_device_parse(optarg, &o.device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
         case 'r': o.max_ranks = (int)cli_int(cmd, "--ranks", optarg, 1, 64); break;
         case OPT_ONLY: parse_only(cmd, optarg, &o); break;
         case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, TS_VALIDATE_WARMUP + 1, 1000); break;
@@ -100,9 +104,6 @@ int cmd_validate(int argc, char **argv) {
         case 'k': o.dir = optarg; break;
         case OPT_JSON: json = 1; break;
         case 'o': output = optarg; break;
-        case OPT_DEVICE:
-            if (ts_device_parse(optarg, &o.device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
-            break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
