@@ -37,6 +37,13 @@ static ts_status check_shape(int Tq, int Tk, int H, int KV, int D, int batch) {
     return TS_OK;
 }
 
+ts_status ts_flash_check_strides(int ldq, int ldk, int ldv, int ldo, int H, int KV, int D) {
+    if (ldq < H * D || ldo < H * D || ldk < KV * D || ldv < KV * D)
+        return TS_FAIL(TS_ERR_INPUT, "flash attention: row strides ldq=%d ldo=%d ldk=%d ldv=%d below H*D=%d / KV*D=%d",
+                       ldq, ldo, ldk, ldv, H * D, KV * D);
+    return TS_OK;
+}
+
 ts_status ts_flash_config(ts_flash_kernel kernel, int Tq, int Tk, int H, int KV, int D, int batch, int cc_major,
                           int cc_minor, ts_flash_cfg *out) {
     TS_CHECK(check_shape(Tq, Tk, H, KV, D, batch));

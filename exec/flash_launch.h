@@ -60,6 +60,10 @@ size_t ts_flash_smem_limit(int cc_major, int cc_minor);
 ts_status ts_flash_config(ts_flash_kernel kernel, int Tq, int Tk, int H, int KV, int D, int batch, int cc_major,
                           int cc_minor, ts_flash_cfg *out);
 
+/* Row strides (floats) of q (ldq), k (ldk), v (ldv) and out / dout (ldo): TS_ERR_INPUT naming them
+ * when below the rows they hold (H·D for q and out, KV·D for k and v). */
+ts_status ts_flash_check_strides(int ldq, int ldk, int ldv, int ldo, int H, int KV, int D);
+
 /* The shared memory bytes `kernel` needs with tiles br × bc at padded head dim dp (the formulas
  * above; the kernels carve their buffers in this order). */
 size_t ts_flash_smem_bytes(ts_flash_kernel kernel, int br, int bc, int dp);

@@ -165,8 +165,8 @@ typedef struct {
 
 static ts_status attn_call(void *p) {
     attn_ctx *c = (attn_ctx *)p;
-    if (!c->bwd) return ts_cuda_flash_attention_fwd(c->out, c->lse, c->q, c->k, c->v, &c->s);
-    return ts_cuda_flash_attention_bwd(c->dq, c->dk, c->dv, c->out, c->q, c->k, c->v, c->out, c->lse, &c->s);
+    if (!c->bwd) return ts_cuda_flash_attention_fwd(c->out, c->lse, c->q, c->k, c->v, &c->s, 0);
+    return ts_cuda_flash_attention_bwd(c->dq, c->dk, c->dv, c->out, c->q, c->k, c->v, c->out, c->lse, &c->s, 0);
 }
 
 extern "C" ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, double min_s, double *seconds) {

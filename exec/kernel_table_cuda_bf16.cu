@@ -3,13 +3,15 @@
  * the two can be diffed: linear layers as cuBLAS bf16 GEMMs with fp32 accumulation (cublasGemmEx,
  * CUDA_R_16BF operands, CUBLAS_COMPUTE_32F) whose weights are bf16 copies of the fp32 master
  * weights, the weight gradient accumulated into fp32 (Megatron's main_grad); attention as the tiled
- * tensor-core kernels (kernels_cuda_flash.cu); the other kernels the fp32 CUDA ones with their
- * activations and activation gradients rounded to bf16 afterwards.
+ * tensor-core kernels (kernels_cuda_flash.cu); the residual add, RMSNorm, rotary and SwiGLU as the
+ * bf16 forms of their kernels (one launch each, rounding inside); the rest (embedding, attention's
+ * merge, MoE routing, dispatch and combine, the cross-entropy's gradient) the fp32 CUDA kernels with
+ * their outputs rounded by a second launch.
  *
  * Tensors stay fp32 allocations holding bf16 values (the trainer allocates fp32), so this table
  * reproduces Megatron-Core's bf16 numerics, not its memory: operands are converted to bf16 words in
- * stream-ordered scratch for each GEMM, and a rounding launch follows each op that writes an
- * activation. */
+ * stream-ordered scratch for each GEMM (one conversion launch), and the ops listed last take a
+ * rounding launch. */
 #include "common/bf16.h"
 #include "exec/kernels_cuda_common.cuh"
 
@@ -46,8 +48,9 @@ fail:
     return res;
 }
 
-__global__ static void to_bf16_kernel(ts_bf16 *dst, const float *src, size_t n) {
-    GRID_STRIDE(i, n) dst[i] = ts_bf16_from_float(src[i]);
+/* A then B (na, nb floats) as bf16 words into dst (na + nb), in one launch. */
+__global__ static void to_bf16_kernel(ts_bf16 *dst, const float *A, size_t na, const float *B, size_t nb) {
+    GRID_STRIDE(i, na + nb) dst[i] = ts_bf16_from_float(i < na ? A[i] : B[i - na]);
 }
 
 static const ts_kernels *fp32(void) { return ts_kernels_cuda(); }
@@ -63,8 +66,7 @@ static ts_status gemm_bf16_operands(int ta, int tb, int M, int N, int K, const f
     ts_launch l;
     TS_CUDA_GOTO(cudaMallocAsync((void **)&buf, (na + nb ? na + nb : 1) * sizeof *buf, stream()), res, fail);
     TS_CHECK_GOTO(ts_launch_1d(na + nb, ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l), res, fail);
-    if (na) to_bf16_kernel<<<l.grid, l.block, 0, stream()>>>(buf, A, na);
-    if (nb) to_bf16_kernel<<<l.grid, l.block, 0, stream()>>>(buf + na, B, nb);
+    to_bf16_kernel<<<l.grid, l.block, 0, stream()>>>(buf, A, na, B, nb);
     TS_LAUNCH_GOTO(to_bf16_kernel, res, fail);
     TS_CHECK_GOTO(ts_cuda_gemm_mixed(TS_DTYPE_BF16, TS_DTYPE_FP32, ta, tb, M, N, K, 1.0f, buf, lda, buf + na, ldb,
                                      beta, C, ldc),
@@ -91,91 +93,38 @@ static ts_status b_linear_bwd_weight(float *dw, const float *dout, const float *
 
 /* ---- the fp32 kernels, their activations rounded ------------------------------------------------- */
 
-static ts_status b_add(float *out, const float *a, const float *b, size_t n) {
-    TS_CHECK(fp32()->add(out, a, b, n));
-    return round_n(out, n);
-}
+/* One launch each: the kernels' bf16 forms (kernels_cuda.cu), rounding inside. */
+#define b_add ts_cuda_add_bf16
+#define b_rmsnorm_fwd ts_cuda_rmsnorm_fwd_bf16
+#define b_rmsnorm_bwd ts_cuda_rmsnorm_bwd_bf16
+#define b_rope_fwd ts_cuda_rope_fwd_bf16
+#define b_rope_bwd ts_cuda_rope_bwd_bf16
+#define b_swiglu_fwd ts_cuda_swiglu_fwd_bf16
+#define b_swiglu_bwd ts_cuda_swiglu_bwd_bf16
 
-/* The norm weight as its bf16 copy: rounded into scratch first. */
-static ts_status rounded_weight(const float *w, int C, float **out) {
-    ts_status res = TS_OK;
-    *out = NULL;
-    TS_CUDA_GOTO(cudaMallocAsync((void **)out, (size_t)(C ? C : 1) * sizeof **out, stream()), res, fail);
-    TS_CUDA_GOTO(cudaMemcpyAsync(*out, w, (size_t)C * sizeof **out, cudaMemcpyDeviceToDevice, stream()), res, fail);
-    TS_CHECK_GOTO(round_n(*out, (size_t)C), res, fail);
-    return TS_OK;
-fail:
-    if (*out) cudaFreeAsync(*out, stream());
-    *out = NULL;
-    return res;
-}
-
-static ts_status b_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int T, int C, float eps) {
-    float *rw;
-    TS_CHECK(rounded_weight(w, C, &rw));
-    ts_status res = fp32()->rmsnorm_fwd(out, rstd, x, rw, T, C, eps);
-    cudaFreeAsync(rw, stream());
-    TS_CHECK(res);
-    return round_n(out, (size_t)T * C);
-}
-
-static ts_status b_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                               const float *rstd, int T, int C) {
-    float *rw;
-    TS_CHECK(rounded_weight(w, C, &rw));
-    ts_status res = fp32()->rmsnorm_bwd(dx, dw, dout, x, rw, rstd, T, C);
-    cudaFreeAsync(rw, stream());
-    TS_CHECK(res);
-    return round_n(dx, (size_t)T * C);
-}
-
+/* The others: the fp32 kernel, then a rounding launch. */
 static ts_status b_embedding_fwd(float *out, const int *tokens, const float *wte, int v0, int Vs, int T, int C) {
     TS_CHECK(fp32()->embedding_fwd(out, tokens, wte, v0, Vs, T, C));
     return round_n(out, (size_t)T * C);
 }
 
-static ts_status b_rope_fwd(float *x, int ldx, const int *pos, int T, int H, int D, float theta) {
-    TS_CHECK(fp32()->rope_fwd(x, ldx, pos, T, H, D, theta));
-    return round_rows(x, (size_t)T, (size_t)H * D, (size_t)ldx);
-}
-
-static ts_status b_rope_bwd(float *dx, int ldx, const int *pos, int T, int H, int D, float theta) {
-    TS_CHECK(fp32()->rope_bwd(dx, ldx, pos, T, H, D, theta));
-    return round_rows(dx, (size_t)T, (size_t)H * D, (size_t)ldx);
-}
-
+/* The tiled attention, rounding its outputs itself: one launch forward, three backward (D_i, dK
+ * and dV, dQ). */
 static ts_status b_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                                  const ts_attn_shape *s, float *scratch) {
     (void)scratch;
-    TS_CHECK(ts_cuda_flash_attention_fwd(out, lse, q, k, v, s));
-    return round_rows(out, (size_t)ts_attn_batch(s) * s->Tq, (size_t)s->H * s->D, (size_t)s->ldo);
+    return ts_cuda_flash_attention_fwd(out, lse, q, k, v, s, 1);
 }
 
 static ts_status b_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                                  const float *v, const float *out, const float *lse, const ts_attn_shape *s) {
-    TS_CHECK(ts_cuda_flash_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, s));
-    size_t nq = (size_t)ts_attn_batch(s) * s->Tq, nk = (size_t)ts_attn_batch(s) * s->Tk;
-    TS_CHECK(round_rows(dq, nq, (size_t)s->H * s->D, (size_t)s->ldq));
-    TS_CHECK(round_rows(dk, nk, (size_t)s->KV * s->D, (size_t)s->ldk));
-    return round_rows(dv, nk, (size_t)s->KV * s->D, (size_t)s->ldv);
+    return ts_cuda_flash_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, s, 1);
 }
 
 static ts_status b_attention_merge(float *out, float *lse, const float *out2, const float *lse2, int Tq, int H, int D,
                                    int ldo) {
     TS_CHECK(fp32()->attention_merge(out, lse, out2, lse2, Tq, H, D, ldo));
     return round_rows(out, (size_t)Tq, (size_t)H * D, (size_t)ldo);
-}
-
-static ts_status b_swiglu_fwd(float *act, const float *gate, const float *up, size_t n) {
-    TS_CHECK(fp32()->swiglu_fwd(act, gate, up, n));
-    return round_n(act, n);
-}
-
-static ts_status b_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate, const float *up,
-                              size_t n) {
-    TS_CHECK(fp32()->swiglu_bwd(dgate, dup, dact, gate, up, n));
-    TS_CHECK(round_n(dgate, n));
-    return round_n(dup, n);
 }
 
 static ts_status b_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert, int T,

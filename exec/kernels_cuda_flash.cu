@@ -16,6 +16,7 @@
 
 #include <climits>
 
+#include "common/bf16.h"
 #include "exec/kernels_cuda_common.cuh"
 
 extern "C" {
@@ -36,8 +37,12 @@ struct flash_args {
     const float *q, *k, *v, *out, *dout, *lse, *di;
     int Tq, Tk, H, KV, D, ldq, ldk, ldv, ldo;
     const int *q_pos, *k_pos;
-    float scale; /* 1 / sqrt(D) */
+    float scale;  /* 1 / sqrt(D) */
+    int bf16_out; /* round what is written (out; dq, dk, dv after the addition) to bf16 values */
 };
+
+/* A written value, rounded to bf16 where the call asks (the bf16 table's activations). */
+__device__ static inline float written(const flash_args &a, float x) { return a.bf16_out ? ts_bf16_round(x) : x; }
 
 __device__ static inline float warp_max(float x) {
     for (int o = WARP / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -171,7 +176,7 @@ __global__ static void flash_fwd_kernel(flash_args a, float *out, float *lse, in
     __syncthreads();
     for (int i = threadIdx.x; i < nq * a.D; i += blockDim.x) {
         int r = i / a.D, d = i % a.D;
-        out[(size_t)(q_row0 + r) * a.ldo + h * a.D + d] = l[r] > 0.0f ? O[r * dp + d] / l[r] : 0.0f;
+        out[(size_t)(q_row0 + r) * a.ldo + h * a.D + d] = written(a, l[r] > 0.0f ? O[r * dp + d] / l[r] : 0.0f);
     }
     for (int r = threadIdx.x; r < nq; r += blockDim.x)
         lse[(size_t)(q_row0 + r) * a.H + h] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
@@ -242,8 +247,9 @@ __global__ static void flash_bwd_dkdv_kernel(flash_args a, float *dk, float *dv,
     __syncthreads();
     for (int i = threadIdx.x; i < nk * a.D; i += blockDim.x) {
         int r = i / a.D, d = i % a.D;
-        dk[(size_t)(k_row0 + r) * a.ldk + g * a.D + d] += dKa[r * dp + d];
-        dv[(size_t)(k_row0 + r) * a.ldv + g * a.D + d] += dVa[r * dp + d];
+        float *pk = &dk[(size_t)(k_row0 + r) * a.ldk + g * a.D + d], *pv = &dv[(size_t)(k_row0 + r) * a.ldv + g * a.D + d];
+        *pk = written(a, *pk + dKa[r * dp + d]);
+        *pv = written(a, *pv + dVa[r * dp + d]);
     }
 }
 
@@ -287,7 +293,8 @@ __global__ static void flash_bwd_dq_kernel(flash_args a, float *dq, int br, int 
     __syncthreads();
     for (int i = threadIdx.x; i < nq * a.D; i += blockDim.x) {
         int r = i / a.D, d = i % a.D;
-        dq[(size_t)(q_row0 + r) * a.ldq + h * a.D + d] += dQa[r * dp + d];
+        float *p = &dq[(size_t)(q_row0 + r) * a.ldq + h * a.D + d];
+        *p = written(a, *p + dQa[r * dp + d]);
     }
 }
 
@@ -300,14 +307,16 @@ static ts_status flash_cfg(ts_flash_kernel kind, const ts_attn_shape *s, ts_flas
     TS_CUDA_GOTO(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), res, fail);
     TS_CUDA_GOTO(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), res, fail);
     TS_CHECK(ts_flash_config(kind, s->Tq, s->Tk, s->H, s->KV, s->D, ts_attn_batch(s), major, minor, c));
+    TS_CHECK(ts_flash_check_strides(s->ldq, s->ldk, s->ldv, s->ldo, s->H, s->KV, s->D));
 fail:
     return res;
 }
 
 static flash_args args_of(const ts_attn_shape *s, const float *q, const float *k, const float *v, const float *out,
-                          const float *dout, const float *lse, const float *di) {
-    flash_args a = {q, k, v, out, dout, lse, di, s->Tq, s->Tk, s->H, s->KV, s->D, s->ldq, s->ldk, s->ldv, s->ldo,
-                    s->q_pos, s->k_pos, 1.0f / sqrtf((float)s->D)};
+                          const float *dout, const float *lse, const float *di, int bf16_out) {
+    flash_args a = {q,      k,      v,      out,    dout,   lse,    di,       s->Tq,    s->Tk,
+                    s->H,   s->KV,  s->D,   s->ldq, s->ldk, s->ldv, s->ldo,   s->q_pos, s->k_pos,
+                    1.0f / sqrtf((float)s->D), bf16_out};
     return a;
 }
 
@@ -323,19 +332,19 @@ static flash_args args_of(const ts_attn_shape *s, const float *q, const float *k
     } while (0)
 
 extern "C" ts_status ts_cuda_flash_attention_fwd(float *out, float *lse, const float *q, const float *k,
-                                                 const float *v, const ts_attn_shape *s) {
+                                                 const float *v, const ts_attn_shape *s, int bf16_out) {
     ts_status res = TS_OK;
     ts_flash_cfg c;
     TS_CHECK_CTX(flash_cfg(TS_FLASH_FWD, s, &c), "cuda flash attention forward");
     if (c.grid_x == 0) return TS_OK;
-    FLASH_LAUNCH(flash_fwd_kernel, c, args_of(s, q, k, v, NULL, NULL, NULL, NULL), out, lse, c.br, c.bc, c.dp);
+    FLASH_LAUNCH(flash_fwd_kernel, c, args_of(s, q, k, v, NULL, NULL, NULL, NULL, bf16_out), out, lse, c.br, c.bc, c.dp);
 fail:
     return res;
 }
 
 extern "C" ts_status ts_cuda_flash_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                                  const float *k, const float *v, const float *out, const float *lse,
-                                                 const ts_attn_shape *s) {
+                                                 const ts_attn_shape *s, int bf16_out) {
     ts_status res = TS_OK;
     ts_flash_cfg ckv, cq;
     float *di = NULL;
@@ -345,7 +354,7 @@ extern "C" ts_status ts_cuda_flash_attention_bwd(float *dq, float *dk, float *dv
     {
         size_t n = (size_t)ts_attn_batch(s) * s->Tq * s->H;
         TS_CUDA_GOTO(cudaMallocAsync((void **)&di, n * sizeof *di, stream()), res, fail);
-        flash_args a = args_of(s, q, k, v, out, dout, lse, di);
+        flash_args a = args_of(s, q, k, v, out, dout, lse, di, bf16_out);
         ts_launch l;
         TS_CHECK_GOTO(ts_launch_1d(n, ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l), res, fail);
         flash_bwd_di_kernel<<<l.grid, l.block, 0, stream()>>>(di, a, n);

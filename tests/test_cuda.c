@@ -364,7 +364,7 @@ Test(cuda, check_macros_name_call_and_cuda_error) {
     ts_error_clear();
     cr_expect_eq(ts_cuda_add(NULL, NULL, NULL, 100), TS_ERR_EXTERNAL);
     cr_expect(strstr(ts_error_message(), "exec/kernels_cuda.cu:") != NULL, "%s", ts_error_message());
-    cr_expect(strstr(ts_error_message(), ": launch of add_kernel failed: ") != NULL, "%s", ts_error_message());
+    cr_expect(strstr(ts_error_message(), ": launch of add_kernel<B> failed: ") != NULL, "%s", ts_error_message());
     float x = 0;
     ts_error_clear();
     cr_expect_eq(ts_cuda_to_host(&x, &x, sizeof x), TS_ERR_EXTERNAL);
@@ -419,6 +419,10 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
 
 Test(cuda_gpu, flash_attention_vs_cpu) {
     cr_skip_test("built without CUDA (make CUDA=1): the tiled attention kernels are not compiled");
+}
+
+Test(cuda_gpu, bf16_fused_ops_one_launch) {
+    cr_skip_test("built without CUDA (make CUDA=1): the bf16 CUDA table is not compiled");
 }
 
 #else
@@ -987,12 +991,12 @@ static void flash_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
     float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
     float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
     fprintf(stderr, "flash attention Tq=%d Tk=%d H=%d KV=%d D=%d batch=%d\n", Tq, Tk, H, KV, D, batch);
-    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &gs), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &gs, 0), TS_OK, "%s", ts_error_message());
     expect_close("flash fwd out", gout, out, nq, 1e-2f);
     expect_close("flash fwd lse", glse, lse, nl, 1e-4f);
     /* The backward from the CPU's out and lse, so only its own rounding is measured. */
     float *gout_cpu = dev_floats(out, nq), *glse_cpu = dev_floats(lse, nl);
-    cr_assert_eq(ts_cuda_flash_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout_cpu, glse_cpu, &gs), TS_OK, "%s",
+    cr_assert_eq(ts_cuda_flash_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout_cpu, glse_cpu, &gs, 0), TS_OK, "%s",
                  ts_error_message());
     expect_close("flash bwd dq", gdq, dq, nq, 2e-2f);
     expect_close("flash bwd dk", gdk, dk, nk, 2e-2f);
@@ -1000,7 +1004,7 @@ static void flash_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
     ts_attn_shape bad = gs;
     bad.D = 264;
     ts_error_clear();
-    cr_expect_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &bad), TS_ERR_INPUT, "head dim 264 accepted");
+    cr_expect_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &bad, 0), TS_ERR_INPUT, "head dim 264 accepted");
     void *dev[] = {gqpos, gkpos, gq, gk, gv, gdout, gout, glse, gout_cpu, glse_cpu, gdq, gdk, gdv};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     void *host[] = {q, k, v, dout, out, lse, scratch, dq, dk, dv, zero, qpos, kpos};
@@ -1030,11 +1034,11 @@ Test(cuda_gpu, flash_backward_is_deterministic) {
     ts_attn_shape s = {T, T, H, KV, D, H * D, KV * D, KV * D, H * D, gpos, gpos, 1};
     float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
     float *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
-    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &s), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &s, 0), TS_OK, "%s", ts_error_message());
     float *run[2][3];
     for (int r = 0; r < 2; r++) {
         float *g[3] = {dev_floats(zero, nq), dev_floats(zero, nk), dev_floats(zero, nk)};
-        cr_assert_eq(ts_cuda_flash_attention_bwd(g[0], g[1], g[2], gdout, gq, gk, gv, gout, glse, &s), TS_OK, "%s",
+        cr_assert_eq(ts_cuda_flash_attention_bwd(g[0], g[1], g[2], gdout, gq, gk, gv, gout, glse, &s, 0), TS_OK, "%s",
                      ts_error_message());
         size_t n[3] = {nq, nk, nk};
         for (int i = 0; i < 3; i++) {
@@ -1051,6 +1055,65 @@ Test(cuda_gpu, flash_backward_is_deterministic) {
     void *dev[] = {gpos, gq, gk, gv, gdout, gout, glse};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     free(q), free(k), free(v), free(dout), free(zero);
+}
+
+/* The bf16 table's element-wise ops and attention are one kernel launch each (the program's op
+ * granularity: residual add, RMSNorm, rotary, SwiGLU, attention forward), and give what the CPU's
+ * bf16 table gives within a bf16 rounding step (2^-7 relative: the GPU's expf and summation order
+ * may land a value on the neighbouring bf16). */
+#define ONE_LAUNCH(what, call)                                                                     \
+    do {                                                                                           \
+        unsigned long long before_ = ts_cuda_launches();                                           \
+        cr_assert_eq((call), TS_OK, "%s: %s", what, ts_error_message());                           \
+        cr_expect_eq(ts_cuda_launches() - before_, 1ull, "%s: %llu launches", what,                \
+                     ts_cuda_launches() - before_);                                                \
+    } while (0)
+
+Test(cuda_gpu, bf16_fused_ops_one_launch) {
+    skip_without_gpu();
+    const ts_kernels *cpu = ts_kernels_cpu_bf16(), *gpu = ts_kernels_cuda_bf16();
+    enum { T = 19, C = 96, H = 4, D = 24 };
+    size_t n = (size_t)T * C;
+    float *a = test_random_floats(n, 41), *b = test_random_floats(n, 42), *w = test_random_floats(C, 43);
+    float *out = calloc(n, 4), *act = calloc(n, 4), *rstd = calloc(T, 4), *dx = test_random_floats(n, 44),
+          *dw = calloc(C, 4), *dg = calloc(n, 4), *du = calloc(n, 4);
+    float *ga = dev_floats(a, n), *gb = dev_floats(b, n), *gw = dev_floats(w, C), *gout = dev_floats(out, n),
+          *gact = dev_floats(act, n), *grstd = dev_floats(rstd, T), *gdx = dev_floats(dx, n), *gdw = dev_floats(dw, C),
+          *gdg = dev_floats(dg, n), *gdu = dev_floats(du, n);
+    cr_assert_eq(cpu->add(out, a, b, n), TS_OK);
+    ONE_LAUNCH("add", gpu->add(gout, ga, gb, n));
+    expect_close("bf16 add", gout, out, n, 1e-2f);
+    cr_assert_eq(cpu->swiglu_fwd(act, a, b, n), TS_OK);
+    ONE_LAUNCH("swiglu_fwd", gpu->swiglu_fwd(gact, ga, gb, n));
+    expect_close("bf16 swiglu_fwd", gact, act, n, 1e-2f);
+    cr_assert_eq(cpu->swiglu_bwd(dg, du, out, a, b, n), TS_OK);
+    ONE_LAUNCH("swiglu_bwd", gpu->swiglu_bwd(gdg, gdu, gout, ga, gb, n));
+    expect_close("bf16 swiglu_bwd dgate", gdg, dg, n, 1e-2f);
+    expect_close("bf16 swiglu_bwd dup", gdu, du, n, 1e-2f);
+    cr_assert_eq(cpu->rmsnorm_fwd(act, rstd, a, w, T, C, 1e-5f), TS_OK);
+    ONE_LAUNCH("rmsnorm_fwd", gpu->rmsnorm_fwd(gact, grstd, ga, gw, T, C, 1e-5f));
+    expect_close("bf16 rmsnorm_fwd", gact, act, n, 1e-2f);
+    expect_close("bf16 rmsnorm rstd (fp32)", grstd, rstd, T, 1e-5f);
+    cr_assert_eq(cpu->rmsnorm_bwd(dx, dw, b, a, w, rstd, T, C), TS_OK);
+    ONE_LAUNCH("rmsnorm_bwd", gpu->rmsnorm_bwd(gdx, gdw, gb, ga, gw, grstd, T, C));
+    expect_close("bf16 rmsnorm_bwd dx", gdx, dx, n, 1e-2f);
+    expect_close("bf16 rmsnorm_bwd dw (fp32)", gdw, dw, C, 1e-4f);
+    int pos[T];
+    for (int t = 0; t < T; t++) pos[t] = 3 * t;
+    int *gpos = dev_copy(pos, sizeof pos);
+    cr_assert_eq(cpu->rope_fwd(a, C, pos, T, H, D, 10000.0f), TS_OK);
+    ONE_LAUNCH("rope_fwd", gpu->rope_fwd(ga, C, gpos, T, H, D, 10000.0f));
+    expect_close("bf16 rope_fwd", ga, a, n, 1e-2f);
+    ts_attn_shape s = {T, T, H, 2, D, C, C, C, C, pos, pos, 1}, gs = s;
+    gs.q_pos = gs.k_pos = gpos;
+    float *lse = calloc((size_t)T * H, 4), *scratch = calloc(T, 4), *glse = dev_floats(lse, (size_t)T * H);
+    cr_assert_eq(cpu->attention_fwd(out, lse, a, b, b, &s, scratch), TS_OK);
+    ONE_LAUNCH("attention_fwd", gpu->attention_fwd(gout, glse, ga, gb, gb, &gs, NULL));
+    expect_close("bf16 attention_fwd", gout, out, (size_t)T * H * D, 2e-2f);
+    void *dev[] = {ga, gb, gw, gout, gact, grstd, gdx, gdw, gdg, gdu, gpos, glse};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    void *host[] = {a, b, w, out, act, rstd, dx, dw, dg, du, lse, scratch};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
 #endif

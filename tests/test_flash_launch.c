@@ -115,3 +115,12 @@ Test(flash_launch, gqa_head_mapping) {
     for (int h = 0; h < 16; h++) cr_expect_eq(ts_flash_kv_head(h, 16, 16), h);
     for (int h = 0; h < 16; h++) cr_expect_eq(ts_flash_kv_head(h, 16, 1), 0);
 }
+
+Test(flash_launch, strides_hold_their_rows) {
+    cr_expect_eq(ts_flash_check_strides(512, 128, 128, 512, 8, 2, 64), TS_OK);
+    cr_expect_eq(ts_flash_check_strides(1024, 384, 384, 512, 8, 2, 64), TS_OK, "wider rows (a fused QKV buffer)");
+    ts_error_clear();
+    cr_expect_eq(ts_flash_check_strides(512, 127, 128, 512, 8, 2, 64), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "ldk=127") != NULL, "%s", ts_error_message());
+    cr_expect_eq(ts_flash_check_strides(512, 128, 128, 500, 8, 2, 64), TS_ERR_INPUT);
+}
