@@ -2,6 +2,8 @@
  * single rank (ts_runtime_init_self), a backend with its kernel table swapped. */
 #include "exec/bf16_ref.h"
 
+#include <string.h>
+
 #include "exec/backend.h"
 #include "exec/kernel_table.h"
 #include "exec/launch.h"
@@ -29,6 +31,26 @@ static ts_status ref_problem(const char *model, int batch, int seq, ts_problem *
     *l = (ts_layout){.dp = 1, .tp = 1, .pp = 1, .cp = 1, .ep = 1, .mbs = 1, .vpp = 1, .microbatches = batch,
                      .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE};
     return ts_trainer_check(pb, l);
+}
+
+ts_status ts_precision_parse(const char *name, int *bf16) {
+    if (name && (!strcmp(name, "fp32") || !strcmp(name, "bf16"))) {
+        *bf16 = name[0] == 'b';
+        return TS_OK;
+    }
+    return TS_FAIL(TS_ERR_INPUT, "--precision: expected fp32 or bf16, got \"%s\"", name ? name : "");
+}
+
+const ts_backend *ts_backend_bf16(const ts_backend *be) {
+    static ts_backend with;
+    const ts_kernels *k = be->kernels == ts_kernels_cpu() ? ts_kernels_cpu_bf16() : ts_kernels_cuda_bf16();
+    if (k == NULL) {
+        TS_FAIL(TS_ERR_INPUT, "bf16: the %s backend has no bf16 kernel table in this build", be->name);
+        return NULL;
+    }
+    with = *be;
+    with.kernels = k;
+    return &with;
 }
 
 /* The backend of `device` for the runtime's communicators; *owned when it must be freed. */
@@ -59,15 +81,17 @@ ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, t
         res = ts_error_context(__FILE__, __LINE__, "bf16 reference on %s", ts_device_name(device));
         goto exit;
     }
-    ts_backend with = *be;
-    if (bf16) with.kernels = device == TS_DEVICE_CUDA ? ts_kernels_cuda_bf16() : ts_kernels_cpu_bf16();
+    if (bf16 && (be = ts_backend_bf16(be)) == NULL) {
+        res = ts_error_status();
+        goto exit;
+    }
     ts_train_opts opts;
     ts_train_opts_defaults(&opts);
-    TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, &with, &opts), res, exit);
+    TS_CHECK_GOTO(ts_trainer_init(&tr, &pb, &prog, &rt, be, &opts), res, exit);
     for (int s = 0; s < steps; s++) {
-        double t0 = with.now_s();
+        double t0 = be->now_s();
         TS_CHECK_GOTO(ts_trainer_step(tr, s, &losses[s], NULL), res, exit);
-        if (step_s) step_s[s] = with.now_s() - t0;
+        if (step_s) step_s[s] = be->now_s() - t0;
     }
 exit:
     ts_trainer_free(tr);

@@ -14,6 +14,7 @@
 #define TS_BF16_REF_H
 
 #include "common/status.h"
+#include "exec/backend.h"
 #include "exec/launch.h" /* ts_device */
 
 #define TS_BF16_LOSS_RTOL 5e-3
@@ -26,6 +27,16 @@
  * where step_s is not NULL, each step's wall time in seconds (the loss is on the host at its end).
  * TS_ERR_INPUT for a model or shape the trainer refuses, and for CUDA in a build without it or on
  * a machine without a GPU (the backend's message). */
+/* --precision's value: "fp32" (*bf16 = 0) or "bf16" (*bf16 = 1); anything else TS_ERR_INPUT
+ * ("--precision: expected fp32 or bf16, got ..."). */
+ts_status ts_precision_parse(const char *name, int *bf16);
+
+/* `be` with its device's BF16 table (ts_kernels_cpu_bf16 for the CPU backend, ts_kernels_cuda_bf16
+ * for the CUDA one): a copy in static storage (a process runs one backend), valid until the next
+ * call. What `tessera run --precision bf16` trains with. NULL (TS_ERR_INPUT) when the device has no
+ * bf16 table in this build. */
+const ts_backend *ts_backend_bf16(const ts_backend *be);
+
 ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
                              float *losses, double *step_s);
 

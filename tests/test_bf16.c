@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/bf16.h"
+#include "exec/backend.h"
 #include "exec/bf16_ref.h"
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
@@ -136,4 +137,25 @@ Test(bf16, reference_on_cuda_needs_a_gpu) {
     cr_expect_eq(ts_bf16_ref_losses("tiny", 1, 16, 1, TS_DEVICE_CUDA, 1, l, NULL), TS_ERR_INPUT);
     const char *m = ts_error_message();
     cr_expect(strstr(m, "built without CUDA") != NULL || strstr(m, "no CUDA GPU") != NULL, "%s", m);
+}
+
+/* --precision's values, and the backend each gives: the CPU backend with the cpu-bf16 table. */
+Test(bf16, precision_flag_and_backend) {
+    int b = -1;
+    cr_expect_eq(ts_precision_parse("fp32", &b), TS_OK);
+    cr_expect_eq(b, 0);
+    cr_expect_eq(ts_precision_parse("bf16", &b), TS_OK);
+    cr_expect_eq(b, 1);
+    ts_error_clear();
+    cr_expect_eq(ts_precision_parse("fp16", &b), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "expected fp32 or bf16") != NULL, "%s", ts_error_message());
+    const ts_backend *cpu = ts_backend_cpu(1), *with = ts_backend_bf16(cpu);
+    cr_assert_not_null(with);
+    cr_expect_eq(with->kernels, ts_kernels_cpu_bf16());
+    cr_expect_eq((void *)with->alloc, (void *)cpu->alloc, "the rest of the backend is the CPU's");
+    cr_expect_eq(cpu->kernels, ts_kernels_cpu(), "the CPU backend itself is unchanged");
+    cli_result r = run_cli("run", "--plan", "none.json", "--precision", "fp16", NULL);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_expect(one_line_error(r.err, "run"), "%s", r.err);
+    cli_result_free(&r);
 }

@@ -1134,10 +1134,11 @@ static int gpus_here(char *why, size_t why_size) {
 }
 
 /* `tessera run --json` losses of a plan on one device. */
-static void run_losses(const char *plan, const char *device, int steps, double *losses) {
+static void run_losses_in(const char *plan, const char *device, const char *precision, int steps, double *losses) {
     char n[16];
     snprintf(n, sizeof n, "%d", steps);
-    cli_result r = run_cli("run", "--plan", plan, "--steps", n, "--warmup", "1", "--json", "--device", device, NULL);
+    cli_result r = run_cli("run", "--plan", plan, "--steps", n, "--warmup", "1", "--json", "--device", device,
+                           "--precision", precision, NULL);
     cr_assert_eq(r.status, 0, "run --device %s: exit %d, stderr: %s", device, r.status, r.err);
     cJSON *root = cJSON_Parse(r.out);
     cr_assert_not_null(root, "run --device %s printed no JSON: %s", device, r.out);
@@ -1146,6 +1147,10 @@ static void run_losses(const char *plan, const char *device, int steps, double *
     for (int s = 0; s < steps; s++) losses[s] = cJSON_GetArrayItem(ls, s)->valuedouble;
     cJSON_Delete(root);
     cli_result_free(&r);
+}
+
+static void run_losses(const char *plan, const char *device, int steps, double *losses) {
+    run_losses_in(plan, device, "fp32", steps, losses);
 }
 
 /* A tiny model trained on the GPU (one rank, every kernel through the CUDA table, cuBLAS, NCCL)
@@ -1239,4 +1244,39 @@ Test(cuda_gpu, bf16_training_vs_cpu, .timeout = 300) {
                       TS_BF16_LOSS_RTOL);
         }
     }
+}
+
+/* `tessera run --precision bf16` (one rank): the device's bf16 table, losses within
+ * TS_BF16_LOSS_RTOL of fp32 on the CPU and not equal to them. On CPU ranks (suite `mpi`: it starts
+ * mpirun) and, where there is one, on a GPU. */
+static void precision_vs_fp32(const char *device) {
+    enum { STEPS = 4 };
+    char *dir = make_temp_dir(), plan[4096];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    cli_result r = run_cli("plan", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "8",
+                           "--seq", "64", "--dtype", "fp32", "--fix",
+                           "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", "--top", "1",
+                           "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "plan: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    double fp32[STEPS], bf16[STEPS], worst = 0;
+    run_losses_in(plan, "cpu", "fp32", STEPS, fp32);
+    run_losses_in(plan, device, "bf16", STEPS, bf16);
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(bf16[s] - fp32[s]) / fabs(fp32[s]);
+        fprintf(stderr, "run --precision bf16 --device %s step %d: %.6f (cpu fp32 %.6f, rel %.2g)\n", device, s + 1,
+                bf16[s], fp32[s], rel);
+        worst = fmax(worst, rel);
+    }
+    cr_expect(worst > 0, "bf16 losses equal fp32 ones: the bf16 table did not run");
+    cr_expect(worst <= TS_BF16_LOSS_RTOL, "bf16 losses %g from fp32 (tolerance %g)", worst, TS_BF16_LOSS_RTOL);
+    remove_dir(dir);
+}
+
+Test(mpi, run_precision_bf16_cpu, .timeout = 300) { precision_vs_fp32("cpu"); }
+
+Test(cuda_gpu, run_precision_bf16_vs_cpu, .timeout = 300) {
+    char why[256];
+    if (gpus_here(why, sizeof why) == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why);
+    precision_vs_fp32("cuda");
 }
