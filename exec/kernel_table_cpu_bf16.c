@@ -56,43 +56,36 @@ static ts_status b_add(float *out, const float *a, const float *b, size_t n) {
 
 /* ---- linear: bf16 operands, fp32 accumulation ---------------------------------------------------- */
 
-static ts_status b_linear_fwd(float *out, const float *in, const float *w, int T, int IC, int OC) {
+typedef ts_status (*linear_fn)(float *out, const float *x, const float *y, int T, int IC, int OC);
+
+/* The fp32 entry f on bf16-rounded copies of its operands x (nx floats) and y (ny), then its
+ * output (n_out floats; 0: left fp32, a weight gradient's main_grad) rounded. */
+static ts_status linear_rounded(linear_fn f, float *out, size_t n_out, const float *x, size_t nx, const float *y,
+                                size_t ny, int T, int IC, int OC) {
     ts_status res = TS_OK;
-    float *rin = NULL, *rw = NULL;
-    TS_CHECK_GOTO(rounded_copy(in, (size_t)T * IC, &rin), res, exit);
-    TS_CHECK_GOTO(rounded_copy(w, (size_t)OC * IC, &rw), res, exit);
-    TS_CHECK_GOTO(fp32()->linear_fwd(out, rin, rw, T, IC, OC), res, exit);
-    round_n(out, (size_t)T * OC);
+    float *rx = NULL, *ry = NULL;
+    TS_CHECK_GOTO(rounded_copy(x, nx, &rx), res, exit);
+    TS_CHECK_GOTO(rounded_copy(y, ny, &ry), res, exit);
+    TS_CHECK_GOTO(f(out, rx, ry, T, IC, OC), res, exit);
+    round_n(out, n_out);
 exit:
-    free(rin);
-    free(rw);
+    free(rx);
+    free(ry);
     return res;
 }
 
+static ts_status b_linear_fwd(float *out, const float *in, const float *w, int T, int IC, int OC) {
+    return linear_rounded(fp32()->linear_fwd, out, (size_t)T * OC, in, (size_t)T * IC, w, (size_t)OC * IC, T, IC, OC);
+}
+
 static ts_status b_linear_bwd_input(float *din, const float *dout, const float *w, int T, int IC, int OC) {
-    ts_status res = TS_OK;
-    float *rd = NULL, *rw = NULL;
-    TS_CHECK_GOTO(rounded_copy(dout, (size_t)T * OC, &rd), res, exit);
-    TS_CHECK_GOTO(rounded_copy(w, (size_t)OC * IC, &rw), res, exit);
-    TS_CHECK_GOTO(fp32()->linear_bwd_input(din, rd, rw, T, IC, OC), res, exit);
-    round_n(din, (size_t)T * IC);
-exit:
-    free(rd);
-    free(rw);
-    return res;
+    return linear_rounded(fp32()->linear_bwd_input, din, (size_t)T * IC, dout, (size_t)T * OC, w, (size_t)OC * IC, T,
+                          IC, OC);
 }
 
 /* The wgrad GEMM reads bf16 and accumulates into the fp32 main_grad: dw is not rounded. */
 static ts_status b_linear_bwd_weight(float *dw, const float *dout, const float *in, int T, int IC, int OC) {
-    ts_status res = TS_OK;
-    float *rd = NULL, *rin = NULL;
-    TS_CHECK_GOTO(rounded_copy(dout, (size_t)T * OC, &rd), res, exit);
-    TS_CHECK_GOTO(rounded_copy(in, (size_t)T * IC, &rin), res, exit);
-    TS_CHECK_GOTO(fp32()->linear_bwd_weight(dw, rd, rin, T, IC, OC), res, exit);
-exit:
-    free(rd);
-    free(rin);
-    return res;
+    return linear_rounded(fp32()->linear_bwd_weight, dw, 0, dout, (size_t)T * OC, in, (size_t)T * IC, T, IC, OC);
 }
 
 /* ---- norm, embedding, rotary --------------------------------------------------------------------- */
