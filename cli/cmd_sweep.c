@@ -26,7 +26,7 @@ static void help(void) {
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
            "  -f, --fix PINS         pin layout fields at every count, e.g. tp=8,sched=1f1b\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
            "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"
@@ -160,6 +160,7 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
+    cli_problem_load_stack(cmd, &pa);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = price, .price_is_default = price_is_default,
                           .gpus = gpus, .n_gpus = n_gpus};

@@ -210,6 +210,7 @@ static ts_status run_op(ts_trainer *t, int i) {
     case TS_PART_OPTIMIZER: return tr_optimizer_op(&t->store, &t->opts, t->shape.l->zero, t->step);
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD: return tr_pipe_op(&t->ctx, &t->sends, op);
+    case TS_PART_MIRROR_GRAD: return tr_mirror_op(&t->ctx, &t->sends, &t->store, op);
     case TS_PART_EMBED:
     case TS_PART_TP_EMBED:
     case TS_PART_HEAD:

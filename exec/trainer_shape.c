@@ -8,7 +8,8 @@ static ts_status stage_layers(tr_shape *s, const ts_stage_program *sp) {
     int L = s->m->layers;
     s->global_of = calloc((size_t)L, sizeof *s->global_of);
     s->local_of = malloc((size_t)L * sizeof *s->local_of);
-    if (!s->global_of || !s->local_of) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the stage's layers");
+    s->chunk_of = calloc((size_t)L, sizeof *s->chunk_of);
+    if (!s->global_of || !s->local_of || !s->chunk_of) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the stage's layers");
     for (int j = 0; j < L; j++) s->local_of[j] = -1;
     for (int i = 0; i < sp->n_ops; i++) {
         int j = sp->ops[i].layer;
@@ -19,6 +20,10 @@ static ts_status stage_layers(tr_shape *s, const ts_stage_program *sp) {
             s->local_of[j] = s->n_local;
             s->global_of[s->n_local++] = j;
         }
+    for (int i = 0; i < sp->n_ops; i++) {
+        int j = sp->ops[i].layer;
+        if (j >= 0 && j < L && sp->ops[i].phase == TS_PHASE_FWD) s->chunk_of[s->local_of[j]] = sp->ops[i].chunk;
+    }
     return TS_OK;
 }
 
@@ -65,7 +70,8 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
 void tr_shape_free(tr_shape *s) {
     free(s->global_of);
     free(s->local_of);
-    s->global_of = s->local_of = NULL;
+    free(s->chunk_of);
+    s->global_of = s->local_of = s->chunk_of = NULL;
 }
 
 int tr_shape_is_moe(const tr_shape *s, int global) { return ts_model_layer_is_moe(s->m, global); }

@@ -25,6 +25,7 @@ typedef struct {
     int n_local;    /* layers on this stage */
     int *global_of; /* (n_local) global layer of a local one, ascending */
     int *local_of;  /* (layers) local layer of a global one; -1: not on this stage */
+    int *chunk_of;  /* (n_local) the local chunk running a local layer */
 } tr_shape;
 
 /* The shapes for the rank `rt` places in `l` (of problem `pb`), and the layers the stage program

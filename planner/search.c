@@ -8,6 +8,7 @@
 
 #include "planner/partition.h"
 #include "program/schedule.h"
+#include "planner/stack_rules.h"
 #include "planner/stages.h"
 
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
@@ -127,9 +128,12 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         const ts_schedule_info *si = &ts_schedules[s];
         if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
         if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
+        if (si->opt_in && !(c->opts->schedules & (1u << s)) && !(pins->mask & (1u << TS_PIN_SCHED)) &&
+            !(pb->train.stack.schedules & (1u << s)))
+            continue; /* asked for, pinned, or a stack that names it */
         int n_v = si->interleaved ? n_vpp + n_up : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
-            int v = !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
+            int v = si->fixed_vpp ? si->fixed_vpp : !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
             if (si->interleaved && iv >= n_vpp && per_stage % v == 0) continue; /* a divisor of both */
             if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
             l->schedule = (ts_schedule)s;
@@ -139,6 +143,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             for (int iz = 0; iz < n_zero; iz++) {
                 int z = zeros[iz];
                 l->zero = z;
+                if (ts_stack_refusal(&pb->train.stack, l, pins->mask, NULL, 0)) continue; /* planner/stack_rules.h */
                 r->searched++;
                 if (prune_group) continue;
                 /* Rank by the two numbers first; build the full evaluation only for layouts that
@@ -148,7 +153,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
                     ts_stages_run_acts(st, l, c->acts);
                     have_acts = 1;
                 }
-                double mem = ts_stages_memory_acts(st, z, c->acts, NULL);
+                double mem = ts_stages_memory_acts(st, l, c->acts, NULL);
                 if (!r->has_closest || mem < r->closest.mem.total) {
                     ts_stages_finish(st, pb, l, &r->closest);
                     r->has_closest = 1;
@@ -397,6 +402,8 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     if (!(pins->mask & (1u << TS_PIN_DP))) probe.dp = (int)rest;
     else if (!(pins->mask & (1u << TS_PIN_PP))) probe.pp = (int)rest;
     if (probe.vpp > 1 && !(pins->mask & (1u << TS_PIN_SCHED))) probe.schedule = TS_SCHED_INTERLEAVED;
+    if (ts_schedules[probe.schedule].fixed_vpp && !(pins->mask & (1u << TS_PIN_VPP)))
+        probe.vpp = ts_schedules[probe.schedule].fixed_vpp;
     if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
         snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
                            "--global-batch divisibility)");

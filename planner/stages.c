@@ -207,8 +207,9 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
     ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
-    double gb = pb->train.grad_bytes * st->params[st->biggest];
-    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
+    /* on the wire in the stack's gradient-reduction dtype */
+    double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
+    double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
     double wb = pb->train.weight_bytes * st->params[st->biggest];
     double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
     st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
@@ -304,9 +305,9 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp, h = (double)m->hidden;
     st->mb_buffer_bytes = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0);
-    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
-                                   ts_group_link(s, pb->gpus / pp, 2))
-                       : 0;
+    ts_edge_recipe edge;
+    ts_edge_recipe_of(pb, sh, &edge);
+    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, edge.p2p_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
@@ -342,10 +343,37 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
 
+/* DualPipe's stage i also holds a copy of stage p-1-i's chunk (DeepSeek-V3 Table 2: "Parameter
+ * 2×"), with its gradients, optimizer states and the buffers stage_states counts with them (the
+ * executor keeps them all, exec/param_store.h): the stage whose states join stage i's, or -1. */
+static int mirror_of(const ts_layout *l, int i) {
+    return ts_schedules[l->schedule].dual ? l->pp - 1 - i : -1;
+}
+
+static double states_of(const double *states, const ts_layout *l, int i) {
+    int j = mirror_of(l, i);
+    return states[i] + (j >= 0 ? states[j] : 0);
+}
+
+static void add_states(ts_memory *m, const ts_memory *x) {
+    m->weights += x->weights;
+    m->grads += x->grads;
+    m->optimizer += x->optimizer;
+    m->buffers += x->buffers;
+    m->total += x->total;
+}
+
+/* One micro-batch's activations on stage i: its layers', or under DualPipe the mean of its two
+ * chunks' (the p + 1 in flight are of both; DeepSeek-V3 Table 2 counts them alike). */
+static double act_unit(const ts_stages *st, const ts_layout *l, int i) {
+    int j = mirror_of(l, i);
+    return j < 0 ? st->act_bytes[i] : 0.5 * (st->act_bytes[i] + st->act_bytes[st->kind_first[st->kind_of[j]]]);
+}
+
 /* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
  * the states, summed alike everywhere so every caller's total agrees to the bit. */
 static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
-    return st->mb_buffer_bytes + st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
+    return st->mb_buffer_bytes + act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
            st->extra_bytes[i];
 }
 
@@ -353,12 +381,12 @@ void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
     for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
 }
 
-double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage) {
-    const double *states = st->states_bytes + zero * st->cap;
+double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage) {
+    const double *states = st->states_bytes + l->zero * st->cap;
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + acts[r];
+        double total = states_of(states, l, i) + acts[r];
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -372,7 +400,7 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + stage_act_bytes(st, l, i);
+        double total = states_of(states, l, i) + stage_act_bytes(st, l, i);
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -383,7 +411,9 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
 
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
-    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
+     * transfers and DP windows are 1F1B's. */
+    int p = l->pp, v = ts_schedules[l->schedule].dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
     double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
     double comm_mb = tp + st->cp_s + st->ep_s;
@@ -418,9 +448,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         }
     }
     t.optimizer = st->optimizer_s[l->zero >= 1];
+    t.overhead = pb->train.stack.step_overhead_s;
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
-           t.optimizer;
+           t.optimizer + t.overhead;
 }
 
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {
@@ -428,9 +459,14 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     ts_stages_memory(st, l, &out->worst_stage);
     int i = out->worst_stage;
     stage_states(st, pb, l->zero, i, &out->mem);
+    if (mirror_of(l, i) >= 0) {
+        ts_memory copy;
+        stage_states(st, pb, l->zero, mirror_of(l, i), &copy);
+        add_states(&out->mem, &copy);
+    }
     out->mem.buffers += st->mb_buffer_bytes;
     out->mem.activations =
-        st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
+        act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
     out->mem.total += stage_act_bytes(st, l, i); /* as ts_stages_memory sums it */
     out->fits = out->mem.total <= pb->usable_bytes;
 

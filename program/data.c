@@ -32,8 +32,10 @@ static ts_status segments_build(const ts_problem *pb, const ts_layout *l, int st
     for (int j = 0; j < L; j++)
         if (g->local_of[j] == 0) g->local_of[j] = g->n_local++;
     g->n_seg = 2 * g->n_local + 2;
-    g->seg_embed = ts_chunk_stage(l, 0) == stage ? 2 * g->n_local : -1;
-    g->seg_head = ts_chunk_stage(l, l->pp * v - 1) == stage ? 2 * g->n_local + 1 : -1;
+    /* The embedding and the head live where a chunk opens or closes a pipeline (both ends of
+     * both directions under DualPipe). */
+    g->seg_embed = ts_stage_opens(l, stage) ? 2 * g->n_local : -1;
+    g->seg_head = ts_stage_closes(l, stage) ? 2 * g->n_local + 1 : -1;
     g->grad_buffer = malloc((size_t)g->n_seg * sizeof *g->grad_buffer);
     if (!g->grad_buffer) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the segments of stage %d", stage);
     /* ZeRO-2/3 keep a layer's gradients in one of two one-layer buffers, alternate layers; a

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ts_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
+const char *const ts_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", NULL};
 const char *const ts_recompute_names[] = {"none", "selective", "full", NULL};
 const char *const ts_pin_names[] = {"dp", "tp",  "pp",    "cp",    "ep",        "sp",
                                     "zero", "mbs", "vpp", "sched", "recompute", NULL};
@@ -94,7 +94,7 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
             int v = lookup(names, val);
             if (v < 0)
                 return TS_FAIL(TS_ERR_INPUT, "%s: %s=%s: expected %s", what, key, val,
-                               p == TS_PIN_SCHED ? "gpipe, 1f1b, interleaved or zb-h1"
+                               p == TS_PIN_SCHED ? "gpipe, 1f1b, interleaved, zb-h1, dualpipe or zb-v"
                                                  : "none, selective or full");
             ts_pins_set(out, (ts_pin)p, v);
             continue;

@@ -15,6 +15,8 @@ typedef enum {
     TS_SCHED_1F1B,
     TS_SCHED_INTERLEAVED, /* interleaved 1F1B, vpp > 1 model chunks per stage */
     TS_SCHED_ZB_H1,       /* zero-bubble ZB-H1 (Qi et al. 2024): backward split into B and W */
+    TS_SCHED_DUALPIPE,    /* DualPipe (DeepSeek-V3 §3.2.1): two directions, two copies of the stages */
+    TS_SCHED_ZB_V,        /* ZB-V (Qi et al. 2024 §6): two chunks per stage in a V, W split off */
     TS_SCHED_COUNT
 } ts_schedule;
 
@@ -25,7 +27,7 @@ typedef enum {
     TS_RECOMPUTE_COUNT
 } ts_recompute;
 
-extern const char *const ts_schedule_names[];  /* "gpipe","1f1b","interleaved","zb-h1"; NULL-ended */
+extern const char *const ts_schedule_names[];  /* "gpipe","1f1b","interleaved","zb-h1","dualpipe","zb-v"; NULL-ended */
 extern const char *const ts_recompute_names[]; /* "none","selective","full"; NULL-ended */
 
 typedef struct {
@@ -34,7 +36,7 @@ typedef struct {
     int zero;         /* ZeRO stage 0..3, sharding over the DP×CP group */
     int mbs;          /* micro-batch size, sequences */
     int microbatches; /* per step per pipeline: global_batch / (dp * mbs) */
-    int vpp;          /* model chunks per stage (interleaved only; 1 otherwise) */
+    int vpp;          /* model chunks per stage (interleaved; 2 under DualPipe and ZB-V; 1 otherwise) */
     ts_schedule schedule;
     ts_recompute recompute;
 } ts_layout;

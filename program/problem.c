@@ -23,6 +23,11 @@ void ts_train_defaults(ts_train *t) {
         .bucket_bytes = 40e6 * 2,
         .activation_scale = 1,
     };
+    ts_stack_defaults(&t->stack);
+}
+
+double ts_grad_reduce_bytes(const ts_train *t) {
+    return t->stack.grad_reduce_bytes > 0 ? t->stack.grad_reduce_bytes : t->grad_bytes;
 }
 
 void ts_train_set_dtype(ts_train *t, ts_dtype d) {
@@ -108,7 +113,22 @@ const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf,
  * --pipeline-model-parallel-layout) needs only a layer in every chunk. */
 const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
-    if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
+    const ts_schedule_info *si = &ts_schedules[l->schedule];
+    if (si->fixed_vpp) {
+        if (l->vpp != si->fixed_vpp)
+            INVALID("sched=%s places %d chunks on every stage: vpp=%d expected (got %d)", si->name, si->fixed_vpp,
+                    si->fixed_vpp, l->vpp);
+        if (explicit_split) INVALID("sched=%s takes the even split of the layers", si->name);
+        if ((long long)ts_model_chunks(l) > m->layers)
+            INVALID("sched=%s needs %d chunks of at least one of %d layers", si->name, ts_model_chunks(l), m->layers);
+        /* Two chunks of one stage's layers each take the even split of the interleaved schedule. */
+        if (!si->dual && m->layers % ts_model_chunks(l) != 0)
+            INVALID("sched=%s needs the %d layers in %d equal chunks", si->name, m->layers, ts_model_chunks(l));
+        int mb = (int)(pb->train.global_batch / ((long long)l->dp * l->mbs));
+        if (si->invalid && si->invalid(l->pp, mb, buf, cap)) return buf ? buf : "invalid";
+        return NULL;
+    }
+    if (si->interleaved != (l->vpp > 1))
         INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
                                       : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
     if (l->vpp > 1 && explicit_split && (l->pp == 1 || (long long)l->pp * l->vpp > m->layers))

@@ -43,7 +43,7 @@ const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
     "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
-    "param-gather", "optimizer", NULL};
+    "param-gather", "optimizer", "mirror-grad", NULL};
 
 #define NO_OP UINT32_MAX
 
@@ -73,6 +73,7 @@ typedef struct {
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
     gemm_list head;           /* the LM head's GEMM */
     int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
+    int pairs;     /* F&B pairs emitted (their ops' tag alternates) */
 } builder;
 
 /* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
@@ -353,19 +354,24 @@ static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
     return run_gemms(b, c, &b->qkv, 2, NO_OP);
 }
 
-/* Layers [first, first + count) of global chunk g (layers past the model's last are the MTP
- * module, charged to the last chunk as MoE layers): the planner's even split, or the uneven one
- * of the options. The executor reads its layers from the program, so both honour it. */
+/* Layers [first, first + count) of global chunk g, which runs model chunk c (DualPipe holds each
+ * twice; program/schedule.h ts_chunk_model), layers past the model's last being the MTP module,
+ * charged to the last chunk as MoE layers: the planner's even split, or the uneven one of the
+ * options. The executor reads its layers from the program, so both honour it. */
 static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts, int g, int *first,
                          int *count) {
+    int n = ts_model_chunks(l);
+    g = ts_chunk_model(l, g);
     if (opts && opts->chunk_layers) {
         *first = 0;
         for (int i = 0; i < g; i++) *first += opts->chunk_layers[i];
         *count = opts->chunk_layers[g];
+    } else if (n == l->pp) {
+        ts_even_split(pb->model.layers, l->pp, 1, g, first, count);
     } else {
         ts_even_split(pb->model.layers, l->pp, l->vpp, g, first, count);
     }
-    if (g == l->pp * l->vpp - 1) *count += pb->model.mtp_layers;
+    if (g == n - 1) *count += pb->model.mtp_layers;
 }
 
 /* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
@@ -392,6 +398,7 @@ typedef struct {
     int skip;               /* no embedding, head and loss (ts_program_opts.skip_edges) */
     ts_recompute recompute; /* this stage's policy */
     double gb, wb;          /* gradient and weight bytes per parameter */
+    double rb;              /* gradient bytes per parameter on the wire (ts_grad_reduce_bytes) */
 } stage_ctx;
 
 /* A pipeline transfer of chunk `g`'s activations or gradients to or from `peer`. */
@@ -431,7 +438,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
     const ts_layout *l = b->l;
     ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g > 0) {
+    if (!ts_chunk_opens(l, g)) {
         x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_ACT, ts_chunk_stage(l, g - 1), g - 1, NO_OP);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, NO_OP);
@@ -448,7 +455,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
         x = layer_fwd(b, &c, ts_recipe_layer_is_moe(b->pb, j), x, params);
     }
     c.layer = -1;
-    if (g < l->pp * l->vpp - 1) {
+    if (!ts_chunk_closes(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_ACT, ts_chunk_stage(l, g + 1), g, x);
     } else if (!st->skip) {
         run_gemms(b, &c, &b->head, 0, NO_OP);
@@ -458,9 +465,9 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
 
 /* The backward of one layer in a backward slot: its recompute first, then input (and, unless
  * W is apart, weight) gradients, then ZeRO-2/3's reduce-scatter of them. */
-static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, uint32_t x,
+static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, int split_w, uint32_t x,
                                     uint32_t params) {
-    int moe = ts_recipe_layer_is_moe(b->pb, j), split_w = st->si->splits_w;
+    int moe = ts_recipe_layer_is_moe(b->pb, j);
     uint32_t dep = x;
     ctx r = *c;
     r.phase = TS_PHASE_RECOMPUTE;
@@ -475,23 +482,24 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     if (st->zero >= 2 && st->dpc > 1 && !split_w) {
         double sh, ex;
         ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-        coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->gb * sh, x);
-        if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->gb * ex, x);
+        coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->rb * sh, x);
+        if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->rb * ex, x);
     }
     return x;
 }
 
-/* A backward slot of global chunk g; returns its last op. */
-static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
+/* A backward slot of global chunk g (`split_w`: input gradients only); returns its last op. */
+static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int split_w, int first,
+                              int count) {
     const ts_layout *l = b->l;
     ctx c = {TS_PHASE_BWD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g < l->pp * l->vpp - 1) {
+    if (!ts_chunk_closes(l, g)) {
         x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_GRAD, ts_chunk_stage(l, g + 1), g + 1, NO_OP);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
         run_gemms(b, &c, &b->head, 1, NO_OP);
-        if (!st->si->splits_w) {
+        if (!split_w) {
             ctx w = c;
             w.phase = TS_PHASE_WGRAD;
             x = run_gemms(b, &w, &b->head, 2, NO_OP);
@@ -505,10 +513,10 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
         c.layer = j;
         uint32_t params = next_params;
         if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
-        x = slot_layer_backward(b, st, &c, j, x, params);
+        x = slot_layer_backward(b, st, &c, j, split_w, x, params);
     }
     c.layer = -1;
-    if (g > 0) {
+    if (!ts_chunk_opens(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_GRAD, ts_chunk_stage(l, g - 1), g, x);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
@@ -520,7 +528,7 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
 static uint32_t slot_wgrad(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
     ctx c = {TS_PHASE_WGRAD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g == b->l->pp * b->l->vpp - 1 && !st->skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
+    if (ts_chunk_closes(b->l, g) && !st->skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
     for (int j = first + count - 1; j >= first; j--) {
         c.layer = j;
         x = layer_wgrad(b, &c, ts_recipe_layer_is_moe(b->pb, j));
@@ -544,10 +552,10 @@ static uint32_t grad_reductions(builder *b, const stage_ctx *st) {
         for (int j = first + count - 1; j >= first; j--) {
             double sh, ex;
             ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
-            bucket += st->gb * sh;
+            bucket += st->rb * sh;
             c.layer = j;
             if (ex > 0)
-                reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red, st->gb * ex,
+                reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red, st->rb * ex,
                                    st->dp->last_grad[j]);
             if (bucket >= b->pb->train.bucket_bytes || j == first) {
                 uint32_t op = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, red, bucket,
@@ -580,6 +588,158 @@ static void optimizer(builder *b, const stage_ctx *st, uint32_t reduce_last, uin
     emit(b, &c, opt, reduce_last, last_w, NO_OP);
 }
 
+/* Adds dependency `dep` to op `i` (its list moves to the end of the stage's dependencies). */
+static void add_dep(builder *b, uint32_t i, uint32_t dep) {
+    ts_stage_program *sp = b->sp;
+    ts_op *op = &sp->ops[i];
+    if (dep == NO_OP || b->oom) return;
+    if (sp->n_deps + (int)op->ndeps + 1 > sp->cap_deps) {
+        int cap = 2 * sp->cap_deps + (int)op->ndeps + 1;
+        uint32_t *deps = realloc(sp->deps, (size_t)cap * sizeof *deps);
+        if (deps == NULL) {
+            TS_FAIL(TS_ERR_NOMEM, "out of memory building the program of stage %d", b->stage);
+            b->oom = 1;
+            return;
+        }
+        sp->deps = deps;
+        sp->cap_deps = cap;
+    }
+    memmove(sp->deps + sp->n_deps, sp->deps + op->dep0, op->ndeps * sizeof *sp->deps);
+    op->dep0 = (uint32_t)sp->n_deps;
+    sp->n_deps += (int)op->ndeps;
+    sp->deps[sp->n_deps++] = dep;
+    op->ndeps++;
+}
+
+/* The first op of kind `kind` on stream `stream` in [from, to), or NO_OP. */
+static uint32_t find_op(const ts_stage_program *sp, uint32_t from, uint32_t to, int kind, int stream) {
+    for (uint32_t i = from; i < to; i++)
+        if (sp->ops[i].kind == kind && sp->ops[i].stream == stream) return i;
+    return NO_OP;
+}
+
+/* The pair is one unit, as DualPipe's _forward_backward_chunk runs it: both inputs are received
+ * before either computes, both outputs sent after both computed. */
+static void pair_lockstep(builder *b, uint32_t start, uint32_t mid) {
+    ts_stage_program *sp = b->sp;
+    uint32_t end = (uint32_t)sp->n_ops, last = NO_OP;
+    for (uint32_t i = mid; i < end; i++)
+        if (sp->ops[i].stream == TS_STREAM_COMPUTE) last = i;
+    for (int k = TS_OP_GEMM; k <= TS_OP_ELEMENTWISE; k++) {
+        uint32_t first = find_op(sp, start, mid, k, TS_STREAM_COMPUTE);
+        if (first != NO_OP) {
+            add_dep(b, first, find_op(sp, mid, end, TS_OP_RECV, TS_STREAM_PP_RECV));
+            break;
+        }
+    }
+    uint32_t send = find_op(sp, start, mid, TS_OP_SEND, TS_STREAM_PP_SEND);
+    if (send != NO_OP) add_dep(b, send, last);
+}
+
+/* Whether every dependency of `op` at or after `start` has its place in the new order. */
+static int deps_placed(const ts_stage_program *sp, const ts_op *op, uint32_t start, const uint32_t *pos) {
+    for (uint32_t d = 0; d < op->ndeps; d++) {
+        uint32_t dep = sp->deps[op->dep0 + d];
+        if (dep >= start && dep != NO_OP && pos[dep - start] == NO_OP) return 0;
+    }
+    return 1;
+}
+
+/* DualPipe's F&B: ops [start, mid) (a forward) and [mid, end) (a backward of another micro-batch)
+ * are interleaved so that each one's communication runs beside the other's computation, as
+ * DeepSeek-V3 §3.2.1 overlaps them: ops are taken from one until it issues a transfer or a
+ * collective (or reaches an op whose dependencies are not yet placed: the forward's send, which
+ * waits for the pair's end), then from the other. The two share no data, so each keeps its own
+ * order; dependencies and the recorded gradient ops follow their ops. Returns `last` renumbered. */
+static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32_t mid, uint32_t last) {
+    ts_stage_program *sp = b->sp;
+    pair_lockstep(b, start, mid);
+    uint32_t end = (uint32_t)sp->n_ops, n = end - start;
+    ts_op *tmp = malloc((size_t)n * sizeof *tmp);
+    uint32_t *pos = malloc((size_t)n * sizeof *pos);
+    if (!tmp || !pos || b->oom) {
+        free(tmp), free(pos);
+        if (!b->oom) TS_FAIL(TS_ERR_NOMEM, "out of memory pairing the slots of stage %d", b->stage);
+        b->oom = 1;
+        return last;
+    }
+    memcpy(tmp, sp->ops + start, (size_t)n * sizeof *tmp);
+    for (uint32_t k = 0; k < n; k++) pos[k] = NO_OP;
+    uint32_t cur[2] = {start, mid}, lim[2] = {mid, end};
+    int side = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (cur[side] == lim[side] || !deps_placed(sp, &tmp[cur[side] - start], start, pos)) side ^= 1;
+        uint32_t old = cur[side]++;
+        pos[old - start] = start + k;
+        sp->ops[start + k] = tmp[old - start];
+        sp->ops[start + k].pair = (uint8_t)(1 + b->pairs % 2);
+        if (tmp[old - start].stream != TS_STREAM_COMPUTE && cur[side ^ 1] < lim[side ^ 1]) side ^= 1;
+    }
+    for (uint32_t k = start; k < end; k++)
+        for (uint32_t d = 0; d < sp->ops[k].ndeps; d++) {
+            uint32_t *dep = &sp->deps[sp->ops[k].dep0 + d];
+            if (*dep >= start && *dep != NO_OP) *dep = pos[*dep - start];
+        }
+    for (int j = 0; j < b->pb->model.layers + b->pb->model.mtp_layers; j++)
+        if (dp->last_grad[j] != NO_OP && dp->last_grad[j] >= start) dp->last_grad[j] = pos[dp->last_grad[j] - start];
+    if (last != NO_OP && last >= start) last = pos[last - start];
+    b->pairs++;
+    free(tmp);
+    free(pos);
+    return last;
+}
+
+/* DualPipe keeps two copies of every chunk, on stage s and on p-1-s (DeepSeek's example sums the
+ * two copies' gradients before the update, examples/example_dualpipe.py): each local chunk's
+ * gradients go to the other copy's stage and that copy's come back, after the stage's last
+ * weight gradients (`last_w`); the reductions and the optimizer then wait on the receive. Every
+ * send is posted before the first receive (two stages may hold each other's copies). Returns the
+ * last receive. */
+static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
+    const ts_layout *l = b->l;
+    int n = ts_model_chunks(l);
+    uint32_t recv = NO_OP;
+    for (int k = 0; k < 2 * l->vpp; k++) {
+        int ch = k % l->vpp, is_recv = k >= l->vpp;
+        int g = ts_chunk_global(l, b->stage, ch), other = g < n ? g + n : g - n, first, count;
+        chunk_layers(b->pb, l, b->opts, g, &first, &count);
+        double params = 0;
+        for (int j = first; j < first + count; j++) {
+            double sh, ex;
+            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            params += sh + ex;
+        }
+        double edge = (double)b->pb->model.vocab * b->pb->model.hidden / l->tp;
+        params += (ts_chunk_opens(l, g) ? edge : 0) + (ts_chunk_closes(l, g) && !b->pb->model.tied_embeddings ? edge : 0);
+        ctx c = {TS_PHASE_STEP, -1, -1, ch};
+        int peer = ts_chunk_stage(l, other);
+        ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_MIRROR_GRAD, .group = TS_GROUP_PP,
+                    .bytes = st->gb * params, .peer = peer, .chunk = (int16_t)g};
+        if (!is_recv) {
+            emit(b, &c, op, last_w, NO_OP, NO_OP);
+            continue;
+        }
+        op.kind = TS_OP_RECV, op.stream = TS_STREAM_PP_RECV, op.chunk = (int16_t)other;
+        recv = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
+        for (int j = first; j < first + count; j++) st->dp->last_grad[j] = recv;
+    }
+    return recv;
+}
+
+/* The ops of one slot of the order. Returns the slot's last weight-gradient op, or NO_OP. */
+static uint32_t run_slot(builder *b, const stage_ctx *st, const ts_slot *sl) {
+    int g = ts_chunk_global(b->l, b->stage, sl->chunk), first, count;
+    chunk_layers(b->pb, b->l, b->opts, g, &first, &count);
+    if (sl->kind == TS_SLOT_F) {
+        slot_forward(b, st, sl, g, first, count);
+        return NO_OP;
+    }
+    if (sl->kind == TS_SLOT_W) return slot_wgrad(b, st, sl, g, first, count);
+    int split_w = st->si->splits_w || sl->kind == TS_SLOT_BI;
+    uint32_t x = slot_backward(b, st, sl, g, split_w, first, count);
+    return split_w ? NO_OP : x;
+}
+
 static ts_status build_stage(builder *b, dp_state *dp) {
     const ts_problem *pb = b->pb;
     const ts_layout *l = b->l;
@@ -588,7 +748,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
-        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes,
+        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes, .rb = ts_grad_reduce_bytes(&pb->train),
     };
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
@@ -598,18 +758,15 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     if ((st.zero == 1 || st.zero == 2) && st.dpc > 1) param_gathers(b, &st);
     uint32_t last_w = NO_OP;
     for (int i = 0; i < n_slots && !b->oom; i++) {
-        const ts_slot *sl = &slots[i];
-        int g = ts_chunk_global(l, s, sl->chunk), first, count;
-        chunk_layers(pb, l, b->opts, g, &first, &count);
-        if (sl->kind == TS_SLOT_F) {
-            slot_forward(b, &st, sl, g, first, count);
-        } else if (sl->kind == TS_SLOT_B) {
-            uint32_t x = slot_backward(b, &st, sl, g, first, count);
-            if (!st.si->splits_w) last_w = x;
-        } else {
-            last_w = slot_wgrad(b, &st, sl, g, first, count);
+        uint32_t start = (uint32_t)b->sp->n_ops, x = run_slot(b, &st, &slots[i]);
+        if (slots[i].pair && i + 1 < n_slots) {
+            uint32_t mid = (uint32_t)b->sp->n_ops;
+            x = run_slot(b, &st, &slots[++i]);
+            if (!b->oom) x = interleave_pair(b, dp, start, mid, x);
         }
+        if (x != NO_OP) last_w = x;
     }
+    if (st.si->dual && !b->oom) last_w = mirror_grads(b, &st, last_w);
     uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
     optimizer(b, &st, reduce_last, last_w);
     free(slots);

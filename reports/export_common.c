@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "planner/partition.h"
+#include "planner/stack_rules.h"
 #include "program/schedule.h"
 #include "reports/export.h"
 
@@ -65,6 +66,18 @@ int ts_export_needs_max_connections_1(const ts_layout *l) {
     return (l->tp > 1 || l->cp > 1) && l->zero < 2;
 }
 
+ts_status ts_export_schedule_check(const ts_layout *l, const char *target) {
+    if (l->schedule == TS_SCHED_DUALPIPE)
+        return TS_FAIL(TS_ERR_INPUT, "sched=dualpipe: %s has no DualPipe schedule (two copies of every stage, two "
+                       "directions; DeepSeek-V3 §3.2.1): run it with DeepSeek's DualPipe "
+                       "(github.com/deepseek-ai/DualPipe), or export a layout with another schedule", target);
+    if (l->schedule == TS_SCHED_ZB_V)
+        return TS_FAIL(TS_ERR_INPUT, "sched=zb-v: %s has no ZB-V schedule (two chunks per stage placed in a V; Qi "
+                       "et al. 2024 §6): run it with PyTorch's ScheduleZBVZeroBubble or Sea AI Lab's "
+                       "zero-bubble-pipeline-parallelism, or export a layout with another schedule", target);
+    return TS_OK;
+}
+
 ts_status ts_export_to_string(char **out, const char *what, ts_status (*write)(FILE *, const void *),
                               const void *arg) {
     *out = NULL;
@@ -78,4 +91,14 @@ ts_status ts_export_to_string(char **out, const char *what, ts_status (*write)(F
         *out = NULL;
     }
     return st;
+}
+
+ts_status ts_export_stack_check(const char *stack, const char *what, const ts_layout *l) {
+    ts_stack st;
+    TS_CHECK(ts_stack_load(stack, ts_schedule_names, ts_recompute_names, &st));
+    char why[512];
+    if (ts_stack_refusal(&st, l, 0, why, sizeof why))
+        return TS_FAIL(TS_ERR_INPUT, "%s cannot express this layout: %s; plan with --stack %s (the default) to get "
+                       "one it runs", what, why, stack);
+    return TS_OK;
 }

@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
+#include "common/paths.h"
+#include "planner/bands.h"
 #include "planner/partition.h"
 #include "planner/plan_json.h"
+#include "planner/stack_rules.h"
 
 void ts_report_opts_defaults(ts_report_opts *o) {
     *o = (ts_report_opts){.tokens = TS_REPORT_DEFAULT_TOKENS,
@@ -25,6 +29,27 @@ static void capacity_of(const ts_report *r, ts_capacity *c) {
     c->gpu_hours = r->pb.gpus * c->train_s / 3600;
     c->cost_usd = c->gpu_hours * r->opts.price_per_gpu_hour;
     c->energy_kwh = c->gpu_hours * r->pb.sys.power_w / 1000;
+}
+
+/* The best layout's band and tight mark, and the plan's "tie" and "against"."text" sentences. */
+static ts_status explain_of(const char *plan_file, ts_report *r) {
+    ts_bands bands;
+    ts_band band;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
+    TS_CHECK(ts_bands_compute(dir, r->pb.train.stack.name, &bands));
+    ts_band_of(&bands, &r->pb, &r->layouts[0].layout, r->layouts[0].step_s, &band);
+    r->band_lo_s = band.lo_s;
+    r->band_hi_s = band.hi_s;
+    r->tight = ts_mem_tight(&r->pb, r->layouts[0].mem.total);
+    cJSON *root = NULL;
+    TS_CHECK(ts_json_load_file(plan_file, &root));
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie");
+    const cJSON *against = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "against"), "text");
+    snprintf(r->tie, sizeof r->tie, "%s", cJSON_IsString(tie) ? tie->valuestring : "");
+    snprintf(r->against, sizeof r->against, "%s", cJSON_IsString(against) ? against->valuestring : "");
+    cJSON_Delete(root);
+    return TS_OK;
 }
 
 ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_report *out) {
@@ -51,6 +76,7 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
                       res, exit);
     }
     out->n_layouts = n;
+    TS_CHECK_GOTO(explain_of(plan_file, out), res, exit);
 
     ts_sim_opts so = {0};
     ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);

@@ -438,6 +438,11 @@ static void check_parity(const parity_case *c) {
       MEM_WGO, 1)                                                                                                   \
     X(pp2_zbh1, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 1)  \
     X(pp4_1f1b, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)   \
+    X(pp4_dualpipe, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=dualpipe,recompute=none",      \
+      MEM_WGO, 0)                                                                                                   \
+    X(moe_tp2_pp2_sp_dualpipe, "tiny-moe",                                                                          \
+      "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=2,sched=dualpipe,recompute=none", MEM_WGO, 0)                 \
+    X(pp2_zbv, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=zb-v,recompute=none", MEM_WGO, 0)    \
     X(zero1, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)      \
     X(zero2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_W | MEM_O,  \
       1)                                                                                                            \

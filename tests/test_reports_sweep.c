@@ -72,7 +72,7 @@ Test(sweep, counts_that_do_not_fit_are_rows_and_systems_interleave) {
     cr_expect_eq(json_num(root, "price_per_gpu_hour", "$"), 3);
     cJSON_Delete(root);
     /* The table says so too. */
-    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,16", NULL);
+    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,32", NULL);
     cr_expect_eq(r.status, 0, "stderr: %s", r.err);
     cr_expect(strstr(r.out, "(nothing fits: needs ") != NULL, "%s", r.out);
     cr_expect(find_line(r.out, "# gpus system") != NULL, "%s", r.out);
