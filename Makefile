@@ -192,7 +192,7 @@ $(info ✓ CUDA $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0
 endif
 CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 CFLAGS  += -DTS_CUDA=1 -isystem $(CUDA_HOME)/include
-LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lnccl -lstdc++
+LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lnccl -lstdc++
 NVFLAGS := -O2 -MMD -MP -I. -I$(CUDA_HOME)/include $(filter -I%,$(MPI_CFLAGS)) -DTS_CUDA=1 $(CUDA_GENCODE) \
            -Xcompiler -Wall,-Wextra,-Wshadow $(if $(filter 1,$(WERROR)),-Werror all-warnings)
 else

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/bf16.h"
 #include "exec/router_token.h"
 
 void ts_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -416,8 +417,4 @@ void ts_adamw(float *param, float *m, float *v, const float *grad, size_t n, flo
     }
 }
 
-uint16_t ts_bf16_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+uint16_t ts_bf16_bits(float x) { return ts_bf16_from_float(x).bits; }

@@ -189,7 +189,7 @@ void ts_ce_bwd(float *dlogits, const float *logits, const float *max, const floa
 /* ---- bf16 ------------------------------------------------------------------------------------ */
 
 /* x rounded to bf16 (the upper 16 bits of an fp32, round to nearest even): the 16-bit word the
- * GPU's bf16 GEMMs read (calibrate's bf16 grid, the CUDA tests). NaNs are not special-cased. */
+ * GPU's bf16 GEMMs read (calibrate's bf16 grid, the CUDA tests); common/bf16.h's conversion. */
 uint16_t ts_bf16_bits(float x);
 
 /* ---- AdamW (Loshchilov & Hutter 2019) -------------------------------------------------------- */
