@@ -536,7 +536,7 @@ Test(planner_partition, cli_default_is_auto) {
  * proves it at once) is optimal; DeepSeek-V3 interleaved (two kinds: GLPK must branch) with one
  * node leaves GLPK no room to prove the heuristic's split. */
 Test(planner_partition, node_limited_split_is_marked_in_the_plan) {
-    const char *cases[2][20] = {
+    const char *cases[2][24] = {
         {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384", "--global-batch", "2048",
          "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1", "--top", "1", NULL},
         {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048", "--global-batch", "15360",
