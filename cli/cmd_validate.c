@@ -40,6 +40,9 @@ static void help(void) {
            "  -l, --seq L            tokens per sequence (default 128)\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
            "                         folder, removed)\n"
+           "      --replay           also replay each run: simulate it with every compute op taking the\n"
+           "                         time it took in the run and the rest modelled (communication,\n"
+           "                         schedule, waits), and report that error beside (\"replay\")\n"
            "      --json             print the results as JSON instead of a table\n"
            "  -o, --output FILE      also write the JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -72,7 +75,7 @@ int cmd_validate(int argc, char **argv) {
     int json = 0;
     ts_validate_opts o;
     ts_validate_opts_defaults(&o);
-    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS };
+    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS, OPT_REPLAY };
     static const struct option longs[] = {
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
         {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
@@ -80,6 +83,7 @@ int cmd_validate(int argc, char **argv) {
         {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
         {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
+        {"replay", no_argument, 0, OPT_REPLAY},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -96,6 +100,7 @@ int cmd_validate(int argc, char **argv) {
         case 'l': o.seq = cli_int(cmd, "--seq", optarg, 8, 4096); break;
         case 'k': o.dir = optarg; break;
         case OPT_JSON: json = 1; break;
+        case OPT_REPLAY: o.replay = 1; break;
         case 'o': output = optarg; break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);

@@ -220,6 +220,23 @@ static ts_status compare_case(const experiment *x, ts_validate_case *out) {
     return TS_OK;
 }
 
+/* Each pass's trace of case out->index replayed on its plan (sim/replay.h): the simulator on
+ * the run's own compute times, so the error is the model's of everything else. */
+static ts_status replay_case(const experiment *x, ts_validate_case *out) {
+    char plan[4200], run[4200];
+    int repeat = x->o->repeat;
+    case_file(plan, sizeof plan, x->dir, out->index, 0, "plan.json");
+    for (int p = 0; p < repeat; p++) {
+        ts_replay r;
+        case_file(run, sizeof run, x->dir, out->index, p, "run.trace.json");
+        TS_CHECK(ts_replay_plan(plan, 0, run, &r));
+        out->replay_errors[p] = r.error;
+        if (p == 0) out->replay = r;
+    }
+    out->replay_error = median_of(out->replay_errors, repeat);
+    return TS_OK;
+}
+
 /* The in-situ step's work of a profile written by tessera calibrate (measured.in_situ: step_s ×
  * gauge_flops_per_s, or step_s alone without a gauge), or 0 when it has none (--no-in-situ,
  * GPUs). */
@@ -326,6 +343,9 @@ static void summarize(ts_validate_result *r) {
     median_worst(raw, n, &r->median_abs_raw_error, &r->max_abs_raw_error);
     r->median_spread = ts_median(run_spread, n);
     r->median_raw_spread = ts_median(raw_spread, n);
+    if (!r->replayed) return;
+    for (int i = 0; i < n; i++) err[i] = fabs(r->cases[i].replay_error);
+    median_worst(err, n, &r->replay_median_abs_error, &r->replay_max_abs_error);
 }
 
 /* The passes, the choice of calibration and the comparisons, in folder x->dir. */
@@ -342,6 +362,12 @@ static ts_status experiment_run(experiment *x, ts_validate_result *out) {
         TS_CHECK(compare_case(x, &out->cases[k]));
         say(o, "[%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", k + 1, out->n, c->simulated_step_s,
             c->measured_step_s, 100 * c->step_error);
+        out->cases[k].replay_error = NAN;
+        if (!o->replay) continue;
+        TS_CHECK(replay_case(x, &out->cases[k]));
+        say(o, "[%d/%d] replayed %.4f s against %.4f s measured (%+.1f%%)\n", k + 1, out->n,
+            out->cases[k].replay.replayed_step_s, out->cases[k].replay.measured_step_s,
+            100 * out->cases[k].replay_error);
     }
     summarize(out);
     snprintf(out->system, sizeof out->system, "%s", x->system);
@@ -351,6 +377,7 @@ static ts_status experiment_run(experiment *x, ts_validate_result *out) {
 ts_status ts_validate(const ts_validate_opts *o, ts_validate_result *out) {
     memset(out, 0, sizeof *out);
     out->steps = o->steps, out->repeat = o->repeat, out->batch = o->batch, out->seq = o->seq;
+    out->replayed = o->replay;
     char dir[4096];
     if (o->dir) {
         snprintf(dir, sizeof dir, "%s", o->dir);

@@ -20,7 +20,9 @@
  *    "cases": [{sim/compare.h's comparison, "case", "ranks", "simulated_s", "measured_s", "error",
  *               "measured_raw_s", "raw_error", "measured_runs_s", "measured_raw_runs_s",
  *               "measured_spread", "measured_raw_spread"}],
- *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error"}
+ *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error",
+ *    with opts.replay: "replay": {"median_abs_error", "max_abs_error"} and per case "replay":
+ *    {sim/replay.h's JSON of the first pass, "errors": [each pass's], "error": their median}}
  * Errors are fractions of the measured step; a spread is (max − min) / median over the passes. */
 #ifndef TS_VALIDATE_H
 #define TS_VALIDATE_H
@@ -30,6 +32,7 @@
 #include <stdio.h>
 
 #include "sim/compare.h"
+#include "sim/replay.h"
 
 #define TS_VALIDATE_CASES 24      /* the layouts of the matrix */
 #define TS_VALIDATE_MAX_REPEAT 20 /* passes */
@@ -45,6 +48,7 @@ typedef struct {
     int situ_steps;       /* the calibration's in-situ steps (calibrate --situ-steps) */
     int64_t batch, seq;   /* sequences per step, tokens per sequence */
     unsigned char only[TS_VALIDATE_CASES]; /* nonzero: run only these cases; all zero: every one */
+    int replay;           /* also replay every run's trace (sim/replay.h) */
     FILE *log;            /* progress lines ("tessera validate: pass 1/1 [1/24] ..."); NULL: silent */
 } ts_validate_opts;
 
@@ -60,6 +64,9 @@ typedef struct {
     double run_s[TS_VALIDATE_MAX_REPEAT]; /* at the calibration's speed where known, else as timed */
     double raw_error;   /* the step error against the measured step as timed */
     double run_spread, raw_spread; /* (max − min) / median of run_s, raw_s */
+    ts_replay replay;   /* opts.replay: the first pass's trace replayed */
+    double replay_errors[TS_VALIDATE_MAX_REPEAT]; /* each pass's replay error */
+    double replay_error; /* their median; NAN without opts.replay */
 } ts_validate_case;
 
 /* The experiment's outcome. ts_validate_result_free frees the cases. */
@@ -73,6 +80,8 @@ typedef struct {
      * spreads (NAN without cases). */
     double median_abs_error, max_abs_error, median_abs_raw_error, max_abs_raw_error;
     double median_spread, median_raw_spread;
+    int replayed; /* opts.replay */
+    double replay_median_abs_error, replay_max_abs_error; /* over the cases' replay errors */
 } ts_validate_result;
 
 /* Runs the experiment. Children that fail (a calibration, a run) fail it with TS_ERR_EXTERNAL

@@ -15,6 +15,21 @@ static ts_status add_runs(cJSON *c, const char *key, const double *v, int n) {
     return TS_OK;
 }
 
+/* A case's "replay": the first pass's replay, each pass's error and their median. */
+static ts_status case_replay_json(const ts_validate_result *r, const ts_validate_case *vc, cJSON *c) {
+    cJSON *rp = NULL;
+    TS_CHECK(ts_replay_json(&vc->replay, &rp));
+    if (!cJSON_AddItemToObject(c, "replay", rp)) {
+        cJSON_Delete(rp);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a replay");
+    }
+    TS_CHECK(add_runs(rp, "errors", vc->replay_errors, r->repeat));
+    cJSON_DeleteItemFromObjectCaseSensitive(rp, "error");
+    if (!cJSON_AddNumberToObject(rp, "error", vc->replay_error))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a replay");
+    return TS_OK;
+}
+
 /* One case: the comparison's JSON (sim/compare.h) with the experiment's fields added. */
 static ts_status case_json(const ts_validate_result *r, const ts_validate_case *vc, cJSON *arr) {
     ts_status st = TS_OK;
@@ -33,6 +48,7 @@ static ts_status case_json(const ts_validate_result *r, const ts_validate_case *
     TS_CHECK(add_runs(c, "measured_raw_runs_s", vc->raw_s, r->repeat));
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", vc->run_spread), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_spread", vc->raw_spread), st, fail);
+    if (r->replayed) TS_CHECK(case_replay_json(r, vc, c));
 fail:
     return st;
 }
@@ -49,6 +65,12 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", r->max_abs_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", r->median_abs_raw_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
+    if (r->replayed) {
+        cJSON *rp;
+        TS_CJSON_GOTO(rp = cJSON_AddObjectToObject(root, "replay"), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(rp, "median_abs_error", r->replay_median_abs_error), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(rp, "max_abs_error", r->replay_max_abs_error), st, fail);
+    }
     *out = root;
     return TS_OK;
 fail:
@@ -77,6 +99,7 @@ static void print_head(FILE *f, const ts_validate_result *r, int gauged) {
             "error");
     if (r->repeat > 1) fprintf(f, " %7s", "spread");
     if (gauged) fprintf(f, " %9s %9s", "raw_s", "raw_error");
+    if (r->replayed) fprintf(f, " %8s", "replay");
     fprintf(f, "  %s\n", "worst op kind");
 }
 
@@ -91,6 +114,7 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
                 c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
         if (r->repeat > 1) fprintf(f, " %6.1f%%", 100 * vc->run_spread);
         if (gauged) fprintf(f, " %9.4f %+8.1f%%", c->measured_raw_step_s, 100 * vc->raw_error);
+        if (r->replayed) fprintf(f, " %+7.1f%%", 100 * vc->replay_error);
         if (w) fprintf(f, "  %s %+.0f%%", w->kind, 100 * w->error);
         fprintf(f, "\n");
     }
@@ -104,5 +128,8 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
         fprintf(f, "\n");
     }
+    if (r->replayed)
+        fprintf(f, "# replay (each run's compute at its measured times, the rest simulated): median |error| %.1f%%, "
+                   "worst %.1f%%\n", 100 * r->replay_median_abs_error, 100 * r->replay_max_abs_error);
     return TS_OK;
 }
