@@ -177,7 +177,8 @@ static ts_status run_case(const experiment *x, int i, int pass, ts_validate_case
     TS_CHECK(ts_spawn(argv, run_json));
     out->index = i;
     out->ranks = case_ranks(i);
-    return measured_step(run_json, &out->raw_s[pass], &out->flop[pass]);
+    TS_CHECK(measured_step(run_json, &out->raw_s[pass], &out->flop[pass]));
+    return ts_run_spreads(run_json, TS_VALIDATE_WARMUP, &out->step_spread[pass], &out->gauge_spread[pass]);
 }
 
 /* The median of n ≤ TS_VALIDATE_MAX_REPEAT passes' figures, leaving them in order. */
@@ -343,6 +344,12 @@ static void summarize(ts_validate_result *r) {
     median_worst(raw, n, &r->median_abs_raw_error, &r->max_abs_raw_error);
     r->median_spread = ts_median(run_spread, n);
     r->median_raw_spread = ts_median(raw_spread, n);
+    double steps[TS_VALIDATE_CASES], gauge[TS_VALIDATE_CASES];
+    for (int i = 0; i < n; i++) {
+        steps[i] = median_of(r->cases[i].step_spread, r->repeat);
+        gauge[i] = median_of(r->cases[i].gauge_spread, r->repeat);
+    }
+    ts_validate_noise_judge(&r->noise, ts_median(steps, n), ts_median(gauge, n), r->repeat > 1 ? r->median_raw_spread : NAN);
     if (!r->replayed) return;
     for (int i = 0; i < n; i++) err[i] = fabs(r->cases[i].replay_error);
     median_worst(err, n, &r->replay_median_abs_error, &r->replay_max_abs_error);
@@ -378,6 +385,7 @@ ts_status ts_validate(const ts_validate_opts *o, ts_validate_result *out) {
     memset(out, 0, sizeof *out);
     out->steps = o->steps, out->repeat = o->repeat, out->batch = o->batch, out->seq = o->seq;
     out->replayed = o->replay;
+    ts_validate_noise_start(&out->noise);
     char dir[4096];
     if (o->dir) {
         snprintf(dir, sizeof dir, "%s", o->dir);

@@ -22,7 +22,9 @@
  *               "measured_spread", "measured_raw_spread"}],
  *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error",
  *    with opts.replay: "replay": {"median_abs_error", "max_abs_error"} and per case "replay":
- *    {sim/replay.h's JSON of the first pass, "errors": [each pass's], "error": their median}}
+ *    {sim/replay.h's JSON of the first pass, "errors": [each pass's], "error": their median},
+ *    "noise": {"load_avg_1min", "cores", "step_spread", "gauge_spread", "repeat_spread", "judgeable",
+ *              "verdict"} (reports/validate_noise.h)}
  * Errors are fractions of the measured step; a spread is (max − min) / median over the passes. */
 #ifndef TS_VALIDATE_H
 #define TS_VALIDATE_H
@@ -33,6 +35,7 @@
 
 #include "sim/compare.h"
 #include "sim/replay.h"
+#include "reports/validate_noise.h"
 
 #define TS_VALIDATE_CASES 24      /* the layouts of the matrix */
 #define TS_VALIDATE_MAX_REPEAT 20 /* passes */
@@ -67,6 +70,8 @@ typedef struct {
     ts_replay replay;   /* opts.replay: the first pass's trace replayed */
     double replay_errors[TS_VALIDATE_MAX_REPEAT]; /* each pass's replay error */
     double replay_error; /* their median; NAN without opts.replay */
+    double step_spread[TS_VALIDATE_MAX_REPEAT], gauge_spread[TS_VALIDATE_MAX_REPEAT]; /* each pass's run's
+                           (reports/validate_noise.h) */
 } ts_validate_case;
 
 /* The experiment's outcome. ts_validate_result_free frees the cases. */
@@ -82,6 +87,7 @@ typedef struct {
     double median_spread, median_raw_spread;
     int replayed; /* opts.replay */
     double replay_median_abs_error, replay_max_abs_error; /* over the cases' replay errors */
+    ts_validate_noise noise; /* can this machine judge the target? */
 } ts_validate_result;
 
 /* Runs the experiment. Children that fail (a calibration, a run) fail it with TS_ERR_EXTERNAL

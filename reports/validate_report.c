@@ -53,6 +53,18 @@ fail:
     return st;
 }
 
+static ts_status noise_json(const ts_validate_noise *n, cJSON *root) {
+    cJSON *o = cJSON_AddObjectToObject(root, "noise");
+    if (o == NULL || !cJSON_AddNumberToObject(o, "load_avg_1min", n->load_avg_1min) ||
+        !cJSON_AddNumberToObject(o, "cores", (double)n->cores) ||
+        !cJSON_AddNumberToObject(o, "step_spread", n->step_spread) ||
+        !cJSON_AddNumberToObject(o, "gauge_spread", n->gauge_spread) ||
+        !cJSON_AddNumberToObject(o, "repeat_spread", n->repeat_spread) ||
+        !cJSON_AddBoolToObject(o, "judgeable", n->judgeable) || !cJSON_AddStringToObject(o, "verdict", n->verdict))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the noise verdict");
+    return TS_OK;
+}
+
 ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     ts_status st = TS_OK;
     cJSON *root = cJSON_CreateObject(), *arr;
@@ -65,6 +77,7 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", r->max_abs_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", r->median_abs_raw_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
+    TS_CHECK_GOTO(noise_json(&r->noise, root), st, fail);
     if (r->replayed) {
         cJSON *rp;
         TS_CJSON_GOTO(rp = cJSON_AddObjectToObject(root, "replay"), st, fail);
@@ -128,6 +141,10 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
         fprintf(f, "\n");
     }
+    fprintf(f, "# machine: %s\n", r->noise.verdict);
+    if (!r->noise.judgeable)
+        fprintf(f, "# so the step errors above are not a verdict on the simulator%s\n",
+                r->replayed ? "; the replay below runs on the measured times and is" : " (--replay gives one)");
     if (r->replayed)
         fprintf(f, "# replay (each run's compute at its measured times, the rest simulated): median |error| %.1f%%, "
                    "worst %.1f%%\n", 100 * r->replay_median_abs_error, 100 * r->replay_max_abs_error);

@@ -53,8 +53,9 @@ static ts_status fill_override(const char *path, const ts_trace_ops *t, const ts
 
 /* The measured transfers of `t`'s collectives (the longest of the members', since the engine ends
  * a collective for all of them together, at the op of its owner, the group's lowest member, which
- * starts it) and receives (at the matching send, which starts the transfer in the engine, and at
- * the receive, which takes that long when posted after its data arrived) into `ovr` (sim/compare_wait.h splits them from the waits). */
+ * starts it) and receives: at the matching send, which starts the transfer in the engine, the time
+ * from its start to the receive's end (so a receive waiting for it ends when it ended), and at the
+ * receive the transfer, which it takes when posted after its data arrived into `ovr` (sim/compare_wait.h splits them from the waits). */
 static ts_status fill_transfers(const ts_trace_ops *t, const ts_program *prog, ts_cost_override *ovr) {
     const ts_layout *l = &prog->layout;
     double *transfer = malloc(((size_t)t->n + 1) * sizeof *transfer);
@@ -71,7 +72,8 @@ static ts_status fill_transfers(const ts_trace_ops *t, const ts_program *prog, t
             res = ts_cost_override_set(ovr, lead, o->op, isnan(set) ? d : fmax(set, d));
         }
         else if (o->kind == TS_OP_RECV && send_of[i] >= 0) {
-            res = ts_cost_override_set(ovr, t->ops[send_of[i]].rank, t->ops[send_of[i]].op, d);
+            const ts_trace_op *snd = &t->ops[send_of[i]];
+            res = ts_cost_override_set(ovr, snd->rank, snd->op, fmax(0, o->start_s + o->dur_s - snd->start_s));
             if (res == TS_OK) res = ts_cost_override_set(ovr, o->rank, o->op, d);
         }
     }
