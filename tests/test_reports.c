@@ -683,6 +683,11 @@ Test(mpi, report_beside_a_real_run, .init = no_leak_check, .timeout = 300) {
     cr_expect_eq(st.failures, 0);
     cr_expect(has_tag(html, "measured.step_s.median") && has_tag(html, "measured.kind_s_per_rank.gemm"));
     cr_expect_eq(count(html, "time in the step (s)"), 2, "a simulated and a measured timeline");
+    cr_expect(has_tag(html, "measured.kind_error.gemm"), "the error per kind");
+    const cJSON *kerr = json_obj(m, "kind_error", "measured");
+    double sim_gemm = json_num(json_obj(json_obj(json, "simulation", "$"), "kind_s_per_rank", "simulation"), "gemm", "k");
+    double run_gemm = json_num(json_obj(m, "kind_s_per_rank", "measured"), "gemm", "measured.kind_s_per_rank");
+    cr_expect(fabs(json_num(kerr, "gemm", "measured.kind_error") - (sim_gemm - run_gemm) / run_gemm) < 1e-9);
     cJSON_Delete(json);
     cJSON_Delete(measured);
     free(html);
