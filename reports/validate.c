@@ -178,6 +178,7 @@ static ts_status run_case(const experiment *x, int i, int pass, ts_validate_case
     out->index = i;
     out->ranks = case_ranks(i);
     TS_CHECK(measured_step(run_json, &out->raw_s[pass], &out->flop[pass]));
+    if (pass == 0) TS_CHECK(ts_validate_memory_read(run_json, &out->memory));
     return ts_run_spreads(run_json, TS_VALIDATE_WARMUP, &out->step_spread[pass], &out->gauge_spread[pass]);
 }
 
@@ -348,6 +349,12 @@ static void summarize(ts_validate_result *r) {
     for (int i = 0; i < n; i++) {
         steps[i] = median_of(r->cases[i].step_spread, r->repeat);
         gauge[i] = median_of(r->cases[i].gauge_spread, r->repeat);
+    }
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (isfinite(r->cases[i].memory.error[k])) err[m++] = fabs(r->cases[i].memory.error[k]);
+        median_worst(err, m, &r->memory_median_abs_error[k], &r->memory_max_abs_error[k]);
     }
     ts_validate_noise_judge(&r->noise, ts_median(steps, n), ts_median(gauge, n), r->repeat > 1 ? r->median_raw_spread : NAN);
     if (!r->replayed) return;

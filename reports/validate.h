@@ -23,6 +23,8 @@
  *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error",
  *    with opts.replay: "replay": {"median_abs_error", "max_abs_error"} and per case "replay":
  *    {sim/replay.h's JSON of the first pass, "errors": [each pass's], "error": their median},
+ *    per case "memory" (reports/validate_memory.h) and "memory": {"median_abs_error": {category: x},
+ *    "max_abs_error": {...}},
  *    "noise": {"load_avg_1min", "cores", "step_spread", "gauge_spread", "repeat_spread", "judgeable",
  *              "verdict"} (reports/validate_noise.h)}
  * Errors are fractions of the measured step; a spread is (max − min) / median over the passes. */
@@ -35,6 +37,7 @@
 
 #include "sim/compare.h"
 #include "sim/replay.h"
+#include "reports/validate_memory.h"
 #include "reports/validate_noise.h"
 
 #define TS_VALIDATE_CASES 24      /* the layouts of the matrix */
@@ -72,6 +75,7 @@ typedef struct {
     double replay_error; /* their median; NAN without opts.replay */
     double step_spread[TS_VALIDATE_MAX_REPEAT], gauge_spread[TS_VALIDATE_MAX_REPEAT]; /* each pass's run's
                            (reports/validate_noise.h) */
+    ts_validate_memory memory; /* the first pass's run: predicted against measured peaks */
 } ts_validate_case;
 
 /* The experiment's outcome. ts_validate_result_free frees the cases. */
@@ -88,6 +92,8 @@ typedef struct {
     int replayed; /* opts.replay */
     double replay_median_abs_error, replay_max_abs_error; /* over the cases' replay errors */
     ts_validate_noise noise; /* can this machine judge the target? */
+    /* Per memory category over the cases that report it: median and worst |error| (NAN: none). */
+    double memory_median_abs_error[TS_VALIDATE_MEM_KINDS], memory_max_abs_error[TS_VALIDATE_MEM_KINDS];
 } ts_validate_result;
 
 /* Runs the experiment. Children that fail (a calibration, a run) fail it with TS_ERR_EXTERNAL

@@ -49,8 +49,42 @@ static ts_status case_json(const ts_validate_result *r, const ts_validate_case *
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", vc->run_spread), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_spread", vc->raw_spread), st, fail);
     if (r->replayed) TS_CHECK(case_replay_json(r, vc, c));
+    TS_CHECK(ts_validate_memory_json(&vc->memory, c));
 fail:
     return st;
+}
+
+static ts_status memory_summary_json(const ts_validate_result *r, cJSON *root) {
+    cJSON *o = cJSON_AddObjectToObject(root, "memory"), *med = NULL, *max = NULL;
+    if (o) med = cJSON_AddObjectToObject(o, "median_abs_error"), max = cJSON_AddObjectToObject(o, "max_abs_error");
+    if (med == NULL || max == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing memory errors");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        if (!cJSON_AddNumberToObject(med, ts_validate_mem_names[k], r->memory_median_abs_error[k]) ||
+            !cJSON_AddNumberToObject(max, ts_validate_mem_names[k], r->memory_max_abs_error[k]))
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing memory errors");
+    return TS_OK;
+}
+
+/* The memory table: per case, the planner's error per category against the measured peak. */
+static void print_memory(FILE *f, const ts_validate_result *r) {
+    fprintf(f, "# memory: planner against the measured peak (worst rank), (predicted - measured) / measured\n");
+    fprintf(f, "%-4s", "#");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) fprintf(f, " %12s", ts_validate_mem_names[k]);
+    fprintf(f, "\n");
+    for (int i = 0; i < r->n; i++) {
+        const ts_validate_memory *m = &r->cases[i].memory;
+        if (!m->known) continue;
+        fprintf(f, "%-4d", r->cases[i].index + 1);
+        for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) fprintf(f, " %+11.1f%%", 100 * m->error[k]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "# memory median |error|:");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        fprintf(f, " %s %.1f%%", ts_validate_mem_names[k], 100 * r->memory_median_abs_error[k]);
+    fprintf(f, "\n# memory worst |error|: ");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        fprintf(f, " %s %.1f%%", ts_validate_mem_names[k], 100 * r->memory_max_abs_error[k]);
+    fprintf(f, "\n");
 }
 
 static ts_status noise_json(const ts_validate_noise *n, cJSON *root) {
@@ -78,6 +112,7 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", r->median_abs_raw_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
     TS_CHECK_GOTO(noise_json(&r->noise, root), st, fail);
+    TS_CHECK_GOTO(memory_summary_json(r, root), st, fail);
     if (r->replayed) {
         cJSON *rp;
         TS_CJSON_GOTO(rp = cJSON_AddObjectToObject(root, "replay"), st, fail);
@@ -141,6 +176,7 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
         fprintf(f, "\n");
     }
+    print_memory(f, r);
     fprintf(f, "# machine: %s\n", r->noise.verdict);
     if (!r->noise.judgeable)
         fprintf(f, "# so the step errors above are not a verdict on the simulator%s\n",

@@ -19,6 +19,8 @@ typedef struct {
     double *dur_s;  /* (first[n_ranks]) seconds, NAN where the model's cost stands */
     int64_t n_set;  /* durations set */
     double *start_s; /* (n_ranks) when each rank begins its step (replay: as measured), 0 default */
+    uint8_t *alone;  /* (first[n_ranks]) 1: a collective this rank ran without waiting for its
+                        peers (the run issued it and went on), for its duration alone */
 } ts_cost_override;
 
 /* An empty table (every op NAN) for every rank of `prog`'s layout; ts_cost_override_free frees it. */
@@ -32,6 +34,10 @@ ts_status ts_cost_override_set(ts_cost_override *t, int rank, int op, double dur
 /* Rank `rank` begins its step `start_s` ≥ 0 seconds after the simulation's start; TS_ERR_INPUT out
  * of range. */
 ts_status ts_cost_override_set_start(ts_cost_override *t, int rank, double start_s);
+
+/* Collective `op` of `rank` runs alone for its duration (see `alone`); every member of it must be
+ * marked. TS_ERR_INPUT out of range. */
+ts_status ts_cost_override_set_alone(ts_cost_override *t, int rank, int op);
 
 /* The duration of op `op` of global rank `rank`, NAN when unset. The caller keeps both in range. */
 static inline double ts_cost_override_get(const ts_cost_override *t, int rank, int op) {

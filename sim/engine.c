@@ -50,7 +50,7 @@
 #include "sim/heap.h"
 #include "sim/network.h"
 
-enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE, EV_RANK_START };
+enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE, EV_RANK_START, EV_MEMBER_DONE };
 
 enum { DIR_OUT, DIR_IN };
 
@@ -394,9 +394,17 @@ static ts_status comm_begin(sim *S, int r, int i) {
         P->active++;
         prefetch_succ(P, o->kind == TS_OP_SEND && k == 1 ? o->match : i);
     }
-    /* A replayed transfer takes its measured time, sharing no link. */
+    /* A replayed transfer takes its measured time, sharing no link; each member of a replayed
+     * collective leaves it when it left it in the run. */
     double d;
-    if (S->ovr && !isnan(d = ts_cost_override_get(S->ovr, r, i))) return push(S, EV_COMM_DONE, S->now + d, r, i, 0);
+    if (S->ovr && !isnan(d = ts_cost_override_get(S->ovr, r, i))) {
+        if (o->kind != TS_OP_COLL) return push(S, EV_COMM_DONE, S->now + d, r, i, 0);
+        for (int k = 0; k < n; k++) {
+            double dk = ts_cost_override_get(S->ovr, r + k * stride, i);
+            TS_CHECK(push(S, EV_MEMBER_DONE, S->now + (isnan(dk) ? d : dk), r + k * stride, i, 0));
+        }
+        return TS_OK;
+    }
     return push(S, EV_LATENCY, S->now + o->lat_s, r, i, 0);
 }
 
@@ -449,6 +457,12 @@ static ts_status start_comm(sim *S, int r, int i) {
     const op_plan *o = &R->plan->ops[i];
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL: {
+        if (S->ovr && S->ovr->alone[S->ovr->first[r] + i]) {
+            /* Replay: the run went on without waiting for the peers here. */
+            double d = ts_cost_override_get(S->ovr, r, i);
+            R->active++;
+            return push(S, EV_MEMBER_DONE, S->now + (isnan(d) ? 0 : d), r, i, 0);
+        }
         if (!S->full) return comm_begin(S, r, i);
         int lead = S->lead[r * TS_GROUP_COUNT + o->group];
         if (++S->rk[lead].state[i].count < S->group_size[o->group]) return TS_OK;
@@ -595,6 +609,10 @@ static ts_status run(sim *S) {
         case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
         case EV_COMM_DONE: TS_CHECK(comm_done(S, ev.a, ev.b)); break;
         case EV_RANK_START: TS_CHECK(start_rank(S, ev.a)); break;
+        case EV_MEMBER_DONE: /* a replayed collective's member (comm_begin) */
+            S->rk[ev.a].active--;
+            TS_CHECK(end_op(S, ev.a, ev.b));
+            break;
         case EV_FLOW: {
             int64_t tag = S->net.flows[ev.a].tag;
             TS_CHECK(ts_net_remove(&S->net, ev.a));

@@ -14,6 +14,8 @@
 #include "sim/compare_wait.h"
 #include "sim/engine.h"
 
+enum { TS_REPLAY_MAX_GROUP = 1024 };
+
 static int is_compute(int kind) {
     return kind == TS_OP_GEMM || kind == TS_OP_ATTENTION || kind == TS_OP_ELEMENTWISE || kind == TS_OP_OPTIMIZER;
 }
@@ -51,11 +53,29 @@ static ts_status fill_override(const char *path, const ts_trace_ops *t, const ts
     return TS_OK;
 }
 
-/* The measured transfers of `t`'s collectives (the longest of the members', since the engine ends
- * a collective for all of them together, at the op of its owner, the group's lowest member, which
- * starts it) and receives: at the matching send, which starts the transfer in the engine, the time
- * from its start to the receive's end (so a receive waiting for it ends when it ended), and at the
- * receive the transfer, which it takes when posted after its data arrived into `ovr` (sim/compare_wait.h splits them from the waits). */
+/* A collective that a member left before its last peer arrived was not waited on in the run (the
+ * executor issued it and went on; ring CP's exchanges complete inside the attention beside them):
+ * each member then runs it alone, for its own measured span. */
+static ts_status mark_alone(const ts_trace_ops *t, const ts_layout *l, ts_cost_override *ovr, const ts_trace_op *o) {
+    int size = ts_group_size(l, (ts_group)o->group), members[TS_REPLAY_MAX_GROUP];
+    if (size > TS_REPLAY_MAX_GROUP) return TS_OK;
+    ts_group_members(l, (ts_group)o->group, o->rank, members);
+    for (int k = 0; k < size; k++) {
+        int r = members[k];
+        if (r >= ovr->n_ranks || o->op >= ovr->first[r + 1] - ovr->first[r]) continue;
+        TS_CHECK(ts_cost_override_set_alone(ovr, r, o->op));
+        for (int j = 0; j < t->n; j++) /* the member's own span */
+            if (t->ops[j].rank == r && t->ops[j].op == o->op) TS_CHECK(ts_cost_override_set(ovr, r, o->op, t->ops[j].dur_s));
+    }
+    return TS_OK;
+}
+
+/* The measured transfers of `t`'s collectives (each member's: the engine ends a replayed collective
+ * for each member after its own) and receives: at the matching send, which starts the transfer in
+ * the engine (a receive waiting for it ends as it ended), and at the receive, which takes that long
+ * when posted after its data arrived (then the send's transfer had ended before: the time from the
+ * send to a late receive is the receiver's, not the sends' stream's, which would hold up the next
+ * send) into `ovr` (sim/compare_wait.h splits them from the waits). */
 static ts_status fill_transfers(const ts_trace_ops *t, const ts_program *prog, ts_cost_override *ovr) {
     const ts_layout *l = &prog->layout;
     double *transfer = malloc(((size_t)t->n + 1) * sizeof *transfer);
@@ -66,14 +86,11 @@ static ts_status fill_transfers(const ts_trace_ops *t, const ts_program *prog, t
         const ts_trace_op *o = &t->ops[i];
         if (!isfinite(transfer[i])) continue;
         double d = fmax(0, transfer[i]);
-        int lead = o->kind == TS_OP_COLL ? ts_group_id(l, (ts_group)o->group, o->rank) : -1;
-        if (lead >= 0 && lead < ovr->n_ranks && o->op < ovr->first[lead + 1] - ovr->first[lead]) {
-            double set = ts_cost_override_get(ovr, lead, o->op);
-            res = ts_cost_override_set(ovr, lead, o->op, isnan(set) ? d : fmax(set, d));
-        }
+        if (o->kind == TS_OP_COLL && transfer[i] < 0) res = mark_alone(t, l, ovr, o);
+        else if (o->kind == TS_OP_COLL) res = ts_cost_override_set(ovr, o->rank, o->op, d);
         else if (o->kind == TS_OP_RECV && send_of[i] >= 0) {
             const ts_trace_op *snd = &t->ops[send_of[i]];
-            res = ts_cost_override_set(ovr, snd->rank, snd->op, fmax(0, o->start_s + o->dur_s - snd->start_s));
+            res = ts_cost_override_set(ovr, snd->rank, snd->op, d);
             if (res == TS_OK) res = ts_cost_override_set(ovr, o->rank, o->op, d);
         }
     }
