@@ -89,11 +89,7 @@ static int report(const char *cmd, const ts_calib *cal, int json, const char *ou
     ts_calib_quality q;
     ts_calib_quality_judge(cal, &q);
     ts_calib_quality_print(stderr, &q);
-    if (strict && q.warnings > 0) {
-        fprintf(stderr, "tessera %s: --strict: %d warning%s above; %s not written\n", cmd, q.warnings,
-                q.warnings == 1 ? "" : "s", output ? output : "the spec");
-        return 1;
-    }
+    int refused = strict && q.warnings > 0;
     int to_stdout = output && strcmp(output, "-") == 0;
     cJSON *doc = NULL;
     if (!to_stdout && json) {
@@ -102,6 +98,12 @@ static int report(const char *cmd, const ts_calib *cal, int json, const char *ou
         cJSON_Delete(doc);
     } else if (!to_stdout) {
         st = ts_calib_print(stdout, cal);
+    }
+    if (st == TS_OK && refused) {
+        fflush(stdout);
+        fprintf(stderr, "tessera %s: --strict: %d warning%s above; %s not written\n", cmd, q.warnings,
+                q.warnings == 1 ? "" : "s", output ? output : "the spec");
+        return 1;
     }
     if (st == TS_OK && output) {
         st = ts_calib_profile(cal, &doc);

@@ -22,20 +22,21 @@ static void fit(ts_calib_quality *q, const char *what, double rms, double limit)
 }
 
 void ts_calib_quality_judge(const ts_calib *c, ts_calib_quality *out) {
-    *out = (ts_calib_quality){.load_avg_1min = -1, .cores = sysconf(_SC_NPROCESSORS_ONLN)};
+    double load[1];
+    ts_calib_quality_judge_at(c, getloadavg(load, 1) == 1 ? load[0] : -1, sysconf(_SC_NPROCESSORS_ONLN), out);
+}
+
+void ts_calib_quality_judge_at(const ts_calib *c, double load_avg_1min, long cores, ts_calib_quality *out) {
+    *out = (ts_calib_quality){.load_avg_1min = load_avg_1min, .cores = cores};
     if (c->n_gemm > 0) fit(out, "GEMM", c->gemm_rms_error, TS_CALIB_GEMM_RMS_LIMIT);
     if (c->n_mem > 0) fit(out, "memory-bound kernel", c->mem_rms_error, TS_CALIB_KERNEL_RMS_LIMIT);
     if (c->n_attn > 0) fit(out, "attention", c->attn_rms_error, TS_CALIB_KERNEL_RMS_LIMIT);
     if (c->fit_all.points > 0) fit(out, "collective (shared)", c->fit_all.spec_rms_error, TS_CALIB_COLL_RMS_LIMIT);
-    double load[1];
-    if (getloadavg(load, 1) == 1) {
-        out->load_avg_1min = load[0];
-        /* Our own ranks count in the load while they run: more than one runnable process per core
-         * besides them means other work shared the cores. */
-        if (out->cores > 0 && load[0] > (double)out->cores + 1)
-            add(out, 1, "warning: load average %.1f on %ld cores: other work shared the cores while measuring",
-                load[0], out->cores);
-    }
+    /* Our own ranks count in the load while they run: more than one runnable process per core
+     * besides them means other work shared the cores. */
+    if (load_avg_1min >= 0 && cores > 0 && load_avg_1min > (double)cores + 1)
+        add(out, 1, "warning: load average %.1f on %ld cores: other work shared the cores while measuring",
+            load_avg_1min, cores);
     if (c->situ.steps > 0 && c->situ.step_cv > TS_CALIB_SPREAD_LIMIT)
         add(out, 1, "warning: ranks in lockstep spread %.1f%% at the same step (limit %.0f%%): too noisy to judge a 5%% "
                     "error with this profile", 100 * c->situ.step_cv, 100 * TS_CALIB_SPREAD_LIMIT);

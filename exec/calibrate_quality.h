@@ -31,8 +31,10 @@ typedef struct {
     long cores;
 } ts_calib_quality;
 
-/* Judges `c` as measured now on this machine. */
+/* Judges `c` as measured now on this machine (its load average now, getloadavg(3)). */
 void ts_calib_quality_judge(const ts_calib *c, ts_calib_quality *out);
+/* The same with the load given (-1: unknown) on `cores` cores. */
+void ts_calib_quality_judge_at(const ts_calib *c, double load_avg_1min, long cores, ts_calib_quality *out);
 
 /* The lines, "# warning: ..." or "# ok: ...", to `f`. */
 void ts_calib_quality_print(FILE *f, const ts_calib_quality *q);

@@ -67,6 +67,9 @@ static ts_status memory_summary_json(const ts_validate_result *r, cJSON *root) {
 
 /* The memory table: per case, the planner's error per category against the measured peak. */
 static void print_memory(FILE *f, const ts_validate_result *r) {
+    int known = 0;
+    for (int i = 0; i < r->n; i++) known += r->cases[i].memory.known;
+    if (known == 0) return;
     fprintf(f, "# memory: planner against the measured peak (worst rank), (predicted - measured) / measured\n");
     fprintf(f, "%-4s", "#");
     for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) fprintf(f, " %12s", ts_validate_mem_names[k]);
@@ -177,8 +180,8 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         fprintf(f, "\n");
     }
     print_memory(f, r);
-    fprintf(f, "# machine: %s\n", r->noise.verdict);
-    if (!r->noise.judgeable)
+    if (r->noise.verdict[0]) fprintf(f, "# machine: %s\n", r->noise.verdict);
+    if (r->noise.verdict[0] && !r->noise.judgeable)
         fprintf(f, "# so the step errors above are not a verdict on the simulator%s\n",
                 r->replayed ? "; the replay below runs on the measured times and is" : " (--replay gives one)");
     if (r->replayed)
