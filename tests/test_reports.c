@@ -449,7 +449,10 @@ static int cell_path(const char *table, const csv_table *t, int row, int col, ch
     const char *column = t->cell[0][col], *first = t->cell[row + 1][0];
     if (strcmp(table, "stages") == 0) snprintf(buf, cap, "simulation.stages[%d].%s", row, column);
     else if (strcmp(table, "op_kinds") == 0 && col == 0) return 0;
-    else if (strcmp(table, "op_kinds") == 0)
+    else if (strcmp(table, "op_kinds") == 0 && strcmp(column, "error") == 0) {
+        if (t->cell[row + 1][col][0] == '\0') return 0; /* no measured op of the kind */
+        snprintf(buf, cap, "measured.kind_error.%s", first);
+    } else if (strcmp(table, "op_kinds") == 0)
         snprintf(buf, cap, "%s.kind_s_per_rank.%s", strcmp(column, "measured_s_per_rank") == 0 ? "measured" : "simulation",
                  first);
     else if (strcmp(table, "measured") == 0 && starts_with(column, "step_") && strcmp(column, "step_s") != 0)
