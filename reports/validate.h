@@ -55,6 +55,9 @@ typedef struct {
     int64_t batch, seq;   /* sequences per step, tokens per sequence */
     unsigned char only[TS_VALIDATE_CASES]; /* nonzero: run only these cases; all zero: every one */
     int replay;           /* also replay every run's trace (sim/replay.h) */
+    double repeat_to;     /* > 0: passes (2 .. TS_VALIDATE_MAX_REPEAT, `repeat` ignored) until the
+                             median over the cases of their passes' spread / √passes is at most
+                             this fraction: the measured steps' medians then hold to about it */
     FILE *log;            /* progress lines ("tessera validate: pass 1/1 [1/24] ..."); NULL: silent */
 } ts_validate_opts;
 

@@ -192,3 +192,19 @@ Test(mpi, validate_calibrates_each_pass, .init = no_leak_check, .timeout = 300) 
     cli_result_free(&r);
     remove_dir(dir);
 }
+
+/* --repeat-to: passes until the cases' passes agree to the fraction; 1 (100%) holds after the
+ * least, two passes. */
+Test(validate, repeat_to_stops_once_settled, .init = no_leak_check, .timeout = 120) {
+    char *spec = test_data_path("models/systems/cpu-localhost.json");
+    cli_result r = run_cli("validate", "--system", spec, "--only", "1", "--steps", "4", "--repeat-to", "1", "--json",
+                           NULL);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cJSON *root = parse_json_output(&r, "validate --json");
+    cr_expect_eq(json_num(root, "repeat", "$"), 2);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cases")->child;
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "measured_raw_runs_s")), 2);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    free(spec);
+}
