@@ -99,28 +99,6 @@ static void print_waits(const ts_compare_waits *w) {
            "# sim_wait_s: the simulator's own waits before the same ops\n");
 }
 
-/* The "waits" array of the JSON. */
-static ts_status waits_json(const ts_compare_waits *w, cJSON *root) {
-    cJSON *arr = cJSON_AddArrayToObject(root, "waits");
-    if (arr == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
-    for (int k = 0; k < w->n_kinds; k++) {
-        const ts_wait_kind *x = &w->kinds[k];
-        cJSON *e = cJSON_CreateObject();
-        if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
-            cJSON_Delete(e);
-            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
-        }
-        if (!cJSON_AddStringToObject(e, "kind", x->kind) || !cJSON_AddNumberToObject(e, "ops", x->ops) ||
-            !cJSON_AddNumberToObject(e, "simulated_s", x->simulated_s) ||
-            !cJSON_AddNumberToObject(e, "measured_transfer_s", x->measured_transfer_s) ||
-            !cJSON_AddNumberToObject(e, "transfer_error", x->transfer_error) ||
-            !cJSON_AddNumberToObject(e, "simulated_wait_s", x->simulated_wait_s) ||
-            !cJSON_AddNumberToObject(e, "measured_wait_s", x->measured_wait_s))
-            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
-    }
-    return TS_OK;
-}
-
 static void print_replay(const ts_replay *r) {
     printf("# replay: %s, %s: %lld compute ops and every transfer at their measured times; dependencies,\n"
            "# schedule and waits simulated\n", r->model, r->layout, (long long)r->ops);
@@ -141,7 +119,7 @@ static ts_status build_json(const ts_compare *cmp, const ts_compare_ops *ops, co
         st = TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
     if (st == TS_OK && ops && (st = ts_compare_ops_json(ops, -1, &item)) == TS_OK)
         cJSON_AddItemToObject(root, "op_list", item);
-    if (st == TS_OK && w) st = waits_json(w, root);
+    if (st == TS_OK && w) st = ts_compare_waits_json(w, root);
     if (st == TS_OK && rp && (st = ts_replay_json(rp, &item)) == TS_OK) cJSON_AddItemToObject(root, "replay", item);
     if (st != TS_OK) cJSON_Delete(root);
     else *out = root;

@@ -168,3 +168,25 @@ void ts_compare_waits_free(ts_compare_waits *w) {
     free(w->kinds);
     *w = (ts_compare_waits){0};
 }
+
+/* cJSON writes a NAN as null. */
+ts_status ts_compare_waits_json(const ts_compare_waits *w, cJSON *root) {
+    cJSON *arr = cJSON_AddArrayToObject(root, "waits");
+    if (arr == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
+    for (int k = 0; k < w->n_kinds; k++) {
+        const ts_wait_kind *x = &w->kinds[k];
+        cJSON *e = cJSON_CreateObject();
+        if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
+        }
+        if (!cJSON_AddStringToObject(e, "kind", x->kind) || !cJSON_AddNumberToObject(e, "ops", x->ops) ||
+            !cJSON_AddNumberToObject(e, "simulated_s", x->simulated_s) ||
+            !cJSON_AddNumberToObject(e, "measured_transfer_s", x->measured_transfer_s) ||
+            !cJSON_AddNumberToObject(e, "transfer_error", x->transfer_error) ||
+            !cJSON_AddNumberToObject(e, "simulated_wait_s", x->simulated_wait_s) ||
+            !cJSON_AddNumberToObject(e, "measured_wait_s", x->measured_wait_s))
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory");
+    }
+    return TS_OK;
+}

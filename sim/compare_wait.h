@@ -15,6 +15,8 @@
 #ifndef TS_COMPARE_WAIT_H
 #define TS_COMPARE_WAIT_H
 
+#include <cjson/cJSON.h>
+
 #include "common/status.h"
 #include "program/layout.h"
 #include "sim/compare.h"
@@ -37,6 +39,10 @@ typedef struct {
 ts_status ts_compare_waits_read(const char *sim_path, const char *measured_path, double speed,
                                 ts_compare_waits *out);
 void ts_compare_waits_free(ts_compare_waits *w);
+
+/* Adds "waits": [{"kind", "ops", "simulated_s", "measured_transfer_s", "transfer_error",
+ * "simulated_wait_s", "measured_wait_s"}] to `root`. */
+ts_status ts_compare_waits_json(const ts_compare_waits *w, cJSON *root);
 
 /* For every op of the measured trace `m` (of layout `l`), in its order: the transfer of a
  * collective or receive as above (NAN for other ops) and, when `send_of` is not NULL, for a
