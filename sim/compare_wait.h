@@ -11,7 +11,10 @@
  * where the simulated transfer start is the span's start (the simulator starts a collective when
  * its last member arrives, a receive when its data is sent) and the measured one max(own start,
  * last arrival). The simulator's communication is then compared with the measured transfer, and
- * the waits are reported beside each other. Sends are non-blocking and left out. */
+ * the waits are reported beside each other. Sends are non-blocking and left out. The previous op
+ * is the one a rank ran before, as the CPU executor and a serial_ops simulation run one op at a
+ * time; with overlapping streams (GPUs) it is the latest-ending op that started before, and a
+ * wait is then an upper bound. */
 #ifndef TS_COMPARE_WAIT_H
 #define TS_COMPARE_WAIT_H
 

@@ -20,26 +20,28 @@
 #include "sim/replay.h"
 #include "tests/helpers.h"
 
-#define TINY "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--global-batch", "16", "--seq", "256"
+#define TINY_ON(sys) "--model", "tiny", "--system", sys, "--gpus", "8", "--global-batch", "16", "--seq", "256"
 
 typedef struct {
     char dir[64], plan[128], sim[128], measured[128];
 } files;
 
-/* dir/plan.json for the pins and dir/sim.trace.json of its full simulation. */
-static void make_files(files *f, const char *fix) {
+/* dir/plan.json for the pins on `system` and dir/sim.trace.json of its full simulation. */
+static void make_files_on(files *f, const char *fix, const char *system) {
     snprintf(f->dir, sizeof f->dir, "/tmp/tessera-replay-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
     snprintf(f->plan, sizeof f->plan, "%s/plan.json", f->dir);
     snprintf(f->sim, sizeof f->sim, "%s/sim.trace.json", f->dir);
     snprintf(f->measured, sizeof f->measured, "%s/run.trace.json", f->dir);
-    cli_result r = run_cli("plan", TINY, "--fix", fix, "--top", "1", "-o", f->plan, NULL);
+    cli_result r = run_cli("plan", TINY_ON(system), "--fix", fix, "--top", "1", "-o", f->plan, NULL);
     cr_assert_eq(r.status, 0, "plan: %s", r.err);
     cli_result_free(&r);
     r = run_cli("sim", "--plan", f->plan, "--full", "--trace", f->sim, NULL);
     cr_assert_eq(r.status, 0, "sim: %s", r.err);
     cli_result_free(&r);
 }
+
+static void make_files(files *f, const char *fix) { make_files_on(f, fix, "h100-sxm-dgx"); }
 
 static void remove_files(files *f) {
     remove(f->plan), remove(f->sim), remove(f->measured), rmdir(f->dir);
@@ -113,6 +115,47 @@ Test(replay, waits_split_from_transfers_in_a_full_trace) {
                   "%s: waits %g s and %g s", x->kind, x->simulated_wait_s, x->measured_wait_s);
     }
     ts_compare_waits_free(&w);
+    remove_files(&f);
+}
+
+/* Rank 0 enters every collective `early_us` sooner: its span grows at the front by that much, as a
+ * rank that waits for a late peer inside the call instead of before it. */
+static void early_arrivals(const char *in, const char *out, double early_us) {
+    cJSON *root = NULL;
+    cr_assert_eq(ts_json_load_file(in, &root), TS_OK, "%s", ts_error_message());
+    cJSON *events = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    for (cJSON *e = events->child; e; e = e->next) {
+        const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid"), *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
+        if (pid->valueint != 0 || !cJSON_IsString(cat) || strcmp(cat->valuestring, "collective") != 0) continue;
+        cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "ts"), *dur = cJSON_GetObjectItemCaseSensitive(e, "dur");
+        cJSON_SetNumberValue(ts, ts->valuedouble - early_us);
+        cJSON_SetNumberValue(dur, dur->valuedouble + early_us);
+    }
+    cr_assert_eq(ts_json_write_file(out, root), TS_OK, "%s", ts_error_message());
+    cJSON_Delete(root);
+}
+
+Test(replay, waiting_inside_a_call_is_still_wait) {
+    files f;
+    /* CPU ranks run one op at a time (serial_ops), as the split assumes. */
+    make_files_on(&f, "tp=2,pp=1,dp=4,mbs=1", "cpu-localhost");
+    ts_compare_waits same, early;
+    cr_assert_eq(ts_compare_waits_read(f.sim, f.sim, 1.0, &same), TS_OK, "%s", ts_error_message());
+    /* 1 µs sooner: less than any gap before a collective in this step, so the span overlaps nothing. */
+    early_arrivals(f.sim, f.measured, 1.0);
+    cr_assert_eq(ts_compare_waits_read(f.sim, f.measured, 1.0, &early), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(same.n_kinds, early.n_kinds);
+    for (int k = 0; k < same.n_kinds; k++) {
+        const ts_wait_kind *a = &same.kinds[k], *b = &early.kinds[k];
+        /* Rank 0's spans grew by 1 µs at the front: waiting moved into the call, which the split
+         * sees through (the transfer starts at the last arrival either way). */
+        cr_expect(fabs(b->measured_transfer_s - a->measured_transfer_s) < 1e-8 * a->ops, "%s: transfer %g -> %g s",
+                  a->kind, a->measured_transfer_s, b->measured_transfer_s);
+        cr_expect(fabs(b->measured_wait_s - a->measured_wait_s) < 1e-8 * a->ops, "%s: wait %g -> %g s", a->kind,
+                  a->measured_wait_s, b->measured_wait_s);
+    }
+    ts_compare_waits_free(&same);
+    ts_compare_waits_free(&early);
     remove_files(&f);
 }
 
