@@ -15,15 +15,55 @@
 typedef struct {
     const ts_trace_ops *t;
     int n_ranks;
-    int *first; /* (n_ranks + 1) */
+    int *first;       /* (n_ranks + 1) */
+    double *before_s; /* (t->n) the latest end among the ops of the op's rank that started before it */
 } indexed;
 
+typedef struct {
+    double start_s, end_s;
+    int op, at; /* op index; position in the trace */
+} started;
+
+/* By start, then op index: the order a rank ran its ops in. */
+static int by_start(const void *a, const void *b) {
+    const started *x = a, *y = b;
+    if (x->start_s != y->start_s) return x->start_s < y->start_s ? -1 : 1;
+    return (x->op > y->op) - (x->op < y->op);
+}
+
+static void indexed_free(indexed *x) {
+    free(x->first);
+    free(x->before_s);
+}
+
+/* Each rank's ops in the order they started, and the running latest end before each: O(n log n)
+ * where a scan per op would be quadratic in a rank's ops. */
 static ts_status index_trace(const ts_trace_ops *t, indexed *x) {
     int n_ranks = t->n > 0 ? t->ops[t->n - 1].rank + 1 : 0;
-    *x = (indexed){.t = t, .n_ranks = n_ranks, .first = calloc((size_t)n_ranks + 2, sizeof *x->first)};
-    if (x->first == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory indexing %d ranks", n_ranks);
-    for (int i = 0; i < t->n; i++) x->first[t->ops[i].rank + 1]++;
+    *x = (indexed){.t = t, .n_ranks = n_ranks, .first = calloc((size_t)n_ranks + 2, sizeof *x->first),
+                   .before_s = malloc(((size_t)t->n + 1) * sizeof *x->before_s)};
+    started *order = malloc(((size_t)t->n + 1) * sizeof *order);
+    if (x->first == NULL || x->before_s == NULL || order == NULL) {
+        free(order);
+        indexed_free(x);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory indexing %d ranks", n_ranks);
+    }
+    for (int i = 0; i < t->n; i++) {
+        const ts_trace_op *o = &t->ops[i];
+        x->first[o->rank + 1]++;
+        order[i] = (started){o->start_s, o->start_s + o->dur_s, o->op, i}; /* ops are sorted by rank */
+    }
     for (int r = 0; r < n_ranks; r++) x->first[r + 1] += x->first[r];
+    for (int r = 0; r < n_ranks; r++) {
+        int lo = x->first[r], n = x->first[r + 1] - lo;
+        qsort(order + lo, (size_t)n, sizeof *order, by_start);
+        double latest = -INFINITY;
+        for (int k = lo; k < lo + n; k++) {
+            x->before_s[order[k].at] = latest;
+            latest = fmax(latest, order[k].end_s);
+        }
+    }
+    free(order);
     return TS_OK;
 }
 
@@ -33,15 +73,10 @@ static const ts_trace_op *op_at(const indexed *x, int rank, int op) {
 }
 
 /* The end of the op that `o`'s rank ran before it: the latest end among the rank's ops that started
- * before it (the CPU executor and the serial simulator run a rank's ops one at a time). */
+ * before it (the CPU executor and the serial simulator run a rank's ops one at a time), at most
+ * `o`'s own end. */
 static double previous_end(const indexed *x, const ts_trace_op *o) {
-    double end = -INFINITY;
-    for (int i = x->first[o->rank]; i < x->first[o->rank + 1]; i++) {
-        const ts_trace_op *p = &x->t->ops[i];
-        if (p != o && (p->start_s < o->start_s || (p->start_s == o->start_s && p->op < o->op)))
-            end = fmax(end, fmin(p->start_s + p->dur_s, o->start_s + o->dur_s));
-    }
-    return end;
+    return fmin(x->before_s[o - x->t->ops], o->start_s + o->dur_s);
 }
 
 static int same_phase(const ts_trace_op *a, const ts_trace_op *b) {
@@ -103,7 +138,7 @@ ts_status ts_trace_transfers(const ts_trace_ops *m, const ts_layout *l, double *
         if ((o->kind == TS_OP_COLL && o->group >= 0 && o->group < TS_GROUP_COUNT) || o->kind == TS_OP_RECV)
             transfer_s[i] = o->start_s + o->dur_s - transfer_start(&x, l, o);
     }
-    free(x.first);
+    indexed_free(&x);
     return TS_OK;
 }
 
@@ -157,8 +192,8 @@ ts_status ts_compare_waits_read(const char *sim_path, const char *measured_path,
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d ops", st.n);
     if (res == TS_OK) res = split(&s, &m, &l, speed, out);
     if (res != TS_OK) ts_compare_waits_free(out);
-    free(s.first);
-    free(m.first);
+    indexed_free(&s);
+    indexed_free(&m);
     ts_trace_ops_free(&st);
     ts_trace_ops_free(&mt);
     return res;
