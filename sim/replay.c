@@ -53,6 +53,13 @@ static ts_status fill_override(const char *path, const ts_trace_ops *t, const ts
     return TS_OK;
 }
 
+/* ts_trace_ops order (sim/compare.h). */
+static int by_rank_op(const void *a, const void *b) {
+    const ts_trace_op *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return (x->op > y->op) - (x->op < y->op);
+}
+
 /* A collective that a member left before its last peer arrived was not waited on in the run (the
  * executor issued it and went on; ring CP's exchanges complete inside the attention beside them):
  * each member then runs it alone, for its own measured span. */
@@ -64,8 +71,8 @@ static ts_status mark_alone(const ts_trace_ops *t, const ts_layout *l, ts_cost_o
         int r = members[k];
         if (r >= ovr->n_ranks || o->op >= ovr->first[r + 1] - ovr->first[r]) continue;
         TS_CHECK(ts_cost_override_set_alone(ovr, r, o->op));
-        for (int j = 0; j < t->n; j++) /* the member's own span */
-            if (t->ops[j].rank == r && t->ops[j].op == o->op) TS_CHECK(ts_cost_override_set(ovr, r, o->op, t->ops[j].dur_s));
+        const ts_trace_op key = {.rank = r, .op = o->op}, *own = bsearch(&key, t->ops, (size_t)t->n, sizeof key, by_rank_op);
+        if (own) TS_CHECK(ts_cost_override_set(ovr, r, o->op, own->dur_s)); /* the member's own span */
     }
     return TS_OK;
 }
