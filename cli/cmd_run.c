@@ -38,6 +38,9 @@ static void help(void) {
            "      --lr LR         AdamW learning rate (default 3e-3)\n"
            "      --params FILE   write the trained parameters (float32, exec/reference.h's order)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
+           "      --precision P   fp32 (default) or bf16: Megatron-Core's BF16 mixed precision (bf16\n"
+           "                      weights as read, activations and their gradients; fp32 accumulation,\n"
+           "                      master weights, weight gradients and AdamW; docs/gpu.md)\n"
            "      --stream-order O  program (default), dp-early or dp-late: issue the gradient\n"
            "                      reductions and parameter gathers (the DP stream) as early or as\n"
            "                      late as their waits allow, as a GPU may run them beside the\n"
@@ -109,6 +112,7 @@ int cmd_run(int argc, char **argv) {
     enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
            OPT_ORDER };
     static const struct option longs[] = {
+        {"precision", required_argument, 0, 'P'}, /* long only: 'P' is not in the short options */
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
         {"trace", required_argument, 0, 't'},  {"json", no_argument, 0, OPT_JSON},
@@ -123,6 +127,9 @@ int cmd_run(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":p:i:n:w:t:h", longs, NULL)) != -1) {
         switch (c) {
         case 'p': plan = optarg; break;
+        case 'P':
+            if (ts_precision_parse(optarg, &o.bf16) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
         case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1000000); break;
         case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, 1, 1000000); break;
         case 'w': o.warmup = (int)cli_int(cmd, "--warmup", optarg, 0, 1000000); break;

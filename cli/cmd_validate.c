@@ -29,6 +29,9 @@ static void help(void) {
            "                         written by tessera calibrate -o)\n"
            "  -r, --ranks N          largest layouts to run, in ranks (default 8)\n"
            "      --only I,J,...     run only these cases of the matrix (1-based)\n"
+           "      --device D         cpu (default) or cuda: train and calibrate on GPUs, one rank\n"
+           "                         each, so only the layouts of at most that many ranks (one GPU:\n"
+           "                         the one-rank cases); no usable GPU is exit 2\n"
            "  -n, --steps N          training steps per layout (default 8; the first 3 are warm-up)\n"
            "  -R, --repeat R         train every layout R times, in R passes over the matrix, and\n"
            "                         compare with the median (default 1; a shared machine's speed\n"
@@ -80,6 +83,7 @@ int cmd_validate(int argc, char **argv) {
     ts_validate_opts_defaults(&o);
     enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS, OPT_REPLAY, OPT_REPEAT_TO };
     static const struct option longs[] = {
+        {"device", required_argument, 0, 'D'}, /* long only: 'D' is not in the short options */
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
         {"only", required_argument, 0, OPT_ONLY}, {"steps", required_argument, 0, 'n'},
         {"repeat", required_argument, 0, 'R'},  {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
@@ -94,6 +98,9 @@ int cmd_validate(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":s:r:n:R:b:l:k:o:h", longs, NULL)) != -1) {
         switch (c) {
         case 's': o.system = optarg; break;
+        case 'D':
+            if (ts_device_parse(optarg, &o.device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
+            break;
         case 'r': o.max_ranks = (int)cli_int(cmd, "--ranks", optarg, 1, 64); break;
         case OPT_ONLY: parse_only(cmd, optarg, &o); break;
         case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, TS_VALIDATE_WARMUP + 1, 1000); break;
@@ -111,6 +118,9 @@ int cmd_validate(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (o.device == TS_DEVICE_CUDA && ts_device_runnable(o.device) != TS_OK)
+        cli_usage_error(cmd, "%s", ts_error_message());
+    o.max_ranks = ts_validate_max_ranks(o.device, ts_cuda_gpu_count(), o.max_ranks);
     char self[4096];
     cli_self_path(cmd, self, sizeof self);
     o.self = self;

@@ -31,7 +31,7 @@ static unsigned parse_schedules(const char *cmd, const char *list) {
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int found = cli_name_index(ts_schedule_names, item);
         if (found < 0)
-            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, got \"%s\"", item);
+            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, dualpipe, zb-v, got \"%s\"", item);
         mask |= 1u << found;
     }
     if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
@@ -73,6 +73,15 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
         a->given = "--cp-kind";
         break;
+    case CLI_OPT_MOE_DISPATCHER:
+        a->train.moe_dispatcher = (ts_moe_dispatcher)cli_enum(cmd, "--moe-dispatcher", arg, ts_moe_dispatcher_names);
+        a->given = "--moe-dispatcher";
+        break;
+    case CLI_OPT_MOE_OVERLAP:
+        a->train.moe_a2a_overlap = cli_num(cmd, "--moe-a2a-overlap", arg, 0, 1);
+        a->given = "--moe-a2a-overlap";
+        break;
+    case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->given = "--stack"; break;
@@ -114,7 +123,7 @@ void cli_problem_help(void) {
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
-           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all)\n"
+           "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
@@ -122,6 +131,11 @@ void cli_problem_help(void) {
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
+           "      --moe-dispatcher D MoE tokens to experts: auto (default: deepep for node-limited\n"
+           "                         routers, else alltoall) | alltoall | allgather | deepep\n"
+           "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden under compute\n"
+           "                         (default 0, as Megatron-Core without EP overlap)\n"
+           "      --moe-fp8-dispatch dispatch tokens in FP8 (default: with --dtype fp8 and deepep)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

@@ -99,24 +99,34 @@ fail:
     fprintf(stderr, "tessera: cuda backend: free: %s (status %d)\n", ts_error_message(), (int)res);
 }
 
-extern "C" ts_status ts_cuda_gemm(ts_dtype dtype, int ta, int tb, int M, int N, int K, float alpha,
-                                  const void *A, int lda, const void *B, int ldb, float beta, void *C,
-                                  int ldc) {
+extern "C" ts_status ts_cuda_gemm_mixed(ts_dtype ab, ts_dtype c, int ta, int tb, int M, int N, int K, float alpha,
+                                        const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc) {
     ts_status res = TS_OK;
     ts_gemm_cm cm;
-    cudaDataType_t t = dtype == TS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    if (dtype != TS_DTYPE_FP32 && dtype != TS_DTYPE_BF16)
-        return TS_FAIL(TS_ERR_INPUT, "cuda gemm: dtype %s not supported (fp32 or bf16)", ts_dtype_names[dtype]);
+    for (int i = 0; i < 2; i++) {
+        ts_dtype d = i ? c : ab;
+        if (d != TS_DTYPE_FP32 && d != TS_DTYPE_BF16)
+            return TS_FAIL(TS_ERR_INPUT, "cuda gemm: dtype %s not supported (fp32 or bf16)", ts_dtype_names[d]);
+    }
+    if (ab == TS_DTYPE_FP32 && c == TS_DTYPE_BF16)
+        return TS_FAIL(TS_ERR_INPUT, "cuda gemm: fp32 operands with a bf16 result are not a cuBLAS combination");
+    cudaDataType_t tab = ab == TS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F, tc = c == TS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     if (!g.ready) return TS_FAIL(TS_ERR_INPUT, "cuda gemm: the CUDA backend is not initialised (ts_backend_cuda)");
     TS_CHECK(ts_gemm_colmajor(ta, tb, M, N, K, lda, ldb, ldc, &cm));
     if (M == 0 || N == 0) return TS_OK;
     TS_CUBLAS_GOTO(cublasGemmEx(g.blas, cm.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, cm.m, cm.n, cm.k, &alpha, B, t,
-                                cm.ld_first, A, t, cm.ld_second, &beta, C, t, cm.ld_c, CUBLAS_COMPUTE_32F,
+                                cm.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, cm.m, cm.n, cm.k, &alpha, B, tab,
+                                cm.ld_first, A, tab, cm.ld_second, &beta, C, tc, cm.ld_c, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT),
                    res, fail);
 fail:
     return res;
+}
+
+extern "C" ts_status ts_cuda_gemm(ts_dtype dtype, int ta, int tb, int M, int N, int K, float alpha,
+                                  const void *A, int lda, const void *B, int ldb, float beta, void *C,
+                                  int ldc) {
+    return ts_cuda_gemm_mixed(dtype, dtype, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static ts_status cuda_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,

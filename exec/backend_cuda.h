@@ -20,6 +20,12 @@ ts_status ts_cuda_device_count(int *count, char *why, size_t why_size);
 ts_status ts_cuda_gemm(ts_dtype dtype, int trans_a, int trans_b, int M, int N, int K, float alpha,
                        const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
 
+/* The same with operands A, B of dtype `ab` and C of dtype `c` (TS_DTYPE_FP32 or TS_DTYPE_BF16;
+ * bf16 operands into an fp32 C is Megatron's wgrad into fp32 main_grad, cuBLAS's CUDA_R_16BF A/B
+ * with CUDA_R_32F C under CUBLAS_COMPUTE_32F); fp32 operands into bf16 C are refused. */
+ts_status ts_cuda_gemm_mixed(ts_dtype ab, ts_dtype c, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                             const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
+
 /* The stream the current op runs on as a cudaStream_t (void * keeps this header free of CUDA's):
  * the compute stream, or inside a DP op the DP stream (backend.h op_begin); the kernels launch
  * there. NULL (the legacy default stream) before ts_backend_cuda. */

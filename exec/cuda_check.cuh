@@ -55,10 +55,15 @@ extern "C" {
         }                                                                                          \
     } while (0)
 
+/* Kernel launches so far in this process (TS_LAUNCH_GOTO counts each; cuBLAS's own are not):
+ * ts_cuda_launches() in kernels_cuda.h reads it, for tests that hold an op to one launch. */
+extern unsigned long long ts_cuda_launch_count_;
+
 /* After a kernel launch: a launch error (bad configuration, no device) names the kernel. */
 #define TS_LAUNCH_GOTO(kernel, res, label)                                                         \
     do {                                                                                           \
         cudaError_t ts_ln_rc_ = cudaGetLastError();                                                \
+        ts_cuda_launch_count_++;                                                                   \
         if (ts_ln_rc_ != cudaSuccess) {                                                            \
             (res) = TS_FAIL(TS_ERR_EXTERNAL, "%s:%d: launch of %s failed: %s", __FILE__, __LINE__, \
                             #kernel, cudaGetErrorString(ts_ln_rc_));                               \

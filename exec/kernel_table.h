@@ -65,7 +65,7 @@ typedef struct ts_kernels {
     ts_status (*swiglu_bwd)(float *dgate, float *dup, const float *dact, const float *gate,
                             const float *up, size_t n);
     ts_status (*router_fwd)(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                            int K);
+                            int K, int G, int M);
     ts_status (*router_bwd)(float *dlogits, const float *dweight, const float *probs, const int *expert,
                             int T, int E, int K);
     ts_status (*moe_gather_fwd)(float *xe, const float *x, const int *slot_token, int n_slots, int C);
@@ -93,9 +93,30 @@ typedef struct ts_kernels {
  * calling the kernels directly. */
 const ts_kernels *ts_kernels_cpu(void);
 
+/* The entries a BF16 mixed-precision table replaces (they write bf16 activations or activation
+ * gradients, or read bf16 weights); the others are the fp32 table's own (memory ops, the embedding's
+ * weight gradient, cross-entropy statistics, the router's softmax, AdamW). Each bf16 table defines
+ * b_<entry> for these. */
+#define TS_KERNELS_BF16_ENTRIES(X)                                                                 \
+    X(add) X(linear_fwd) X(linear_bwd_input) X(linear_bwd_weight) X(rmsnorm_fwd) X(rmsnorm_bwd)    \
+    X(embedding_fwd) X(rope_fwd) X(rope_bwd) X(attention_fwd) X(attention_bwd) X(attention_merge)  \
+    X(swiglu_fwd) X(swiglu_bwd) X(router_bwd) X(moe_gather_fwd) X(moe_gather_bwd)                  \
+    X(moe_combine_fwd) X(moe_combine_bwd) X(ce_bwd)
+
+/* The CPU table in BF16 mixed precision (exec/kernel_table_cpu_bf16.c): the CPU kernels with bf16
+ * rounding where Megatron-Core's --bf16 keeps tensors in bf16 (weights as read, activations,
+ * activation gradients), fp32 accumulation, fp32 weight gradients and optimizer. The reference for
+ * the GPU's bf16 losses (exec/bf16_ref.h). */
+const ts_kernels *ts_kernels_cpu_bf16(void);
+
 /* The CUDA table (exec/kernel_table_cuda.cu): exec/kernels_cuda.h, fp32 GEMMs on cuBLAS
  * (ts_cuda_gemm, so ts_backend_cuda must have run), copies on the compute stream. NULL in builds
  * without CUDA (exec/backend_nocuda.c). */
 const ts_kernels *ts_kernels_cuda(void);
+
+/* The CUDA table in BF16 mixed precision (exec/kernel_table_cuda_bf16.cu), the GPU twin of
+ * ts_kernels_cpu_bf16: bf16 cuBLAS GEMMs with fp32 accumulation, the tiled tensor-core attention,
+ * bf16 rounding at the CPU table's points. NULL in builds without CUDA. */
+const ts_kernels *ts_kernels_cuda_bf16(void);
 
 #endif

@@ -64,8 +64,8 @@ WRAP(attention_merge, (float *out, float *lse, const float *out2, const float *l
 WRAP(swiglu_fwd, (float *act, const float *gate, const float *up, size_t n), (act, gate, up, n))
 WRAP(swiglu_bwd, (float *dgate, float *dup, const float *dact, const float *gate, const float *up, size_t n),
      (dgate, dup, dact, gate, up, n))
-WRAP(router_fwd, (float *probs, int *expert, float *weight, const float *logits, int T, int E, int K),
-     (probs, expert, weight, logits, T, E, K))
+WRAP(router_fwd, (float *probs, int *expert, float *weight, const float *logits, int T, int E, int K, int G, int M),
+     (probs, expert, weight, logits, T, E, K, G, M))
 WRAP(router_bwd,
      (float *dlogits, const float *dweight, const float *probs, const int *expert, int T, int E, int K),
      (dlogits, dweight, probs, expert, T, E, K))

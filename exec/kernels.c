@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/bf16.h"
 #include "exec/router_token.h"
 
 void ts_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -299,10 +300,10 @@ void ts_mlp_bwd(float *dx, float *dw_gate, float *dw_up, float *dw_down, const f
  * dL/dz_e = p_e (dL/dp_e - sum_S p_a dL/dp_a). */
 
 void ts_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                   int K) {
+                   int K, int G, int M) {
     for (int t = 0; t < T; t++)
         ts_router_token(logits + (size_t)t * E, probs + (size_t)t * E, expert + (size_t)t * K,
-                        weight + (size_t)t * K, E, K);
+                        weight + (size_t)t * K, E, K, G, M);
 }
 
 void ts_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
@@ -416,8 +417,4 @@ void ts_adamw(float *param, float *m, float *v, const float *grad, size_t n, flo
     }
 }
 
-uint16_t ts_bf16_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+uint16_t ts_bf16_bits(float x) { return ts_bf16_from_float(x).bits; }

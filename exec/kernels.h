@@ -140,10 +140,11 @@ void ts_mlp_bwd(float *dx, float *dw_gate, float *dw_up, float *dw_down, const f
 /* An expert that receives no token runs ts_mlp_* with T = 0; every kernel accepts empty inputs. */
 
 /* probs (T, E) = softmax(logits (T, E)); expert (T, K) the K largest probabilities in descending
- * order (ties to the lower index); weight (T, K) those probabilities renormalised to sum to 1
+ * order (ties to the lower index), from the M best of G expert groups when G > 1 and M < G
+ * (node-limited routing, exec/router_token.h); weight (T, K) those probabilities renormalised to sum to 1
  * (Mixtral's routing, Jiang et al. 2024). */
 void ts_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                   int K);
+                   int K, int G, int M);
 /* dlogits (T, E) += the gradient through the renormalisation and the softmax for dweight (T, K);
  * the selection itself is piecewise constant. */
 void ts_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
@@ -188,7 +189,7 @@ void ts_ce_bwd(float *dlogits, const float *logits, const float *max, const floa
 /* ---- bf16 ------------------------------------------------------------------------------------ */
 
 /* x rounded to bf16 (the upper 16 bits of an fp32, round to nearest even): the 16-bit word the
- * GPU's bf16 GEMMs read (calibrate's bf16 grid, the CUDA tests). NaNs are not special-cased. */
+ * GPU's bf16 GEMMs read (calibrate's bf16 grid, the CUDA tests); common/bf16.h's conversion. */
 uint16_t ts_bf16_bits(float x);
 
 /* ---- AdamW (Loshchilov & Hutter 2019) -------------------------------------------------------- */

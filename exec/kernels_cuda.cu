@@ -8,12 +8,22 @@
  * MoE routing, dispatch and combine in kernels_cuda_moe.cu. */
 #include <math.h>
 
+#include "common/bf16.h"
 #include "exec/kernels_cuda_common.cuh"
+
+unsigned long long ts_cuda_launch_count_ = 0;
+
+extern "C" unsigned long long ts_cuda_launches(void) { return ts_cuda_launch_count_; }
+
+/* B = 1 gives a kernel's bf16 mixed-precision form for kernel_table_cuda_bf16.cu, rounding where
+ * kernel_table_cpu_bf16.c rounds but inside the one launch: weights read as their bf16 copies,
+ * activations and activation gradients written as bf16 values (fp32 storage); B = 0 is fp32. */
+template <int B> __device__ static inline float bf(float x) { return B ? ts_bf16_round(x) : x; }
 
 /* ---- element-wise ------------------------------------------------------------------------------ */
 
-__global__ static void add_kernel(float *out, const float *a, const float *b, size_t n) {
-    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+template <int B> __global__ static void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = bf<B>(a[i] + b[i]);
 }
 
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
@@ -33,19 +43,20 @@ __global__ static void gelu_bwd_kernel(float *dx, const float *dout, const float
     }
 }
 
-__global__ static void swiglu_fwd_kernel(float *act, const float *gate, const float *up, size_t n) {
+template <int B> __global__ static void swiglu_fwd_kernel(float *act, const float *gate, const float *up, size_t n) {
     GRID_STRIDE(i, n) {
         float g = gate[i];
-        act[i] = g / (1.0f + expf(-g)) * up[i];
+        act[i] = bf<B>(g / (1.0f + expf(-g)) * up[i]);
     }
 }
 
+template <int B>
 __global__ static void swiglu_bwd_kernel(float *dgate, float *dup, const float *dact, const float *gate,
                                          const float *up, size_t n) {
     GRID_STRIDE(i, n) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), da = dact[i];
-        dgate[i] = da * up[i] * sig * (1.0f + g * (1.0f - sig));
-        dup[i] = da * g * sig;
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), da = dact[i], u = up[i];
+        dgate[i] = bf<B>(da * u * sig * (1.0f + g * (1.0f - sig)));
+        dup[i] = bf<B>(da * g * sig);
     }
 }
 
@@ -60,11 +71,16 @@ __global__ static void adamw_kernel(float *param, float *m, float *v, const floa
     }
 }
 
-extern "C" ts_status ts_cuda_add(float *out, const float *a, const float *b, size_t n) {
+template <int B> static ts_status add_t(float *out, const float *a, const float *b, size_t n) {
     ts_status res = TS_OK;
-    LAUNCH_1D(add_kernel, n, out, a, b, n);
+    LAUNCH_1D(add_kernel<B>, n, out, a, b, n);
 fail:
     return res;
+}
+
+extern "C" ts_status ts_cuda_add(float *out, const float *a, const float *b, size_t n) { return add_t<0>(out, a, b, n); }
+extern "C" ts_status ts_cuda_add_bf16(float *out, const float *a, const float *b, size_t n) {
+    return add_t<1>(out, a, b, n);
 }
 
 extern "C" ts_status ts_cuda_gelu_fwd(float *out, const float *x, size_t n) {
@@ -81,19 +97,35 @@ fail:
     return res;
 }
 
-extern "C" ts_status ts_cuda_swiglu_fwd(float *act, const float *gate, const float *up, size_t n) {
+template <int B> static ts_status swiglu_fwd_t(float *act, const float *gate, const float *up, size_t n) {
     ts_status res = TS_OK;
-    LAUNCH_1D(swiglu_fwd_kernel, n, act, gate, up, n);
+    LAUNCH_1D(swiglu_fwd_kernel<B>, n, act, gate, up, n);
 fail:
     return res;
 }
 
-extern "C" ts_status ts_cuda_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate,
-                                        const float *up, size_t n) {
+template <int B>
+static ts_status swiglu_bwd_t(float *dgate, float *dup, const float *dact, const float *gate, const float *up,
+                              size_t n) {
     ts_status res = TS_OK;
-    LAUNCH_1D(swiglu_bwd_kernel, n, dgate, dup, dact, gate, up, n);
+    LAUNCH_1D(swiglu_bwd_kernel<B>, n, dgate, dup, dact, gate, up, n);
 fail:
     return res;
+}
+
+extern "C" ts_status ts_cuda_swiglu_fwd(float *act, const float *gate, const float *up, size_t n) {
+    return swiglu_fwd_t<0>(act, gate, up, n);
+}
+extern "C" ts_status ts_cuda_swiglu_fwd_bf16(float *act, const float *gate, const float *up, size_t n) {
+    return swiglu_fwd_t<1>(act, gate, up, n);
+}
+extern "C" ts_status ts_cuda_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate,
+                                        const float *up, size_t n) {
+    return swiglu_bwd_t<0>(dgate, dup, dact, gate, up, n);
+}
+extern "C" ts_status ts_cuda_swiglu_bwd_bf16(float *dgate, float *dup, const float *dact, const float *gate,
+                                             const float *up, size_t n) {
+    return swiglu_bwd_t<1>(dgate, dup, dact, gate, up, n);
 }
 
 extern "C" ts_status ts_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
@@ -108,6 +140,7 @@ fail:
 
 /* ---- norms: one block per row -------------------------------------------------------------------- */
 
+template <int B>
 __global__ static void rmsnorm_fwd_kernel(float *out, float *rstd, const float *x, const float *w, int C,
                                           float eps) {
     extern __shared__ double sh[];
@@ -117,21 +150,23 @@ __global__ static void rmsnorm_fwd_kernel(float *out, float *rstd, const float *
     for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (double)xt[c] * xt[c];
     ss = block_sum(ss, sh);
     float r = (float)(1.0 / sqrt(ss / C + eps));
-    for (int c = threadIdx.x; c < C; c += blockDim.x) ot[c] = xt[c] * r * w[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ot[c] = bf<B>(xt[c] * r * bf<B>(w[c]));
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
+/* The weight gradient stays fp32 in both forms (Megatron's main_grad). */
+template <int B>
 __global__ static void rmsnorm_bwd_kernel(float *dx, float *dw, const float *dout, const float *x,
                                           const float *w, const float *rstd, int C) {
     extern __shared__ double sh[];
     size_t off = (size_t)blockIdx.x * C;
     float r = rstd[blockIdx.x];
     double dot = 0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) dot += (double)dout[off + c] * w[c] * x[off + c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dot += (double)dout[off + c] * bf<B>(w[c]) * x[off + c];
     float mean = (float)(block_sum(dot, sh) / C);
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float xc = x[off + c], gc = dout[off + c];
-        dx[off + c] += r * (w[c] * gc - xc * r * r * mean);
+        dx[off + c] = bf<B>(dx[off + c] + r * (bf<B>(w[c]) * gc - xc * r * r * mean));
         atomicAdd(&dw[c], gc * xc * r);
     }
 }
@@ -173,22 +208,40 @@ __global__ static void layernorm_bwd_kernel(float *dx, float *dw, float *db, con
     }
 }
 
-extern "C" ts_status ts_cuda_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int T, int C,
-                                         float eps) {
+template <int B>
+static ts_status rmsnorm_fwd_t(float *out, float *rstd, const float *x, const float *w, int T, int C, float eps) {
     ts_status res = TS_OK;
     TS_CHECK(rows_check("rmsnorm_fwd", T, C));
-    LAUNCH_ROWS(rmsnorm_fwd_kernel, T, C, out, rstd, x, w, C, eps);
+    LAUNCH_ROWS(rmsnorm_fwd_kernel<B>, T, C, out, rstd, x, w, C, eps);
 fail:
     return res;
 }
 
-extern "C" ts_status ts_cuda_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x,
-                                         const float *w, const float *rstd, int T, int C) {
+template <int B>
+static ts_status rmsnorm_bwd_t(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                               const float *rstd, int T, int C) {
     ts_status res = TS_OK;
     TS_CHECK(rows_check("rmsnorm_bwd", T, C));
-    LAUNCH_ROWS(rmsnorm_bwd_kernel, T, C, dx, dw, dout, x, w, rstd, C);
+    LAUNCH_ROWS(rmsnorm_bwd_kernel<B>, T, C, dx, dw, dout, x, w, rstd, C);
 fail:
     return res;
+}
+
+extern "C" ts_status ts_cuda_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int T, int C,
+                                         float eps) {
+    return rmsnorm_fwd_t<0>(out, rstd, x, w, T, C, eps);
+}
+extern "C" ts_status ts_cuda_rmsnorm_fwd_bf16(float *out, float *rstd, const float *x, const float *w, int T, int C,
+                                              float eps) {
+    return rmsnorm_fwd_t<1>(out, rstd, x, w, T, C, eps);
+}
+extern "C" ts_status ts_cuda_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x,
+                                         const float *w, const float *rstd, int T, int C) {
+    return rmsnorm_bwd_t<0>(dx, dw, dout, x, w, rstd, T, C);
+}
+extern "C" ts_status ts_cuda_rmsnorm_bwd_bf16(float *dx, float *dw, const float *dout, const float *x,
+                                              const float *w, const float *rstd, int T, int C) {
+    return rmsnorm_bwd_t<1>(dx, dw, dout, x, w, rstd, T, C);
 }
 
 extern "C" ts_status ts_cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *x, const float *w,
@@ -212,6 +265,7 @@ fail:
 /* ---- rotary ------------------------------------------------------------------------------------- */
 
 /* One thread per (row, head, pair i < D/2); the angle in double as in kernels.c. */
+template <int B>
 __global__ static void rope_kernel(float *x, int ldx, const int *pos, int T, int H, int D, float theta,
                                    float sign) {
     int half = D / 2;
@@ -222,27 +276,33 @@ __global__ static void rope_kernel(float *x, int ldx, const int *pos, int T, int
         float c = (float)cos(angle), s = sign * (float)sin(angle);
         float *xh = x + (size_t)t * ldx + (size_t)h * D;
         float a = xh[i], b = xh[i + half];
-        xh[i] = a * c - b * s;
-        xh[i + half] = b * c + a * s;
+        xh[i] = bf<B>(a * c - b * s);
+        xh[i + half] = bf<B>(b * c + a * s);
     }
 }
 
+template <int B>
 static ts_status rope(float *x, int ldx, const int *pos, int T, int H, int D, float theta, float sign) {
     ts_status res = TS_OK;
     if (T < 0 || H < 0 || D < 0 || D % 2 != 0 || ldx < H * D)
         return TS_FAIL(TS_ERR_INPUT, "cuda rope: T=%d H=%d D=%d ldx=%d, expected D even and ldx >= H*D", T, H, D,
                        ldx);
-    LAUNCH_1D(rope_kernel, (size_t)T * H * (D / 2), x, ldx, pos, T, H, D, theta, sign);
+    LAUNCH_1D(rope_kernel<B>, (size_t)T * H * (D / 2), x, ldx, pos, T, H, D, theta, sign);
 fail:
     return res;
 }
 
 extern "C" ts_status ts_cuda_rope_fwd(float *x, int ldx, const int *pos, int T, int H, int D, float theta) {
-    return rope(x, ldx, pos, T, H, D, theta, 1.0f);
+    return rope<0>(x, ldx, pos, T, H, D, theta, 1.0f);
 }
-
+extern "C" ts_status ts_cuda_rope_fwd_bf16(float *x, int ldx, const int *pos, int T, int H, int D, float theta) {
+    return rope<1>(x, ldx, pos, T, H, D, theta, 1.0f);
+}
 extern "C" ts_status ts_cuda_rope_bwd(float *dx, int ldx, const int *pos, int T, int H, int D, float theta) {
-    return rope(dx, ldx, pos, T, H, D, theta, -1.0f);
+    return rope<0>(dx, ldx, pos, T, H, D, theta, -1.0f);
+}
+extern "C" ts_status ts_cuda_rope_bwd_bf16(float *dx, int ldx, const int *pos, int T, int H, int D, float theta) {
+    return rope<1>(dx, ldx, pos, T, H, D, theta, -1.0f);
 }
 
 /* ---- attention ---------------------------------------------------------------------------------- */

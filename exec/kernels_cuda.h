@@ -61,6 +61,18 @@ ts_status ts_cuda_attention_fwd(float *out, float *lse, const float *q, const fl
 ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                 const float *k, const float *v, const float *out, const float *lse,
                                 const ts_attn_shape *s);
+/* The same attention tiled on tensor cores (FlashAttention-2, exec/kernels_cuda_flash.cu): q, k,
+ * v, dout and the probabilities rounded to bf16 in shared memory, WMMA products with fp32
+ * accumulation, fp32 softmax statistics; no Tq × Tk buffer; the backward deterministic (no
+ * atomics; it allocates Tq·H floats of D_i on the stream). Needs compute capability 8.0+; D up to
+ * TS_FLASH_MAX_D (256); tiles and grids from exec/flash_launch.h. bf16_out = 1 rounds what they
+ * write (out; dq, dk, dv after the addition) to bf16 values in the same launch (the bf16 table). */
+ts_status ts_cuda_flash_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                                      const float *v, const ts_attn_shape *s, int bf16_out);
+ts_status ts_cuda_flash_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                      const float *k, const float *v, const float *out, const float *lse,
+                                      const ts_attn_shape *s, int bf16_out);
+
 /* As ts_attention_merge: one thread per (query, head). */
 ts_status ts_cuda_attention_merge(float *out, float *lse, const float *out2, const float *lse2, int Tq, int H,
                                   int D, int ldo);
@@ -89,7 +101,7 @@ ts_status ts_cuda_ce_bwd(float *dlogits, const float *logits, const float *max, 
 
 /* As ts_router_fwd / ts_router_bwd: one thread per token. */
 ts_status ts_cuda_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                             int K);
+                             int K, int G, int M);
 ts_status ts_cuda_router_bwd(float *dlogits, const float *dweight, const float *probs, const int *expert,
                              int T, int E, int K);
 /* As ts_moe_gather_fwd / ts_moe_gather_bwd; the backward, like the embedding's, one thread per
@@ -102,6 +114,26 @@ ts_status ts_cuda_moe_combine_fwd(float *out, const float *ye, const float *weig
                                   int K, int C);
 ts_status ts_cuda_moe_combine_bwd(float *dye, float *dweight, const float *dout, const float *ye,
                                   const float *weight, const int *slot, int T, int K, int C);
+
+/* ---- BF16 mixed-precision forms (kernel_table_cuda_bf16.cu) ---- */
+
+/* The same kernels rounding as kernel_table_cpu_bf16.c does, inside the one launch: weights read as
+ * bf16 copies (rmsnorm's w), activations and activation gradients written as bf16 values (out, act,
+ * dgate, dup, dx, rotated rows); rstd and the norm's weight gradient stay fp32. */
+ts_status ts_cuda_add_bf16(float *out, const float *a, const float *b, size_t n);
+ts_status ts_cuda_swiglu_fwd_bf16(float *act, const float *gate, const float *up, size_t n);
+ts_status ts_cuda_swiglu_bwd_bf16(float *dgate, float *dup, const float *dact, const float *gate,
+                                  const float *up, size_t n);
+ts_status ts_cuda_rmsnorm_fwd_bf16(float *out, float *rstd, const float *x, const float *w, int T, int C,
+                                   float eps);
+ts_status ts_cuda_rmsnorm_bwd_bf16(float *dx, float *dw, const float *dout, const float *x,
+                                   const float *w, const float *rstd, int T, int C);
+ts_status ts_cuda_rope_fwd_bf16(float *x, int ldx, const int *pos, int T, int H, int D, float theta);
+ts_status ts_cuda_rope_bwd_bf16(float *dx, int ldx, const int *pos, int T, int H, int D, float theta);
+
+/* Kernel launches this process has made through these files (cuBLAS's not counted): a test holds
+ * a fused op to one launch by the difference across a call. */
+unsigned long long ts_cuda_launches(void);
 
 /* As ts_adamw. */
 ts_status ts_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,

@@ -13,9 +13,9 @@
 
 /* Softmax, then the K largest probabilities (ties to the lower index), renormalised. */
 __global__ static void router_fwd_kernel(float *probs, int *expert, float *weight, const float *logits, int T,
-                                         int E, int K) {
+                                         int E, int K, int G, int M) {
     GRID_STRIDE(t, (size_t)T) {
-        ts_router_token(logits + t * E, probs + t * E, expert + t * K, weight + t * K, E, K);
+        ts_router_token(logits + t * E, probs + t * E, expert + t * K, weight + t * K, E, K, G, M);
     }
 }
 
@@ -34,10 +34,10 @@ static ts_status router_check(const char *what, int T, int E, int K) {
 }
 
 extern "C" ts_status ts_cuda_router_fwd(float *probs, int *expert, float *weight, const float *logits, int T, int E,
-                                        int K) {
+                                        int K, int G, int M) {
     ts_status res = TS_OK;
     TS_CHECK(router_check("router_fwd", T, E, K));
-    LAUNCH_1D(router_fwd_kernel, (size_t)T, probs, expert, weight, logits, T, E, K);
+    LAUNCH_1D(router_fwd_kernel, (size_t)T, probs, expert, weight, logits, T, E, K, G, M);
 fail:
     return res;
 }

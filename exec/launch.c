@@ -77,6 +77,8 @@ ts_status ts_device_parse(const char *name, ts_device *out) {
     return TS_FAIL(TS_ERR_INPUT, "--device: expected cpu or cuda, got \"%s\"", name ? name : "");
 }
 
+const char *ts_device_name(ts_device d) { return d == TS_DEVICE_CUDA ? "cuda" : "cpu"; }
+
 int ts_cuda_built(void) {
 #ifdef TS_CUDA
     return 1;

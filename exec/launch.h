@@ -59,6 +59,8 @@ typedef enum { TS_DEVICE_CPU = 0, TS_DEVICE_CUDA } ts_device;
 
 /* "cpu" or "cuda"; anything else is TS_ERR_INPUT ("--device: expected cpu or cuda, got ..."). */
 ts_status ts_device_parse(const char *name, ts_device *out);
+/* The name ts_device_parse reads: "cpu" or "cuda". */
+const char *ts_device_name(ts_device d);
 
 /* 1 when this build has the CUDA backend (make CUDA=1), else 0. */
 int ts_cuda_built(void);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "exec/ops_comm.h"
+#include "program/schedule.h"
 
 static int rank_at_stage(const tr_op_ctx *c, int stage) {
     ts_coords co = c->rt->coords;
@@ -21,23 +22,60 @@ static ts_status sends_reserve(tr_sends *q) {
     return TS_OK;
 }
 
-ts_status tr_pipe_op(const tr_op_ctx *c, tr_sends *sends, const ts_op *op) {
-    size_t n = (size_t)c->s->Tl * c->s->C;
-    float *buf = op->part == TS_PART_PP_ACT ? c->w->cur : c->w->dcur;
-    int tag = 2 * op->chunk + (op->part == TS_PART_PP_GRAD);
-    int peer = rank_at_stage(c, op->peer);
-    if (op->kind == TS_OP_RECV) return c->be->recv(buf, n, peer, tag);
+/* Posts a send of `src` (n floats) to `peer`, from a copy of it that `sends` owns. */
+static ts_status send_copy(const tr_op_ctx *c, tr_sends *sends, const float *src, size_t n, int peer, int tag) {
     TS_CHECK(sends_reserve(sends));
-    /* The send reads its own copy: `buf` is overwritten by the next op before the send ends. */
     float *copy = NULL;
     TS_CHECK(c->be->alloc(n * sizeof *copy, (void **)&copy));
-    ts_status st = tr_copy_floats(c, copy, buf, n);
+    ts_status st = tr_copy_floats(c, copy, src, n);
     if (st == TS_OK) st = c->be->send(copy, n, peer, tag, &sends->reqs[sends->n]);
     if (st != TS_OK) {
         c->be->free(copy);
         return st;
     }
     sends->bufs[sends->n++] = copy;
+    return TS_OK;
+}
+
+ts_status tr_pipe_op(const tr_op_ctx *c, tr_sends *sends, const ts_op *op) {
+    size_t n = (size_t)c->s->Tl * c->s->C;
+    float *buf = op->part == TS_PART_PP_ACT ? c->w->cur : c->w->dcur;
+    int tag = 2 * op->chunk + (op->part == TS_PART_PP_GRAD);
+    int peer = rank_at_stage(c, op->peer);
+    if (op->kind == TS_OP_RECV) return c->be->recv(buf, n, peer, tag);
+    /* The send reads its own copy: `buf` is overwritten by the next op before the send ends. */
+    return send_copy(c, sends, buf, n, peer, tag);
+}
+
+/* One segment's gradients sent to the other copy, or the other copy's received and added. */
+static ts_status mirror_segment(const tr_op_ctx *c, tr_sends *sends, tr_segment *g, const ts_op *op, int peer,
+                                int tag) {
+    if (g->n == 0) return TS_OK;
+    if (op->kind == TS_OP_SEND) return send_copy(c, sends, g->grad, g->n, peer, tag);
+    float *in = NULL;
+    TS_CHECK(c->be->alloc(g->n * sizeof *in, (void **)&in));
+    ts_status st = c->be->recv(in, g->n, peer, tag);
+    if (st == TS_OK) st = c->k->add(g->grad, g->grad, in, g->n);
+    c->be->free(in);
+    return st;
+}
+
+ts_status tr_mirror_op(const tr_op_ctx *c, tr_sends *sends, tr_store *st, const ts_op *op) {
+    const tr_shape *s = c->s;
+    const ts_layout *l = s->l;
+    int model = ts_chunk_model(l, op->chunk), local = -1;
+    for (int k = 0; k < l->vpp; k++)
+        if (ts_chunk_model(l, ts_chunk_global(l, s->stage, k)) == model) local = k;
+    if (local < 0) return TS_FAIL(TS_ERR_INPUT, "stage %d holds no copy of model chunk %d", s->stage, model);
+    /* Tags past the pipeline transfers' 2·chunk + 1 < 4·pp. */
+    int peer = rank_at_stage(c, op->peer), tag = 4 * l->pp + model, g = ts_chunk_global(l, s->stage, local);
+    for (int j = 0; j < s->n_local; j++)
+        if (s->chunk_of[j] == local) {
+            TS_CHECK(mirror_segment(c, sends, &st->seg[2 * j], op, peer, tag));
+            TS_CHECK(mirror_segment(c, sends, &st->seg[2 * j + 1], op, peer, tag));
+        }
+    if (ts_chunk_opens(l, g)) TS_CHECK(mirror_segment(c, sends, &st->seg[st->seg_embed], op, peer, tag));
+    if (ts_chunk_closes(l, g)) TS_CHECK(mirror_segment(c, sends, &st->seg[st->seg_head], op, peer, tag));
     return TS_OK;
 }
 

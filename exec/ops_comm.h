@@ -27,6 +27,12 @@ ts_status tr_sends_wait(tr_sends *sends, const ts_backend *be);
 /* Waits for what is left (a failed step's) and frees the list. */
 void tr_sends_free(tr_sends *sends, const ts_backend *be);
 
+/* MIRROR_GRAD (DualPipe), SEND or RECV: the gradients of the local chunk running model chunk
+ * ts_chunk_model(op->chunk) (its layers' segments, the embedding where it opens a pipeline, the
+ * head where it closes one) posted to the stage op->peer holding the other copy; or that copy's
+ * received and added, so that both copies update alike. */
+ts_status tr_mirror_op(const tr_op_ctx *c, tr_sends *sends, tr_store *st, const ts_op *op);
+
 /* GRAD_REDUCE: segments segs[0 .. n) of the store reduced over their groups, in that order. */
 ts_status tr_grad_reduce_op(tr_store *st, const int32_t *segs, int n);
 /* PARAM_GATHER: in the step phase, segments segs[0 .. n) gathered after the optimizer (ZeRO-1/2);

@@ -85,7 +85,7 @@ static ts_status router_fwd(const tr_op_ctx *c, tr_layer P, tr_acts *a) {
     const tr_shape *s = c->s;
     int TK = s->T * s->K;
     TS_CHECK(k->linear_fwd(a->logits, a->ln2, P.router, s->T, s->C, s->E));
-    TS_CHECK(k->router_fwd(a->probs, a->expert, a->weight, a->logits, s->T, s->E, s->K));
+    TS_CHECK(k->router_fwd(a->probs, a->expert, a->weight, a->logits, s->T, s->E, s->K, s->G, s->M));
     TS_CHECK(plan_experts(c, a));
     TS_CHECK(k->moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, s->C));
     if (s->l->ep == 1) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "exec/param_store.h"
+#include "program/schedule.h"
 
 /* ---- Segments ---------------------------------------------------------------------------- */
 
@@ -84,7 +85,8 @@ static ts_status share_layer_grads(tr_store *st, size_t biggest) {
     return TS_OK;
 }
 
-/* Two segments per layer, then the embedding (stage 0) and the head (last stage). Returns the
+/* Two segments per layer, then the embedding and the head where a chunk of the stage opens or
+ * closes a pipeline (stage 0 and the last; under DualPipe both, each holding a copy). Returns the
  * largest pair of a layer's segments, padded, in `biggest`. */
 static ts_status segments_init(tr_store *st, int zero, size_t *biggest) {
     const tr_shape *s = st->s;
@@ -98,12 +100,12 @@ static ts_status segments_init(tr_store *st, int zero, size_t *biggest) {
         if (both > *biggest) *biggest = both;
     }
     int edge_zero = zero > 1 ? 1 : zero;
-    if (s->stage == 0) {
+    if (ts_stage_opens(s->l, s->stage)) {
         st->seg_embed = 2 * s->n_local;
         TS_CHECK(segment_init(st, &st->seg[st->seg_embed], tr_seg_size(s, TR_SEG_EMBED, 0), TS_GROUP_DPCP,
                               edge_zero));
     }
-    if (s->stage == s->l->pp - 1) {
+    if (ts_stage_closes(s->l, s->stage)) {
         st->seg_head = 2 * s->n_local + 1;
         TS_CHECK(segment_init(st, &st->seg[st->seg_head], tr_seg_size(s, TR_SEG_HEAD, 0), TS_GROUP_DPCP,
                               edge_zero));
@@ -230,6 +232,13 @@ ts_status tr_store_gather_layer(tr_store *st, int j) {
 /* ---- Assembling the parameters --------------------------------------------------------------- */
 
 /* Segment i's whole parameters put in `full` by one member of its group, from a host copy. */
+int tr_store_is_copy(const tr_store *st, int i) {
+    const tr_shape *s = st->s;
+    if (i == st->seg_embed) return ts_chunk_stage(s->l, 0) != s->stage;
+    if (i == st->seg_head) return ts_chunk_stage(s->l, ts_model_chunks(s->l) - 1) != s->stage;
+    return ts_chunk_is_copy(s->l, s->stage, s->chunk_of[i / 2]);
+}
+
 static ts_status assemble_segment(tr_store *st, int i, float *full) {
     tr_segment *s = &st->seg[i];
     ts_status res = TS_OK;
@@ -242,7 +251,7 @@ static ts_status assemble_segment(tr_store *st, int i, float *full) {
     } else {
         TS_CHECK_GOTO(tr_store_gather(st, i), res, exit);
     }
-    if (s->index == 0) {
+    if (s->index == 0 && !tr_store_is_copy(st, i)) {
         host = malloc(len * sizeof *host);
         TS_ALLOC_GOTO(host, res, exit);
         TS_CHECK_GOTO(st->k->to_host(host, whole, len * sizeof *host), res, exit);

@@ -76,6 +76,10 @@ ts_status tr_store_gather(tr_store *st, int i);
  * held (the one running and the one prefetched), the older released. */
 ts_status tr_store_gather_layer(tr_store *st, int j);
 
+/* Whether segment i is a second copy (DualPipe keeps two of every chunk, program/schedule.h
+ * ts_chunk_is_copy; the embedding and head of the reverse direction): equal to the first, left
+ * out of tr_store_assemble. */
+int tr_store_is_copy(const tr_store *st, int i);
 /* The full parameters in exec/reference.h's layout (`n` floats) summed over the world into `out`
  * on every rank that passes one (NULL: none); a collective call over `world`. */
 ts_status tr_store_assemble(tr_store *st, ts_comm *world, size_t n, float *out);

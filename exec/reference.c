@@ -375,7 +375,8 @@ float ts_ref_forward(ts_ref *r, const int *tokens) {
             ts_mlp_fwd(r->proj, a->gate, a->up, a->act, a->ln2, w->gate, w->up, w->down, N, C, F);
         } else {
             ts_linear_fwd(a->router_logits, a->ln2, w->router, N, C, E);
-            ts_router_fwd(a->probs, a->expert, a->weight, a->router_logits, N, E, K);
+            ts_router_fwd(a->probs, a->expert, a->weight, a->router_logits, N, E, K, m->moe.router_groups,
+                          m->moe.router_group_topk);
             ts_moe_plan(a->offset, a->slot_token, a->slot, a->expert, N, E, K);
             ts_moe_gather_fwd(a->xe, a->ln2, a->slot_token, N * K, C);
             for (int e = 0; e < E; e++) {

@@ -98,6 +98,7 @@ static ts_status job_open(const ts_run_opts *o, job *j, ts_run_result *r) {
     r->has_prog = 1;
     j->be = o->device == TS_DEVICE_CUDA ? ts_backend_cuda(j->rt.world, j->rt.comm, TS_GROUP_COUNT)
                                         : ts_backend_cpu(o->threads);
+    if (j->be != NULL && o->bf16) j->be = ts_backend_bf16(j->be);
     if (j->be == NULL) return ts_error_status();
     TS_CHECK(ts_trainer_init(&j->tr, &r->pb, &r->prog, &j->rt, j->be, &o->train));
     TS_CHECK(ts_watchdog_init(&j->dog, &j->rt, &r->prog, o->timeout_s));

@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#include "exec/bf16_ref.h" /* --precision: ts_precision_parse, ts_backend_bf16 */
 #include "exec/launch.h"
 #include "exec/trainer.h"
 #include "planner/problem.h"
@@ -51,6 +52,8 @@ typedef struct {
     int threads;             /* OpenBLAS threads per rank (CPU ranks) */
     double timeout_s;        /* the watchdog's limit per phase (exec/watchdog.h); 0: none */
     ts_device device;
+    int bf16;                /* BF16 mixed precision (--precision bf16): the device's bf16 kernel table
+                                (exec/bf16_ref.h's ts_backend_bf16); 0: fp32 */
     ts_train_opts train;
     const char *params;      /* write the trained parameters here (rank 0, atomically, float32 in
                                 exec/reference.h's order); NULL: not written */

@@ -81,6 +81,12 @@ ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l) {
     if (ts_schedules[l->schedule].splits_w && l->zero >= 2)
         return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only with zero <= 1 (got zero=%d)", l->zero);
     if (m->mtp_layers > 0) return TS_FAIL(TS_ERR_INPUT, "the executor does not run MTP modules");
+    if (ts_layout_etp(l) != l->tp)
+        return TS_FAIL(TS_ERR_INPUT, "the executor splits the experts over TP (etp = tp); etp=%d apart from tp=%d is "
+                                     "planned and simulated only", ts_layout_etp(l), l->tp);
+    if (m->moe.experts > 0 && m->moe.router_groups > 1 && m->moe.experts % m->moe.router_groups != 0)
+        return TS_FAIL(TS_ERR_INPUT, "the executor needs router_groups=%d to divide %d experts", m->moe.router_groups,
+                       m->moe.experts);
     long long T = (long long)l->mbs * pb->train.seq / l->cp;
     if (pb->train.seq % (2 * l->cp) != 0 || (l->sp && T % l->tp != 0))
         return TS_FAIL(TS_ERR_INPUT, "the executor needs seq divisible by 2·cp and, under SP, the "
@@ -211,6 +217,7 @@ static ts_status run_op(ts_trainer *t, int i) {
     case TS_PART_OPTIMIZER: return tr_optimizer_op(&t->store, &t->opts, t->shape.l->zero, t->step);
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD: return tr_pipe_op(&t->ctx, &t->sends, op);
+    case TS_PART_MIRROR_GRAD: return tr_mirror_op(&t->ctx, &t->sends, &t->store, op);
     case TS_PART_EMBED:
     case TS_PART_TP_EMBED:
     case TS_PART_HEAD:

@@ -8,7 +8,8 @@ static ts_status stage_layers(tr_shape *s, const ts_stage_program *sp) {
     int L = s->m->layers;
     s->global_of = calloc((size_t)L, sizeof *s->global_of);
     s->local_of = malloc((size_t)L * sizeof *s->local_of);
-    if (!s->global_of || !s->local_of) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the stage's layers");
+    s->chunk_of = calloc((size_t)L, sizeof *s->chunk_of);
+    if (!s->global_of || !s->local_of || !s->chunk_of) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the stage's layers");
     for (int j = 0; j < L; j++) s->local_of[j] = -1;
     for (int i = 0; i < sp->n_ops; i++) {
         int j = sp->ops[i].layer;
@@ -19,6 +20,10 @@ static ts_status stage_layers(tr_shape *s, const ts_stage_program *sp) {
             s->local_of[j] = s->n_local;
             s->global_of[s->n_local++] = j;
         }
+    for (int i = 0; i < sp->n_ops; i++) {
+        int j = sp->ops[i].layer;
+        if (j >= 0 && j < L && sp->ops[i].phase == TS_PHASE_FWD) s->chunk_of[s->local_of[j]] = sp->ops[i].chunk;
+    }
     return TS_OK;
 }
 
@@ -49,6 +54,8 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
     s->El = s->E ? s->E / l->ep : 0;
     s->e0 = s->ep_i * s->El;
     s->K = s->E ? m->moe.top_k : 0;
+    s->G = m->moe.router_groups;
+    s->M = m->moe.router_group_topk;
     s->Fe = (int)m->moe.expert_ffn;
     s->Fer = s->E ? s->Fe / l->tp : 0;
     s->seq = (int)pb->train.seq;
@@ -65,7 +72,8 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
 void tr_shape_free(tr_shape *s) {
     free(s->global_of);
     free(s->local_of);
-    s->global_of = s->local_of = NULL;
+    free(s->chunk_of);
+    s->global_of = s->local_of = s->chunk_of = NULL;
 }
 
 int tr_shape_is_moe(const tr_shape *s, int global) { return ts_model_layer_is_moe(s->m, global); }

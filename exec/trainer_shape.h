@@ -20,11 +20,13 @@ typedef struct {
     int stage, tp_i, cp_i, dp_i, ep_i; /* this rank's place in the layout */
 
     int C, V, Vr, v0, H, KV, D, Hr, KVr, Qr, KVD, QKVr, F, Fr, E, El, e0, K, Fe, Fer;
+    int G, M; /* node-limited routing: the K experts from the M best of G groups (0: no limit) */
     int seq, Ts, mbs, B, T, Tl, m_mb, cp;
 
     int n_local;    /* layers on this stage */
     int *global_of; /* (n_local) global layer of a local one, ascending */
     int *local_of;  /* (layers) local layer of a global one; -1: not on this stage */
+    int *chunk_of;  /* (n_local) the local chunk running a local layer */
 } tr_shape;
 
 /* The shapes for the rank `rt` places in `l` (of problem `pb`), and the layers the stage program

@@ -153,8 +153,9 @@ void ts_model_params(const ts_model *m, ts_param_count *out) {
 }
 
 double ts_moe_load_factor(const ts_moe *x, int ep) {
-    if (x->capacity_factor > 0) return x->capacity_factor;
-    if (x->load_cv <= 0 || ep <= 1 || x->experts <= 0) return 1.0;
-    double cv_rank = x->load_cv / sqrt((double)x->experts / ep);
-    return 1.0 + cv_rank * ts_expected_max_normal(ep);
+    double dropless = 1.0;
+    if (x->load_cv > 0 && ep > 1 && x->experts > 0)
+        dropless = 1.0 + x->load_cv / sqrt((double)x->experts / ep) * ts_expected_max_normal(ep);
+    if (x->capacity_factor <= 0) return dropless;
+    return x->capacity_unpadded && dropless < x->capacity_factor ? dropless : x->capacity_factor;
 }

@@ -626,5 +626,6 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     ts_jreader tr;
     if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
     TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, out));
+    if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
     return ts_model_validate(file, out);
 }

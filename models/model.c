@@ -40,9 +40,12 @@
  *     router_expert_bias bool no        false               DeepSeek-V3's balancing bias
  *     router_groups, router_group_topk  int  no  0          group-limited routing (8, 4)
  *     router_scale   number   no        0 (= 1)             routed weights' scale (2.5)
- *     load_cv        number  no        0 (balanced)        [0, 100]; dropless routing: the
+ *     pad_to_capacity bool   no        true                with a capacity factor: experts padded to
+ *                                                           it (false: the tokens kept, at most it)
+ *     load_cv        number  no        0.034 (model.h)     [0, 100]; dropless routing: the
  *                                                           coefficient of variation of tokens
- *                                                           per expert (ts_moe_load_factor)
+ *                                                           per expert (ts_moe_load_factor);
+ *                                                           0: perfectly balanced
  *   mla              object   no        (ordinary attention)
  *     q_lora_rank    int      no        0                   [0, 2^20]; 0: queries straight from h
  *     kv_lora_rank   int      yes                           [1, 2^20]
@@ -90,7 +93,8 @@ static const char *const window_keys[] = {"tokens", "full_every", "chunked", NUL
 static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts", "load_cv",
                                        "shared_ffn",  "first_dense", "every",
                                        "capacity_factor", "router", "router_expert_bias",
-                                       "router_groups", "router_group_topk", "router_scale", NULL};
+                                       "router_groups", "router_group_topk", "router_scale",
+                                       "pad_to_capacity", NULL};
 static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
                                        "v_dim", NULL};
@@ -149,7 +153,10 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     TS_CHECK(read_int(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
     TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
                        &moe->capacity_factor));
-    TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, 0, &moe->load_cv));
+    TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, TS_MOE_DEFAULT_LOAD_CV, &moe->load_cv));
+    int pad;
+    TS_CHECK(ts_jr_bool(&r, obj, "pad_to_capacity", 0, 1, &pad));
+    moe->capacity_unpadded = !pad;
     TS_CHECK(ts_jr_enum(&r, obj, "router", 0, router_names, 0, &moe->router_sigmoid));
     TS_CHECK(ts_jr_bool(&r, obj, "router_expert_bias", 0, 0, &moe->router_expert_bias));
     TS_CHECK(read_int(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
@@ -357,8 +364,9 @@ static ts_status add_fields(cJSON *root, const ts_model *m) {
         TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "every", e->every), res, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "capacity_factor", e->capacity_factor), res,
                       fail);
-        if (e->load_cv > 0) /* written only when set: files of balanced models stay as they were */
+        if (e->load_cv != TS_MOE_DEFAULT_LOAD_CV) /* written only when not the default */
             TS_CJSON_GOTO(cJSON_AddNumberToObject(moe, "load_cv", e->load_cv), res, fail);
+        if (e->capacity_unpadded) TS_CJSON_GOTO(cJSON_AddBoolToObject(moe, "pad_to_capacity", 0), res, fail);
         TS_CHECK_GOTO(add_router(moe, e), res, fail);
     }
     if (m->mla.kv_lora_rank > 0) {

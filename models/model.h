@@ -42,8 +42,12 @@ typedef struct {
     int first_dense;        /* layers [0, first_dense) are dense (DeepSeek-V3: 3) */
     int every;              /* after first_dense, every `every`-th layer is MoE (1 = all) */
     double capacity_factor; /* expert capacity = cf * top_k * tokens / experts; 0 = dropless */
+    int capacity_unpadded;  /* with a capacity: experts run the tokens they keep, not padded to the
+                               capacity (JSON "pad_to_capacity": false; Megatron-Core without
+                               --moe-pad-expert-input-to-capacity) */
     double load_cv;         /* dropless: coefficient of variation of the tokens an expert gets
-                               (0 = balanced routing; `tessera run --json` measures it) */
+                               per micro-batch (0 = perfectly balanced; default
+                               TS_MOE_DEFAULT_LOAD_CV; `tessera run --json` measures it) */
     /* The router (DeepSeek-V3 §2.1.2: sigmoid scores, a bias per expert for load balance, top-k
      * among the best router_group_topk of router_groups groups, weights scaled by router_scale).
      * None changes the parameters or the cost; the exports pass them on. */
@@ -54,9 +58,25 @@ typedef struct {
     double router_scale; /* 0 = 1 */
 } ts_moe;
 
+/* The imbalance of a balanced router's dropless routing when the model file does not give one
+ * (an auxiliary balancing loss, GShard / Switch / Megatron-Core --moe-aux-loss-coeff 1e-2, or
+ * DeepSeek-V3's loss-free bias): balancing holds the experts' loads equal on average, not in
+ * each micro-batch. Fitted to the one paired measurement of dropless against padded routing in
+ * a published recipe: Megatron-Core's MoE model zoo (yanring/Megatron-MoE-ModelZoo,
+ * best_practice/Mixtral/run_mixtral_8x22B.sh and runtime_configs/benchmarking/runtime.conf):
+ * Mixtral-8x22B on H100, TP2 PP8 EP8 ETP1 MBS1 GBS256 seq 4096, aux-loss 1e-2, alltoall,
+ * dropless ~455 TFLOP/s against ~470 with --moe-expert-capacity-factor 1.0
+ * --moe-pad-expert-input-to-capacity (every expert runs exactly its even share): dropless is
+ * 3.3% slower. Tessera's simulator gives that ratio (1F1B, as the zoo ran) at load_cv = 0.034
+ * (docs/moe.md has the command). For scale: binomial sampling alone (each of the micro-batch's 8·2048·2 copies
+ * routed independently) gives sqrt((1 - 1/8)/4096) = 0.015 for that run; tokens of one
+ * document pick alike, so the realised spread is larger. */
+#define TS_MOE_DEFAULT_LOAD_CV 0.034
+
 /* Tokens the busiest rank of an expert-parallel group of `ep` ranks processes, relative to an
  * even share (T·top_k·ep/experts per local expert): with a capacity factor, the capacity (tokens
- * beyond it are dropped); dropless, 1 + cv_rank · E[max of ep standard normals], cv_rank =
+ * beyond it are dropped; GShard and Switch pad every expert to it), or without padding the
+ * smaller of the capacity and the dropless share; dropless, 1 + cv_rank · E[max of ep standard normals], cv_rank =
  * load_cv / sqrt(experts / ep) (a rank's E/ep experts' loads add up, independent and normal to a
  * first approximation), so 1 for balanced routing or ep = 1. Every EP collective waits for that
  * rank, so the step runs at its pace. */

@@ -52,7 +52,7 @@ ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {
     l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));
-    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE};
+    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE, l.etp};
     ts_shard_costs costs[TS_RECOMPUTE_COUNT];
     ts_shard_costs_all(pb, &sh, costs);
     ts_stages_build(&st, pb, &costs[l.recompute], l.pp);

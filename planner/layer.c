@@ -16,6 +16,7 @@
 #include "planner/layer.h"
 
 #include "planner/cost.h"
+#include "planner/moe_cost.h"
 
 static int mlp_matrices(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
 
@@ -31,6 +32,10 @@ typedef ts_layer_fwd fwd_parts;
  * linear layers run FP8, the rest BF16). */
 static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
     return ts_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k);
+}
+
+static double grouped_s(const ts_problem *pb, const ts_gemm_shape *g) {
+    return ts_grouped_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k, g->count, g->m);
 }
 
 /* The attention block's forward parts from its recipe. */
@@ -73,7 +78,8 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
     if (!r->moe) {
         p->gemm_s += gemm_s(pb, &r->fc1) + gemm_s(pb, &r->fc2);
     } else {
-        p->gemm_s += r->fc1.count * (gemm_s(pb, &r->fc1) + gemm_s(pb, &r->fc2));
+        /* the local experts as grouped GEMMs (planner/moe_cost.h) */
+        p->gemm_s += grouped_s(pb, &r->fc1) + grouped_s(pb, &r->fc2);
         p->gemm_s += gemm_s(pb, &r->router);
     }
     p->matmul_params_rank += r->matmul_params;
@@ -115,9 +121,9 @@ static double cp_pass_s(const ts_problem *pb, int cp, const ts_cp_pass *c, doubl
 typedef struct {
     double fwd_s, bwd_s, wgrad_s, attn_fwd_s;
     double gemm_fwd_flops, core_fwd_flops;
-    double tp_one_s, tp_close_s; /* one TP block's collectives; the closing one alone */
+    double tp_one_s, tp_close_s; /* the two blocks' TP collectives in one pass; the closing ones */
     double cp_fwd_s, cp_bwd_s;   /* exposed CP ring in forward, in backward */
-    double a2a_s;                /* one EP all-to-all */
+    double a2a_s;                /* the EP collectives to and from the experts, one pass */
     double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
     double act_mlp_bytes;        /* activations of the MLP or experts, unscaled */
     double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
@@ -127,6 +133,11 @@ typedef struct {
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
     *out = (ts_layer_fwd){0};
     attention_parts(pb, sh, out);
+}
+
+/* One TP collective of `bytes` over the shard's TP group. */
+static double tp_coll_s(const ts_problem *pb, const ts_shard *sh, ts_coll c, double bytes) {
+    return ts_coll_s(&pb->sys, c, sh->tp, bytes, ts_group_link(&pb->sys, 1, sh->tp));
 }
 
 static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn_parts,
@@ -167,12 +178,17 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
 
     /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
     if (sh->tp > 1) {
-        ts_link link = ts_group_link(s, 1, sh->tp);
-        double bytes = mr.tp_bytes;
         /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
-         * block with an all-gather. */
-        out->tp_close_s = ts_coll_s(s, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, sh->tp, bytes, link);
-        out->tp_one_s = out->tp_close_s + (sh->sp ? ts_coll_s(s, TS_COLL_ALLGATHER, sh->tp, bytes, link) : 0);
+         * block with an all-gather. The attention block's are of T·h, the MLP block's of its
+         * recipe's size (MoE: program/recipe_moe.c), or none. */
+        double close_s[2], open_s[2];
+        for (int i = 0; i < 2; i++) {
+            double bytes = i == 0 ? 2.0 * T * h : mr.tp_block ? mr.tp_bytes : 0;
+            close_s[i] = tp_coll_s(pb, sh, sh->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE, bytes);
+            open_s[i] = sh->sp ? tp_coll_s(pb, sh, TS_COLL_ALLGATHER, bytes) : 0;
+        }
+        out->tp_close_s = close_s[0] + close_s[1];
+        out->tp_one_s = close_s[0] + open_s[0] + close_s[1] + open_s[1];
     }
     /* CP (program/recipe.c): the ring exposed step by step where a block's transfer outlasts the
      * attention of the block in flight; the all-gather and all-to-all kinds' collectives whole. */
@@ -181,10 +197,12 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         out->cp_fwd_s = cp_pass_s(pb, sh->cp, &ar_->cp_fwd, p.attn_fwd_s, link);
         out->cp_bwd_s = cp_pass_s(pb, sh->cp, &ar_->cp_bwd, p.attn_bwd_s, link);
     }
-    /* EP: dispatch + combine all-to-all (each pass: forward, backward, recompute). */
+    /* EP: dispatch + combine (each pass: forward, backward, recompute), as the dispatcher runs
+     * them (planner/moe_cost.h). */
     if (moe && sh->ep > 1) {
-        ts_link link = ts_group_link(s, sh->tp, sh->ep);
-        out->a2a_s = ts_coll_s(s, TS_COLL_ALLTOALL, sh->ep, mr.a2a_bytes, link);
+        int stride = ts_shard_etp(sh);
+        out->a2a_s = ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.to_coll, mr.to_bytes) +
+                     ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.from_coll, mr.from_bytes);
     }
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
@@ -209,7 +227,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
     } else {
         const ts_moe *x = &m->moe;
-        mlp = mr.routed_tokens * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / sh->tp));
+        mlp = mr.routed_tokens * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / ts_shard_etp(sh)));
         if (x->shared_experts > 0)
             mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
     }
@@ -240,21 +258,21 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
          * system overlaps TP communication (tp_comm_overlap); the backward's two run
          * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
          * reduce-scatter), exposed only beyond them. */
-        double one = p->tp_one_s;
-        double fwd_count = full ? 4.0 : 2.0;
-        double bwd_left = 2.0 * one - p->wgrad_s;
+        double pass = p->tp_one_s;
+        double fwd_count = full ? 2.0 : 1.0;
+        double bwd_left = pass - p->wgrad_s;
         if (s->serial_ops)
-            out->tp_s = (fwd_count + 2.0) * one; /* nothing runs under a collective */
+            out->tp_s = (fwd_count + 1.0) * pass; /* nothing runs under a collective */
         else
-            out->tp_s = fwd_count * one * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
-                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : 2.0 * one);
+            out->tp_s = fwd_count * pass * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : pass);
         /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
          * all-gathers feed the later W and stay hidden. */
-        out->tp_split_w_s = (fwd_count * one + 2.0 * p->tp_close_s) * (1.0 - s->tp_comm_overlap);
+        out->tp_split_w_s = (fwd_count * pass + p->tp_close_s) * (1.0 - s->tp_comm_overlap);
     }
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
-    out->ep_s = (full ? 6.0 : 4.0) * p->a2a_s;
+    out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
     if (full) {

@@ -2,6 +2,7 @@
 #include "planner/op_cost.h"
 
 #include "planner/cost.h"
+#include "planner/moe_cost.h"
 #include "program/recipe.h"
 
 /* Ring CP (op->m steps of op->n bytes each), beside an attention of op->flops in m + 1 kernels:
@@ -23,7 +24,13 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         /* in the precision the recipe gives its part (FP8 linear layers, BF16 the rest) */
         double one = 2.0 * op->m * op->n * op->k;
         if (one <= 0) return 0;
-        double t = ts_gemm_s(s, ts_gemm_dtype(pb, op->part), op->m, op->n, op->k);
+        ts_dtype dt = ts_gemm_dtype(pb, op->part);
+        /* the local experts as one grouped GEMM (moe_cost.h); tokens are m, or k in the
+         * weight gradient */
+        if (op->part == TS_PART_EXPERT_FC1 || op->part == TS_PART_EXPERT_FC2)
+            return ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
+                                     op->phase == TS_PHASE_WGRAD ? op->k : op->m);
+        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
         return op->flops > one ? t * (op->flops / one) : t;
     }
     case TS_OP_ATTENTION:
@@ -36,6 +43,7 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         if (n <= 1) return 0;
         ts_link link = ts_group_link(s, ts_group_stride(l, g), n);
         if (op->m > 0) return cp_ring_s(pb, op, link);
+        if (g == TS_GROUP_EP) return ts_moe_coll_s(pb, n, ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
         double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, link);
         /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
          * Engine's userbuffers) is hidden at that fraction, as in the closed form. */

@@ -168,7 +168,7 @@ ts_status ts_partition_problem_of(const ts_problem *pb, const ts_layout *l, unsi
     for (int x = 0; x < L; x++) out->kind[x] = moe_model ? ts_model_layer_is_moe(m, x) : 0;
 
     ts_shard_costs costs[K_POL];
-    ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
+    ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE, l->etp};
     ts_shard_costs_all(pb, &sh, costs);
     int splits_w = ts_schedules[l->schedule].splits_w;
 #define BUSY(c) ((c).fwd_s + (c).bwd_s + (c).recompute_s + (splits_w ? (c).tp_split_w_s : (c).tp_s) + (c).cp_s + (c).ep_s)
@@ -247,7 +247,7 @@ ts_status ts_evaluate_split(const ts_problem *pb, const ts_layout *in, const ts_
     ts_layout l = *in;
     l.microbatches = (int)(pb->train.global_batch / ((long long)l.dp * l.mbs));
     ts_shard_costs costs[K_POL];
-    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE};
+    ts_shard sh = {l.tp, l.cp, l.ep, l.sp, l.mbs, TS_RECOMPUTE_NONE, l.etp};
     ts_shard_costs_all(pb, &sh, costs);
     ts_stages st;
     TS_CHECK(ts_stages_init(&st, l.pp));

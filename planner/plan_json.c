@@ -41,6 +41,8 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
              add_num(t, "overhead", e->time.overhead) && add_num(o, "tokens_per_s", e->tokens_per_s) &&
              add_num(o, "tflops_per_gpu", e->tflops_per_gpu) &&
              add_num(o, "hw_tflops_per_gpu", e->hw_tflops_per_gpu) && add_num(o, "mfu", e->mfu);
+    /* the experts' TP, when apart from tp (program/layout.h) */
+    if (ok && l->etp > 0 && l->etp != l->tp) ok = add_num(o, "etp", l->etp);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -102,6 +104,13 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     /* Written only when not the default, so plans made before the option read as they did. */
     if (pb->train.cp_kind != TS_CP_RING)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cp_kind", ts_cp_kind_names[pb->train.cp_kind]), res, fail);
+    if (pb->train.moe_dispatcher != TS_MOE_DISPATCH_AUTO)
+        TS_CJSON_GOTO(cJSON_AddStringToObject(req, "moe_dispatcher", ts_moe_dispatcher_names[pb->train.moe_dispatcher]),
+                      res, fail);
+    if (pb->train.moe_a2a_overlap > 0)
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "moe_a2a_overlap", pb->train.moe_a2a_overlap), res, fail);
+    if (pb->train.moe_fp8_dispatch)
+        TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_fp8_dispatch", 1), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "mem_headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
@@ -199,7 +208,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
     int64_t gpus, dtype;
-    int flash, across, dt, fp8_recipe, fp8_attention, cp_kind;
+    int flash, across, dt, fp8_recipe, fp8_attention, cp_kind, moe_disp;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "global_batch", 1, 1, 1 << 30, 0, &t.global_batch), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "seq", 1, 1, 1LL << 27, 0, &t.seq), res, exit);
@@ -209,6 +218,11 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind), res, exit);
+    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp),
+                  res, exit);
+    TS_CHECK_GOTO(ts_jr_num(&rr, req, "moe_a2a_overlap", 0, 0, 1, 0, &t.moe_a2a_overlap), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "moe_fp8_dispatch", 0, 0, &t.moe_fp8_dispatch), res, exit);
+    t.moe_dispatcher = (ts_moe_dispatcher)moe_disp;
     dtype = dt;
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.fp8_recipe = (ts_fp8_recipe)fp8_recipe;

@@ -110,6 +110,22 @@ static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *
     return TS_OK;
 }
 
+/* An MoE row: the model's published layer count (the recipes' proxy configurations cut it) and
+ * the expert layout, ep and etp when given. */
+static ts_status moe_row(const char *file, const cJSON *row, ts_model *m, ts_pins *pins) {
+    double layers, ep;
+    TS_CHECK(num_at(file, row, "model", "layers", &layers));
+    TS_CHECK(num_at(file, row, "layout", "ep", &ep));
+    if (layers < 1 || layers > m->layers)
+        return TS_FAIL(TS_ERR_INPUT, "%s: model.layers: expected 1 to %d, got %g", file, m->layers, layers);
+    m->layers = (int)layers;
+    if (m->moe.first_dense >= m->layers) m->moe.first_dense = 0;
+    ts_pins_set(pins, TS_PIN_EP, (int)ep);
+    const cJSON *etp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"), "etp");
+    if (cJSON_IsNumber(etp)) ts_pins_set(pins, TS_PIN_ETP, etp->valueint);
+    return TS_OK;
+}
+
 static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -124,8 +140,11 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     const cJSON *vpp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"),
                                                         "virtual_pipeline_stages");
     int fp8 = strstr(c->id, "-fp8-") != NULL;
-    c->kind = fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP;
-    snprintf(c->model, sizeof c->model, "%s", strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
+    const cJSON *zoo = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "zoo");
+    c->kind = cJSON_IsString(zoo) ? (fp8 ? TS_PUB_NVIDIA_MOE_STEP_FP8 : TS_PUB_NVIDIA_MOE_STEP)
+                                  : (fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP);
+    snprintf(c->model, sizeof c->model, "%s",
+             cJSON_IsString(zoo) ? zoo->valuestring : strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
     c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
     c->measured = step;
 
@@ -134,6 +153,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     ts_train t;
     ts_problem pb;
     TS_CHECK(ts_model_load(c->model, &m));
+    if (cJSON_IsString(zoo)) TS_CHECK(moe_row(file, row, &m, &c->pins));
     /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
     if (cJSON_IsNumber(v)) vocab = v->valuedouble;
@@ -147,7 +167,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
-    ts_pins pins = {0};
+    ts_pins pins = c->pins;
     ts_pins_set(&pins, TS_PIN_TP, c->tp);
     ts_pins_set(&pins, TS_PIN_PP, c->pp);
     ts_pins_set(&pins, TS_PIN_CP, (int)cp);

@@ -5,7 +5,8 @@
  *    planner's own search over that 2021 space;
  *  - NVIDIA's H100 dgxc-benchmarking recipes (BF16 and FP8 rows, FP8 as Transformer Engine's
  *    default delayed-scaling recipe): step time of the published layout (tp, pp, cp, dp, mbs, vpp
- *    pinned; the planner picks SP, ZeRO and recompute).
+ *    pinned; the planner picks SP, ZeRO and recompute); MoE rows (Grok-1, DeepSeek-V3) also pin
+ *    ep and etp and take the zoo model the row names, with the row's layer count (proxy rows).
  * For each, the prediction is the planner's best layout under those pins. */
 #ifndef TS_PUBLISHED_H
 #define TS_PUBLISHED_H
@@ -14,9 +15,18 @@
 
 /* TS_PUB_OLDER_STACK: runs on the stacks of their era (validation/published/older-stacks.json,
  * planner/published_stacks.c): step seconds or TFLOP/s per GPU (counted with recompute, as the
- * papers count), predicted under the era's stack profile (models/stacks/) and the published pins. */
-typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP, TS_PUB_NVIDIA_STEP_FP8, TS_PUB_OLDER_STACK,
-               TS_PUB_KIND_COUNT } ts_pub_kind;
+ * papers count), predicted under the era's stack profile (models/stacks/) and the published pins.
+ * TS_PUB_NVIDIA_MOE_STEP(_FP8): MoE rows (the case's model.zoo names the zoo model; its layers,
+ * layout.ep and layout.etp pinned as published). */
+typedef enum {
+    TS_PUB_MEGATRON_TFLOPS,
+    TS_PUB_NVIDIA_STEP,
+    TS_PUB_NVIDIA_STEP_FP8,
+    TS_PUB_OLDER_STACK,
+    TS_PUB_NVIDIA_MOE_STEP,
+    TS_PUB_NVIDIA_MOE_STEP_FP8,
+    TS_PUB_KIND_COUNT
+} ts_pub_kind;
 
 typedef struct {
     char id[96];
@@ -35,6 +45,7 @@ typedef struct {
     int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the
                          search, 0 if not in the first 10 */
     char layout[256]; /* the predicted layout */
+    ts_pins pins;     /* pins beyond tp, pp, cp, dp, mbs, vpp (MoE rows: ep, etp) */
 } ts_pub_case;
 
 /* Loads the files from `dir` (megatron-sc21-table1.json, published-cases.json,

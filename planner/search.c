@@ -128,9 +128,12 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         const ts_schedule_info *si = &ts_schedules[s];
         if (!allowed(pins, TS_PIN_SCHED, s, l->pp > 1 || s == TS_SCHED_1F1B)) continue;
         if (c->opts->schedules && !(c->opts->schedules & (1u << s)) && l->pp > 1) continue;
+        if (si->opt_in && !(c->opts->schedules & (1u << s)) && !(pins->mask & (1u << TS_PIN_SCHED)) &&
+            !(pb->train.stack.schedules & (1u << s)))
+            continue; /* asked for, pinned, or a stack that names it */
         int n_v = si->interleaved ? n_vpp + n_up : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
-            int v = !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
+            int v = si->fixed_vpp ? si->fixed_vpp : !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
             if (si->interleaved && iv >= n_vpp && per_stage % v == 0) continue; /* a divisor of both */
             if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
             l->schedule = (ts_schedule)s;
@@ -150,7 +153,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
                     ts_stages_run_acts(st, l, c->acts);
                     have_acts = 1;
                 }
-                double mem = ts_stages_memory_acts(st, z, c->acts, NULL);
+                double mem = ts_stages_memory_acts(st, l, c->acts, NULL);
                 if (!r->has_closest || mem < r->closest.mem.total) {
                     ts_stages_finish(st, pb, l, &r->closest);
                     r->has_closest = 1;
@@ -217,7 +220,7 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
     l->vpp = 1;
     if (ts_layout_invalid(pb, l, NULL, 0)) return 0;
     if (!*have_costs) {
-        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE};
+        ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE, l->etp};
         ts_shard_costs_all(pb, &sh, all);
         *have_costs = 1;
     } else if (all[0].shard.ep != l->ep) {
@@ -244,6 +247,8 @@ static ts_status run(search_ctx *c) {
     const ts_pins *pins = &c->opts->pins;
     int N = pb->gpus;
     long long B = pb->train.global_batch;
+    /* etp is pinned or follows tp (0); its EP groups span ep·etp of a stage's tp·cp·dp ranks */
+    int etp = pins->mask & (1u << TS_PIN_ETP) ? pins->value.etp : 0;
     ts_status res = TS_OK;
     long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
     long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
@@ -279,22 +284,23 @@ static ts_status run(search_ctx *c) {
                     if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
                     int have_costs = 0;
                     /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
-                    for (int f = 0; f < n_ep && gpu_div[f] <= N / tp; f++) {
+                    int etp_of = etp > 0 ? etp : tp;
+                    for (int f = 0; f < n_ep && gpu_div[f] <= N / etp_of; f++) {
                         int ep = (int)gpu_div[f];
-                        if (!divides(ep, N / tp) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+                        if (!divides(ep, N / etp_of) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
                         if (m->moe.experts > 0 && m->moe.experts % ep) continue;
                         for (int d = 0; d < n_pp; d++) {
                             int pp = (int)gpu_div[d];
                             if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
                             int dp = N / (tp * cp * pp);
                             if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * mbs)) continue;
-                            if (!divides(ep, (long long)dp * cp)) continue;
+                            if (!divides((long long)ep * etp_of, (long long)dp * cp * tp)) continue;
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
                                 int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
                                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
                                 ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
                                                .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
-                                               .recompute = (ts_recompute)rc};
+                                               .recompute = (ts_recompute)rc, .etp = etp};
                                 if (group(c, &st[f * n_pp + d], &l, costs, &have_costs)) goto done;
                             }
                         }
@@ -399,6 +405,8 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     if (!(pins->mask & (1u << TS_PIN_DP))) probe.dp = (int)rest;
     else if (!(pins->mask & (1u << TS_PIN_PP))) probe.pp = (int)rest;
     if (probe.vpp > 1 && !(pins->mask & (1u << TS_PIN_SCHED))) probe.schedule = TS_SCHED_INTERLEAVED;
+    if (ts_schedules[probe.schedule].fixed_vpp && !(pins->mask & (1u << TS_PIN_VPP)))
+        probe.vpp = ts_schedules[probe.schedule].fixed_vpp;
     if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
         snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
                            "--global-batch divisibility)");

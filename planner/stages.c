@@ -177,7 +177,8 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     double t = sh->tp;
     double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
-    st->max_layer_params = max_d(pc->per_layer_dense, moe_dense_part + expert_all / sh->ep) / t;
+    double et = ts_shard_etp(sh); /* the experts are split over etp·ep */
+    st->max_layer_params = max_d(pc->per_layer_dense / t, moe_dense_part / t + expert_all / (et * sh->ep));
 
     int n_moe_all = moe_below(m, m->layers);
     double outside = pc->total - pc->embedding - pc->lm_head -
@@ -194,19 +195,19 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
             ne += outside;
         }
         st->params[i] = ne / t;
-        st->expert_params[i] = ex / (t * sh->ep);
+        st->expert_params[i] = ex / (et * sh->ep);
     }
     stage_kinds(st, pp, split != NULL);
 
     /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
      * DP×CP/EP), computed once for all ZeRO stages and schedules. */
     const ts_system *s = &pb->sys;
-    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc / sh->ep;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     st->biggest = 0;
     for (int i = 1; i < pp; i++)
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
-    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
     /* on the wire in the stack's gradient-reduction dtype */
     double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
     double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
@@ -325,7 +326,7 @@ static double exposed(const ts_system *s, double traffic_s, double window_s) {
 static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out) {
     const ts_train *tr = &pb->train;
     const ts_shard *sh = &st->shard;
-    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc / sh->ep;
+    double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     double ne = st->params[i], ex = st->expert_params[i];
     double sharded = ne / dpc + ex / edp, whole = ne + ex;
     out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);
@@ -343,10 +344,37 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
 
+/* DualPipe's stage i also holds a copy of stage p-1-i's chunk (DeepSeek-V3 Table 2: "Parameter
+ * 2×"), with its gradients, optimizer states and the buffers stage_states counts with them (the
+ * executor keeps them all, exec/param_store.h): the stage whose states join stage i's, or -1. */
+static int mirror_of(const ts_layout *l, int i) {
+    return ts_schedules[l->schedule].dual ? l->pp - 1 - i : -1;
+}
+
+static double states_of(const double *states, const ts_layout *l, int i) {
+    int j = mirror_of(l, i);
+    return states[i] + (j >= 0 ? states[j] : 0);
+}
+
+static void add_states(ts_memory *m, const ts_memory *x) {
+    m->weights += x->weights;
+    m->grads += x->grads;
+    m->optimizer += x->optimizer;
+    m->buffers += x->buffers;
+    m->total += x->total;
+}
+
+/* One micro-batch's activations on stage i: its layers', or under DualPipe the mean of its two
+ * chunks' (the p + 1 in flight are of both; DeepSeek-V3 Table 2 counts them alike). */
+static double act_unit(const ts_stages *st, const ts_layout *l, int i) {
+    int j = mirror_of(l, i);
+    return j < 0 ? st->act_bytes[i] : 0.5 * (st->act_bytes[i] + st->act_bytes[st->kind_first[st->kind_of[j]]]);
+}
+
 /* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
  * the states, summed alike everywhere so every caller's total agrees to the bit. */
 static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
-    return st->mb_buffer_bytes + st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
+    return st->mb_buffer_bytes + act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
            st->extra_bytes[i];
 }
 
@@ -354,12 +382,12 @@ void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
     for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
 }
 
-double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage) {
-    const double *states = st->states_bytes + zero * st->cap;
+double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage) {
+    const double *states = st->states_bytes + l->zero * st->cap;
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + acts[r];
+        double total = states_of(states, l, i) + acts[r];
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -373,7 +401,7 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states[i] + stage_act_bytes(st, l, i);
+        double total = states_of(states, l, i) + stage_act_bytes(st, l, i);
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
@@ -384,7 +412,9 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
 
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
-    int p = l->pp, v = l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
+     * transfers and DP windows are 1F1B's. */
+    int p = l->pp, v = ts_schedules[l->schedule].dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
     double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
     double comm_mb = tp + st->cp_s + st->ep_s;
@@ -430,9 +460,14 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
     ts_stages_memory(st, l, &out->worst_stage);
     int i = out->worst_stage;
     stage_states(st, pb, l->zero, i, &out->mem);
+    if (mirror_of(l, i) >= 0) {
+        ts_memory copy;
+        stage_states(st, pb, l->zero, mirror_of(l, i), &copy);
+        add_states(&out->mem, &copy);
+    }
     out->mem.buffers += st->mb_buffer_bytes;
     out->mem.activations =
-        st->act_bytes[i] * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
+        act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
     out->mem.total += stage_act_bytes(st, l, i); /* as ts_stages_memory sums it */
     out->fits = out->mem.total <= pb->usable_bytes;
 

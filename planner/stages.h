@@ -92,9 +92,10 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage);
 /* ts_stages_memory in two steps, so that the search sums the activations once for every ZeRO
  * stage: the activations and micro-batch buffers of each run under l's schedule into acts
- * (room for n_runs), then the worst-rank memory under ZeRO stage `zero` from them. */
+ * (room for n_runs), then the worst-rank memory under l's ZeRO stage and schedule from them
+ * (DualPipe's stage i adds the states of its copy of stage p-1-i's chunk). */
 void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts);
-double ts_stages_memory_acts(const ts_stages *st, int zero, const double *acts, int *worst_stage);
+double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage);
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split);
 
 #endif

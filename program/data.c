@@ -32,8 +32,10 @@ static ts_status segments_build(const ts_problem *pb, const ts_layout *l, int st
     for (int j = 0; j < L; j++)
         if (g->local_of[j] == 0) g->local_of[j] = g->n_local++;
     g->n_seg = 2 * g->n_local + 2;
-    g->seg_embed = ts_chunk_stage(l, 0) == stage ? 2 * g->n_local : -1;
-    g->seg_head = ts_chunk_stage(l, l->pp * v - 1) == stage ? 2 * g->n_local + 1 : -1;
+    /* The embedding and the head live where a chunk opens or closes a pipeline (both ends of
+     * both directions under DualPipe). */
+    g->seg_embed = ts_stage_opens(l, stage) ? 2 * g->n_local : -1;
+    g->seg_head = ts_stage_closes(l, stage) ? 2 * g->n_local + 1 : -1;
     g->grad_buffer = malloc((size_t)g->n_seg * sizeof *g->grad_buffer);
     if (!g->grad_buffer) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the segments of stage %d", stage);
     /* ZeRO-2/3 keep a layer's gradients in one of two one-layer buffers, alternate layers; a
@@ -167,25 +169,51 @@ exit:
 
 /* --- what an op touches ------------------------------------------------------------------------ */
 
+/* The latest op of each side (0: the compute streams, 1: DP) to write and to read each resource,
+ * as data_edges walks the ops, and the walk's op: its side and the latest conflicting op of the
+ * other side found so far. */
+typedef struct {
+    int32_t *last_w[2], *last_r[2];
+    int side;
+    int32_t op, need;
+} edge_walk;
+
+/* An access of the walk's op: what of the other side it must follow, and it is now the latest of
+ * its side (reads come from the other side's lists, writes go to its own: an op's accesses
+ * commute). */
+static inline void walk_access(edge_walk *w, int32_t res, int write) {
+    int other = !w->side;
+    int32_t need = w->last_w[other][res];
+    if (write && w->last_r[other][res] > need) need = w->last_r[other][res];
+    if (need > w->need) w->need = need;
+    (write ? w->last_w : w->last_r)[w->side][res] = w->op;
+}
+
+/* An op's accesses go to `out` (ts_op_accesses) or straight to `walk` (data_edges, which thereby
+ * lists none: a list would cost it as much as the rest of the pass). */
 typedef struct {
     const ts_stage_segments *g;
     ts_access *out;
+    edge_walk *walk;
     int n;
 } touches;
 
-static void add(touches *t, int32_t res, int write) { t->out[t->n++] = (ts_access){res, (uint8_t)write}; }
+static inline void add(touches *t, int32_t res, int write) {
+    if (t->walk) walk_access(t->walk, res, write);
+    else t->out[t->n++] = (ts_access){res, (uint8_t)write};
+}
 
-static void params(touches *t, int s, int write) {
+static inline void params(touches *t, int s, int write) {
     if (s >= 0) add(t, s, write);
 }
 
-static void grads(touches *t, int s) {
+static inline void grads(touches *t, int s) {
     if (s < 0) return;
     add(t, t->g->n_seg + s, 1);
     if (t->g->grad_buffer[s] >= 0) add(t, 2 * t->g->n_seg + t->g->grad_buffer[s], 1);
 }
 
-static void compute_touches(touches *t, const ts_op *op) {
+static inline void compute_touches(touches *t, const ts_op *op) {
     const ts_stage_segments *g = t->g;
     int writes = op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD;
     if (op->kind == TS_OP_OPTIMIZER) {
@@ -211,20 +239,24 @@ static void compute_touches(touches *t, const ts_op *op) {
     }
 }
 
-int ts_op_accesses(const ts_stage_program *sp, int i, ts_access *out) {
+static inline void op_touches(const ts_stage_program *sp, int i, touches *t) {
     const ts_op *op = &sp->ops[i];
-    touches t = {.g = &sp->seg, .out = out};
     if (!on_dp(op)) {
-        compute_touches(&t, op);
-        return t.n;
+        compute_touches(t, op);
+        return;
     }
     const int32_t *segs = sp->segs + sp->seg_start[i];
     uint32_t n = sp->seg_start[i + 1] - sp->seg_start[i];
     if (op->part == TS_PART_GRAD_REDUCE) {
-        for (uint32_t k = 0; k < n; k++) grads(&t, segs[k]);
+        for (uint32_t k = 0; k < n; k++) grads(t, segs[k]);
     } else {
-        for (uint32_t k = 0; k < n; k++) params(&t, segs[k], 1);
+        for (uint32_t k = 0; k < n; k++) params(t, segs[k], 1);
     }
+}
+
+int ts_op_accesses(const ts_stage_program *sp, int i, ts_access *out) {
+    touches t = {.g = &sp->seg, .out = out};
+    op_touches(sp, i, &t);
     return t.n;
 }
 
@@ -235,46 +267,39 @@ static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 /* For each op, the latest conflicting op of the other stream (-1: none) beyond what is already
  * ordered before it, into `extra`. Ops of one stream (the simulator's, a sub-order of the
  * executor's) run in issue order, so what an earlier op of the op's stream waited for is ordered
- * before it too: one edge per stream and conflict, not one per op that touches the data. */
-static ts_status data_edges(const ts_stage_program *sp, int32_t *extra) {
+ * before it too: one edge per stream and conflict, not one per op that touches the data. Counts
+ * the edges into *added. */
+static ts_status data_edges(const ts_stage_program *sp, int32_t *extra, int *added) {
     int n_res = 2 * sp->seg.n_seg + 2;
-    ts_status res = TS_OK;
-    ts_access *acc = malloc((size_t)TS_ACCESS_MAX(sp->seg.n_seg) * sizeof *acc);
-    int32_t *last = malloc(4 * (size_t)n_res * sizeof *last); /* writer, reader per stream */
-    if (!acc || !last) {
-        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
-        goto exit;
-    }
+    int32_t *last = malloc(4 * (size_t)n_res * sizeof *last); /* writer, reader per side */
+    if (!last) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
     for (int r = 0; r < 4 * n_res; r++) last[r] = -1;
-    int32_t *last_w[2] = {last, last + n_res}, *last_r[2] = {last + 2 * n_res, last + 3 * n_res};
+    edge_walk w = {.last_w = {last, last + n_res}, .last_r = {last + 2 * n_res, last + 3 * n_res}};
+    touches t = {.g = &sp->seg, .walk = &w};
     int32_t covered[TS_STREAM_COUNT];
     for (int k = 0; k < TS_STREAM_COUNT; k++) covered[k] = -1;
     for (int i = 0; i < sp->n_ops; i++) {
         const ts_op *op = &sp->ops[i];
-        int side = on_dp(op), other = !side, n = ts_op_accesses(sp, i, acc);
-        int32_t ordered = covered[op->stream], need = -1;
+        int other = !on_dp(op);
+        int32_t ordered = covered[op->stream];
         for (uint32_t d = 0; d < op->ndeps; d++) {
             uint32_t j = sp->deps[op->dep0 + d];
             if (on_dp(&sp->ops[j]) == other) ordered = max32(ordered, (int32_t)j);
         }
-        for (int k = 0; k < n; k++) {
-            need = max32(need, last_w[other][acc[k].res]);
-            if (acc[k].write) need = max32(need, last_r[other][acc[k].res]);
-        }
-        for (int k = 0; k < n; k++) (acc[k].write ? last_w : last_r)[side][acc[k].res] = i;
-        extra[i] = need > ordered ? need : -1;
-        covered[op->stream] = max32(ordered, need);
+        w.side = !other;
+        w.op = i;
+        w.need = -1;
+        op_touches(sp, i, &t);
+        extra[i] = w.need > ordered ? w.need : -1;
+        *added += extra[i] >= 0;
+        covered[op->stream] = max32(ordered, w.need);
     }
-exit:
-    free(acc);
     free(last);
-    return res;
+    return TS_OK;
 }
 
-/* The dependencies with each op's data edge appended. */
-static ts_status deps_extend(ts_stage_program *sp, const int32_t *extra) {
-    int added = 0;
-    for (int i = 0; i < sp->n_ops; i++) added += extra[i] >= 0;
+/* The dependencies with each op's data edge (`added` in all) appended. */
+static ts_status deps_extend(ts_stage_program *sp, const int32_t *extra, int added) {
     if (added == 0) return TS_OK;
     uint32_t *deps = malloc(((size_t)sp->n_deps + added) * sizeof *deps);
     if (!deps) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
@@ -298,8 +323,9 @@ ts_status ts_stage_data_build(const ts_problem *pb, const ts_layout *l, int stag
     TS_CHECK(segs_build(sp));
     int32_t *extra = malloc(((size_t)sp->n_ops + 1) * sizeof *extra);
     if (!extra) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the data edges of %d ops", sp->n_ops);
-    ts_status res = data_edges(sp, extra);
-    if (res == TS_OK) res = deps_extend(sp, extra);
+    int added = 0;
+    ts_status res = data_edges(sp, extra, &added);
+    if (res == TS_OK) res = deps_extend(sp, extra, added);
     free(extra);
     return res;
 }

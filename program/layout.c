@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const ts_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
+const char *const ts_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe", "zb-v", NULL};
 const char *const ts_recompute_names[] = {"none", "selective", "full", NULL};
 const char *const ts_pin_names[] = {"dp", "tp",  "pp",    "cp",    "ep",        "sp",
-                                    "zero", "mbs", "vpp", "sched", "recompute", NULL};
+                                    "zero", "mbs", "vpp", "sched", "recompute", "etp", NULL};
+
+int ts_layout_etp(const ts_layout *l) { return l->etp > 0 ? l->etp : l->tp; }
 
 static int *int_field(ts_layout *l, ts_pin p) {
     switch (p) {
@@ -22,6 +24,7 @@ static int *int_field(ts_layout *l, ts_pin p) {
     case TS_PIN_ZERO: return &l->zero;
     case TS_PIN_MBS: return &l->mbs;
     case TS_PIN_VPP: return &l->vpp;
+    case TS_PIN_ETP: return &l->etp;
     default: return NULL;
     }
 }
@@ -29,6 +32,7 @@ static int *int_field(ts_layout *l, ts_pin p) {
 int ts_layout_field(const ts_layout *l, ts_pin p) {
     if (p == TS_PIN_SCHED) return (int)l->schedule;
     if (p == TS_PIN_RECOMPUTE) return (int)l->recompute;
+    if (p == TS_PIN_ETP) return ts_layout_etp(l);
     ts_layout copy = *l;
     return *int_field(&copy, p);
 }
@@ -53,10 +57,13 @@ int ts_pins_allow(const ts_pins *pins, const ts_layout *l) {
 }
 
 int ts_layout_format(const ts_layout *l, char *buf, size_t cap) {
-    return snprintf(buf, cap,
-                    "dp=%d,tp=%d,pp=%d,cp=%d,ep=%d,sp=%d,zero=%d,mbs=%d,vpp=%d,sched=%s,recompute=%s",
-                    l->dp, l->tp, l->pp, l->cp, l->ep, l->sp, l->zero, l->mbs, l->vpp,
-                    ts_schedule_names[l->schedule], ts_recompute_names[l->recompute]);
+    int n = snprintf(buf, cap,
+                     "dp=%d,tp=%d,pp=%d,cp=%d,ep=%d,sp=%d,zero=%d,mbs=%d,vpp=%d,sched=%s,recompute=%s",
+                     l->dp, l->tp, l->pp, l->cp, l->ep, l->sp, l->zero, l->mbs, l->vpp,
+                     ts_schedule_names[l->schedule], ts_recompute_names[l->recompute]);
+    if (l->etp <= 0 || l->etp == l->tp || n < 0) return n;
+    size_t at = (size_t)n < cap ? (size_t)n : (cap > 0 ? cap - 1 : 0);
+    return n + snprintf(cap > 0 ? buf + at : buf, cap > at ? cap - at : 0, ",etp=%d", l->etp);
 }
 
 static int lookup(const char *const *names, const char *s) {
@@ -85,7 +92,7 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
         if (p < 0)
             return TS_FAIL(TS_ERR_INPUT,
                            "%s: unknown key \"%s\" (expected dp, tp, pp, cp, ep, sp, zero, mbs, vpp, "
-                           "sched, recompute)", what, key);
+                           "sched, recompute, etp)", what, key);
         if (out->mask & (1u << p))
             return TS_FAIL(TS_ERR_INPUT, "%s: \"%s\" given twice", what, key);
         out->mask |= 1u << p;
@@ -94,7 +101,7 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
             int v = lookup(names, val);
             if (v < 0)
                 return TS_FAIL(TS_ERR_INPUT, "%s: %s=%s: expected %s", what, key, val,
-                               p == TS_PIN_SCHED ? "gpipe, 1f1b, interleaved or zb-h1"
+                               p == TS_PIN_SCHED ? "gpipe, 1f1b, interleaved, zb-h1, dualpipe or zb-v"
                                                  : "none, selective or full");
             ts_pins_set(out, (ts_pin)p, v);
             continue;
@@ -118,7 +125,7 @@ ts_status ts_layout_parse(const char *what, const char *text, ts_layout *out) {
     ts_pins pins;
     TS_CHECK(ts_pins_parse(what, text, &pins));
     for (int p = 0; p < TS_PIN_COUNT; p++)
-        if (!(pins.mask & (1u << p)))
+        if (p != TS_PIN_ETP && !(pins.mask & (1u << p)))
             return TS_FAIL(TS_ERR_INPUT, "%s: \"%s\" is missing: a layout needs every key of %s", what,
                            ts_pin_names[p],
                            "dp=..,tp=..,pp=..,cp=..,ep=..,sp=..,zero=..,mbs=..,vpp=..,sched=..,recompute=..");

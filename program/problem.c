@@ -7,6 +7,7 @@
 
 const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", NULL};
 const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
+const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
 
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){
@@ -70,8 +71,10 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
         INVALID("tp=%d neither divides nor is a multiple of %d kv heads", l->tp, m->kv_heads);
     if (m->ffn_hidden % l->tp != 0)
         INVALID("tp=%d does not divide ffn_hidden %lld", l->tp, (long long)m->ffn_hidden);
-    if (m->moe.experts > 0 && m->moe.expert_ffn % l->tp != 0)
-        INVALID("tp=%d does not divide expert_ffn %lld", l->tp, (long long)m->moe.expert_ffn);
+    int etp = ts_layout_etp(l);
+    if (m->moe.experts > 0 && m->moe.expert_ffn % etp != 0)
+        INVALID("%s=%d does not divide expert_ffn %lld", l->etp > 0 ? "etp" : "tp", etp,
+                 (long long)m->moe.expert_ffn);
     if (l->sp && l->tp == 1)
         INVALID("sp=1 needs tp > 1");
     if (l->sp != 0 && l->sp != 1)
@@ -86,8 +89,17 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
         INVALID("ep=%d on a dense model", l->ep);
     if (m->moe.experts > 0 && m->moe.experts % l->ep != 0)
         INVALID("ep=%d does not divide %d experts", l->ep, m->moe.experts);
-    if ((l->dp * l->cp) % l->ep != 0)
+    if (etp == l->tp && (l->dp * l->cp) % l->ep != 0)
         INVALID("ep=%d does not divide dp×cp = %d", l->ep, l->dp * l->cp);
+    /* Megatron-Core's expert rank order (program/ranks.h): ep·etp ranks of a stage's tp·cp·dp;
+     * experts split apart from TP need SP (Megatron-Core: MoE with TP requires sequence parallel),
+     * so that TP ranks hold different tokens. */
+    if (etp != 1 && etp != l->tp)
+        INVALID("etp=%d: expected 1 or tp=%d (an expert TP group apart from TP is not modelled)", etp, l->tp);
+    if (etp != l->tp && (l->tp * l->cp * l->dp) % (l->ep * etp) != 0)
+        INVALID("ep×etp = %d×%d does not divide tp×cp×dp = %d", l->ep, etp, l->tp * l->cp * l->dp);
+    if (etp != l->tp && l->tp > 1 && !l->sp)
+        INVALID("etp=%d apart from tp=%d needs sp=1", etp, l->tp);
     if (pb->train.global_batch % ((long long)l->dp * l->mbs) != 0)
         INVALID("global batch %lld is not divisible by dp×mbs = %lld",
                  (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
@@ -113,7 +125,22 @@ const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf,
  * --pipeline-model-parallel-layout) needs only a layer in every chunk. */
 const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
-    if (ts_schedules[l->schedule].interleaved != (l->vpp > 1))
+    const ts_schedule_info *si = &ts_schedules[l->schedule];
+    if (si->fixed_vpp) {
+        if (l->vpp != si->fixed_vpp)
+            INVALID("sched=%s places %d chunks on every stage: vpp=%d expected (got %d)", si->name, si->fixed_vpp,
+                    si->fixed_vpp, l->vpp);
+        if (explicit_split) INVALID("sched=%s takes the even split of the layers", si->name);
+        if ((long long)ts_model_chunks(l) > m->layers)
+            INVALID("sched=%s needs %d chunks of at least one of %d layers", si->name, ts_model_chunks(l), m->layers);
+        /* Two chunks of one stage's layers each take the even split of the interleaved schedule. */
+        if (!si->dual && m->layers % ts_model_chunks(l) != 0)
+            INVALID("sched=%s needs the %d layers in %d equal chunks", si->name, m->layers, ts_model_chunks(l));
+        int mb = (int)(pb->train.global_batch / ((long long)l->dp * l->mbs));
+        if (si->invalid && si->invalid(l->pp, mb, buf, cap)) return buf ? buf : "invalid";
+        return NULL;
+    }
+    if (si->interleaved != (l->vpp > 1))
         INVALID(l->vpp > 1 ? "vpp=%d needs sched=interleaved"
                                       : "sched=interleaved needs vpp > 1 (got %d)", l->vpp);
     if (l->vpp > 1 && explicit_split && (l->pp == 1 || (long long)l->pp * l->vpp > m->layers))

@@ -32,6 +32,21 @@ extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxf
 typedef enum { TS_CP_RING, TS_CP_ALLGATHER, TS_CP_A2A, TS_CP_KIND_COUNT } ts_cp_kind;
 extern const char *const ts_cp_kind_names[]; /* "ring", "allgather", "a2a"; NULL-terminated */
 
+/* How MoE tokens reach their experts and come back (planner/moe_cost.h prices them):
+ * auto       deepep for a model whose router is node-limited (router_groups with
+ *            router_group_topk: DeepSeek-V3 routes each token to at most 4 nodes so that its
+ *            IB traffic is bounded, §2.1.2 and §3.2.2), else alltoall;
+ * alltoall   Megatron-Core's alltoall token dispatcher: every routed copy sent to its
+ *            expert's rank by one NCCL all-to-all (dispatch) and back (combine);
+ * allgather  Megatron-Core's allgather dispatcher: every rank's tokens all-gathered over the EP
+ *            group, each rank keeps its experts' copies; the combine is a reduce-scatter;
+ * deepep     DeepSeek's DeepEP (the kernels of DeepSeek-V3 §3.2.2; Megatron-Core's flex
+ *            dispatcher): a token crosses IB once per destination node and is forwarded over
+ *            NVLink to its experts' GPUs there; the combine reduces inside the node first. */
+typedef enum { TS_MOE_DISPATCH_AUTO, TS_MOE_DISPATCH_ALLTOALL, TS_MOE_DISPATCH_ALLGATHER, TS_MOE_DISPATCH_DEEPEP,
+               TS_MOE_DISPATCH_COUNT } ts_moe_dispatcher;
+extern const char *const ts_moe_dispatcher_names[]; /* "auto", "alltoall", "allgather", "deepep"; NULL-ended */
+
 typedef struct {
     int64_t global_batch;   /* sequences per step */
     int64_t seq;            /* tokens per sequence */
@@ -41,6 +56,12 @@ typedef struct {
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */
+    ts_moe_dispatcher moe_dispatcher; /* MoE token dispatcher (auto by default) */
+    double moe_a2a_overlap; /* fraction of the EP dispatch/combine hidden under computation
+                               (default 0: Megatron-Core runs them exposed unless
+                               --overlap-moe-expert-parallel-comm; planner/moe_cost.h) */
+    int moe_fp8_dispatch;   /* dispatch FP8 (1 byte + a scale per 128) as DeepSeek-V3 §3.3.2 does;
+                               on by default under fp8 with the deepep dispatcher */
     double weight_bytes;    /* bytes per parameter: weights (2, ZeRO paper's mixed precision) */
     double grad_bytes;      /* gradients (2) */
     double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */

@@ -43,7 +43,7 @@ const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
     "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
-    "param-gather", "optimizer", NULL};
+    "param-gather", "optimizer", "mirror-grad", NULL};
 
 #define NO_OP UINT32_MAX
 
@@ -73,6 +73,7 @@ typedef struct {
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
     gemm_list head;           /* the LM head's GEMM */
     int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
+    int pairs;     /* F&B pairs emitted (their ops' tag alternates) */
 } builder;
 
 /* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
@@ -163,9 +164,26 @@ static uint32_t sp_open(builder *b, const ctx *c, int part, uint32_t dep) {
     return coll(b, c, part, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[0].tp_bytes, dep);
 }
 
-/* One EP all-to-all (dispatch or combine). */
+/* One EP collective (dispatch or combine; program/recipe_moe.c): toward the experts (the forward
+ * dispatch, the backward combine's output gradients) or back from them. */
 static uint32_t ep_a2a(builder *b, const ctx *c, int part, uint32_t dep) {
-    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, TS_COLL_ALLTOALL, b->mlp[1].a2a_bytes, dep);
+    const ts_mlp_recipe *r = &b->mlp[1];
+    int to = (part == TS_PART_DISPATCH) == (c->phase != TS_PHASE_BWD);
+    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, to ? r->to_coll : r->from_coll, to ? r->to_bytes : r->from_bytes,
+                dep);
+}
+
+/* The MLP block's opening SP all-gather and closing TP collective of its recipe's size (MoE
+ * under SP: the routed copies' gather and reduce-scatter, program/recipe_moe.c), unless the MoE
+ * block has none (experts apart from TP: recipe.h tp_block). */
+static uint32_t mlp_sp_open(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!b->mlp[moe].tp_block || !b->l->sp) return NO_OP;
+    return coll(b, c, TS_PART_SP_GATHER_MLP, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLGATHER, b->mlp[moe].tp_bytes, dep);
+}
+static uint32_t mlp_tp_close(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!b->mlp[moe].tp_block) return NO_OP;
+    return coll(b, c, TS_PART_TP_MLP, TS_STREAM_TP, TS_GROUP_TP, b->l->sp ? TS_COLL_REDUCE_SCATTER : TS_COLL_ALLREDUCE,
+                b->mlp[moe].tp_bytes, dep);
 }
 
 static void add_gemm(gemm_list *gl, const ts_gemm_shape *g) { gl->g[gl->n++] = *g; }
@@ -292,7 +310,7 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     x = run_gemms(b, c, &b->proj, 0, a == x ? NO_OP : a);
     uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
     x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t);
-    g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    g = mlp_sp_open(b, c, moe, x);
     int ep = moe && b->l->ep > 1;
     if (ep) {
         x = run_gemms(b, c, &b->router, 0, g);
@@ -302,7 +320,7 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bytes[1], NO_OP);
     x = run_gemms(b, c, &b->fc2[moe], 0, NO_OP);
     if (ep) x = ep_a2a(b, c, TS_PART_COMBINE, x);
-    t = tp_close(b, c, TS_PART_TP_MLP, x);
+    t = mlp_tp_close(b, c, moe, x);
     return t != NO_OP ? t : x;
 }
 
@@ -323,7 +341,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
      * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
      * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
     uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
-    uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_MLP, x);
+    uint32_t g = mlp_sp_open(b, c, moe, x);
     uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
     x = run_gemms(b, c, &b->fc2[moe], 1, in);
     x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bwd_bytes[0], NO_OP);
@@ -333,7 +351,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     } else {
         x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
     }
-    uint32_t t = tp_close(b, c, TS_PART_TP_MLP, x);
+    uint32_t t = mlp_tp_close(b, c, moe, x);
     if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
     x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
@@ -353,25 +371,30 @@ static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
     return run_gemms(b, c, &b->qkv, 2, NO_OP);
 }
 
-/* Layers [first, first + count) of global chunk g (layers past the model's last are the MTP
- * module, charged to the last chunk as MoE layers): the planner's even split, or the uneven one
- * of the options. The executor reads its layers from the program, so both honour it. */
+/* Layers [first, first + count) of global chunk g, which runs model chunk c (DualPipe holds each
+ * twice; program/schedule.h ts_chunk_model), layers past the model's last being the MTP module,
+ * charged to the last chunk as MoE layers: the planner's even split, or the uneven one of the
+ * options. The executor reads its layers from the program, so both honour it. */
 static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts, int g, int *first,
                          int *count) {
+    int n = ts_model_chunks(l);
+    g = ts_chunk_model(l, g);
     if (opts && opts->chunk_layers) {
         *first = 0;
         for (int i = 0; i < g; i++) *first += opts->chunk_layers[i];
         *count = opts->chunk_layers[g];
+    } else if (n == l->pp) {
+        ts_even_split(pb->model.layers, l->pp, 1, g, first, count);
     } else {
         ts_even_split(pb->model.layers, l->pp, l->vpp, g, first, count);
     }
-    if (g == l->pp * l->vpp - 1) *count += pb->model.mtp_layers;
+    if (g == n - 1) *count += pb->model.mtp_layers;
 }
 
 /* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
 static uint32_t param_gather(builder *b, const ctx *c, int layer) {
     double sh, ex;
-    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, layer, &sh, &ex);
+    ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, layer, &sh, &ex);
     ctx at = *c;
     at.layer = layer;
     return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
@@ -414,7 +437,7 @@ static void param_gathers(builder *b, const stage_ctx *st) {
         c.chunk = ch;
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             bucket += st->wb * (sh + ex);
             c.layer = j;
             if (bucket >= b->pb->train.bucket_bytes || j == first + count - 1) {
@@ -432,7 +455,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
     const ts_layout *l = b->l;
     ctx c = {TS_PHASE_FWD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g > 0) {
+    if (!ts_chunk_opens(l, g)) {
         x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_ACT, ts_chunk_stage(l, g - 1), g - 1, NO_OP);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, NO_OP);
@@ -449,7 +472,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
         x = layer_fwd(b, &c, ts_recipe_layer_is_moe(b->pb, j), x, params);
     }
     c.layer = -1;
-    if (g < l->pp * l->vpp - 1) {
+    if (!ts_chunk_closes(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_ACT, ts_chunk_stage(l, g + 1), g, x);
     } else if (!st->skip) {
         run_gemms(b, &c, &b->head, 0, NO_OP);
@@ -459,9 +482,9 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
 
 /* The backward of one layer in a backward slot: its recompute first, then input (and, unless
  * W is apart, weight) gradients, then ZeRO-2/3's reduce-scatter of them. */
-static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, uint32_t x,
+static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, int split_w, uint32_t x,
                                     uint32_t params) {
-    int moe = ts_recipe_layer_is_moe(b->pb, j), split_w = st->si->splits_w;
+    int moe = ts_recipe_layer_is_moe(b->pb, j);
     uint32_t dep = x;
     ctx r = *c;
     r.phase = TS_PHASE_RECOMPUTE;
@@ -475,24 +498,25 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     if (!split_w) st->dp->last_grad[j] = x;
     if (st->zero >= 2 && st->dpc > 1 && !split_w) {
         double sh, ex;
-        ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
+        ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, j, &sh, &ex);
         coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->rb * sh, x);
         if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->rb * ex, x);
     }
     return x;
 }
 
-/* A backward slot of global chunk g; returns its last op. */
-static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
+/* A backward slot of global chunk g (`split_w`: input gradients only); returns its last op. */
+static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int split_w, int first,
+                              int count) {
     const ts_layout *l = b->l;
     ctx c = {TS_PHASE_BWD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g < l->pp * l->vpp - 1) {
+    if (!ts_chunk_closes(l, g)) {
         x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_GRAD, ts_chunk_stage(l, g + 1), g + 1, NO_OP);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
         run_gemms(b, &c, &b->head, 1, NO_OP);
-        if (!st->si->splits_w) {
+        if (!split_w) {
             ctx w = c;
             w.phase = TS_PHASE_WGRAD;
             x = run_gemms(b, &w, &b->head, 2, NO_OP);
@@ -506,10 +530,10 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
         c.layer = j;
         uint32_t params = next_params;
         if (zero3 && j > first) next_params = param_gather(b, &c, j - 1);
-        x = slot_layer_backward(b, st, &c, j, x, params);
+        x = slot_layer_backward(b, st, &c, j, split_w, x, params);
     }
     c.layer = -1;
-    if (g > 0) {
+    if (!ts_chunk_opens(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_GRAD, ts_chunk_stage(l, g - 1), g, x);
     } else if (!st->skip) {
         x = elementwise(b, &c, TS_PART_EMBED, b->edge.embed_bytes, x);
@@ -521,7 +545,7 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
 static uint32_t slot_wgrad(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
     ctx c = {TS_PHASE_WGRAD, -1, sl->mb, sl->chunk};
     uint32_t x = NO_OP;
-    if (g == b->l->pp * b->l->vpp - 1 && !st->skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
+    if (ts_chunk_closes(b->l, g) && !st->skip) x = run_gemms(b, &c, &b->head, 2, NO_OP);
     for (int j = first + count - 1; j >= first; j--) {
         c.layer = j;
         x = layer_wgrad(b, &c, ts_recipe_layer_is_moe(b->pb, j));
@@ -544,7 +568,7 @@ static uint32_t grad_reductions(builder *b, const stage_ctx *st) {
         c.chunk = ch;
         for (int j = first + count - 1; j >= first; j--) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             bucket += st->rb * sh;
             c.layer = j;
             if (ex > 0)
@@ -572,13 +596,165 @@ static void optimizer(builder *b, const stage_ctx *st, uint32_t reduce_last, uin
         chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
         for (int j = first; j < first + count; j++) {
             double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
             updated += st->zero >= 1 ? sh / st->dpc + ex / (st->dpc / l->ep) : sh + ex;
         }
     }
     ts_op opt = {.kind = TS_OP_OPTIMIZER, .stream = TS_STREAM_COMPUTE, .part = TS_PART_OPTIMIZER,
                  .bytes = (24.0 + st->gb + st->wb) * updated, .peer = -1};
     emit(b, &c, opt, reduce_last, last_w, NO_OP);
+}
+
+/* Adds dependency `dep` to op `i` (its list moves to the end of the stage's dependencies). */
+static void add_dep(builder *b, uint32_t i, uint32_t dep) {
+    ts_stage_program *sp = b->sp;
+    ts_op *op = &sp->ops[i];
+    if (dep == NO_OP || b->oom) return;
+    if (sp->n_deps + (int)op->ndeps + 1 > sp->cap_deps) {
+        int cap = 2 * sp->cap_deps + (int)op->ndeps + 1;
+        uint32_t *deps = realloc(sp->deps, (size_t)cap * sizeof *deps);
+        if (deps == NULL) {
+            TS_FAIL(TS_ERR_NOMEM, "out of memory building the program of stage %d", b->stage);
+            b->oom = 1;
+            return;
+        }
+        sp->deps = deps;
+        sp->cap_deps = cap;
+    }
+    memmove(sp->deps + sp->n_deps, sp->deps + op->dep0, op->ndeps * sizeof *sp->deps);
+    op->dep0 = (uint32_t)sp->n_deps;
+    sp->n_deps += (int)op->ndeps;
+    sp->deps[sp->n_deps++] = dep;
+    op->ndeps++;
+}
+
+/* The first op of kind `kind` on stream `stream` in [from, to), or NO_OP. */
+static uint32_t find_op(const ts_stage_program *sp, uint32_t from, uint32_t to, int kind, int stream) {
+    for (uint32_t i = from; i < to; i++)
+        if (sp->ops[i].kind == kind && sp->ops[i].stream == stream) return i;
+    return NO_OP;
+}
+
+/* The pair is one unit, as DualPipe's _forward_backward_chunk runs it: both inputs are received
+ * before either computes, both outputs sent after both computed. */
+static void pair_lockstep(builder *b, uint32_t start, uint32_t mid) {
+    ts_stage_program *sp = b->sp;
+    uint32_t end = (uint32_t)sp->n_ops, last = NO_OP;
+    for (uint32_t i = mid; i < end; i++)
+        if (sp->ops[i].stream == TS_STREAM_COMPUTE) last = i;
+    for (int k = TS_OP_GEMM; k <= TS_OP_ELEMENTWISE; k++) {
+        uint32_t first = find_op(sp, start, mid, k, TS_STREAM_COMPUTE);
+        if (first != NO_OP) {
+            add_dep(b, first, find_op(sp, mid, end, TS_OP_RECV, TS_STREAM_PP_RECV));
+            break;
+        }
+    }
+    uint32_t send = find_op(sp, start, mid, TS_OP_SEND, TS_STREAM_PP_SEND);
+    if (send != NO_OP) add_dep(b, send, last);
+}
+
+/* Whether every dependency of `op` at or after `start` has its place in the new order. */
+static int deps_placed(const ts_stage_program *sp, const ts_op *op, uint32_t start, const uint32_t *pos) {
+    for (uint32_t d = 0; d < op->ndeps; d++) {
+        uint32_t dep = sp->deps[op->dep0 + d];
+        if (dep >= start && dep != NO_OP && pos[dep - start] == NO_OP) return 0;
+    }
+    return 1;
+}
+
+/* DualPipe's F&B: ops [start, mid) (a forward) and [mid, end) (a backward of another micro-batch)
+ * are interleaved so that each one's communication runs beside the other's computation, as
+ * DeepSeek-V3 §3.2.1 overlaps them: ops are taken from one until it issues a transfer or a
+ * collective (or reaches an op whose dependencies are not yet placed: the forward's send, which
+ * waits for the pair's end), then from the other. The two share no data, so each keeps its own
+ * order; dependencies and the recorded gradient ops follow their ops. Returns `last` renumbered. */
+static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32_t mid, uint32_t last) {
+    ts_stage_program *sp = b->sp;
+    pair_lockstep(b, start, mid);
+    uint32_t end = (uint32_t)sp->n_ops, n = end - start;
+    ts_op *tmp = malloc((size_t)n * sizeof *tmp);
+    uint32_t *pos = malloc((size_t)n * sizeof *pos);
+    if (!tmp || !pos || b->oom) {
+        free(tmp), free(pos);
+        if (!b->oom) TS_FAIL(TS_ERR_NOMEM, "out of memory pairing the slots of stage %d", b->stage);
+        b->oom = 1;
+        return last;
+    }
+    memcpy(tmp, sp->ops + start, (size_t)n * sizeof *tmp);
+    for (uint32_t k = 0; k < n; k++) pos[k] = NO_OP;
+    uint32_t cur[2] = {start, mid}, lim[2] = {mid, end};
+    int side = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (cur[side] == lim[side] || !deps_placed(sp, &tmp[cur[side] - start], start, pos)) side ^= 1;
+        uint32_t old = cur[side]++;
+        pos[old - start] = start + k;
+        sp->ops[start + k] = tmp[old - start];
+        sp->ops[start + k].pair = (uint8_t)(1 + b->pairs % 2);
+        if (tmp[old - start].stream != TS_STREAM_COMPUTE && cur[side ^ 1] < lim[side ^ 1]) side ^= 1;
+    }
+    for (uint32_t k = start; k < end; k++)
+        for (uint32_t d = 0; d < sp->ops[k].ndeps; d++) {
+            uint32_t *dep = &sp->deps[sp->ops[k].dep0 + d];
+            if (*dep >= start && *dep != NO_OP) *dep = pos[*dep - start];
+        }
+    for (int j = 0; j < b->pb->model.layers + b->pb->model.mtp_layers; j++)
+        if (dp->last_grad[j] != NO_OP && dp->last_grad[j] >= start) dp->last_grad[j] = pos[dp->last_grad[j] - start];
+    if (last != NO_OP && last >= start) last = pos[last - start];
+    b->pairs++;
+    free(tmp);
+    free(pos);
+    return last;
+}
+
+/* DualPipe keeps two copies of every chunk, on stage s and on p-1-s (DeepSeek's example sums the
+ * two copies' gradients before the update, examples/example_dualpipe.py): each local chunk's
+ * gradients go to the other copy's stage and that copy's come back, after the stage's last
+ * weight gradients (`last_w`); the reductions and the optimizer then wait on the receive. Every
+ * send is posted before the first receive (two stages may hold each other's copies). Returns the
+ * last receive. */
+static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
+    const ts_layout *l = b->l;
+    int n = ts_model_chunks(l);
+    uint32_t recv = NO_OP;
+    for (int k = 0; k < 2 * l->vpp; k++) {
+        int ch = k % l->vpp, is_recv = k >= l->vpp;
+        int g = ts_chunk_global(l, b->stage, ch), other = g < n ? g + n : g - n, first, count;
+        chunk_layers(b->pb, l, b->opts, g, &first, &count);
+        double params = 0;
+        for (int j = first; j < first + count; j++) {
+            double sh, ex;
+            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
+            params += sh + ex;
+        }
+        double edge = (double)b->pb->model.vocab * b->pb->model.hidden / l->tp;
+        params += (ts_chunk_opens(l, g) ? edge : 0) + (ts_chunk_closes(l, g) && !b->pb->model.tied_embeddings ? edge : 0);
+        ctx c = {TS_PHASE_STEP, -1, -1, ch};
+        int peer = ts_chunk_stage(l, other);
+        ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_MIRROR_GRAD, .group = TS_GROUP_PP,
+                    .bytes = st->gb * params, .peer = peer, .chunk = (int16_t)g};
+        if (!is_recv) {
+            emit(b, &c, op, last_w, NO_OP, NO_OP);
+            continue;
+        }
+        op.kind = TS_OP_RECV, op.stream = TS_STREAM_PP_RECV, op.chunk = (int16_t)other;
+        recv = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
+        for (int j = first; j < first + count; j++) st->dp->last_grad[j] = recv;
+    }
+    return recv;
+}
+
+/* The ops of one slot of the order. Returns the slot's last weight-gradient op, or NO_OP. */
+static uint32_t run_slot(builder *b, const stage_ctx *st, const ts_slot *sl) {
+    int g = ts_chunk_global(b->l, b->stage, sl->chunk), first, count;
+    chunk_layers(b->pb, b->l, b->opts, g, &first, &count);
+    if (sl->kind == TS_SLOT_F) {
+        slot_forward(b, st, sl, g, first, count);
+        return NO_OP;
+    }
+    if (sl->kind == TS_SLOT_W) return slot_wgrad(b, st, sl, g, first, count);
+    int split_w = st->si->splits_w || sl->kind == TS_SLOT_BI;
+    uint32_t x = slot_backward(b, st, sl, g, split_w, first, count);
+    return split_w ? NO_OP : x;
 }
 
 static ts_status build_stage(builder *b, dp_state *dp) {
@@ -599,18 +775,15 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     if ((st.zero == 1 || st.zero == 2) && st.dpc > 1) param_gathers(b, &st);
     uint32_t last_w = NO_OP;
     for (int i = 0; i < n_slots && !b->oom; i++) {
-        const ts_slot *sl = &slots[i];
-        int g = ts_chunk_global(l, s, sl->chunk), first, count;
-        chunk_layers(pb, l, b->opts, g, &first, &count);
-        if (sl->kind == TS_SLOT_F) {
-            slot_forward(b, &st, sl, g, first, count);
-        } else if (sl->kind == TS_SLOT_B) {
-            uint32_t x = slot_backward(b, &st, sl, g, first, count);
-            if (!st.si->splits_w) last_w = x;
-        } else {
-            last_w = slot_wgrad(b, &st, sl, g, first, count);
+        uint32_t start = (uint32_t)b->sp->n_ops, x = run_slot(b, &st, &slots[i]);
+        if (slots[i].pair && i + 1 < n_slots) {
+            uint32_t mid = (uint32_t)b->sp->n_ops;
+            x = run_slot(b, &st, &slots[++i]);
+            if (!b->oom) x = interleave_pair(b, dp, start, mid, x);
         }
+        if (x != NO_OP) last_w = x;
     }
+    if (st.si->dual && !b->oom) last_w = mirror_grads(b, &st, last_w);
     uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
     optimizer(b, &st, reduce_last, last_w);
     free(slots);
@@ -656,7 +829,8 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
         .pb = pb, .l = &out->layout, .opts = opts,
         .flash = pb->train.flash_attention,
     };
-    ts_shard sh = {.tp = in->tp, .cp = in->cp, .ep = in->ep, .sp = in->sp, .mbs = in->mbs, .recompute = in->recompute};
+    ts_shard sh = {.tp = in->tp, .cp = in->cp, .ep = in->ep, .sp = in->sp, .mbs = in->mbs, .recompute = in->recompute,
+                   .etp = in->etp};
     ts_attn_recipe_of(pb, &sh, &b.attn);
     ts_mlp_recipe_of(pb, &sh, 0, &b.mlp[0]);
     if (m->moe.experts > 0) ts_mlp_recipe_of(pb, &sh, 1, &b.mlp[1]);

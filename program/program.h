@@ -66,7 +66,9 @@ typedef enum {
     TS_PART_EXPERT_ACT, TS_PART_EXPERT_FC2, TS_PART_COMBINE, TS_PART_HEAD, TS_PART_LOSS,
     TS_PART_TP_ATTN, TS_PART_TP_MLP, TS_PART_SP_GATHER_ATTN, TS_PART_SP_GATHER_MLP,
     TS_PART_CP_RING, TS_PART_TP_EMBED, TS_PART_PP_ACT, TS_PART_PP_GRAD, TS_PART_GRAD_REDUCE,
-    TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER, TS_PART_COUNT
+    TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER,
+    TS_PART_MIRROR_GRAD, /* DualPipe: a chunk's gradients exchanged with the stage holding its other copy */
+    TS_PART_COUNT
 } ts_part;
 extern const char *const ts_part_names[];
 
@@ -77,6 +79,8 @@ typedef struct {
     uint8_t part;   /* ts_part */
     uint8_t group;  /* ts_group of COLL (TS_GROUP_PP for SEND/RECV) */
     uint8_t coll;   /* ts_coll of COLL */
+    uint8_t pair;   /* DualPipe's F&B: 1 or 2, alternating pair by pair, on the ops of a forward and a
+                       backward issued interleaved (the executor may run each whole); 0 otherwise */
     int16_t chunk;  /* model chunk on this stage (interleaved), 0 otherwise; SEND/RECV: see above */
     int32_t layer;  /* global layer index, -1 when none */
     int32_t mb;     /* micro-batch, -1 when none */

@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-const char *const ts_group_names[] = {"tp", "cp", "dp", "pp", "dpcp", "ep", "edp", NULL};
+const char *const ts_group_names[] = {"tp", "cp", "dp", "pp", "dpcp", "ep", "edp", "etp", NULL};
 
 int ts_rank_count(const ts_layout *l) { return l->tp * l->cp * l->dp * l->pp; }
 
@@ -30,7 +30,8 @@ int ts_group_size(const ts_layout *l, ts_group g) {
     case TS_GROUP_PP: return l->pp;
     case TS_GROUP_DPCP: return l->dp * l->cp;
     case TS_GROUP_EP: return l->ep;
-    case TS_GROUP_EDP: return l->dp * l->cp / l->ep;
+    case TS_GROUP_EDP: return l->tp * l->dp * l->cp / (l->ep * ts_layout_etp(l));
+    case TS_GROUP_ETP: return ts_layout_etp(l);
     default: return 1;
     }
 }
@@ -42,8 +43,9 @@ int ts_group_stride(const ts_layout *l, ts_group g) {
     case TS_GROUP_DP: return l->tp * l->cp;
     case TS_GROUP_PP: return l->tp * l->cp * l->dp;
     case TS_GROUP_DPCP: return l->tp;
-    case TS_GROUP_EP: return l->tp;
-    case TS_GROUP_EDP: return l->tp * l->ep;
+    case TS_GROUP_EP: return ts_layout_etp(l);
+    case TS_GROUP_EDP: return ts_layout_etp(l) * l->ep;
+    case TS_GROUP_ETP: return 1;
     default: return 1;
     }
 }
@@ -59,17 +61,26 @@ int ts_group_members(const ts_layout *l, ts_group g, int rank, int *out) {
     return self;
 }
 
+/* The lowest member of `rank`'s expert group g (EP, EDP, ETP): its position q in the stage
+ * (ranks.h) with the group's own coordinate zeroed in q = etp_i + etp·(ep_i + ep·edp_i). */
+static int expert_group_id(const ts_layout *l, ts_group g, int rank) {
+    int stage = l->tp * l->cp * l->dp, etp = ts_layout_etp(l);
+    int q = rank % stage, e = q % etp, p = q / etp % l->ep, d = q / (etp * l->ep);
+    if (g == TS_GROUP_ETP) e = 0;
+    else if (g == TS_GROUP_EP) p = 0;
+    else d = 0;
+    return rank - q + e + etp * (p + l->ep * d);
+}
+
 int ts_group_id(const ts_layout *l, ts_group g, int rank) {
+    if (g == TS_GROUP_EP || g == TS_GROUP_EDP || g == TS_GROUP_ETP) return expert_group_id(l, g, rank);
     ts_coords c = ts_rank_coords(l, rank);
-    int dpcp = c.cp + l->cp * c.dp; /* position in the DP×CP group (stride tp) */
     switch (g) {
     case TS_GROUP_TP: c.tp = 0; break;
     case TS_GROUP_CP: c.cp = 0; break;
     case TS_GROUP_DP: c.dp = 0; break;
     case TS_GROUP_PP: c.pp = 0; break;
     case TS_GROUP_DPCP: c.cp = 0, c.dp = 0; break;
-    case TS_GROUP_EP: dpcp -= dpcp % l->ep, c.cp = dpcp % l->cp, c.dp = dpcp / l->cp; break;
-    case TS_GROUP_EDP: dpcp %= l->ep, c.cp = dpcp % l->cp, c.dp = dpcp / l->cp; break;
     default: break;
     }
     return ts_rank_of(l, c);

@@ -7,8 +7,13 @@
  * Groups (members differ only in the named coordinates):
  *   TP: tp_i          CP: cp_i          DP: dp_i          PP: pp_i
  *   DPCP (gradients, ZeRO shards): cp_i and dp_i  (the "data-parallel with context" group)
- *   EP: the ep consecutive members of DPCP containing the rank (stride tp)
- *   EDP (expert data parallel): members of DPCP with the same position in their EP group. */
+ *   Experts (Megatron-Core's expert rank generator, order "tp-ep-dp-pp" with the experts' own
+ *   TP size etp = ts_layout_etp): a stage's tp·cp·dp ranks, numbered q = tp_i + tp·(cp_i + cp·dp_i),
+ *   are re-split as q = etp_i + etp·(ep_i + ep·edp_i), so an EP group may span TP ranks and DP
+ *   ranks alike (DeepSeek-V3 on H100: tp=2, etp=1, ep=64 over tp×dp = 2×32):
+ *   ETP: etp_i (stride 1)   EP: ep_i (stride etp)   EDP (expert data parallel): edp_i (stride etp·ep).
+ *   With etp = tp these are the TP group, the ep consecutive members of DPCP containing the rank
+ *   (stride tp) and the members of DPCP with the same position in their EP group. */
 #ifndef TS_RANKS_H
 #define TS_RANKS_H
 
@@ -22,9 +27,10 @@ typedef enum {
     TS_GROUP_DPCP,
     TS_GROUP_EP,
     TS_GROUP_EDP,
+    TS_GROUP_ETP,
     TS_GROUP_COUNT
 } ts_group;
-extern const char *const ts_group_names[]; /* "tp","cp","dp","pp","dpcp","ep","edp"; NULL-ended */
+extern const char *const ts_group_names[]; /* "tp","cp","dp","pp","dpcp","ep","edp","etp"; NULL-ended */
 
 typedef struct {
     int tp, cp, dp, pp; /* coordinates of a rank */

@@ -8,10 +8,9 @@
  * by heads; the core is approximated as MHA with q/k dim nope+rope and v dim v_dim (the
  * absorbed-weights trick is not modelled).
  *
- * MoE (GShard / Megatron-Core): the e ranks of an EP group hold E/e experts each and receive
- * T·top_k token copies in all, T·top_k·e/E per local expert when balanced; every rank runs the
- * busiest rank's share, cf times that (models/model.h ts_moe_load_factor): the EP all-to-alls
- * wait for it, so the step runs at its pace.
+ * MoE: the routed experts, their dispatch and combine and the token permutation are in
+ * recipe_moe.c; the router and the shared experts (an MLP of shared_ffn·shared_experts over TP)
+ * here.
  *
  * Element-wise HBM traffic: norms (2 × read + write) and the fused bias-dropout-add after
  * attention and MLP (2 × two reads + one write, plus a 1-byte mask each with dropout), on T·h,
@@ -27,8 +26,7 @@
  * as Gemma 2's do); the unfused kernels' s×s scores are computed whole, masked or not.
  *
  * Collectives. TP (Megatron, Shoeybi et al. 2019): a block closes with an all-reduce of T·h
- * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP: see below. EP: an all-to-all dispatches
- * T·r·top_k tokens and one combines them. Pipeline: a stage sends T·h/t activations (Megatron's
+ * (SP: reduce-scatter, opened by an all-gather; Korthikanti §4.2.2). CP: see below. EP: recipe_moe.c. Pipeline: a stage sends T·h/t activations (Megatron's
  * scatter/gather over TP). All activations are 16-bit.
  *
  * FP8 (Transformer Engine; Micikevicius et al. 2022 "FP8 formats for deep learning"; TE's
@@ -235,6 +233,7 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
         .moe = moe,
         .norm_bytes = (2.0 * 2 * (2 + 2) / 2 + 2.0 * 2 * 3 + (m->dropout ? 2.0 : 0.0)) * T * h * rep / 2,
         .tp_bytes = 2.0 * T * h,
+        .tp_block = 1,
     };
     if (!moe) {
         double fr = (double)m->ffn_hidden / sh->tp;
@@ -246,16 +245,8 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
         return;
     }
     const ts_moe *x = &m->moe;
-    double cf = ts_moe_load_factor(x, sh->ep);
-    double local = (double)x->experts / sh->ep, tok = T * x->top_k * cf * sh->ep / x->experts;
-    double fr = (double)x->expert_ffn / sh->tp;
-    out->router = shape(TS_PART_ROUTER, T, x->experts, h, 1);
-    out->fc1 = shape(TS_PART_EXPERT_FC1, tok, in_mats * fr, h, local);
-    out->fc2 = shape(TS_PART_EXPERT_FC2, tok, h, fr, local);
-    out->routed_tokens = T * x->top_k * cf;
-    out->act_bytes = act_pass_bytes(m, out->routed_tokens, fr);
-    out->matmul_params = x->top_k * mats * h * fr + h * x->experts;
-    out->a2a_bytes = 2.0 * (T * rep * x->top_k) * h;
+    ts_moe_recipe_fill(pb, sh, T, out);
+    out->act_bytes = act_pass_bytes(m, out->routed_tokens, out->fc2.k) + out->permute_bytes;
     if (x->shared_experts > 0) {
         double sr = (double)x->shared_ffn * x->shared_experts / sh->tp;
         out->shared = 1;
@@ -287,12 +278,12 @@ int ts_recipe_layer_is_moe(const ts_problem *pb, int layer) {
     return ts_model_layer_is_moe(&pb->model, layer);
 }
 
-void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int layer, double *shared, double *experts) {
+void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int etp, int layer, double *shared, double *experts) {
     const ts_param_count *pc = &pb->params;
     double all_experts = pb->model.moe.experts > 0 ? pb->model.moe.experts * pc->expert : 0;
     if (ts_recipe_layer_is_moe(pb, layer)) {
         *shared = (pc->per_layer_moe - all_experts) / tp;
-        *experts = all_experts / (tp * ep);
+        *experts = all_experts / ((etp > 0 ? etp : tp) * ep);
     } else {
         *shared = pc->per_layer_dense / tp;
         *experts = 0;

@@ -19,7 +19,11 @@
 typedef struct {
     int tp, cp, ep, sp, mbs;
     ts_recompute recompute;
+    int etp; /* the experts' TP (ts_layout.etp); 0: tp */
 } ts_shard;
+
+/* The experts' TP degree of a shard: etp when set, else tp. */
+int ts_shard_etp(const ts_shard *sh);
 
 /* A GEMM C(m×n) = A(m×k)·B(k×n) in forward, `count` copies of it (local experts). `part` is the
  * ts_part (program/program.h) it belongs to. */
@@ -92,11 +96,19 @@ typedef struct {
     int shared;                   /* MoE with shared experts */
     ts_gemm_shape shared_fc1, shared_fc2;
     double routed_tokens;         /* MoE: token copies the busiest EP rank's experts take, T·top_k·cf */
-    double act_bytes;             /* the activation pass of the dense MLP or routed experts */
+    double act_bytes;             /* the activation pass of the dense MLP or routed experts (MoE:
+                                     with the token permutation, permute_bytes) */
+    double permute_bytes;         /* MoE: permute before the dispatch, unpermute after the combine */
+    int tp_block;                 /* the block opens (SP) and closes with TP collectives: every
+                                     dense MLP; MoE unless etp != tp and no shared experts */
+    int to_coll, from_coll;       /* MoE: the EP collectives (ts_coll) to and from the experts */
+    double to_bytes, from_bytes;  /* and their sizes (nccl-tests' size): to the experts in forward
+                                     (and the output gradients in backward), FP8 when dispatched
+                                     so; from the experts (the combine, and in backward the input
+                                     gradients), 16-bit */
     double shared_act_bytes;      /* and of the shared experts */
     double norm_bytes;            /* one of the layer's two norm + bias-dropout-add passes */
     double tp_bytes;              /* one TP block collective (all-reduce or SP's pair) */
-    double a2a_bytes;             /* one EP all-to-all (dispatch or combine) */
     double matmul_params;         /* GEMM weights this rank multiplies per token (active) */
     double fp8_cast_bytes[2];     /* FP8 casts in forward: [0] the h→f GEMMs' inputs, [1] the
                                      f→h GEMMs' inputs (0 unless fp8; recipe.c) */
@@ -120,11 +132,20 @@ typedef struct {
     double p2p_bytes;        /* a pipeline send or receive of activations or their gradients */
 } ts_edge_recipe;
 
+/* The MoE dispatcher the problem runs: its option, auto resolved (program/problem.h). */
+ts_moe_dispatcher ts_moe_dispatcher_of(const ts_problem *pb);
+/* Whether the dispatch to the experts runs in FP8 (ts_train.moe_fp8_dispatch, or fp8 with
+ * deepep), and its bytes per element: 1 + one fp32 scale per 128 (DeepSeek-V3 §3.3.2's 1×128
+ * activation tiles), else 2. */
+double ts_moe_dispatch_elem_bytes(const ts_problem *pb);
+/* The routed experts' part of an MoE layer's recipe (recipe_moe.c), T tokens per rank. */
+void ts_moe_recipe_fill(const ts_problem *pb, const ts_shard *sh, double T, ts_mlp_recipe *out);
+
 void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out);
 
 /* Parameters one rank holds of layer `layer` (layers past the model's last are the MTP module,
- * MoE when the model is): its non-expert part over TP and its experts over TP×EP. */
-void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int layer, double *shared, double *experts);
+ * MoE when the model is): its non-expert part over TP and its experts over ETP×EP (etp 0: tp). */
+void ts_layer_params_rank(const ts_problem *pb, int tp, int ep, int etp, int layer, double *shared, double *experts);
 
 /* Whether layer `layer` is MoE (MTP layers are when the model is). */
 int ts_recipe_layer_is_moe(const ts_problem *pb, int layer);

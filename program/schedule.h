@@ -2,20 +2,26 @@
  * as nccl-tests tables its collectives. A schedule owns its op order, the bubble and the
  * micro-batches in flight the planner's closed form reads, and the placement of the model's
  * chunks on stages: which global chunk (stage, local chunk) holds, which stage holds a chunk,
- * hence each chunk's pipeline peers (the stages of chunks g-1 and g+1). Everything that places
- * chunks (the program builder, the planner's partition, exports) asks here. */
+ * hence each chunk's pipeline peers (the stages of chunks g-1 and g+1) - looped as Megatron's, or
+ * in a V (ZB-V; DualPipe, whose two directions run two copies of the model's chunks). Everything
+ * that places chunks (the program builder, the executor, the planner's partition, exports) asks
+ * here. */
 #ifndef TS_SCHEDULE_H
 #define TS_SCHEDULE_H
 
 #include "program/layout.h"
 
 /* One step of a stage's pipeline order: forward, backward (input gradients, plus weight gradients
- * unless the schedule splits them) or weight gradients of (micro-batch, local chunk). */
-typedef enum { TS_SLOT_F, TS_SLOT_B, TS_SLOT_W } ts_slot_kind;
+ * unless the schedule splits them), backward of input gradients only (its W slot comes later,
+ * whatever the schedule) or weight gradients of (micro-batch, local chunk). An F slot with
+ * `pair` set runs overlapped with the B slot after it (DualPipe's F&B: each one's communication
+ * hides behind the other's computation). */
+typedef enum { TS_SLOT_F, TS_SLOT_B, TS_SLOT_W, TS_SLOT_BI } ts_slot_kind;
 typedef struct {
     int kind; /* ts_slot_kind */
     int mb;
     int chunk;
+    int pair;
 } ts_slot;
 
 typedef struct {
@@ -36,6 +42,17 @@ typedef struct {
     int (*chunk_of)(int p, int v, int stage, int local); /* global chunk of (stage, local chunk) */
     int (*stage_of)(int p, int v, int chunk);            /* the stage holding global chunk g */
     int (*local_of)(int p, int v, int chunk);            /* its local index there */
+    /* Two pipelines in opposite directions over the p·v/2 chunks of the model, each chunk held
+     * twice (DualPipe): global chunk g runs model chunk g mod (p·v/2), and micro-batches
+     * [0, m/2) go down the first half of the global chunks, [m/2, m) down the second. */
+    int dual;
+    int fixed_vpp; /* the chunks every stage holds when the schedule fixes them (DualPipe, ZB-V: 2), else 0 */
+    /* Why p stages and m micro-batches cannot run it (into buf), or NULL; NULL pointer: any. */
+    const char *(*invalid)(int p, int m, char *buf, size_t cap);
+    /* Searched only when asked for (--schedules, --fix sched=) or named by the stack: it needs its
+     * own framework (no exporter writes it: reports/export.h), so a plan left free stays one
+     * Megatron can run. */
+    int opt_in;
 } ts_schedule_info;
 
 extern const ts_schedule_info ts_schedules[TS_SCHED_COUNT];
@@ -46,6 +63,27 @@ int ts_sched_stage(ts_schedule id, int p, int v, int chunk);
 int ts_chunk_global(const ts_layout *l, int stage, int local);
 int ts_chunk_stage(const ts_layout *l, int chunk);
 int ts_chunk_local(const ts_layout *l, int chunk);
+
+/* The model chunks (layer ranges) of the layout's schedule: p·v, or p·v/2 when each is held twice
+ * (dual); the one global chunk g runs; whether g opens a pipeline (embedding, no RECV of
+ * activations) or closes one (LM head and loss). */
+int ts_model_chunks(const ts_layout *l);
+int ts_chunk_model(const ts_layout *l, int chunk);
+int ts_chunk_opens(const ts_layout *l, int chunk);
+int ts_chunk_closes(const ts_layout *l, int chunk);
+/* Whether stage `stage` runs a chunk that opens (closes) a pipeline, so holds the embedding (the
+ * head); whether its local chunk `local` is the second copy of its model chunk (DualPipe's reverse
+ * direction), whose parameters are kept equal to the first copy's. */
+int ts_stage_opens(const ts_layout *l, int stage);
+int ts_stage_closes(const ts_layout *l, int stage);
+int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
+
+/* The step, in seconds, of the layout's schedule (its order and placement) for m micro-batches
+ * when every slot of a chunk takes a fixed time: forward t_f, input gradients t_bi, weight
+ * gradients t_w (a backward that keeps them t_bi + t_w), an F&B pair the sum of its two, and a
+ * slot waits only for the slots of its micro-batch on the neighbouring chunks (communication
+ * free). Negative when out of memory or when the order cannot finish. */
+double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w);
 
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */

@@ -108,6 +108,8 @@ static void put_op_parts(FILE *f, int index, const ts_op *op, long *split) {
         put_num(f, "bytes", op->bytes);
         break;
     }
+    /* DualPipe's F&B: the forward's and the backward's ops of one pair carry the same tag. */
+    if (op->pair) put_num(f, "pair", op->pair);
     fputs("}}", f);
 }
 

@@ -79,6 +79,10 @@ void ts_export_moe_layer_freq(const ts_model *m, char *buf, size_t cap);
  * Megatron-LM's validate_args asserts it on Hopper and earlier; Megatron-FSDP asserts it unset). */
 int ts_export_needs_max_connections_1(const ts_layout *l);
 /* Runs `write` into a malloc'd string (open_memstream); NOMEM when that fails. */
+/* TS_ERR_INPUT naming the schedule when `target` (e.g. "Megatron-LM") cannot run the layout's:
+ * DualPipe (two copies of two chunks per stage, two directions) and ZB-V (two chunks per stage in
+ * a V) have no flag in Megatron-LM, Megatron-Bridge or DeepSpeed. */
+ts_status ts_export_schedule_check(const ts_layout *l, const char *target);
 ts_status ts_export_to_string(char **out, const char *what, ts_status (*write)(FILE *, const void *), const void *arg);
 
 #endif

@@ -75,7 +75,7 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
     fprintf(f, "        tensor_model_parallel_size=%d, pipeline_model_parallel_size=%d, context_parallel_size=%d,\n",
             l->tp, l->pp, l->cp);
     fprintf(f, "        sequence_parallel=%s, expert_model_parallel_size=%d", py_bool(l->sp), l->ep);
-    if (e->experts > 0) fprintf(f, ", expert_tensor_parallel_size=%d", m->linear_bias ? 1 : l->tp);
+    if (e->experts > 0) fprintf(f, ", expert_tensor_parallel_size=%d", m->linear_bias ? 1 : ts_layout_etp(l));
     fprintf(f, ",\n");
     if (l->pp > 1) fprintf(f, "        pipeline_dtype=torch.bfloat16,\n");
     if (ts_export_uneven(m, l, o->split)) {
@@ -195,6 +195,7 @@ static ts_status write_bridge(FILE *f, const void *arg) {
 ts_status ts_export_bridge(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     bridge_args a = {pb, l, o};
     *out = NULL;
+    TS_CHECK(ts_export_schedule_check(l, "Megatron-Bridge"));
     TS_CHECK(ts_export_stack_check("megatron-core", "Megatron-Bridge", l));
     return ts_export_to_string(out, "a Megatron-Bridge recipe", write_bridge, &a);
 }

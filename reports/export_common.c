@@ -66,6 +66,18 @@ int ts_export_needs_max_connections_1(const ts_layout *l) {
     return (l->tp > 1 || l->cp > 1) && l->zero < 2;
 }
 
+ts_status ts_export_schedule_check(const ts_layout *l, const char *target) {
+    if (l->schedule == TS_SCHED_DUALPIPE)
+        return TS_FAIL(TS_ERR_INPUT, "sched=dualpipe: %s has no DualPipe schedule (two copies of every stage, two "
+                       "directions; DeepSeek-V3 §3.2.1): run it with DeepSeek's DualPipe "
+                       "(github.com/deepseek-ai/DualPipe), or export a layout with another schedule", target);
+    if (l->schedule == TS_SCHED_ZB_V)
+        return TS_FAIL(TS_ERR_INPUT, "sched=zb-v: %s has no ZB-V schedule (two chunks per stage placed in a V; Qi "
+                       "et al. 2024 §6): run it with PyTorch's ScheduleZBVZeroBubble or Sea AI Lab's "
+                       "zero-bubble-pipeline-parallelism, or export a layout with another schedule", target);
+    return TS_OK;
+}
+
 ts_status ts_export_to_string(char **out, const char *what, ts_status (*write)(FILE *, const void *),
                               const void *arg) {
     *out = NULL;

@@ -100,6 +100,7 @@ ts_status ts_export_deepspeed(const ts_problem *pb, const ts_layout *l, cJSON **
     *config = NULL;
     *notes = NULL;
     const void *args[2] = {pb, l};
+    TS_CHECK(ts_export_schedule_check(l, "DeepSpeed"));
     TS_CHECK(ts_export_to_string(notes, "DeepSpeed notes", notes_text, args));
     ts_status res = TS_OK;
     cJSON *root = cJSON_CreateObject(), *o;

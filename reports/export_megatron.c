@@ -144,9 +144,10 @@ static void moe_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     /* The planner costs all-to-all dispatch; Megatron's default is allgather. */
     fl_s(x, "--moe-token-dispatcher-type", "alltoall");
     fl_i(x, "--expert-model-parallel-size", l->ep);
-    /* The planner splits each expert over the TP group (expert_ffn / tp); Megatron-LM allows that
-     * only without biases ("Bias in Moe is only supported when ETP==1"). */
-    if (l->tp > 1) fl_i(x, "--expert-tensor-parallel-size", m->linear_bias ? 1 : l->tp);
+    /* The planner splits each expert over the layout's etp (expert_ffn / etp; etp = tp unless
+     * pinned); Megatron-LM allows etp > 1 only without biases ("Bias in Moe is only supported when
+     * ETP==1"). */
+    if (l->tp > 1) fl_i(x, "--expert-tensor-parallel-size", m->linear_bias ? 1 : ts_layout_etp(l));
     if (e->router_sigmoid) fl_s(x, "--moe-router-score-function", "sigmoid");
     if (e->router_expert_bias) fl(x, "--moe-router-enable-expert-bias");
     if (e->router_groups > 0) {
@@ -342,6 +343,7 @@ static ts_status write_megatron(FILE *f, const void *arg) {
 ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     megatron_args a = {pb, l, o};
     *out = NULL;
+    TS_CHECK(ts_export_schedule_check(l, "Megatron-LM"));
     TS_CHECK(ts_export_stack_check("megatron-core", "Megatron-LM", l));
     return ts_export_to_string(out, "Megatron-LM arguments", write_megatron, &a);
 }

@@ -58,6 +58,11 @@ void ts_validate_opts_defaults(ts_validate_opts *o) {
     o->log = stderr;
 }
 
+int ts_validate_max_ranks(ts_device device, int gpus, int requested) {
+    if (device != TS_DEVICE_CUDA) return requested;
+    return gpus < requested ? gpus : requested;
+}
+
 static int case_ranks(int i) {
     ts_layout l;
     if (ts_layout_parse("validate", cases[i].layout, &l) != TS_OK) return 0;
@@ -172,8 +177,9 @@ static ts_status run_case(const experiment *x, int i, int pass, ts_validate_case
         ts_layout l;
         TS_CHECK(write_plan(x, i, plan, &pb, &l));
     }
-    const char *const argv[] = {x->o->self, "run", "--plan", plan, "--steps", steps, "--warmup", warmup,
-                                "--json", "--trace", run, NULL};
+    const char *const argv[] = {x->o->self, "run",   "--plan", plan,   "--device", ts_device_name(x->o->device),
+                                "--steps",  steps,   "--warmup", warmup, "--json",   "--trace",
+                                run,        NULL};
     TS_CHECK(ts_spawn(argv, run_json));
     out->index = i;
     out->ranks = case_ranks(i);
@@ -289,8 +295,8 @@ static ts_status calibrate(experiment *x, int pass) {
     snprintf(situ, sizeof situ, "%d", o->situ_steps);
     snprintf(batch, sizeof batch, "%lld", (long long)o->batch);
     snprintf(seq, sizeof seq, "%lld", (long long)o->seq);
-    const char *const argv[] = {o->self, "calibrate", "--quick", "--situ-steps", situ, "--situ-batch",
-                                batch,   "--situ-seq", seq,      "-o",           profile, NULL};
+    const char *const argv[] = {o->self, "calibrate", "--quick", "--device", ts_device_name(o->device), "--situ-steps",
+                                situ,    "--situ-batch", batch,  "--situ-seq", seq, "-o", profile, NULL};
     ts_status res = ts_spawn(argv, NULL);
     if (pass == 0) x->system = x->profiles[0]; /* the plans' system until choose_profile */
     return res;

@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "exec/launch.h" /* ts_device */
 #include "sim/compare.h"
 #include "sim/replay.h"
 #include "reports/validate_memory.h"
@@ -59,9 +60,14 @@ typedef struct {
                              median over the cases of their passes' spread / √passes is at most
                              this fraction: the measured steps' medians then hold to about it */
     FILE *log;            /* progress lines ("tessera validate: pass 1/1 [1/24] ..."); NULL: silent */
+    ts_device device;     /* where the runs and the calibration train (their --device) */
 } ts_validate_opts;
 
-/* max_ranks 8, steps 8, repeat 1, situ_steps 16, batch 8, seq 128, every case, log stderr. */
+/* The largest layouts `device` can run here, in ranks, for a requested maximum: CPU ranks as
+ * requested; on CUDA one rank per GPU, so at most `gpus` (one GPU: the matrix's one-rank cases). */
+int ts_validate_max_ranks(ts_device device, int gpus, int requested);
+
+/* max_ranks 8, steps 8, repeat 1, situ_steps 16, batch 8, seq 128, every case, log stderr, CPU. */
 void ts_validate_opts_defaults(ts_validate_opts *o);
 
 typedef struct {

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "planner/op_cost.h"
+
 static _Noreturn void die(const char *what) {
     perror(what);
     abort();
@@ -385,4 +387,26 @@ float *test_random_floats(size_t n, uint64_t seed) {
     cr_assert(p, "out of memory for %zu floats", n);
     for (size_t i = 0; i < n; i++) p[i] = (float)((double)(test_next_u64(&seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     return p;
+}
+
+void test_slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w) {
+    *f = *b = *w = 0;
+    const ts_stage_program *sp = &p->stages[0];
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
+        double c = ts_op_cost_s(pb, &p->layout, op);
+        if (op->phase == TS_PHASE_FWD) *f += c;
+        else if (op->phase == TS_PHASE_BWD) *b += c;
+        else if (op->phase == TS_PHASE_WGRAD) *w += c;
+    }
+}
+
+void expect_tiny_sim_refused(const char *gpus, const char *batch, const char *fix, const char *says) {
+    cli_result r = run_cli("sim", "--model", "tiny", "--system", "cpu-localhost", "--gpus", gpus, "--global-batch",
+                           batch, "--fix", fix, NULL);
+    cr_expect_eq(r.status, 2, "%s: exit %d", fix, r.status);
+    cr_expect_str_empty(r.out, "%s: %s", fix, r.out);
+    cr_expect(strstr(r.err, says) != NULL && one_line_error(r.err, "sim"), "%s: %s", fix, r.err);
+    cli_result_free(&r);
 }

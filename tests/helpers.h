@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "planner/problem.h"
+#include "program/program.h"
 
 /* The repository root: $TESSERA_DATA (set by `make test`), else ".". */
 const char *test_data_dir(void);
@@ -36,6 +37,9 @@ ts_problem test_problem(const char *model, const char *sys, int gpus, int64_t ba
 ts_problem test_problem_of(const ts_model *m, const char *sys, int gpus, int64_t batch, int64_t seq, int flash);
 /* And for a system in hand (a zoo system with figures changed). */
 ts_problem test_problem_on(const ts_model *m, const ts_system *s, int gpus, int64_t batch, int64_t seq, int flash);
+/* Compute seconds of micro-batch 0's forward, input gradients and weight gradients on stage 0's
+ * first chunk (collectives and transfers left out): a schedule's slot times. */
+void test_slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w);
 
 /* --- running the binary ($TESSERA_BIN, else <data dir>/build/tessera) --------------------------- */
 
@@ -73,6 +77,9 @@ const char *find_line(const char *text, const char *prefix);
 /* The DESIGN.md rule for every error: one line, plus "Try 'tessera CMD --help'." after misuse
  * caught by the flag parser (cli_usage_error). Returns 1 when `err` obeys it. */
 int one_line_error(const char *err, const char *cmd);
+/* `tessera sim --model tiny --system cpu-localhost --gpus G --global-batch B --fix FIX` exits 2 with
+ * one line holding `says` and nothing on stdout. */
+void expect_tiny_sim_refused(const char *gpus, const char *batch, const char *fix, const char *says);
 
 /* A file's whole content, NUL-terminated and malloc'd; NULL when it cannot be opened. */
 char *read_file(const char *path);

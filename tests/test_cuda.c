@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bf16.h"
 #include "exec/backend.h"
+#include "exec/bf16_ref.h"
 #include "exec/comm_mpi.h"
 #include "exec/kernel_table.h"
 #include "exec/kernels.h"
@@ -362,7 +364,7 @@ Test(cuda, check_macros_name_call_and_cuda_error) {
     ts_error_clear();
     cr_expect_eq(ts_cuda_add(NULL, NULL, NULL, 100), TS_ERR_EXTERNAL);
     cr_expect(strstr(ts_error_message(), "exec/kernels_cuda.cu:") != NULL, "%s", ts_error_message());
-    cr_expect(strstr(ts_error_message(), ": launch of add_kernel failed: ") != NULL, "%s", ts_error_message());
+    cr_expect(strstr(ts_error_message(), ": launch of add_kernel<B> failed: ") != NULL, "%s", ts_error_message());
     float x = 0;
     ts_error_clear();
     cr_expect_eq(ts_cuda_to_host(&x, &x, sizeof x), TS_ERR_EXTERNAL);
@@ -413,6 +415,14 @@ Test(cuda_gpu, kernels_and_gemm_vs_cpu) {
 
 Test(cuda_gpu, kernel_table_vs_cpu) {
     cr_skip_test("built without CUDA (make CUDA=1): the CUDA kernel table is not compiled");
+}
+
+Test(cuda_gpu, flash_attention_vs_cpu) {
+    cr_skip_test("built without CUDA (make CUDA=1): the tiled attention kernels are not compiled");
+}
+
+Test(cuda_gpu, bf16_fused_ops_one_launch) {
+    cr_skip_test("built without CUDA (make CUDA=1): the bf16 CUDA table is not compiled");
 }
 
 #else
@@ -892,8 +902,8 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     float *g_logits = dev_floats(logits, (size_t)T * E), *g_probs = dev_floats(probs, (size_t)T * E),
           *g_weight = dev_floats(weight, TK);
     int *g_expert = dev_copy(expert, sizeof expert);
-    cr_assert_eq(cpu->router_fwd(probs, expert, weight, logits, T, E, K), TS_OK);
-    cr_assert_eq(gpu->router_fwd(g_probs, g_expert, g_weight, g_logits, T, E, K), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(cpu->router_fwd(probs, expert, weight, logits, T, E, K, 0, 0), TS_OK);
+    cr_assert_eq(gpu->router_fwd(g_probs, g_expert, g_weight, g_logits, T, E, K, 0, 0), TS_OK, "%s", ts_error_message());
     expect_close("router_fwd probs", g_probs, probs, (size_t)T * E, 1e-6f);
     expect_ints("router_fwd expert", g_expert, expert, TK);
     expect_close("router_fwd weight", g_weight, weight, TK, 1e-6f);
@@ -952,6 +962,160 @@ Test(cuda_gpu, kernel_table_vs_cpu) {
     one_rank_backend_free(&world);
 }
 
+/* The tiled bf16 attention (kernels_cuda_flash.cu) against the CPU kernel run on the same inputs
+ * rounded to bf16 (what the tiles hold): what is left is the GPU's rounding of P and dS to bf16
+ * (2^-8 relative each) and fp32 summation order, so the bounds are bf16-sized, not fp32's. Keys
+ * start before the queries (a CP rank's chunk) and the backward adds into nonzero gradients. */
+static void round_bf16_all(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = ts_bf16_round(x[i]);
+}
+
+static void flash_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
+    int *qpos = malloc((size_t)batch * Tq * sizeof *qpos), *kpos = malloc((size_t)batch * Tk * sizeof *kpos);
+    for (int i = 0; i < batch * Tq; i++) qpos[i] = Tk - Tq + i % Tq;
+    for (int j = 0; j < batch * Tk; j++) kpos[j] = j % Tk;
+    size_t nq = (size_t)batch * Tq * H * D, nk = (size_t)batch * Tk * KV * D, nl = (size_t)batch * Tq * H;
+    float *q = test_random_floats(nq, 19), *k = test_random_floats(nk, 20), *v = test_random_floats(nk, 21),
+          *dout = test_random_floats(nq, 22);
+    round_bf16_all(q, nq), round_bf16_all(k, nk), round_bf16_all(v, nk), round_bf16_all(dout, nq);
+    float *out = calloc(nq, 4), *lse = calloc(nl, 4), *scratch = calloc((size_t)Tk, 4);
+    float *dq = test_random_floats(nq, 23), *dk = test_random_floats(nk, 24), *dv = test_random_floats(nk, 25);
+    float *gdq = dev_floats(dq, nq), *gdk = dev_floats(dk, nk), *gdv = dev_floats(dv, nk);
+    ts_attn_shape s = {Tq, Tk, H, KV, D, H * D, KV * D, KV * D, H * D, qpos, kpos, batch};
+    ts_attention_fwd(out, lse, q, k, v, &s, scratch);
+    ts_attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, &s);
+    ts_attn_shape gs = s;
+    int *gqpos = dev_copy(qpos, (size_t)batch * Tq * sizeof *qpos), *gkpos = dev_copy(kpos, (size_t)batch * Tk * sizeof *kpos);
+    gs.q_pos = gqpos;
+    gs.k_pos = gkpos;
+    float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
+    float *zero = calloc(nq, 4), *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
+    fprintf(stderr, "flash attention Tq=%d Tk=%d H=%d KV=%d D=%d batch=%d\n", Tq, Tk, H, KV, D, batch);
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &gs, 0), TS_OK, "%s", ts_error_message());
+    expect_close("flash fwd out", gout, out, nq, 1e-2f);
+    expect_close("flash fwd lse", glse, lse, nl, 1e-4f);
+    /* The backward from the CPU's out and lse, so only its own rounding is measured. */
+    float *gout_cpu = dev_floats(out, nq), *glse_cpu = dev_floats(lse, nl);
+    cr_assert_eq(ts_cuda_flash_attention_bwd(gdq, gdk, gdv, gdout, gq, gk, gv, gout_cpu, glse_cpu, &gs, 0), TS_OK, "%s",
+                 ts_error_message());
+    expect_close("flash bwd dq", gdq, dq, nq, 2e-2f);
+    expect_close("flash bwd dk", gdk, dk, nk, 2e-2f);
+    expect_close("flash bwd dv", gdv, dv, nk, 2e-2f);
+    ts_attn_shape bad = gs;
+    bad.D = 264;
+    ts_error_clear();
+    cr_expect_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &bad, 0), TS_ERR_INPUT, "head dim 264 accepted");
+    void *dev[] = {gqpos, gkpos, gq, gk, gv, gdout, gout, glse, gout_cpu, glse_cpu, gdq, gdk, gdv};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    void *host[] = {q, k, v, dout, out, lse, scratch, dq, dk, dv, zero, qpos, kpos};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
+/* Head dims 8 (padded to a WMMA 16), 40, 64, 128 and 256; MHA, GQA and MQA; partial tiles; batches;
+ * a deterministic backward: two runs give the same bits. */
+Test(cuda_gpu, flash_attention_vs_cpu, .timeout = 120) {
+    skip_without_gpu();
+    flash_vs_cpu(9, 13, 4, 2, 8, 1);
+    flash_vs_cpu(40, 40, 2, 2, 40, 3);
+    flash_vs_cpu(70, 96, 4, 2, 64, 1);
+    flash_vs_cpu(130, 130, 4, 1, 128, 2);
+    flash_vs_cpu(77, 77, 2, 1, 256, 1);
+}
+
+Test(cuda_gpu, flash_backward_is_deterministic) {
+    skip_without_gpu();
+    enum { T = 150, H = 4, KV = 2, D = 64 };
+    size_t nq = (size_t)T * H * D, nk = (size_t)T * KV * D, nl = (size_t)T * H;
+    int pos[T];
+    for (int i = 0; i < T; i++) pos[i] = i;
+    float *q = test_random_floats(nq, 31), *k = test_random_floats(nk, 32), *v = test_random_floats(nk, 33),
+          *dout = test_random_floats(nq, 34), *zero = calloc(nq, 4);
+    int *gpos = dev_copy(pos, sizeof pos);
+    ts_attn_shape s = {T, T, H, KV, D, H * D, KV * D, KV * D, H * D, gpos, gpos, 1};
+    float *gq = dev_floats(q, nq), *gk = dev_floats(k, nk), *gv = dev_floats(v, nk), *gdout = dev_floats(dout, nq);
+    float *gout = dev_floats(zero, nq), *glse = dev_floats(zero, nl);
+    cr_assert_eq(ts_cuda_flash_attention_fwd(gout, glse, gq, gk, gv, &s, 0), TS_OK, "%s", ts_error_message());
+    float *run[2][3];
+    for (int r = 0; r < 2; r++) {
+        float *g[3] = {dev_floats(zero, nq), dev_floats(zero, nk), dev_floats(zero, nk)};
+        cr_assert_eq(ts_cuda_flash_attention_bwd(g[0], g[1], g[2], gdout, gq, gk, gv, gout, glse, &s, 0), TS_OK, "%s",
+                     ts_error_message());
+        size_t n[3] = {nq, nk, nk};
+        for (int i = 0; i < 3; i++) {
+            run[r][i] = malloc(n[i] * 4);
+            cr_assert_eq(ts_cuda_to_host(run[r][i], g[i], n[i] * 4), TS_OK);
+            cudaFree(g[i]);
+        }
+    }
+    cr_expect(memcmp(run[0][0], run[1][0], nq * 4) == 0, "dq differs between two runs");
+    cr_expect(memcmp(run[0][1], run[1][1], nk * 4) == 0, "dk differs between two runs");
+    cr_expect(memcmp(run[0][2], run[1][2], nk * 4) == 0, "dv differs between two runs");
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) free(run[r][i]);
+    void *dev[] = {gpos, gq, gk, gv, gdout, gout, glse};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    free(q), free(k), free(v), free(dout), free(zero);
+}
+
+/* The bf16 table's element-wise ops and attention are one kernel launch each (the program's op
+ * granularity: residual add, RMSNorm, rotary, SwiGLU, attention forward), and give what the CPU's
+ * bf16 table gives within a bf16 rounding step (2^-7 relative: the GPU's expf and summation order
+ * may land a value on the neighbouring bf16). */
+#define ONE_LAUNCH(what, call)                                                                     \
+    do {                                                                                           \
+        unsigned long long before_ = ts_cuda_launches();                                           \
+        cr_assert_eq((call), TS_OK, "%s: %s", what, ts_error_message());                           \
+        cr_expect_eq(ts_cuda_launches() - before_, 1ull, "%s: %llu launches", what,                \
+                     ts_cuda_launches() - before_);                                                \
+    } while (0)
+
+Test(cuda_gpu, bf16_fused_ops_one_launch) {
+    skip_without_gpu();
+    const ts_kernels *cpu = ts_kernels_cpu_bf16(), *gpu = ts_kernels_cuda_bf16();
+    enum { T = 19, C = 96, H = 4, D = 24 };
+    size_t n = (size_t)T * C;
+    float *a = test_random_floats(n, 41), *b = test_random_floats(n, 42), *w = test_random_floats(C, 43);
+    float *out = calloc(n, 4), *act = calloc(n, 4), *rstd = calloc(T, 4), *dx = test_random_floats(n, 44),
+          *dw = calloc(C, 4), *dg = calloc(n, 4), *du = calloc(n, 4);
+    float *ga = dev_floats(a, n), *gb = dev_floats(b, n), *gw = dev_floats(w, C), *gout = dev_floats(out, n),
+          *gact = dev_floats(act, n), *grstd = dev_floats(rstd, T), *gdx = dev_floats(dx, n), *gdw = dev_floats(dw, C),
+          *gdg = dev_floats(dg, n), *gdu = dev_floats(du, n);
+    cr_assert_eq(cpu->add(out, a, b, n), TS_OK);
+    ONE_LAUNCH("add", gpu->add(gout, ga, gb, n));
+    expect_close("bf16 add", gout, out, n, 1e-2f);
+    cr_assert_eq(cpu->swiglu_fwd(act, a, b, n), TS_OK);
+    ONE_LAUNCH("swiglu_fwd", gpu->swiglu_fwd(gact, ga, gb, n));
+    expect_close("bf16 swiglu_fwd", gact, act, n, 1e-2f);
+    cr_assert_eq(cpu->swiglu_bwd(dg, du, out, a, b, n), TS_OK);
+    ONE_LAUNCH("swiglu_bwd", gpu->swiglu_bwd(gdg, gdu, gout, ga, gb, n));
+    expect_close("bf16 swiglu_bwd dgate", gdg, dg, n, 1e-2f);
+    expect_close("bf16 swiglu_bwd dup", gdu, du, n, 1e-2f);
+    cr_assert_eq(cpu->rmsnorm_fwd(act, rstd, a, w, T, C, 1e-5f), TS_OK);
+    ONE_LAUNCH("rmsnorm_fwd", gpu->rmsnorm_fwd(gact, grstd, ga, gw, T, C, 1e-5f));
+    expect_close("bf16 rmsnorm_fwd", gact, act, n, 1e-2f);
+    expect_close("bf16 rmsnorm rstd (fp32)", grstd, rstd, T, 1e-5f);
+    cr_assert_eq(cpu->rmsnorm_bwd(dx, dw, b, a, w, rstd, T, C), TS_OK);
+    ONE_LAUNCH("rmsnorm_bwd", gpu->rmsnorm_bwd(gdx, gdw, gb, ga, gw, grstd, T, C));
+    expect_close("bf16 rmsnorm_bwd dx", gdx, dx, n, 1e-2f);
+    expect_close("bf16 rmsnorm_bwd dw (fp32)", gdw, dw, C, 1e-4f);
+    int pos[T];
+    for (int t = 0; t < T; t++) pos[t] = 3 * t;
+    int *gpos = dev_copy(pos, sizeof pos);
+    cr_assert_eq(cpu->rope_fwd(a, C, pos, T, H, D, 10000.0f), TS_OK);
+    ONE_LAUNCH("rope_fwd", gpu->rope_fwd(ga, C, gpos, T, H, D, 10000.0f));
+    expect_close("bf16 rope_fwd", ga, a, n, 1e-2f);
+    ts_attn_shape s = {T, T, H, 2, D, C, C, C, C, pos, pos, 1}, gs = s;
+    gs.q_pos = gs.k_pos = gpos;
+    float *lse = calloc((size_t)T * H, 4), *scratch = calloc(T, 4), *glse = dev_floats(lse, (size_t)T * H);
+    cr_assert_eq(cpu->attention_fwd(out, lse, a, b, b, &s, scratch), TS_OK);
+    ONE_LAUNCH("attention_fwd", gpu->attention_fwd(gout, glse, ga, gb, gb, &gs, NULL));
+    expect_close("bf16 attention_fwd", gout, out, (size_t)T * H * D, 2e-2f);
+    void *dev[] = {ga, gb, gw, gout, gact, grstd, gdx, gdw, gdg, gdu, gpos, glse};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
+    void *host[] = {a, b, w, out, act, rstd, dx, dw, dg, du, lse, scratch};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
+}
+
 #endif
 
 /* ---- GPU: training on the CUDA backend against the CPU --------------------------------------- */
@@ -970,10 +1134,11 @@ static int gpus_here(char *why, size_t why_size) {
 }
 
 /* `tessera run --json` losses of a plan on one device. */
-static void run_losses(const char *plan, const char *device, int steps, double *losses) {
+static void run_losses_in(const char *plan, const char *device, const char *precision, int steps, double *losses) {
     char n[16];
     snprintf(n, sizeof n, "%d", steps);
-    cli_result r = run_cli("run", "--plan", plan, "--steps", n, "--warmup", "1", "--json", "--device", device, NULL);
+    cli_result r = run_cli("run", "--plan", plan, "--steps", n, "--warmup", "1", "--json", "--device", device,
+                           "--precision", precision, NULL);
     cr_assert_eq(r.status, 0, "run --device %s: exit %d, stderr: %s", device, r.status, r.err);
     cJSON *root = cJSON_Parse(r.out);
     cr_assert_not_null(root, "run --device %s printed no JSON: %s", device, r.out);
@@ -982,6 +1147,10 @@ static void run_losses(const char *plan, const char *device, int steps, double *
     for (int s = 0; s < steps; s++) losses[s] = cJSON_GetArrayItem(ls, s)->valuedouble;
     cJSON_Delete(root);
     cli_result_free(&r);
+}
+
+static void run_losses(const char *plan, const char *device, int steps, double *losses) {
+    run_losses_in(plan, device, "fp32", steps, losses);
 }
 
 /* A tiny model trained on the GPU (one rank, every kernel through the CUDA table, cuBLAS, NCCL)
@@ -1048,4 +1217,66 @@ Test(cuda_gpu, calibrate_quick_profile_loads, .timeout = 300) {
               s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);
     cr_expect(s.hbm_bytes_per_s > 1e10, "memory %g B/s", s.hbm_bytes_per_s);
     remove_dir(dir);
+}
+
+/* BF16 mixed precision on the GPU (ts_kernels_cuda_bf16: bf16 cuBLAS GEMMs, the tiled attention)
+ * against fp32 training on the CPU: within TS_BF16_LOSS_RTOL, the tolerance the CPU's own bf16
+ * reference is held to (tests/test_bf16.c). The GPU's fp32 run is held to 1e-4 beside it. */
+Test(cuda_gpu, bf16_training_vs_cpu, .timeout = 300) {
+    char why[256];
+    if (gpus_here(why, sizeof why) == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why);
+    enum { STEPS = 6, BATCH = 4, SEQ = 64 };
+    const char *models[] = {"tiny", "tiny-moe"};
+    for (int m = 0; m < 2; m++) {
+        float cpu[STEPS], gpu32[STEPS], gpu16[STEPS];
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CPU, 0, cpu, NULL), TS_OK, "%s",
+                     ts_error_message());
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 0, gpu32, NULL), TS_OK, "%s",
+                     ts_error_message());
+        cr_assert_eq(ts_bf16_ref_losses(models[m], BATCH, SEQ, STEPS, TS_DEVICE_CUDA, 1, gpu16, NULL), TS_OK, "%s",
+                     ts_error_message());
+        for (int s = 0; s < STEPS; s++) {
+            double r32 = fabs((double)gpu32[s] - cpu[s]) / cpu[s], r16 = fabs((double)gpu16[s] - cpu[s]) / cpu[s];
+            fprintf(stderr, "%s step %d: cpu fp32 %.6f gpu fp32 %.6f (rel %.2g) gpu bf16 %.6f (rel %.2g)\n", models[m],
+                    s, cpu[s], gpu32[s], r32, gpu16[s], r16);
+            cr_expect(r32 <= 1e-4, "%s step %d: gpu fp32 rel %g", models[m], s, r32);
+            cr_expect(r16 <= TS_BF16_LOSS_RTOL, "%s step %d: gpu bf16 rel %g > %g", models[m], s, r16,
+                      TS_BF16_LOSS_RTOL);
+        }
+    }
+}
+
+/* `tessera run --precision bf16` (one rank): the device's bf16 table, losses within
+ * TS_BF16_LOSS_RTOL of fp32 on the CPU and not equal to them. On CPU ranks (suite `mpi`: it starts
+ * mpirun) and, where there is one, on a GPU. */
+static void precision_vs_fp32(const char *device) {
+    enum { STEPS = 4 };
+    char *dir = make_temp_dir(), plan[4096];
+    snprintf(plan, sizeof plan, "%s/plan.json", dir);
+    cli_result r = run_cli("plan", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "1", "--global-batch", "8",
+                           "--seq", "64", "--dtype", "fp32", "--fix",
+                           "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", "--top", "1",
+                           "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "plan: exit %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+    double fp32[STEPS], bf16[STEPS], worst = 0;
+    run_losses_in(plan, "cpu", "fp32", STEPS, fp32);
+    run_losses_in(plan, device, "bf16", STEPS, bf16);
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(bf16[s] - fp32[s]) / fabs(fp32[s]);
+        fprintf(stderr, "run --precision bf16 --device %s step %d: %.6f (cpu fp32 %.6f, rel %.2g)\n", device, s + 1,
+                bf16[s], fp32[s], rel);
+        worst = fmax(worst, rel);
+    }
+    cr_expect(worst > 0, "bf16 losses equal fp32 ones: the bf16 table did not run");
+    cr_expect(worst <= TS_BF16_LOSS_RTOL, "bf16 losses %g from fp32 (tolerance %g)", worst, TS_BF16_LOSS_RTOL);
+    remove_dir(dir);
+}
+
+Test(mpi, run_precision_bf16_cpu, .timeout = 300) { precision_vs_fp32("cpu"); }
+
+Test(cuda_gpu, run_precision_bf16_vs_cpu, .timeout = 300) {
+    char why[256];
+    if (gpus_here(why, sizeof why) == 0) cr_skip_test("no CUDA GPU on this machine (%s)", why);
+    precision_vs_fp32("cuda");
 }

@@ -619,7 +619,7 @@ typedef struct {
 
 static double router_objective(void *ctx) {
     router_case *c = ctx;
-    ts_router_fwd(c->probs, c->expert, c->weight, c->logits, RT, RE, RK);
+    ts_router_fwd(c->probs, c->expert, c->weight, c->logits, RT, RE, RK, 0, 0);
     return dot_d(c->g, c->weight, RT * RK);
 }
 
@@ -652,7 +652,7 @@ Test(exec_kernels, router_selects_top_k_and_backward_matches_fd) {
 
     float tie[4] = {0.5f, 1.0f, 1.0f, 1.0f}, tp[4], tw[2];
     int te[2];
-    ts_router_fwd(tp, te, tw, tie, 1, 4, 2);
+    ts_router_fwd(tp, te, tw, tie, 1, 4, 2, 0, 0);
     cr_expect(te[0] == 1 && te[1] == 2, "ties go to the lower index: got %d %d", te[0], te[1]);
     free(c.logits), free(c.probs), free(c.weight), free(c.g), free(dlogits);
 }

@@ -35,14 +35,24 @@ Test(kernel_table, tables_are_filled) {
     expect_filled(cpu);
     cr_expect_str_eq(cpu->name, "cpu");
     cr_expect_eq(ts_backend_cpu(1)->kernels, cpu, "the CPU backend runs the CPU table");
+    const ts_kernels *cpu_bf16 = ts_kernels_cpu_bf16();
+    expect_filled(cpu_bf16);
+    cr_expect_str_eq(cpu_bf16->name, "cpu-bf16");
 #ifdef TS_CUDA
     /* Filling the table launches nothing, so this runs without a GPU too. */
-    const ts_kernels *cuda = ts_kernels_cuda();
+    const ts_kernels *cuda = ts_kernels_cuda(), *cuda_bf16 = ts_kernels_cuda_bf16();
     cr_assert_not_null(cuda);
     expect_filled(cuda);
     cr_expect_str_eq(cuda->name, "cuda");
+    cr_assert_not_null(cuda_bf16);
+    expect_filled(cuda_bf16);
+    cr_expect_str_eq(cuda_bf16->name, "cuda-bf16");
+    cr_expect(cuda_bf16->attention_fwd != cuda->attention_fwd && cuda_bf16->linear_fwd != cuda->linear_fwd,
+              "the bf16 table has its own attention (tiled) and linear layers (bf16 GEMMs)");
+    cr_expect_eq(cuda_bf16->adamw, cuda->adamw, "the optimizer stays fp32");
 #else
     cr_expect_null(ts_kernels_cuda(), "builds without CUDA have the CPU table only");
+    cr_expect_null(ts_kernels_cuda_bf16(), "builds without CUDA have no CUDA bf16 table");
 #endif
 }
 
@@ -202,8 +212,8 @@ Test(kernel_table, cpu_swiglu_and_moe_equal_the_kernels) {
     /* routing, dispatch, combine */
     float *logits = test_random_floats((size_t)T * E, 18), p1[T * E], p2[T * E], w1[T * K], w2[T * K];
     int e1[T * K], e2[T * K];
-    ts_router_fwd(p1, e1, w1, logits, T, E, K);
-    cr_assert_eq(k->router_fwd(p2, e2, w2, logits, T, E, K), TS_OK);
+    ts_router_fwd(p1, e1, w1, logits, T, E, K, 0, 0);
+    cr_assert_eq(k->router_fwd(p2, e2, w2, logits, T, E, K, 0, 0), TS_OK);
     expect_same("router_fwd probs", p1, p2, sizeof p1);
     expect_same("router_fwd expert", e1, e2, sizeof e1);
     expect_same("router_fwd weight", w1, w2, sizeof w1);
@@ -288,4 +298,18 @@ Test(kernel_table, cpu_memory_ops) {
     cr_assert_eq(k->copy(dst + 3, dst, 3 * sizeof *dst), TS_OK);
     cr_expect(sum[2] == 2.0f && dst[5] == 2.0f);
     cr_expect_eq(k->copy(NULL, NULL, 0), TS_OK, "empty copies touch nothing");
+}
+
+/* The bf16 CPU table keeps Megatron-Core's fp32 parts as the fp32 table's own entries (memory ops,
+ * the weight gradients of the embedding, the cross-entropy statistics, the router's softmax and the
+ * optimizer) and replaces every entry that writes a bf16 activation or activation gradient. */
+Test(kernel_table, bf16_table_keeps_fp32_parts) {
+    const ts_kernels *f = ts_kernels_cpu(), *b = ts_kernels_cpu_bf16();
+#define SAME(e) cr_expect_eq((void *)b->e, (void *)f->e, "%s should stay fp32", #e);
+#define OWN(e) cr_expect_neq((void *)b->e, (void *)f->e, "%s should round to bf16", #e);
+    SAME(zero) SAME(copy) SAME(copy_rows) SAME(to_host) SAME(to_device) SAME(embedding_bwd) SAME(ce_max)
+    SAME(ce_sums) SAME(ce_loss) SAME(router_fwd) SAME(adamw)
+    TS_KERNELS_BF16_ENTRIES(OWN)
+#undef SAME
+#undef OWN
 }

@@ -329,6 +329,11 @@ Test(models, moe_load_factor) {
     }
     x.capacity_factor = 1.25;
     cr_expect_eq(ts_moe_load_factor(&x, 8), 1.25, "tokens beyond capacity are dropped");
+    /* Unpadded, an expert runs what it keeps: the capacity when the busiest exceeds it (1.40 at
+     * ep 8), the dropless share when that is smaller (1.10 at ep 2). */
+    x.capacity_unpadded = 1;
+    cr_expect_eq(ts_moe_load_factor(&x, 8), 1.25);
+    cr_expect(fabs(ts_moe_load_factor(&x, 2) - (1 + 0.8 / sqrt(32.0) * 0.5642)) < 1e-4, "%g", ts_moe_load_factor(&x, 2));
 }
 
 Test(models, bad_first_dense_past_the_layers) {

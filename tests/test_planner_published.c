@@ -117,3 +117,30 @@ Test(planner_published, megatron_published_layout_ranks_in_top_5) {
     }
     cr_expect_eq(checked, 10);
 }
+
+static int cmp_abs_err(const void *a, const void *b) {
+    double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
+    return (x > y) - (x < y);
+}
+
+/* MoE rows (Grok-1 and its proxies, DeepSeek-V3 on H100 at tp=2, etp=1, ep=64): all present, the
+ * published ep and etp kept, and the BF16 rows' median |error| within 10% (issue 20's target). */
+Test(planner_published, moe_rows_bf16_median_within_10_percent) {
+    double errs[64];
+    int n = 0, fp8 = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const ts_pub_case *c = &cases[i];
+        fp8 += c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
+        if (c->kind != TS_PUB_NVIDIA_MOE_STEP) continue;
+        cr_assert_lt(n, 64);
+        errs[n++] = c->error;
+        char want[32];
+        snprintf(want, sizeof want, ",ep=%d,", ts_layout_field(&c->pins.value, TS_PIN_EP));
+        cr_expect(strstr(c->layout, want) != NULL, "%s: layout %s keeps %s", c->id, c->layout, want);
+    }
+    cr_expect_eq(n, 10, "9 Grok-1 BF16 rows + DeepSeek-V3");
+    cr_expect_eq(fp8, 9, "9 Grok-1 FP8 rows");
+    qsort(errs, (size_t)n, sizeof errs[0], cmp_abs_err);
+    double median = n % 2 ? fabs(errs[n / 2]) : 0.5 * (fabs(errs[n / 2 - 1]) + fabs(errs[n / 2]));
+    cr_expect_leq(median, 0.10, "median |error| %.1f%%", 100 * median);
+}

@@ -140,7 +140,8 @@ Test(planner_search, prune_equals_brute_force_megatron_1p7b_unfused) {
 }
 
 /* The reference the search's loops must equal: every combination of every field, kept when
- * ts_layout_invalid accepts it and it is canonical (search.h), evaluated one by one. */
+ * ts_layout_invalid accepts it and it is canonical (search.h), evaluated one by one; schedules
+ * searched only when asked for (DualPipe) with `opt_in`. */
 typedef struct {
     long long valid, fits;
     double *steps; /* (fits) step times of the layouts that fit */
@@ -151,7 +152,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void naive_enumerate(const ts_problem *pb, naive_space *out) {
+static void naive_enumerate(const ts_problem *pb, int opt_in, naive_space *out) {
     int N = pb->gpus, L = pb->model.layers;
     long long B = pb->train.global_batch;
     size_t cap = 1024;
@@ -174,6 +175,7 @@ static void naive_enumerate(const ts_problem *pb, naive_space *out) {
                                                            .schedule = (ts_schedule)s,
                                                            .recompute = (ts_recompute)rc};
                                             if (pp == 1 && s != TS_SCHED_1F1B) continue;
+                                            if (ts_schedules[s].opt_in && !opt_in) continue;
                                             if (dp * cp == 1 && z != 0) continue;
                                             if (pb->train.flash_attention && rc == TS_RECOMPUTE_SELECTIVE) continue;
                                             if (ts_layout_invalid(pb, &l, NULL, 0)) continue;
@@ -194,12 +196,13 @@ static void naive_enumerate(const ts_problem *pb, naive_space *out) {
 
 /* Brute-force search and naive enumeration agree: the same count of valid layouts, the same count
  * that fit, and the same best step times in order. */
-static void check_search_equals_naive(const ts_problem *pb) {
+static void check_search_equals_naive(const ts_problem *pb, int opt_in) {
     naive_space n;
-    naive_enumerate(pb, &n);
+    naive_enumerate(pb, opt_in, &n);
     cr_assert_gt(n.fits, 20, "%s on %d: a space too small to compare", pb->model.name, pb->gpus);
     ts_search_opts o = opts_of(20, NULL);
     o.prune = 0;
+    if (opt_in) o.schedules = (1u << TS_SCHED_COUNT) - 1;
     ts_search_result r;
     search_ok(pb, &o, &r);
     cr_expect_eq(r.searched, n.valid, "%s on %d: search %lld valid, naive %lld", pb->model.name, pb->gpus,
@@ -216,11 +219,13 @@ static void check_search_equals_naive(const ts_problem *pb) {
 
 Test(planner_search, search_equals_naive_enumeration) {
     ts_problem pb = test_problem("tiny", "h100-sxm-dgx", 8, 32, 256, 1);
-    check_search_equals_naive(&pb);
+    check_search_equals_naive(&pb, 0);
+    check_search_equals_naive(&pb, 1); /* DualPipe asked for */
     pb = test_problem("tiny-moe", "h100-sxm-dgx", 8, 16, 256, 1);
-    check_search_equals_naive(&pb);
+    check_search_equals_naive(&pb, 0);
+    check_search_equals_naive(&pb, 1);
     pb = test_problem("tiny", "h100-sxm-dgx", 12, 24, 256, 0); /* unfused: selective recompute too */
-    check_search_equals_naive(&pb);
+    check_search_equals_naive(&pb, 0);
 }
 
 Test(planner_search, objective_memory_sorts_by_memory) {

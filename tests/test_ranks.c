@@ -66,6 +66,32 @@ Test(ranks, tp2_cp2_dp2_ep2_spelled_out) {
     expect_groups(&l, TS_GROUP_EDP, 4, 2, &edp[0][0]);
 }
 
+/* 16 ranks, tp=2, dp=4, pp=2 with ep=8 and etp=1 (Megatron-Core --expert-tensor-parallel-size 1,
+ * as DeepSeek-V3's H100 recipe runs tp=2, etp=1, ep=64): a stage's 8 ranks re-split with the
+ * experts' TP innermost, so the EP group takes both TP ranks of 4 DP ranks and expert data
+ * parallelism is what is left over (here nothing within a stage). */
+Test(ranks, tp2_dp4_ep8_etp1_spans_tp_and_dp) {
+    ts_layout l = layout_of(2, 1, 4, 2, 8);
+    l.etp = 1;
+    static const int ep[2][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
+    static const int single[16][1] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+    expect_groups(&l, TS_GROUP_EP, 2, 8, &ep[0][0]);
+    expect_groups(&l, TS_GROUP_ETP, 16, 1, &single[0][0]);
+    expect_groups(&l, TS_GROUP_EDP, 16, 1, &single[0][0]);
+    /* ep=4: two EP groups a stage, and each expert's replicas in the other */
+    l.ep = 4;
+    static const int ep4[4][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
+    static const int edp4[8][2] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}};
+    expect_groups(&l, TS_GROUP_EP, 4, 4, &ep4[0][0]);
+    expect_groups(&l, TS_GROUP_EDP, 8, 2, &edp4[0][0]);
+    char text[160];
+    ts_layout_format(&l, text, sizeof text);
+    cr_expect(strstr(text, ",etp=1") != NULL, "the text form names etp apart from tp: %s", text);
+    l.etp = 2;
+    ts_layout_format(&l, text, sizeof text);
+    cr_expect(strstr(text, "etp") == NULL, "etp = tp is not written: %s", text);
+}
+
 /* Whether rank s is in rank r's group g, read off the definitions in ranks.h. */
 static int same_group(const ts_layout *l, ts_group g, int r, int s) {
     ts_coords a = ts_rank_coords(l, r), b = ts_rank_coords(l, s);
@@ -78,6 +104,7 @@ static int same_group(const ts_layout *l, ts_group g, int r, int s) {
     case TS_GROUP_DPCP: return a.tp == b.tp && a.pp == b.pp;
     case TS_GROUP_EP: return a.tp == b.tp && a.pp == b.pp && ia / l->ep == ib / l->ep;
     case TS_GROUP_EDP: return a.tp == b.tp && a.pp == b.pp && ia % l->ep == ib % l->ep;
+    case TS_GROUP_ETP: return a.cp == b.cp && a.dp == b.dp && a.pp == b.pp; /* etp = tp: the TP group */
     default: return 0;
     }
 }

@@ -209,6 +209,14 @@ Test(export, what_frameworks_cannot_say_is_said) {
     cli_result_free(&r);
     free(plan);
     remove_dir(dir);
+    /* Experts apart from TP (etp=1, Megatron-Core --expert-tensor-parallel-size 1). */
+    r = export_fixed("mixtral-8x7b", "64", "1024", "tp=2,sp=1,ep=8,etp=1", "bf16", "megatron", &dir, &plan);
+    line = flags_line(r.out);
+    cr_expect_eq(flag_value(line, "--tensor-model-parallel-size"), 2);
+    cr_expect_eq(flag_value(line, "--expert-tensor-parallel-size"), 1, "etp as planned: %s", line);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
     /* Interleaved with sequence parallelism: layers / (pp · vpp) per virtual stage. */
     r = export_fixed("llama2-70b", "64", "64", "tp=8,pp=4,vpp=5,mbs=1", "bf16", "megatron", &dir, &plan);
     line = flags_line(r.out);
@@ -348,4 +356,26 @@ Test(export, bad_input_exits_2_with_one_line) {
     cli_result_free(&r);
     free(plan);
     remove_dir(dir);
+}
+
+/* DualPipe and ZB-V have no flag anywhere: every format refuses them with exit 2, one line naming
+ * the schedule and no output. */
+Test(export, dualpipe_and_zbv_are_refused) {
+    static const char *const fixes[] = {"pp=4,sched=dualpipe", "pp=4,sched=zb-v"};
+    static const char *const formats[] = {"megatron", "megatron-bridge", "deepspeed", "sbatch"};
+    for (int k = 0; k < 2; k++) {
+        const char *const args[] = {"--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "32",
+                                    "--global-batch", "64", "--fix", fixes[k], NULL};
+        char *dir = make_temp_dir(), *plan = plan_with(dir, args);
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+            cli_result r = run_cli("export", "--plan", plan, "--format", formats[i], NULL);
+            cr_expect_eq(r.status, 2, "%s %s: exit %d", fixes[k], formats[i], r.status);
+            cr_expect_str_empty(r.out, "%s: %s", formats[i], r.out);
+            cr_expect(strstr(r.err, strchr(fixes[k], 's')) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                      "%s: one line naming the schedule: %s", formats[i], r.err);
+            cli_result_free(&r);
+        }
+        free(plan);
+        remove_dir(dir);
+    }
 }

@@ -56,16 +56,7 @@ static double closed_form_error(const ts_problem *pb, const ts_layout *l, double
 
 /* Compute seconds of one micro-batch's F, B and W slots on stage 0 (first chunk). */
 static void slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w) {
-    *f = *b = *w = 0;
-    const ts_stage_program *sp = &p->stages[0];
-    for (int i = 0; i < sp->n_ops; i++) {
-        const ts_op *op = &sp->ops[i];
-        if (op->mb != 0 || op->chunk != 0 || op->kind >= TS_OP_COLL) continue;
-        double c = ts_op_cost_s(pb, &p->layout, op);
-        if (op->phase == TS_PHASE_FWD) *f += c;
-        else if (op->phase == TS_PHASE_BWD) *b += c;
-        else if (op->phase == TS_PHASE_WGRAD) *w += c;
-    }
+    test_slot_costs(pb, p, f, b, w);
 }
 
 static double bubble_of(const char *text, int64_t batch, double *f, double *b, double *w, int *m) {
@@ -501,3 +492,4 @@ Test(sim_program, uneven_routing_scales_the_expert_work) {
     cr_expect_eq(m[1][TS_PART_QKV], m[0][TS_PART_QKV]);
     cr_expect_gt(step[1], step[0], "closed form: %g s -> %g s", step[0], step[1]);
 }
+

@@ -1,0 +1,28 @@
+/* What an MoE layer's expert-parallel collectives cost, as the dispatchers run them (the sizes
+ * come from the layer recipe, program/recipe_moe.c; formulas and sources in moe_cost.c). One
+ * function, used by the closed form (planner/layer.c) and by the op pricing the simulator uses
+ * (planner/op_cost.c), so both charge the same. */
+#ifndef TS_MOE_COST_H
+#define TS_MOE_COST_H
+
+#include "program/coll.h"
+#include "program/problem.h"
+
+/* Seconds one EP collective `c` of `bytes` (nccl-tests' size: the rank's whole buffer) over an
+ * EP group of `ep` ranks, `stride` apart in the rank order (the experts' TP degree), leaves on
+ * the critical path: its transfer over NVLink and the NIC as the problem's dispatcher moves it,
+ * times 1 - train.moe_a2a_overlap. */
+double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+
+/* The nodes a token's copies reach at most: the model's node-limited routing (router_groups,
+ * router_group_topk: a token's experts lie in at most router_group_topk groups; a group's
+ * experts span ep/router_groups ranks) over an EP group spanning `nodes` nodes of
+ * `per_node` of its ranks each; `nodes` when the routing is not limited. */
+double ts_moe_node_limit(const ts_moe *x, int ep, int per_node, int nodes);
+
+/* Seconds for a grouped GEMM (the local experts' GEMMs in one kernel: Megatron-Core's
+ * --moe-grouped-gemm, TE GroupedLinear, CUTLASS grouped GEMM) of `count` GEMMs m×n×k in `dt`,
+ * `tokens` of m, n, k being the token dimension (formula in moe_cost.c). */
+double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens);
+
+#endif

@@ -1,0 +1,185 @@
+/* MoE as it runs: the routed experts' recipe (program/recipe_moe.c: etp, dispatchers, FP8
+ * dispatch, permutation), the EP collectives' price (planner/moe_cost.h: node-limited DeepEP
+ * against NCCL's all-to-all, overlap), grouped GEMMs, the default imbalance, and the layouts etp
+ * allows. Cases with exact answers: sizes from the formulas in recipe_moe.c, prices as ratios
+ * with latencies zeroed. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "planner/cost.h"
+#include "exec/kernels.h"
+#include "exec/trainer.h"
+#include "planner/moe_cost.h"
+#include "program/coll.h"
+#include "program/recipe.h"
+#include "tests/helpers.h"
+
+static ts_shard shard(int tp, int sp, int ep, int etp) {
+    return (ts_shard){.tp = tp, .cp = 1, .ep = ep, .sp = sp, .mbs = 1, .recompute = TS_RECOMPUTE_NONE, .etp = etp};
+}
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
+
+/* Mixtral-8x22B as Megatron-Core's model zoo runs it (TP2 EP8 ETP1, SP): each rank routes its
+ * T/2 tokens to whole experts; with etp = tp the TP pair shares T tokens over half-width experts
+ * and gathers the copies it received over TP. */
+Test(moe, etp_sizes_and_tp_collectives) {
+    ts_problem pb = test_problem("mixtral-8x22b", "h100-sxm-dgx", 128, 256, 4096, 1);
+    pb.model.moe.load_cv = 0;
+    const ts_moe *x = &pb.model.moe;
+    double T = 4096, h = 6144, k = 2;
+    ts_shard same = shard(2, 1, 8, 0), apart = shard(2, 1, 8, 1);
+    ts_mlp_recipe a, b;
+    ts_mlp_recipe_of(&pb, &same, 1, &a);
+    ts_mlp_recipe_of(&pb, &apart, 1, &b);
+    cr_expect(close_to(a.fc1.m, T * k * 8 / 8), "etp = tp: T·top_k·ep/E tokens per expert, got %g", a.fc1.m);
+    cr_expect(close_to(b.fc1.m, T / 2 * k * 8 / 8), "etp = 1: (T/t)·top_k·ep/E, got %g", b.fc1.m);
+    cr_expect(close_to(a.fc2.k, x->expert_ffn / 2.0) && close_to(b.fc2.k, (double)x->expert_ffn), "expert width");
+    cr_expect_eq(a.tp_block, 1);
+    cr_expect(close_to(a.tp_bytes, 2.0 * T * k * h), "the received copies gathered over TP: %g", a.tp_bytes);
+    cr_expect_eq(b.tp_block, 0, "no TP collective in an MoE block of whole experts");
+    cr_expect(close_to(a.from_bytes, 2.0 * T / 2 * k * h) && close_to(b.from_bytes, a.from_bytes),
+              "each rank sends its T/t tokens' copies either way");
+    cr_expect(close_to(a.matmul_params, b.matmul_params), "model FLOPs do not depend on etp");
+    double sh_a, ex_a, sh_b, ex_b;
+    ts_layer_params_rank(&pb, 2, 8, 0, 0, &sh_a, &ex_a);
+    ts_layer_params_rank(&pb, 2, 8, 1, 0, &sh_b, &ex_b);
+    cr_expect(close_to(ex_b, 2.0 * ex_a) && close_to(sh_a, sh_b), "experts over etp·ep: %g vs %g", ex_b, ex_a);
+}
+
+/* Dispatch sizes by dispatcher; FP8 dispatch is 1 byte and an fp32 scale per 128 elements one way
+ * only; the permutation moves 2·R·h·(3·top_k + 1) bytes. */
+Test(moe, dispatcher_sizes) {
+    ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    double R = 4096, h = 7168, k = 8;
+    ts_shard sh = shard(1, 0, 64, 0);
+    ts_mlp_recipe r;
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
+    ts_mlp_recipe_of(&pb, &sh, 1, &r);
+    cr_expect_eq(r.to_coll, TS_COLL_ALLTOALL);
+    cr_expect(close_to(r.to_bytes, 2.0 * R * k * h) && close_to(r.from_bytes, r.to_bytes));
+    cr_expect(close_to(r.permute_bytes, 2.0 * R * h * (3 * k + 1)), "permute %g", r.permute_bytes);
+    pb.train.moe_fp8_dispatch = 1;
+    ts_mlp_recipe_of(&pb, &sh, 1, &r);
+    cr_expect(close_to(r.to_bytes, (1.0 + 4.0 / 128) * R * k * h) && close_to(r.from_bytes, 2.0 * R * k * h));
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLGATHER;
+    ts_mlp_recipe_of(&pb, &sh, 1, &r);
+    cr_expect(r.to_coll == TS_COLL_ALLGATHER && r.from_coll == TS_COLL_REDUCE_SCATTER);
+    cr_expect(close_to(r.to_bytes, 2.0 * 64 * R * h), "the EP group's tokens gathered, 16-bit: %g", r.to_bytes);
+    /* auto: DeepEP for a node-limited router, FP8 dispatch under fp8 there */
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_AUTO;
+    pb.train.moe_fp8_dispatch = 0;
+    cr_expect_eq(ts_moe_dispatcher_of(&pb), TS_MOE_DISPATCH_DEEPEP);
+    cr_expect_eq(ts_moe_dispatch_elem_bytes(&pb), 2.0);
+    pb.train.dtype = TS_DTYPE_FP8;
+    cr_expect_eq(ts_moe_dispatch_elem_bytes(&pb), 1.0 + 4.0 / 128);
+    ts_problem mx = test_problem("mixtral-8x7b", "h100-sxm-dgx", 64, 64, 4096, 1);
+    cr_expect_eq(ts_moe_dispatcher_of(&mx), TS_MOE_DISPATCH_ALLTOALL, "a router without groups");
+}
+
+/* DeepSeek-V3 routes each token to at most 4 of 8 groups; at EP64 over 8 nodes a group is a
+ * node, at EP256 four nodes (16 of 32 at most), at EP16 over 2 nodes the nodes bound it. */
+Test(moe, node_limit) {
+    ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    const ts_moe *x = &pb.model.moe;
+    cr_expect_eq(ts_moe_node_limit(x, 64, 8, 8), 4.0);
+    cr_expect_eq(ts_moe_node_limit(x, 256, 8, 32), 16.0);
+    cr_expect_eq(ts_moe_node_limit(x, 16, 8, 2), 2.0, "never more nodes than the group spans");
+    ts_problem mx = test_problem("mixtral-8x7b", "h100-sxm-dgx", 64, 64, 4096, 1);
+    cr_expect_eq(ts_moe_node_limit(&mx.model.moe, 8, 1, 8), 8.0, "no limit without router groups");
+}
+
+/* Across 8 nodes (EP64, 8 GPUs each, latencies zeroed): NCCL's all-to-all sends 56/64 of the
+ * buffer over the NIC; DeepEP sends each token once to each of its 4 nodes, 7/8 of them remote,
+ * a buffer of 8 copies: 4·(7/8)/8 = 0.4375 of it, half as much. Inside one node both are
+ * NCCL's all-to-all over NVLink. The overlap fraction hides its share. */
+Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
+    ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    pb.sys.nic_latency_s = pb.sys.link_latency_s = 0;
+    double B = 2.0 * 4096 * 8 * 7168;
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
+    double a2a = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    cr_expect(close_to(a2a, B * 56.0 / 64 / ts_link_busbw(&pb.sys, TS_LINK_NIC)), "%g", a2a);
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_DEEPEP;
+    double deepep = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    cr_expect(close_to(deepep / a2a, 0.5), "deepep / alltoall = %g", deepep / a2a);
+    double inside = ts_moe_coll_s(&pb, 8, 1, TS_COLL_ALLTOALL, B);
+    cr_expect(close_to(inside, ts_coll_s(&pb.sys, TS_COLL_ALLTOALL, 8, B, TS_LINK_NVLINK)));
+    pb.train.moe_a2a_overlap = 0.75;
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep));
+}
+
+/* One grouped kernel: the curve at its total FLOPs, an expert's last tile half empty on average
+ * and at least one tile of 128 rows; CPU ranks run one BLAS GEMM per expert. */
+Test(moe, grouped_gemm) {
+    ts_problem pb = test_problem("mixtral-8x7b", "h100-sxm-dgx", 64, 64, 4096, 1);
+    const ts_system *s = &pb.sys;
+    double n = 14336, k = 4096;
+    double big = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 4096, n, k, 4, 4096);
+    double flops = 4 * 2.0 * (4096 + 64) * n * k;
+    cr_expect(close_to(big, flops / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, flops))));
+    double tiny = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 16, n, k, 4, 16), tile = 4 * 2.0 * 128 * n * k;
+    cr_expect(close_to(tiny, tile / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, tile))),
+              "16 rows cost a tile: %g", tiny);
+    ts_problem cpu = test_problem("tiny-moe", "cpu-localhost", 2, 8, 256, 1);
+    cr_expect(close_to(ts_grouped_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256, 2, 100),
+                       2.0 * ts_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256)));
+}
+
+/* Zoo models without a load_cv take the balanced routers' default; a measured one stays. */
+Test(moe, default_load_cv) {
+    ts_problem ds = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    cr_expect_eq(ds.model.moe.load_cv, TS_MOE_DEFAULT_LOAD_CV);
+    cr_expect_gt(ts_moe_load_factor(&ds.model.moe, 64), 1.0);
+    ts_problem tiny = test_problem("tiny-moe", "cpu-localhost", 2, 8, 256, 1);
+    cr_expect_eq(tiny.model.moe.load_cv, 0.83);
+}
+
+/* etp: 1 or tp; apart from tp it needs SP, and ep·etp must divide tp·cp·dp (DeepSeek-V3's H100
+ * recipe: tp=2, etp=1, ep=64 over dp=32). */
+Test(moe, etp_layouts) {
+    ts_problem pb = test_problem("deepseek-v3", "h100-sxm-dgx", 1024, 8192, 4096, 1);
+    ts_layout l = {.dp = 32, .tp = 2, .pp = 16, .cp = 1, .ep = 64, .sp = 1, .zero = 1, .mbs = 1, .vpp = 1,
+                   .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
+    char why[256];
+    cr_expect_null(ts_layout_invalid(&pb, &l, why, sizeof why), "%s", why);
+    l.etp = 0;
+    cr_expect_not_null(ts_layout_invalid(&pb, &l, why, sizeof why), "ep=64 does not divide dp×cp = 32");
+    l.etp = 1, l.sp = 0;
+    cr_expect_not_null(ts_layout_invalid(&pb, &l, why, sizeof why));
+    cr_expect(strstr(why, "sp=1") != NULL, "%s", why);
+    l.sp = 1, l.tp = 4, l.dp = 16, l.etp = 2;
+    cr_expect_not_null(ts_layout_invalid(&pb, &l, why, sizeof why));
+    cr_expect(strstr(why, "etp=2") != NULL, "%s", why);
+}
+
+/* Node-limited routing in the executor's router (exec/router_token.h): logits 3, 0, 2.5, 2.4 rank
+ * experts 0, 2, 3, 1; unlimited, the top two are 0 and 2; with 2 groups and 1 allowed, group
+ * {2, 3} (e^2.5 + e^2.4 = 23.2 against e^3 + e^0 = 21.1) supplies both, renormalised between
+ * them. */
+Test(moe, router_node_limited) {
+    const float logits[4] = {3.0f, 0.0f, 2.5f, 2.4f};
+    float probs[4], weight[2];
+    int expert[2];
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 0, 0);
+    cr_expect(expert[0] == 0 && expert[1] == 2, "unlimited: %d %d", expert[0], expert[1]);
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 2, 1);
+    cr_expect(expert[0] == 2 && expert[1] == 3, "one group of two: %d %d", expert[0], expert[1]);
+    cr_expect(fabsf(weight[0] - probs[2] / (probs[2] + probs[3])) < 1e-7f, "renormalised: %g", weight[0]);
+    ts_router_fwd(probs, expert, weight, logits, 1, 4, 2, 2, 2);
+    cr_expect(expert[0] == 0 && expert[1] == 2, "M = G: no limit");
+}
+
+/* The executor splits experts over TP only; etp apart from tp is refused with a reason. */
+Test(moe, executor_refuses_etp_apart_from_tp) {
+    ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
+    ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
+    ts_layout l = {.dp = 2, .tp = 2, .pp = 1, .cp = 1, .ep = 4, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
+                   .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
+    ts_error_clear();
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "etp=1") != NULL, "%s", ts_error_message());
+    l.etp = 0, l.ep = 2;
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
+}
