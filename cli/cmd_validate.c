@@ -36,6 +36,9 @@ static void help(void) {
            "  -R, --repeat R         train every layout R times, in R passes over the matrix, and\n"
            "                         compare with the median (default 1; a shared machine's speed\n"
            "                         moves in phases of seconds, which passes average over)\n"
+           "      --repeat-to X      passes until the measured steps hold to X (a fraction, e.g. 0.02):\n"
+           "                         at least 2, at most %d, stopping once the median over the cases\n"
+           "                         of their passes' spread / sqrt(passes) is at most X\n"
            "      --situ-steps N     in-situ steps of the calibration (default 16; calibrate's own\n"
            "                         default is 3 with --quick); the pass trains at the matrix's\n"
            "                         batch and length (calibrate --situ-batch, --situ-seq)\n"
@@ -43,12 +46,15 @@ static void help(void) {
            "  -l, --seq L            tokens per sequence (default 128)\n"
            "  -k, --keep DIR         keep the profile, plans and traces in DIR (default: a temporary\n"
            "                         folder, removed)\n"
+           "      --replay           also replay each run: simulate it with every compute op taking the\n"
+           "                         time it took in the run and the rest modelled (communication,\n"
+           "                         schedule, waits), and report that error beside (\"replay\")\n"
            "      --json             print the results as JSON instead of a table\n"
            "  -o, --output FILE      also write the JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed.\n",
-           TS_VALIDATE_CASES);
+           TS_VALIDATE_CASES, TS_VALIDATE_MAX_REPEAT);
 }
 
 static void parse_only(const char *cmd, const char *text, ts_validate_opts *o) {
@@ -75,7 +81,7 @@ int cmd_validate(int argc, char **argv) {
     int json = 0;
     ts_validate_opts o;
     ts_validate_opts_defaults(&o);
-    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS };
+    enum { OPT_JSON = 256, OPT_ONLY, OPT_SITU_STEPS, OPT_REPLAY, OPT_REPEAT_TO };
     static const struct option longs[] = {
         {"device", required_argument, 0, 'D'}, /* long only: 'D' is not in the short options */
         {"system", required_argument, 0, 's'},  {"ranks", required_argument, 0, 'r'},
@@ -84,6 +90,7 @@ int cmd_validate(int argc, char **argv) {
         {"global-batch", required_argument, 0, 'b'}, {"seq", required_argument, 0, 'l'},
         {"keep", required_argument, 0, 'k'},    {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'},
+        {"replay", no_argument, 0, OPT_REPLAY}, {"repeat-to", required_argument, 0, OPT_REPEAT_TO},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -103,6 +110,8 @@ int cmd_validate(int argc, char **argv) {
         case 'l': o.seq = cli_int(cmd, "--seq", optarg, 8, 4096); break;
         case 'k': o.dir = optarg; break;
         case OPT_JSON: json = 1; break;
+        case OPT_REPLAY: o.replay = 1; break;
+        case OPT_REPEAT_TO: o.repeat_to = cli_num(cmd, "--repeat-to", optarg, 1e-4, 1); break;
         case 'o': output = optarg; break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);

@@ -18,7 +18,7 @@ const char *const ts_run_mem_names[TS_RUN_MEM_KINDS] = {"weights", "grads", "opt
 
 /* What each rank sends rank 0 at the end: its memory peaks (ts_run_mem_names), then its MoE
  * routing sums (ts_trainer_moe_load). */
-enum { RANK_STATS = TS_RUN_MEM_KINDS + 2, STAT_MOE_DEV = TS_RUN_MEM_KINDS, STAT_MOE_EVEN };
+enum { RANK_STATS = TS_RUN_MEM_KINDS + 3, STAT_MOE_DEV = TS_RUN_MEM_KINDS, STAT_MOE_EVEN, STAT_ORIGIN };
 
 /* One rank's part of the run while it trains; freed by job_close. */
 typedef struct {
@@ -220,6 +220,7 @@ static ts_status gather_results(job *j, ts_run_result *r, double *stats) {
     ts_exec_memory em = ts_trainer_memory(j->tr);
     double mine[RANK_STATS] = {em.weights, em.grads, em.optimizer, em.activations, em.buffers};
     ts_trainer_moe_load(j->tr, &mine[STAT_MOE_DEV], &mine[STAT_MOE_EVEN]);
+    mine[STAT_ORIGIN] = ts_trainer_step_origin_s(j->tr);
     TS_CHECK_GOTO(ts_runtime_gather(&j->rt, mine, RANK_STATS, stats, nstat, stat_off), res, exit);
 exit:
     free(counts);
@@ -253,6 +254,21 @@ static ts_status gauge_summary(ts_run_result *r) {
     return TS_OK;
 }
 
+/* Every rank's spans on one time line: each rank times its ops from its own start of the step
+ * (its clock's origin); shifted by that origin less the earliest rank's, a collective's spans
+ * show when each member arrived, and so how long each waited for the last (sim/compare_wait.h).
+ * The origins are CLOCK_MONOTONIC readings, one clock on one host; ranks on several hosts keep
+ * their offsets (each host's clock has its own zero). */
+static void align_spans(ts_run_result *r, const double *stats) {
+    double first = INFINITY;
+    for (int k = 0; k < r->world; k++) first = fmin(first, stats[RANK_STATS * k + STAT_ORIGIN]);
+    for (int k = 0; k < r->world; k++) {
+        double shift = stats[RANK_STATS * k + STAT_ORIGIN] - first;
+        ts_op_span *span = r->spans + r->span_off[k];
+        for (int i = 0; i < r->span_off[k + 1] - r->span_off[k]; i++) span[i].start_s += shift, span[i].end_s += shift;
+    }
+}
+
 /* Rank 0's figures from what it gathered: step-time quantiles, time by op kind, the worst rank's
  * memory, the routing spread, the gauge and the planner's evaluation. */
 static ts_status summarize(const ts_run_opts *o, ts_run_result *r, const double *stats) {
@@ -277,6 +293,7 @@ static ts_status summarize(const ts_run_opts *o, ts_run_result *r, const double 
         moe_even += stats[RANK_STATS * k + STAT_MOE_EVEN];
     }
     r->moe_load_cv = moe_even > 0 ? sqrt(moe_dev / moe_even) : -1;
+    align_spans(r, stats);
     if (r->speed) TS_CHECK(gauge_summary(r));
     int uneven = 0;
     r->has_plan_eval = ts_plan_evaluate(o->plan, &r->pb, &r->layout, o->index, &r->plan_eval, NULL, &uneven) == TS_OK;

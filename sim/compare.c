@@ -8,11 +8,14 @@
 
 #include "common/json.h"
 #include "common/stats.h"
+#include "program/program.h"
+#include "program/ranks.h"
 
 /* One op event of a trace. Strings point into the cJSON tree, which outlives the events. */
 typedef struct {
     int rank, op;
     const char *name, *cat, *coll;
+    const cJSON *args;
     double start_s, dur_s;
 } event;
 
@@ -82,6 +85,7 @@ static ts_status read_event(trace *t, const cJSON *e, int index) {
     v->rank = (int)pid;
     v->op = (int)op;
     v->coll = str_of(args, "coll");
+    v->args = args;
     v->start_s = ts_us * 1e-6;
     v->dur_s = dur_us * 1e-6;
     t->n++;
@@ -340,4 +344,51 @@ ts_status ts_compare_json(const ts_compare *c, cJSON **out) {
 fail:
     cJSON_Delete(o);
     return res;
+}
+
+/* The index of `name` in a NULL-ended or n-long table of names, -1 when absent. */
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int k = 0; name && k < n && names[k]; k++)
+        if (strcmp(name, names[k]) == 0) return k;
+    return -1;
+}
+
+/* A communication op's args: its group, or its peer stage and chunk (-1 when absent). */
+static void comm_args(const event *e, ts_trace_op *o) {
+    double v;
+    o->group = name_index(ts_group_names, TS_GROUP_COUNT, str_of(e->args, "group"));
+    o->peer = num_of(e->args, "peer", &v) && v >= 0 && v < 1e7 ? (int)v : -1;
+    o->chunk = num_of(e->args, "chunk", &v) && v >= 0 && v < 1e7 ? (int)v : -1;
+}
+
+ts_status ts_trace_ops_read(const char *path, ts_trace_ops *out) {
+    *out = (ts_trace_ops){0};
+    trace t;
+    ts_status res = trace_load(path, &t);
+    if (res == TS_OK) {
+        out->ops = malloc(((size_t)t.n + 1) * sizeof *out->ops);
+        if (out->ops == NULL) res = TS_FAIL(TS_ERR_NOMEM, "%s: out of memory for %d op events", path, t.n);
+    }
+    if (res == TS_OK) {
+        snprintf(out->layout, sizeof out->layout, "%s", t.layout);
+        snprintf(out->model, sizeof out->model, "%s", t.model);
+        out->step_s = t.step_s;
+        for (int i = 0; i < t.n; i++) {
+            const event *e = &t.ev[i];
+            ts_trace_op *o = &out->ops[i];
+            *o = (ts_trace_op){.rank = e->rank, .stage = t.stage_of[e->rank], .op = e->op, .kind = name_index(ts_op_kind_names, TS_OP_KIND_COUNT, e->cat), .start_s = e->start_s,
+                               .dur_s = e->dur_s};
+            snprintf(o->name, sizeof o->name, "%s", e->name);
+            comm_args(e, o);
+            snprintf(o->coll, sizeof o->coll, "%s", e->coll ? e->coll : "");
+        }
+        out->n = t.n;
+    }
+    trace_free(&t);
+    return res;
+}
+
+void ts_trace_ops_free(ts_trace_ops *t) {
+    free(t->ops);
+    *t = (ts_trace_ops){0};
 }
