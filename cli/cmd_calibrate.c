@@ -138,6 +138,8 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (output && output[0] == '\0') cli_usage_error(cmd, "--output: expected a file name, got \"\"");
+    /* Refuse an output that cannot be written before the minute of measuring, not after. */
+    cli_output_check(cmd, "--output", output);
     /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
     if (ranks == 1 && device == TS_DEVICE_CPU)
         cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
@@ -156,13 +158,6 @@ int cmd_calibrate(int argc, char **argv) {
     ts_status st = ts_system_load(TEMPLATE, &tmpl);
     if (st != TS_OK) cli_fail(cmd, st);
     if (!ts_runtime_under_mpi()) {
-        /* Refuse an output that cannot be written before the minute of measuring, not after. */
-        if (output) {
-            ts_atomic_file af;
-            st = ts_atomic_open(output, &af);
-            if (st != TS_OK) cli_fail(cmd, st);
-            ts_atomic_abort(&af);
-        }
         cli_launch_mpirun(cmd, ranks, argc, argv);
     }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/run.h"
 #include "exec/runtime.h"
@@ -146,6 +147,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
+    cli_output_check(cmd, "--trace", trace);
+    cli_output_check(cmd, "--params", o.params);
     if (ts_device_runnable(o.device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (o.warmup >= o.steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", o.warmup, o.steps);
     load_plan(cmd, plan, index, &o);
@@ -157,6 +160,9 @@ int cmd_run(int argc, char **argv) {
         cli_launch_mpirun(cmd, ts_rank_count(&o.layout), argc, argv);
     }
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     o.log_steps = !json;
     ts_run_result r;
     ts_status st = ts_run(&o, &r);

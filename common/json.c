@@ -233,62 +233,6 @@ ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int 
     return TS_OK;
 }
 
-ts_status ts_atomic_open(const char *path, ts_atomic_file *af) {
-    af->f = NULL;
-    af->tmp[0] = '\0';
-    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path)
-        return TS_FAIL(TS_ERR_INPUT, "%.200s...: path too long", path);
-    if (strcmp(path, "-") == 0) {
-        af->f = stdout;
-        return TS_OK;
-    }
-    if (snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof af->tmp)
-        return TS_FAIL(TS_ERR_INPUT, "%s: path too long", path);
-    af->f = fopen(af->tmp, "wb");
-    if (af->f == NULL) return TS_FAIL(TS_ERR_IO, "%s: cannot create: %s", af->tmp, strerror(errno));
-    return TS_OK;
-}
-
-ts_status ts_atomic_commit(ts_atomic_file *af) {
-    if (af->tmp[0] == '\0') {
-        if (ferror(af->f) || fflush(af->f) != 0)
-            return TS_FAIL(TS_ERR_IO, "stdout: write failed: %s", strerror(errno));
-        return TS_OK;
-    }
-    int failed = ferror(af->f) || fflush(af->f) != 0, e = errno;
-    if (!failed && fsync(fileno(af->f)) != 0) failed = 1, e = errno;
-    if (fclose(af->f) != 0 && !failed) failed = 1, e = errno;
-    af->f = NULL;
-    if (failed) {
-        unlink(af->tmp);
-        return TS_FAIL(TS_ERR_IO, "%s: write failed: %s", af->tmp, strerror(e));
-    }
-    if (rename(af->tmp, af->path) != 0) {
-        e = errno;
-        unlink(af->tmp);
-        return TS_FAIL(TS_ERR_IO, "%s: cannot rename into place: %s", af->path, strerror(e));
-    }
-    return TS_OK;
-}
-
-void ts_atomic_abort(ts_atomic_file *af) {
-    if (af->f == NULL || af->tmp[0] == '\0') return;
-    fclose(af->f);
-    af->f = NULL;
-    unlink(af->tmp);
-}
-
-ts_status ts_write_file_atomic(const char *path, const char *data, size_t len) {
-    ts_atomic_file af;
-    TS_CHECK(ts_atomic_open(path, &af));
-    if (fwrite(data, 1, len, af.f) != len) {
-        ts_status res = TS_FAIL(TS_ERR_IO, "%s: write failed: %s", af.tmp[0] ? af.tmp : "stdout", strerror(errno));
-        ts_atomic_abort(&af);
-        return res;
-    }
-    return ts_atomic_commit(&af);
-}
-
 ts_status ts_json_write_file(const char *path, const cJSON *root) {
     char *text = cJSON_Print(root);
     if (text == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON_Print: out of memory");

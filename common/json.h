@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/output.h"
 #include "common/status.h"
 
 typedef struct {
@@ -50,22 +51,7 @@ ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int 
 /* A short description of a JSON value's type for "got ..." ("a string", "null", "an array"). */
 const char *ts_json_type_name(const cJSON *item);
 
-/* Writes `len` bytes to `path` atomically: a temporary file beside it, fsync, then rename, so a
- * reader never sees a truncated file. "-" writes to stdout. */
-ts_status ts_write_file_atomic(const char *path, const char *data, size_t len);
-
-/* The same, streamed, for output too large to hold in memory: ts_atomic_open creates the
- * temporary file ("-": stdout) and hands it out in `f`; write to it with stdio, then either
- * ts_atomic_commit (flush, fsync, close, rename into place) or ts_atomic_abort (close, remove).
- * Either one ends the ts_atomic_file. */
-typedef struct {
-    FILE *f;
-    char path[4096], tmp[4096]; /* tmp is "" for stdout */
-} ts_atomic_file;
-ts_status ts_atomic_open(const char *path, ts_atomic_file *af);
-ts_status ts_atomic_commit(ts_atomic_file *af);
-void ts_atomic_abort(ts_atomic_file *af);
-/* Prints `root` formatted and writes it atomically, with a trailing newline. */
+/* Prints `root` formatted and writes it by common/output.h's rule, with a trailing newline. */
 ts_status ts_json_write_file(const char *path, const cJSON *root);
 
 /* cJSON builders return NULL when out of memory; this records it and jumps to `label`. */
