@@ -211,6 +211,25 @@ ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int 
     return TS_OK;
 }
 
+int ts_json_int_in(const cJSON *item, int64_t min, int64_t max, int64_t *out) {
+    if (!cJSON_IsNumber(item)) return 0;
+    double v = item->valuedouble;
+    /* Compare as doubles first: converting a double outside int64's range is undefined, and
+     * (double)INT64_MAX rounds up to 2^63, itself out of range. */
+    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)max || v >= 9223372036854775808.0)
+        return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+ts_status ts_jr_i32(const ts_jreader *r, const cJSON *obj, const char *key, int required, int min, int max,
+                    int def, int *out) {
+    int64_t v;
+    TS_CHECK(ts_jr_int(r, obj, key, required, min, max, def, &v));
+    *out = (int)v;
+    return TS_OK;
+}
+
 ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     int64_t min, int64_t max, int64_t def, int64_t *out) {
     const cJSON *it = field_value(obj, key);
@@ -223,12 +242,9 @@ ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int 
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer in [%lld, %lld], got %s",
                        r->file, r->path, key, (long long)min, (long long)max,
                        ts_json_type_name(it));
-    double v = it->valuedouble;
-    /* Compare as doubles first: casting an out-of-range double to int64 is undefined. */
-    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)max)
+    if (!ts_json_int_in(it, min, max, out))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer in [%lld, %lld], got %g",
-                       r->file, r->path, key, (long long)min, (long long)max, v);
-    *out = (int64_t)v;
+                       r->file, r->path, key, (long long)min, (long long)max, it->valuedouble);
     return TS_OK;
 }
 

@@ -35,6 +35,12 @@ void ts_jreader_child(const ts_jreader *parent, const char *key, int index, ts_j
  * Wrong type, non-finite or out-of-range values → TS_ERR_INPUT naming file, path, expected, got. */
 ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     int64_t min, int64_t max, int64_t def, int64_t *out);
+/* The same into an int: the range [min, max] lies within int's, so nothing read wraps. */
+ts_status ts_jr_i32(const ts_jreader *r, const cJSON *obj, const char *key, int required, int min, int max,
+                    int def, int *out);
+/* Whether `item` is a number holding an integer in [min, max], checked before any conversion
+ * (converting a double outside the target's range, 1e300, is undefined); *out the value. */
+int ts_json_int_in(const cJSON *item, int64_t min, int64_t max, int64_t *out);
 ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     double min, double max, double def, double *out);
 ts_status ts_jr_bool(const ts_jreader *r, const cJSON *obj, const char *key, int required, int def,
