@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "common/interrupt.h"
 #include "common/output.h"
+#include "program/program.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -38,6 +39,10 @@ void cli_fail(const char *cmd, ts_status st) {
     fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
     if (getenv("TESSERA_DEBUG")) fprintf(stderr, "  (raised at %s)\n", ts_error_where());
     exit(ts_exit_code(st));
+}
+
+void cli_max_ops(const char *cmd, const char *text) {
+    ts_program_set_max_ops(cli_int(cmd, "--max-ops", text, 1000, 1LL << 30));
 }
 
 void cli_output_check(const char *cmd, const char *flag, const char *path) {

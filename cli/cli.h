@@ -30,6 +30,9 @@ _Noreturn void cli_fail(const char *cmd, ts_status st);
 /* Before any work: `path`, the value of output flag `flag`, can be written (common/output.h's
  * ts_output_check); otherwise exits 2 naming the flag and the path. NULL is fine (not given). */
 void cli_output_check(const char *cmd, const char *flag, const char *path);
+/* --max-ops N: the most ops a step program may hold (program/program.h); its help line. */
+void cli_max_ops(const char *cmd, const char *text);
+#define CLI_MAX_OPS_HELP "      --max-ops N        the most ops a step program may hold (default 20m; docs/reliability.md)\n"
 /* Prints "tessera CMD: <fmt>" and "Try 'tessera CMD --help'." to stderr, exits 2. */
 _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The usage error for what getopt_long rejected: `c` is ':' (an option without its value) or

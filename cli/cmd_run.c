@@ -44,6 +44,7 @@ static void help(void) {
            "                      late as their waits allow, as a GPU may run them beside the\n"
            "                      backward; the losses must not change (a check of the waits on\n"
            "                      CPU ranks, exec/op_streams.h)\n"
+           "      --max-ops N     the most ops a step program may hold (default 20m)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
@@ -108,7 +109,7 @@ int cmd_run(int argc, char **argv) {
     ts_run_opts_defaults(&o);
     ts_run_fault_from_env(&o.fault);
     enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
-           OPT_ORDER };
+           OPT_ORDER, OPT_MAX_OPS };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
@@ -117,6 +118,7 @@ int cmd_run(int argc, char **argv) {
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
         {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
         {"timeout", required_argument, 0, OPT_TIMEOUT}, {"stream-order", required_argument, 0, OPT_ORDER},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -139,6 +141,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_ORDER:
             if (ts_stream_order_parse(optarg, &o.train.order) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_TIMEOUT: o.timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: o.train.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
