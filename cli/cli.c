@@ -45,9 +45,9 @@ void cli_max_ops(const char *cmd, const char *text) {
     ts_program_set_max_ops(cli_int(cmd, "--max-ops", text, 1000, 1LL << 30));
 }
 
-void cli_output_check(const char *cmd, const char *flag, const char *path) {
+void cli_output_check(const char *cmd, const char *path) {
     if (path == NULL) return;
-    ts_status st = ts_output_check(flag, path);
+    ts_status st = ts_output_check(path);
     if (st != TS_OK) cli_fail(cmd, st);
 }
 

@@ -27,9 +27,10 @@ int cli_name_index(const char *const *names, const char *text);
 int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names);
 /* Prints "tessera CMD: message" to stderr and exits with the status's exit code. */
 _Noreturn void cli_fail(const char *cmd, ts_status st);
-/* Before any work: `path`, the value of output flag `flag`, can be written (common/output.h's
- * ts_output_check); otherwise exits 2 naming the flag and the path. NULL is fine (not given). */
-void cli_output_check(const char *cmd, const char *flag, const char *path);
+/* Before any work: `path`, an output flag's value, can be written (common/output.h's
+ * ts_output_check); otherwise exits as the failed write would (1, or 2 for a directory), naming
+ * the path. NULL is fine (not given). */
+void cli_output_check(const char *cmd, const char *path);
 /* --max-ops N: the most ops a step program may hold (program/program.h); its help line. */
 void cli_max_ops(const char *cmd, const char *text);
 #define CLI_MAX_OPS_HELP "      --max-ops N        the most ops a step program may hold (default 20m; docs/reliability.md)\n"

@@ -138,8 +138,6 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (output && output[0] == '\0') cli_usage_error(cmd, "--output: expected a file name, got \"\"");
-    /* Refuse an output that cannot be written before the minute of measuring, not after. */
-    cli_output_check(cmd, "--output", output);
     /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
     if (ranks == 1 && device == TS_DEVICE_CPU)
         cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
@@ -151,6 +149,8 @@ int cmd_calibrate(int argc, char **argv) {
                             (long long)m.max_seq, TS_SITU_MODEL, situ_seq);
     }
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
+    /* Refuse an output that cannot be written before the minute of measuring, not after. */
+    cli_output_check(cmd, output);
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
 

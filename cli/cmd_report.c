@@ -110,7 +110,7 @@ int cmd_report(int argc, char **argv) {
     if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
                              "or -o DIR/ (DIR/layouts.csv, ...)");
-    if (fmt != FMT_CSV) cli_output_check(cmd, "--output", output);
+    if (fmt != FMT_CSV) cli_output_check(cmd, output);
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);

@@ -150,8 +150,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
-    cli_output_check(cmd, "--trace", trace);
-    cli_output_check(cmd, "--params", o.params);
+    cli_output_check(cmd, trace);
+    cli_output_check(cmd, o.params);
     if (ts_device_runnable(o.device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (o.warmup >= o.steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", o.warmup, o.steps);
     load_plan(cmd, plan, index, &o);

@@ -142,7 +142,7 @@ int cmd_sweep(int argc, char **argv) {
     if (!gpus_arg) cli_usage_error(cmd, "--gpus is required");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
-    cli_output_check(cmd, "--output", output);
+    cli_output_check(cmd, output);
 
     int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0;
     ts_status st = ts_sweep_parse_gpus("--gpus", gpus_arg, gpus, &n_gpus);

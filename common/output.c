@@ -94,24 +94,22 @@ static ts_status check_dir(const char *path, const char *target) {
     const char *d = dirname(dir);
     struct stat st;
     if (stat(d, &st) != 0 || !S_ISDIR(st.st_mode))
-        return TS_FAIL(TS_ERR_INPUT, "%s: the directory \"%s\" does not exist", path, d);
+        return TS_FAIL(TS_ERR_IO, "%s: cannot create: %s (no directory \"%s\")", path, strerror(ENOENT), d);
     if (access(d, W_OK | X_OK) != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: cannot write in the directory \"%s\": %s", path, d,
-                       strerror(errno));
+        return TS_FAIL(TS_ERR_IO, "%s: cannot create: %s (in \"%s\")", path, strerror(errno), d);
     return TS_OK;
 }
 
-ts_status ts_output_check(const char *flag, const char *path) {
+ts_status ts_output_check(const char *path) {
     if (strcmp(path, "-") == 0) return TS_OK;
     char target[PATH_MAX];
     out_kind kind;
     mode_t mode;
     ts_status st = classify(path, &kind, target, sizeof target, &mode);
     if (st == TS_OK && kind == OUT_IN_PLACE && access(path, W_OK) != 0)
-        st = TS_FAIL(TS_ERR_INPUT, "%s: cannot write: %s", path, strerror(errno));
+        st = TS_FAIL(TS_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
     if (st == TS_OK && kind == OUT_ATOMIC) st = check_dir(path, target);
-    if (st != TS_OK) return ts_error_context(__FILE__, __LINE__, "%s", flag);
-    return TS_OK;
+    return st;
 }
 
 /* Creates the temporary file beside af->target, exclusively (a stale one of a dead process with

@@ -39,9 +39,10 @@ void ts_atomic_abort(ts_atomic_file *af);
 ts_status ts_write_file_atomic(const char *path, const char *data, size_t len);
 
 /* Checks, before any work, that `path` could be written by the rule above: "-", a writable device
- * or FIFO, or a file whose directory exists and is writable, and not a directory. TS_ERR_INPUT
- * naming `flag` ("--trace") and the path otherwise. */
-ts_status ts_output_check(const char *flag, const char *path);
+ * or FIFO, or a file whose directory exists and takes new files. Otherwise the error a failed
+ * write would give, naming the path: TS_ERR_IO (a missing or read-only directory), TS_ERR_INPUT
+ * (a directory where a file belongs). */
+ts_status ts_output_check(const char *path);
 
 /* Flushes stdout and reports a write error (a full disk, /dev/full, a closed pipe) that a table
  * printer's unchecked printf left in the stream: TS_ERR_IO "stdout: write failed: ...". */

@@ -75,6 +75,7 @@ static ts_status load_program(const ts_run_opts *o, const ts_problem *pb, const 
 ts_status ts_run_check(const ts_run_opts *o) {
     ts_problem pb = trained_problem(o);
     TS_CHECK(ts_trainer_check(&pb, &o->layout));
+    if (o->plan == NULL) return TS_OK;
     /* The plan's stages and the program are what every rank reads first: a plan they refuse is
      * said once, here, not by every rank. */
     ts_program prog;

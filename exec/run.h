@@ -68,7 +68,7 @@ void ts_run_opts_defaults(ts_run_opts *o);
 void ts_run_fault_from_env(ts_run_fault *f);
 
 /* Whether the executor can train o's layout (ts_trainer_check on the problem as trained, fp32)
- * and the plan's stages build its step program. Needs no MPI: `tessera run` asks before it
+ * and, when o->plan is set, the plan's stages build its step program. Needs no MPI: `tessera run` asks before it
  * starts any rank. */
 ts_status ts_run_check(const ts_run_opts *o);
 

@@ -29,11 +29,14 @@ ts_status ts_run_summary_load(const char *file, ts_run_summary *out) {
     TS_CHECK_GOTO(ts_jr_int(&r, root, "ranks", 0, 1, 1 << 24, 0, &ranks), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&r, root, "steps", 0, 1, 1 << 30, 0, &steps), res, exit);
     out->ranks = (int)ranks, out->steps = (int)steps;
-    /* The layout must be one (the report sets it beside the plan's), with as many ranks as said. */
+    /* The layout must be one (the report sets it beside the plan's): its keys and values those
+     * of a layout (sizes left out are 1), with as many ranks as it says. */
     char what[600];
-    ts_layout l;
+    ts_pins pins;
     snprintf(what, sizeof what, "%s: $.layout", file);
-    TS_CHECK_GOTO(ts_layout_parse(what, out->layout, &l), res, exit);
+    TS_CHECK_GOTO(ts_pins_parse(what, out->layout, &pins), res, exit);
+    ts_layout l = pins.value;
+    l.dp = l.dp ? l.dp : 1, l.tp = l.tp ? l.tp : 1, l.pp = l.pp ? l.pp : 1, l.cp = l.cp ? l.cp : 1;
     if (ranks && ts_rank_count(&l) != ranks) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.ranks: %lld, but the layout \"%s\" has %d ranks", file, (long long)ranks,
                       out->layout, ts_rank_count(&l));
