@@ -51,7 +51,8 @@ static void help(void) {
            "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
            "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
            "stalled rank: the other ranks end the job after --timeout).\n"
-           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed or an output could not be written,\n"
+           "130 / 143 interrupted by SIGINT / SIGTERM (mpirun and its ranks stopped, nothing written).\n");
 }
 
 /* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */

@@ -48,7 +48,8 @@ static void help(void) {
            "  -o, --output FILE      also write the JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
            "\n"
-           "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed.\n",
+           "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed, 130 / 143 interrupted by\n"
+           "SIGINT / SIGTERM (the case at work stopped, the temporary folder removed).\n",
            TS_VALIDATE_CASES);
 }
 
