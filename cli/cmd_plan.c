@@ -17,6 +17,7 @@ static void help(void) {
     printf("  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
+           CLI_MAX_OPS_HELP
            "      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
            "                         recompute policy per stage, by a GLPK integer program over the\n"
            "                         best layouts and those that do not fit evenly; auto does it when\n"
@@ -60,6 +61,7 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_args pa;
     cli_problem_args_init(&pa);
     enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE };
+    enum { OPT_MAX_OPS = OPT_PARTITION_OBJECTIVE + 1 }; /* --refine's step programs */
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
@@ -67,6 +69,7 @@ int cmd_plan(int argc, char **argv) {
         {"partition", required_argument, 0, OPT_PARTITION},
         {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
         {"partition-objective", required_argument, 0, OPT_PARTITION_OBJECTIVE},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -86,6 +89,7 @@ int cmd_plan(int argc, char **argv) {
             po->objective =
                 (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
             break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
