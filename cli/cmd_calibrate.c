@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/calibrate.h"
 #include "exec/launch.h"
@@ -161,6 +162,9 @@ int cmd_calibrate(int argc, char **argv) {
         cli_launch_mpirun(cmd, ranks, argc, argv);
     }
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     int rank = 0, size = 0;
     st = ts_mpi_init(&rank, &size);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
