@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/output.h"
 
 static const ts_command commands[] = {
@@ -40,6 +41,9 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
+            /* SIGINT / SIGTERM leave no temporary file behind (run, calibrate and validate
+             * install their own handling, which stops their children first). */
+            ts_interrupt_install(commands[i].name, "the command", TS_INTERRUPT_EXIT);
             int rc = commands[i].run(argc - 1, argv + 1);
             /* A table printed with unchecked printf fails here, not silently (a full disk,
              * /dev/full): the last flush of stdout is checked. */
