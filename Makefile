@@ -302,7 +302,9 @@ install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/tessera/models
 	$(MAKE) BUILD=$(BUILD)-install DATA_DIR=$(PREFIX)/share/tessera all
 	install -m 755 $(BUILD)-install/tessera $(DESTDIR)$(PREFIX)/bin/tessera
-	cp -r models/llm models/systems $(DESTDIR)$(PREFIX)/share/tessera/models/
+	cp -r models/llm models/systems models/stacks $(DESTDIR)$(PREFIX)/share/tessera/models/
+	install -d $(DESTDIR)$(PREFIX)/share/tessera/validation  # the published runs behind the bands
+	cp -r validation/published $(DESTDIR)$(PREFIX)/share/tessera/validation/
 
 clean:
 	rm -rf build build-check build-install build-fuzz

@@ -55,7 +55,8 @@ _Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **ar
  * from CLI_OPT_OWN on. */
 enum {
     CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
-    CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_OWN
+    CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_STACK, CLI_OPT_HEADROOM,
+    CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -67,10 +68,12 @@ enum {
     {"dtype", required_argument, 0, CLI_OPT_DTYPE}, {"no-flash-attn", no_argument, 0, CLI_OPT_NO_FLASH}, \
     {"tp-across-nodes", no_argument, 0, CLI_OPT_ACROSS}, {"no-prune", no_argument, 0, CLI_OPT_NO_PRUNE}, \
     {"fp8-recipe", required_argument, 0, CLI_OPT_FP8_RECIPE}, {"fp8-attention", no_argument, 0, CLI_OPT_FP8_ATTN}, \
-    {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND}
+    {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND}, {"stack", required_argument, 0, CLI_OPT_STACK}, \
+    {"mem-headroom", required_argument, 0, CLI_OPT_HEADROOM}
 
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */
+    const char *stack;                /* --stack, default megatron-core (models/stacks/) */
     int gpus;                         /* 0 until given */
     int seq_given;
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
@@ -86,8 +89,13 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
  * system and initialises `pb` (the sequence defaults to at most the model's max_seq); exits 2 on
  * bad input. */
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb);
+/* Loads --stack (default megatron-core) into a->train.stack; exits 2 on bad input. */
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a);
 /* The help lines of the problem flags (two leading spaces, aligned at column 25). */
 void cli_problem_help(void);
+/* Says on stderr when a pinned layout `l` is one the problem's stack cannot run (the search never
+ * picks such a layout unpinned). */
+void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

@@ -29,6 +29,8 @@ static void help(void) {
            "                         slightly slower slowest stage for less recompute elsewhere\n"
            "      --partition-time-limit S  GLPK's time per layout (default 0.25 s); a split found\n"
            "                         when it strikes is marked time-limit, not optimal\n"
+           "      --against PINS     the pick beside the best layout under PINS (e.g. tp=8,pp=4,vpp=5),\n"
+           "                         term by term: compute, TP/CP/EP/PP comm, bubble, DP, memory, band\n"
            "      --json             print the plan as JSON instead of a table\n"
            "  -o, --output FILE      also write the plan JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
@@ -60,8 +62,8 @@ int cmd_plan(int argc, char **argv) {
     ts_partition_opts *po = &ro.partition;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE };
-    enum { OPT_MAX_OPS = OPT_PARTITION_OBJECTIVE + 1 }; /* --refine's step programs */
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE, OPT_AGAINST,
+           OPT_MAX_OPS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
@@ -69,6 +71,7 @@ int cmd_plan(int argc, char **argv) {
         {"partition", required_argument, 0, OPT_PARTITION},
         {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
         {"partition-objective", required_argument, 0, OPT_PARTITION_OBJECTIVE},
+        {"against", required_argument, 0, OPT_AGAINST},
         {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
@@ -89,6 +92,7 @@ int cmd_plan(int argc, char **argv) {
             po->objective =
                 (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
             break;
+        case OPT_AGAINST: ro.against = optarg; break;
         case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
@@ -109,6 +113,7 @@ int cmd_plan(int argc, char **argv) {
     if (r.search.partition_errors) /* also on stderr: with --json the table's note is not printed */
         fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
                 r.search.partition_errors, r.search.partition_error);
+    if (st == TS_OK && r.search.n_best > 0) cli_warn_stack(cmd, &pb, &r.search.best[0].layout);
     if (st == TS_OK) st = report(&pb, &pa.search, &ro, &r, json, output);
     ts_ranking_free(&r);
     if (st != TS_OK) cli_fail(cmd, st);

@@ -68,6 +68,7 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
     }
     *layout = r.best[0].layout;
     *closed_step_s = r.best[0].step_s;
+    cli_warn_stack(cmd, pb, layout);
     ts_search_result_free(&r);
 }
 

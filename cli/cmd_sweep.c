@@ -21,6 +21,7 @@ static void help(void) {
            "\n"
            "  -m, --model M          zoo name (tessera models), model JSON or Hugging Face config.json\n"
            "  -s, --system S,...     one or more systems (zoo names or JSON files), comma-separated\n"
+           "      --systems S,...    the same\n"
            "  -g, --gpus LIST        GPU counts: 8,16,32 or a range 8..1024 (powers of two from 8)\n"
            "  -b, --global-batch B   sequences per step (default 1024)\n"
            "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
@@ -31,7 +32,11 @@ static void help(void) {
            "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
-           "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
+           "      --price USD        price of one GPU-hour in USD (default %.2f; with --tokens each\n"
+           "                         system file's own price unless --price is given)\n"
+           "      --tokens N         compare systems for training N tokens: per system the cheapest\n"
+           "                         GPU count, its days, cost and energy, and a recommendation\n"
+           "      --days D           with --tokens: only counts that finish within D days\n"
            "      --json             print the sweep as JSON instead of a table\n"
            "  -o, --output FILE      also write FILE (atomically): an HTML page of charts when FILE\n"
            "                         ends in .html (open it in any browser, no network needed), else\n"
@@ -110,9 +115,12 @@ int cmd_sweep(int argc, char **argv) {
     int price_is_default = 1;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE };
+    double tokens = 0, max_days = 0;
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE, OPT_TOKENS, OPT_DAYS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
+        {"systems", required_argument, 0, 's'}, {"tokens", required_argument, 0, OPT_TOKENS},
+        {"days", required_argument, 0, OPT_DAYS},
         {"price", required_argument, 0, OPT_PRICE}, {"json", no_argument, 0, OPT_JSON},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -130,6 +138,8 @@ int cmd_sweep(int argc, char **argv) {
                 price = cli_num(cmd, "--price", optarg, 0, 1e6);
                 price_is_default = 0;
                 break;
+            case OPT_TOKENS: tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+            case OPT_DAYS: max_days = cli_num(cmd, "--days", optarg, 1e-3, 1e5); break;
             case OPT_JSON: json = 1; break;
             case 'o': output = optarg; break;
             case 'h': help(); return 0;
@@ -140,6 +150,7 @@ int cmd_sweep(int argc, char **argv) {
     if (!pa.model) cli_usage_error(cmd, "--model is required");
     if (!systems_arg) cli_usage_error(cmd, "--system is required");
     if (!gpus_arg) cli_usage_error(cmd, "--gpus is required");
+    if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
     cli_output_check(cmd, output);
@@ -150,6 +161,7 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
+    cli_problem_load_stack(cmd, &pa);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = price, .price_is_default = price_is_default,
                           .gpus = gpus, .n_gpus = n_gpus};
@@ -171,15 +183,23 @@ int cmd_sweep(int argc, char **argv) {
         ts_sweep_result_free(&r);
         cli_fail(cmd, run_st);
     }
+    ts_buy cap;
+    if (tokens > 0) {
+        st = ts_capacity_compare(&spec, &r, tokens, max_days, &cap);
+        if (st != TS_OK) cli_fail(cmd, st);
+        spec.capacity = &cap;
+    }
     char nothing_fits[1024];
     snprintf(nothing_fits, sizeof nothing_fits, "%s", run_st == TS_OK ? "" : ts_error_message());
     /* Nothing fitting anywhere still prints the rows that say why, then exits 3. */
     cJSON *root = NULL;
     st = TS_OK;
     if (json || (output && !ends_with(output, ".html"))) st = ts_sweep_to_json(&spec, &r, &root);
+    if (st == TS_OK && root && spec.capacity) st = ts_capacity_add_json(&spec, &r, spec.capacity, root);
     if (st == TS_OK && output) st = ends_with(output, ".html") ? write_html(output, &spec, &r)
                                                                 : ts_json_write_file(output, root);
     if (st == TS_OK) st = json ? ts_json_write_file("-", root) : ts_sweep_print(stdout, &spec, &r);
+    if (st == TS_OK && !json && spec.capacity) st = ts_capacity_print(stdout, &spec, &r, spec.capacity);
     if (st == TS_OK && output && !json) printf("# wrote %s\n", output);
     cJSON_Delete(root);
     ts_sweep_result_free(&r);

@@ -45,15 +45,18 @@ int cmd_systems(int argc, char **argv) {
     if (wants_help(argc, argv, "systems", "system specs")) return 0;
     static char names[ZOO_MAX][64];
     int n = ts_zoo_list("models/systems", names, ZOO_MAX);
-    printf("# %-16s %-20s %7s %10s %9s %9s %9s %5s\n", "system", "gpu", "HBM(GB)", "bf16(TF/s)",
-           "HBM(TB/s)", "link(GB/s)", "nic(GB/s)", "gpn");
+    printf("# %-16s %-26s %7s %10s %9s %9s %9s %5s %9s %9s %6s %5s %8s %6s\n", "system", "gpu", "HBM(GB)",
+           "bf16(TF/s)", "HBM(TB/s)", "link(GB/s)", "nic(GB/s)", "gpn", "fp8(TF/s)", "fp4(TF/s)", "domain", "tiers",
+           "USD/GPU-h", "W/GPU");
     for (int i = 0; i < n; i++) {
         ts_system s;
         ts_status st = ts_system_load(names[i], &s);
         if (st != TS_OK) cli_fail("systems", st);
-        printf("  %-16s %-20s %7.0f %10.1f %9.2f %9.0f %9.0f %5d\n", names[i], s.gpu_name,
-               s.hbm_bytes / 1e9, s.peak_flops[TS_DTYPE_BF16] / 1e12, s.hbm_bytes_per_s / 1e12,
-               s.link_bytes_per_s / 1e9, s.nic_bytes_per_s / 1e9, s.gpus_per_node);
+        printf("  %-16s %-26s %7.0f %10.1f %9.2f %9.0f %9.0f %5d %9.0f %9.0f %6d %5d %8.2f %6.0f\n", names[i],
+               s.gpu_name, s.hbm_bytes / 1e9, s.peak_flops[TS_DTYPE_BF16] / 1e12, s.hbm_bytes_per_s / 1e12,
+               s.link_bytes_per_s / 1e9, s.nic_bytes_per_s / 1e9, s.gpus_per_node, s.peak_flops[TS_DTYPE_FP8] / 1e12,
+               s.peak_fp4_flops / 1e12, ts_system_domain_gpus(&s), s.n_tiers, s.price_per_gpu_hour,
+               ts_system_power_per_gpu_w(&s));
     }
     return 0;
 }

@@ -5,10 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "planner/stack_rules.h"
+
 void cli_problem_args_init(cli_problem_args *a) {
     memset(a, 0, sizeof *a);
     ts_train_defaults(&a->train);
     ts_search_opts_defaults(&a->search);
+    a->stack = "megatron-core";
+    a->train.mem_headroom_frac = TS_MEM_HEADROOM_DEFAULT_FRAC;
+}
+
+/* --mem-headroom X: a fraction of the usable memory below 1, gigabytes from 1 on. */
+static void parse_headroom(const char *cmd, const char *arg, ts_train *t) {
+    double x = cli_num(cmd, "--mem-headroom", arg, 0, 1e6);
+    t->mem_headroom_frac = x < 1 ? x : 0;
+    t->mem_headroom_bytes = x < 1 ? 0 : x * 1e9;
 }
 
 /* "1f1b,interleaved" -> a bit per schedule. */
@@ -64,9 +75,16 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
+    case CLI_OPT_STACK: a->stack = arg, a->given = "--stack"; break;
+    case CLI_OPT_HEADROOM: parse_headroom(cmd, arg, &a->train), a->given = "--mem-headroom"; break;
     default: return 0;
     }
     return 1;
+}
+
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
+    ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, &a->train.stack);
+    if (st != TS_OK) cli_fail(cmd, st);
 }
 
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
@@ -83,6 +101,7 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     ts_system s;
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
+    if (st == TS_OK) cli_problem_load_stack(cmd, a);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
@@ -104,6 +123,18 @@ void cli_problem_help(void) {
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
-           "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n");
+           "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
+           "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"
+           "                         megatron-lm-2021, megatron-deepspeed, deepspeed, torchtitan, or\n"
+           "                         a JSON file; only layouts it runs are ranked, priced with its\n"
+           "                         overlaps, attention kernels and gradient-reduction dtype\n"
+           "      --mem-headroom X   memory kept free below the usable bytes: a fraction of them\n"
+           "                         (< 1) or GB (>= 1); default 0.10 (allocator fragmentation)\n");
+}
+
+void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l) {
+    char why[512];
+    if (ts_stack_refusal(&pb->train.stack, l, 0, why, sizeof why))
+        fprintf(stderr, "tessera %s: warning: pinned: %s; --stack NAME for one that runs it\n", cmd, why);
 }
 

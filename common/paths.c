@@ -33,9 +33,9 @@ ts_status ts_zoo_resolve(const char *folder, const char *name_or_path, char *out
         return TS_FAIL(TS_ERR_INPUT, "%.60s...: name too long", name_or_path);
     struct stat st;
     if (stat(out, &st) != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: unknown name: no %s in %s/%s (list them with `tessera %s`)",
-                       name_or_path, out, ts_data_dir(), folder,
-                       strstr(folder, "systems") ? "systems" : "models");
+        return TS_FAIL(TS_ERR_INPUT, "%s: unknown name: no %s in %s/%s (%s%s)", name_or_path, out, ts_data_dir(),
+                       folder, strstr(folder, "stacks") ? "the stacks are the .json files there" : "list them with `tessera ",
+                       strstr(folder, "stacks") ? "" : strstr(folder, "systems") ? "systems`" : "models`");
     return TS_OK;
 }
 

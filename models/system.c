@@ -10,9 +10,10 @@
  *      "name": "H100 SXM5 80GB",                marketing name, default ""
  *      "hbm_bytes"*:       8.0e10,              device memory in bytes, [1, 1e15]
  *      "hbm_bytes_per_s"*: 3.35e12,             peak HBM bandwidth, [1, 1e15]
- *      "peak_flops"*: {"bf16"*: x, "fp16": x, "fp8": x, "fp32": x},
+ *      "peak_flops"*: {"bf16"*: x, "fp16": x, "fp8": x, "fp32": x, "fp4": x},
  *                                               dense peak FLOP/s per dtype, bf16 in [1, 1e18], the
- *                                               others in [0, 1e18] with 0 (default) = unsupported
+ *                                               others in [0, 1e18] with 0 (default) = unsupported;
+ *                                               fp4 (NVFP4/MXFP4) is reported, never trained in
  *      "power_w": 700,                          board power, [0, 1e5], default 0 = unknown
  *      "mxfp8": false,                          tensor cores run block-scaled MXFP8 (OCP MX,
  *                                               Blackwell), default false
@@ -38,10 +39,23 @@
  *      "gauge_flops_per_s": 0},                 the speed gauge's reading while the spec was
  *                                               measured (exec/speed_gauge.h), [0, 1e18],
  *                                               default 0 (unknown); never used by the model
+ *    "domain": {                                the scale-up (NVLink / Infinity Fabric) domain,
+ *                                               when larger than a node (NVL72); default: the node
+ *      "gpus"*: 72,                             GPUs in one domain, [1, 1024], a multiple of
+ *                                               node.gpus (NVL72) or a divisor (NVLink bridges
+ *                                               of 4 cards in an 8-card host)
+ *      "link_bytes_per_s": 9e11,                per GPU, one direction, default node's
+ *      "link_latency_s": 2e-6},                 default node's
  *    "fabric"*: {
  *      "nic_bytes_per_s"*: 5.0e10,              scale-out per GPU, one direction, [1, 1e15]
  *      "latency_s": 5e-6,                       [0, 1], default 5e-6
- *      "rail_optimized": true},                 GPU i of each node on one leaf, default false
+ *      "rail_optimized": true,                  GPU i of each node on one leaf, default false
+ *      "tiers": [{"name": "leaf",               1 to 3 switch tiers, lowest first; default none
+ *                 "gpus": 256,                  (a flat fabric). GPUs one switch group of the
+ *                                               tier reaches, a multiple of the domain's and of
+ *                                               the tier below's; 0 (only the top tier): all
+ *                 "oversubscription": 1,        [1, 64], default 1
+ *                 "latency_s": 1e-6}]}          added per crossing, [0, 1], default 0
  *    "efficiency"*: {                           achieved / peak; efficiencies in [0.001, 1]
  *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
  *                                               1 to 16 points, flops in [1, 1e18], increasing
@@ -59,6 +73,14 @@
  *    "memory": {
  *      "reserved_bytes": 2.5e9,                 [0, 1e15], default 2.5e9
  *      "headroom_frac": 0.05},                  [0, 1], default 0.05
+ *    "cost": {                                  what running it costs, default unknown; read
+ *                                               for reports and sweeps, never written back
+ *                                               (ts_system_to_json: a plan's system is the
+ *                                               machine it was planned on, not a purchase)
+ *      "price_per_gpu_hour": 2.5,               USD, [0, 1e4]
+ *      "price_is_example": false,               true when no published price stands behind it
+ *      "rack_power_w": 132000,                  power of one rack (or node) as sold, [0, 1e7]
+ *      "rack_gpus": 72},                        GPUs that figure feeds, [1, 1e5]; needed with it
  *    "measured": {...}}                         what `tessera calibrate` measured to write this
  *                                               spec (exec/calibrate.h); kept for people and
  *                                               diffs, never read
@@ -85,6 +107,10 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 #define MAX_LATENCY_S 1.0
 #define MAX_POWER_W 1e5
 #define MAX_GPUS 1024
+#define MAX_TIER_GPUS (1 << 24)   /* GPUs one fabric tier reaches */
+#define MAX_OVERSUBSCRIPTION 64.0
+#define MAX_PRICE_USD 1e4        /* per GPU-hour */
+#define MAX_RACK_POWER_W 1e7
 #define MIN_EFF 1e-3 /* efficiencies divide times; zero would make them infinite */
 
 #define DEF_LINK_LATENCY_S 2e-6
@@ -101,15 +127,19 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 #define DEF_RESERVED_BYTES 2.5e9
 #define DEF_HEADROOM_FRAC 0.05
 
-static const char *const root_keys[] = {"name", "source", "gpu", "node", "fabric", "efficiency",
-                                        "memory", "measured", NULL};
+static const char *const root_keys[] = {"name", "source", "gpu", "node", "domain", "fabric",
+                                        "efficiency", "memory", "cost", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
                                        "peak_flops", "power_w", "kernel_latency_s", "mxfp8", NULL};
-static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "source", NULL};
+static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "fp4", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
                                         "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
-static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized",
+static const char *const domain_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "source", NULL};
+static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized", "tiers",
                                           "source", NULL};
+static const char *const tier_keys[] = {"name", "gpus", "oversubscription", "latency_s", "source", NULL};
+static const char *const cost_keys[] = {"price_per_gpu_hour", "price_is_example", "rack_power_w",
+                                        "rack_gpus", "source", NULL};
 static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "hbm", "link_busbw", "nic_busbw",
                                        "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
                                        "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
@@ -224,6 +254,7 @@ static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) 
         TS_CHECK(ts_jr_num(&pr, peak, ts_dtype_names[d], bf16, bf16 ? 1 : 0, MAX_FLOPS, 0,
                            &s->peak_flops[d]));
     }
+    TS_CHECK(ts_jr_num(&pr, peak, "fp4", 0, 0, MAX_FLOPS, 0, &s->peak_fp4_flops));
     TS_CHECK(ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w));
     TS_CHECK(ts_jr_bool(&gr, gpu, "mxfp8", 0, 0, &s->mxfp8));
     return ts_jr_num(&gr, gpu, "kernel_latency_s", 0, 0, 1, 0, &s->kernel_latency_s);
@@ -236,6 +267,7 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     TS_CHECK(open_obj(r, root, "node", 1, node_keys, &nr, &node));
     TS_CHECK(ts_jr_int(&nr, node, "gpus", 1, 1, MAX_GPUS, 0, &gpus));
     s->gpus_per_node = (int)gpus;
+    s->domain_gpus = (int)gpus;
     TS_CHECK(ts_jr_num(&nr, node, "link_bytes_per_s", 1, 1, MAX_BYTES_PER_S, 0,
                        &s->link_bytes_per_s));
     TS_CHECK(ts_jr_num(&nr, node, "link_latency_s", 0, 0, MAX_LATENCY_S, DEF_LINK_LATENCY_S,
@@ -252,6 +284,69 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     return ts_jr_num(&nr, node, "gauge_flops_per_s", 0, 0, MAX_FLOPS, 0, &s->gauge_flops_per_s);
 }
 
+/* The scale-up domain, when the file gives one: its link figures replace the node's. */
+static ts_status read_domain(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader dr;
+    const cJSON *dom;
+    int64_t gpus;
+    TS_CHECK(open_obj(r, root, "domain", 0, domain_keys, &dr, &dom));
+    if (dom == NULL) return TS_OK;
+    TS_CHECK(ts_jr_int(&dr, dom, "gpus", 1, 1, MAX_GPUS, 0, &gpus));
+    if (gpus % s->gpus_per_node != 0 && s->gpus_per_node % gpus != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.gpus: expected a multiple or a divisor of node.gpus %d (a domain "
+                                     "holds whole nodes, or a node whole domains), got %lld",
+                       dr.file, dr.path, s->gpus_per_node, (long long)gpus);
+    s->domain_gpus = (int)gpus;
+    TS_CHECK(ts_jr_num(&dr, dom, "link_bytes_per_s", 0, 1, MAX_BYTES_PER_S, s->link_bytes_per_s,
+                       &s->link_bytes_per_s));
+    return ts_jr_num(&dr, dom, "link_latency_s", 0, 0, MAX_LATENCY_S, s->link_latency_s, &s->link_latency_s);
+}
+
+/* Tier `k` of fabric.tiers: its reach must hold whole switch groups of the tier below (or whole
+ * domains), and only the top tier may reach everything (gpus = 0). */
+static ts_status read_tier(const ts_jreader *tr, const cJSON *t, int k, int last, ts_system *s) {
+    ts_tier *x = &s->tiers[k];
+    int64_t gpus;
+    TS_CHECK(check_keys(tr, t, tier_keys));
+    char def[16];
+    snprintf(def, sizeof def, "tier%d", k);
+    TS_CHECK(ts_jr_str(tr, t, "name", 0, def, x->name, sizeof x->name));
+    TS_CHECK(ts_jr_int(tr, t, "gpus", !last, 0, MAX_TIER_GPUS, 0, &gpus));
+    x->gpus = (int)gpus;
+    int below = k > 0 ? s->tiers[k - 1].gpus : s->domain_gpus;
+    if ((x->gpus == 0 && !last) || (x->gpus > 0 && (x->gpus <= below || x->gpus % below != 0)))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.gpus: expected a multiple of %d greater than it (the %s below)%s, "
+                                     "got %d", tr->file, tr->path, below, k > 0 ? "tier" : "domain",
+                       last ? " or 0 (every GPU)" : "", x->gpus);
+    TS_CHECK(ts_jr_num(tr, t, "oversubscription", 0, 1, MAX_OVERSUBSCRIPTION, 1, &x->oversubscription));
+    return ts_jr_num(tr, t, "latency_s", 0, 0, MAX_LATENCY_S, 0, &x->latency_s);
+}
+
+static ts_status read_tiers(const ts_jreader *fr, const cJSON *fabric, ts_system *s) {
+    ts_jreader ar;
+    ts_jreader_child(fr, "tiers", 0, &ar);
+    const cJSON *tiers = cJSON_GetObjectItemCaseSensitive(fabric, "tiers");
+    if (tiers == NULL) return TS_OK;
+    int n = cJSON_GetArraySize(tiers);
+    if (!cJSON_IsArray(tiers) || n < 1 || n > TS_TIERS_MAX) {
+        char got[48];
+        describe_array(tiers, got, sizeof got);
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected an array of 1 to %d tier objects, got %s", ar.file,
+                       ar.path, TS_TIERS_MAX, got);
+    }
+    for (int k = 0; k < n; k++) {
+        ts_jreader tr;
+        ts_jreader_child(&ar, NULL, k, &tr);
+        const cJSON *t = cJSON_GetArrayItem(tiers, k);
+        if (!cJSON_IsObject(t))
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected a tier object, got %s", tr.file, tr.path,
+                           ts_json_type_name(t));
+        TS_CHECK(read_tier(&tr, t, k, k == n - 1, s));
+    }
+    s->n_tiers = n;
+    return TS_OK;
+}
+
 static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *s) {
     ts_jreader fr;
     const cJSON *fabric;
@@ -260,7 +355,21 @@ static ts_status read_fabric(const ts_jreader *r, const cJSON *root, ts_system *
                        &s->nic_bytes_per_s));
     TS_CHECK(ts_jr_num(&fr, fabric, "latency_s", 0, 0, MAX_LATENCY_S, DEF_NIC_LATENCY_S,
                        &s->nic_latency_s));
-    return ts_jr_bool(&fr, fabric, "rail_optimized", 0, 0, &s->rail_optimized);
+    TS_CHECK(ts_jr_bool(&fr, fabric, "rail_optimized", 0, 0, &s->rail_optimized));
+    return read_tiers(&fr, fabric, s);
+}
+
+static ts_status read_cost(const ts_jreader *r, const cJSON *root, ts_system *s) {
+    ts_jreader cr;
+    const cJSON *cost;
+    int64_t gpus;
+    TS_CHECK(open_obj(r, root, "cost", 0, cost_keys, &cr, &cost));
+    TS_CHECK(ts_jr_num(&cr, cost, "price_per_gpu_hour", 0, 0, MAX_PRICE_USD, 0, &s->price_per_gpu_hour));
+    TS_CHECK(ts_jr_bool(&cr, cost, "price_is_example", 0, 0, &s->price_is_example));
+    TS_CHECK(ts_jr_num(&cr, cost, "rack_power_w", 0, 0, MAX_RACK_POWER_W, 0, &s->rack_power_w));
+    TS_CHECK(ts_jr_int(&cr, cost, "rack_gpus", s->rack_power_w > 0, 1, 100000, 0, &gpus));
+    s->rack_gpus = (int)gpus;
+    return TS_OK;
 }
 
 static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_system *s) {
@@ -317,9 +426,11 @@ ts_status ts_system_from_json(const char *file, const cJSON *root, ts_system *ou
     TS_CHECK(ts_jr_str(&r, root, "source", 0, "", s.source, sizeof s.source));
     TS_CHECK(read_gpu(&r, root, &s));
     TS_CHECK(read_node(&r, root, &s));
+    TS_CHECK(read_domain(&r, root, &s));
     TS_CHECK(read_fabric(&r, root, &s));
     TS_CHECK(read_efficiency(&r, root, &s));
     TS_CHECK(read_memory(&r, root, &s));
+    TS_CHECK(read_cost(&r, root, &s));
     *out = s;
     return TS_OK;
 }
@@ -369,6 +480,26 @@ static ts_status add_curve(cJSON *parent, const char *key, const ts_eff_curve *c
     return TS_OK;
 }
 
+/* fabric.tiers, when the fabric has tiers (a flat one writes nothing, as before tiers existed). */
+static ts_status tiers_to_json(const ts_system *s, cJSON *fabric) {
+    if (s->n_tiers == 0) return TS_OK;
+    cJSON *arr = cJSON_AddArrayToObject(fabric, "tiers");
+    if (arr == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing fabric.tiers");
+    for (int k = 0; k < s->n_tiers; k++) {
+        cJSON *t = cJSON_CreateObject();
+        if (t == NULL || !cJSON_AddItemToArray(arr, t)) {
+            cJSON_Delete(t);
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing fabric.tiers");
+        }
+        TS_CHECK(add_str(t, "name", s->tiers[k].name));
+        TS_CHECK(add_num(t, "gpus", s->tiers[k].gpus));
+        TS_CHECK(add_num(t, "oversubscription", s->tiers[k].oversubscription));
+        TS_CHECK(add_num(t, "latency_s", s->tiers[k].latency_s));
+    }
+    return TS_OK;
+}
+
+/* The cost object, when the spec has a price or a power figure. */
 /* Fills `root` with every field of `s`, defaults included, so the file stands on its own. */
 static ts_status system_to_json(const ts_system *s, cJSON *root) {
     cJSON *gpu, *peak, *node, *fabric, *eff, *mem;
@@ -382,6 +513,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_obj(gpu, "peak_flops", &peak));
     for (int d = 0; d < TS_DTYPE_COUNT; d++)
         TS_CHECK(add_num(peak, ts_dtype_names[d], s->peak_flops[d]));
+    if (s->peak_fp4_flops > 0) TS_CHECK(add_num(peak, "fp4", s->peak_fp4_flops));
     TS_CHECK(add_num(gpu, "power_w", s->power_w));
     TS_CHECK(add_num(gpu, "kernel_latency_s", s->kernel_latency_s));
     if (s->mxfp8 && cJSON_AddBoolToObject(gpu, "mxfp8", 1) == NULL)
@@ -397,11 +529,19 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     if (s->speed_cv_decay > 0) TS_CHECK(add_num(node, "speed_cv_decay", s->speed_cv_decay));
     if (s->gauge_flops_per_s > 0) TS_CHECK(add_num(node, "gauge_flops_per_s", s->gauge_flops_per_s));
 
+    /* The node's link figures are the domain's: a domain object only says how large it is. */
+    if (s->domain_gpus != s->gpus_per_node) {
+        cJSON *dom;
+        TS_CHECK(add_obj(root, "domain", &dom));
+        TS_CHECK(add_num(dom, "gpus", s->domain_gpus));
+    }
+
     TS_CHECK(add_obj(root, "fabric", &fabric));
     TS_CHECK(add_num(fabric, "nic_bytes_per_s", s->nic_bytes_per_s));
     TS_CHECK(add_num(fabric, "latency_s", s->nic_latency_s));
     if (cJSON_AddBoolToObject(fabric, "rail_optimized", s->rail_optimized != 0) == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field rail_optimized");
+    TS_CHECK(tiers_to_json(s, fabric));
 
     TS_CHECK(add_obj(root, "efficiency", &eff));
     TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
@@ -450,6 +590,14 @@ double ts_eff_at(const ts_eff_curve *c, double flops) {
         }
     }
     return c->eff[c->n - 1];
+}
+
+int ts_system_domain_gpus(const ts_system *s) {
+    return s->domain_gpus > 0 ? s->domain_gpus : s->gpus_per_node;
+}
+
+double ts_system_power_per_gpu_w(const ts_system *s) {
+    return s->rack_power_w > 0 && s->rack_gpus > 0 ? s->rack_power_w / s->rack_gpus : s->power_w;
 }
 
 double ts_system_usable_bytes(const ts_system *s) {

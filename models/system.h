@@ -16,6 +16,22 @@ typedef enum { TS_DTYPE_BF16, TS_DTYPE_FP16, TS_DTYPE_FP8, TS_DTYPE_FP32, TS_DTY
 extern const char *const ts_dtype_names[]; /* "bf16", "fp16", "fp8", "fp32"; NULL-terminated */
 
 #define TS_EFF_POINTS_MAX 16
+#define TS_TIERS_MAX 3 /* leaf, spine, core */
+
+/* One tier of a switched scale-out fabric (leaf, spine, core). Traffic between two GPUs climbs to
+ * the lowest tier whose switch group holds both. Tier k's `gpus` is how many GPUs one of its
+ * switch groups reaches (blocks of consecutive GPUs; 0 on the top tier: all of them);
+ * `oversubscription` (>= 1) is the ratio of the bandwidth entering tier k from below to what
+ * tier k carries on (leaf downlinks : uplinks for the spine), so traffic reaching tier k gets
+ * nic_bytes_per_s / (o_0 · ... · o_k) per GPU when every GPU below drives it (the lockstep
+ * collectives of data parallelism); `latency_s` is what one crossing of tier k adds (switch
+ * hops and cable) to the fabric's base latency. docs/systems.md gives the model and sources. */
+typedef struct {
+    char name[16];
+    int gpus;
+    double oversubscription;
+    double latency_s;
+} ts_tier;
 
 /* GEMM efficiency (achieved / peak) as a function of one GEMM's FLOPs (2*m*n*k): piecewise
  * linear in log10(flops) between points, flat outside. Fitted to published or measured GEMM
@@ -39,10 +55,14 @@ typedef struct {
     double kernel_latency_s;             /* fixed time of one memory-bound or attention kernel
                                             beyond its bytes or FLOPs (launch, ramp-up); 0: none */
     int mxfp8;                           /* tensor cores run block-scaled MXFP8 (Blackwell) */
+    double peak_fp4_flops;               /* dense FP4 (NVFP4 / MXFP4) tensor peak, 0 = none;
+                                            reported, never trained in */
 
-    /* node */
+    /* node: the host (CPU memory, NICs, CPU cores); the scale-up domain may be larger */
     int gpus_per_node;
-    double link_bytes_per_s; /* NVLink per GPU, one direction */
+    int domain_gpus;         /* GPUs sharing the NVLink / Infinity Fabric domain (72 on an
+                                NVL72 rack); gpus_per_node unless the file has a "domain" */
+    double link_bytes_per_s; /* scale-up link per GPU, one direction (the domain's) */
     double link_latency_s;
     int cores_per_node;        /* CPU cores the node's ranks share; 0: a device per rank */
     double speed_cv;           /* coefficient of variation of ranks' compute times over the same
@@ -58,6 +78,14 @@ typedef struct {
     double nic_bytes_per_s; /* per GPU, one direction */
     double nic_latency_s;
     int rail_optimized;     /* GPU i of every node shares a leaf switch */
+    int n_tiers;            /* 0: a flat fabric (every crossing at nic_bytes_per_s) */
+    ts_tier tiers[TS_TIERS_MAX];
+
+    /* what it costs to run (reports and sweeps; never the step time) */
+    double price_per_gpu_hour; /* USD, 0 = not given */
+    int price_is_example;      /* an illustrative price, not a published one */
+    double rack_power_w;       /* power of one rack or node as sold, 0 = unknown */
+    int rack_gpus;             /* GPUs that rack_power_w feeds */
 
     /* what software achieves */
     ts_eff_curve gemm_eff;
@@ -88,6 +116,14 @@ cJSON *ts_system_to_json(const ts_system *s);
 
 /* The efficiency curve at `flops` (log-linear interpolation, clamped at the ends). */
 double ts_eff_at(const ts_eff_curve *c, double flops);
+
+/* GPUs in one scale-up domain: domain_gpus, or the node's when a spec built in code left it 0.
+ * A domain may also be smaller than a node (NVLink bridges of 4 PCIe cards in an 8-card host). */
+int ts_system_domain_gpus(const ts_system *s);
+
+/* Watts per GPU at the wall of the rack (rack_power_w / rack_gpus), or the board power when the
+ * rack's is unknown. */
+double ts_system_power_per_gpu_w(const ts_system *s);
 
 /* Bytes the model may use on one GPU: hbm * (1 - headroom) - reserved. */
 double ts_system_usable_bytes(const ts_system *s);

@@ -5,7 +5,12 @@
 
 #include <math.h>
 
-const char *const ts_link_names[] = {"nvlink", "nic", NULL};
+const char *const ts_link_names[] = {"nvlink", "nic", "spine", "core", NULL};
+
+/* NCCL's tuning model (src/graph/tuning.cc, ncclTopoTuneModel): the tree algorithm's bus
+ * bandwidth is the ring's × 0.92 with the Simple protocol (`busBw * .92`, "120/128" of the
+ * line), its latency 2·log2(nodes) network hops instead of the ring's 2(n−1) steps. */
+#define TS_TREE_BUSBW_FACTOR 0.92
 
 /* FP8 without a measured FP8 curve: the FP8:BF16 efficiency ratio of the H100 paired
  * measurement behind h100-sxm-dgx.json's gemm_fp8 (TileLang, H800 SXM, M=N=8192) at the sizes of
@@ -66,21 +71,31 @@ double ts_lockstep_scale(const ts_system *s, int gpus, double window_s) {
     return 1.0 + cv * ts_expected_max_normal(nodes * cores);
 }
 
+int ts_link_kinds(const ts_system *s) { return s->n_tiers > 0 ? 1 + s->n_tiers : 2; }
+
 ts_link ts_group_link(const ts_system *s, int stride, int size) {
     if (size <= 1) return TS_LINK_NVLINK;
-    /* Node boundaries fall every gpus_per_node ranks; a group starting at a node boundary stays
-     * inside it iff its span fits. Groups of the rank order are aligned that way. */
+    /* Domain boundaries fall every domain_gpus ranks; a group starting at a boundary stays inside
+     * iff its span fits. Groups of the rank order are aligned that way. */
     double span = (double)stride * (double)size;
-    return span <= s->gpus_per_node ? TS_LINK_NVLINK : TS_LINK_NIC;
+    if (span <= ts_system_domain_gpus(s)) return TS_LINK_NVLINK;
+    for (int k = 0; k + 1 < s->n_tiers; k++)
+        if (span <= s->tiers[k].gpus) return (ts_link)(TS_LINK_NIC + k);
+    return s->n_tiers > 0 ? (ts_link)(TS_LINK_NIC + s->n_tiers - 1) : TS_LINK_NIC;
 }
 
 double ts_link_busbw(const ts_system *s, ts_link link) {
-    return link == TS_LINK_NVLINK ? s->link_bytes_per_s * s->link_busbw_eff
-                                  : s->nic_bytes_per_s * s->nic_busbw_eff;
+    if (link == TS_LINK_NVLINK) return s->link_bytes_per_s * s->link_busbw_eff;
+    double bw = s->nic_bytes_per_s * s->nic_busbw_eff;
+    for (int k = 0; k < s->n_tiers && k <= (int)link - TS_LINK_NIC; k++) bw /= s->tiers[k].oversubscription;
+    return bw;
 }
 
 double ts_link_latency_s(const ts_system *s, ts_link link) {
-    return link == TS_LINK_NVLINK ? s->link_latency_s : s->nic_latency_s;
+    if (link == TS_LINK_NVLINK) return s->link_latency_s;
+    double lat = s->nic_latency_s;
+    for (int k = 0; k < s->n_tiers && k <= (int)link - TS_LINK_NIC; k++) lat += s->tiers[k].latency_s;
+    return lat;
 }
 
 double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link) {
@@ -96,7 +111,8 @@ double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link lin
          * the same bus volume when pipelined (NCCL tuning model). */
         double wire = 2.0 * frac * bytes / bw;
         double ring = wire + 2.0 * steps * lat;
-        double tree = wire + 2.0 * levels * lat;
+        int tiered = s->n_tiers > 0 && link != TS_LINK_NVLINK;
+        double tree = (tiered ? wire / TS_TREE_BUSBW_FACTOR : wire) + 2.0 * levels * lat;
         return ring < tree ? ring : tree;
     }
     case TS_COLL_REDUCE_SCATTER:

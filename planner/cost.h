@@ -13,8 +13,14 @@
 #include "models/system.h"
 #include "program/coll.h"
 
-typedef enum { TS_LINK_NVLINK, TS_LINK_NIC, TS_LINK_COUNT } ts_link;
-extern const char *const ts_link_names[]; /* "nvlink", "nic" */
+/* The links a collective can cross: the scale-up domain's (NVLink, Infinity Fabric), then the
+ * scale-out fabric up to its leaf (NIC; a flat fabric has only this), spine or core tier
+ * (models/system.h ts_tier): TS_LINK_NIC + k for tier k. */
+typedef enum { TS_LINK_NVLINK, TS_LINK_NIC, TS_LINK_SPINE, TS_LINK_CORE, TS_LINK_COUNT } ts_link;
+extern const char *const ts_link_names[]; /* "nvlink", "nic", "spine", "core" */
+
+/* How many of the link kinds a system has: 2 (NVLink, NIC) on a flat fabric, 1 + tiers else. */
+int ts_link_kinds(const ts_system *s);
 
 
 /* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`: flops / (peak[dt] × ts_gemm_eff). */
@@ -59,12 +65,21 @@ double ts_compute_scale(const ts_system *s, int gpus);
 double ts_lockstep_scale(const ts_system *s, int gpus, double window_s);
 
 /* The link a group of `size` ranks, `stride` apart in the rank order, crosses: NVLink when all
- * members sit in one node (nodes hold gpus_per_node consecutive ranks), the NIC otherwise. */
+ * members sit in one scale-up domain (domains hold domain_gpus consecutive ranks: program/ranks.h
+ * ts_domain_ranks places whole blocks of the rank order in a domain), else the lowest fabric
+ * tier whose switch group holds the group's span, the NIC on a flat fabric. */
 ts_link ts_group_link(const ts_system *s, int stride, int size);
-double ts_link_busbw(const ts_system *s, ts_link link); /* achievable bytes/s */
+/* Achievable bytes/s per GPU: the domain link's or the NIC's times its busbw efficiency, over
+ * tiers the NIC's divided by the oversubscription of every tier up to this one. */
+double ts_link_busbw(const ts_system *s, ts_link link);
+/* Per ring step or tree level: the domain's latency, or the fabric's plus every tier's crossed. */
 double ts_link_latency_s(const ts_system *s, ts_link link);
 
-/* Seconds for collective `c` of `bytes` (nccl-tests' size: the full buffer) over `n` ranks. */
+/* Seconds for collective `c` of `bytes` (nccl-tests' size: the full buffer) over `n` ranks. On a
+ * flat fabric ring and tree all-reduce move the same bus volume and the one with fewer latency
+ * steps wins. Across fabric tiers (models/system.h) the tree runs at TS_TREE_BUSBW_FACTOR of the
+ * ring's bus bandwidth (NCCL src/graph/tuning.cc, Simple protocol), so the tree wins small
+ * messages and the ring large ones, as NCCL's tuner picks them by size. */
 double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link);
 
 /* Ring context parallelism as it runs (ring attention, Liu et al. 2023; Megatron-LM's CP): the

@@ -4,6 +4,7 @@
 #include "planner/cost.h"
 #include "planner/problem.h"
 #include "program/schedule.h"
+#include "planner/stack_rules.h"
 #include "planner/stages.h"
 
 ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
@@ -24,7 +25,7 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
                        "use delayed or tensorwise", s->name);
     *pb = (ts_problem){.model = *m, .sys = *s, .train = *t, .gpus = gpus};
     ts_model_params(m, &pb->params);
-    pb->usable_bytes = ts_system_usable_bytes(s);
+    TS_CHECK(ts_stack_apply(pb));
     pb->compute_scale = ts_compute_scale(s, gpus) * ts_lockstep_scale(s, gpus, 0);
 
     /* Model FLOPs per step: the per-layer model FLOPs of one unsharded sequence (layer.c), summed

@@ -352,6 +352,7 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     ts_status res = TS_OK;
     part_search q = {.pb = pb, .opts = opts, .po = po, .short_bytes = INFINITY};
     if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) q.policies = 1u << opts->pins.value.recompute;
+    else q.policies = pb->train.stack.recompute; /* the policies the stack offers (0: all) */
     ts_search_result near = {0}, split_only = {0};
     TS_CHECK_GOTO(add_best(&q, out, screen), res, exit);
     if (screen && q.n_cand == 0) return st; /* nothing to gain: the even search's result, untouched */

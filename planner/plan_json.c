@@ -38,7 +38,7 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
              add_num(t, "cp_comm", e->time.cp_comm) && add_num(t, "ep_comm", e->time.ep_comm) &&
              add_num(t, "pp_comm", e->time.pp_comm) && add_num(t, "pp_bubble", e->time.pp_bubble) &&
              add_num(t, "dp_comm", e->time.dp_comm) && add_num(t, "optimizer", e->time.optimizer) &&
-             add_num(o, "tokens_per_s", e->tokens_per_s) &&
+             add_num(t, "overhead", e->time.overhead) && add_num(o, "tokens_per_s", e->tokens_per_s) &&
              add_num(o, "tflops_per_gpu", e->tflops_per_gpu) &&
              add_num(o, "hw_tflops_per_gpu", e->hw_tflops_per_gpu) && add_num(o, "mfu", e->mfu);
     if (!ok) {
@@ -102,6 +102,8 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     /* Written only when not the default, so plans made before the option read as they did. */
     if (pb->train.cp_kind != TS_CP_RING)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cp_kind", ts_cp_kind_names[pb->train.cp_kind]), res, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "mem_headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fix", fix ? fix : ""), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "top", opts->top_k), res, fail);
@@ -122,6 +124,7 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "feasible", (double)r->feasible), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "search_s", r->search_s), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "usable_bytes", pb->usable_bytes), res, fail);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partitioned", r->partitioned), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "partition_s", r->partition_s), res, fail);
     if (r->partition_errors) {
@@ -141,6 +144,16 @@ fail:
     cJSON_Delete(root);
     *out = NULL;
     return res;
+}
+
+/* The request's software stack (a zoo name; absent in plans written before stacks: the
+ * unrestricted one) and memory headroom; an unknown name fails as the zoo says. */
+static ts_status read_stack(const ts_jreader *rr, const cJSON *req, ts_train *t) {
+    char name[64];
+    TS_CHECK(ts_jr_str(rr, req, "stack", 0, "", name, sizeof name));
+    TS_CHECK(ts_jr_num(rr, req, "mem_headroom_bytes", 0, 0, 1e15, 0, &t->mem_headroom_bytes));
+    if (!name[0] || strcmp(name, "any") == 0) return TS_OK;
+    return ts_stack_load(name, ts_schedule_names, ts_recompute_names, &t->stack);
 }
 
 ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, int *n) {
@@ -214,6 +227,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
                       "$.system.gpu.peak_flops", file, ts_dtype_names[dt]);
         goto exit;
     }
+    TS_CHECK_GOTO(read_stack(&rr, req, &t), res, exit);
     TS_CHECK_GOTO(ts_problem_init(pb, &m, &s, &t, (int)gpus), res, exit);
 
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "layouts");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "program/schedule.h"
 
 #define RANK_DEPTH 10          /* distinct (t, p, d) examined */
 #define RANK_SEARCH_DEPTH 5000 /* layouts ranked to find them */
@@ -58,17 +59,14 @@ static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
-    /* 2021 Megatron-LM: unfused softmax, and pipeline transfers that block (no overlap of
-     * interleaving's extra transfers). */
-    t.flash_attention = 0;
-    s.pp_comm_overlap = 0;
+    /* 2021 Megatron-LM (models/stacks/megatron-lm-2021.json): unfused softmax, blocking pipeline
+     * transfers, gradients reduced after the backward, no ZeRO, SP or CP. */
+    TS_CHECK(ts_stack_load("megatron-lm-2021", ts_schedule_names, ts_recompute_names, &t.stack));
+    snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
-    /* The 2021 space: full recompute, no ZeRO, SP or CP. */
+    /* Table 1's runs recompute every layer (SC'21 §3.5). */
     ts_pins era = {0};
-    ts_pins_set(&era, TS_PIN_CP, 1);
-    ts_pins_set(&era, TS_PIN_SP, 0);
-    ts_pins_set(&era, TS_PIN_ZERO, 0);
     ts_pins_set(&era, TS_PIN_RECOMPUTE, TS_RECOMPUTE_FULL);
 
     ts_pins pins = era;
@@ -145,6 +143,8 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
+    TS_CHECK(ts_stack_load("megatron-core", ts_schedule_names, ts_recompute_names, &t.stack));
+    snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
     ts_pins pins = {0};
@@ -189,7 +189,9 @@ static ts_status run_file(const char *path, int want_megatron, ts_pub_case **cas
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);
         TS_CHECK_GOTO(megatron ? megatron_case(path, row, c) : nvidia_case(path, row, c), res, exit);
+        c->is_tflops = megatron;
         c->error = (c->predicted - c->measured) / c->measured;
+        c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
         (*n)++;
     }
 exit:
@@ -207,6 +209,10 @@ ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
         res = run_file(path, 0, cases, n, &cap);
+    }
+    if (res == TS_OK) {
+        snprintf(path, sizeof path, "%s/older-stacks.json", dir);
+        res = ts_published_stacks_run(path, cases, n, &cap);
     }
     if (res != TS_OK) {
         free(*cases);

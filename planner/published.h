@@ -12,7 +12,11 @@
 
 #include "planner/search.h"
 
-typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP, TS_PUB_NVIDIA_STEP_FP8, TS_PUB_KIND_COUNT } ts_pub_kind;
+/* TS_PUB_OLDER_STACK: runs on the stacks of their era (validation/published/older-stacks.json,
+ * planner/published_stacks.c): step seconds or TFLOP/s per GPU (counted with recompute, as the
+ * papers count), predicted under the era's stack profile (models/stacks/) and the published pins. */
+typedef enum { TS_PUB_MEGATRON_TFLOPS, TS_PUB_NVIDIA_STEP, TS_PUB_NVIDIA_STEP_FP8, TS_PUB_OLDER_STACK,
+               TS_PUB_KIND_COUNT } ts_pub_kind;
 
 typedef struct {
     char id[96];
@@ -23,12 +27,21 @@ typedef struct {
     double measured;  /* TFLOP/s per GPU (Megatron) or step seconds (NVIDIA) */
     double predicted; /* the same quantity, predicted */
     double error;     /* (predicted - measured) / measured */
+    double step_error; /* the same for the step time (a TFLOP/s error e is a step error 1/(1+e) - 1) */
+    int is_tflops;    /* measured and predicted are TFLOP/s per GPU (else step seconds) */
+    char stack[64];   /* the software stack it was predicted under */
+    int unfit;        /* the planner finds no layout under the pins that fits (layout: the reason);
+                         predicted and the errors are 0 */
     int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the
                          search, 0 if not in the first 10 */
     char layout[256]; /* the predicted layout */
 } ts_pub_case;
 
-/* Loads both files from `dir` and predicts every usable case. *cases is malloc'd (caller frees). */
+/* Loads the files from `dir` (megatron-sc21-table1.json, published-cases.json,
+ * older-stacks.json) and predicts every usable case. *cases is malloc'd (caller frees). */
 ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
+
+/* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed). */
+ts_status ts_published_stacks_run(const char *path, ts_pub_case **cases, int *n, int *cap);
 
 #endif

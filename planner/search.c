@@ -8,6 +8,7 @@
 
 #include "planner/partition.h"
 #include "program/schedule.h"
+#include "planner/stack_rules.h"
 #include "planner/stages.h"
 
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
@@ -139,6 +140,7 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             for (int iz = 0; iz < n_zero; iz++) {
                 int z = zeros[iz];
                 l->zero = z;
+                if (ts_stack_refusal(&pb->train.stack, l, pins->mask, NULL, 0)) continue; /* planner/stack_rules.h */
                 r->searched++;
                 if (prune_group) continue;
                 /* Rank by the two numbers first; build the full evaluation only for layouts that
@@ -265,7 +267,7 @@ static ts_status run(search_ctx *c) {
     for (int a = 0; a < n_div; a++) {
         int tp = (int)gpu_div[a];
         if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
-        if (tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes) break;
+        if (tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes) break; /* TP inside the NVLink domain */
         if (m->heads % tp) continue;
         for (int b = 0; b < n_div; b++) {
             int cp = (int)gpu_div[b];

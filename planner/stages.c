@@ -207,8 +207,9 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
     ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, sh->tp * sh->ep, edp);
-    double gb = pb->train.grad_bytes * st->params[st->biggest];
-    double egb = pb->train.grad_bytes * st->expert_params[st->biggest];
+    /* on the wire in the stack's gradient-reduction dtype */
+    double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
+    double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
     double wb = pb->train.weight_bytes * st->params[st->biggest];
     double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
     st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
@@ -304,9 +305,9 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
     const ts_system *s = &pb->sys;
     double T = (double)sh->mbs * pb->train.seq / sh->cp, h = (double)m->hidden;
     st->mb_buffer_bytes = (sh->tp > 1 ? 2.0 * 2.0 * T * h : 0) + (pp > 1 ? 2.0 * 2.0 * T * h / sh->tp : 0);
-    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, 2.0 * T * m->hidden / sh->tp,
-                                   ts_group_link(s, pb->gpus / pp, 2))
-                       : 0;
+    ts_edge_recipe edge;
+    ts_edge_recipe_of(pb, sh, &edge);
+    st->p2p_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, edge.p2p_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
 }
 
 /* Exposed DP time: traffic beyond what its overlap window can hide, plus the slowdown that the
@@ -418,9 +419,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         }
     }
     t.optimizer = st->optimizer_s[l->zero >= 1];
+    t.overhead = pb->train.stack.step_overhead_s;
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
-           t.optimizer;
+           t.optimizer + t.overhead;
 }
 
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {

@@ -24,6 +24,11 @@ void ts_train_defaults(ts_train *t) {
         .bucket_bytes = 40e6 * 2,
         .activation_scale = 1,
     };
+    ts_stack_defaults(&t->stack);
+}
+
+double ts_grad_reduce_bytes(const ts_train *t) {
+    return t->stack.grad_reduce_bytes > 0 ? t->stack.grad_reduce_bytes : t->grad_bytes;
 }
 
 void ts_train_set_dtype(ts_train *t, ts_dtype d) {
@@ -60,9 +65,9 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
     if (prod != pb->gpus)
         INVALID("dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
                  l->cp, (long long)prod, pb->gpus);
-    if (l->tp > pb->sys.gpus_per_node && !pb->train.tp_across_nodes)
+    if (l->tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes)
         INVALID("tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
-                 pb->sys.gpus_per_node);
+                 ts_system_domain_gpus(&pb->sys));
     if (m->heads % l->tp != 0)
         INVALID("tp=%d does not divide %d attention heads", l->tp, m->heads);
     if (m->mla.kv_lora_rank == 0 && m->kv_heads % l->tp != 0 && l->tp % m->kv_heads != 0)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "models/model.h"
+#include "models/stack.h"
 #include "models/system.h"
 #include "program/layout.h"
 
@@ -45,6 +46,12 @@ typedef struct {
     double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */
     double bucket_bytes;    /* DP gradient communication bucket */
     double activation_scale; /* activation bytes relative to 16-bit ones (fp32: 2) */
+    ts_stack stack;         /* the software stack: what it runs and how (models/stack.h);
+                               default the unrestricted one */
+    /* Memory kept free below the usable bytes against allocator fragmentation (planner/
+     * problem.h ts_problem_init): a fraction of the usable bytes when mem_headroom_bytes is 0. */
+    double mem_headroom_frac;
+    double mem_headroom_bytes;
 } ts_train;
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
@@ -58,6 +65,10 @@ void ts_train_defaults(ts_train *t);
  * 32-bit activations. */
 void ts_train_set_dtype(ts_train *t, ts_dtype d);
 
+/* Bytes per gradient element that the DP reduction moves: the stack's gradient-reduction dtype
+ * (fp32 in Megatron-DeepSpeed's BF16 optimizer), else the gradients' own bytes. */
+double ts_grad_reduce_bytes(const ts_train *t);
+
 typedef struct {
     ts_model model;
     ts_system sys;
@@ -65,7 +76,8 @@ typedef struct {
     int gpus;
     ts_param_count params;
     double model_flops_per_step; /* forward+backward, no recompute (Megatron/PaLM convention) */
-    double usable_bytes;         /* per GPU, after reserve and head-room */
+    double usable_bytes;         /* per GPU, after reserve and head-room: the line no pick crosses */
+    double headroom_bytes;       /* of the system's usable bytes, kept free (ts_train mem_headroom) */
     double compute_scale;        /* compute ops' time multiplier for ranks sharing cores and
                                     ranks in lockstep (cost.h ts_compute_scale × ts_lockstep_scale) */
 } ts_problem;

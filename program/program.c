@@ -420,6 +420,7 @@ typedef struct {
     int skip;               /* no embedding, head and loss (ts_program_opts.skip_edges) */
     ts_recompute recompute; /* this stage's policy */
     double gb, wb;          /* gradient and weight bytes per parameter */
+    double rb;              /* gradient bytes per parameter on the wire (ts_grad_reduce_bytes) */
 } stage_ctx;
 
 /* A pipeline transfer of chunk `g`'s activations or gradients to or from `peer`. */
@@ -503,8 +504,8 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     if (st->zero >= 2 && st->dpc > 1 && !split_w) {
         double sh, ex;
         ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, j, &sh, &ex);
-        coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->gb * sh, x);
-        if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->gb * ex, x);
+        coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->rb * sh, x);
+        if (ex > 0) coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_REDUCE_SCATTER, st->rb * ex, x);
     }
     return x;
 }
@@ -572,10 +573,10 @@ static uint32_t grad_reductions(builder *b, const stage_ctx *st) {
         for (int j = first + count - 1; j >= first; j--) {
             double sh, ex;
             ts_layer_params_rank(b->pb, l->tp, l->ep, j, &sh, &ex);
-            bucket += st->gb * sh;
+            bucket += st->rb * sh;
             c.layer = j;
             if (ex > 0)
-                reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red, st->gb * ex,
+                reduce_last = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_EDP, red, st->rb * ex,
                                    st->dp->last_grad[j]);
             if (bucket >= b->pb->train.bucket_bytes || j == first) {
                 uint32_t op = coll(b, &c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, red, bucket,
@@ -616,7 +617,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
-        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes,
+        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes, .rb = ts_grad_reduce_bytes(&pb->train),
     };
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);

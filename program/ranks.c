@@ -80,3 +80,26 @@ int ts_group_id(const ts_layout *l, ts_group g, int rank) {
     }
     return ts_rank_of(l, c);
 }
+
+int ts_domain_block(const ts_layout *l, int domain_gpus) {
+    int spans[] = {l->tp, l->tp * l->cp, l->tp * l->ep, l->tp * l->cp * l->dp};
+    int n = (int)(sizeof spans / sizeof spans[0]), block = 1;
+    for (int i = 0; i < n; i++) {
+        if (spans[i] > domain_gpus || spans[i] <= block) continue;
+        int nests = 1;
+        for (int j = 0; j < n && nests; j++)
+            if (spans[j] <= spans[i] && spans[i] % spans[j] != 0) nests = 0;
+        if (nests) block = spans[i];
+    }
+    return block;
+}
+
+int ts_domain_ranks(const ts_layout *l, int domain_gpus) {
+    int block = ts_domain_block(l, domain_gpus);
+    return domain_gpus / block * block;
+}
+
+int ts_rank_gpu(const ts_layout *l, int domain_gpus, int rank) {
+    int per = ts_domain_ranks(l, domain_gpus);
+    return rank / per * domain_gpus + rank % per;
+}

@@ -48,4 +48,17 @@ int ts_group_members(const ts_layout *l, ts_group g, int rank, int *out);
  * member's rank. */
 int ts_group_id(const ts_layout *l, ts_group g, int rank);
 
+/* Placement on scale-up domains of `domain_gpus` GPUs (NVL72: 72), for the planner and the
+ * simulator; the executor keeps the rank order as its mapping. Consecutive ranks fill a domain
+ * in whole blocks of the rank order's inner groups, TP first, then CP and EP (their spans tp,
+ * tp·cp and tp·ep, and the DP×CP group's): the block is the largest of those spans that fits the
+ * domain and that every smaller one divides, so each group no wider than the block lies inside
+ * one domain. A domain then holds ts_domain_ranks = ⌊domain / block⌋ · block ranks; the rest of
+ * its GPUs stay idle (an NVL72 rack running EP64 uses 64 of its 72 GPUs, as NVL72 jobs placed
+ * by rack segments do). */
+int ts_domain_block(const ts_layout *l, int domain_gpus);
+int ts_domain_ranks(const ts_layout *l, int domain_gpus);
+/* The GPU (domain · domain_gpus + slot) that `rank` runs on under that placement. */
+int ts_rank_gpu(const ts_layout *l, int domain_gpus, int rank);
+
 #endif

@@ -275,7 +275,10 @@ void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe 
         .head = shape(TS_PART_HEAD, T, vr, h, 1),
         /* fp32 logits written, max/sum/softmax passes, gradient */
         .loss_bytes = 4.0 * 4.0 * T * vr,
-        .p2p_bytes = 2.0 * T * h / sh->tp,
+        /* Split across the TP ranks and gathered after the send (Narayanan et al. SC'21 §4.1)
+         * where the stack does so; else every TP rank sends the whole tensor (DeepSpeed's pipeline
+         * engine). */
+        .p2p_bytes = 2.0 * T * h / (pb->train.stack.pp_scatter_gather ? sh->tp : 1),
     };
 }
 

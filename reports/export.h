@@ -37,6 +37,10 @@ typedef struct {
  * with microbatches derived. *out is malloc'd; the caller frees it. A split the LEGACY form
  * cannot express: TS_ERR_INPUT naming --megatron-version. */
 ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out);
+/* TS_ERR_INPUT (naming `what`, the target) when software stack `stack` (models/stacks/) cannot run
+ * `l`: Megatron-LM, its launch scripts and Megatron-Bridge refuse what megatron-core does not run
+ * (ZB-H1, GPipe), rather than write arguments that would train another schedule. */
+ts_status ts_export_stack_check(const char *stack, const char *what, const ts_layout *l);
 
 typedef enum { TS_LAUNCH_TORCHRUN, TS_LAUNCH_SBATCH } ts_launch_kind;
 

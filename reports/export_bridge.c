@@ -194,5 +194,7 @@ static ts_status write_bridge(FILE *f, const void *arg) {
 
 ts_status ts_export_bridge(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     bridge_args a = {pb, l, o};
+    *out = NULL;
+    TS_CHECK(ts_export_stack_check("megatron-core", "Megatron-Bridge", l));
     return ts_export_to_string(out, "a Megatron-Bridge recipe", write_bridge, &a);
 }

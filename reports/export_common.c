@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "planner/partition.h"
+#include "planner/stack_rules.h"
 #include "program/schedule.h"
 #include "reports/export.h"
 
@@ -78,4 +79,14 @@ ts_status ts_export_to_string(char **out, const char *what, ts_status (*write)(F
         *out = NULL;
     }
     return st;
+}
+
+ts_status ts_export_stack_check(const char *stack, const char *what, const ts_layout *l) {
+    ts_stack st;
+    TS_CHECK(ts_stack_load(stack, ts_schedule_names, ts_recompute_names, &st));
+    char why[512];
+    if (ts_stack_refusal(&st, l, 0, why, sizeof why))
+        return TS_FAIL(TS_ERR_INPUT, "%s cannot express this layout: %s; plan with --stack %s (the default) to get "
+                       "one it runs", what, why, stack);
+    return TS_OK;
 }

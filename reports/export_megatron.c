@@ -281,12 +281,6 @@ static void model_notes(FILE *f, const ts_model *m, const ts_layout *l) {
 static void layout_notes(FILE *f, const ts_problem *pb, const ts_layout *l, const ts_export_opts *o) {
     const ts_model *m = &pb->model;
     const ts_split *split = o->split;
-    if (l->schedule == TS_SCHED_ZB_H1)
-        fprintf(f, "# sched=zb-h1: stock Megatron-LM has no zero-bubble (ZB-H1, Qi et al. 2024) schedule flag; "
-                   "without it Megatron runs 1F1B, with the larger bubble of sched=1f1b\n");
-    if (l->schedule == TS_SCHED_GPIPE)
-        fprintf(f, "# sched=gpipe: Megatron-LM has no GPipe schedule; it runs 1F1B, which has the same bubble "
-                   "and holds fewer micro-batches' activations\n");
     if (l->zero >= 2)
         fprintf(f, "# zero=%d: Megatron-FSDP shards %s over the data-parallel ranks (--data-parallel-sharding-strategy "
                    "%s); CUDA_DEVICE_MAX_CONNECTIONS must be unset\n", l->zero,
@@ -347,5 +341,7 @@ static ts_status write_megatron(FILE *f, const void *arg) {
 
 ts_status ts_export_megatron(const ts_problem *pb, const ts_layout *l, const ts_export_opts *o, char **out) {
     megatron_args a = {pb, l, o};
+    *out = NULL;
+    TS_CHECK(ts_export_stack_check("megatron-core", "Megatron-LM", l));
     return ts_export_to_string(out, "Megatron-LM arguments", write_megatron, &a);
 }

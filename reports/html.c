@@ -110,7 +110,11 @@ static void question_and_answer(const ts_report *r, FILE *f) {
     ts_html_str(f, "answer.layout", text);
     fputs("</code> trains it in ", f);
     ts_html_num(f, "answer.step_s", "", 3, b->step_s);
-    fputs(" s per step, ", f);
+    fputs(" s per step (a measured step likely ", f);
+    ts_html_num(f, "answer.band_lo_s", "", 3, r->band_lo_s);
+    fputs("-", f);
+    ts_html_num(f, "answer.band_hi_s", "", 3, r->band_hi_s);
+    fputs(" s), ", f);
     ts_html_num(f, "answer.tokens_per_s", "", 0, b->tokens_per_s);
     fputs(" tokens/s, at ", f);
     ts_html_num(f, "answer.mfu", "%", 1, b->mfu);
@@ -120,7 +124,19 @@ static void question_and_answer(const ts_report *r, FILE *f) {
     ts_html_num(f, "answer.memory_bytes", "GB", 1, b->mem.total);
     fputs(" of ", f);
     ts_html_num(f, "answer.usable_bytes", "GB", 1, pb->usable_bytes);
-    fputs(" usable GB per GPU.</p>\n", f);
+    fputs(r->tight ? " usable GB per GPU (tight: within 5% of the line), on the " : " usable GB per GPU, on the ", f);
+    ts_html_str(f, "answer.stack", pb->train.stack.name);
+    fputs(" stack.</p>\n", f);
+    if (r->tie[0]) {
+        fputs("<p><b>Tie.</b> ", f);
+        ts_html_str(f, "answer.tie", r->tie);
+        fputs(".</p>\n", f);
+    }
+    if (r->against[0]) {
+        fputs("<p><b>Against the named layout.</b> ", f);
+        ts_html_str(f, "answer.against", r->against);
+        fputs(".</p>\n", f);
+    }
 }
 
 static void capacity(const ts_report *r, FILE *f) {

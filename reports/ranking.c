@@ -8,6 +8,8 @@
 
 #include "common/json.h"
 #include "planner/plan_json.h"
+#include "planner/stack_rules.h"
+#include "reports/ranking_explain.h"
 #include "sim/engine.h"
 
 void ts_ranking_opts_defaults(ts_ranking_opts *o) {
@@ -79,20 +81,24 @@ ts_status ts_ranking_make(const ts_problem *pb, const ts_search_opts *so, const 
         memset(out, 0, sizeof *out);
         return res;
     }
-    if (o->refine == 0) return TS_OK;
-    out->refined = o->refine < out->search.n_best ? o->refine : out->search.n_best;
-    double t0 = now_s();
-    out->sim_step_s = calloc((size_t)(out->refined > 0 ? out->refined : 1), sizeof *out->sim_step_s);
-    if (out->sim_step_s == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for --refine");
-    res = ts_ranking_refine(pb, &out->search, out->refined, out->sim_step_s);
-    out->refine_s = now_s() - t0;
-    return res;
+    if (o->refine > 0) {
+        out->refined = o->refine < out->search.n_best ? o->refine : out->search.n_best;
+        double t0 = now_s();
+        out->sim_step_s = calloc((size_t)(out->refined > 0 ? out->refined : 1), sizeof *out->sim_step_s);
+        if (out->sim_step_s == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for --refine");
+        TS_CHECK(ts_ranking_refine(pb, &out->search, out->refined, out->sim_step_s));
+        out->refine_s = now_s() - t0;
+    }
+    TS_CHECK(ts_ranking_bands(pb, so, o, out));
+    return ts_ranking_against(pb, so, o, out);
 }
 
 void ts_ranking_free(ts_ranking *r) {
     ts_search_result_free(&r->search);
     free(r->sim_step_s);
     r->sim_step_s = NULL;
+    free(r->bands);
+    r->bands = NULL;
 }
 
 /* The stage partitioning's settings in the plan JSON's request: "partition",
@@ -128,6 +134,7 @@ ts_status ts_ranking_json(const ts_problem *pb, const ts_search_opts *so, const 
     ts_status res = ts_plan_to_json(pb, so, o->fix, &r->search, &root);
     if (res == TS_OK) res = add_partition_json(root, &o->partition);
     if (res == TS_OK && r->sim_step_s) res = add_refined_json(root, r->refined, r->sim_step_s);
+    if (res == TS_OK && r->bands) res = ts_ranking_explain_json(pb, r, root);
     if (res != TS_OK) {
         cJSON_Delete(root);
         return res;
@@ -148,6 +155,7 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
               pb->train.cp_kind != TS_CP_RING ? ", CP " : "",
               pb->train.cp_kind != TS_CP_RING ? ts_cp_kind_names[pb->train.cp_kind] : "");
     fprintf(f, "# parameters: %.2fB total, %.2fB active per token\n", pb->params.total / 1e9, pb->params.active / 1e9);
+    ts_ranking_print_context(f, pb, rk);
     fprintf(f, "# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,
               (long long)r->evaluated, (long long)r->feasible, r->search_s);
     if (r->partitioned)
@@ -160,19 +168,19 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
         fprintf(f, "# refined: simulated the best %d (one rank per stage) in %.3f s, re-ranked by simulated step time\n",
                   rk->refined, rk->refine_s);
     fprintf(f, "#%4s %4s %3s %3s %3s %3s %2s %4s %3s %4s %3s %-11s %-9s | %6s %6s %5s %6s %6s %5s | %7s "
-              "%7s %6s %6s %6s %6s %6s %6s %6s | %9s %7s %5s%s\n",
+              "%15s %7s %6s %6s %6s %6s %6s %6s %6s | %9s %7s %5s | %-9s%s\n",
               "rank", "dp", "tp", "pp", "cp", "ep", "sp", "zero", "mbs", "mb", "vpp", "schedule",
-              "recompute", "mem", "weight", "grad", "optim", "activ", "buf", "step", "compute", "tp",
-              "cp", "ep", "pp", "bubble", "dp", "optim", "tokens/s", "TFLOP/s", "MFU",
+              "recompute", "mem", "weight", "grad", "optim", "activ", "buf", "step", "band", "compute", "tp",
+              "cp", "ep", "pp", "bubble", "dp", "optim", "tokens/s", "TFLOP/s", "MFU", "note",
               sim_step_s ? " |      sim      Δ" : "");
     fprintf(f, "#%4s %4s %3s %3s %3s %3s %2s %4s %3s %4s %3s %-11s %-9s | %6s %6s %5s %6s %6s %5s | %7s "
-              "%7s %6s %6s %6s %6s %6s %6s %6s | %9s %7s %5s%s\n",
-              "", "", "", "", "", "", "", "", "", "", "", "", "", "GB", "GB", "GB", "GB", "GB", "GB", "s",
-              "s", "s", "s", "s", "s", "s", "s", "s", "", "/GPU", "%", sim_step_s ? " |        s      %" : "");
+              "%15s %7s %6s %6s %6s %6s %6s %6s %6s | %9s %7s %5s | %-9s%s\n",
+              "", "", "", "", "", "", "", "", "", "", "", "", "", "GB", "GB", "GB", "GB", "GB", "GB", "s", "s",
+              "s", "s", "s", "s", "s", "s", "s", "s", "", "/GPU", "%", "", sim_step_s ? " |        s      %" : "");
 }
 
 /* One row per layout; the simulated step and its difference from the closed form when refined. */
-static void print_rows(FILE *f, const ts_ranking *rk) {
+static void print_rows(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
     const ts_search_result *r = &rk->search;
     const double *sim_step_s = rk->sim_step_s;
     int refined = rk->refined;
@@ -180,14 +188,18 @@ static void print_rows(FILE *f, const ts_ranking *rk) {
         const ts_eval *e = &r->best[i];
         const ts_layout *l = &e->layout;
         const ts_time_split *t = &e->time;
+        char band[32], note[16];
+        snprintf(band, sizeof band, "%.3f-%.3f", rk->bands[i].lo_s, rk->bands[i].hi_s);
+        int tight = ts_mem_tight(pb, e->mem.total), tie = rk->tied > 1 && i < rk->tied;
+        snprintf(note, sizeof note, "%s%s%s", tie ? "tie" : "", tie && tight ? "," : "", tight ? "tight" : "");
         fprintf(f, " %4d %4d %3d %3d %3d %3d %2d %4d %3d %4d %3d %-11s %-9s | %6.1f %6.1f %5.1f %6.1f %6.1f "
-                  "%5.1f | %7.3f %7.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f | %9.0f %7.1f %5.1f",
+                  "%5.1f | %7.3f %15s %7.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f | %9.0f %7.1f %5.1f | %-9s",
                   i + 1, l->dp, l->tp, l->pp, l->cp, l->ep, l->sp, l->zero, l->mbs, l->microbatches,
                   l->vpp, ts_schedule_names[l->schedule], ts_recompute_names[l->recompute],
                   e->mem.total / 1e9, e->mem.weights / 1e9, e->mem.grads / 1e9, e->mem.optimizer / 1e9,
-                  e->mem.activations / 1e9, e->mem.buffers / 1e9, e->step_s, t->compute, t->tp_comm,
+                  e->mem.activations / 1e9, e->mem.buffers / 1e9, e->step_s, band, t->compute, t->tp_comm,
                   t->cp_comm, t->ep_comm, t->pp_comm, t->pp_bubble, t->dp_comm, t->optimizer,
-                  e->tokens_per_s, e->tflops_per_gpu, 100 * e->mfu);
+                  e->tokens_per_s, e->tflops_per_gpu, 100 * e->mfu, note);
         if (sim_step_s && i < refined)
             fprintf(f, " | %8.3f %+6.1f", sim_step_s[i], 100 * (sim_step_s[i] - e->step_s) / e->step_s);
         fputc('\n', f);
@@ -203,9 +215,21 @@ static void print_tail(FILE *f, const ts_problem *pb, const ts_partition_opts *p
         char text[256], sim[64] = "";
         ts_layout_format(&b->layout, text, sizeof text);
         if (sim_step_s) snprintf(sim, sizeof sim, " (simulated %.2f)", sim_step_s[0]);
-        fprintf(f, "# best: %s — %.2f s/step%s, %.0f tokens/s, %.0f TFLOP/s/GPU (MFU %.1f%%), %.1f of %.1f GB/GPU\n",
-                  text, b->step_s, sim, b->tokens_per_s, b->tflops_per_gpu, 100 * b->mfu,
-                  b->mem.total / 1e9, pb->usable_bytes / 1e9);
+        char tie[1024], against[1024];
+        ts_ranking_tie_text(pb, rk, tie, sizeof tie);
+        if (tie[0]) fprintf(f, "# tie: %s\n", tie);
+        fprintf(f, "# best: %s — %.2f s/step (likely %.2f-%.2f)%s, %.0f tokens/s, %.0f TFLOP/s/GPU (MFU %.1f%%), "
+                   "%.1f of %.1f GB/GPU%s\n",
+                  text, b->step_s, rk->bands[0].lo_s, rk->bands[0].hi_s, sim, b->tokens_per_s, b->tflops_per_gpu,
+                  100 * b->mfu, b->mem.total / 1e9, pb->usable_bytes / 1e9,
+                  ts_mem_tight(pb, b->mem.total) ? " (tight)" : "");
+        if (rk->has_against) {
+            ts_layout_format(&rk->against.layout, text, sizeof text);
+            ts_ranking_against_text(rk, against, sizeof against);
+            fprintf(f, "# against %s — %.2f s/step (likely %.2f-%.2f), %.1f GB/GPU\n# best minus against: %s\n",
+                    text, rk->against.step_s, rk->against_band.lo_s, rk->against_band.hi_s,
+                    rk->against.mem.total / 1e9, against);
+        }
     }
     for (int i = 0; r->splits && i < r->n_best; i++) {
         char text[1024];
@@ -223,7 +247,7 @@ static void print_tail(FILE *f, const ts_problem *pb, const ts_partition_opts *p
 
 ts_status ts_ranking_print(FILE *f, const ts_problem *pb, const ts_ranking_opts *o, const ts_ranking *r) {
     print_head(f, pb, r);
-    print_rows(f, r);
+    print_rows(f, pb, r);
     print_tail(f, pb, &o->partition, r);
     return TS_OK;
 }

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#include "planner/bands.h"
 #include "planner/partition.h"
 #include "planner/search.h"
 
@@ -18,6 +19,11 @@ typedef struct {
     ts_partition_opts partition;
     int refine;      /* simulate and re-rank the best `refine` layouts; 0: no */
     const char *fix; /* the pins as given (--fix), recorded in the JSON's request; NULL: none */
+    const char *against; /* --against PINS: the pick beside the best layout under these pins,
+                            term by term; NULL: none */
+    const char *bands_dir; /* the published runs behind the bands (NULL: <data>/validation/published) */
+    const ts_bands *stats; /* the residuals already computed for the problem's stack (NULL: compute
+                              them from bands_dir); a sweep computes them once */
 } ts_ranking_opts;
 
 /* ts_partition_opts_defaults, no refinement, no pins. */
@@ -30,10 +36,25 @@ typedef struct {
                            NULL without refinement */
     int refined;        /* min(refine, layouts found) */
     double refine_s;    /* wall time of the simulations */
+    /* Uncertainty (planner/bands.h, planner/robust.h): */
+    ts_bands stats;     /* the residuals on the problem's stack */
+    ts_band *bands;     /* (search.n_best) each layout's band */
+    int tied;           /* ranks 1..tied overlap the fastest's band (a tie, most robust first) */
+    int tied_pool;      /* of the pool's layouts (a plain search's best 200), those in the tie */
+    int pool;           /* the pool's size */
+    int fastest;        /* where the fastest predicted layout stands after that (0-based; -1:
+                           below the rows kept) */
+    ts_eval fastest_eval;  /* the fastest predicted layout */
+    /* --against: */
+    int has_against;
+    ts_eval against;
+    ts_band against_band;
 } ts_ranking;
 
-/* Searches `pb` under `so` and o->partition, then refines. When the search fails `out` is empty;
- * when the refinement fails out->search holds the search (its partition_errors may be said). */
+/* Searches `pb` under `so` and o->partition, then refines, then gives every layout its band and,
+ * unless the objective is memory, puts the layouts tied with the fastest first, most robust first
+ * (planner/robust.h); then evaluates o->against. When the search fails `out` is empty; when a
+ * later part fails out->search holds the search (its partition_errors may be said). */
 ts_status ts_ranking_make(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *out);
 void ts_ranking_free(ts_ranking *r);
 
@@ -45,9 +66,10 @@ ts_status ts_ranking_refine(const ts_problem *pb, ts_search_result *r, int k, do
 /* The plan JSON of the ranking (`tessera plan --json`, and its -o file); the caller deletes *out. */
 ts_status ts_ranking_json(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o,
                           const ts_ranking *r, cJSON **out);
-/* The table: '#' lines for the problem, the search, the partitioning and the refinement, a header
- * and units row, one row per layout (with the simulated step and its difference from the closed
- * form when refined), the best layout, and the uneven splits. */
+/* The table: '#' lines for the problem, the stack, the memory line, the bands, the search, the
+ * partitioning and the refinement, a header and units row, one row per layout (its band, tie and
+ * tight marks, and the simulated step and its difference from the closed form when refined), the
+ * tie in words, the best layout, --against term by term, and the uneven splits. */
 ts_status ts_ranking_print(FILE *f, const ts_problem *pb, const ts_ranking_opts *o, const ts_ranking *r);
 
 #endif

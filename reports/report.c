@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
+#include "common/paths.h"
+#include "planner/bands.h"
 #include "planner/partition.h"
 #include "planner/plan_json.h"
+#include "planner/stack_rules.h"
 
 void ts_report_opts_defaults(ts_report_opts *o) {
     *o = (ts_report_opts){.tokens = TS_REPORT_DEFAULT_TOKENS,
@@ -25,6 +29,27 @@ static void capacity_of(const ts_report *r, ts_capacity *c) {
     c->gpu_hours = r->pb.gpus * c->train_s / 3600;
     c->cost_usd = c->gpu_hours * r->opts.price_per_gpu_hour;
     c->energy_kwh = c->gpu_hours * r->pb.sys.power_w / 1000;
+}
+
+/* The best layout's band and tight mark, and the plan's "tie" and "against"."text" sentences. */
+static ts_status explain_of(const char *plan_file, ts_report *r) {
+    ts_bands bands;
+    ts_band band;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
+    TS_CHECK(ts_bands_compute(dir, r->pb.train.stack.name, &bands));
+    ts_band_of(&bands, &r->pb, &r->layouts[0].layout, r->layouts[0].step_s, &band);
+    r->band_lo_s = band.lo_s;
+    r->band_hi_s = band.hi_s;
+    r->tight = ts_mem_tight(&r->pb, r->layouts[0].mem.total);
+    cJSON *root = NULL;
+    TS_CHECK(ts_json_load_file(plan_file, &root));
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie");
+    const cJSON *against = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "against"), "text");
+    snprintf(r->tie, sizeof r->tie, "%s", cJSON_IsString(tie) ? tie->valuestring : "");
+    snprintf(r->against, sizeof r->against, "%s", cJSON_IsString(against) ? against->valuestring : "");
+    cJSON_Delete(root);
+    return TS_OK;
 }
 
 ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_report *out) {
@@ -51,6 +76,7 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
                       res, exit);
     }
     out->n_layouts = n;
+    TS_CHECK_GOTO(explain_of(plan_file, out), res, exit);
 
     ts_sim_opts so = {0};
     ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
@@ -110,6 +136,23 @@ int ts_report_system_figures(const ts_report *r, ts_report_figure *out) {
     FIG("TP communication hidden", "tp_comm_overlap", "%", 0, s->tp_comm_overlap);
     FIG("DP communication hidden (of its window)", "dp_comm_overlap", "%", 0, s->dp_comm_overlap);
     FIG("interleaving's extra pipeline transfers hidden", "pp_comm_overlap", "%", 0, s->pp_comm_overlap);
+    /* Systems with a scale-up domain apart from the host, or a tiered fabric (docs/systems.md);
+     * the figures are absent for the others, whose reports stay as they were. */
+    static const char *const reach_labels[TS_TIERS_MAX] = {"fabric tier 1: GPUs under one switch group (0: all)",
+                                                            "fabric tier 2: GPUs under one switch group (0: all)",
+                                                            "fabric tier 3: GPUs under one switch group (0: all)"};
+    static const char *const reach_keys[TS_TIERS_MAX] = {"tier1_gpus", "tier2_gpus", "tier3_gpus"};
+    static const char *const over_labels[TS_TIERS_MAX] = {"fabric tier 1 oversubscription",
+                                                           "fabric tier 2 oversubscription",
+                                                           "fabric tier 3 oversubscription"};
+    static const char *const over_keys[TS_TIERS_MAX] = {"tier1_oversubscription", "tier2_oversubscription",
+                                                         "tier3_oversubscription"};
+    if (ts_system_domain_gpus(s) != s->gpus_per_node)
+        FIG("GPUs per NVLink domain", "domain_gpus", "", 0, ts_system_domain_gpus(s));
+    for (int k = 0; k < s->n_tiers; k++) {
+        FIG(reach_labels[k], reach_keys[k], "", 0, s->tiers[k].gpus);
+        FIG(over_labels[k], over_keys[k], "", 1, s->tiers[k].oversubscription);
+    }
     return n;
 }
 

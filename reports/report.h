@@ -17,7 +17,8 @@
  *    "question": {"model", "system", "gpu", "gpus", "global_batch", "seq", "dtype",
  *                 "flash_attention", "layouts"},
  *    "answer": {"layout", "step_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes",
- *               "usable_bytes"},
+ *               "usable_bytes", "band_lo_s", "band_hi_s", "tight", "stack", "tie", "against"},
+ *               ("tie" and "against" only when the plan has them)
  *    "layouts": [plan_json.h's layout objects, re-evaluated],
  *    "simulation": {"layout", "step_s", "closed_form_step_s", "bubble_fraction", "microbatches",
  *                   "ops", "stages": [{"stage", "busy_s", "bubble_s", "exposed_comm_s"}],
@@ -66,6 +67,12 @@ typedef struct {
     ts_sim_result sim;
     ts_timeline sim_timeline;
     ts_capacity capacity;
+    /* How sure, and why (planner/bands.h, reports/ranking.h): the best layout's band from this
+     * build's residuals on the plan's stack, whether its memory is tight, and the plan's tie and
+     * --against sentences ("" when the plan has none). */
+    double band_lo_s, band_hi_s;
+    int tight;
+    char tie[1024], against[1024];
     int has_run, has_run_trace;
     char run_file[1024], run_trace_file[1024];
     ts_run_summary run;

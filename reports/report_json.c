@@ -44,6 +44,12 @@ static ts_status question_json(const ts_report *r, cJSON *root) {
     NUM(a, "mfu", best->mfu);
     NUM(a, "memory_bytes", best->mem.total);
     NUM(a, "usable_bytes", pb->usable_bytes);
+    NUM(a, "band_lo_s", r->band_lo_s);
+    NUM(a, "band_hi_s", r->band_hi_s);
+    BOOL(a, "tight", r->tight);
+    STR(a, "stack", pb->train.stack.name);
+    if (r->tie[0]) STR(a, "tie", r->tie);
+    if (r->against[0]) STR(a, "against", r->against);
 fail:
     return res;
 }

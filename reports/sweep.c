@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "common/json.h"
+#include "common/paths.h"
+#include "reports/ranking.h"
 
 #define MAX_GPUS (1 << 24)
 
@@ -64,8 +66,21 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The pick `tessera plan --top 1` makes for the problem (reports/ranking.h: the tie with the
+ * fastest broken toward robustness), into row->best. */
+static ts_status plan_pick(const ts_problem *pb, const ts_search_opts *o, const ts_bands *stats, ts_sweep_row *row) {
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    ro.stats = stats;
+    ts_ranking rk;
+    ts_status st = ts_ranking_make(pb, o, &ro, &rk);
+    if (st == TS_OK) row->best = rk.search.best[0];
+    ts_ranking_free(&rk);
+    return st;
+}
+
 /* One (system, GPU count): the best layout, or why there is none. */
-static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, ts_sweep_row *row) {
+static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, const ts_bands *stats, ts_sweep_row *row) {
     ts_problem pb;
     TS_CHECK(ts_problem_init(&pb, &spec->model, sys, &spec->train, row->gpus));
     ts_search_opts o = spec->search;
@@ -74,7 +89,8 @@ static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, ts_s
     ts_status st = ts_search(&pb, &o, &r);
     if (st == TS_OK) {
         row->fits = 1;
-        row->best = r.best[0];
+        ts_search_result_free(&r);
+        TS_CHECK(plan_pick(&pb, &o, stats, row));
         row->cost_per_mtok = spec->price_per_gpu_hour * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
     } else if (st == TS_ERR_INFEASIBLE && r.has_closest) {
         snprintf(row->reason, sizeof row->reason, "nothing fits: needs %.1f GB/GPU, %.1f GB usable",
@@ -96,12 +112,16 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
     out->rows = calloc(total > 0 ? (size_t)total : 1, sizeof *out->rows);
     if (out->rows == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d sweep rows", total);
     double t0 = now_s();
+    ts_bands stats;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
+    TS_CHECK(ts_bands_compute(dir, spec->train.stack.name, &stats));
     for (int g = 0; g < spec->n_gpus; g++)
         for (int s = 0; s < spec->n_systems; s++) {
             ts_sweep_row *row = &out->rows[out->n_rows];
             row->gpus = spec->gpus[g];
             row->system = s;
-            TS_CHECK(sweep_one(spec, &spec->systems[s], row));
+            TS_CHECK(sweep_one(spec, &spec->systems[s], &stats, row));
             out->n_fit += row->fits;
             out->n_rows++;
             if (spec->progress) spec->progress(spec->progress_ctx, out->n_rows, total);

@@ -51,6 +51,7 @@ typedef struct {
     int price_is_default;
     const int *gpus;          /* (n_gpus) increasing, not owned */
     int n_gpus;
+    const struct ts_buy *capacity; /* the comparison across systems for the HTML page, or NULL */
     /* Called after each search with (done, total), or NULL. */
     void (*progress)(void *ctx, int done, int total);
     void *progress_ctx;
@@ -71,5 +72,49 @@ void ts_sweep_result_free(ts_sweep_result *r);
 ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, cJSON **out);
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
 ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
+
+/* The price of one GPU-hour of `s` in the capacity comparison: the system's own (its file's cost
+ * object) unless --price set one for all, else the sweep's. (The rows' cost per 1M tokens stays at
+ * the sweep's one price.) */
+double ts_sweep_price(const ts_sweep_spec *spec, const ts_system *s);
+
+/* Capacity comparison across systems (`tessera sweep --systems a,b,c --tokens N [--days D]`):
+ * "same model, same tokens: which system, how many GPUs, how many days, what cost". For each
+ * system, of the GPU counts where the model fits, the cheapest that trains `tokens` within
+ * `max_days` (any count when max_days is 0; the fastest, flagged, when none is that fast):
+ *     days = tokens / tokens_per_s / 86400,   cost = price · occupied GPUs · 24 · days,
+ *     energy = watts per GPU (models/system.h ts_system_power_per_gpu_w) · occupied GPUs · 24 · days,
+ * the occupied GPUs being the ranks plus the GPUs their scale-up domains leave idle.
+ * The recommendation is the cheapest pick that meets the deadline (fewer days on a tie).
+ * JSON: "capacity": {"tokens", "max_days", "recommended": name | null,
+ *   "systems": [{"system", "fits", "gpus", "occupied_gpus", "layout", "days", "cost_usd", "price_per_gpu_hour",
+ *                "price_is_example", "power_per_gpu_w", "energy_mwh", "meets_deadline"}]}
+ * The table: one row per system, the recommendation marked '*'. The HTML page: one bar chart per
+ * question (days, GPUs, cost, energy), the recommendation in its own colour. */
+typedef struct {
+    int row;               /* the chosen row of the sweep result, -1 when nothing fits */
+    int occupied_gpus;     /* GPUs the job holds: its ranks plus what its domains leave idle
+                              (program/ranks.h ts_rank_gpu; EP64 on NVL72 holds 72 a rack) */
+    double price_per_gpu_hour;
+    int price_is_example;
+    double power_per_gpu_w;
+    double days, cost_usd, energy_mwh;
+    int meets_deadline;
+} ts_buy_pick;
+
+typedef struct ts_buy {
+    double tokens, max_days;
+    ts_buy_pick picks[TS_SWEEP_MAX_SYSTEMS]; /* one per system, in the sweep's order */
+    int n_picks;
+    int recommended;       /* index into picks, -1 when no system fits */
+} ts_buy;
+
+ts_status ts_capacity_compare(const ts_sweep_spec *spec, const ts_sweep_result *r, double tokens, double max_days,
+                              ts_buy *out);
+ts_status ts_capacity_add_json(const ts_sweep_spec *spec, const ts_sweep_result *r, const ts_buy *c,
+                               cJSON *root);
+ts_status ts_capacity_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r, const ts_buy *c);
+ts_status ts_capacity_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r,
+                                 const ts_buy *c);
 
 #endif

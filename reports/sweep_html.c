@@ -100,6 +100,7 @@ ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep
     TS_CHECK(chart(f, spec, r, PLOT_TOKENS, "Throughput", "tokens/s"));
     TS_CHECK(chart(f, spec, r, PLOT_MFU, "Model FLOPs utilisation", "MFU %"));
     TS_CHECK(chart(f, spec, r, PLOT_COST, "Cost per million tokens", "USD / 1M tokens"));
+    if (spec->capacity) TS_CHECK(ts_capacity_write_html(f, spec, r, spec->capacity));
     fputs("<h2>Best layout per GPU count and system</h2>\n", f);
     table(f, spec, r);
     fputs("<p class=\"note\">Gaps in the lines are GPU counts where nothing fits. Made by "

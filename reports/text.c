@@ -45,10 +45,13 @@ static void md_question(const ts_report *r, FILE *f) {
             pb->model.name, pb->gpus, pb->sys.name, pb->sys.gpu_name, (long long)pb->train.global_batch,
             (long long)pb->train.seq, ts_dtype_names[pb->train.dtype],
             pb->train.flash_attention ? "fused (flash)" : "unfused", r->n_layouts);
-    fprintf(f, "**Answer.** `%s` trains it in %.3f s per step, %.0f tokens/s, at %.1f%% MFU (%.1f TFLOP/s per "
-               "GPU), using %.1f of %.1f usable GB per GPU.\n\n",
-            text, b->step_s, b->tokens_per_s, 100 * b->mfu, b->tflops_per_gpu, b->mem.total / 1e9,
-            pb->usable_bytes / 1e9);
+    fprintf(f, "**Answer.** `%s` trains it in %.3f s per step (a measured step likely %.3f-%.3f s), %.0f tokens/s, "
+               "at %.1f%% MFU (%.1f TFLOP/s per GPU), using %.1f of %.1f usable GB per GPU%s, on the %s stack.\n\n",
+            text, b->step_s, r->band_lo_s, r->band_hi_s, b->tokens_per_s, 100 * b->mfu, b->tflops_per_gpu,
+            b->mem.total / 1e9, pb->usable_bytes / 1e9, r->tight ? " (tight: within 5% of the line)" : "",
+            pb->train.stack.name);
+    if (r->tie[0]) fprintf(f, "**Tie.** %s.\n\n", r->tie);
+    if (r->against[0]) fprintf(f, "**Against the named layout.** %s.\n\n", r->against);
 }
 
 static void md_capacity(const ts_report *r, FILE *f) {

@@ -27,7 +27,7 @@
  * A transfer or collective pays its latency, then runs as a flow (network.h) of cost − latency
  * seconds of contention-free work over, for every simulated participant, both directions (a
  * collective's ring) or one direction (a transfer: out at the sender, in at the receiver) of the
- * link its group crosses (ts_group_link). The latency part comes from the cost function itself:
+ * link its group crosses (ts_group_link), and above a fabric's leaf of the NIC as well. The latency part comes from the cost function itself:
  * ts_coll_s is affine in the bytes (volume / bus bandwidth + latency terms, cost.h), so
  * latency = 2·c(B) − c(2B). Ring CP's steps beside the attention (planner/op_cost.h) run as a
  * fixed span of their cost, sharing no link.
@@ -120,6 +120,7 @@ typedef struct {
                           members (ts_group_id) */
     op_state *state;   /* (rank-ops) the ranks' views in rank order */
     int *links;        /* scratch: the links of a flow */
+    int link_kinds;    /* links per rank and direction: ts_link_kinds (2 on a flat fabric) */
     op_ref *starts;    /* compute ops that became ready at `now` */
     int n_starts, cap_starts;
     ts_event_heap heap;
@@ -486,14 +487,25 @@ static ts_status start_flow(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
     double work = o->cost_s - o->lat_s;
     if (work <= 0) return comm_done(S, r, i);
-    int stride, n = participants(S, r, i, &stride), n_links = 0;
+    int stride, n = participants(S, r, i, &stride), n_links = 0, K = S->link_kinds;
+    /* Over fabric tiers a flow crosses its tier's link and its NIC (every tier's traffic leaves
+     * through the NIC), so a rank's flows contend per tier and at the NIC. */
+    int nic = o->link > TS_LINK_NIC ? TS_LINK_NIC : -1;
     if (o->kind == TS_OP_SEND) {
-        S->links[n_links++] = (r * TS_LINK_COUNT + o->link) * 2 + DIR_OUT;
-        S->links[n_links++] = ((r + stride) * TS_LINK_COUNT + o->link) * 2 + DIR_IN;
+        S->links[n_links++] = (r * K + o->link) * 2 + DIR_OUT;
+        S->links[n_links++] = ((r + stride) * K + o->link) * 2 + DIR_IN;
+        if (nic >= 0) {
+            S->links[n_links++] = (r * K + nic) * 2 + DIR_OUT;
+            S->links[n_links++] = ((r + stride) * K + nic) * 2 + DIR_IN;
+        }
     } else {
         for (int k = 0; k < n; k++) {
-            S->links[n_links++] = ((r + k * stride) * TS_LINK_COUNT + o->link) * 2 + DIR_OUT;
-            S->links[n_links++] = ((r + k * stride) * TS_LINK_COUNT + o->link) * 2 + DIR_IN;
+            int base = (r + k * stride) * K;
+            S->links[n_links++] = (base + o->link) * 2 + DIR_OUT;
+            S->links[n_links++] = (base + o->link) * 2 + DIR_IN;
+            if (nic < 0) continue;
+            S->links[n_links++] = (base + nic) * 2 + DIR_OUT;
+            S->links[n_links++] = (base + nic) * 2 + DIR_IN;
         }
     }
     int id;
@@ -851,7 +863,8 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
         S.scale = malloc((size_t)S.n_ranks * sizeof *S.scale);
         TS_ALLOC_GOTO(S.scale, res, fail);
     }
-    S.links = malloc((size_t)2 * max_group * sizeof *S.links);
+    S.link_kinds = ts_link_kinds(&pb->sys);
+    S.links = malloc((size_t)4 * max_group * sizeof *S.links);
     out->ranks = calloc((size_t)S.n_ranks, sizeof *out->ranks);
     out->stages = calloc((size_t)prog->pp, sizeof *out->stages);
     TS_ALLOC_GOTO(S.plans, res, fail);
@@ -867,7 +880,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
         TS_CHECK_GOTO(plan_stage(pb, l, &prog->stages[s], &S.plans[s]), res, fail);
     TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
     TS_CHECK_GOTO(sim_ranks_init(&S, &o, out), res, fail);
-    TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * TS_LINK_COUNT * 2), res, fail);
+    TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * S.link_kinds * 2), res, fail);
     if (pb->sys.cores_per_node > 0) TS_CHECK_GOTO(cores_init(&S), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);

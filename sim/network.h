@@ -34,8 +34,9 @@ typedef struct {
     int idx;  /* position of this link in the flow's `links` */
 } ts_net_entry;
 
-/* What every flow's start and end touch of a link, 16 bytes: the 2 × TS_LINK_COUNT links of one
- * simulated rank (engine.c numbers them together) share a cache line, and a link's first flow
+/* What every flow's start and end touch of a link, 16 bytes: the 2 × 2 links of one
+ * simulated rank on a flat fabric (engine.c numbers them together; 2 × (1 + tiers) over fabric
+ * tiers) share a cache line, and a link's first flow
  * (most links carry one at a time: a collective's members each have their own) is inline. */
 typedef struct {
     ts_net_entry first; /* entry 0 of the active flows crossing it, when n_fl > 0 */

@@ -615,7 +615,7 @@ Test(planner_partition, glpk_errors_are_reported) {
  * layout — which stage of its even split is short, by how much. */
 Test(planner_partition, nothing_fits_names_the_short_stage) {
     cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "96",
-                           "--global-batch", "1024", "--seq", "8192", NULL);
+                           "--global-batch", "1024", "--seq", "8192", "--mem-headroom", "0", NULL);
     cr_assert_eq(r.status, 3, "%s", r.err);
     cr_assert(one_line_error(r.err, "plan"), "%s", r.err);
     cr_assert(strstr(r.err, "uneven stages (--partition) fit none of the 4 closest layouts either (closest, dp=") != NULL,
@@ -669,7 +669,7 @@ Test(planner_partition, uneven_interleaving_plans_with_ilp) {
  * and vpp = 2 with 126 layers (ilp). Without its "stages" the vpp = 2 layout is refused. */
 Test(planner_partition, uneven_plans_simulate_and_export) {
     char *dir = make_temp_dir();
-    const char *fixes[2] = {"tp=8,pp=16,cp=1,sched=zb-h1", "tp=8,pp=16,cp=1,vpp=2"};
+    const char *fixes[2] = {"tp=8,pp=16,cp=1,sched=1f1b", "tp=8,pp=16,cp=1,vpp=2"};
     const char *modes[2] = {"auto", "ilp"};
     for (int c = 0; c < 2; c++) {
         char plan[512];
@@ -685,7 +685,7 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
         double step = json_num(sim, "step_s", "$"), closed = json_num(sim, "closed_form_step_s", "$");
         cr_assert(fabs(step - closed) < 0.1 * closed, "%s: simulated %.3f s, closed form %.3f s", fixes[c], step,
                   closed);
-        cr_assert(strstr(json_str(sim, "layout", "$"), c ? "vpp=2,sched=interleaved" : "vpp=1,sched=zb-h1") != NULL,
+        cr_assert(strstr(json_str(sim, "layout", "$"), c ? "vpp=2,sched=interleaved" : "vpp=1,sched=1f1b") != NULL,
                   "%s", json_str(sim, "layout", "$"));
         cli_result_free(&r);
         r = run_cli("report", "--plan", plan, "--format", "json", NULL);

@@ -66,8 +66,10 @@ Test(ranking, json_and_table_of_a_refined_ranking) {
     cr_expect_not_null(find_line(text, "# refined: simulated the best 2 (one rank per stage)"), "%s", text);
     cr_expect_not_null(find_line(text, "# best: "), "%s", text);
     cr_expect_not_null(find_line(text, "# parameters: 6.74B total, 6.74B active per token"), "%s", text);
-    cr_expect_eq(count_lines(text), 4 + 2 + 3 + 1,
-                 "problem, parameters, search, refinement; header and units; three rows; best: %s", text);
+    cr_expect_not_null(find_line(text, "# memory line: "), "%s", text);
+    cr_expect_eq(count_lines(text), 4 + 3 + 2 + 3 + 1,
+                 "problem, parameters, search, refinement; stack, memory line, band; header and units; three "
+                 "rows; best: %s", text);
     free(text);
     ts_ranking_free(&rk);
 }

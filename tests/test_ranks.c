@@ -124,3 +124,54 @@ Test(ranks, every_group_matches_its_definition) {
         }
     }
 }
+
+/* Placement on a 72-GPU NVLink domain (NVL72): TP, then EP and CP, stay inside a domain; a
+ * domain holds whole blocks of them and leaves the remainder idle. */
+static int domain_of(const ts_layout *l, int rank) { return ts_rank_gpu(l, 72, rank) / 72; }
+
+static void expect_groups_in_domains(const ts_layout *l, ts_group g) {
+    int members[4096];
+    for (int r = 0; r < ts_rank_count(l); r++) {
+        int n = ts_group_size(l, g);
+        ts_group_members(l, g, r, members);
+        for (int k = 1; k < n; k++)
+            cr_expect_eq(domain_of(l, members[k]), domain_of(l, members[0]),
+                         "%s group of rank %d: member %d in domain %d, member %d in domain %d", ts_group_names[g], r,
+                         members[k], domain_of(l, members[k]), members[0], domain_of(l, members[0]));
+    }
+}
+
+Test(ranks, nvl72_domain_holds_tp_then_ep_and_cp) {
+    /* EP64 over tp=1: blocks of 64, 8 GPUs of each rack idle. */
+    ts_layout ep64 = layout_of(1, 1, 128, 2, 64);
+    cr_assert_eq(ts_domain_block(&ep64, 72), 64);
+    cr_assert_eq(ts_domain_ranks(&ep64, 72), 64);
+    cr_expect_eq(ts_rank_gpu(&ep64, 72, 63), 63);
+    cr_expect_eq(ts_rank_gpu(&ep64, 72, 64), 72, "rank 64 starts the second rack");
+    cr_expect_eq(ts_rank_gpu(&ep64, 72, 200), 3 * 72 + 200 - 192, "rank 200: 9th of the fourth rack");
+    expect_groups_in_domains(&ep64, TS_GROUP_EP);
+
+    /* tp=4, cp=2, ep=8 (EP spans tp·ep = 32, CP tp·cp = 8): the block is 32, two per rack. */
+    ts_layout mixed = layout_of(4, 2, 16, 1, 8);
+    cr_assert_eq(ts_domain_block(&mixed, 72), 32);
+    cr_assert_eq(ts_domain_ranks(&mixed, 72), 64);
+    expect_groups_in_domains(&mixed, TS_GROUP_TP);
+    expect_groups_in_domains(&mixed, TS_GROUP_CP);
+    expect_groups_in_domains(&mixed, TS_GROUP_EP);
+
+    /* tp=8, ep=9: EP spans exactly a rack, nothing idle. */
+    ts_layout full = layout_of(8, 1, 18, 1, 9);
+    cr_assert_eq(ts_domain_ranks(&full, 72), 72);
+    expect_groups_in_domains(&full, TS_GROUP_EP);
+    cr_expect_eq(ts_rank_gpu(&full, 72, 72), 72);
+
+    /* tp=8 and a DP group wider than a rack: TP blocks of 8 fill all 72 GPUs. */
+    ts_layout dense = layout_of(8, 1, 16, 1, 1);
+    cr_assert_eq(ts_domain_block(&dense, 72), 8);
+    cr_assert_eq(ts_domain_ranks(&dense, 72), 72);
+    expect_groups_in_domains(&dense, TS_GROUP_TP);
+
+    /* An 8-GPU HGX domain with the same EP64 layout: EP leaves the domain, TP (1) trivially not. */
+    cr_assert_eq(ts_domain_ranks(&ep64, 8), 8);
+    cr_expect_eq(ts_rank_gpu(&ep64, 8, 100), 100, "blocks of 8 fill 8-GPU domains: the rank order itself");
+}

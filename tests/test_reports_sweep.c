@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "program/ranks.h"
 #include "tests/helpers.h"
 #include "tests/tagged.h"
 
@@ -71,7 +72,7 @@ Test(sweep, counts_that_do_not_fit_are_rows_and_systems_interleave) {
     cr_expect_eq(json_num(root, "price_per_gpu_hour", "$"), 3);
     cJSON_Delete(root);
     /* The table says so too. */
-    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,16", NULL);
+    r = run_cli("sweep", "--model", "llama3-70b", "--system", "h100-sxm-dgx", "--gpus", "8,32", NULL);
     cr_expect_eq(r.status, 0, "stderr: %s", r.err);
     cr_expect(strstr(r.out, "(nothing fits: needs ") != NULL, "%s", r.out);
     cr_expect(find_line(r.out, "# gpus system") != NULL, "%s", r.out);
@@ -168,5 +169,81 @@ Test(sweep, bad_input_exits_2_with_one_line) {
     cr_expect_eq(r.status, 0, "sweep --help: exit %d", r.status);
     cr_expect(starts_with(r.out, "usage: tessera sweep "), "sweep --help: %s", r.out);
     cr_expect_eq(r.err_len, 0, "sweep --help: stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* GPUs a row's job holds on system `name`: its ranks placed on the system's scale-up domains. */
+static int held_gpus(const char *name, const char *layout_text, int gpus) {
+    ts_system s;
+    ts_layout l;
+    cr_assert_eq(ts_system_load(name, &s), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_layout_parse("row", layout_text, &l), TS_OK, "%s", ts_error_message());
+    return ts_rank_gpu(&l, ts_system_domain_gpus(&s), gpus - 1) + 1;
+}
+
+/* `--systems a,b --tokens N`: per system the cheapest count (within --days), its days = tokens /
+ * tokens_per_s / 86400 and cost = price · GPUs · 24 · days at the system file's price, and the
+ * cheapest system in time recommended; in the table ('*'), the JSON and the HTML page (one bar
+ * chart per question). */
+Test(sweep, capacity_comparison_across_systems) {
+    char *dir = make_temp_dir();
+    char html_path[4096];
+    snprintf(html_path, sizeof html_path, "%s/buy.html", dir);
+    cli_result r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx,gb200-nvl72,mi355x", "--gpus",
+                           "512..2048", "--tokens", "1e12", "--days", "30", "--json", "-o", html_path, NULL);
+    cJSON *root = parse_json_output(&r, "sweep --tokens --json");
+    cli_result_free(&r);
+    const cJSON *cap = cJSON_GetObjectItem(root, "capacity"), *rows = cJSON_GetObjectItem(root, "rows");
+    cr_assert_not_null(cap, "a capacity object");
+    cr_expect_eq(json_num(cap, "tokens", "capacity"), 1e12);
+    const cJSON *sys = cJSON_GetObjectItem(cap, "systems");
+    cr_assert_eq(cJSON_GetArraySize(sys), 3);
+    double best_cost = INFINITY;
+    const char *best = NULL;
+    for (int s = 0; s < 3; s++) {
+        const cJSON *p = cJSON_GetArrayItem(sys, s);
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(p, "fits")));
+        const char *name = json_str(p, "system", "pick");
+        double gpus = json_num(p, "gpus", name), days = json_num(p, "days", name), cost = json_num(p, "cost_usd", name);
+        double price = json_num(p, "price_per_gpu_hour", name);
+        /* Its row of the sweep, and every cheaper row of that system misses the deadline. */
+        double tps = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows) {
+            if (strcmp(json_str(row, "system", "row"), name) != 0 || !cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")))
+                continue;
+            double t = json_num(row, "tokens_per_s", "row"), g = json_num(row, "gpus", "row");
+            double d = 1e12 / t / 86400, c = price * held_gpus(name, json_str(row, "layout", "row"), (int)g) * 24 * d;
+            if (g == gpus) tps = t;
+            else if (c < cost) cr_expect_gt(d, 30, "%s on %g GPUs is cheaper and in time", name, g);
+        }
+        cr_assert_gt(tps, 0, "%s: the pick is a row of the sweep", name);
+        cr_expect(fabs(days - 1e12 / tps / 86400) <= 1e-9 * days, "%s: days", name);
+        double held = json_num(p, "occupied_gpus", name);
+        cr_expect(held >= gpus && held < gpus + 72, "%s: %g GPUs held for %g ranks", name, held, gpus);
+        cr_expect(fabs(cost - price * held * 24 * days) <= 1e-9 * cost, "%s: cost", name);
+        cr_expect_gt(json_num(p, "power_per_gpu_w", name), 0, "%s: a power figure", name);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(p, "meets_deadline")) && cost < best_cost) best_cost = cost, best = name;
+    }
+    cr_assert_not_null(best);
+    cr_expect_str_eq(json_str(cap, "recommended", "capacity"), best);
+    char *html = read_file(html_path);
+    cr_assert_not_null(html);
+    int svgs = 0;
+    for (const char *p = strstr(html, "<svg "); p; p = strstr(p + 1, "<svg ")) svgs++;
+    cr_expect_eq(svgs, 3 + 4, "three sweep charts and one per question: days, GPUs, cost, energy");
+    cr_expect(has_tag(html, "capacity.recommended"), "the recommendation is on the page");
+    free(html);
+    cJSON_Delete(root);
+    remove_dir(dir);
+    r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx,b200-dgx", "--gpus", "512", "--tokens",
+                "1e12", NULL);
+    cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(find_line(r.out, "# recommended: ") != NULL, "%s", r.out);
+    cr_expect(find_line(r.out, "*  ") != NULL, "the recommended row is marked: %s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx", "--gpus", "512", "--days", "3", NULL);
+    cr_expect_eq(r.status, 2, "--days without --tokens");
+    cr_expect(one_line_error(r.err, "sweep"), "stderr: %s", r.err);
     cli_result_free(&r);
 }

@@ -768,3 +768,41 @@ Test(sim_engine, lockstep_spread_falls_with_the_span) {
     ts_sim_result_free(&b);
     ts_program_free(&p);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fabric tiers                                                                               */
+
+/* 8-GPU domains, a 32-GPU leaf and a 2:1 spine above it. */
+static ts_problem tiered_problem(int gpus) {
+    ts_problem pb = problem("llama2-7b", gpus);
+    pb.sys.n_tiers = 2;
+    pb.sys.tiers[0] = (ts_tier){"leaf", 32, 1.0, 1e-6};
+    pb.sys.tiers[1] = (ts_tier){"spine", 0, 2.0, 2e-6};
+    return pb;
+}
+
+/* Alone, a collective across the spine takes what the closed form says, with every rank
+ * simulated; beside a leaf-only collective of the same ranks it shares their NICs (every tier's
+ * traffic leaves through the NIC), so the two end later than either alone. */
+Test(sim_engine, fabric_tiers_price_as_the_closed_form_and_share_the_nic) {
+    ts_problem pb = tiered_problem(128);
+    ts_layout l = layout(8, 4, 1);
+    l.cp = 4; /* CP spans 32 GPUs (the leaf), DP×CP 128 (the spine) */
+    ts_program p = program(l);
+    ts_op dp = coll(TS_GROUP_DPCP, TS_COLL_ALLREDUCE, 1e9, TS_STREAM_DP);
+    ts_op cp = coll(TS_GROUP_CP, TS_COLL_ALLGATHER, 1e9, TS_STREAM_TP);
+    cr_assert_eq(ts_group_link(&pb.sys, 8, 16), TS_LINK_SPINE);
+    cr_assert_eq(ts_group_link(&pb.sys, 8, 4), TS_LINK_NIC);
+    double c_dp = cost(&pb, &p, dp), c_cp = cost(&pb, &p, cp);
+    EXPECT_NEAR(c_dp, ts_coll_s(&pb.sys, TS_COLL_ALLREDUCE, 16, 1e9, TS_LINK_SPINE));
+    add(&p, 0, dp, 0);
+    ts_sim_result r = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_expect(fabs(r.step_s - c_dp) <= 1e-9 * c_dp, "alone: %.9g s, closed form %.9g s", r.step_s, c_dp);
+    ts_sim_result_free(&r);
+    add(&p, 0, cp, 0);
+    r = simulate(&pb, &p, (ts_sim_opts){.full = 1});
+    cr_expect_gt(r.step_s, fmax(c_dp, c_cp) * 1.05, "sharing the NIC: %g s vs %g and %g alone", r.step_s, c_dp, c_cp);
+    cr_expect_leq(r.step_s, (c_dp + c_cp) * (1 + 1e-9));
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+}

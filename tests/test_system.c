@@ -14,8 +14,9 @@
 #include "common/paths.h"
 #include "models/system.h"
 
-static const char *const zoo_names[] = {"a100-80g-dgx", "b200-dgx", "cpu-localhost",
-                                        "h100-sxm-dgx", "h200-dgx", "h800-dgx"};
+static const char *const zoo_names[] = {"a100-80g-dgx", "b200-dgx", "cpu-localhost", "h100-sxm-dgx",
+                                        "h200-dgx", "h800-dgx", "gb200-nvl72", "gb300-nvl72", "b300-hgx",
+                                        "h200-nvl", "mi300x", "mi325x", "mi355x", "h100-eth-2tier"};
 #define ZOO_COUNT (sizeof zoo_names / sizeof zoo_names[0])
 
 static ts_system load_ok(const char *name) {
@@ -108,6 +109,15 @@ static void assert_system_eq(const ts_system *a, const ts_system *b) {
     cr_assert_eq(a->nic_bytes_per_s, b->nic_bytes_per_s);
     cr_assert_eq(a->nic_latency_s, b->nic_latency_s);
     cr_assert_eq(a->rail_optimized, b->rail_optimized);
+    cr_assert_eq(ts_system_domain_gpus(a), ts_system_domain_gpus(b));
+    cr_assert_eq(a->peak_fp4_flops, b->peak_fp4_flops);
+    cr_assert_eq(a->n_tiers, b->n_tiers);
+    for (int k = 0; k < a->n_tiers; k++) {
+        cr_assert_str_eq(a->tiers[k].name, b->tiers[k].name);
+        cr_assert_eq(a->tiers[k].gpus, b->tiers[k].gpus);
+        cr_assert_eq(a->tiers[k].oversubscription, b->tiers[k].oversubscription);
+        cr_assert_eq(a->tiers[k].latency_s, b->tiers[k].latency_s);
+    }
     cr_assert_eq(a->gemm_eff.n, b->gemm_eff.n);
     for (int i = 0; i < a->gemm_eff.n; i++) {
         cr_assert_eq(a->gemm_eff.flops[i], b->gemm_eff.flops[i]);
@@ -170,6 +180,57 @@ Test(system, datasheet_figures) {
     cr_assert_eq(h200.peak_flops[TS_DTYPE_BF16], h100.peak_flops[TS_DTYPE_BF16]);
     cr_assert_lt(h800.link_bytes_per_s, h100.link_bytes_per_s);
     cr_assert_eq(h800.peak_flops[TS_DTYPE_BF16], h100.peak_flops[TS_DTYPE_BF16]);
+}
+
+/* The rack-scale and AMD systems: the NVLink domain apart from the host, tiers, FP4 peaks, a
+ * price and a power figure on each new system. */
+Test(system, domains_tiers_and_costs) {
+    ts_system gb200 = load_ok("gb200-nvl72"), gb300 = load_ok("gb300-nvl72"), nvl = load_ok("h200-nvl");
+    ts_system mi355 = load_ok("mi355x"), eth = load_ok("h100-eth-2tier"), h100 = load_ok("h100-sxm-dgx");
+    cr_assert_eq(gb200.gpus_per_node, 4, "a GB200 compute tray holds 4 GPUs");
+    cr_assert_eq(ts_system_domain_gpus(&gb200), 72);
+    cr_assert_eq(ts_system_domain_gpus(&h100), 8, "no domain object: the node's");
+    cr_assert_eq(ts_system_domain_gpus(&nvl), 4, "4-way NVLink bridges in an 8-card host");
+    cr_assert_eq(gb200.n_tiers, 3);
+    cr_assert_eq(gb200.tiers[2].gpus, 0, "the top tier reaches every GPU");
+    cr_assert_eq(gb200.peak_fp4_flops, 10e15);
+    cr_assert_eq(gb300.peak_fp4_flops, 15e15);
+    cr_assert_eq(gb300.nic_bytes_per_s, 2 * gb200.nic_bytes_per_s, "ConnectX-8 800G vs ConnectX-7 400G");
+    cr_assert_eq(mi355.peak_flops[TS_DTYPE_FP8], 2 * mi355.peak_flops[TS_DTYPE_BF16]);
+    cr_assert_eq(eth.tiers[1].oversubscription, 2);
+    cr_assert_eq(h100.n_tiers, 0, "h100-sxm-dgx stays a flat fabric");
+    const char *priced[] = {"gb200-nvl72", "gb300-nvl72", "b300-hgx", "h200-nvl", "mi300x", "mi325x", "mi355x",
+                            "h100-eth-2tier"};
+    for (size_t i = 0; i < sizeof priced / sizeof priced[0]; i++) {
+        ts_system s = load_ok(priced[i]);
+        cr_expect_gt(s.price_per_gpu_hour, 0, "%s has a price", priced[i]);
+        cr_expect_gt(ts_system_power_per_gpu_w(&s), 0, "%s has a power figure", priced[i]);
+    }
+    cr_assert_float_eq(ts_system_power_per_gpu_w(&gb200), 132e3 / 72, 1e-9);
+}
+
+#define TIERED_SPEC(tiers)                                                                         \
+    "{\"name\": \"t\", \"gpu\": {\"hbm_bytes\": 8e10, \"hbm_bytes_per_s\": 3e12,"                   \
+    " \"peak_flops\": {\"bf16\": 1e15}}, \"node\": {\"gpus\": 8, \"link_bytes_per_s\": 4.5e11},"      \
+    " \"fabric\": {\"nic_bytes_per_s\": 5e10, \"tiers\": " tiers "},"                               \
+    " \"efficiency\": {\"gemm\": {\"points\": [[1e9, 0.5]]}}}"
+
+Test(system, bad_tiers_and_domains) {
+    expect_bad_text(TIERED_SPEC("[{\"gpus\": 12}, {\"gpus\": 0}]"),
+                    (const char *const[]){"$.fabric.tiers[0].gpus", "a multiple of 8", NULL});
+    expect_bad_text(TIERED_SPEC("[{\"gpus\": 0}, {\"gpus\": 64}]"),
+                    (const char *const[]){"$.fabric.tiers[0].gpus", NULL});
+    expect_bad_text(TIERED_SPEC("[{\"gpus\": 64, \"oversubscription\": 0.5}]"),
+                    (const char *const[]){"$.fabric.tiers[0].oversubscription", NULL});
+    expect_bad_text(TIERED_SPEC("[{}, {}, {}, {}]"), (const char *const[]){"$.fabric.tiers", "1 to 3", NULL});
+    expect_bad_text(TIERED_SPEC("[{\"gpus\": 64, \"hops\": 2}]"),
+                    (const char *const[]){"$.fabric.tiers[0].hops", "unknown field", NULL});
+    char text[1024];
+    snprintf(text, sizeof text, "%.*s, \"domain\": {\"gpus\": 12}}", (int)strlen(minimal_spec) - 1, minimal_spec);
+    expect_bad_text(text, (const char *const[]){"$.domain.gpus", "a multiple or a divisor of node.gpus 8", NULL});
+    snprintf(text, sizeof text, "%.*s, \"cost\": {\"rack_power_w\": 1e4}}", (int)strlen(minimal_spec) - 1,
+             minimal_spec);
+    expect_bad_text(text, (const char *const[]){"$.cost.rack_gpus", NULL});
 }
 
 Test(system, minimal_spec_takes_defaults) {

@@ -1,0 +1,59 @@
+/* A software stack: what a training framework can run (schedules, ZeRO / FSDP flavours,
+ * recompute policies, which parallel dimensions) and how it runs it (which communication it
+ * overlaps, fused attention, the gradient-reduction dtype, exposed per-step costs).
+ *
+ * Loaded from models/stacks/NAME.json (format in stack.c); every figure may be written as
+ * {"value": x, "source": "..."} and the file lists its sources. The planner ranks only layouts the
+ * stack runs and prices them with its overlaps (planner/stack_rules.h); exports refuse layouts
+ * their target stack cannot express. models/ knows no schedule or recompute enum: the caller
+ * passes the name tables, and the masks hold one bit per entry of those tables.
+ *
+ * A ts_stack is a plain value (no heap memory, no _free). */
+#ifndef TS_STACK_H
+#define TS_STACK_H
+
+#include <cjson/cJSON.h>
+
+#include "common/status.h"
+
+/* An overlap fraction the stack leaves to the system file (the system's measured value). */
+#define TS_STACK_SYSTEM (-1.0)
+
+typedef struct {
+    char name[64];
+    char file[256];        /* where it was read from ("" for the built-in default) */
+    char description[256];
+    unsigned schedules;    /* bit i: schedule_names[i] runs; 0: any */
+    unsigned recompute;    /* bit i: recompute_names[i] is offered; 0: any */
+    unsigned zero;         /* bit z: ZeRO stage z (distributed optimizer / FSDP flavour) */
+    int pp_max_zero;       /* with pipeline parallelism, ZeRO stages above this do not run
+                              (DeepSpeed's pipeline engine: ZeRO-1 at most); 3: no limit */
+    int tp, pp, cp, ep, sp; /* the dimension exists in the stack (1) or not (0) */
+    int flash_attention;   /* fused (flash) attention; 0: unfused softmax, s×s scores */
+    double tp_comm_overlap; /* fraction of TP communication hidden; TS_STACK_SYSTEM: the system's */
+    double dp_comm_overlap; /* fraction of the DP overlap window used (gradient reduce-scatter under
+                               backward, parameter all-gather under forward); 0: reduced after
+                               the backward, exposed */
+    double pp_comm_overlap; /* pipeline sends asynchronous behind other chunks' compute (1) or
+                               blocking (0) */
+    int pp_scatter_gather;  /* pipeline sends split over the TP ranks (SC'21 §4.1); 0: every TP
+                               rank sends the whole activation */
+    double grad_reduce_bytes; /* bytes per gradient element on the wire (fp32: 4, bf16: 2);
+                                 0: the training's gradient bytes */
+    double step_overhead_s;   /* exposed per-step costs outside the step program (data loading,
+                                 logging, synchronisation) that the stack's sources document */
+} ts_stack;
+
+/* The unrestricted stack: every schedule, policy and dimension, the system's overlaps, no
+ * overhead. Library callers that never name a stack get it; the CLI's default is megatron-core. */
+void ts_stack_defaults(ts_stack *s);
+
+/* Zoo name ("megatron-core", looked up in models/stacks/) or path; the name tables (NULL-
+ * terminated) give the meaning of the schedule and recompute masks. TS_ERR_INPUT with one line
+ * naming the file and the field on bad input. */
+ts_status ts_stack_load(const char *name_or_path, const char *const *schedule_names,
+                        const char *const *recompute_names, ts_stack *out);
+ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *const *schedule_names,
+                             const char *const *recompute_names, ts_stack *out);
+
+#endif

@@ -1,0 +1,59 @@
+/* Uncertainty bands from the planner's residuals on published runs (see bands.h). */
+#include "planner/bands.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/published.h"
+
+const char *const ts_family_names[] = {"dense", "fp8", "moe", "cp", "scale", NULL};
+
+static void add(ts_band_stat *s, double e) {
+    if (s->n == 0 || e < s->err_min) s->err_min = e;
+    if (s->n == 0 || e > s->err_max) s->err_max = e;
+    s->n++;
+}
+
+static void widen(ts_band_stat *into, const ts_band_stat *s) {
+    if (s->n == 0) return;
+    if (into->n == 0 || s->err_min < into->err_min) into->err_min = s->err_min;
+    if (into->n == 0 || s->err_max > into->err_max) into->err_max = s->err_max;
+    into->n += s->n;
+}
+
+ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
+    memset(out, 0, sizeof *out);
+    ts_pub_case *c;
+    int n;
+    TS_CHECK_CTX(ts_published_run(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
+    for (int i = 0; i < n; i++) {
+        if (c[i].unfit) continue;
+        add(&out->all, c[i].step_error);
+        if (strcmp(c[i].stack, stack) != 0) continue;
+        add(&out->stack_all, c[i].step_error);
+        add(&out->fam[c[i].kind == TS_PUB_NVIDIA_STEP_FP8 ? TS_FAM_FP8 : TS_FAM_DENSE], c[i].step_error);
+        if (c[i].gpus >= TS_BAND_SCALE_GPUS) add(&out->fam[TS_FAM_SCALE], c[i].step_error);
+    }
+    free(c);
+    return TS_OK;
+}
+
+void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out) {
+    memset(out, 0, sizeof *out);
+    out->families = 1u << (pb->train.dtype == TS_DTYPE_FP8 ? TS_FAM_FP8 : TS_FAM_DENSE);
+    if (pb->model.moe.experts > 0) out->families |= 1u << TS_FAM_MOE;
+    if (l->cp > 1) out->families |= 1u << TS_FAM_CP;
+    if (pb->gpus >= TS_BAND_SCALE_GPUS) out->families |= 1u << TS_FAM_SCALE;
+    ts_band_stat s = {0};
+    for (int f = 0; f < TS_FAM_COUNT; f++) {
+        if (!(out->families & (1u << f))) continue;
+        if (b->fam[f].n == 0) out->unmeasured |= 1u << f;
+        else widen(&s, &b->fam[f]);
+    }
+    if (out->unmeasured) widen(&s, b->stack_all.n ? &b->stack_all : &b->all);
+    /* measured = predicted / (1 + e); no runs at all: the prediction alone */
+    out->lo_s = s.n ? step_s / (1.0 + s.err_max) : step_s;
+    out->hi_s = s.n ? step_s / (1.0 + s.err_min) : step_s;
+}
+
+int ts_bands_overlap(const ts_band *a, const ts_band *b) { return a->lo_s <= b->hi_s && b->lo_s <= a->hi_s; }

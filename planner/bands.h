@@ -1,0 +1,49 @@
+/* Uncertainty bands: how far the planner's step times have been from measured ones, by feature
+ * family, so that every prediction carries the range a measurement is likely to fall in.
+ *
+ * The residuals are the planner's own, computed when asked: every published run in
+ * validation/published/ (planner/published.h) predicted by the current code under the stack it
+ * ran on, its step-time error e = (predicted - measured) / measured. A family's band is the
+ * range [min e, max e] of its runs on the problem's stack; a prediction p then reads as a
+ * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
+ * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
+ * bands; a family without a published run on the stack takes the widest band of the stack's
+ * runs (of all stacks' runs when the stack has none) and is named unmeasured. */
+#ifndef TS_BANDS_H
+#define TS_BANDS_H
+
+#include "planner/problem.h"
+
+typedef enum { TS_FAM_DENSE, TS_FAM_FP8, TS_FAM_MOE, TS_FAM_CP, TS_FAM_SCALE, TS_FAM_COUNT } ts_family;
+extern const char *const ts_family_names[]; /* "dense", "fp8", "moe", "cp", "scale" */
+
+#define TS_BAND_SCALE_GPUS 1024 /* the scale family: runs on this many GPUs or more */
+
+typedef struct {
+    int n;              /* published runs */
+    double err_min, err_max; /* their step-time errors' range */
+} ts_band_stat;
+
+typedef struct {
+    ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack, by family */
+    ts_band_stat stack_all;         /* every run on this stack */
+    ts_band_stat all;               /* every run on any stack */
+} ts_bands;
+
+/* Predicts the published runs of `dir` (validation/published) and gathers the residuals of runs
+ * on stack `stack` (a profile name). */
+ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
+
+/* One prediction's band. */
+typedef struct {
+    double lo_s, hi_s;   /* measured step likely within */
+    unsigned families;   /* bit per ts_family the layout belongs to */
+    unsigned unmeasured; /* of those, families without a published run on the stack */
+} ts_band;
+
+void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out);
+
+/* Two bands overlap: neither layout is faster for sure. */
+int ts_bands_overlap(const ts_band *a, const ts_band *b);
+
+#endif

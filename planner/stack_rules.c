@@ -1,0 +1,61 @@
+/* The planner's reading of a software stack (see stack_rules.h).
+ *
+ * Headroom. PyTorch's caching allocator splits cached blocks and cannot merge non-adjacent free
+ * ones, so reserved memory exceeds allocated memory. GMLake (Guo et al., ASPLOS'24,
+ * arXiv:2401.08156) measured this fragmentation on eight LLMs on A100-80GB under recompute, ZeRO
+ * and offloading: 15% on average, up to 33%. The system files already keep headroom_frac (5% of
+ * HBM) for it; the default here keeps 10% of the remaining usable bytes, so that together about
+ * 15% of what the model may touch stays free, GMLake's average. Expandable segments
+ * (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, PyTorch >= 2.1) remove most of it, and
+ * --mem-headroom 0 says so. A layout within TS_MEM_TIGHT_FRAC (5%) of the line is called tight:
+ * the spread between GMLake's average and worst case is larger than that. */
+#include "planner/stack_rules.h"
+
+#include <stdio.h>
+
+const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pinned, char *buf, size_t cap) {
+#define FREE(pin) (!(pinned & (1u << (pin))))
+    const char *why = NULL;
+    if (FREE(TS_PIN_SCHED) && st->schedules && l->pp > 1 && !(st->schedules & (1u << l->schedule)))
+        why = "schedule";
+    else if (FREE(TS_PIN_RECOMPUTE) && st->recompute && !(st->recompute & (1u << l->recompute)))
+        why = "recompute";
+    else if (FREE(TS_PIN_ZERO) && !(st->zero & (1u << l->zero)))
+        why = "zero";
+    else if (FREE(TS_PIN_ZERO) && l->pp > 1 && l->zero > st->pp_max_zero)
+        why = "zero with pp";
+    else if ((FREE(TS_PIN_TP) && !st->tp && l->tp > 1) || (FREE(TS_PIN_PP) && !st->pp && l->pp > 1) ||
+             (FREE(TS_PIN_CP) && !st->cp && l->cp > 1) || (FREE(TS_PIN_EP) && !st->ep && l->ep > 1) ||
+             (FREE(TS_PIN_SP) && !st->sp && l->sp))
+        why = "dimension";
+#undef FREE
+    if (!why || !buf) return why;
+    char text[256];
+    ts_layout_format(l, text, sizeof text);
+    snprintf(buf, cap, "the %s stack cannot run %s (%s)", st->name, text, why);
+    return buf;
+}
+
+ts_status ts_stack_apply(ts_problem *pb) {
+    const ts_stack *st = &pb->train.stack;
+    ts_system *s = &pb->sys;
+    if (st->tp_comm_overlap >= 0) s->tp_comm_overlap = st->tp_comm_overlap;
+    if (st->dp_comm_overlap >= 0) s->dp_comm_overlap = st->dp_comm_overlap;
+    if (st->pp_comm_overlap >= 0) s->pp_comm_overlap = st->pp_comm_overlap;
+    if (!st->flash_attention) pb->train.flash_attention = 0;
+    double usable = ts_system_usable_bytes(s);
+    const ts_train *t = &pb->train;
+    if (t->mem_headroom_frac < 0 || t->mem_headroom_frac >= 1 || t->mem_headroom_bytes < 0)
+        return TS_FAIL(TS_ERR_INPUT, "--mem-headroom: expected bytes >= 0 or a fraction in [0, 1), got %g",
+                       t->mem_headroom_bytes > 0 ? t->mem_headroom_bytes : t->mem_headroom_frac);
+    pb->headroom_bytes = t->mem_headroom_bytes > 0 ? t->mem_headroom_bytes : t->mem_headroom_frac * usable;
+    if (pb->headroom_bytes >= usable)
+        return TS_FAIL(TS_ERR_INPUT, "--mem-headroom: %.1f GB leaves nothing of the %.1f GB usable on %s",
+                       pb->headroom_bytes / 1e9, usable / 1e9, s->name);
+    pb->usable_bytes = usable - pb->headroom_bytes;
+    return TS_OK;
+}
+
+int ts_mem_tight(const ts_problem *pb, double mem_bytes) {
+    return mem_bytes > (1.0 - TS_MEM_TIGHT_FRAC) * pb->usable_bytes;
+}

@@ -1,0 +1,30 @@
+/* What a software stack (models/stack.h) means to the planner: which layouts it runs, and how the
+ * problem is priced under it (its overlaps, attention kernels, gradient-reduction dtype and
+ * exposed per-step costs replace the system's defaults), and the memory line its picks stay under. */
+#ifndef TS_STACK_RULES_H
+#define TS_STACK_RULES_H
+
+#include <stddef.h>
+
+#include "program/problem.h"
+
+/* Default memory headroom, a fraction of the usable bytes (stack_rules.c says where it comes from),
+ * and the band under the line within which a layout is called tight. */
+#define TS_MEM_HEADROOM_DEFAULT_FRAC 0.10
+#define TS_MEM_TIGHT_FRAC 0.05
+
+/* Applies pb->train.stack to the problem: overlap fractions it states replace the system's,
+ * an unfused-attention stack turns flash attention off; then the headroom: usable_bytes becomes
+ * the system's usable bytes less train.mem_headroom (bytes, else the fraction). TS_ERR_INPUT when
+ * the headroom leaves no memory. */
+ts_status ts_stack_apply(ts_problem *pb);
+
+/* Why the stack cannot run `l`, or NULL when it can. Fields pinned in `pinned` (bit per ts_pin)
+ * are not checked: a pin is the user's choice (the CLI warns instead). `buf` NULL: the refused
+ * field's name alone, nothing formatted (the search's inner loop). */
+const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pinned, char *buf, size_t cap);
+
+/* The layout's memory is within TS_MEM_TIGHT_FRAC of the line (usable_bytes). */
+int ts_mem_tight(const ts_problem *pb, double mem_bytes);
+
+#endif

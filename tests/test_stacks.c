@@ -1,0 +1,214 @@
+/* Software-stack profiles (models/stack.h, planner/stack_rules.h), memory headroom, uncertainty
+ * bands and ties (planner/bands.h, planner/robust.h) and `plan --against` (reports/ranking.h). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/paths.h"
+#include "planner/bands.h"
+#include "planner/published.h"
+#include "planner/robust.h"
+#include "planner/search.h"
+#include "planner/stack_rules.h"
+#include "program/schedule.h"
+#include "tests/helpers.h"
+
+static const char *const stacks[] = {"megatron-core", "megatron-lm-2021", "megatron-deepspeed", "deepspeed",
+                                     "torchtitan"};
+#define N_STACKS (sizeof stacks / sizeof stacks[0])
+
+static ts_stack load_stack(const char *name) {
+    ts_stack st;
+    cr_assert_eq(ts_stack_load(name, ts_schedule_names, ts_recompute_names, &st), TS_OK, "%s: %s", name,
+                 ts_error_message());
+    return st;
+}
+
+/* The problem `test_problem` builds, on `stack`. */
+static ts_problem on_stack(const char *model, const char *sys, int gpus, int64_t batch, int64_t seq, const char *stack) {
+    ts_problem base = test_problem(model, sys, gpus, batch, seq, 1);
+    ts_train t = base.train;
+    t.stack = load_stack(stack);
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+Test(stacks, zoo_profiles_state_what_they_run) {
+    for (size_t i = 0; i < N_STACKS; i++) {
+        ts_stack st = load_stack(stacks[i]);
+        cr_expect_str_eq(st.name, stacks[i]);
+        cr_expect(st.schedules & (1u << TS_SCHED_1F1B), "%s runs 1F1B", st.name);
+    }
+    ts_stack mc = load_stack("megatron-core");
+    cr_expect(!(mc.schedules & (1u << TS_SCHED_ZB_H1)), "upstream Megatron-Core has no ZB-H1");
+    cr_expect(!(mc.schedules & (1u << TS_SCHED_GPIPE)));
+    ts_stack m21 = load_stack("megatron-lm-2021");
+    cr_expect(!m21.flash_attention && !m21.cp && !m21.sp && m21.zero == 1u, "2021: unfused, no CP/SP/ZeRO");
+    ts_stack md = load_stack("megatron-deepspeed");
+    cr_expect_eq(md.grad_reduce_bytes, 4, "BF16Optimizer reduces in fp32");
+    cr_expect(!md.pp_scatter_gather && md.pp_max_zero == 1);
+    ts_stack ds = load_stack("deepspeed");
+    cr_expect(!ds.tp, "classic DeepSpeed has no TP");
+}
+
+/* No layout the search keeps is one its stack cannot run, on every stack. */
+Test(stacks, the_search_ranks_only_what_the_stack_runs) {
+    for (size_t i = 0; i < N_STACKS; i++) {
+        ts_problem pb = on_stack("llama2-13b", "h100-sxm-dgx", 32, 256, 4096, stacks[i]);
+        ts_search_opts o;
+        ts_search_opts_defaults(&o);
+        o.top_k = 200;
+        ts_search_result r;
+        cr_assert_eq(ts_search(&pb, &o, &r), TS_OK, "%s: %s", stacks[i], ts_error_message());
+        cr_assert_gt(r.n_best, 0);
+        for (int k = 0; k < r.n_best; k++) {
+            char why[512];
+            cr_expect_null(ts_stack_refusal(&pb.train.stack, &r.best[k].layout, 0, why, sizeof why), "%s", why);
+        }
+        ts_search_result_free(&r);
+    }
+}
+
+/* One layout priced on two stacks: Megatron-DeepSpeed exposes the DP reduction (in fp32) and sends
+ * every TP rank's whole activation, so the same layout is slower there, in those terms. */
+Test(stacks, pricing_follows_the_stack) {
+    ts_layout l;
+    cr_assert_eq(ts_layout_parse("test", "dp=4,tp=4,pp=4,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full", &l),
+                 TS_OK);
+    ts_problem mc = on_stack("llama2-70b", "h100-sxm-dgx", 64, 256, 4096, "megatron-core");
+    ts_problem md = on_stack("llama2-70b", "h100-sxm-dgx", 64, 256, 4096, "megatron-deepspeed");
+    ts_eval a, b;
+    cr_assert_eq(ts_evaluate(&mc, &l, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&md, &l, &b), TS_OK, "%s", ts_error_message());
+    cr_expect_gt(b.time.dp_comm, a.time.dp_comm, "no DP overlap, fp32 reduction");
+    cr_expect(fabs(b.time.pp_comm / a.time.pp_comm - 4.0) < 0.5, "no scatter/gather: ×tp pipeline bytes, %g vs %g",
+              b.time.pp_comm, a.time.pp_comm);
+    cr_expect_gt(b.time.compute, a.time.compute, "unfused attention");
+    cr_expect_gt(b.step_s, a.step_s);
+    cr_expect_eq(md.train.flash_attention, 0);
+}
+
+Test(stacks, headroom_is_the_line_no_pick_crosses) {
+    ts_problem base = test_problem("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, 1);
+    double usable = ts_system_usable_bytes(&base.sys);
+    cr_expect_eq(base.usable_bytes, usable, "the library's default keeps no headroom");
+    ts_train t = base.train;
+    t.mem_headroom_frac = 0.10;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, 64), TS_OK);
+    cr_expect(fabs(pb.usable_bytes - 0.9 * usable) < 1, "10%% of the usable bytes");
+    t.mem_headroom_bytes = 8e9;
+    cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, 64), TS_OK);
+    cr_expect(fabs(pb.usable_bytes - (usable - 8e9)) < 1, "bytes win over the fraction");
+    cr_expect(ts_mem_tight(&pb, 0.96 * pb.usable_bytes) && !ts_mem_tight(&pb, 0.94 * pb.usable_bytes));
+    /* The CLI: every layout under the line; tight marks what is within 5% of it. */
+    cli_result r = run_cli("plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "20",
+                           "--mem-headroom", "0.05", "--json", NULL);
+    cJSON *plan = parse_json_output(&r, "plan --json");
+    double line = json_num(plan, "usable_bytes", "$");
+    cr_expect(fabs(json_num(plan, "headroom_bytes", "$") - 0.05 * usable) < 1e3);
+    const cJSON *l;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(plan, "layouts")) {
+        double mem = json_num(json_obj(l, "memory_bytes", "layout"), "total", "memory_bytes");
+        cr_expect_leq(mem, line, "a pick above the line");
+        cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(l, "tight")), mem > 0.95 * line);
+    }
+    cJSON_Delete(plan);
+    cli_result_free(&r);
+}
+
+/* The bands are the published cases' step errors, by family, on the stack they ran on. */
+Test(stacks, bands_are_the_residuals_on_published_runs) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", data_root());
+    ts_bands b;
+    cr_assert_eq(ts_bands_compute(dir, "megatron-core", &b), TS_OK, "%s", ts_error_message());
+    ts_pub_case *c;
+    int n;
+    cr_assert_eq(ts_published_run(dir, &c, &n), TS_OK);
+    double lo = INFINITY, hi = -INFINITY;
+    int dense = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(c[i].stack, "megatron-core") || c[i].kind == TS_PUB_NVIDIA_STEP_FP8) continue;
+        dense++;
+        lo = fmin(lo, c[i].step_error), hi = fmax(hi, c[i].step_error);
+    }
+    free(c);
+    cr_expect_eq(b.fam[TS_FAM_DENSE].n, dense);
+    cr_expect_eq(b.fam[TS_FAM_DENSE].err_min, lo);
+    cr_expect_eq(b.fam[TS_FAM_DENSE].err_max, hi);
+    cr_expect_eq(b.fam[TS_FAM_MOE].n, 0, "no published MoE run yet");
+    ts_problem pb = on_stack("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, "megatron-core");
+    ts_layout l = {.dp = 2, .tp = 8, .pp = 4, .cp = 1, .ep = 1, .mbs = 1, .vpp = 5, .schedule = TS_SCHED_INTERLEAVED};
+    ts_band one;
+    ts_band_of(&b, &pb, &l, 10.0, &one);
+    cr_expect(fabs(one.lo_s - 10.0 / (1 + hi)) < 1e-12 && fabs(one.hi_s - 10.0 / (1 + lo)) < 1e-12);
+    cr_expect_eq(one.unmeasured, 0u);
+    l.cp = 2, l.dp = 1;
+    ts_band_of(&b, &pb, &l, 10.0, &one);
+    cr_expect(one.unmeasured & (1u << TS_FAM_CP), "CP has no published run: unmeasured, the stack's widest band");
+    cr_expect_geq(one.hi_s - one.lo_s, 10.0 / (1 + lo) - 10.0 / (1 + hi));
+}
+
+/* The tie: the first `tied` layouts overlap the fastest's band and are listed most robust first;
+ * --against explains the pick term by term and the terms add up to the step difference. */
+Test(stacks, ties_go_to_robustness_and_against_adds_up) {
+    cli_result r = run_cli("plan", "--model", "llama2-70b", "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "10",
+                           "--against", "tp=8,pp=4,vpp=5", "--json", NULL);
+    cJSON *plan = parse_json_output(&r, "plan --json");
+    const cJSON *layouts = cJSON_GetObjectItem(plan, "layouts");
+    const cJSON *first = cJSON_GetArrayItem(layouts, 0);
+    cr_expect_gt(json_num(plan, "tied", "$"), 1, "the 70B's best layouts are within each other's bands");
+    cr_expect_str_eq(json_str(first, "exotic", "$.layouts[0]"), "", "the tie goes to a layout with nothing exotic");
+    cr_expect(strstr(json_str(plan, "tie", "$"), "overlap the fastest's band") != NULL);
+    int prev_exotic = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, layouts) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(l, "tie"))) break;
+        int exotic = json_str(l, "exotic", "layout")[0] != '\0' || cJSON_IsTrue(cJSON_GetObjectItem(l, "tight"));
+        cr_expect_geq(exotic, prev_exotic, "robust layouts first");
+        prev_exotic = exotic;
+    }
+    const cJSON *against = json_obj(plan, "against", "$");
+    const cJSON *al = json_obj(against, "layout", "$.against");
+    cr_expect(strstr(json_str(al, "layout", "$.against.layout"), "tp=8,pp=4,") != NULL);
+    const char *text = json_str(against, "text", "$.against");
+    cr_expect(strstr(text, "TP comm ") && strstr(text, "memory "), "%s", text);
+    const cJSON *ta = json_obj(first, "time_s", "best"), *tb = json_obj(al, "time_s", "against");
+    double sum = 0;
+    const cJSON *term;
+    cJSON_ArrayForEach(term, ta) sum += term->valuedouble - json_num(tb, term->string, "against time_s");
+    cr_expect(fabs(sum - (json_num(first, "step_s", "best") - json_num(al, "step_s", "against"))) < 1e-9,
+              "the terms add up to the step difference");
+    cJSON_Delete(plan);
+    cli_result_free(&r);
+}
+
+/* A plan remembers its stack: sim --plan prices the layout as the plan did. */
+Test(stacks, plans_carry_their_stack) {
+    char *dir = make_temp_dir();
+    char plan[4200];
+    snprintf(plan, sizeof plan, "%s/p.json", dir);
+    cli_result r = run_cli("plan", "--model", "llama2-13b", "--system", "a100-80g-dgx", "--gpus", "32",
+                           "--global-batch", "256", "--seq", "2048", "--stack", "megatron-deepspeed", "--top", "1",
+                           "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    char *text = read_file(plan);
+    cJSON *p = cJSON_Parse(text);
+    const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
+    cr_expect_str_eq(json_str(json_obj(p, "request", "$"), "stack", "$.request"), "megatron-deepspeed");
+    cr_expect(strstr(json_str(best, "layout", "best"), "sched=1f1b") && strstr(json_str(best, "layout", "best"), "sp=0"));
+    r = run_cli("sim", "--plan", plan, "--json", NULL);
+    cJSON *sim = parse_json_output(&r, "sim --plan --json");
+    cr_expect(fabs(json_num(sim, "closed_form_step_s", "$") - json_num(best, "step_s", "best")) < 1e-9,
+              "the plan's step, re-priced on its stack");
+    cJSON_Delete(sim);
+    cli_result_free(&r);
+    cJSON_Delete(p);
+    free(text);
+    remove_dir(dir);
+}
