@@ -22,9 +22,11 @@ typedef struct {
 } ts_jreader;
 
 /* Parses `path` into a cJSON tree that the caller frees with cJSON_Delete. A syntax error names
- * the file, line and column. Files over 64 MiB are refused. */
+ * the file, line and column. The file is read as a stream (pipes, FIFOs, /dev/stdin), and more
+ * than 64 MiB is refused. */
 ts_status ts_json_load_file(const char *path, cJSON **out);
-/* Same for text already in memory; `name` is used in messages. */
+/* Same for text already in memory; `name` is used in messages. A key written twice in one
+ * object is refused, naming the key and its JSON path. */
 ts_status ts_json_parse(const char *name, const char *text, cJSON **out);
 
 void ts_jreader_root(ts_jreader *r, const char *file);
