@@ -22,6 +22,7 @@ static void help(void) {
            "  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
+           CLI_MAX_OPS_HELP
            "      --against PINS     the pick beside the best layout under PINS (e.g. tp=8,pp=4,vpp=5),\n"
            "                         term by term: compute, TP/CP/EP/PP comm, bubble, DP, memory, band\n"
            "      --json             print the plan as JSON instead of a table\n"
@@ -65,13 +66,14 @@ int cmd_plan(int argc, char **argv) {
     cli_problem_args pa;
     cli_problem_args_init(&pa);
     budget bud = {0};
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_GPUS_MAX, OPT_BATCH_TOL, OPT_AGAINST };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_GPUS_MAX, OPT_BATCH_TOL, OPT_AGAINST, OPT_MAX_OPS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"gpus-max", required_argument, 0, OPT_GPUS_MAX}, {"batch-tolerance", required_argument, 0, OPT_BATCH_TOL},
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
         {"against", required_argument, 0, OPT_AGAINST},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -86,11 +88,13 @@ int cmd_plan(int argc, char **argv) {
         case OPT_GPUS_MAX: bud.opts.gpus_max = (int)cli_int(cmd, "--gpus-max", optarg, 1, 1 << 24); break;
         case OPT_BATCH_TOL: bud.opts.batch_tolerance = cli_fraction(cmd, "--batch-tolerance", optarg, 0, 0.5); break;
         case OPT_AGAINST: ro.against = optarg; break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    cli_output_check(cmd, output);
     if (top_k) pa.search.top_k = top_k;
     if (ro.refine && pa.search.objective == TS_OBJ_MEMORY)
         cli_usage_error(cmd, "--refine re-ranks by simulated step time; it needs --objective time or cost");

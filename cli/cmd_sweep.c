@@ -160,6 +160,7 @@ int cmd_sweep(int argc, char **argv) {
     if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
+    cli_output_check(cmd, output);
 
     int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0, n_batches = 0, n_seqs = 0;
     int64_t batches[TS_SWEEP_MAX_SIZES], seqs[TS_SWEEP_MAX_SIZES];

@@ -20,7 +20,6 @@
  *    "pp_scatter_gather": true,                pipeline sends split over the TP ranks and
  *                                              gathered after (false: each TP rank sends all)
  *    "grad_reduce_dtype": "grad",              fp32 | bf16 | fp16 | grad (the gradients' own)
- *    "step_overhead_s": 0,                     exposed per-step seconds, [0, 1000]
  *    "notes": {...}}                           free-form: what the profile states but Tessera
  *                                              does not price (dropout, CP/EP overlap, kernels) */
 #include "models/stack.h"
@@ -35,7 +34,7 @@
 
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention",
-                                        "overlap", "pp_scatter_gather", "grad_reduce_dtype", "step_overhead_s",
+                                        "overlap", "pp_scatter_gather", "grad_reduce_dtype",
                                         "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
 static const char *const overlap_keys[] = {"tp_comm", "dp_comm", "pp_sends", "source", NULL};
@@ -203,7 +202,6 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     int reduce;
     TS_CHECK(ts_jr_enum(&r, root, "grad_reduce_dtype", 0, reduce_names, 0, &reduce));
     s.grad_reduce_bytes = reduce_bytes[reduce];
-    TS_CHECK(ts_jr_num(&r, root, "step_overhead_s", 0, 0, 1000, 0, &s.step_overhead_s));
     snprintf(s.file, sizeof s.file, "%s", file);
     *out = s;
     return TS_OK;
