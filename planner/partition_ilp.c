@@ -465,21 +465,25 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
         }
 }
 
-/* Interleaving with several runs: every chunk holds floor(L/V) or ceil(L/V) layers, as the uniform
- * split spreads them (ts_part_spread). The objective sees only stage totals, so without these rows
- * GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4, vpp=4 came back 1+1+1+13 per stage);
- * the interleaved schedule then waits on the long chunks while planner/stages.c charges the bubble
- * of equal chunks, (p-1)/v of a stage (Narayanan et al. SC'21 §2.2.2): `tessera sim` ran 45%
- * slower than the closed form on that split; chunks even within each stage only (4+4+5+4|4+3+4+4)
- * still left +12% with EP over InfiniBand, all chunks within one layer 1-2% (docs/moe.md). */
+/* Interleaving with several runs: a stage's chunks differ by at most one layer, |N[g(s,c)] -
+ * N[g(s,c')]| <= 1, as the one-run split spreads them (ts_part_spread). The objective sees only
+ * stage totals, so without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4,
+ * vpp=4 came back 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk
+ * while planner/stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et
+ * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 1% with
+ * even chunks (docs/moe.md). */
 static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
-    int V = p->pp * p->vpp, lo = p->layers / V, hi = (p->layers + V - 1) / V;
-    if (p->vpp <= 1) return;
-    for (int g = 0; g < V; g++) {
-        double k0 = 0;
-        for (int t = 0; t < p->n_kinds; t++) k0 += add_count(b, c, V, t, g, 1);
-        flush_row(b, lo - k0, hi - k0);
-    }
+    int pp = p->pp, V = pp * p->vpp;
+    for (int s = 0; s < pp; s++)
+        for (int c1 = 0; c1 < p->vpp; c1++)
+            for (int c2 = c1 + 1; c2 < p->vpp; c2++) {
+                double k0 = 0;
+                for (int t = 0; t < p->n_kinds; t++) {
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
+                }
+                flush_row(b, -1 - k0, 1 - k0);
+            }
 }
 
 /* Stage s under policy k: layers only under the chosen policy, a kind's peak once it is present,
