@@ -470,8 +470,8 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
  * stage totals, so without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4,
  * vpp=4 came back 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk
  * while planner/stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et
- * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 1% with
- * even chunks (docs/moe.md). */
+ * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 2% on
+ * the split these rows give (docs/moe.md). The brute force keeps the same rule (ts_part_chunks_even). */
 static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
     int pp = p->pp, V = pp * p->vpp;
     for (int s = 0; s < pp; s++)
