@@ -12,6 +12,7 @@
 
 static void help(void) {
     printf("usage: tessera report --plan plan.json [options]\n"
+           "       tessera report --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "A capacity-planning report of a plan: the question and its answer, time, GPU-hours, cost\n"
            "and energy to train, the top layouts, memory per GPU and step-time split per layout, the\n"
@@ -20,7 +21,9 @@ static void help(void) {
            "no network needed.\n"
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
-           "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
+           "  or the layout flags of tessera plan: the report of the plan it makes under them\n");
+    cli_layout_help();
+    printf("      --run FILE         what tessera run --json printed, shown beside the simulation\n"
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
            "      --tokens T         tokens to train on: 2T, 300B, 1.5e12 (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
@@ -33,7 +36,7 @@ static void help(void) {
            "                         -o DIR/ (or an existing directory) DIR/layouts.csv, ...\n"
            "  -h, --help             this help\n"
            "\n"
-           "Exit status: 0 ok, 1 a file could not be written, 2 bad input.\n",
+           "Exit status: 0 ok, 1 a file could not be written, 2 bad input, 3 nothing fits.\n",
            TS_REPORT_DEFAULT_PRICE);
 }
 
@@ -68,13 +71,29 @@ static ts_status write_text(const ts_report *r, format fmt, const char *path) {
     return ts_atomic_commit(&af);
 }
 
+/* The plan `tessera plan` makes under the layout flags (as many layouts as it shows), in a
+ * private temporary file removed at exit: what ts_report_build reads. */
+static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    cli_plan p;
+    cli_problem_plan(cmd, pa, &ro, &p);
+    const char *path = NULL;
+    cli_plan_temp_file(cmd, &p, pa, &path);
+    cli_plan_free(&p);
+    return path;
+}
+
 int cmd_report(int argc, char **argv) {
     const char *cmd = "report", *plan = NULL, *output = NULL;
     int fmt = -1;
     ts_report_opts opts;
     ts_report_opts_defaults(&opts);
-    enum { OPT_RUN = 256, OPT_TRACE, OPT_TOKENS, OPT_PRICE, OPT_MAX_OPS };
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
+    enum { OPT_RUN = CLI_OPT_OWN, OPT_TRACE, OPT_TOKENS, OPT_PRICE, OPT_MAX_OPS };
     static const struct option longs[] = {
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},        {"run", required_argument, 0, OPT_RUN},
         {"run-trace", required_argument, 0, OPT_TRACE}, {"tokens", required_argument, 0, OPT_TOKENS},
         {"price", required_argument, 0, OPT_PRICE},
@@ -84,7 +103,8 @@ int cmd_report(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":p:F:o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:F:o:h", longs, NULL)) != -1) {
+        if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         switch (c) {
         case 'p': plan = optarg; break;
         case OPT_RUN: opts.run_json = optarg; break;
@@ -105,15 +125,22 @@ int cmd_report(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (plan && pa.given)
+        cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
+    if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
     if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
     if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
                              "or -o DIR/ (DIR/layouts.csv, ...)");
     if (fmt != FMT_CSV) cli_output_check(cmd, output);
 
+    if (!plan) plan = plan_of_flags(cmd, &pa);
+
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);
+    if (pa.given) /* the report names the flags, not the temporary file that held their plan */
+        snprintf(r.plan_file, sizeof r.plan_file, "the plan of --model %s --system %s --gpus %d", pa.model,
+                 pa.system, r.pb.gpus);
     const char *path = output ? output : "-";
     if (st == TS_OK && fmt == FMT_CSV) {
         ts_report_csv_files written;
