@@ -134,6 +134,8 @@ void cli_plan_free(cli_plan *p);
  * file is removed at exit (atexit) and on SIGINT / SIGTERM; one per process. Exits 1 when it
  * cannot be written. */
 void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_args *a, const char **path);
+/* Removes that file now, once read (before output that a closed pipe's SIGPIPE may cut short). */
+void cli_plan_temp_remove(void);
 /* The layout `tessera plan --top 1` picks under the problem flags, pins and --partition
  * (cli_problem_load, then reports/ranking.h: uneven stages, a tie broken toward robustness), its
  * closed-form step time and, when uneven, its split (*has_split: split is the caller's to free).

@@ -23,7 +23,8 @@ static void help(void) {
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "  or the layout flags of tessera plan: the report of the plan it makes under them\n");
     cli_layout_help();
-    printf("      --run FILE         what tessera run --json printed, shown beside the simulation\n"
+    printf("  -k, --top K            with the layout flags: layouts in the plan (default 10, as plan's)\n"
+           "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
            "      --tokens T         tokens to train on: 2T, 300B, 1.5e12 (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
@@ -86,7 +87,7 @@ static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
 
 int cmd_report(int argc, char **argv) {
     const char *cmd = "report", *plan = NULL, *output = NULL;
-    int fmt = -1;
+    int fmt = -1, top_given = 0;
     ts_report_opts opts;
     ts_report_opts_defaults(&opts);
     cli_problem_args pa;
@@ -97,16 +98,18 @@ int cmd_report(int argc, char **argv) {
         {"plan", required_argument, 0, 'p'},        {"run", required_argument, 0, OPT_RUN},
         {"run-trace", required_argument, 0, OPT_TRACE}, {"tokens", required_argument, 0, OPT_TOKENS},
         {"price", required_argument, 0, OPT_PRICE},
+        {"top", required_argument, 0, 'k'},
         {"max-ops", required_argument, 0, OPT_MAX_OPS}, {"format", required_argument, 0, 'F'},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:F:o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:F:o:k:h", longs, NULL)) != -1) {
         if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         switch (c) {
         case 'p': plan = optarg; break;
+        case 'k': pa.search.top_k = (int)cli_int(cmd, "--top", optarg, 1, 100000), top_given = 1; break;
         case OPT_RUN: opts.run_json = optarg; break;
         case OPT_TRACE: opts.run_trace = optarg; break;
         case OPT_TOKENS: opts.tokens = cli_tokens(cmd, "--tokens", optarg); break;
@@ -128,6 +131,7 @@ int cmd_report(int argc, char **argv) {
     if (plan && pa.given)
         cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
     if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
+    if (plan && top_given) cli_usage_error(cmd, "--top needs the layout flags (the plan holds its layouts)");
     if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
     if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
@@ -138,6 +142,7 @@ int cmd_report(int argc, char **argv) {
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);
+    if (pa.given) cli_plan_temp_remove();
     if (pa.given) /* the report names the flags, not the temporary file that held their plan */
         snprintf(r.plan_file, sizeof r.plan_file, "the plan of --model %s --system %s --gpus %d", pa.model,
                  pa.system, r.pb.gpus);

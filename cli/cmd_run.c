@@ -3,6 +3,7 @@
  * times and memory. Started without an MPI launcher it starts `mpirun` itself with the layout's
  * rank count. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -116,6 +117,9 @@ static int report(const ts_run_result *r, int json, const char *trace) {
  * and when a check fails. */
 static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
     ts_interrupt_install(cmd, "planning; no rank started", TS_INTERRUPT_EXIT);
+    /* A closed stderr pipe must not kill the launcher before it removes the file (mpirun gets
+     * SIGPIPE back, cli_launch_mpirun). */
+    signal(SIGPIPE, SIG_IGN);
     ts_ranking_opts ro;
     ts_ranking_opts_defaults(&ro);
     pa->search.top_k = 1;

@@ -197,7 +197,7 @@ void cli_plan_free(cli_plan *p) {
  * common/interrupt.h through common/output.h's registry). */
 static char temp_plan[4096];
 
-static void remove_temp_plan(void) { ts_output_temp_remove(temp_plan); }
+void cli_plan_temp_remove(void) { ts_output_temp_remove(temp_plan); }
 
 void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_args *a, const char **path) {
     cJSON *root = NULL;
@@ -207,7 +207,7 @@ void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_ar
         text = cJSON_PrintUnformatted(root);
         if (text == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory for the plan");
     }
-    if (st == TS_OK && atexit(remove_temp_plan) != 0) st = TS_FAIL(TS_ERR_NOMEM, "atexit: no room");
+    if (st == TS_OK && atexit(cli_plan_temp_remove) != 0) st = TS_FAIL(TS_ERR_NOMEM, "atexit: no room");
     if (st == TS_OK) st = ts_output_temp_write("tessera-plan", text, strlen(text), temp_plan, sizeof temp_plan);
     free(text);
     cJSON_Delete(root);
