@@ -129,11 +129,12 @@ void cli_problem_plan(const char *cmd, cli_problem_args *a, const ts_ranking_opt
 /* The plan JSON `tessera plan -o` writes (planner/plan_json.h, with the budget's section). */
 ts_status cli_plan_json(const cli_plan *p, const cli_problem_args *a, cJSON **out);
 void cli_plan_free(cli_plan *p);
-/* Writes the plan JSON to a private temporary file (common/output.h ts_output_temp_write) whose
- * path goes into `path`: for the commands that read a plan by path (report, run's ranks). The
- * file is removed at exit (atexit) and on SIGINT / SIGTERM; one per process. Exits 1 when it
- * cannot be written. */
-void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_args *a, const char **path);
+/* The plan under the layout flags (cli_problem_plan with the default ranking options, keeping
+ * a->search.top_k) written to a private temporary file (common/output.h ts_output_temp_write):
+ * its path, for the commands that read a plan by path (report, run's ranks). The file is removed
+ * at exit (atexit) and on SIGINT / SIGTERM (it installs common/interrupt.h's handler, which a
+ * later install, mpirun's launcher, keeps doing); one per process. Exits like cli_problem_plan, or 1 when the file cannot be written. */
+const char *cli_problem_plan_file(const char *cmd, cli_problem_args *a);
 /* Removes that file now, once read (before output that a closed pipe's SIGPIPE may cut short). */
 void cli_plan_temp_remove(void);
 /* The layout `tessera plan --top 1` picks under the problem flags, pins and --partition

@@ -72,19 +72,6 @@ static ts_status write_text(const ts_report *r, format fmt, const char *path) {
     return ts_atomic_commit(&af);
 }
 
-/* The plan `tessera plan` makes under the layout flags (as many layouts as it shows), in a
- * private temporary file removed at exit: what ts_report_build reads. */
-static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
-    ts_ranking_opts ro;
-    ts_ranking_opts_defaults(&ro);
-    cli_plan p;
-    cli_problem_plan(cmd, pa, &ro, &p);
-    const char *path = NULL;
-    cli_plan_temp_file(cmd, &p, pa, &path);
-    cli_plan_free(&p);
-    return path;
-}
-
 int cmd_report(int argc, char **argv) {
     const char *cmd = "report", *plan = NULL, *output = NULL;
     int fmt = -1, top_given = 0;
@@ -138,7 +125,7 @@ int cmd_report(int argc, char **argv) {
                              "or -o DIR/ (DIR/layouts.csv, ...)");
     if (fmt != FMT_CSV) cli_output_check(cmd, output);
 
-    if (!plan) plan = plan_of_flags(cmd, &pa);
+    if (!plan) plan = cli_problem_plan_file(cmd, &pa); /* held only while the report is built */
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);

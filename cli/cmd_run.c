@@ -113,22 +113,13 @@ static int report(const ts_run_result *r, int json, const char *trace) {
 }
 
 /* The layout plan --top 1 picks under the layout flags, in a private temporary plan file
- * removed at exit, on SIGINT / SIGTERM (before mpirun starts: this handler; then the launcher's)
- * and when a check fails. */
+ * removed at exit, when a check fails and on SIGINT / SIGTERM (cli_problem_plan_file). */
 static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
-    ts_interrupt_install(cmd, "planning; no rank started", TS_INTERRUPT_EXIT);
     /* A closed stderr pipe must not kill the launcher before it removes the file (mpirun gets
      * SIGPIPE back, cli_launch_mpirun). */
     signal(SIGPIPE, SIG_IGN);
-    ts_ranking_opts ro;
-    ts_ranking_opts_defaults(&ro);
     pa->search.top_k = 1;
-    cli_plan p;
-    cli_problem_plan(cmd, pa, &ro, &p);
-    const char *path = NULL;
-    cli_plan_temp_file(cmd, &p, pa, &path);
-    cli_plan_free(&p);
-    return path;
+    return cli_problem_plan_file(cmd, pa);
 }
 
 /* Starts mpirun on the layout's ranks (cli_launch_mpirun, which exits); with a plan made from the

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "common/output.h"
 #include "planner/stack_rules.h"
@@ -199,10 +200,16 @@ static char temp_plan[4096];
 
 void cli_plan_temp_remove(void) { ts_output_temp_remove(temp_plan); }
 
-void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_args *a, const char **path) {
+const char *cli_problem_plan_file(const char *cmd, cli_problem_args *a) {
+    ts_interrupt_install(cmd, "planning", TS_INTERRUPT_EXIT); /* removes the file once written */
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    cli_plan p;
+    cli_problem_plan(cmd, a, &ro, &p);
     cJSON *root = NULL;
     char *text = NULL;
-    ts_status st = cli_plan_json(p, a, &root);
+    ts_status st = cli_plan_json(&p, a, &root);
+    cli_plan_free(&p);
     if (st == TS_OK) {
         text = cJSON_PrintUnformatted(root);
         if (text == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory for the plan");
@@ -212,7 +219,7 @@ void cli_plan_temp_file(const char *cmd, const cli_plan *p, const cli_problem_ar
     free(text);
     cJSON_Delete(root);
     if (st != TS_OK) cli_fail(cmd, st);
-    *path = temp_plan;
+    return temp_plan;
 }
 
 void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
