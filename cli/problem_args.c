@@ -60,11 +60,11 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_DTYPE:
         found = cli_enum(cmd, "--dtype", arg, ts_dtype_names);
         ts_train_set_dtype(&a->train, (ts_dtype)found);
-        a->given = "--dtype";
+        a->given = "--dtype", a->dtype_given = 1;
         break;
     case CLI_OPT_FP8_RECIPE:
         found = cli_enum(cmd, "--fp8-recipe", arg, ts_fp8_recipe_names);
-        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe";
+        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe", a->recipe_given = 1;
         break;
     case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
@@ -79,7 +79,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_MOE_OVERLAP:
         a->train.moe_a2a_overlap = cli_num(cmd, "--moe-a2a-overlap", arg, 0, 1);
-        a->given = "--moe-a2a-overlap";
+        a->given = "--moe-a2a-overlap", a->a2a_given = 1;
         break;
     case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
@@ -92,8 +92,17 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
 }
 
 void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
-    ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, &a->train.stack);
+    ts_stack *sk = &a->train.stack;
+    ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, sk);
     if (st != TS_OK) cli_fail(cmd, st);
+    /* what the stack states is the default; a flag given overrides it */
+    if (sk->moe_a2a_overlap >= 0 && !a->a2a_given) a->train.moe_a2a_overlap = sk->moe_a2a_overlap;
+    if (sk->dtype >= 0 && !a->dtype_given) ts_train_set_dtype(&a->train, (ts_dtype)sk->dtype);
+    int found = sk->fp8_recipe[0] ? cli_name_index(ts_fp8_recipe_names, sk->fp8_recipe) : -1;
+    if (sk->fp8_recipe[0] && found < 0)
+        cli_usage_error(cmd, "%s: $.fp8_recipe: expected one of delayed, tensorwise, mxfp8, blockwise, got \"%s\"",
+                        sk->file, sk->fp8_recipe);
+    if (found >= 0 && !a->recipe_given && a->train.dtype == TS_DTYPE_FP8) a->train.fp8_recipe = (ts_fp8_recipe)found;
 }
 
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
@@ -126,7 +135,8 @@ void cli_problem_help(void) {
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
-           "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
+           "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200) |\n"
+           "                         blockwise (1x128 / 128x128 scales, DeepSeek-V3)\n"
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
