@@ -93,7 +93,7 @@ Test(fp8, cast_bytes_per_recipe) {
     cr_expect_eq(a.fp8_cast_bytes[0] + a.fp8_cast_bytes[1] + a.fp8_cast_bwd_bytes, 0);
     cr_expect_eq(r.fp8_cast_bytes[0] + r.fp8_cast_bytes[1] + r.fp8_cast_bwd_bytes[0] + r.fp8_cast_bwd_bytes[1], 0);
     pb = with_dtype(pb, TS_DTYPE_FP8);
-    static const double per_elem[TS_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0625};
+    static const double per_elem[TS_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0625, 4.0625};
     for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
         pb.train.fp8_recipe = (ts_fp8_recipe)rc;
         ts_attn_recipe_of(&pb, &sh, &a);
@@ -161,6 +161,19 @@ Test(fp8, closed_form_within_2_percent_of_simulator) {
         ts_sim_result_free(&r);
         ts_program_free(&prog);
     }
+}
+
+/* DeepSeek-V3's block scaling: an fp32 scale per 128×128 weight block beside the FP8 weight and
+ * its transpose; per-tensor recipes 2 bytes; MXFP8 an E8M0 scale per 32. */
+Test(fp8, weight_copy_bytes_per_recipe) {
+    ts_problem pb = with_dtype(test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1), TS_DTYPE_FP8);
+    static const double per_weight[TS_FP8_RECIPE_COUNT] = {2.0, 2.0, 2.0625, 2.0 + 8.0 / 16384};
+    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+        pb.train.fp8_recipe = (ts_fp8_recipe)rc;
+        cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), per_weight[rc], "%s", ts_fp8_recipe_names[rc]);
+    }
+    pb.train.dtype = TS_DTYPE_BF16;
+    cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), 0);
 }
 
 /* MXFP8 needs tensor cores that have it. */
