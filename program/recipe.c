@@ -141,6 +141,15 @@ double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
     }
 }
 
+double ts_gemm_input_saved_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return 2.0;
+    switch (pb->train.fp8_recipe) {
+    case TS_FP8_MXFP8: return 1.0 + 1.0 / 32.0;
+    case TS_FP8_BLOCKWISE: return 1.0 + 4.0 / 128.0;
+    default: return 1.0;
+    }
+}
+
 /* Adds GEMM g's FP8 casts, forward input and backward output gradient, when it runs FP8. */
 static void add_fp8_casts(const ts_problem *pb, const ts_gemm_shape *g, double *fwd, double *bwd) {
     if (ts_gemm_dtype(pb, g->part) != TS_DTYPE_FP8) return;

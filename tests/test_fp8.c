@@ -176,6 +176,28 @@ Test(fp8, weight_copy_bytes_per_recipe) {
     cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), 0);
 }
 
+/* Under fp8 the inputs only a GEMM keeps for its backward are its FP8 copy (TE 2.x keeps the
+ * column-wise FP8 input): per token of a Llama-2-7B layer (SwiGLU, tp = 1) the QKV and first MLP
+ * GEMMs' inputs (h each) and the second MLP GEMM's (f) drop from 2 bytes to 1 (+ the recipe's
+ * scales); the norms' inputs and the attention's tensors stay 16-bit. */
+Test(fp8, gemm_inputs_kept_in_fp8) {
+    ts_problem bf = test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1);
+    ts_problem f8 = with_dtype(bf, TS_DTYPE_FP8);
+    ts_shard sh = {.tp = 1, .cp = 1, .ep = 1, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    double T = 4096, h = 4096, f = 11008;
+    static const double per_elem[TS_FP8_RECIPE_COUNT] = {1.0, 1.0, 1.0 + 1.0 / 32, 1.0 + 4.0 / 128};
+    ts_layer_cost a, b;
+    ts_layer_cost_of(&bf, &sh, 0, &a);
+    cr_expect_eq(ts_gemm_input_saved_bytes(&bf), 2.0);
+    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+        f8.train.fp8_recipe = (ts_fp8_recipe)rc;
+        ts_layer_cost_of(&f8, &sh, 0, &b);
+        double saved = (2.0 - per_elem[rc]) * T * (2 * h + f) * bf.train.activation_scale;
+        cr_expect(fabs(a.act_bytes - b.act_bytes - saved) <= 1e-9 * saved, "%s: %g saved, expected %g",
+                  ts_fp8_recipe_names[rc], a.act_bytes - b.act_bytes, saved);
+    }
+}
+
 /* MXFP8 needs tensor cores that have it. */
 Test(fp8, mxfp8_refused_without_hardware) {
     ts_model m;
