@@ -70,7 +70,7 @@ typedef struct {
     const char *stack;                /* --stack, default megatron-core (models/stacks/) */
     int gpus;                         /* 0 until given */
     int seq_given;
-    int dtype_given, recipe_given, a2a_given; /* flags that override the stack's defaults */
+    unsigned given_mask;              /* TS_GIVEN_* (planner/stack_rules.h): flags that override the stack's defaults */
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
     ts_train train;
     ts_search_opts search;            /* pins from --fix once loaded */

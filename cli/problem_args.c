@@ -60,11 +60,11 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_DTYPE:
         found = cli_enum(cmd, "--dtype", arg, ts_dtype_names);
         ts_train_set_dtype(&a->train, (ts_dtype)found);
-        a->given = "--dtype", a->dtype_given = 1;
+        a->given = "--dtype", a->given_mask |= TS_GIVEN_DTYPE;
         break;
     case CLI_OPT_FP8_RECIPE:
         found = cli_enum(cmd, "--fp8-recipe", arg, ts_fp8_recipe_names);
-        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe", a->recipe_given = 1;
+        a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe", a->given_mask |= TS_GIVEN_FP8_RECIPE;
         break;
     case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
@@ -79,7 +79,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_MOE_OVERLAP:
         a->train.moe_a2a_overlap = cli_num(cmd, "--moe-a2a-overlap", arg, 0, 1);
-        a->given = "--moe-a2a-overlap", a->a2a_given = 1;
+        a->given = "--moe-a2a-overlap", a->given_mask |= TS_GIVEN_MOE_A2A_OVERLAP;
         break;
     case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
@@ -96,13 +96,8 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
     ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, sk);
     if (st != TS_OK) cli_fail(cmd, st);
     /* what the stack states is the default; a flag given overrides it */
-    if (sk->moe_a2a_overlap >= 0 && !a->a2a_given) a->train.moe_a2a_overlap = sk->moe_a2a_overlap;
-    if (sk->dtype >= 0 && !a->dtype_given) ts_train_set_dtype(&a->train, (ts_dtype)sk->dtype);
-    int found = sk->fp8_recipe[0] ? cli_name_index(ts_fp8_recipe_names, sk->fp8_recipe) : -1;
-    if (sk->fp8_recipe[0] && found < 0)
-        cli_usage_error(cmd, "%s: $.fp8_recipe: expected one of delayed, tensorwise, mxfp8, blockwise, got \"%s\"",
-                        sk->file, sk->fp8_recipe);
-    if (found >= 0 && !a->recipe_given && a->train.dtype == TS_DTYPE_FP8) a->train.fp8_recipe = (ts_fp8_recipe)found;
+    st = ts_stack_train_defaults(sk, a->given_mask, &a->train);
+    if (st != TS_OK) cli_fail(cmd, st);
 }
 
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {

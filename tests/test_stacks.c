@@ -63,6 +63,23 @@ Test(stacks, zoo_profiles_state_what_they_run) {
     cr_expect_str_eq(v3.fp8_recipe, "blockwise");
 }
 
+/* The library's defaulting: what the stack states unless the caller's bit says it was given. */
+Test(stacks, train_defaults_from_the_stack) {
+    ts_stack v3 = load_stack("deepseek-v3");
+    ts_train t;
+    ts_train_defaults(&t);
+    cr_assert_eq(ts_stack_train_defaults(&v3, 0, &t), TS_OK, "%s", ts_error_message());
+    cr_expect(t.dtype == TS_DTYPE_FP8 && t.fp8_recipe == TS_FP8_BLOCKWISE && t.moe_a2a_overlap == 1);
+    ts_train_defaults(&t);
+    t.moe_a2a_overlap = 0.25;
+    cr_assert_eq(ts_stack_train_defaults(&v3, TS_GIVEN_DTYPE | TS_GIVEN_MOE_A2A_OVERLAP, &t), TS_OK);
+    cr_expect(t.dtype == TS_DTYPE_BF16 && t.fp8_recipe == TS_FP8_DELAYED && t.moe_a2a_overlap == 0.25,
+              "given flags keep their values; no FP8 recipe without fp8");
+    snprintf(v3.fp8_recipe, sizeof v3.fp8_recipe, "e5m2");
+    cr_expect_eq(ts_stack_train_defaults(&v3, 0, &t), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "$.fp8_recipe") != NULL, "%s", ts_error_message());
+}
+
 /* A stack's EP overlap, precision and FP8 recipe are defaults: flags given override them. */
 Test(stacks, stack_defaults_yield_to_flags) {
     const char *base[] = {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048",
