@@ -67,6 +67,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->train.fp8_recipe = (ts_fp8_recipe)found, a->given = "--fp8-recipe", a->given_mask |= TS_GIVEN_FP8_RECIPE;
         break;
     case CLI_OPT_FP8_ATTN: a->train.fp8_attention = 1, a->given = "--fp8-attention"; break;
+    case CLI_OPT_FP8_PARAM_GATHER: a->train.fp8_param_gather = 1, a->given = "--fp8-param-gather"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
     case CLI_OPT_CP_KIND:
@@ -100,13 +101,21 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
     if (st != TS_OK) cli_fail(cmd, st);
 }
 
+/* The FP8 flags need fp8, given or the stack's default. */
+static void check_fp8_flags(const char *cmd, const cli_problem_args *a) {
+    const ts_train *t = &a->train;
+    const char *flag = t->fp8_attention ? "--fp8-attention"
+                       : t->fp8_param_gather ? "--fp8-param-gather"
+                       : (a->given_mask & TS_GIVEN_FP8_RECIPE) && t->fp8_recipe != TS_FP8_DELAYED ? "--fp8-recipe"
+                                                                                                 : NULL;
+    if (flag && t->dtype != TS_DTYPE_FP8)
+        cli_usage_error(cmd, "%s needs --dtype fp8, got --dtype %s", flag, ts_dtype_names[t->dtype]);
+}
+
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (!a->model) cli_usage_error(cmd, "--model is required");
     if (!a->system) cli_usage_error(cmd, "--system is required");
     if (!a->gpus) cli_usage_error(cmd, "--gpus is required");
-    if ((a->train.fp8_recipe != TS_FP8_DELAYED || a->train.fp8_attention) && a->train.dtype != TS_DTYPE_FP8)
-        cli_usage_error(cmd, "%s needs --dtype fp8, got --dtype %s",
-                        a->train.fp8_attention ? "--fp8-attention" : "--fp8-recipe", ts_dtype_names[a->train.dtype]);
     ts_status st = TS_OK;
     if (a->fix) st = ts_pins_parse("--fix", a->fix, &a->search.pins);
     if (st != TS_OK) cli_fail(cmd, st);
@@ -115,6 +124,7 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
     if (st == TS_OK) cli_problem_load_stack(cmd, a);
+    if (st == TS_OK) check_fp8_flags(cmd, a);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
@@ -133,6 +143,7 @@ void cli_problem_help(void) {
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200) |\n"
            "                         blockwise (1x128 / 128x128 scales, DeepSeek-V3)\n"
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
+           "      --fp8-param-gather with --dtype fp8: FP8 primary weights, all-gathered in FP8\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"

@@ -55,6 +55,8 @@ typedef struct {
     ts_dtype dtype;         /* compute and activation precision */
     ts_fp8_recipe fp8_recipe; /* dtype fp8: the scaling recipe (default delayed) */
     int fp8_attention;      /* dtype fp8: the fused attention runs in FP8 too (default: BF16) */
+    int fp8_param_gather;   /* dtype fp8: FP8 primary weights, all-gathered in FP8 (Megatron-Core
+                               --fp8-param-gather; program/recipe.h ts_weight_elem_bytes) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */

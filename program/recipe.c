@@ -132,13 +132,24 @@ static double fp8_cast_per_elem(ts_fp8_recipe r) {
     }
 }
 
+/* One FP8 copy of a weight, per weight: 1 byte and the recipe's scales. */
+static double fp8_weight_one_bytes(ts_fp8_recipe r) {
+    switch (r) {
+    case TS_FP8_MXFP8: return 1.0 + 1.0 / 32.0;
+    case TS_FP8_BLOCKWISE: return 1.0 + 4.0 / (128.0 * 128.0);
+    default: return 1.0;
+    }
+}
+
 double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
     if (pb->train.dtype != TS_DTYPE_FP8) return 0;
-    switch (pb->train.fp8_recipe) {
-    case TS_FP8_MXFP8: return 2.0 * (1.0 + 1.0 / 32.0);
-    case TS_FP8_BLOCKWISE: return 2.0 * (1.0 + 4.0 / (128.0 * 128.0));
-    default: return 2.0;
-    }
+    /* the weight and its transpose; with FP8 primary weights the first is the weight itself */
+    return (pb->train.fp8_param_gather ? 1.0 : 2.0) * fp8_weight_one_bytes(pb->train.fp8_recipe);
+}
+
+double ts_weight_elem_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8 || !pb->train.fp8_param_gather) return pb->train.weight_bytes;
+    return fp8_weight_one_bytes(pb->train.fp8_recipe);
 }
 
 double ts_gemm_input_saved_bytes(const ts_problem *pb) {

@@ -198,6 +198,42 @@ Test(fp8, gemm_inputs_kept_in_fp8) {
     }
 }
 
+/* Bytes of ZeRO's parameter all-gathers in the step program (ZeRO-3: per layer and pass). */
+static double gather_bytes(const ts_problem *pb, const ts_layout *l) {
+    ts_program prog;
+    ts_error_clear();
+    cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
+    double sum = 0;
+    for (int s = 0; s < prog.pp; s++)
+        for (int i = 0; i < prog.stages[s].n_ops; i++)
+            if (prog.stages[s].ops[i].part == TS_PART_PARAM_GATHER) sum += prog.stages[s].ops[i].bytes;
+    ts_program_free(&prog);
+    return sum;
+}
+
+/* --fp8-param-gather (Megatron-Core): FP8 primary weights, so ZeRO's parameter all-gathers carry
+ * 1 byte per weight instead of 2, in the program and the closed form alike, and the weights
+ * held drop by the 16-bit copy (the FP8 transpose stays beside the FP8 weight). */
+Test(fp8, param_gather_in_fp8) {
+    ts_layout l = layout("dp=8,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    ts_problem pb = with_dtype(test_problem("llama2-7b", "h100-sxm-dgx", 8, 64, 4096, 1), TS_DTYPE_FP8);
+    ts_problem pg = pb;
+    pg.train.fp8_param_gather = 1;
+    cr_expect_eq(ts_weight_elem_bytes(&pb), 2.0);
+    cr_expect_eq(ts_weight_elem_bytes(&pg), 1.0);
+    cr_expect_eq(ts_fp8_weight_copy_bytes(&pg), 1.0);
+    double b16 = gather_bytes(&pb, &l), b8 = gather_bytes(&pg, &l);
+    cr_assert(b16 > 0);
+    cr_expect(fabs(b8 / b16 - 0.5) < 1e-12, "gathered bytes %g -> %g", b16, b8);
+    ts_eval a, b;
+    cr_assert_eq(ts_evaluate(&pb, &l, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&pg, &l, &b), TS_OK, "%s", ts_error_message());
+    cr_expect(b.time.dp_comm < a.time.dp_comm, "DP %g -> %g s", a.time.dp_comm, b.time.dp_comm);
+    cr_expect(b.mem.weights < a.mem.weights && b.mem.buffers < a.mem.buffers);
+    pg.train.dtype = TS_DTYPE_BF16;
+    cr_expect_eq(ts_weight_elem_bytes(&pg), 2.0, "no FP8 primary weights without fp8");
+}
+
 /* MXFP8 needs tensor cores that have it. */
 Test(fp8, mxfp8_refused_without_hardware) {
     ts_model m;
