@@ -106,16 +106,23 @@ Test(fp8, cast_bytes_per_recipe) {
     }
 }
 
-static double elementwise_bytes(const ts_problem *pb, const ts_layout *l) {
+/* Bytes of the step program's ops of `kind` (or of `part` when kind < 0). */
+static double program_bytes(const ts_problem *pb, const ts_layout *l, int kind, int part) {
     ts_program prog;
     ts_error_clear();
     cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
     double sum = 0;
     for (int s = 0; s < prog.pp; s++)
-        for (int i = 0; i < prog.stages[s].n_ops; i++)
-            if (prog.stages[s].ops[i].kind == TS_OP_ELEMENTWISE) sum += prog.stages[s].ops[i].bytes;
+        for (int i = 0; i < prog.stages[s].n_ops; i++) {
+            const ts_op *op = &prog.stages[s].ops[i];
+            if (kind >= 0 ? op->kind == kind : op->part == part) sum += op->bytes;
+        }
     ts_program_free(&prog);
     return sum;
+}
+
+static double elementwise_bytes(const ts_problem *pb, const ts_layout *l) {
+    return program_bytes(pb, l, TS_OP_ELEMENTWISE, -1);
 }
 
 /* The step program carries the casts in its element-wise ops under fp8, and only then: per layer,
@@ -198,19 +205,6 @@ Test(fp8, gemm_inputs_kept_in_fp8) {
     }
 }
 
-/* Bytes of ZeRO's parameter all-gathers in the step program (ZeRO-3: per layer and pass). */
-static double gather_bytes(const ts_problem *pb, const ts_layout *l) {
-    ts_program prog;
-    ts_error_clear();
-    cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
-    double sum = 0;
-    for (int s = 0; s < prog.pp; s++)
-        for (int i = 0; i < prog.stages[s].n_ops; i++)
-            if (prog.stages[s].ops[i].part == TS_PART_PARAM_GATHER) sum += prog.stages[s].ops[i].bytes;
-    ts_program_free(&prog);
-    return sum;
-}
-
 /* --fp8-param-gather (Megatron-Core): FP8 primary weights, so ZeRO's parameter all-gathers carry
  * 1 byte per weight instead of 2, in the program and the closed form alike, and the weights
  * held drop by the 16-bit copy (the FP8 transpose stays beside the FP8 weight). */
@@ -222,7 +216,7 @@ Test(fp8, param_gather_in_fp8) {
     cr_expect_eq(ts_weight_elem_bytes(&pb), 2.0);
     cr_expect_eq(ts_weight_elem_bytes(&pg), 1.0);
     cr_expect_eq(ts_fp8_weight_copy_bytes(&pg), 1.0);
-    double b16 = gather_bytes(&pb, &l), b8 = gather_bytes(&pg, &l);
+    double b16 = program_bytes(&pb, &l, -1, TS_PART_PARAM_GATHER), b8 = program_bytes(&pg, &l, -1, TS_PART_PARAM_GATHER);
     cr_assert(b16 > 0);
     cr_expect(fabs(b8 / b16 - 0.5) < 1e-12, "gathered bytes %g -> %g", b16, b8);
     ts_eval a, b;
