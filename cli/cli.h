@@ -27,6 +27,13 @@ int cli_name_index(const char *const *names, const char *text);
 int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names);
 /* Prints "tessera CMD: message" to stderr and exits with the status's exit code. */
 _Noreturn void cli_fail(const char *cmd, ts_status st);
+/* Before any work: `path`, an output flag's value, can be written (common/output.h's
+ * ts_output_check); otherwise exits as the failed write would (1, or 2 for a directory), naming
+ * the path. NULL is fine (not given). */
+void cli_output_check(const char *cmd, const char *path);
+/* --max-ops N: the most ops a step program may hold (program/program.h); its help line. */
+void cli_max_ops(const char *cmd, const char *text);
+#define CLI_MAX_OPS_HELP "      --max-ops N        the most ops a step program may hold (default 20m; docs/reliability.md)\n"
 /* Prints "tessera CMD: <fmt>" and "Try 'tessera CMD --help'." to stderr, exits 2. */
 _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The usage error for what getopt_long rejected: `c` is ':' (an option without its value) or
@@ -34,9 +41,11 @@ _Noreturn void cli_usage_error(const char *cmd, const char *fmt, ...) __attribut
 _Noreturn void cli_bad_option(const char *cmd, int c, char **argv);
 /* This program's own path (/proc/self/exe) into buf; exits 2 when it cannot be read. */
 void cli_self_path(const char *cmd, char *buf, size_t cap);
-/* For commands that run on MPI ranks, started without a launcher: replaces this process with
- * `mpirun -np RANKS` on this very binary and `tessera CMD argv[1..]` (--oversubscribe when the
- * ranks exceed the cores, and it says so on stderr). Exits 2 when mpirun cannot be started. */
+/* For commands that run on MPI ranks, started without a launcher: runs `mpirun -np RANKS` on
+ * this very binary and `tessera CMD argv[1..]` (--oversubscribe when the ranks exceed the cores,
+ * and it says so on stderr) and exits with its status. SIGINT / SIGTERM are passed to mpirun and
+ * end with one line and status 130 / 143 (common/interrupt.h). Exits 2 when mpirun cannot be
+ * started. */
 _Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv);
 
 /* The flags that state a planning problem and the search over its layouts, shared by the

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/calibrate.h"
+#include "exec/calibrate_quality.h"
 #include "exec/launch.h"
 #include "exec/runtime.h"
 
@@ -25,7 +27,7 @@ static long default_ranks(ts_device device) {
 
 static void help(void) {
     printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T] [--no-in-situ]\n"
-           "                         [--situ-steps N] [--device cpu|cuda]\n"
+           "                         [--situ-steps N] [--device cpu|cuda] [--strict]\n"
            "\n"
            "Measures this machine through the code `tessera run` executes and writes it as a system\n"
            "spec that plan, sim and run read like any zoo system:\n"
@@ -65,9 +67,12 @@ static void help(void) {
            "                      kernels run at other speeds at other shapes, so calibrate at the\n"
            "                      shapes you will run (tessera validate passes its own)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
+           "      --strict        exit 1 without writing the spec when a fit is worse than its limit or\n"
+           "                      the machine was too busy or noisy (the warnings say which; without\n"
+           "                      --strict they are printed on stderr and the spec is written)\n"
            "  -h, --help          this help\n"
            "\n"
-           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n",
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed (or --strict and a warning).\n",
            TS_SITU_BATCH, TS_SITU_SEQ, default_ranks(TS_DEVICE_CPU), TS_SITU_BATCH, TS_SITU_SEQ);
 }
 
@@ -80,8 +85,12 @@ static void command_line(int argc, char **argv, char *buf, size_t cap) {
 
 /* Rank 0's output: the tables (or their JSON) and the spec written to `output` ("-": stdout,
  * instead of the tables); the exit status. */
-static int report(const char *cmd, const ts_calib *cal, int json, const char *output) {
+static int report(const char *cmd, const ts_calib *cal, int json, const char *output, int strict) {
     ts_status st = TS_OK;
+    ts_calib_quality q;
+    ts_calib_quality_judge(cal, &q);
+    ts_calib_quality_print(stderr, &q);
+    int refused = strict && q.warnings > 0;
     int to_stdout = output && strcmp(output, "-") == 0;
     cJSON *doc = NULL;
     if (!to_stdout && json) {
@@ -90,6 +99,12 @@ static int report(const char *cmd, const ts_calib *cal, int json, const char *ou
         cJSON_Delete(doc);
     } else if (!to_stdout) {
         st = ts_calib_print(stdout, cal);
+    }
+    if (st == TS_OK && refused) {
+        fflush(stdout);
+        fprintf(stderr, "tessera %s: --strict: %d warning%s above; %s not written\n", cmd, q.warnings,
+                q.warnings == 1 ? "" : "s", output ? output : "the spec");
+        return 1;
     }
     if (st == TS_OK && output) {
         st = ts_calib_profile(cal, &doc);
@@ -104,16 +119,17 @@ static int report(const char *cmd, const ts_calib *cal, int json, const char *ou
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
-    int ranks = 0, quick = 0, json = 0, threads = 1, in_situ = 1, situ_steps = 0, situ_batch = 0, situ_seq = 0;
+    int ranks = 0, quick = 0, json = 0, threads = 1, strict = 0, in_situ = 1, situ_steps = 0, situ_batch = 0, situ_seq = 0;
     ts_device device = TS_DEVICE_CPU;
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS, OPT_SITU_BATCH, OPT_SITU_SEQ };
+    enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS, OPT_SITU_BATCH, OPT_SITU_SEQ,
+           OPT_STRICT };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
         {"device", required_argument, 0, OPT_DEVICE}, {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
         {"situ-batch", required_argument, 0, OPT_SITU_BATCH}, {"situ-seq", required_argument, 0, OPT_SITU_SEQ},
-        {"help", no_argument, 0, 'h'},
+        {"strict", no_argument, 0, OPT_STRICT}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -126,6 +142,7 @@ int cmd_calibrate(int argc, char **argv) {
         case 'o': output = optarg; break;
         case OPT_THREADS: threads = (int)cli_int(cmd, "--threads", optarg, 1, 256); break;
         case OPT_NO_IN_SITU: in_situ = 0; break;
+        case OPT_STRICT: strict = 1; break;
         case OPT_SITU_STEPS: situ_steps = (int)cli_int(cmd, "--situ-steps", optarg, 2, 1000); break;
         case OPT_SITU_BATCH: situ_batch = (int)cli_int(cmd, "--situ-batch", optarg, 1, 4096); break;
         case OPT_SITU_SEQ: situ_seq = (int)cli_int(cmd, "--situ-seq", optarg, 1, 1 << 20); break;
@@ -149,6 +166,8 @@ int cmd_calibrate(int argc, char **argv) {
                             (long long)m.max_seq, TS_SITU_MODEL, situ_seq);
     }
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
+    /* Refuse an output that cannot be written before the minute of measuring, not after. */
+    cli_output_check(cmd, output);
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
 
@@ -156,16 +175,12 @@ int cmd_calibrate(int argc, char **argv) {
     ts_status st = ts_system_load(TEMPLATE, &tmpl);
     if (st != TS_OK) cli_fail(cmd, st);
     if (!ts_runtime_under_mpi()) {
-        /* Refuse an output that cannot be written before the minute of measuring, not after. */
-        if (output) {
-            ts_atomic_file af;
-            st = ts_atomic_open(output, &af);
-            if (st != TS_OK) cli_fail(cmd, st);
-            ts_atomic_abort(&af);
-        }
         cli_launch_mpirun(cmd, ranks, argc, argv);
     }
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     int rank = 0, size = 0;
     st = ts_mpi_init(&rank, &size);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
@@ -184,7 +199,7 @@ int cmd_calibrate(int argc, char **argv) {
     st = ts_calibrate(&o, &tmpl, &cal);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());
 
-    int rc = rank == 0 ? report(cmd, &cal, json, output) : 0;
+    int rc = rank == 0 ? report(cmd, &cal, json, output, strict) : 0;
     ts_runtime_finalize();
     return rc;
 }

@@ -100,6 +100,7 @@ int cmd_export(int argc, char **argv) {
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
     if (format < 0) cli_usage_error(cmd, "--format is required (megatron, torchrun, sbatch, megatron-bridge or deepspeed)");
+    cli_output_check(cmd, output);
 
     ts_problem pb;
     ts_layout *layouts = NULL;

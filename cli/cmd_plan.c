@@ -17,6 +17,7 @@ static void help(void) {
     printf("  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
+           CLI_MAX_OPS_HELP
            "      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
            "                         recompute policy per stage, by a GLPK integer program over the\n"
            "                         best layouts and those that do not fit evenly; auto does it when\n"
@@ -61,7 +62,8 @@ int cmd_plan(int argc, char **argv) {
     ts_partition_opts *po = &ro.partition;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE, OPT_AGAINST };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_PARTITION, OPT_PARTITION_TIME, OPT_PARTITION_OBJECTIVE, OPT_AGAINST,
+           OPT_MAX_OPS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
@@ -70,6 +72,7 @@ int cmd_plan(int argc, char **argv) {
         {"partition-time-limit", required_argument, 0, OPT_PARTITION_TIME},
         {"partition-objective", required_argument, 0, OPT_PARTITION_OBJECTIVE},
         {"against", required_argument, 0, OPT_AGAINST},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -90,11 +93,13 @@ int cmd_plan(int argc, char **argv) {
                 (ts_partition_objective)cli_enum(cmd, "--partition-objective", optarg, ts_partition_objective_names);
             break;
         case OPT_AGAINST: ro.against = optarg; break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    cli_output_check(cmd, output);
     if (top_k) pa.search.top_k = top_k;
     if (ro.refine && pa.search.objective == TS_OBJ_MEMORY)
         cli_usage_error(cmd, "--refine re-ranks by simulated step time; it needs --objective time or cost");

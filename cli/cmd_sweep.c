@@ -156,6 +156,7 @@ int cmd_sweep(int argc, char **argv) {
     if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
+    cli_output_check(cmd, output);
 
     int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0;
     ts_status st = ts_sweep_parse_gpus("--gpus", gpus_arg, gpus, &n_gpus);

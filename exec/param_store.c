@@ -71,11 +71,12 @@ static ts_status segment_init_values(tr_store *st, int i, uint64_t seed) {
 }
 
 /* ZeRO-2/3: the layers' gradients in two one-layer buffers of `biggest` floats, alternate layers
- * in alternate buffers. */
+ * in alternate buffers. Counted as buffers, as the planner counts ZeRO-2's reduction buckets
+ * (planner/stages.c): the gradients are the shard each rank keeps. */
 static ts_status share_layer_grads(tr_store *st, size_t biggest) {
     int n_local = st->s->n_local;
     for (int b = 0; b < 2 && b < n_local; b++)
-        TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_GRADS, biggest, &st->grad_layer[b]));
+        TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_BUFFERS, biggest, &st->grad_layer[b]));
     for (int j = 0; j < n_local; j++) {
         tr_segment *sh = &st->seg[2 * j], *ex = &st->seg[2 * j + 1];
         if (sh->zero >= 2) sh->grad = st->grad_layer[j % 2];
@@ -198,7 +199,7 @@ static void release_layer(tr_store *st, int j) {
     for (int k = 0; k < 2; k++) {
         tr_segment *s = &st->seg[2 * j + k];
         if (s->zero < 3 || s->param == NULL) continue;
-        tr_tally_add(st->tally, TR_MEM_WEIGHTS, -((double)s->part * s->members * sizeof(float)));
+        tr_tally_add(st->tally, TR_MEM_BUFFERS, -((double)s->part * s->members * sizeof(float)));
         st->be->free(s->param);
         s->param = NULL;
     }
@@ -219,7 +220,9 @@ ts_status tr_store_gather_layer(tr_store *st, int j) {
     for (int k = 0; k < 2; k++) {
         tr_segment *s = &st->seg[2 * j + k];
         if (s->n == 0 || s->zero < 3) continue;
-        TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_WEIGHTS, s->part * s->members, &s->param));
+        /* Buffers, as the planner counts ZeRO-3's gathered layers (planner/stages.c): the
+         * weights are the shard each rank keeps. */
+        TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_BUFFERS, s->part * s->members, &s->param));
         TS_CHECK(st->be->all_gather(st->comm[s->group], s->param_shard, s->param, s->part));
     }
     st->z3_layers[st->z3_n++] = j;

@@ -18,7 +18,7 @@ const char *const ts_run_mem_names[TS_RUN_MEM_KINDS] = {"weights", "grads", "opt
 
 /* What each rank sends rank 0 at the end: its memory peaks (ts_run_mem_names), then its MoE
  * routing sums (ts_trainer_moe_load). */
-enum { RANK_STATS = TS_RUN_MEM_KINDS + 2, STAT_MOE_DEV = TS_RUN_MEM_KINDS, STAT_MOE_EVEN };
+enum { RANK_STATS = TS_RUN_MEM_KINDS + 3, STAT_MOE_DEV = TS_RUN_MEM_KINDS, STAT_MOE_EVEN, STAT_ORIGIN };
 
 /* One rank's part of the run while it trains; freed by job_close. */
 typedef struct {
@@ -59,9 +59,29 @@ static ts_problem trained_problem(const ts_run_opts *o) {
     return pb;
 }
 
+/* The plan's layout `index` with its stages (its uneven split when it has one) and the step
+ * program every rank walks. */
+static ts_status load_program(const ts_run_opts *o, const ts_problem *pb, const ts_layout *layout,
+                              ts_program *prog) {
+    ts_split split;
+    int has_split = 0;
+    ts_status res = ts_plan_read_split(o->plan, pb, layout, o->index, &split, &has_split);
+    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
+    if (res == TS_OK) res = ts_program_build(pb, layout, &po, prog);
+    if (has_split) ts_split_free(&split);
+    return res;
+}
+
 ts_status ts_run_check(const ts_run_opts *o) {
     ts_problem pb = trained_problem(o);
-    return ts_trainer_check(&pb, &o->layout);
+    TS_CHECK(ts_trainer_check(&pb, &o->layout));
+    if (o->plan == NULL) return TS_OK;
+    /* The plan's stages and the program are what every rank reads first: a plan they refuse is
+     * said once, here, not by every rank. */
+    ts_program prog;
+    TS_CHECK(load_program(o, &pb, &o->layout, &prog));
+    ts_program_free(&prog);
+    return TS_OK;
 }
 
 void ts_run_result_init(ts_run_result *r) {
@@ -88,13 +108,7 @@ static ts_status job_open(const ts_run_opts *o, job *j, ts_run_result *r) {
     TS_CHECK(ts_runtime_init(&j->rt, &r->layout));
     r->rank = j->rt.rank;
     r->world = j->rt.size;
-    ts_split split;
-    int has_split = 0;
-    ts_status res = ts_plan_read_split(o->plan, &r->pb, &r->layout, o->index, &split, &has_split);
-    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
-    if (res == TS_OK) res = ts_program_build(&r->pb, &r->layout, &po, &r->prog);
-    if (has_split) ts_split_free(&split);
-    TS_CHECK(res);
+    TS_CHECK(load_program(o, &r->pb, &r->layout, &r->prog));
     r->has_prog = 1;
     j->be = o->device == TS_DEVICE_CUDA ? ts_backend_cuda(j->rt.world, j->rt.comm, TS_GROUP_COUNT)
                                         : ts_backend_cpu(o->threads);
@@ -220,6 +234,7 @@ static ts_status gather_results(job *j, ts_run_result *r, double *stats) {
     ts_exec_memory em = ts_trainer_memory(j->tr);
     double mine[RANK_STATS] = {em.weights, em.grads, em.optimizer, em.activations, em.buffers};
     ts_trainer_moe_load(j->tr, &mine[STAT_MOE_DEV], &mine[STAT_MOE_EVEN]);
+    mine[STAT_ORIGIN] = ts_trainer_step_origin_s(j->tr);
     TS_CHECK_GOTO(ts_runtime_gather(&j->rt, mine, RANK_STATS, stats, nstat, stat_off), res, exit);
 exit:
     free(counts);
@@ -253,6 +268,21 @@ static ts_status gauge_summary(ts_run_result *r) {
     return TS_OK;
 }
 
+/* Every rank's spans on one time line: each rank times its ops from its own start of the step
+ * (its clock's origin); shifted by that origin less the earliest rank's, a collective's spans
+ * show when each member arrived, and so how long each waited for the last (sim/compare_wait.h).
+ * The origins are CLOCK_MONOTONIC readings, one clock on one host; ranks on several hosts keep
+ * their offsets (each host's clock has its own zero). */
+static void align_spans(ts_run_result *r, const double *stats) {
+    double first = INFINITY;
+    for (int k = 0; k < r->world; k++) first = fmin(first, stats[RANK_STATS * k + STAT_ORIGIN]);
+    for (int k = 0; k < r->world; k++) {
+        double shift = stats[RANK_STATS * k + STAT_ORIGIN] - first;
+        ts_op_span *span = r->spans + r->span_off[k];
+        for (int i = 0; i < r->span_off[k + 1] - r->span_off[k]; i++) span[i].start_s += shift, span[i].end_s += shift;
+    }
+}
+
 /* Rank 0's figures from what it gathered: step-time quantiles, time by op kind, the worst rank's
  * memory, the routing spread, the gauge and the planner's evaluation. */
 static ts_status summarize(const ts_run_opts *o, ts_run_result *r, const double *stats) {
@@ -277,6 +307,7 @@ static ts_status summarize(const ts_run_opts *o, ts_run_result *r, const double 
         moe_even += stats[RANK_STATS * k + STAT_MOE_EVEN];
     }
     r->moe_load_cv = moe_even > 0 ? sqrt(moe_dev / moe_even) : -1;
+    align_spans(r, stats);
     if (r->speed) TS_CHECK(gauge_summary(r));
     int uneven = 0;
     r->has_plan_eval = ts_plan_evaluate(o->plan, &r->pb, &r->layout, o->index, &r->plan_eval, NULL, &uneven) == TS_OK;

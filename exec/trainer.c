@@ -35,6 +35,7 @@ struct ts_trainer {
     const ts_backend *be;
     ts_train_opts opts;
     int step; /* the step running */
+    double origin_s; /* the last step's spans' zero on the backend's clock (now_s) */
 
     tr_shape shape;
     tr_tally tally;
@@ -241,6 +242,7 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     TS_CHECK(tr_data_load(&t->data, &t->shape, t->ctx.k, t->opts.seed, t->opts.text, step));
     TS_CHECK(tr_store_zero_grads(&t->store));
     t->stats.loss_sum = 0;
+    t->origin_s = t->be->now_s(); /* the op clock's origin, on the backend's clock */
     TS_CHECK(t->be->step_begin(t->clock));
     for (int k = 0; k < t->stage_prog->n_ops; k++) {
         int i = t->streams.order[k];
@@ -258,6 +260,8 @@ ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *span
     TS_CHECK(t->be->all_reduce(t->rt->world, t->loss_buf, t->loss_buf, 1));
     return t->ctx.k->to_host(loss, t->loss_buf, sizeof *loss);
 }
+
+double ts_trainer_step_origin_s(const ts_trainer *t) { return t->origin_s; }
 
 ts_exec_memory ts_trainer_memory(const ts_trainer *t) {
     const double *p = t->tally.peak;

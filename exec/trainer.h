@@ -70,6 +70,9 @@ void ts_trainer_free(ts_trainer *t);
  * step's mean loss on every rank; `spans` (the stage program's n_ops, may be NULL) the measured
  * start and end of every op in seconds from the step's start. */
 ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans);
+/* The last step's start on the backend's clock (ts_backend.now_s), the zero of its spans: ranks
+ * of one host share the clock, so their spans line up on it (exec/run.c). */
+double ts_trainer_step_origin_s(const ts_trainer *t);
 /* From now on each step stores in *op the index of the op it runs, then TS_WATCH_SENDS once they
  * are done (it waits for its pipeline sends and the loss's all-reduce): exec/watchdog.h reads it
  * from a signal handler. NULL stops it. */

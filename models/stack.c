@@ -20,7 +20,6 @@
  *    "pp_scatter_gather": true,                pipeline sends split over the TP ranks and
  *                                              gathered after (false: each TP rank sends all)
  *    "grad_reduce_dtype": "grad",              fp32 | bf16 | fp16 | grad (the gradients' own)
- *    "step_overhead_s": 0,                     exposed per-step seconds, [0, 1000]
  *    "moe_a2a_overlap": 1,                     EP dispatch/combine hidden, [0, 1] or "system"
  *                                              (no statement: --moe-a2a-overlap's default)
  *    "comm_sm_frac": 0.15,                     SMs held by overlapped communication, [0, 1)
@@ -41,7 +40,7 @@
 
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention",
-                                        "overlap", "pp_scatter_gather", "grad_reduce_dtype", "step_overhead_s",
+                                        "overlap", "pp_scatter_gather", "grad_reduce_dtype",
                                         "moe_a2a_overlap", "comm_sm_frac", "dtype", "fp8_recipe",
                                         "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
@@ -212,7 +211,6 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     int reduce;
     TS_CHECK(ts_jr_enum(&r, root, "grad_reduce_dtype", 0, reduce_names, 0, &reduce));
     s.grad_reduce_bytes = reduce_bytes[reduce];
-    TS_CHECK(ts_jr_num(&r, root, "step_overhead_s", 0, 0, 1000, 0, &s.step_overhead_s));
     TS_CHECK(overlap_frac(&r, root, "moe_a2a_overlap", &s.moe_a2a_overlap));
     TS_CHECK(ts_jr_num(&r, root, "comm_sm_frac", 0, 0, 0.99, 0, &s.comm_sm_frac));
     TS_CHECK(ts_jr_enum(&r, root, "dtype", 0, ts_dtype_names, -1, &s.dtype));

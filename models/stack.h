@@ -1,6 +1,8 @@
 /* A software stack: what a training framework can run (schedules, ZeRO / FSDP flavours,
  * recompute policies, which parallel dimensions) and how it runs it (which communication it
- * overlaps, fused attention, the gradient-reduction dtype, exposed per-step costs).
+ * overlaps, fused attention, the gradient-reduction dtype). No profile states a per-step cost
+ * outside the step program: none of their sources measures one (data loading, logging), and the
+ * optimizer step is the system file's.
  *
  * Loaded from models/stacks/NAME.json (format in stack.c); every figure may be written as
  * {"value": x, "source": "..."} and the file lists its sources. The planner ranks only layouts the
@@ -40,8 +42,6 @@ typedef struct {
                                rank sends the whole activation */
     double grad_reduce_bytes; /* bytes per gradient element on the wire (fp32: 4, bf16: 2);
                                  0: the training's gradient bytes */
-    double step_overhead_s;   /* exposed per-step costs outside the step program (data loading,
-                                 logging, synchronisation) that the stack's sources document */
     double moe_a2a_overlap;   /* fraction of the EP dispatch/combine the stack hides under
                                  computation (train.moe_a2a_overlap's default; --moe-a2a-overlap
                                  overrides); TS_STACK_SYSTEM: no statement, the option's default */
@@ -53,8 +53,8 @@ typedef struct {
     char fp8_recipe[16];      /* its FP8 scaling recipe (a name of ts_fp8_recipe_names), "" none */
 } ts_stack;
 
-/* The unrestricted stack: every schedule, policy and dimension, the system's overlaps, no
- * overhead. Library callers that never name a stack get it; the CLI's default is megatron-core. */
+/* The unrestricted stack: every schedule, policy and dimension, the system's overlaps. Library
+ * callers that never name a stack get it; the CLI's default is megatron-core. */
 void ts_stack_defaults(ts_stack *s);
 
 /* Zoo name ("megatron-core", looked up in models/stacks/) or path; the name tables (NULL-

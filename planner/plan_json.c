@@ -38,7 +38,7 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
              add_num(t, "cp_comm", e->time.cp_comm) && add_num(t, "ep_comm", e->time.ep_comm) &&
              add_num(t, "pp_comm", e->time.pp_comm) && add_num(t, "pp_bubble", e->time.pp_bubble) &&
              add_num(t, "dp_comm", e->time.dp_comm) && add_num(t, "optimizer", e->time.optimizer) &&
-             add_num(t, "overhead", e->time.overhead) && add_num(o, "tokens_per_s", e->tokens_per_s) &&
+             add_num(o, "tokens_per_s", e->tokens_per_s) &&
              add_num(o, "tflops_per_gpu", e->tflops_per_gpu) &&
              add_num(o, "hw_tflops_per_gpu", e->hw_tflops_per_gpu) && add_num(o, "mfu", e->mfu);
     /* the experts' TP, when apart from tp (program/layout.h) */

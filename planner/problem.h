@@ -24,7 +24,6 @@ typedef struct {
     double pp_bubble; /* pipeline fill and drain */
     double dp_comm;   /* exposed gradient reduction / ZeRO gathers */
     double optimizer; /* optimizer step (memory bound) */
-    double overhead;  /* the software stack's exposed per-step costs (models/stack.h) */
 } ts_time_split;
 
 typedef struct {

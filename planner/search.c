@@ -119,10 +119,14 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     int n_vpp = l->pp > 1 ? c->div_first[per_stage + 1] - c->div_first[per_stage] : 0;
     int n_up = l->pp > 1 && c->opts->explicit_splits && up != per_stage ? c->div_first[up + 1] - c->div_first[up] : 0;
     /* ZeRO stages searched here (the ZeRO rules do not depend on the schedule). */
+    const ts_stack *stack = &pb->train.stack; /* what it cannot run is never searched (stack_rules.h) */
+    if (ts_stack_refuses_shape(stack, l, pins->mask)) return 0;
     int zeros[4], n_zero = 0;
     for (int z = 0; z <= 3; z++) {
         l->zero = z;
-        if (allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0) && !ts_zero_invalid(pb, l, NULL, 0)) zeros[n_zero++] = z;
+        if (allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0) && !ts_zero_invalid(pb, l, NULL, 0) &&
+            !ts_stack_refuses_zero(stack, l, pins->mask))
+            zeros[n_zero++] = z;
     }
     for (int s = 0; s < TS_SCHED_COUNT; s++) {
         const ts_schedule_info *si = &ts_schedules[s];
@@ -131,6 +135,8 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
         if (si->opt_in && !(c->opts->schedules & (1u << s)) && !(pins->mask & (1u << TS_PIN_SCHED)) &&
             !(pb->train.stack.schedules & (1u << s)))
             continue; /* asked for, pinned, or a stack that names it */
+        l->schedule = (ts_schedule)s;
+        if (ts_stack_refuses_schedule(stack, l, pins->mask)) continue;
         int n_v = si->interleaved ? n_vpp + n_up : 1;
         for (int iv = si->interleaved ? 1 : 0; iv < n_v; iv++) { /* vpps[0] = 1 */
             int v = si->fixed_vpp ? si->fixed_vpp : !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
@@ -143,7 +149,6 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             for (int iz = 0; iz < n_zero; iz++) {
                 int z = zeros[iz];
                 l->zero = z;
-                if (ts_stack_refusal(&pb->train.stack, l, pins->mask, NULL, 0)) continue; /* planner/stack_rules.h */
                 r->searched++;
                 if (prune_group) continue;
                 /* Rank by the two numbers first; build the full evaluation only for layouts that

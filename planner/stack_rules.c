@@ -14,22 +14,33 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pinned, char *buf, size_t cap) {
 #define FREE(pin) (!(pinned & (1u << (pin))))
-    const char *why = NULL;
-    if (FREE(TS_PIN_SCHED) && st->schedules && l->pp > 1 && !(st->schedules & (1u << l->schedule)))
-        why = "schedule";
-    else if (FREE(TS_PIN_RECOMPUTE) && st->recompute && !(st->recompute & (1u << l->recompute)))
-        why = "recompute";
-    else if (FREE(TS_PIN_ZERO) && !(st->zero & (1u << l->zero)))
-        why = "zero";
-    else if (FREE(TS_PIN_ZERO) && l->pp > 1 && l->zero > st->pp_max_zero)
-        why = "zero with pp";
-    else if ((FREE(TS_PIN_TP) && !st->tp && l->tp > 1) || (FREE(TS_PIN_PP) && !st->pp && l->pp > 1) ||
-             (FREE(TS_PIN_CP) && !st->cp && l->cp > 1) || (FREE(TS_PIN_EP) && !st->ep && l->ep > 1) ||
-             (FREE(TS_PIN_SP) && !st->sp && l->sp))
-        why = "dimension";
+
+const char *ts_stack_refuses_shape(const ts_stack *st, const ts_layout *l, unsigned pinned) {
+    if (FREE(TS_PIN_RECOMPUTE) && st->recompute && !(st->recompute & (1u << l->recompute))) return "recompute";
+    if ((FREE(TS_PIN_TP) && !st->tp && l->tp > 1) || (FREE(TS_PIN_PP) && !st->pp && l->pp > 1) ||
+        (FREE(TS_PIN_CP) && !st->cp && l->cp > 1) || (FREE(TS_PIN_EP) && !st->ep && l->ep > 1) ||
+        (FREE(TS_PIN_SP) && !st->sp && l->sp))
+        return "dimension";
+    return NULL;
+}
+
+const char *ts_stack_refuses_schedule(const ts_stack *st, const ts_layout *l, unsigned pinned) {
+    return FREE(TS_PIN_SCHED) && st->schedules && l->pp > 1 && !(st->schedules & (1u << l->schedule)) ? "schedule"
+                                                                                                       : NULL;
+}
+
+const char *ts_stack_refuses_zero(const ts_stack *st, const ts_layout *l, unsigned pinned) {
+    if (FREE(TS_PIN_ZERO) && !(st->zero & (1u << l->zero))) return "zero";
+    if (FREE(TS_PIN_ZERO) && l->pp > 1 && l->zero > st->pp_max_zero) return "zero with pp";
+    return NULL;
+}
 #undef FREE
+
+const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pinned, char *buf, size_t cap) {
+    const char *why = ts_stack_refuses_schedule(st, l, pinned);
+    if (!why) why = ts_stack_refuses_shape(st, l, pinned);
+    if (!why) why = ts_stack_refuses_zero(st, l, pinned);
     if (!why || !buf) return why;
     char text[256];
     ts_layout_format(l, text, sizeof text);

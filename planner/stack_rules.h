@@ -32,6 +32,12 @@ ts_status ts_stack_train_defaults(const ts_stack *st, unsigned given, ts_train *
  * field's name alone, nothing formatted (the search's inner loop). */
 const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pinned, char *buf, size_t cap);
 
+/* The three parts of ts_stack_refusal, for a search that checks each at the loop level where it
+ * can change: the shape (dimensions and recompute policy), the schedule, the ZeRO stage. */
+const char *ts_stack_refuses_shape(const ts_stack *st, const ts_layout *l, unsigned pinned);
+const char *ts_stack_refuses_schedule(const ts_stack *st, const ts_layout *l, unsigned pinned);
+const char *ts_stack_refuses_zero(const ts_stack *st, const ts_layout *l, unsigned pinned);
+
 /* The layout's memory is within TS_MEM_TIGHT_FRAC of the line (usable_bytes). */
 int ts_mem_tight(const ts_problem *pb, double mem_bytes);
 

@@ -449,10 +449,9 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         }
     }
     t.optimizer = st->optimizer_s[l->zero >= 1];
-    t.overhead = pb->train.stack.step_overhead_s;
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
-           t.optimizer + t.overhead;
+           t.optimizer;
 }
 
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out) {

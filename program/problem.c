@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "common/checked.h"
 #include "program/schedule.h"
 
 const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
@@ -58,10 +59,13 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
     const ts_model *m = &pb->model;
     if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
         INVALID("every size must be at least 1");
-    long long prod = (long long)l->dp * l->tp * l->pp * l->cp;
+    int64_t prod, sizes[] = {l->dp, l->tp, l->pp, l->cp};
+    if (!ts_mul_i64(sizes, 4, &prod))
+        INVALID("dp×tp×pp×cp = %d×%d×%d×%d overflows 64 bits, not the %d GPUs", l->dp, l->tp, l->pp, l->cp,
+                pb->gpus);
     if (prod != pb->gpus)
         INVALID("dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
-                 l->cp, prod, pb->gpus);
+                 l->cp, (long long)prod, pb->gpus);
     if (l->tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes)
         INVALID("tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
                  ts_system_domain_gpus(&pb->sys));

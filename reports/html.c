@@ -1,6 +1,7 @@
 /* The report's HTML page (see html.h). */
 #include "reports/html.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +286,7 @@ static ts_status time_section(const ts_report *r, FILE *f) {
 
 static void kinds_table(const ts_report *r, FILE *f) {
     fputs("<table>\n<tr><th>op kind</th><th class=\"r\">simulated s per rank</th>", f);
-    if (r->has_run) fputs("<th class=\"r\">measured s per rank</th>", f);
+    if (r->has_run) fputs("<th class=\"r\">measured s per rank</th><th class=\"r\">error</th>", f);
     fputs("</tr>\n", f);
     for (int k = 0; k < TS_OP_KIND_COUNT; k++) {
         fputs("<tr><td>", f);
@@ -295,6 +296,13 @@ static void kinds_table(const ts_report *r, FILE *f) {
         if (r->has_run) {
             fputs("</td><td class=\"r\">", f);
             ts_html_numf(f, "", 4, r->run.kind_s[k], "measured.kind_s_per_rank.%s", ts_op_kind_names[k]);
+            /* (simulated − measured) / measured, as tessera compare; blank where nothing ran. */
+            double sim_s = r->sim.kind_s[k] / r->prog.pp, err = (sim_s - r->run.kind_s[k]) / r->run.kind_s[k];
+            fputs("</td><td class=\"r\">", f);
+            if (r->run.kind_s[k] > 0) {
+                ts_html_numf(f, "%", 1, err, "measured.kind_error.%s", ts_op_kind_names[k]);
+                fputs("%", f);
+            }
         }
         fputs("</td></tr>\n", f);
     }
@@ -352,7 +360,9 @@ static void timeline_section(const ts_report *r, FILE *f) {
     fputs(" s by the closed form; pipeline bubble ", f);
     ts_html_num(f, "simulation.bubble_fraction", "%", 1, r->sim.bubble_fraction);
     fputs("% of the step. Compute ops are coloured by phase.</p>\n", f);
-    ts_svg_gantt(f, &r->sim_timeline);
+    /* Simulated and measured on one axis: the longer step's. */
+    double axis_s = r->has_run_trace ? fmax(r->sim_timeline.span_s, r->run_timeline.span_s) : r->sim_timeline.span_s;
+    ts_svg_gantt_on(f, &r->sim_timeline, axis_s);
     fputs("<table>\n<tr><th class=\"r\">stage</th><th class=\"r\">busy s</th><th class=\"r\">bubble s</th>"
           "<th class=\"r\">exposed comm s</th></tr>\n", f);
     for (int s = 0; s < r->prog.pp; s++) {
@@ -369,8 +379,9 @@ static void timeline_section(const ts_report *r, FILE *f) {
     if (r->has_run_trace) {
         fputs("<h3>Measured timeline</h3>\n<p>From ", f);
         ts_html_str(f, "measured.trace", r->run_trace_file);
-        fputs(": the compute stream of each stage's first rank in the traced step.</p>\n", f);
-        ts_svg_gantt(f, &r->run_timeline);
+        fputs(": the compute stream of each stage's first rank in the traced step, on the simulated timeline's "
+              "axis.</p>\n", f);
+        ts_svg_gantt_on(f, &r->run_timeline, axis_s);
     }
 }
 

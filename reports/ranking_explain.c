@@ -159,8 +159,7 @@ void ts_ranking_against_text(const ts_ranking *r, char *buf, size_t cap) {
     } terms[] = {{"compute", x->compute - y->compute}, {"TP comm", x->tp_comm - y->tp_comm},
                  {"CP comm", x->cp_comm - y->cp_comm}, {"EP comm", x->ep_comm - y->ep_comm},
                  {"PP comm", x->pp_comm - y->pp_comm}, {"bubble", x->pp_bubble - y->pp_bubble},
-                 {"DP comm", x->dp_comm - y->dp_comm}, {"optimizer", x->optimizer - y->optimizer},
-                 {"overhead", x->overhead - y->overhead}};
+                 {"DP comm", x->dp_comm - y->dp_comm}, {"optimizer", x->optimizer - y->optimizer}};
     size_t used = 0;
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++) {
         /* terms under a thousandth of the step say nothing */

@@ -129,6 +129,11 @@ static ts_status measured_json(const ts_report *r, cJSON *root) {
     NUM(o, "loss_first", m->loss_first);
     NUM(o, "loss_last", m->loss_last);
     TS_CHECK_GOTO(kinds_json(o, "kind_s_per_rank", m->kind_s, 1), res, fail);
+    /* (simulated − measured) / measured per kind, the kinds the run timed (the HTML's column). */
+    cJSON *err;
+    OBJ(err, o, "kind_error");
+    for (int k = 0; k < TS_OP_KIND_COUNT; k++)
+        if (m->kind_s[k] > 0) NUM(err, ts_op_kind_names[k], (r->sim.kind_s[k] / r->prog.pp - m->kind_s[k]) / m->kind_s[k]);
     if (r->has_run_trace) STR(o, "trace", r->run_trace_file);
 fail:
     return res;

@@ -122,11 +122,15 @@ void ts_svg_stacked_bars(FILE *f, const ts_svg_bars *c) {
     fputs("</svg>\n", f);
 }
 
-void ts_svg_gantt(FILE *f, const ts_timeline *t) {
-    const double width = 1100, label_w = 90, right = 30, plot_w = width - label_w - right, top = 36;
+void ts_svg_gantt(FILE *f, const ts_timeline *t) { ts_svg_gantt_on(f, t, t->span_s); }
+
+void ts_svg_gantt_on(FILE *f, const ts_timeline *t, double axis_span_s) {
+    if (!(axis_span_s >= t->span_s)) axis_span_s = t->span_s;
+    const double width = 1100, label_w = 90, right = 30, axis_w = width - label_w - right, top = 36;
+    const double plot_w = axis_span_s > 0 ? axis_w * t->span_s / axis_span_s : axis_w;
     double row_h = t->rows <= 16 ? 18 : fmax(3, 288.0 / t->rows), gap = row_h >= 12 ? 4 : 1;
     double y_bottom = top + t->rows * (row_h + gap), height = y_bottom + 40;
-    double step = nice_step(t->span_s), col_w = plot_w / t->columns;
+    double step = nice_step(axis_span_s), col_w = plot_w / t->columns;
     int label_every = row_h >= 10 ? 1 : (int)ceil(12 / (row_h + gap));
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\">\n",
             width, height, width, height);
@@ -134,7 +138,7 @@ void ts_svg_gantt(FILE *f, const ts_timeline *t) {
     for (int p = 0; p < TS_PHASE_COUNT; p++) names[p] = ts_phase_names[p], colors[p] = phase_colors[p];
     names[TS_PHASE_COUNT] = "idle", colors[TS_PHASE_COUNT] = phase_color(TS_TIMELINE_IDLE);
     legend(f, label_w, 16, TS_PHASE_COUNT + 1, names, colors);
-    x_ticks(f, label_w, plot_w, top - 4, y_bottom, t->span_s, step);
+    x_ticks(f, label_w, axis_w, top - 4, y_bottom, axis_span_s, step);
     for (int r = 0; r < t->rows; r++) {
         double y = top + r * (row_h + gap);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", label_w, y, plot_w,
@@ -154,7 +158,7 @@ void ts_svg_gantt(FILE *f, const ts_timeline *t) {
             c = end;
         }
     }
-    text_at(f, label_w + plot_w / 2, height - 6, "middle", 12, "time in the step (s)");
+    text_at(f, label_w + axis_w / 2, height - 6, "middle", 12, "time in the step (s)");
     fputs("</svg>\n", f);
 }
 

@@ -28,6 +28,9 @@ void ts_svg_stacked_bars(FILE *f, const ts_svg_bars *c);
 /* The timeline's rows ("stage 0", ...) as bars coloured by phase, with a time axis in seconds
  * and a phase legend. */
 void ts_svg_gantt(FILE *f, const ts_timeline *t);
+/* The same on an axis of axis_span_s ≥ t->span_s seconds, so that two timelines drawn on one axis
+ * (simulated and measured) compare by eye. */
+void ts_svg_gantt_on(FILE *f, const ts_timeline *t, double axis_span_s);
 
 /* Lines over GPU counts (x on a log2 axis, one tick per count), one line per series; NaN y
  * values leave gaps (nothing fits there). */

@@ -226,7 +226,8 @@ static void csv_cells(FILE *f, const cJSON *obj, int header) {
             fputs(sep, f), sep = ",";
             if (header) csv_field(f, c->string);
             else csv_value(f, c);
-        } else if (cJSON_IsObject(c) && strcmp(c->string, "kind_s_per_rank") != 0) {
+        } else if (cJSON_IsObject(c) && strcmp(c->string, "kind_s_per_rank") != 0 &&
+                   strcmp(c->string, "kind_error") != 0) { /* per kind: the op_kinds table's */
             for (const cJSON *g = c->child; g; g = g->next) {
                 fputs(sep, f), sep = ",";
                 if (header) csv_nested_name(f, c->string, g->string);
@@ -286,12 +287,15 @@ static ts_status csv_objects(const ts_report *r, const cJSON *root, const cJSON 
     return TS_OK;
 }
 
-/* One row per op kind: simulation.kind_s_per_rank, and measured's beside it with a run. */
+/* One row per op kind: simulation.kind_s_per_rank, and measured's and the error
+ * (measured.kind_error) beside it with a run. */
 static ts_status csv_op_kinds(const ts_report *r, const cJSON *root, const cJSON *item, FILE *f) {
     (void)r;
     const cJSON *measured = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "measured"),
                                                              "kind_s_per_rank");
-    fprintf(f, "kind,simulated_s_per_rank%s\n", measured ? ",measured_s_per_rank" : "");
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "measured"),
+                                                          "kind_error");
+    fprintf(f, "kind,simulated_s_per_rank%s\n", measured ? ",measured_s_per_rank,error" : "");
     for (const cJSON *c = item->child; c; c = c->next) {
         csv_field(f, c->string);
         fputc(',', f);
@@ -299,6 +303,10 @@ static ts_status csv_op_kinds(const ts_report *r, const cJSON *root, const cJSON
         if (measured) {
             fputc(',', f);
             csv_value(f, cJSON_GetObjectItemCaseSensitive(measured, c->string));
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(error, c->string);
+            fputc(',', f);
+            if (e) csv_value(f, e);
+            else fputs("\"\"", f); /* empty where the run timed no op of the kind */
         }
         fputc('\n', f);
     }

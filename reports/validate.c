@@ -77,7 +77,7 @@ static int selected(const ts_validate_opts *o, int i) {
 
 /* What the passes share: the options, the folder, and the spec the plans are written on. */
 typedef struct {
-    const ts_validate_opts *o;
+    ts_validate_opts *o; /* the caller's, with repeat the passes made (repeat_to) */
     const char *dir;
     const char *system;
     char (*profiles)[4200]; /* (repeat) the passes' calibrations (no opts.system) */
@@ -183,7 +183,9 @@ static ts_status run_case(const experiment *x, int i, int pass, ts_validate_case
     TS_CHECK(ts_spawn(argv, run_json));
     out->index = i;
     out->ranks = case_ranks(i);
-    return measured_step(run_json, &out->raw_s[pass], &out->flop[pass]);
+    TS_CHECK(measured_step(run_json, &out->raw_s[pass], &out->flop[pass]));
+    if (pass == 0) TS_CHECK(ts_validate_memory_read(run_json, &out->memory));
+    return ts_run_spreads(run_json, TS_VALIDATE_WARMUP, &out->step_spread[pass], &out->gauge_spread[pass]);
 }
 
 /* The median of n ≤ TS_VALIDATE_MAX_REPEAT passes' figures, leaving them in order. */
@@ -223,6 +225,23 @@ static ts_status compare_case(const experiment *x, ts_validate_case *out) {
     out->raw_error = (c->simulated_step_s - c->measured_raw_step_s) / c->measured_raw_step_s;
     out->run_spread = spread(out->run_s, repeat);
     out->raw_spread = spread(out->raw_s, repeat);
+    return TS_OK;
+}
+
+/* Each pass's trace of case out->index replayed on its plan (sim/replay.h): the simulator on
+ * the run's own compute times, so the error is the model's of everything else. */
+static ts_status replay_case(const experiment *x, ts_validate_case *out) {
+    char plan[4200], run[4200];
+    int repeat = x->o->repeat;
+    case_file(plan, sizeof plan, x->dir, out->index, 0, "plan.json");
+    for (int p = 0; p < repeat; p++) {
+        ts_replay r;
+        case_file(run, sizeof run, x->dir, out->index, p, "run.trace.json");
+        TS_CHECK(ts_replay_plan(plan, 0, run, &r));
+        out->replay_errors[p] = r.error;
+        if (p == 0) out->replay = r;
+    }
+    out->replay_error = median_of(out->replay_errors, repeat);
     return TS_OK;
 }
 
@@ -332,6 +351,31 @@ static void summarize(ts_validate_result *r) {
     median_worst(raw, n, &r->median_abs_raw_error, &r->max_abs_raw_error);
     r->median_spread = ts_median(run_spread, n);
     r->median_raw_spread = ts_median(raw_spread, n);
+    double steps[TS_VALIDATE_CASES], gauge[TS_VALIDATE_CASES];
+    for (int i = 0; i < n; i++) {
+        steps[i] = median_of(r->cases[i].step_spread, r->repeat);
+        gauge[i] = median_of(r->cases[i].gauge_spread, r->repeat);
+    }
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (isfinite(r->cases[i].memory.error[k])) err[m++] = fabs(r->cases[i].memory.error[k]);
+        median_worst(err, m, &r->memory_median_abs_error[k], &r->memory_max_abs_error[k]);
+    }
+    ts_validate_noise_judge(&r->noise, ts_median(steps, n), ts_median(gauge, n), r->repeat > 1 ? r->median_raw_spread : NAN);
+    if (!r->replayed) return;
+    for (int i = 0; i < n; i++) err[i] = fabs(r->cases[i].replay_error);
+    median_worst(err, n, &r->replay_median_abs_error, &r->replay_max_abs_error);
+}
+
+/* Whether `passes` passes pin the measured steps down to `target`: the median over the cases of
+ * their passes' spread ((max − min) / median, about two standard deviations for a few normal
+ * samples: Tippett 1925's mean range is 1.13σ for 2, 1.69σ for 3, 2.06σ for 4) over √passes,
+ * the standard error of a mean of that many, is at most the target. */
+static int settled(const ts_validate_result *out, int passes, double target) {
+    double s[TS_VALIDATE_CASES];
+    for (int i = 0; i < out->n; i++) s[i] = spread(out->cases[i].raw_s, passes);
+    return ts_median(s, out->n) / sqrt((double)passes) <= target;
 }
 
 /* The passes, the choice of calibration and the comparisons, in folder x->dir. */
@@ -341,13 +385,26 @@ static ts_status experiment_run(experiment *x, ts_validate_result *out) {
     for (int i = 0; i < TS_VALIDATE_CASES; i++) n_runs += selected(o, i) && case_ranks(i) <= o->max_ranks;
     /* Each pass calibrates (unless opts.system) and then trains every case, so that calibrations
      * and runs alike sample the machine at R moments. */
-    for (int pass = 0; pass < o->repeat; pass++) TS_CHECK(run_pass(x, pass, n_runs, out));
+    for (int pass = 0; pass < o->repeat; pass++) {
+        TS_CHECK(run_pass(x, pass, n_runs, out));
+        if (o->repeat_to > 0 && pass >= 1 && settled(out, pass + 1, o->repeat_to)) {
+            say(o, "the passes' medians hold to %.1f%%: %d passes\n", 100 * o->repeat_to, pass + 1);
+            x->o->repeat = pass + 1;
+        }
+    }
+    out->repeat = o->repeat;
     if (o->system == NULL && o->repeat > 1) TS_CHECK(choose_profile(x));
     for (int k = 0; k < out->n; k++) {
         const ts_compare *c = &out->cases[k].cmp;
         TS_CHECK(compare_case(x, &out->cases[k]));
         say(o, "[%d/%d] simulated %.4f s, measured %.4f s (%+.1f%%)\n", k + 1, out->n, c->simulated_step_s,
             c->measured_step_s, 100 * c->step_error);
+        out->cases[k].replay_error = NAN;
+        if (!o->replay) continue;
+        TS_CHECK(replay_case(x, &out->cases[k]));
+        say(o, "[%d/%d] replayed %.4f s against %.4f s measured (%+.1f%%)\n", k + 1, out->n,
+            out->cases[k].replay.replayed_step_s, out->cases[k].replay.measured_step_s,
+            100 * out->cases[k].replay_error);
     }
     summarize(out);
     snprintf(out->system, sizeof out->system, "%s", x->system);
@@ -357,6 +414,8 @@ static ts_status experiment_run(experiment *x, ts_validate_result *out) {
 ts_status ts_validate(const ts_validate_opts *o, ts_validate_result *out) {
     memset(out, 0, sizeof *out);
     out->steps = o->steps, out->repeat = o->repeat, out->batch = o->batch, out->seq = o->seq;
+    out->replayed = o->replay;
+    ts_validate_noise_start(&out->noise);
     char dir[4096];
     if (o->dir) {
         snprintf(dir, sizeof dir, "%s", o->dir);
@@ -364,7 +423,9 @@ ts_status ts_validate(const ts_validate_opts *o, ts_validate_result *out) {
         snprintf(dir, sizeof dir, "/tmp/tessera-validate-XXXXXX");
         if (mkdtemp(dir) == NULL) return TS_FAIL(TS_ERR_IO, "cannot create a temporary folder in /tmp");
     }
-    experiment x = {.o = o, .dir = dir, .system = o->system};
+    ts_validate_opts opts = *o;
+    if (o->repeat_to > 0) opts.repeat = TS_VALIDATE_MAX_REPEAT; /* until settled */
+    experiment x = {.o = &opts, .dir = dir, .system = o->system};
     ts_status res = TS_OK;
     out->cases = calloc(TS_VALIDATE_CASES, sizeof *out->cases);
     x.profiles = calloc(TS_VALIDATE_MAX_REPEAT, sizeof *x.profiles);

@@ -20,7 +20,13 @@
  *    "cases": [{sim/compare.h's comparison, "case", "ranks", "simulated_s", "measured_s", "error",
  *               "measured_raw_s", "raw_error", "measured_runs_s", "measured_raw_runs_s",
  *               "measured_spread", "measured_raw_spread"}],
- *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error"}
+ *    "median_abs_error", "max_abs_error", "median_abs_raw_error", "max_abs_raw_error",
+ *    with opts.replay: "replay": {"median_abs_error", "max_abs_error"} and per case "replay":
+ *    {sim/replay.h's JSON of the first pass, "errors": [each pass's], "error": their median},
+ *    per case "memory" (reports/validate_memory.h) and "memory": {"median_abs_error": {category: x},
+ *    "max_abs_error": {...}},
+ *    "noise": {"load_avg_1min", "cores", "step_spread", "gauge_spread", "repeat_spread", "judgeable",
+ *              "verdict"} (reports/validate_noise.h)}
  * Errors are fractions of the measured step; a spread is (max − min) / median over the passes. */
 #ifndef TS_VALIDATE_H
 #define TS_VALIDATE_H
@@ -31,6 +37,9 @@
 
 #include "exec/launch.h" /* ts_device */
 #include "sim/compare.h"
+#include "sim/replay.h"
+#include "reports/validate_memory.h"
+#include "reports/validate_noise.h"
 
 #define TS_VALIDATE_CASES 24      /* the layouts of the matrix */
 #define TS_VALIDATE_MAX_REPEAT 20 /* passes */
@@ -46,6 +55,10 @@ typedef struct {
     int situ_steps;       /* the calibration's in-situ steps (calibrate --situ-steps) */
     int64_t batch, seq;   /* sequences per step, tokens per sequence */
     unsigned char only[TS_VALIDATE_CASES]; /* nonzero: run only these cases; all zero: every one */
+    int replay;           /* also replay every run's trace (sim/replay.h) */
+    double repeat_to;     /* > 0: passes (2 .. TS_VALIDATE_MAX_REPEAT, `repeat` ignored) until the
+                             median over the cases of their passes' spread / √passes is at most
+                             this fraction: the measured steps' medians then hold to about it */
     FILE *log;            /* progress lines ("tessera validate: pass 1/1 [1/24] ..."); NULL: silent */
     ts_device device;     /* where the runs and the calibration train (their --device) */
 } ts_validate_opts;
@@ -66,6 +79,12 @@ typedef struct {
     double run_s[TS_VALIDATE_MAX_REPEAT]; /* at the calibration's speed where known, else as timed */
     double raw_error;   /* the step error against the measured step as timed */
     double run_spread, raw_spread; /* (max − min) / median of run_s, raw_s */
+    ts_replay replay;   /* opts.replay: the first pass's trace replayed */
+    double replay_errors[TS_VALIDATE_MAX_REPEAT]; /* each pass's replay error */
+    double replay_error; /* their median; NAN without opts.replay */
+    double step_spread[TS_VALIDATE_MAX_REPEAT], gauge_spread[TS_VALIDATE_MAX_REPEAT]; /* each pass's run's
+                           (reports/validate_noise.h) */
+    ts_validate_memory memory; /* the first pass's run: predicted against measured peaks */
 } ts_validate_case;
 
 /* The experiment's outcome. ts_validate_result_free frees the cases. */
@@ -79,6 +98,11 @@ typedef struct {
      * spreads (NAN without cases). */
     double median_abs_error, max_abs_error, median_abs_raw_error, max_abs_raw_error;
     double median_spread, median_raw_spread;
+    int replayed; /* opts.replay */
+    double replay_median_abs_error, replay_max_abs_error; /* over the cases' replay errors */
+    ts_validate_noise noise; /* can this machine judge the target? */
+    /* Per memory category over the cases that report it: median and worst |error| (NAN: none). */
+    double memory_median_abs_error[TS_VALIDATE_MEM_KINDS], memory_max_abs_error[TS_VALIDATE_MEM_KINDS];
 } ts_validate_result;
 
 /* Runs the experiment. Children that fail (a calibration, a run) fail it with TS_ERR_EXTERNAL

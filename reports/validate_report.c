@@ -15,6 +15,21 @@ static ts_status add_runs(cJSON *c, const char *key, const double *v, int n) {
     return TS_OK;
 }
 
+/* A case's "replay": the first pass's replay, each pass's error and their median. */
+static ts_status case_replay_json(const ts_validate_result *r, const ts_validate_case *vc, cJSON *c) {
+    cJSON *rp = NULL;
+    TS_CHECK(ts_replay_json(&vc->replay, &rp));
+    if (!cJSON_AddItemToObject(c, "replay", rp)) {
+        cJSON_Delete(rp);
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a replay");
+    }
+    TS_CHECK(add_runs(rp, "errors", vc->replay_errors, r->repeat));
+    cJSON_DeleteItemFromObjectCaseSensitive(rp, "error");
+    if (!cJSON_AddNumberToObject(rp, "error", vc->replay_error))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing a replay");
+    return TS_OK;
+}
+
 /* One case: the comparison's JSON (sim/compare.h) with the experiment's fields added. */
 static ts_status case_json(const ts_validate_result *r, const ts_validate_case *vc, cJSON *arr) {
     ts_status st = TS_OK;
@@ -33,8 +48,58 @@ static ts_status case_json(const ts_validate_result *r, const ts_validate_case *
     TS_CHECK(add_runs(c, "measured_raw_runs_s", vc->raw_s, r->repeat));
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_spread", vc->run_spread), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(c, "measured_raw_spread", vc->raw_spread), st, fail);
+    if (r->replayed) TS_CHECK(case_replay_json(r, vc, c));
+    TS_CHECK(ts_validate_memory_json(&vc->memory, c));
 fail:
     return st;
+}
+
+static ts_status memory_summary_json(const ts_validate_result *r, cJSON *root) {
+    cJSON *o = cJSON_AddObjectToObject(root, "memory"), *med = NULL, *max = NULL;
+    if (o) med = cJSON_AddObjectToObject(o, "median_abs_error"), max = cJSON_AddObjectToObject(o, "max_abs_error");
+    if (med == NULL || max == NULL) return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing memory errors");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        if (!cJSON_AddNumberToObject(med, ts_validate_mem_names[k], r->memory_median_abs_error[k]) ||
+            !cJSON_AddNumberToObject(max, ts_validate_mem_names[k], r->memory_max_abs_error[k]))
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing memory errors");
+    return TS_OK;
+}
+
+/* The memory table: per case, the planner's error per category against the measured peak. */
+static void print_memory(FILE *f, const ts_validate_result *r) {
+    int known = 0;
+    for (int i = 0; i < r->n; i++) known += r->cases[i].memory.known;
+    if (known == 0) return;
+    fprintf(f, "# memory: planner against the measured peak (worst rank), (predicted - measured) / measured\n");
+    fprintf(f, "%-4s", "#");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) fprintf(f, " %12s", ts_validate_mem_names[k]);
+    fprintf(f, "\n");
+    for (int i = 0; i < r->n; i++) {
+        const ts_validate_memory *m = &r->cases[i].memory;
+        if (!m->known) continue;
+        fprintf(f, "%-4d", r->cases[i].index + 1);
+        for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++) fprintf(f, " %+11.1f%%", 100 * m->error[k]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "# memory median |error|:");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        fprintf(f, " %s %.1f%%", ts_validate_mem_names[k], 100 * r->memory_median_abs_error[k]);
+    fprintf(f, "\n# memory worst |error|: ");
+    for (int k = 0; k < TS_VALIDATE_MEM_KINDS; k++)
+        fprintf(f, " %s %.1f%%", ts_validate_mem_names[k], 100 * r->memory_max_abs_error[k]);
+    fprintf(f, "\n");
+}
+
+static ts_status noise_json(const ts_validate_noise *n, cJSON *root) {
+    cJSON *o = cJSON_AddObjectToObject(root, "noise");
+    if (o == NULL || !cJSON_AddNumberToObject(o, "load_avg_1min", n->load_avg_1min) ||
+        !cJSON_AddNumberToObject(o, "cores", (double)n->cores) ||
+        !cJSON_AddNumberToObject(o, "step_spread", n->step_spread) ||
+        !cJSON_AddNumberToObject(o, "gauge_spread", n->gauge_spread) ||
+        !cJSON_AddNumberToObject(o, "repeat_spread", n->repeat_spread) ||
+        !cJSON_AddBoolToObject(o, "judgeable", n->judgeable) || !cJSON_AddStringToObject(o, "verdict", n->verdict))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the noise verdict");
+    return TS_OK;
 }
 
 ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
@@ -49,6 +114,14 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_error", r->max_abs_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_raw_error", r->median_abs_raw_error), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
+    TS_CHECK_GOTO(noise_json(&r->noise, root), st, fail);
+    TS_CHECK_GOTO(memory_summary_json(r, root), st, fail);
+    if (r->replayed) {
+        cJSON *rp;
+        TS_CJSON_GOTO(rp = cJSON_AddObjectToObject(root, "replay"), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(rp, "median_abs_error", r->replay_median_abs_error), st, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(rp, "max_abs_error", r->replay_max_abs_error), st, fail);
+    }
     *out = root;
     return TS_OK;
 fail:
@@ -77,6 +150,7 @@ static void print_head(FILE *f, const ts_validate_result *r, int gauged) {
             "error");
     if (r->repeat > 1) fprintf(f, " %7s", "spread");
     if (gauged) fprintf(f, " %9s %9s", "raw_s", "raw_error");
+    if (r->replayed) fprintf(f, " %8s", "replay");
     fprintf(f, "  %s\n", "worst op kind");
 }
 
@@ -91,6 +165,7 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
                 c->simulated_step_s, c->measured_step_s, 100 * c->step_error);
         if (r->repeat > 1) fprintf(f, " %6.1f%%", 100 * vc->run_spread);
         if (gauged) fprintf(f, " %9.4f %+8.1f%%", c->measured_raw_step_s, 100 * vc->raw_error);
+        if (r->replayed) fprintf(f, " %+7.1f%%", 100 * vc->replay_error);
         if (w) fprintf(f, "  %s %+.0f%%", w->kind, 100 * w->error);
         fprintf(f, "\n");
     }
@@ -104,5 +179,13 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
         fprintf(f, "\n");
     }
+    print_memory(f, r);
+    if (r->noise.verdict[0]) fprintf(f, "# machine: %s\n", r->noise.verdict);
+    if (r->noise.verdict[0] && !r->noise.judgeable)
+        fprintf(f, "# so the step errors above are not a verdict on the simulator%s\n",
+                r->replayed ? "; the replay below runs on the measured times and is" : " (--replay gives one)");
+    if (r->replayed)
+        fprintf(f, "# replay (each run's compute at its measured times, the rest simulated): median |error| %.1f%%, "
+                   "worst %.1f%%\n", 100 * r->replay_median_abs_error, 100 * r->replay_max_abs_error);
     return TS_OK;
 }

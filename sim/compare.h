@@ -67,4 +67,25 @@ void ts_compare_set_measured_step(ts_compare *c, double measured_s, double raw_s
  * NANs become null. The caller frees it with cJSON_Delete. */
 ts_status ts_compare_json(const ts_compare *c, cJSON **out);
 
+/* The op events of one trace as they were timed, for replay (sim/replay.h) and op-by-op listings:
+ * each event's rank, op index, kind (cat, a ts_op_kind_names entry; -1 for an unknown one), name
+ * and span, sorted by (rank, op). The trace is checked as ts_compare_traces checks it. */
+typedef struct {
+    int rank, stage, op, kind; /* stage from the rank's process name, -1 unknown */
+    int group;                 /* collective: its ts_group; else -1 */
+    int peer, chunk;           /* send, recv: the peer stage and the chunk; else -1 */
+    char name[64], coll[24];   /* coll: a collective's ("all-reduce"), else "" */
+    double start_s, dur_s;
+} ts_trace_op;
+
+typedef struct {
+    char layout[160], model[64];
+    double step_s;       /* otherData's */
+    int n;
+    ts_trace_op *ops;    /* (n) owned */
+} ts_trace_ops;
+
+ts_status ts_trace_ops_read(const char *path, ts_trace_ops *out);
+void ts_trace_ops_free(ts_trace_ops *t);
+
 #endif

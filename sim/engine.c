@@ -38,6 +38,7 @@
  * is a deadlock, reported with the first stuck op of the first stuck rank. */
 #include "sim/engine.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,7 +50,7 @@
 #include "sim/heap.h"
 #include "sim/network.h"
 
-enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE };
+enum { EV_END, EV_LATENCY, EV_FLOW, EV_COMM_DONE, EV_RANK_START, EV_MEMBER_DONE };
 
 enum { DIR_OUT, DIR_IN };
 
@@ -116,6 +117,7 @@ typedef struct {
     ts_rank_spans *ranks; /* the result's (n_ranks) */
     sim_rank *rk;      /* (n_ranks) */
     double *scale;     /* NULL, or (n_ranks) compute_scale of each simulated rank's global rank */
+    const ts_cost_override *ovr; /* NULL, or durations replacing compute costs (full mode) */
     int *lead;         /* (n_ranks × TS_GROUP_COUNT) full mode: each rank's groups' lowest
                           members (ts_group_id) */
     op_state *state;   /* (rank-ops) the ranks' views in rank order */
@@ -391,6 +393,17 @@ static ts_status comm_begin(sim *S, int r, int i) {
         P->active++;
         prefetch_succ(P, o->kind == TS_OP_SEND && k == 1 ? o->match : i);
     }
+    /* A replayed transfer takes its measured time, sharing no link; each member of a replayed
+     * collective leaves it when it left it in the run. */
+    double d;
+    if (S->ovr && !isnan(d = ts_cost_override_get(S->ovr, r, i))) {
+        if (o->kind != TS_OP_COLL) return push(S, EV_COMM_DONE, S->now + d, r, i, 0);
+        for (int k = 0; k < n; k++) {
+            double dk = ts_cost_override_get(S->ovr, r + k * stride, i);
+            TS_CHECK(push(S, EV_MEMBER_DONE, S->now + (isnan(dk) ? d : dk), r + k * stride, i, 0));
+        }
+        return TS_OK;
+    }
     return push(S, EV_LATENCY, S->now + o->lat_s, r, i, 0);
 }
 
@@ -443,6 +456,12 @@ static ts_status start_comm(sim *S, int r, int i) {
     const op_plan *o = &R->plan->ops[i];
     switch ((ts_op_kind)o->kind) {
     case TS_OP_COLL: {
+        if (S->ovr && S->ovr->alone[S->ovr->first[r] + i]) {
+            /* Replay: the run went on without waiting for the peers here. */
+            double d = ts_cost_override_get(S->ovr, r, i);
+            R->active++;
+            return push(S, EV_MEMBER_DONE, S->now + (isnan(d) ? 0 : d), r, i, 0);
+        }
         if (!S->full) return comm_begin(S, r, i);
         int lead = S->lead[r * TS_GROUP_COUNT + o->group];
         if (++S->rk[lead].state[i].count < S->group_size[o->group]) return TS_OK;
@@ -458,7 +477,11 @@ static ts_status start_comm(sim *S, int r, int i) {
         return comm_begin(S, r, i);
     case TS_OP_RECV:
         /* The span started now unless the transfer starts later (the SEND then moves it). */
-        if (R->state[i].count) return push(S, EV_END, S->now, r, i, 0);
+        if (R->state[i].count) {
+            /* Replay: a receive posted after its data arrived still copies it, as measured. */
+            double d = S->ovr ? ts_cost_override_get(S->ovr, r, i) : NAN;
+            return push(S, EV_END, S->now + (isnan(d) ? 0 : d), r, i, 0);
+        }
         return TS_OK;
     default: return TS_OK;
     }
@@ -520,7 +543,13 @@ static ts_status flush_starts(sim *S) {
         op_ref st = S->starts[k];
         sim_rank *R = &S->rk[st.rank];
         prefetch_succ(R, st.op);
-        double d = R->plan->ops[st.op].cost_s;
+        double d;
+        /* A replayed duration already holds the lockstep, overlap and core sharing it met. */
+        if (S->ovr && !isnan(d = ts_cost_override_get(S->ovr, st.rank, st.op))) {
+            TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
+            continue;
+        }
+        d = R->plan->ops[st.op].cost_s;
         if (S->scale) d *= S->scale[st.rank];
         if (R->active > 0) d *= slowdown;
         if (S->share_cores) {
@@ -534,10 +563,17 @@ static ts_status flush_starts(sim *S) {
     return TS_OK;
 }
 
+static ts_status start_rank(sim *S, int r) {
+    const stage_plan *p = &S->plans[stage_of(S, r)];
+    for (int k = 0; k < p->n_roots; k++) TS_CHECK(start_op(S, r, (int)p->roots[k]));
+    return TS_OK;
+}
+
 static ts_status run(sim *S) {
     for (int r = 0; r < S->n_ranks; r++) {
-        const stage_plan *p = &S->plans[stage_of(S, r)];
-        for (int k = 0; k < p->n_roots; k++) TS_CHECK(start_op(S, r, (int)p->roots[k]));
+        /* Replay: a rank begins when it began in the run. */
+        if (S->ovr && S->ovr->start_s[r] > 0) TS_CHECK(push(S, EV_RANK_START, S->ovr->start_s[r], r, 0, 0));
+        else TS_CHECK(start_rank(S, r));
     }
     for (;;) {
         const ts_event *top = ts_event_heap_top(&S->heap);
@@ -582,6 +618,11 @@ static ts_status run(sim *S) {
         case EV_END: TS_CHECK(end_op(S, ev.a, ev.b)); break;
         case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
         case EV_COMM_DONE: TS_CHECK(comm_done(S, ev.a, ev.b)); break;
+        case EV_RANK_START: TS_CHECK(start_rank(S, ev.a)); break;
+        case EV_MEMBER_DONE: /* a replayed collective's member (comm_begin) */
+            S->rk[ev.a].active--;
+            TS_CHECK(end_op(S, ev.a, ev.b));
+            break;
         case EV_FLOW: {
             int64_t tag = S->net.flows[ev.a].tag;
             TS_CHECK(ts_net_remove(&S->net, ev.a));
@@ -863,11 +904,13 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     ts_sim_opts o = opts ? *opts : (ts_sim_opts){0};
     if (o.compute_scale && !o.full)
         return TS_FAIL(TS_ERR_INPUT, "per-rank compute scales need full simulation (every rank)");
+    if (o.cost_override && (!o.full || o.cost_override->n_ranks != ts_rank_count(&prog->layout)))
+        return TS_FAIL(TS_ERR_INPUT, "op durations to replay need full simulation (every rank) of their layout");
     TS_CHECK(check_program(prog));
 
     ts_status res = TS_OK;
     const ts_layout *l = &prog->layout;
-    sim S = {.pb = pb, .l = l, .prog = prog, .full = o.full, .free_comm = o.free_comm,
+    sim S = {.pb = pb, .l = l, .prog = prog, .full = o.full, .free_comm = o.free_comm, .ovr = o.cost_override,
              .slowdown = 1.0 + pb->sys.overlap_slowdown};
     ts_event_heap_init(&S.heap);
     S.n_ranks = o.full ? ts_rank_count(l) : prog->pp;
@@ -909,7 +952,8 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
     TS_CHECK_GOTO(sim_ranks_init(&S, &o, out), res, fail);
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * S.link_kinds * 2), res, fail);
-    if (pb->sys.cores_per_node > 0) TS_CHECK_GOTO(cores_init(&S), res, fail);
+    /* Replayed durations already hold the core sharing they met. */
+    if (pb->sys.cores_per_node > 0 && !S.ovr) TS_CHECK_GOTO(cores_init(&S), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);
     if (S.done < S.total) {

@@ -21,6 +21,7 @@
 #include "program/program.h"
 #include "program/span.h"
 #include "planner/op_cost.h"
+#include "sim/cost_override.h"
 
 typedef struct {
     int full;                    /* every rank (1) or one per stage (0) */
@@ -31,6 +32,8 @@ typedef struct {
                                     (each stage's first); the others' ts_rank_spans.spans are NULL.
                                     A 1024-rank step then stores 4 ranks' spans instead of 1024
                                     (16 bytes per rank-op), for callers that write no trace */
+    const ts_cost_override *cost_override; /* NULL, or op durations that replace the model's
+                                    (replay, sim/replay.h); needs full = 1 */
 } ts_sim_opts;
 
 typedef struct {

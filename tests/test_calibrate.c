@@ -21,6 +21,7 @@
 #endif
 
 #include "common/json.h"
+#include "exec/calibrate_quality.h"
 #include "common/stats.h"
 #include "exec/backend.h"
 #include "exec/calibrate.h"
@@ -602,4 +603,27 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_expect(strstr(p.out, "# best:") != NULL, "plan printed no best layout: %s", p.out);
     cli_result_free(&p);
     remove_dir(dir);
+}
+
+/* exec/calibrate_quality.h: a fit beyond its limit is a warning (what calibrate --strict refuses);
+ * fits within it are "ok" lines. */
+Test(calibrate_quality, fits_beyond_their_limits_warn) {
+    static ts_calib c;
+    memset(&c, 0, sizeof c);
+    c.n_gemm = 7, c.gemm_rms_error = 0.619;
+    c.n_mem = 5, c.mem_rms_error = 0.10;
+    ts_calib_quality q;
+    ts_calib_quality_judge_at(&c, 0.5, 2, &q);
+    cr_expect_eq(q.warnings, 1);
+    cr_expect(strstr(q.lines[0], "warning: GEMM fit off by 61.9% rms") != NULL, "%s", q.lines[0]);
+    cr_expect(strstr(q.lines[1], "ok: memory-bound kernel fit 10.0% rms") != NULL, "%s", q.lines[1]);
+    c.gemm_rms_error = 0.05;
+    ts_calib_quality_judge_at(&c, 0.5, 2, &q);
+    cr_expect_eq(q.warnings, 0);
+    c.situ.steps = 5, c.situ.step_cv = 0.2;
+    ts_calib_quality_judge_at(&c, 0.5, 2, &q);
+    cr_expect_eq(q.warnings, 1, "a 20% spread in lockstep warns");
+    ts_calib_quality_judge_at(&c, 11.5, 2, &q);
+    cr_expect_eq(q.warnings, 2, "and so does a load of 11.5 on 2 cores");
+    cr_expect(strstr(q.lines[q.n - 1], "load average 11.5 on 2 cores") != NULL || strstr(q.lines[q.n - 2], "load") != NULL);
 }

@@ -223,3 +223,43 @@ Test(determinism, blanking_only_touches_wall_clock_fields) {
     drop_timed_lines(table);
     cr_expect_str_eq(table, "# tessera sim: x\n     0      3.1\n");
 }
+
+/* Concurrent copies writing the same output: four `plan -o` (and four `export -o`) at once into
+ * one path. The writer's temporary files are per process, so each copy renames a whole file into
+ * place: the survivor is complete and byte-identical to a lone run's, and no temporary file is
+ * left (common/output.h). */
+Test(determinism, concurrent_copies_write_one_whole_file, .timeout = 300) {
+    char *dir = make_temp_dir();
+    char *plan = test_data_path("tests/bad-input/plan-valid.json");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && export TESSERA_DATA='%s' && T='%s' && "
+             "$T plan --model tiny --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 -o lone.json >/dev/null && "
+             "$T export --plan '%s' --format megatron -o lone.sh && "
+             "for i in 1 2 3 4; do "
+             "($T plan --model tiny --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 -o same.json >/dev/null || echo FAIL) & "
+             "($T export --plan '%s' --format megatron -o same.sh || echo FAIL) & done; wait",
+             dir, test_data_dir(), tessera_binary(), plan, plan);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    cli_result r = run_program_timeout(argv, 240);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "FAIL") == NULL && r.err_len == 0, "a copy failed: %s %s", r.out, r.err);
+    const char *pairs[][2] = {{"lone.json", "same.json"}, {"lone.sh", "same.sh"}};
+    for (int i = 0; i < 2; i++) {
+        char a_path[PATH_MAX], b_path[PATH_MAX];
+        snprintf(a_path, sizeof a_path, "%s/%s", dir, pairs[i][0]);
+        snprintf(b_path, sizeof b_path, "%s/%s", dir, pairs[i][1]);
+        char *a = slurp(a_path), *b = slurp(b_path);
+        blank_wall_clock(a);
+        blank_wall_clock(b);
+        expect_same(pairs[i][1], a, b);
+        free(a);
+        free(b);
+    }
+    char listing[4096];
+    list_dir(dir, listing, sizeof listing);
+    cr_expect(strstr(listing, ".tmp.") == NULL, "temporary files left: %s", listing);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}

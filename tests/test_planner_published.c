@@ -53,8 +53,9 @@ Test(planner_published, every_row_is_present) {
 }
 
 /* Runs on the stacks of their era (MT-NLG and BLOOM on Megatron-DeepSpeed, SC'21 Table 2 on Megatron-LM 2021
- * and DeepSpeed ZeRO-3), each under its stack profile: within 20% each (docs/stacks.md lists them;
- * MT-NLG is the worst, 16-19% too fast), the PTD-P rows within 10%, and the step error consistent
+ * and DeepSpeed ZeRO-3, MegaScale's Megatron-LM baseline), each under its stack profile: within 20%
+ * each (docs/stacks.md lists them; MT-NLG is the worst, 16-19% too fast), the PTD-P rows within 10%,
+ * MegaScale's within 15%, and the step error consistent
  * with the TFLOP/s error. */
 Test(planner_published, older_stacks_within_their_bounds) {
     int n = 0;
@@ -67,10 +68,12 @@ Test(planner_published, older_stacks_within_their_bounds) {
         if (strstr(c->id, "ptdp")) cr_expect_leq(fabs(c->error), 0.10, "%s: %+.1f%%", c->id, 100 * c->error);
         double step_err = c->is_tflops ? c->measured / c->predicted - 1 : c->error;
         cr_expect(fabs(c->step_error - step_err) < 1e-12, "%s", c->id);
-        cr_expect(strstr(c->layout, "cp=1,ep=1,sp=0") != NULL, "%s: the era's stack has no CP, EP or SP: %s", c->id,
-                  c->layout);
+        /* sequence parallelism arrived with Megatron-LM v3 (2022): only the 2023 stack has it */
+        const char *dims = strcmp(c->stack, "megatron-lm-2023") ? "cp=1,ep=1,sp=0" : "cp=1,ep=1,";
+        cr_expect(strstr(c->layout, dims) != NULL, "%s: the era's stack has no CP, EP (or SP): %s", c->id, c->layout);
+        if (!strcmp(c->stack, "megatron-lm-2023")) cr_expect_leq(fabs(c->error), 0.15, "%s: %+.1f%%", c->id, 100 * c->error);
     }
-    cr_expect_eq(n, 12, "13 rows, one of which does not fit");
+    cr_expect_eq(n, 20, "21 rows, one of which does not fit");
 }
 
 Test(planner_published, nvidia_step_time_within_15_percent) {

@@ -449,7 +449,10 @@ static int cell_path(const char *table, const csv_table *t, int row, int col, ch
     const char *column = t->cell[0][col], *first = t->cell[row + 1][0];
     if (strcmp(table, "stages") == 0) snprintf(buf, cap, "simulation.stages[%d].%s", row, column);
     else if (strcmp(table, "op_kinds") == 0 && col == 0) return 0;
-    else if (strcmp(table, "op_kinds") == 0)
+    else if (strcmp(table, "op_kinds") == 0 && strcmp(column, "error") == 0) {
+        if (t->cell[row + 1][col][0] == '\0') return 0; /* no measured op of the kind */
+        snprintf(buf, cap, "measured.kind_error.%s", first);
+    } else if (strcmp(table, "op_kinds") == 0)
         snprintf(buf, cap, "%s.kind_s_per_rank.%s", strcmp(column, "measured_s_per_rank") == 0 ? "measured" : "simulation",
                  first);
     else if (strcmp(table, "measured") == 0 && starts_with(column, "step_") && strcmp(column, "step_s") != 0)
@@ -683,6 +686,11 @@ Test(mpi, report_beside_a_real_run, .init = no_leak_check, .timeout = 300) {
     cr_expect_eq(st.failures, 0);
     cr_expect(has_tag(html, "measured.step_s.median") && has_tag(html, "measured.kind_s_per_rank.gemm"));
     cr_expect_eq(count(html, "time in the step (s)"), 2, "a simulated and a measured timeline");
+    cr_expect(has_tag(html, "measured.kind_error.gemm"), "the error per kind");
+    const cJSON *kerr = json_obj(m, "kind_error", "measured");
+    double sim_gemm = json_num(json_obj(json_obj(json, "simulation", "$"), "kind_s_per_rank", "simulation"), "gemm", "k");
+    double run_gemm = json_num(json_obj(m, "kind_s_per_rank", "measured"), "gemm", "measured.kind_s_per_rank");
+    cr_expect(fabs(json_num(kerr, "gemm", "measured.kind_error") - (sim_gemm - run_gemm) / run_gemm) < 1e-9);
     cJSON_Delete(json);
     cJSON_Delete(measured);
     free(html);

@@ -15,8 +15,8 @@
 #include "program/schedule.h"
 #include "tests/helpers.h"
 
-static const char *const stacks[] = {"megatron-core", "megatron-lm-2021", "megatron-deepspeed", "deepspeed",
-                                     "torchtitan", "deepseek-v3"};
+static const char *const stacks[] = {"megatron-core", "megatron-lm-2021", "megatron-lm-2023",
+                                     "megatron-deepspeed", "deepspeed", "torchtitan", "deepseek-v3"};
 #define N_STACKS (sizeof stacks / sizeof stacks[0])
 
 static ts_stack load_stack(const char *name) {
@@ -52,6 +52,12 @@ Test(stacks, zoo_profiles_state_what_they_run) {
     cr_expect(!md.pp_scatter_gather && md.pp_max_zero == 1);
     ts_stack ds = load_stack("deepspeed");
     cr_expect(!ds.tp, "classic DeepSpeed has no TP");
+    /* Megatron-LM 285068c8 (MegaScale's baseline): none of 2023's overlap flags yet */
+    ts_stack m23 = load_stack("megatron-lm-2023");
+    cr_expect(m23.tp_comm_overlap == 0 && m23.dp_comm_overlap == 0 && m23.pp_comm_overlap == 0,
+              "no TP overlap, DP reduced after the backward, blocking sends");
+    cr_expect_eq(m23.grad_reduce_bytes, 4, "bf16 forces fp32 all-reduce");
+    cr_expect(m23.sp && !m23.cp && !m23.ep && m23.zero == 3u && !m23.flash_attention);
     cr_expect(mc.moe_a2a_overlap < 0 && mc.dtype < 0 && !mc.fp8_recipe[0] && mc.comm_sm_frac == 0,
               "Megatron-Core states no EP overlap, precision or SM share: the options' defaults");
     ts_stack v3 = load_stack("deepseek-v3");
@@ -97,6 +103,42 @@ Test(stacks, stack_defaults_yield_to_flags) {
     cr_expect(strstr(o.out, "\"dtype\":\t\"bf16\"") && !strstr(o.out, "moe_a2a_overlap"), "%s", o.out);
     cli_result_free(&r);
     cli_result_free(&o);
+}
+
+/* The 2023 profile prices the MegaScale 175B layout (Table 1: TP 8, PP 8, six chunks) slower than
+ * today's Megatron-Core in the terms its missing overlaps expose: DP, TP and the pipeline sends. */
+Test(stacks, megatron_2023_exposes_what_it_did_not_overlap) {
+    ts_layout l;
+    cr_assert_eq(ts_layout_parse("test", "dp=16,tp=8,pp=8,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=6,sched=interleaved,recompute=none", &l),
+                 TS_OK);
+    ts_problem mc = on_stack("megascale-gpt-175b", "a100-80g-dgx", 1024, 768, 2048, "megatron-core");
+    ts_problem m23 = on_stack("megascale-gpt-175b", "a100-80g-dgx", 1024, 768, 2048, "megatron-lm-2023");
+    ts_eval a, b;
+    cr_assert_eq(ts_evaluate(&mc, &l, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&m23, &l, &b), TS_OK, "%s", ts_error_message());
+    cr_expect_gt(b.time.dp_comm, 1.5 * a.time.dp_comm, "exposed, fp32: %g vs %g", b.time.dp_comm, a.time.dp_comm);
+    cr_expect_gt(b.time.pp_comm, a.time.pp_comm, "blocking sends: %g vs %g", b.time.pp_comm, a.time.pp_comm);
+    cr_expect_geq(b.time.tp_comm, a.time.tp_comm);
+    cr_expect_gt(b.time.compute, a.time.compute, "unfused attention");
+    cr_expect_gt(b.step_s, a.step_s);
+}
+
+/* MegaScale Table 2's Megatron-LM rows are in the published set, each predicted on its stack. */
+Test(stacks, megascale_baseline_rows_are_predicted_on_their_stack) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", data_root());
+    ts_pub_case *c;
+    int n, rows = 0;
+    cr_assert_eq(ts_published_run(dir, &c, &n), TS_OK, "%s", ts_error_message());
+    for (int i = 0; i < n; i++) {
+        if (strncmp(c[i].id, "megascale-", 10)) continue;
+        rows++;
+        cr_expect_str_eq(c[i].stack, "megatron-lm-2023");
+        cr_expect(!c[i].unfit && c[i].tp == 8 && c[i].pp == 8 && c[i].dp == c[i].gpus / 64, "%s", c[i].id);
+        cr_expect_gt(c[i].predicted, 0);
+    }
+    free(c);
+    cr_expect_eq(rows, 8, "256 ... 12,288 GPUs");
 }
 
 /* No layout the search keeps is one its stack cannot run, on every stack. */

@@ -116,3 +116,58 @@ Test(validate_report, defaults) {
     cr_expect(o.system == NULL && o.dir == NULL);
     for (int i = 0; i < TS_VALIDATE_CASES; i++) cr_expect_eq(o.only[i], 0);
 }
+
+/* The noise verdict, the replay column and the memory table. */
+Test(validate_report, noise_replay_and_memory) {
+    ts_validate_case cases[2];
+    ts_validate_result r = hand_filled(cases);
+    r.noise.load_avg_1min = 11.5, r.noise.cores = 2;
+    ts_validate_noise_judge(&r.noise, 0.34, 0.03, NAN);
+    cr_expect(!r.noise.judgeable);
+    cr_expect(strstr(r.noise.verdict, "too noisy to judge 5%: steps of the same run spread 34.0%") != NULL, "%s",
+              r.noise.verdict);
+    r.replayed = 1, r.replay_median_abs_error = 0.01, r.replay_max_abs_error = 0.03;
+    cases[0].replay_error = 0.01, cases[1].replay_error = -0.03;
+    cases[0].memory = (ts_validate_memory){.known = 1, .predicted = {100, 100, 200, 90, 50},
+                                           .measured = {100, 100, 200, 100, 10},
+                                           .error = {0, 0, 0, -0.1, 4.0}};
+    r.memory_median_abs_error[3] = 0.1, r.memory_max_abs_error[3] = 0.1;
+    char *text = printed(&r);
+    cr_expect(strstr(text, "   +1.0%  attention") != NULL, "%s", text);
+    cr_expect(strstr(text, "# machine: too noisy to judge 5%") != NULL, "%s", text);
+    cr_expect(strstr(text, "# so the step errors above are not a verdict on the simulator; the replay") != NULL, "%s",
+              text);
+    cr_expect(strstr(text, "median |error| 1.0%, worst 3.0%") != NULL, "%s", text);
+    cr_expect(strstr(text, "-10.0%") != NULL && strstr(text, "+400.0%") != NULL, "%s", text);
+    free(text);
+    cJSON *root = NULL;
+    cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
+    const cJSON *noise = cJSON_GetObjectItemCaseSensitive(root, "noise");
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(noise, "judgeable")));
+    cr_expect_eq(json_num(noise, "step_spread", "$.noise"), 0.34);
+    cr_expect_eq(json_num(json_obj(root, "replay", "$"), "max_abs_error", "$.replay"), 0.03);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "cases"), 0);
+    const cJSON *act = json_obj(json_obj(c0, "memory", "$.cases[0]"), "activations", "memory");
+    cr_expect_eq(json_num(act, "error", "activations"), -0.1);
+    cr_expect_eq(json_num(json_obj(json_obj(root, "memory", "$"), "median_abs_error", "m"), "activations", "m"), 0.1);
+    cJSON_Delete(root);
+    /* A steady machine: the verdict says so and no caveat follows. */
+    ts_validate_noise_judge(&r.noise, 0.02, 0.01, 0.03);
+    cr_expect(r.noise.judgeable);
+    cr_expect(strstr(r.noise.verdict, "steady enough to judge 5%: passes of the same case spread 3.0%") != NULL, "%s",
+              r.noise.verdict);
+}
+
+Test(validate_report, run_spreads_from_run_json) {
+    char *path = test_write_temp("{\"step_s\": {\"median\": 1, \"each\": [9, 1.0, 1.2, 0.9, 1.1]},"
+                                 " \"gauge\": {\"flops_per_s\": [5, 10, 10, 11, 9]}}");
+    double steps = -1, gauge = -1;
+    cr_assert_eq(ts_run_spreads(path, 1, &steps, &gauge), TS_OK, "%s", ts_error_message());
+    /* After the warm-up step: (1.2 - 0.9) / median 1.05; gauge (11 - 9) / 10. */
+    cr_expect(fabs(steps - 0.3 / 1.05) < 1e-12, "%g", steps);
+    cr_expect(fabs(gauge - 0.2) < 1e-12, "%g", gauge);
+    test_remove_temp(path);
+    path = test_write_temp("{\"step_s\": {\"median\": 1}}");
+    cr_expect_eq(ts_run_spreads(path, 1, &steps, &gauge), TS_ERR_INPUT);
+    test_remove_temp(path);
+}
