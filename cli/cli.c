@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "reports/numfmt.h"
+
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max) {
     char *end = NULL;
     errno = 0;
@@ -32,6 +34,25 @@ double cli_num(const char *cmd, const char *flag, const char *text, double min, 
     double v = strtod(text, &end);
     if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
         cli_usage_error(cmd, "%s: expected a number in [%g, %g], got \"%s\"", flag, min, max, text);
+    return v;
+}
+
+double cli_fraction(const char *cmd, const char *flag, const char *text, double min, double max) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end != text && strcmp(end, "%") == 0) v /= 100, end++;
+    if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
+        cli_usage_error(cmd, "%s: expected a fraction in [%g, %g] (or a percentage such as 5%%), got \"%s\"", flag,
+                        min, max, text);
+    return v;
+}
+
+double cli_tokens(const char *cmd, const char *flag, const char *text) {
+    double v = ts_parse_tokens(text);
+    if (!(v >= 1 && v <= 1e18))
+        cli_usage_error(cmd, "%s: expected a token count in [1, 1e18] such as 2T, 300B or 1.5e12, got \"%s\"", flag,
+                        text);
     return v;
 }
 

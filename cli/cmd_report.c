@@ -22,7 +22,7 @@ static void help(void) {
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
-           "      --tokens T         tokens to train on (default 1e12)\n"
+           "      --tokens T         tokens to train on: 2T, 300B, 1.5e12 (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
            "  -F, --format F         html | md | csv | json (default: from the\n"
            "                         -o file's extension, csv for -o DIR/, else html)\n"
@@ -89,7 +89,7 @@ int cmd_report(int argc, char **argv) {
         case 'p': plan = optarg; break;
         case OPT_RUN: opts.run_json = optarg; break;
         case OPT_TRACE: opts.run_trace = optarg; break;
-        case OPT_TOKENS: opts.tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+        case OPT_TOKENS: opts.tokens = cli_tokens(cmd, "--tokens", optarg); break;
         case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_PRICE:
             opts.price_per_gpu_hour = cli_num(cmd, "--price", optarg, 0, 1e6);

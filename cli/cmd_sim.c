@@ -15,7 +15,7 @@
 
 static void help(void) {
     printf("usage: tessera sim --plan plan.json [--index I] [options]\n"
-           "       tessera sim --model M --system S --gpus N [--fix PINS] [options]\n"
+           "       tessera sim --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "Simulates one training step of a layout with the discrete-event simulator: every op of\n"
            "the step program on its stream, collectives and pipeline transfers over the links.\n"
@@ -58,18 +58,7 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
         *closed_step_s = e.step_s;
         return;
     }
-    cli_problem_load(cmd, pa, pb);
-    pa->search.top_k = 1;
-    ts_search_result r;
-    st = ts_search(pb, &pa->search, &r);
-    if (st != TS_OK) {
-        ts_search_result_free(&r);
-        cli_fail(cmd, st);
-    }
-    *layout = r.best[0].layout;
-    *closed_step_s = r.best[0].step_s;
-    cli_warn_stack(cmd, pb, layout);
-    ts_search_result_free(&r);
+    cli_problem_pick(cmd, pa, pb, layout, closed_step_s, split, has_split);
 }
 
 int cmd_sim(int argc, char **argv) {

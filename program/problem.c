@@ -41,6 +41,11 @@ void ts_train_set_dtype(ts_train *t, ts_dtype d) {
     t->activation_scale = fp32 ? 2 : 1;
 }
 
+int ts_seq_extends(const ts_model *m, int64_t seq) {
+    if (seq <= m->max_seq) return 0;
+    return m->position == TS_POS_LEARNED ? -1 : 1;
+}
+
 /* Returns the reason, formatted into buf only when the caller wants it (the search's inner loop
  * passes NULL and pays no formatting). */
 #define INVALID(...)                                                                               \
@@ -151,8 +156,8 @@ const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int ex
         INVALID("interleaving needs pp > 1 and pp×vpp = %lld chunks of at least one of %d layers",
                  (long long)l->pp * l->vpp, m->layers);
     if (l->vpp > 1 && !explicit_split && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
-        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
-                 m->layers, l->vpp);
+        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage "
+                "(uneven chunks: --partition ilp)", m->layers, l->vpp);
     if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
         INVALID("interleaving needs micro-batches (%lld) divisible by pp=%d",
                  (long long)(pb->train.global_batch / ((long long)l->dp * l->mbs)), l->pp);

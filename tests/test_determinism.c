@@ -4,12 +4,16 @@
  * this machine), which are blanked in both texts first, and the lines of the tables that report
  * those times. Covers `plan -o` (dense, MoE, a Hugging Face config, --refine), `sim --plan`
  * with --trace and --json, the sim table, `report` in every format, `sweep` (table, JSON and its
- * HTML page) and `export` in both formats. */
+ * HTML page) and `export` in both formats; and `plan --partition ilp` run as concurrent copies (the
+ * stage partitioning stops on a count of GLPK nodes, never on wall-clock time, so a busy machine
+ * gets the same plan). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/helpers.h"
 
@@ -211,6 +215,49 @@ Test(determinism, report_sweep_and_export_are_byte_identical, .timeout = 300) {
                                 "--gpus", "8..32", "--global-batch", "64", "--json", "-o", html, NULL};
     cli_twice(sweep_table, NULL);
     cli_twice(sweep_json, html);
+    remove_dir(dir);
+}
+
+/* Four copies of the same `plan --partition ilp` at once (each slowing the others, as on a busy
+ * machine) write byte-identical plans, wall-clock fields blanked. The instance is one where GLPK
+ * works up to its node limit (DeepSeek-V3 interleaved: two kinds of layer, where the heuristic is
+ * not exact), so a wall-clock limit would stop it at a different point in each copy. */
+Test(determinism, concurrent_partitioned_plans_are_byte_identical, .timeout = 600) {
+    enum { COPIES = 4 };
+    char *dir = make_temp_dir();
+    char file[COPIES][PATH_MAX];
+    pid_t pid[COPIES];
+    for (int i = 0; i < COPIES; i++) {
+        snprintf(file[i], sizeof file[i], "%s/plan%d.json", dir, i);
+        pid[i] = fork();
+        cr_assert_neq(pid[i], -1, "fork failed");
+        if (pid[i] == 0) {
+            const char *args[] = {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048",
+                                  "--global-batch", "15360", "--seq", "4096", "--fix",
+                                  "dp=64,tp=1,pp=16,cp=2,ep=64,vpp=2", "--partition", "ilp", "--top", "3",
+                                  "-o", file[i], NULL};
+            cli_result r = run_argv_timeout(args, 500);
+            _exit(r.status);
+        }
+    }
+    char *text[COPIES];
+    for (int i = 0; i < COPIES; i++) {
+        int status = 0;
+        cr_assert_eq(waitpid(pid[i], &status, 0), pid[i]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "copy %d: status %d", i + 1, status);
+        text[i] = slurp(file[i]);
+        blank_wall_clock(text[i]);
+    }
+    /* The instance does what it is here for: splits by GLPK, one of them stopped by the limit. */
+    cr_expect(strstr(text[0], "\"partition_status\":\t\"node-limit\"") != NULL ||
+                  strstr(text[0], "\"partition_status\": \"node-limit\"") != NULL,
+              "no layout reached the node limit: %.400s", text[0]);
+    for (int i = 1; i < COPIES; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "concurrent plan copy %d against copy 1", i + 1);
+        expect_same(what, text[0], text[i]);
+    }
+    for (int i = 0; i < COPIES; i++) free(text[i]);
     remove_dir(dir);
 }
 
