@@ -62,7 +62,7 @@ enum {
     CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
     CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_STACK, CLI_OPT_HEADROOM,
     CLI_OPT_PARTITION, CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_MAX_SLOWDOWN,
-    CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_OWN
+    CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_FP8_PARAM_GATHER, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -82,13 +82,15 @@ enum {
     {"max-slowdown", required_argument, 0, CLI_OPT_MAX_SLOWDOWN},                                  \
     {"moe-dispatcher", required_argument, 0, CLI_OPT_MOE_DISPATCHER},                              \
     {"moe-a2a-overlap", required_argument, 0, CLI_OPT_MOE_OVERLAP},                                \
-    {"moe-fp8-dispatch", no_argument, 0, CLI_OPT_MOE_FP8_DISPATCH}
+    {"moe-fp8-dispatch", no_argument, 0, CLI_OPT_MOE_FP8_DISPATCH},                                \
+    {"fp8-param-gather", no_argument, 0, CLI_OPT_FP8_PARAM_GATHER}
 
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */
     const char *stack;                /* --stack, default megatron-core (models/stacks/) */
     int gpus;                         /* 0 until given */
     int seq_given;
+    unsigned given_mask;              /* TS_GIVEN_* (planner/stack_rules.h): flags that override the stack's defaults */
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
     ts_train train;
     ts_search_opts search;            /* pins from --fix once loaded */

@@ -19,6 +19,14 @@
  * the headroom leaves no memory. */
 ts_status ts_stack_apply(ts_problem *pb);
 
+/* Train options a stack may state (stack.h): a bit per option the user gave, which keeps its value. */
+enum { TS_GIVEN_DTYPE = 1u, TS_GIVEN_FP8_RECIPE = 2u, TS_GIVEN_MOE_A2A_OVERLAP = 4u };
+
+/* Sets t's options the stack `st` states and `given` (TS_GIVEN_* bits) does not: its EP overlap,
+ * precision and FP8 recipe (the recipe under fp8 only). TS_ERR_INPUT naming the stack file and
+ * the field when its fp8_recipe is no recipe's name. Call before ts_problem_init. */
+ts_status ts_stack_train_defaults(const ts_stack *st, unsigned given, ts_train *t);
+
 /* Why the stack cannot run `l`, or NULL when it can. Fields pinned in `pinned` (bit per ts_pin)
  * are not checked: a pin is the user's choice (the CLI warns instead). `buf` NULL: the refused
  * field's name alone, nothing formatted (the search's inner loop). */
