@@ -88,6 +88,8 @@ enum {
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */
     const char *stack;                /* --stack, default megatron-core (models/stacks/) */
+    int stack_given;                  /* --stack was given: never replaced by one that runs the pins */
+    char stack_note[320];             /* why the default stack was replaced ("" when it was not) */
     int gpus;                         /* 0 until given */
     int seq_given;
     unsigned given_mask;              /* TS_GIVEN_* (planner/stack_rules.h): flags that override the stack's defaults */
@@ -121,7 +123,10 @@ void cli_problem_help(void);
 void cli_partition_help(void);
 /* Says on stderr when a pinned layout `l` is one the problem's stack cannot run (the search never
  * picks such a layout unpinned). */
-void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l);
+/* After a pick: says on stderr which stack replaced the default (a->stack_note), or that the
+ * stack cannot run the pinned layout l. Printed only once the pick succeeded, so that an error
+ * stays one line. */
+void cli_warn_stack(const char *cmd, const cli_problem_args *a, const ts_problem *pb, const ts_layout *l);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

@@ -122,7 +122,7 @@ int cmd_plan(int argc, char **argv) {
     if (r.search.partition_errors) /* also on stderr: with --json the table's note is not printed */
         fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
                 r.search.partition_errors, r.search.partition_error);
-    if (st == TS_OK && r.search.n_best > 0) cli_warn_stack(cmd, &pb, &r.search.best[0].layout);
+    if (st == TS_OK && r.search.n_best > 0) cli_warn_stack(cmd, &pa, &pb, &r.search.best[0].layout);
     if (st == TS_OK) st = report(&pb, &pa.search, &ro, &r, &bud, json, output);
     ts_ranking_free(&r);
     ts_budget_result_free(&bud.result);

@@ -88,7 +88,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
-    case CLI_OPT_STACK: a->stack = arg, a->given = "--stack"; break;
+    case CLI_OPT_STACK: a->stack = arg, a->stack_given = 1, a->given = "--stack"; break;
     case CLI_OPT_HEADROOM: parse_headroom(cmd, arg, &a->train), a->given = "--mem-headroom"; break;
     case CLI_OPT_MAX_SLOWDOWN:
         a->search.max_slowdown = cli_num(cmd, "--max-slowdown", arg, 1, INFINITY);
@@ -113,8 +113,23 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
     ts_stack *sk = &a->train.stack;
     ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, sk);
     if (st != TS_OK) cli_fail(cmd, st);
+    unsigned keep = a->given_mask;
+    const char *why = a->stack_given ? NULL : ts_stack_refuses_pins(sk, &a->search.pins);
+    if (why) { /* the default cannot run the pins: price them on a stack that can, and say so */
+        char default_name[64];
+        snprintf(default_name, sizeof default_name, "%s", sk->name);
+        int found = 0;
+        st = ts_stack_for_pins(&a->search.pins, sk, &found);
+        if (st != TS_OK) cli_fail(cmd, st);
+        if (found)
+            snprintf(a->stack_note, sizeof a->stack_note,
+                     "tessera %s: warning: the default stack %s cannot run the pins (%s); priced with the %s stack, "
+                     "which runs them (its precision is not taken: --dtype; --stack NAME to choose)\n",
+                     cmd, default_name, why, sk->name);
+        keep |= TS_GIVEN_DTYPE | TS_GIVEN_FP8_RECIPE;
+    }
     /* what the stack states is the default; a flag given overrides it */
-    st = ts_stack_train_defaults(sk, a->given_mask, &a->train);
+    st = ts_stack_train_defaults(sk, keep, &a->train);
     if (st != TS_OK) cli_fail(cmd, st);
 }
 
@@ -169,7 +184,7 @@ void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_l
     }
     ts_ranking_free(&r);
     if (st != TS_OK) cli_fail(cmd, st);
-    cli_warn_stack(cmd, pb, layout);
+    cli_warn_stack(cmd, a, pb, layout);
 }
 
 void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq) {
@@ -219,7 +234,8 @@ void cli_problem_help(void) {
     cli_partition_help();
 }
 
-void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l) {
+void cli_warn_stack(const char *cmd, const cli_problem_args *a, const ts_problem *pb, const ts_layout *l) {
+    fputs(a->stack_note, stderr);
     char why[512];
     if (ts_stack_refusal(&pb->train.stack, l, 0, why, sizeof why))
         fprintf(stderr, "tessera %s: warning: pinned: %s; --stack NAME for one that runs it\n", cmd, why);

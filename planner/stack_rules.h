@@ -38,6 +38,15 @@ const char *ts_stack_refuses_shape(const ts_stack *st, const ts_layout *l, unsig
 const char *ts_stack_refuses_schedule(const ts_stack *st, const ts_layout *l, unsigned pinned);
 const char *ts_stack_refuses_zero(const ts_stack *st, const ts_layout *l, unsigned pinned);
 
+/* Why the stack cannot run what `pins` pin (only the pinned fields are checked; a pinned schedule
+ * is checked as if pipelined), or NULL when it can. */
+const char *ts_stack_refuses_pins(const ts_stack *st, const ts_pins *pins);
+
+/* When the user names no stack and the default cannot run the pins (e.g. sched=dualpipe on
+ * megatron-core), the first zoo stack (models/stacks/, by name) that runs them: *found 1 and
+ * `out` loaded; *found 0 when none does (out untouched). Errors only for an unreadable zoo file. */
+ts_status ts_stack_for_pins(const ts_pins *pins, ts_stack *out, int *found);
+
 /* The layout's memory is within TS_MEM_TIGHT_FRAC of the line (usable_bytes). */
 int ts_mem_tight(const ts_problem *pb, double mem_bytes);
 

@@ -304,3 +304,32 @@ Test(stacks, plans_carry_their_stack) {
     free(text);
     remove_dir(dir);
 }
+
+/* A pin the default stack cannot run is priced on the zoo stack that runs it, unless --stack is
+ * given; the precision stays the user's. */
+Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
+    ts_pins pins;
+    cr_assert_eq(ts_pins_parse("--fix", "pp=4,sched=dualpipe", &pins), TS_OK, "%s", ts_error_message());
+    ts_stack core = load_stack("megatron-core"), found_stack;
+    cr_expect_str_eq(ts_stack_refuses_pins(&core, &pins), "schedule");
+    int found = 0;
+    cr_assert_eq(ts_stack_for_pins(&pins, &found_stack, &found), TS_OK, "%s", ts_error_message());
+    cr_assert(found);
+    cr_expect_null(ts_stack_refuses_pins(&found_stack, &pins), "%s runs dualpipe", found_stack.name);
+    cr_assert_eq(ts_pins_parse("--fix", "tp=2,pp=2", &pins), TS_OK);
+    cr_expect_null(ts_stack_refuses_pins(&core, &pins), "nothing to replace");
+
+    const char *common[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16", "--global-batch", "64",
+                            "--fix", "tp=1,pp=4,sched=dualpipe"};
+    cli_result r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6],
+                           common[7], common[8], common[9], NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cannot run the pins") && strstr(r.err, found_stack.name), "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,"), "the stack's precision is not taken: %s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
+                common[8], common[9], "--stack", "megatron-core", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cannot run") && !strstr(r.err, "priced with"), "a named stack stays: %s", r.err);
+    cli_result_free(&r);
+}
