@@ -354,10 +354,12 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_field_names
 /* Which layers attend locally, from layer_types ("sliding_attention" / "full_attention" per
  * layer, transformers' newer configs) when given, else `def_full_every`: Tessera keeps the
  * pattern "global when (i + 1) % N == 0" (model.h ts_window), so another pattern is refused. */
-static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_model *m, int def_full_every) {
+static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                                  int def_full_every) {
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     m->window.full_every = def_full_every;
     if (!cJSON_IsArray(types)) return TS_OK;
+    hf_name(nm, r, "window.full_every", "layer_types");
     int n = cJSON_GetArraySize(types), first_full = 0;
     for (int i = 0; i < n && !first_full; i++) {
         const cJSON *t = cJSON_GetArrayItem(types, i);
@@ -385,7 +387,7 @@ static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_n
         TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
     if (w == 0 || !use) return TS_OK;
     m->window.tokens = w;
-    return read_layer_types(r, root, m, def_full_every);
+    return read_layer_types(r, root, nm, m, def_full_every);
 }
 
 /* Qwen3 (transformers Qwen3Attention): Llama's shape with an RMSNorm of head_dim on queries and
