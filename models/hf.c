@@ -176,13 +176,15 @@ static ts_status read_qwen2(const ts_jreader *r, const cJSON *root, ts_field_nam
 /* Qwen's experts (Qwen2-MoE, Qwen3-MoE): num_experts of moe_intermediate_size, top num_experts_per_tok;
  * layer i is sparse when (i + 1) % decoder_sparse_step == 0, i.e. first_dense = step - 1 and
  * every = step; `shared` also reads one shared expert of shared_expert_intermediate_size. */
-static ts_status read_qwen_experts(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int shared, ts_model *m) {
+static ts_status read_qwen_experts(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int shared,
+                                   ts_model *m) {
     ts_moe *e = &m->moe;
     TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
     TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
     TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
     if (shared) {
-        TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
+        TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0,
+                        &e->shared_ffn));
         e->shared_experts = e->shared_ffn > 0;
     }
     int step;
@@ -254,7 +256,8 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_fie
     if (e->experts == 0) return TS_OK;
     TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
     TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
-    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->shared_experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
+                    &e->shared_experts));
     if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
     hf_name(nm, r, "moe.shared_ffn", "moe_intermediate_size");
     int first, freq;
@@ -267,8 +270,8 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_fie
 
 /* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
  * LayerNorm, dropout at the three rates. */
-static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys, const hf_rate *rates,
-                                ts_model *m) {
+static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                                const hf_rate *rates, ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, keys, m));
     TS_CHECK(read_head_dim(r, root, nm, keys, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
@@ -379,7 +382,8 @@ static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_fie
 }
 
 /* sliding_window (null or absent: none), on the layers read_layer_types says. */
-static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int def_full_every) {
+static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                              int def_full_every) {
     int64_t w;
     TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
     int use = 1;
@@ -408,7 +412,8 @@ static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_field
 
 /* The shape of a grouped-query model under `keys`, its head dim, kv heads and a required
  * intermediate_size (Gemma, StarCoder2). */
-static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys, ts_model *m) {
+static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                                ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, keys, m));
     TS_CHECK(read_head_dim(r, root, nm, keys, m));
     TS_CHECK(read_kv_heads(r, root, nm, m));
@@ -442,8 +447,12 @@ static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_nam
     }
     return read_sliding(r, root, nm, m, (int)every);
 }
-static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) { return read_gemma(r, root, nm, m, 2); }
-static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) { return read_gemma(r, root, nm, m, 3); }
+static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_gemma(r, root, nm, m, 2);
+}
+static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_gemma(r, root, nm, m, 3);
+}
 
 /* Phi-3 (transformers Phi3Attention, Phi3MLP): fused qkv_proj and gate_up_proj hold the same
  * matrices as Llama's separate ones; sliding_window (Phi-3-mini: 2047) on every layer. */
