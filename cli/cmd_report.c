@@ -22,11 +22,12 @@ static void help(void) {
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
-           "      --tokens T         tokens to train on (default 1e12)\n"
+           "      --tokens T         tokens to train on: 2T, 300B, 1.5e12 (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
            "  -F, --format F         html | md | csv | json (default: from the\n"
            "                         -o file's extension, csv for -o DIR/, else html)\n"
            "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
+           CLI_MAX_OPS_HELP
            "                         CSV is one table per file and needs -o:\n"
            "                         -o PREFIX writes PREFIX-layouts.csv, PREFIX-stages.csv, ...\n"
            "                         -o DIR/ (or an existing directory) DIR/layouts.csv, ...\n"
@@ -72,11 +73,12 @@ int cmd_report(int argc, char **argv) {
     int fmt = -1;
     ts_report_opts opts;
     ts_report_opts_defaults(&opts);
-    enum { OPT_RUN = 256, OPT_TRACE, OPT_TOKENS, OPT_PRICE };
+    enum { OPT_RUN = 256, OPT_TRACE, OPT_TOKENS, OPT_PRICE, OPT_MAX_OPS };
     static const struct option longs[] = {
         {"plan", required_argument, 0, 'p'},        {"run", required_argument, 0, OPT_RUN},
         {"run-trace", required_argument, 0, OPT_TRACE}, {"tokens", required_argument, 0, OPT_TOKENS},
-        {"price", required_argument, 0, OPT_PRICE}, {"format", required_argument, 0, 'F'},
+        {"price", required_argument, 0, OPT_PRICE},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS}, {"format", required_argument, 0, 'F'},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -87,7 +89,8 @@ int cmd_report(int argc, char **argv) {
         case 'p': plan = optarg; break;
         case OPT_RUN: opts.run_json = optarg; break;
         case OPT_TRACE: opts.run_trace = optarg; break;
-        case OPT_TOKENS: opts.tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+        case OPT_TOKENS: opts.tokens = cli_tokens(cmd, "--tokens", optarg); break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_PRICE:
             opts.price_per_gpu_hour = cli_num(cmd, "--price", optarg, 0, 1e6);
             opts.price_is_default = 0;
@@ -107,6 +110,7 @@ int cmd_report(int argc, char **argv) {
     if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
                              "or -o DIR/ (DIR/layouts.csv, ...)");
+    if (fmt != FMT_CSV) cli_output_check(cmd, output);
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/run.h"
 #include "exec/runtime.h"
@@ -46,13 +47,15 @@ static void help(void) {
            "                      late as their waits allow, as a GPU may run them beside the\n"
            "                      backward; the losses must not change (a check of the waits on\n"
            "                      CPU ranks, exec/op_streams.h)\n"
+           "      --max-ops N     the most ops a step program may hold (default 20m)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
            "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
            "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
            "stalled rank: the other ranks end the job after --timeout).\n"
-           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed or an output could not be written,\n"
+           "130 / 143 interrupted by SIGINT / SIGTERM (mpirun and its ranks stopped, nothing written).\n");
 }
 
 /* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */
@@ -110,7 +113,7 @@ int cmd_run(int argc, char **argv) {
     ts_run_opts_defaults(&o);
     ts_run_fault_from_env(&o.fault);
     enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
-           OPT_ORDER };
+           OPT_ORDER, OPT_MAX_OPS };
     static const struct option longs[] = {
         {"precision", required_argument, 0, 'P'}, /* long only: 'P' is not in the short options */
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
@@ -120,6 +123,7 @@ int cmd_run(int argc, char **argv) {
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
         {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
         {"timeout", required_argument, 0, OPT_TIMEOUT}, {"stream-order", required_argument, 0, OPT_ORDER},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -145,6 +149,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_ORDER:
             if (ts_stream_order_parse(optarg, &o.train.order) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_TIMEOUT: o.timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: o.train.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
@@ -153,6 +158,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!plan) cli_usage_error(cmd, "--plan is required");
+    cli_output_check(cmd, trace);
+    cli_output_check(cmd, o.params);
     if (ts_device_runnable(o.device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (o.warmup >= o.steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", o.warmup, o.steps);
     load_plan(cmd, plan, index, &o);
@@ -164,6 +171,9 @@ int cmd_run(int argc, char **argv) {
         cli_launch_mpirun(cmd, ts_rank_count(&o.layout), argc, argv);
     }
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     o.log_steps = !json;
     ts_run_result r;
     ts_status st = ts_run(&o, &r);

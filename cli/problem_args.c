@@ -1,16 +1,19 @@
-/* The problem flags plan, sim and sweep share: parsing, checking and loading them, and their
- * help (see cli.h). */
+/* The problem flags plan, sim, sweep and export share: parsing, checking and loading them, the
+ * layout plan picks under them, and their help (see cli.h). */
 #include "cli/cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "planner/stack_rules.h"
+#include "reports/ranking.h"
 
 void cli_problem_args_init(cli_problem_args *a) {
     memset(a, 0, sizeof *a);
     ts_train_defaults(&a->train);
     ts_search_opts_defaults(&a->search);
+    ts_partition_opts_defaults(&a->partition);
     a->stack = "megatron-core";
     a->train.mem_headroom_frac = TS_MEM_HEADROOM_DEFAULT_FRAC;
 }
@@ -86,6 +89,20 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->given = "--stack"; break;
     case CLI_OPT_HEADROOM: parse_headroom(cmd, arg, &a->train), a->given = "--mem-headroom"; break;
+    case CLI_OPT_MAX_SLOWDOWN:
+        a->search.max_slowdown = cli_num(cmd, "--max-slowdown", arg, 1, INFINITY);
+        a->given = "--max-slowdown";
+        break;
+    case CLI_OPT_PARTITION:
+        a->partition.mode = (ts_partition_mode)cli_enum(cmd, "--partition", arg, ts_partition_mode_names);
+        break;
+    case CLI_OPT_PARTITION_NODES:
+        a->partition.node_limit = (long)cli_int(cmd, "--partition-node-limit", arg, 1, 1L << 30);
+        break;
+    case CLI_OPT_PARTITION_OBJECTIVE:
+        found = cli_enum(cmd, "--partition-objective", arg, ts_partition_objective_names);
+        a->partition.objective = (ts_partition_objective)found;
+        break;
     default: return 0;
     }
     return 1;
@@ -114,6 +131,39 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
+    cli_warn_context_extension(cmd, &m, a->train.seq);
+}
+
+void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
+                      ts_split *split, int *has_split) {
+    cli_problem_load(cmd, a, pb);
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
+    ro.partition = a->partition;
+    ro.fix = a->fix;
+    a->search.top_k = 1;
+    ts_ranking r;
+    ts_status st = ts_ranking_make(pb, &a->search, &ro, &r);
+    *has_split = 0;
+    if (st == TS_OK && r.search.splits && r.search.splits[0].pp > 0) {
+        st = ts_split_copy(split, &r.search.splits[0]);
+        *has_split = st == TS_OK;
+    }
+    if (st == TS_OK) {
+        *layout = r.search.best[0].layout;
+        *step_s = r.search.best[0].step_s;
+    }
+    ts_ranking_free(&r);
+    if (st != TS_OK) cli_fail(cmd, st);
+    cli_warn_stack(cmd, pb, layout);
+}
+
+void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq) {
+    if (ts_seq_extends(m, seq) > 0)
+        fprintf(stderr,
+                "tessera %s: warning: --seq %lld is beyond %s's max_seq %lld: planned as context extension "
+                "(%s positions; the model is trained further at this length)\n",
+                cmd, (long long)seq, m->name, (long long)m->max_seq, ts_position_names[m->position]);
 }
 
 void cli_problem_help(void) {
@@ -121,10 +171,15 @@ void cli_problem_help(void) {
            "  -s, --system S         zoo name (tessera systems) or system JSON\n"
            "  -g, --gpus N           number of GPUs (k = ×1024)\n"
            "  -b, --global-batch B   sequences per step (default 1024)\n"
-           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
+           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq;\n"
+           "                         beyond it with RoPE or ALiBi: context extension, a warning)\n"
            "  -f, --fix PINS         pin fields, e.g. tp=8,pp=16,cp=2,vpp=5,mbs=1,sched=interleaved\n"
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
-           "      --objective O      time (default) | memory | cost (GPU-seconds per token)\n"
+           "      --objective O      time (default) | memory: the least memory within --max-slowdown\n"
+           "                         of the fastest | cost: GPU-seconds per token (with --gpus-max,\n"
+           "                         the cheapest count within the budget)\n"
+           "      --max-slowdown F   with --objective memory: at most F × the fastest step time\n"
+           "                         (default 1.10; inf: least memory at any speed)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --fp8-recipe R     with --dtype fp8: delayed (default) | tensorwise | mxfp8 (B200)\n"
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
@@ -144,11 +199,30 @@ void cli_problem_help(void) {
            "                         overlaps, attention kernels and gradient-reduction dtype\n"
            "      --mem-headroom X   memory kept free below the usable bytes: a fraction of them\n"
            "                         (< 1) or GB (>= 1); default 0.10 (allocator fragmentation)\n");
+    cli_partition_help();
 }
 
 void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l) {
     char why[512];
     if (ts_stack_refusal(&pb->train.stack, l, 0, why, sizeof why))
         fprintf(stderr, "tessera %s: warning: pinned: %s; --stack NAME for one that runs it\n", cmd, why);
+}
+
+void cli_partition_help(void) {
+    printf("      --partition MODE   uniform | ilp | auto (default): uneven pipeline stages and a\n"
+           "                         recompute policy per stage, by a GLPK integer program over the\n"
+           "                         best layouts and those that do not fit evenly (ilp also finds\n"
+           "                         interleavings whose pp×vpp does not divide the layers); auto\n"
+           "                         does it when the model mixes dense and MoE layers, nothing fits\n"
+           "                         evenly, the pins leave no even layout, or a best layout's even\n"
+           "                         split recomputes or has a stage slower than the rest by more\n"
+           "                         than a layer\n"
+           "      --partition-objective O  stage (default): the slowest stage's time per\n"
+           "                         micro-batch; step: the step with its bubble, which may take a\n"
+           "                         slightly slower slowest stage for less recompute elsewhere\n"
+           "      --partition-node-limit N  GLPK's branch-and-bound nodes per layout (default %d;\n"
+           "                         a count, not a time: the same answer on a busy machine); a\n"
+           "                         split found when it strikes is marked node-limit, not optimal\n",
+           TS_PART_DEFAULT_NODES);
 }
 

@@ -610,6 +610,17 @@ static ts_status read_name(const ts_jreader *r, const cJSON *root, ts_model *m) 
     return TS_OK;
 }
 
+/* ts_model_validate's rules across fields that a config can break through its own keys, said in
+ * those keys: the Llama-like and DeepSeek readers take intermediate_size 0 (every layer MoE), so
+ * a 0 with dense layers is that key's fault, not Tessera's ffn_hidden's. */
+static ts_status hf_cross_check(const ts_jreader *r, const ts_model *m) {
+    int all_moe = m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
+    if (m->ffn_hidden == 0 && !all_moe)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.intermediate_size: expected an integer >= 1 because some layers "
+                       "are dense, got 0", r->file, r->path);
+    return TS_OK;
+}
+
 ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     memset(out, 0, sizeof *out);
     ts_jreader r;
@@ -627,5 +638,6 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
     TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, out));
     if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
+    TS_CHECK(hf_cross_check(nested ? &tr : &r, out));
     return ts_model_validate(file, out);
 }

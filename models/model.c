@@ -116,14 +116,6 @@ static ts_status only_known_keys(const ts_jreader *r, const cJSON *obj, const ch
     return TS_OK;
 }
 
-static ts_status read_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
-                          int64_t min, int64_t max, int64_t def, int *out) {
-    int64_t v;
-    TS_CHECK(ts_jr_int(r, obj, key, required, min, max, def, &v));
-    *out = (int)v;
-    return TS_OK;
-}
-
 /* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
  * *r. */
 static ts_status open_section(const ts_jreader *parent, const cJSON *root, const char *key,
@@ -141,16 +133,16 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     memset(moe, 0, sizeof *moe);
     TS_CHECK(open_section(parent, root, "moe", moe_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
-    TS_CHECK(read_int(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
+    TS_CHECK(ts_jr_i32(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
     if (moe->experts == 0) return TS_OK; /* dense: the other fields are ignored */
-    TS_CHECK(read_int(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
+    TS_CHECK(ts_jr_i32(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
     TS_CHECK(ts_jr_int(&r, obj, "expert_ffn", 0, 1, TS_MAX_FFN, m->ffn_hidden, &moe->expert_ffn));
-    TS_CHECK(read_int(&r, obj, "shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &moe->shared_experts));
+    TS_CHECK(ts_jr_i32(&r, obj, "shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &moe->shared_experts));
     if (moe->shared_experts > 0)
         TS_CHECK(ts_jr_int(&r, obj, "shared_ffn", 0, 1, TS_MAX_FFN, moe->expert_ffn,
                            &moe->shared_ffn));
-    TS_CHECK(read_int(&r, obj, "first_dense", 0, 0, m->layers - 1, 0, &moe->first_dense));
-    TS_CHECK(read_int(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
+    TS_CHECK(ts_jr_i32(&r, obj, "first_dense", 0, 0, m->layers - 1, 0, &moe->first_dense));
+    TS_CHECK(ts_jr_i32(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
     TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
                        &moe->capacity_factor));
     TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, TS_MOE_DEFAULT_LOAD_CV, &moe->load_cv));
@@ -159,8 +151,8 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     moe->capacity_unpadded = !pad;
     TS_CHECK(ts_jr_enum(&r, obj, "router", 0, router_names, 0, &moe->router_sigmoid));
     TS_CHECK(ts_jr_bool(&r, obj, "router_expert_bias", 0, 0, &moe->router_expert_bias));
-    TS_CHECK(read_int(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
-    TS_CHECK(read_int(&r, obj, "router_group_topk", 0, 0, TS_MAX_EXPERTS, 0, &moe->router_group_topk));
+    TS_CHECK(ts_jr_i32(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
+    TS_CHECK(ts_jr_i32(&r, obj, "router_group_topk", 0, 0, TS_MAX_EXPERTS, 0, &moe->router_group_topk));
     return ts_jr_num(&r, obj, "router_scale", 0, 0, TS_MAX_SOFTCAP, 0, &moe->router_scale);
 }
 
@@ -170,11 +162,11 @@ static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *m
     memset(mla, 0, sizeof *mla);
     TS_CHECK(open_section(parent, root, "mla", mla_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
-    TS_CHECK(read_int(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
-    TS_CHECK(read_int(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
-    TS_CHECK(read_int(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
-    TS_CHECK(read_int(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
-    TS_CHECK(read_int(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
+    TS_CHECK(ts_jr_i32(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
+    TS_CHECK(ts_jr_i32(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
     return TS_OK;
 }
 
@@ -185,7 +177,7 @@ static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_win
     TS_CHECK(open_section(parent, root, "window", window_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
     TS_CHECK(ts_jr_int(&r, obj, "tokens", 1, 1, TS_MAX_SEQ, 0, &w->tokens));
-    TS_CHECK(read_int(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
+    TS_CHECK(ts_jr_i32(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
     return ts_jr_bool(&r, obj, "chunked", 0, 0, &w->chunked);
 }
 
@@ -193,7 +185,7 @@ static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_win
 static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m) {
     TS_CHECK(ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta));
     TS_CHECK(ts_jr_enum(r, root, "qk_norm", 0, ts_qk_norm_names, TS_QKNORM_NONE, &m->qk_norm));
-    TS_CHECK(read_int(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
+    TS_CHECK(ts_jr_i32(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
     if (m->norms_per_layer == 2) m->norms_per_layer = 0; /* the usual two, stored as the default 0 */
     TS_CHECK(read_window(r, root, &m->window));
     TS_CHECK(ts_jr_num(r, root, "attn_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->attn_softcap));
@@ -215,7 +207,7 @@ static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_model 
                        "%s: %s.head_dim: missing field, expected an integer because hidden %lld is "
                        "not divisible by heads %d",
                        r->file, r->path, (long long)m->hidden, m->heads);
-    return read_int(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, def, &m->head_dim);
+    return ts_jr_i32(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, def, &m->head_dim);
 }
 
 static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
@@ -228,10 +220,10 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     if (notes != NULL && !cJSON_IsString(notes))
         return TS_FAIL(TS_ERR_INPUT, "%s: $.notes: expected a string, got %s", file,
                        ts_json_type_name(notes));
-    TS_CHECK(read_int(&r, root, "layers", 1, 1, TS_MAX_LAYERS, 0, &m->layers));
+    TS_CHECK(ts_jr_i32(&r, root, "layers", 1, 1, TS_MAX_LAYERS, 0, &m->layers));
     TS_CHECK(ts_jr_int(&r, root, "hidden", 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
-    TS_CHECK(read_int(&r, root, "heads", 1, 1, TS_MAX_HEADS, 0, &m->heads));
-    TS_CHECK(read_int(&r, root, "kv_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
+    TS_CHECK(ts_jr_i32(&r, root, "heads", 1, 1, TS_MAX_HEADS, 0, &m->heads));
+    TS_CHECK(ts_jr_i32(&r, root, "kv_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
     TS_CHECK(ts_jr_int(&r, root, "ffn_hidden", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(ts_jr_int(&r, root, "vocab", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
     TS_CHECK(ts_jr_int(&r, root, "max_seq", 0, 1, TS_MAX_SEQ, 4096, &m->max_seq));
@@ -242,7 +234,7 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     m->norm = (ts_norm)e;
     TS_CHECK(ts_jr_enum(&r, root, "position", 0, ts_position_names, TS_POS_ROPE, &e));
     m->position = (ts_position)e;
-    TS_CHECK(read_int(&r, root, "position_offset", 0, 0, TS_MAX_POS_OFFSET, 0,
+    TS_CHECK(ts_jr_i32(&r, root, "position_offset", 0, 0, TS_MAX_POS_OFFSET, 0,
                       &m->position_offset));
     TS_CHECK(ts_jr_int(&r, root, "embed_dim", 0, 1, TS_MAX_HIDDEN, m->hidden, &m->embed_dim));
     if (m->embed_dim == m->hidden) m->embed_dim = 0;
@@ -254,7 +246,7 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     TS_CHECK(read_mla(&r, root, &m->mla));
     TS_CHECK(read_head_dim(&r, root, m));
     TS_CHECK(read_moe(&r, root, m, &m->moe));
-    TS_CHECK(read_int(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
+    TS_CHECK(ts_jr_i32(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
     return read_extras(&r, root, m);
 }
 

@@ -14,7 +14,7 @@
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
 
 void ts_search_opts_defaults(ts_search_opts *o) {
-    *o = (ts_search_opts){.top_k = 10, .objective = TS_OBJ_TIME, .prune = 1};
+    *o = (ts_search_opts){.top_k = 10, .objective = TS_OBJ_TIME, .prune = 1, .max_slowdown = TS_DEFAULT_MAX_SLOWDOWN};
 }
 
 double ts_objective_value(const ts_problem *pb, ts_objective obj, const ts_eval *e) {
@@ -214,7 +214,9 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             r->feasible++;
             if (c->stop_at_first_fit) return 1;
             ts_eval e = {.layout = *l, .mem.total = mem};
-            if (c->opts->objective != TS_OBJ_MEMORY) e.step_s = ts_stages_step(st, pb, l, NULL);
+            if (c->opts->objective != TS_OBJ_MEMORY || c->opts->max_step_s > 0)
+                e.step_s = ts_stages_step(st, pb, l, NULL);
+            if (c->opts->max_step_s > 0 && e.step_s > c->opts->max_step_s) continue;
             if (!may_enter(c, &e)) continue;
             ts_stages_finish(st, pb, l, &e);
             offer(c, &e);
@@ -479,13 +481,28 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
         snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
                            "--global-batch divisibility)");
+    else if (pb->train.global_batch % ((long long)probe.dp * probe.mbs) != 0) {
+        size_t n = strlen(buf); /* the GPU count as a budget, planner/budget.h */
+        snprintf(buf + n, cap - n, " (plan on at most %d GPUs with --gpus-max %d, or on a nearby batch with "
+                 "--batch-tolerance 5%%)", pb->gpus, pb->gpus);
+    }
 }
 
-ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out) {
+ts_status ts_search(const ts_problem *pb, const ts_search_opts *in, ts_search_result *out) {
+    double fastest_s = 0, cap_s = 0;
+    if (in->objective == TS_OBJ_MEMORY && in->max_step_s <= 0) {
+        memset(out, 0, sizeof *out);
+        TS_CHECK(ts_memory_step_cap(pb, in, &fastest_s, &cap_s));
+    }
+    ts_search_opts o = *in;
+    if (cap_s > 0) o.max_step_s = cap_s;
+    const ts_search_opts *opts = &o;
     TS_CHECK(search_into(pb, opts, out, 0));
+    out->fastest_step_s = fastest_s;
+    out->step_cap_s = cap_s;
     if (out->n_best > 0) return TS_OK;
     if (out->searched == 0) {
-        char why[256];
+        char why[512];
         explain_empty(pb, &opts->pins, why, sizeof why);
         snprintf(out->reason, sizeof out->reason, "no valid layout of %s on %d GPUs: %s",
                  pb->model.name, pb->gpus, why);

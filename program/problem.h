@@ -76,8 +76,8 @@ typedef struct {
 } ts_train;
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
- * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
- * CLI lowers its default seq to max_seq.) */
+ * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq when
+ * its positions are learned, see ts_seq_extends; the CLI lowers its default seq to max_seq.) */
 void ts_train_defaults(ts_train *t);
 
 /* Sets the precision and what follows from it: 16-bit (bf16, fp16; fp8 keeps 16-bit master
@@ -86,6 +86,12 @@ void ts_train_defaults(ts_train *t);
  * 32-bit activations. */
 void ts_train_set_dtype(ts_train *t, ts_dtype d);
 
+/* Whether `seq` tokens go beyond the context the model was trained at (max_seq) — context
+ * extension: 1 when seq > max_seq and the positions are relative (RoPE, ALiBi), which is how
+ * long-context models are trained (Llama 3 §3.4: 8K pre-training, then 128K with a larger RoPE
+ * base; Code Llama §2.4 likewise); -1 when seq > max_seq and the positions are a learned absolute
+ * table (GPT-2, OPT, BLOOM's embedding has no row beyond max_seq): refused; 0 otherwise. */
+int ts_seq_extends(const ts_model *m, int64_t seq);
 /* Bytes per gradient element that the DP reduction moves: the stack's gradient-reduction dtype
  * (fp32 in Megatron-DeepSpeed's BF16 optimizer), else the gradients' own bytes. */
 double ts_grad_reduce_bytes(const ts_train *t);

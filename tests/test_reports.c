@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "reports/numfmt.h"
 #include "tests/helpers.h"
 #include "tests/tagged.h"
 
@@ -296,7 +297,7 @@ Test(reports, capacity_arithmetic_and_options) {
     free(text);
     /* The default price is said to be the default. */
     char *md = report(plan, "md", NULL, NULL);
-    cr_expect(strstr(md, "2.00 USD per GPU-hour (the default price") != NULL, "the default price is not flagged");
+    cr_expect(strstr(md, "$2.00 per GPU-hour (the default price") != NULL, "the default price is not flagged");
     free(md);
     free(plan);
     remove_dir(dir);
@@ -738,4 +739,28 @@ Test(reports, bad_input_exits_2_with_one_line) {
     test_remove_temp(no_kinds);
     free(plan);
     remove_dir(dir);
+}
+
+/* Numbers for people (reports/numfmt.h): never "2290.0 days", "$8793447" or "6.898e+10". */
+Test(reports, numbers_are_formatted_for_people) {
+    char b[64];
+    cr_expect_str_eq(ts_fmt_sig(2290.04, 3, b, sizeof b), "2,290");
+    cr_expect_str_eq(ts_fmt_sig(5.4821, 3, b, sizeof b), "5.48");
+    cr_expect_str_eq(ts_fmt_sig(0.012345, 3, b, sizeof b), "0.0123");
+    cr_expect_str_eq(ts_fmt_sig(1234567, 3, b, sizeof b), "1,230,000");
+    cr_expect_str_eq(ts_fmt_sig(-1234.5, 2, b, sizeof b), "-1,200");
+    cr_expect_str_eq(ts_fmt_usd(8793447, b, sizeof b), "$8,790,000");
+    cr_expect_str_eq(ts_fmt_usd(2.5, b, sizeof b), "$2.50");
+    cr_expect_str_eq(ts_fmt_usd(0.05129, b, sizeof b), "$0.0513");
+    cr_expect_str_eq(ts_fmt_usd(1.234e9, b, sizeof b), "$1.23 billion");
+    cr_expect_str_eq(ts_fmt_count(6.898e10, b, sizeof b), "69.0 billion");
+    cr_expect_str_eq(ts_fmt_count(1e12, b, sizeof b), "1.00 trillion");
+    cr_expect_str_eq(ts_fmt_count(2093985.4, b, sizeof b), "2,093,985");
+    cr_expect_str_eq(ts_fmt_count(999, b, sizeof b), "999");
+    cr_expect_str_eq(ts_fmt_count(NAN, b, sizeof b), "n/a");
+    cr_expect_eq(ts_parse_tokens("2T"), 2e12);
+    cr_expect_eq(ts_parse_tokens("300B"), 3e11);
+    cr_expect_eq(ts_parse_tokens("1.5e12"), 1.5e12);
+    cr_expect_eq(ts_parse_tokens("2TB"), 0);
+    cr_expect_eq(ts_parse_tokens("-1T"), 0);
 }
