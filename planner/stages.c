@@ -373,21 +373,35 @@ static double act_unit(const ts_stages *st, const ts_layout *l, int i) {
 
 /* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
  * the states, summed alike everywhere so every caller's total agrees to the bit. */
+static double acts_sum(const ts_stages *st, double unit, double in_flight, int i) {
+    return st->mb_buffer_bytes + unit * in_flight + st->extra_bytes[i];
+}
+
 static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
-    return st->mb_buffer_bytes + act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
-           st->extra_bytes[i];
+    return acts_sum(st, act_unit(st, l, i), ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp), i);
 }
 
 void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
-    for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
+    const ts_schedule_info *si = &ts_schedules[l->schedule];
+    if (si->dual) {
+        for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
+        return;
+    }
+    /* Without mirrored chunks a stage's unit is its own activations (act_unit), the search's
+     * common case looked up once per schedule rather than per stage. */
+    for (int r = 0; r < st->n_runs; r++) {
+        int i = st->first_of_run[r];
+        acts[r] = acts_sum(st, st->act_bytes[i], si->in_flight(l->pp, i, l->microbatches, l->vpp), i);
+    }
 }
 
 double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage) {
     const double *states = st->states_bytes + l->zero * st->cap;
+    int dual = ts_schedules[l->schedule].dual;
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states_of(states, l, i) + acts[r];
+        double total = (dual ? states_of(states, l, i) : states[i]) + acts[r];
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;
