@@ -64,8 +64,8 @@ enum {
     CLI_OPT_OBJECTIVE = 256, CLI_OPT_DTYPE, CLI_OPT_NO_FLASH, CLI_OPT_ACROSS, CLI_OPT_NO_PRUNE,
     CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_STACK, CLI_OPT_HEADROOM,
     CLI_OPT_PARTITION, CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_MAX_SLOWDOWN,
-    CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_GPUS_MAX, CLI_OPT_BATCH_TOL,
-    CLI_OPT_OWN
+    CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_FP8_PARAM_GATHER, CLI_OPT_GPUS_MAX,
+    CLI_OPT_BATCH_TOL, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -85,7 +85,8 @@ enum {
     {"max-slowdown", required_argument, 0, CLI_OPT_MAX_SLOWDOWN},                                  \
     {"moe-dispatcher", required_argument, 0, CLI_OPT_MOE_DISPATCHER},                              \
     {"moe-a2a-overlap", required_argument, 0, CLI_OPT_MOE_OVERLAP},                                \
-    {"moe-fp8-dispatch", no_argument, 0, CLI_OPT_MOE_FP8_DISPATCH}
+    {"moe-fp8-dispatch", no_argument, 0, CLI_OPT_MOE_FP8_DISPATCH},                                \
+    {"fp8-param-gather", no_argument, 0, CLI_OPT_FP8_PARAM_GATHER}
 /* The commands that take one layout grammar (plan, sim, export, run, report): the problem flags
  * and the budget flags --gpus-max and --batch-tolerance (reports/budget.h). */
 #define CLI_LAYOUT_LONGOPTS                                                                        \
@@ -95,8 +96,11 @@ enum {
 typedef struct {
     const char *model, *system, *fix; /* NULL until given */
     const char *stack;                /* --stack, default megatron-core (models/stacks/) */
+    int stack_given;                  /* --stack was given: never replaced by one that runs the pins */
+    char stack_note[320];             /* why the default stack was replaced ("" when it was not) */
     int gpus;                         /* 0 until given */
     int seq_given;
+    unsigned given_mask;              /* TS_GIVEN_* (planner/stack_rules.h): flags that override the stack's defaults */
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
     ts_train train;
     ts_search_opts search;            /* pins from --fix once loaded */
@@ -155,7 +159,10 @@ void cli_layout_help(void);
 void cli_partition_help(void);
 /* Says on stderr when a pinned layout `l` is one the problem's stack cannot run (the search never
  * picks such a layout unpinned). */
-void cli_warn_stack(const char *cmd, const ts_problem *pb, const ts_layout *l);
+/* After a pick: says on stderr which stack replaced the default (a->stack_note), or that the
+ * stack cannot run the pinned layout l. Printed only once the pick succeeded, so that an error
+ * stays one line. */
+void cli_warn_stack(const char *cmd, const cli_problem_args *a, const ts_problem *pb, const ts_layout *l);
 
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
