@@ -56,7 +56,7 @@ void cli_self_path(const char *cmd, char *buf, size_t cap);
 _Noreturn void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv);
 
 /* The flags that state a planning problem and the search over its layouts, shared by the
- * commands that take --model/--system/--gpus (plan, sim): their getopt short letters and long
+ * commands that take --model/--system/--gpus (plan, sim, sweep, export, run, report): their getopt short letters and long
  * options (put CLI_PROBLEM_LONGOPTS first in the command's option table), a handler for
  * getopt_long's answers and their help lines. A command's own long-only options take values
  * from CLI_OPT_OWN on. */
