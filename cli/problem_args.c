@@ -1,12 +1,18 @@
-/* The problem flags plan, sim, sweep and export share: parsing, checking and loading them, the
- * layout plan picks under them, and their help (see cli.h). */
+/* The problem flags plan, sim, sweep, export, run and report share: parsing, checking and loading
+ * them, the one plan made under them (in memory, or in a private temporary file for a reader by
+ * path), the layout plan picks, and their help (see cli.h). */
 #include "cli/cli.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/interrupt.h"
+#include "common/json.h"
+#include "common/output.h"
 #include "planner/stack_rules.h"
+#include "reports/budget.h"
 #include "reports/ranking.h"
 
 void cli_problem_args_init(cli_problem_args *a) {
@@ -94,6 +100,13 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->search.max_slowdown = cli_num(cmd, "--max-slowdown", arg, 1, INFINITY);
         a->given = "--max-slowdown";
         break;
+    case CLI_OPT_GPUS_MAX:
+        a->budget.gpus_max = (int)cli_int(cmd, "--gpus-max", arg, 1, 1 << 24), a->given = "--gpus-max";
+        break;
+    case CLI_OPT_BATCH_TOL:
+        a->budget.batch_tolerance = cli_fraction(cmd, "--batch-tolerance", arg, 0, 0.5);
+        a->given = "--batch-tolerance";
+        break;
     case CLI_OPT_PARTITION:
         a->partition.mode = (ts_partition_mode)cli_enum(cmd, "--partition", arg, ts_partition_mode_names);
         break;
@@ -163,28 +176,99 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     cli_warn_context_extension(cmd, &m, a->train.seq);
 }
 
-void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
-                      ts_split *split, int *has_split) {
-    cli_problem_load(cmd, a, pb);
+void cli_problem_plan(const char *cmd, cli_problem_args *a, const ts_ranking_opts *ro, cli_plan *out) {
+    memset(out, 0, sizeof *out);
+    ts_budget_opts bo = a->budget;
+    if (bo.gpus_max && a->gpus) cli_usage_error(cmd, "--gpus and --gpus-max exclude each other");
+    int use_budget = bo.gpus_max || bo.batch_tolerance > 0;
+    if (!bo.gpus_max) bo.gpus_max = a->gpus, bo.exact_gpus = 1;
+    else a->gpus = bo.gpus_max;
+    cli_problem_load(cmd, a, &out->pb);
+    out->ro = *ro;
+    out->ro.fix = a->fix;
+    out->ro.partition = a->partition;
+    a->budget = bo;
+    ts_status st = TS_OK;
+    if (use_budget) { /* the plan is made on the budget's pick */
+        out->batch_requested = out->pb.train.global_batch;
+        st = ts_budget_search(&out->pb, &a->search, &a->partition, &bo, &out->budget);
+        ts_problem base = out->pb;
+        if (st == TS_OK) base.train.global_batch = out->budget.choices[0].global_batch;
+        if (st == TS_OK) st = ts_problem_init(&out->pb, &base.model, &base.sys, &base.train, out->budget.choices[0].gpus);
+    }
+    if (st == TS_OK) st = ts_ranking_make(&out->pb, &a->search, &out->ro, &out->r);
+    if (out->r.search.partition_errors) /* also on stderr: with --json the table's note is not printed */
+        fprintf(stderr, "tessera %s: warning: GLPK failed on %d layouts, which keep their even split: %s\n", cmd,
+                out->r.search.partition_errors, out->r.search.partition_error);
+    if (st != TS_OK) {
+        cli_plan_free(out);
+        cli_fail(cmd, st);
+    }
+    if (out->r.search.n_best > 0) cli_warn_stack(cmd, a, &out->pb, &out->r.search.best[0].layout);
+}
+
+ts_status cli_plan_json(const cli_plan *p, const cli_problem_args *a, cJSON **out) {
+    TS_CHECK(ts_ranking_json(&p->pb, &a->search, &p->ro, &p->r, out));
+    ts_status st = TS_OK;
+    if (p->budget.n) st = ts_budget_add_json(*out, p->batch_requested, &a->budget, &p->budget);
+    if (st != TS_OK) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+void cli_plan_free(cli_plan *p) {
+    ts_ranking_free(&p->r);
+    ts_budget_result_free(&p->budget);
+}
+
+/* The one temporary plan file of this process, removed at exit (and by the signal handler of
+ * common/interrupt.h through common/output.h's registry). */
+static char temp_plan[4096];
+
+void cli_plan_temp_remove(void) { ts_output_temp_remove(temp_plan); }
+
+const char *cli_problem_plan_file(const char *cmd, cli_problem_args *a) {
+    ts_interrupt_install(cmd, "planning", TS_INTERRUPT_EXIT); /* removes the file once written */
     ts_ranking_opts ro;
     ts_ranking_opts_defaults(&ro);
-    ro.partition = a->partition;
-    ro.fix = a->fix;
+    cli_plan p;
+    cli_problem_plan(cmd, a, &ro, &p);
+    cJSON *root = NULL;
+    char *text = NULL;
+    ts_status st = cli_plan_json(&p, a, &root);
+    cli_plan_free(&p);
+    if (st == TS_OK) {
+        text = cJSON_PrintUnformatted(root);
+        if (text == NULL) st = TS_FAIL(TS_ERR_NOMEM, "out of memory for the plan");
+    }
+    if (st == TS_OK && atexit(cli_plan_temp_remove) != 0) st = TS_FAIL(TS_ERR_NOMEM, "atexit: no room");
+    if (st == TS_OK) st = ts_output_temp_write("tessera-plan", text, strlen(text), temp_plan, sizeof temp_plan);
+    free(text);
+    cJSON_Delete(root);
+    if (st != TS_OK) cli_fail(cmd, st);
+    return temp_plan;
+}
+
+void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_layout *layout, double *step_s,
+                      ts_split *split, int *has_split) {
+    ts_ranking_opts ro;
+    ts_ranking_opts_defaults(&ro);
     a->search.top_k = 1;
-    ts_ranking r;
-    ts_status st = ts_ranking_make(pb, &a->search, &ro, &r);
+    cli_plan p;
+    cli_problem_plan(cmd, a, &ro, &p);
+    ts_status st = TS_OK;
     *has_split = 0;
-    if (st == TS_OK && r.search.splits && r.search.splits[0].pp > 0) {
-        st = ts_split_copy(split, &r.search.splits[0]);
+    if (p.r.search.splits && p.r.search.splits[0].pp > 0) {
+        st = ts_split_copy(split, &p.r.search.splits[0]);
         *has_split = st == TS_OK;
     }
-    if (st == TS_OK) {
-        *layout = r.search.best[0].layout;
-        *step_s = r.search.best[0].step_s;
-    }
-    ts_ranking_free(&r);
+    *pb = p.pb;
+    *layout = p.r.search.best[0].layout;
+    *step_s = p.r.search.best[0].step_s;
+    cli_plan_free(&p);
     if (st != TS_OK) cli_fail(cmd, st);
-    cli_warn_stack(cmd, a, pb, layout);
 }
 
 void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq) {
@@ -232,6 +316,14 @@ void cli_problem_help(void) {
            "      --mem-headroom X   memory kept free below the usable bytes: a fraction of them\n"
            "                         (< 1) or GB (>= 1); default 0.10 (allocator fragmentation)\n");
     cli_partition_help();
+}
+
+void cli_layout_help(void) {
+    cli_problem_help();
+    printf("      --gpus-max N       a budget instead of --gpus: the best layouts on at most N GPUs\n"
+           "                         (whole nodes below N), saying how many GPUs stay idle\n"
+           "      --batch-tolerance T  let the global batch move by up to T (5%% or 0.05) to the\n"
+           "                         nearest batches the layouts divide, saying by how much\n");
 }
 
 void cli_warn_stack(const char *cmd, const cli_problem_args *a, const ts_problem *pb, const ts_layout *l) {
