@@ -5,6 +5,7 @@
 #include "program/program.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,7 @@ void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv) {
     pid_t pid = fork();
     if (pid < 0) cli_usage_error(cmd, "cannot start mpirun: fork: %s", strerror(errno));
     if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL); /* mpirun as usual, though run's launcher ignores it */
         execvp("mpirun", args);
         fprintf(stderr, "tessera %s: cannot start mpirun (is Open MPI installed? run scripts/deps.sh)\n", cmd);
         _exit(2);

@@ -26,8 +26,9 @@ static void help(void) {
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "  -i, --index I          which layout of the plan, 1-based (default 1)\n"
-           "  or the problem flags of tessera plan: the layout plan --top 1 picks under them\n"
-           "  -F, --format F         megatron | torchrun | sbatch | megatron-bridge | deepspeed\n"
+           "  or the layout flags of tessera plan: the layout plan --top 1 picks under them\n");
+    cli_layout_help();
+    printf("  -F, --format F         megatron | torchrun | sbatch | megatron-bridge | deepspeed\n"
            "  -V, --megatron-version V  current (default): Megatron-LM with --pipeline-model-parallel-layout\n"
            "                         (core_r0.14, mid-2025, and later); legacy: older releases, uneven stages as\n"
            "                         --decoder-first/last-pipeline-num-layers (a split they cannot express exits 2)\n"
@@ -92,7 +93,7 @@ int cmd_export(int argc, char **argv) {
     cli_problem_args pa;
     cli_problem_args_init(&pa);
     static const struct option longs[] = {
-        CLI_PROBLEM_LONGOPTS,
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"format", required_argument, 0, 'F'}, {"output", required_argument, 0, 'o'},
         {"megatron-version", required_argument, 0, 'V'}, {"help", no_argument, 0, 'h'},

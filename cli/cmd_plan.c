@@ -14,12 +14,8 @@ static void help(void) {
            "Ranks every DP×TP×PP×CP×EP×SP layout, ZeRO stage, micro-batch, pipeline schedule and\n"
            "recompute policy that fits in GPU memory, by predicted step time.\n"
            "\n");
-    cli_problem_help();
-    printf("      --gpus-max N       a budget instead of --gpus: the best layouts on at most N GPUs\n"
-           "                         (whole nodes below N), saying how many GPUs stay idle\n"
-           "      --batch-tolerance T  let the global batch move by up to T (5%% or 0.05) to the\n"
-           "                         nearest batches the layouts divide, saying by how much\n"
-           "  -k, --top K            layouts to show (default 10)\n"
+    cli_layout_help();
+    printf("  -k, --top K            layouts to show (default 10)\n"
            "  -r, --refine K         simulate the best K layouts (one rank per stage) and re-rank\n"
            "                         them by simulated step time (at least K layouts are shown)\n"
            CLI_MAX_OPS_HELP
@@ -32,27 +28,18 @@ static void help(void) {
            "Exit status: 0 ok, 2 bad input, 3 nothing fits (the message says what came closest).\n");
 }
 
-/* The budget's choice, when --gpus-max or --batch-tolerance asked for one (n = 0: none). */
-typedef struct {
-    ts_budget_opts opts;
-    ts_budget_result result;
-    int64_t batch_requested;
-} budget;
-
-/* The ranking as JSON (to stdout with --json, to --output) or as the table, after the budget's
+/* The plan as JSON (to stdout with --json, to --output) or as the table, after the budget's
  * lines. */
-static ts_status report(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o,
-                        const ts_ranking *r, const budget *b, int json, const char *output) {
+static ts_status report(const cli_plan *p, const cli_problem_args *a, int json, const char *output) {
     ts_status st = TS_OK;
     cJSON *root = NULL;
-    if (!json && b->result.n) st = ts_budget_print(stdout, b->batch_requested, &b->opts, &b->result);
+    if (!json && p->budget.n) st = ts_budget_print(stdout, p->batch_requested, &a->budget, &p->budget);
     if (st == TS_OK && (json || output)) {
-        st = ts_ranking_json(pb, so, o, r, &root);
-        if (st == TS_OK && b->result.n) st = ts_budget_add_json(root, b->batch_requested, &b->opts, &b->result);
+        st = cli_plan_json(p, a, &root);
         if (st == TS_OK && output) st = ts_json_write_file(output, root);
         if (st == TS_OK && json) st = ts_json_write_file("-", root);
     }
-    if (st == TS_OK && !json) st = ts_ranking_print(stdout, pb, o, r);
+    if (st == TS_OK && !json) st = ts_ranking_print(stdout, &p->pb, &p->ro, &p->r);
     if (st == TS_OK && output && !json) printf("# wrote %s\n", output);
     cJSON_Delete(root);
     return st;
@@ -65,11 +52,9 @@ int cmd_plan(int argc, char **argv) {
     ts_ranking_opts_defaults(&ro);
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    budget bud = {0};
-    enum { OPT_JSON = CLI_OPT_OWN, OPT_GPUS_MAX, OPT_BATCH_TOL, OPT_AGAINST, OPT_MAX_OPS };
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_AGAINST, OPT_MAX_OPS };
     static const struct option longs[] = {
-        CLI_PROBLEM_LONGOPTS,
-        {"gpus-max", required_argument, 0, OPT_GPUS_MAX}, {"batch-tolerance", required_argument, 0, OPT_BATCH_TOL},
+        CLI_LAYOUT_LONGOPTS,
         {"top", required_argument, 0, 'k'},    {"refine", required_argument, 0, 'r'},
         {"output", required_argument, 0, 'o'}, {"json", no_argument, 0, OPT_JSON},
         {"against", required_argument, 0, OPT_AGAINST},
@@ -85,8 +70,6 @@ int cmd_plan(int argc, char **argv) {
         case 'r': ro.refine = (int)cli_int(cmd, "--refine", optarg, 1, 100000); break;
         case 'o': output = optarg; break;
         case OPT_JSON: json = 1; break;
-        case OPT_GPUS_MAX: bud.opts.gpus_max = (int)cli_int(cmd, "--gpus-max", optarg, 1, 1 << 24); break;
-        case OPT_BATCH_TOL: bud.opts.batch_tolerance = cli_fraction(cmd, "--batch-tolerance", optarg, 0, 0.5); break;
         case OPT_AGAINST: ro.against = optarg; break;
         case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
@@ -99,33 +82,10 @@ int cmd_plan(int argc, char **argv) {
     if (ro.refine && pa.search.objective == TS_OBJ_MEMORY)
         cli_usage_error(cmd, "--refine re-ranks by simulated step time; it needs --objective time or cost");
     if (ro.refine > pa.search.top_k) pa.search.top_k = ro.refine;
-    if (bud.opts.gpus_max && pa.gpus) cli_usage_error(cmd, "--gpus and --gpus-max exclude each other");
-    int use_budget = bud.opts.gpus_max || bud.opts.batch_tolerance > 0;
-    if (!bud.opts.gpus_max) bud.opts.gpus_max = pa.gpus, bud.opts.exact_gpus = 1;
-    else pa.gpus = bud.opts.gpus_max;
-    ts_problem pb;
-    cli_problem_load(cmd, &pa, &pb);
-    ro.fix = pa.fix;
-    ro.partition = pa.partition;
-    if (use_budget) { /* the plan is made on the budget's pick */
-        bud.batch_requested = pb.train.global_batch;
-        ts_status bst = ts_budget_search(&pb, &pa.search, &pa.partition, &bud.opts, &bud.result);
-        if (bst != TS_OK) cli_fail(cmd, bst);
-        ts_problem base = pb;
-        base.train.global_batch = bud.result.choices[0].global_batch;
-        bst = ts_problem_init(&pb, &base.model, &base.sys, &base.train, bud.result.choices[0].gpus);
-        if (bst != TS_OK) cli_fail(cmd, bst);
-    }
-
-    ts_ranking r;
-    ts_status st = ts_ranking_make(&pb, &pa.search, &ro, &r);
-    if (r.search.partition_errors) /* also on stderr: with --json the table's note is not printed */
-        fprintf(stderr, "tessera plan: warning: GLPK failed on %d layouts, which keep their even split: %s\n",
-                r.search.partition_errors, r.search.partition_error);
-    if (st == TS_OK && r.search.n_best > 0) cli_warn_stack(cmd, &pb, &r.search.best[0].layout);
-    if (st == TS_OK) st = report(&pb, &pa.search, &ro, &r, &bud, json, output);
-    ts_ranking_free(&r);
-    ts_budget_result_free(&bud.result);
+    cli_plan p;
+    cli_problem_plan(cmd, &pa, &ro, &p);
+    ts_status st = report(&p, &pa, json, output);
+    cli_plan_free(&p);
     if (st != TS_OK) cli_fail(cmd, st);
     return 0;
 }

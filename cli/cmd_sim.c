@@ -22,8 +22,9 @@ static void help(void) {
            "The layout is the I-th of a plan file, or the planner's best under the pins.\n"
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o (holds model and system)\n"
-           "  -i, --index I          which layout of the plan, 1-based (default 1)\n");
-    cli_problem_help();
+           "  -i, --index I          which layout of the plan, 1-based (default 1)\n"
+           "  or the layout flags of tessera plan: the layout plan --top 1 picks under them\n");
+    cli_layout_help();
     printf("      --full             simulate every rank (default: one rank per pipeline stage)\n"
            "  -t, --trace FILE       write a Chrome trace (ui.perfetto.dev, chrome://tracing)\n"
            "      --json             print the summary as JSON instead of a table\n"
@@ -68,7 +69,7 @@ int cmd_sim(int argc, char **argv) {
     cli_problem_args_init(&pa);
     enum { OPT_FULL = CLI_OPT_OWN, OPT_JSON, OPT_DUMP, OPT_MAX_OPS };
     static const struct option longs[] = {
-        CLI_PROBLEM_LONGOPTS,
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"full", no_argument, 0, OPT_FULL},    {"trace", required_argument, 0, 't'},
         {"json", no_argument, 0, OPT_JSON},    {"dump-program", no_argument, 0, OPT_DUMP},

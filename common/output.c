@@ -35,6 +35,45 @@ void ts_output_remove_temps(void) {
         if (temps[i] != NULL) unlink(temps[i]);
 }
 
+ts_status ts_output_temp_write(const char *prefix, const void *data, size_t len, char *path, size_t cap) {
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || dir[0] == '\0') dir = "/tmp";
+    path[0] = '\0';
+    if (snprintf(path, cap, "%s/%s-XXXXXX", dir, prefix) >= (int)cap) {
+        path[0] = '\0';
+        return TS_FAIL(TS_ERR_INPUT, "%s: TMPDIR too long", dir);
+    }
+    int fd = mkstemp(path); /* 0600, exclusive */
+    if (fd < 0) {
+        int e = errno;
+        path[0] = '\0';
+        return TS_FAIL(TS_ERR_IO, "%s: cannot create a temporary file: %s", dir, strerror(e));
+    }
+    temp_register(path);
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        p += n, left -= (size_t)n;
+    }
+    int e = left ? errno : 0;
+    if (close(fd) != 0 && !e) e = errno;
+    if (left || e) {
+        ts_output_temp_remove(path);
+        return TS_FAIL(TS_ERR_IO, "%s: cannot write a temporary file: %s", dir, strerror(e ? e : EIO));
+    }
+    return TS_OK;
+}
+
+void ts_output_temp_remove(char *path) {
+    if (path[0] == '\0') return;
+    temp_forget(path);
+    unlink(path);
+    path[0] = '\0';
+}
+
 /* Follows the symbolic links of a path that does not resolve with realpath (a link to a file not
  * yet written) to the path they name, at most 40 links deep (Linux's own MAXSYMLINKS). */
 static ts_status follow_links(const char *path, char *out, size_t cap) {

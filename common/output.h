@@ -52,4 +52,12 @@ ts_status ts_stdout_finish(void);
  * signal handlers. */
 void ts_output_remove_temps(void);
 
+/* A private file for handing data to a child process by path (a plan made in memory, to the
+ * ranks of `tessera run`): created by mkstemp in $TMPDIR (default /tmp) as PREFIX-XXXXXX, mode
+ * 0600, holding `data`, and registered like a write in progress so that ts_output_remove_temps
+ * removes it. `path` (cap bytes) must stay valid until ts_output_temp_remove unlinks and
+ * forgets it (a no-op on ""). */
+ts_status ts_output_temp_write(const char *prefix, const void *data, size_t len, char *path, size_t cap);
+void ts_output_temp_remove(char *path);
+
 #endif

@@ -392,115 +392,152 @@ cJSON *ts_model_to_json(const ts_model *m) {
 
 /* --- cross-field rules ----------------------------------------------------------------------- */
 
-static ts_status check_range(const char *file, const char *field, int64_t v, int64_t lo,
-                             int64_t hi) {
-    if (v >= lo && v <= hi) return TS_OK;
-    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [%lld, %lld], got %lld", file,
-                   field, (long long)lo, (long long)hi, (long long)v);
+void ts_field_names_init(ts_field_names *n) { memset(n, 0, sizeof *n); }
+
+void ts_field_names_set(ts_field_names *n, const char *field, const char *key) {
+    int i = 0;
+    while (i < n->count && strcmp(n->at[i].field, field) != 0) i++;
+    if (i == TS_FIELD_NAMES_MAX) return;
+    if (i == n->count) n->count++;
+    n->at[i].field = field;
+    snprintf(n->at[i].key, sizeof n->at[i].key, "%s", key);
 }
 
-static ts_status check_width(const char *file, const char *field, const ts_model *m, int64_t dim,
-                             const char *what) {
+const char *ts_field_name(const ts_field_names *n, const char *field) {
+    for (int i = 0; n != NULL && i < n->count; i++)
+        if (strcmp(n->at[i].field, field) == 0) return n->at[i].key;
+    return field;
+}
+
+/* How a message's text (not its JSON path) calls `field`: the file's key when recorded, else
+ * Tessera's field without its section ("top_k" for "moe.top_k"). */
+static const char *word(const ts_field_names *n, const char *field) {
+    const char *name = ts_field_name(n, field);
+    const char *dot = strrchr(name, '.');
+    return name == field && dot != NULL ? dot + 1 : name;
+}
+
+static ts_status check_range(const char *file, const ts_field_names *n, const char *field, int64_t v,
+                             int64_t lo, int64_t hi) {
+    if (v >= lo && v <= hi) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [%lld, %lld], got %lld", file,
+                   ts_field_name(n, field), (long long)lo, (long long)hi, (long long)v);
+}
+
+static ts_status check_number(const char *file, const ts_field_names *n, const char *field, double v,
+                              double hi) {
+    if (v >= 0 && v <= hi) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a number in [0, %g], got %g", file,
+                   ts_field_name(n, field), hi, v);
+}
+
+/* heads * `dim` within TS_MAX_ATTN_WIDTH; `what` names dim in the message. */
+static ts_status check_width(const char *file, const ts_field_names *n, const char *field, const ts_model *m,
+                             int64_t dim, const char *what) {
     int64_t width = (int64_t)m->heads * dim;
     if (width <= TS_MAX_ATTN_WIDTH) return TS_OK;
-    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: heads * %s = %lld is wider than the %lld limit", file,
-                   field, what, (long long)width, (long long)TS_MAX_ATTN_WIDTH);
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %s * %s = %lld is wider than the %lld limit", file,
+                   ts_field_name(n, field), word(n, "heads"), what, (long long)width,
+                   (long long)TS_MAX_ATTN_WIDTH);
 }
 
 static int every_layer_is_moe(const ts_model *m) {
     return m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
 }
 
-static ts_status validate_moe(const char *file, const ts_model *m) {
+static ts_status validate_moe(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_moe *e = &m->moe;
-    TS_CHECK(check_range(file, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
+    TS_CHECK(check_range(file, n, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
     if (e->experts == 0) return TS_OK;
     if (e->top_k < 1 || e->top_k > e->experts)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.top_k: expected an integer in [1, %d] (experts), "
-                       "got %d", file, e->experts, e->top_k);
-    TS_CHECK(check_range(file, "moe.expert_ffn", e->expert_ffn, 1, TS_MAX_FFN));
-    TS_CHECK(check_range(file, "moe.shared_experts", e->shared_experts, 0, TS_MAX_EXPERTS));
-    TS_CHECK(check_range(file, "moe.shared_ffn", e->shared_ffn, e->shared_experts > 0 ? 1 : 0,
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [1, %d] (%s), got %d", file,
+                       ts_field_name(n, "moe.top_k"), e->experts, word(n, "moe.experts"), e->top_k);
+    TS_CHECK(check_range(file, n, "moe.expert_ffn", e->expert_ffn, 1, TS_MAX_FFN));
+    TS_CHECK(check_range(file, n, "moe.shared_experts", e->shared_experts, 0, TS_MAX_EXPERTS));
+    TS_CHECK(check_range(file, n, "moe.shared_ffn", e->shared_ffn, e->shared_experts > 0 ? 1 : 0,
                          TS_MAX_FFN));
     if (e->first_dense < 0 || e->first_dense >= m->layers)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.first_dense: expected an integer in [0, %d] so "
-                       "that some of the %d layers are MoE, got %d", file, m->layers - 1,
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [0, %d] so that some of the %d layers "
+                       "are MoE, got %d", file, ts_field_name(n, "moe.first_dense"), m->layers - 1,
                        m->layers, e->first_dense);
-    TS_CHECK(check_range(file, "moe.every", e->every, 1, TS_MAX_LAYERS));
-    if (!(e->capacity_factor >= 0 && e->capacity_factor <= TS_MAX_CAPACITY_FACTOR))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.capacity_factor: expected a number in [0, %g], "
-                       "got %g", file, TS_MAX_CAPACITY_FACTOR, e->capacity_factor);
-    return TS_OK;
+    TS_CHECK(check_range(file, n, "moe.every", e->every, 1, TS_MAX_LAYERS));
+    return check_number(file, n, "moe.capacity_factor", e->capacity_factor, TS_MAX_CAPACITY_FACTOR);
 }
 
-static ts_status validate_mla(const char *file, const ts_model *m) {
+static ts_status validate_mla(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_mla *a = &m->mla;
     if (a->kv_lora_rank == 0) {
         if (a->q_lora_rank || a->qk_nope_dim || a->qk_rope_dim || a->v_dim)
-            return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.kv_lora_rank: expected an integer >= 1 when "
-                           "other mla fields are set, got 0", file);
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer >= 1 when other mla fields are set, "
+                           "got 0", file, ts_field_name(n, "mla.kv_lora_rank"));
         return TS_OK;
     }
-    TS_CHECK(check_range(file, "mla.kv_lora_rank", a->kv_lora_rank, 1, TS_MAX_LORA_RANK));
-    TS_CHECK(check_range(file, "mla.q_lora_rank", a->q_lora_rank, 0, TS_MAX_LORA_RANK));
-    TS_CHECK(check_range(file, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_range(file, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_range(file, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.kv_lora_rank", a->kv_lora_rank, 1, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, n, "mla.q_lora_rank", a->q_lora_rank, 0, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, n, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    const char *nope = word(n, "mla.qk_nope_dim"), *rope = word(n, "mla.qk_rope_dim");
     if (a->qk_nope_dim + a->qk_rope_dim < 1)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.qk_rope_dim: qk_nope_dim + qk_rope_dim must be "
-                       ">= 1, got 0", file);
-    TS_CHECK(check_width(file, "mla.qk_nope_dim", m, a->qk_nope_dim + a->qk_rope_dim,
-                         "(qk_nope_dim + qk_rope_dim)"));
-    return check_width(file, "mla.v_dim", m, a->v_dim, "v_dim");
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %s + %s must be >= 1, got 0", file,
+                       ts_field_name(n, "mla.qk_rope_dim"), nope, rope);
+    char sum[2 * sizeof n->at[0].key + 8];
+    snprintf(sum, sizeof sum, "(%s + %s)", nope, rope);
+    TS_CHECK(check_width(file, n, "mla.qk_nope_dim", m, a->qk_nope_dim + a->qk_rope_dim, sum));
+    return check_width(file, n, "mla.v_dim", m, a->v_dim, word(n, "mla.v_dim"));
 }
 
-static ts_status validate_extras(const char *file, const ts_model *m) {
-    if (!(m->rope_theta >= 0 && m->rope_theta <= TS_MAX_ROPE_THETA))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.rope_theta: expected a number in [0, %g], got %g", file,
-                       TS_MAX_ROPE_THETA, m->rope_theta);
-    TS_CHECK(check_range(file, "qk_norm", m->qk_norm, 0, TS_QKNORM_COUNT - 1));
-    TS_CHECK(check_range(file, "norms_per_layer", m->norms_per_layer, 0, TS_MAX_NORMS_PER_LAYER));
-    TS_CHECK(check_range(file, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
-    TS_CHECK(check_range(file, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
-    if (!(m->attn_softcap >= 0 && m->attn_softcap <= TS_MAX_SOFTCAP))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.attn_softcap: expected a number in [0, %g], got %g", file,
-                       TS_MAX_SOFTCAP, m->attn_softcap);
-    if (!(m->logit_softcap >= 0 && m->logit_softcap <= TS_MAX_SOFTCAP))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.logit_softcap: expected a number in [0, %g], got %g", file,
-                       TS_MAX_SOFTCAP, m->logit_softcap);
+static ts_status validate_extras(const char *file, const ts_field_names *n, const ts_model *m) {
+    TS_CHECK(check_number(file, n, "rope_theta", m->rope_theta, TS_MAX_ROPE_THETA));
+    TS_CHECK(check_range(file, n, "qk_norm", m->qk_norm, 0, TS_QKNORM_COUNT - 1));
+    TS_CHECK(check_range(file, n, "norms_per_layer", m->norms_per_layer, 0, TS_MAX_NORMS_PER_LAYER));
+    TS_CHECK(check_range(file, n, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, n, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
+    TS_CHECK(check_number(file, n, "attn_softcap", m->attn_softcap, TS_MAX_SOFTCAP));
+    return check_number(file, n, "logit_softcap", m->logit_softcap, TS_MAX_SOFTCAP);
+}
+
+/* The shape: sizes, heads, and the enums a reader sets. */
+static ts_status validate_shape(const char *file, const ts_field_names *n, const ts_model *m) {
+    TS_CHECK(check_range(file, n, "layers", m->layers, 1, TS_MAX_LAYERS));
+    TS_CHECK(check_range(file, n, "hidden", m->hidden, 1, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, n, "heads", m->heads, 1, TS_MAX_HEADS));
+    TS_CHECK(check_range(file, n, "kv_heads", m->kv_heads, 1, m->heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %d %s are not divisible by %s %d", file,
+                       ts_field_name(n, "heads"), m->heads, word(n, "heads"), word(n, "kv_heads"),
+                       m->kv_heads);
+    TS_CHECK(check_range(file, n, "head_dim", m->head_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_width(file, n, "head_dim", m, m->head_dim, word(n, "head_dim")));
+    TS_CHECK(check_range(file, n, "ffn_hidden", m->ffn_hidden, 0, TS_MAX_FFN));
+    TS_CHECK(check_range(file, n, "vocab", m->vocab, 1, TS_MAX_VOCAB));
+    TS_CHECK(check_range(file, n, "max_seq", m->max_seq, 1, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, n, "activation", m->activation, 0, TS_ACT_COUNT - 1));
+    TS_CHECK(check_range(file, n, "norm", m->norm, 0, TS_NORM_COUNT - 1));
+    return check_range(file, n, "position", m->position, 0, TS_POS_COUNT - 1);
+}
+
+ts_status ts_model_validate_named(const char *file, const ts_model *m, const ts_field_names *n) {
+    if (m->name[0] == '\0')
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a non-empty string, got \"\"", file,
+                       ts_field_name(n, "name"));
+    TS_CHECK(validate_shape(file, n, m));
+    TS_CHECK(check_range(file, n, "position_offset", m->position_offset, 0, TS_MAX_POS_OFFSET));
+    if (m->position_offset != 0 && m->position != TS_POS_LEARNED)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: applies to learned positions only, got %d with position \"%s\"",
+                       file, ts_field_name(n, "position_offset"), m->position_offset,
+                       ts_position_names[m->position]);
+    TS_CHECK(check_range(file, n, "embed_dim", m->embed_dim, 0, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, n, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
+    TS_CHECK(validate_moe(file, n, m));
+    TS_CHECK(validate_mla(file, n, m));
+    TS_CHECK(validate_extras(file, n, m));
+    if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer >= 1 because some layers are dense, got 0",
+                       file, ts_field_name(n, "ffn_hidden"));
     return TS_OK;
 }
 
 ts_status ts_model_validate(const char *file, const ts_model *m) {
-    if (m->name[0] == '\0')
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);
-    TS_CHECK(check_range(file, "layers", m->layers, 1, TS_MAX_LAYERS));
-    TS_CHECK(check_range(file, "hidden", m->hidden, 1, TS_MAX_HIDDEN));
-    TS_CHECK(check_range(file, "heads", m->heads, 1, TS_MAX_HEADS));
-    TS_CHECK(check_range(file, "kv_heads", m->kv_heads, 1, m->heads));
-    if (m->heads % m->kv_heads != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.heads: %d heads are not divisible by kv_heads %d",
-                       file, m->heads, m->kv_heads);
-    TS_CHECK(check_range(file, "head_dim", m->head_dim, 1, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_width(file, "head_dim", m, m->head_dim, "head_dim"));
-    TS_CHECK(check_range(file, "ffn_hidden", m->ffn_hidden, 0, TS_MAX_FFN));
-    TS_CHECK(check_range(file, "vocab", m->vocab, 1, TS_MAX_VOCAB));
-    TS_CHECK(check_range(file, "max_seq", m->max_seq, 1, TS_MAX_SEQ));
-    TS_CHECK(check_range(file, "activation", m->activation, 0, TS_ACT_COUNT - 1));
-    TS_CHECK(check_range(file, "norm", m->norm, 0, TS_NORM_COUNT - 1));
-    TS_CHECK(check_range(file, "position", m->position, 0, TS_POS_COUNT - 1));
-    TS_CHECK(check_range(file, "position_offset", m->position_offset, 0, TS_MAX_POS_OFFSET));
-    if (m->position_offset != 0 && m->position != TS_POS_LEARNED)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.position_offset: applies to learned positions only, "
-                       "got %d with position \"%s\"", file, m->position_offset,
-                       ts_position_names[m->position]);
-    TS_CHECK(check_range(file, "embed_dim", m->embed_dim, 0, TS_MAX_HIDDEN));
-    TS_CHECK(check_range(file, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
-    TS_CHECK(validate_moe(file, m));
-    TS_CHECK(validate_mla(file, m));
-    TS_CHECK(validate_extras(file, m));
-    if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.ffn_hidden: expected an integer >= 1 because some "
-                       "layers are dense, got 0", file);
-    return TS_OK;
+    return ts_model_validate_named(file, m, NULL);
 }

@@ -98,6 +98,8 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     if (pb->train.dtype == TS_DTYPE_FP8) {
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fp8_recipe", ts_fp8_recipe_names[pb->train.fp8_recipe]), res, fail);
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "fp8_attention", pb->train.fp8_attention), res, fail);
+        if (pb->train.fp8_param_gather)
+            TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "fp8_param_gather", 1), res, fail);
     }
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "flash_attention", pb->train.flash_attention), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "tp_across_nodes", pb->train.tp_across_nodes), res, fail);
@@ -224,6 +226,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_param_gather", 0, 0, &t.fp8_param_gather), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp),
                   res, exit);

@@ -6,7 +6,7 @@
 #include "common/checked.h"
 #include "program/schedule.h"
 
-const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", NULL};
+const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
 const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
 

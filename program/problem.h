@@ -18,9 +18,11 @@
 /* How FP8 tensors are scaled (Transformer Engine recipes): delayed scaling (DelayedScaling: the
  * scale from an amax history), current per-tensor scaling (Float8CurrentScaling: the amax of the
  * tensor itself, an extra pass) and MXFP8 block scaling (MXFP8BlockScaling: a scale per 32
- * elements, Blackwell). */
-typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
-extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8"; NULL-terminated */
+ * elements, Blackwell) and DeepSeek-V3's fine-grained block scaling (TE Float8BlockScaling,
+ * Megatron-LM --fp8-recipe blockwise: an fp32 scale per 1×128 activation tile and per 128×128
+ * weight block, Hopper; DeepSeek-V3 report §3.3.2). */
+typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_BLOCKWISE, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
+extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8", "blockwise"; NULL-terminated */
 
 /* How context parallelism exchanges the attention's inputs (the recipe's CP block, recipe.c):
  * ring  K/V blocks passed around the CP ring beside the attention (ring attention, Liu et al.
@@ -53,6 +55,8 @@ typedef struct {
     ts_dtype dtype;         /* compute and activation precision */
     ts_fp8_recipe fp8_recipe; /* dtype fp8: the scaling recipe (default delayed) */
     int fp8_attention;      /* dtype fp8: the fused attention runs in FP8 too (default: BF16) */
+    int fp8_param_gather;   /* dtype fp8: FP8 primary weights, all-gathered in FP8 (Megatron-Core
+                               --fp8-param-gather; program/recipe.h ts_weight_elem_bytes) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */

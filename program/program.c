@@ -426,7 +426,7 @@ static uint32_t param_gather(builder *b, const ctx *c, int layer) {
     ctx at = *c;
     at.layer = layer;
     return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
-                b->pb->train.weight_bytes * (sh + ex), NO_OP);
+                ts_weight_elem_bytes(b->pb) * (sh + ex), NO_OP);
 }
 
 /* Per-stage bookkeeping for data-parallel traffic. */
@@ -793,7 +793,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
-        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes, .rb = ts_grad_reduce_bytes(&pb->train),
+        .gb = pb->train.grad_bytes, .wb = ts_weight_elem_bytes(pb), .rb = ts_grad_reduce_bytes(&pb->train),
     };
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);

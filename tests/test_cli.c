@@ -643,3 +643,26 @@ Test(cli, plan_gpus_max_says_what_stays_idle, .timeout = 120) {
     cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
     cli_result_free(&r);
 }
+
+/* One grammar of layouts: plan, sim, export, run and report list the same block of layout flags
+ * (problem, partition and budget flags) in their --help, byte for byte. */
+Test(cli, layout_flags_help_is_one_block) {
+    static const char *const cmds[] = {"plan", "sim", "export", "run", "report"};
+    const char *first = "  -m, --model M", *last = "nearest batches the layouts divide, saying by how much\n";
+    char *block0 = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        cli_result r = run_cli(cmds[i], "--help", NULL);
+        cr_assert_eq(r.status, 0, "%s --help: exit %d", cmds[i], r.status);
+        const char *a = strstr(r.out, first), *b = a ? strstr(a, last) : NULL;
+        cr_assert(a && b, "%s --help: no layout-flag block from \"%s\"", cmds[i], first);
+        char *block = strndup(a, (size_t)(b + strlen(last) - a));
+        for (const char *flag = "--fix\0--partition\0--mem-headroom\0--gpus-max\0--batch-tolerance\0"; *flag;
+             flag += strlen(flag) + 1)
+            cr_expect(strstr(block, flag) != NULL, "%s --help: no %s in the layout block", cmds[i], flag);
+        if (block0) cr_expect_str_eq(block, block0, "%s --help: the layout block differs from plan's", cmds[i]);
+        if (block0) free(block);
+        else block0 = block;
+        cli_result_free(&r);
+    }
+    free(block0);
+}

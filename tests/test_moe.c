@@ -110,6 +110,20 @@ Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
     cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep));
 }
 
+/* SMs held by hidden communication (DeepSeek-V3: 20 of 132): a hidden transfer of t seconds
+ * slows the computation under it by f·t; exposed transfers are charged whole, as before. */
+Test(moe, hidden_comm_charges_its_sm_share) {
+    ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    double B = 2.0 * 4096 * 8 * 7168, f = 20.0 / 132;
+    double alone = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    pb.train.stack.comm_sm_frac = f;
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), alone), "exposed: no SM share charged");
+    pb.train.moe_a2a_overlap = 1;
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), f * alone));
+    pb.train.moe_a2a_overlap = 0.5;
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.5 * alone + 0.5 * f * alone));
+}
+
 /* One grouped kernel: the curve at its total FLOPs, an expert's last tile half empty on average
  * and at least one tile of 128 rows; CPU ranks run one BLAS GEMM per expert. */
 Test(moe, grouped_gemm) {
