@@ -465,6 +465,27 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
         }
 }
 
+/* Interleaving with several runs: a stage's chunks differ by at most one layer, |N[g(s,c)] -
+ * N[g(s,c')]| <= 1, as the one-run split spreads them (ts_part_spread). The objective sees only
+ * stage totals, so without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4,
+ * vpp=4 came back 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk
+ * while planner/stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et
+ * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 2% on
+ * the split these rows give (docs/moe.md). The brute force keeps the same rule (ts_part_chunks_even). */
+static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
+    int pp = p->pp, V = pp * p->vpp;
+    for (int s = 0; s < pp; s++)
+        for (int c1 = 0; c1 < p->vpp; c1++)
+            for (int c2 = c1 + 1; c2 < p->vpp; c2++) {
+                double k0 = 0;
+                for (int t = 0; t < p->n_kinds; t++) {
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
+                }
+                flush_row(b, -1 - k0, 1 - k0);
+            }
+}
+
 /* Stage s under policy k: layers only under the chosen policy, a kind's peak once it is present,
  * the fixed parts' transient, and the memory. */
 static void add_policy_rows(const ts_partition_problem *p, const columns *c, builder *b, int s, int k, double bs) {
@@ -530,7 +551,10 @@ static ts_status build_program(const ts_partition_problem *p, columns *c, builde
     glp_set_obj_dir(b->lp, GLP_MIN);
     TS_CHECK(add_columns(p, c, b, kind_count));
     if (c->n_runs == 1) add_one_run_rows(p, c, b);
-    else add_boundary_rows(p, c, b, kind_count);
+    else {
+        add_boundary_rows(p, c, b, kind_count);
+        add_even_chunk_rows(p, c, b);
+    }
     add_stage_rows(p, c, b, ts, bs);
     info->rows = glp_get_num_rows(b->lp);
     info->cols = b->n_cols;
