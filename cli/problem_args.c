@@ -170,6 +170,7 @@ void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_l
     ts_ranking_opts_defaults(&ro);
     ro.partition = a->partition;
     ro.fix = a->fix;
+    ro.order_only = 1;
     a->search.top_k = 1;
     ts_ranking r;
     ts_status st = ts_ranking_make(pb, &a->search, &ro, &r);
