@@ -255,6 +255,7 @@ void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_l
                       ts_split *split, int *has_split) {
     ts_ranking_opts ro;
     ts_ranking_opts_defaults(&ro);
+    ro.order_only = 1; /* sim and export read the pick alone: no band that cannot change it */
     a->search.top_k = 1;
     cli_plan p;
     cli_problem_plan(cmd, a, &ro, &p);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "planner/published_cache.h"
 #include "program/schedule.h"
 
 #define RANK_DEPTH 10          /* distinct (t, p, d) examined */
@@ -35,7 +36,8 @@ static ts_status best_under(const ts_problem *pb, const ts_pins *pins, ts_eval *
     return st;
 }
 
-static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts_pub_case *c) {
+static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts_pub_cache *cache,
+                               ts_pub_case *c) {
     double params_b, gpus, tp, pp, dp, batch, seq, tflops;
     TS_CHECK(num_at(file, row, "model", "params_b", &params_b));
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -54,14 +56,14 @@ static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts
     ts_system s;
     ts_train t;
     ts_problem pb;
-    TS_CHECK(ts_model_load(c->model, &m));
-    TS_CHECK(ts_system_load("a100-80g-dgx", &s));
+    TS_CHECK(ts_pub_cache_model(cache, c->model, &m));
+    TS_CHECK(ts_pub_cache_system(cache, "a100-80g-dgx", &s));
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
     /* 2021 Megatron-LM (models/stacks/megatron-lm-2021.json): unfused softmax, blocking pipeline
      * transfers, gradients reduced after the backward, no ZeRO, SP or CP. */
-    TS_CHECK(ts_stack_load("megatron-lm-2021", ts_schedule_names, ts_recompute_names, &t.stack));
+    TS_CHECK(ts_pub_cache_stack(cache, "megatron-lm-2021", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
@@ -127,7 +129,7 @@ static ts_status moe_row(const char *file, const cJSON *row, ts_model *m, ts_pin
     return TS_OK;
 }
 
-static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c) {
+static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
     TS_CHECK(num_at(file, row, "layout", "tp", &tp));
@@ -153,18 +155,18 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     ts_system s;
     ts_train t;
     ts_problem pb;
-    TS_CHECK(ts_model_load(c->model, &m));
+    TS_CHECK(ts_pub_cache_model(cache, c->model, &m));
     if (cJSON_IsString(zoo)) TS_CHECK(moe_row(file, row, &m, &c->pins));
     /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
     if (cJSON_IsNumber(v)) vocab = v->valuedouble;
     if (vocab > 0) m.vocab = (int64_t)vocab;
-    TS_CHECK(ts_system_load("h100-sxm-dgx", &s));
+    TS_CHECK(ts_pub_cache_system(cache, "h100-sxm-dgx", &s));
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
-    TS_CHECK(ts_stack_load("megatron-core", ts_schedule_names, ts_recompute_names, &t.stack));
+    TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
 
@@ -188,7 +190,8 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     return TS_OK;
 }
 
-static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_case **cases, int *n, int *cap) {
+static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_cache *cache, ts_pub_case **cases,
+                          int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
     TS_CHECK(ts_json_load_file(path, &root));
@@ -209,7 +212,7 @@ static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);
-        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, c) : nvidia_case(path, row, c), res, exit);
+        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c) : nvidia_case(path, row, cache, c), res, exit);
         c->is_tflops = megatron;
         c->error = (c->predicted - c->measured) / c->measured;
         c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
@@ -220,20 +223,20 @@ exit:
     return res;
 }
 
-static ts_status published_run(const char *dir, int ranks, ts_pub_case **cases, int *n) {
+static ts_status published_run(const char *dir, int ranks, ts_pub_cache *cache, ts_pub_case **cases, int *n) {
     *cases = NULL;
     *n = 0;
     int cap = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/megatron-sc21-table1.json", dir);
-    ts_status res = run_file(path, 1, ranks, cases, n, &cap);
+    ts_status res = run_file(path, 1, ranks, cache, cases, n, &cap);
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
-        res = run_file(path, 0, ranks, cases, n, &cap);
+        res = run_file(path, 0, ranks, cache, cases, n, &cap);
     }
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/older-stacks.json", dir);
-        res = ts_published_stacks_run(path, cases, n, &cap);
+        res = ts_published_stacks_run(path, cache, cases, n, &cap);
     }
     if (res != TS_OK) {
         free(*cases);
@@ -243,10 +246,21 @@ static ts_status published_run(const char *dir, int ranks, ts_pub_case **cases, 
     return res;
 }
 
-ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
-    return published_run(dir, 1, cases, n);
+/* Both public entries with a cache of their own: one load per distinct model, system and stack. */
+static ts_status published_cached(const char *dir, int ranks, ts_pub_case **cases, int *n) {
+    ts_pub_cache cache;
+    ts_pub_cache_init(&cache);
+    ts_status res = published_run(dir, ranks, &cache, cases, n);
+    ts_pub_cache_free(&cache);
+    return res;
 }
 
+ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) { return published_cached(dir, 1, cases, n); }
+
 ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n) {
-    return published_run(dir, 0, cases, n);
+    return published_cached(dir, 0, cases, n);
+}
+
+ts_status ts_published_errors_with(const char *dir, ts_pub_cache *cache, ts_pub_case **cases, int *n) {
+    return published_run(dir, 0, cache, cases, n);
 }

@@ -11,6 +11,7 @@
 #ifndef TS_PUBLISHED_H
 #define TS_PUBLISHED_H
 
+#include "planner/published_cache.h"
 #include "planner/search.h"
 
 /* TS_PUB_OLDER_STACK: runs on the stacks of their era (validation/published/older-stacks.json,
@@ -57,7 +58,12 @@ ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
  * of the whole space is most of the work. */
 ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n);
 
-/* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed). */
-ts_status ts_published_stacks_run(const char *path, ts_pub_case **cases, int *n, int *cap);
+/* ts_published_errors with the caller's cache (planner/published_cache.h): each distinct model,
+ * system and stack loaded once; NULL loads them for every case (the same answers, slower). */
+ts_status ts_published_errors_with(const char *dir, ts_pub_cache *cache, ts_pub_case **cases, int *n);
+
+/* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed), their models,
+ * systems and stacks from `cache` (NULL: loaded for every case). */
+ts_status ts_published_stacks_run(const char *path, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap);
 
 #endif

@@ -12,10 +12,11 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "program/schedule.h"
+#include "planner/published_cache.h"
 
 /* The row's problem: its model (vocabulary as run), system, batch, dtype and stack. */
-static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_case *c, ts_problem *pb) {
+static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c,
+                             ts_problem *pb) {
     char model[64], system[64], stack[64];
     int64_t gpus, batch, seq, vocab;
     int dtype;
@@ -30,28 +31,28 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_case 
     ts_model m;
     ts_system s;
     ts_train t;
-    TS_CHECK(ts_model_load(model, &m));
+    TS_CHECK(ts_pub_cache_model(cache, model, &m));
     if (vocab > 0) m.vocab = vocab;
-    TS_CHECK(ts_system_load(system, &s));
+    TS_CHECK(ts_pub_cache_system(cache, system, &s));
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.global_batch = batch;
     t.seq = seq;
-    TS_CHECK(ts_stack_load(stack, ts_schedule_names, ts_recompute_names, &t.stack));
+    TS_CHECK(ts_pub_cache_stack(cache, stack, &t.stack));
     snprintf(c->model, sizeof c->model, "%s", model);
     snprintf(c->stack, sizeof c->stack, "%s", stack);
     c->gpus = (int)gpus;
     return ts_problem_init(pb, &m, &s, &t, c->gpus);
 }
 
-static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_case *c) {
+static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
     ts_jreader root, r, mr;
     ts_jreader_root(&root, file);
     ts_jreader_child(&root, NULL, idx, &r);
     TS_CHECK(ts_jr_str(&r, row, "id", 1, NULL, c->id, sizeof c->id));
     c->kind = TS_PUB_OLDER_STACK;
     ts_problem pb;
-    TS_CHECK(row_problem(&r, row, c, &pb));
+    TS_CHECK(row_problem(&r, row, cache, c, &pb));
     char pins_text[256], what[300];
     TS_CHECK(ts_jr_str(&r, row, "pins", 1, NULL, pins_text, sizeof pins_text));
     snprintf(what, sizeof what, "%s: %s.pins", file, r.path);
@@ -90,7 +91,7 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
     return TS_OK;
 }
 
-ts_status ts_published_stacks_run(const char *path, ts_pub_case **cases, int *n, int *cap) {
+ts_status ts_published_stacks_run(const char *path, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
     TS_CHECK(ts_json_load_file(path, &root));
@@ -109,7 +110,7 @@ ts_status ts_published_stacks_run(const char *path, ts_pub_case **cases, int *n,
         }
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
-        TS_CHECK_GOTO(stack_case(path, idx++, row, c), res, exit);
+        TS_CHECK_GOTO(stack_case(path, idx++, row, cache, c), res, exit);
         (*n)++;
     }
 exit:

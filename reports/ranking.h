@@ -24,6 +24,9 @@ typedef struct {
     const char *bands_dir; /* the published runs behind the bands (NULL: <data>/validation/published) */
     const ts_bands *stats; /* the residuals already computed for the problem's stack (NULL: compute
                               them from bands_dir); a sweep computes them once */
+    int order_only; /* the caller reads the layouts and their order, never a band or a tie (the pick
+                       of `tessera sim` and the other commands with free fields): the bands are
+                       computed only where they can reorder the layouts; r->bands may stay NULL */
 } ts_ranking_opts;
 
 /* ts_partition_opts_defaults, no refinement, no pins. */

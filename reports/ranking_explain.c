@@ -47,27 +47,44 @@ static void bands_dir(const ts_ranking_opts *o, char *buf, size_t cap) {
     else snprintf(buf, cap, "%s/validation/published", ts_data_dir());
 }
 
-/* The layouts of a plain search's best TS_TIE_POOL whose bands overlap the fastest's and that r
- * lacks, appended to r with their bands (even splits): a robust layout a little slower than the
- * fastest ten is still in the tie. */
-static ts_status add_pool_ties(const ts_problem *pb, const ts_search_opts *so, ts_ranking *r) {
+/* The plain search's best TS_TIE_POOL layouts, the candidates of a tie; none when no even layout
+ * exists under the pins (the ranking's come from uneven stages). */
+static ts_status pool_search(const ts_problem *pb, const ts_search_opts *so, ts_search_result *pool) {
     ts_search_opts po = *so;
     po.top_k = TS_TIE_POOL > so->top_k ? TS_TIE_POOL : so->top_k;
-    ts_search_result pool;
-    ts_status res = ts_search(pb, &po, &pool);
+    ts_status res = ts_search(pb, &po, pool);
     if (res == TS_ERR_INPUT || res == TS_ERR_INFEASIBLE) {
-        /* no even layout under the pins (the ranking's come from uneven stages): no pool */
         ts_error_clear();
-        ts_search_result_free(&pool);
+        ts_search_result_free(pool);
         return TS_OK;
     }
+    if (res != TS_OK) ts_search_result_free(pool);
+    return res;
+}
+
+/* The order cannot change (nothing to reorder but r's one layout): the pool is empty or holds
+ * that layout alone. */
+static int order_fixed(const ts_ranking *r, const ts_search_result *pool) {
+    if (r->search.n_best > 1 || pool->n_best > 1) return 0;
+    if (pool->n_best == 0 || r->search.n_best == 0) return 1;
+    char x[256], y[256];
+    ts_layout_format(&pool->best[0].layout, x, sizeof x);
+    ts_layout_format(&r->search.best[0].layout, y, sizeof y);
+    return strcmp(x, y) == 0;
+}
+
+/* The layouts of the pool whose bands overlap the fastest's and that r lacks, appended to r with
+ * their bands (even splits): a robust layout a little slower than the fastest ten is still in
+ * the tie. */
+static ts_status add_pool_ties(const ts_problem *pb, const ts_search_result *pool, ts_ranking *r) {
+    ts_status res = TS_OK;
     int n = r->search.n_best, extra = 0;
-    for (int i = 0; res == TS_OK && i < pool.n_best; i++) {
+    for (int i = 0; res == TS_OK && i < pool->n_best; i++) {
         ts_band b;
-        ts_band_of(&r->stats, pb, &pool.best[i].layout, pool.best[i].step_s, &b);
+        ts_band_of(&r->stats, pb, &pool->best[i].layout, pool->best[i].step_s, &b);
         int have = !ts_bands_overlap(&r->bands[0], &b);
         char x[256], y[256];
-        ts_layout_format(&pool.best[i].layout, x, sizeof x);
+        ts_layout_format(&pool->best[i].layout, x, sizeof x);
         for (int j = 0; j < n && !have; j++) {
             ts_layout_format(&r->search.best[j].layout, y, sizeof y);
             have = strcmp(x, y) == 0;
@@ -83,14 +100,13 @@ static ts_status add_pool_ties(const ts_problem *pb, const ts_search_opts *so, t
             res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the tie's layouts");
             break;
         }
-        r->search.best[n + extra] = pool.best[i];
+        r->search.best[n + extra] = pool->best[i];
         r->bands[n + extra] = b;
         if (splits) memset(&splits[n + extra], 0, sizeof *splits); /* pp = 0: the even split */
         extra++;
     }
-    r->pool = pool.n_best;
+    r->pool = pool->n_best;
     r->search.n_best = n + extra;
-    ts_search_result_free(&pool);
     return res;
 }
 
@@ -101,22 +117,8 @@ static void truncate_to(ts_ranking *r, int keep) {
     if (r->search.n_best > keep) r->search.n_best = keep;
 }
 
-ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r) {
-    char dir[4096];
-    bands_dir(o, dir, sizeof dir);
-    if (o->stats) r->stats = *o->stats;
-    else TS_CHECK(ts_bands_compute(dir, pb->train.stack.name, &r->stats));
-    int n = r->search.n_best;
-    r->bands = calloc((size_t)(n > 0 ? n : 1), sizeof *r->bands);
-    if (!r->bands) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d bands", n);
-    for (int i = 0; i < n; i++)
-        ts_band_of(&r->stats, pb, &r->search.best[i].layout, r->search.best[i].step_s, &r->bands[i]);
-    r->tied = r->tied_pool = n > 0;
-    r->fastest = 0;
-    /* Refined layouts are ordered by simulation; a tie then speaks of the closed form's bands. */
-    if (so->objective == TS_OBJ_MEMORY || n < 1 || r->sim_step_s) return TS_OK;
-    r->fastest_eval = r->search.best[0];
-    TS_CHECK(add_pool_ties(pb, so, r));
+/* r's layouts (the first n and the pool's ties after them) in robust order, cut back to n. */
+static ts_status robust_order(const ts_problem *pb, int n, ts_ranking *r) {
     int total = r->search.n_best;
     int *order = malloc((size_t)total * sizeof *order);
     if (!order) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d layouts", total);
@@ -128,6 +130,40 @@ ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const
     free(order);
     truncate_to(r, n);
     r->tied = r->tied_pool < n ? r->tied_pool : n;
+    return res;
+}
+
+ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r) {
+    char dir[4096];
+    int n = r->search.n_best;
+    /* Refined layouts are ordered by simulation; a tie then speaks of the closed form's bands. */
+    int reorder = so->objective != TS_OBJ_MEMORY && n >= 1 && !r->sim_step_s;
+    ts_search_result pool = {0};
+    if (reorder) TS_CHECK(pool_search(pb, so, &pool));
+    /* The bands predict every published run (planner/bands.h): skipped when nobody reads them. */
+    if (o->order_only && (!reorder || order_fixed(r, &pool))) {
+        ts_search_result_free(&pool);
+        return TS_OK;
+    }
+    ts_status res = TS_OK;
+    bands_dir(o, dir, sizeof dir);
+    if (o->stats) r->stats = *o->stats;
+    else TS_CHECK_GOTO(ts_bands_compute(dir, pb->train.stack.name, &r->stats), res, exit);
+    r->bands = calloc((size_t)(n > 0 ? n : 1), sizeof *r->bands);
+    if (!r->bands) {
+        res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d bands", n);
+        goto exit;
+    }
+    for (int i = 0; i < n; i++)
+        ts_band_of(&r->stats, pb, &r->search.best[i].layout, r->search.best[i].step_s, &r->bands[i]);
+    r->tied = r->tied_pool = n > 0;
+    r->fastest = 0;
+    if (!reorder) goto exit;
+    r->fastest_eval = r->search.best[0];
+    res = add_pool_ties(pb, &pool, r);
+    if (res == TS_OK) res = robust_order(pb, n, r);
+exit:
+    ts_search_result_free(&pool);
     return res;
 }
 

@@ -170,3 +170,70 @@ Test(planner_published, errors_only_run_agrees) {
     cr_expect_gt(ranked, 0, "the full run ranks the Megatron rows");
     free(e);
 }
+
+/* Distinct strings among n fixed-size fields `at(i)`. */
+static int distinct(int n, const char *(*at)(int)) {
+    int d = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(at(i), at(j)) == 0;
+        d += !seen;
+    }
+    return d;
+}
+static const char *model_at(int i) { return cases[i].model; }
+static const char *stack_at(int i) { return cases[i].stack; }
+
+/* The cache (planner/published_cache.h) changes nothing but the loading: every case predicted
+ * with each model, system and stack loaded once equals, to the bit, the case predicted with them
+ * loaded afresh, and the cache holds one entry per distinct name. */
+Test(planner_published, cached_loads_agree_with_uncached) {
+    char *dir = test_data_path("validation/published");
+    ts_pub_cache cache;
+    ts_pub_cache_init(&cache);
+    ts_pub_case *a = NULL, *b = NULL;
+    int na = 0, nb = 0;
+    ts_status st = ts_published_errors_with(dir, NULL, &a, &na);
+    cr_assert_eq(st, TS_OK, "uncached: %s", ts_error_message());
+    st = ts_published_errors_with(dir, &cache, &b, &nb);
+    free(dir);
+    cr_assert_eq(st, TS_OK, "cached: %s", ts_error_message());
+    cr_assert_eq(na, nb);
+    cr_assert_eq(nb, n_cases);
+    for (int i = 0; i < na; i++) {
+        cr_expect_str_eq(a[i].id, b[i].id);
+        cr_expect(a[i].predicted == b[i].predicted && a[i].step_error == b[i].step_error &&
+                      a[i].unfit == b[i].unfit,
+                  "%s: predicted %.17g uncached vs %.17g cached", a[i].id, a[i].predicted, b[i].predicted);
+        cr_expect_str_eq(a[i].layout, b[i].layout);
+        cr_expect_str_eq(a[i].stack, b[i].stack);
+    }
+    cr_expect_eq(cache.n_models, distinct(n_cases, model_at), "one load per distinct model");
+    cr_expect_eq(cache.n_stacks, distinct(n_cases, stack_at), "one load per distinct stack");
+    cr_expect(cache.n_systems >= 2 && cache.n_systems < n_cases / 4, "%d systems", cache.n_systems);
+    free(a);
+    free(b);
+    ts_pub_cache_free(&cache);
+}
+
+/* A cached value is the loader's, and a caller's change to its copy stays its own (the MoE rows
+ * cut their model's layers). */
+Test(planner_published, cache_hands_out_copies) {
+    ts_pub_cache cache;
+    ts_pub_cache_init(&cache);
+    ts_model fresh, m, again;
+    cr_assert_eq(ts_model_load("llama2-7b", &fresh), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_pub_cache_model(&cache, "llama2-7b", &m), TS_OK, "%s", ts_error_message());
+    m.layers = 1;
+    m.vocab = 7;
+    cr_assert_eq(ts_pub_cache_model(&cache, "llama2-7b", &again), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(cache.n_models, 1);
+    cr_expect_eq(again.layers, fresh.layers);
+    cr_expect_eq(again.vocab, fresh.vocab);
+    cr_expect_str_eq(again.name, fresh.name);
+    ts_system s;
+    cr_expect_neq(ts_pub_cache_system(&cache, "no-such-system", &s), TS_OK, "a bad name fails as the loader does");
+    ts_error_clear();
+    cr_expect_eq(cache.n_systems, 0, "nothing cached for a failed load");
+    ts_pub_cache_free(&cache);
+}

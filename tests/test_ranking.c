@@ -86,3 +86,36 @@ Test(ranking, failed_search_leaves_it_empty) {
     cr_expect(rk.search.n_best == 0 && rk.search.partition_errors == 0 && rk.sim_step_s == NULL);
     ts_ranking_free(&rk);
 }
+
+/* The pick of `tessera sim` (order_only) is the ranking's best whether or not it reads the bands;
+ * with free fields it computes them (they can reorder), with every field pinned it does not. */
+Test(ranking, order_only_pick_skips_unread_bands) {
+    ts_problem pb = problem();
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    so.top_k = 1;
+    ts_ranking_opts o, lazy;
+    ts_ranking_opts_defaults(&o);
+    lazy = o;
+    lazy.order_only = 1;
+    ts_ranking full, pick;
+    cr_assert_eq(ts_ranking_make(&pb, &so, &o, &full), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_ranking_make(&pb, &so, &lazy, &pick), TS_OK, "%s", ts_error_message());
+    char a[256], b[256];
+    ts_layout_format(&full.search.best[0].layout, a, sizeof a);
+    ts_layout_format(&pick.search.best[0].layout, b, sizeof b);
+    cr_expect_str_eq(b, a);
+    cr_expect_not_null(pick.bands, "free fields: the bands can reorder the pick");
+    ts_ranking_free(&full);
+    ts_ranking_free(&pick);
+
+    cr_assert_eq(ts_pins_parse("test", a, &so.pins), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_ranking_make(&pb, &so, &o, &full), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_ranking_make(&pb, &so, &lazy, &pick), TS_OK, "%s", ts_error_message());
+    ts_layout_format(&pick.search.best[0].layout, b, sizeof b);
+    cr_expect_str_eq(b, a);
+    cr_expect_null(pick.bands, "every field pinned: no band is read, none computed");
+    cr_expect_not_null(full.bands, "the plan's ranking still carries its bands");
+    ts_ranking_free(&full);
+    ts_ranking_free(&pick);
+}
