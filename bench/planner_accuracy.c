@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
         "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n",
         "# NVIDIA dgxc recipes (H100, BF16): step time, s\n",
         "# NVIDIA dgxc recipes (H100, FP8, Transformer Engine delayed scaling): step time, s\n",
-        "# Runs on the stacks of their era (validation/published/older-stacks.json): step time, s, or\n"
-        "# TFLOP/s per GPU incl. recompute (SC'21 eq. 3); stack named in the layout column\n",
+        ("# Runs on the stacks of their era (validation/published/older-stacks.json): step time, s, or\n"
+         "# TFLOP/s per GPU incl. recompute (SC'21 eq. 3); stack named in the layout column\n"),
         "# NVIDIA dgxc MoE recipes (H100, BF16; Grok-1 proxy rows cut the layers): step time, s\n",
         "# NVIDIA dgxc MoE recipes (H100, FP8): step time, s\n"};
     for (int kind = 0; kind < TS_PUB_KIND_COUNT; kind++) {

@@ -17,7 +17,7 @@ int ts_looped_local(int p, int v, int chunk) {
     return chunk / p;
 }
 
-#define LOOPED ts_looped_chunk, ts_looped_stage, ts_looped_local
+#define LOOPED ts_looped_chunk, ts_looped_stage, ts_looped_local, 0, 0, NULL, 0 /* not dual, any vpp, any p and m, searched */
 
 /* The V placement (two chunks per stage): stage s holds global chunks s and 2p-1-s, so the chain
  * of chunks runs down the stages and back up (Qi et al. 2024 §6 "ZB-V"; DualPipe's two directions,

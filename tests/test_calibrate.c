@@ -622,7 +622,7 @@ Test(calibrate_quality, fits_beyond_their_limits_warn) {
     cr_expect_eq(q.warnings, 0);
     c.situ.steps = 5, c.situ.step_cv = 0.2;
     ts_calib_quality_judge_at(&c, 0.5, 2, &q);
-    cr_expect_eq(q.warnings, 1, "a 20% spread in lockstep warns");
+    cr_expect_eq(q.warnings, 1, "a 20%% spread in lockstep warns");
     ts_calib_quality_judge_at(&c, 11.5, 2, &q);
     cr_expect_eq(q.warnings, 2, "and so does a load of 11.5 on 2 cores");
     cr_expect(strstr(q.lines[q.n - 1], "load average 11.5 on 2 cores") != NULL || strstr(q.lines[q.n - 2], "load") != NULL);

@@ -25,6 +25,7 @@ static double cpu_now(void) {
 static void burn_then_sleep(void) {
     volatile double x = 0;
     for (double t0 = cpu_now(); cpu_now() - t0 < BURN_S;) x += 1;
+    (void)x;
     struct timespec d = {0, (long)(SLEEP_S * 1e9)};
     while (nanosleep(&d, &d) != 0 && errno == EINTR) continue;
 }
