@@ -42,9 +42,12 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
 int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->cores_per_node > 0; }
 
 /* Bytes of the output-gradient copy a B op of part `part` stashes for its W op (exec/ops_*.c
- * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts get T·K rows on average. */
-static double stash_bytes(const ts_exec_dims *d, int part) {
-    double T = (double)d->T, rows = T * (double)d->K;
+ * tr_wgrad_stash: dout is (rows, OC)). A MoE layer's experts get the rows routing sends them:
+ * T·K on average, the busiest rank's share of the EP group by the model's load factor
+ * (models/model.h ts_moe_load_factor, the same rank every EP collective waits for), at most
+ * the T·K·ep rows the entry holds. */
+static double stash_bytes(const ts_exec_dims *d, double load, int part) {
+    double T = (double)d->T, rows = T * (double)d->K * (load < (double)d->ep ? load : (double)d->ep);
     switch (part) {
     case TS_PART_PROJ:
     case TS_PART_FC2: return 4.0 * T * (double)d->C;
@@ -89,7 +92,7 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
     int layers = pb->model.layers + pb->model.mtp_layers;
     unsigned char *live = calloc((size_t)(layers + 1) * (size_t)mbs, 1);
     if (live == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory walking a stage's activations");
-    double now = 0;
+    double now = 0, load = ts_moe_load_factor(&pb->model.moe, (int)d->ep);
     *peak = 0;
     for (int i = 0; i < sp->n_ops; i++) {
         const ts_op *op = &sp->ops[i];
@@ -99,10 +102,10 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         int head = e == layers;
         double bytes = entry_bytes(d, head, !head && ts_model_layer_is_moe(&pb->model, e));
         if (!*on) now += bytes, *on = 1;
-        if (op->phase == TS_PHASE_BWD) now += stash_bytes(d, op->part);
+        if (op->phase == TS_PHASE_BWD) now += stash_bytes(d, load, op->part);
         if (now > *peak) *peak = now;
         if (op->phase == TS_PHASE_WGRAD) {
-            now -= stash_bytes(d, op->part);
+            now -= stash_bytes(d, load, op->part);
             if (op->part == (head ? TS_PART_HEAD : TS_PART_QKV)) now -= bytes, *on = 0;
         }
     }
