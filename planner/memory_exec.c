@@ -113,8 +113,8 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
     return TS_OK;
 }
 
-/* The parameters of stage i outside its layers (the embedding on the first, the head and final
- * norm on the last), per rank. */
+/* The parameters the planner puts on stage i outside its layers (the embedding on the first,
+ * the head and final norm on the last), per rank. */
 static double edge_params(const ts_stages *st, const ts_problem *pb, int i) {
     const ts_param_count *pc = &pb->params;
     double expert_all = pb->model.moe.experts > 0 ? pb->model.moe.experts * pc->expert : 0;
@@ -123,13 +123,40 @@ static double edge_params(const ts_stages *st, const ts_problem *pb, int i) {
     return edge > 0 ? edge : 0;
 }
 
-/* Stage i's states as the executor keeps them: the planner's, with the edges at ZeRO-1 under
- * ZeRO-2/3 (their gradients and, under ZeRO-3, their weights whole). */
-static void stage_states(const ts_stages *st, const ts_problem *pb, const ts_layout *l, int i, ts_memory *out) {
+/* Stage i's layers' states: the planner's, less the edges it counts there. */
+static void layer_states(const ts_stages *st, const ts_problem *pb, const ts_layout *l, int i, ts_memory *out) {
+    const ts_train *tr = &pb->train;
+    double dpc = (double)l->dp * l->cp, pe = edge_params(st, pb, i);
     ts_stages_states(st, pb, l->zero, i, out);
-    double dpc = (double)l->dp * l->cp, edge = edge_params(st, pb, i) * (1.0 - 1.0 / dpc);
-    if (l->zero >= 2) out->grads += pb->train.grad_bytes * edge;
-    if (l->zero >= 3) out->weights += pb->train.weight_bytes * edge;
+    out->weights -= tr->weight_bytes * (l->zero >= 3 ? pe / dpc : pe);
+    out->grads -= tr->grad_bytes * (l->zero >= 2 ? pe / dpc : pe);
+    out->optimizer -= tr->optimizer_bytes * (l->zero >= 1 ? pe / dpc : pe);
+}
+
+/* Parameters outside the layers, the embedding and the head: the final norm (and any other;
+ * planner/stages.c build_weights puts them on the last stage). */
+static double outside_params(const ts_problem *pb) {
+    const ts_param_count *pc = &pb->params;
+    double layers = 0;
+    for (int j = 0; j < pb->model.layers; j++)
+        layers += ts_model_layer_is_moe(&pb->model, j) ? pc->per_layer_moe : pc->per_layer_dense;
+    return pc->total - pc->embedding - pc->lm_head - layers;
+}
+
+/* The edges' states where the stage program puts them (under ZB-V and DualPipe the first stage
+ * holds the head too), kept at ZeRO-1 (exec/param_store.c): weights and gradients whole, the
+ * optimizer's sharded under ZeRO-1 and up. A tied head on the embedding's stage reads its
+ * segment. */
+static void edge_states(const ts_stage_program *sp, const ts_problem *pb, const ts_layout *l, ts_memory *m) {
+    const ts_param_count *pc = &pb->params;
+    const ts_train *tr = &pb->train;
+    double e = 0, head = pc->lm_head > 0 ? pc->lm_head : (double)pb->model.vocab * pb->model.hidden;
+    if (sp->seg.seg_embed >= 0) e += pc->embedding;
+    if (sp->seg.seg_head >= 0) e += (pc->lm_head > 0 || sp->seg.seg_embed < 0 ? head : 0) + outside_params(pb);
+    e /= l->tp;
+    m->weights += tr->weight_bytes * e;
+    m->grads += tr->grad_bytes * e;
+    m->optimizer += tr->optimizer_bytes * (l->zero >= 1 ? e / ((double)l->dp * l->cp) : e);
 }
 
 static void take_max(ts_memory *m, const ts_memory *x) {
@@ -149,12 +176,13 @@ ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const 
     ts_status res = TS_OK;
     for (int i = 0; i < l->pp && res == TS_OK; i++) {
         ts_memory m;
-        stage_states(st, pb, l, i, &m);
-        if (ts_schedules[l->schedule].dual) { /* DualPipe: the mirror stage's copy too */
+        layer_states(st, pb, l, i, &m);
+        if (ts_schedules[l->schedule].dual) { /* DualPipe: the mirror stage's layers too */
             ts_memory x;
-            stage_states(st, pb, l, l->pp - 1 - i, &x);
+            layer_states(st, pb, l, l->pp - 1 - i, &x);
             m.weights += x.weights, m.grads += x.grads, m.optimizer += x.optimizer, m.buffers += x.buffers;
         }
+        edge_states(&prog.stages[i], pb, l, &m);
         m.buffers += st->mb_buffer_bytes;
         res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
         take_max(&worst, &m);
