@@ -9,13 +9,17 @@
  *     copy of each deferred weight gradient's output gradient from its B op to its W op
  *     (exec/wgrad_queue.h); recompute repeats the forward into the same entry (it saves no
  *     memory there);
- *   - ZeRO-2/3: the embedding and the head (with the final norm) kept at ZeRO-1
- *     (exec/param_store.c: they are reduced whole, their segments are not gathered).
+ *   - the embedding and the head (with the final norm) kept at ZeRO-1 under ZeRO-2/3
+ *     (exec/param_store.c: they are reduced whole, their segments are not gathered), on the
+ *     stages whose program holds them (ZB-V and DualPipe put the head on the first stage too).
  * So for a plan on CPU ranks (ts_memory_exec_applies) the planner prices these instead: the
  * activations by walking the stage programs (program/program.h, the ones the executor runs) with
  * the entry sizes the executor allocates (this module is their one source: exec/act_cache.c
  * calls ts_exec_entry_of), the edges' states at ZeRO-1. Each category is its largest over the
- * stages, as `tessera run` reports the worst rank per category. GPU plans are untouched. */
+ * stages, as `tessera run` reports the worst rank per category. A MoE layer's expert rows are
+ * priced at the busiest rank's mean share (ts_moe_load_factor); the run's rows follow the
+ * routing it draws. The ranking's memory check (ts_stages_memory, `fits`) stays the model's.
+ * GPU plans are untouched. */
 #ifndef TS_PLANNER_MEMORY_EXEC_H
 #define TS_PLANNER_MEMORY_EXEC_H
 
