@@ -101,7 +101,8 @@
 #define PARAM_L2_RTOL 1e-3
 #define PARAM_MAX_ABS (3 * LR)
 #define MEM_RTOL 0.02
-#define MEM_MOE_ACT_RTOL 0.10 /* measured: validate (8 × 128) cases 22-24 -3.1%, -0.4%, -2.9%; parity ZB-H1 pp=2 ep=2 +8.9% */
+/* MoE activations: executor/planner up to 1.089 measured here (ZB-H1, pp=2, ep=2) */
+#define MEM_MOE_ACT_RTOL 0.10
 /* One run of up to 8 ranks takes 2–20 s here (sanitized: longer); past this it is a hang. */
 #define RUN_TIMEOUT_S (SANITIZED ? 600u : 240u)
 #define REF_CACHE_ENV "TESSERA_TEST_REF_CACHE"
