@@ -18,7 +18,8 @@
  * calls ts_exec_entry_of), the edges' states at ZeRO-1. Each category is its largest over the
  * stages, as `tessera run` reports the worst rank per category. A MoE layer's expert rows are
  * priced at the busiest rank's mean share (ts_moe_load_factor); the run's rows follow the
- * routing it draws. The ranking's memory check (ts_stages_memory, `fits`) stays the model's.
+ * routing it draws. Only one layout's evaluation (ts_evaluate, planner/evaluate.c) is priced so:
+ * the search ranks and checks fits by the model's figures.
  * GPU plans are untouched. */
 #ifndef TS_PLANNER_MEMORY_EXEC_H
 #define TS_PLANNER_MEMORY_EXEC_H
@@ -52,7 +53,7 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
  * and models/systems/cpu-localhost.json states. */
 int ts_memory_exec_applies(const ts_system *s);
 
-/* Replaces `mem` (the planner's worst stage, ts_stages_finish) with the executor's figures for
+/* Replaces `mem` (the planner's worst stage, from ts_stages_finish) with the executor's figures for
  * layout `l` on stages `st`: each category's largest over the stages, total their sum. The
  * buffers stay the planner's (largest over the stages). On a layout the program builder refuses,
  * TS_ERR_INPUT and `mem` unchanged. */

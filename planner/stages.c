@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "planner/cost.h"
-#include "planner/memory_exec.h"
 #include "program/schedule.h"
 
 ts_status ts_stages_init(ts_stages *st, int cap) {
@@ -474,9 +473,6 @@ void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout
         act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) + st->extra_bytes[i];
     out->mem.total += stage_act_bytes(st, l, i); /* as ts_stages_memory sums it */
     out->fits = out->mem.total <= pb->usable_bytes;
-    /* CPU ranks: the memory the executor that runs the plan holds (planner/memory_exec.h); a
-     * layout the program builder refuses keeps the model's figures (fits stays the model's). */
-    if (ts_memory_exec_applies(&pb->sys) && ts_memory_exec_price(st, pb, l, &out->mem) != TS_OK) ts_error_clear();
 
     out->step_s = ts_stages_step(st, pb, l, &out->time);
     double tokens = (double)tr->global_batch * tr->seq;
