@@ -4,7 +4,7 @@
 #   make test-fast  the tests that start no MPI ranks and need no GPU (tests/README.md)
 #   make test-golden  the golden outputs alone (TESSERA_GOLDEN_UPDATE=1 rewrites them)
 #   make check-export  exports validated by megatron-core, Megatron-Bridge, DeepSpeed (PyPI venv)
-#   make check      the same tests under AddressSanitizer + UBSan (separate build dir)
+#   make check      the same tests under AddressSanitizer + UBSan with float-cast-overflow (clang when installed, build-check/)
 #   make fuzz       FUZZ_SECONDS=60 per libFuzzer harness in tests/fuzz/ (clang, build-fuzz/)
 #   make valgrind   memcheck over a plan and a sim example
 #   make bench      build and run the benchmarks in bench/
@@ -146,8 +146,10 @@ SAN :=
 ifeq ($(ASAN),1)
 SAN += -fsanitize=address -fno-omit-frame-pointer
 endif
+# float-cast-overflow (a double outside the target integer's range converted: 1e300 to int) is
+# named explicitly: clang's -fsanitize=undefined holds it, gcc's leaves it out.
 ifeq ($(UBSAN),1)
-SAN += -fsanitize=undefined -fno-sanitize-recover=undefined
+SAN += -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 endif
 # FUZZ=1 (set by `make fuzz`, clang only): coverage instrumentation for libFuzzer.
 ifeq ($(FUZZ),1)
@@ -262,8 +264,10 @@ test-golden: $(BIN) $(TEST_BIN)
 check-export: $(BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
 
+# With clang when installed (scripts/deps.sh installs it; it builds `make fuzz` too), else $(CC).
+CHECK_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
 check:
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check ASAN=1 UBSAN=1 DEBUG=1 test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check CC=$(CHECK_CC) ASAN=1 UBSAN=1 DEBUG=1 test
 
 # Fuzzing with libFuzzer (clang): tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/. Each
 # harness runs FUZZ_SECONDS under ASan + UBSan; what it learns goes to build-fuzz/corpus/NAME/,

@@ -102,10 +102,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
     if (reps < 1) reps = 1;
-    printf("# partition_speed: ts_partition_solve (GLPK %s glp_intopt, presolve on, 1 s limit), median of %d runs\n"
+    printf("# partition_speed: ts_partition_solve (GLPK %s glp_intopt, presolve on, %d-node limit), median of %d runs\n"
            "# (wall and this process's CPU time: other work on the machine inflates wall time only);\n"
            "# step times by planner/stages.c's closed form; target solve < %.0f ms (CPU)\n",
-           glp_version(), reps, TARGET_SOLVE_S * 1e3);
+           glp_version(), TS_PART_DEFAULT_NODES, reps, TARGET_SOLVE_S * 1e3);
     printf("%-24s %5s %5s %5s %5s %8s %8s %-10s | %9s %9s %9s %7s | %s\n", "#config", "rows", "cols", "ints", "glpk",
            "wall", "cpu", "status", "uniform", "best_uni", "ilp", "gain", "ilp split (layers per chunk | policies)");
     printf("%-24s %5s %5s %5s %5s %8s %8s %-10s | %9s %9s %9s %7s |\n", "#", "", "", "", "runs", "ms", "ms", "", "s", "s",

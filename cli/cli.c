@@ -1,12 +1,19 @@
 /* Flag parsing and error exits shared by the subcommands (see cli.h). */
 #include "cli/cli.h"
+#include "common/interrupt.h"
+#include "common/output.h"
+#include "program/program.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "reports/numfmt.h"
 
 int64_t cli_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max) {
     char *end = NULL;
@@ -31,10 +38,39 @@ double cli_num(const char *cmd, const char *flag, const char *text, double min, 
     return v;
 }
 
+double cli_fraction(const char *cmd, const char *flag, const char *text, double min, double max) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end != text && strcmp(end, "%") == 0) v /= 100, end++;
+    if (errno || end == text || *end != '\0' || !(v >= min && v <= max))
+        cli_usage_error(cmd, "%s: expected a fraction in [%g, %g] (or a percentage such as 5%%), got \"%s\"", flag,
+                        min, max, text);
+    return v;
+}
+
+double cli_tokens(const char *cmd, const char *flag, const char *text) {
+    double v = ts_parse_tokens(text);
+    if (!(v >= 1 && v <= 1e18))
+        cli_usage_error(cmd, "%s: expected a token count in [1, 1e18] such as 2T, 300B or 1.5e12, got \"%s\"", flag,
+                        text);
+    return v;
+}
+
 void cli_fail(const char *cmd, ts_status st) {
     fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
     if (getenv("TESSERA_DEBUG")) fprintf(stderr, "  (raised at %s)\n", ts_error_where());
     exit(ts_exit_code(st));
+}
+
+void cli_max_ops(const char *cmd, const char *text) {
+    ts_program_set_max_ops(cli_int(cmd, "--max-ops", text, 1000, 1LL << 30));
+}
+
+void cli_output_check(const char *cmd, const char *path) {
+    if (path == NULL) return;
+    ts_status st = ts_output_check(path);
+    if (st != TS_OK) cli_fail(cmd, st);
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -101,6 +137,24 @@ void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv) {
     args[k] = NULL;
     fprintf(stderr, "tessera %s: starting mpirun -np %d\n", cmd, ranks);
     fflush(stderr);
-    execvp("mpirun", args);
-    cli_usage_error(cmd, "cannot start mpirun (is Open MPI installed? run scripts/deps.sh)");
+    fflush(stdout);
+    char what[96];
+    snprintf(what, sizeof what, "mpirun and its %d rank%s", ranks, ranks == 1 ? "" : "s");
+    ts_interrupt_install(cmd, what, TS_INTERRUPT_DEFER);
+    setenv("TESSERA_INTERRUPT_QUIET", "1", 1); /* the ranks: this process says it once */
+    pid_t pid = fork();
+    if (pid < 0) cli_usage_error(cmd, "cannot start mpirun: fork: %s", strerror(errno));
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL); /* mpirun as usual, though run's launcher ignores it */
+        execvp("mpirun", args);
+        fprintf(stderr, "tessera %s: cannot start mpirun (is Open MPI installed? run scripts/deps.sh)\n", cmd);
+        _exit(2);
+    }
+    ts_interrupt_child(pid);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) cli_usage_error(cmd, "waitpid on mpirun: %s", strerror(errno));
+    ts_interrupt_child(0);
+    if (ts_interrupted()) ts_interrupt_exit();
+    exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }

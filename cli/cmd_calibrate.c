@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/calibrate.h"
 #include "exec/calibrate_quality.h"
@@ -165,6 +166,8 @@ int cmd_calibrate(int argc, char **argv) {
                             (long long)m.max_seq, TS_SITU_MODEL, situ_seq);
     }
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
+    /* Refuse an output that cannot be written before the minute of measuring, not after. */
+    cli_output_check(cmd, output);
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
 
@@ -172,16 +175,12 @@ int cmd_calibrate(int argc, char **argv) {
     ts_status st = ts_system_load(TEMPLATE, &tmpl);
     if (st != TS_OK) cli_fail(cmd, st);
     if (!ts_runtime_under_mpi()) {
-        /* Refuse an output that cannot be written before the minute of measuring, not after. */
-        if (output) {
-            ts_atomic_file af;
-            st = ts_atomic_open(output, &af);
-            if (st != TS_OK) cli_fail(cmd, st);
-            ts_atomic_abort(&af);
-        }
         cli_launch_mpirun(cmd, ranks, argc, argv);
     }
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     int rank = 0, size = 0;
     st = ts_mpi_init(&rank, &size);
     if (st != TS_OK) ts_mpi_abort(cmd, ts_exit_code(st), ts_error_message());

@@ -14,6 +14,7 @@
 
 static void help(void) {
     printf("usage: tessera export --plan plan.json --format FORMAT [options]\n"
+           "       tessera export --model M --system S --gpus N [--fix PINS] [--partition MODE] --format FORMAT\n"
            "\n"
            "A plan's layout as configuration to launch, building the planned model (docs/export.md):\n"
            "  megatron         Megatron-LM pretrain_gpt.py arguments: '#' comment lines (layout, environment,\n"
@@ -25,7 +26,9 @@ static void help(void) {
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
            "  -i, --index I          which layout of the plan, 1-based (default 1)\n"
-           "  -F, --format F         megatron | torchrun | sbatch | megatron-bridge | deepspeed\n"
+           "  or the layout flags of tessera plan: the layout plan --top 1 picks under them\n");
+    cli_layout_help();
+    printf("  -F, --format F         megatron | torchrun | sbatch | megatron-bridge | deepspeed\n"
            "  -V, --megatron-version V  current (default): Megatron-LM with --pipeline-model-parallel-layout\n"
            "                         (core_r0.14, mid-2025, and later); legacy: older releases, uneven stages as\n"
            "                         --decoder-first/last-pipeline-num-layers (a split they cannot express exits 2)\n"
@@ -67,10 +70,30 @@ static ts_status write_export(int format, const ts_problem *pb, const ts_layout 
     return st;
 }
 
+/* The plan's index-th layout (1-based), its problem and its split. */
+static void read_plan(const char *cmd, const char *plan, int index, ts_problem *pb, ts_layout *layout,
+                      ts_split *split, int *has_split) {
+    ts_layout *layouts = NULL;
+    int n = 0;
+    ts_status st = ts_plan_read(plan, pb, &layouts, &n);
+    if (st != TS_OK) cli_fail(cmd, st);
+    if (index > n) {
+        free(layouts);
+        cli_usage_error(cmd, "--index: %s holds %d layout%s, got %d", plan, n, n == 1 ? "" : "s", index);
+    }
+    *layout = layouts[index - 1];
+    free(layouts);
+    st = ts_plan_read_split(plan, pb, layout, index - 1, split, has_split);
+    if (st != TS_OK) cli_fail(cmd, st);
+}
+
 int cmd_export(int argc, char **argv) {
     const char *cmd = "export", *plan = NULL, *output = NULL;
-    int index = 1, format = -1, version = TS_MEGATRON_CURRENT;
+    int index = 0, format = -1, version = TS_MEGATRON_CURRENT;
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
     static const struct option longs[] = {
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"format", required_argument, 0, 'F'}, {"output", required_argument, 0, 'o'},
         {"megatron-version", required_argument, 0, 'V'}, {"help", no_argument, 0, 'h'},
@@ -78,7 +101,8 @@ int cmd_export(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":p:i:F:o:V:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:i:F:o:V:h", longs, NULL)) != -1) {
+        if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         switch (c) {
         case 'p': plan = optarg; break;
         case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1 << 20); break;
@@ -98,26 +122,22 @@ int cmd_export(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (plan && pa.given)
+        cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
+    if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
+    if (index && !plan) cli_usage_error(cmd, "--index needs --plan");
     if (format < 0) cli_usage_error(cmd, "--format is required (megatron, torchrun, sbatch, megatron-bridge or deepspeed)");
+    cli_output_check(cmd, output);
 
     ts_problem pb;
-    ts_layout *layouts = NULL;
-    int n = 0;
-    ts_status st = ts_plan_read(plan, &pb, &layouts, &n);
-    if (st != TS_OK) cli_fail(cmd, st);
-    if (index > n) {
-        free(layouts);
-        cli_usage_error(cmd, "--index: %s holds %d layout%s, got %d", plan, n, n == 1 ? "" : "s", index);
-    }
-    ts_layout layout = layouts[index - 1];
-    free(layouts);
+    ts_layout layout;
     ts_split split;
     int has_split = 0;
-    st = ts_plan_read_split(plan, &pb, &layout, index - 1, &split, &has_split);
-    if (st != TS_OK) cli_fail(cmd, st);
+    double step_s = 0;
+    if (plan) read_plan(cmd, plan, index ? index : 1, &pb, &layout, &split, &has_split);
+    else cli_problem_pick(cmd, &pa, &pb, &layout, &step_s, &split, &has_split);
     ts_export_opts opts = {.split = has_split ? &split : NULL, .version = (ts_megatron_version)version};
-    st = write_export(format, &pb, &layout, &opts, output ? output : "-");
+    ts_status st = write_export(format, &pb, &layout, &opts, output ? output : "-");
     if (has_split) ts_split_free(&split);
     if (st != TS_OK) cli_fail(cmd, st);
     return 0;

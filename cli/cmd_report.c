@@ -12,6 +12,7 @@
 
 static void help(void) {
     printf("usage: tessera report --plan plan.json [options]\n"
+           "       tessera report --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "A capacity-planning report of a plan: the question and its answer, time, GPU-hours, cost\n"
            "and energy to train, the top layouts, memory per GPU and step-time split per layout, the\n"
@@ -20,19 +21,23 @@ static void help(void) {
            "no network needed.\n"
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o\n"
+           "  or the layout flags of tessera plan: the report of the plan it makes under them\n");
+    cli_layout_help();
+    printf("  -k, --top K            with the layout flags: layouts in the plan (default 10, as plan's)\n"
            "      --run FILE         what tessera run --json printed, shown beside the simulation\n"
            "      --run-trace FILE   the trace tessera run --trace wrote: the measured timeline\n"
-           "      --tokens T         tokens to train on (default 1e12)\n"
+           "      --tokens T         tokens to train on: 2T, 300B, 1.5e12 (default 1e12)\n"
            "      --price USD        price of one GPU-hour in USD (default %.2f)\n"
            "  -F, --format F         html | md | csv | json (default: from the\n"
            "                         -o file's extension, csv for -o DIR/, else html)\n"
            "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
+           CLI_MAX_OPS_HELP
            "                         CSV is one table per file and needs -o:\n"
            "                         -o PREFIX writes PREFIX-layouts.csv, PREFIX-stages.csv, ...\n"
            "                         -o DIR/ (or an existing directory) DIR/layouts.csv, ...\n"
            "  -h, --help             this help\n"
            "\n"
-           "Exit status: 0 ok, 1 a file could not be written, 2 bad input.\n",
+           "Exit status: 0 ok, 1 a file could not be written, 2 bad input, 3 nothing fits.\n",
            TS_REPORT_DEFAULT_PRICE);
 }
 
@@ -69,25 +74,33 @@ static ts_status write_text(const ts_report *r, format fmt, const char *path) {
 
 int cmd_report(int argc, char **argv) {
     const char *cmd = "report", *plan = NULL, *output = NULL;
-    int fmt = -1;
+    int fmt = -1, top_given = 0;
     ts_report_opts opts;
     ts_report_opts_defaults(&opts);
-    enum { OPT_RUN = 256, OPT_TRACE, OPT_TOKENS, OPT_PRICE };
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
+    enum { OPT_RUN = CLI_OPT_OWN, OPT_TRACE, OPT_TOKENS, OPT_PRICE, OPT_MAX_OPS };
     static const struct option longs[] = {
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},        {"run", required_argument, 0, OPT_RUN},
         {"run-trace", required_argument, 0, OPT_TRACE}, {"tokens", required_argument, 0, OPT_TOKENS},
-        {"price", required_argument, 0, OPT_PRICE}, {"format", required_argument, 0, 'F'},
+        {"price", required_argument, 0, OPT_PRICE},
+        {"top", required_argument, 0, 'k'},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS}, {"format", required_argument, 0, 'F'},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":p:F:o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:F:o:k:h", longs, NULL)) != -1) {
+        if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         switch (c) {
         case 'p': plan = optarg; break;
+        case 'k': pa.search.top_k = (int)cli_int(cmd, "--top", optarg, 1, 100000), top_given = 1; break;
         case OPT_RUN: opts.run_json = optarg; break;
         case OPT_TRACE: opts.run_trace = optarg; break;
-        case OPT_TOKENS: opts.tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+        case OPT_TOKENS: opts.tokens = cli_tokens(cmd, "--tokens", optarg); break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_PRICE:
             opts.price_per_gpu_hour = cli_num(cmd, "--price", optarg, 0, 1e6);
             opts.price_is_default = 0;
@@ -102,14 +115,24 @@ int cmd_report(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (plan && pa.given)
+        cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
+    if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
+    if (plan && top_given) cli_usage_error(cmd, "--top needs the layout flags (the plan holds its layouts)");
     if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
     if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
                              "or -o DIR/ (DIR/layouts.csv, ...)");
+    if (fmt != FMT_CSV) cli_output_check(cmd, output);
+
+    if (!plan) plan = cli_problem_plan_file(cmd, &pa); /* held only while the report is built */
 
     ts_report r;
     ts_status st = ts_report_build(plan, &opts, &r);
+    if (pa.given) cli_plan_temp_remove();
+    if (pa.given) /* the report names the flags, not the temporary file that held their plan */
+        snprintf(r.plan_file, sizeof r.plan_file, "the plan of --model %s --system %s --gpus %d", pa.model,
+                 pa.system, r.pb.gpus);
     const char *path = output ? output : "-";
     if (st == TS_OK && fmt == FMT_CSV) {
         ts_report_csv_files written;

@@ -3,10 +3,12 @@
  * times and memory. Started without an MPI launcher it starts `mpirun` itself with the layout's
  * rank count. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
 #include "exec/run.h"
 #include "exec/runtime.h"
@@ -14,6 +16,7 @@
 
 static void help(void) {
     printf("usage: tessera run --plan plan.json [options]\n"
+           "       tessera run --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "Trains the plan's layout for real on MPI ranks: each rank runs its stage's step program\n"
            "(OpenBLAS GEMMs and Open MPI collectives, or with --device cuda cuBLAS and NCCL on one GPU\n"
@@ -24,7 +27,11 @@ static void help(void) {
            "\n"
            "  -p, --plan FILE     a plan written by tessera plan -o\n"
            "  -i, --index I       which layout of the plan, 1-based (default 1)\n"
-           "  -n, --steps N       training steps (default 10)\n"
+           "  or the layout flags of tessera plan: the layout plan --top 1 picks under them, handed\n"
+           "  to the ranks in a private temporary plan file (TMPDIR) removed when the run ends,\n"
+           "  fails or is interrupted; not under an existing mpirun (give --plan there)\n");
+    cli_layout_help();
+    printf("  -n, --steps N       training steps (default 10)\n"
            "  -w, --warmup W      steps left out of the step-time statistics (default 2)\n"
            "  -t, --trace FILE    write the last step's measured ops as a Chrome trace\n"
            "      --timeout S     end the job when start-up, a training step or gathering the\n"
@@ -46,13 +53,15 @@ static void help(void) {
            "                      late as their waits allow, as a GPU may run them beside the\n"
            "                      backward; the losses must not change (a check of the waits on\n"
            "                      CPU ranks, exec/op_streams.h)\n"
+           "      --max-ops N     the most ops a step program may hold (default 20m)\n"
            "  -h, --help          this help\n"
            "\n"
            "Fault injection for tests: TESSERA_FAULT_RANK=r makes rank r fail at step\n"
            "TESSERA_FAULT_STEP (default 0); the job ends with a message naming the rank.\n"
            "TESSERA_FAULT_MODE=kill makes it SIGKILL itself instead, =stop SIGSTOP itself (a\n"
            "stalled rank: the other ranks end the job after --timeout).\n"
-           "Exit status: 0 ok, 2 bad input, 1 a rank failed.\n");
+           "Exit status: 0 ok, 2 bad input, 1 a rank failed or an output could not be written,\n"
+           "130 / 143 interrupted by SIGINT / SIGTERM (mpirun and its ranks stopped, nothing written).\n");
 }
 
 /* Fails the whole job from any rank: the message names the rank (ts_runtime_abort). */
@@ -103,15 +112,47 @@ static int report(const ts_run_result *r, int json, const char *trace) {
     return ts_exit_code(st);
 }
 
+/* The layout plan --top 1 picks under the layout flags, in a private temporary plan file
+ * removed at exit, when a check fails and on SIGINT / SIGTERM (cli_problem_plan_file). */
+static const char *plan_of_flags(const char *cmd, cli_problem_args *pa) {
+    /* A closed stderr pipe must not kill the launcher before it removes the file (mpirun gets
+     * SIGPIPE back, cli_launch_mpirun). */
+    signal(SIGPIPE, SIG_IGN);
+    pa->search.top_k = 1;
+    return cli_problem_plan_file(cmd, pa);
+}
+
+/* Starts mpirun on the layout's ranks (cli_launch_mpirun, which exits); with a plan made from the
+ * layout flags (temp_plan), the ranks get --plan TEMP_PLAN in place of those flags. */
+static _Noreturn void launch(const char *cmd, const ts_run_opts *o, const char *temp_plan, const char *layout_arg,
+                             int argc, char **argv) {
+    int ranks = ts_rank_count(&o->layout);
+    if (temp_plan == NULL) cli_launch_mpirun(cmd, ranks, argc, argv);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (args == NULL) cli_usage_error(cmd, "out of memory");
+    int n = 0;
+    for (int i = 0; i < argc; i++)
+        if (!layout_arg[i]) args[n++] = argv[i];
+    static char plan_arg[4096]; /* argv's strings are not const */
+    snprintf(plan_arg, sizeof plan_arg, "%s", temp_plan);
+    args[n++] = "--plan";
+    args[n++] = plan_arg;
+    args[n] = NULL;
+    cli_launch_mpirun(cmd, ranks, n, args);
+}
+
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *plan = NULL, *trace = NULL;
-    int index = 1, json = 0;
+    int index = 1, index_given = 0, json = 0;
     ts_run_opts o;
     ts_run_opts_defaults(&o);
     ts_run_fault_from_env(&o.fault);
-    enum { OPT_JSON = 256, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
-           OPT_ORDER };
+    cli_problem_args pa;
+    cli_problem_args_init(&pa);
+    enum { OPT_JSON = CLI_OPT_OWN, OPT_THREADS, OPT_SEED, OPT_TEXT, OPT_LR, OPT_PARAMS, OPT_DEVICE, OPT_TIMEOUT,
+           OPT_ORDER, OPT_MAX_OPS };
     static const struct option longs[] = {
+        CLI_LAYOUT_LONGOPTS,
         {"precision", required_argument, 0, 'P'}, /* long only: 'P' is not in the short options */
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"steps", required_argument, 0, 'n'},  {"warmup", required_argument, 0, 'w'},
@@ -120,17 +161,27 @@ int cmd_run(int argc, char **argv) {
         {"text", required_argument, 0, OPT_TEXT}, {"lr", required_argument, 0, OPT_LR},
         {"params", required_argument, 0, OPT_PARAMS}, {"device", required_argument, 0, OPT_DEVICE},
         {"timeout", required_argument, 0, OPT_TIMEOUT}, {"stream-order", required_argument, 0, OPT_ORDER},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":p:i:n:w:t:h", longs, NULL)) != -1) {
+    /* The layout flags and their values in argv (1): the ranks get --plan instead. */
+    char *layout_arg = calloc((size_t)argc + 1, 1);
+    if (layout_arg == NULL) cli_usage_error(cmd, "out of memory");
+    for (;;) {
+        int before = optind;
+        int c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "p:i:n:w:t:h", longs, NULL);
+        if (c == -1) break;
+        if (cli_problem_arg(cmd, c, optarg, &pa)) {
+            for (int i = before; i < optind && i < argc; i++) layout_arg[i] = 1;
+            continue;
+        }
         switch (c) {
         case 'p': plan = optarg; break;
         case 'P':
             if (ts_precision_parse(optarg, &o.bf16) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
-        case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1000000); break;
+        case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1000000), index_given = 1; break;
         case 'n': o.steps = (int)cli_int(cmd, "--steps", optarg, 1, 1000000); break;
         case 'w': o.warmup = (int)cli_int(cmd, "--warmup", optarg, 0, 1000000); break;
         case 't': trace = optarg; break;
@@ -145,6 +196,7 @@ int cmd_run(int argc, char **argv) {
         case OPT_ORDER:
             if (ts_stream_order_parse(optarg, &o.train.order) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_TIMEOUT: o.timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: o.train.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
         case 'h': help(); return 0;
@@ -152,18 +204,31 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (!plan) cli_usage_error(cmd, "--plan is required");
+    if (plan && pa.given)
+        cli_usage_error(cmd, "--plan and %s exclude each other (the plan holds the problem)", pa.given);
+    if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
+    if (index_given && !plan) cli_usage_error(cmd, "--index needs --plan");
+    if (pa.given && ts_runtime_under_mpi())
+        cli_usage_error(cmd, "%s under mpirun: every rank would plan on its own; give --plan (tessera plan -o)",
+                        pa.given);
+    cli_output_check(cmd, trace);
+    cli_output_check(cmd, o.params);
     if (ts_device_runnable(o.device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (o.warmup >= o.steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", o.warmup, o.steps);
+    if (!plan) plan = plan_of_flags(cmd, &pa);
     load_plan(cmd, plan, index, &o);
     if (!ts_runtime_under_mpi()) {
         /* A layout the executor refuses is said once, here, before any rank starts (inside an
          * existing mpirun, ts_trainer_init says it on every rank). */
         ts_status st = ts_run_check(&o);
         if (st != TS_OK) cli_fail(cmd, st);
-        cli_launch_mpirun(cmd, ts_rank_count(&o.layout), argc, argv);
+        launch(cmd, &o, pa.given ? plan : NULL, layout_arg, argc, argv);
     }
+    free(layout_arg);
 
+    /* A rank stopped by mpirun (which passes on SIGINT / SIGTERM) removes its temporary files;
+     * the launcher says what was interrupted. */
+    ts_interrupt_install(cmd, NULL, TS_INTERRUPT_EXIT);
     o.log_steps = !json;
     ts_run_result r;
     ts_status st = ts_run(&o, &r);

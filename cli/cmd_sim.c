@@ -15,19 +15,21 @@
 
 static void help(void) {
     printf("usage: tessera sim --plan plan.json [--index I] [options]\n"
-           "       tessera sim --model M --system S --gpus N [--fix PINS] [options]\n"
+           "       tessera sim --model M --system S --gpus N [--fix PINS] [--partition MODE] [options]\n"
            "\n"
            "Simulates one training step of a layout with the discrete-event simulator: every op of\n"
            "the step program on its stream, collectives and pipeline transfers over the links.\n"
            "The layout is the I-th of a plan file, or the planner's best under the pins.\n"
            "\n"
            "  -p, --plan FILE        a plan written by tessera plan -o (holds model and system)\n"
-           "  -i, --index I          which layout of the plan, 1-based (default 1)\n");
-    cli_problem_help();
+           "  -i, --index I          which layout of the plan, 1-based (default 1)\n"
+           "  or the layout flags of tessera plan: the layout plan --top 1 picks under them\n");
+    cli_layout_help();
     printf("      --full             simulate every rank (default: one rank per pipeline stage)\n"
            "  -t, --trace FILE       write a Chrome trace (ui.perfetto.dev, chrome://tracing)\n"
            "      --json             print the summary as JSON instead of a table\n"
            "      --dump-program     print the step program (one line per op) and stop\n"
+           CLI_MAX_OPS_HELP
            "  -h, --help             this help\n"
            "\n"
            "Exit status: 0 ok, 2 bad input, 3 nothing fits (the message says what came closest).\n");
@@ -57,18 +59,7 @@ static void pick_layout(const char *cmd, const char *plan, int index, cli_proble
         *closed_step_s = e.step_s;
         return;
     }
-    cli_problem_load(cmd, pa, pb);
-    pa->search.top_k = 1;
-    ts_search_result r;
-    st = ts_search(pb, &pa->search, &r);
-    if (st != TS_OK) {
-        ts_search_result_free(&r);
-        cli_fail(cmd, st);
-    }
-    *layout = r.best[0].layout;
-    *closed_step_s = r.best[0].step_s;
-    cli_warn_stack(cmd, pb, layout);
-    ts_search_result_free(&r);
+    cli_problem_pick(cmd, pa, pb, layout, closed_step_s, split, has_split);
 }
 
 int cmd_sim(int argc, char **argv) {
@@ -76,12 +67,13 @@ int cmd_sim(int argc, char **argv) {
     int index = 0, full = 0, json = 0, dump = 0;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    enum { OPT_FULL = CLI_OPT_OWN, OPT_JSON, OPT_DUMP };
+    enum { OPT_FULL = CLI_OPT_OWN, OPT_JSON, OPT_DUMP, OPT_MAX_OPS };
     static const struct option longs[] = {
-        CLI_PROBLEM_LONGOPTS,
+        CLI_LAYOUT_LONGOPTS,
         {"plan", required_argument, 0, 'p'},   {"index", required_argument, 0, 'i'},
         {"full", no_argument, 0, OPT_FULL},    {"trace", required_argument, 0, 't'},
         {"json", no_argument, 0, OPT_JSON},    {"dump-program", no_argument, 0, OPT_DUMP},
+        {"max-ops", required_argument, 0, OPT_MAX_OPS},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -95,6 +87,7 @@ int cmd_sim(int argc, char **argv) {
         case OPT_FULL: full = 1; break;
         case OPT_JSON: json = 1; break;
         case OPT_DUMP: dump = 1; break;
+        case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case 'h': help(); return 0;
         default: cli_bad_option(cmd, c, argv);
         }
@@ -106,6 +99,7 @@ int cmd_sim(int argc, char **argv) {
     if (index && !plan) cli_usage_error(cmd, "--index needs --plan");
     if (trace && strcmp(trace, "-") == 0)
         cli_usage_error(cmd, "--trace: expected a file name, got \"-\" (the summary goes to stdout)");
+    cli_output_check(cmd, trace);
 
     ts_problem pb;
     ts_layout layout;

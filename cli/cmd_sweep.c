@@ -23,8 +23,9 @@ static void help(void) {
            "  -s, --system S,...     one or more systems (zoo names or JSON files), comma-separated\n"
            "      --systems S,...    the same\n"
            "  -g, --gpus LIST        GPU counts: 8,16,32 or a range 8..1024 (powers of two from 8)\n"
-           "  -b, --global-batch B   sequences per step (default 1024)\n"
-           "  -l, --seq L            tokens per sequence (default 4096, at most the model's max_seq)\n"
+           "  -b, --global-batch B   sequences per step, or a list such as 256,512,1024 (default 1024)\n"
+           "  -l, --seq L            tokens per sequence, or a list such as 4096,8192 (default 4096,\n"
+           "                         at most the model's max_seq; beyond it with RoPE: a warning)\n"
            "  -f, --fix PINS         pin layout fields at every count, e.g. tp=8,sched=1f1b\n"
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
@@ -35,10 +36,13 @@ static void help(void) {
            "      --moe-fp8-dispatch dispatch MoE tokens in FP8\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
-           "      --price USD        price of one GPU-hour in USD (default %.2f; with --tokens each\n"
-           "                         system file's own price unless --price is given)\n"
-           "      --tokens N         compare systems for training N tokens: per system the cheapest\n"
-           "                         GPU count, its days, cost and energy, and a recommendation\n"
+           "      --partition MODE   uniform | ilp | auto (default), as in tessera plan\n"
+           "      --price P          USD per GPU-hour: one price for every system, or per system,\n"
+           "                         e.g. h100-sxm-dgx=2.5,b200-dgx=4.2; a system not given one\n"
+           "                         takes its file's price, else %.2f\n"
+           "      --tokens N         compare systems for training N tokens (2T, 300B, 1.5e12): per\n"
+           "                         system the cheapest GPU count, its days, cost and energy, and a\n"
+           "                         recommendation\n"
            "      --days D           with --tokens: only counts that finish within D days\n"
            "      --json             print the sweep as JSON instead of a table\n"
            "  -o, --output FILE      also write FILE (atomically): an HTML page of charts when FILE\n"
@@ -48,6 +52,7 @@ static void help(void) {
            "\n"
            "A progress bar is drawn on stderr when it is a terminal and the sweep runs longer than\n"
            "half a second (the environment variable TESSERA_PROGRESS_AFTER_S sets that delay).\n"
+           "The fastest row and the cheapest per token are marked and recommended.\n"
            "Exit status: 0 ok, 2 bad input, 3 nothing fits at any count.\n",
            TS_REPORT_DEFAULT_PRICE);
 }
@@ -112,13 +117,13 @@ static ts_status write_html(const char *path, const ts_sweep_spec *spec, const t
 }
 
 int cmd_sweep(int argc, char **argv) {
-    const char *cmd = "sweep", *systems_arg = NULL, *gpus_arg = NULL, *output = NULL;
+    const char *cmd = "sweep", *systems_arg = NULL, *gpus_arg = NULL, *output = NULL, *price_arg = NULL;
+    const char *batch_arg = NULL, *seq_arg = NULL;
     int json = 0;
-    double price = TS_REPORT_DEFAULT_PRICE;
-    int price_is_default = 1;
+    double tokens = 0;
     cli_problem_args pa;
     cli_problem_args_init(&pa);
-    double tokens = 0, max_days = 0;
+    double max_days = 0;
     enum { OPT_JSON = CLI_OPT_OWN, OPT_PRICE, OPT_TOKENS, OPT_DAYS };
     static const struct option longs[] = {
         CLI_PROBLEM_LONGOPTS,
@@ -133,15 +138,14 @@ int cmd_sweep(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "o:h", longs, NULL)) != -1) {
         if (c == 's') systems_arg = optarg; /* a list here, not one system */
         else if (c == 'g') gpus_arg = optarg;
+        else if (c == 'b') batch_arg = optarg; /* lists here */
+        else if (c == 'l') seq_arg = optarg;
         else if (c == CLI_OPT_OBJECTIVE)
             cli_usage_error(cmd, "--objective is a plan option; the sweep ranks by step time");
         else if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         else switch (c) {
-            case OPT_PRICE:
-                price = cli_num(cmd, "--price", optarg, 0, 1e6);
-                price_is_default = 0;
-                break;
-            case OPT_TOKENS: tokens = cli_num(cmd, "--tokens", optarg, 1, 1e18); break;
+            case OPT_PRICE: price_arg = optarg; break;
+            case OPT_TOKENS: tokens = cli_tokens(cmd, "--tokens", optarg); break;
             case OPT_DAYS: max_days = cli_num(cmd, "--days", optarg, 1e-3, 1e5); break;
             case OPT_JSON: json = 1; break;
             case 'o': output = optarg; break;
@@ -156,20 +160,30 @@ int cmd_sweep(int argc, char **argv) {
     if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
+    cli_output_check(cmd, output);
 
-    int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0;
+    int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0, n_batches = 0, n_seqs = 0;
+    int64_t batches[TS_SWEEP_MAX_SIZES], seqs[TS_SWEEP_MAX_SIZES];
     ts_status st = ts_sweep_parse_gpus("--gpus", gpus_arg, gpus, &n_gpus);
+    if (st == TS_OK && batch_arg) st = ts_sweep_parse_sizes("--global-batch", batch_arg, 1 << 30, batches, &n_batches);
+    if (st == TS_OK && seq_arg) st = ts_sweep_parse_sizes("--seq", seq_arg, 1LL << 27, seqs, &n_seqs);
     if (st == TS_OK && pa.fix) st = ts_pins_parse("--fix", pa.fix, &pa.search.pins);
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
     cli_problem_load_stack(cmd, &pa);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
-                          .fix = pa.fix, .price_per_gpu_hour = price, .price_is_default = price_is_default,
-                          .gpus = gpus, .n_gpus = n_gpus};
-    st = ts_model_load(pa.model, &spec.model);
+                          .fix = pa.fix, .price_per_gpu_hour = TS_REPORT_DEFAULT_PRICE, .price_is_default = 1,
+                          .gpus = gpus, .n_gpus = n_gpus, .batches = batch_arg ? batches : NULL,
+                          .n_batches = n_batches, .seqs = seq_arg ? seqs : NULL, .n_seqs = n_seqs,
+                          .partition = pa.partition};
+    if (price_arg) st = ts_sweep_parse_prices("--price", price_arg, &spec);
+    if (st == TS_OK) st = ts_model_load(pa.model, &spec.model);
     if (st != TS_OK) cli_fail(cmd, st);
-    if (!pa.seq_given && spec.train.seq > spec.model.max_seq) spec.train.seq = spec.model.max_seq;
+    if (seq_arg) spec.train.seq = seqs[0];
+    else if (spec.train.seq > spec.model.max_seq) spec.train.seq = spec.model.max_seq;
+    if (batch_arg) spec.train.global_batch = batches[0];
+    for (int l = 0; l < (seq_arg ? n_seqs : 1); l++) cli_warn_context_extension(cmd, &spec.model, seq_arg ? seqs[l] : spec.train.seq);
     const char *after = getenv("TESSERA_PROGRESS_AFTER_S");
     progress_state ps = {.after_s = after ? cli_num(cmd, "TESSERA_PROGRESS_AFTER_S", after, 0, 3600)
                                           : PROGRESS_AFTER_S};

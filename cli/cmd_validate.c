@@ -5,10 +5,14 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
 #include "common/json.h"
+#include "models/system.h"
 #include "reports/validate.h"
 
 static void help(void) {
@@ -53,15 +57,45 @@ static void help(void) {
            "  -o, --output FILE      also write the JSON to FILE (atomically)\n"
            "  -h, --help             this help\n"
            "\n"
-           "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed.\n",
+           "Exit status: 0 ok, 2 bad input, 1 a calibration or run failed, 130 / 143 interrupted by\n"
+           "SIGINT / SIGTERM (the case at work stopped, the temporary folder removed).\n",
            TS_VALIDATE_CASES, TS_VALIDATE_MAX_REPEAT);
 }
 
+/* "1,3,5": every item a case number; an empty item (",", "1,,3", "") is refused, not skipped,
+ * since an --only that selects nothing would run the whole matrix. */
 static void parse_only(const char *cmd, const char *text, ts_validate_opts *o) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        o->only[cli_int(cmd, "--only", tok, 1, TS_VALIDATE_CASES) - 1] = 1;
+    for (const char *p = text;; p++) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char item[32];
+        if (n == 0 || n >= sizeof item)
+            cli_usage_error(cmd, "--only: expected case numbers in [1, %d] separated by commas, got \"%s\"",
+                            TS_VALIDATE_CASES, text);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        o->only[cli_int(cmd, "--only", item, 1, TS_VALIDATE_CASES) - 1] = 1;
+        if (end == NULL) break;
+        p = end;
+    }
+}
+
+/* Every input and output of the experiment, checked before it calibrates anything. */
+static void check_paths(const char *cmd, const ts_validate_opts *o, const char *output) {
+    cli_output_check(cmd, output);
+    if (o->system) {
+        ts_system s;
+        ts_status st = ts_system_load(o->system, &s);
+        if (st != TS_OK) cli_fail(cmd, st);
+    }
+    if (o->dir == NULL) return;
+    struct stat sb;
+    if (mkdir(o->dir, 0755) != 0 && errno != EEXIST)
+        cli_usage_error(cmd, "--keep: cannot create the folder \"%s\": %s", o->dir, strerror(errno));
+    if (stat(o->dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        cli_usage_error(cmd, "--keep: \"%s\" is not a folder", o->dir);
+    if (access(o->dir, W_OK | X_OK) != 0)
+        cli_usage_error(cmd, "--keep: cannot write in the folder \"%s\": %s", o->dir, strerror(errno));
 }
 
 /* The outcome as JSON (to stdout with --json, to --output) or as the table. */
@@ -124,10 +158,17 @@ int cmd_validate(int argc, char **argv) {
     char self[4096];
     cli_self_path(cmd, self, sizeof self);
     o.self = self;
-    if (o.dir && mkdir(o.dir, 0755) != 0 && errno != EEXIST)
-        cli_usage_error(cmd, "--keep: cannot create the folder \"%s\"", o.dir);
+    check_paths(cmd, &o, output);
+    /* SIGINT / SIGTERM stop the child at work (calibrate or run), and the experiment unwinds
+     * (its temporary folder removed) before the one line. */
+    ts_interrupt_install(cmd, "the validation matrix", TS_INTERRUPT_DEFER);
+    setenv("TESSERA_INTERRUPT_QUIET", "1", 1);
     ts_validate_result r;
     ts_status st = ts_validate(&o, &r);
+    if (ts_interrupted()) {
+        ts_validate_result_free(&r);
+        ts_interrupt_exit();
+    }
     if (st == TS_OK) st = report(&r, json, output, o.dir);
     ts_validate_result_free(&r);
     if (st != TS_OK) cli_fail(cmd, st);

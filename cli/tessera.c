@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/interrupt.h"
+#include "common/output.h"
 
 static const ts_command commands[] = {
     {"plan", "rank the parallel layouts of a model on a system", cmd_plan},
@@ -38,7 +40,19 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* SIGINT / SIGTERM leave no temporary file behind (run, calibrate and validate
+             * install their own handling, which stops their children first). */
+            ts_interrupt_install(commands[i].name, "the command", TS_INTERRUPT_EXIT);
+            int rc = commands[i].run(argc - 1, argv + 1);
+            /* A table printed with unchecked printf fails here, not silently (a full disk,
+             * /dev/full): the last flush of stdout is checked. */
+            if (ts_stdout_finish() != TS_OK && rc == 0) {
+                fprintf(stderr, "tessera %s: %s\n", commands[i].name, ts_error_message());
+                return 1;
+            }
+            return rc;
+        }
     fprintf(stderr, "tessera: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;

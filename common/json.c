@@ -11,10 +11,73 @@
 
 #define TS_JSON_MAX_FILE_BYTES (64L << 20)
 
+static int key_cmp(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first key that `obj` holds twice, or NULL: pairwise for the small objects of specs, sorted
+ * for large ones (a hostile file must not make this quadratic). */
+static ts_status twice_in(const cJSON *obj, int n, const char **dup) {
+    *dup = NULL;
+    if (n <= 16) {
+        for (const cJSON *a = obj->child; a && !*dup; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (strcmp(a->string, b->string) == 0) {
+                    *dup = a->string;
+                    break;
+                }
+        return TS_OK;
+    }
+    const cJSON **keys = malloc((size_t)n * sizeof *keys);
+    if (keys == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory checking keys");
+    int k = 0;
+    for (const cJSON *c = obj->child; c; c = c->next) keys[k++] = c;
+    qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+    for (int i = 1; i < n && !*dup; i++)
+        if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) *dup = keys[i]->string;
+    free(keys);
+    return TS_OK;
+}
+
+/* RFC 8259 section 4 leaves duplicate names' meaning open: cJSON keeps the first, Python's json
+ * (and so Hugging Face) the last. A file that means two things is refused, naming the key and the
+ * JSON path of the object (`path` holds it, `len` bytes used, extended in place while walking;
+ * cJSON's nesting limit of 1000 bounds the recursion). */
+static ts_status check_duplicates(const char *name, const cJSON *item, char *path, size_t len, size_t cap) {
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item)) return TS_OK;
+    int n = 0;
+    for (const cJSON *c = item->child; c; c = c->next) n++;
+    if (cJSON_IsObject(item)) {
+        const char *dup;
+        TS_CHECK(twice_in(item, n, &dup));
+        if (dup)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.%.60s: duplicate key \"%.60s\" (each key may appear once per object)",
+                           name, path, dup, dup);
+    }
+    int i = 0;
+    for (const cJSON *c = item->child; c; c = c->next, i++) {
+        if (!cJSON_IsObject(c) && !cJSON_IsArray(c)) continue;
+        int w = cJSON_IsObject(item) ? snprintf(path + len, cap - len, ".%.60s", c->string)
+                                     : snprintf(path + len, cap - len, "[%d]", i);
+        size_t used = w < 0 || (size_t)w >= cap - len ? cap - 1 : len + (size_t)w;
+        TS_CHECK(check_duplicates(name, c, path, used, cap));
+        path[len] = '\0';
+    }
+    return TS_OK;
+}
+
 ts_status ts_json_parse(const char *name, const char *text, cJSON **out) {
     const char *end = NULL;
     *out = cJSON_ParseWithOpts(text, &end, 1);
-    if (*out != NULL) return TS_OK;
+    if (*out != NULL) {
+        char path[512] = "$";
+        ts_status st = check_duplicates(name, *out, path, 1, sizeof path);
+        if (st != TS_OK) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     /* cJSON reports where it stopped; turn the offset into line:col for the user. */
     int line = 1, col = 1;
     const char *stop = end ? end : text;
@@ -34,10 +97,44 @@ ts_status ts_json_parse(const char *name, const char *text, cJSON **out) {
     return TS_FAIL(TS_ERR_INPUT, "%s:%d:%d: invalid JSON near '%s'", name, line, col, near);
 }
 
+/* The whole of `f` into a NUL-terminated buffer, growing as it comes: no seek, so pipes, FIFOs
+ * and /dev/stdin read like files. More than `max_bytes` is refused while reading. */
+static ts_status read_all(const char *path, FILE *f, long max_bytes, char **out, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory reading %s", path);
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (grown == NULL) {
+                free(buf);
+                return TS_FAIL(TS_ERR_NOMEM, "out of memory reading %s", path);
+            }
+            buf = grown, cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (n > (size_t)max_bytes) {
+            free(buf);
+            return TS_FAIL(TS_ERR_INPUT, "%s: larger than the %ld-byte limit for a spec", path, max_bytes);
+        }
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        return TS_FAIL(TS_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return TS_OK;
+}
+
 ts_status ts_json_load_file(const char *path, cJSON **out) {
     *out = NULL;
     ts_status res = TS_OK;
     char *buf = NULL;
+    size_t size = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL) return TS_FAIL(TS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -45,29 +142,8 @@ ts_status ts_json_load_file(const char *path, cJSON **out) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: is a directory, expected a JSON file", path);
         goto exit;
     }
-    if (fseek(f, 0, SEEK_END) != 0) {
-        res = TS_FAIL(TS_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
-        goto exit;
-    }
-    long size = ftell(f);
-    if (size < 0) {
-        res = TS_FAIL(TS_ERR_INPUT, "%s: not a regular file", path);
-        goto exit;
-    }
-    if (size > TS_JSON_MAX_FILE_BYTES) {
-        res = TS_FAIL(TS_ERR_INPUT, "%s: %ld bytes is larger than the %ld-byte limit for a spec",
-                      path, size, TS_JSON_MAX_FILE_BYTES);
-        goto exit;
-    }
-    rewind(f);
-    buf = malloc((size_t)size + 1);
-    TS_ALLOC_GOTO(buf, res, exit);
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        res = TS_FAIL(TS_ERR_IO, "%s: short read", path);
-        goto exit;
-    }
-    buf[size] = '\0';
-    if (strlen(buf) != (size_t)size) {
+    TS_CHECK_GOTO(read_all(path, f, TS_JSON_MAX_FILE_BYTES, &buf, &size), res, exit);
+    if (strlen(buf) != size) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: contains a NUL byte: not a JSON text file", path);
         goto exit;
     }
@@ -135,6 +211,25 @@ ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int 
     return TS_OK;
 }
 
+int ts_json_int_in(const cJSON *item, int64_t min, int64_t max, int64_t *out) {
+    if (!cJSON_IsNumber(item)) return 0;
+    double v = item->valuedouble;
+    /* Compare as doubles first: converting a double outside int64's range is undefined, and
+     * (double)INT64_MAX rounds up to 2^63, itself out of range. */
+    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)max || v >= 9223372036854775808.0)
+        return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+ts_status ts_jr_i32(const ts_jreader *r, const cJSON *obj, const char *key, int required, int min, int max,
+                    int def, int *out) {
+    int64_t v;
+    TS_CHECK(ts_jr_int(r, obj, key, required, min, max, def, &v));
+    *out = (int)v;
+    return TS_OK;
+}
+
 ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     int64_t min, int64_t max, int64_t def, int64_t *out) {
     const cJSON *it = field_value(obj, key);
@@ -147,12 +242,9 @@ ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int 
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer in [%lld, %lld], got %s",
                        r->file, r->path, key, (long long)min, (long long)max,
                        ts_json_type_name(it));
-    double v = it->valuedouble;
-    /* Compare as doubles first: casting an out-of-range double to int64 is undefined. */
-    if (!isfinite(v) || v != floor(v) || v < (double)min || v > (double)max)
+    if (!ts_json_int_in(it, min, max, out))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer in [%lld, %lld], got %g",
-                       r->file, r->path, key, (long long)min, (long long)max, v);
-    *out = (int64_t)v;
+                       r->file, r->path, key, (long long)min, (long long)max, it->valuedouble);
     return TS_OK;
 }
 
@@ -231,62 +323,6 @@ ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int 
                        key, ts_json_type_name(it));
     *out = it;
     return TS_OK;
-}
-
-ts_status ts_atomic_open(const char *path, ts_atomic_file *af) {
-    af->f = NULL;
-    af->tmp[0] = '\0';
-    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path)
-        return TS_FAIL(TS_ERR_INPUT, "%.200s...: path too long", path);
-    if (strcmp(path, "-") == 0) {
-        af->f = stdout;
-        return TS_OK;
-    }
-    if (snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof af->tmp)
-        return TS_FAIL(TS_ERR_INPUT, "%s: path too long", path);
-    af->f = fopen(af->tmp, "wb");
-    if (af->f == NULL) return TS_FAIL(TS_ERR_IO, "%s: cannot create: %s", af->tmp, strerror(errno));
-    return TS_OK;
-}
-
-ts_status ts_atomic_commit(ts_atomic_file *af) {
-    if (af->tmp[0] == '\0') {
-        if (ferror(af->f) || fflush(af->f) != 0)
-            return TS_FAIL(TS_ERR_IO, "stdout: write failed: %s", strerror(errno));
-        return TS_OK;
-    }
-    int failed = ferror(af->f) || fflush(af->f) != 0, e = errno;
-    if (!failed && fsync(fileno(af->f)) != 0) failed = 1, e = errno;
-    if (fclose(af->f) != 0 && !failed) failed = 1, e = errno;
-    af->f = NULL;
-    if (failed) {
-        unlink(af->tmp);
-        return TS_FAIL(TS_ERR_IO, "%s: write failed: %s", af->tmp, strerror(e));
-    }
-    if (rename(af->tmp, af->path) != 0) {
-        e = errno;
-        unlink(af->tmp);
-        return TS_FAIL(TS_ERR_IO, "%s: cannot rename into place: %s", af->path, strerror(e));
-    }
-    return TS_OK;
-}
-
-void ts_atomic_abort(ts_atomic_file *af) {
-    if (af->f == NULL || af->tmp[0] == '\0') return;
-    fclose(af->f);
-    af->f = NULL;
-    unlink(af->tmp);
-}
-
-ts_status ts_write_file_atomic(const char *path, const char *data, size_t len) {
-    ts_atomic_file af;
-    TS_CHECK(ts_atomic_open(path, &af));
-    if (fwrite(data, 1, len, af.f) != len) {
-        ts_status res = TS_FAIL(TS_ERR_IO, "%s: write failed: %s", af.tmp[0] ? af.tmp : "stdout", strerror(errno));
-        ts_atomic_abort(&af);
-        return res;
-    }
-    return ts_atomic_commit(&af);
 }
 
 ts_status ts_json_write_file(const char *path, const cJSON *root) {

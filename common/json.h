@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/output.h"
 #include "common/status.h"
 
 typedef struct {
@@ -21,9 +22,11 @@ typedef struct {
 } ts_jreader;
 
 /* Parses `path` into a cJSON tree that the caller frees with cJSON_Delete. A syntax error names
- * the file, line and column. Files over 64 MiB are refused. */
+ * the file, line and column. The file is read as a stream (pipes, FIFOs, /dev/stdin), and more
+ * than 64 MiB is refused. */
 ts_status ts_json_load_file(const char *path, cJSON **out);
-/* Same for text already in memory; `name` is used in messages. */
+/* Same for text already in memory; `name` is used in messages. A key written twice in one
+ * object is refused, naming the key and its JSON path. */
 ts_status ts_json_parse(const char *name, const char *text, cJSON **out);
 
 void ts_jreader_root(ts_jreader *r, const char *file);
@@ -34,6 +37,12 @@ void ts_jreader_child(const ts_jreader *parent, const char *key, int index, ts_j
  * Wrong type, non-finite or out-of-range values → TS_ERR_INPUT naming file, path, expected, got. */
 ts_status ts_jr_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     int64_t min, int64_t max, int64_t def, int64_t *out);
+/* The same into an int: the range [min, max] lies within int's, so nothing read wraps. */
+ts_status ts_jr_i32(const ts_jreader *r, const cJSON *obj, const char *key, int required, int min, int max,
+                    int def, int *out);
+/* Whether `item` is a number holding an integer in [min, max], checked before any conversion
+ * (converting a double outside the target's range, 1e300, is undefined); *out the value. */
+int ts_json_int_in(const cJSON *item, int64_t min, int64_t max, int64_t *out);
 ts_status ts_jr_num(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     double min, double max, double def, double *out);
 ts_status ts_jr_bool(const ts_jreader *r, const cJSON *obj, const char *key, int required, int def,
@@ -50,22 +59,7 @@ ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int 
 /* A short description of a JSON value's type for "got ..." ("a string", "null", "an array"). */
 const char *ts_json_type_name(const cJSON *item);
 
-/* Writes `len` bytes to `path` atomically: a temporary file beside it, fsync, then rename, so a
- * reader never sees a truncated file. "-" writes to stdout. */
-ts_status ts_write_file_atomic(const char *path, const char *data, size_t len);
-
-/* The same, streamed, for output too large to hold in memory: ts_atomic_open creates the
- * temporary file ("-": stdout) and hands it out in `f`; write to it with stdio, then either
- * ts_atomic_commit (flush, fsync, close, rename into place) or ts_atomic_abort (close, remove).
- * Either one ends the ts_atomic_file. */
-typedef struct {
-    FILE *f;
-    char path[4096], tmp[4096]; /* tmp is "" for stdout */
-} ts_atomic_file;
-ts_status ts_atomic_open(const char *path, ts_atomic_file *af);
-ts_status ts_atomic_commit(ts_atomic_file *af);
-void ts_atomic_abort(ts_atomic_file *af);
-/* Prints `root` formatted and writes it atomically, with a trailing newline. */
+/* Prints `root` formatted and writes it by common/output.h's rule, with a trailing newline. */
 ts_status ts_json_write_file(const char *path, const cJSON *root);
 
 /* cJSON builders return NULL when out of memory; this records it and jumps to `label`. */

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/interrupt.h"
 #include "common/json.h"
 
 extern char **environ;
@@ -22,11 +23,18 @@ static ts_status spawn_wait(const char *const *argv, posix_spawn_file_actions_t 
     memcpy(args, argv, n * sizeof *args);
     args[n] = NULL;
     pid_t pid = 0;
+    /* After SIGINT / SIGTERM (common/interrupt.h) nothing new starts: the work unwinds. */
+    if (ts_interrupted()) return TS_FAIL(TS_ERR_EXTERNAL, "interrupted before %s %s", argv[0], argv[1]);
     if (rc == 0) rc = posix_spawn(&pid, args[0], fa, NULL, args, environ);
     if (rc != 0) return TS_FAIL(TS_ERR_EXTERNAL, "cannot start %s %s: %s", argv[0], argv[1], strerror(rc));
+    ts_interrupt_child(pid);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return TS_FAIL(TS_ERR_EXTERNAL, "waitpid: %s", strerror(errno));
+        if (errno != EINTR) {
+            ts_interrupt_child(0);
+            return TS_FAIL(TS_ERR_EXTERNAL, "waitpid: %s", strerror(errno));
+        }
+    ts_interrupt_child(0);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TS_OK;
     char line[512] = "";
     for (int i = 1; argv[i] && strlen(line) + strlen(argv[i]) + 2 < sizeof line; i++)

@@ -22,6 +22,11 @@ static ts_status ref_problem(const char *model, int batch, int seq, ts_problem *
     ts_system sys;
     ts_train t;
     TS_CHECK_CTX(ts_model_load(model, &m), "bf16 reference: model %s", model);
+    /* The planner allows context extension past max_seq (program/problem.h ts_seq_extends); a
+     * numerics reference trains within the model's own context. */
+    if (seq > m.max_seq)
+        return TS_FAIL(TS_ERR_INPUT, "bf16 reference: seq %d is beyond %s's max_seq %lld", seq, model,
+                       (long long)m.max_seq);
     TS_CHECK(ts_system_load(BF16_REF_SYSTEM, &sys));
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the problem's dtype prices plans; numerics are the table's */

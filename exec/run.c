@@ -59,9 +59,29 @@ static ts_problem trained_problem(const ts_run_opts *o) {
     return pb;
 }
 
+/* The plan's layout `index` with its stages (its uneven split when it has one) and the step
+ * program every rank walks. */
+static ts_status load_program(const ts_run_opts *o, const ts_problem *pb, const ts_layout *layout,
+                              ts_program *prog) {
+    ts_split split;
+    int has_split = 0;
+    ts_status res = ts_plan_read_split(o->plan, pb, layout, o->index, &split, &has_split);
+    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
+    if (res == TS_OK) res = ts_program_build(pb, layout, &po, prog);
+    if (has_split) ts_split_free(&split);
+    return res;
+}
+
 ts_status ts_run_check(const ts_run_opts *o) {
     ts_problem pb = trained_problem(o);
-    return ts_trainer_check(&pb, &o->layout);
+    TS_CHECK(ts_trainer_check(&pb, &o->layout));
+    if (o->plan == NULL) return TS_OK;
+    /* The plan's stages and the program are what every rank reads first: a plan they refuse is
+     * said once, here, not by every rank. */
+    ts_program prog;
+    TS_CHECK(load_program(o, &pb, &o->layout, &prog));
+    ts_program_free(&prog);
+    return TS_OK;
 }
 
 void ts_run_result_init(ts_run_result *r) {
@@ -88,13 +108,7 @@ static ts_status job_open(const ts_run_opts *o, job *j, ts_run_result *r) {
     TS_CHECK(ts_runtime_init(&j->rt, &r->layout));
     r->rank = j->rt.rank;
     r->world = j->rt.size;
-    ts_split split;
-    int has_split = 0;
-    ts_status res = ts_plan_read_split(o->plan, &r->pb, &r->layout, o->index, &split, &has_split);
-    ts_program_opts po = ts_program_opts_of(has_split ? &split : NULL);
-    if (res == TS_OK) res = ts_program_build(&r->pb, &r->layout, &po, &r->prog);
-    if (has_split) ts_split_free(&split);
-    TS_CHECK(res);
+    TS_CHECK(load_program(o, &r->pb, &r->layout, &r->prog));
     r->has_prog = 1;
     j->be = o->device == TS_DEVICE_CUDA ? ts_backend_cuda(j->rt.world, j->rt.comm, TS_GROUP_COUNT)
                                         : ts_backend_cpu(o->threads);

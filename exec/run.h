@@ -70,8 +70,9 @@ void ts_run_opts_defaults(ts_run_opts *o);
  * 0), TESSERA_FAULT_MODE); rank -1 when TESSERA_FAULT_RANK is unset. */
 void ts_run_fault_from_env(ts_run_fault *f);
 
-/* Whether the executor can train o's layout (ts_trainer_check on the problem as trained, fp32).
- * Needs no MPI: `tessera run` asks before it starts any rank. */
+/* Whether the executor can train o's layout (ts_trainer_check on the problem as trained, fp32)
+ * and, when o->plan is set, the plan's stages build its step program. Needs no MPI: `tessera run` asks before it
+ * starts any rank. */
 ts_status ts_run_check(const ts_run_opts *o);
 
 #define TS_RUN_MEM_KINDS 5 /* the memory categories of ts_run_mem_names */

@@ -19,9 +19,22 @@
 #include "common/json.h"
 #include "models/model_limits.h"
 
-/* An optional integer that may also be written null (transformers writes "head_dim": null). */
-static ts_status hf_int(const ts_jreader *r, const cJSON *root, const char *key, int required,
-                        int64_t min, int64_t max, int64_t def, int64_t *out) {
+/* Records in `nm` that Tessera's `field` (NULL: none) comes from `key` of the object `r` reads,
+ * e.g. "ffn_hidden" from "text_config.intermediate_size", so that ts_model_validate_named's
+ * messages name the key the file has. */
+static void hf_name(ts_field_names *nm, const ts_jreader *r, const char *field, const char *key) {
+    if (field == NULL) return;
+    char path[sizeof nm->at[0].key];
+    const char *parent = strcmp(r->path, "$") == 0 ? "" : r->path + 2; /* without "$." */
+    snprintf(path, sizeof path, "%s%s%s", parent, *parent ? "." : "", key);
+    ts_field_names_set(nm, field, path);
+}
+
+/* An optional integer that may also be written null (transformers writes "head_dim": null), read
+ * into Tessera's `field` (recorded in `nm`). */
+static ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                        const char *key, int required, int64_t min, int64_t max, int64_t def, int64_t *out) {
+    hf_name(nm, r, field, key);
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!required && cJSON_IsNull(it)) {
         *out = def;
@@ -30,16 +43,18 @@ static ts_status hf_int(const ts_jreader *r, const cJSON *root, const char *key,
     return ts_jr_int(r, root, key, required, min, max, def, out);
 }
 
-static ts_status hf_i32(const ts_jreader *r, const cJSON *root, const char *key, int required,
-                        int64_t min, int64_t max, int64_t def, int *out) {
+static ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                        const char *key, int required, int64_t min, int64_t max, int64_t def, int *out) {
     int64_t v;
-    TS_CHECK(hf_int(r, root, key, required, min, max, def, &v));
+    TS_CHECK(hf_int(r, root, nm, field, key, required, min, max, def, &v));
     *out = (int)v;
     return TS_OK;
 }
 
 /* An optional number that may be null (Gemma 3 writes "attn_logit_softcapping": null): 0. */
-static ts_status hf_num_or_null(const ts_jreader *r, const cJSON *root, const char *key, double *out) {
+static ts_status hf_num_or_null(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                                const char *key, double *out) {
+    hf_name(nm, r, field, key);
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     *out = 0;
     if (it == NULL || cJSON_IsNull(it)) return TS_OK;
@@ -79,38 +94,39 @@ typedef struct {
     int tied_def;
 } hf_keys;
 
-static ts_status read_shape(const ts_jreader *r, const cJSON *root, const hf_keys *k,
+static ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
                             ts_model *m) {
-    TS_CHECK(hf_int(r, root, k->hidden, 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
-    TS_CHECK(hf_i32(r, root, k->layers, 1, 1, TS_MAX_LAYERS, 0, &m->layers));
-    TS_CHECK(hf_i32(r, root, k->heads, 1, 1, TS_MAX_HEADS, 0, &m->heads));
-    TS_CHECK(hf_int(r, root, "vocab_size", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
-    TS_CHECK(hf_int(r, root, k->max_seq, 0, 1, TS_MAX_SEQ, k->max_seq_def, &m->max_seq));
+    TS_CHECK(hf_int(r, root, nm, "hidden", k->hidden, 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
+    TS_CHECK(hf_i32(r, root, nm, "layers", k->layers, 1, 1, TS_MAX_LAYERS, 0, &m->layers));
+    TS_CHECK(hf_i32(r, root, nm, "heads", k->heads, 1, 1, TS_MAX_HEADS, 0, &m->heads));
+    TS_CHECK(hf_int(r, root, nm, "vocab", "vocab_size", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", k->max_seq, 0, 1, TS_MAX_SEQ, k->max_seq_def, &m->max_seq));
     TS_CHECK(ts_jr_bool(r, root, "tie_word_embeddings", 0, k->tied_def, &m->tied_embeddings));
     m->kv_heads = m->heads;
     return TS_OK;
 }
 
 /* head_dim (Mistral, Llama 3.1+ write it; null or absent means hidden / heads, then exact). */
-static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, const hf_keys *k,
+static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
                                ts_model *m) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
     if (m->hidden % m->heads != 0 && (it == NULL || cJSON_IsNull(it)))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %lld is not divisible by %s %d, so head_dim must "
-                       "be given", r->file, k->hidden, (long long)m->hidden, k->heads, m->heads);
-    return hf_i32(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, m->hidden / m->heads, &m->head_dim);
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: %lld is not divisible by %s %d, so head_dim must "
+                       "be given", r->file, r->path, k->hidden, (long long)m->hidden, k->heads, m->heads);
+    return hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, m->hidden / m->heads, &m->head_dim);
 }
 
-static ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(hf_i32(r, root, "num_key_value_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
+static ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(hf_i32(r, root, nm, "kv_heads", "num_key_value_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
     if (m->heads % m->kv_heads != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.num_key_value_heads: num_attention_heads %d is not "
-                       "divisible by num_key_value_heads %d", r->file, m->heads, m->kv_heads);
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads: num_attention_heads %d is not "
+                       "divisible by num_key_value_heads %d", r->file, r->path, m->heads, m->kv_heads);
     return TS_OK;
 }
 
 /* rope_theta (absent: not given, Megatron-LM's default 10000 then applies). */
-static ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    hf_name(nm, r, "rope_theta", "rope_theta");
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
     if (it == NULL || cJSON_IsNull(it)) return TS_OK;
     return ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
@@ -121,37 +137,38 @@ static const hf_keys llama_keys = {"hidden_size", "num_hidden_layers", "num_atte
 static const hf_rate attention_dropout[] = {{"attention_dropout", 0.0}};
 
 /* Llama, Mistral, Mixtral, Qwen2(-MoE): pre-RMSNorm, RoPE, SwiGLU, grouped-query attention. */
-static ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_shape(r, root, &llama_keys, m));
-    TS_CHECK(read_head_dim(r, root, &llama_keys, m));
-    TS_CHECK(read_kv_heads(r, root, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
+static ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_shape(r, root, nm, &llama_keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &llama_keys, m));
+    TS_CHECK(read_kv_heads(r, root, nm, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_RMSNORM;
     m->position = TS_POS_ROPE;
-    return read_rope_theta(r, root, m);
+    return read_rope_theta(r, root, nm, m);
 }
 
-static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     return ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias);
 }
 
-static ts_status read_mixtral(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_mixtral(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
-    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
     e->expert_ffn = m->ffn_hidden;
+    hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
     e->every = 1;
     return TS_OK;
 }
 
 /* Qwen2 has biases on Q, K and V only (transformers Qwen2Attention). */
-static ts_status read_qwen2(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_qwen2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     m->qkv_bias = 1;
     return TS_OK;
 }
@@ -159,45 +176,48 @@ static ts_status read_qwen2(const ts_jreader *r, const cJSON *root, ts_model *m)
 /* Qwen's experts (Qwen2-MoE, Qwen3-MoE): num_experts of moe_intermediate_size, top num_experts_per_tok;
  * layer i is sparse when (i + 1) % decoder_sparse_step == 0, i.e. first_dense = step - 1 and
  * every = step; `shared` also reads one shared expert of shared_expert_intermediate_size. */
-static ts_status read_qwen_experts(const ts_jreader *r, const cJSON *root, int shared, ts_model *m) {
+static ts_status read_qwen_experts(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int shared,
+                                   ts_model *m) {
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
-    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
-    TS_CHECK(hf_int(r, root, "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
     if (shared) {
-        TS_CHECK(hf_int(r, root, "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
+        TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_expert_intermediate_size", 0, 0, TS_MAX_FFN, 0,
+                        &e->shared_ffn));
         e->shared_experts = e->shared_ffn > 0;
     }
     int step;
-    TS_CHECK(hf_i32(r, root, "decoder_sparse_step", 0, 1, m->layers, 1, &step));
+    TS_CHECK(hf_i32(r, root, nm, "moe.every", "decoder_sparse_step", 0, 1, m->layers, 1, &step));
+    hf_name(nm, r, "moe.first_dense", "decoder_sparse_step");
     e->first_dense = step - 1;
     e->every = step;
     const cJSON *dense = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
     if (dense != NULL && !(cJSON_IsArray(dense) && cJSON_GetArraySize(dense) == 0))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.mlp_only_layers: expected an empty list (a dense "
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.mlp_only_layers: expected an empty list (a dense "
                        "layer set other than decoder_sparse_step is not supported), got %s",
-                       r->file, ts_json_type_name(dense));
+                       r->file, r->path, ts_json_type_name(dense));
     return TS_OK;
 }
 
 /* Qwen2-MoE: Qwen2 attention, its experts with one shared expert. */
-static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_qwen2(r, root, m));
-    return read_qwen_experts(r, root, 1, m);
+static ts_status read_qwen2_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_qwen2(r, root, nm, m));
+    return read_qwen_experts(r, root, nm, 1, m);
 }
 
 /* DeepSeek's router (transformers DeepseekV3Config / DeepseekV2Config): scoring_func
  * ("sigmoid" in V3, "softmax" in V2), topk_method "noaux_tc" (V3's bias-based balancing),
  * n_group / topk_group (group-limited routing, used when n_group > 1) and routed_scaling_factor. */
-static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts_moe *e) {
+static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_moe *e) {
     char score[32], method[32];
     TS_CHECK(ts_jr_str(r, root, "scoring_func", 0, "softmax", score, sizeof score));
     TS_CHECK(ts_jr_str(r, root, "topk_method", 0, "greedy", method, sizeof method));
     e->router_sigmoid = strcmp(score, "sigmoid") == 0;
     e->router_expert_bias = strcmp(method, "noaux_tc") == 0;
     int groups, group_topk;
-    TS_CHECK(hf_i32(r, root, "n_group", 0, 0, e->experts, 0, &groups));
-    TS_CHECK(hf_i32(r, root, "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "n_group", 0, 0, e->experts, 0, &groups));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
     if (groups > 1) e->router_groups = groups, e->router_group_topk = group_topk;
     double scale;
     TS_CHECK(ts_jr_num(r, root, "routed_scaling_factor", 0, 0, 1e6, 1, &scale));
@@ -209,49 +229,52 @@ static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts
  * i >= first_k_dense_replace and i % moe_layer_freq == 0, which is Tessera's rule with
  * first_dense rounded up to a multiple of the frequency. The shared experts form one MLP of
  * n_shared_experts * moe_intermediate_size, the same parameters as n_shared_experts experts. */
-static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_shape(r, root, &llama_keys, m));
-    TS_CHECK(read_kv_heads(r, root, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
+static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_shape(r, root, nm, &llama_keys, m));
+    TS_CHECK(read_kv_heads(r, root, nm, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(read_rope_theta(r, root, m));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_RMSNORM;
     m->position = TS_POS_ROPE;
 
     ts_mla *a = &m->mla;
-    TS_CHECK(hf_i32(r, root, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &a->q_lora_rank));
-    TS_CHECK(hf_i32(r, root, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &a->kv_lora_rank));
-    TS_CHECK(hf_i32(r, root, "qk_nope_head_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &a->qk_nope_dim));
-    TS_CHECK(hf_i32(r, root, "qk_rope_head_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &a->qk_rope_dim));
-    TS_CHECK(hf_i32(r, root, "v_head_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &a->v_dim));
+    TS_CHECK(hf_i32(r, root, nm, "mla.q_lora_rank", "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &a->q_lora_rank));
+    TS_CHECK(hf_i32(r, root, nm, "mla.kv_lora_rank", "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &a->kv_lora_rank));
+    TS_CHECK(hf_i32(r, root, nm, "mla.qk_nope_dim", "qk_nope_head_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &a->qk_nope_dim));
+    TS_CHECK(hf_i32(r, root, nm, "mla.qk_rope_dim", "qk_rope_head_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &a->qk_rope_dim));
+    TS_CHECK(hf_i32(r, root, nm, "mla.v_dim", "v_head_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &a->v_dim));
     m->head_dim = a->qk_nope_dim + a->qk_rope_dim;
-    TS_CHECK(hf_i32(r, root, "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
+    hf_name(nm, r, "head_dim", "qk_nope_head_dim"); /* with qk_rope_head_dim: MLA's query/key width */
+    TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
 
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "n_routed_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "n_routed_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->experts));
     if (e->experts == 0) return TS_OK;
-    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
-    TS_CHECK(hf_int(r, root, "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
-    TS_CHECK(hf_i32(r, root, "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->shared_experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
+                    &e->shared_experts));
     if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+    hf_name(nm, r, "moe.shared_ffn", "moe_intermediate_size");
     int first, freq;
-    TS_CHECK(hf_i32(r, root, "first_k_dense_replace", 0, 0, m->layers - 1, 0, &first));
-    TS_CHECK(hf_i32(r, root, "moe_layer_freq", 0, 1, m->layers, 1, &freq));
+    TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "first_k_dense_replace", 0, 0, m->layers - 1, 0, &first));
+    TS_CHECK(hf_i32(r, root, nm, "moe.every", "moe_layer_freq", 0, 1, m->layers, 1, &freq));
     e->first_dense = (first + freq - 1) / freq * freq;
     e->every = freq;
-    return read_deepseek_router(r, root, e);
+    return read_deepseek_router(r, root, nm, e);
 }
 
 /* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
  * LayerNorm, dropout at the three rates. */
-static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, const hf_keys *keys, const hf_rate *rates,
-                                ts_model *m) {
-    TS_CHECK(read_shape(r, root, keys, m));
-    TS_CHECK(read_head_dim(r, root, keys, m));
-    TS_CHECK(hf_int(r, root, "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
+static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                                const hf_rate *rates, ts_model *m) {
+    TS_CHECK(read_shape(r, root, nm, keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, keys, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
     m->activation = TS_ACT_GELU;
     m->norm = TS_NORM_LAYERNORM;
@@ -260,23 +283,23 @@ static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, const hf
 
 /* GPT-2: learned positions, pre-LayerNorm, biases everywhere, GELU MLP of n_inner (null: 4h),
  * LM head tied to the embedding. */
-static ts_status read_gpt2(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_gpt2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"n_embd", "n_layer", "n_head", "n_positions", 1024, 1};
     static const hf_rate rates[] = {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}};
-    TS_CHECK(read_gpt_block(r, root, &keys, rates, m));
+    TS_CHECK(read_gpt_block(r, root, nm, &keys, rates, m));
     m->position = TS_POS_LEARNED;
     m->qkv_bias = m->linear_bias = 1;
     return TS_OK;
 }
 
 /* GPT-NeoX: rotary, LayerNorm, biased Q/K/V and dense (attention_bias) and MLP, untied head. */
-static ts_status read_gpt_neox(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_gpt_neox(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 2048, 0};
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
     m->activation = TS_ACT_GELU;
@@ -288,13 +311,13 @@ static ts_status read_gpt_neox(const ts_jreader *r, const cJSON *root, ts_model 
 
 /* BLOOM: ALiBi (no position table), a LayerNorm after the word embedding, MLP 4h, biases, tied
  * head. Sequence length from seq_length (ALiBi has no hard limit). */
-static ts_status read_bloom(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_bloom(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
     hf_keys keys = {pick(root, "hidden_size", "n_embed"),
                     pick(root, "n_layer", "num_hidden_layers"),
                     pick(root, "n_head", "num_attention_heads"), "seq_length", 2048, 1};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
     m->ffn_hidden = 4 * m->hidden;
     m->activation = TS_ACT_GELU;
@@ -308,14 +331,14 @@ static ts_status read_bloom(const ts_jreader *r, const cJSON *root, ts_model *m)
 /* OPT: learned positions with max_position_embeddings + 2 rows (OPTLearnedPositionalEmbedding's
  * offset of 2), ReLU MLP of ffn_dim (the GELU shape), biases (enable_bias), tied head, and
  * project_in/out when word_embed_proj_dim differs from hidden_size (OPT-350m). */
-static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 2048, 1};
     static const hf_rate rates[] = {{"dropout", 0.1}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_shape(r, root, &keys, m));
-    TS_CHECK(read_head_dim(r, root, &keys, m));
-    TS_CHECK(hf_int(r, root, "ffn_dim", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
-    TS_CHECK(hf_int(r, root, "word_embed_proj_dim", 0, 1, TS_MAX_HIDDEN, m->hidden,
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "ffn_dim", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(hf_int(r, root, nm, "embed_dim", "word_embed_proj_dim", 0, 1, TS_MAX_HIDDEN, m->hidden,
                     &m->embed_dim));
     if (m->embed_dim == m->hidden) m->embed_dim = 0;
     TS_CHECK(ts_jr_bool(r, root, "enable_bias", 0, 1, &m->linear_bias));
@@ -334,10 +357,12 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_model *m) {
 /* Which layers attend locally, from layer_types ("sliding_attention" / "full_attention" per
  * layer, transformers' newer configs) when given, else `def_full_every`: Tessera keeps the
  * pattern "global when (i + 1) % N == 0" (model.h ts_window), so another pattern is refused. */
-static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_model *m, int def_full_every) {
+static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                                  int def_full_every) {
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     m->window.full_every = def_full_every;
     if (!cJSON_IsArray(types)) return TS_OK;
+    hf_name(nm, r, "window.full_every", "layer_types");
     int n = cJSON_GetArraySize(types), first_full = 0;
     for (int i = 0; i < n && !first_full; i++) {
         const cJSON *t = cJSON_GetArrayItem(types, i);
@@ -349,61 +374,63 @@ static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_mod
         int full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
         int want = first_full > 0 && (i + 1) % first_full == 0;
         if (full != want)
-            return TS_FAIL(TS_ERR_INPUT, "%s: $.layer_types[%d]: Tessera models a full-attention layer every N "
-                           "layers (N = %d here), got \"%s\"", r->file, i, first_full,
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types[%d]: Tessera models a full-attention layer every N "
+                           "layers (N = %d here), got \"%s\"", r->file, r->path, i, first_full,
                            cJSON_IsString(t) ? t->valuestring : "?");
     }
     return TS_OK;
 }
 
 /* sliding_window (null or absent: none), on the layers read_layer_types says. */
-static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_model *m, int def_full_every) {
+static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                              int def_full_every) {
     int64_t w;
-    TS_CHECK(hf_int(r, root, "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
+    TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
     int use = 1;
     if (cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window") != NULL)
         TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
     if (w == 0 || !use) return TS_OK;
     m->window.tokens = w;
-    return read_layer_types(r, root, m, def_full_every);
+    return read_layer_types(r, root, nm, m, def_full_every);
 }
 
 /* Qwen3 (transformers Qwen3Attention): Llama's shape with an RMSNorm of head_dim on queries and
  * keys; attention_bias would put biases on Q, K, V and O. */
-static ts_status read_qwen3(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_qwen3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->linear_bias = 0;
     m->qk_norm = TS_QKNORM_HEAD;
-    return read_sliding(r, root, m, 0);
+    return read_sliding(r, root, nm, m, 0);
 }
 
 /* Qwen3-MoE: Qwen3 attention, experts as Qwen2-MoE without a shared expert. */
-static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_qwen3(r, root, m));
-    return read_qwen_experts(r, root, 0, m);
+static ts_status read_qwen3_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_qwen3(r, root, nm, m));
+    return read_qwen_experts(r, root, nm, 0, m);
 }
 
 /* The shape of a grouped-query model under `keys`, its head dim, kv heads and a required
  * intermediate_size (Gemma, StarCoder2). */
-static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, const hf_keys *keys, ts_model *m) {
-    TS_CHECK(read_shape(r, root, keys, m));
-    TS_CHECK(read_head_dim(r, root, keys, m));
-    TS_CHECK(read_kv_heads(r, root, m));
-    return hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden);
+static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                                ts_model *m) {
+    TS_CHECK(read_shape(r, root, nm, keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, keys, m));
+    TS_CHECK(read_kv_heads(r, root, nm, m));
+    return hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden);
 }
 
 /* Gemma 2 and 3 (transformers Gemma2DecoderLayer, Gemma3DecoderLayer): GeGLU MLP, four RMSNorms
  * per layer (input, post-attention, pre- and post-feedforward), embeddings scaled by sqrt(h) and
  * tied by default; Gemma 2 soft-caps scores and logits and alternates sliding and global layers
  * (layer 0 local); Gemma 3 has Q/K norms and one global layer in sliding_window_pattern (6). */
-static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_model *m, int version) {
+static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int version) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 8192, 1};
-    TS_CHECK(read_gqa_shape(r, root, &keys, m));
+    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(read_rope_theta(r, root, m));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
     m->activation = TS_ACT_SWIGLU;
     m->gelu_gate = 1;
     m->norm = TS_NORM_RMSNORM;
@@ -413,45 +440,50 @@ static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_model *m,
     int64_t every = 2;
     if (version == 3) {
         m->qk_norm = TS_QKNORM_HEAD;
-        TS_CHECK(hf_int(r, root, "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 6, &every));
+        TS_CHECK(hf_int(r, root, nm, "window.full_every", "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 6, &every));
     } else {
-        TS_CHECK(hf_num_or_null(r, root, "attn_logit_softcapping", &m->attn_softcap));
-        TS_CHECK(hf_num_or_null(r, root, "final_logit_softcapping", &m->logit_softcap));
+        TS_CHECK(hf_num_or_null(r, root, nm, "attn_softcap", "attn_logit_softcapping", &m->attn_softcap));
+        TS_CHECK(hf_num_or_null(r, root, nm, "logit_softcap", "final_logit_softcapping", &m->logit_softcap));
     }
-    return read_sliding(r, root, m, (int)every);
+    return read_sliding(r, root, nm, m, (int)every);
 }
-static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_model *m) { return read_gemma(r, root, m, 2); }
-static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_model *m) { return read_gemma(r, root, m, 3); }
+static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_gemma(r, root, nm, m, 2);
+}
+static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_gemma(r, root, nm, m, 3);
+}
 
 /* Phi-3 (transformers Phi3Attention, Phi3MLP): fused qkv_proj and gate_up_proj hold the same
  * matrices as Llama's separate ones; sliding_window (Phi-3-mini: 2047) on every layer. */
-static ts_status read_phi3(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
-    return read_sliding(r, root, m, 0);
+static ts_status read_phi3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    return read_sliding(r, root, nm, m, 0);
 }
 
 /* gpt-oss (transformers GptOssAttention, GptOssExperts, GptOssTopKRouter): biases on Q, K, V, O,
  * a learned sink logit per head, experts of intermediate_size with biases, a router with a bias,
  * sliding-window and full layers alternating (layer_types). */
-static ts_status read_gpt_oss(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_gpt_oss(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
     const char *k = cJSON_GetObjectItemCaseSensitive(root, "num_experts_per_tok") ? "num_experts_per_tok"
                                                                                   : "experts_per_token";
-    TS_CHECK(hf_i32(r, root, k, 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", k, 1, 1, e->experts, 0, &e->top_k));
     e->expert_ffn = m->ffn_hidden;
+    hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
     e->every = 1;
     m->qkv_bias = m->linear_bias = 1;
     m->attn_sinks = 1;
     m->router_bias = 1;
-    return read_sliding(r, root, m, 2);
+    return read_sliding(r, root, nm, m, 2);
 }
 
 /* OLMo 2 (transformers Olmo2Attention, Olmo2DecoderLayer): RMSNorm over the whole Q and K
  * projections, norms after attention and MLP (two per layer, as pre-norms count). */
-static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
+static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->qk_norm = TS_QKNORM_FULL;
     return TS_OK;
@@ -459,29 +491,29 @@ static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_model *m)
 
 /* StarCoder2 (transformers Starcoder2Config): GQA with rotary, a 2-matrix GELU MLP, LayerNorm,
  * biases everywhere when use_bias, a sliding window on every layer. */
-static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 4096, 1};
     static const hf_rate rates[] = {{"residual_dropout", 0.0}, {"embedding_dropout", 0.0}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_gqa_shape(r, root, &keys, m));
+    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
     TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
     TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 1, &m->linear_bias));
-    TS_CHECK(read_rope_theta(r, root, m));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
     m->qkv_bias = m->linear_bias;
     m->activation = TS_ACT_GELU;
     m->norm = TS_NORM_LAYERNORM;
     m->position = TS_POS_ROPE;
-    return read_sliding(r, root, m, 0);
+    return read_sliding(r, root, nm, m, 0);
 }
 
 /* GPT-J (transformers GPTJBlock): attention and MLP in parallel from one LayerNorm, rotary on
  * rotary_dim of each head, no Q/K/V/O biases, a biased GELU MLP of n_inner (null: 4h), untied head.
  * Approximations (1e-5 of the total): the attention output's bias counted with the MLP's
  * (linear_bias), the LM head's bias not counted. */
-static ts_status read_gptj(const ts_jreader *r, const cJSON *root, ts_model *m) {
+static ts_status read_gptj(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"n_embd", "n_layer", "n_head", "n_positions", 2048, 0};
     static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
-    TS_CHECK(read_gpt_block(r, root, &keys, rates, m));
+    TS_CHECK(read_gpt_block(r, root, nm, &keys, rates, m));
     m->position = TS_POS_ROPE;
     m->norms_per_layer = 1;
     m->linear_bias = 1;
@@ -493,27 +525,29 @@ static ts_status read_gptj(const ts_jreader *r, const cJSON *root, ts_model *m) 
  * intermediate_size, dense layers of intermediate_size_mlp, chunked attention on the RoPE
  * layers (attention_chunk_size; every no_rope_layer_interval-th layer is global, NoPE). Its Q/K
  * norm is an L2 norm without weights. */
-static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, m));
-    TS_CHECK(hf_int(r, root, "intermediate_size_mlp", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size_mlp", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
-    TS_CHECK(hf_i32(r, root, "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
-    TS_CHECK(hf_int(r, root, "intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
     e->shared_experts = 1;
     e->shared_ffn = e->expert_ffn;
+    hf_name(nm, r, "moe.shared_ffn", "intermediate_size");
     int step, nope_every;
-    TS_CHECK(hf_i32(r, root, "interleave_moe_layer_step", 0, 1, m->layers, 1, &step));
+    TS_CHECK(hf_i32(r, root, nm, "moe.every", "interleave_moe_layer_step", 0, 1, m->layers, 1, &step));
+    hf_name(nm, r, "moe.first_dense", "interleave_moe_layer_step");
     e->first_dense = step - 1;
     e->every = step;
-    TS_CHECK(hf_int(r, root, "attention_chunk_size", 0, 1, TS_MAX_SEQ, 0, &m->window.tokens));
-    TS_CHECK(hf_i32(r, root, "no_rope_layer_interval", 0, 0, TS_MAX_LAYERS, 4, &nope_every));
+    TS_CHECK(hf_int(r, root, nm, "window.tokens", "attention_chunk_size", 0, 1, TS_MAX_SEQ, 0, &m->window.tokens));
+    TS_CHECK(hf_i32(r, root, nm, "window.full_every", "no_rope_layer_interval", 0, 0, TS_MAX_LAYERS, 4, &nope_every));
     m->window.full_every = nope_every;
     m->window.chunked = 1;
     return TS_OK;
 }
 
-typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_model *m);
+typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* model_type → reader. kimi_k2 is a DeepseekV3ForCausalLM; deepseek_v2 writes the same keys. The
  * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config). */
@@ -625,7 +659,11 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
              nested ? ", text_config only: the vision tower is not modelled" : "", file);
     ts_jreader tr;
     if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
-    TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, out));
+    /* The readers record each key they read, so the cross-field rules name the file's keys
+     * (intermediate_size, text_config.num_key_value_heads), not Tessera's. */
+    ts_field_names names;
+    ts_field_names_init(&names);
+    TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, &names, out));
     if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
-    return ts_model_validate(file, out);
+    return ts_model_validate_named(file, out, &names);
 }

@@ -116,14 +116,6 @@ static ts_status only_known_keys(const ts_jreader *r, const cJSON *obj, const ch
     return TS_OK;
 }
 
-static ts_status read_int(const ts_jreader *r, const cJSON *obj, const char *key, int required,
-                          int64_t min, int64_t max, int64_t def, int *out) {
-    int64_t v;
-    TS_CHECK(ts_jr_int(r, obj, key, required, min, max, def, &v));
-    *out = (int)v;
-    return TS_OK;
-}
-
 /* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
  * *r. */
 static ts_status open_section(const ts_jreader *parent, const cJSON *root, const char *key,
@@ -141,16 +133,16 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     memset(moe, 0, sizeof *moe);
     TS_CHECK(open_section(parent, root, "moe", moe_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
-    TS_CHECK(read_int(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
+    TS_CHECK(ts_jr_i32(&r, obj, "experts", 1, 0, TS_MAX_EXPERTS, 0, &moe->experts));
     if (moe->experts == 0) return TS_OK; /* dense: the other fields are ignored */
-    TS_CHECK(read_int(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
+    TS_CHECK(ts_jr_i32(&r, obj, "top_k", 1, 1, moe->experts, 0, &moe->top_k));
     TS_CHECK(ts_jr_int(&r, obj, "expert_ffn", 0, 1, TS_MAX_FFN, m->ffn_hidden, &moe->expert_ffn));
-    TS_CHECK(read_int(&r, obj, "shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &moe->shared_experts));
+    TS_CHECK(ts_jr_i32(&r, obj, "shared_experts", 0, 0, TS_MAX_EXPERTS, 0, &moe->shared_experts));
     if (moe->shared_experts > 0)
         TS_CHECK(ts_jr_int(&r, obj, "shared_ffn", 0, 1, TS_MAX_FFN, moe->expert_ffn,
                            &moe->shared_ffn));
-    TS_CHECK(read_int(&r, obj, "first_dense", 0, 0, m->layers - 1, 0, &moe->first_dense));
-    TS_CHECK(read_int(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
+    TS_CHECK(ts_jr_i32(&r, obj, "first_dense", 0, 0, m->layers - 1, 0, &moe->first_dense));
+    TS_CHECK(ts_jr_i32(&r, obj, "every", 0, 1, TS_MAX_LAYERS, 1, &moe->every));
     TS_CHECK(ts_jr_num(&r, obj, "capacity_factor", 0, 0, TS_MAX_CAPACITY_FACTOR, 0,
                        &moe->capacity_factor));
     TS_CHECK(ts_jr_num(&r, obj, "load_cv", 0, 0, TS_MAX_LOAD_CV, TS_MOE_DEFAULT_LOAD_CV, &moe->load_cv));
@@ -159,8 +151,8 @@ static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_
     moe->capacity_unpadded = !pad;
     TS_CHECK(ts_jr_enum(&r, obj, "router", 0, router_names, 0, &moe->router_sigmoid));
     TS_CHECK(ts_jr_bool(&r, obj, "router_expert_bias", 0, 0, &moe->router_expert_bias));
-    TS_CHECK(read_int(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
-    TS_CHECK(read_int(&r, obj, "router_group_topk", 0, 0, TS_MAX_EXPERTS, 0, &moe->router_group_topk));
+    TS_CHECK(ts_jr_i32(&r, obj, "router_groups", 0, 0, moe->experts, 0, &moe->router_groups));
+    TS_CHECK(ts_jr_i32(&r, obj, "router_group_topk", 0, 0, TS_MAX_EXPERTS, 0, &moe->router_group_topk));
     return ts_jr_num(&r, obj, "router_scale", 0, 0, TS_MAX_SOFTCAP, 0, &moe->router_scale);
 }
 
@@ -170,11 +162,11 @@ static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *m
     memset(mla, 0, sizeof *mla);
     TS_CHECK(open_section(parent, root, "mla", mla_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
-    TS_CHECK(read_int(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
-    TS_CHECK(read_int(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
-    TS_CHECK(read_int(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
-    TS_CHECK(read_int(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
-    TS_CHECK(read_int(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "q_lora_rank", 0, 0, TS_MAX_LORA_RANK, 0, &mla->q_lora_rank));
+    TS_CHECK(ts_jr_i32(&r, obj, "kv_lora_rank", 1, 1, TS_MAX_LORA_RANK, 0, &mla->kv_lora_rank));
+    TS_CHECK(ts_jr_i32(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
+    TS_CHECK(ts_jr_i32(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
     return TS_OK;
 }
 
@@ -185,7 +177,7 @@ static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_win
     TS_CHECK(open_section(parent, root, "window", window_keys, &obj, &r));
     if (obj == NULL) return TS_OK;
     TS_CHECK(ts_jr_int(&r, obj, "tokens", 1, 1, TS_MAX_SEQ, 0, &w->tokens));
-    TS_CHECK(read_int(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
+    TS_CHECK(ts_jr_i32(&r, obj, "full_every", 0, 0, TS_MAX_LAYERS, 0, &w->full_every));
     return ts_jr_bool(&r, obj, "chunked", 0, 0, &w->chunked);
 }
 
@@ -193,7 +185,7 @@ static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_win
 static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m) {
     TS_CHECK(ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta));
     TS_CHECK(ts_jr_enum(r, root, "qk_norm", 0, ts_qk_norm_names, TS_QKNORM_NONE, &m->qk_norm));
-    TS_CHECK(read_int(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
+    TS_CHECK(ts_jr_i32(r, root, "norms_per_layer", 0, 1, TS_MAX_NORMS_PER_LAYER, 2, &m->norms_per_layer));
     if (m->norms_per_layer == 2) m->norms_per_layer = 0; /* the usual two, stored as the default 0 */
     TS_CHECK(read_window(r, root, &m->window));
     TS_CHECK(ts_jr_num(r, root, "attn_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->attn_softcap));
@@ -215,7 +207,7 @@ static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_model 
                        "%s: %s.head_dim: missing field, expected an integer because hidden %lld is "
                        "not divisible by heads %d",
                        r->file, r->path, (long long)m->hidden, m->heads);
-    return read_int(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, def, &m->head_dim);
+    return ts_jr_i32(r, root, "head_dim", 0, 1, TS_MAX_HEAD_DIM, def, &m->head_dim);
 }
 
 static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
@@ -228,10 +220,10 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     if (notes != NULL && !cJSON_IsString(notes))
         return TS_FAIL(TS_ERR_INPUT, "%s: $.notes: expected a string, got %s", file,
                        ts_json_type_name(notes));
-    TS_CHECK(read_int(&r, root, "layers", 1, 1, TS_MAX_LAYERS, 0, &m->layers));
+    TS_CHECK(ts_jr_i32(&r, root, "layers", 1, 1, TS_MAX_LAYERS, 0, &m->layers));
     TS_CHECK(ts_jr_int(&r, root, "hidden", 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
-    TS_CHECK(read_int(&r, root, "heads", 1, 1, TS_MAX_HEADS, 0, &m->heads));
-    TS_CHECK(read_int(&r, root, "kv_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
+    TS_CHECK(ts_jr_i32(&r, root, "heads", 1, 1, TS_MAX_HEADS, 0, &m->heads));
+    TS_CHECK(ts_jr_i32(&r, root, "kv_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
     TS_CHECK(ts_jr_int(&r, root, "ffn_hidden", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(ts_jr_int(&r, root, "vocab", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
     TS_CHECK(ts_jr_int(&r, root, "max_seq", 0, 1, TS_MAX_SEQ, 4096, &m->max_seq));
@@ -242,7 +234,7 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     m->norm = (ts_norm)e;
     TS_CHECK(ts_jr_enum(&r, root, "position", 0, ts_position_names, TS_POS_ROPE, &e));
     m->position = (ts_position)e;
-    TS_CHECK(read_int(&r, root, "position_offset", 0, 0, TS_MAX_POS_OFFSET, 0,
+    TS_CHECK(ts_jr_i32(&r, root, "position_offset", 0, 0, TS_MAX_POS_OFFSET, 0,
                       &m->position_offset));
     TS_CHECK(ts_jr_int(&r, root, "embed_dim", 0, 1, TS_MAX_HIDDEN, m->hidden, &m->embed_dim));
     if (m->embed_dim == m->hidden) m->embed_dim = 0;
@@ -254,7 +246,7 @@ static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     TS_CHECK(read_mla(&r, root, &m->mla));
     TS_CHECK(read_head_dim(&r, root, m));
     TS_CHECK(read_moe(&r, root, m, &m->moe));
-    TS_CHECK(read_int(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
+    TS_CHECK(ts_jr_i32(&r, root, "mtp_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &m->mtp_layers));
     return read_extras(&r, root, m);
 }
 
@@ -400,115 +392,152 @@ cJSON *ts_model_to_json(const ts_model *m) {
 
 /* --- cross-field rules ----------------------------------------------------------------------- */
 
-static ts_status check_range(const char *file, const char *field, int64_t v, int64_t lo,
-                             int64_t hi) {
-    if (v >= lo && v <= hi) return TS_OK;
-    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [%lld, %lld], got %lld", file,
-                   field, (long long)lo, (long long)hi, (long long)v);
+void ts_field_names_init(ts_field_names *n) { memset(n, 0, sizeof *n); }
+
+void ts_field_names_set(ts_field_names *n, const char *field, const char *key) {
+    int i = 0;
+    while (i < n->count && strcmp(n->at[i].field, field) != 0) i++;
+    if (i == TS_FIELD_NAMES_MAX) return;
+    if (i == n->count) n->count++;
+    n->at[i].field = field;
+    snprintf(n->at[i].key, sizeof n->at[i].key, "%s", key);
 }
 
-static ts_status check_width(const char *file, const char *field, const ts_model *m, int64_t dim,
-                             const char *what) {
+const char *ts_field_name(const ts_field_names *n, const char *field) {
+    for (int i = 0; n != NULL && i < n->count; i++)
+        if (strcmp(n->at[i].field, field) == 0) return n->at[i].key;
+    return field;
+}
+
+/* How a message's text (not its JSON path) calls `field`: the file's key when recorded, else
+ * Tessera's field without its section ("top_k" for "moe.top_k"). */
+static const char *word(const ts_field_names *n, const char *field) {
+    const char *name = ts_field_name(n, field);
+    const char *dot = strrchr(name, '.');
+    return name == field && dot != NULL ? dot + 1 : name;
+}
+
+static ts_status check_range(const char *file, const ts_field_names *n, const char *field, int64_t v,
+                             int64_t lo, int64_t hi) {
+    if (v >= lo && v <= hi) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [%lld, %lld], got %lld", file,
+                   ts_field_name(n, field), (long long)lo, (long long)hi, (long long)v);
+}
+
+static ts_status check_number(const char *file, const ts_field_names *n, const char *field, double v,
+                              double hi) {
+    if (v >= 0 && v <= hi) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a number in [0, %g], got %g", file,
+                   ts_field_name(n, field), hi, v);
+}
+
+/* heads * `dim` within TS_MAX_ATTN_WIDTH; `what` names dim in the message. */
+static ts_status check_width(const char *file, const ts_field_names *n, const char *field, const ts_model *m,
+                             int64_t dim, const char *what) {
     int64_t width = (int64_t)m->heads * dim;
     if (width <= TS_MAX_ATTN_WIDTH) return TS_OK;
-    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: heads * %s = %lld is wider than the %lld limit", file,
-                   field, what, (long long)width, (long long)TS_MAX_ATTN_WIDTH);
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %s * %s = %lld is wider than the %lld limit", file,
+                   ts_field_name(n, field), word(n, "heads"), what, (long long)width,
+                   (long long)TS_MAX_ATTN_WIDTH);
 }
 
 static int every_layer_is_moe(const ts_model *m) {
     return m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
 }
 
-static ts_status validate_moe(const char *file, const ts_model *m) {
+static ts_status validate_moe(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_moe *e = &m->moe;
-    TS_CHECK(check_range(file, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
+    TS_CHECK(check_range(file, n, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
     if (e->experts == 0) return TS_OK;
     if (e->top_k < 1 || e->top_k > e->experts)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.top_k: expected an integer in [1, %d] (experts), "
-                       "got %d", file, e->experts, e->top_k);
-    TS_CHECK(check_range(file, "moe.expert_ffn", e->expert_ffn, 1, TS_MAX_FFN));
-    TS_CHECK(check_range(file, "moe.shared_experts", e->shared_experts, 0, TS_MAX_EXPERTS));
-    TS_CHECK(check_range(file, "moe.shared_ffn", e->shared_ffn, e->shared_experts > 0 ? 1 : 0,
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [1, %d] (%s), got %d", file,
+                       ts_field_name(n, "moe.top_k"), e->experts, word(n, "moe.experts"), e->top_k);
+    TS_CHECK(check_range(file, n, "moe.expert_ffn", e->expert_ffn, 1, TS_MAX_FFN));
+    TS_CHECK(check_range(file, n, "moe.shared_experts", e->shared_experts, 0, TS_MAX_EXPERTS));
+    TS_CHECK(check_range(file, n, "moe.shared_ffn", e->shared_ffn, e->shared_experts > 0 ? 1 : 0,
                          TS_MAX_FFN));
     if (e->first_dense < 0 || e->first_dense >= m->layers)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.first_dense: expected an integer in [0, %d] so "
-                       "that some of the %d layers are MoE, got %d", file, m->layers - 1,
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer in [0, %d] so that some of the %d layers "
+                       "are MoE, got %d", file, ts_field_name(n, "moe.first_dense"), m->layers - 1,
                        m->layers, e->first_dense);
-    TS_CHECK(check_range(file, "moe.every", e->every, 1, TS_MAX_LAYERS));
-    if (!(e->capacity_factor >= 0 && e->capacity_factor <= TS_MAX_CAPACITY_FACTOR))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.moe.capacity_factor: expected a number in [0, %g], "
-                       "got %g", file, TS_MAX_CAPACITY_FACTOR, e->capacity_factor);
-    return TS_OK;
+    TS_CHECK(check_range(file, n, "moe.every", e->every, 1, TS_MAX_LAYERS));
+    return check_number(file, n, "moe.capacity_factor", e->capacity_factor, TS_MAX_CAPACITY_FACTOR);
 }
 
-static ts_status validate_mla(const char *file, const ts_model *m) {
+static ts_status validate_mla(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_mla *a = &m->mla;
     if (a->kv_lora_rank == 0) {
         if (a->q_lora_rank || a->qk_nope_dim || a->qk_rope_dim || a->v_dim)
-            return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.kv_lora_rank: expected an integer >= 1 when "
-                           "other mla fields are set, got 0", file);
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer >= 1 when other mla fields are set, "
+                           "got 0", file, ts_field_name(n, "mla.kv_lora_rank"));
         return TS_OK;
     }
-    TS_CHECK(check_range(file, "mla.kv_lora_rank", a->kv_lora_rank, 1, TS_MAX_LORA_RANK));
-    TS_CHECK(check_range(file, "mla.q_lora_rank", a->q_lora_rank, 0, TS_MAX_LORA_RANK));
-    TS_CHECK(check_range(file, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_range(file, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_range(file, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.kv_lora_rank", a->kv_lora_rank, 1, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, n, "mla.q_lora_rank", a->q_lora_rank, 0, TS_MAX_LORA_RANK));
+    TS_CHECK(check_range(file, n, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    const char *nope = word(n, "mla.qk_nope_dim"), *rope = word(n, "mla.qk_rope_dim");
     if (a->qk_nope_dim + a->qk_rope_dim < 1)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.mla.qk_rope_dim: qk_nope_dim + qk_rope_dim must be "
-                       ">= 1, got 0", file);
-    TS_CHECK(check_width(file, "mla.qk_nope_dim", m, a->qk_nope_dim + a->qk_rope_dim,
-                         "(qk_nope_dim + qk_rope_dim)"));
-    return check_width(file, "mla.v_dim", m, a->v_dim, "v_dim");
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %s + %s must be >= 1, got 0", file,
+                       ts_field_name(n, "mla.qk_rope_dim"), nope, rope);
+    char sum[2 * sizeof n->at[0].key + 8];
+    snprintf(sum, sizeof sum, "(%s + %s)", nope, rope);
+    TS_CHECK(check_width(file, n, "mla.qk_nope_dim", m, a->qk_nope_dim + a->qk_rope_dim, sum));
+    return check_width(file, n, "mla.v_dim", m, a->v_dim, word(n, "mla.v_dim"));
 }
 
-static ts_status validate_extras(const char *file, const ts_model *m) {
-    if (!(m->rope_theta >= 0 && m->rope_theta <= TS_MAX_ROPE_THETA))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.rope_theta: expected a number in [0, %g], got %g", file,
-                       TS_MAX_ROPE_THETA, m->rope_theta);
-    TS_CHECK(check_range(file, "qk_norm", m->qk_norm, 0, TS_QKNORM_COUNT - 1));
-    TS_CHECK(check_range(file, "norms_per_layer", m->norms_per_layer, 0, TS_MAX_NORMS_PER_LAYER));
-    TS_CHECK(check_range(file, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
-    TS_CHECK(check_range(file, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
-    if (!(m->attn_softcap >= 0 && m->attn_softcap <= TS_MAX_SOFTCAP))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.attn_softcap: expected a number in [0, %g], got %g", file,
-                       TS_MAX_SOFTCAP, m->attn_softcap);
-    if (!(m->logit_softcap >= 0 && m->logit_softcap <= TS_MAX_SOFTCAP))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.logit_softcap: expected a number in [0, %g], got %g", file,
-                       TS_MAX_SOFTCAP, m->logit_softcap);
+static ts_status validate_extras(const char *file, const ts_field_names *n, const ts_model *m) {
+    TS_CHECK(check_number(file, n, "rope_theta", m->rope_theta, TS_MAX_ROPE_THETA));
+    TS_CHECK(check_range(file, n, "qk_norm", m->qk_norm, 0, TS_QKNORM_COUNT - 1));
+    TS_CHECK(check_range(file, n, "norms_per_layer", m->norms_per_layer, 0, TS_MAX_NORMS_PER_LAYER));
+    TS_CHECK(check_range(file, n, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, n, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
+    TS_CHECK(check_number(file, n, "attn_softcap", m->attn_softcap, TS_MAX_SOFTCAP));
+    return check_number(file, n, "logit_softcap", m->logit_softcap, TS_MAX_SOFTCAP);
+}
+
+/* The shape: sizes, heads, and the enums a reader sets. */
+static ts_status validate_shape(const char *file, const ts_field_names *n, const ts_model *m) {
+    TS_CHECK(check_range(file, n, "layers", m->layers, 1, TS_MAX_LAYERS));
+    TS_CHECK(check_range(file, n, "hidden", m->hidden, 1, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, n, "heads", m->heads, 1, TS_MAX_HEADS));
+    TS_CHECK(check_range(file, n, "kv_heads", m->kv_heads, 1, m->heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %d %s are not divisible by %s %d", file,
+                       ts_field_name(n, "heads"), m->heads, word(n, "heads"), word(n, "kv_heads"),
+                       m->kv_heads);
+    TS_CHECK(check_range(file, n, "head_dim", m->head_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_width(file, n, "head_dim", m, m->head_dim, word(n, "head_dim")));
+    TS_CHECK(check_range(file, n, "ffn_hidden", m->ffn_hidden, 0, TS_MAX_FFN));
+    TS_CHECK(check_range(file, n, "vocab", m->vocab, 1, TS_MAX_VOCAB));
+    TS_CHECK(check_range(file, n, "max_seq", m->max_seq, 1, TS_MAX_SEQ));
+    TS_CHECK(check_range(file, n, "activation", m->activation, 0, TS_ACT_COUNT - 1));
+    TS_CHECK(check_range(file, n, "norm", m->norm, 0, TS_NORM_COUNT - 1));
+    return check_range(file, n, "position", m->position, 0, TS_POS_COUNT - 1);
+}
+
+ts_status ts_model_validate_named(const char *file, const ts_model *m, const ts_field_names *n) {
+    if (m->name[0] == '\0')
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a non-empty string, got \"\"", file,
+                       ts_field_name(n, "name"));
+    TS_CHECK(validate_shape(file, n, m));
+    TS_CHECK(check_range(file, n, "position_offset", m->position_offset, 0, TS_MAX_POS_OFFSET));
+    if (m->position_offset != 0 && m->position != TS_POS_LEARNED)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: applies to learned positions only, got %d with position \"%s\"",
+                       file, ts_field_name(n, "position_offset"), m->position_offset,
+                       ts_position_names[m->position]);
+    TS_CHECK(check_range(file, n, "embed_dim", m->embed_dim, 0, TS_MAX_HIDDEN));
+    TS_CHECK(check_range(file, n, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
+    TS_CHECK(validate_moe(file, n, m));
+    TS_CHECK(validate_mla(file, n, m));
+    TS_CHECK(validate_extras(file, n, m));
+    if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected an integer >= 1 because some layers are dense, got 0",
+                       file, ts_field_name(n, "ffn_hidden"));
     return TS_OK;
 }
 
 ts_status ts_model_validate(const char *file, const ts_model *m) {
-    if (m->name[0] == '\0')
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);
-    TS_CHECK(check_range(file, "layers", m->layers, 1, TS_MAX_LAYERS));
-    TS_CHECK(check_range(file, "hidden", m->hidden, 1, TS_MAX_HIDDEN));
-    TS_CHECK(check_range(file, "heads", m->heads, 1, TS_MAX_HEADS));
-    TS_CHECK(check_range(file, "kv_heads", m->kv_heads, 1, m->heads));
-    if (m->heads % m->kv_heads != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.heads: %d heads are not divisible by kv_heads %d",
-                       file, m->heads, m->kv_heads);
-    TS_CHECK(check_range(file, "head_dim", m->head_dim, 1, TS_MAX_HEAD_DIM));
-    TS_CHECK(check_width(file, "head_dim", m, m->head_dim, "head_dim"));
-    TS_CHECK(check_range(file, "ffn_hidden", m->ffn_hidden, 0, TS_MAX_FFN));
-    TS_CHECK(check_range(file, "vocab", m->vocab, 1, TS_MAX_VOCAB));
-    TS_CHECK(check_range(file, "max_seq", m->max_seq, 1, TS_MAX_SEQ));
-    TS_CHECK(check_range(file, "activation", m->activation, 0, TS_ACT_COUNT - 1));
-    TS_CHECK(check_range(file, "norm", m->norm, 0, TS_NORM_COUNT - 1));
-    TS_CHECK(check_range(file, "position", m->position, 0, TS_POS_COUNT - 1));
-    TS_CHECK(check_range(file, "position_offset", m->position_offset, 0, TS_MAX_POS_OFFSET));
-    if (m->position_offset != 0 && m->position != TS_POS_LEARNED)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.position_offset: applies to learned positions only, "
-                       "got %d with position \"%s\"", file, m->position_offset,
-                       ts_position_names[m->position]);
-    TS_CHECK(check_range(file, "embed_dim", m->embed_dim, 0, TS_MAX_HIDDEN));
-    TS_CHECK(check_range(file, "mtp_layers", m->mtp_layers, 0, TS_MAX_MTP_LAYERS));
-    TS_CHECK(validate_moe(file, m));
-    TS_CHECK(validate_mla(file, m));
-    TS_CHECK(validate_extras(file, m));
-    if (m->ffn_hidden == 0 && !every_layer_is_moe(m))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.ffn_hidden: expected an integer >= 1 because some "
-                       "layers are dense, got 0", file);
-    return TS_OK;
+    return ts_model_validate_named(file, m, NULL);
 }

@@ -151,8 +151,31 @@ ts_status ts_model_from_json(const char *file, const cJSON *root, ts_model *out)
 /* Tessera's JSON form of `m` (round-trips through ts_model_from_json). NULL when out of memory. */
 cJSON *ts_model_to_json(const ts_model *m);
 
-/* Checks the cross-field rules (heads divisible by kv_heads, top_k <= experts, ...). */
+/* What a model's fields are called in the file they came from, so that the cross-field rules name
+ * the key the user wrote: a Hugging Face reader records "ffn_hidden" -> "intermediate_size" (or
+ * "text_config.intermediate_size") as it reads each key. A field not recorded keeps Tessera's own
+ * name ("moe.top_k"). A plain value: no heap memory. */
+#define TS_FIELD_NAMES_MAX 64 /* more than the ~40 fields ts_model_validate checks */
+typedef struct {
+    int count;
+    struct {
+        const char *field; /* Tessera's path without "$." ("moe.experts"); a string literal */
+        char key[96];      /* the file's path without "$." ("text_config.n_routed_experts") */
+    } at[TS_FIELD_NAMES_MAX];
+} ts_field_names;
+
+void ts_field_names_init(ts_field_names *n);
+/* Records (or replaces) the key of `field`; past TS_FIELD_NAMES_MAX fields the field keeps
+ * Tessera's name. */
+void ts_field_names_set(ts_field_names *n, const char *field, const char *key);
+/* The key recorded for `field`, else `field` itself; `n` may be NULL. */
+const char *ts_field_name(const ts_field_names *n, const char *field);
+
+/* Checks the cross-field rules (heads divisible by kv_heads, top_k <= experts, ...), messages
+ * naming Tessera's fields. */
 ts_status ts_model_validate(const char *file, const ts_model *m);
+/* The same, each field named as `names` says (NULL: Tessera's names). */
+ts_status ts_model_validate_named(const char *file, const ts_model *m, const ts_field_names *names);
 
 /* Parameter counts (exact for the supported architectures; doubles so absurd sizes such as
  * 1e15 parameters cannot overflow). */

@@ -20,6 +20,11 @@
  *    "pp_scatter_gather": true,                pipeline sends split over the TP ranks and
  *                                              gathered after (false: each TP rank sends all)
  *    "grad_reduce_dtype": "grad",              fp32 | bf16 | fp16 | grad (the gradients' own)
+ *    "moe_a2a_overlap": 1,                     EP dispatch/combine hidden, [0, 1] or "system"
+ *                                              (no statement: --moe-a2a-overlap's default)
+ *    "comm_sm_frac": 0.15,                     SMs held by overlapped communication, [0, 1)
+ *    "dtype": "fp8", "fp8_recipe": "blockwise", the precision it trains in (default none; the
+ *                                              caller checks the names)
  *    "notes": {...}}                           free-form: what the profile states but Tessera
  *                                              does not price (dropout, CP/EP overlap, kernels) */
 #include "models/stack.h"
@@ -29,12 +34,14 @@
 
 #include "common/json.h"
 #include "common/paths.h"
+#include "models/system.h"
 
 #define MAX_SOURCES 32
 
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention",
                                         "overlap", "pp_scatter_gather", "grad_reduce_dtype",
+                                        "moe_a2a_overlap", "comm_sm_frac", "dtype", "fp8_recipe",
                                         "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
 static const char *const overlap_keys[] = {"tp_comm", "dp_comm", "pp_sends", "source", NULL};
@@ -50,6 +57,8 @@ void ts_stack_defaults(ts_stack *s) {
     s->flash_attention = 1;
     s->pp_scatter_gather = 1;
     s->tp_comm_overlap = s->dp_comm_overlap = s->pp_comm_overlap = TS_STACK_SYSTEM;
+    s->moe_a2a_overlap = TS_STACK_SYSTEM;
+    s->dtype = -1;
 }
 
 /* Refuses keys of `obj` not listed in `allowed` (NULL obj: nothing to check). */
@@ -202,6 +211,10 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     int reduce;
     TS_CHECK(ts_jr_enum(&r, root, "grad_reduce_dtype", 0, reduce_names, 0, &reduce));
     s.grad_reduce_bytes = reduce_bytes[reduce];
+    TS_CHECK(overlap_frac(&r, root, "moe_a2a_overlap", &s.moe_a2a_overlap));
+    TS_CHECK(ts_jr_num(&r, root, "comm_sm_frac", 0, 0, 0.99, 0, &s.comm_sm_frac));
+    TS_CHECK(ts_jr_enum(&r, root, "dtype", 0, ts_dtype_names, -1, &s.dtype));
+    TS_CHECK(ts_jr_str(&r, root, "fp8_recipe", 0, "", s.fp8_recipe, sizeof s.fp8_recipe));
     snprintf(s.file, sizeof s.file, "%s", file);
     *out = s;
     return TS_OK;

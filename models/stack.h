@@ -42,6 +42,15 @@ typedef struct {
                                rank sends the whole activation */
     double grad_reduce_bytes; /* bytes per gradient element on the wire (fp32: 4, bf16: 2);
                                  0: the training's gradient bytes */
+    double moe_a2a_overlap;   /* fraction of the EP dispatch/combine the stack hides under
+                                 computation (train.moe_a2a_overlap's default; --moe-a2a-overlap
+                                 overrides); TS_STACK_SYSTEM: no statement, the option's default */
+    double comm_sm_frac;      /* fraction of the GPU's SMs its communication kernels hold while
+                                 they overlap computation (DeepSeek-V3: 20 of 132); 0: copy
+                                 engines or NCCL's few SMs, nothing charged */
+    int dtype;                /* the precision the stack trains in (a ts_dtype), the default of
+                                 --dtype; -1: no statement */
+    char fp8_recipe[16];      /* its FP8 scaling recipe (a name of ts_fp8_recipe_names), "" none */
 } ts_stack;
 
 /* The unrestricted stack: every schedule, policy and dimension, the system's overlaps. Library

@@ -25,7 +25,7 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
     memset(out, 0, sizeof *out);
     ts_pub_case *c;
     int n;
-    TS_CHECK_CTX(ts_published_run(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
+    TS_CHECK_CTX(ts_published_errors(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
     for (int i = 0; i < n; i++) {
         if (c[i].unfit) continue;
         /* The MoE rows (docs/moe.md) stay out of the bands: one run outside the others

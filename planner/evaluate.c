@@ -15,9 +15,9 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     if (t->global_batch < 1 || t->global_batch > (1 << 30))
         return TS_FAIL(TS_ERR_INPUT, "--global-batch: expected an integer in [1, %d], got %lld",
                        1 << 30, (long long)t->global_batch);
-    if (t->seq < 1 || t->seq > m->max_seq)
-        return TS_FAIL(TS_ERR_INPUT, "--seq: expected an integer in [1, %lld] (%s's max_seq), got %lld",
-                       (long long)m->max_seq, m->name, (long long)t->seq);
+    if (t->seq < 1 || ts_seq_extends(m, t->seq) < 0)
+        return TS_FAIL(TS_ERR_INPUT, "--seq: expected an integer in [1, %lld] (%s's max_seq: its positions "
+                       "are a learned table), got %lld", (long long)m->max_seq, m->name, (long long)t->seq);
     if (s->peak_flops[t->dtype] <= 0)
         return TS_FAIL(TS_ERR_INPUT, "--dtype %s: %s has no %s peak in its system file",
                        ts_dtype_names[t->dtype], s->name, ts_dtype_names[t->dtype]);

@@ -21,9 +21,11 @@
 static int mlp_matrices(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
 
 /* Activation bytes an MLP of hidden f keeps per token, TP-sharded part (Korthikanti: GeLU input
- * and output 2·4h each = 16 sbh for f = 4h; a gated MLP keeps gate, up and their product). */
-static double mlp_act_bytes_per_token(const ts_model *m, double f_rank) {
-    return (mlp_matrices(m) == 3 ? 6.0 : 4.0) * f_rank;
+ * and output 2·4h each = 16 sbh for f = 4h; a gated MLP keeps gate, up and their product). The
+ * product (GeLU output) is the second GEMM's input alone: `in_bytes` per element
+ * (ts_gemm_input_saved_bytes, 1 under FP8). */
+static double mlp_act_bytes_per_token(const ts_model *m, double f_rank, double in_bytes) {
+    return (mlp_matrices(m) == 3 ? 4.0 : 2.0) * f_rank + in_bytes * f_rank;
 }
 
 typedef ts_layer_fwd fwd_parts;
@@ -207,7 +209,9 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
     double g = ar_->kv_heads, d = m->head_dim;
-    double replicated = T * h * (4 + 2 + 2 + (m->dropout ? 2 : 0)) * rep;
+    /* the two norms' inputs, 16-bit; their outputs, the QKV and first MLP GEMMs' inputs alone */
+    double in_bytes = ts_gemm_input_saved_bytes(pb);
+    double replicated = T * h * (4 + 2 * in_bytes + (m->dropout ? 2 : 0)) * rep;
     double attn;
     if (m->mla.kv_lora_rank > 0) {
         const ts_mla *a = &m->mla;
@@ -224,12 +228,12 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     }
     double mlp;
     if (!moe) {
-        mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp);
+        mlp = T * mlp_act_bytes_per_token(m, (double)m->ffn_hidden / sh->tp, in_bytes);
     } else {
         const ts_moe *x = &m->moe;
-        mlp = mr.routed_tokens * (2.0 * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / ts_shard_etp(sh)));
+        mlp = mr.routed_tokens * (in_bytes * h + mlp_act_bytes_per_token(m, (double)x->expert_ffn / ts_shard_etp(sh), in_bytes));
         if (x->shared_experts > 0)
-            mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp);
+            mlp += T * mlp_act_bytes_per_token(m, (double)x->shared_ffn * x->shared_experts / sh->tp, in_bytes);
     }
     out->act_attn_bytes = replicated + attn;
     out->act_mlp_bytes = mlp;

@@ -23,7 +23,15 @@
  * EP collectives exposed by default (its MoE README: --overlap-moe-expert-parallel-comm, batch-
  * level overlap of one micro-batch's all-to-all with another's compute, is opt-in since MCore
  * v0.14, as is --moe-shared-expert-overlap); DeepSeek-V3's DualPipe hides them fully (§3.2.1),
- * which a schedule models by running them beside another micro-batch, not by this fraction.
+ * which a schedule models by running them beside another micro-batch; a stack that states its
+ * overlap (models/stacks/deepseek-v3.json: 1) sets the fraction's default.
+ *
+ * SMs held by communication. Hidden communication is not free where its kernels run on the SMs:
+ * DeepSeek-V3 gives 20 of the H800's 132 SMs to its all-to-all kernels (§3.2.2, §3.5.1: "we
+ * allocate 20 out of the 132 SMs ... which will limit the computational throughput"), so while
+ * a hidden transfer of t seconds runs, computation proceeds at 1 - f of its rate (f =
+ * stack.comm_sm_frac, 20/132): it finishes f·t later than alone (as long as the computation
+ * outlasts the transfer, the point of hiding it). That f·t is charged beside the exposed part.
  *
  * Grouped GEMM. The local experts run as one kernel (MegaBlocks, Gale et al. 2022 §5: one
  * block-sparse / grouped kernel instead of a batch of padded ones; Megatron-Core's default
@@ -80,7 +88,8 @@ double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double
         g = g < 1 ? 1 : g > ep ? ep : g;
         coll_s = a2a_s(pb, d, ep, g, bytes);
     }
-    return coll_s * (1.0 - pb->train.moe_a2a_overlap);
+    double hidden = pb->train.moe_a2a_overlap;
+    return coll_s * (1.0 - hidden) + coll_s * hidden * pb->train.stack.comm_sm_frac;
 }
 
 /* The threadblock tile along the token dimension (rows). */

@@ -14,11 +14,11 @@
 #include "planner/stages.h"
 #include "program/schedule.h"
 
-const char *const ts_partition_status_names[] = {"optimal", "time-limit", "infeasible", "no-split", NULL};
+const char *const ts_partition_status_names[] = {"optimal", "node-limit", "infeasible", "no-split", NULL};
 const char *const ts_partition_objective_names[] = {"stage", "step", NULL};
 
 ts_status ts_partition_problem_init(ts_partition_problem *p, int layers, int pp, int vpp) {
-    *p = (ts_partition_problem){.layers = layers, .pp = pp, .vpp = vpp, .n_kinds = 1, .time_limit_s = 1.0,
+    *p = (ts_partition_problem){.layers = layers, .pp = pp, .vpp = vpp, .n_kinds = 1, .node_limit = TS_PART_DEFAULT_NODES,
                                 .schedule = vpp > 1 ? TS_SCHED_INTERLEAVED : TS_SCHED_1F1B};
     ts_status res = TS_OK;
     if (layers < 1 || pp < 1 || vpp < 1)

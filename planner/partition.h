@@ -27,6 +27,10 @@
 
 #define TS_PART_MAX_KINDS 4
 
+/* GLPK's default work budget per layout, in branch-and-bound nodes (docs/partition.md: what it
+ * took on the zoo's cases). */
+#define TS_PART_DEFAULT_NODES 200
+
 /* What the program minimises. stage: the slowest stage's time per micro-batch, T. step: the step
  * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition_ilp.c), which may accept a slightly
  * slower slowest stage for less recompute elsewhere. */
@@ -53,7 +57,9 @@ typedef struct {
     double *fixed_state_bytes; /* (pp) parameters' states and buffers */
     double *in_flight;         /* (pp) micro-batches whose activations the stage keeps at its peak */
     double usable_bytes;       /* per GPU */
-    double time_limit_s;       /* for the whole search (default 1 s) */
+    long node_limit;           /* GLPK's branch-and-bound nodes for the whole search, over every
+                                  glp_intopt run (0: TS_PART_DEFAULT_NODES); a count, not a time,
+                                  so the answer does not depend on the machine's load */
     ts_partition_objective objective; /* default stage */
     double microbatches;       /* m, per step (the step objective) */
     double bubble_per_stage;   /* β: the schedule's fill and drain per second of stage time beyond
@@ -66,9 +72,9 @@ void ts_partition_problem_free(ts_partition_problem *p);
 
 typedef enum {
     TS_PART_OPTIMAL,    /* proven optimal */
-    TS_PART_TIME_LIMIT, /* the time limit struck; the split is GLPK's incumbent, not proven */
+    TS_PART_NODE_LIMIT, /* the node limit struck; the split is GLPK's incumbent, not proven */
     TS_PART_INFEASIBLE, /* no split fits (info.why says why) */
-    TS_PART_NO_SPLIT,   /* the time limit struck before any split was found */
+    TS_PART_NO_SPLIT,   /* the node limit struck before any split was found */
 } ts_partition_status;
 extern const char *const ts_partition_status_names[];
 
@@ -84,7 +90,7 @@ typedef struct ts_split {
     double max_stage_s;       /* the slowest stage's (the stage objective) */
     int slowest, worst;       /* stage with the most time, with the most memory */
     int fits;                 /* every stage within usable_bytes */
-    /* From ts_partition_solve (0 otherwise): OPTIMAL or TIME_LIMIT, the program's objective
+    /* From ts_partition_solve (0 otherwise): OPTIMAL or NODE_LIMIT, the program's objective
      * (ts_partition_objective_s) and the lower bound of it that was proved (= objective_s when
      * optimal). */
     ts_partition_status status;
@@ -118,9 +124,10 @@ void ts_partition_uniform(const ts_partition_problem *p, ts_recompute rc, ts_spl
 typedef struct {
     ts_partition_status status;
     double solve_s;  /* wall time of glp_intopt, and of building the program */
-    double bound_s;  /* best lower bound of the objective proved (time limit: below the incumbent) */
+    double bound_s;  /* best lower bound of the objective proved (node limit: below the incumbent) */
     int rows, cols, integer_cols;
     int glpk_calls;  /* glp_intopt runs of the search over T */
+    long nodes;      /* branch-and-bound nodes they took (at most the problem's node_limit) */
     char why[512];   /* infeasible / no split: in words */
     /* Infeasible: the stage of the uniform split (each stage at its least-memory policy) most
      * over the usable memory, and by how many bytes (what info.why says). */
@@ -129,7 +136,7 @@ typedef struct {
 } ts_partition_info;
 
 /* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
- * TIME_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
+ * NODE_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
  * when GLPK fails (the message quotes what GLPK printed, or names the return code of the solver
  * call; GLPK's terminal output never reaches stdout). On failure `out` is left empty. */
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
@@ -154,17 +161,18 @@ extern const char *const ts_partition_mode_names[]; /* "uniform", "ilp", "auto";
 typedef struct {
     ts_partition_mode mode;
     ts_partition_objective objective; /* --partition-objective; default stage */
-    double time_limit_s; /* per layout (--partition-time-limit; default 0.25 s) */
+    long node_limit;     /* GLPK's nodes per layout (--partition-node-limit; default
+                            TS_PART_DEFAULT_NODES) */
 } ts_partition_opts;
 
-void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, 0.25 s */
+void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, TS_PART_DEFAULT_NODES */
 
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
  * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
  * else the fastest; with ilp, or when nothing fits); with ilp also the best four that only an
- * explicit split makes valid (ts_search_opts.explicit_splits), also when the pins leave no even
- * layout at all. A candidate whose split fits and beats its even forms replaces them in the
+ * explicit split makes valid (ts_search_opts.explicit_splits) — with ilp and auto also when the
+ * pins leave no even layout at all. A candidate whose split fits and beats its even forms replaces them in the
  * ranking (out->splits holds the split, and the layout's recompute field the policy most stages
  * use). uniform: ts_search alone; ilp: always; auto: when
  * nothing fits evenly (then also the closest layouts), when the model mixes kinds of layer (dense

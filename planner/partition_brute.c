@@ -46,7 +46,7 @@ static void brute_layers(brute_ctx *b, int g, int left) {
     int V = b->p->pp * b->p->vpp;
     if (g == V - 1) {
         b->cur.layers[g] = left;
-        brute_policies(b, 0);
+        if (ts_part_chunks_even(b->p, b->cur.layers)) brute_policies(b, 0);
         return;
     }
     for (int n = 1; n <= left - (V - 1 - g); n++) {

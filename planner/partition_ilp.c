@@ -71,7 +71,8 @@
  * hook here jumps back to ts_partition_solve, which frees GLPK's environment and returns
  * TS_ERR_EXTERNAL with what GLPK printed (GLPK reference manual, glp_error_hook). Its solvers
  * return a code instead: every solver call goes through GLPK_CHECK_GOTO, which keeps the code in
- * `rc` for the caller to interpret the ones this module handles (time limit, no feasible LP) and
+ * `rc` for the caller to interpret the ones this module handles (stopped by the node budget, no
+ * feasible LP) and
  * fails on every other with GLPK's name for it and glpk.h's words (GLPK has no strerror). */
 static const char *glpk_rc_string(int rc) {
     switch (rc) {
@@ -102,7 +103,7 @@ static const char *glpk_rc_string(int rc) {
 }
 
 static int glpk_rc_handled(int rc) {
-    return rc == 0 || rc == GLP_ETMLIM || rc == GLP_ENOPFS || rc == GLP_ENODFS;
+    return rc == 0 || rc == GLP_ESTOP || rc == GLP_ENOPFS || rc == GLP_ENODFS;
 }
 
 #define GLPK_CHECK_GOTO(call, rc, res, label)                                                      \
@@ -242,12 +243,42 @@ static void read_split(const ts_partition_problem *p, const columns *c, const do
     }
 }
 
-/* glp_intopt's parameters: presolve, silent, stopped after left_s seconds (tm_lim, at least 1 ms). */
-static void intopt_parm(glp_iocp *parm, double left_s) {
+/* The work budget of the whole search, in branch-and-bound nodes: a count, never wall-clock time
+ * (tm_lim), so the same problem gets the same split on a loaded machine. glp_iocp has no node
+ * limit; the callback (GLPK reference manual, glp_ios_tree_size and glp_ios_terminate) stops a
+ * glp_intopt run once the nodes of this run (t_cnt: every node created, removed ones included)
+ * and of the runs before it reach the budget. GLPK visits nodes in the same order for the same
+ * program (no randomness, no clock), so the stop lands on the same node every time. */
+typedef struct {
+    long limit;   /* nodes allowed over the whole search */
+    long used;    /* nodes of the finished glp_intopt runs */
+    long run;     /* nodes of the run in progress */
+} node_budget;
+
+static void count_nodes(glp_tree *tree, void *info) {
+    node_budget *nb = info;
+    int active = 0, current = 0, total = 0;
+    glp_ios_tree_size(tree, &active, &current, &total);
+    nb->run = total;
+    if (nb->used + nb->run >= nb->limit) glp_ios_terminate(tree);
+}
+
+static long nodes_left(const node_budget *nb) { return nb->limit - nb->used; }
+
+/* glp_intopt's parameters: presolve, silent, stopped by the node budget. */
+static void intopt_parm(glp_iocp *parm, node_budget *nb) {
     glp_init_iocp(parm);
     parm->presolve = GLP_ON;
     parm->msg_lev = GLP_MSG_OFF;
-    parm->tm_lim = (int)(left_s * 1000 > 1 ? left_s * 1000 : 1);
+    parm->cb_func = count_nodes;
+    parm->cb_info = nb;
+    nb->run = 0;
+}
+
+/* After a glp_intopt run: its nodes join the used ones. */
+static void end_run(node_budget *nb) {
+    nb->used += nb->run > 0 ? nb->run : 1; /* a run that branched nowhere still spent a root LP */
+    nb->run = 0;
 }
 
 /* T ≤ cap_t (scaled; infinite: no cap) and the counts rounded down to what the cap leaves each
@@ -275,9 +306,9 @@ static void cap_level(const ts_partition_problem *p, const columns *c, glp_prob 
  * a cap just above T* when m is large. One program over T* ≤ T ≤ that cap minimises
  * (m - β)·T + β·Σ τ_s directly: with T pinned between the two, its LP bound is tight (the
  * min-max's weak fluid bound, see the top, is cut off by T ≥ T*). *proven = 1 when S* or
- * GLPK's answer is proved optimal, 0 on the time limit; `out` keeps the better split. */
+ * GLPK's answer is proved optimal, 0 when the node budget stopped it; `out` keeps the better split. */
 static ts_status step_phase(const ts_partition_problem *p, const columns *c, builder *b, const int *kind_count,
-                            double ts, double left_s, ts_split *out, ts_split *trial, double *val, int *proven) {
+                            double ts, node_budget *nb, ts_split *out, ts_split *trial, double *val, int *proven) {
     ts_status res = TS_OK;
     glp_prob *lp = b->lp;
     int pp = p->pp, rc = 0;
@@ -299,13 +330,14 @@ static ts_status step_phase(const ts_partition_problem *p, const columns *c, bui
                 if (xc) glp_set_obj_coef(lp, xc, beta * p->time_s[t][k] / ts);
             }
         }
-    if (left_s <= 0) {
+    if (nodes_left(nb) <= 0) {
         *proven = 0;
         return TS_OK;
     }
     glp_iocp parm;
-    intopt_parm(&parm, left_s);
+    intopt_parm(&parm, nb);
     GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
+    end_run(nb);
     int st = glp_mip_status(lp);
     *proven = rc == 0 && st == GLP_OPT;
     if (rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS)) {
@@ -433,6 +465,27 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
         }
 }
 
+/* Interleaving with several runs: a stage's chunks differ by at most one layer, |N[g(s,c)] -
+ * N[g(s,c')]| <= 1, as the one-run split spreads them (ts_part_spread). The objective sees only
+ * stage totals, so without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4,
+ * vpp=4 came back 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk
+ * while planner/stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et
+ * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 2% on
+ * the split these rows give (docs/moe.md). The brute force keeps the same rule (ts_part_chunks_even). */
+static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
+    int pp = p->pp, V = pp * p->vpp;
+    for (int s = 0; s < pp; s++)
+        for (int c1 = 0; c1 < p->vpp; c1++)
+            for (int c2 = c1 + 1; c2 < p->vpp; c2++) {
+                double k0 = 0;
+                for (int t = 0; t < p->n_kinds; t++) {
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
+                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
+                }
+                flush_row(b, -1 - k0, 1 - k0);
+            }
+}
+
 /* Stage s under policy k: layers only under the chosen policy, a kind's peak once it is present,
  * the fixed parts' transient, and the memory. */
 static void add_policy_rows(const ts_partition_problem *p, const columns *c, builder *b, int s, int k, double bs) {
@@ -498,7 +551,10 @@ static ts_status build_program(const ts_partition_problem *p, columns *c, builde
     glp_set_obj_dir(b->lp, GLP_MIN);
     TS_CHECK(add_columns(p, c, b, kind_count));
     if (c->n_runs == 1) add_one_run_rows(p, c, b);
-    else add_boundary_rows(p, c, b, kind_count);
+    else {
+        add_boundary_rows(p, c, b, kind_count);
+        add_even_chunk_rows(p, c, b);
+    }
     add_stage_rows(p, c, b, ts, bs);
     info->rows = glp_get_num_rows(b->lp);
     info->cols = b->n_cols;
@@ -517,10 +573,10 @@ typedef struct {
     double *levels;  /* (n_levels) the stage times the optimum is one of, scaled; NULL: too many */
     int n_levels;
     int found;       /* a split fits; `out` holds the best */
-    int unknown;     /* a probe ran out of time: what was not found is not proven infeasible */
+    int unknown;     /* a probe ran out of nodes: what was not found is not proven infeasible */
     int lo, hi;      /* levels[lo] infeasible, levels[hi] feasible */
     double lo_s, hi_s; /* the same as scaled times (bisecting T itself when levels is NULL) */
-    double t_start, budget_s;
+    node_budget nodes; /* GLPK's work budget over every probe */
     double *val;     /* (n_cols + 1) a solution's column values */
     ts_split trial;  /* a probe's split */
 } t_search;
@@ -545,26 +601,26 @@ static int next_probe(const t_search *q, int phase, int first_probe, double *cap
 }
 
 /* GLPK's answer with T capped at cap_t: *feasible 1 (q->trial holds the split, each stage at
- * its best policy), 0, or -1 when the time budget is spent before it runs. */
+ * its best policy), 0, or -1 when the node budget is spent before it runs. */
 static ts_status probe_glpk(t_search *q, double cap_t, int *feasible) {
     ts_status res = TS_OK;
     glp_prob *lp = q->b->lp;
     int rc = 0;
     *feasible = 0;
     cap_level(q->p, q->c, lp, q->kind_count, cap_t, q->ts);
-    double left_s = q->budget_s - (now_s() - q->t_start);
-    if (left_s <= 0) {
+    if (nodes_left(&q->nodes) <= 0) {
         q->unknown = 1;
         *feasible = -1;
         return TS_OK;
     }
     glp_iocp parm;
-    intopt_parm(&parm, left_s);
+    intopt_parm(&parm, &q->nodes);
     GLPK_CHECK_GOTO(glp_intopt(lp, &parm), rc, res, exit);
+    end_run(&q->nodes);
     q->info->glpk_calls++;
     int st = glp_mip_status(lp);
     *feasible = rc != GLP_ENOPFS && rc != GLP_ENODFS && (st == GLP_OPT || st == GLP_FEAS);
-    if (rc == GLP_ETMLIM && !*feasible) q->unknown = 1; /* not proven infeasible */
+    if (rc == GLP_ESTOP && !*feasible) q->unknown = 1; /* not proven infeasible */
     if (*feasible) {
         for (int j = 1; j <= q->b->n_cols; j++) q->val[j] = glp_mip_col_val(lp, j);
         read_split(q->p, q->c, q->val, q->kind_count, &q->trial);
@@ -604,7 +660,7 @@ static ts_status bisect(t_search *q, ts_split *out) {
                 feasible = ts_part_heuristic(q->p, q->kind_count, cap_t * q->ts, &q->trial);
             } else {
                 TS_CHECK(probe_glpk(q, cap_t, &feasible));
-                if (feasible < 0) break; /* out of time */
+                if (feasible < 0) break; /* out of nodes */
             }
             if (feasible) {
                 take_trial(q, out);
@@ -628,8 +684,8 @@ static ts_status conclude(t_search *q, ts_split *out) {
         if (q->unknown) {
             info->status = TS_PART_NO_SPLIT;
             snprintf(info->why, sizeof info->why,
-                     "GLPK found no split of %d layers over %d×%d stages within the %.3g s time limit", p->layers,
-                     p->pp, p->vpp, q->budget_s);
+                     "GLPK found no split of %d layers over %d×%d stages within the limit of %ld "
+                     "branch-and-bound nodes", p->layers, p->pp, p->vpp, q->nodes.limit);
         } else {
             info->status = TS_PART_INFEASIBLE;
             ts_part_explain_infeasible(p, info);
@@ -644,7 +700,7 @@ static ts_status conclude(t_search *q, ts_split *out) {
     if (p->objective == TS_PART_OBJ_STEP) {
         int proven = 0;
         if (!q->unknown)
-            TS_CHECK(step_phase(p, q->c, q->b, q->kind_count, q->ts, q->budget_s - (now_s() - q->t_start), out,
+            TS_CHECK(step_phase(p, q->c, q->b, q->kind_count, q->ts, &q->nodes, out,
                                 &q->trial, q->val, &proven));
         q->unknown |= !proven;
         double beta = p->bubble_per_stage > 0 && p->microbatches > p->bubble_per_stage ? p->bubble_per_stage : 0;
@@ -652,7 +708,7 @@ static ts_status conclude(t_search *q, ts_split *out) {
     } else {
         info->bound_s = t_bound;
     }
-    info->status = q->unknown ? TS_PART_TIME_LIMIT : TS_PART_OPTIMAL;
+    info->status = q->unknown ? TS_PART_NODE_LIMIT : TS_PART_OPTIMAL;
     out->status = info->status;
     out->objective_s = ts_partition_objective_s(p, out);
     if (info->status == TS_PART_OPTIMAL || info->bound_s > out->objective_s) info->bound_s = out->objective_s;
@@ -669,8 +725,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
     scales_of(p, &q.ts, &q.bs, q.kind_count);
     TS_CHECK_GOTO(build_program(p, c, b, q.kind_count, q.ts, q.bs, info), res, exit);
     TS_CHECK_GOTO(ts_part_stage_time_levels(p, q.kind_count, q.ts, &q.levels, &q.n_levels), res, exit);
-    q.t_start = now_s();
-    q.budget_s = p->time_limit_s > 0 ? p->time_limit_s : 1.0;
+    q.nodes.limit = p->node_limit > 0 ? p->node_limit : TS_PART_DEFAULT_NODES;
     q.lo = -1;
     q.hi = q.n_levels;
     q.hi_s = INFINITY;
@@ -682,6 +737,7 @@ static ts_status solve_glpk(const ts_partition_problem *p, columns *c, builder *
     TS_CHECK_GOTO(bisect(&q, out), res, exit);
     TS_CHECK_GOTO(conclude(&q, out), res, exit);
 exit:
+    info->nodes = q.nodes.used;
     free(q.levels);
     free(q.val);
     ts_split_free(&q.trial);

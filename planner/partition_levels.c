@@ -105,7 +105,7 @@ static double relaxed_sums(const ts_partition_problem *p, double *most) {
 
 /* A lower bound of the slowest stage's time that needs no program: the fluid balance (every
  * layer and fixed part at its fastest allowed policy, spread evenly over the stages) and each
- * stage's least fixed time plus vpp of the fastest layers. What a time limit reports when GLPK
+ * stage's least fixed time plus vpp of the fastest layers. What a node limit reports when GLPK
  * proved nothing better. */
 double ts_part_relaxed_bound_s(const ts_partition_problem *p) {
     double most, total = relaxed_sums(p, &most);

@@ -17,7 +17,7 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 #define PART_CANDIDATES (2 * PART_TOP + PART_NEAR)
 
 void ts_partition_opts_defaults(ts_partition_opts *o) {
-    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .time_limit_s = 0.25};
+    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .node_limit = TS_PART_DEFAULT_NODES};
 }
 
 /* Layouts equal but for recompute (which the program chooses per stage). */
@@ -55,7 +55,7 @@ static ts_status partition_one(const ts_problem *pb, unsigned policies, const ts
     char text[256];
     *info = (ts_partition_info){.short_bytes = INFINITY};
     TS_CHECK_CTX(ts_partition_problem_of(pb, l, policies, &p), "uneven stages of %s", layout_text(l, text, sizeof text));
-    p.time_limit_s = po->time_limit_s;
+    p.node_limit = po->node_limit;
     p.objective = po->objective;
     ts_status st = ts_partition_solve(&p, s, info);
     ts_partition_problem_free(&p);
@@ -224,6 +224,7 @@ static ts_status add_near(part_search *q, int by_memory, ts_search_result *near)
     o.explicit_splits = q->po->mode == TS_PARTITION_ILP;
     o.top_k = 4 * PART_NEAR;
     o.objective = by_memory ? TS_OBJ_MEMORY : TS_OBJ_TIME;
+    o.max_slowdown = INFINITY; /* the least memory at any speed: the closest to fitting */
     TS_CHECK(search_for_candidates(&roomy, &o, near, "layouts that fit with twice the memory"));
     for (int i = 0, added = 0; i < near->n_best && added < PART_NEAR; i++) {
         const ts_eval *e = &near->best[i];
@@ -330,9 +331,10 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
                                 ts_search_result *out) {
     ts_partition_mode mode = po->mode;
     ts_status st = ts_search(pb, opts, out);
-    /* ilp: the pins may leave only layouts that need an explicit split (interleaving whose
-     * pp·vpp does not divide the layers); the searches below with explicit_splits find them. */
-    int no_valid = mode == TS_PARTITION_ILP && st == TS_ERR_INPUT && out->best != NULL && out->searched == 0;
+    /* ilp and auto: the pins may leave only layouts that need an explicit split (interleaving
+     * whose pp·vpp does not divide the layers); the searches below with explicit_splits find
+     * them. */
+    int no_valid = mode != TS_PARTITION_UNIFORM && st == TS_ERR_INPUT && out->best != NULL && out->searched == 0;
     if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE && !no_valid)) return st;
     int nothing_fits = st == TS_ERR_INFEASIBLE || no_valid;
     /* auto, when something fits evenly: with the memory objective the even split stands; with
@@ -358,7 +360,7 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     if (screen && q.n_cand == 0) return st; /* nothing to gain: the even search's result, untouched */
     q.list = calloc((size_t)out->n_best + PART_CANDIDATES, sizeof *q.list);
     TS_ALLOC_GOTO(q.list, res, exit);
-    if (mode == TS_PARTITION_ILP) TS_CHECK_GOTO(add_split_only(&q, &split_only), res, exit);
+    if (mode == TS_PARTITION_ILP || no_valid) TS_CHECK_GOTO(add_split_only(&q, &split_only), res, exit);
     if (mode == TS_PARTITION_ILP || nothing_fits)
         TS_CHECK_GOTO(add_near(&q, nothing_fits && !no_valid, &near), res, exit);
     for (int i = 0; i < out->n_best; i++) {

@@ -51,7 +51,7 @@ cJSON *ts_eval_to_json(const ts_eval *e, int rank) {
 }
 
 /* Uneven stages: "stages": [{"layers", "recompute", "chunks": [layers per chunk] (vpp > 1)}],
- * and how the program ended: "partition_status" (optimal | time-limit) and "partition_bound_s",
+ * and how the program ended: "partition_status" (optimal | node-limit) and "partition_bound_s",
  * the lower bound of the slowest stage's seconds per micro-batch it proved. */
 static ts_status add_stages(cJSON *layout, const ts_split *s) {
     ts_status res = TS_OK;
@@ -98,6 +98,8 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     if (pb->train.dtype == TS_DTYPE_FP8) {
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fp8_recipe", ts_fp8_recipe_names[pb->train.fp8_recipe]), res, fail);
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "fp8_attention", pb->train.fp8_attention), res, fail);
+        if (pb->train.fp8_param_gather)
+            TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "fp8_param_gather", 1), res, fail);
     }
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "flash_attention", pb->train.flash_attention), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "tp_across_nodes", pb->train.tp_across_nodes), res, fail);
@@ -114,6 +116,13 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "mem_headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
+    /* The memory objective's stated trade (planner/objective.c): the slowdown allowed, the
+     * fastest step time and the cap. */
+    if (r->step_cap_s > 0) {
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "max_slowdown", opts->max_slowdown), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "fastest_step_s", r->fastest_step_s), res, fail);
+        TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "step_cap_s", r->step_cap_s), res, fail);
+    }
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "fix", fix ? fix : ""), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "top", opts->top_k), res, fail);
     cJSON *model = ts_model_to_json(&pb->model), *sys = ts_system_to_json(&pb->sys);
@@ -217,6 +226,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
     TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
+    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_param_gather", 0, 0, &t.fp8_param_gather), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind), res, exit);
     TS_CHECK_GOTO(ts_jr_enum(&rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp),
                   res, exit);
@@ -231,9 +241,9 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     t.tp_across_nodes = across;
     t.cp_kind = (ts_cp_kind)cp_kind;
     /* ts_problem_init checks these too, but names the command-line flags. */
-    if (t.seq > m.max_seq) {
+    if (ts_seq_extends(&m, t.seq) < 0) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.seq: expected an integer in [1, %lld] "
-                      "($.model.max_seq), got %lld", file, (long long)m.max_seq, (long long)t.seq);
+                      "($.model.max_seq: learned positions), got %lld", file, (long long)m.max_seq, (long long)t.seq);
         goto exit;
     }
     if (s.peak_flops[dt] <= 0) {

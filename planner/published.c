@@ -35,7 +35,7 @@ static ts_status best_under(const ts_problem *pb, const ts_pins *pins, ts_eval *
     return st;
 }
 
-static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *c) {
+static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts_pub_case *c) {
     double params_b, gpus, tp, pp, dp, batch, seq, tflops;
     TS_CHECK(num_at(file, row, "model", "params_b", &params_b));
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -84,6 +84,7 @@ static ts_status megatron_case(const char *file, const cJSON *row, ts_pub_case *
     TS_CHECK(st);
     c->predicted = e.hw_tflops_per_gpu;
     ts_layout_format(&e.layout, c->layout, sizeof c->layout);
+    if (!ranks) return TS_OK;
 
     /* Rank among distinct (t, p, d): Table 1 publishes only those; micro-batch and chunking
      * variants of one (t, p, d) count once, at their best. */
@@ -187,7 +188,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_case *c)
     return TS_OK;
 }
 
-static ts_status run_file(const char *path, int want_megatron, ts_pub_case **cases, int *n, int *cap) {
+static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_case **cases, int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
     TS_CHECK(ts_json_load_file(path, &root));
@@ -208,7 +209,7 @@ static ts_status run_file(const char *path, int want_megatron, ts_pub_case **cas
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);
-        TS_CHECK_GOTO(megatron ? megatron_case(path, row, c) : nvidia_case(path, row, c), res, exit);
+        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, c) : nvidia_case(path, row, c), res, exit);
         c->is_tflops = megatron;
         c->error = (c->predicted - c->measured) / c->measured;
         c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
@@ -219,16 +220,16 @@ exit:
     return res;
 }
 
-ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
+static ts_status published_run(const char *dir, int ranks, ts_pub_case **cases, int *n) {
     *cases = NULL;
     *n = 0;
     int cap = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/megatron-sc21-table1.json", dir);
-    ts_status res = run_file(path, 1, cases, n, &cap);
+    ts_status res = run_file(path, 1, ranks, cases, n, &cap);
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
-        res = run_file(path, 0, cases, n, &cap);
+        res = run_file(path, 0, ranks, cases, n, &cap);
     }
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/older-stacks.json", dir);
@@ -240,4 +241,12 @@ ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
         *n = 0;
     }
     return res;
+}
+
+ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
+    return published_run(dir, 1, cases, n);
+}
+
+ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n) {
+    return published_run(dir, 0, cases, n);
 }

@@ -52,6 +52,11 @@ typedef struct {
  * older-stacks.json) and predicts every usable case. *cases is malloc'd (caller frees). */
 ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
 
+/* ts_published_run without the Megatron rows' ranks (rank 0): the same predictions and errors,
+ * for callers that need only those (the uncertainty bands, planner/bands.h); the rank's search
+ * of the whole space is most of the work. */
+ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n);
+
 /* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed). */
 ts_status ts_published_stacks_run(const char *path, ts_pub_case **cases, int *n, int *cap);
 

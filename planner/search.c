@@ -14,7 +14,7 @@
 const char *const ts_objective_names[] = {"time", "memory", "cost", NULL};
 
 void ts_search_opts_defaults(ts_search_opts *o) {
-    *o = (ts_search_opts){.top_k = 10, .objective = TS_OBJ_TIME, .prune = 1};
+    *o = (ts_search_opts){.top_k = 10, .objective = TS_OBJ_TIME, .prune = 1, .max_slowdown = TS_DEFAULT_MAX_SLOWDOWN};
 }
 
 double ts_objective_value(const ts_problem *pb, ts_objective obj, const ts_eval *e) {
@@ -50,7 +50,24 @@ typedef struct {
      * div[div_first[n] .. div_first[n + 1]). */
     int *div_first, *div;
     int stop_at_first_fit;
+    /* The (schedule, vpp) pairs and ZeRO stages of a (pp, micro-batches, dp·cp > 1), what
+     * leaves() tries under every shard, ep and recompute policy alike: a direct-mapped cache of
+     * LEAF_PLANS plans of room pairs each (see leaf_plan_of). */
+    struct leaf_plan *plans;
+    int plan_room;
 } search_ctx;
+
+#define LEAF_PLANS 256
+
+/* What leaves() searches under one (pp, micro-batches, dp·cp > 1) once the stack accepts the
+ * shape: the valid (schedule, vpp) pairs in search order and the valid ZeRO stages. */
+typedef struct leaf_plan {
+    int pp, microbatches, multi; /* the key; pp = 0: empty slot */
+    int n_pairs, n_zero;
+    int zeros[4];
+    unsigned char *sched; /* (plan_room) */
+    int *vpp;             /* (plan_room) */
+} leaf_plan;
 
 static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, const ts_eval *b) {
     if (ka != kb) return ka < kb;
@@ -105,13 +122,22 @@ static int divisors_of(long long n, long long *out, int cap) {
     return lo + hi;
 }
 
-/* Leaves under one (shard, pp): every schedule/vpp × ZeRO stage. Evaluates them unless pruned;
- * returns 1 to stop the whole search (stop_at_first_fit). */
-static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
+/* The plan of l's (pp, micro-batches, dp·cp > 1): the schedule, vpp and ZeRO rules (problem.h,
+ * stack_rules.h) depend on nothing else of the layout, so each plan is built once and serves
+ * every shard, ep and recompute policy that shares them. */
+static const leaf_plan *leaf_plan_of(search_ctx *c, ts_layout *l) {
     const ts_problem *pb = c->pb;
     const ts_pins *pins = &c->opts->pins;
-    ts_search_result *r = c->out;
-    int dpc = l->dp * l->cp;
+    const ts_stack *stack = &pb->train.stack;
+    int dpc = l->dp * l->cp, multi = dpc > 1;
+    unsigned slot = ((unsigned)l->pp * 2654435761u ^ (unsigned)l->microbatches * 40503u ^ (unsigned)multi) %
+                    LEAF_PLANS;
+    leaf_plan *plan = &c->plans[slot];
+    if (plan->pp == l->pp && plan->microbatches == l->microbatches && plan->multi == multi) return plan;
+    plan->pp = l->pp;
+    plan->microbatches = l->microbatches;
+    plan->multi = multi;
+    plan->n_pairs = plan->n_zero = 0;
     /* vpp candidates of the interleaved schedule: the divisors of the layers per stage (with
      * explicit splits, of ⌈layers/pp⌉ too: the fuller stages' chunks then hold equal layers). */
     int per_stage = pb->model.layers / l->pp, up = per_stage + (pb->model.layers % l->pp != 0);
@@ -119,14 +145,11 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     int n_vpp = l->pp > 1 ? c->div_first[per_stage + 1] - c->div_first[per_stage] : 0;
     int n_up = l->pp > 1 && c->opts->explicit_splits && up != per_stage ? c->div_first[up + 1] - c->div_first[up] : 0;
     /* ZeRO stages searched here (the ZeRO rules do not depend on the schedule). */
-    const ts_stack *stack = &pb->train.stack; /* what it cannot run is never searched (stack_rules.h) */
-    if (ts_stack_refuses_shape(stack, l, pins->mask)) return 0;
-    int zeros[4], n_zero = 0;
     for (int z = 0; z <= 3; z++) {
         l->zero = z;
-        if (allowed(pins, TS_PIN_ZERO, z, dpc > 1 || z == 0) && !ts_zero_invalid(pb, l, NULL, 0) &&
+        if (allowed(pins, TS_PIN_ZERO, z, multi || z == 0) && !ts_zero_invalid(pb, l, NULL, 0) &&
             !ts_stack_refuses_zero(stack, l, pins->mask))
-            zeros[n_zero++] = z;
+            plan->zeros[plan->n_zero++] = z;
     }
     for (int s = 0; s < TS_SCHED_COUNT; s++) {
         const ts_schedule_info *si = &ts_schedules[s];
@@ -142,36 +165,61 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
             int v = si->fixed_vpp ? si->fixed_vpp : !si->interleaved ? 1 : iv < n_vpp ? vpps[iv] : vpps_up[iv - n_vpp];
             if (si->interleaved && iv >= n_vpp && per_stage % v == 0) continue; /* a divisor of both */
             if (!allowed(pins, TS_PIN_VPP, v, 1)) continue;
-            l->schedule = (ts_schedule)s;
             l->vpp = v;
             if (ts_schedule_invalid(pb, l, c->opts->explicit_splits, NULL, 0)) continue;
-            int have_acts = 0; /* the runs' activations, shared by the ZeRO stages */
-            for (int iz = 0; iz < n_zero; iz++) {
-                int z = zeros[iz];
-                l->zero = z;
-                r->searched++;
-                if (prune_group) continue;
-                /* Rank by the two numbers first; build the full evaluation only for layouts that
-                 * become the closest or enter the top k. */
-                r->evaluated++;
-                if (!have_acts) {
-                    ts_stages_run_acts(st, l, c->acts);
-                    have_acts = 1;
-                }
-                double mem = ts_stages_memory_acts(st, l, c->acts, NULL);
-                if (!r->has_closest || mem < r->closest.mem.total) {
-                    ts_stages_finish(st, pb, l, &r->closest);
-                    r->has_closest = 1;
-                }
-                if (mem > pb->usable_bytes) continue;
-                r->feasible++;
-                if (c->stop_at_first_fit) return 1;
-                ts_eval e = {.layout = *l, .mem.total = mem};
-                if (c->opts->objective != TS_OBJ_MEMORY) e.step_s = ts_stages_step(st, pb, l, NULL);
-                if (!may_enter(c, &e)) continue;
-                ts_stages_finish(st, pb, l, &e);
-                offer(c, &e);
+            plan->sched[plan->n_pairs] = (unsigned char)s;
+            plan->vpp[plan->n_pairs++] = v;
+        }
+    }
+    return plan;
+}
+
+/* Leaves under one (shard, pp): every schedule/vpp × ZeRO stage of its plan. Evaluates them
+ * unless pruned; returns 1 to stop the whole search (stop_at_first_fit). */
+static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
+    const ts_problem *pb = c->pb;
+    ts_search_result *r = c->out;
+    /* what the stack cannot run is never searched (stack_rules.h) */
+    if (ts_stack_refuses_shape(&pb->train.stack, l, c->opts->pins.mask)) return 0;
+    const leaf_plan *plan = leaf_plan_of(c, l);
+    if (prune_group) {
+        r->searched += (int64_t)plan->n_pairs * plan->n_zero;
+        return 0;
+    }
+    /* The runs' activations, shared by the ZeRO stages and by schedules that keep the same
+     * micro-batches in flight (1F1B and ZB-H1): the key of those in c->acts. */
+    double (*acts_fn)(int, int, int, int) = NULL;
+    int acts_vpp = 0;
+    for (int ip = 0; ip < plan->n_pairs; ip++) {
+        const ts_schedule_info *si = &ts_schedules[plan->sched[ip]];
+        l->schedule = (ts_schedule)plan->sched[ip];
+        l->vpp = plan->vpp[ip];
+        for (int iz = 0; iz < plan->n_zero; iz++) {
+            l->zero = plan->zeros[iz];
+            r->searched++;
+            /* Rank by the two numbers first; build the full evaluation only for layouts that
+             * become the closest or enter the top k. */
+            r->evaluated++;
+            if (si->dual || si->in_flight != acts_fn || l->vpp != acts_vpp) {
+                ts_stages_run_acts(st, l, c->acts);
+                acts_fn = si->dual ? NULL : si->in_flight;
+                acts_vpp = l->vpp;
             }
+            double mem = ts_stages_memory_acts(st, l, c->acts, NULL);
+            if (!r->has_closest || mem < r->closest.mem.total) {
+                ts_stages_finish(st, pb, l, &r->closest);
+                r->has_closest = 1;
+            }
+            if (mem > pb->usable_bytes) continue;
+            r->feasible++;
+            if (c->stop_at_first_fit) return 1;
+            ts_eval e = {.layout = *l, .mem.total = mem};
+            if (c->opts->objective != TS_OBJ_MEMORY || c->opts->max_step_s > 0)
+                e.step_s = ts_stages_step(st, pb, l, NULL);
+            if (c->opts->max_step_s > 0 && e.step_s > c->opts->max_step_s) continue;
+            if (!may_enter(c, &e)) continue;
+            ts_stages_finish(st, pb, l, &e);
+            offer(c, &e);
         }
     }
     return 0;
@@ -213,17 +261,12 @@ static double average_lower_bound(const ts_problem *pb, const ts_shard_costs *k,
     return l->microbatches * total / l->pp;
 }
 
-/* One (shard, pp) group: its validity, the bounds, the stages and the leaves under them.
+/* One (shard, pp) group, valid at the shard level: the bounds, the stages and the leaves under them.
  * `all` holds the shard's per-layer costs under every recompute policy, computed on first use
  * (*have_costs) and moved to the group's ep when only that changed. Returns 1 to stop the
  * search. */
 static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all, int *have_costs) {
     const ts_problem *pb = c->pb;
-    /* Shard-level validity; ZeRO, schedule and vpp are checked per leaf. */
-    l->schedule = TS_SCHED_1F1B;
-    l->zero = 0;
-    l->vpp = 1;
-    if (ts_layout_invalid(pb, l, NULL, 0)) return 0;
     if (!*have_costs) {
         ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, TS_RECOMPUTE_NONE, l->etp};
         ts_shard_costs_all(pb, &sh, all);
@@ -300,12 +343,17 @@ static ts_status run(search_ctx *c) {
                             int dp = N / (tp * cp * pp);
                             if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * mbs)) continue;
                             if (!divides((long long)ep * etp_of, (long long)dp * cp * tp)) continue;
+                            /* Shard-level validity, whatever the recompute policy; ZeRO, schedule
+                             * and vpp are checked per leaf (leaf_plan_of). */
+                            ts_layout shape = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
+                                               .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
+                                               .vpp = 1, .schedule = TS_SCHED_1F1B, .etp = etp};
+                            if (ts_layout_invalid(pb, &shape, NULL, 0)) continue;
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
                                 int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
                                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
-                                ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
-                                               .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
-                                               .recompute = (ts_recompute)rc, .etp = etp};
+                                ts_layout l = shape;
+                                l.recompute = (ts_recompute)rc;
                                 if (group(c, &st[f * n_pp + d], &l, costs, &have_costs)) goto done;
                             }
                         }
@@ -351,10 +399,28 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
         for (int n = d; n <= L; n += d) c.div[c.div_first[n]++] = d;
     for (int n = L; n >= 1; n--) c.div_first[n] = c.div_first[n - 1];
     c.div_first[0] = c.div_first[1] = 0;
+    /* A plan holds every schedule with up to twice the most divisors of any n ≤ L as vpps. */
+    int most_div = 1;
+    for (int n = 1; n <= L; n++)
+        if (c.div_first[n + 1] - c.div_first[n] > most_div) most_div = c.div_first[n + 1] - c.div_first[n];
+    c.plan_room = TS_SCHED_COUNT * (2 * most_div + 1);
+    c.plans = calloc(LEAF_PLANS, sizeof *c.plans);
+    TS_ALLOC_GOTO(c.plans, res, exit);
+    for (int i = 0; i < LEAF_PLANS; i++) {
+        c.plans[i].sched = malloc((size_t)c.plan_room);
+        c.plans[i].vpp = malloc((size_t)c.plan_room * sizeof *c.plans[i].vpp);
+        TS_ALLOC_GOTO(c.plans[i].sched, res, exit);
+        TS_ALLOC_GOTO(c.plans[i].vpp, res, exit);
+    }
     double t0 = now_s();
     TS_CHECK_GOTO(run(&c), res, exit);
     out->search_s = now_s() - t0;
 exit:
+    for (int i = 0; c.plans && i < LEAF_PLANS; i++) {
+        free(c.plans[i].sched);
+        free(c.plans[i].vpp);
+    }
+    free(c.plans);
     free(c.keys);
     free(c.acts);
     free(c.div_first);
@@ -415,13 +481,28 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     if (ts_layout_invalid(pb, &probe, buf, cap) == NULL)
         snprintf(buf, cap, "no combination of the free fields is valid (check --fix, --gpus and "
                            "--global-batch divisibility)");
+    else if (pb->train.global_batch % ((long long)probe.dp * probe.mbs) != 0) {
+        size_t n = strlen(buf); /* the GPU count as a budget, planner/budget.h */
+        snprintf(buf + n, cap - n, " (plan on at most %d GPUs with --gpus-max %d, or on a nearby batch with "
+                 "--batch-tolerance 5%%)", pb->gpus, pb->gpus);
+    }
 }
 
-ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out) {
+ts_status ts_search(const ts_problem *pb, const ts_search_opts *in, ts_search_result *out) {
+    double fastest_s = 0, cap_s = 0;
+    if (in->objective == TS_OBJ_MEMORY && in->max_step_s <= 0) {
+        memset(out, 0, sizeof *out);
+        TS_CHECK(ts_memory_step_cap(pb, in, &fastest_s, &cap_s));
+    }
+    ts_search_opts o = *in;
+    if (cap_s > 0) o.max_step_s = cap_s;
+    const ts_search_opts *opts = &o;
     TS_CHECK(search_into(pb, opts, out, 0));
+    out->fastest_step_s = fastest_s;
+    out->step_cap_s = cap_s;
     if (out->n_best > 0) return TS_OK;
     if (out->searched == 0) {
-        char why[256];
+        char why[512];
         explain_empty(pb, &opts->pins, why, sizeof why);
         snprintf(out->reason, sizeof out->reason, "no valid layout of %s on %d GPUs: %s",
                  pb->model.name, pb->gpus, why);

@@ -19,18 +19,27 @@
 #include "planner/problem.h"
 
 typedef enum { TS_OBJ_TIME, TS_OBJ_MEMORY, TS_OBJ_COST, TS_OBJ_COUNT } ts_objective;
+
+/* The memory objective's default slowdown allowed over the fastest layout (see objective.c). */
+#define TS_DEFAULT_MAX_SLOWDOWN 1.10
 extern const char *const ts_objective_names[]; /* "time", "memory", "cost" */
 
 typedef struct {
     ts_pins pins;
     int top_k;              /* layouts kept (>= 1) */
-    ts_objective objective; /* time: step_s; memory: bytes per GPU; cost: GPU-seconds per token */
+    ts_objective objective; /* time: step_s; memory: bytes per GPU (within max_slowdown of the
+                               fastest); cost: GPU-seconds per token */
     int prune;              /* 1: branch and bound (default); 0: evaluate everything */
     unsigned schedules;     /* bit (1u << ts_schedule) per schedule allowed; 0 = all */
     /* 1: also interleaved layouts whose pp·vpp does not divide the layers (vpp among the divisors
      * of ⌈layers/pp⌉ too), costed as if split nearly evenly: candidates for explicit splits
      * (planner/partition.h), never valid on their own. 0 (default): even splits only. */
     int explicit_splits;
+    /* objective memory: the least memory among layouts whose step time is within this factor of
+     * the fastest layout's (default 1.10; planner/objective.c). Infinity: least memory at any
+     * speed. */
+    double max_slowdown;
+    double max_step_s; /* >0: layouts slower than this are left out (set by the memory objective) */
 } ts_search_opts;
 
 void ts_search_opts_defaults(ts_search_opts *o);
@@ -51,6 +60,9 @@ typedef struct {
     double partition_s;      /* the time that took (inside search_s) */
     int partition_errors;    /* layouts on which GLPK failed (kept even) */
     char partition_error[512]; /* the first such failure's message */
+    /* objective memory: the fastest layout's step time and the cap it set (max_slowdown × it);
+     * 0 for the other objectives. */
+    double fastest_step_s, step_cap_s;
 } ts_search_result;
 
 /* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say
@@ -58,6 +70,12 @@ typedef struct {
  * pins leave no valid layout at all. */
 ts_status ts_search(const ts_problem *pb, const ts_search_opts *opts, ts_search_result *out);
 void ts_search_result_free(ts_search_result *r);
+
+/* The memory objective's step-time cap (planner/objective.c): the fastest layout's step time
+ * under the same pins (a time search, uneven stages by `po` when not NULL) into *fastest_s and
+ * max_slowdown × it into *cap_s; both 0 when the objective is not memory or max_slowdown is
+ * infinite. Fails like ts_search when nothing fits. */
+ts_status ts_memory_step_cap(const ts_problem *pb, const ts_search_opts *opts, double *fastest_s, double *cap_s);
 
 /* The objective's value for an evaluated layout (smaller is better). */
 double ts_objective_value(const ts_problem *pb, ts_objective obj, const ts_eval *e);

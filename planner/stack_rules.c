@@ -13,6 +13,9 @@
 
 #include <stdio.h>
 
+#include "common/paths.h"
+#include <string.h>
+
 #define FREE(pin) (!(pinned & (1u << (pin))))
 
 const char *ts_stack_refuses_shape(const ts_stack *st, const ts_layout *l, unsigned pinned) {
@@ -45,6 +48,38 @@ const char *ts_stack_refusal(const ts_stack *st, const ts_layout *l, unsigned pi
     ts_layout_format(l, text, sizeof text);
     snprintf(buf, cap, "the %s stack cannot run %s (%s)", st->name, text, why);
     return buf;
+}
+
+const char *ts_stack_refuses_pins(const ts_stack *st, const ts_pins *pins) {
+    ts_layout l = pins->value;
+    if (!(pins->mask & (1u << TS_PIN_PP)) && l.pp < 2) l.pp = 2; /* a pinned schedule is a pipeline's */
+    return ts_stack_refusal(st, &l, ~pins->mask, NULL, 0);
+}
+
+ts_status ts_stack_for_pins(const ts_pins *pins, ts_stack *out, int *found) {
+    enum { STACKS_MAX = 64 };
+    char names[STACKS_MAX][64];
+    int n = ts_zoo_list("models/stacks", names, STACKS_MAX);
+    *found = 0;
+    for (int i = 0; i < n && !*found; i++) {
+        ts_stack st;
+        TS_CHECK_CTX(ts_stack_load(names[i], ts_schedule_names, ts_recompute_names, &st), "a stack for the pins");
+        if (!ts_stack_refuses_pins(&st, pins)) *out = st, *found = 1;
+    }
+    return TS_OK;
+}
+
+ts_status ts_stack_train_defaults(const ts_stack *st, unsigned given, ts_train *t) {
+    int recipe = -1;
+    for (int i = 0; st->fp8_recipe[0] && ts_fp8_recipe_names[i] && recipe < 0; i++)
+        if (strcmp(ts_fp8_recipe_names[i], st->fp8_recipe) == 0) recipe = i;
+    if (st->fp8_recipe[0] && recipe < 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.fp8_recipe: expected one of delayed, tensorwise, mxfp8, blockwise, got \"%s\"",
+                       st->file, st->fp8_recipe);
+    if (st->moe_a2a_overlap >= 0 && !(given & TS_GIVEN_MOE_A2A_OVERLAP)) t->moe_a2a_overlap = st->moe_a2a_overlap;
+    if (st->dtype >= 0 && !(given & TS_GIVEN_DTYPE)) ts_train_set_dtype(t, (ts_dtype)st->dtype);
+    if (recipe >= 0 && !(given & TS_GIVEN_FP8_RECIPE) && t->dtype == TS_DTYPE_FP8) t->fp8_recipe = (ts_fp8_recipe)recipe;
+    return TS_OK;
 }
 
 ts_status ts_stack_apply(ts_problem *pb) {

@@ -211,8 +211,8 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     /* on the wire in the stack's gradient-reduction dtype */
     double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
     double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
-    double wb = pb->train.weight_bytes * st->params[st->biggest];
-    double ewb = pb->train.weight_bytes * st->expert_params[st->biggest];
+    double wb = ts_weight_elem_bytes(pb) * st->params[st->biggest];
+    double ewb = ts_weight_elem_bytes(pb) * st->expert_params[st->biggest];
     st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
                          ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
     st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
@@ -233,7 +233,7 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
             }
         }
     double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
-    double per_param = 24.0 + pb->train.grad_bytes + pb->train.weight_bytes;
+    double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
     st->optimizer_s[0] = ts_optimizer_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
     st->optimizer_s[1] = ts_optimizer_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
@@ -329,7 +329,7 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     double ne = st->params[i], ex = st->expert_params[i];
     double sharded = ne / dpc + ex / edp, whole = ne + ex;
-    out->weights = tr->weight_bytes * (z >= 3 ? sharded : whole);
+    out->weights = ts_weight_elem_bytes(pb) * (z >= 3 ? sharded : whole);
     /* FP8 copies of the weights (program/recipe.h): of every layer held, or under ZeRO-3 of the
      * gathered layers only (embedding and head counted too: an upper bound). */
     out->weights += ts_fp8_weight_copy_bytes(pb) * (z >= 3 ? 2.0 * st->max_layer_params : whole);
@@ -339,7 +339,7 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
      * prefetched. */
     double grad_all = tr->grad_bytes * whole;
     out->buffers = 2.0 * (grad_all < tr->bucket_bytes ? grad_all : tr->bucket_bytes) +
-                   (z >= 3 ? 2.0 * tr->weight_bytes * st->max_layer_params : 0);
+                   (z >= 3 ? 2.0 * ts_weight_elem_bytes(pb) * st->max_layer_params : 0);
     out->activations = 0;
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
@@ -377,21 +377,35 @@ static double act_unit(const ts_stages *st, const ts_layout *l, int i) {
 
 /* Stage i's activations and micro-batch buffers under the layout's schedule: what memory adds to
  * the states, summed alike everywhere so every caller's total agrees to the bit. */
+static double acts_sum(const ts_stages *st, double unit, double in_flight, int i) {
+    return st->mb_buffer_bytes + unit * in_flight + st->extra_bytes[i];
+}
+
 static double stage_act_bytes(const ts_stages *st, const ts_layout *l, int i) {
-    return st->mb_buffer_bytes + act_unit(st, l, i) * ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp) +
-           st->extra_bytes[i];
+    return acts_sum(st, act_unit(st, l, i), ts_schedules[l->schedule].in_flight(l->pp, i, l->microbatches, l->vpp), i);
 }
 
 void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts) {
-    for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
+    const ts_schedule_info *si = &ts_schedules[l->schedule];
+    if (si->dual) {
+        for (int r = 0; r < st->n_runs; r++) acts[r] = stage_act_bytes(st, l, st->first_of_run[r]);
+        return;
+    }
+    /* Without mirrored chunks a stage's unit is its own activations (act_unit), the search's
+     * common case looked up once per schedule rather than per stage. */
+    for (int r = 0; r < st->n_runs; r++) {
+        int i = st->first_of_run[r];
+        acts[r] = acts_sum(st, st->act_bytes[i], si->in_flight(l->pp, i, l->microbatches, l->vpp), i);
+    }
 }
 
 double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage) {
     const double *states = st->states_bytes + l->zero * st->cap;
+    int dual = ts_schedules[l->schedule].dual;
     double worst = -1;
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r];
-        double total = states_of(states, l, i) + acts[r];
+        double total = (dual ? states_of(states, l, i) : states[i]) + acts[r];
         if (total > worst) {
             worst = total;
             if (worst_stage) *worst_stage = i;

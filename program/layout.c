@@ -80,6 +80,9 @@ ts_status ts_pins_parse(const char *what, const char *text, ts_pins *out) {
     if (strlen(text) >= sizeof buf)
         return TS_FAIL(TS_ERR_INPUT, "%s: longer than %zu characters", what, sizeof buf - 1);
     strcpy(buf, text);
+    /* strtok_r would skip an empty item: "tp=2,,pp=2" is a typo to refuse, not two pins. */
+    if (buf[0] == ',' || buf[strlen(buf) - 1] == ',' || strstr(buf, ",,"))
+        return TS_FAIL(TS_ERR_INPUT, "%s: expected key=value[,key=value...], got an empty item in \"%s\"", what, text);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');

@@ -3,9 +3,10 @@
 
 #include <stdio.h>
 
+#include "common/checked.h"
 #include "program/schedule.h"
 
-const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", NULL};
+const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
 const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
 
@@ -40,6 +41,11 @@ void ts_train_set_dtype(ts_train *t, ts_dtype d) {
     t->activation_scale = fp32 ? 2 : 1;
 }
 
+int ts_seq_extends(const ts_model *m, int64_t seq) {
+    if (seq <= m->max_seq) return 0;
+    return m->position == TS_POS_LEARNED ? -1 : 1;
+}
+
 /* Returns the reason, formatted into buf only when the caller wants it (the search's inner loop
  * passes NULL and pays no formatting). */
 #define INVALID(...)                                                                               \
@@ -58,10 +64,13 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
     const ts_model *m = &pb->model;
     if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
         INVALID("every size must be at least 1");
-    long long prod = (long long)l->dp * l->tp * l->pp * l->cp;
+    int64_t prod, sizes[] = {l->dp, l->tp, l->pp, l->cp};
+    if (!ts_mul_i64(sizes, 4, &prod))
+        INVALID("dp×tp×pp×cp = %d×%d×%d×%d overflows 64 bits, not the %d GPUs", l->dp, l->tp, l->pp, l->cp,
+                pb->gpus);
     if (prod != pb->gpus)
         INVALID("dp×tp×pp×cp = %d×%d×%d×%d = %lld, not the %d GPUs", l->dp, l->tp, l->pp,
-                 l->cp, prod, pb->gpus);
+                 l->cp, (long long)prod, pb->gpus);
     if (l->tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes)
         INVALID("tp=%d spans nodes of %d GPUs (allow with --tp-across-nodes)", l->tp,
                  ts_system_domain_gpus(&pb->sys));
@@ -147,8 +156,8 @@ const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int ex
         INVALID("interleaving needs pp > 1 and pp×vpp = %lld chunks of at least one of %d layers",
                  (long long)l->pp * l->vpp, m->layers);
     if (l->vpp > 1 && !explicit_split && (l->pp == 1 || m->layers % l->pp != 0 || (m->layers / l->pp) % l->vpp != 0))
-        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage",
-                 m->layers, l->vpp);
+        INVALID("interleaving needs pp > 1 dividing %d layers and vpp=%d dividing layers per stage "
+                "(uneven chunks: --partition ilp)", m->layers, l->vpp);
     if (l->vpp > 1 && (pb->train.global_batch / ((long long)l->dp * l->mbs)) % l->pp != 0)
         INVALID("interleaving needs micro-batches (%lld) divisible by pp=%d",
                  (long long)(pb->train.global_batch / ((long long)l->dp * l->mbs)), l->pp);

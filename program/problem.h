@@ -18,9 +18,11 @@
 /* How FP8 tensors are scaled (Transformer Engine recipes): delayed scaling (DelayedScaling: the
  * scale from an amax history), current per-tensor scaling (Float8CurrentScaling: the amax of the
  * tensor itself, an extra pass) and MXFP8 block scaling (MXFP8BlockScaling: a scale per 32
- * elements, Blackwell). */
-typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
-extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8"; NULL-terminated */
+ * elements, Blackwell) and DeepSeek-V3's fine-grained block scaling (TE Float8BlockScaling,
+ * Megatron-LM --fp8-recipe blockwise: an fp32 scale per 1×128 activation tile and per 128×128
+ * weight block, Hopper; DeepSeek-V3 report §3.3.2). */
+typedef enum { TS_FP8_DELAYED, TS_FP8_TENSORWISE, TS_FP8_MXFP8, TS_FP8_BLOCKWISE, TS_FP8_RECIPE_COUNT } ts_fp8_recipe;
+extern const char *const ts_fp8_recipe_names[]; /* "delayed", "tensorwise", "mxfp8", "blockwise"; NULL-terminated */
 
 /* How context parallelism exchanges the attention's inputs (the recipe's CP block, recipe.c):
  * ring  K/V blocks passed around the CP ring beside the attention (ring attention, Liu et al.
@@ -53,6 +55,8 @@ typedef struct {
     ts_dtype dtype;         /* compute and activation precision */
     ts_fp8_recipe fp8_recipe; /* dtype fp8: the scaling recipe (default delayed) */
     int fp8_attention;      /* dtype fp8: the fused attention runs in FP8 too (default: BF16) */
+    int fp8_param_gather;   /* dtype fp8: FP8 primary weights, all-gathered in FP8 (Megatron-Core
+                               --fp8-param-gather; program/recipe.h ts_weight_elem_bytes) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */
@@ -76,8 +80,8 @@ typedef struct {
 } ts_train;
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
- * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq; the
- * CLI lowers its default seq to max_seq.) */
+ * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq when
+ * its positions are learned, see ts_seq_extends; the CLI lowers its default seq to max_seq.) */
 void ts_train_defaults(ts_train *t);
 
 /* Sets the precision and what follows from it: 16-bit (bf16, fp16; fp8 keeps 16-bit master
@@ -86,6 +90,12 @@ void ts_train_defaults(ts_train *t);
  * 32-bit activations. */
 void ts_train_set_dtype(ts_train *t, ts_dtype d);
 
+/* Whether `seq` tokens go beyond the context the model was trained at (max_seq) — context
+ * extension: 1 when seq > max_seq and the positions are relative (RoPE, ALiBi), which is how
+ * long-context models are trained (Llama 3 §3.4: 8K pre-training, then 128K with a larger RoPE
+ * base; Code Llama §2.4 likewise); -1 when seq > max_seq and the positions are a learned absolute
+ * table (GPT-2, OPT, BLOOM's embedding has no row beyond max_seq): refused; 0 otherwise. */
+int ts_seq_extends(const ts_model *m, int64_t seq);
 /* Bytes per gradient element that the DP reduction moves: the stack's gradient-reduction dtype
  * (fp32 in Megatron-DeepSpeed's BF16 optimizer), else the gradients' own bytes. */
 double ts_grad_reduce_bytes(const ts_train *t);

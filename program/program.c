@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "program/data.h"
 #include "program/recipe.h"
 #include "program/schedule.h"
@@ -72,14 +73,41 @@ typedef struct {
     gemm_list fc1[2], fc2[2]; /* the MLP block's h→f and f→h sides, dense and MoE */
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
     gemm_list head;           /* the LM head's GEMM */
-    int oom;       /* an allocation failed (recorded in the error); the build is abandoned */
+    int oom;       /* an allocation failed or the ops reached max_ops (recorded in the error); the
+                    * build is abandoned */
+    int64_t ops_before; /* ops of the stages built before this one */
     int pairs;     /* F&B pairs emitted (their ops' tag alternates) */
 } builder;
+
+static int64_t max_ops = TS_PROGRAM_DEFAULT_MAX_OPS;
+void ts_program_set_max_ops(int64_t n) { max_ops = n; }
+int64_t ts_program_max_ops(void) { return max_ops; }
+
+/* Fewest ops one layer adds per micro-batch: the forward and backward of its attention and MLP
+ * blocks come to 16 in the smallest case (`sim --model tiny --gpus 4 --global-batch 64 --fix
+ * pp=1,mbs=1,recompute=none --dump-program`: 1393 ops for 16 micro-batches × 4 layers, 21.8 per
+ * layer with the embedding, head and optimizer; TP, SP, PP, recompute and MoE only add ops). */
+#define MIN_OPS_PER_LAYER_PASS 16
+
+/* Refuses a program estimated over the limit before anything is allocated. */
+static ts_status check_size(const ts_problem *pb, const ts_layout *l) {
+    int64_t layers = pb->model.layers + pb->model.mtp_layers, est = INT64_MAX, f[] = {l->microbatches, layers, MIN_OPS_PER_LAYER_PASS};
+    if (ts_mul_i64(f, 3, &est) && est <= max_ops) return TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "the step program would hold at least %lld ops (%d micro-batches × %lld layers × %d), "
+                   "over the limit of %lld (--max-ops raises it)", (long long)est, l->microbatches,
+                   (long long)layers, MIN_OPS_PER_LAYER_PASS, (long long)max_ops);
+}
 
 /* Room for one more op and its dependencies; on failure records the error and sets b->oom. */
 static int grow(builder *b) {
     ts_stage_program *sp = b->sp;
     if (b->oom) return 0;
+    if (b->ops_before + sp->n_ops >= max_ops) {
+        TS_FAIL(TS_ERR_INPUT, "the step program reached the limit of %lld ops at stage %d (--max-ops raises it)",
+                (long long)max_ops, b->stage);
+        b->oom = 1;
+        return 0;
+    }
     if (sp->n_ops == sp->cap_ops) {
         int cap = sp->cap_ops ? 2 * sp->cap_ops : 1024;
         ts_op *ops = realloc(sp->ops, (size_t)cap * sizeof *ops);
@@ -398,7 +426,7 @@ static uint32_t param_gather(builder *b, const ctx *c, int layer) {
     ctx at = *c;
     at.layer = layer;
     return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
-                b->pb->train.weight_bytes * (sh + ex), NO_OP);
+                ts_weight_elem_bytes(b->pb) * (sh + ex), NO_OP);
 }
 
 /* Per-stage bookkeeping for data-parallel traffic. */
@@ -765,7 +793,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
-        .gb = pb->train.grad_bytes, .wb = pb->train.weight_bytes, .rb = ts_grad_reduce_bytes(&pb->train),
+        .gb = pb->train.grad_bytes, .wb = ts_weight_elem_bytes(pb), .rb = ts_grad_reduce_bytes(&pb->train),
     };
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
@@ -787,7 +815,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
     optimizer(b, &st, reduce_last, last_w);
     free(slots);
-    if (b->oom) return TS_ERR_NOMEM;
+    if (b->oom) return ts_error_status();
     return ts_stage_data_build(pb, l, s, b->sp);
 }
 
@@ -814,6 +842,7 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
     out->layout = *in;
     out->layout.microbatches = (int)(pb->train.global_batch / ((long long)in->dp * in->mbs));
     out->pp = in->pp;
+    TS_CHECK(check_size(pb, &out->layout));
     ts_status res = TS_OK;
     int n_layers = pb->model.layers + pb->model.mtp_layers;
     dp_state dp = {0};
@@ -842,6 +871,7 @@ ts_status ts_program_build(const ts_problem *pb, const ts_layout *in, const ts_p
         b.sp = &out->stages[s];
         TS_CHECK_GOTO(build_stage(&b, &dp), res, exit);
         out->total_ops += out->stages[s].n_ops;
+        b.ops_before = out->total_ops;
     }
 exit:
     free(dp.last_grad);

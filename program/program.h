@@ -140,6 +140,14 @@ typedef struct {
     int64_t total_ops;        /* over the stage programs */
 } ts_program;
 
+/* The most ops a step program may hold, over its stages (docs/reliability.md, "Limits"): a
+ * request beyond it (a global batch of millions of micro-batches) is refused before it is built,
+ * or, should the estimate fall short, when it reaches the limit, with TS_ERR_INPUT naming the
+ * limit and --max-ops, which raises it. Process-wide; the default is TS_PROGRAM_DEFAULT_MAX_OPS. */
+#define TS_PROGRAM_DEFAULT_MAX_OPS 20000000LL
+void ts_program_set_max_ops(int64_t max_ops);
+int64_t ts_program_max_ops(void);
+
 /* Builds the program of one step. The layout must be valid for the problem (TS_ERR_INPUT with
  * the reason otherwise). `opts` may be NULL. ts_program_free releases it. */
 ts_status ts_program_build(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts,

@@ -1,11 +1,17 @@
 /* Rank order and group membership (see ranks.h). */
 #include "program/ranks.h"
 
+#include <limits.h>
 #include <stddef.h>
+
+#include "common/checked.h"
 
 const char *const ts_group_names[] = {"tp", "cp", "dp", "pp", "dpcp", "ep", "edp", "etp", NULL};
 
-int ts_rank_count(const ts_layout *l) { return l->tp * l->cp * l->dp * l->pp; }
+int ts_rank_count(const ts_layout *l) {
+    int64_t n, sizes[] = {l->tp, l->cp, l->dp, l->pp};
+    return ts_mul_i64(sizes, 4, &n) && n >= 0 && n <= INT_MAX ? (int)n : -1;
+}
 
 ts_coords ts_rank_coords(const ts_layout *l, int rank) {
     ts_coords c;

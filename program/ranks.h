@@ -36,6 +36,8 @@ typedef struct {
     int tp, cp, dp, pp; /* coordinates of a rank */
 } ts_coords;
 
+/* dp×tp×pp×cp, checked: -1 when it does not fit an int (a layout ts_layout_invalid accepts has
+ * the problem's GPU count). */
 int ts_rank_count(const ts_layout *l);
 ts_coords ts_rank_coords(const ts_layout *l, int rank);
 int ts_rank_of(const ts_layout *l, ts_coords c);

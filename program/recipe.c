@@ -39,7 +39,10 @@
  *   delayed (DelayedScaling; the scale from the amax history): read 2 + write 1 + 1 = 4;
  *   tensorwise (Float8CurrentScaling; the tensor's own amax first): 2 more to read it, 6;
  *   mxfp8 (MXFP8BlockScaling; one E8M0 scale per 32 elements, row- and column-wise copies,
- *     no global amax): 2 + 2·(1 + 1/32) = 4.0625.
+ *     no global amax): 2 + 2·(1 + 1/32) = 4.0625;
+ *   blockwise (DeepSeek-V3 §3.3.2, TE Float8BlockScaling: the amax and an fp32 scale per 1×128
+ *     tile, found in the pass that casts the tile, row- and column-wise copies): 2 + 2·(1 +
+ *     4/128) = 4.0625, the weights' 128×128 blocks 2·(1 + 4/128²) per weight.
  * So a GEMM adds c·m·k bytes of element-wise work in forward and c·m·n in backward (× count).
  * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
  * across micro-batches) and the amax reductions and scale updates (a few floats per tensor) are
@@ -124,13 +127,38 @@ static double fp8_cast_per_elem(ts_fp8_recipe r) {
     switch (r) {
     case TS_FP8_TENSORWISE: return 6.0;
     case TS_FP8_MXFP8: return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+    case TS_FP8_BLOCKWISE: return 2.0 + 2.0 * (1.0 + 4.0 / 128.0);
     default: return 4.0;
+    }
+}
+
+/* One FP8 copy of a weight, per weight: 1 byte and the recipe's scales. */
+static double fp8_weight_one_bytes(ts_fp8_recipe r) {
+    switch (r) {
+    case TS_FP8_MXFP8: return 1.0 + 1.0 / 32.0;
+    case TS_FP8_BLOCKWISE: return 1.0 + 4.0 / (128.0 * 128.0);
+    default: return 1.0;
     }
 }
 
 double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
     if (pb->train.dtype != TS_DTYPE_FP8) return 0;
-    return pb->train.fp8_recipe == TS_FP8_MXFP8 ? 2.0 * (1.0 + 1.0 / 32.0) : 2.0;
+    /* the weight and its transpose; with FP8 primary weights the first is the weight itself */
+    return (pb->train.fp8_param_gather ? 1.0 : 2.0) * fp8_weight_one_bytes(pb->train.fp8_recipe);
+}
+
+double ts_weight_elem_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8 || !pb->train.fp8_param_gather) return pb->train.weight_bytes;
+    return fp8_weight_one_bytes(pb->train.fp8_recipe);
+}
+
+double ts_gemm_input_saved_bytes(const ts_problem *pb) {
+    if (pb->train.dtype != TS_DTYPE_FP8) return 2.0;
+    switch (pb->train.fp8_recipe) {
+    case TS_FP8_MXFP8: return 1.0 + 1.0 / 32.0;
+    case TS_FP8_BLOCKWISE: return 1.0 + 4.0 / 128.0;
+    default: return 1.0;
+    }
 }
 
 /* Adds GEMM g's FP8 casts, forward input and backward output gradient, when it runs FP8. */

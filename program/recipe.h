@@ -48,6 +48,21 @@ ts_dtype ts_attention_dtype(const ts_problem *pb);
  * fp8. */
 double ts_fp8_weight_copy_bytes(const ts_problem *pb);
 
+/* Bytes per parameter of the weights as held and all-gathered (ZeRO's parameter gathers): the
+ * 16-bit weight (train.weight_bytes), or under fp8 with fp8_param_gather the FP8 primary weight,
+ * 1 byte plus the recipe's scales (Megatron-Core --fp8-param-gather: "Keep the compute param in
+ * fp8 (do not use any other intermediate dtype) and perform the param all-gather in fp8"; the
+ * fp32 master copy stays in the optimizer states). ts_fp8_weight_copy_bytes then counts only
+ * the copies beside it (the transpose). */
+double ts_weight_elem_bytes(const ts_problem *pb);
+
+/* Bytes per element of a GEMM input kept for the backward when only that GEMM needs it: 2 (16
+ * bits), or under fp8 the FP8 copy Transformer Engine saves in place of it (TE 2.x linear.py:
+ * "Discard row-wise data since it is not needed in backward pass", the column-wise FP8 input
+ * kept for the weight gradient; DeepSeek-V3 §3.3.3 caches Linear inputs in FP8 likewise): 1
+ * byte plus the recipe's scales (MXFP8 1/32, blockwise 4/128 per element). */
+double ts_gemm_input_saved_bytes(const ts_problem *pb);
+
 /* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
  * (program/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
  * steps > 0 it runs as ring CP runs it, `steps` point-to-point transfers of `step_bytes` each to

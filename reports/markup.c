@@ -1,9 +1,10 @@
 /* HTML escaping, tagged numbers and the page frame (see markup.h). */
 #include "reports/markup.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <string.h>
+
+#include "reports/numfmt.h"
 
 void ts_html_escape(FILE *f, const char *s) {
     for (; *s; s++) {
@@ -30,10 +31,12 @@ double ts_html_unit_scale(const char *unit) {
     return 0;
 }
 
+/* Numbers for people (reports/numfmt.h): fixed decimals grouped by thousands, or -decimals
+ * significant digits with words from a billion — never 6.898e+10. */
 static void put_number(FILE *f, int decimals, double shown) {
-    if (!isfinite(shown)) fputs("n/a", f);
-    else if (decimals >= 0) fprintf(f, "%.*f", decimals, shown);
-    else fprintf(f, "%.*g", -decimals, shown);
+    char buf[96];
+    fputs(decimals >= 0 ? ts_fmt_fixed(shown, decimals, buf, sizeof buf)
+                        : ts_fmt_sig_words(shown, -decimals, buf, sizeof buf), f);
 }
 
 void ts_html_num(FILE *f, const char *key, const char *unit, int decimals, double value) {

@@ -1,12 +1,15 @@
 /* Reading a real run's summary and trace back (see measured.h). */
 #include "reports/measured.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
+#include "program/layout.h"
+#include "program/ranks.h"
 
 ts_status ts_run_summary_load(const char *file, ts_run_summary *out) {
     memset(out, 0, sizeof *out);
@@ -26,6 +29,19 @@ ts_status ts_run_summary_load(const char *file, ts_run_summary *out) {
     TS_CHECK_GOTO(ts_jr_int(&r, root, "ranks", 0, 1, 1 << 24, 0, &ranks), res, exit);
     TS_CHECK_GOTO(ts_jr_int(&r, root, "steps", 0, 1, 1 << 30, 0, &steps), res, exit);
     out->ranks = (int)ranks, out->steps = (int)steps;
+    /* The layout must be one (the report sets it beside the plan's): its keys and values those
+     * of a layout (sizes left out are 1), with as many ranks as it says. */
+    char what[600];
+    ts_pins pins;
+    snprintf(what, sizeof what, "%s: $.layout", file);
+    TS_CHECK_GOTO(ts_pins_parse(what, out->layout, &pins), res, exit);
+    ts_layout l = pins.value;
+    l.dp = l.dp ? l.dp : 1, l.tp = l.tp ? l.tp : 1, l.pp = l.pp ? l.pp : 1, l.cp = l.cp ? l.cp : 1;
+    if (ranks && ts_rank_count(&l) != ranks) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.ranks: %lld, but the layout \"%s\" has %d ranks", file, (long long)ranks,
+                      out->layout, ts_rank_count(&l));
+        goto exit;
+    }
     TS_CHECK_GOTO(ts_jr_obj(&r, root, "step_s", 1, &step), res, exit);
     ts_jreader_child(&r, "step_s", 0, &rs);
     TS_CHECK_GOTO(ts_jr_num(&rs, step, "median", 1, 0, 1e9, 0, &out->step_median_s), res, exit);
@@ -72,19 +88,25 @@ static int num_field(const cJSON *o, const char *key, double *out) {
     return 1;
 }
 
-/* pid -> stage for the lowest rank of each stage: `rep[stage]` is that rank, -1 when none. */
-static ts_status stage_ranks(const char *file, const cJSON *events, int **rep, int *stages) {
-    int max_stage = -1;
+/* pid -> stage for the lowest rank of each stage: `rep[stage]` is that rank, -1 when none. A
+ * stage outside the plan's `plan_stages` is refused: the timeline has one row per stage, so the
+ * trace must not size it. */
+static ts_status stage_ranks(const char *file, const cJSON *events, int plan_stages, int **rep, int *stages) {
+    int max_stage = -1, index = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, events) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name"), *args;
+        index++;
         if (!cJSON_IsString(name) || strcmp(name->valuestring, "process_name") != 0) continue;
         args = cJSON_GetObjectItemCaseSensitive(e, "args");
         const cJSON *label = cJSON_GetObjectItemCaseSensitive(args, "name");
         int rank, stage;
-        if (cJSON_IsString(label) && sscanf(label->valuestring, "rank %d (stage %d)", &rank, &stage) == 2 &&
-            stage >= 0 && stage < (1 << 20) && stage > max_stage)
-            max_stage = stage;
+        if (!cJSON_IsString(label) || sscanf(label->valuestring, "rank %d (stage %d)", &rank, &stage) != 2) continue;
+        if (stage < 0 || stage >= plan_stages || rank < 0)
+            return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d].args.name: \"rank %d (stage %d)\": expected a rank "
+                           ">= 0 and a stage in [0, %d] (the plan's layout has %d stages)", file, index - 1, rank,
+                           stage, plan_stages - 1, plan_stages);
+        if (stage > max_stage) max_stage = stage;
     }
     if (max_stage < 0)
         return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents: no \"process_name\" metadata of the form "
@@ -112,7 +134,7 @@ static int stage_of(const int *rep, int stages, int pid) {
     return -1;
 }
 
-ts_status ts_run_trace_timeline(const char *file, ts_timeline *out) {
+ts_status ts_run_trace_timeline(const char *file, int plan_stages, ts_timeline *out) {
     *out = (ts_timeline){0};
     cJSON *root = NULL;
     int *rep = NULL, stages = 0;
@@ -124,7 +146,7 @@ ts_status ts_run_trace_timeline(const char *file, ts_timeline *out) {
                       ts_json_type_name(events));
         goto exit;
     }
-    TS_CHECK_GOTO(stage_ranks(file, events, &rep, &stages), res, exit);
+    TS_CHECK_GOTO(stage_ranks(file, events, plan_stages, &rep, &stages), res, exit);
     /* The compute ops of the representatives: their time range first, then the timeline. */
     double t0 = INFINITY, t1 = -INFINITY;
     int ops = 0;
@@ -134,16 +156,31 @@ ts_status ts_run_trace_timeline(const char *file, ts_timeline *out) {
                 res = TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents: no compute-stream (tid 0) \"X\" events", file);
                 goto exit;
             }
-            TS_CHECK_GOTO(ts_timeline_init(out, stages, TS_TIMELINE_COLUMNS, (t1 - t0) * 1e-6), res, exit);
+            if (!isfinite(t1 - t0) || !(t1 > t0)) {
+                res = TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents: the compute ops span %g us (from %g to %g): expected "
+                              "a finite, positive span", file, t1 - t0, t0, t1);
+                goto exit;
+            }
+            TS_CHECK_CTX_GOTO(ts_timeline_init(out, stages, TS_TIMELINE_COLUMNS, (t1 - t0) * 1e-6), res, exit,
+                              "%s: $.traceEvents", file);
         }
+        int index = 0;
         cJSON_ArrayForEach(e, events) {
             const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-            double pid, tid, ts, dur;
+            double tid, ts, dur;
+            int64_t pid;
+            index++;
             if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0 || !cJSON_IsString(name) ||
-                !num_field(e, "pid", &pid) || !num_field(e, "tid", &tid) || !num_field(e, "ts", &ts) ||
-                !num_field(e, "dur", &dur) || tid != 0 || dur < 0)
+                !num_field(e, "tid", &tid) || !num_field(e, "ts", &ts) || !num_field(e, "dur", &dur) || tid != 0 ||
+                dur < 0)
                 continue;
+            /* Range first: (int) of a pid of 1e300 is undefined. */
+            if (!ts_json_int_in(cJSON_GetObjectItemCaseSensitive(e, "pid"), 0, INT_MAX, &pid)) {
+                res = TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d].pid: expected an integer in [0, %d]", file,
+                              index - 1, INT_MAX);
+                goto exit;
+            }
             int stage = stage_of(rep, stages, (int)pid), phase = phase_of(name->valuestring);
             if (stage < 0 || phase < 0) continue;
             if (pass == 0) {

@@ -24,7 +24,8 @@ ts_status ts_run_summary_load(const char *file, ts_run_summary *out);
 
 /* The compute stream (tid 0) of each stage's lowest rank in a Chrome trace: rows are the stages
  * named by the "process_name" metadata ("rank R (stage S)"), time starts at the earliest event,
- * and an op's phase is the first word of its name ("fwd", "bwd", ...). */
-ts_status ts_run_trace_timeline(const char *file, ts_timeline *out);
+ * and an op's phase is the first word of its name ("fwd", "bwd", ...). A stage outside the
+ * plan's `plan_stages` is refused (it would size the timeline). */
+ts_status ts_run_trace_timeline(const char *file, int plan_stages, ts_timeline *out);
 
 #endif

@@ -102,14 +102,14 @@ void ts_ranking_free(ts_ranking *r) {
 }
 
 /* The stage partitioning's settings in the plan JSON's request: "partition",
- * "partition_objective", "partition_time_limit_s". */
+ * "partition_objective", "partition_node_limit". */
 static ts_status add_partition_json(cJSON *root, const ts_partition_opts *po) {
     ts_status res = TS_OK;
     cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "partition", ts_partition_mode_names[po->mode]), res, exit);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "partition_objective", ts_partition_objective_names[po->objective]),
                   res, exit);
-    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "partition_time_limit_s", po->time_limit_s), res, exit);
+    TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "partition_node_limit", (double)po->node_limit), res, exit);
 exit:
     return res;
 }
@@ -158,6 +158,10 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
     ts_ranking_print_context(f, pb, rk);
     fprintf(f, "# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,
               (long long)r->evaluated, (long long)r->feasible, r->search_s);
+    if (r->step_cap_s > 0)
+        fprintf(f, "# objective memory: the least memory among layouts at most %.3g× the fastest step (%.3f s), "
+                   "that is within %.3f s (--max-slowdown)\n", r->step_cap_s / r->fastest_step_s,
+                r->fastest_step_s, r->step_cap_s);
     if (r->partitioned)
         fprintf(f, "# partitioned: %d layouts re-split into uneven stages with a recompute policy each (GLPK) in %.3f s\n",
                   r->partitioned, r->partition_s);
@@ -237,8 +241,8 @@ static void print_tail(FILE *f, const ts_problem *pb, const ts_partition_opts *p
         const ts_split *sp = &r->splits[i];
         ts_split_format(sp, text, sizeof text);
         fprintf(f, "# split of rank %d (layers per stage, chunks joined by +; recompute by stage): %s", i + 1, text);
-        if (sp->status == TS_PART_TIME_LIMIT) /* GLPK's incumbent: say how far from proven it may be */
-            fprintf(f, " (time-limit: not proven optimal; %s %.4g s, bound %.4g s)",
+        if (sp->status == TS_PART_NODE_LIMIT) /* GLPK's incumbent: say how far from proven it may be */
+            fprintf(f, " (node-limit: not proven optimal; %s %.4g s, bound %.4g s)",
                       po->objective == TS_PART_OBJ_STEP ? "step estimate" : "slowest stage per micro-batch",
                       sp->objective_s, sp->bound_s);
         fputc('\n', f);

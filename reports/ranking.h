@@ -3,7 +3,7 @@
  * simulation — the best K layouts' step programs simulated (one rank per stage, sim/engine.h)
  * and re-ranked by simulated step time, ties keeping the closed form's order — shown as a table or
  * as the plan JSON (planner/plan_json.h) with the request's partition settings ("partition",
- * "partition_objective", "partition_time_limit_s") and, when refined, "refine" in the request and
+ * "partition_objective", "partition_node_limit") and, when refined, "refine" in the request and
  * "sim_step_s" on the refined layouts. */
 #ifndef TS_RANKING_H
 #define TS_RANKING_H

@@ -92,7 +92,7 @@ ts_status ts_report_build(const char *plan_file, const ts_report_opts *opts, ts_
     }
     if (opts->run_trace) {
         snprintf(out->run_trace_file, sizeof out->run_trace_file, "%s", opts->run_trace);
-        TS_CHECK_GOTO(ts_run_trace_timeline(opts->run_trace, &out->run_timeline), res, exit);
+        TS_CHECK_GOTO(ts_run_trace_timeline(opts->run_trace, out->layouts[0].layout.pp, &out->run_timeline), res, exit);
         out->has_run_trace = 1;
     }
 exit:

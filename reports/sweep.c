@@ -8,12 +8,13 @@
 
 #include "common/json.h"
 #include "common/paths.h"
+#include "reports/numfmt.h"
 #include "reports/ranking.h"
 
 #define MAX_GPUS (1 << 24)
 
-/* A count in [1, MAX_GPUS], the whole of [s, e). */
-static int parse_count(const char *s, const char *e, long long *out) {
+/* A size in [1, max], the whole of [s, e). */
+static int parse_count(const char *s, const char *e, int64_t max, long long *out) {
     if (s == e || (size_t)(e - s) > 12) return 0;
     char buf[16];
     memcpy(buf, s, (size_t)(e - s));
@@ -21,43 +22,93 @@ static int parse_count(const char *s, const char *e, long long *out) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(buf, &end, 10);
-    if (errno || *end != '\0' || buf[0] == '-' || buf[0] == '+' || v < 1 || v > MAX_GPUS) return 0;
+    if (errno || *end != '\0' || buf[0] == '-' || buf[0] == '+' || v < 1 || v > max) return 0;
     *out = v;
     return 1;
 }
 
-static ts_status push(const char *what, int *gpus, int *n, long long v) {
-    if (*n > 0 && v <= gpus[*n - 1])
-        return TS_FAIL(TS_ERR_INPUT, "%s: expected increasing GPU counts, got %lld after %d", what, v, gpus[*n - 1]);
-    if (*n == TS_SWEEP_MAX_COUNTS)
-        return TS_FAIL(TS_ERR_INPUT, "%s: expected at most %d GPU counts", what, TS_SWEEP_MAX_COUNTS);
-    gpus[(*n)++] = (int)v;
+static ts_status push(const char *what, const char *noun, int64_t *out, int *n, int cap, long long v) {
+    if (*n > 0 && v <= out[*n - 1])
+        return TS_FAIL(TS_ERR_INPUT, "%s: expected increasing %ss, got %lld after %lld", what, noun, v,
+                       (long long)out[*n - 1]);
+    if (*n == cap) return TS_FAIL(TS_ERR_INPUT, "%s: expected at most %d %ss", what, cap, noun);
+    out[(*n)++] = v;
     return TS_OK;
 }
 
-ts_status ts_sweep_parse_gpus(const char *what, const char *text, int *gpus, int *n) {
+/* "A,B,C" and ranges "A..B" (A, 2A, 4A, ... up to B) of `noun`s ("GPU count") in [1, max], at
+ * most cap. */
+static ts_status parse_list(const char *what, const char *noun, const char *text, int64_t max, int cap, int64_t *out,
+                            int *n) {
     *n = 0;
     if (text[0] == '\0')
-        return TS_FAIL(TS_ERR_INPUT, "%s: expected GPU counts such as 8,16,32 or a range such as 8..1024, got \"\"", what);
+        return TS_FAIL(TS_ERR_INPUT, "%s: expected %ss such as 8,16,32 or a range such as 8..1024, got \"\"", what,
+                       noun);
     for (const char *item = text;;) {
         const char *end = item + strcspn(item, ",");
         const char *dots = strstr(item, "..");
         long long a, b;
         if (dots && dots < end) {
-            if (!parse_count(item, dots, &a) || !parse_count(dots + 2, end, &b) || b < a)
-                return TS_FAIL(TS_ERR_INPUT, "%s: expected a range A..B of GPU counts with 1 <= A <= B <= %d, "
-                               "got \"%.*s\"", what, MAX_GPUS, (int)(end - item), item);
-            for (long long v = a; v <= b; v *= 2) TS_CHECK(push(what, gpus, n, v));
+            if (!parse_count(item, dots, max, &a) || !parse_count(dots + 2, end, max, &b) || b < a)
+                return TS_FAIL(TS_ERR_INPUT, "%s: expected a range A..B of %ss with 1 <= A <= B <= %lld, got \"%.*s\"",
+                               what, noun, (long long)max, (int)(end - item), item);
+            for (long long v = a; v <= b; v *= 2) TS_CHECK(push(what, noun, out, n, cap, v));
         } else {
-            if (!parse_count(item, end, &a))
-                return TS_FAIL(TS_ERR_INPUT, "%s: expected a GPU count in [1, %d], got \"%.*s\"", what, MAX_GPUS,
-                               (int)(end - item), item);
-            TS_CHECK(push(what, gpus, n, a));
+            if (!parse_count(item, end, max, &a))
+                return TS_FAIL(TS_ERR_INPUT, "%s: expected a %s in [1, %lld], got \"%.*s\"", what, noun,
+                               (long long)max, (int)(end - item), item);
+            TS_CHECK(push(what, noun, out, n, cap, a));
         }
         if (*end == '\0') break;
         item = end + 1;
     }
     return TS_OK;
+}
+
+ts_status ts_sweep_parse_gpus(const char *what, const char *text, int *gpus, int *n) {
+    int64_t v[TS_SWEEP_MAX_COUNTS];
+    TS_CHECK(parse_list(what, "GPU count", text, MAX_GPUS, TS_SWEEP_MAX_COUNTS, v, n));
+    for (int i = 0; i < *n; i++) gpus[i] = (int)v[i];
+    return TS_OK;
+}
+
+ts_status ts_sweep_parse_sizes(const char *what, const char *text, int64_t max, int64_t *out, int *n) {
+    return parse_list(what, "size", text, max, TS_SWEEP_MAX_SIZES, out, n);
+}
+
+ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spec *spec) {
+    char buf[2048];
+    if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf) return TS_FAIL(TS_ERR_INPUT, "%s: too long", what);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '='), *end = NULL;
+        const char *num = eq ? eq + 1 : item;
+        double v = strtod(num, &end);
+        if (end == num || *end != '\0' || !(v >= 0 && v <= 1e6))
+            return TS_FAIL(TS_ERR_INPUT, "%s: expected USD per GPU-hour in [0, 1e6] (2.5, or SYSTEM=2.5,...), got \"%s\"",
+                           what, num);
+        if (!eq) {
+            spec->price_per_gpu_hour = v;
+            spec->price_is_default = 0;
+            continue;
+        }
+        *eq = '\0';
+        int s = 0;
+        while (s < spec->n_systems && strcmp(spec->systems[s].name, item) != 0) s++;
+        if (s == spec->n_systems) return TS_FAIL(TS_ERR_INPUT, "%s: \"%s\" is not one of the swept systems", what, item);
+        spec->prices[s] = v > 0 ? v : -1; /* -1: free, told apart from "not given" */
+    }
+    return TS_OK;
+}
+
+double ts_sweep_price(const ts_sweep_spec *spec, int s) {
+    double p = spec->prices[s], own = spec->systems[s].price_per_gpu_hour;
+    if (p != 0) return p > 0 ? p : 0;
+    return spec->price_is_default && own > 0 ? own : spec->price_per_gpu_hour;
+}
+
+int ts_sweep_price_is_example(const ts_sweep_spec *spec, int s) {
+    return spec->prices[s] == 0 && spec->price_is_default;
 }
 
 static double now_s(void) {
@@ -67,11 +118,13 @@ static double now_s(void) {
 }
 
 /* The pick `tessera plan --top 1` makes for the problem (reports/ranking.h: the tie with the
- * fastest broken toward robustness), into row->best. */
-static ts_status plan_pick(const ts_problem *pb, const ts_search_opts *o, const ts_bands *stats, ts_sweep_row *row) {
+ * fastest broken toward robustness; uneven stages by the sweep's --partition), into row->best. */
+static ts_status plan_pick(const ts_problem *pb, const ts_search_opts *o, const ts_partition_opts *po,
+                           const ts_bands *stats, ts_sweep_row *row) {
     ts_ranking_opts ro;
     ts_ranking_opts_defaults(&ro);
     ro.stats = stats;
+    ro.partition = *po;
     ts_ranking rk;
     ts_status st = ts_ranking_make(pb, o, &ro, &rk);
     if (st == TS_OK) row->best = rk.search.best[0];
@@ -79,19 +132,23 @@ static ts_status plan_pick(const ts_problem *pb, const ts_search_opts *o, const 
     return st;
 }
 
-/* One (system, GPU count): the best layout, or why there is none. */
-static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, const ts_bands *stats, ts_sweep_row *row) {
+/* One (system, GPU count, batch, seq): the best layout, or why there is none. */
+static ts_status sweep_one(const ts_sweep_spec *spec, const ts_bands *stats, ts_sweep_row *row) {
     ts_problem pb;
-    TS_CHECK(ts_problem_init(&pb, &spec->model, sys, &spec->train, row->gpus));
+    ts_train t = spec->train;
+    t.global_batch = row->global_batch;
+    t.seq = row->seq;
+    TS_CHECK(ts_problem_init(&pb, &spec->model, &spec->systems[row->system], &t, row->gpus));
     ts_search_opts o = spec->search;
     o.top_k = 1;
     ts_search_result r;
-    ts_status st = ts_search(&pb, &o, &r);
+    ts_status st = ts_search_partitioned(&pb, &o, &spec->partition, &r);
     if (st == TS_OK) {
+        double price = ts_sweep_price(spec, row->system);
         row->fits = 1;
         ts_search_result_free(&r);
-        TS_CHECK(plan_pick(&pb, &o, stats, row));
-        row->cost_per_mtok = spec->price_per_gpu_hour * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
+        TS_CHECK(plan_pick(&pb, &o, &spec->partition, stats, row));
+        row->cost_per_mtok = price * row->gpus / 3600 / row->best.tokens_per_s * 1e6;
     } else if (st == TS_ERR_INFEASIBLE && r.has_closest) {
         snprintf(row->reason, sizeof row->reason, "nothing fits: needs %.1f GB/GPU, %.1f GB usable",
                  r.closest.mem.total / 1e9, pb.usable_bytes / 1e9);
@@ -106,9 +163,24 @@ static ts_status sweep_one(const ts_sweep_spec *spec, const ts_system *sys, cons
     return st;
 }
 
+/* The recommendations: the row with the most tokens/s (ties: fewer GPUs, the first) and the
+ * one with the least cost per token. */
+static void recommend(ts_sweep_result *r) {
+    int fast = -1, cheap = -1;
+    for (int i = 0; i < r->n_rows; i++) {
+        const ts_sweep_row *row = &r->rows[i];
+        if (!row->fits) continue;
+        if (fast < 0 || row->best.tokens_per_s > r->rows[fast].best.tokens_per_s) fast = i;
+        if (cheap < 0 || row->cost_per_mtok < r->rows[cheap].cost_per_mtok) cheap = i;
+    }
+    if (fast >= 0) r->rows[fast].fastest = 1;
+    if (cheap >= 0) r->rows[cheap].cheapest = 1;
+}
+
 ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
     memset(out, 0, sizeof *out);
-    int total = spec->n_gpus * spec->n_systems;
+    int nb = spec->batches ? spec->n_batches : 1, nl = spec->seqs ? spec->n_seqs : 1;
+    int total = spec->n_gpus * nb * nl * spec->n_systems;
     out->rows = calloc(total > 0 ? (size_t)total : 1, sizeof *out->rows);
     if (out->rows == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d sweep rows", total);
     double t0 = now_s();
@@ -117,16 +189,21 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
     snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
     TS_CHECK(ts_bands_compute(dir, spec->train.stack.name, &stats));
     for (int g = 0; g < spec->n_gpus; g++)
-        for (int s = 0; s < spec->n_systems; s++) {
-            ts_sweep_row *row = &out->rows[out->n_rows];
-            row->gpus = spec->gpus[g];
-            row->system = s;
-            TS_CHECK(sweep_one(spec, &spec->systems[s], &stats, row));
-            out->n_fit += row->fits;
-            out->n_rows++;
-            if (spec->progress) spec->progress(spec->progress_ctx, out->n_rows, total);
-        }
+        for (int b = 0; b < nb; b++)
+            for (int l = 0; l < nl; l++)
+                for (int s = 0; s < spec->n_systems; s++) {
+                    ts_sweep_row *row = &out->rows[out->n_rows];
+                    row->gpus = spec->gpus[g];
+                    row->system = s;
+                    row->global_batch = spec->batches ? spec->batches[b] : spec->train.global_batch;
+                    row->seq = spec->seqs ? spec->seqs[l] : spec->train.seq;
+                    TS_CHECK(sweep_one(spec, &stats, row));
+                    out->n_fit += row->fits;
+                    out->n_rows++;
+                    if (spec->progress) spec->progress(spec->progress_ctx, out->n_rows, total);
+                }
     out->search_s = now_s() - t0;
+    recommend(out);
     if (out->n_fit == 0 && total > 0) {
         const ts_sweep_row *last = &out->rows[out->n_rows - 1];
         return TS_FAIL(TS_ERR_INFEASIBLE, "nothing fits at any GPU count of the sweep; at %d × %s: %s", last->gpus,
@@ -145,6 +222,18 @@ void ts_sweep_result_free(ts_sweep_result *r) {
 #define STR(obj, key, v) TS_CJSON_GOTO(cJSON_AddStringToObject((obj), (key), (v)), res, fail)
 #define BOOL(obj, key, v) TS_CJSON_GOTO(cJSON_AddBoolToObject((obj), (key), (v)), res, fail)
 
+/* A list of sizes as a JSON array (one = the request's value when the list is NULL). */
+static ts_status add_sizes(cJSON *root, const char *key, const int64_t *v, int n, int64_t one) {
+    cJSON *arr = cJSON_AddArrayToObject(root, key);
+    if (arr == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the sweep JSON");
+    for (int i = 0; i < (v ? n : 1); i++) {
+        cJSON *x = cJSON_CreateNumber((double)(v ? v[i] : one));
+        if (x == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the sweep JSON");
+        cJSON_AddItemToArray(arr, x);
+    }
+    return TS_OK;
+}
+
 ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, cJSON **out) {
     ts_status res = TS_OK;
     cJSON *root = cJSON_CreateObject(), *arr;
@@ -157,6 +246,10 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
     STR(root, "fix", spec->fix ? spec->fix : "");
     NUM(root, "price_per_gpu_hour", spec->price_per_gpu_hour);
     BOOL(root, "price_is_default", spec->price_is_default);
+    TS_CJSON_GOTO(arr = cJSON_AddObjectToObject(root, "prices"), res, fail);
+    for (int s = 0; s < spec->n_systems; s++) NUM(arr, spec->systems[s].name, ts_sweep_price(spec, s));
+    TS_CHECK_GOTO(add_sizes(root, "global_batches", spec->batches, spec->n_batches, spec->train.global_batch), res, fail);
+    TS_CHECK_GOTO(add_sizes(root, "seqs", spec->seqs, spec->n_seqs, spec->train.seq), res, fail);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "systems"), res, fail);
     for (int s = 0; s < spec->n_systems; s++) {
         cJSON *name = cJSON_CreateString(spec->systems[s].name);
@@ -178,6 +271,8 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
         cJSON_AddItemToArray(arr, o);
         NUM(o, "gpus", row->gpus);
         STR(o, "system", spec->systems[row->system].name);
+        NUM(o, "global_batch", (double)row->global_batch);
+        NUM(o, "seq", (double)row->seq);
         BOOL(o, "fits", row->fits);
         if (!row->fits) {
             STR(o, "reason", row->reason);
@@ -191,7 +286,10 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
         NUM(o, "tflops_per_gpu", row->best.tflops_per_gpu);
         NUM(o, "mfu", row->best.mfu);
         NUM(o, "memory_bytes", row->best.mem.total);
+        NUM(o, "price_per_gpu_hour", ts_sweep_price(spec, row->system));
         NUM(o, "cost_per_mtok", row->cost_per_mtok);
+        BOOL(o, "fastest", row->fastest);
+        BOOL(o, "cheapest", row->cheapest);
     }
     *out = root;
     return TS_OK;
@@ -201,32 +299,70 @@ fail:
     return res;
 }
 
-ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
+/* The request's lists and prices, echoed. */
+static void print_request(FILE *f, const ts_sweep_spec *spec) {
     int cp = spec->train.cp_kind != TS_CP_RING;
-    fprintf(f, "# tessera sweep: %s, batch %lld × %lld tokens, %s%s%s%s%s%s; systems:", spec->model.name,
-            (long long)spec->train.global_batch, (long long)spec->train.seq, ts_dtype_names[spec->train.dtype],
+    fprintf(f, "# tessera sweep: %s, batch", spec->model.name);
+    for (int b = 0; b < (spec->batches ? spec->n_batches : 1); b++)
+        fprintf(f, "%s%lld", b ? "," : " ", (long long)(spec->batches ? spec->batches[b] : spec->train.global_batch));
+    fputs(" ×", f);
+    for (int l = 0; l < (spec->seqs ? spec->n_seqs : 1); l++)
+        fprintf(f, "%s%lld", l ? "," : " ", (long long)(spec->seqs ? spec->seqs[l] : spec->train.seq));
+    fprintf(f, " tokens, %s%s%s%s%s%s; systems:", ts_dtype_names[spec->train.dtype],
             spec->train.flash_attention ? ", flash attention" : "", cp ? ", CP " : "",
             cp ? ts_cp_kind_names[spec->train.cp_kind] : "", spec->fix ? ", fix " : "", spec->fix ? spec->fix : "");
     for (int s = 0; s < spec->n_systems; s++) fprintf(f, " %s", spec->systems[s].name);
-    fprintf(f, "\n# best layout per (GPUs, system) by step time; cost at %.2f USD per GPU-hour%s\n",
-            spec->price_per_gpu_hour, spec->price_is_default ? " (default; set it with --price)" : "");
-    fprintf(f, "#%5s %-14s %-82s %9s %10s %6s %9s\n", "gpus", "system", "layout", "step", "tokens/s", "MFU",
-            "USD/Mtok");
-    fprintf(f, "#%5s %-14s %-82s %9s %10s %6s %9s\n", "", "", "", "s", "", "%", "");
+    fputs("\n# best layout per (GPUs, batch, seq, system) by step time; USD per GPU-hour:", f);
+    for (int s = 0; s < spec->n_systems; s++) {
+        char usd[32];
+        const char *whose = !ts_sweep_price_is_example(spec, s) ? ""
+                            : spec->systems[s].price_per_gpu_hour > 0 ? " (its system file's example)" : " (default)";
+        fprintf(f, " %s %s%s%s", spec->systems[s].name, ts_fmt_usd(ts_sweep_price(spec, s), usd, sizeof usd), whose,
+                s + 1 < spec->n_systems ? "," : "");
+    }
+    fputs("; set them with --price\n", f);
+}
+
+/* The recommendations in words. */
+static void print_recommendations(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
     for (int i = 0; i < r->n_rows; i++) {
         const ts_sweep_row *row = &r->rows[i];
-        fprintf(f, " %5d %-14s ", row->gpus, spec->systems[row->system].name);
+        if (!row->fastest && !row->cheapest) continue;
+        char tok[48], usd[48];
+        fprintf(f, "# recommended (%s%s%s): %d × %s, batch %lld × %lld: %s tokens/s, %s per 1M tokens\n",
+                row->fastest ? "fastest" : "", row->fastest && row->cheapest ? ", " : "",
+                row->cheapest ? "cheapest per token" : "", row->gpus, spec->systems[row->system].name,
+                (long long)row->global_batch, (long long)row->seq, ts_fmt_count(row->best.tokens_per_s, tok, sizeof tok),
+                ts_fmt_usd(row->cost_per_mtok, usd, sizeof usd));
+    }
+}
+
+ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
+    print_request(f, spec);
+    fprintf(f, "#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "gpus", "system", "batch", "seq", "layout", "step",
+            "tokens/s", "MFU", "USD/Mtok");
+    fprintf(f, "\n#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "", "", "", "", "", "s", "", "%", "");
+    fputc('\n', f);
+    for (int i = 0; i < r->n_rows; i++) {
+        const ts_sweep_row *row = &r->rows[i];
+        fprintf(f, " %5d %-14s %6lld %6lld ", row->gpus, spec->systems[row->system].name,
+                (long long)row->global_batch, (long long)row->seq);
         if (!row->fits) {
             fprintf(f, "(%s)\n", row->reason);
             continue;
         }
-        char text[256];
+        char text[256], tok[48], usd[48];
         ts_layout_format(&row->best.layout, text, sizeof text);
-        fprintf(f, "%-82s %9.3f %10.0f %6.1f %9.4f\n", text, row->best.step_s, row->best.tokens_per_s,
-                100 * row->best.mfu, row->cost_per_mtok);
+        fprintf(f, "%-82s %9.3f %11s %6.1f %9s", text, row->best.step_s,
+                ts_fmt_count(row->best.tokens_per_s, tok, sizeof tok), 100 * row->best.mfu,
+                ts_fmt_usd(row->cost_per_mtok, usd, sizeof usd));
+        if (row->fastest || row->cheapest)
+            fprintf(f, "  <- %s%s%s", row->fastest ? "fastest" : "", row->fastest && row->cheapest ? ", " : "",
+                    row->cheapest ? "cheapest" : "");
+        fputc('\n', f);
     }
-    fprintf(f, "# %d of %d (GPUs, system) pairs fit; %d searches in %.3f s\n", r->n_fit, r->n_rows, r->n_rows,
-            r->search_s);
+    print_recommendations(f, spec, r);
+    fprintf(f, "# %d of %d rows fit; %d searches in %.3f s\n", r->n_fit, r->n_rows, r->n_rows, r->search_s);
     if (ferror(f) || fflush(f) != 0) return TS_FAIL(TS_ERR_IO, "write failed while printing the sweep");
     return TS_OK;
 }

@@ -1,17 +1,24 @@
 /* The sweep: the best layout of one model at each (system, GPU count), for capacity planning
  * ("how does throughput, MFU and cost per token change from 8 to 1024 GPUs, on H100 vs B200?").
  *
- * For each GPU count (ascending) and each system (in the given order) it runs the planner's
- * search (planner/search.h, top 1, the given pins and schedules) and keeps the best layout, or
- * why nothing fits there. Cost per million tokens at `price` USD per GPU-hour:
+ * For each GPU count (ascending), global batch, sequence length and system (in the given order)
+ * it runs the planner's search (planner/partition.h ts_search_partitioned, top 1, the given pins,
+ * schedules and partitioning) and keeps the best layout, or why nothing fits there. Cost per
+ * million tokens at each system's price in USD per GPU-hour (ts_sweep_price):
  *     cost_per_mtok = price · gpus / 3600 / tokens_per_s · 1e6
+ * The fastest row (most tokens/s) and the cheapest (least cost per token) are the
+ * recommendations, marked in the table, the JSON ("fastest", "cheapest") and the page.
  *
  * JSON form (`tessera sweep --json`):
  *   {"tessera": "sweep", "model", "global_batch", "seq", "dtype", "fix", "price_per_gpu_hour",
- *    "price_is_default", "systems": [...], "gpus": [...], "search_s",
- *    "rows": [{"gpus", "system", "fits": true, "layout", "step_s", "tokens_per_s",
- *              "tflops_per_gpu", "mfu", "memory_bytes", "cost_per_mtok"}
- *           | {"gpus", "system", "fits": false, "reason"}]}
+ *    "price_is_default", "prices": {system: USD per GPU-hour}, "global_batches": [...], "seqs": [...],
+ *    "systems": [...], "gpus": [...], "search_s",
+ *    "rows": [{"gpus", "system", "global_batch", "seq", "fits": true, "layout", "step_s",
+ *              "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes", "price_per_gpu_hour",
+ *              "cost_per_mtok", "fastest", "cheapest"}
+ *           | {"gpus", "system", "global_batch", "seq", "fits": false, "reason"}]}
+ * ("global_batch" and "seq" at the top are the first of the lists; "price_per_gpu_hour" the
+ * price of systems given none.)
  * The table: '#' lines echoing the request, a header and units row, one row per (GPUs, system).
  * The HTML page: the same table and line charts of tokens/s, MFU and cost per 1M tokens against
  * GPUs, one line per system (reports/svg.h). */
@@ -21,22 +28,29 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#include "planner/partition.h"
 #include "planner/search.h"
 
 #define TS_SWEEP_MAX_COUNTS 64  /* GPU counts in one sweep */
 #define TS_SWEEP_MAX_SYSTEMS 16
+#define TS_SWEEP_MAX_SIZES 16   /* global batches, and sequence lengths, in one sweep */
 
 /* Parses a GPU list: comma-separated counts ("8,16,32") and ranges "A..B" (A, 2A, 4A, ... up
  * to B), e.g. "8..1024" or "8,24..96". Counts must be in [1, 16777216] and strictly
  * increasing. TS_ERR_INPUT naming `what` ("--gpus") and the item otherwise. Returns the count. */
 ts_status ts_sweep_parse_gpus(const char *what, const char *text, int *gpus, int *n);
+/* The same grammar for global batches or sequence lengths in [1, max], at most
+ * TS_SWEEP_MAX_SIZES of them ("256,512,1024", "4096..32768"). */
+ts_status ts_sweep_parse_sizes(const char *what, const char *text, int64_t max, int64_t *out, int *n);
 
 typedef struct {
     int gpus;
     int system;          /* index into the sweep's systems */
     int fits;
+    int64_t global_batch, seq;
     ts_eval best;        /* when fits */
     double cost_per_mtok;
+    int fastest, cheapest; /* the recommendations (one row each) */
     char reason[256];    /* when not: "nothing fits: needs 186.3 GB/GPU, 73.5 GB usable" */
 } ts_sweep_row;
 
@@ -47,8 +61,14 @@ typedef struct {
     ts_train train;
     ts_search_opts search;    /* pins and schedules; top_k is set to 1 */
     const char *fix;          /* the --fix text for the echo, or NULL */
-    double price_per_gpu_hour;
+    double price_per_gpu_hour;  /* systems without their own price */
     int price_is_default;
+    double prices[TS_SWEEP_MAX_SYSTEMS]; /* that system's --price SYSTEM=USD (> 0; -1: free; 0: not given) */
+    const int64_t *batches;     /* (n_batches) global batches; NULL: train.global_batch */
+    int n_batches;
+    const int64_t *seqs;        /* (n_seqs) sequence lengths; NULL: train.seq */
+    int n_seqs;
+    ts_partition_opts partition; /* uneven stages, as plan (zero: uniform) */
     const int *gpus;          /* (n_gpus) increasing, not owned */
     int n_gpus;
     const struct ts_buy *capacity; /* the comparison across systems for the HTML page, or NULL */
@@ -58,11 +78,23 @@ typedef struct {
 } ts_sweep_spec;
 
 typedef struct {
-    ts_sweep_row *rows; /* (n_rows) = n_gpus × n_systems, GPU-major; owned */
+    ts_sweep_row *rows; /* (n_rows) = n_gpus × batches × seqs × n_systems, GPU-major, then batch,
+                           then seq; owned */
     int n_rows;
     int n_fit;
     double search_s;    /* wall-clock time of all the searches */
 } ts_sweep_result;
+
+/* "2.5" (every system: price_per_gpu_hour, price_is_default = 0) or "h100-sxm-dgx=2.5,b200-dgx=4"
+ * (per system, by name, into spec->prices), or both; spec->systems must be set. TS_ERR_INPUT
+ * naming `what` and the item otherwise. */
+ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spec *spec);
+/* The price of one GPU-hour of system s, for the rows and the capacity comparison alike: its own
+ * --price SYSTEM=USD; else the --price given for all; else the system file's price (its cost
+ * object, with its source); else price_per_gpu_hour (the default). */
+double ts_sweep_price(const ts_sweep_spec *spec, int s);
+/* Whether that price is the system file's example price or the default, not one the user gave. */
+int ts_sweep_price_is_example(const ts_sweep_spec *spec, int s);
 
 /* Runs the sweep. A count where nothing fits, or where the pins leave no valid layout, is a row
  * saying so; TS_ERR_INFEASIBLE (result still filled) when nothing fits anywhere. */
@@ -73,10 +105,6 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
 ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r);
 
-/* The price of one GPU-hour of `s` in the capacity comparison: the system's own (its file's cost
- * object) unless --price set one for all, else the sweep's. (The rows' cost per 1M tokens stays at
- * the sweep's one price.) */
-double ts_sweep_price(const ts_sweep_spec *spec, const ts_system *s);
 
 /* Capacity comparison across systems (`tessera sweep --systems a,b,c --tokens N [--days D]`):
  * "same model, same tokens: which system, how many GPUs, how many days, what cost". For each

@@ -8,14 +8,11 @@
 
 #include "common/json.h"
 #include "reports/markup.h"
+#include "reports/numfmt.h"
 #include "program/ranks.h"
 #include "reports/svg.h"
 
 #define SECONDS_PER_DAY 86400.0
-
-double ts_sweep_price(const ts_sweep_spec *spec, const ts_system *s) {
-    return spec->price_is_default && s->price_per_gpu_hour > 0 ? s->price_per_gpu_hour : spec->price_per_gpu_hour;
-}
 
 /* Whether pick `a` beats pick `b`: meeting the deadline first, then cost, then days. */
 static int better(const ts_buy_pick *a, const ts_buy_pick *b) {
@@ -35,8 +32,8 @@ static ts_buy_pick pick_system(const ts_sweep_spec *spec, const ts_sweep_result 
     for (int i = 0; i < r->n_rows; i++) {
         const ts_sweep_row *row = &r->rows[i];
         if (row->system != s || !row->fits || !(row->best.tokens_per_s > 0)) continue;
-        ts_buy_pick p = {.row = i, .price_per_gpu_hour = ts_sweep_price(spec, sys),
-                              .price_is_example = spec->price_is_default ? sys->price_is_example : 0,
+        ts_buy_pick p = {.row = i, .price_per_gpu_hour = ts_sweep_price(spec, s),
+                              .price_is_example = ts_sweep_price_is_example(spec, s) ? sys->price_is_example : 0,
                               .power_per_gpu_w = ts_system_power_per_gpu_w(sys)};
         /* GPUs a domain leaves idle under the placement (EP64 on NVL72: 8 a rack) are paid for. */
         p.occupied_gpus = ts_rank_gpu(&row->best.layout, ts_system_domain_gpus(sys), row->gpus - 1) + 1;
@@ -105,8 +102,9 @@ fail:
 }
 
 ts_status ts_capacity_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r, const ts_buy *c) {
-    fprintf(f, "# capacity: %.4g tokens%s", c->tokens, c->max_days > 0 ? " within " : "");
-    if (c->max_days > 0) fprintf(f, "%.4g days", c->max_days);
+    char a[48], b[48], e[48];
+    fprintf(f, "# capacity: %s tokens%s", ts_fmt_count(c->tokens, a, sizeof a), c->max_days > 0 ? " within " : "");
+    if (c->max_days > 0) fprintf(f, "%s days", ts_fmt_sig(c->max_days, 3, a, sizeof a));
     fputs("; per system the cheapest GPU count in time; held = GPUs paid for (the ranks and the domain GPUs they "
           "leave idle); * = recommended, ! = misses the deadline, e = example price\n", f);
     fprintf(f, "#  %-16s %6s %6s %9s %13s %9s %7s %9s\n", "system", "gpus", "held", "days", "cost", "USD/GPU-h",
@@ -119,14 +117,15 @@ ts_status ts_capacity_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_r
             fputs("(nothing fits at any GPU count of the sweep)\n", f);
             continue;
         }
-        fprintf(f, "%6d %6d %9.1f%c %12.0f %8.2f%c %7.0f %9.1f\n", r->rows[p->row].gpus, p->occupied_gpus, p->days,
-                p->meets_deadline ? ' ' : '!', p->cost_usd, p->price_per_gpu_hour, p->price_is_example ? 'e' : ' ',
-                p->power_per_gpu_w, p->energy_mwh);
+        fprintf(f, "%6d %6d %9s%c %12s %8.2f%c %7.0f %9s\n", r->rows[p->row].gpus, p->occupied_gpus,
+                ts_fmt_sig(p->days, 3, a, sizeof a), p->meets_deadline ? ' ' : '!', ts_fmt_usd(p->cost_usd, b, sizeof b),
+                p->price_per_gpu_hour, p->price_is_example ? 'e' : ' ', p->power_per_gpu_w,
+                ts_fmt_sig(p->energy_mwh, 3, e, sizeof e));
     }
     if (c->recommended >= 0) {
         const ts_buy_pick *p = &c->picks[c->recommended];
-        fprintf(f, "# recommended: %s, %d GPUs, %.1f days, %.0f USD\n", spec->systems[c->recommended].name,
-                r->rows[p->row].gpus, p->days, p->cost_usd);
+        fprintf(f, "# recommended: %s, %d GPUs, %s days, %s\n", spec->systems[c->recommended].name,
+                r->rows[p->row].gpus, ts_fmt_sig(p->days, 3, a, sizeof a), ts_fmt_usd(p->cost_usd, b, sizeof b));
     }
     if (ferror(f) || fflush(f) != 0) return TS_FAIL(TS_ERR_IO, "write failed while printing the capacity comparison");
     return TS_OK;

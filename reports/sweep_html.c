@@ -10,14 +10,21 @@
 #include "reports/svg.h"
 
 static void table(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
-    fputs("<table>\n<tr><th class=\"r\">GPUs</th><th>system</th><th>best layout</th><th class=\"r\">step s</th>"
+    fputs("<table>\n<tr><th class=\"r\">GPUs</th><th>system</th><th class=\"r\">batch</th><th class=\"r\">seq</th>"
+          "<th>best layout</th><th class=\"r\">step s</th>"
           "<th class=\"r\">tokens/s</th><th class=\"r\">MFU %</th><th class=\"r\">USD per 1M tokens</th></tr>\n", f);
     for (int i = 0; i < r->n_rows; i++) {
         const ts_sweep_row *row = &r->rows[i];
-        fputs("<tr><td class=\"r\">", f);
+        /* The recommendations stand out (bold, and said in words after the layout). */
+        fputs(row->fastest || row->cheapest ? "<tr style=\"font-weight:bold\"><td class=\"r\">" : "<tr><td class=\"r\">",
+              f);
         ts_html_numf(f, "", 0, row->gpus, "rows[%d].gpus", i);
         fputs("</td><td>", f);
         ts_html_strf(f, spec->systems[row->system].name, "rows[%d].system", i);
+        fputs("</td><td class=\"r\">", f);
+        ts_html_numf(f, "", 0, (double)row->global_batch, "rows[%d].global_batch", i);
+        fputs("</td><td class=\"r\">", f);
+        ts_html_numf(f, "", 0, (double)row->seq, "rows[%d].seq", i);
         if (!row->fits) {
             fputs("</td><td colspan=\"5\">", f);
             ts_html_strf(f, row->reason, "rows[%d].reason", i);
@@ -28,7 +35,11 @@ static void table(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) 
         ts_layout_format(&row->best.layout, text, sizeof text);
         fputs("</td><td><code>", f);
         ts_html_strf(f, text, "rows[%d].layout", i);
-        fputs("</code></td><td class=\"r\">", f);
+        fputs("</code>", f);
+        if (row->fastest || row->cheapest)
+            fprintf(f, " — recommended: %s%s%s", row->fastest ? "fastest" : "", row->fastest && row->cheapest ? ", " : "",
+                    row->cheapest ? "cheapest per token" : "");
+        fputs("</td><td class=\"r\">", f);
         ts_html_numf(f, "", 3, row->best.step_s, "rows[%d].step_s", i);
         fputs("</td><td class=\"r\">", f);
         ts_html_numf(f, "", 0, row->best.tokens_per_s, "rows[%d].tokens_per_s", i);
@@ -49,30 +60,39 @@ static double plotted(const ts_sweep_row *row, plot p) {
     return p == PLOT_TOKENS ? row->best.tokens_per_s : p == PLOT_MFU ? 100 * row->best.mfu : row->cost_per_mtok;
 }
 
+/* One line per (system, batch, seq) against GPUs: rows are GPU-major, so row i is series
+ * i % per_count at count i / per_count; a series is named by its system, and by its batch and
+ * sequence length when the sweep has several. */
 static ts_status chart(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r, plot p, const char *title,
                        const char *y_label) {
-    size_t n = (size_t)spec->n_gpus, ns = (size_t)spec->n_systems;
-    double *x = malloc(n * sizeof *x), *y = malloc(n * ns * sizeof *y);
-    const char **names = malloc(ns * sizeof *names);
+    size_t n = (size_t)spec->n_gpus, per_count = n ? (size_t)r->n_rows / n : 0;
+    int variants = (int)(per_count / (size_t)spec->n_systems);
+    double *x = malloc(n * sizeof *x), *y = malloc(n * per_count * sizeof *y);
+    const char **names = malloc(per_count * sizeof *names);
+    char (*labels)[96] = malloc(per_count * sizeof *labels);
     ts_status res = TS_OK;
-    if (x == NULL || y == NULL || names == NULL) {
+    if (x == NULL || y == NULL || names == NULL || labels == NULL) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory drawing the sweep charts");
         goto exit;
     }
     for (size_t g = 0; g < n; g++) x[g] = spec->gpus[g];
-    for (size_t s = 0; s < ns; s++) names[s] = spec->systems[s].name;
-    for (int i = 0; i < r->n_rows; i++) {
-        const ts_sweep_row *row = &r->rows[i];
-        size_t g = (size_t)i / ns; /* rows are GPU-major */
-        y[(size_t)row->system * n + g] = plotted(row, p);
+    for (size_t k = 0; k < per_count; k++) {
+        const ts_sweep_row *row = &r->rows[k];
+        if (variants > 1)
+            snprintf(labels[k], sizeof labels[k], "%s, %lld × %lld", spec->systems[row->system].name,
+                     (long long)row->global_batch, (long long)row->seq);
+        else snprintf(labels[k], sizeof labels[k], "%s", spec->systems[row->system].name);
+        names[k] = labels[k];
     }
-    ts_svg_lines c = {.title = title, .y_label = y_label, .points = (int)n, .x = x, .series = (int)ns,
+    for (int i = 0; i < r->n_rows; i++) y[((size_t)i % per_count) * n + (size_t)i / per_count] = plotted(&r->rows[i], p);
+    ts_svg_lines c = {.title = title, .y_label = y_label, .points = (int)n, .x = x, .series = (int)per_count,
                       .series_names = names, .y = y};
     res = ts_svg_line_chart(f, &c);
 exit:
     free(x);
     free(y);
     free(names);
+    free(labels);
     return res;
 }
 
@@ -94,9 +114,16 @@ ts_status ts_sweep_write_html(FILE *f, const ts_sweep_spec *spec, const ts_sweep
         fputs(" with the pins ", f);
         ts_html_str(f, "fix", spec->fix);
     }
-    fputs(". Cost at ", f);
-    ts_html_num(f, "price_per_gpu_hour", "", 2, spec->price_per_gpu_hour);
-    fprintf(f, " USD per GPU-hour%s.</p>\n", spec->price_is_default ? " (the default price; set it with --price)" : "");
+    fputs(". Cost at", f);
+    int example = 0;
+    for (int s = 0; s < spec->n_systems; s++) {
+        example |= ts_sweep_price_is_example(spec, s);
+        fprintf(f, "%s ", s ? "," : "");
+        ts_html_numf(f, "", 2, ts_sweep_price(spec, s), "prices.%s", spec->systems[s].name);
+        fputs(" USD per GPU-hour on ", f);
+        ts_html_escape(f, spec->systems[s].name);
+    }
+    fputs(example ? " (a price no --price set is the system file's example, else the default).</p>\n" : ".</p>\n", f);
     TS_CHECK(chart(f, spec, r, PLOT_TOKENS, "Throughput", "tokens/s"));
     TS_CHECK(chart(f, spec, r, PLOT_MFU, "Model FLOPs utilisation", "MFU %"));
     TS_CHECK(chart(f, spec, r, PLOT_COST, "Cost per million tokens", "USD / 1M tokens"));

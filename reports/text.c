@@ -1,6 +1,8 @@
 /* Markdown and CSV forms of the report (see text.h). */
 #include "reports/text.h"
 
+#include "reports/numfmt.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -45,27 +47,30 @@ static void md_question(const ts_report *r, FILE *f) {
             pb->model.name, pb->gpus, pb->sys.name, pb->sys.gpu_name, (long long)pb->train.global_batch,
             (long long)pb->train.seq, ts_dtype_names[pb->train.dtype],
             pb->train.flash_attention ? "fused (flash)" : "unfused", r->n_layouts);
-    fprintf(f, "**Answer.** `%s` trains it in %.3f s per step (a measured step likely %.3f-%.3f s), %.0f tokens/s, "
+    char tok[64];
+    fprintf(f, "**Answer.** `%s` trains it in %.3f s per step (a measured step likely %.3f-%.3f s), %s tokens/s, "
                "at %.1f%% MFU (%.1f TFLOP/s per GPU), using %.1f of %.1f usable GB per GPU%s, on the %s stack.\n\n",
-            text, b->step_s, r->band_lo_s, r->band_hi_s, b->tokens_per_s, 100 * b->mfu, b->tflops_per_gpu,
-            b->mem.total / 1e9, pb->usable_bytes / 1e9, r->tight ? " (tight: within 5% of the line)" : "",
-            pb->train.stack.name);
+            text, b->step_s, r->band_lo_s, r->band_hi_s, ts_fmt_count(b->tokens_per_s, tok, sizeof tok), 100 * b->mfu,
+            b->tflops_per_gpu, b->mem.total / 1e9, pb->usable_bytes / 1e9,
+            r->tight ? " (tight: within 5% of the line)" : "", pb->train.stack.name);
     if (r->tie[0]) fprintf(f, "**Tie.** %s.\n\n", r->tie);
     if (r->against[0]) fprintf(f, "**Against the named layout.** %s.\n\n", r->against);
 }
 
 static void md_capacity(const ts_report *r, FILE *f) {
     const ts_capacity *c = &r->capacity;
+    char a[64], b[64];
     fputs("## What it takes to train\n\n| figure | value | unit |\n|---|---:|---|\n", f);
-    fprintf(f, "| tokens to train on | %.4g | tokens |\n", c->tokens);
-    fprintf(f, "| throughput of the best layout | %.0f | tokens/s |\n", c->tokens_per_s);
-    fprintf(f, "| time to train (tokens ÷ tokens/s) | %.1f | days |\n", c->train_days);
-    fprintf(f, "| GPU-hours | %.0f | GPU-hours |\n", c->gpu_hours);
-    fprintf(f, "| cost at %.2f USD per GPU-hour%s | %.0f | USD |\n", r->opts.price_per_gpu_hour,
-            r->opts.price_is_default ? " (the default price; set it with --price)" : "", c->cost_usd);
+    fprintf(f, "| tokens to train on | %s | tokens |\n", ts_fmt_count(c->tokens, a, sizeof a));
+    fprintf(f, "| throughput of the best layout | %s | tokens/s |\n", ts_fmt_count(c->tokens_per_s, a, sizeof a));
+    fprintf(f, "| time to train (tokens ÷ tokens/s) | %s | days |\n", ts_fmt_sig(c->train_days, 3, a, sizeof a));
+    fprintf(f, "| GPU-hours | %s | GPU-hours |\n", ts_fmt_count(c->gpu_hours, a, sizeof a));
+    fprintf(f, "| cost at %s per GPU-hour%s | %s | USD |\n", ts_fmt_usd(r->opts.price_per_gpu_hour, a, sizeof a),
+            r->opts.price_is_default ? " (the default price; set it with --price)" : "",
+            ts_fmt_usd(c->cost_usd, b, sizeof b));
     if (r->pb.sys.power_w > 0)
-        fprintf(f, "| energy at %.0f W per GPU (board power only) | %.0f | kWh |\n", r->pb.sys.power_w,
-                c->energy_kwh);
+        fprintf(f, "| energy at %.0f W per GPU (board power only) | %s | kWh |\n", r->pb.sys.power_w,
+                ts_fmt_count(c->energy_kwh, a, sizeof a));
     fputc('\n', f);
 }
 
@@ -76,8 +81,10 @@ static void md_layouts(const ts_report *r, FILE *f) {
         const ts_eval *e = &r->layouts[i];
         char text[256];
         ts_layout_format(&e->layout, text, sizeof text);
-        fprintf(f, "| %d | `%s` | %d | %.1f | %.3f | %.0f | %.1f | %.1f |\n", i + 1, text, e->layout.microbatches,
-                e->mem.total / 1e9, e->step_s, e->tokens_per_s, e->tflops_per_gpu, 100 * e->mfu);
+        char tok[64];
+        fprintf(f, "| %d | `%s` | %d | %.1f | %.3f | %s | %.1f | %.1f |\n", i + 1, text, e->layout.microbatches,
+                e->mem.total / 1e9, e->step_s, ts_fmt_count(e->tokens_per_s, tok, sizeof tok), e->tflops_per_gpu,
+                100 * e->mfu);
     }
     fputs("\n## Memory per GPU (worst rank), GB\n\n| # |", f);
     for (int k = 0; k < 5; k++) fprintf(f, " %s |", mem_names[k]);
@@ -158,8 +165,11 @@ static void md_assumptions(const ts_report *r, FILE *f) {
     fputs("\n\n", f);
     md_figures(f, figs, ts_report_system_figures(r, figs));
     fputs("GEMM efficiency (achieved ÷ peak) by FLOPs of one GEMM, log-linear between points: ", f);
-    for (int i = 0; i < s->gemm_eff.n; i++)
-        fprintf(f, "%s%.3g FLOPs → %.0f%%", i ? "; " : "", s->gemm_eff.flops[i], 100 * s->gemm_eff.eff[i]);
+    for (int i = 0; i < s->gemm_eff.n; i++) {
+        char fl[48];
+        fprintf(f, "%s%s FLOPs → %.0f%%", i ? "; " : "", ts_fmt_sig_words(s->gemm_eff.flops[i], 3, fl, sizeof fl),
+                100 * s->gemm_eff.eff[i]);
+    }
     fprintf(f, ".\n\n### Training\n\n%s compute and activations, %s attention.\n\n", ts_dtype_names[r->pb.train.dtype],
             r->pb.train.flash_attention ? "fused (flash)" : "unfused");
     md_figures(f, figs, ts_report_training_figures(r, figs));

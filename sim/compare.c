@@ -1,6 +1,7 @@
 /* Op-by-op comparison of a simulated and a measured trace (see compare.h). */
 #include "sim/compare.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +64,10 @@ static ts_status not_a_trace(const char *path, const char *what) {
 /* Reads one op event (ph "X"); metadata events fill the rank → stage table. */
 static ts_status read_event(trace *t, const cJSON *e, int index) {
     const char *ph = str_of(e, "ph");
-    double pid, op, ts_us, dur_us;
-    if (ph == NULL || !num_of(e, "pid", &pid) || pid < 0 || pid > 1e7)
+    double ts_us, dur_us;
+    int64_t pid, op;
+    /* Integers checked in range before any conversion: (int) of 1e300 is undefined. */
+    if (ph == NULL || !ts_json_int_in(cJSON_GetObjectItemCaseSensitive(e, "pid"), 0, 10000000, &pid))
         return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: expected \"ph\" and a \"pid\" in [0, 1e7]",
                        t->path, index);
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
@@ -72,13 +75,14 @@ static ts_status read_event(trace *t, const cJSON *e, int index) {
         const char *what = str_of(e, "name"), *name = str_of(args, "name");
         int rank, stage;
         if (what && strcmp(what, "process_name") == 0 && name &&
-            sscanf(name, "rank %d (stage %d)", &rank, &stage) == 2 && rank == (int)pid && rank < t->n_ranks)
+            sscanf(name, "rank %d (stage %d)", &rank, &stage) == 2 && rank == pid && rank < t->n_ranks &&
+            stage >= 0 && stage < t->n_ranks) /* a stage holds at least one rank */
             t->stage_of[rank] = stage;
         return TS_OK;
     }
     if (strcmp(ph, "X") != 0) return TS_OK;
     event *v = &t->ev[t->n];
-    if (!num_of(args, "op", &op) || op < 0 || !num_of(e, "ts", &ts_us) || !num_of(e, "dur", &dur_us) ||
+    if (!ts_json_int_in(cJSON_GetObjectItemCaseSensitive(args, "op"), 0, INT_MAX, &op) || !num_of(e, "ts", &ts_us) || !num_of(e, "dur", &dur_us) ||
         dur_us < 0 || (v->name = str_of(e, "name")) == NULL || (v->cat = str_of(e, "cat")) == NULL)
         return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: an op event needs \"name\", \"cat\", \"ts\", "
                        "\"dur\" ≥ 0 and \"args\": {\"op\"}", t->path, index);
@@ -168,8 +172,8 @@ static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op
             return TS_FAIL(TS_ERR_INPUT, "%s has no ops of rank %d, which %s simulates: traces of "
                            "different layouts", m->path, rank, s->path);
         if (nm != ns)
-            return TS_FAIL(TS_ERR_INPUT, "rank %d: %d ops simulated in %s, %d measured in %s: traces "
-                           "of different step programs", rank, ns, s->path, nm, m->path);
+            return TS_FAIL(TS_ERR_INPUT, "%s: rank %d: %d ops simulated in %s, %d measured: traces "
+                           "of different step programs", m->path, rank, ns, s->path, nm);
         int stage = rank < s->n_ranks ? s->stage_of[rank] : -1;
         if (stage < 0 || stage >= c->n_stages)
             return TS_FAIL(TS_ERR_INPUT, "%s: rank %d has no \"rank R (stage S)\" process name", s->path, rank);
@@ -177,9 +181,9 @@ static ts_status align(const trace *s, const trace *m, ts_compare *c, double *op
         for (int k = 0; k < ns; k++, i++, j++) {
             const event *a = &s->ev[i], *b = &m->ev[j];
             if (a->op != b->op || strcmp(a->name, b->name) != 0 || strcmp(a->cat, b->cat) != 0)
-                return TS_FAIL(TS_ERR_INPUT, "rank %d: simulated op %d \"%s\" (%s) but measured op %d "
-                               "\"%s\" (%s): traces of different step programs", rank, a->op, a->name,
-                               a->cat, b->op, b->name, b->cat);
+                return TS_FAIL(TS_ERR_INPUT, "%s: rank %d: op %d \"%s\" (%s), but %s simulates op %d "
+                               "\"%s\" (%s): traces of different step programs", m->path, rank, b->op, b->name,
+                               b->cat, s->path, a->op, a->name, a->cat);
             char label[48];
             kind_label(a, label, sizeof label);
             int kx = kind_index(c, label);

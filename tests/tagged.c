@@ -83,7 +83,29 @@ static double half_ulp(const char *text) {
     if (dot && (!e || dot < e))
         for (const char *p = dot + 1; isdigit((unsigned char)*p); p++) decimals++;
     int exponent = e ? atoi(e + 1) : 0;
+    /* A whole number's trailing zeros may be rounding to significant digits (reports/numfmt.h
+     * ts_fmt_sig: 3164416 at 4 digits shows 3,164,000). */
+    if (!dot && !e && strpbrk(text, "123456789"))
+        for (const char *p = text + strlen(text); p > text && p[-1] == '0'; p--) exponent++;
     return 0.5 * pow(10, exponent - decimals);
+}
+
+/* A number as reports/numfmt.h writes it ("2,093,985", "69.0 billion", "n/a" aside) into
+ * `plain` without separators, and the word's scale into *word (1 without). */
+static void people_number(const char *text, char *plain, size_t cap, double *word) {
+    static const struct { const char *name; double scale; } words[] = {{" trillion", 1e12}, {" billion", 1e9}};
+    size_t n = strlen(text), w = 0;
+    *word = 1;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t k = strlen(words[i].name);
+        if (n > k && strcmp(text + n - k, words[i].name) == 0) {
+            n -= k;
+            *word = words[i].scale;
+        }
+    }
+    for (size_t i = 0; i < n && w + 1 < cap; i++)
+        if (text[i] != ',') plain[w++] = text[i];
+    plain[w] = '\0';
 }
 
 /* What may precede a number in untagged text inside <svg>: Gantt row labels ("stage 3") and
@@ -192,11 +214,15 @@ tagged_stats check_tagged(const char *html, const cJSON *json, const char *what)
         cr_assert(attribute(p, "data-unit", unit, sizeof unit), "%s: number %s has no data-unit", what, key);
         double scale = unit_scale(unit);
         cr_assert(scale > 0, "%s: number %s has an unknown unit \"%s\"", what, key, unit);
+        /* Numbers for people (reports/numfmt.h): thousands separators, a word from a billion. */
+        double word = 1;
+        char plain[sizeof text];
+        people_number(text, plain, sizeof plain, &word);
         char *end = NULL;
-        double shown = strtod(text, &end);
-        int parsed = end != text && *end == '\0';
+        double shown = strtod(plain, &end) * word;
+        int parsed = end != plain && *end == '\0';
         int ok = parsed && cJSON_IsNumber(item) &&
-                 fabs(shown - item->valuedouble / scale) <= half_ulp(text) * (1 + 1e-9) + 1e-12 * fabs(shown);
+                 fabs(shown - item->valuedouble / scale) <= half_ulp(plain) * word * (1 + 1e-9) + 1e-12 * fabs(shown);
         cr_expect(ok, "%s: \"%s\" shows \"%s\" %s, JSON has %s%.17g (÷ %g = %.17g)", what, key, text, unit,
                   cJSON_IsNumber(item) ? "" : "no number ", cJSON_IsNumber(item) ? item->valuedouble : 0.0, scale,
                   cJSON_IsNumber(item) ? item->valuedouble / scale : 0.0);

@@ -7,9 +7,11 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tests/helpers.h"
 
@@ -111,17 +113,22 @@ static int parse_manifest(const char *path, bad_case *cases, int cap) {
     return n;
 }
 
-/* A malloc'd copy of `s` with each '@' replaced by `input`. */
+/* A malloc'd copy of `s` with each '@' replaced by `input` and each "$DATA" by the repository. */
 static char *subst_input(const char *s, const char *input) {
+    const char *data = test_data_dir();
     size_t at = 0;
-    for (const char *p = s; *p; p++) at += *p == '@';
-    char *out = malloc(strlen(s) + at * strlen(input) + 1);
+    for (const char *p = s; *p; p++) at += *p == '@' || strncmp(p, "$DATA", 5) == 0;
+    char *out = malloc(strlen(s) + at * (strlen(input) + strlen(data)) + 1);
     cr_assert_not_null(out);
     char *w = out;
     for (const char *p = s; *p; p++) {
         if (*p == '@') {
             strcpy(w, input);
             w += strlen(input);
+        } else if (strncmp(p, "$DATA", 5) == 0) {
+            strcpy(w, data);
+            w += strlen(data);
+            p += 4;
         } else {
             *w++ = *p;
         }
@@ -228,5 +235,95 @@ Test(bad_input, plan_with_100000_layouts_loads_quickly, .timeout = 300) {
     cli_result_free(&r);
     free(text);
     free(src);
+    remove_dir(dir);
+}
+
+/* `sh -c CMD` with TESSERA_DATA set and $T the tessera binary, in folder `dir`. */
+static cli_result shell(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static cli_result shell(const char *dir, const char *fmt, ...) {
+    char body[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && T='%s' TESSERA_DATA='%s' && export TESSERA_DATA && %s", dir,
+             tessera_binary(), test_data_dir(), body);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    return run_program_timeout(argv, 120);
+}
+
+/* The output rule (common/output.h): devices written in place, links followed and kept, a failed
+ * write (a full device, stdout on /dev/full) an error naming the user's path, no temporary file
+ * left beside the target. */
+Test(bad_input, output_rule_devices_links_and_stdout) {
+    char *dir = make_temp_dir();
+    char *plan = test_data_path("tests/bad-input/plan-valid.json");
+    struct stat st;
+    cli_result r = shell(dir, "$T export --plan '%s' --format megatron -o /dev/null", plan);
+    cr_expect_eq(r.status, 0, "-o /dev/null: exit %d: %s", r.status, r.err);
+    cr_expect(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode), "/dev/null is no longer a character device");
+    cli_result_free(&r);
+
+    r = shell(dir, "echo old > target.sh && ln -s target.sh link.sh && $T export --plan '%s' --format megatron -o link.sh", plan);
+    cr_expect_eq(r.status, 0, "-o link: exit %d: %s", r.status, r.err);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/link.sh", dir);
+    cr_expect(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced by a file");
+    snprintf(path, sizeof path, "%s/target.sh", dir);
+    char *text = read_file(path);
+    cr_expect(text && strstr(text, "--tensor-model-parallel-size") != NULL, "the link's target was not written: %.80s",
+              text ? text : "(missing)");
+    free(text);
+    cli_result_free(&r);
+
+    r = shell(dir, "$T plan --model tiny --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 > /dev/full");
+    cr_expect_eq(r.status, 1, "table on /dev/full: exit %d (expected 1): %s", r.status, r.err);
+    cr_expect(strstr(r.err, "tessera plan: stdout: write failed: No space left on device") && count_lines(r.err) == 1,
+              "stderr: %s", r.err);
+    cli_result_free(&r);
+
+    r = shell(dir, "$T export --plan '%s' --format megatron -o /dev/full", plan);
+    cr_expect_eq(r.status, 1, "-o /dev/full: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "/dev/full: write failed") && !strstr(r.err, ".tmp."), "stderr: %s", r.err);
+    cli_result_free(&r);
+
+    char listing[4096];
+    list_dir(dir, listing, sizeof listing);
+    cr_expect(strstr(listing, ".tmp.") == NULL, "a temporary file was left: %s", listing);
+    free(plan);
+    remove_dir(dir);
+}
+
+/* Inputs are streams: a pipe on /dev/stdin and a FIFO read like the file they carry. */
+Test(bad_input, pipes_and_fifos_are_read) {
+    char *dir = make_temp_dir();
+    char *model = test_data_path("models/llm/tiny.json");
+    cli_result r = shell(dir, "cat '%s' | $T plan --model /dev/stdin --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 --json", model);
+    cr_expect_eq(r.status, 0, "/dev/stdin: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "\"layouts\"") != NULL, "no plan on stdout");
+    cli_result_free(&r);
+    r = shell(dir, "mkfifo m.json && (cat '%s' > m.json &) && $T plan --model m.json --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 --json", model);
+    cr_expect_eq(r.status, 0, "FIFO: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "\"layouts\"") != NULL, "no plan on stdout");
+    cli_result_free(&r);
+    free(model);
+    remove_dir(dir);
+}
+
+/* SIGTERM to `tessera run`: mpirun and its ranks stop, one line names what was interrupted, the
+ * exit status is 143 and no output file, temporary or final, is left. */
+Test(mpi, run_interrupted_by_sigterm_says_so_and_leaves_nothing, .timeout = 180) {
+    char *dir = make_temp_dir();
+    char *plan = test_data_path("tests/bad-input/plan-valid.json");
+    cli_result r = shell(dir, "$T run --plan '%s' --steps 100000 --warmup 1 --trace t.json --params p.bin & pid=$!; "
+                              "sleep 6; kill -TERM $pid; wait $pid", plan);
+    cr_expect_eq(r.status, 143, "exit %d (expected 143): %s", r.status, r.err);
+    const char *line = find_line(r.err, "tessera run: interrupted by SIGTERM: stopped mpirun and its 2 ranks; no output written");
+    cr_expect_not_null(line, "stderr: %s", r.err);
+    char listing[4096];
+    list_dir(dir, listing, sizeof listing);
+    cr_expect(strstr(listing, "t.json") == NULL && strstr(listing, "p.bin") == NULL, "left behind: %s", listing);
+    cli_result_free(&r);
+    free(plan);
     remove_dir(dir);
 }

@@ -563,3 +563,106 @@ Test(cli, huge_batch_plans_quickly) {
               r.status, 128 + SIGALRM, r.err);
     cli_result_free(&r);
 }
+
+/* One grammar of layouts (issue 21): `sim` takes the pins and --partition that `plan` takes.
+ * Llama-3-405B's 126 layers do not split into 16×2 equal chunks; the even search alone refuses
+ * the pins and says how to get them, auto and ilp find an explicit split. */
+Test(cli, sim_takes_an_interleaving_only_a_split_makes) {
+    const char *args[] = {"sim", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,vpp=2,cp=1", "--json",
+                          "--partition", "auto", NULL};
+    const char *modes[] = {"auto", "ilp"};
+    for (int m = 0; m < 2; m++) {
+        args[15] = modes[m];
+        cli_result r = run_argv(args);
+        cJSON *root = parse_json_output(&r, "sim --fix vpp=2 --json");
+        cr_expect(strstr(json_str(root, "layout", "$"), "vpp=2,sched=interleaved") != NULL, "%s",
+                  json_str(root, "layout", "$"));
+        cr_expect_gt(json_num(root, "step_s", "$"), 0);
+        cJSON_Delete(root);
+        cli_result_free(&r);
+    }
+    args[15] = "uniform";
+    cli_result r = run_argv(args);
+    cr_expect_eq(r.status, 2, "exit %d", r.status);
+    cr_expect(strstr(r.err, "interleaving needs") != NULL && strstr(r.err, "--partition ilp") != NULL, "%s", r.err);
+    cr_expect(one_line_error(r.err, "sim"), "%s", r.err);
+    cli_result_free(&r);
+    /* export takes the same flags: the layout, and its 32 chunks in Megatron-LM's layout flag. */
+    args[0] = "export", args[13] = "--format", args[14] = "megatron", args[15] = NULL;
+    r = run_argv(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "vpp=2,sched=interleaved") != NULL, "%s", r.out);
+    const char *flag = strstr(r.out, "--pipeline-model-parallel-layout '");
+    cr_assert_not_null(flag, "%s", r.out);
+    int chunks = 1;
+    for (const char *p = flag + 35; *p && *p != '\''; p++) chunks += *p == '|';
+    cr_expect_eq(chunks, 32, "16×2 chunks in %.200s", flag);
+    cli_result_free(&r);
+    r = run_cli("export", "--plan", "x.json", "--model", "tiny", "--format", "megatron", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "export") && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* --seq beyond max_seq: context extension for RoPE (a warning on stderr, the plan on stdout);
+ * learned absolute positions refuse it (tests/data/cli/bad_input.golden). */
+Test(cli, seq_beyond_max_seq_is_context_extension_for_rope) {
+    cli_result r = run_cli("plan", "--model", "llama3-8b", "--system", "h100-sxm-dgx", "--gpus", "64", "--seq",
+                           "32768", "--global-batch", "64", "--top", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "warning: --seq 32768 is beyond llama3-8b's max_seq 8192") != NULL &&
+                  strstr(r.err, "context extension") != NULL, "%s", r.err);
+    cr_expect(strstr(r.out, "batch 64 × 32768 tokens") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}
+
+/* `plan --gpus-max`: the budget's pick and what stays unused, in the table and the JSON. */
+Test(cli, plan_gpus_max_says_what_stays_idle, .timeout = 120) {
+    cli_result r = run_cli("plan", "--model", "megatron-gpt-529.6b", "--system", "a100-80g-dgx", "--gpus-max", "5128",
+                           "--global-batch", "2520", "--top", "1", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "plan --gpus-max --json");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "budget");
+    cr_assert_not_null(b, "no budget object");
+    double gpus = json_num(b, "gpus", "$.budget");
+    cr_expect_leq(gpus, 5128);
+    cr_expect_eq(json_num(b, "idle_gpus", "$.budget"), 5128 - gpus);
+    cr_expect_eq(json_num(b, "global_batch", "$.budget"), 2520);
+    cr_expect_eq(json_num(cJSON_GetObjectItemCaseSensitive(root, "request"), "gpus", "$.request"), gpus);
+    cJSON_Delete(root);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "megatron-gpt-529.6b", "--system", "a100-80g-dgx", "--gpus", "5128",
+                "--global-batch", "2520", "--batch-tolerance", "5%", "--top", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *pick = find_line(r.out, "# budget pick: 5128 GPUs (none idle), global batch ");
+    cr_expect_not_null(pick, "%s", r.out);
+    cr_expect(pick && strstr(pick, "sequences per step") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--gpus-max", "8", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* One grammar of layouts: plan, sim, export, run and report list the same block of layout flags
+ * (problem, partition and budget flags) in their --help, byte for byte. */
+Test(cli, layout_flags_help_is_one_block) {
+    static const char *const cmds[] = {"plan", "sim", "export", "run", "report"};
+    const char *first = "  -m, --model M", *last = "nearest batches the layouts divide, saying by how much\n";
+    char *block0 = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        cli_result r = run_cli(cmds[i], "--help", NULL);
+        cr_assert_eq(r.status, 0, "%s --help: exit %d", cmds[i], r.status);
+        const char *a = strstr(r.out, first), *b = a ? strstr(a, last) : NULL;
+        cr_assert(a && b, "%s --help: no layout-flag block from \"%s\"", cmds[i], first);
+        char *block = strndup(a, (size_t)(b + strlen(last) - a));
+        for (const char *flag = "--fix\0--partition\0--mem-headroom\0--gpus-max\0--batch-tolerance\0"; *flag;
+             flag += strlen(flag) + 1)
+            cr_expect(strstr(block, flag) != NULL, "%s --help: no %s in the layout block", cmds[i], flag);
+        if (block0) cr_expect_str_eq(block, block0, "%s --help: the layout block differs from plan's", cmds[i]);
+        if (block0) free(block);
+        else block0 = block;
+        cli_result_free(&r);
+    }
+    free(block0);
+}

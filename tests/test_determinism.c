@@ -4,12 +4,16 @@
  * this machine), which are blanked in both texts first, and the lines of the tables that report
  * those times. Covers `plan -o` (dense, MoE, a Hugging Face config, --refine), `sim --plan`
  * with --trace and --json, the sim table, `report` in every format, `sweep` (table, JSON and its
- * HTML page) and `export` in both formats. */
+ * HTML page) and `export` in both formats; and `plan --partition ilp` run as concurrent copies (the
+ * stage partitioning stops on a count of GLPK nodes, never on wall-clock time, so a busy machine
+ * gets the same plan). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/helpers.h"
 
@@ -214,6 +218,49 @@ Test(determinism, report_sweep_and_export_are_byte_identical, .timeout = 300) {
     remove_dir(dir);
 }
 
+/* Four copies of the same `plan --partition ilp` at once (each slowing the others, as on a busy
+ * machine) write byte-identical plans, wall-clock fields blanked. The instance is one where GLPK
+ * works up to its node limit (DeepSeek-V3 interleaved: two kinds of layer, where the heuristic is
+ * not exact), so a wall-clock limit would stop it at a different point in each copy. */
+Test(determinism, concurrent_partitioned_plans_are_byte_identical, .timeout = 600) {
+    enum { COPIES = 4 };
+    char *dir = make_temp_dir();
+    char file[COPIES][PATH_MAX];
+    pid_t pid[COPIES];
+    for (int i = 0; i < COPIES; i++) {
+        snprintf(file[i], sizeof file[i], "%s/plan%d.json", dir, i);
+        pid[i] = fork();
+        cr_assert_neq(pid[i], -1, "fork failed");
+        if (pid[i] == 0) {
+            const char *args[] = {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048",
+                                  "--global-batch", "15360", "--seq", "4096", "--fix",
+                                  "dp=64,tp=1,pp=16,cp=2,ep=64,vpp=2", "--partition", "ilp", "--top", "3",
+                                  "-o", file[i], NULL};
+            cli_result r = run_argv_timeout(args, 500);
+            _exit(r.status);
+        }
+    }
+    char *text[COPIES];
+    for (int i = 0; i < COPIES; i++) {
+        int status = 0;
+        cr_assert_eq(waitpid(pid[i], &status, 0), pid[i]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "copy %d: status %d", i + 1, status);
+        text[i] = slurp(file[i]);
+        blank_wall_clock(text[i]);
+    }
+    /* The instance does what it is here for: splits by GLPK, one of them stopped by the limit. */
+    cr_expect(strstr(text[0], "\"partition_status\":\t\"node-limit\"") != NULL ||
+                  strstr(text[0], "\"partition_status\": \"node-limit\"") != NULL,
+              "no layout reached the node limit: %.400s", text[0]);
+    for (int i = 1; i < COPIES; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "concurrent plan copy %d against copy 1", i + 1);
+        expect_same(what, text[0], text[i]);
+    }
+    for (int i = 0; i < COPIES; i++) free(text[i]);
+    remove_dir(dir);
+}
+
 /* The helpers themselves: blanking touches the wall-clock values and nothing else. */
 Test(determinism, blanking_only_touches_wall_clock_fields) {
     char text[] = "{\"search_s\": 0.0021, \"step_s\": 50.37, \"sim_s\":\t1e-05}";
@@ -222,4 +269,44 @@ Test(determinism, blanking_only_touches_wall_clock_fields) {
     char table[] = "# tessera sim: x\n# 95462 events, simulated in 0.039 s\n     0      3.1\n";
     drop_timed_lines(table);
     cr_expect_str_eq(table, "# tessera sim: x\n     0      3.1\n");
+}
+
+/* Concurrent copies writing the same output: four `plan -o` (and four `export -o`) at once into
+ * one path. The writer's temporary files are per process, so each copy renames a whole file into
+ * place: the survivor is complete and byte-identical to a lone run's, and no temporary file is
+ * left (common/output.h). */
+Test(determinism, concurrent_copies_write_one_whole_file, .timeout = 300) {
+    char *dir = make_temp_dir();
+    char *plan = test_data_path("tests/bad-input/plan-valid.json");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && export TESSERA_DATA='%s' && T='%s' && "
+             "$T plan --model tiny --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 -o lone.json >/dev/null && "
+             "$T export --plan '%s' --format megatron -o lone.sh && "
+             "for i in 1 2 3 4; do "
+             "($T plan --model tiny --system cpu-localhost --gpus 2 --global-batch 4 --seq 64 -o same.json >/dev/null || echo FAIL) & "
+             "($T export --plan '%s' --format megatron -o same.sh || echo FAIL) & done; wait",
+             dir, test_data_dir(), tessera_binary(), plan, plan);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    cli_result r = run_program_timeout(argv, 240);
+    cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "FAIL") == NULL && r.err_len == 0, "a copy failed: %s %s", r.out, r.err);
+    const char *pairs[][2] = {{"lone.json", "same.json"}, {"lone.sh", "same.sh"}};
+    for (int i = 0; i < 2; i++) {
+        char a_path[PATH_MAX], b_path[PATH_MAX];
+        snprintf(a_path, sizeof a_path, "%s/%s", dir, pairs[i][0]);
+        snprintf(b_path, sizeof b_path, "%s/%s", dir, pairs[i][1]);
+        char *a = slurp(a_path), *b = slurp(b_path);
+        blank_wall_clock(a);
+        blank_wall_clock(b);
+        expect_same(pairs[i][1], a, b);
+        free(a);
+        free(b);
+    }
+    char listing[4096];
+    list_dir(dir, listing, sizeof listing);
+    cr_expect(strstr(listing, ".tmp.") == NULL, "temporary files left: %s", listing);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
 }

@@ -876,16 +876,26 @@ Test(run_cli, bad_input_is_one_line) {
     char *dir = make_temp_dir(), plan[PATH_MAX], missing[PATH_MAX];
     make_plan(dir, "tiny", TP2, plan, sizeof plan);
     snprintf(missing, sizeof missing, "%s/no-such-plan.json", dir);
-    const char *const cases[][8] = {
+    const char *const cases[][12] = {
         {"run", "--steps", "3", NULL},
         {"run", "--plan", plan, "--steps", "3", "--warmup", "3", NULL},
         {"run", "--plan", missing, NULL},
         {"run", "--plan", plan, "--index", "2", NULL},
         {"run", "--plan", plan, "--index", "0", NULL},
         {"run", "--plan", plan, "--steps", "many", NULL},
+        {"run", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "0", NULL},
+        {"run", "--plan", plan, "--model", "tiny", NULL},
+        {"run", "--model", "tiny", "--system", "no-such-system", "--gpus", "2", NULL},
+        {"run", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "2", "--index", "1", NULL},
+        {"run", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "2", "--gpus-max", "4", NULL},
+        {"run", "--model", "tiny", "--system", "cpu-localhost", "--gpus", "2", "--fix", "tp=3", NULL},
     };
-    const char *const says[] = {"--plan is required", "--warmup 3 leaves no step of 3", "no-such-plan.json",
-                                "holds 1 layouts, got 2", "--index", "--steps"};
+    const char *const says[] = {"--plan or --model, --system and --gpus are required", "--warmup 3 leaves no step of 3",
+                                "no-such-plan.json", "holds 1 layouts, got 2", "--index", "--steps", "--gpus",
+                                "--plan and --model exclude each other", "no-such-system", "--index needs --plan",
+                                "--gpus and --gpus-max exclude each other", "pinned sizes multiply to 3"};
+    char *tmp = make_temp_dir(), left[4096];
+    setenv("TMPDIR", tmp, 1); /* where a plan made from the flags would be */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
         cr_expect_eq(r.status, 2, "case %zu: exit %d, stderr: %s", i, r.status, r.err);
@@ -894,5 +904,57 @@ Test(run_cli, bad_input_is_one_line) {
         cr_expect_eq(r.out_len, 0, "case %zu: stdout: %s", i, r.out);
         cli_result_free(&r);
     }
+    cr_expect_eq(list_dir(tmp, left, sizeof left), 0, "left in TMPDIR: %s", left);
+    remove_dir(tmp);
+    remove_dir(dir);
+}
+
+/* `run --model ... --fix` trains the layout plan --top 1 picks, with the losses of `run --plan`
+ * on the same plan; the plan handed to the ranks is a temporary file in TMPDIR, gone after the
+ * run, after a refusal that comes once it is written, and after SIGTERM. */
+#define TINY_FLAGS "--model", "tiny", "--system", "cpu-localhost", "--gpus", "2", "--global-batch", "8", \
+                   "--seq", "64", "--dtype", "fp32"
+#define DP2 "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"
+Test(mpi, run_from_layout_flags_leaves_no_plan_behind, .timeout = 300) {
+    char *dir = make_temp_dir(), *tmp = make_temp_dir(), plan[PATH_MAX], left[4096];
+    setenv("TMPDIR", tmp, 1);
+    make_plan(dir, "tiny", DP2, plan, sizeof plan);
+    const char *by_plan[] = {"run", "--plan", plan, "--steps", "2", "--warmup", "1", "--json", NULL};
+    const char *by_flags[] = {"run", TINY_FLAGS, "--fix", DP2, "--steps", "2", "--warmup", "1", "--json", NULL};
+    cli_result a = run_argv_timeout(by_plan, RUN_TIMEOUT_S), b = run_argv_timeout(by_flags, RUN_TIMEOUT_S);
+    cJSON *ja = parse_json_output(&a, "run --plan"), *jb = parse_json_output(&b, "run --model");
+    cr_expect_str_eq(json_str(jb, "layout", "$"), DP2);
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(ja, "losses"), *lb = cJSON_GetObjectItemCaseSensitive(jb, "losses");
+    cr_assert(cJSON_GetArraySize(la) == 2 && cJSON_GetArraySize(lb) == 2, "losses: not 2 steps each");
+    for (int s = 0; s < 2; s++)
+        cr_expect_eq(cJSON_GetArrayItem(la, s)->valuedouble, cJSON_GetArrayItem(lb, s)->valuedouble,
+                     "step %d: --model's loss differs from --plan's", s + 1);
+    list_dir(tmp, left, sizeof left);
+    cr_expect(strstr(left, "tessera-plan") == NULL, "left in TMPDIR: %s", left);
+    cJSON_Delete(ja), cJSON_Delete(jb), cli_result_free(&a), cli_result_free(&b);
+
+    /* Refused by the executor's check, after the plan file was written. */
+    const char *zb[] = {"run", TINY_FLAGS, "--fix",
+                        "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=zb-h1,recompute=none", NULL};
+    cli_result r = run_argv(zb);
+    cr_expect_eq(r.status, 2, "zb-h1 zero=2: exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    list_dir(tmp, left, sizeof left);
+    cr_expect(strstr(left, "tessera-plan") == NULL, "left in TMPDIR: %s", left);
+
+    char sh[4096];
+    snprintf(sh, sizeof sh,
+             "TESSERA_DATA='%s' '%s' run --model tiny --system cpu-localhost --gpus 2 --global-batch 8 --seq 64 "
+             "--dtype fp32 --fix %s --steps 100000 --warmup 1 & pid=$!; sleep 6; ls \"$TMPDIR\" >&2; "
+             "kill -TERM $pid; wait $pid",
+             test_data_dir(), tessera_binary(), DP2);
+    const char *argv[] = {"sh", "-c", sh, NULL};
+    r = run_program_timeout(argv, 120);
+    cr_expect_eq(r.status, 143, "SIGTERM: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "tessera-plan-") != NULL, "no temporary plan while running: %s", r.err);
+    list_dir(tmp, left, sizeof left);
+    cr_expect(strstr(left, "tessera-plan") == NULL, "left in TMPDIR: %s", left);
+    cli_result_free(&r);
+    remove_dir(tmp);
     remove_dir(dir);
 }

@@ -93,7 +93,7 @@ Test(fp8, cast_bytes_per_recipe) {
     cr_expect_eq(a.fp8_cast_bytes[0] + a.fp8_cast_bytes[1] + a.fp8_cast_bwd_bytes, 0);
     cr_expect_eq(r.fp8_cast_bytes[0] + r.fp8_cast_bytes[1] + r.fp8_cast_bwd_bytes[0] + r.fp8_cast_bwd_bytes[1], 0);
     pb = with_dtype(pb, TS_DTYPE_FP8);
-    static const double per_elem[TS_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0625};
+    static const double per_elem[TS_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0625, 4.0625};
     for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
         pb.train.fp8_recipe = (ts_fp8_recipe)rc;
         ts_attn_recipe_of(&pb, &sh, &a);
@@ -106,16 +106,23 @@ Test(fp8, cast_bytes_per_recipe) {
     }
 }
 
-static double elementwise_bytes(const ts_problem *pb, const ts_layout *l) {
+/* Bytes of the step program's ops of `kind` (or of `part` when kind < 0). */
+static double program_bytes(const ts_problem *pb, const ts_layout *l, int kind, int part) {
     ts_program prog;
     ts_error_clear();
     cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
     double sum = 0;
     for (int s = 0; s < prog.pp; s++)
-        for (int i = 0; i < prog.stages[s].n_ops; i++)
-            if (prog.stages[s].ops[i].kind == TS_OP_ELEMENTWISE) sum += prog.stages[s].ops[i].bytes;
+        for (int i = 0; i < prog.stages[s].n_ops; i++) {
+            const ts_op *op = &prog.stages[s].ops[i];
+            if (kind >= 0 ? op->kind == kind : op->part == part) sum += op->bytes;
+        }
     ts_program_free(&prog);
     return sum;
+}
+
+static double elementwise_bytes(const ts_problem *pb, const ts_layout *l) {
+    return program_bytes(pb, l, TS_OP_ELEMENTWISE, -1);
 }
 
 /* The step program carries the casts in its element-wise ops under fp8, and only then: per layer,
@@ -161,6 +168,64 @@ Test(fp8, closed_form_within_2_percent_of_simulator) {
         ts_sim_result_free(&r);
         ts_program_free(&prog);
     }
+}
+
+/* DeepSeek-V3's block scaling: an fp32 scale per 128×128 weight block beside the FP8 weight and
+ * its transpose; per-tensor recipes 2 bytes; MXFP8 an E8M0 scale per 32. */
+Test(fp8, weight_copy_bytes_per_recipe) {
+    ts_problem pb = with_dtype(test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1), TS_DTYPE_FP8);
+    static const double per_weight[TS_FP8_RECIPE_COUNT] = {2.0, 2.0, 2.0625, 2.0 + 8.0 / 16384};
+    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+        pb.train.fp8_recipe = (ts_fp8_recipe)rc;
+        cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), per_weight[rc], "%s", ts_fp8_recipe_names[rc]);
+    }
+    pb.train.dtype = TS_DTYPE_BF16;
+    cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), 0);
+}
+
+/* Under fp8 the inputs only a GEMM keeps for its backward are its FP8 copy (TE 2.x keeps the
+ * column-wise FP8 input): per token of a Llama-2-7B layer (SwiGLU, tp = 1) the QKV and first MLP
+ * GEMMs' inputs (h each) and the second MLP GEMM's (f) drop from 2 bytes to 1 (+ the recipe's
+ * scales); the norms' inputs and the attention's tensors stay 16-bit. */
+Test(fp8, gemm_inputs_kept_in_fp8) {
+    ts_problem bf = test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1);
+    ts_problem f8 = with_dtype(bf, TS_DTYPE_FP8);
+    ts_shard sh = {.tp = 1, .cp = 1, .ep = 1, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    double T = 4096, h = 4096, f = 11008;
+    static const double per_elem[TS_FP8_RECIPE_COUNT] = {1.0, 1.0, 1.0 + 1.0 / 32, 1.0 + 4.0 / 128};
+    ts_layer_cost a, b;
+    ts_layer_cost_of(&bf, &sh, 0, &a);
+    cr_expect_eq(ts_gemm_input_saved_bytes(&bf), 2.0);
+    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+        f8.train.fp8_recipe = (ts_fp8_recipe)rc;
+        ts_layer_cost_of(&f8, &sh, 0, &b);
+        double saved = (2.0 - per_elem[rc]) * T * (2 * h + f) * bf.train.activation_scale;
+        cr_expect(fabs(a.act_bytes - b.act_bytes - saved) <= 1e-9 * saved, "%s: %g saved, expected %g",
+                  ts_fp8_recipe_names[rc], a.act_bytes - b.act_bytes, saved);
+    }
+}
+
+/* --fp8-param-gather (Megatron-Core): FP8 primary weights, so ZeRO's parameter all-gathers carry
+ * 1 byte per weight instead of 2, in the program and the closed form alike, and the weights
+ * held drop by the 16-bit copy (the FP8 transpose stays beside the FP8 weight). */
+Test(fp8, param_gather_in_fp8) {
+    ts_layout l = layout("dp=8,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    ts_problem pb = with_dtype(test_problem("llama2-7b", "h100-sxm-dgx", 8, 64, 4096, 1), TS_DTYPE_FP8);
+    ts_problem pg = pb;
+    pg.train.fp8_param_gather = 1;
+    cr_expect_eq(ts_weight_elem_bytes(&pb), 2.0);
+    cr_expect_eq(ts_weight_elem_bytes(&pg), 1.0);
+    cr_expect_eq(ts_fp8_weight_copy_bytes(&pg), 1.0);
+    double b16 = program_bytes(&pb, &l, -1, TS_PART_PARAM_GATHER), b8 = program_bytes(&pg, &l, -1, TS_PART_PARAM_GATHER);
+    cr_assert(b16 > 0);
+    cr_expect(fabs(b8 / b16 - 0.5) < 1e-12, "gathered bytes %g -> %g", b16, b8);
+    ts_eval a, b;
+    cr_assert_eq(ts_evaluate(&pb, &l, &a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&pg, &l, &b), TS_OK, "%s", ts_error_message());
+    cr_expect(b.time.dp_comm < a.time.dp_comm, "DP %g -> %g s", a.time.dp_comm, b.time.dp_comm);
+    cr_expect(b.mem.weights < a.mem.weights && b.mem.buffers < a.mem.buffers);
+    pg.train.dtype = TS_DTYPE_BF16;
+    cr_expect_eq(ts_weight_elem_bytes(&pg), 2.0, "no FP8 primary weights without fp8");
 }
 
 /* MXFP8 needs tensor cores that have it. */

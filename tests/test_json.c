@@ -3,10 +3,13 @@
  * leave exactly the target file behind. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdint.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/json.h"
@@ -144,5 +147,86 @@ Test(json, write_file_atomic_leaves_no_temp_file) {
     cr_assert_eq(ts_write_file_atomic(bad, "x", 1), TS_ERR_IO);
     cr_assert_eq(count_entries(dir), 1);
     unlink(path);
+    rmdir(dir);
+}
+
+/* A key twice in one object is refused with its JSON path, in small objects and in large ones
+ * (sorted), nested in arrays too; the same key in two objects is fine. */
+Test(json, duplicate_keys_are_refused_with_their_path) {
+    cJSON *root = NULL;
+    ts_error_clear();
+    cr_expect_eq(ts_json_parse("t.json", "{\"a\": 1, \"b\": {\"c\": 1, \"c\": 2}}", &root), TS_ERR_INPUT);
+    cr_expect_null(root);
+    cr_expect(strstr(ts_error_message(), "t.json: $.b.c: duplicate key \"c\"") != NULL, "%s", ts_error_message());
+    char big[4096] = "{\"l\": [0, {";
+    for (int i = 0; i < 40; i++) snprintf(big + strlen(big), sizeof big - strlen(big), "\"k%d\": %d, ", i, i);
+    strcat(big, "\"k7\": 0}]}");
+    ts_error_clear();
+    cr_expect_eq(ts_json_parse("t.json", big, &root), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "$.l[1].k7: duplicate key \"k7\"") != NULL, "%s", ts_error_message());
+    cJSON_Delete(parse_ok("{\"a\": {\"x\": 1}, \"b\": {\"x\": 1}, \"c\": [{\"x\": 1}, {\"x\": 2}]}"));
+}
+
+/* Integers are checked as doubles before any conversion: 1e300, 2^63 and 0.5 are refused. */
+Test(json, int_in_checks_before_converting) {
+    cJSON *root = parse_ok("[1e300, 9223372036854775808, 0.5, -3, 42]");
+    int64_t v = 0;
+    cr_expect_not(ts_json_int_in(cJSON_GetArrayItem(root, 0), 0, INT64_MAX, &v));
+    cr_expect_not(ts_json_int_in(cJSON_GetArrayItem(root, 1), INT64_MIN, INT64_MAX, &v));
+    cr_expect_not(ts_json_int_in(cJSON_GetArrayItem(root, 2), 0, 10, &v));
+    cr_expect_not(ts_json_int_in(cJSON_GetArrayItem(root, 3), 0, 10, &v));
+    cr_expect(ts_json_int_in(cJSON_GetArrayItem(root, 4), 0, 100, &v) && v == 42);
+    cJSON_Delete(root);
+}
+
+/* A FIFO is read as a stream (no seek), and so is anything else that cannot seek. */
+Test(json, load_file_reads_a_fifo) {
+    char dir[] = "/tmp/tessera-json-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/in.json", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        FILE *f = fopen(path, "w");
+        fputs("{\"a\": [1, 2, 3]}", f);
+        fclose(f);
+        _exit(0);
+    }
+    cJSON *root = NULL;
+    ts_error_clear();
+    cr_expect_eq(ts_json_load_file(path, &root), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "a")), 3);
+    cJSON_Delete(root);
+    waitpid(pid, NULL, 0);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The output rule: a link stays a link (its target is written), a device is written in place
+ * and its failure names the user's path, not a temporary file. */
+Test(json, write_follows_links_and_writes_devices_in_place) {
+    char dir[] = "/tmp/tessera-json-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char target[128], link[128];
+    snprintf(target, sizeof target, "%s/target.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    cr_assert_eq(symlink("target.json", link), 0); /* dangling until written */
+    ts_error_clear();
+    cr_expect_eq(ts_write_file_atomic(link, "[]\n", 3), TS_OK, "%s", ts_error_message());
+    struct stat st;
+    cr_expect(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    assert_file_is(target, "[]\n");
+    cr_expect_eq(ts_write_file_atomic(link, "{}\n", 3), TS_OK, "%s", ts_error_message());
+    assert_file_is(target, "{}\n");
+    cr_expect_eq(count_entries(dir), 2);
+    cr_expect_eq(ts_write_file_atomic("/dev/null", "x", 1), TS_OK, "%s", ts_error_message());
+    cr_expect(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    ts_error_clear();
+    cr_expect_eq(ts_write_file_atomic("/dev/full", "x", 1), TS_ERR_IO);
+    cr_expect_str_eq(ts_error_message(), "/dev/full: write failed: No space left on device");
+    unlink(link);
+    unlink(target);
     rmdir(dir);
 }

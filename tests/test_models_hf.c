@@ -125,3 +125,95 @@ Test(models_hf, mamba_hybrids_are_refused_with_one_line) {
     cli_result_free(&r);
     free(path);
 }
+
+/* --- errors name the file's keys (issue 22) ---------------------------------------------------- */
+
+/* Every fixture, in turn with one of these keys (where its language model has it: the root, or
+ * text_config for gemma3 / llama4) set to a value no rule allows, is refused naming that key
+ * under its own path; never Tessera's field. */
+static const struct {
+    const char *key;
+    double value;
+} breaks[] = {
+    {"hidden_size", 0}, {"n_embd", 0}, {"num_attention_heads", 0}, {"n_head", 0},
+    {"num_key_value_heads", -1}, {"intermediate_size", -5}, {"rope_theta", -1},
+    {"num_experts_per_tok", 100000}, {"n_routed_experts", -1}, {"head_dim", 1e6},
+    {"qk_rope_head_dim", -1}, {"vocab_size", 0},
+};
+
+static void expect_key_named(const char *file, cJSON *root, const char *prefix, const char *key) {
+    ts_model m;
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json(file, root, &m), TS_ERR_INPUT, "%s: %s%s accepted", file, prefix, key);
+    char want[160];
+    snprintf(want, sizeof want, ": $.%s%s:", prefix, key);
+    cr_expect(strstr(ts_error_message(), want) != NULL, "%s: %s%s broken, got: %s", file, prefix, key,
+              ts_error_message());
+}
+
+Test(models_hf, errors_name_the_files_keys) {
+    char names[8192];
+    char *dir = test_data_path("tests/data/hf");
+    int n = list_dir(dir, names, sizeof names), tried = 0;
+    cr_assert(n > 10, "tests/data/hf: %d files", n);
+    for (char *save, *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        if (strstr(name, ".json") == NULL || strstr(name, "nemotron")) continue; /* refused whole */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        char *text = read_file(path);
+        for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; b++) {
+            cJSON *root = cJSON_Parse(text);
+            cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+            const char *prefix = cJSON_IsObject(obj) ? "text_config." : "";
+            if (!cJSON_IsObject(obj)) obj = root;
+            if (cJSON_GetObjectItemCaseSensitive(obj, breaks[b].key) != NULL) {
+                cJSON_ReplaceItemInObject(obj, breaks[b].key, cJSON_CreateNumber(breaks[b].value));
+                expect_key_named(name, root, prefix, breaks[b].key);
+                tried++;
+            }
+            cJSON_Delete(root);
+        }
+        free(text);
+    }
+    cr_expect(tried > 100, "%d broken keys tried", tried);
+    free(dir);
+}
+
+/* The cross-field rules ts_model_validate checks after reading name the keys too: DeepSeek-V3's
+ * first dense layers rounded up to moe_layer_freq leave no MoE layer. */
+Test(models_hf, cross_field_rules_name_the_files_keys) {
+    char *path = test_data_path("tests/data/hf/deepseek-v3.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(root, "first_k_dense_replace", cJSON_CreateNumber(1));
+    cJSON_ReplaceItemInObject(root, "moe_layer_freq", cJSON_CreateNumber(61));
+    ts_model m;
+    cr_expect_eq(ts_model_from_json("v3.json", root, &m), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "v3.json: $.first_k_dense_replace: expected an integer in [0, 60] so that "
+                     "some of the 61 layers are MoE, got 61");
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+}
+
+/* A field not recorded keeps Tessera's name; a recorded one is replaced, not added twice. */
+Test(models_hf, field_names_table) {
+    ts_field_names n;
+    ts_field_names_init(&n);
+    cr_expect_str_eq(ts_field_name(&n, "moe.top_k"), "moe.top_k");
+    cr_expect_str_eq(ts_field_name(NULL, "kv_heads"), "kv_heads");
+    ts_field_names_set(&n, "kv_heads", "num_key_value_heads");
+    ts_field_names_set(&n, "kv_heads", "text_config.num_key_value_heads");
+    cr_expect_eq(n.count, 1);
+    cr_expect_str_eq(ts_field_name(&n, "kv_heads"), "text_config.num_key_value_heads");
+    ts_model m = load("mixtral-8x7b");
+    m.moe.top_k = 9;
+    cr_expect_eq(ts_model_validate("t", &m), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "t: $.moe.top_k: expected an integer in [1, 8] (experts), got 9");
+    ts_field_names_set(&n, "moe.top_k", "num_experts_per_tok");
+    ts_field_names_set(&n, "moe.experts", "num_local_experts");
+    ts_error_clear();
+    cr_expect_eq(ts_model_validate_named("t", &m, &n), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "t: $.num_experts_per_tok: expected an integer in [1, 8] "
+                     "(num_local_experts), got 9");
+}

@@ -1,7 +1,7 @@
 /* Uneven pipeline stages (planner/partition.h): the GLPK program against brute-force enumeration
  * of every contiguous split × every per-stage recompute policy on small instances; the instance
  * of a real layout against planner/stages.c's closed form; a layout whose uniform split does not
- * fit made feasible; the infeasible and time-limit paths; the step program and the executor
+ * fit made feasible; the infeasible and node-limit paths; the step program and the executor
  * (suite `mpi`) running an uneven split. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -41,7 +41,7 @@ static double uniform01(void) {
  * between the lightest and the heaviest uniform stage, so the policies matter. */
 static void random_instance(ts_partition_problem *p, int L, int pp, int vpp, int kinds, int alternate) {
     cr_assert_eq(ts_partition_problem_init(p, L, pp, vpp), TS_OK);
-    p->time_limit_s = 60; /* optimality is the point here, even on a loaded machine */
+    p->node_limit = 1L << 30; /* optimality is the point here */
     p->n_kinds = kinds;
     int prefix = 1 + (int)(uniform01() * (L / 2));
     for (int x = 0; x < L; x++) p->kind[x] = kinds == 1 ? 0 : alternate ? x % 2 : x >= prefix;
@@ -300,28 +300,29 @@ Test(planner_partition, infeasible_is_explained) {
 }
 
 /* DeepSeek-V3 with interleaving (two kinds of layer, vpp = 2): the heuristic is not exact there,
- * GLPK must work, and a time limit of nothing stops it with the heuristic's split reported as an
- * incumbent — not as the optimum. */
-Test(planner_partition, time_limit_reports_the_incumbent) {
+ * GLPK must work, and a limit of one branch-and-bound node stops it with the heuristic's split
+ * reported as an incumbent — not as the optimum. */
+Test(planner_partition, node_limit_reports_the_incumbent) {
     ts_problem pb = problem("deepseek-v3", "h800-dgx", 2048, 15360, 4096);
     ts_layout l = layout(&pb, "dp=64,tp=1,pp=16,cp=2,ep=64,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none");
     ts_partition_problem p;
     cr_assert_eq(ts_partition_problem_of(&pb, &l, 0, &p), TS_OK, "%s", ts_error_message());
-    p.time_limit_s = 1e-9;
+    p.node_limit = 1;
     ts_split s;
     ts_partition_info info;
     cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(info.status, TS_PART_TIME_LIMIT);
-    cr_assert_str_eq(ts_partition_status_names[info.status], "time-limit");
+    cr_assert_eq(info.status, TS_PART_NODE_LIMIT);
+    cr_assert_str_eq(ts_partition_status_names[info.status], "node-limit");
+    cr_assert_eq(info.nodes, 1);
     cr_assert(s.fits);
     cr_assert(info.bound_s < s.max_stage_s, "bound %.6f, incumbent %.6f", info.bound_s, s.max_stage_s);
     ts_split_free(&s);
     ts_partition_problem_free(&p);
 }
 
-/* Nothing found in time: two kinds alternating over 2×2 stages where the uniform split does not
+/* Nothing found within the node limit: two kinds alternating over 2×2 stages where the uniform split does not
  * fit (the heuristic's only try) but another does. */
-Test(planner_partition, time_limit_without_a_split) {
+Test(planner_partition, node_limit_without_a_split) {
     ts_partition_problem p;
     cr_assert_eq(ts_partition_problem_init(&p, 8, 2, 2), TS_OK);
     p.n_kinds = 2;
@@ -334,13 +335,13 @@ Test(planner_partition, time_limit_without_a_split) {
     p.in_flight[0] = 4;
     p.in_flight[1] = 1;
     p.usable_bytes = 12.5; /* stage 0: 4·n ≤ 12.5 → n ≤ 3; uniform gives it 4 */
-    p.time_limit_s = 1e-9;
+    p.node_limit = 1;
     ts_split s;
     ts_partition_info info;
     cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_ERR_INFEASIBLE);
     cr_assert_eq(info.status, TS_PART_NO_SPLIT);
-    cr_assert(strstr(info.why, "time limit") != NULL, "%s", info.why);
-    p.time_limit_s = 5;
+    cr_assert(strstr(info.why, "limit of 1 branch-and-bound nodes") != NULL, "%s", info.why);
+    p.node_limit = 1000;
     cr_assert_eq(ts_partition_solve(&p, &s, &info), TS_OK, "%s", ts_error_message());
     cr_assert_eq(info.status, TS_PART_OPTIMAL);
     cr_assert_eq(s.layers[0] + s.layers[2], 3);
@@ -530,18 +531,23 @@ Test(planner_partition, cli_default_is_auto) {
     cr_assert_lt(step[0], step[2]);
 }
 
-/* A split found when the time limit strikes is the incumbent, not the optimum: the plan's table
- * and JSON say so. 1e-9 s leaves GLPK no time to prove the heuristic's split. */
-Test(planner_partition, time_limited_split_is_marked_in_the_plan) {
-    const char *base[] = {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
-                          "--global-batch", "2048", "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1",
-                          "--top", "1", NULL, NULL, NULL, NULL};
-    const char *limits[2] = {NULL, "1e-9"}, *want[2] = {"optimal", "time-limit"};
+/* A split found when the node limit strikes is the incumbent, not the optimum: the plan's table
+ * and JSON say so. Llama-3-405B with ZB-H1 (one kind of layer: the heuristic is exact and GLPK
+ * proves it at once) is optimal; DeepSeek-V3 interleaved (two kinds: GLPK must branch) with one
+ * node leaves GLPK no room to prove the heuristic's split. */
+Test(planner_partition, node_limited_split_is_marked_in_the_plan) {
+    const char *cases[2][24] = {
+        {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384", "--global-batch", "2048",
+         "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1", "--stack", "megatron-core", "--top", "1", NULL},
+        {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048", "--global-batch", "15360",
+         "--seq", "4096", "--fix", "dp=64,tp=1,pp=16,cp=2,ep=64,vpp=2", "--top", "1", "--partition", "ilp",
+         "--partition-node-limit", "1", NULL}};
+    const char *want[2] = {"optimal", "node-limit"};
     for (int t = 0; t < 2; t++) {
-        int n = 15;
-        if (limits[t]) base[n++] = "--partition-time-limit", base[n++] = limits[t];
+        const char **base = cases[t];
+        int n = 0;
+        while (base[n]) n++;
         base[n] = "--json";
-        base[n + 1] = NULL;
         cli_result r = run_argv(base);
         cJSON *root = parse_json_output(&r, "plan --json");
         const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "layouts"), 0);
@@ -557,7 +563,7 @@ Test(planner_partition, time_limited_split_is_marked_in_the_plan) {
         cr_assert_eq(r.status, 0, "%s", r.err);
         const char *line = find_line(r.out, "# split of rank 1");
         cr_assert_not_null(line, "%s", r.out);
-        cr_assert_eq(strstr(line, "(time-limit: not proven optimal") != NULL && strstr(line, "bound") != NULL, t == 1,
+        cr_assert_eq(strstr(line, "(node-limit: not proven optimal") != NULL && strstr(line, "bound") != NULL, t == 1,
                      "%s", r.out);
         cli_result_free(&r);
     }
@@ -640,7 +646,7 @@ static void check_uneven_interleaving(const char *model, const char *sys, int gp
     cr_assert(strstr(ts_error_message(), "interleaving needs") != NULL, "%s", ts_error_message());
     ts_search_result_free(&r);
     po.mode = TS_PARTITION_ILP;
-    po.time_limit_s = 0.02; /* the heuristic's split at least; GLPK may prove or better it */
+    po.node_limit = 20; /* the heuristic's split at least; GLPK may prove or better it */
     cr_assert_eq(search_with(&pb, fix, 2, &po, &r), TS_OK, "%s ilp: %s", model, ts_error_message());
     cr_assert_gt(r.n_best, 0);
     for (int i = 0; i < r.n_best; i++) {
@@ -676,7 +682,7 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
         snprintf(plan, sizeof plan, "%s/plan%d.json", dir, c);
         cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
                                "--global-batch", "2048", "--seq", "8192", "--fix", fixes[c], "--top", "1",
-                               "--partition", modes[c], "--partition-time-limit", "0.05", "-o", plan, NULL);
+                               "--partition", modes[c], "--partition-node-limit", "50", "-o", plan, NULL);
         cr_assert_eq(r.status, 0, "%s", r.err);
         cr_assert_not_null(find_line(r.out, "# split of rank 1"), "%s", r.out);
         cli_result_free(&r);

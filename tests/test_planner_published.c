@@ -147,3 +147,26 @@ Test(planner_published, moe_rows_bf16_median_within_10_percent) {
     double median = n % 2 ? fabs(errs[n / 2]) : 0.5 * (fabs(errs[n / 2 - 1]) + fabs(errs[n / 2]));
     cr_expect_leq(median, 0.10, "median |error| %.1f%%", 100 * median);
 }
+
+/* The bands' reading (ts_published_errors) predicts every case as ts_published_run does, to the
+ * bit, and leaves only the Megatron ranks at 0. */
+Test(planner_published, errors_only_run_agrees) {
+    char *dir = test_data_path("validation/published");
+    ts_pub_case *e = NULL;
+    int n = 0;
+    ts_status st = ts_published_errors(dir, &e, &n);
+    free(dir);
+    cr_assert_eq(st, TS_OK, "ts_published_errors: %s", ts_error_message());
+    cr_assert_eq(n, n_cases);
+    int ranked = 0;
+    for (int i = 0; i < n; i++) {
+        cr_expect_str_eq(e[i].id, cases[i].id);
+        cr_expect(e[i].predicted == cases[i].predicted && e[i].step_error == cases[i].step_error,
+                  "%s: predicted %.17g vs %.17g", e[i].id, e[i].predicted, cases[i].predicted);
+        cr_expect_str_eq(e[i].layout, cases[i].layout);
+        cr_expect_eq(e[i].rank, 0, "%s: ranked without the rank search", e[i].id);
+        ranked += cases[i].rank > 0;
+    }
+    cr_expect_gt(ranked, 0, "the full run ranks the Megatron rows");
+    free(e);
+}

@@ -9,6 +9,7 @@
 
 #include "planner/problem.h"
 #include "program/schedule.h"
+#include "planner/budget.h"
 #include "planner/search.h"
 #include "tests/helpers.h"
 
@@ -232,6 +233,7 @@ Test(planner_search, objective_memory_sorts_by_memory) {
     ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(20, NULL);
     o.objective = TS_OBJ_MEMORY;
+    o.max_slowdown = INFINITY; /* least memory at any speed */
     ts_search_result r;
     search_ok(&pb, &o, &r);
     cr_assert_eq(r.n_best, 20);
@@ -249,6 +251,37 @@ Test(planner_search, objective_memory_sorts_by_memory) {
     cr_expect_leq(fast.best[0].step_s, r.best[0].step_s);
     ts_search_result_free(&fast);
     ts_search_result_free(&r);
+}
+
+/* The memory objective by default: the least memory among layouts within 1.10× of the fastest
+ * step, never the 20×-slower layout that shards and recomputes everything. Every kept layout is
+ * within the cap; the least-memory layout at any speed is slower than it; and no layout within
+ * the cap needs less memory than the pick (a brute check over the time ranking's top 2000). */
+Test(planner_search, objective_memory_within_a_slowdown) {
+    ts_problem pb = test_problem("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, 1);
+    ts_search_opts o = opts_of(5, NULL);
+    o.objective = TS_OBJ_MEMORY;
+    cr_assert_eq(o.max_slowdown, TS_DEFAULT_MAX_SLOWDOWN);
+    ts_search_result r, any, fast;
+    search_ok(&pb, &o, &r);
+    ts_search_opts t = opts_of(2000, NULL);
+    search_ok(&pb, &t, &fast);
+    cr_assert_float_eq(r.fastest_step_s, fast.best[0].step_s, 1e-12);
+    cr_assert_float_eq(r.step_cap_s, 1.10 * fast.best[0].step_s, 1e-9);
+    for (int i = 0; i < r.n_best; i++) cr_expect_leq(r.best[i].step_s, r.step_cap_s, "#%d", i + 1);
+    cr_expect_lt(r.best[0].mem.total, fast.best[0].mem.total, "the pick saves memory over the fastest");
+    for (int i = 0; i < fast.n_best; i++)
+        if (fast.best[i].step_s <= r.step_cap_s)
+            cr_expect_geq(fast.best[i].mem.total, r.best[0].mem.total, "time rank %d: %.4g bytes", i + 1,
+                          fast.best[i].mem.total);
+    o.max_slowdown = INFINITY;
+    search_ok(&pb, &o, &any);
+    cr_expect_eq(any.step_cap_s, 0);
+    cr_expect_lt(any.best[0].mem.total, r.best[0].mem.total);
+    cr_expect_gt(any.best[0].step_s, r.step_cap_s, "least memory at any speed is slower than the cap");
+    ts_search_result_free(&r);
+    ts_search_result_free(&any);
+    ts_search_result_free(&fast);
 }
 
 Test(planner_search, pins_are_honoured) {
@@ -433,4 +466,45 @@ Test(planner_search, absurd_model_is_infeasible_without_nan) {
     cr_expect(strstr(r.reason, "GB") != NULL, "%s", r.reason);
     cr_expect(strstr(r.reason, "absurd-1e15") != NULL, "%s", r.reason);
     ts_search_result_free(&r);
+}
+
+/* A GPU count as a budget (planner/budget.h): Megatron's 530B on at most 5128 A100s with a
+ * global batch of 2520, which no layout of exactly 5128 GPUs divides (5128 = 8 × 641). The pick
+ * uses at most 5128 GPUs, is at least as fast per sequence as the exact searches on every whole
+ * node count it could have used, and with the batch free to move ±5% it is no slower per
+ * sequence; the batch it picks is within the tolerance and divides by the layout's dp×mbs. */
+Test(planner_search, gpu_budget_picks_the_best_count_and_batch, .timeout = 120) {
+    ts_problem pb = test_problem("megatron-gpt-529.6b", "a100-80g-dgx", 5128, 2520, 2048, 1);
+    ts_search_opts o = opts_of(1, NULL);
+    ts_search_result exact;
+    cr_assert_eq(ts_search(&pb, &o, &exact), TS_ERR_INPUT, "5128 GPUs exactly has no valid layout");
+    ts_search_result_free(&exact);
+    ts_error_clear();
+    ts_budget_opts bo = {.gpus_max = 5128};
+    ts_budget_result br;
+    cr_assert_eq(ts_budget_search(&pb, &o, NULL, &bo, &br), TS_OK, "%s", ts_error_message());
+    const ts_budget_choice *pick = &br.choices[0];
+    cr_assert_leq(pick->gpus, 5128);
+    cr_assert_eq(pick->global_batch, 2520);
+    for (int i = 1; i < br.n; i++) cr_expect_leq(pick->key, br.choices[i].key);
+    for (int g = 5120; g >= 4096; g -= 8) { /* the exact searches it must match or beat */
+        ts_problem q = test_problem("megatron-gpt-529.6b", "a100-80g-dgx", g, 2520, 2048, 1);
+        ts_search_result r;
+        ts_status st = ts_search(&q, &o, &r);
+        if (st == TS_OK) cr_expect_leq(pick->best.step_s, r.best[0].step_s * (1 + 1e-12), "%d GPUs", g);
+        ts_search_result_free(&r);
+        ts_error_clear();
+    }
+    ts_budget_result loose;
+    bo.batch_tolerance = 0.05;
+    cr_assert_eq(ts_budget_search(&pb, &o, NULL, &bo, &loose), TS_OK, "%s", ts_error_message());
+    cr_expect_leq(loose.choices[0].key, pick->key * (1 + 1e-12));
+    for (int i = 0; i < loose.n; i++) {
+        const ts_budget_choice *c = &loose.choices[i];
+        cr_expect(c->global_batch >= 2394 && c->global_batch <= 2646, "batch %lld", (long long)c->global_batch);
+        cr_expect_eq(c->global_batch % ((int64_t)c->best.layout.dp * c->best.layout.mbs), 0);
+        cr_expect_leq(c->gpus, 5128);
+    }
+    ts_budget_result_free(&loose);
+    ts_budget_result_free(&br);
 }

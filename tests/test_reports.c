@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "reports/numfmt.h"
 #include "tests/helpers.h"
 #include "tests/tagged.h"
 
@@ -296,7 +297,7 @@ Test(reports, capacity_arithmetic_and_options) {
     free(text);
     /* The default price is said to be the default. */
     char *md = report(plan, "md", NULL, NULL);
-    cr_expect(strstr(md, "2.00 USD per GPU-hour (the default price") != NULL, "the default price is not flagged");
+    cr_expect(strstr(md, "$2.00 per GPU-hour (the default price") != NULL, "the default price is not flagged");
     free(md);
     free(plan);
     remove_dir(dir);
@@ -699,6 +700,37 @@ Test(mpi, report_beside_a_real_run, .init = no_leak_check, .timeout = 300) {
     remove_dir(dir);
 }
 
+/* `report --model ...` is the report of the plan `plan` makes under the same flags: the JSON of
+ * `plan -o` then `report --plan` but for the "plan" it names; no temporary plan is left. */
+Test(reports, report_from_layout_flags_is_the_plans) {
+    char *dir = make_temp_dir(), *tmp = make_temp_dir(), left[4096];
+    setenv("TMPDIR", tmp, 1);
+    static const char *const flags[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus-max", "16",
+                                        "--batch-tolerance", "5%", "--fix", "pp=2", NULL};
+    char *plan = make_plan(dir, "plan.json", flags);
+    char *by_plan = report(plan, "json", NULL, NULL);
+    const char *argv[CLI_MAX_ARGS + 1];
+    int n = 0;
+    argv[n++] = "report";
+    for (int i = 0; flags[i]; i++) argv[n++] = flags[i];
+    argv[n++] = "--format", argv[n++] = "json", argv[n] = NULL;
+    cli_result r = run_argv(argv);
+    cr_assert_eq(r.status, 0, "report --model: exit %d, stderr: %s", r.status, r.err);
+    cJSON *a = cJSON_Parse(by_plan), *b = cJSON_Parse(r.out);
+    cr_assert(a && b, "report --format json is not JSON");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "plan")),
+                     "the plan of --model llama2-7b --system h100-sxm-dgx --gpus 16");
+    cJSON_DeleteItemFromObjectCaseSensitive(a, "plan");
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "plan");
+    cr_expect(cJSON_Compare(a, b, 1), "report --model differs from plan -o then report --plan");
+    cr_expect(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "layouts")) > 1, "one layout: not the plan's");
+    list_dir(tmp, left, sizeof left);
+    cr_expect(strstr(left, "tessera-plan") == NULL, "left in TMPDIR: %s", left);
+    cJSON_Delete(a), cJSON_Delete(b), cli_result_free(&r);
+    free(by_plan), free(plan);
+    remove_dir(tmp), remove_dir(dir);
+}
+
 /* ---- bad input ----------------------------------------------------------------------------------- */
 
 Test(reports, bad_input_exits_2_with_one_line) {
@@ -710,7 +742,7 @@ Test(reports, bad_input_exits_2_with_one_line) {
     char bad_run[4200], bad_kinds[4200];
     snprintf(bad_run, sizeof bad_run, "--run=%s", not_json);
     snprintf(bad_kinds, sizeof bad_kinds, "--run=%s", no_kinds);
-    const char *const cases[][8] = {
+    const char *const cases[][10] = {
         {"report", NULL},
         {"report", "--plan", "/nonexistent/plan.json", NULL},
         {"report", "--plan", plan, "--format", "pdf", NULL},
@@ -722,6 +754,11 @@ Test(reports, bad_input_exits_2_with_one_line) {
         {"report", "--plan", plan, "--format", "csv", NULL},
         {"report", "--plan", plan, "--format", "csv", "-o", "-", NULL},
         {"report", "--plan", plan, "-o", "/nonexistent/dir/", NULL},
+        {"report", "--plan", plan, "--model", "tiny", NULL},
+        {"report", "--model", "tiny", "--system", "h100-sxm-dgx", NULL},
+        {"report", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "many", NULL},
+        {"report", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--partition", "x", NULL},
+        {"report", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus-max", "8", "--batch-tolerance", "60%", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
@@ -738,4 +775,28 @@ Test(reports, bad_input_exits_2_with_one_line) {
     test_remove_temp(no_kinds);
     free(plan);
     remove_dir(dir);
+}
+
+/* Numbers for people (reports/numfmt.h): never "2290.0 days", "$8793447" or "6.898e+10". */
+Test(reports, numbers_are_formatted_for_people) {
+    char b[64];
+    cr_expect_str_eq(ts_fmt_sig(2290.04, 3, b, sizeof b), "2,290");
+    cr_expect_str_eq(ts_fmt_sig(5.4821, 3, b, sizeof b), "5.48");
+    cr_expect_str_eq(ts_fmt_sig(0.012345, 3, b, sizeof b), "0.0123");
+    cr_expect_str_eq(ts_fmt_sig(1234567, 3, b, sizeof b), "1,230,000");
+    cr_expect_str_eq(ts_fmt_sig(-1234.5, 2, b, sizeof b), "-1,200");
+    cr_expect_str_eq(ts_fmt_usd(8793447, b, sizeof b), "$8,790,000");
+    cr_expect_str_eq(ts_fmt_usd(2.5, b, sizeof b), "$2.50");
+    cr_expect_str_eq(ts_fmt_usd(0.05129, b, sizeof b), "$0.0513");
+    cr_expect_str_eq(ts_fmt_usd(1.234e9, b, sizeof b), "$1.23 billion");
+    cr_expect_str_eq(ts_fmt_count(6.898e10, b, sizeof b), "69.0 billion");
+    cr_expect_str_eq(ts_fmt_count(1e12, b, sizeof b), "1.00 trillion");
+    cr_expect_str_eq(ts_fmt_count(2093985.4, b, sizeof b), "2,093,985");
+    cr_expect_str_eq(ts_fmt_count(999, b, sizeof b), "999");
+    cr_expect_str_eq(ts_fmt_count(NAN, b, sizeof b), "n/a");
+    cr_expect_eq(ts_parse_tokens("2T"), 2e12);
+    cr_expect_eq(ts_parse_tokens("300B"), 3e11);
+    cr_expect_eq(ts_parse_tokens("1.5e12"), 1.5e12);
+    cr_expect_eq(ts_parse_tokens("2TB"), 0);
+    cr_expect_eq(ts_parse_tokens("-1T"), 0);
 }

@@ -43,7 +43,12 @@ Test(sweep, json_rows_are_the_best_per_count) {
         cr_expect_str_eq(json_str(row, "layout", where), json_str(best, "layout", "plan"), "%s", where);
         cr_expect_eq(json_num(row, "step_s", where), json_num(best, "step_s", "plan"), "%s", where);
         double tps = json_num(row, "tokens_per_s", where), cost = json_num(row, "cost_per_mtok", where);
-        cr_expect(fabs(cost - 2.0 * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
+        /* No --price: the system file's own price (its cost object). */
+        ts_system sys;
+        cr_assert_eq(ts_system_load("h100-sxm-dgx", &sys), TS_OK, "%s", ts_error_message());
+        double price = json_num(row, "price_per_gpu_hour", where);
+        cr_expect_eq(price, sys.price_per_gpu_hour > 0 ? sys.price_per_gpu_hour : 2.0, "%s: price", where);
+        cr_expect(fabs(cost - price * g / 3600 / tps * 1e6) <= 1e-12 * cost, "%s: cost per 1M tokens", where);
         cJSON_Delete(plan);
         cli_result_free(&p);
     }
@@ -169,6 +174,57 @@ Test(sweep, bad_input_exits_2_with_one_line) {
     cr_expect_eq(r.status, 0, "sweep --help: exit %d", r.status);
     cr_expect(starts_with(r.out, "usage: tessera sweep "), "sweep --help: %s", r.out);
     cr_expect_eq(r.err_len, 0, "sweep --help: stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* Sweeps over global batch and sequence length lists and a price per system: one row per (GPUs,
+ * batch, seq, system) in that order; each row's cost per token from its own system's price;
+ * --tokens takes "2T"; exactly one row recommended as fastest (the most tokens/s) and one as
+ * cheapest (the least cost per token). */
+Test(sweep, lists_prices_tokens_and_recommendations) {
+    cli_result r = run_cli("sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,b200-dgx", "--gpus", "8,16",
+                           "--global-batch", "256,512", "--seq", "2048,4096", "--price",
+                           "h100-sxm-dgx=2.5,b200-dgx=4.25", "--tokens", "2T", "--json", NULL);
+    cJSON *root = parse_json_output(&r, "sweep lists --json");
+    cli_result_free(&r);
+    const cJSON *rows = cJSON_GetObjectItem(root, "rows");
+    cr_assert_eq(cJSON_GetArraySize(rows), 2 * 2 * 2 * 2);
+    cr_expect_eq(json_num(cJSON_GetObjectItem(root, "capacity"), "tokens", "capacity"), 2e12);
+    int fastest = -1, cheapest = -1, n_fast = 0, n_cheap = 0;
+    for (int i = 0; i < 16; i++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, i);
+        char where[32];
+        snprintf(where, sizeof where, "$.rows[%d]", i);
+        cr_expect_eq(json_num(row, "gpus", where), i < 8 ? 8 : 16);
+        cr_expect_eq(json_num(row, "global_batch", where), (i / 4) % 2 ? 512 : 256);
+        cr_expect_eq(json_num(row, "seq", where), (i / 2) % 2 ? 4096 : 2048);
+        cr_expect_str_eq(json_str(row, "system", where), i % 2 ? "b200-dgx" : "h100-sxm-dgx");
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")), "%s", where);
+        double price = i % 2 ? 4.25 : 2.5, tps = json_num(row, "tokens_per_s", where), gpus = json_num(row, "gpus", where);
+        cr_expect_float_eq(json_num(row, "price_per_gpu_hour", where), price, 1e-12);
+        cr_expect_float_eq(json_num(row, "cost_per_mtok", where), price * gpus / 3600 / tps * 1e6, 1e-9);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(row, "fastest"))) fastest = i, n_fast++;
+        if (cJSON_IsTrue(cJSON_GetObjectItem(row, "cheapest"))) cheapest = i, n_cheap++;
+    }
+    cr_assert(n_fast == 1 && n_cheap == 1, "%d fastest, %d cheapest", n_fast, n_cheap);
+    for (int i = 0; i < 16; i++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, i);
+        cr_expect_leq(json_num(row, "tokens_per_s", "row"),
+                      json_num(cJSON_GetArrayItem(rows, fastest), "tokens_per_s", "fastest"));
+        cr_expect_geq(json_num(row, "cost_per_mtok", "row"),
+                      json_num(cJSON_GetArrayItem(rows, cheapest), "cost_per_mtok", "cheapest"));
+    }
+    cJSON_Delete(root);
+    /* The table marks both and says them in words, numbers grouped. */
+    r = run_cli("sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,b200-dgx", "--gpus", "8,16",
+                "--global-batch", "256,512", "--tokens", "2T", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "<- fastest") != NULL && strstr(r.out, "cheapest") != NULL, "%s", r.out);
+    cr_expect_not_null(find_line(r.out, "# recommended ("), "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sweep", "--model", "tiny", "--system", "h100-sxm-dgx", "--gpus", "8", "--price", "nosuch=2", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "sweep") && strstr(r.err, "not one of the swept systems") != NULL, "%s", r.err);
     cli_result_free(&r);
 }
 

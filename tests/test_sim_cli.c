@@ -331,6 +331,10 @@ Test(sim_cli, bad_input_exits_2_with_one_line) {
     expect_bad_input(index_text, "tessera sim: --index: expected an integer in [1, 1048576], got \"two\"\n");
     const char *trace_stdout[] = {"sim", TINY, "--trace", "-", NULL};
     expect_bad_input(trace_stdout, "tessera sim: --trace: expected a file name, got \"-\"");
+    const char *gpus_twice[] = {"sim", TINY, "--gpus-max", "8", NULL};
+    expect_bad_input(gpus_twice, "tessera sim: --gpus and --gpus-max exclude each other\n");
+    const char *bad_tolerance[] = {"sim", TINY, "--batch-tolerance", "half", NULL};
+    expect_bad_input(bad_tolerance, "tessera sim: --batch-tolerance");
     const char *bad_fix[] = {"sim", TINY, "--fix", "tp=3", NULL};
     expect_bad_input(bad_fix, "tessera sim: ");
     const char *not_plan[] = {"sim", "--plan", "", NULL};
@@ -338,6 +342,21 @@ Test(sim_cli, bad_input_exits_2_with_one_line) {
     not_plan[2] = model;
     expect_bad_input(not_plan, "tessera sim: ");
     free(model);
+}
+
+/* `sim --gpus-max N`: the budget's pick, the layout `plan --gpus-max N --top 1` ranks first, on
+ * the GPU count it chose. */
+Test(sim_cli, gpus_max_simulates_the_budgets_pick) {
+    cli_result p = run_cli("plan", "--model", "llama3-8b", "--system", "h100-sxm-dgx", "--gpus-max", "60", "--top", "1",
+                           "--json", NULL);
+    cJSON *pj = parse_json_output(&p, "plan --gpus-max");
+    const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pj, "layouts"), 0);
+    cli_result r = run_cli("sim", "--model", "llama3-8b", "--system", "h100-sxm-dgx", "--gpus-max", "60", "--json", NULL);
+    cJSON *sj = parse_json_output(&r, "sim --gpus-max");
+    cr_expect_str_eq(json_str(sj, "layout", "$"), json_str(best, "layout", "$.layouts[0]"));
+    cr_expect_eq(json_num(best, "step_s", "$.layouts[0]"), json_num(sj, "closed_form_step_s", "$"),
+                 "sim's closed form is not the plan's on the budget's GPU count");
+    cJSON_Delete(pj), cJSON_Delete(sj), cli_result_free(&p), cli_result_free(&r);
 }
 
 /* An unwritable trace is an i/o error (exit 1): one line, nothing on stdout. */

@@ -16,7 +16,7 @@
 #include "tests/helpers.h"
 
 static const char *const stacks[] = {"megatron-core", "megatron-lm-2021", "megatron-lm-2023",
-                                     "megatron-deepspeed", "deepspeed", "torchtitan"};
+                                     "megatron-deepspeed", "deepspeed", "torchtitan", "deepseek-v3"};
 #define N_STACKS (sizeof stacks / sizeof stacks[0])
 
 static ts_stack load_stack(const char *name) {
@@ -58,6 +58,51 @@ Test(stacks, zoo_profiles_state_what_they_run) {
               "no TP overlap, DP reduced after the backward, blocking sends");
     cr_expect_eq(m23.grad_reduce_bytes, 4, "bf16 forces fp32 all-reduce");
     cr_expect(m23.sp && !m23.cp && !m23.ep && m23.zero == 3u && !m23.flash_attention);
+    cr_expect(mc.moe_a2a_overlap < 0 && mc.dtype < 0 && !mc.fp8_recipe[0] && mc.comm_sm_frac == 0,
+              "Megatron-Core states no EP overlap, precision or SM share: the options' defaults");
+    ts_stack v3 = load_stack("deepseek-v3");
+    cr_expect(v3.schedules & (1u << TS_SCHED_DUALPIPE), "DeepSeek-V3 trained with DualPipe");
+    cr_expect(!v3.tp && v3.ep && v3.pp && v3.zero == 3u, "no TP, EP, PP, ZeRO-1 at most");
+    cr_expect_eq(v3.moe_a2a_overlap, 1, "all-to-all fully hidden (§3.2.1)");
+    cr_expect(fabs(v3.comm_sm_frac - 20.0 / 132) < 1e-4, "20 of 132 SMs (§3.2.2)");
+    cr_expect_eq(v3.dtype, TS_DTYPE_FP8);
+    cr_expect_str_eq(v3.fp8_recipe, "blockwise");
+}
+
+/* The library's defaulting: what the stack states unless the caller's bit says it was given. */
+Test(stacks, train_defaults_from_the_stack) {
+    ts_stack v3 = load_stack("deepseek-v3");
+    ts_train t;
+    ts_train_defaults(&t);
+    cr_assert_eq(ts_stack_train_defaults(&v3, 0, &t), TS_OK, "%s", ts_error_message());
+    cr_expect(t.dtype == TS_DTYPE_FP8 && t.fp8_recipe == TS_FP8_BLOCKWISE && t.moe_a2a_overlap == 1);
+    ts_train_defaults(&t);
+    t.moe_a2a_overlap = 0.25;
+    cr_assert_eq(ts_stack_train_defaults(&v3, TS_GIVEN_DTYPE | TS_GIVEN_MOE_A2A_OVERLAP, &t), TS_OK);
+    cr_expect(t.dtype == TS_DTYPE_BF16 && t.fp8_recipe == TS_FP8_DELAYED && t.moe_a2a_overlap == 0.25,
+              "given flags keep their values; no FP8 recipe without fp8");
+    snprintf(v3.fp8_recipe, sizeof v3.fp8_recipe, "e5m2");
+    cr_expect_eq(ts_stack_train_defaults(&v3, 0, &t), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "$.fp8_recipe") != NULL, "%s", ts_error_message());
+}
+
+/* A stack's EP overlap, precision and FP8 recipe are defaults: flags given override them. */
+Test(stacks, stack_defaults_yield_to_flags) {
+    const char *base[] = {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048",
+                          "--global-batch", "15360", "--fix", "tp=1,pp=16,ep=64,zero=1,sched=dualpipe,recompute=full",
+                          "--stack", "deepseek-v3", "--top", "1", "--json"};
+    cli_result r = run_cli(base[0], base[1], base[2], base[3], base[4], base[5], base[6], base[7], base[8],
+                           base[9], base[10], base[11], base[12], base[13], base[14], base[15], NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"dtype\":\t\"fp8\"") && strstr(r.out, "\"fp8_recipe\":\t\"blockwise\""), "%s", r.out);
+    cr_expect(strstr(r.out, "\"moe_a2a_overlap\":\t1") != NULL, "the stack's overlap in the request");
+    cli_result o = run_cli(base[0], base[1], base[2], base[3], base[4], base[5], base[6], base[7], base[8],
+                           base[9], base[10], base[11], base[12], base[13], base[14], base[15], "--dtype", "bf16",
+                           "--moe-a2a-overlap", "0", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_expect(strstr(o.out, "\"dtype\":\t\"bf16\"") && !strstr(o.out, "moe_a2a_overlap"), "%s", o.out);
+    cli_result_free(&r);
+    cli_result_free(&o);
 }
 
 /* The 2023 profile prices the MegaScale 175B layout (Table 1: TP 8, PP 8, six chunks) slower than
@@ -258,4 +303,33 @@ Test(stacks, plans_carry_their_stack) {
     cJSON_Delete(p);
     free(text);
     remove_dir(dir);
+}
+
+/* A pin the default stack cannot run is priced on the zoo stack that runs it, unless --stack is
+ * given; the precision stays the user's. */
+Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
+    ts_pins pins;
+    cr_assert_eq(ts_pins_parse("--fix", "pp=4,sched=dualpipe", &pins), TS_OK, "%s", ts_error_message());
+    ts_stack core = load_stack("megatron-core"), found_stack;
+    cr_expect_str_eq(ts_stack_refuses_pins(&core, &pins), "schedule");
+    int found = 0;
+    cr_assert_eq(ts_stack_for_pins(&pins, &found_stack, &found), TS_OK, "%s", ts_error_message());
+    cr_assert(found);
+    cr_expect_null(ts_stack_refuses_pins(&found_stack, &pins), "%s runs dualpipe", found_stack.name);
+    cr_assert_eq(ts_pins_parse("--fix", "tp=2,pp=2", &pins), TS_OK);
+    cr_expect_null(ts_stack_refuses_pins(&core, &pins), "nothing to replace");
+
+    const char *common[] = {"--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "16", "--global-batch", "64",
+                            "--fix", "tp=1,pp=4,sched=dualpipe"};
+    cli_result r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6],
+                           common[7], common[8], common[9], NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cannot run the pins") && strstr(r.err, found_stack.name), "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,"), "the stack's precision is not taken: %s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
+                common[8], common[9], "--stack", "megatron-core", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cannot run") && !strstr(r.err, "priced with"), "a named stack stays: %s", r.err);
+    cli_result_free(&r);
 }
