@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "exec/act_cache.h"
+#include "planner/memory_exec.h"
 
 ts_status tr_cache_init(tr_cache *c, const tr_shape *s, const ts_backend *be, tr_tally *tally) {
     *c = (tr_cache){.s = s, .be = be, .tally = tally};
@@ -24,32 +25,16 @@ void tr_cache_free(tr_cache *c) {
     c->acts = NULL;
 }
 
-/* The sizes of an entry: floats and device ints in the backend allocation, host ints after the
- * struct. */
-typedef struct {
-    size_t floats, dev_ints, host_ints;
-    size_t K, R, F; /* top-k (0: dense), rows an expert set can get, the MLP slice */
-} entry_size;
+/* The sizes of an entry (planner/memory_exec.h: the planner prices CPU-rank plans with the same
+ * sizes): floats and device ints in the backend allocation, host ints after the struct. */
+typedef ts_exec_entry entry_size;
 
 static entry_size size_of(const tr_shape *s, int head, int moe) {
-    size_t T = (size_t)s->T, Tl = (size_t)s->Tl, C = (size_t)s->C, ep = (size_t)s->l->ep;
-    entry_size z = {0};
-    z.K = (size_t)(moe ? s->K : 0);
-    size_t TK = T * z.K;
-    z.F = moe ? (size_t)s->Fer : (size_t)s->Fr;
-    z.R = moe ? TK * ep : T;
-    if (head) {
-        z.floats = Tl * C + T * C + Tl + T * s->Vr + 3 * T;
-        return z;
-    }
-    z.floats = Tl * C + T * C + Tl + T * s->QKVr + T * s->Qr + T * s->Hr + Tl * C + T * C + Tl + 3 * z.R * z.F +
-               Tl * C;
-    if (moe) {
-        z.floats += 2 * T * s->E + TK + 2 * TK * C + 2 * z.R * C;
-        z.dev_ints = 3 * TK;
-        z.host_ints = (size_t)s->E + 1 + 2 * ep + ep * s->El;
-    }
-    return z;
+    ts_exec_dims d = {.T = (size_t)s->T, .Tl = (size_t)s->Tl, .C = (size_t)s->C, .QKVr = (size_t)s->QKVr,
+                      .Qr = (size_t)s->Qr, .Hr = (size_t)s->Hr, .Fr = (size_t)s->Fr, .Fer = (size_t)s->Fer,
+                      .Vr = (size_t)s->Vr, .E = (size_t)s->E, .K = (size_t)s->K, .El = (size_t)s->El,
+                      .ep = (size_t)s->l->ep};
+    return ts_exec_entry_of(&d, head, moe);
 }
 
 #define TAKE(ptr, n) ((ptr) = f, f += (n))

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "planner/cost.h"
+#include "planner/memory_exec.h"
 #include "planner/problem.h"
 #include "program/schedule.h"
 #include "planner/stack_rules.h"
@@ -57,6 +58,9 @@ ts_status ts_evaluate(const ts_problem *pb, const ts_layout *in, ts_eval *out) {
     ts_shard_costs_all(pb, &sh, costs);
     ts_stages_build(&st, pb, &costs[l.recompute], l.pp);
     ts_stages_finish(&st, pb, &l, out);
+    /* CPU ranks: the memory the executor that runs the plan holds (planner/memory_exec.h), for
+     * this one layout (the search ranks and checks fits by the model's figures). */
+    ts_status res = ts_memory_exec_applies(&pb->sys) ? ts_memory_exec_price(&st, pb, &l, &out->mem) : TS_OK;
     ts_stages_free(&st);
-    return TS_OK;
+    return res;
 }

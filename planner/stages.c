@@ -344,6 +344,10 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
 
+void ts_stages_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out) {
+    stage_states(st, pb, z, i, out);
+}
+
 /* DualPipe's stage i also holds a copy of stage p-1-i's chunk (DeepSeek-V3 Table 2: "Parameter
  * 2×"), with its gradients, optimizer states and the buffers stage_states counts with them (the
  * executor keeps them all, exec/param_store.h): the stage whose states join stage i's, or -1. */

@@ -87,6 +87,11 @@ void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_c
  * ZeRO stage, schedule and vpp, given `st` built for its shard and pp. */
 void ts_stages_finish(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_eval *out);
 
+/* Stage i's weights, gradients, optimizer states and micro-batch-independent buffers under ZeRO
+ * stage z (no activations, no mirror copy, no st->mb_buffer_bytes): what ts_stages_finish counts
+ * for the worst stage, for any stage (planner/memory_exec.c reads every stage's). */
+void ts_stages_states(const ts_stages *st, const ts_problem *pb, int z, int i, ts_memory *out);
+
 /* The two numbers the search ranks by, without the rest of ts_stages_finish: worst-rank memory
  * (and its stage, if wanted) and step time (its split, if wanted). Same values as finish. */
 double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stage);

@@ -25,25 +25,14 @@
  *
  * Memory (the same runs): `run --json` prints the executor's peak bytes per category on the worst
  * rank ("memory_bytes") beside the planner's ts_evaluate of the plan's layout
- * ("planner_memory_bytes", fp32: 4 + 4 + 8 bytes/param, 4-byte activations). Weights, gradients
- * and optimizer states are asserted within 10% where the two count the same thing (mask `mem`):
- * measured 1.000–1.002 there. Under ZeRO-2/3 the executor's two whole-layer gradient buffers
- * (alternate layers, each the largest layer's size) and ZeRO-3's two gathered layers (running,
- * prefetched) count as buffers, where the planner counts ZeRO-2's buckets and ZeRO-3's gathers:
- * weights and gradients are the shards in both, but for the embedding and final norm, which the
- * executor keeps whole (their gradients under ZeRO-2, weights and gradients under ZeRO-3) and
- * the planner shards — executor/planner, batch 8 × 64: zero=2, dp=2 grads 1.083; zero=3, dp=4
- * weights and grads 1.249 (tiny-moe ep=4: 1.149), so ZeRO-3 asserts the optimizer only.
- * Not asserted, recorded with --verbose (executor/planner, same runs): activations 1.12–1.38 for
- * dense layouts without recompute (per token and layer the executor keeps 5 hidden-size vectors —
- * input, both norm outputs, post-attention residual, output — where the planner's Korthikanti
- * count has 4: 16.5 against 15.5 kB for tiny; its head keeps the final norm's input and output
- * beside the logits), 1.9 with ZB-H1 (the executor keeps the
- * inputs of W apart until W runs), 4.2–6.4 with recompute=full (the executor keeps what the
- * recomputed layer needs on top of the layer input, and the planner's full-recompute term is one
- * tensor per layer), 1.5–3.6 for tiny-moe (expert inputs and outputs by slot, top-k × the
- * tokens); buffers 0.08–0.68 (the planner reserves 40M-parameter DP buckets and ZeRO-3 gathers
- * that a 3.4M-parameter model never fills).
+ * ("planner_memory_bytes"). The plans are for cpu-localhost, CPU ranks, so the planner prices
+ * what the executor holds (planner/memory_exec.h): weights, gradients, optimizer states and
+ * activations are asserted within MEM_RTOL (2%, issue 23's target) on every case. The one
+ * exception is a MoE layer's activations: the weight-gradient copies of its experts' rows follow
+ * the routing the run draws (tiny-moe's router has no balancing loss; the busiest rank got 485 of
+ * a mean 256 rows in one micro-batch), the planner prices the busiest rank's mean share
+ * (ts_moe_load_factor), so they are held to MEM_MOE_ACT_RTOL. Buffers are recorded, not asserted
+ * (docs/calibration-and-validation.md, "Memory": the planner keeps its GPU buckets).
  *
  * Under the sanitizers (make check) the subprocesses run with ASAN_OPTIONS=detect_leaks=0 (Open
  * MPI's own allocations at exit are not ours). A sanitized run costs 3.5–4× the CPU (measured:
@@ -111,7 +100,9 @@
  * (tiny) and 5.5e-4 (tiny-moe) per element: a bound of 1e-4 × max |ref| holds for no layout. */
 #define PARAM_L2_RTOL 1e-3
 #define PARAM_MAX_ABS (3 * LR)
-#define MEM_RTOL 0.10
+#define MEM_RTOL 0.02
+/* MoE activations: executor/planner up to 1.089 measured here (ZB-H1, pp=2, ep=2) */
+#define MEM_MOE_ACT_RTOL 0.10
 /* One run of up to 8 ranks takes 2–20 s here (sanitized: longer); past this it is a hang. */
 #define RUN_TIMEOUT_S (SANITIZED ? 600u : 240u)
 #define REF_CACHE_ENV "TESSERA_TEST_REF_CACHE"
@@ -321,13 +312,11 @@ static float *read_floats(const char *path, size_t *n) {
 
 /* ---- Parity ---------------------------------------------------------------------------------- */
 
-enum { MEM_W = 1, MEM_G = 2, MEM_O = 4, MEM_WGO = 7 };
 static const char *const mem_cats[] = {"weights", "grads", "optimizer", "activations", "buffers"};
 
 typedef struct {
     const char *model;
     const char *layout; /* every field pinned, as the run reports it */
-    unsigned mem;       /* categories asserted equal to the planner's within MEM_RTOL */
     int san;            /* also run under the sanitizers */
 } parity_case;
 
@@ -337,9 +326,10 @@ static void check_memory(const parity_case *c, const cJSON *root) {
     for (int k = 0; k < 5; k++) {
         double e = json_num(ex, mem_cats[k], "$.memory_bytes"), p = json_num(pl, mem_cats[k], "$.planner_memory_bytes");
         ratio[k] = p > 0 ? e / p : INFINITY;
-        /* Activations and buffers are recorded, not asserted: see the top of this file. */
-        if (k < 3 && (c->mem & (1u << k)))
-            cr_expect(fabs(ratio[k] - 1) <= MEM_RTOL, "%s %s: %s executor %.0f B, planner %.0f B (ratio %.3f)",
+        /* Buffers are recorded, not asserted; MoE activations follow the routing: see the top. */
+        double tol = k == 3 && strstr(c->model, "moe") != NULL ? MEM_MOE_ACT_RTOL : MEM_RTOL;
+        if (k < 4)
+            cr_expect(fabs(ratio[k] - 1) <= tol, "%s %s: %s executor %.0f B, planner %.0f B (ratio %.3f)",
                       c->model, c->layout, mem_cats[k], e, p, ratio[k]);
     }
     cr_log_info("memory %s %s: executor/planner weights %.3f grads %.3f optimizer %.3f activations %.3f "
@@ -427,65 +417,65 @@ static void check_parity(const parity_case *c) {
 
 /* name, model, layout, memory categories asserted, run under the sanitizers. */
 #define PARITY_CASES(X)                                                                                             \
-    X(one_rank, "tiny", "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)   \
-    X(dp2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)        \
-    X(tp2, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)        \
-    X(tp2_sp, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)     \
-    X(pp2_gpipe, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=gpipe,recompute=none", MEM_WGO, 1) \
-    X(pp2_1f1b, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)   \
+    X(one_rank, "tiny", "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", 1)   \
+    X(dp2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", 0)        \
+    X(tp2, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)        \
+    X(tp2_sp, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", 1)     \
+    X(pp2_gpipe, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=gpipe,recompute=none", 1) \
+    X(pp2_1f1b, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)   \
     X(pp2_interleaved, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=interleaved,recompute=none", \
-      MEM_WGO, 1)                                                                                                   \
-    X(pp2_zbh1, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 1)  \
-    X(pp4_1f1b, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)   \
+      1)                                                                                                   \
+    X(pp2_zbh1, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none", 1)  \
+    X(pp4_1f1b, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none", 0)   \
     X(pp4_dualpipe, "tiny", "dp=1,tp=1,pp=4,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=dualpipe,recompute=none",      \
-      MEM_WGO, 0)                                                                                                   \
+      0)                                                                                                   \
     X(moe_tp2_pp2_sp_dualpipe, "tiny-moe",                                                                          \
-      "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=2,sched=dualpipe,recompute=none", MEM_WGO, 0)                 \
-    X(pp2_zbv, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=zb-v,recompute=none", MEM_WGO, 0)    \
-    X(zero1, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)      \
-    X(zero2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO,  \
+      "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=2,sched=dualpipe,recompute=none", 0)                 \
+    X(pp2_zbv, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=2,sched=zb-v,recompute=none", 0)    \
+    X(zero1, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none", 1)      \
+    X(zero2, "tiny", "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=2,vpp=1,sched=1f1b,recompute=none",  \
       1)                                                                                                            \
-    X(zero3_dp4, "tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_O, 1)    \
-    X(cp2, "tiny", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)        \
-    X(cp4, "tiny", "dp=1,tp=1,pp=1,cp=4,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)        \
+    X(zero3_dp4, "tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none", 1)    \
+    X(cp2, "tiny", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 1)        \
+    X(cp4, "tiny", "dp=1,tp=1,pp=1,cp=4,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)        \
     X(dp2_cp2_selective, "tiny", "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective", \
-      MEM_WGO, 0)                                                                                                   \
+      0)                                                                                                   \
     X(cp2_tp2_sp_zero1, "tiny", "dp=1,tp=2,pp=1,cp=2,ep=1,sp=1,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none",       \
-      MEM_WGO, 0)                                                                                                   \
-    X(tp2_sp_full, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=full", MEM_WGO,   \
+      0)                                                                                                   \
+    X(tp2_sp_full, "tiny", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=full",   \
       1)                                                                                                            \
     X(pp2_selective, "tiny", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective",     \
-      MEM_WGO, 1)                                                                                                   \
+      1)                                                                                                   \
     X(dp2_pp2_gpipe_full_zero1, "tiny",                                                                             \
-      "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=gpipe,recompute=full", MEM_WGO, 0)                    \
+      "dp=2,tp=1,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=gpipe,recompute=full", 0)                    \
     X(dp2_tp2_pp2_sp_zero1_interleaved, "tiny",                                                                     \
-      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none", MEM_WGO, 1)              \
+      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none", 1)              \
     X(dp2_tp2_pp2_zero1_zbh1_selective, "tiny",                                                                     \
-      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=selective", MEM_WGO, 0)               \
-    X(moe_ep2, "tiny-moe", "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO,   \
+      "dp=2,tp=2,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=selective", 0)               \
+    X(moe_ep2, "tiny-moe", "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",   \
       0)                                                                                                            \
     X(moe_ep4_zero3, "tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none",      \
-      MEM_O, 1)                                                                                                     \
+      1)                                                                                                     \
     X(moe_tp2_sp, "tiny-moe", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",         \
-      MEM_WGO, 0)                                                                                                   \
-    X(moe_cp2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO,   \
+      0)                                                                                                   \
+    X(moe_cp2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",   \
       0)                                                                                                            \
     X(moe_dp2_tp2_sp_ep2_zero1, "tiny-moe",                                                                         \
-      "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 1)                     \
+      "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 1)                     \
     X(moe_cp2_ep2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",        \
-      MEM_WGO, 1)                                                                                                   \
+      1)                                                                                                   \
     X(moe_dp2_pp2_ep2_zero1, "tiny-moe",                                                                            \
-      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)                     \
+      "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 0)                     \
     X(moe_pp2_zbh1, "tiny-moe", "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none",      \
-      MEM_WGO, 1)                                                                                                   \
+      1)                                                                                                   \
     X(moe_dp2_tp2_pp2_sp_ep2_zero1_zbh1, "tiny-moe",                                                                \
-      "dp=2,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", MEM_WGO, 0)                     \
+      "dp=2,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", 0)                     \
     X(moe_node_limited_ep2, "tiny-moe-grouped",                                                                     \
-      "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", MEM_WGO, 0)
+      "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)
 
-#define PARITY_TEST(name_, model_, layout_, mem_, san_)                                                             \
+#define PARITY_TEST(name_, model_, layout_, san_)                                                             \
     Test(mpi, parity_##name_) {                                                                                     \
-        check_parity(&(parity_case){.model = model_, .layout = layout_, .mem = mem_, .san = san_}); \
+        check_parity(&(parity_case){.model = model_, .layout = layout_, .san = san_}); \
     }
 PARITY_CASES(PARITY_TEST)
 

@@ -12,6 +12,7 @@
 
 #include "common/json.h"
 #include "planner/layer.h"
+#include "planner/memory_exec.h"
 #include "planner/problem.h"
 #include "program/schedule.h"
 #include "tests/helpers.h"
@@ -307,4 +308,86 @@ Test(planner_memory, korthikanti_first_stage_total) {
     cr_expect(e.mem.activations >= layers16 + logits && e.mem.activations <= layers16 + logits + 4 * sbh / t,
               "GPipe last stage: %.17g B, 16 micro-batches of 12 layers %.17g B + logits %.17g B",
               e.mem.activations, layers16, logits);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU ranks: the executor's memory (planner/memory_exec.h)                                     */
+
+/* tiny on `sys` in fp32 (as the executor trains), 8 sequences of 128 tokens. */
+static ts_problem cpu_problem(const char *sys, int gpus) {
+    ts_model m = zoo("tiny");
+    ts_system s;
+    ts_train t;
+    ts_error_clear();
+    cr_assert_eq(ts_system_load(sys, &s), TS_OK, "%s: %s", sys, ts_error_message());
+    ts_train_defaults(&t);
+    ts_train_set_dtype(&t, TS_DTYPE_FP32);
+    t.global_batch = 8;
+    t.seq = 128;
+    ts_problem pb;
+    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    return pb;
+}
+
+static ts_eval eval_layout(const ts_problem *pb, const char *text) {
+    ts_layout l;
+    ts_eval e;
+    ts_error_clear();
+    cr_assert_eq(ts_layout_parse("test", text, &l), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(pb, &l, &e), TS_OK, "%s: %s", text, ts_error_message());
+    return e;
+}
+
+/* One rank of tiny under 1F1B: the four layers' entries of exec/act_cache.h (per token x, ln1,
+ * mid, ln2, out of C floats, qkv, att, the heads' log-sum-exp, gate, up and act of F, two rstd)
+ * and at the peak, the last layer's MLP backward, its FC2 and FC1 weight-gradient copies (T·C +
+ * 2·T·F), the head's entry freed by then. fp32: 4 bytes a float. The same layout planned for a
+ * GPU keeps Korthikanti's count, smaller. */
+Test(planner_memory, cpu_ranks_priced_as_the_executor_holds) {
+    ts_problem pb = cpu_problem("cpu-localhost", 1);
+    const char *one = "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none";
+    ts_eval e = eval_layout(&pb, one);
+    double T = 128, C = 256, H = 8, D = 32, KV = 4, F = 688;
+    double layer = 5 * T * C + 2 * T + T * (H + 2 * KV) * D + T * H * D + T * H + 3 * T * F;
+    double head = 2 * T * C + T + T * 512 + 3 * T;
+    cr_expect(T * C + 2 * T * F > head + T * 512, "the peak is the MLP's backward, not the head's");
+    cr_expect_eq(e.mem.activations, 4.0 * (4 * layer + T * C + 2 * T * F), "activations %.0f B", e.mem.activations);
+    /* Full recompute repeats the forward into the same entries: no saving on CPU ranks. */
+    ts_eval full = eval_layout(&pb, "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    cr_expect_eq(full.mem.activations, e.mem.activations);
+    ts_problem gpu = cpu_problem("h100-sxm-dgx", 1);
+    ts_eval g = eval_layout(&gpu, one);
+    cr_expect_lt(g.mem.activations, 0.95 * e.mem.activations, "GPU %.0f B, CPU %.0f B", g.mem.activations,
+                 e.mem.activations);
+}
+
+/* ZeRO-3 on CPU ranks: the layers' weights and gradients sharded, the embedding, head and final
+ * norm whole (exec/param_store.c keeps the edges at ZeRO-1); on a GPU every parameter sharded. */
+Test(planner_memory, cpu_zero3_keeps_the_edges_whole) {
+    ts_problem pb = cpu_problem("cpu-localhost", 2);
+    const char *z3 = "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none";
+    ts_eval e = eval_layout(&pb, z3);
+    const ts_param_count *pc = &pb.params;
+    double layers = 4 * pc->per_layer_dense, edges = pc->total - layers;
+    cr_expect_float_eq(e.mem.weights, 4.0 * (layers / 2 + edges), 1e-12);
+    cr_expect_float_eq(e.mem.grads, 4.0 * (layers / 2 + edges), 1e-12);
+    cr_expect_float_eq(e.mem.optimizer, 8.0 * pc->total / 2, 1e-12);
+    ts_problem gpu = cpu_problem("h100-sxm-dgx", 2);
+    ts_eval g = eval_layout(&gpu, z3);
+    cr_expect_float_eq(g.mem.weights, 4.0 * pc->total / 2, 1e-12);
+}
+
+/* Only CPU-rank systems take the executor's pricing: every GPU system of the zoo keeps the
+ * planner's model (its goldens unchanged). */
+Test(planner_memory, only_cpu_systems_priced_as_the_executor) {
+    static const char *const gpus[] = {"a100-80g-dgx", "b200-dgx", "b300-hgx", "gb200-nvl72", "gb300-nvl72",
+                                       "h100-eth-2tier", "h100-superpod", "h100-sxm-dgx", "h200-dgx", "h200-nvl",
+                                       "h800-dgx", "jean-zay-a100", "mi300x", "mi325x", "mi355x"};
+    ts_system s;
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+        cr_assert_eq(ts_system_load(gpus[i], &s), TS_OK, "%s: %s", gpus[i], ts_error_message());
+        cr_expect(!ts_memory_exec_applies(&s), "%s", gpus[i]);
+    }
+    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "%s", ts_error_message());
+    cr_expect(ts_memory_exec_applies(&s));
 }
