@@ -211,8 +211,13 @@ TEST_BIN  := $(BUILD)/tessera-tests
 # Criterion registers tests as structs in a linker section and walks them as an array; ASan's
 # redzones around globals would pad that array (a "global-buffer-overflow" inside libcriterion at
 # start-up), so the tests' own globals are left uninstrumented.
+# (gcc: --param=asan-globals=0; clang: the same switch of LLVM's ASan pass.)
 ifeq ($(ASAN),1)
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),)
+$(TEST_OBJS): CFLAGS += -mllvm -asan-globals=0
+else
 $(TEST_OBJS): CFLAGS += --param=asan-globals=0
+endif
 endif
 $(TEST_OBJS): CFLAGS += $(call dep_cflags,$(CRIT_CFLAGS) $(PNG_CFLAGS))
 BENCH_SRCS := $(wildcard bench/*.c)
