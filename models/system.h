@@ -20,7 +20,8 @@ extern const char *const ts_dtype_names[]; /* "bf16", "fp16", "fp8", "fp32"; NUL
 
 /* One tier of a switched scale-out fabric (leaf, spine, core). Traffic between two GPUs climbs to
  * the lowest tier whose switch group holds both. Tier k's `gpus` is how many GPUs one of its
- * switch groups reaches (blocks of consecutive GPUs; 0 on the top tier: all of them);
+ * switch groups reaches (blocks of consecutive GPUs; 0 on the top tier: all of them; on a
+ * rail-optimised fabric the leaf's group is the rail group: NIC i of each of its nodes on leaf i);
  * `oversubscription` (>= 1) is the ratio of the bandwidth entering tier k from below to what
  * tier k carries on (leaf downlinks : uplinks for the spine), so traffic reaching tier k gets
  * nic_bytes_per_s / (o_0 · ... · o_k) per GPU when every GPU below drives it (the lockstep
@@ -77,7 +78,8 @@ typedef struct {
     /* fabric between nodes */
     double nic_bytes_per_s; /* per GPU, one direction */
     double nic_latency_s;
-    int rail_optimized;     /* GPU i of every node shares a leaf switch */
+    int rail_optimized;     /* GPU i of every node of a rail group shares a leaf switch, so
+                               tiers[0].gpus is the rail group (docs/systems.md) */
     int n_tiers;            /* 0: a flat fabric (every crossing at nic_bytes_per_s) */
     ts_tier tiers[TS_TIERS_MAX];
 

@@ -113,6 +113,36 @@ Test(fabric, oversubscription_slows_dp_allreduce_by_its_ratio) {
     cr_expect_eq(ts_coll_s(&eth, TS_COLL_ALLREDUCE, 8, B, leaf), ts_coll_s(&flat, TS_COLL_ALLREDUCE, 8, B, leaf));
 }
 
+/* Rail optimisation (docs/systems.md "Rail-optimised fabrics"; NVIDIA DGX SuperPOD RA: a scalable
+ * unit of 32 nodes, NIC i of every node on rail leaf i, 32 node-facing ports per leaf). On
+ * the rail-optimised fabric the leaf tier's reach is the rail group, 32 nodes = 256 GPUs; the same
+ * 32-port leaves cabled node by node reach 4 nodes = 32 GPUs each. A DP group of the 32 nodes' GPUs
+ * of one local rank (tp = 8: stride 8) stays on its rail leaf on the first, climbs to the spine
+ * on the second; a group of mixed local ranks inside the leaf prices the same on both. */
+Test(fabric, rail_group_keeps_same_local_rank_groups_on_the_leaf) {
+    ts_system rail;
+    cr_assert_eq(ts_system_load("h100-superpod", &rail), TS_OK, "%s", ts_error_message());
+    cr_assert(rail.rail_optimized);
+    cr_assert_eq(rail.tiers[0].gpus, 256);
+    ts_system node_leaves = rail;
+    node_leaves.rail_optimized = 0;
+    node_leaves.tiers[0].gpus = rail.tiers[0].gpus / rail.gpus_per_node; /* 32 ports per leaf */
+    int dp = 32, stride = 8;
+    double B = 4e9, frac = (dp - 1.0) / dp;
+    cr_assert_eq(ts_group_link(&rail, stride, dp), TS_LINK_NIC, "one rail leaf");
+    cr_assert_eq(ts_group_link(&node_leaves, stride, dp), TS_LINK_SPINE, "32 nodes span 8 node leaves");
+    double bw = rail.nic_bytes_per_s * rail.nic_busbw_eff / rail.tiers[0].oversubscription;
+    double lat_leaf = rail.nic_latency_s + rail.tiers[0].latency_s, lat_spine = lat_leaf + rail.tiers[1].latency_s;
+    EXPECT_REL(ts_coll_s(&rail, TS_COLL_ALLREDUCE, dp, B, TS_LINK_NIC), 2 * frac * B / bw + 2 * (dp - 1) * lat_leaf,
+               "rail: ring at the leaf's bandwidth and latency");
+    EXPECT_REL(ts_coll_s(&node_leaves, TS_COLL_ALLREDUCE, dp, B, TS_LINK_SPINE),
+               2 * frac * B / (bw / rail.tiers[1].oversubscription) + 2 * (dp - 1) * lat_spine,
+               "node leaves: ring at the spine's bandwidth and latency");
+    cr_expect_eq(ts_group_link(&rail, stride, 64), TS_LINK_SPINE, "64 nodes: two rail groups");
+    cr_expect_eq(ts_group_link(&rail, 1, 32), TS_LINK_NIC, "mixed local ranks, 4 nodes");
+    cr_expect_eq(ts_group_link(&node_leaves, 1, 32), TS_LINK_NIC, "mixed local ranks, one node leaf");
+}
+
 /* Every system of the zoo loads and plans a model (llama3-8b on 64 GPUs; the CPU system the tiny
  * model on 4 ranks). */
 Test(fabric, every_zoo_system_plans) {
