@@ -199,7 +199,10 @@ int cmd_run(int argc, char **argv) {
         case OPT_MAX_OPS: cli_max_ops(cmd, optarg); break;
         case OPT_TIMEOUT: o.timeout_s = cli_num(cmd, "--timeout", optarg, 0, 86400); break;
         case OPT_LR: o.train.lr = (float)cli_num(cmd, "--lr", optarg, 1e-9, 1); break;
-        case 'h': help(); return 0;
+        case 'h':
+            free(layout_arg);
+            help();
+            return 0;
         default: cli_bad_option(cmd, c, argv);
         }
     }
