@@ -142,7 +142,7 @@ static uint32_t emit(builder *b, const ctx *c, ts_op op, uint32_t d0, uint32_t d
     op.phase = (uint8_t)c->phase;
     op.layer = c->layer;
     op.mb = c->mb;
-    if (op.kind != TS_OP_SEND && op.kind != TS_OP_RECV) op.chunk = (int16_t)c->chunk;
+    if (op.kind != TS_OP_SEND && op.kind != TS_OP_RECV) op.chunk = (int32_t)c->chunk;
     op.dep0 = (uint32_t)sp->n_deps;
     op.ndeps = 0;
     uint32_t d[3] = {d0, d1, d2};
@@ -450,7 +450,7 @@ typedef struct {
 static uint32_t p2p(builder *b, const ctx *c, int kind, int part, int peer, int g, uint32_t dep) {
     ts_op op = {.kind = (uint8_t)kind, .stream = (uint8_t)(kind == TS_OP_SEND ? TS_STREAM_PP_SEND : TS_STREAM_PP_RECV),
                 .part = (uint8_t)part, .group = TS_GROUP_PP, .bytes = b->edge.p2p_bytes, .peer = peer,
-                .chunk = (int16_t)g};
+                .chunk = (int32_t)g};
     return emit(b, c, op, dep, NO_OP, NO_OP);
 }
 
@@ -759,12 +759,12 @@ static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
         ctx c = {TS_PHASE_STEP, -1, -1, ch};
         int peer = ts_chunk_stage(l, other);
         ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_MIRROR_GRAD, .group = TS_GROUP_PP,
-                    .bytes = st->gb * params, .peer = peer, .chunk = (int16_t)g};
+                    .bytes = st->gb * params, .peer = peer, .chunk = (int32_t)g};
         if (!is_recv) {
             emit(b, &c, op, last_w, NO_OP, NO_OP);
             continue;
         }
-        op.kind = TS_OP_RECV, op.stream = TS_STREAM_PP_RECV, op.chunk = (int16_t)other;
+        op.kind = TS_OP_RECV, op.stream = TS_STREAM_PP_RECV, op.chunk = (int32_t)other;
         recv = emit(b, &c, op, NO_OP, NO_OP, NO_OP);
         for (int j = first; j < first + count; j++) st->dp->last_grad[j] = recv;
     }

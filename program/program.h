@@ -81,7 +81,9 @@ typedef struct {
     uint8_t coll;   /* ts_coll of COLL */
     uint8_t pair;   /* DualPipe's F&B: 1 or 2, alternating pair by pair, on the ops of a forward and a
                        backward issued interleaved (the executor may run each whole); 0 otherwise */
-    int16_t chunk;  /* model chunk on this stage (interleaved), 0 otherwise; SEND/RECV: see above */
+    uint8_t spare;  /* always 0: with it and a 32-bit chunk the struct has no padding, so designated
+                       initializers set every byte and two programs compare with memcmp */
+    int32_t chunk;  /* model chunk on this stage (interleaved), 0 otherwise; SEND/RECV: see above */
     int32_t layer;  /* global layer index, -1 when none */
     int32_t mb;     /* micro-batch, -1 when none */
     int32_t peer;   /* SEND/RECV: the other stage */
@@ -92,6 +94,8 @@ typedef struct {
     double flops;   /* GEMM and attention FLOPs; the CP ring: the attention's it runs beside */
     double bytes;   /* element-wise/optimizer HBM bytes; COLL/SEND/RECV message bytes */
 } ts_op;
+_Static_assert(sizeof(ts_op) == 8 * sizeof(uint8_t) + 6 * sizeof(int32_t) + 5 * sizeof(double),
+               "ts_op has no padding bytes");
 
 /* The stage's parameter segments and the resources ops touch (program/data.h). */
 /* The stage's segments. */
