@@ -467,6 +467,12 @@ static void print_spec(FILE *f, const ts_calib *c) {
     char fp8[320];
     ts_calib_fp8_note(c, fp8, sizeof fp8);
     fprintf(f, "#   %s\n", fp8);
+    if (c->n_gemm_fp8 > 0) { /* the curve as the profile holds it: FLOPs:efficiency */
+        fprintf(f, "#   efficiency.gemm_fp8:");
+        for (int i = 0; i < s->gemm_eff_fp8.n; i++)
+            fprintf(f, "%s %.3g:%.3f", i && i % 8 == 0 ? "\n#    " : "", s->gemm_eff_fp8.flops[i], s->gemm_eff_fp8.eff[i]);
+        fprintf(f, "\n");
+    }
     fprintf(f, "# measured in %.1f s\n", c->elapsed_s);
 }
 

@@ -148,6 +148,17 @@ Test(calibrate_fp8, fit_recovers_the_curve) {
     char note[320];
     ts_calib_fp8_note(&c, note, sizeof note);
     cr_expect(strstr(note, "fp8: measured on 33 shapes") != NULL && strstr(note, "9.0") != NULL, "%s", note);
+    char *dir = make_temp_dir(), tables[512];
+    snprintf(tables, sizeof tables, "%s/tables.txt", dir);
+    FILE *f = fopen(tables, "w");
+    cr_assert(f != NULL);
+    cr_assert_eq(ts_calib_print(f, &c), TS_OK, "%s", ts_error_message());
+    fclose(f);
+    char *text = read_file(tables), first[64];
+    snprintf(first, sizeof first, "#   efficiency.gemm_fp8: %.3g:%.3f", s->gemm_eff_fp8.flops[0], s->gemm_eff_fp8.eff[0]);
+    cr_expect(strstr(text, "# GEMM fp8: cublasLtMatmul") != NULL && strstr(text, first) != NULL, "%s", text);
+    free(text);
+    remove_dir(dir);
     c.gemm_fp8[5].time_s = 0;
     ts_error_clear();
     cr_expect_eq(ts_calib_fit(&c, &truth), TS_ERR_INPUT);
