@@ -445,6 +445,25 @@ static int every_layer_is_moe(const ts_model *m) {
     return m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
 }
 
+/* Group-limited routing as Megatron-Core's TransformerConfig checks it (moe_router_num_groups
+ * divides num_moe_experts, moe_router_group_topk in [1, num_groups]) and as the router can pick:
+ * top_k experts from the router_group_topk groups kept (DeepSeek-V3 §2.1.2, Hugging Face
+ * DeepseekV3's n_group / topk_group). */
+static ts_status validate_router_groups(const char *file, const ts_field_names *n, const ts_moe *e) {
+    if (e->router_groups == 0 && e->router_group_topk == 0) return TS_OK;
+    if (e->router_groups < 1 || e->experts % e->router_groups != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a divisor of %s %d (%s is given), got %d", file,
+                       ts_field_name(n, "moe.router_groups"), word(n, "moe.experts"), e->experts,
+                       word(n, "moe.router_group_topk"), e->router_groups);
+    TS_CHECK(check_range(file, n, "moe.router_group_topk", e->router_group_topk, 1, e->router_groups));
+    int64_t reachable = (int64_t)e->router_group_topk * (e->experts / e->router_groups);
+    if (e->top_k > reachable)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected at most %s × experts per group = %d × %d = %lld, got %d",
+                       file, ts_field_name(n, "moe.top_k"), word(n, "moe.router_group_topk"), e->router_group_topk,
+                       e->experts / e->router_groups, (long long)reachable, e->top_k);
+    return TS_OK;
+}
+
 static ts_status validate_moe(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_moe *e = &m->moe;
     TS_CHECK(check_range(file, n, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
@@ -461,6 +480,7 @@ static ts_status validate_moe(const char *file, const ts_field_names *n, const t
                        "are MoE, got %d", file, ts_field_name(n, "moe.first_dense"), m->layers - 1,
                        m->layers, e->first_dense);
     TS_CHECK(check_range(file, n, "moe.every", e->every, 1, TS_MAX_LAYERS));
+    TS_CHECK(validate_router_groups(file, n, e));
     return check_number(file, n, "moe.capacity_factor", e->capacity_factor, TS_MAX_CAPACITY_FACTOR);
 }
 
