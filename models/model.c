@@ -99,23 +99,6 @@ static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
                                        "v_dim", NULL};
 
-/* Rejects members of `obj` not named in `keys`, listing the ones that are allowed. */
-static ts_status only_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys) {
-    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
-        int k = 0;
-        while (keys[k] != NULL && strcmp(keys[k], it->string) != 0) k++;
-        if (keys[k] != NULL) continue;
-        char list[512] = "";
-        for (k = 0; keys[k] != NULL; k++) {
-            size_t used = strlen(list);
-            snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", keys[k]);
-        }
-        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%.60s: unknown field, expected one of %s", r->file,
-                       r->path, it->string, list);
-    }
-    return TS_OK;
-}
-
 /* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
  * *r. */
 static ts_status open_section(const ts_jreader *parent, const cJSON *root, const char *key,
@@ -123,7 +106,7 @@ static ts_status open_section(const ts_jreader *parent, const cJSON *root, const
     TS_CHECK(ts_jr_obj(parent, root, key, 0, obj));
     if (*obj == NULL) return TS_OK;
     ts_jreader_child(parent, key, 0, r);
-    return only_known_keys(r, *obj, keys);
+    return ts_jr_known_keys(r, *obj, keys);
 }
 
 static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_model *m,
@@ -213,7 +196,7 @@ static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_model 
 static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     ts_jreader r;
     ts_jreader_root(&r, file);
-    TS_CHECK(only_known_keys(&r, root, model_keys));
+    TS_CHECK(ts_jr_known_keys(&r, root, model_keys));
     TS_CHECK(ts_jr_str(&r, root, "name", 1, NULL, m->name, sizeof m->name));
     TS_CHECK(ts_jr_str(&r, root, "source", 0, "", m->source, sizeof m->source));
     const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");
