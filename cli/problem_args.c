@@ -149,9 +149,15 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
     if (st != TS_OK) cli_fail(cmd, st);
 }
 
-/* The FP8 flags need fp8, given or the stack's default; --max-slowdown needs --objective memory. */
-static void check_flag_needs(const char *cmd, const cli_problem_args *a) {
+/* The FP8 flags need fp8, given or the stack's default; the MoE flags a model with experts;
+ * --max-slowdown needs --objective memory. Each would otherwise change nothing, unsaid. */
+static void check_flag_needs(const char *cmd, const cli_problem_args *a, const ts_model *m) {
     const ts_train *t = &a->train;
+    const char *moe = t->moe_dispatcher != TS_MOE_DISPATCH_AUTO                ? "--moe-dispatcher"
+                      : (a->given_mask & TS_GIVEN_MOE_A2A_OVERLAP) ? "--moe-a2a-overlap"
+                      : t->moe_fp8_dispatch                           ? "--moe-fp8-dispatch"
+                                                                      : NULL;
+    if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
     const char *flag = t->fp8_attention ? "--fp8-attention"
                        : t->fp8_param_gather ? "--fp8-param-gather"
                        : (a->given_mask & TS_GIVEN_FP8_RECIPE) && t->fp8_recipe != TS_FP8_DELAYED ? "--fp8-recipe"
@@ -175,7 +181,7 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
     if (st == TS_OK) cli_problem_load_stack(cmd, a);
-    if (st == TS_OK) check_flag_needs(cmd, a);
+    if (st == TS_OK) check_flag_needs(cmd, a, &m);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
