@@ -8,7 +8,7 @@
     {&(w)->cur, &(w)->dcur, &(w)->dmid, &(w)->dfull, &(w)->dln, &(w)->proj, &(w)->rows, &(w)->datt, &(w)->dqkv, \
      &(w)->ring[0], &(w)->ring[1], &(w)->ring_out, &(w)->ring_lse, &(w)->dact, &(w)->dgate, &(w)->dup,         \
      &(w)->dxe, &(w)->dye, &(w)->dxr, &(w)->dyr, &(w)->dweight, &(w)->dlogits_r, &(w)->dlogits,              \
-     &(w)->scratch, &(w)->norm_grad}
+     &(w)->scratch, &(w)->norm_grad, &(w)->router_grad}
 
 ts_status tr_work_init(tr_work *w, const tr_shape *s, const ts_backend *be, tr_tally *tally) {
     *w = (tr_work){0};
@@ -19,7 +19,8 @@ ts_status tr_work_init(tr_work *w, const tr_shape *s, const ts_backend *be, tr_t
     float **bufs[] = WORK_TENSORS(w);
     size_t sizes[] = {T * C, T * C, T * C, T * C, T * C, T * C, T * C, T * s->Qr, T * s->QKVr, ring, ring,
                       Ts * s->Qr, Ts * s->Hr, rows * Fmax, rows * Fmax, rows * Fmax, TK * C, TK * C, rows * C,
-                      rows * C, TK, T * (size_t)(s->E > 0 ? s->E : 1), T * s->Vr, T, C};
+                      rows * C, TK, T * (size_t)(s->E > 0 ? s->E : 1), T * s->Vr, T, C,
+                      tr_shape_experts_apart(s) ? (size_t)s->E * C : 0};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         TS_CHECK(tr_alloc_floats(be, tally, TR_MEM_BUFFERS, sizes[i] ? sizes[i] : 1, bufs[i]));
     w->ep_counts = calloc(ep * (size_t)(s->El > 0 ? s->El : 1), sizeof(int));

@@ -81,16 +81,17 @@ static void map_attention(const tr_shape *s, int global, tr_layer p, element_fn 
         for (size_t i = 0; i < (size_t)s->E * C; i++) fn(ctx, TS_REF_ROUTER, global, i, &p.router[i], 1);
 }
 
-/* The MLP's gate, up and down: a dense layer's slice, or a MoE layer's local experts' slices. */
+/* The MLP's gate, up and down: a dense layer's TP slice, or a MoE layer's local experts' ETP
+ * slices (whole experts when etp = 1). */
 static void map_mlp(const tr_shape *s, int global, tr_layer p, element_fn fn, void *ctx) {
     size_t C = (size_t)s->C;
     int moe = tr_shape_is_moe(s, global);
-    int El = moe ? s->El : 1, e0 = moe ? s->e0 : 0;
+    int El = moe ? s->El : 1, e0 = moe ? s->e0 : 0, slice = moe ? s->etp_i : s->tp_i;
     size_t Fl = moe ? (size_t)s->Fer : (size_t)s->Fr, Fg = moe ? (size_t)s->Fe : (size_t)s->F;
     for (int el = 0; el < El; el++) {
         size_t e = (size_t)(e0 + el);
         for (size_t f = 0; f < Fl; f++) {
-            size_t gf = (size_t)s->tp_i * Fl + f;
+            size_t gf = (size_t)slice * Fl + f;
             for (size_t c = 0; c < C; c++) {
                 size_t li = ((size_t)el * Fl + f) * C + c, gi = (e * Fg + gf) * C + c;
                 fn(ctx, TS_REF_GATE, global, gi, &p.gate[li], 0);
@@ -99,7 +100,7 @@ static void map_mlp(const tr_shape *s, int global, tr_layer p, element_fn fn, vo
         }
         for (size_t o = 0; o < C; o++)
             for (size_t f = 0; f < Fl; f++)
-                fn(ctx, TS_REF_DOWN, global, (e * C + o) * Fg + (size_t)s->tp_i * Fl + f,
+                fn(ctx, TS_REF_DOWN, global, (e * C + o) * Fg + (size_t)slice * Fl + f,
                    &p.down[((size_t)el * C + o) * Fl + f], 0);
     }
 }

@@ -29,10 +29,11 @@
 #include "planner/stages.h"
 
 /* The shapes an activation entry depends on (exec/trainer_shape.h names them): tokens of a
- * micro-batch T and rows between blocks Tl, hidden C, per-rank query/kv widths and heads, MLP
- * slice Fr, expert slice Fer, vocabulary rows Vr, experts E, top-k K, EP degree. */
+ * micro-batch T and rows between blocks Tl, rows a MoE layer routes Tm (T, or Tl with the experts
+ * apart from TP), hidden C, per-rank query/kv widths and heads, MLP slice Fr, expert slice Fer
+ * (over etp), vocabulary rows Vr, experts E, top-k K, EP degree. */
 typedef struct {
-    size_t T, Tl, C, QKVr, Qr, Hr, Fr, Fer, Vr, E, K, El, ep;
+    size_t T, Tl, Tm, C, QKVr, Qr, Hr, Fr, Fer, Vr, E, K, El, ep;
 } ts_exec_dims;
 
 /* One entry's sizes: floats and device ints in the backend allocation, host ints beside it;

@@ -471,7 +471,17 @@ static void check_parity(const parity_case *c) {
     X(moe_dp2_tp2_pp2_sp_ep2_zero1_zbh1, "tiny-moe",                                                                \
       "dp=2,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=zb-h1,recompute=none", 0)                     \
     X(moe_node_limited_ep2, "tiny-moe-grouped",                                                                     \
-      "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)
+      "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", 0)                              \
+    X(moe_tp2_sp_ep2_etp1, "tiny-moe",                                                                              \
+      "dp=1,tp=2,pp=1,cp=1,ep=2,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none,etp=1", 1)                        \
+    X(moe_tp2_sp_ep1_etp1_zero1, "tiny-moe",                                                                           \
+      "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=none,etp=1", 0)                        \
+    X(moe_dp2_tp2_sp_ep2_etp1_zero1, "tiny-moe",                                                                    \
+      "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none,etp=1", 0)                        \
+    X(moe_dp2_tp2_sp_ep4_etp1_zero3, "tiny-moe",                                                                    \
+      "dp=2,tp=2,pp=1,cp=1,ep=4,sp=1,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none,etp=1", 0)                        \
+    X(moe_tp2_pp2_sp_ep2_etp1_zbh1, "tiny-moe",                                                                     \
+      "dp=1,tp=2,pp=2,cp=1,ep=2,sp=1,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none,etp=1", 0)
 
 #define PARITY_TEST(name_, model_, layout_, san_)                                                             \
     Test(mpi, parity_##name_) {                                                                                     \

@@ -10,6 +10,7 @@
 #include "planner/cost.h"
 #include "exec/kernels.h"
 #include "exec/trainer.h"
+#include "planner/memory_exec.h"
 #include "planner/moe_cost.h"
 #include "program/coll.h"
 #include "program/recipe.h"
@@ -185,17 +186,25 @@ Test(moe, router_node_limited) {
     cr_expect(expert[0] == 0 && expert[1] == 2, "M = G: no limit");
 }
 
-/* The executor splits experts over TP only; etp apart from tp is refused with a reason. */
-Test(moe, executor_refuses_etp_apart_from_tp) {
+/* The executor trains experts apart from TP (etp=1 < tp, tests/test_exec_parity.c's *_etp1 cases
+ * against one rank): no refusal, and the CPU-rank memory model sizes its MoE entries as it does:
+ * each rank routes its Tl = T/tp rows to whole experts (Fer = expert_ffn), where etp = tp routes
+ * the T rows of the TP group to slices of expert_ffn/tp. */
+Test(moe, executor_trains_etp_apart_from_tp) {
     ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
     ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
     ts_layout l = {.dp = 2, .tp = 2, .pp = 1, .cp = 1, .ep = 4, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
                    .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
     ts_error_clear();
-    cr_expect_eq(ts_trainer_check(&pb, &l), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "etp=1") != NULL, "%s", ts_error_message());
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
+    ts_exec_dims d;
+    ts_exec_dims_of(&pb, &l, &d);
+    cr_expect(d.T == 64 && d.Tl == 32 && d.Tm == 32 && d.Fer == 344, "etp=1: T %zu Tl %zu Tm %zu Fer %zu", d.T, d.Tl,
+              d.Tm, d.Fer);
     l.etp = 0, l.ep = 2;
     cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
+    ts_exec_dims_of(&pb, &l, &d);
+    cr_expect(d.Tm == 64 && d.Fer == 172, "etp=tp: Tm %zu Fer %zu", d.Tm, d.Fer);
 }
 
 /* Closed form and simulation agree on MoE layouts: DeepSeek-V3 (3 dense layers then 58 MoE, two
