@@ -8,9 +8,10 @@
  * parameter tensor) is in tests/test_exec_kernels.c, suite `exec_reference`: no MPI needed.
  *
  * Parity (llm.c's habit: the fast path diffed against the plain reference, failing loudly): for
- * each layout of the table (30: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP
+ * each layout of the table (39: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP
  * (ring attention, cp=2 and 4), EP, ZeRO 1/2/3, recompute selective/full, and combinations up to
- * dp=2,tp=2,pp=2; ZB-H1 for tiny-moe too, its experts' and router's weight gradients deferred to W),
+ * dp=2,tp=2,pp=2; ZB-H1 for tiny-moe too, its experts' and router's weight gradients deferred to W;
+ * tiny-moe's experts apart from TP, etp=1 with tp=2, over EP groups spanning TP and DP ranks),
  * `tessera plan --fix <every field>` (tiny or tiny-moe on cpu-localhost, global batch 8 × 64
  * tokens, --dtype fp32) then `tessera run --steps 5 --json --params`, against exec/reference.h
  * trained in this process on the same seed (1234) and synthetic data with the same AdamW. Every
