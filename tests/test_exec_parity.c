@@ -8,7 +8,7 @@
  * parameter tensor) is in tests/test_exec_kernels.c, suite `exec_reference`: no MPI needed.
  *
  * Parity (llm.c's habit: the fast path diffed against the plain reference, failing loudly): for
- * each layout of the table (39: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP
+ * each layout of the table (40: one rank, DP, TP, SP, PP with GPipe/1F1B/interleaved/ZB-H1, CP
  * (ring attention, cp=2 and 4), EP, ZeRO 1/2/3, recompute selective/full, and combinations up to
  * dp=2,tp=2,pp=2; ZB-H1 for tiny-moe too, its experts' and router's weight gradients deferred to W;
  * tiny-moe's experts apart from TP, etp=1 with tp=2, over EP groups spanning TP and DP ranks),
@@ -482,7 +482,9 @@ static void check_parity(const parity_case *c) {
     X(moe_dp2_tp2_sp_ep4_etp1_zero3, "tiny-moe",                                                                    \
       "dp=2,tp=2,pp=1,cp=1,ep=4,sp=1,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none,etp=1", 0)                        \
     X(moe_tp2_pp2_sp_ep2_etp1_zbh1, "tiny-moe",                                                                     \
-      "dp=1,tp=2,pp=2,cp=1,ep=2,sp=1,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none,etp=1", 0)
+      "dp=1,tp=2,pp=2,cp=1,ep=2,sp=1,zero=0,mbs=1,vpp=1,sched=zb-h1,recompute=none,etp=1", 0)                       \
+    X(moe_tp2_cp2_sp_ep2_etp1_zero1_full, "tiny-moe",                                                               \
+      "dp=1,tp=2,pp=1,cp=2,ep=2,sp=1,zero=1,mbs=2,vpp=1,sched=1f1b,recompute=full,etp=1", 0)
 
 #define PARITY_TEST(name_, model_, layout_, san_)                                                             \
     Test(mpi, parity_##name_) {                                                                                     \
