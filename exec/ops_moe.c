@@ -235,7 +235,7 @@ static ts_status expert_fc1_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P,
  * rows while dln holds TP partial sums, so one rank adds its (whole) contribution and every rank
  * has the same weight gradient. Experts apart from TP: each rank's rows are its own, dln is whole
  * (every rank adds), and the weight gradient of its rows goes to w->router_grad, summed across TP
- * by the router's W op (tr_moe_router_wgrad). */
+ * after the router's W op (tr_moe_router_wgrad). */
 static ts_status router_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G, tr_acts *a) {
     const tr_shape *s = c->s;
     tr_work *w = c->w;
@@ -247,16 +247,19 @@ static ts_status router_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_
                           a->ln2, s->Tm, s->C, s->E);
 }
 
-/* Megatron-Core marks the router's weight `sequence_parallel` (moe/router.py), so that
- * finalize_model_grads sums its gradient across TP as it does the norms'; the executor sums it
- * per micro-batch, as it does the norms' (exec/op_ctx.h tr_norm_bwd). */
+/* Experts apart from TP: the router's W GEMM (kind gemm) into w->router_grad, then the program's
+ * TP all-reduce after it (kind collective, program/program.c router_tp_sum) sums the TP ranks'
+ * shares and adds them to G.router. Megatron-Core marks the router's weight `sequence_parallel`
+ * (moe/router.py) so that finalize_model_grads sums it across TP, as it does the norms'. */
 ts_status tr_moe_router_wgrad(const tr_op_ctx *c, const ts_op *op, tr_layer G) {
     const tr_shape *s = c->s;
     if (!tr_shape_experts_apart(s)) return tr_wgrad_run(c->wq, op->layer, op->mb, TS_PART_ROUTER);
     size_t n = (size_t)s->E * s->C;
     float *g = c->w->router_grad;
-    TS_CHECK(tr_zero_floats(c, g, n));
-    TS_CHECK(tr_wgrad_run(c->wq, op->layer, op->mb, TS_PART_ROUTER));
+    if (op->kind == TS_OP_GEMM) {
+        TS_CHECK(tr_zero_floats(c, g, n));
+        return tr_wgrad_run(c->wq, op->layer, op->mb, TS_PART_ROUTER);
+    }
     TS_CHECK(c->be->all_reduce(tr_comm(c, TS_GROUP_TP), g, g, n));
     return c->k->add(G.router, G.router, g, n);
 }

@@ -15,8 +15,9 @@
 ts_status tr_moe_fwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_acts *a);
 /* Weight gradients are stashed in c->wq under (op->layer, op->mb, op->part). */
 ts_status tr_moe_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G, tr_acts *a);
-/* The router's W op: its stashed weight gradient run into G.router; with the experts apart from
- * TP (exec/trainer_shape.h) each TP rank's share is summed across TP first. */
+/* The router's W ops: its stashed weight gradient run into G.router; with the experts apart from
+ * TP (exec/trainer_shape.h) the GEMM runs into the workspace and the TP all-reduce the program
+ * puts after it (an op of part ROUTER, kind collective) sums the ranks' shares into G.router. */
 ts_status tr_moe_router_wgrad(const tr_op_ctx *c, const ts_op *op, tr_layer G);
 
 #endif

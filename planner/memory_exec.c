@@ -103,9 +103,10 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         int head = e == layers;
         double bytes = entry_bytes(d, head, !head && ts_model_layer_is_moe(&pb->model, e));
         if (!*on) now += bytes, *on = 1;
-        if (op->phase == TS_PHASE_BWD) now += stash_bytes(d, load, op->part);
+        int gemm = op->kind == TS_OP_GEMM; /* the router's TP sum (experts apart from TP) stashes nothing */
+        if (op->phase == TS_PHASE_BWD && gemm) now += stash_bytes(d, load, op->part);
         if (now > *peak) *peak = now;
-        if (op->phase == TS_PHASE_WGRAD) {
+        if (op->phase == TS_PHASE_WGRAD && gemm) {
             now -= stash_bytes(d, load, op->part);
             if (op->part == (head ? TS_PART_HEAD : TS_PART_QKV)) now -= bytes, *on = 0;
         }

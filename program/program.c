@@ -352,6 +352,18 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     return t != NO_OP ? t : x;
 }
 
+/* With the experts apart from TP (etp < tp, under SP) the router is replicated over TP but sees
+ * each rank's own rows: its weight gradient (E·h) is summed across TP after its weight-gradient
+ * GEMM, as the executor does it (exec/ops_moe.h tr_moe_router_wgrad), per micro-batch.
+ * Megatron-Core marks the router's weight `sequence_parallel` (moe/router.py) and sums it once per
+ * step with the norms' in finalize_model_grads; per micro-batch it is m times that, E·h·4 bytes
+ * each (DeepSeek-V3: 7.3 MB), small beside the step's EP traffic. */
+static uint32_t router_tp_sum(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!moe || ts_layout_etp(b->l) >= b->l->tp) return NO_OP;
+    double bytes = ts_grad_reduce_bytes(&b->pb->train) * (double)b->pb->model.moe.experts * (double)b->pb->model.hidden;
+    return coll(b, c, TS_PART_ROUTER, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLREDUCE, bytes, dep);
+}
+
 /* The weight gradients of a block (`a` then `b_`), which run beside its closing collective. */
 static uint32_t block_wgrad(builder *b, const ctx *c, const gemm_list *first, const gemm_list *second,
                             uint32_t dep) {
@@ -380,7 +392,11 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
         x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
     }
     uint32_t t = mlp_tp_close(b, c, moe, x);
-    if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
+    if (!split_w) {
+        ctx w = *c;
+        w.phase = TS_PHASE_WGRAD;
+        router_tp_sum(b, &w, moe, block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g));
+    }
     x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
     x = run_gemms(b, c, &b->proj, 1, NO_OP);
@@ -394,7 +410,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
 /* Weight gradients of one layer (ZB-H1's W). */
 static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
     run_gemms(b, c, &b->fc2[moe], 2, NO_OP);
-    run_gemms(b, c, &b->fc1[moe], 2, NO_OP);
+    router_tp_sum(b, c, moe, run_gemms(b, c, &b->fc1[moe], 2, NO_OP));
     run_gemms(b, c, &b->proj, 2, NO_OP);
     return run_gemms(b, c, &b->qkv, 2, NO_OP);
 }

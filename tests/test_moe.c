@@ -212,16 +212,24 @@ Test(moe, executor_trains_etp_apart_from_tp) {
 /* The step program with the experts apart from TP: their EDP group (tp·dp·cp / ep) may exceed
  * dp·cp, so their gradients are reduced even at dp·cp = 1 (tp=2, ep=1: EDP = the two TP ranks, one
  * reduction per MoE layer), and the optimizer updates the expert states' EDP share: at tp=2, dp=2,
- * ep=4 (EDP 1, ep > dp·cp) it divided them by dp·cp/ep = 0 (an infinite step before). */
-static void program_dp_ops(const ts_problem *pb, const ts_layout *l, int *edp_reduces, double *opt_bytes) {
+ * ep=4 (EDP 1, ep > dp·cp) it divided them by dp·cp/ep = 0 (an infinite step before). The router's
+ * weight gradient is summed across TP after each micro-batch's router W GEMM (program.c
+ * router_tp_sum): one TP all-reduce of E·h gradients per MoE layer and micro-batch. */
+static void program_dp_ops(const ts_problem *pb, const ts_layout *l, int *edp_reduces, double *opt_bytes,
+                           int *router_sums) {
     ts_program prog;
     cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
-    *edp_reduces = 0, *opt_bytes = -1;
+    *edp_reduces = 0, *opt_bytes = -1, *router_sums = 0;
     const ts_stage_program *sp = &prog.stages[0];
     for (int i = 0; i < sp->n_ops; i++) {
         const ts_op *op = &sp->ops[i];
         if (op->part == TS_PART_GRAD_REDUCE && op->group == TS_GROUP_EDP) ++*edp_reduces;
         if (op->part == TS_PART_OPTIMIZER) *opt_bytes = op->bytes;
+        if (op->part == TS_PART_ROUTER && op->kind == TS_OP_COLL) {
+            cr_expect(op->group == TS_GROUP_TP && op->phase == TS_PHASE_WGRAD && op->coll == TS_COLL_ALLREDUCE);
+            cr_expect_eq(op->bytes, ts_grad_reduce_bytes(&pb->train) * pb->model.moe.experts * pb->model.hidden);
+            ++*router_sums;
+        }
     }
     ts_program_free(&prog);
 }
@@ -230,15 +238,20 @@ Test(moe, program_reduces_experts_apart_from_tp) {
     ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 2, 8, 64, 1);
     ts_layout l = {.dp = 1, .tp = 2, .pp = 1, .cp = 1, .ep = 1, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
                    .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
-    int reduces;
+    int reduces, sums;
     double one_rank_bytes, bytes;
-    program_dp_ops(&pb, &l, &reduces, &bytes);
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
     cr_expect_eq(reduces, pb.model.layers, "EDP reductions at dp·cp = 1: %d", reduces);
+    cr_expect_eq(sums, pb.model.layers * 8, "router TP sums over 4 layers × 8 micro-batches: %d", sums);
+    l.etp = 0;
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
+    cr_expect_eq(sums, 0, "etp = tp: the router sees the TP group's rows, nothing to sum: %d", sums);
+    l.etp = 1;
     pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
     l.dp = 2, l.ep = 4, l.zero = 1;
-    program_dp_ops(&pb, &l, &reduces, &bytes);
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
     l.zero = 0;
-    program_dp_ops(&pb, &l, &reduces, &one_rank_bytes);
+    program_dp_ops(&pb, &l, &reduces, &one_rank_bytes, &sums);
     /* ZeRO-1 over dp=2 halves the shared states' updates and leaves the experts' (EDP = 1) whole. */
     double sh, ex;
     ts_layer_params_rank(&pb, 2, 4, 1, 0, &sh, &ex);
