@@ -13,10 +13,12 @@ void ts_exec_work_floats(const ts_exec_dims *d, size_t ring_rows, size_t out[TS_
     /* cur, dcur, dmid, dfull, dln, proj, rows; datt, dqkv; ring[2], ring_out, ring_lse; dact, dgate,
      * dup; dxe, dye, dxr, dyr, dweight, dlogits_r; dlogits, scratch, norm_grad (exec/op_ctx.h) */
     const size_t sizes[TS_EXEC_WORK_TENSORS] = {
-        T * C,          T * C,          T * C,           T * C,         T * C,    T * C,    T * C,
-        T * d->Qr,      T * d->QKVr,    ring,            ring,          ring_rows * d->Qr,  ring_rows * d->Hr,
-        rows * Fmax,    rows * Fmax,    rows * Fmax,     TK * C,        TK * C,   rows * C, rows * C,
-        TK,             T * (d->E > 0 ? d->E : 1),       T * d->Vr,     T,        C};
+        T * C, T * C, T * C, T * C, T * C, T * C, T * C,
+        T * d->Qr, T * d->QKVr,
+        ring, ring, ring_rows * d->Qr, ring_rows * d->Hr,
+        rows * Fmax, rows * Fmax, rows * Fmax,
+        TK * C, TK * C, rows * C, rows * C, TK, T * (d->E > 0 ? d->E : 1),
+        T * d->Vr, T, C};
     for (int i = 0; i < TS_EXEC_WORK_TENSORS; i++) out[i] = sizes[i] ? sizes[i] : 1;
 }
 
@@ -77,8 +79,10 @@ static ts_status bufs_size(stage_bufs *b, const ts_problem *pb, const ts_exec_di
         if (b->ex[g].part > max_part) max_part = b->ex[g].part;
         if (b->sh[g].padded + b->ex[g].padded > biggest) biggest = b->sh[g].padded + b->ex[g].padded;
     }
-    if (ts_stage_opens(l, b->stage)) b->embed = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_EMBED, 0, tied), dpcp, edge_zero);
-    if (ts_stage_closes(l, b->stage)) b->head = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_HEAD, 0, tied), dpcp, edge_zero);
+    if (ts_stage_opens(l, b->stage))
+        b->embed = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_EMBED, 0, tied), dpcp, edge_zero);
+    if (ts_stage_closes(l, b->stage))
+        b->head = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_HEAD, 0, tied), dpcp, edge_zero);
     if (b->embed.part > max_part) max_part = b->embed.part;
     if (b->head.part > max_part) max_part = b->head.part;
     size_t work[TS_EXEC_WORK_TENSORS], floats = max_part; /* the reduce-scatter's landing shard */
