@@ -31,6 +31,8 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     TS_ALLOC_GOTO(st->params, res, fail);
     st->first_of_run = calloc((size_t)cap * 6, sizeof(int));
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
+    st->kind_sum = calloc((size_t)cap, sizeof *st->kind_sum);
+    TS_ALLOC_GOTO(st->kind_sum, res, fail);
     st->n_dense = st->first_of_run + cap;
     st->n_moe = st->first_of_run + 2 * cap;
     st->kind_of = st->first_of_run + 3 * cap;
@@ -49,6 +51,7 @@ fail:
 void ts_stages_free(ts_stages *st) {
     free(st->params);
     free(st->first_of_run);
+    free(st->kind_sum);
     *st = (ts_stages){0};
 }
 
@@ -254,6 +257,25 @@ static void add_scaled(ts_layer_cost *sum, double n, const ts_layer_cost *c) {
     sum->hw_flops += n * c->hw_flops;
 }
 
+static double busy_of(const ts_layer_cost *c) {
+    return c->fwd_s + c->bwd_s + c->recompute_s + c->tp_s + c->cp_s + c->ep_s;
+}
+
+/* DualPipe's stages by their mirrored pairs: stage i and p-1-i each run m/2 micro-batches
+ * through either chunk, so both do the mean of the two stages' work per micro-batch. */
+static void dual_times(ts_stages *st, int pp) {
+    double slowest_s = -1;
+    for (int i = 0; i < (pp + 1) / 2; i++) {
+        ts_layer_cost mean = {0};
+        add_scaled(&mean, 0.5, &st->kind_sum[st->kind_of[i]]);
+        add_scaled(&mean, 0.5, &st->kind_sum[st->kind_of[pp - 1 - i]]);
+        if (busy_of(&mean) > slowest_s) {
+            slowest_s = busy_of(&mean);
+            st->dual = mean;
+        }
+    }
+}
+
 static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
                        const ts_stage_split *split) {
     const ts_model *m = &pb->model;
@@ -275,10 +297,11 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         if (i == pp - 1) extra = max_d(extra, c->head.act_bytes);
         st->act_bytes[i] = act;
         st->extra_bytes[i] = extra;
+        st->kind_sum[k] = sum;
         hw += st->kind_count[k] * sum.hw_flops;
         model += st->kind_count[k] * sum.model_flops;
 
-        double busy = sum.fwd_s + sum.bwd_s + sum.recompute_s + sum.tp_s + sum.cp_s + sum.ep_s;
+        double busy = busy_of(&sum);
         if (busy > slowest_s) {
             slowest_s = busy;
             st->slowest = i;
@@ -293,6 +316,7 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
+    dual_times(st, pp);
     /* Memory reads the first stage of each run: its kind's figures. */
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r], f = st->kind_first[st->kind_of[i]];
@@ -432,16 +456,21 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     const ts_system *s = &pb->sys;
     /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
      * transfers and DP windows are 1F1B's. */
-    int p = l->pp, v = ts_schedules[l->schedule].dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    int dual = ts_schedules[l->schedule].dual;
+    int p = l->pp, v = dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
-    double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
-    double comm_mb = tp + st->cp_s + st->ep_s;
-    double tf = st->fwd_s + comm_mb / 3.0, tb = st->bwd_s + st->recompute_s + comm_mb * 2.0 / 3.0;
-    t.compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
+    /* the slowest stage's per micro-batch, or DualPipe's slowest pair of mirrored stages' */
+    const ts_layer_cost c = dual ? st->dual : (ts_layer_cost){
+        .fwd_s = st->fwd_s, .bwd_s = st->bwd_s, .wgrad_s = st->wgrad_s, .recompute_s = st->recompute_s,
+        .tp_s = st->tp_s, .tp_split_w_s = st->tp_split_w_s, .cp_s = st->cp_s, .ep_s = st->ep_s};
+    double tp = ts_schedules[l->schedule].splits_w ? c.tp_split_w_s : c.tp_s;
+    double comm_mb = tp + c.cp_s + c.ep_s;
+    double tf = c.fwd_s + comm_mb / 3.0, tb = c.bwd_s + c.recompute_s + comm_mb * 2.0 / 3.0;
+    t.compute = m * (c.fwd_s + c.bwd_s + c.recompute_s);
     t.tp_comm = m * tp;
-    t.cp_comm = m * st->cp_s;
-    t.ep_comm = m * st->ep_s;
-    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
+    t.cp_comm = m * c.cp_s;
+    t.ep_comm = m * c.ep_s;
+    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c.wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,

@@ -30,6 +30,11 @@ typedef struct {
     double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
     double tp_split_w_s;     /* tp_s when the schedule runs weight gradients apart */
     int slowest;
+    /* DualPipe's stage i runs half the micro-batches through its chunk and half through the
+     * mirrored stage p-1-i's (schedule.h, dual): per micro-batch, the slowest mean of the two
+     * stages' times (times only; memory stays per stage). */
+    ts_layer_cost dual;
+    ts_layer_cost *kind_sum; /* (cap) a kind's per-micro-batch times, summed over its layers */
     int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
     /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
     double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
