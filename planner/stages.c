@@ -223,6 +223,16 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
                          ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
 
+    /* DualPipe's stages i and p-1-i hold copies of each other's chunk and swap their gradients
+     * after the last weight gradients, before the DP reduction (program.c mirror_grads, as
+     * DeepSeek's examples/example_dualpipe.py sums the copies): both chunks' gradients each way,
+     * over the pipeline's link. */
+    double mirror_bytes = 0;
+    for (int i = 0; i < pp; i++)
+        mirror_bytes = max_d(mirror_bytes, pb->train.grad_bytes * (st->params[i] + st->expert_params[i] +
+                                                                   st->params[pp - 1 - i] + st->expert_params[pp - 1 - i]));
+    st->mirror_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, mirror_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
+
     /* States per ZeRO stage and stage; a stage equal to the previous one copies it. */
     for (int z = 0; z < 4; z++)
         for (int i = 0; i < pp; i++) {
@@ -475,7 +485,8 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,
      * agrees within a percent). */
-    t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s;
+    t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s +
+                (dual ? st->mirror_s : 0);
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */

@@ -38,6 +38,8 @@ typedef struct {
     int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
     /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
     double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
+    double mirror_s;         /* DualPipe: the largest exchange of both chunks' gradients with the
+                                mirror stage (program.c mirror_grads), seconds */
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
     double *states_bytes;    /* (4 × cap) per ZeRO stage and stage: weights, gradients, optimizer
                                 and the buffers that do not depend on the micro-batch */
