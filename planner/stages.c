@@ -17,6 +17,7 @@
  * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound). */
 #include "planner/stages.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -462,6 +463,30 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
     return worst;
 }
 
+/* Of a micro-batch's exposed EP time (ts_moe_coll_s: 1 - h of the transfer exposed, h·f for the
+ * SMs its hidden part holds), the SM share, which no pairing hides (sim/engine.c charges it to
+ * computation). */
+static double ep_sm_part(const ts_problem *pb, double ep_s) {
+    double h = pb->train.moe_a2a_overlap, f = pb->train.stack.comm_sm_frac, whole = 1.0 - h + h * f;
+    return whole > 0 ? ep_s * h * f / whole : 0;
+}
+
+/* DualPipe's F&B pairs run one micro-batch's forward beside another's backward, each one's
+ * communication beside the other's computation (DeepSeek-V3 §3.2.1, Fig. 4; program.c
+ * interleave_pair): of a paired micro-batch's exposed TP, CP and EP traffic `comm_s` (a third in
+ * its forward, two thirds in its backward, as the bubble's split), what the partner's computation
+ * covers is hidden, at the system's overlap_slowdown on that computation; the micro-batches the
+ * order runs unpaired (warm-up and cool-down; the fewest pairs, on stages 0 and p-1) expose
+ * theirs. Returns the fraction of m·comm_s left on the critical path. */
+static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_layer_cost *c, double comm_s) {
+    const ts_system *s = &pb->sys;
+    if (comm_s <= 0 || s->serial_ops) return 1;
+    double fwd = c->fwd_s, bwd = c->bwd_s + c->recompute_s;
+    double hidden = fmin(comm_s / 3.0, bwd) + fmin(comm_s * 2.0 / 3.0, fwd);
+    double paired = (double)ts_dualpipe_pairs(l->pp, l->microbatches, 0) / l->microbatches;
+    return 1.0 - paired * hidden / comm_s * (1.0 - s->overlap_slowdown);
+}
+
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
     /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
@@ -476,10 +501,11 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     double tp = ts_schedules[l->schedule].splits_w ? c.tp_split_w_s : c.tp_s;
     double comm_mb = tp + c.cp_s + c.ep_s;
     double tf = c.fwd_s + comm_mb / 3.0, tb = c.bwd_s + c.recompute_s + comm_mb * 2.0 / 3.0;
+    double ep_sm = ep_sm_part(pb, c.ep_s), left = dual ? pair_exposed(pb, l, &c, tp + c.cp_s + c.ep_s - ep_sm) : 1;
     t.compute = m * (c.fwd_s + c.bwd_s + c.recompute_s);
-    t.tp_comm = m * tp;
-    t.cp_comm = m * c.cp_s;
-    t.ep_comm = m * c.ep_s;
+    t.tp_comm = m * tp * left;
+    t.cp_comm = m * c.cp_s * left;
+    t.ep_comm = m * (ep_sm + (c.ep_s - ep_sm) * left);
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c.wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
@@ -492,10 +518,13 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
          * next step's first forward) on a stage covers 1/v of its layers. */
         tf /= v;
         tb /= v;
+        /* DualPipe reduces the gradients once the mirror stage's copies came back, after the
+         * last backward (program.c mirror_grads): nothing left to hide them under. */
+        double tb_last = dual ? 0 : tb;
         if (l->zero == 0) {
-            t.dp_comm = exposed(s, st->dp_allreduce_s, tb);
+            t.dp_comm = exposed(s, st->dp_allreduce_s, tb_last);
         } else if (l->zero == 1) {
-            t.dp_comm = exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = exposed(s, st->dp_reduce_scatter_s, tb_last) + exposed(s, st->dp_allgather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
