@@ -463,21 +463,18 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
     return worst;
 }
 
-/* Of a micro-batch's exposed EP time (ts_moe_coll_s: 1 - h of the transfer exposed, h·f for the
- * SMs its hidden part holds), the SM share, which no pairing hides (sim/engine.c charges it to
- * computation). */
-static double ep_sm_part(const ts_problem *pb, double ep_s) {
-    double h = pb->train.moe_a2a_overlap, f = pb->train.stack.comm_sm_frac, whole = 1.0 - h + h * f;
-    return whole > 0 ? ep_s * h * f / whole : 0;
-}
-
 /* DualPipe's F&B pairs run one micro-batch's forward beside another's backward, each one's
  * communication beside the other's computation (DeepSeek-V3 §3.2.1, Fig. 4; program.c
- * interleave_pair): of a paired micro-batch's exposed TP, CP and EP traffic `comm_s` (a third in
- * its forward, two thirds in its backward, as the bubble's split), what the partner's computation
- * covers is hidden, at the system's overlap_slowdown on that computation; the micro-batches the
- * order runs unpaired (warm-up and cool-down; the fewest pairs, on stages 0 and p-1) expose
- * theirs. Returns the fraction of m·comm_s left on the critical path. */
+ * interleave_pair, which switches sides at every collective): of a paired micro-batch's exposed
+ * TP and CP traffic `comm_s` (a third in its forward, two thirds in its backward, as the
+ * bubble's split), what the partner's computation covers is hidden, at the system's
+ * overlap_slowdown on that computation; the micro-batches the order runs unpaired (warm-up and
+ * cool-down; the fewest pairs, on stages 0 and p-1) expose theirs. Returns the fraction of
+ * m·comm_s left on the critical path.
+ * The EP all-to-all is not credited: each side's dispatch follows its router (microseconds of
+ * computation) and both queue on the one collective stream, so the pairing leaves an exposed
+ * all-to-all exposed (tests/test_dualpipe_closed_form.c: Mixtral 8x7B, TP2 EP8, Megatron-Core's
+ * exposed EP); a stack that hides it states so (moe_a2a_overlap, its SM share charged apart). */
 static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_layer_cost *c, double comm_s) {
     const ts_system *s = &pb->sys;
     if (comm_s <= 0 || s->serial_ops) return 1;
@@ -501,11 +498,11 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     double tp = ts_schedules[l->schedule].splits_w ? c.tp_split_w_s : c.tp_s;
     double comm_mb = tp + c.cp_s + c.ep_s;
     double tf = c.fwd_s + comm_mb / 3.0, tb = c.bwd_s + c.recompute_s + comm_mb * 2.0 / 3.0;
-    double ep_sm = ep_sm_part(pb, c.ep_s), left = dual ? pair_exposed(pb, l, &c, tp + c.cp_s + c.ep_s - ep_sm) : 1;
+    double left = dual ? pair_exposed(pb, l, &c, tp + c.cp_s) : 1;
     t.compute = m * (c.fwd_s + c.bwd_s + c.recompute_s);
     t.tp_comm = m * tp * left;
     t.cp_comm = m * c.cp_s * left;
-    t.ep_comm = m * (ep_sm + (c.ep_s - ep_sm) * left);
+    t.ep_comm = m * c.ep_s;
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c.wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
