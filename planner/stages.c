@@ -34,6 +34,8 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
     st->kind_sum = calloc((size_t)cap, sizeof *st->kind_sum);
     TS_ALLOC_GOTO(st->kind_sum, res, fail);
+    st->kind_busy = calloc((size_t)cap, sizeof *st->kind_busy);
+    TS_ALLOC_GOTO(st->kind_busy, res, fail);
     st->n_dense = st->first_of_run + cap;
     st->n_moe = st->first_of_run + 2 * cap;
     st->kind_of = st->first_of_run + 3 * cap;
@@ -53,6 +55,7 @@ void ts_stages_free(ts_stages *st) {
     free(st->params);
     free(st->first_of_run);
     free(st->kind_sum);
+    free(st->kind_busy);
     *st = (ts_stages){0};
 }
 
@@ -274,17 +277,19 @@ static double busy_of(const ts_layer_cost *c) {
 
 /* DualPipe's stages by their mirrored pairs: stage i and p-1-i each run m/2 micro-batches
  * through either chunk, so both do the mean of the two stages' work per micro-batch. */
-static void dual_times(ts_stages *st, int pp) {
+static void dual_slowest(ts_stages *st, int pp) {
     double slowest_s = -1;
     for (int i = 0; i < (pp + 1) / 2; i++) {
-        ts_layer_cost mean = {0};
-        add_scaled(&mean, 0.5, &st->kind_sum[st->kind_of[i]]);
-        add_scaled(&mean, 0.5, &st->kind_sum[st->kind_of[pp - 1 - i]]);
-        if (busy_of(&mean) > slowest_s) {
-            slowest_s = busy_of(&mean);
-            st->dual = mean;
-        }
+        double busy = st->kind_busy[st->kind_of[i]] + st->kind_busy[st->kind_of[pp - 1 - i]];
+        if (busy > slowest_s) slowest_s = busy, st->dual_slowest = i;
     }
+}
+
+void ts_stages_dual_times(const ts_stages *st, ts_layer_cost *out) {
+    int i = st->dual_slowest;
+    *out = (ts_layer_cost){0};
+    add_scaled(out, 0.5, &st->kind_sum[st->kind_of[i]]);
+    add_scaled(out, 0.5, &st->kind_sum[st->kind_of[st->pp - 1 - i]]);
 }
 
 static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
@@ -308,26 +313,20 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         if (i == pp - 1) extra = max_d(extra, c->head.act_bytes);
         st->act_bytes[i] = act;
         st->extra_bytes[i] = extra;
-        st->kind_sum[k] = sum;
         hw += st->kind_count[k] * sum.hw_flops;
         model += st->kind_count[k] * sum.model_flops;
 
         double busy = busy_of(&sum);
+        st->kind_sum[k] = sum;
+        st->kind_busy[k] = busy;
         if (busy > slowest_s) {
             slowest_s = busy;
             st->slowest = i;
-            st->fwd_s = sum.fwd_s;
-            st->bwd_s = sum.bwd_s;
-            st->wgrad_s = sum.wgrad_s;
-            st->recompute_s = sum.recompute_s;
-            st->tp_s = sum.tp_s;
-            st->tp_split_w_s = sum.tp_split_w_s;
-            st->cp_s = sum.cp_s;
-            st->ep_s = sum.ep_s;
+            st->slow = sum;
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
-    dual_times(st, pp);
+    dual_slowest(st, pp);
     /* Memory reads the first stage of each run: its kind's figures. */
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r], f = st->kind_first[st->kind_of[i]];
@@ -492,18 +491,18 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     int p = l->pp, v = dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
     /* the slowest stage's per micro-batch, or DualPipe's slowest pair of mirrored stages' */
-    const ts_layer_cost c = dual ? st->dual : (ts_layer_cost){
-        .fwd_s = st->fwd_s, .bwd_s = st->bwd_s, .wgrad_s = st->wgrad_s, .recompute_s = st->recompute_s,
-        .tp_s = st->tp_s, .tp_split_w_s = st->tp_split_w_s, .cp_s = st->cp_s, .ep_s = st->ep_s};
-    double tp = ts_schedules[l->schedule].splits_w ? c.tp_split_w_s : c.tp_s;
-    double comm_mb = tp + c.cp_s + c.ep_s;
-    double tf = c.fwd_s + comm_mb / 3.0, tb = c.bwd_s + c.recompute_s + comm_mb * 2.0 / 3.0;
-    double left = dual ? pair_exposed(pb, l, &c, tp + c.cp_s) : 1;
-    t.compute = m * (c.fwd_s + c.bwd_s + c.recompute_s);
+    ts_layer_cost pair;
+    if (dual) ts_stages_dual_times(st, &pair);
+    const ts_layer_cost *c = dual ? &pair : &st->slow;
+    double tp = ts_schedules[l->schedule].splits_w ? c->tp_split_w_s : c->tp_s;
+    double comm_mb = tp + c->cp_s + c->ep_s;
+    double tf = c->fwd_s + comm_mb / 3.0, tb = c->bwd_s + c->recompute_s + comm_mb * 2.0 / 3.0;
+    double left = dual ? pair_exposed(pb, l, c, tp + c->cp_s) : 1;
+    t.compute = m * (c->fwd_s + c->bwd_s + c->recompute_s);
     t.tp_comm = m * tp * left;
-    t.cp_comm = m * c.cp_s * left;
-    t.ep_comm = m * c.ep_s;
-    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c.wgrad_s) : 0;
+    t.cp_comm = m * c->cp_s * left;
+    t.ep_comm = m * c->ep_s;
+    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c->wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,
