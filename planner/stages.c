@@ -178,6 +178,24 @@ static void stage_kinds(ts_stages *st, int pp, int uneven) {
 
 /* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
  * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
+/* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
+ * step of `ne` non-expert and `ex` expert parameters on a rank. */
+static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, ts_dp_times *out) {
+    const ts_system *s = &pb->sys;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
+    /* on the wire in the stack's gradient-reduction dtype */
+    double gb = ts_grad_reduce_bytes(&pb->train) * ne, egb = ts_grad_reduce_bytes(&pb->train) * ex;
+    double wb = ts_weight_elem_bytes(pb) * ne, ewb = ts_weight_elem_bytes(pb) * ex;
+    out->allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) + ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
+    out->reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
+                            ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
+    out->allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) + ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+    double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
+    out->optimizer_s[0] = ts_optimizer_s(s, per_param * (ne + ex)) * pb->compute_scale;
+    out->optimizer_s[1] = ts_optimizer_s(s, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
+}
+
 static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split) {
     const ts_model *m = &pb->model;
     const ts_param_count *pc = &pb->params;
@@ -206,35 +224,30 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     }
     stage_kinds(st, pp, split != NULL);
 
-    /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
-     * DP×CP/EP), computed once for all ZeRO stages and schedules. */
-    const ts_system *s = &pb->sys;
-    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
+    /* The biggest stage's data-parallel traffic and optimizer step, computed once for all ZeRO
+     * stages and schedules; under DualPipe the biggest pair of mirrored stages', whose chunks
+     * both are reduced and updated on each of the two (program.c grad_reductions after
+     * mirror_grads). */
     st->biggest = 0;
-    for (int i = 1; i < pp; i++)
+    int pair = 0;
+    for (int i = 1; i < pp; i++) {
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
-    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
-    /* on the wire in the stack's gradient-reduction dtype */
-    double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
-    double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
-    double wb = ts_weight_elem_bytes(pb) * st->params[st->biggest];
-    double ewb = ts_weight_elem_bytes(pb) * st->expert_params[st->biggest];
-    st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
-                         ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
-    st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
-                              ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
-    st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
-                         ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+        if (st->params[i] + st->expert_params[i] + st->params[pp - 1 - i] + st->expert_params[pp - 1 - i] >
+            st->params[pair] + st->expert_params[pair] + st->params[pp - 1 - pair] + st->expert_params[pp - 1 - pair])
+            pair = i;
+    }
+    dp_times(pb, sh, pp, st->params[st->biggest], st->expert_params[st->biggest], &st->dp);
+    dp_times(pb, sh, pp, st->params[pair] + st->params[pp - 1 - pair],
+             st->expert_params[pair] + st->expert_params[pp - 1 - pair], &st->dual_dp);
 
     /* DualPipe's stages i and p-1-i hold copies of each other's chunk and swap their gradients
      * after the last weight gradients, before the DP reduction (program.c mirror_grads, as
      * DeepSeek's examples/example_dualpipe.py sums the copies): both chunks' gradients each way,
      * over the pipeline's link. */
-    double mirror_bytes = 0;
-    for (int i = 0; i < pp; i++)
-        mirror_bytes = max_d(mirror_bytes, pb->train.grad_bytes * (st->params[i] + st->expert_params[i] +
-                                                                   st->params[pp - 1 - i] + st->expert_params[pp - 1 - i]));
+    const ts_system *s = &pb->sys;
+    double mirror_bytes = pb->train.grad_bytes * (st->params[pair] + st->expert_params[pair] + st->params[pp - 1 - pair] +
+                                                  st->expert_params[pp - 1 - pair]);
     st->mirror_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, mirror_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
 
     /* States per ZeRO stage and stage; a stage equal to the previous one copies it. */
@@ -249,10 +262,6 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
                 *out = mem.total;
             }
         }
-    double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
-    double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
-    st->optimizer_s[0] = ts_optimizer_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
-    st->optimizer_s[1] = ts_optimizer_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
 
 /* What depends on the whole shard: activations, the slowest stage's times, the micro-batch's
@@ -509,6 +518,7 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
      * agrees within a percent). */
     t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s +
                 (dual ? st->mirror_s : 0);
+    const ts_dp_times *dpt = dual ? &st->dual_dp : &st->dp;
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
@@ -518,20 +528,19 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
          * last backward (program.c mirror_grads): nothing left to hide them under. */
         double tb_last = dual ? 0 : tb;
         if (l->zero == 0) {
-            t.dp_comm = exposed(s, st->dp_allreduce_s, tb_last);
+            t.dp_comm = exposed(s, dpt->allreduce_s, tb_last);
         } else if (l->zero == 1) {
-            t.dp_comm = exposed(s, st->dp_reduce_scatter_s, tb_last) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = exposed(s, dpt->reduce_scatter_s, tb_last) + exposed(s, dpt->allgather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            t.dp_comm = m * exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = m * exposed(s, dpt->reduce_scatter_s, tb) + exposed(s, dpt->allgather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
-            t.dp_comm = m * (exposed(s, st->dp_allgather_s, tf) +
-                             exposed(s, st->dp_allgather_s + st->dp_reduce_scatter_s, tb));
+            t.dp_comm = m * (exposed(s, dpt->allgather_s, tf) + exposed(s, dpt->allgather_s + dpt->reduce_scatter_s, tb));
         }
     }
-    t.optimizer = st->optimizer_s[l->zero >= 1];
+    t.optimizer = dpt->optimizer_s[l->zero >= 1];
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
            t.optimizer;

@@ -10,6 +10,12 @@
 
 #include "planner/layer.h"
 
+/* Data-parallel traffic and the optimizer step of a rank's parameters, seconds. */
+typedef struct {
+    double allreduce_s, reduce_scatter_s, allgather_s;
+    double optimizer_s[2]; /* unsharded, sharded over DP×CP */
+} ts_dp_times;
+
 typedef struct {
     int pp, cap;
     ts_shard shard;
@@ -36,8 +42,9 @@ typedef struct {
     ts_layer_cost *kind_sum; /* (cap) a kind's per-micro-batch times, summed over its layers */
     double *kind_busy;       /* (cap) and their busy time (compute and exposed communication) */
     int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
-    /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
-    double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
+    ts_dp_times dp;          /* the biggest stage's (dp = gpus / (tp·cp·pp)) */
+    ts_dp_times dual_dp;     /* DualPipe: the biggest mirrored pair's, both chunks held on each */
+    double p2p_s;            /* one pipeline transfer of a micro-batch, seconds */
     double mirror_s;         /* DualPipe: the largest exchange of both chunks' gradients with the
                                 mirror stage (program.c mirror_grads), seconds */
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
@@ -48,7 +55,6 @@ typedef struct {
      * optimizer step) is kept by the next even build with the same four on the same problem: */
     const ts_problem *weights_pb;
     int weights_key[4];      /* tp, cp, ep, pp */
-    double optimizer_s[2];   /* optimizer step: unsharded, sharded over DP×CP */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
 } ts_stages;
 
