@@ -14,7 +14,10 @@
  * Memory per rank (ZeRO paper §3.1, §5): weights + gradients + optimizer states sharded per stage
  * over the DP×CP group (experts over DP×CP/EP), activations × micro-batches in flight, buffers.
  * Optimizer step: Adam reads and writes fp32 master, momentum and variance (24 bytes), reads the
- * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound). */
+ * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound).
+ * DualPipe (DeepSeek-V3 §3.2.1): the slowest pair of mirrored stages' mean work, its F&B pairs
+ * hiding TP/CP traffic, the mirror stages' gradient exchange, both chunks' DP traffic (see
+ * ts_stages_step and docs/planner.md). */
 #include "planner/stages.h"
 
 #include <math.h>
@@ -176,8 +179,6 @@ static void stage_kinds(ts_stages *st, int pp, int uneven) {
     }
 }
 
-/* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
- * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
 /* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
  * step of `ne` non-expert and `ex` expert parameters on a rank. */
 static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, ts_dp_times *out) {
@@ -196,6 +197,8 @@ static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne
     out->optimizer_s[1] = ts_optimizer_s(s, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
 
+/* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
+ * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
 static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split) {
     const ts_model *m = &pb->model;
     const ts_param_count *pc = &pb->params;
