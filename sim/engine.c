@@ -13,7 +13,9 @@
  *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
  *                slowest's pace on a noisy machine; the span between synchronisations is the
  *                stage's compute time over its collectives and receives) × compute_scale[rank] × (1 + overlap_slowdown
- *                if a communication op of the rank is in flight as it starts), decided once every
+ *                if a communication op of the rank is in flight as it starts) + the SM seconds of
+ *                the hidden EP transfers begun on the rank since its last compute op started
+ *                (plan_sm: DeepSeek-V3 §3.2.2's SMs given to communication), decided once every
  *                event of that instant is done, so simultaneous events may come in any order; on
  *                CPU ranks (node.cores) that is one-core work, shared with the node's other
  *                computing ranks (sim/cores.h) and re-planned whenever one starts or ends;
