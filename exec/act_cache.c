@@ -30,10 +30,8 @@ void tr_cache_free(tr_cache *c) {
 typedef ts_exec_entry entry_size;
 
 static entry_size size_of(const tr_shape *s, int head, int moe) {
-    ts_exec_dims d = {.T = (size_t)s->T, .Tl = (size_t)s->Tl, .Tm = (size_t)s->Tm, .C = (size_t)s->C, .QKVr = (size_t)s->QKVr,
-                      .Qr = (size_t)s->Qr, .Hr = (size_t)s->Hr, .Fr = (size_t)s->Fr, .Fer = (size_t)s->Fer,
-                      .Vr = (size_t)s->Vr, .E = (size_t)s->E, .K = (size_t)s->K, .El = (size_t)s->El,
-                      .ep = (size_t)s->l->ep};
+    ts_exec_dims d;
+    tr_shape_dims(s, &d);
     return ts_exec_entry_of(&d, head, moe);
 }
 

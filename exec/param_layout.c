@@ -2,21 +2,16 @@
 #include "exec/param_layout.h"
 
 #include "exec/reference.h"
+#include "planner/memory_exec_buffers.h"
 
 size_t tr_seg_size(const tr_shape *s, tr_seg_kind kind, int global) {
-    size_t C = (size_t)s->C;
-    switch (kind) {
-    case TR_SEG_SHARED: {
-        size_t n = C + (size_t)s->QKVr * C + C * s->Qr + C;
-        if (tr_shape_is_moe(s, global)) n += (size_t)s->E * C;
-        else n += 3 * (size_t)s->Fr * C;
-        return n;
-    }
-    case TR_SEG_EXPERTS: return tr_shape_is_moe(s, global) ? 3 * (size_t)s->El * s->Fer * s->C : 0;
-    case TR_SEG_EMBED: return (size_t)s->Vr * s->C;
-    case TR_SEG_HEAD: return (size_t)s->C + (s->m->tied_embeddings ? 0 : (size_t)s->Vr * s->C);
-    }
-    return 0;
+    /* Sized by the planner's function, which prices CPU-rank plans' buffers with the same sizes. */
+    _Static_assert((int)TR_SEG_SHARED == (int)TS_EXEC_SEG_SHARED && (int)TR_SEG_EXPERTS == (int)TS_EXEC_SEG_EXPERTS &&
+                       (int)TR_SEG_EMBED == (int)TS_EXEC_SEG_EMBED && (int)TR_SEG_HEAD == (int)TS_EXEC_SEG_HEAD,
+                   "one order of segment kinds");
+    ts_exec_dims d;
+    tr_shape_dims(s, &d);
+    return ts_exec_seg_floats(&d, (ts_exec_seg)kind, tr_shape_is_moe(s, global), s->m->tied_embeddings);
 }
 
 tr_layer tr_layer_views(const tr_shape *s, int global, float *shared, float *experts) {

@@ -112,6 +112,7 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     if (t == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the trainer");
     *t = (ts_trainer){.rt = rt, .be = be, .opts = *opts, .stage_prog = &prog->stages[rt->coords.pp]};
     tr_wgrad_init(&t->wgrad, be, &t->tally);
+    tr_sends_init(&t->sends, &t->tally);
     t->ctx = (tr_op_ctx){.be = be, .k = be->kernels, .rt = rt, .s = &t->shape, .data = &t->data, .w = &t->work,
                          .wq = &t->wgrad, .stats = &t->stats};
     TS_CHECK_GOTO(tr_shape_init(&t->shape, pb, l, rt, t->stage_prog), res, fail);

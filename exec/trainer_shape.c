@@ -79,6 +79,14 @@ void tr_shape_free(tr_shape *s) {
     s->global_of = s->local_of = s->chunk_of = NULL;
 }
 
+void tr_shape_dims(const tr_shape *s, ts_exec_dims *out) {
+    *out = (ts_exec_dims){.T = (size_t)s->T, .Tl = (size_t)s->Tl, .Tm = (size_t)s->Tm, .C = (size_t)s->C,
+                          .QKVr = (size_t)s->QKVr,
+                          .Qr = (size_t)s->Qr, .Hr = (size_t)s->Hr, .Fr = (size_t)s->Fr, .Fer = (size_t)s->Fer,
+                          .Vr = (size_t)s->Vr, .E = (size_t)s->E, .K = (size_t)s->K, .El = (size_t)s->El,
+                          .ep = (size_t)s->l->ep};
+}
+
 int tr_shape_is_moe(const tr_shape *s, int global) { return ts_model_layer_is_moe(s->m, global); }
 
 int tr_shape_experts_apart(const tr_shape *s) { return s->etp < s->l->tp; }

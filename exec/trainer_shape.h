@@ -18,6 +18,7 @@
 
 #include "exec/backend.h"
 #include "exec/runtime.h"
+#include "planner/memory_exec.h"
 #include "program/program.h"
 
 typedef struct {
@@ -43,6 +44,10 @@ typedef struct {
 ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, const ts_runtime *rt,
                         const ts_stage_program *sp);
 void tr_shape_free(tr_shape *s);
+
+/* The shapes the planner sizes this rank's memory with (planner/memory_exec.h): the executor's
+ * activation entries, workspace and segments are sized from them by the planner's functions. */
+void tr_shape_dims(const tr_shape *s, ts_exec_dims *out);
 
 /* Whether global layer `global` is a mixture-of-experts layer. */
 int tr_shape_is_moe(const tr_shape *s, int global);

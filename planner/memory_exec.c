@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "planner/memory_exec_buffers.h"
 #include "program/program.h"
 #include "program/schedule.h"
 
@@ -185,8 +186,8 @@ ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const 
             m.weights += x.weights, m.grads += x.grads, m.optimizer += x.optimizer, m.buffers += x.buffers;
         }
         edge_states(&prog.stages[i], pb, l, &m);
-        m.buffers += st->mb_buffer_bytes;
-        res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
+        res = ts_memory_exec_buffers(&prog, pb, &d, i, &m.buffers); /* in place of the GPU's */
+        if (res == TS_OK) res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
         take_max(&worst, &m);
     }
     ts_program_free(&prog);

@@ -9,6 +9,8 @@
  *     copy of each deferred weight gradient's output gradient from its B op to its W op
  *     (exec/wgrad_queue.h); recompute repeats the forward into the same entry (it saves no
  *     memory there);
+ *   - buffers: its workspace, the store's, the pipeline's send copies
+ *     (planner/memory_exec_buffers.h), not Megatron's DP buckets and collective buffers;
  *   - the embedding and the head (with the final norm) kept at ZeRO-1 under ZeRO-2/3
  *     (exec/param_store.c: they are reduced whole, their segments are not gathered), on the
  *     stages whose program holds them (ZB-V and DualPipe put the head on the first stage too).
@@ -55,8 +57,8 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
 int ts_memory_exec_applies(const ts_system *s);
 
 /* Replaces `mem` (the planner's worst stage, from ts_stages_finish) with the executor's figures for
- * layout `l` on stages `st`: each category's largest over the stages, total their sum. The
- * buffers stay the planner's (largest over the stages). On a layout the program builder refuses,
+ * layout `l` on stages `st`: each category's largest over the stages, total their sum; the
+ * buffers the executor's own (planner/memory_exec_buffers.h). On a layout the program builder refuses,
  * TS_ERR_INPUT and `mem` unchanged. */
 ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_memory *mem);
 
