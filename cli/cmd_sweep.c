@@ -184,7 +184,7 @@ int cmd_sweep(int argc, char **argv) {
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
-    cli_problem_load_stack(cmd, &pa);
+    cli_problem_load_stack(cmd, &pa, systems, n_systems);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = TS_REPORT_DEFAULT_PRICE, .price_is_default = 1,
                           .gpus = gpus, .n_gpus = n_gpus, .batches = batch_arg ? batches : NULL,

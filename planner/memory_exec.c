@@ -3,14 +3,15 @@
 
 #include <stdlib.h>
 
+#include "planner/memory_exec_buffers.h"
 #include "program/program.h"
 #include "program/schedule.h"
 
 ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
-    size_t T = d->T, Tl = d->Tl, C = d->C;
+    size_t T = d->T, Tl = d->Tl, C = d->C, Tm = moe ? d->Tm : T; /* Tm: the MLP block's rows */
     ts_exec_entry z = {0};
     z.K = moe ? d->K : 0;
-    size_t TK = T * z.K;
+    size_t TK = Tm * z.K;
     z.F = moe ? d->Fer : d->Fr;
     z.R = moe ? TK * d->ep : T; /* an expert set can get every EP peer's rows */
     if (head) {
@@ -18,10 +19,10 @@ ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
         return z;
     }
     /* x, ln1, rstd1, qkv, att, lse, mid, ln2, rstd2, gate, up, act, out (exec/act_cache.h) */
-    z.floats = Tl * C + T * C + Tl + T * d->QKVr + T * d->Qr + T * d->Hr + Tl * C + T * C + Tl + 3 * z.R * z.F +
+    z.floats = Tl * C + T * C + Tl + T * d->QKVr + T * d->Qr + T * d->Hr + Tl * C + Tm * C + Tl + 3 * z.R * z.F +
                Tl * C;
     if (moe) {
-        z.floats += 2 * T * d->E + TK + 2 * TK * C + 2 * z.R * C; /* logits, probs, weight, xe, ye, xr, yr */
+        z.floats += 2 * Tm * d->E + TK + 2 * TK * C + 2 * z.R * C; /* logits, probs, weight, xe, ye, xr, yr */
         z.dev_ints = 3 * TK;
         z.host_ints = d->E + 1 + 2 * d->ep + d->ep * d->El;
     }
@@ -31,10 +32,11 @@ ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
 void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out) {
     const ts_model *m = &pb->model;
     size_t tp = (size_t)l->tp, D = (size_t)m->head_dim, Hr = (size_t)m->heads / tp, KVr = (size_t)m->kv_heads / tp;
-    size_t T = (size_t)l->mbs * (size_t)(pb->train.seq / l->cp);
-    *out = (ts_exec_dims){.T = T, .Tl = l->sp ? T / tp : T, .C = (size_t)m->hidden, .Hr = Hr, .Qr = Hr * D,
+    size_t T = (size_t)l->mbs * (size_t)(pb->train.seq / l->cp), etp = (size_t)ts_layout_etp(l);
+    size_t Tl = l->sp ? T / tp : T;
+    *out = (ts_exec_dims){.T = T, .Tl = Tl, .Tm = etp < tp ? Tl : T, .C = (size_t)m->hidden, .Hr = Hr, .Qr = Hr * D,
                           .QKVr = Hr * D + 2 * KVr * D, .Fr = (size_t)m->ffn_hidden / tp,
-                          .Fer = (size_t)m->moe.expert_ffn / tp, .Vr = (size_t)m->vocab / tp,
+                          .Fer = (size_t)m->moe.expert_ffn / etp, .Vr = (size_t)m->vocab / tp,
                           .E = (size_t)m->moe.experts, .K = (size_t)m->moe.top_k, .ep = (size_t)l->ep};
     out->El = out->E ? out->E / out->ep : 0;
 }
@@ -47,14 +49,14 @@ int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->core
  * (models/model.h ts_moe_load_factor, the same rank every EP collective waits for), at most
  * the T·K·ep rows the entry holds. */
 static double stash_bytes(const ts_exec_dims *d, double load, int part) {
-    double T = (double)d->T, rows = T * (double)d->K * (load < (double)d->ep ? load : (double)d->ep);
+    double T = (double)d->T, rows = (double)d->Tm * (double)d->K * (load < (double)d->ep ? load : (double)d->ep);
     switch (part) {
     case TS_PART_PROJ:
     case TS_PART_FC2: return 4.0 * T * (double)d->C;
     case TS_PART_QKV: return 4.0 * T * (double)d->QKVr;
     case TS_PART_FC1: return 4.0 * 2.0 * T * (double)d->Fr;
     case TS_PART_HEAD: return 4.0 * T * (double)d->Vr;
-    case TS_PART_ROUTER: return 4.0 * T * (double)d->E;
+    case TS_PART_ROUTER: return 4.0 * (double)d->Tm * (double)d->E;
     case TS_PART_EXPERT_FC2: return 4.0 * rows * (double)d->C;
     case TS_PART_EXPERT_FC1: return 4.0 * 2.0 * rows * (double)d->Fer;
     default: return 0;
@@ -102,9 +104,10 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         int head = e == layers;
         double bytes = entry_bytes(d, head, !head && ts_model_layer_is_moe(&pb->model, e));
         if (!*on) now += bytes, *on = 1;
-        if (op->phase == TS_PHASE_BWD) now += stash_bytes(d, load, op->part);
+        int gemm = op->kind == TS_OP_GEMM; /* the router's TP sum (experts apart from TP) stashes nothing */
+        if (op->phase == TS_PHASE_BWD && gemm) now += stash_bytes(d, load, op->part);
         if (now > *peak) *peak = now;
-        if (op->phase == TS_PHASE_WGRAD) {
+        if (op->phase == TS_PHASE_WGRAD && gemm) {
             now -= stash_bytes(d, load, op->part);
             if (op->part == (head ? TS_PART_HEAD : TS_PART_QKV)) now -= bytes, *on = 0;
         }
@@ -183,8 +186,8 @@ ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const 
             m.weights += x.weights, m.grads += x.grads, m.optimizer += x.optimizer, m.buffers += x.buffers;
         }
         edge_states(&prog.stages[i], pb, l, &m);
-        m.buffers += st->mb_buffer_bytes;
-        res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
+        res = ts_memory_exec_buffers(&prog, pb, &d, i, &m.buffers); /* in place of the GPU's */
+        if (res == TS_OK) res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
         take_max(&worst, &m);
     }
     ts_program_free(&prog);

@@ -306,7 +306,7 @@ Test(stacks, plans_carry_their_stack) {
 }
 
 /* A pin the default stack cannot run is priced on the zoo stack that runs it, unless --stack is
- * given; the precision stays the user's. */
+ * given, in that stack's precision unless --dtype is given or the system lacks it. */
 Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
     ts_pins pins;
     cr_assert_eq(ts_pins_parse("--fix", "pp=4,sched=dualpipe", &pins), TS_OK, "%s", ts_error_message());
@@ -325,7 +325,19 @@ Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
                            common[7], common[8], common[9], NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "cannot run the pins") && strstr(r.err, found_stack.name), "%s", r.err);
-    cr_expect(strstr(r.out, "tokens, bf16,"), "the stack's precision is not taken: %s", r.out);
+    cr_expect(strstr(r.out, "tokens, fp8,") && strstr(r.err, "in its precision fp8"),
+              "the stack's precision comes with it: %s%s", r.err, r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
+                common[8], common[9], "--dtype", "bf16", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,") && !strstr(r.err, "in its precision"), "--dtype stays: %s", r.err);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], "a100-80g-dgx", common[4], common[5], common[6], common[7],
+                common[8], common[9], NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,") && strstr(r.err, "not on every system, so not taken"),
+              "no FP8 on an A100: %s%s", r.err, r.out);
     cli_result_free(&r);
     r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
                 common[8], common[9], "--stack", "megatron-core", NULL);
