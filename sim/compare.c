@@ -61,7 +61,7 @@ static ts_status not_a_trace(const char *path, const char *what) {
                                  "tessera run --trace", path, what);
 }
 
-/* The latest end an op event may have, in µs from the trace's start: one day. */
+/* How far an op event may lie from the step's start, in µs: one day. */
 #define TRACE_MAX_US 86400e6
 
 /* Reads one op event (ph "X"); metadata events fill the rank → stage table. */
@@ -89,10 +89,12 @@ static ts_status read_event(trace *t, const cJSON *e, int index) {
         dur_us < 0 || (v->name = str_of(e, "name")) == NULL || (v->cat = str_of(e, "cat")) == NULL)
         return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: an op event needs \"name\", \"cat\", \"ts\", "
                        "\"dur\" ≥ 0 and \"args\": {\"op\"}", t->path, index);
-    /* Tessera's traces count microseconds from the run's start; a step past a day is no trace of it. */
-    if (ts_us < 0 || ts_us + dur_us > TRACE_MAX_US)
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: expected \"ts\" + \"dur\" in [0, %.3g] µs (from the run's start), got %g + %g",
-                       t->path, index, TRACE_MAX_US, ts_us, dur_us);
+    /* Tessera's traces count microseconds from the step's start on one clock (a rank may start a
+     * little before it: ts < 0); an op a day away is no trace of a step. */
+    if (ts_us < -TRACE_MAX_US || ts_us + dur_us > TRACE_MAX_US)
+        return TS_FAIL(TS_ERR_INPUT,
+                       "%s: $.traceEvents[%d]: expected \"ts\" and \"ts\" + \"dur\" within ±%.3g µs of the step's "
+                       "start, got %g + %g", t->path, index, TRACE_MAX_US, ts_us, dur_us);
     v->rank = (int)pid;
     v->op = (int)op;
     v->coll = str_of(args, "coll");
