@@ -313,9 +313,8 @@ Test(planner_memory, korthikanti_first_stage_total) {
 /* ------------------------------------------------------------------------------------------ */
 /* CPU ranks: the executor's memory (planner/memory_exec.h)                                     */
 
-/* tiny on `sys` in fp32 (as the executor trains), 8 sequences of 128 tokens. */
-static ts_problem cpu_problem(const char *sys, int gpus) {
-    ts_model m = zoo("tiny");
+/* `m` on `sys` in fp32 (as the executor trains), 8 sequences of 128 tokens. */
+static ts_problem cpu_model_problem(const ts_model *m, const char *sys, int gpus) {
     ts_system s;
     ts_train t;
     ts_error_clear();
@@ -325,8 +324,14 @@ static ts_problem cpu_problem(const char *sys, int gpus) {
     t.global_batch = 8;
     t.seq = 128;
     ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_problem_init(&pb, m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
     return pb;
+}
+
+/* tiny on `sys`, as cpu_model_problem. */
+static ts_problem cpu_problem(const char *sys, int gpus) {
+    ts_model m = zoo("tiny");
+    return cpu_model_problem(&m, sys, gpus);
 }
 
 static ts_eval eval_layout(const ts_problem *pb, const char *text) {
@@ -392,20 +397,11 @@ Test(planner_memory, only_cpu_systems_priced_as_the_executor) {
     cr_expect(ts_memory_exec_applies(&s));
 }
 
-/* tiny-moe on cpu-localhost in fp32, 8 sequences of 128 tokens, its routing's spread `cv`. */
+/* tiny-moe on cpu-localhost, as cpu_model_problem, its routing's spread `cv`. */
 static ts_problem cpu_moe_problem(int gpus, double cv) {
     ts_model m = zoo("tiny-moe");
     m.moe.load_cv = cv;
-    ts_system s;
-    ts_train t;
-    cr_assert_eq(ts_system_load("cpu-localhost", &s), TS_OK, "%s", ts_error_message());
-    ts_train_defaults(&t);
-    ts_train_set_dtype(&t, TS_DTYPE_FP32);
-    t.global_batch = 8;
-    t.seq = 128;
-    ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
-    return pb;
+    return cpu_model_problem(&m, "cpu-localhost", gpus);
 }
 
 /* The experts' weight-gradient copies at the step's peak (planner/memory_exec.c moe_peak): with
