@@ -45,7 +45,7 @@ int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->core
 
 /* Bytes of the output-gradient copy a B op of part `part` stashes for its W op (exec/ops_*.c
  * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts at the mean T·K rows (the peak's
- * share is moe_peak_factor's). */
+ * share is moe_peak_bytes's). */
 static double stash_bytes(const ts_exec_dims *d, int part) {
     double T = (double)d->T, rows = T * (double)d->K;
     switch (part) {
