@@ -149,8 +149,10 @@ void cli_problem_pick(const char *cmd, cli_problem_args *a, ts_problem *pb, ts_l
                       ts_split *split, int *has_split);
 /* The warning on stderr for a --seq beyond the model's max_seq (program/problem.h ts_seq_extends). */
 void cli_warn_context_extension(const char *cmd, const ts_model *m, int64_t seq);
-/* Loads --stack (default megatron-core) into a->train.stack; exits 2 on bad input. */
-void cli_problem_load_stack(const char *cmd, cli_problem_args *a);
+/* Loads --stack (default megatron-core) into a->train.stack; exits 2 on bad input. Without
+ * --stack, pins the default cannot run are priced on a zoo stack that runs them, in that stack's
+ * precision when --dtype is not given and every one of `systems` has it. */
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a, const ts_system *systems, int n_systems);
 /* The help lines of the problem flags (two leading spaces, aligned at column 25), and of the
  * stage-partitioning flags (--partition...); cli_layout_help: both and the budget flags, the one
  * block of plan, sim, export, run and report. */

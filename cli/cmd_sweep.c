@@ -14,7 +14,7 @@
 #include "reports/sweep.h"
 
 static void help(void) {
-    printf("usage: tessera sweep --model M --system S[,S2,...] --gpus LIST [options]\n"
+    printf("usage: tessera sweep --model M --system S[,S2,...] --gpus LIST|--gpus-max LIST [options]\n"
            "\n"
            "The best layout of a model at each GPU count on each system, with its step time,\n"
            "tokens/s, MFU and cost per million tokens. Counts where nothing fits are rows saying why.\n"
@@ -23,6 +23,11 @@ static void help(void) {
            "  -s, --system S,...     one or more systems (zoo names or JSON files), comma-separated\n"
            "      --systems S,...    the same\n"
            "  -g, --gpus LIST        GPU counts: 8,16,32 or a range 8..1024 (powers of two from 8)\n"
+           "      --gpus-max LIST    budgets instead of --gpus (the same list grammar): each row the best\n"
+           "                         layouts on at most that many GPUs (whole nodes below it), as\n"
+           "                         tessera plan --gpus-max picks, saying how many GPUs stay idle\n"
+           "      --batch-tolerance T  let each row's global batch move by up to T (5%% or 0.05) to the\n"
+           "                         nearest batches the layouts divide (with --gpus: only the batch)\n"
            "  -b, --global-batch B   sequences per step, or a list such as 256,512,1024 (default 1024)\n"
            "  -l, --seq L            tokens per sequence, or a list such as 4096,8192 (default 4096,\n"
            "                         at most the model's max_seq; beyond it with RoPE: a warning)\n"
@@ -118,7 +123,7 @@ static ts_status write_html(const char *path, const ts_sweep_spec *spec, const t
 
 int cmd_sweep(int argc, char **argv) {
     const char *cmd = "sweep", *systems_arg = NULL, *gpus_arg = NULL, *output = NULL, *price_arg = NULL;
-    const char *batch_arg = NULL, *seq_arg = NULL;
+    const char *batch_arg = NULL, *seq_arg = NULL, *gpus_max_arg = NULL;
     int json = 0;
     double tokens = 0;
     cli_problem_args pa;
@@ -130,6 +135,7 @@ int cmd_sweep(int argc, char **argv) {
         {"systems", required_argument, 0, 's'}, {"tokens", required_argument, 0, OPT_TOKENS},
         {"days", required_argument, 0, OPT_DAYS},
         {"price", required_argument, 0, OPT_PRICE}, {"json", no_argument, 0, OPT_JSON},
+        {"gpus-max", required_argument, 0, CLI_OPT_GPUS_MAX}, {"batch-tolerance", required_argument, 0, CLI_OPT_BATCH_TOL},
         {"output", required_argument, 0, 'o'},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -138,6 +144,7 @@ int cmd_sweep(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":" CLI_PROBLEM_SHORTOPTS "o:h", longs, NULL)) != -1) {
         if (c == 's') systems_arg = optarg; /* a list here, not one system */
         else if (c == 'g') gpus_arg = optarg;
+        else if (c == CLI_OPT_GPUS_MAX) gpus_max_arg = optarg; /* a list of budgets here */
         else if (c == 'b') batch_arg = optarg; /* lists here */
         else if (c == 'l') seq_arg = optarg;
         else if (c == CLI_OPT_OBJECTIVE)
@@ -156,7 +163,8 @@ int cmd_sweep(int argc, char **argv) {
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     if (!pa.model) cli_usage_error(cmd, "--model is required");
     if (!systems_arg) cli_usage_error(cmd, "--system is required");
-    if (!gpus_arg) cli_usage_error(cmd, "--gpus is required");
+    if (gpus_arg && gpus_max_arg) cli_usage_error(cmd, "--gpus and --gpus-max exclude each other");
+    if (!gpus_arg && !gpus_max_arg) cli_usage_error(cmd, "--gpus or --gpus-max is required");
     if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
@@ -164,19 +172,22 @@ int cmd_sweep(int argc, char **argv) {
 
     int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0, n_batches = 0, n_seqs = 0;
     int64_t batches[TS_SWEEP_MAX_SIZES], seqs[TS_SWEEP_MAX_SIZES];
-    ts_status st = ts_sweep_parse_gpus("--gpus", gpus_arg, gpus, &n_gpus);
+    ts_status st = ts_sweep_parse_gpus(gpus_arg ? "--gpus" : "--gpus-max", gpus_arg ? gpus_arg : gpus_max_arg, gpus,
+                                       &n_gpus);
     if (st == TS_OK && batch_arg) st = ts_sweep_parse_sizes("--global-batch", batch_arg, 1 << 30, batches, &n_batches);
     if (st == TS_OK && seq_arg) st = ts_sweep_parse_sizes("--seq", seq_arg, 1LL << 27, seqs, &n_seqs);
     if (st == TS_OK && pa.fix) st = ts_pins_parse("--fix", pa.fix, &pa.search.pins);
     if (st != TS_OK) cli_fail(cmd, st);
     ts_system systems[TS_SWEEP_MAX_SYSTEMS];
     int n_systems = load_systems(cmd, systems_arg, systems);
-    cli_problem_load_stack(cmd, &pa);
+    cli_problem_load_stack(cmd, &pa, systems, n_systems);
     ts_sweep_spec spec = {.systems = systems, .n_systems = n_systems, .train = pa.train, .search = pa.search,
                           .fix = pa.fix, .price_per_gpu_hour = TS_REPORT_DEFAULT_PRICE, .price_is_default = 1,
                           .gpus = gpus, .n_gpus = n_gpus, .batches = batch_arg ? batches : NULL,
                           .n_batches = n_batches, .seqs = seq_arg ? seqs : NULL, .n_seqs = n_seqs,
-                          .partition = pa.partition};
+                          .partition = pa.partition, .gpus_are_max = gpus_max_arg != NULL,
+                          .batch_tolerance = pa.budget.batch_tolerance};
+    spec.budget = spec.gpus_are_max || spec.batch_tolerance > 0;
     if (price_arg) st = ts_sweep_parse_prices("--price", price_arg, &spec);
     if (st == TS_OK) st = ts_model_load(pa.model, &spec.model);
     if (st != TS_OK) cli_fail(cmd, st);

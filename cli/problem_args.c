@@ -122,7 +122,14 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     return 1;
 }
 
-void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
+/* Whether every one of the systems runs dtype (a tensor-core peak for it). */
+static int systems_run_dtype(const ts_system *systems, int n_systems, int dtype) {
+    for (int i = 0; i < n_systems; i++)
+        if (!(systems[i].peak_flops[dtype] > 0)) return 0;
+    return n_systems > 0;
+}
+
+void cli_problem_load_stack(const char *cmd, cli_problem_args *a, const ts_system *systems, int n_systems) {
     ts_stack *sk = &a->train.stack;
     ts_status st = ts_stack_load(a->stack, ts_schedule_names, ts_recompute_names, sk);
     if (st != TS_OK) cli_fail(cmd, st);
@@ -134,12 +141,17 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a) {
         int found = 0;
         st = ts_stack_for_pins(&a->search.pins, sk, &found);
         if (st != TS_OK) cli_fail(cmd, st);
+        /* The stack's precision comes with it (DeepSeek-V3's DualPipe is priced as it trained, in
+         * FP8) unless --dtype is given or a system lacks that precision. */
+        int own = found && sk->dtype >= 0 && !(keep & TS_GIVEN_DTYPE);
+        int runs = own && systems_run_dtype(systems, n_systems, sk->dtype);
         if (found)
             snprintf(a->stack_note, sizeof a->stack_note,
                      "tessera %s: warning: the default stack %s cannot run the pins (%s); priced with the %s stack, "
-                     "which runs them (its precision is not taken: --dtype; --stack NAME to choose)\n",
-                     cmd, default_name, why, sk->name);
-        keep |= TS_GIVEN_DTYPE | TS_GIVEN_FP8_RECIPE;
+                     "which runs them%s%s%s (--dtype, --stack NAME to choose)\n",
+                     cmd, default_name, why, sk->name, own ? (runs ? ", in its precision " : "; its precision ") : "",
+                     own ? ts_dtype_names[sk->dtype] : "", own && !runs ? " is not on every system, so not taken" : "");
+        if (!runs) keep |= TS_GIVEN_DTYPE | TS_GIVEN_FP8_RECIPE;
     }
     /* what the stack states is the default; a flag given overrides it */
     st = ts_stack_train_defaults(sk, keep, &a->train);
@@ -168,7 +180,7 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     ts_system s;
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
-    if (st == TS_OK) cli_problem_load_stack(cmd, a);
+    if (st == TS_OK) cli_problem_load_stack(cmd, a, &s, 1);
     if (st == TS_OK) check_fp8_flags(cmd, a);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);

@@ -30,10 +30,8 @@ void tr_cache_free(tr_cache *c) {
 typedef ts_exec_entry entry_size;
 
 static entry_size size_of(const tr_shape *s, int head, int moe) {
-    ts_exec_dims d = {.T = (size_t)s->T, .Tl = (size_t)s->Tl, .C = (size_t)s->C, .QKVr = (size_t)s->QKVr,
-                      .Qr = (size_t)s->Qr, .Hr = (size_t)s->Hr, .Fr = (size_t)s->Fr, .Fer = (size_t)s->Fer,
-                      .Vr = (size_t)s->Vr, .E = (size_t)s->E, .K = (size_t)s->K, .El = (size_t)s->El,
-                      .ep = (size_t)s->l->ep};
+    ts_exec_dims d;
+    tr_shape_dims(s, &d);
     return ts_exec_entry_of(&d, head, moe);
 }
 
@@ -53,9 +51,9 @@ static void carve_head(tr_acts *a, const tr_shape *s, float *f) {
 /* A MoE layer's router outputs and expert rows after the dense tensors, its device ints after
  * them, and its host counts after the struct. */
 static void carve_moe(tr_acts *a, const tr_shape *s, const entry_size *z, float *f) {
-    size_t T = (size_t)s->T, C = (size_t)s->C, TK = T * z->K, ep = (size_t)s->l->ep;
-    TAKE(a->logits, T * s->E);
-    TAKE(a->probs, T * s->E);
+    size_t Tm = (size_t)s->Tm, C = (size_t)s->C, TK = Tm * z->K, ep = (size_t)s->l->ep;
+    TAKE(a->logits, Tm * s->E);
+    TAKE(a->probs, Tm * s->E);
     TAKE(a->weight, TK);
     TAKE(a->xe, TK * C);
     TAKE(a->ye, TK * C);
@@ -81,7 +79,7 @@ static void carve_layer(tr_acts *a, const tr_shape *s, const entry_size *z, floa
     TAKE(a->att, T * s->Qr);
     TAKE(a->lse, T * s->Hr);
     TAKE(a->mid, Tl * C);
-    TAKE(a->ln2, T * C);
+    TAKE(a->ln2, (z->K ? (size_t)s->Tm : T) * C); /* a MoE layer's: the rows it routes */
     TAKE(a->rstd2, Tl);
     TAKE(a->gate, z->R * z->F);
     TAKE(a->up, z->R * z->F);

@@ -20,14 +20,14 @@ typedef struct {
     float *qkv;               /* (T, QKVr) after rotary */
     float *att, *lse;         /* (T, Qr), (T, Hr) */
     float *mid;               /* (Tl, C) */
-    float *ln2, *rstd2;       /* (T, C), (Tl) */
+    float *ln2, *rstd2;       /* (T, C), (Tl); a MoE layer (Tm, C) */
     float *gate, *up, *act;   /* (T, Fr) dense; MoE (rows, Fer) */
     float *out;               /* (Tl, C) */
     /* MoE */
-    float *logits, *probs, *weight;  /* (T, E), (T, E), (T, K) */
-    int *expert, *slot, *slot_token; /* device: (T, K), (T, K), (T·K) */
+    float *logits, *probs, *weight;  /* (Tm, E), (Tm, E), (Tm, K) */
+    int *expert, *slot, *slot_token; /* device: (Tm, K), (Tm, K), (Tm·K) */
     int *offset;              /* host: (E + 1) */
-    float *xe, *ye;           /* (T·K, C) rows in slot order (by expert), at the source */
+    float *xe, *ye;           /* (Tm·K, C) rows in slot order (by expert), at the source */
     float *xr, *yr;           /* (rows, C) rows this rank's experts process, by local expert */
     int rows;
     int *send_rows, *recv_rows; /* host: (ep) rows to / from each EP peer */

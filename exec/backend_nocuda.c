@@ -34,6 +34,11 @@ ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double mi
     return NO_CUDA;
 }
 
+ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds, int *calls) {
+    (void)g, (void)fast_accum, (void)min_s, (void)seconds, (void)calls;
+    return NO_CUDA;
+}
+
 ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, double min_s, double *seconds) {
     (void)a, (void)bwd, (void)min_s, (void)seconds;
     return NO_CUDA;

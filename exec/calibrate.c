@@ -19,6 +19,7 @@
 #include "common/stats.h"
 #include "exec/backend.h"
 #include "exec/comm_mpi.h"
+#include "exec/gpu_bench.h"
 #include "exec/kernel_table.h"
 #include "exec/runtime.h"
 
@@ -194,10 +195,10 @@ static ts_status gemm_call(const void *p) {
 /* The (m, n, k) grid in fp32, or in bf16 (rows into gemm_bf16). */
 static ts_status bench_gemm_grid(bench *b, int bf16) {
     static const int full[] = {64, 128, 256, 512, 1024}, quick[] = {64, 256, 1024};
-    static const int gpu_full[] = {64, 256, 1024, 4096, 8192}, gpu_quick[] = {64, 1024, 4096};
-    int gpu = b->c->device == TS_DEVICE_CUDA;
-    const int *dims = b->c->quick ? (gpu ? gpu_quick : quick) : gpu ? gpu_full : full;
-    int nd = b->c->quick ? 3 : 5, top = dims[nd - 1];
+    const int *dims = b->c->quick ? quick : full;
+    int nd = b->c->quick ? 3 : 5;
+    if (b->c->device == TS_DEVICE_CUDA) nd = ts_gpu_calib_dims(b->c->quick, &dims);
+    int top = dims[nd - 1];
     ts_status res = TS_OK;
     gemm_arg g = {.be = b->be, .bf16 = bf16};
     ts_calib_gemm *rows = bf16 ? b->c->gemm_bf16 : b->c->gemm;
@@ -224,9 +225,44 @@ exit:
     return res;
 }
 
+/* One fp8 row on every computing rank at once (a barrier first, as time_compute): Transformer
+ * Engine's forward GEMM (fast accumulation) and its two backward ones (split), calibrate.h. */
+static ts_status fp8_point(bench *b, const ts_gpu_gemm_shape *g, ts_calib_gemm *row) {
+    double t[2] = {0, 0};
+    *row = (ts_calib_gemm){.m = g->m, .n = g->n, .k = g->k, .flops = ts_gpu_gemm_flops(g)};
+    TS_CHECK(quiet_barrier());
+    if (b->computes) {
+        double min_s = BATCHES * b->c->min_point_s;
+        TS_CHECK(ts_gpu_time_gemm_fp8(g, 1, min_s, &t[0], NULL));
+        TS_CHECK(ts_gpu_time_gemm_fp8(g, 0, min_s, &t[1], &row->reps));
+        t[0] /= b->c->compute_ranks, t[1] /= b->c->compute_ranks;
+    }
+    TS_CHECK(quiet_allreduce(t, 2, MPI_SUM));
+    row->time_s = (t[0] + 2 * t[1]) / 3;
+    return TS_OK;
+}
+
+/* The fp8 grid (gpu_bench.h) where every rank's GPU has FP8 (the lowest compute capability
+ * decides); else nothing. */
+static ts_status bench_gemm_fp8(bench *b) {
+    char name[128];
+    int major = 0, minor = 0;
+    TS_CHECK(ts_gpu_describe(name, sizeof name, &major, &minor));
+    double cc = major * 10 + minor;
+    TS_CHECK(quiet_allreduce(&cc, 1, MPI_MIN));
+    b->c->gpu_cc = (int)cc;
+    if (!ts_calib_fp8_capable(b->c->gpu_cc)) return TS_OK; /* said after the fit (run_benchmarks) */
+    static ts_gpu_gemm_shape grid[TS_GPU_FP8_GRID_MAX];
+    int n = ts_gpu_fp8_grid(b->c->quick, grid);
+    for (int i = 0; i < n && b->c->n_gemm_fp8 < TS_CALIB_MAX_GEMM; i++)
+        TS_CHECK(fp8_point(b, &grid[i], &b->c->gemm_fp8[b->c->n_gemm_fp8++]));
+    return TS_OK;
+}
+
 static ts_status bench_gemm(bench *b) {
     TS_CHECK(bench_gemm_grid(b, 0));
-    return b->be->gemm_bf16 ? bench_gemm_grid(b, 1) : TS_OK;
+    if (b->be->gemm_bf16) TS_CHECK(bench_gemm_grid(b, 1));
+    return b->c->device == TS_DEVICE_CUDA ? bench_gemm_fp8(b) : TS_OK;
 }
 
 typedef struct {
@@ -642,7 +678,7 @@ static ts_status run_benchmarks(bench *b, const ts_system *tmpl) {
     b->computes = computes_here = b->rank < out->compute_ranks;
     double t0 = b->be->now_s(), t = t0;
     TS_CHECK(bench_gemm(b));
-    progress(b, "gemm", out->n_gemm, t), t = b->be->now_s();
+    progress(b, "gemm", out->n_gemm + out->n_gemm_bf16 + out->n_gemm_fp8, t), t = b->be->now_s();
     TS_CHECK(bench_mem(b));
     progress(b, "elementwise", out->n_mem, t), t = b->be->now_s();
     TS_CHECK(bench_attn(b));
@@ -652,6 +688,11 @@ static ts_status run_benchmarks(bench *b, const ts_system *tmpl) {
         progress(b, "collectives", out->n_coll, t), t = b->be->now_s();
     }
     TS_CHECK(ts_calib_fit(out, tmpl));
+    if (out->device == TS_DEVICE_CUDA && b->rank == 0 && b->o->log) { /* what the profile's FP8 figures are */
+        char fp8[320];
+        ts_calib_fp8_note(out, fp8, sizeof fp8);
+        fprintf(b->o->log, "tessera calibrate: %s\n", fp8);
+    }
     if (b->o->in_situ && out->device == TS_DEVICE_CPU) {
         TS_CHECK(bench_situ(b));
         progress(b, "in situ", out->situ.steps, t);

@@ -12,6 +12,13 @@
  *       repetition is one call each of NT (linear forward), NN (input gradient) and TN (weight
  *       gradient), the executor's mix; on GPUs the same grid again in bf16
  *       (ts_backend.gemm_bf16: cuBLAS, fp32 accumulation);
+ *       FP8 GEMM, on GPUs of compute capability 8.9 and above (TS_CALIB_FP8_MIN_CC, checked on
+ *       every rank): exec/gpu_bench.h's fp8 grid (the bf16 grid's (m, n, k) and a Llama-3.2-1B
+ *       layer's GEMMs), each through cuBLASLt as Transformer Engine issues it
+ *       (ts_gpu_time_gemm_fp8: E4M3, scale pointers, bf16 output); one row's time is the mean of
+ *       Transformer Engine's three GEMMs per weight, the forward with fast accumulation and the
+ *       two backward ones without: (t_fast + 2 t_split) / 3. Below 8.9 the GPU has no FP8
+ *       tensor cores: nothing is measured and ts_calib_fp8_note says so;
  *       memory-bound kernels: ts_rmsnorm_fwd, ts_swiglu_fwd, ts_adamw at the tiny models' sizes
  *       (GPUs: up to 64 times more rows, where bandwidth rather than launch time dominates);
  *       attention: ts_attention_fwd and ts_attention_bwd, causal, grouped-query (tiny's heads);
@@ -30,6 +37,10 @@
  *     the fp32 figure (CPU ranks have no bf16 path: plans in bf16 cost as fp32); the efficiency curve = rate / peak per distinct GEMM FLOP
  *     count (equal counts pooled as total flops / total time), merged into at most
  *     TS_EFF_POINTS_MAX bins evenly spaced in log(flops);
+ *   - fp8 (where the fp8 grid ran): peak_flops.fp8 = its best rate, efficiency.gemm_fp8 = rate /
+ *     that peak by the same fitter as the fp32 curve (the schema of a zoo spec's FP8 curve, which
+ *     planner/cost.h ts_gemm_eff prices FP8 GEMMs on); elsewhere the template's gemm_fp8 curve is
+ *     kept and peak_flops.fp8 is 0 (no FP8);
  *   - hbm_bytes_per_s (efficiency.hbm = 1) and gpu.kernel_latency_s: time = latency + bytes / rate,
  *     linear least squares on the relative error over the memory-bound rows, latency >= 0 (a GPU
  *     kernel's launch costs microseconds, which small rows show); attention efficiency: one
@@ -58,7 +69,7 @@
 #include "models/system.h"
 #include "planner/cost.h"
 
-#define TS_CALIB_MAX_GEMM 128
+#define TS_CALIB_MAX_GEMM 160 /* 125 rows of a 5³ grid, and the fp8 grid's layer shapes (gpu_bench.h) */
 #define TS_CALIB_MAX_MEM 16
 #define TS_CALIB_MAX_ATTN 16
 #define TS_CALIB_MAX_COLL 1024
@@ -201,11 +212,14 @@ typedef struct {
     char argv[256];
     double host_memory_bytes;
     char gpu[128];           /* CUDA: rank 0's GPU (ts_backend.device_name), "" on CPUs */
+    int gpu_cc;              /* CUDA: the lowest compute capability of the ranks' GPUs, major·10 +
+                                minor (90: Hopper); 0 on CPUs or unknown */
     double gpu_memory_bytes; /* CUDA: its memory (ts_backend.device_memory_bytes), 0 on CPUs */
 
-    int n_gemm, n_mem, n_attn, n_coll, n_gemm_bf16;
+    int n_gemm, n_mem, n_attn, n_coll, n_gemm_bf16, n_gemm_fp8;
     ts_calib_gemm gemm[TS_CALIB_MAX_GEMM];
     ts_calib_gemm gemm_bf16[TS_CALIB_MAX_GEMM]; /* the same grid in bf16, where the backend has it */
+    ts_calib_gemm gemm_fp8[TS_CALIB_MAX_GEMM];  /* the fp8 grid, on GPUs with FP8 (see above) */
     ts_calib_mem mem[TS_CALIB_MAX_MEM];
     ts_calib_attn attn[TS_CALIB_MAX_ATTN];
     ts_calib_coll coll[TS_CALIB_MAX_COLL];
@@ -214,6 +228,7 @@ typedef struct {
     ts_calib_coll_fit fit[TS_COLL_COUNT]; /* points = 0: not measured */
     ts_calib_coll_fit fit_all;            /* the shared fit the spec holds, over every collective */
     double gemm_rms_error, mem_rms_error, attn_rms_error; /* of the spec on the compute rows */
+    double gemm_fp8_rms_error;                            /* of the spec on the fp8 rows */
     ts_system system;
     ts_calib_situ situ; /* steps = 0: not run */
 } ts_calib;
@@ -233,6 +248,18 @@ ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *
  * (see above), starting from `tmpl`; c->ranks, c->cores (and the strings) say where it ran. Needs
  * at least one GEMM row; the other kinds keep the template's figures when they have no rows. */
 ts_status ts_calib_fit(ts_calib *c, const ts_system *tmpl);
+
+/* FP8 GEMMs need compute capability 8.9 or above: FP8 tensor cores arrived with Ada (8.9) and
+ * Hopper (9.0), and cuBLASLt's E4M3 matmuls (cuBLAS documentation, cublasLtMatmul(), the FP8
+ * requirements) run there and on later GPUs only. */
+#define TS_CALIB_FP8_MIN_CC 89
+
+/* Whether a GPU of compute capability `cc` (major·10 + minor) has FP8 tensor cores. */
+int ts_calib_fp8_capable(int cc);
+
+/* One line (no newline) saying what the profile's FP8 figures are: measured (rows, peak), or kept
+ * from the template and why (a GPU below 8.9, or CPU ranks). */
+void ts_calib_fp8_note(const ts_calib *c, char *buf, size_t cap);
 
 /* Called before each in-situ step on every rank of the pass (ctx passed through); calibrate's is
  * a barrier, so that the ranks' steps run at the same moments. */

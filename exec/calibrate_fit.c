@@ -104,17 +104,17 @@ static int cmp_gemm_flops(const void *a, const void *b) {
  * flops / total time, the rate a mix of those shapes runs at), then the two closest neighbours in
  * log(flops) merged (efficiency and position weighted by row counts; the ends keep their FLOPs so
  * the curve spans the grid) until TS_EFF_POINTS_MAX remain. */
-static void fit_gemm_curve(const ts_calib *c, double peak, ts_eff_curve *curve) {
+static void fit_gemm_curve(const ts_calib_gemm *measured, int n_rows, double peak, ts_eff_curve *curve) {
     ts_calib_gemm rows[TS_CALIB_MAX_GEMM];
-    memcpy(rows, c->gemm, (size_t)c->n_gemm * sizeof *rows);
-    qsort(rows, (size_t)c->n_gemm, sizeof *rows, cmp_gemm_flops);
+    memcpy(rows, measured, (size_t)n_rows * sizeof *rows);
+    qsort(rows, (size_t)n_rows, sizeof *rows, cmp_gemm_flops);
     double lf[TS_CALIB_MAX_GEMM], eff[TS_CALIB_MAX_GEMM], w[TS_CALIB_MAX_GEMM];
     double fl[TS_CALIB_MAX_GEMM]; /* flops: exact until merged (exp(log) would round them) */
     int n = 0;
-    for (int i = 0; i < c->n_gemm;) {
+    for (int i = 0; i < n_rows;) {
         double flops = 0, time = 0, f0 = rows[i].flops;
         int j = i;
-        for (; j < c->n_gemm && rows[j].flops == f0; j++) flops += rows[j].flops, time += rows[j].time_s;
+        for (; j < n_rows && rows[j].flops == f0; j++) flops += rows[j].flops, time += rows[j].time_s;
         fl[n] = f0, lf[n] = log(f0), eff[n] = flops / time / peak, w[n] = j - i;
         n++, i = j;
     }
@@ -186,6 +186,30 @@ static void fit_line(const double *b, const double *t, int n, double *lat, doubl
     if (!(*lat >= 0 && *x > 0)) *lat = 0, *x = fit_scale(b, t, n);
 }
 
+/* Each row's model_s, ts_gemm_s in `dt` on `s`; returns their rms relative error. */
+static double gemm_model(const ts_system *s, ts_dtype dt, ts_calib_gemm *rows, int n) {
+    double u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
+    for (int i = 0; i < n; i++) {
+        rows[i].model_s = ts_gemm_s(s, dt, rows[i].m, rows[i].n, rows[i].k);
+        u[i] = rows[i].model_s, t[i] = rows[i].time_s;
+    }
+    return rms(u, t, n);
+}
+
+/* The fp8 grid, where it ran, by the fp32 grid's method: its best rate is the fp8 peak and its
+ * curve efficiency.gemm_fp8; elsewhere no FP8 (peak 0) and the template's curve, kept by the copy
+ * ts_calib_fit starts from (ts_calib_fp8_note says which). */
+static ts_status fit_fp8(ts_calib *c) {
+    ts_system *s = &c->system;
+    s->peak_flops[TS_DTYPE_FP8] = 0;
+    c->gemm_fp8_rms_error = 0;
+    if (c->n_gemm_fp8 == 0) return TS_OK;
+    TS_CHECK(gemm_peak(c->gemm_fp8, c->n_gemm_fp8, "fp8 GEMM", &s->peak_flops[TS_DTYPE_FP8]));
+    fit_gemm_curve(c->gemm_fp8, c->n_gemm_fp8, s->peak_flops[TS_DTYPE_FP8], &s->gemm_eff_fp8);
+    c->gemm_fp8_rms_error = gemm_model(s, TS_DTYPE_FP8, c->gemm_fp8, c->n_gemm_fp8);
+    return TS_OK;
+}
+
 static ts_status fit_compute(ts_calib *c) {
     ts_system *s = &c->system;
     double peak = 0, bf16 = 0, u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
@@ -194,18 +218,11 @@ static ts_status fit_compute(ts_calib *c) {
     s->peak_flops[TS_DTYPE_FP32] = peak;
     /* Where the bf16 grid ran (GPUs), its best rate; else no bf16 path: plans in bf16 cost as fp32. */
     s->peak_flops[TS_DTYPE_BF16] = c->n_gemm_bf16 > 0 ? bf16 : peak;
-    s->peak_flops[TS_DTYPE_FP16] = s->peak_flops[TS_DTYPE_FP8] = 0;
-    fit_gemm_curve(c, peak, &s->gemm_eff);
-    for (int i = 0; i < c->n_gemm; i++) {
-        ts_calib_gemm *g = &c->gemm[i];
-        g->model_s = ts_gemm_s(s, TS_DTYPE_FP32, g->m, g->n, g->k);
-        u[i] = g->model_s, t[i] = g->time_s;
-    }
-    c->gemm_rms_error = rms(u, t, c->n_gemm);
-    for (int i = 0; i < c->n_gemm_bf16; i++) {
-        ts_calib_gemm *g = &c->gemm_bf16[i];
-        g->model_s = ts_gemm_s(s, TS_DTYPE_BF16, g->m, g->n, g->k);
-    }
+    s->peak_flops[TS_DTYPE_FP16] = 0;
+    fit_gemm_curve(c->gemm, c->n_gemm, peak, &s->gemm_eff);
+    c->gemm_rms_error = gemm_model(s, TS_DTYPE_FP32, c->gemm, c->n_gemm);
+    TS_CHECK(fit_fp8(c));
+    (void)gemm_model(s, TS_DTYPE_BF16, c->gemm_bf16, c->n_gemm_bf16); /* the rows' model times */
 
     if (c->n_mem > 0) {
         for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].bytes, t[i] = c->mem[i].time_s;
@@ -327,14 +344,18 @@ static void print_header(FILE *f, const ts_calib *c) {
     fprintf(f, "# %s\n# %s\n# cpu: %s\n", c->openblas, c->mpi, c->cpu[0] ? c->cpu : "unknown");
 }
 
-/* The fp32 grid, or the bf16 one (where measured). */
-static void print_gemm(FILE *f, const ts_calib *c, int bf16) {
-    const ts_calib_gemm *rows = bf16 ? c->gemm_bf16 : c->gemm;
-    int n = bf16 ? c->n_gemm_bf16 : c->n_gemm;
+/* The fp32 grid, or the bf16 or fp8 one (where measured). */
+static void print_gemm(FILE *f, const ts_calib *c, ts_dtype dt) {
+    const ts_calib_gemm *rows = dt == TS_DTYPE_FP8 ? c->gemm_fp8 : dt == TS_DTYPE_BF16 ? c->gemm_bf16 : c->gemm;
+    int n = dt == TS_DTYPE_FP8 ? c->n_gemm_fp8 : dt == TS_DTYPE_BF16 ? c->n_gemm_bf16 : c->n_gemm;
     if (n == 0) return;
-    fprintf(f, "#\n# GEMM: the backend's %s (%s, %s); a repetition runs NT, NN and TN once; time is one call\n",
-            bf16 ? "gemm_bf16" : "sgemm", c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS",
-            bf16 ? "bf16, fp32 accumulation" : "fp32");
+    if (dt == TS_DTYPE_FP8)
+        fprintf(f, "#\n# GEMM fp8: cublasLtMatmul, E4M3 in, bf16 out, fp32 accumulation (Transformer Engine's calls);\n"
+                   "# time is the mean of its forward (fast accumulation) and two backward GEMMs (split accumulation)\n");
+    else
+        fprintf(f, "#\n# GEMM: the backend's %s (%s, %s); a repetition runs NT, NN and TN once; time is one call\n",
+                dt == TS_DTYPE_BF16 ? "gemm_bf16" : "sgemm", c->device == TS_DEVICE_CUDA ? "cuBLAS" : "OpenBLAS",
+                dt == TS_DTYPE_BF16 ? "bf16, fp32 accumulation" : "fp32");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "m", "n", "k", "flops", "reps", "time", "rate", "eff", "model", "err");
     fprintf(f, "#%6s %6s %6s %12s %7s %10s %9s %6s %10s %6s\n", "", "", "", "", "", "us", "GFLOP/s", "", "us", "%");
     double peak = best_gemm_rate(rows, n); /* the peak before the in-situ factor */
@@ -443,13 +464,23 @@ static void print_spec(FILE *f, const ts_calib *c) {
     fprintf(f, "#   link busbw %.3f GB/s, latency %.2f us per step (rms err %.1f%%); node.gpus %d, node.cores %d%s\n",
             1e-9 * s->link_bytes_per_s * s->link_busbw_eff, 1e6 * s->link_latency_s, 100 * c->fit_all.rms_error,
             s->gpus_per_node, s->cores_per_node, s->serial_ops ? ", serial_ops" : "");
+    char fp8[320];
+    ts_calib_fp8_note(c, fp8, sizeof fp8);
+    fprintf(f, "#   %s\n", fp8);
+    if (c->n_gemm_fp8 > 0) { /* the curve as the profile holds it: FLOPs:efficiency */
+        fprintf(f, "#   efficiency.gemm_fp8:");
+        for (int i = 0; i < s->gemm_eff_fp8.n; i++)
+            fprintf(f, "%s %.3g:%.3f", i && i % 8 == 0 ? "\n#    " : "", s->gemm_eff_fp8.flops[i], s->gemm_eff_fp8.eff[i]);
+        fprintf(f, "\n");
+    }
     fprintf(f, "# measured in %.1f s\n", c->elapsed_s);
 }
 
 ts_status ts_calib_print(FILE *f, const ts_calib *c) {
     print_header(f, c);
-    print_gemm(f, c, 0);
-    print_gemm(f, c, 1);
+    print_gemm(f, c, TS_DTYPE_FP32);
+    print_gemm(f, c, TS_DTYPE_BF16);
+    print_gemm(f, c, TS_DTYPE_FP8);
     print_mem(f, c);
     print_attn(f, c);
     print_coll(f, c);
@@ -506,6 +537,7 @@ static ts_status json_compute(const ts_calib *c, cJSON *root) {
     cJSON *arr, *row;
     TS_CHECK(json_gemm(root, "gemm", c->gemm, c->n_gemm));
     if (c->n_gemm_bf16 > 0) TS_CHECK(json_gemm(root, "gemm_bf16", c->gemm_bf16, c->n_gemm_bf16));
+    if (c->n_gemm_fp8 > 0) TS_CHECK(json_gemm(root, "gemm_fp8", c->gemm_fp8, c->n_gemm_fp8));
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "elementwise"), res, exit);
     for (int i = 0; i < c->n_mem; i++) {
         const ts_calib_mem *m = &c->mem[i];
@@ -601,7 +633,7 @@ static ts_status json_measured(const ts_calib *c, cJSON **out) {
     TS_CHECK_GOTO(add_nums(root, "ranks", (double)c->ranks, "cores", (double)c->cores, "compute_ranks",
                            (double)c->compute_ranks, "threads", (double)c->threads, "min_point_s", c->min_point_s,
                            "elapsed_s", c->elapsed_s, "gpu_memory_bytes", c->gpu_memory_bytes,
-                           (const char *)NULL), res, fail);
+                           "gpu_compute_capability", c->gpu_cc / 10.0, (const char *)NULL), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "oversubscribed", c->oversubscribed), res, fail);
     TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "quick", c->quick), res, fail);
     const char *keys[] = {"device", "host", "date", "cpu", "gpu", "openblas", "mpi", "command"};
@@ -688,6 +720,32 @@ static ts_status add_node_sources(const ts_calib *c, cJSON *spec) {
     return TS_OK;
 }
 
+/* peak_flops.fp8 and efficiency.gemm_fp8: how the fp8 grid was measured and fitted, or why it was
+ * not and where the curve comes from (ts_calib_fp8_note). */
+static ts_status add_fp8_sources(const ts_calib *c, cJSON *peak, cJSON *eff, const char *how) {
+    char note[320];
+    ts_calib_fp8_note(c, note, sizeof note);
+    cJSON *curve = cJSON_GetObjectItemCaseSensitive(eff, "gemm_fp8");
+    int measured = c->n_gemm_fp8 > 0;
+    if (measured)
+        TS_CHECK(sourced(peak, "fp8", "tessera calibrate: best per-rank fp8 GEMM rate over %d (m, n, k) shapes "
+                         "(cublasLtMatmul E4M3, bf16 out, as Transformer Engine: forward with fast accumulation, two "
+                         "backward without); %s", c->n_gemm_fp8, how));
+    else
+        TS_CHECK(sourced(peak, "fp8", "%s", note));
+    if (curve == NULL) return TS_OK;
+    char text[768];
+    if (measured)
+        snprintf(text, sizeof text, "tessera calibrate: fp8 GEMM rate / peak_flops.fp8 by FLOPs (2mnk) over %d shapes, "
+                 "equal FLOPs pooled, merged to at most %d points in log(flops) (the fp32 curve's fitter; rms err "
+                 "%.1f%%); %s", c->n_gemm_fp8, TS_EFF_POINTS_MAX, 100 * c->gemm_fp8_rms_error, how);
+    else
+        snprintf(text, sizeof text, "the template's curve, not measured here: %s", note);
+    if (cJSON_AddStringToObject(curve, "source", text) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm_fp8.source");
+    return TS_OK;
+}
+
 /* The "source" strings of the measured figures: how each was measured. */
 static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     int on_gpu = c->device == TS_DEVICE_CUDA;
@@ -720,6 +778,7 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     else
         TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (the backend has no bf16 GEMM): the measured fp32 figure"
                                               : "no bf16 path on CPU ranks: the measured fp32 figure"));
+    TS_CHECK(add_fp8_sources(c, peak, eff, how));
     if (c->situ.steps > 0)
         snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)",
                  ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);

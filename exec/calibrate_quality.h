@@ -6,7 +6,8 @@
  * validate` holds the simulator to (median 5%, worst 15%, docs/calibration-and-validation.md):
  * GEMMs, with attention the largest part of a CPU step (about 40% each of tiny's measured step,
  * `tessera compare` of the matrix's case 2 in docs/calibration-and-validation.md), may be off by
- * no more than the worst-case target, 15%; the smaller kinds and attention, whose in-situ factor
+ * no more than the worst-case target, 15% (and so may fp8 GEMMs, an FP8 plan's linear layers, where
+ * a GPU measured them); the smaller kinds and attention, whose in-situ factor
  * rescales it, by twice that; collectives, under 1% of those steps on one host, by 50%.
  *
  * Stability: the load average over the last minute against the cores (getloadavg(3)) and, after the

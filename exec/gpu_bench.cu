@@ -1,4 +1,5 @@
-/* GPU timers of gpu_bench.h: bf16 GEMMs through cublasGemmEx, fp8 GEMMs through cublasLtMatmul, the
+/* GPU timers of gpu_bench.h: bf16 GEMMs through cublasGemmEx, fp8 GEMMs through cublasLtMatmul (scale
+ * pointers, fast or split accumulation, the heuristic's algorithm: as Transformer Engine), the
  * tiled attention, and an empty kernel's launch. Each owns its buffers, handles and stream (the
  * legacy default stream), times with CUDA events after one warm-up call, and repeats until min_s
  * has passed (at least 3 calls). Inputs are constant small values: speed does not depend on them. */
@@ -17,8 +18,9 @@ extern "C" {
 /* One call of the measured operation. */
 typedef ts_status (*timed_fn)(void *ctx);
 
-/* Seconds per call of fn: a warm-up, then batches of calls between two events until min_s. */
-static ts_status time_calls(timed_fn fn, void *ctx, double min_s, double *seconds) {
+/* Seconds per call of fn: a warm-up, then batches of calls between two events until min_s;
+ * *calls (may be NULL): how many were timed. */
+static ts_status time_calls(timed_fn fn, void *ctx, double min_s, double *seconds, int *calls_out) {
     ts_status res = TS_OK;
     cudaEvent_t a = NULL, b = NULL;
     float ms = 0;
@@ -38,6 +40,7 @@ static ts_status time_calls(timed_fn fn, void *ctx, double min_s, double *second
         calls += batch;
     }
     *seconds = ms * 1e-3 / calls;
+    if (calls_out) *calls_out = calls;
 fail:
     if (a) cudaEventDestroy(a);
     if (b) cudaEventDestroy(b);
@@ -62,7 +65,9 @@ typedef struct {
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo; /* fp8: cuBLASLt's first heuristic choice, picked once */
     void *A, *B, *C, *ws;
+    float *scale; /* fp8: the per-tensor scale of A and of B (1.0), device memory */
 } gemm_ctx;
 
 /* Column-major C (m × n) = A^T B with A stored (k × m) and B (k × n): the "TN" layout both cuBLAS
@@ -83,25 +88,51 @@ static ts_status gemm_fp8_call(void *p) {
     gemm_ctx *c = (gemm_ctx *)p;
     ts_status res = TS_OK;
     float one = 1.0f, zero = 0.0f;
-    TS_CUBLAS_GOTO(cublasLtMatmul(c->lt, c->op, &one, c->A, c->la, c->B, c->lb, &zero, c->C, c->lc, c->C, c->lc, NULL,
-                                  c->ws, TS_CUBLASLT_WORKSPACE_BYTES, 0),
+    TS_CUBLAS_GOTO(cublasLtMatmul(c->lt, c->op, &one, c->A, c->la, c->B, c->lb, &zero, c->C, c->lc, c->C, c->lc,
+                                  &c->algo, c->ws, TS_CUBLASLT_WORKSPACE_BYTES, 0),
                    res, fail);
 fail:
     return res;
 }
 
-/* The fp8 matmul's descriptors: E4M3 A (k × m, transposed) and B (k × n), bf16 C (m × n). */
-static ts_status fp8_layouts(gemm_ctx *c) {
+/* The fp8 matmul's descriptors: E4M3 A (k × m, transposed) and B (k × n), bf16 C (m × n), the
+ * scale pointers, fast accumulation or not (gpu_bench.h), and the heuristic's first algorithm. */
+static ts_status fp8_layouts(gemm_ctx *c, int fast_accum) {
     ts_status res = TS_OK;
     cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    int8_t fast = fast_accum != 0;
+    const float one = 1.0f;
+    uint64_t ws = TS_CUBLASLT_WORKSPACE_BYTES;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t best = {};
+    int found = 0;
+    TS_CUDA_GOTO(cudaMalloc((void **)&c->scale, sizeof one), res, fail);
+    TS_CUDA_GOTO(cudaMemcpy(c->scale, &one, sizeof one, cudaMemcpyHostToDevice), res, fail);
     TS_CUBLAS_GOTO(cublasLtCreate(&c->lt), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatmulDescCreate(&c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n), res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->scale, sizeof c->scale),
+                   res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->scale, sizeof c->scale),
+                   res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_8F_E4M3, c->g->k, c->g->m, c->g->k), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->lb, CUDA_R_8F_E4M3, c->g->k, c->g->n, c->g->k), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->lc, CUDA_R_16BF, c->g->m, c->g->n, c->g->m), res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulPreferenceCreate(&pref), res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                   res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatmulAlgoGetHeuristic(c->lt, c->op, c->la, c->lb, c->lc, c->lc, pref, 1, &best, &found), res,
+                   fail);
+    if (found < 1) {
+        res = TS_FAIL(TS_ERR_EXTERNAL, "gpu gemm timer: cuBLASLt has no fp8 algorithm for m %d n %d k %d", c->g->m,
+                      c->g->n, c->g->k);
+        goto fail;
+    }
+    c->algo = best.algo;
 fail:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     return res;
 }
 
@@ -112,13 +143,15 @@ static void gemm_ctx_free(gemm_ctx *c) {
     if (c->op) cublasLtMatmulDescDestroy(c->op);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
-    cudaFree(c->A), cudaFree(c->B), cudaFree(c->C), cudaFree(c->ws);
+    cudaFree(c->A), cudaFree(c->B), cudaFree(c->C), cudaFree(c->ws), cudaFree(c->scale);
 }
 
 extern "C" ts_status ts_gpu_describe(char *name, size_t name_size, int *cc_major, int *cc_minor) {
     ts_status res = TS_OK;
     cudaDeviceProp p;
-    TS_CUDA_GOTO(cudaGetDeviceProperties(&p, 0), res, fail);
+    int dev = 0;
+    TS_CUDA_GOTO(cudaGetDevice(&dev), res, fail);
+    TS_CUDA_GOTO(cudaGetDeviceProperties(&p, dev), res, fail);
     snprintf(name, name_size, "%s", p.name);
     *cc_major = p.major;
     *cc_minor = p.minor;
@@ -126,7 +159,9 @@ fail:
     return res;
 }
 
-extern "C" ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double min_s, double *seconds) {
+/* Seconds per call of one GEMM of `g` in bf16 or fp8 (fast_accum: fp8 only); *calls may be NULL. */
+static ts_status time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds,
+                           int *calls) {
     ts_status res = TS_OK;
     gemm_ctx c = {};
     c.g = g;
@@ -144,15 +179,24 @@ extern "C" ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g
     TS_CHECK_GOTO(dev_buffer((size_t)g->m * g->n * 2, 0, &c.C), res, fail);
     if (dtype == TS_DTYPE_BF16) {
         TS_CUBLAS_GOTO(cublasCreate(&c.blas), res, fail);
-        TS_CHECK_GOTO(time_calls(gemm_bf16_call, &c, min_s, seconds), res, fail);
+        TS_CHECK_GOTO(time_calls(gemm_bf16_call, &c, min_s, seconds, calls), res, fail);
     } else {
         TS_CHECK_GOTO(dev_buffer(TS_CUBLASLT_WORKSPACE_BYTES, 0, &c.ws), res, fail);
-        TS_CHECK_GOTO(fp8_layouts(&c), res, fail);
-        TS_CHECK_GOTO(time_calls(gemm_fp8_call, &c, min_s, seconds), res, fail);
+        TS_CHECK_GOTO(fp8_layouts(&c, fast_accum), res, fail);
+        TS_CHECK_GOTO(time_calls(gemm_fp8_call, &c, min_s, seconds, calls), res, fail);
     }
 fail:
     gemm_ctx_free(&c);
     return res;
+}
+
+extern "C" ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double min_s, double *seconds) {
+    return time_gemm(dtype, g, 0, min_s, seconds, NULL);
+}
+
+extern "C" ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds,
+                                          int *calls) {
+    return time_gemm(TS_DTYPE_FP8, g, fast_accum, min_s, seconds, calls);
 }
 
 /* ---- attention and launch latency ---------------------------------------------------------------- */
@@ -190,7 +234,7 @@ extern "C" ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, 
     c.bwd = 0;
     TS_CHECK_GOTO(attn_call(&c), res, fail); /* the backward reads a real lse */
     c.bwd = bwd;
-    TS_CHECK_GOTO(time_calls(attn_call, &c, min_s, seconds), res, fail);
+    TS_CHECK_GOTO(time_calls(attn_call, &c, min_s, seconds, NULL), res, fail);
 fail:
     free(pos);
     cudaFree(gpos);
@@ -210,4 +254,4 @@ fail:
     return res;
 }
 
-extern "C" ts_status ts_gpu_time_launch(double *seconds) { return time_calls(launch_call, NULL, 0.05, seconds); }
+extern "C" ts_status ts_gpu_time_launch(double *seconds) { return time_calls(launch_call, NULL, 0.05, seconds, NULL); }

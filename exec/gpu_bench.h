@@ -36,6 +36,16 @@ typedef struct {
 /* The GEMM grid (quick: fewer squares, the 1B layer's GEMMs kept) into out (TS_GPU_GEMM_MAX);
  * returns the count. */
 int ts_gpu_gemm_grid(int quick, ts_gpu_gemm_shape *out);
+/* The m, n and k values of `tessera calibrate --device cuda`'s GEMM grids (exec/calibrate.c: every
+ * (m, n, k) of them, the bf16 grid and the fp8 one), 64 .. 8192 (quick: 64 .. 4096); returns how many. */
+int ts_gpu_calib_dims(int quick, const int **dims);
+
+/* The fp8 grid of `tessera calibrate --device cuda` (TS_GPU_FP8_GRID_MAX): every (m, n, k) of
+ * ts_gpu_calib_dims, as the bf16 grid (so the two are measured at the same shapes), then the shapes
+ * of ts_gpu_gemm_grid not among them (the Llama-3.2-1B layer's training GEMMs); returns the count. */
+#define TS_GPU_FP8_GRID_MAX 134 /* 5³ + TS_GPU_GEMM_MAX's 9 */
+int ts_gpu_fp8_grid(int quick, ts_gpu_gemm_shape *out);
+
 /* The attention grid (quick: sequences 1k and 4k only) into out (TS_GPU_ATTN_MAX). */
 int ts_gpu_attn_grid(int quick, ts_gpu_attn_shape *out);
 
@@ -49,12 +59,22 @@ double ts_gpu_attn_flops(const ts_gpu_attn_shape *a, int bwd);
  * below compute capability 8.9), averaged over calls filling at least min_s after a warm-up. Owns
  * its buffers and handles, so it needs no backend. */
 ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double min_s, double *seconds);
+/* Seconds per call of an fp8 GEMM as Transformer Engine issues one (transformer_engine/common/gemm/
+ * cublaslt_gemm.cu): cublasLtMatmul, E4M3 A and B in the "TN" layout (the only one Hopper's fp8
+ * tensor cores take), per-tensor scales through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER (device
+ * floats), bf16 output, fp32 accumulation, the algorithm cuBLASLt's heuristic ranks first with a
+ * 32 MiB workspace, picked once. fast_accum sets CUBLASLT_MATMUL_DESC_FAST_ACCUM: Transformer
+ * Engine's forward GEMM runs with it, the two backward GEMMs without (split accumulator,
+ * module/base.py _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD = True). *calls: how many
+ * were timed. Refused below compute capability 8.9. */
+ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds, int *calls);
 /* Seconds per call of the tiled attention (exec/kernels_cuda_flash.cu) forward (bwd = 0) or
  * backward (bwd = 1) on a causal batch of shape a. */
 ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, double min_s, double *seconds);
 /* Seconds from one launch of an empty kernel to the next, back to back on one stream. */
 ts_status ts_gpu_time_launch(double *seconds);
-/* The GPU's name and compute capability (device 0 of this process). */
+/* The GPU's name and compute capability (this process's current device: the one the CUDA backend
+ * picked for the rank, device 0 before it). */
 ts_status ts_gpu_describe(char *name, size_t name_size, int *cc_major, int *cc_minor);
 
 #endif

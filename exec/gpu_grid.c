@@ -22,6 +22,30 @@ int ts_gpu_gemm_grid(int quick, ts_gpu_gemm_shape *out) {
     return n;
 }
 
+int ts_gpu_calib_dims(int quick, const int **dims) {
+    static const int full[] = {64, 256, 1024, 4096, 8192}, quick_dims[] = {64, 1024, 4096};
+    *dims = quick ? quick_dims : full;
+    return quick ? 3 : 5;
+}
+
+int ts_gpu_fp8_grid(int quick, ts_gpu_gemm_shape *out) {
+    const int *d;
+    int nd = ts_gpu_calib_dims(quick, &d), n = 0, cube;
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; j < nd; j++)
+            for (int l = 0; l < nd; l++) out[n++] = (ts_gpu_gemm_shape){d[i], d[j], d[l], "grid"};
+    cube = n;
+    ts_gpu_gemm_shape layer[TS_GPU_GEMM_MAX];
+    int nl = ts_gpu_gemm_grid(quick, layer);
+    for (int i = 0; i < nl; i++) {
+        int seen = 0;
+        for (int j = 0; j < cube && !seen; j++)
+            seen = out[j].m == layer[i].m && out[j].n == layer[i].n && out[j].k == layer[i].k;
+        if (!seen) out[n++] = layer[i];
+    }
+    return n;
+}
+
 int ts_gpu_attn_grid(int quick, ts_gpu_attn_shape *out) {
     static const int seqs[] = {512, 1024, 2048, 4096, 8192, 16384}, quick_seqs[] = {1024, 4096};
     static const int dims[] = {64, 128};

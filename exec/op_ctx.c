@@ -2,26 +2,28 @@
 #include <stdlib.h>
 
 #include "exec/op_ctx.h"
+#include "planner/memory_exec_buffers.h"
 
 /* The workspace's backend tensors, in one order for allocating and freeing. */
 #define WORK_TENSORS(w)                                                                                         \
     {&(w)->cur, &(w)->dcur, &(w)->dmid, &(w)->dfull, &(w)->dln, &(w)->proj, &(w)->rows, &(w)->datt, &(w)->dqkv, \
      &(w)->ring[0], &(w)->ring[1], &(w)->ring_out, &(w)->ring_lse, &(w)->dact, &(w)->dgate, &(w)->dup,         \
      &(w)->dxe, &(w)->dye, &(w)->dxr, &(w)->dyr, &(w)->dweight, &(w)->dlogits_r, &(w)->dlogits,              \
-     &(w)->scratch, &(w)->norm_grad}
+     &(w)->scratch, &(w)->norm_grad, &(w)->router_grad}
 
 ts_status tr_work_init(tr_work *w, const tr_shape *s, const ts_backend *be, tr_tally *tally) {
     *w = (tr_work){0};
-    size_t T = (size_t)s->T, C = (size_t)s->C, ep = (size_t)s->l->ep;
-    size_t TK = T * (size_t)(s->K > 0 ? s->K : 1), R = s->K > 0 ? TK * ep : T; /* rows an expert set gets */
-    size_t Fmax = (size_t)(s->Fr > s->Fer ? s->Fr : s->Fer), rows = R > T ? R : T;
-    size_t ring = s->cp > 1 ? T * 4 * s->KVD : 0, Ts = s->cp > 1 ? (size_t)s->Ts : 0;
+    size_t T = (size_t)s->T, ep = (size_t)s->l->ep;
+    size_t TK = T * (size_t)(s->K > 0 ? s->K : 1);
     float **bufs[] = WORK_TENSORS(w);
-    size_t sizes[] = {T * C, T * C, T * C, T * C, T * C, T * C, T * C, T * s->Qr, T * s->QKVr, ring, ring,
-                      Ts * s->Qr, Ts * s->Hr, rows * Fmax, rows * Fmax, rows * Fmax, TK * C, TK * C, rows * C,
-                      rows * C, TK, T * (size_t)(s->E > 0 ? s->E : 1), T * s->Vr, T, C};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        TS_CHECK(tr_alloc_floats(be, tally, TR_MEM_BUFFERS, sizes[i] ? sizes[i] : 1, bufs[i]));
+    _Static_assert(sizeof bufs / sizeof bufs[0] == TS_EXEC_WORK_TENSORS, "the planner sizes every tensor");
+    /* Sized by the planner's function, which prices CPU-rank plans' buffers with the same sizes. */
+    size_t sizes[TS_EXEC_WORK_TENSORS];
+    ts_exec_dims d;
+    tr_shape_dims(s, &d);
+    ts_exec_work_floats(&d, s->cp > 1 ? (size_t)s->Ts : 0, sizes);
+    for (size_t i = 0; i < TS_EXEC_WORK_TENSORS; i++)
+        TS_CHECK(tr_alloc_floats(be, tally, TR_MEM_BUFFERS, sizes[i], bufs[i]));
     w->ep_counts = calloc(ep * (size_t)(s->El > 0 ? s->El : 1), sizeof(int));
     w->a2a = calloc(4 * ep, sizeof(int));
     if (!w->ep_counts || !w->a2a) return TS_FAIL(TS_ERR_NOMEM, "out of memory for all-to-all counts");

@@ -46,6 +46,7 @@ typedef struct {
     float *ring_out, *ring_lse; /* (Ts, Qr), (Ts, Hr) one key block's attention before its merge */
     float *scratch;             /* (T) attention (Ts per call) and the per-token losses */
     float *norm_grad;           /* (C) SP: a norm's weight gradient before its TP all-reduce */
+    float *router_grad;         /* (E, C) experts apart from TP: the router's, before its TP sum */
     int mlp_open;               /* backward: an MLP block awaits its closing norm backward */
 
     int *ep_counts;                                 /* host (ep·El) rows per (peer, expert) */

@@ -1,5 +1,6 @@
 /* Pipeline transfers and the DP stream's reductions and gathers (see ops_comm.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec/ops_comm.h"
 #include "program/schedule.h"
@@ -10,30 +11,42 @@ static int rank_at_stage(const tr_op_ctx *c, int stage) {
     return ts_rank_of(c->s->l, co);
 }
 
+void tr_sends_init(tr_sends *sends, tr_tally *tally) { *sends = (tr_sends){.tally = tally}; }
+
 static ts_status sends_reserve(tr_sends *q) {
     if (q->n < q->cap) return TS_OK;
     int cap = q->cap ? 2 * q->cap : 16;
     ts_request **r = realloc(q->reqs, (size_t)cap * sizeof *r);
     float **b = r ? realloc(q->bufs, (size_t)cap * sizeof *b) : NULL;
+    size_t *f = b ? realloc(q->floats, (size_t)cap * sizeof *f) : NULL;
     if (r) q->reqs = r;
     if (b) q->bufs = b;
-    if (!r || !b) return TS_FAIL(TS_ERR_NOMEM, "out of memory for pipeline sends");
+    if (f) q->floats = f;
+    if (!r || !b || !f) return TS_FAIL(TS_ERR_NOMEM, "out of memory for pipeline sends");
     q->cap = cap;
     return TS_OK;
+}
+
+/* Send i's copy freed once its send has completed (or been waited for after a failure). */
+static void sends_release(tr_sends *q, const ts_backend *be, int i) {
+    be->free(q->bufs[i]);
+    tr_tally_add(q->tally, TR_MEM_BUFFERS, -(double)q->floats[i] * sizeof(float));
 }
 
 /* Posts a send of `src` (n floats) to `peer`, from a copy of it that `sends` owns. */
 static ts_status send_copy(const tr_op_ctx *c, tr_sends *sends, const float *src, size_t n, int peer, int tag) {
     TS_CHECK(sends_reserve(sends));
     float *copy = NULL;
-    TS_CHECK(c->be->alloc(n * sizeof *copy, (void **)&copy));
+    TS_CHECK(tr_alloc_floats(c->be, sends->tally, TR_MEM_BUFFERS, n, &copy));
+    sends->bufs[sends->n] = copy;
+    sends->floats[sends->n] = n;
     ts_status st = tr_copy_floats(c, copy, src, n);
     if (st == TS_OK) st = c->be->send(copy, n, peer, tag, &sends->reqs[sends->n]);
     if (st != TS_OK) {
-        c->be->free(copy);
+        sends_release(sends, c->be, sends->n);
         return st;
     }
-    sends->bufs[sends->n++] = copy;
+    sends->n++;
     return TS_OK;
 }
 
@@ -53,10 +66,11 @@ static ts_status mirror_segment(const tr_op_ctx *c, tr_sends *sends, tr_segment 
     if (g->n == 0) return TS_OK;
     if (op->kind == TS_OP_SEND) return send_copy(c, sends, g->grad, g->n, peer, tag);
     float *in = NULL;
-    TS_CHECK(c->be->alloc(g->n * sizeof *in, (void **)&in));
+    TS_CHECK(tr_alloc_floats(c->be, sends->tally, TR_MEM_BUFFERS, g->n, &in));
     ts_status st = c->be->recv(in, g->n, peer, tag);
     if (st == TS_OK) st = c->k->add(g->grad, g->grad, in, g->n);
     c->be->free(in);
+    tr_tally_add(sends->tally, TR_MEM_BUFFERS, -(double)g->n * sizeof *in);
     return st;
 }
 
@@ -81,8 +95,17 @@ ts_status tr_mirror_op(const tr_op_ctx *c, tr_sends *sends, tr_store *st, const 
 
 ts_status tr_sends_wait(tr_sends *q, const ts_backend *be) {
     for (int i = 0; i < q->n; i++) {
-        TS_CHECK(be->wait(q->reqs[i]));
-        be->free(q->bufs[i]);
+        ts_status st = be->wait(q->reqs[i]); /* frees the request, failed or not */
+        sends_release(q, be, i);
+        if (st != TS_OK) {
+            /* Sends 0..i are released: keep only i+1.. so tr_sends_free cannot free them twice. */
+            int left = q->n - i - 1;
+            memmove(q->reqs, q->reqs + i + 1, (size_t)left * sizeof *q->reqs);
+            memmove(q->bufs, q->bufs + i + 1, (size_t)left * sizeof *q->bufs);
+            memmove(q->floats, q->floats + i + 1, (size_t)left * sizeof *q->floats);
+            q->n = left;
+            return st;
+        }
     }
     q->n = 0;
     return TS_OK;
@@ -91,10 +114,11 @@ ts_status tr_sends_wait(tr_sends *q, const ts_backend *be) {
 void tr_sends_free(tr_sends *q, const ts_backend *be) {
     for (int i = 0; i < q->n; i++) {
         be->wait(q->reqs[i]);
-        be->free(q->bufs[i]);
+        sends_release(q, be, i);
     }
     free(q->reqs);
     free(q->bufs);
+    free(q->floats);
     *q = (tr_sends){0};
 }
 

@@ -5,7 +5,9 @@
  * blocks' own ops.)
  *
  * Memory. A pipeline send reads its own copy of the tensor (backend memory), since the next op
- * overwrites the slot before the send ends; tr_sends owns the copies until they are waited for. */
+ * overwrites the slot before the send ends; tr_sends owns the copies until they are waited for
+ * (at the step's end), counted under buffers in the tally (planner/memory_exec_buffers.h prices
+ * them), as is a received mirror copy while it is added. */
 #ifndef TS_OPS_COMM_H
 #define TS_OPS_COMM_H
 
@@ -16,8 +18,13 @@
 typedef struct {
     int n, cap;
     ts_request **reqs;
-    float **bufs; /* backend memory, freed once the send completes */
+    float **bufs;    /* backend memory, freed once the send completes */
+    size_t *floats;  /* each copy's size */
+    tr_tally *tally; /* where the copies are counted (tr_sends_init) */
 } tr_sends;
+
+/* An empty list whose copies `tally` counts; tr_sends_free releases it. */
+void tr_sends_init(tr_sends *sends, tr_tally *tally);
 
 /* PP_ACT / PP_GRAD, SEND or RECV: the slot's `cur` (activation) or `dcur` (gradient) to or from
  * the stage op->peer; a send is posted and added to `sends`. */

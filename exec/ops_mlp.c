@@ -21,7 +21,7 @@ static ts_status close_block(const tr_op_ctx *c, const ts_op *op, tr_acts *a, co
 }
 
 ts_status tr_mlp_close_fwd(const tr_op_ctx *c, const ts_op *op, tr_acts *a) {
-    if (c->s->l->tp > 1) return TS_OK;
+    if (c->s->l->tp > 1 && tr_shape_mlp_tp(c->s, op->layer)) return TS_OK; /* TP_MLP closes it */
     return close_block(c, op, a, c->w->proj);
 }
 
@@ -31,8 +31,9 @@ ts_status tr_mlp_fwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_acts *a
     tr_work *w = c->w;
     float *rows;
     switch (op->part) {
-    case TS_PART_NORM2:
-        return k->rmsnorm_fwd(s->l->sp ? w->rows : a->ln2, a->rstd2, a->mid, P.mlp_norm, s->Tl, s->C, EPS);
+    case TS_PART_NORM2: /* under SP into the rows SP_GATHER_MLP gathers, unless the block has none */
+        return k->rmsnorm_fwd(s->l->sp && tr_shape_mlp_tp(s, op->layer) ? w->rows : a->ln2, a->rstd2, a->mid,
+                              P.mlp_norm, s->Tl, s->C, EPS);
     case TS_PART_SP_GATHER_MLP:
         return c->be->all_gather(tr_comm(c, TS_GROUP_TP), w->rows, a->ln2, (size_t)s->Tl * s->C);
     case TS_PART_FC1:
@@ -73,7 +74,7 @@ ts_status tr_mlp_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G
     switch (op->part) {
     case TS_PART_NORM2: /* the MLP block's backward starts: keep the residual's gradient */
         TS_CHECK(tr_copy_floats(c, w->dmid, w->dcur, Tl * C));
-        if (!s->l->sp) TS_CHECK(tr_copy_floats(c, w->dfull, w->dcur, T * C));
+        if (!s->l->sp || !tr_shape_mlp_tp(s, layer)) TS_CHECK(tr_copy_floats(c, w->dfull, w->dcur, Tl * C));
         w->mlp_open = 1;
         return TS_OK;
     case TS_PART_SP_GATHER_MLP:

@@ -10,9 +10,9 @@
 static ts_status plan_experts(const tr_op_ctx *c, tr_acts *a) {
     const tr_shape *s = c->s;
     tr_work *w = c->w;
-    size_t TK = (size_t)s->T * s->K;
+    size_t TK = (size_t)s->Tm * s->K;
     TS_CHECK(c->k->to_host(w->host_expert, a->expert, TK * sizeof(int)));
-    ts_moe_plan(a->offset, w->host_slot_token, w->host_slot, w->host_expert, s->T, s->E, s->K);
+    ts_moe_plan(a->offset, w->host_slot_token, w->host_slot, w->host_expert, s->Tm, s->E, s->K);
     TS_CHECK(c->k->to_device(a->slot_token, w->host_slot_token, TK * sizeof(int)));
     return c->k->to_device(a->slot, w->host_slot, TK * sizeof(int));
 }
@@ -83,9 +83,9 @@ static ts_status exchange_rows(const tr_op_ctx *c, const float *in, const int *s
 static ts_status router_fwd(const tr_op_ctx *c, tr_layer P, tr_acts *a) {
     const ts_kernels *k = c->k;
     const tr_shape *s = c->s;
-    int TK = s->T * s->K;
-    TS_CHECK(k->linear_fwd(a->logits, a->ln2, P.router, s->T, s->C, s->E));
-    TS_CHECK(k->router_fwd(a->probs, a->expert, a->weight, a->logits, s->T, s->E, s->K, s->G, s->M));
+    int TK = s->Tm * s->K;
+    TS_CHECK(k->linear_fwd(a->logits, a->ln2, P.router, s->Tm, s->C, s->E));
+    TS_CHECK(k->router_fwd(a->probs, a->expert, a->weight, a->logits, s->Tm, s->E, s->K, s->G, s->M));
     TS_CHECK(plan_experts(c, a));
     TS_CHECK(k->moe_gather_fwd(a->xe, a->ln2, a->slot_token, TK, s->C));
     if (s->l->ep == 1) {
@@ -120,7 +120,7 @@ static ts_status dispatch_fwd(const tr_op_ctx *c, tr_acts *a) {
     for (int e = 0; e < El; e++) { /* each local expert's load from the whole EP group */
         int load = 0;
         for (int r = 0; r < ep; r++) load += a->src_expert_rows[r * El + e];
-        note_expert_load(c, load, (double)s->T * s->K * ep / s->E);
+        note_expert_load(c, load, (double)s->Tm * s->K * ep / s->E);
     }
     TS_CHECK(exchange_rows(c, a->xe, a->send_rows, c->w->dxr, a->recv_rows));
     return reorder_rows(c, a, c->w->dxr, a->xr, 1);
@@ -158,12 +158,12 @@ ts_status tr_moe_fwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_acts *a
         TS_CHECK(experts_fwd(c, op, P, a));
         if (s->l->ep > 1) return TS_OK; /* COMBINE brings the rows back */
         TS_CHECK(tr_copy_floats(c, a->ye, a->yr, (size_t)a->rows * C));
-        TS_CHECK(c->k->moe_combine_fwd(c->w->proj, a->ye, a->weight, a->slot, s->T, s->K, s->C));
+        TS_CHECK(c->k->moe_combine_fwd(c->w->proj, a->ye, a->weight, a->slot, s->Tm, s->K, s->C));
         return tr_mlp_close_fwd(c, op, a);
     case TS_PART_COMBINE:
         TS_CHECK(reorder_rows(c, a, a->yr, c->w->dxr, 0));
         TS_CHECK(exchange_rows(c, c->w->dxr, a->recv_rows, a->ye, a->send_rows));
-        TS_CHECK(c->k->moe_combine_fwd(c->w->proj, a->ye, a->weight, a->slot, s->T, s->K, s->C));
+        TS_CHECK(c->k->moe_combine_fwd(c->w->proj, a->ye, a->weight, a->slot, s->Tm, s->K, s->C));
         return tr_mlp_close_fwd(c, op, a);
     default:
         return TS_FAIL(TS_ERR_INPUT, "the experts have no forward for part \"%s\"", ts_part_names[op->part]);
@@ -173,16 +173,17 @@ ts_status tr_moe_fwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_acts *a
 /* ---- Backward --------------------------------------------------------------------------------- */
 
 /* The combine's backward at the source: each row's gradient is its routing weight times the
- * output gradient; each weight's gradient is the row's output against it. Under TP the expert
- * outputs are partial sums over the F slices, so the weights' gradients are summed across TP. */
+ * output gradient; each weight's gradient is the row's output against it. Under expert TP the
+ * expert outputs are partial sums over the F slices, so the weights' gradients are summed across
+ * the ETP group (the TP group when etp = tp; whole experts, etp = 1, need no sum). */
 static ts_status combine_bwd(const tr_op_ctx *c, const tr_acts *a) {
     const tr_shape *s = c->s;
     tr_work *w = c->w;
-    size_t TK = (size_t)s->T * s->K;
+    size_t TK = (size_t)s->Tm * s->K;
     TS_CHECK(tr_zero_floats(c, w->dye, TK * s->C));
     TS_CHECK(tr_zero_floats(c, w->dweight, TK));
-    TS_CHECK(c->k->moe_combine_bwd(w->dye, w->dweight, w->dfull, a->ye, a->weight, a->slot, s->T, s->K, s->C));
-    if (s->l->tp > 1) TS_CHECK(c->be->all_reduce(tr_comm(c, TS_GROUP_TP), w->dweight, w->dweight, TK));
+    TS_CHECK(c->k->moe_combine_bwd(w->dye, w->dweight, w->dfull, a->ye, a->weight, a->slot, s->Tm, s->K, s->C));
+    if (s->etp > 1) TS_CHECK(c->be->all_reduce(tr_comm(c, TS_GROUP_ETP), w->dweight, w->dweight, TK));
     return TS_OK;
 }
 
@@ -191,7 +192,7 @@ static ts_status expert_fc2_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P,
     const tr_shape *s = c->s;
     tr_work *w = c->w;
     size_t C = (size_t)s->C, F = (size_t)s->Fer;
-    TS_CHECK(tr_zero_floats(c, w->dln, (size_t)s->T * C));
+    TS_CHECK(tr_zero_floats(c, w->dln, (size_t)s->Tm * C));
     if (s->l->ep == 1) {
         TS_CHECK(combine_bwd(c, a));
         TS_CHECK(tr_copy_floats(c, w->dyr, w->dye, (size_t)a->rows * C));
@@ -226,19 +227,41 @@ static ts_status expert_fc1_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P,
         TS_CHECK(tr_wgrad_stash(c->wq, op->layer, op->mb, TS_PART_EXPERT_FC1, G.up + wo, w->dup + r * F,
                                 a->xr + r * C, n, s->C, s->Fer));
     }
-    if (s->l->ep == 1) TS_CHECK(c->k->moe_gather_bwd(w->dln, w->dxr, a->slot_token, s->T * s->K, s->C));
+    if (s->l->ep == 1) TS_CHECK(c->k->moe_gather_bwd(w->dln, w->dxr, a->slot_token, s->Tm * s->K, s->C));
     return TS_OK;
 }
 
+/* The router's backward. Experts split over TP: the router is replicated across TP on the same T
+ * rows while dln holds TP partial sums, so one rank adds its (whole) contribution and every rank
+ * has the same weight gradient. Experts apart from TP: each rank's rows are its own, dln is whole
+ * (every rank adds), and the weight gradient of its rows goes to w->router_grad, summed across TP
+ * after the router's W op (tr_moe_router_wgrad). */
 static ts_status router_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G, tr_acts *a) {
     const tr_shape *s = c->s;
     tr_work *w = c->w;
-    TS_CHECK(tr_zero_floats(c, w->dlogits_r, (size_t)s->T * s->E));
-    TS_CHECK(c->k->router_bwd(w->dlogits_r, w->dweight, a->probs, a->expert, s->T, s->E, s->K));
-    /* The router is replicated across TP while dln holds TP partial sums: one rank adds its
-     * (whole) contribution. */
-    if (s->tp_i == 0) TS_CHECK(c->k->linear_bwd_input(w->dln, w->dlogits_r, P.router, s->T, s->C, s->E));
-    return tr_wgrad_stash(c->wq, op->layer, op->mb, TS_PART_ROUTER, G.router, w->dlogits_r, a->ln2, s->T, s->C, s->E);
+    TS_CHECK(tr_zero_floats(c, w->dlogits_r, (size_t)s->Tm * s->E));
+    TS_CHECK(c->k->router_bwd(w->dlogits_r, w->dweight, a->probs, a->expert, s->Tm, s->E, s->K));
+    int apart = tr_shape_experts_apart(s);
+    if (apart || s->tp_i == 0) TS_CHECK(c->k->linear_bwd_input(w->dln, w->dlogits_r, P.router, s->Tm, s->C, s->E));
+    return tr_wgrad_stash(c->wq, op->layer, op->mb, TS_PART_ROUTER, apart ? w->router_grad : G.router, w->dlogits_r,
+                          a->ln2, s->Tm, s->C, s->E);
+}
+
+/* Experts apart from TP: the router's W GEMM (kind gemm) into w->router_grad, then the program's
+ * TP all-reduce after it (kind collective, program/program.c router_tp_sum) sums the TP ranks'
+ * shares and adds them to G.router. Megatron-Core marks the router's weight `sequence_parallel`
+ * (moe/router.py) so that finalize_model_grads sums it across TP, as it does the norms'. */
+ts_status tr_moe_router_wgrad(const tr_op_ctx *c, const ts_op *op, tr_layer G) {
+    const tr_shape *s = c->s;
+    if (!tr_shape_experts_apart(s)) return tr_wgrad_run(c->wq, op->layer, op->mb, TS_PART_ROUTER);
+    size_t n = (size_t)s->E * s->C;
+    float *g = c->w->router_grad;
+    if (op->kind == TS_OP_GEMM) {
+        TS_CHECK(tr_zero_floats(c, g, n));
+        return tr_wgrad_run(c->wq, op->layer, op->mb, TS_PART_ROUTER);
+    }
+    TS_CHECK(c->be->all_reduce(tr_comm(c, TS_GROUP_TP), g, g, n));
+    return c->k->add(G.router, G.router, g, n);
 }
 
 ts_status tr_moe_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G, tr_acts *a) {
@@ -256,7 +279,7 @@ ts_status tr_moe_bwd(const tr_op_ctx *c, const ts_op *op, tr_layer P, tr_layer G
     case TS_PART_DISPATCH: /* backward of the dispatch: the inputs' gradients come home */
         TS_CHECK(reorder_rows(c, a, w->dxr, w->dyr, 0));
         TS_CHECK(exchange_rows(c, w->dyr, a->recv_rows, w->dxe, a->send_rows));
-        return c->k->moe_gather_bwd(w->dln, w->dxe, a->slot_token, s->T * s->K, s->C);
+        return c->k->moe_gather_bwd(w->dln, w->dxe, a->slot_token, s->Tm * s->K, s->C);
     case TS_PART_ROUTER:
         return router_bwd(c, op, P, G, a);
     default:

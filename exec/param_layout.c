@@ -2,21 +2,16 @@
 #include "exec/param_layout.h"
 
 #include "exec/reference.h"
+#include "planner/memory_exec_buffers.h"
 
 size_t tr_seg_size(const tr_shape *s, tr_seg_kind kind, int global) {
-    size_t C = (size_t)s->C;
-    switch (kind) {
-    case TR_SEG_SHARED: {
-        size_t n = C + (size_t)s->QKVr * C + C * s->Qr + C;
-        if (tr_shape_is_moe(s, global)) n += (size_t)s->E * C;
-        else n += 3 * (size_t)s->Fr * C;
-        return n;
-    }
-    case TR_SEG_EXPERTS: return tr_shape_is_moe(s, global) ? 3 * (size_t)s->El * s->Fer * s->C : 0;
-    case TR_SEG_EMBED: return (size_t)s->Vr * s->C;
-    case TR_SEG_HEAD: return (size_t)s->C + (s->m->tied_embeddings ? 0 : (size_t)s->Vr * s->C);
-    }
-    return 0;
+    /* Sized by the planner's function, which prices CPU-rank plans' buffers with the same sizes. */
+    _Static_assert((int)TR_SEG_SHARED == (int)TS_EXEC_SEG_SHARED && (int)TR_SEG_EXPERTS == (int)TS_EXEC_SEG_EXPERTS &&
+                       (int)TR_SEG_EMBED == (int)TS_EXEC_SEG_EMBED && (int)TR_SEG_HEAD == (int)TS_EXEC_SEG_HEAD,
+                   "one order of segment kinds");
+    ts_exec_dims d;
+    tr_shape_dims(s, &d);
+    return ts_exec_seg_floats(&d, (ts_exec_seg)kind, tr_shape_is_moe(s, global), s->m->tied_embeddings);
 }
 
 tr_layer tr_layer_views(const tr_shape *s, int global, float *shared, float *experts) {
@@ -81,16 +76,17 @@ static void map_attention(const tr_shape *s, int global, tr_layer p, element_fn 
         for (size_t i = 0; i < (size_t)s->E * C; i++) fn(ctx, TS_REF_ROUTER, global, i, &p.router[i], 1);
 }
 
-/* The MLP's gate, up and down: a dense layer's slice, or a MoE layer's local experts' slices. */
+/* The MLP's gate, up and down: a dense layer's TP slice, or a MoE layer's local experts' ETP
+ * slices (whole experts when etp = 1). */
 static void map_mlp(const tr_shape *s, int global, tr_layer p, element_fn fn, void *ctx) {
     size_t C = (size_t)s->C;
     int moe = tr_shape_is_moe(s, global);
-    int El = moe ? s->El : 1, e0 = moe ? s->e0 : 0;
+    int El = moe ? s->El : 1, e0 = moe ? s->e0 : 0, slice = moe ? s->etp_i : s->tp_i;
     size_t Fl = moe ? (size_t)s->Fer : (size_t)s->Fr, Fg = moe ? (size_t)s->Fe : (size_t)s->F;
     for (int el = 0; el < El; el++) {
         size_t e = (size_t)(e0 + el);
         for (size_t f = 0; f < Fl; f++) {
-            size_t gf = (size_t)s->tp_i * Fl + f;
+            size_t gf = (size_t)slice * Fl + f;
             for (size_t c = 0; c < C; c++) {
                 size_t li = ((size_t)el * Fl + f) * C + c, gi = (e * Fg + gf) * C + c;
                 fn(ctx, TS_REF_GATE, global, gi, &p.gate[li], 0);
@@ -99,7 +95,7 @@ static void map_mlp(const tr_shape *s, int global, tr_layer p, element_fn fn, vo
         }
         for (size_t o = 0; o < C; o++)
             for (size_t f = 0; f < Fl; f++)
-                fn(ctx, TS_REF_DOWN, global, (e * C + o) * Fg + (size_t)s->tp_i * Fl + f,
+                fn(ctx, TS_REF_DOWN, global, (e * C + o) * Fg + (size_t)slice * Fl + f,
                    &p.down[((size_t)el * C + o) * Fl + f], 0);
     }
 }

@@ -71,8 +71,8 @@ static ts_status segment_init_values(tr_store *st, int i, uint64_t seed) {
 }
 
 /* ZeRO-2/3: the layers' gradients in two one-layer buffers of `biggest` floats, alternate layers
- * in alternate buffers. Counted as buffers, as the planner counts ZeRO-2's reduction buckets
- * (planner/stages.c): the gradients are the shard each rank keeps. */
+ * in alternate buffers. Counted as buffers, as the planner prices them for CPU ranks
+ * (planner/memory_exec_buffers.h): the gradients are the shard each rank keeps. */
 static ts_status share_layer_grads(tr_store *st, size_t biggest) {
     int n_local = st->s->n_local;
     for (int b = 0; b < 2 && b < n_local; b++)
@@ -220,8 +220,8 @@ ts_status tr_store_gather_layer(tr_store *st, int j) {
     for (int k = 0; k < 2; k++) {
         tr_segment *s = &st->seg[2 * j + k];
         if (s->n == 0 || s->zero < 3) continue;
-        /* Buffers, as the planner counts ZeRO-3's gathered layers (planner/stages.c): the
-         * weights are the shard each rank keeps. */
+        /* Buffers, as the planner counts ZeRO-3's gathered layers (planner/stages.c, and for
+         * CPU ranks planner/memory_exec_buffers.h): the weights are the shard each rank keeps. */
         TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_BUFFERS, s->part * s->members, &s->param));
         TS_CHECK(st->be->all_gather(st->comm[s->group], s->param_shard, s->param, s->part));
     }

@@ -81,9 +81,6 @@ ts_status ts_trainer_check(const ts_problem *pb, const ts_layout *l) {
     if (ts_schedules[l->schedule].splits_w && l->zero >= 2)
         return TS_FAIL(TS_ERR_INPUT, "the executor runs ZB-H1 only with zero <= 1 (got zero=%d)", l->zero);
     if (m->mtp_layers > 0) return TS_FAIL(TS_ERR_INPUT, "the executor does not run MTP modules");
-    if (ts_layout_etp(l) != l->tp)
-        return TS_FAIL(TS_ERR_INPUT, "the executor splits the experts over TP (etp = tp); etp=%d apart from tp=%d is "
-                                     "planned and simulated only", ts_layout_etp(l), l->tp);
     if (m->moe.experts > 0 && m->moe.router_groups > 1 && m->moe.experts % m->moe.router_groups != 0)
         return TS_FAIL(TS_ERR_INPUT, "the executor needs router_groups=%d to divide %d experts", m->moe.router_groups,
                        m->moe.experts);
@@ -115,6 +112,7 @@ ts_status ts_trainer_init(ts_trainer **out, const ts_problem *pb, const ts_progr
     if (t == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the trainer");
     *t = (ts_trainer){.rt = rt, .be = be, .opts = *opts, .stage_prog = &prog->stages[rt->coords.pp]};
     tr_wgrad_init(&t->wgrad, be, &t->tally);
+    tr_sends_init(&t->sends, &t->tally);
     t->ctx = (tr_op_ctx){.be = be, .k = be->kernels, .rt = rt, .s = &t->shape, .data = &t->data, .w = &t->work,
                          .wq = &t->wgrad, .stats = &t->stats};
     TS_CHECK_GOTO(tr_shape_init(&t->shape, pb, l, rt, t->stage_prog), res, fail);
@@ -157,7 +155,8 @@ static ts_status run_layer_op(ts_trainer *t, const ts_op *op) {
     tr_acts *a;
     TS_CHECK(tr_cache_get(&t->cache, j, op->mb, &a));
     if (op->phase == TS_PHASE_WGRAD) {
-        ts_status st = tr_wgrad_run(&t->wgrad, op->layer, op->mb, op->part);
+        ts_status st = op->part == TS_PART_ROUTER ? tr_moe_router_wgrad(c, op, tr_store_grads(&t->store, j))
+                                                  : tr_wgrad_run(&t->wgrad, op->layer, op->mb, op->part);
         /* The layer's last weight gradient: its activations are done with. */
         if (op->part == TS_PART_QKV) tr_cache_release(&t->cache, j, op->mb);
         return st;

@@ -36,6 +36,8 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
     s->cp_i = rt->coords.cp;
     s->dp_i = rt->coords.dp;
     s->ep_i = ts_comm_rank(rt->comm[TS_GROUP_EP]);
+    s->etp = ts_layout_etp(l);
+    s->etp_i = ts_comm_rank(rt->comm[TS_GROUP_ETP]);
     s->C = (int)m->hidden;
     s->V = (int)m->vocab;
     s->Vr = s->V / l->tp;
@@ -57,7 +59,7 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
     s->G = m->moe.router_groups;
     s->M = m->moe.router_group_topk;
     s->Fe = (int)m->moe.expert_ffn;
-    s->Fer = s->E ? s->Fe / l->tp : 0;
+    s->Fer = s->E ? s->Fe / s->etp : 0;
     s->seq = (int)pb->train.seq;
     s->cp = l->cp;
     s->Ts = s->seq / l->cp;
@@ -65,6 +67,7 @@ ts_status tr_shape_init(tr_shape *s, const ts_problem *pb, const ts_layout *l, c
     s->B = (int)pb->train.global_batch;
     s->T = s->mbs * s->Ts;
     s->Tl = l->sp ? s->T / l->tp : s->T;
+    s->Tm = tr_shape_experts_apart(s) ? s->Tl : s->T;
     s->m_mb = l->microbatches;
     return stage_layers(s, sp);
 }
@@ -76,7 +79,21 @@ void tr_shape_free(tr_shape *s) {
     s->global_of = s->local_of = s->chunk_of = NULL;
 }
 
+void tr_shape_dims(const tr_shape *s, ts_exec_dims *out) {
+    *out = (ts_exec_dims){.T = (size_t)s->T, .Tl = (size_t)s->Tl, .Tm = (size_t)s->Tm, .C = (size_t)s->C,
+                          .QKVr = (size_t)s->QKVr,
+                          .Qr = (size_t)s->Qr, .Hr = (size_t)s->Hr, .Fr = (size_t)s->Fr, .Fer = (size_t)s->Fer,
+                          .Vr = (size_t)s->Vr, .E = (size_t)s->E, .K = (size_t)s->K, .El = (size_t)s->El,
+                          .ep = (size_t)s->l->ep};
+}
+
 int tr_shape_is_moe(const tr_shape *s, int global) { return ts_model_layer_is_moe(s->m, global); }
+
+int tr_shape_experts_apart(const tr_shape *s) { return s->etp < s->l->tp; }
+
+int tr_shape_mlp_tp(const tr_shape *s, int global) {
+    return !tr_shape_is_moe(s, global) || !tr_shape_experts_apart(s);
+}
 
 void tr_tally_add(tr_tally *t, tr_mem mem, double bytes) {
     t->live[mem] += bytes;

@@ -5,14 +5,15 @@
 #include <stdlib.h>
 
 #include "common/stats.h"
+#include "planner/memory_exec_buffers.h"
 #include "program/program.h"
 #include "program/schedule.h"
 
 ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
-    size_t T = d->T, Tl = d->Tl, C = d->C;
+    size_t T = d->T, Tl = d->Tl, C = d->C, Tm = moe ? d->Tm : T; /* Tm: the MLP block's rows */
     ts_exec_entry z = {0};
     z.K = moe ? d->K : 0;
-    size_t TK = T * z.K;
+    size_t TK = Tm * z.K;
     z.F = moe ? d->Fer : d->Fr;
     z.R = moe ? TK * d->ep : T; /* an expert set can get every EP peer's rows */
     if (head) {
@@ -20,10 +21,10 @@ ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
         return z;
     }
     /* x, ln1, rstd1, qkv, att, lse, mid, ln2, rstd2, gate, up, act, out (exec/act_cache.h) */
-    z.floats = Tl * C + T * C + Tl + T * d->QKVr + T * d->Qr + T * d->Hr + Tl * C + T * C + Tl + 3 * z.R * z.F +
+    z.floats = Tl * C + T * C + Tl + T * d->QKVr + T * d->Qr + T * d->Hr + Tl * C + Tm * C + Tl + 3 * z.R * z.F +
                Tl * C;
     if (moe) {
-        z.floats += 2 * T * d->E + TK + 2 * TK * C + 2 * z.R * C; /* logits, probs, weight, xe, ye, xr, yr */
+        z.floats += 2 * Tm * d->E + TK + 2 * TK * C + 2 * z.R * C; /* logits, probs, weight, xe, ye, xr, yr */
         z.dev_ints = 3 * TK;
         z.host_ints = d->E + 1 + 2 * d->ep + d->ep * d->El;
     }
@@ -33,10 +34,11 @@ ts_exec_entry ts_exec_entry_of(const ts_exec_dims *d, int head, int moe) {
 void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out) {
     const ts_model *m = &pb->model;
     size_t tp = (size_t)l->tp, D = (size_t)m->head_dim, Hr = (size_t)m->heads / tp, KVr = (size_t)m->kv_heads / tp;
-    size_t T = (size_t)l->mbs * (size_t)(pb->train.seq / l->cp);
-    *out = (ts_exec_dims){.T = T, .Tl = l->sp ? T / tp : T, .C = (size_t)m->hidden, .Hr = Hr, .Qr = Hr * D,
+    size_t T = (size_t)l->mbs * (size_t)(pb->train.seq / l->cp), etp = (size_t)ts_layout_etp(l);
+    size_t Tl = l->sp ? T / tp : T;
+    *out = (ts_exec_dims){.T = T, .Tl = Tl, .Tm = etp < tp ? Tl : T, .C = (size_t)m->hidden, .Hr = Hr, .Qr = Hr * D,
                           .QKVr = Hr * D + 2 * KVr * D, .Fr = (size_t)m->ffn_hidden / tp,
-                          .Fer = (size_t)m->moe.expert_ffn / tp, .Vr = (size_t)m->vocab / tp,
+                          .Fer = (size_t)m->moe.expert_ffn / etp, .Vr = (size_t)m->vocab / tp,
                           .E = (size_t)m->moe.experts, .K = (size_t)m->moe.top_k, .ep = (size_t)l->ep};
     out->El = out->E ? out->E / out->ep : 0;
 }
@@ -44,17 +46,17 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
 int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->cores_per_node > 0; }
 
 /* Bytes of the output-gradient copy a B op of part `part` stashes for its W op (exec/ops_*.c
- * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts at the mean T·K rows (the peak's
- * share is moe_peak_bytes's). */
+ * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts at the mean Tm·K rows (Tm: the
+ * tokens it routes; the peak's share is moe_peak_bytes's). */
 static double stash_bytes(const ts_exec_dims *d, int part) {
-    double T = (double)d->T, rows = T * (double)d->K;
+    double T = (double)d->T, rows = (double)d->Tm * (double)d->K;
     switch (part) {
     case TS_PART_PROJ:
     case TS_PART_FC2: return 4.0 * T * (double)d->C;
     case TS_PART_QKV: return 4.0 * T * (double)d->QKVr;
     case TS_PART_FC1: return 4.0 * 2.0 * T * (double)d->Fr;
     case TS_PART_HEAD: return 4.0 * T * (double)d->Vr;
-    case TS_PART_ROUTER: return 4.0 * T * (double)d->E;
+    case TS_PART_ROUTER: return 4.0 * (double)d->Tm * (double)d->E;
     case TS_PART_EXPERT_FC2: return 4.0 * rows * (double)d->C;
     case TS_PART_EXPERT_FC1: return 4.0 * 2.0 * rows * (double)d->Fer;
     default: return 0;
@@ -64,16 +66,16 @@ static double stash_bytes(const ts_exec_dims *d, int part) {
 /* The experts' stashes follow routing: each (MoE layer, micro-batch) backward on each rank of the
  * EP group draws the rows that rank's experts got. The peak is a maximum over the step, so it
  * sees the extreme of those draws, not the busiest rank's mean (ts_moe_load_factor, which paces
- * the collectives): rows = T·K·(1 + cv_rank · E[max of n standard normals] / √k) for k draws
+ * the collectives): rows = Tm·K·(1 + cv_rank · E[max of n standard normals] / √k) for k draws
  * live at once (their sum spreads by √k), n the step's draws (the stage's expert backwards × ep),
  * cv_rank = load_cv / √(experts / ep) as in models/model.h. A token's top-K experts are
- * distinct, so it sends a rank at most min(K, local experts) rows: at most T·min(K, El)·ep rows
+ * distinct, so it sends a rank at most min(K, local experts) rows: at most Tm·min(K, El)·ep rows
  * reach one rank, the bound an unbalanced router reaches (tiny-moe, no balancing loss, cv 0.83:
  * every validate case's measured peak is at it). */
 typedef struct {
     double cv_rank; /* spread of a rank's rows over its mean */
     double z;       /* E[max of the step's draws], in standard deviations */
-    double bound;   /* the most rows a rank can get, over the mean T·K */
+    double bound;   /* the most rows a rank can get, over the mean Tm·K */
 } moe_peak;
 
 static moe_peak moe_peak_of(const ts_stage_program *sp, const ts_problem *pb, const ts_exec_dims *d) {
@@ -81,7 +83,8 @@ static moe_peak moe_peak_of(const ts_stage_program *sp, const ts_problem *pb, co
     if (d->ep <= 1 || d->E == 0 || d->K == 0) return p;
     int draws = 0;
     for (int i = 0; i < sp->n_ops; i++)
-        draws += sp->ops[i].phase == TS_PHASE_BWD && sp->ops[i].part == TS_PART_EXPERT_FC2;
+        draws += sp->ops[i].phase == TS_PHASE_BWD && sp->ops[i].part == TS_PART_EXPERT_FC2 &&
+                 sp->ops[i].kind == TS_OP_GEMM;
     p.cv_rank = pb->model.moe.load_cv / sqrt((double)d->E / (double)d->ep);
     p.z = ts_expected_max_normal(draws * (int)d->ep);
     p.bound = (double)(d->K < d->El ? d->K : d->El) * (double)d->ep / (double)d->K;
@@ -143,14 +146,15 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         int ex = op->part == TS_PART_EXPERT_FC2 ? 0 : op->part == TS_PART_EXPERT_FC1 ? 1 : -1;
         double *held = ex >= 0 ? &expert : &now;
         if (!*on) now += bytes, *on = 1;
-        if (op->phase == TS_PHASE_BWD) {
+        int gemm = op->kind == TS_OP_GEMM; /* the router's TP sum (experts apart from TP) stashes nothing */
+        if (op->phase == TS_PHASE_BWD && gemm) {
             *held += stash_bytes(d, op->part);
             if (ex >= 0) draws[ex]++;
         }
         int k = draws[0] > draws[1] ? draws[0] : draws[1];
         double total = now + moe_peak_bytes(&mp, expert, k);
         if (total > *peak) *peak = total;
-        if (op->phase == TS_PHASE_WGRAD) {
+        if (op->phase == TS_PHASE_WGRAD && gemm) {
             *held -= stash_bytes(d, op->part);
             if (ex >= 0) draws[ex]--;
             if (op->part == (head ? TS_PART_HEAD : TS_PART_QKV)) now -= bytes, *on = 0;
@@ -230,8 +234,8 @@ ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const 
             m.weights += x.weights, m.grads += x.grads, m.optimizer += x.optimizer, m.buffers += x.buffers;
         }
         edge_states(&prog.stages[i], pb, l, &m);
-        m.buffers += st->mb_buffer_bytes;
-        res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
+        res = ts_memory_exec_buffers(&prog, pb, &d, i, &m.buffers); /* in place of the GPU's */
+        if (res == TS_OK) res = stage_acts(&prog.stages[i], pb, &d, prog.layout.microbatches, &m.activations);
         take_max(&worst, &m);
     }
     ts_program_free(&prog);

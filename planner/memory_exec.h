@@ -9,6 +9,8 @@
  *     copy of each deferred weight gradient's output gradient from its B op to its W op
  *     (exec/wgrad_queue.h); recompute repeats the forward into the same entry (it saves no
  *     memory there);
+ *   - buffers: its workspace, the store's, the pipeline's send copies
+ *     (planner/memory_exec_buffers.h), not Megatron's DP buckets and collective buffers;
  *   - the embedding and the head (with the final norm) kept at ZeRO-1 under ZeRO-2/3
  *     (exec/param_store.c: they are reduced whole, their segments are not gathered), on the
  *     stages whose program holds them (ZB-V and DualPipe put the head on the first stage too).
@@ -29,10 +31,11 @@
 #include "planner/stages.h"
 
 /* The shapes an activation entry depends on (exec/trainer_shape.h names them): tokens of a
- * micro-batch T and rows between blocks Tl, hidden C, per-rank query/kv widths and heads, MLP
- * slice Fr, expert slice Fer, vocabulary rows Vr, experts E, top-k K, EP degree. */
+ * micro-batch T and rows between blocks Tl, rows a MoE layer routes Tm (T, or Tl with the experts
+ * apart from TP), hidden C, per-rank query/kv widths and heads, MLP slice Fr, expert slice Fer
+ * (over etp), vocabulary rows Vr, experts E, top-k K, EP degree. */
 typedef struct {
-    size_t T, Tl, C, QKVr, Qr, Hr, Fr, Fer, Vr, E, K, El, ep;
+    size_t T, Tl, Tm, C, QKVr, Qr, Hr, Fr, Fer, Vr, E, K, El, ep;
 } ts_exec_dims;
 
 /* One entry's sizes: floats and device ints in the backend allocation, host ints beside it;
@@ -54,8 +57,8 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
 int ts_memory_exec_applies(const ts_system *s);
 
 /* Replaces `mem` (the planner's worst stage, from ts_stages_finish) with the executor's figures for
- * layout `l` on stages `st`: each category's largest over the stages, total their sum. The
- * buffers stay the planner's (largest over the stages). On a layout the program builder refuses,
+ * layout `l` on stages `st`: each category's largest over the stages, total their sum; the
+ * buffers the executor's own (planner/memory_exec_buffers.h). On a layout the program builder refuses,
  * TS_ERR_INPUT and `mem` unchanged. */
 ts_status ts_memory_exec_price(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_memory *mem);
 

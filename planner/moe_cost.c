@@ -75,7 +75,7 @@ static double a2a_s(const ts_problem *pb, ts_moe_dispatcher d, int n, int g, dou
     return fmax(nic_s, nvl_s) + (n - 1) * s->nic_latency_s;
 }
 
-double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
+double ts_moe_coll_alone_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
     const ts_system *s = &pb->sys;
     if (ep <= 1 || bytes <= 0) return 0;
     ts_link link = ts_group_link(s, stride, ep);
@@ -88,8 +88,26 @@ double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double
         g = g < 1 ? 1 : g > ep ? ep : g;
         coll_s = a2a_s(pb, d, ep, g, bytes);
     }
+    return coll_s;
+}
+
+double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
+    double coll_s = ts_moe_coll_alone_s(pb, ep, stride, c, bytes);
     double hidden = pb->train.moe_a2a_overlap;
     return coll_s * (1.0 - hidden) + coll_s * hidden * pb->train.stack.comm_sm_frac;
+}
+
+/* The EP collective as a step program's op: its exposed part on its stream, and the SM share of
+ * its hidden part charged to the computation beside it (DeepSeek-V3 §3.2.2: "computation SMs"
+ * given to the communication kernels while they run), not to the stream where a pairing
+ * schedule would hide it too (sim/engine.c). Together they are ts_moe_coll_s. */
+double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
+    return ts_moe_coll_alone_s(pb, ep, stride, c, bytes) * (1.0 - pb->train.moe_a2a_overlap);
+}
+
+double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
+    if (pb->train.stack.comm_sm_frac <= 0 || pb->train.moe_a2a_overlap <= 0) return 0;
+    return ts_moe_coll_alone_s(pb, ep, stride, c, bytes) * pb->train.moe_a2a_overlap * pb->train.stack.comm_sm_frac;
 }
 
 /* The threadblock tile along the token dimension (rows). */

@@ -13,6 +13,15 @@
  * the critical path: its transfer over NVLink and the NIC as the problem's dispatcher moves it,
  * times 1 - train.moe_a2a_overlap. */
 double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+/* The same collective's transfer alone, nothing hidden. */
+double ts_moe_coll_alone_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+
+/* One EP collective as a step program's op: the seconds it runs on its stream (the part not
+ * hidden, 1 - train.moe_a2a_overlap of the transfer), and the seconds the SMs its hidden part
+ * holds (the stack's comm_sm_frac) take from the computation beside it. They add up to
+ * ts_moe_coll_s, what the closed form charges. */
+double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
 
 /* The nodes a token's copies reach at most: the model's node-limited routing (router_groups,
  * router_group_topk: a token's experts lie in at most router_group_topk groups; a group's

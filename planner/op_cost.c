@@ -43,7 +43,7 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         if (n <= 1) return 0;
         ts_link link = ts_group_link(s, ts_group_stride(l, g), n);
         if (op->m > 0) return cp_ring_s(pb, op, link);
-        if (g == TS_GROUP_EP) return ts_moe_coll_s(pb, n, ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
+        if (g == TS_GROUP_EP) return ts_moe_op_s(pb, n, ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
         double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, link);
         /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
          * Engine's userbuffers) is hidden at that fraction, as in the closed form. */

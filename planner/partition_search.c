@@ -157,6 +157,12 @@ typedef struct {
     char short_why[sizeof ((ts_partition_info *)0)->why], short_layout[256];
 } part_search;
 
+/* Whether a split can apply: a pipeline whose schedule does not fix its chunks (DualPipe and ZB-V
+ * take the even split, program/problem.c ts_schedule_invalid). */
+static int takes_split(const ts_layout *l) {
+    return l->pp > 1 && !ts_schedules[l->schedule].fixed_vpp;
+}
+
 static int is_candidate(const part_search *q, const ts_layout *l) {
     for (int j = 0; j < q->n_cand; j++)
         if (same_but_recompute(&q->cand[j], l)) return 1;
@@ -170,7 +176,7 @@ static ts_status add_best(part_search *q, const ts_search_result *even, int scre
     char text[256];
     for (int i = 0, n_seen = 0; i < even->n_best && n_seen < PART_TOP; i++) {
         const ts_layout *l = &even->best[i].layout;
-        int dup = l->pp == 1;
+        int dup = !takes_split(l);
         for (int j = 0; j < n_seen && !dup; j++) dup = same_but_recompute(&seen[j], l);
         if (dup) continue;
         seen[n_seen++] = *l;
@@ -229,7 +235,7 @@ static ts_status add_near(part_search *q, int by_memory, ts_search_result *near)
     for (int i = 0, added = 0; i < near->n_best && added < PART_NEAR; i++) {
         const ts_eval *e = &near->best[i];
         int fits_evenly = e->mem.total <= q->pb->usable_bytes && !ts_layout_invalid(q->pb, &e->layout, NULL, 0);
-        if (fits_evenly || e->layout.pp == 1 || is_candidate(q, &e->layout)) continue;
+        if (fits_evenly || !takes_split(&e->layout) || is_candidate(q, &e->layout)) continue;
         q->cand[q->n_cand++] = e->layout;
         added++;
     }

@@ -1,6 +1,7 @@
 /* Exhaustive layout search with a provably safe bound (see search.h). */
 #include "planner/search.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ typedef struct {
      * LEAF_PLANS plans of room pairs each (see leaf_plan_of). */
     struct leaf_plan *plans;
     int plan_room;
+    int dual; /* a schedule with mirrored stages (DualPipe) may be ranked: the bound takes its times */
 } search_ctx;
 
 #define LEAF_PLANS 256
@@ -225,6 +227,21 @@ static int leaves(search_ctx *c, ts_stages *st, ts_layout *l, int prune_group) {
     return 0;
 }
 
+/* Whether leaf_plan_of may admit a schedule with mirrored stages: the same rules, for any pp. */
+static int dual_possible(const ts_problem *pb, const ts_search_opts *opts) {
+    for (int s = 0; s < TS_SCHED_COUNT; s++) {
+        const ts_schedule_info *si = &ts_schedules[s];
+        unsigned bit = 1u << s;
+        if (!si->dual || !allowed(&opts->pins, TS_PIN_SCHED, s, 1)) continue;
+        if (opts->schedules && !(opts->schedules & bit)) continue;
+        if (si->opt_in && !(opts->schedules & bit) && !(opts->pins.mask & (1u << TS_PIN_SCHED)) &&
+            !(pb->train.stack.schedules & bit))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
 static int divides(long long a, long long b) { return b % a == 0; }
 
 #define TS_MAX_DIVISORS 4096
@@ -239,8 +256,14 @@ static int beyond(const search_ctx *c, double bound_s) {
  * the terms that do not depend on them (compute and exposed TP/CP/EP per micro-batch on the
  * slowest stage), the fewest pipeline transfers (v = 1), and nothing for bubble and DP traffic,
  * which are ≥ 0. */
-static double step_lower_bound(const ts_stages *st, const ts_layout *l) {
-    double per_mb = st->fwd_s + st->bwd_s + st->recompute_s + st->tp_s + st->cp_s + st->ep_s;
+static double step_lower_bound(const search_ctx *c, const ts_stages *st, const ts_layout *l) {
+    const ts_layer_cost *s = &st->slow;
+    double per_mb = s->fwd_s + s->bwd_s + s->recompute_s + s->tp_s + s->cp_s + s->ep_s;
+    if (c->dual) { /* DualPipe's stages do the mean of two stages' work, its pairs may hide TP and CP */
+        ts_layer_cost d;
+        ts_stages_dual_times(st, &d);
+        per_mb = fmin(per_mb, d.fwd_s + d.bwd_s + d.recompute_s + d.ep_s);
+    }
     return l->microbatches * per_mb + 2.0 * ((double)l->microbatches + l->pp - 1) * st->p2p_s;
 }
 
@@ -281,7 +304,7 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
     int prune_group = can_prune && beyond(c, average_lower_bound(pb, costs, l));
     if (!prune_group) {
         ts_stages_build(st, pb, costs, l->pp);
-        prune_group = can_prune && beyond(c, step_lower_bound(st, l));
+        prune_group = can_prune && beyond(c, step_lower_bound(c, st, l));
     }
     return leaves(c, st, l, prune_group);
 }
@@ -377,7 +400,8 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     if (opts->top_k < 1 || opts->top_k > 100000)
         return TS_FAIL(TS_ERR_INPUT, "--top: expected an integer in [1, 100000], got %d", opts->top_k);
     ts_status res = TS_OK;
-    search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit};
+    search_ctx c = {.pb = pb, .opts = opts, .out = out, .stop_at_first_fit = stop_at_first_fit,
+                    .dual = dual_possible(pb, opts)};
     out->best = calloc((size_t)opts->top_k, sizeof *out->best);
     c.keys = calloc((size_t)opts->top_k, sizeof *c.keys);
     int most_stages = pb->model.layers < pb->gpus ? pb->model.layers : pb->gpus, L = pb->model.layers;

@@ -14,9 +14,13 @@
  * Memory per rank (ZeRO paper §3.1, §5): weights + gradients + optimizer states sharded per stage
  * over the DP×CP group (experts over DP×CP/EP), activations × micro-batches in flight, buffers.
  * Optimizer step: Adam reads and writes fp32 master, momentum and variance (24 bytes), reads the
- * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound). */
+ * gradient and writes the 16-bit weight, for the parameters this rank updates (memory bound).
+ * DualPipe (DeepSeek-V3 §3.2.1): the slowest pair of mirrored stages' mean work, its F&B pairs
+ * hiding TP/CP traffic, the mirror stages' gradient exchange, both chunks' DP traffic (see
+ * ts_stages_step and docs/planner.md). */
 #include "planner/stages.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +35,10 @@ ts_status ts_stages_init(ts_stages *st, int cap) {
     TS_ALLOC_GOTO(st->params, res, fail);
     st->first_of_run = calloc((size_t)cap * 6, sizeof(int));
     TS_ALLOC_GOTO(st->first_of_run, res, fail);
+    st->kind_sum = calloc((size_t)cap, sizeof *st->kind_sum);
+    TS_ALLOC_GOTO(st->kind_sum, res, fail);
+    st->kind_busy = calloc((size_t)cap, sizeof *st->kind_busy);
+    TS_ALLOC_GOTO(st->kind_busy, res, fail);
     st->n_dense = st->first_of_run + cap;
     st->n_moe = st->first_of_run + 2 * cap;
     st->kind_of = st->first_of_run + 3 * cap;
@@ -49,6 +57,8 @@ fail:
 void ts_stages_free(ts_stages *st) {
     free(st->params);
     free(st->first_of_run);
+    free(st->kind_sum);
+    free(st->kind_busy);
     *st = (ts_stages){0};
 }
 
@@ -169,6 +179,24 @@ static void stage_kinds(ts_stages *st, int pp, int uneven) {
     }
 }
 
+/* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
+ * step of `ne` non-expert and `ex` expert parameters on a rank. */
+static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, ts_dp_times *out) {
+    const ts_system *s = &pb->sys;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
+    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
+    /* on the wire in the stack's gradient-reduction dtype */
+    double gb = ts_grad_reduce_bytes(&pb->train) * ne, egb = ts_grad_reduce_bytes(&pb->train) * ex;
+    double wb = ts_weight_elem_bytes(pb) * ne, ewb = ts_weight_elem_bytes(pb) * ex;
+    out->allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) + ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
+    out->reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
+                            ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
+    out->allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) + ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+    double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
+    out->optimizer_s[0] = ts_optimizer_s(s, per_param * (ne + ex)) * pb->compute_scale;
+    out->optimizer_s[1] = ts_optimizer_s(s, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
+}
+
 /* What depends on tp, cp, ep and pp only: each stage's layers by kind (build_work reads them),
  * its parameters and their states under every ZeRO stage, the biggest stage's data-parallel traffic and the optimizer step. */
 static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *sh, int pp, const ts_stage_split *split) {
@@ -199,26 +227,31 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     }
     stage_kinds(st, pp, split != NULL);
 
-    /* The biggest stage's gradient reduction and parameter gathering over DP×CP (experts over
-     * DP×CP/EP), computed once for all ZeRO stages and schedules. */
-    const ts_system *s = &pb->sys;
-    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
+    /* The biggest stage's data-parallel traffic and optimizer step, computed once for all ZeRO
+     * stages and schedules; under DualPipe the biggest pair of mirrored stages', whose chunks
+     * both are reduced and updated on each of the two (program.c grad_reductions after
+     * mirror_grads). */
     st->biggest = 0;
-    for (int i = 1; i < pp; i++)
+    int pair = 0;
+    for (int i = 1; i < pp; i++) {
         if (st->params[i] + st->expert_params[i] > st->params[st->biggest] + st->expert_params[st->biggest])
             st->biggest = i;
-    ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
-    /* on the wire in the stack's gradient-reduction dtype */
-    double gb = ts_grad_reduce_bytes(&pb->train) * st->params[st->biggest];
-    double egb = ts_grad_reduce_bytes(&pb->train) * st->expert_params[st->biggest];
-    double wb = ts_weight_elem_bytes(pb) * st->params[st->biggest];
-    double ewb = ts_weight_elem_bytes(pb) * st->expert_params[st->biggest];
-    st->dp_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, gb, link) +
-                         ts_coll_s(s, TS_COLL_ALLREDUCE, edp, egb, elink);
-    st->dp_reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
-                              ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
-    st->dp_allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) +
-                         ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+        if (st->params[i] + st->expert_params[i] + st->params[pp - 1 - i] + st->expert_params[pp - 1 - i] >
+            st->params[pair] + st->expert_params[pair] + st->params[pp - 1 - pair] + st->expert_params[pp - 1 - pair])
+            pair = i;
+    }
+    dp_times(pb, sh, pp, st->params[st->biggest], st->expert_params[st->biggest], &st->dp);
+    dp_times(pb, sh, pp, st->params[pair] + st->params[pp - 1 - pair],
+             st->expert_params[pair] + st->expert_params[pp - 1 - pair], &st->dual_dp);
+
+    /* DualPipe's stages i and p-1-i hold copies of each other's chunk and swap their gradients
+     * after the last weight gradients, before the DP reduction (program.c mirror_grads, as
+     * DeepSeek's examples/example_dualpipe.py sums the copies): both chunks' gradients each way,
+     * over the pipeline's link. */
+    const ts_system *s = &pb->sys;
+    double mirror_bytes = pb->train.grad_bytes * (st->params[pair] + st->expert_params[pair] + st->params[pp - 1 - pair] +
+                                                  st->expert_params[pp - 1 - pair]);
+    st->mirror_s = pp > 1 ? ts_coll_s(s, TS_COLL_SENDRECV, 2, mirror_bytes, ts_group_link(s, pb->gpus / pp, 2)) : 0;
 
     /* States per ZeRO stage and stage; a stage equal to the previous one copies it. */
     for (int z = 0; z < 4; z++)
@@ -232,10 +265,6 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
                 *out = mem.total;
             }
         }
-    double ne = st->params[st->biggest], ex = st->expert_params[st->biggest];
-    double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
-    st->optimizer_s[0] = ts_optimizer_s(&pb->sys, per_param * (ne + ex)) * pb->compute_scale;
-    st->optimizer_s[1] = ts_optimizer_s(&pb->sys, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
 }
 
 /* What depends on the whole shard: activations, the slowest stage's times, the micro-batch's
@@ -252,6 +281,27 @@ static void add_scaled(ts_layer_cost *sum, double n, const ts_layer_cost *c) {
     sum->ep_s += n * c->ep_s;
     sum->model_flops += n * c->model_flops;
     sum->hw_flops += n * c->hw_flops;
+}
+
+static double busy_of(const ts_layer_cost *c) {
+    return c->fwd_s + c->bwd_s + c->recompute_s + c->tp_s + c->cp_s + c->ep_s;
+}
+
+/* DualPipe's stages by their mirrored pairs: stage i and p-1-i each run m/2 micro-batches
+ * through either chunk, so both do the mean of the two stages' work per micro-batch. */
+static void dual_slowest(ts_stages *st, int pp) {
+    double slowest_s = -1;
+    for (int i = 0; i < (pp + 1) / 2; i++) {
+        double busy = st->kind_busy[st->kind_of[i]] + st->kind_busy[st->kind_of[pp - 1 - i]];
+        if (busy > slowest_s) slowest_s = busy, st->dual_slowest = i;
+    }
+}
+
+void ts_stages_dual_times(const ts_stages *st, ts_layer_cost *out) {
+    int i = st->dual_slowest;
+    *out = (ts_layer_cost){0};
+    add_scaled(out, 0.5, &st->kind_sum[st->kind_of[i]]);
+    add_scaled(out, 0.5, &st->kind_sum[st->kind_of[st->pp - 1 - i]]);
 }
 
 static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
@@ -278,21 +328,17 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         hw += st->kind_count[k] * sum.hw_flops;
         model += st->kind_count[k] * sum.model_flops;
 
-        double busy = sum.fwd_s + sum.bwd_s + sum.recompute_s + sum.tp_s + sum.cp_s + sum.ep_s;
+        double busy = busy_of(&sum);
+        st->kind_sum[k] = sum;
+        st->kind_busy[k] = busy;
         if (busy > slowest_s) {
             slowest_s = busy;
             st->slowest = i;
-            st->fwd_s = sum.fwd_s;
-            st->bwd_s = sum.bwd_s;
-            st->wgrad_s = sum.wgrad_s;
-            st->recompute_s = sum.recompute_s;
-            st->tp_s = sum.tp_s;
-            st->tp_split_w_s = sum.tp_split_w_s;
-            st->cp_s = sum.cp_s;
-            st->ep_s = sum.ep_s;
+            st->slow = sum;
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
+    dual_slowest(st, pp);
     /* Memory reads the first stage of each run: its kind's figures. */
     for (int r = 0; r < st->n_runs; r++) {
         int i = st->first_of_run[r], f = st->kind_first[st->kind_of[i]];
@@ -428,45 +474,76 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
     return worst;
 }
 
+/* DualPipe's F&B pairs run one micro-batch's forward beside another's backward, each one's
+ * communication beside the other's computation (DeepSeek-V3 §3.2.1, Fig. 4; program.c
+ * interleave_pair, which switches sides at every collective): of a paired micro-batch's exposed
+ * TP and CP traffic `comm_s` (a third in its forward, two thirds in its backward, as the
+ * bubble's split), what the partner's computation covers is hidden, at the system's
+ * overlap_slowdown on that computation; the micro-batches the order runs unpaired (warm-up and
+ * cool-down; the fewest pairs, on stages 0 and p-1) expose theirs. Returns the fraction of
+ * m·comm_s left on the critical path.
+ * The EP all-to-all is not credited: each side's dispatch follows its router (microseconds of
+ * computation) and both queue on the one collective stream, so the pairing leaves an exposed
+ * all-to-all exposed (tests/test_dualpipe_closed_form.c: Mixtral 8x7B, TP2 EP8, Megatron-Core's
+ * exposed EP); a stack that hides it states so (moe_a2a_overlap, its SM share charged apart). */
+static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_layer_cost *c, double comm_s) {
+    const ts_system *s = &pb->sys;
+    if (comm_s <= 0 || s->serial_ops) return 1;
+    double fwd = c->fwd_s, bwd = c->bwd_s + c->recompute_s;
+    double hidden = fmin(comm_s / 3.0, bwd) + fmin(comm_s * 2.0 / 3.0, fwd);
+    double paired = (double)ts_dualpipe_pairs(l->pp, l->microbatches, 0) / l->microbatches;
+    return 1.0 - paired * hidden / comm_s * (1.0 - s->overlap_slowdown);
+}
+
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
     /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
      * transfers and DP windows are 1F1B's. */
-    int p = l->pp, v = ts_schedules[l->schedule].dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
+    int dual = ts_schedules[l->schedule].dual;
+    int p = l->pp, v = dual ? 1 : l->vpp, m = l->microbatches, dpc = l->dp * l->cp;
     ts_time_split t = {0};
-    double tp = ts_schedules[l->schedule].splits_w ? st->tp_split_w_s : st->tp_s;
-    double comm_mb = tp + st->cp_s + st->ep_s;
-    double tf = st->fwd_s + comm_mb / 3.0, tb = st->bwd_s + st->recompute_s + comm_mb * 2.0 / 3.0;
-    t.compute = m * (st->fwd_s + st->bwd_s + st->recompute_s);
-    t.tp_comm = m * tp;
-    t.cp_comm = m * st->cp_s;
-    t.ep_comm = m * st->ep_s;
-    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, st->wgrad_s) : 0;
+    /* the slowest stage's per micro-batch, or DualPipe's slowest pair of mirrored stages' */
+    ts_layer_cost pair;
+    if (dual) ts_stages_dual_times(st, &pair);
+    const ts_layer_cost *c = dual ? &pair : &st->slow;
+    double tp = ts_schedules[l->schedule].splits_w ? c->tp_split_w_s : c->tp_s;
+    double comm_mb = tp + c->cp_s + c->ep_s;
+    double tf = c->fwd_s + comm_mb / 3.0, tb = c->bwd_s + c->recompute_s + comm_mb * 2.0 / 3.0;
+    double left = dual ? pair_exposed(pb, l, c, tp + c->cp_s) : 1;
+    t.compute = m * (c->fwd_s + c->bwd_s + c->recompute_s);
+    t.tp_comm = m * tp * left;
+    t.cp_comm = m * c->cp_s * left;
+    t.ep_comm = m * c->ep_s;
+    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c->wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,
      * agrees within a percent). */
-    t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s;
+    t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s +
+                (dual ? st->mirror_s : 0);
+    const ts_dp_times *dpt = dual ? &st->dual_dp : &st->dp;
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
         tf /= v;
         tb /= v;
+        /* DualPipe reduces the gradients once the mirror stage's copies came back, after the
+         * last backward (program.c mirror_grads): nothing left to hide them under. */
+        double tb_last = dual ? 0 : tb;
         if (l->zero == 0) {
-            t.dp_comm = exposed(s, st->dp_allreduce_s, tb);
+            t.dp_comm = exposed(s, dpt->allreduce_s, tb_last);
         } else if (l->zero == 1) {
-            t.dp_comm = exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = exposed(s, dpt->reduce_scatter_s, tb_last) + exposed(s, dpt->allgather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            t.dp_comm = m * exposed(s, st->dp_reduce_scatter_s, tb) + exposed(s, st->dp_allgather_s, tf);
+            t.dp_comm = m * exposed(s, dpt->reduce_scatter_s, tb) + exposed(s, dpt->allgather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
-            t.dp_comm = m * (exposed(s, st->dp_allgather_s, tf) +
-                             exposed(s, st->dp_allgather_s + st->dp_reduce_scatter_s, tb));
+            t.dp_comm = m * (exposed(s, dpt->allgather_s, tf) + exposed(s, dpt->allgather_s + dpt->reduce_scatter_s, tb));
         }
     }
-    t.optimizer = st->optimizer_s[l->zero >= 1];
+    t.optimizer = dpt->optimizer_s[l->zero >= 1];
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +
            t.optimizer;

@@ -10,6 +10,12 @@
 
 #include "planner/layer.h"
 
+/* Data-parallel traffic and the optimizer step of a rank's parameters, seconds. */
+typedef struct {
+    double allreduce_s, reduce_scatter_s, allgather_s;
+    double optimizer_s[2]; /* unsharded, sharded over DP×CP */
+} ts_dp_times;
+
 typedef struct {
     int pp, cap;
     ts_shard shard;
@@ -26,13 +32,21 @@ typedef struct {
     int *kind_first, *kind_count; /* (n_kinds) a kind's first stage and its number of stages */
     int n_kinds;
     int *n_dense, *n_moe;  /* (pp) layers of each stage by kind (MTP counted as MoE) */
-    /* Slowest stage, per micro-batch: */
-    double fwd_s, bwd_s, wgrad_s, recompute_s, tp_s, cp_s, ep_s;
-    double tp_split_w_s;     /* tp_s when the schedule runs weight gradients apart */
+    ts_layer_cost slow;      /* the slowest stage's times per micro-batch (ts_layer_cost's time
+                                fields: its layers', embedding's and head's summed) */
     int slowest;
+    /* DualPipe's stage i runs half the micro-batches through its chunk and half through the
+     * mirrored stage p-1-i's (schedule.h, dual): the stage whose pair is the slowest
+     * (ts_stages_dual_times gives their mean per micro-batch; memory stays per stage). */
+    int dual_slowest;
+    ts_layer_cost *kind_sum; /* (cap) a kind's per-micro-batch times, summed over its layers */
+    double *kind_busy;       /* (cap) and their busy time (compute and exposed communication) */
     int biggest;             /* stage with the most parameters: it paces DP and the optimizer */
-    /* Its data-parallel traffic (dp = gpus / (tp·cp·pp)) and one pipeline transfer, seconds: */
-    double dp_allreduce_s, dp_reduce_scatter_s, dp_allgather_s, p2p_s;
+    ts_dp_times dp;          /* the biggest stage's (dp = gpus / (tp·cp·pp)) */
+    ts_dp_times dual_dp;     /* DualPipe: the biggest mirrored pair's, both chunks held on each */
+    double p2p_s;            /* one pipeline transfer of a micro-batch, seconds */
+    double mirror_s;         /* DualPipe: the largest exchange of both chunks' gradients with the
+                                mirror stage (program.c mirror_grads), seconds */
     double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
     double *states_bytes;    /* (4 × cap) per ZeRO stage and stage: weights, gradients, optimizer
                                 and the buffers that do not depend on the micro-batch */
@@ -41,7 +55,6 @@ typedef struct {
      * optimizer step) is kept by the next even build with the same four on the same problem: */
     const ts_problem *weights_pb;
     int weights_key[4];      /* tp, cp, ep, pp */
-    double optimizer_s[2];   /* optimizer step: unsharded, sharded over DP×CP */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
 } ts_stages;
 
@@ -101,6 +114,8 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
  * (DualPipe's stage i adds the states of its copy of stage p-1-i's chunk). */
 void ts_stages_run_acts(const ts_stages *st, const ts_layout *l, double *acts);
 double ts_stages_memory_acts(const ts_stages *st, const ts_layout *l, const double *acts, int *worst_stage);
+/* DualPipe's per-micro-batch times: the mean of the slowest pair of mirrored stages'. */
+void ts_stages_dual_times(const ts_stages *st, ts_layer_cost *out);
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split);
 
 #endif

@@ -357,6 +357,18 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     return t != NO_OP ? t : x;
 }
 
+/* With the experts apart from TP (etp < tp, under SP) the router is replicated over TP but sees
+ * each rank's own rows: its weight gradient (E·h) is summed across TP after its weight-gradient
+ * GEMM, as the executor does it (exec/ops_moe.h tr_moe_router_wgrad), per micro-batch.
+ * Megatron-Core marks the router's weight `sequence_parallel` (moe/router.py) and sums it once per
+ * step with the norms' in finalize_model_grads; per micro-batch it is m times that, E·h·4 bytes
+ * each (DeepSeek-V3: 7.3 MB), small beside the step's EP traffic. */
+static uint32_t router_tp_sum(builder *b, const ctx *c, int moe, uint32_t dep) {
+    if (!moe || ts_layout_etp(b->l) >= b->l->tp) return NO_OP;
+    double bytes = ts_grad_reduce_bytes(&b->pb->train) * (double)b->pb->model.moe.experts * (double)b->pb->model.hidden;
+    return coll(b, c, TS_PART_ROUTER, TS_STREAM_TP, TS_GROUP_TP, TS_COLL_ALLREDUCE, bytes, dep);
+}
+
 /* The weight gradients of a block (`a` then `b_`), which run beside its closing collective. */
 static uint32_t block_wgrad(builder *b, const ctx *c, const gemm_list *first, const gemm_list *second,
                             uint32_t dep) {
@@ -385,7 +397,11 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
         x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
     }
     uint32_t t = mlp_tp_close(b, c, moe, x);
-    if (!split_w) block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g);
+    if (!split_w) {
+        ctx w = *c;
+        w.phase = TS_PHASE_WGRAD;
+        router_tp_sum(b, &w, moe, block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g));
+    }
     x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
     x = run_gemms(b, c, &b->proj, 1, NO_OP);
@@ -399,7 +415,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
 /* Weight gradients of one layer (ZB-H1's W). */
 static uint32_t layer_wgrad(builder *b, const ctx *c, int moe) {
     run_gemms(b, c, &b->fc2[moe], 2, NO_OP);
-    run_gemms(b, c, &b->fc1[moe], 2, NO_OP);
+    router_tp_sum(b, c, moe, run_gemms(b, c, &b->fc1[moe], 2, NO_OP));
     run_gemms(b, c, &b->proj, 2, NO_OP);
     return run_gemms(b, c, &b->qkv, 2, NO_OP);
 }
@@ -424,14 +440,25 @@ static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_prog
     if (g == n - 1) *count += pb->model.mtp_layers;
 }
 
-/* ZeRO-3's all-gather of one layer's parameters over DP×CP (experts' shards included). */
+/* The group a parameter all-gather runs over, and the parameters of `sh` shared and `ex` expert
+ * ones it carries: DP×CP with the experts' shards (their EDP group lies within it when etp = tp);
+ * with the experts apart from TP and dp·cp = 1 the EDP group (TP ranks) gathers the experts alone
+ * (program/ranks.h). */
+static ts_group gather_group(const ts_layout *l, double sh, double ex, double *params) {
+    int dpc = l->dp * l->cp > 1;
+    *params = dpc ? sh + ex : ex;
+    return dpc ? TS_GROUP_DPCP : TS_GROUP_EDP;
+}
+
+/* ZeRO-3's all-gather of one layer's parameters (gather_group). */
 static uint32_t param_gather(builder *b, const ctx *c, int layer) {
-    double sh, ex;
+    double sh, ex, n;
     ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, layer, &sh, &ex);
+    ts_group g = gather_group(b->l, sh, ex, &n);
     ctx at = *c;
     at.layer = layer;
-    return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
-                ts_weight_elem_bytes(b->pb) * (sh + ex), NO_OP);
+    return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, g, TS_COLL_ALLGATHER, ts_weight_elem_bytes(b->pb) * n,
+                NO_OP);
 }
 
 /* Per-stage bookkeeping for data-parallel traffic. */
@@ -445,11 +472,16 @@ typedef struct {
     const ts_schedule_info *si;
     dp_state *dp;
     int zero, dpc;          /* ZeRO stage; the DP×CP group that reduces gradients */
+    int edp;                /* the experts' data-parallel group (ranks.h; > dpc apart from TP) */
     int skip;               /* no embedding, head and loss (ts_program_opts.skip_edges) */
     ts_recompute recompute; /* this stage's policy */
     double gb, wb;          /* gradient and weight bytes per parameter */
     double rb;              /* gradient bytes per parameter on the wire (ts_grad_reduce_bytes) */
 } stage_ctx;
+
+/* Whether the stage has data-parallel traffic: DP×CP, or the experts' EDP group alone (experts
+ * apart from TP span the TP ranks, so dp·cp = 1 may still reduce them). */
+static int dp_traffic(const stage_ctx *st) { return st->dpc > 1 || st->edp > 1; }
 
 /* A pipeline transfer of chunk `g`'s activations or gradients to or from `peer`. */
 static uint32_t p2p(builder *b, const ctx *c, int kind, int part, int peer, int g, uint32_t dep) {
@@ -468,14 +500,15 @@ static void param_gathers(builder *b, const stage_ctx *st) {
         chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
         double bucket = 0;
         c.chunk = ch;
+        ts_group g = TS_GROUP_DPCP;
         for (int j = first; j < first + count; j++) {
-            double sh, ex;
+            double sh, ex, n;
             ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
-            bucket += st->wb * (sh + ex);
+            g = gather_group(l, sh, ex, &n);
+            bucket += st->wb * n;
             c.layer = j;
             if (bucket >= b->pb->train.bucket_bytes || j == first + count - 1) {
-                uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER,
-                                   bucket, NO_OP);
+                uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, g, TS_COLL_ALLGATHER, bucket, NO_OP);
                 for (int k = j; k >= first && st->dp->gather[k] == NO_OP; k--) st->dp->gather[k] = op;
                 bucket = 0;
             }
@@ -501,7 +534,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
         /* Parameters: ZeRO-3 gathers the layer's for every micro-batch; ZeRO-1's step-start
          * gather is awaited by the first micro-batch. */
         uint32_t params = sl->mb == 0 ? st->dp->gather[j] : NO_OP;
-        if (st->zero == 3 && st->dpc > 1) params = param_gather(b, &c, j);
+        if (st->zero == 3 && dp_traffic(st)) params = param_gather(b, &c, j);
         x = layer_fwd(b, &c, ts_recipe_layer_is_moe(b->pb, j), x, params);
     }
     c.layer = -1;
@@ -529,7 +562,7 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     }
     x = layer_bwd(b, c, moe, split_w, dep, params);
     if (!split_w) st->dp->last_grad[j] = x;
-    if (st->zero >= 2 && st->dpc > 1 && !split_w) {
+    if (st->zero >= 2 && dp_traffic(st) && !split_w) {
         double sh, ex;
         ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, j, &sh, &ex);
         coll(b, c, TS_PART_GRAD_REDUCE, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_REDUCE_SCATTER, st->rb * sh, x);
@@ -557,7 +590,7 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
     }
     /* ZeRO-3 gathers each layer's parameters one layer ahead, so the gather of the next layer
      * does not queue behind this layer's gradient reduce-scatter on the DP stream. */
-    int zero3 = st->zero == 3 && st->dpc > 1;
+    int zero3 = st->zero == 3 && dp_traffic(st);
     uint32_t next_params = zero3 ? param_gather(b, &c, first + count - 1) : NO_OP;
     for (int j = first + count - 1; j >= first; j--) {
         c.layer = j;
@@ -630,7 +663,7 @@ static void optimizer(builder *b, const stage_ctx *st, uint32_t reduce_last, uin
         for (int j = first; j < first + count; j++) {
             double sh, ex;
             ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
-            updated += st->zero >= 1 ? sh / st->dpc + ex / (st->dpc / l->ep) : sh + ex;
+            updated += st->zero >= 1 ? sh / st->dpc + ex / st->edp : sh + ex;
         }
     }
     ts_op opt = {.kind = TS_OP_OPTIMIZER, .stream = TS_STREAM_COMPUTE, .part = TS_PART_OPTIMIZER,
@@ -767,7 +800,7 @@ static void zero_grads(builder *b, const stage_ctx *st) {
     for (int ch = 0; ch < l->vpp; ch++) {
         double sh, ex;
         chunk_params(b, ts_chunk_global(l, b->stage, ch), &sh, &ex);
-        held += st->zero >= 2 ? sh / st->dpc + ex / (st->dpc / l->ep) : sh + ex;
+        held += st->zero >= 2 ? sh / st->dpc + ex / st->edp : sh + ex;
     }
     ctx c = {TS_PHASE_STEP, -1, -1, 0};
     ts_op op = {.kind = TS_OP_ELEMENTWISE, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ZERO_GRAD,
@@ -827,6 +860,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     int p = l->pp, v = l->vpp, m = l->microbatches, s = b->stage;
     stage_ctx st = {
         .si = &ts_schedules[l->schedule], .dp = dp, .zero = l->zero, .dpc = l->dp * l->cp,
+        .edp = ts_group_size(l, TS_GROUP_EDP),
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
         .gb = pb->train.grad_bytes, .wb = ts_weight_elem_bytes(pb), .rb = ts_grad_reduce_bytes(&pb->train),
@@ -837,7 +871,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     for (int i = 0; i < pb->model.layers + pb->model.mtp_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
 
     if (!st.skip) zero_grads(b, &st);
-    if ((st.zero == 1 || st.zero == 2) && st.dpc > 1) param_gathers(b, &st);
+    if ((st.zero == 1 || st.zero == 2) && dp_traffic(&st)) param_gathers(b, &st);
     uint32_t last_w = NO_OP;
     for (int i = 0; i < n_slots && !b->oom; i++) {
         uint32_t start = (uint32_t)b->sp->n_ops, x = run_slot(b, &st, &slots[i]);
@@ -849,7 +883,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         if (x != NO_OP) last_w = x;
     }
     if (st.si->dual && !b->oom) last_w = mirror_grads(b, &st, last_w);
-    uint32_t reduce_last = st.zero <= 1 && st.dpc > 1 ? grad_reductions(b, &st) : NO_OP;
+    uint32_t reduce_last = st.zero <= 1 && dp_traffic(&st) ? grad_reductions(b, &st) : NO_OP;
     optimizer(b, &st, reduce_last, last_w);
     free(slots);
     if (b->oom) return ts_error_status();

@@ -108,6 +108,14 @@ int ts_dualpipe_order(int p, int v, int m, int stage, ts_slot *out) {
     return o.n;
 }
 
+/* F&B pairs in stage `stage`'s order (ts_dualpipe_order): two per step-4 iteration (the middle
+ * stages' first forward and backward apart), one per step 5. Stages 0 and p-1 have the fewest,
+ * m - 3p/2 + 1 of their m forwards (tests/test_dualpipe_closed_form.c counts them off the order). */
+int ts_dualpipe_pairs(int p, int m, int stage) {
+    int halves = p / 2, hr = stage < p - 1 - stage ? stage : p - 1 - stage;
+    return 2 * (m / 2 - p + hr + 1) - (hr == halves - 1) + (halves - hr - 1);
+}
+
 /* Activations held at the peak, in units of one micro-batch on one chunk (a chunk holds a stage's
  * share of the model): DeepSeek-V3 Table 2's PP + 1, which the order reaches on every stage
  * (counted off it in tests/test_sched_dualpipe.c: forwards not yet through their backward). */

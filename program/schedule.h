@@ -85,6 +85,10 @@ int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
  * free). Negative when out of memory or when the order cannot finish. */
 double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w);
 
+/* DualPipe: the overlapped forward-and-backward pairs in stage `stage`'s order for p stages and m
+ * micro-batches (a valid dualpipe layout's). */
+int ts_dualpipe_pairs(int p, int m, int stage);
+
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */
 void ts_even_split(int layers, int pp, int vpp, int chunk, int *first, int *count);

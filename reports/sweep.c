@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "common/paths.h"
+#include "planner/budget.h"
 #include "reports/numfmt.h"
 #include "reports/ranking.h"
 
@@ -163,6 +164,34 @@ static ts_status sweep_one(const ts_sweep_spec *spec, const ts_bands *stats, ts_
     return st;
 }
 
+/* With budgets: the (GPU count, batch) the budget search picks for the row's budget
+ * (planner/budget.h: the best seconds per sequence on at most that many GPUs, the batch within
+ * the tolerance), into row->gpus and row->global_batch, as `tessera plan --gpus-max` picks; when
+ * nothing fits within the budget, the reason. */
+static ts_status budget_pick(const ts_sweep_spec *spec, ts_sweep_row *row) {
+    row->gpus_max = row->gpus;
+    row->batch_requested = row->global_batch;
+    ts_problem base;
+    ts_train t = spec->train;
+    t.global_batch = row->global_batch;
+    t.seq = row->seq;
+    TS_CHECK(ts_problem_init(&base, &spec->model, &spec->systems[row->system], &t, row->gpus));
+    ts_budget_opts bo = {.gpus_max = row->gpus, .batch_tolerance = spec->batch_tolerance,
+                         .exact_gpus = !spec->gpus_are_max};
+    ts_budget_result br;
+    ts_status st = ts_budget_search(&base, &spec->search, &spec->partition, &bo, &br);
+    if (st == TS_OK) {
+        row->gpus = br.choices[0].gpus;
+        row->global_batch = br.choices[0].global_batch;
+    } else if (st == TS_ERR_INFEASIBLE) {
+        snprintf(row->reason, sizeof row->reason, "%s", ts_error_message());
+        ts_error_clear();
+        st = TS_OK;
+    }
+    ts_budget_result_free(&br);
+    return st;
+}
+
 /* The recommendations: the row with the most tokens/s (ties: fewer GPUs, the first) and the
  * one with the least cost per token. */
 static void recommend(ts_sweep_result *r) {
@@ -197,7 +226,8 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
                     row->system = s;
                     row->global_batch = spec->batches ? spec->batches[b] : spec->train.global_batch;
                     row->seq = spec->seqs ? spec->seqs[l] : spec->train.seq;
-                    TS_CHECK(sweep_one(spec, &stats, row));
+                    if (spec->budget) TS_CHECK(budget_pick(spec, row));
+                    if (row->reason[0] == '\0') TS_CHECK(sweep_one(spec, &stats, row));
                     out->n_fit += row->fits;
                     out->n_rows++;
                     if (spec->progress) spec->progress(spec->progress_ctx, out->n_rows, total);
@@ -262,6 +292,11 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
         TS_CJSON_GOTO(v, res, fail);
         cJSON_AddItemToArray(arr, v);
     }
+    if (spec->budget) {
+        TS_CJSON_GOTO(arr = cJSON_AddObjectToObject(root, "budget"), res, fail);
+        BOOL(arr, "gpus_max", spec->gpus_are_max);
+        NUM(arr, "batch_tolerance", spec->batch_tolerance);
+    }
     NUM(root, "search_s", r->search_s);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "rows"), res, fail);
     for (int i = 0; i < r->n_rows; i++) {
@@ -274,6 +309,11 @@ ts_status ts_sweep_to_json(const ts_sweep_spec *spec, const ts_sweep_result *r, 
         NUM(o, "global_batch", (double)row->global_batch);
         NUM(o, "seq", (double)row->seq);
         BOOL(o, "fits", row->fits);
+        if (spec->budget) {
+            NUM(o, "gpus_max", row->gpus_max);
+            NUM(o, "global_batch_requested", (double)row->batch_requested);
+            if (row->fits) NUM(o, "idle_gpus", row->gpus_max - row->gpus);
+        }
         if (!row->fits) {
             STR(o, "reason", row->reason);
             continue;
@@ -321,6 +361,12 @@ static void print_request(FILE *f, const ts_sweep_spec *spec) {
                 s + 1 < spec->n_systems ? "," : "");
     }
     fputs("; set them with --price\n", f);
+    if (spec->budget) {
+        fprintf(f, "# budgets: %s GPUs per row%s", spec->gpus_are_max ? "at most the swept" : "exactly the swept",
+                spec->gpus_are_max ? " (--gpus-max; whole nodes below it)" : "");
+        if (spec->batch_tolerance > 0) fprintf(f, ", the batch within ±%.3g%% (--batch-tolerance)", 100 * spec->batch_tolerance);
+        fputs("; max: the budget, idle: its GPUs left unused\n", f);
+    }
 }
 
 /* The recommendations in words. */
@@ -339,14 +385,21 @@ static void print_recommendations(FILE *f, const ts_sweep_spec *spec, const ts_s
 
 ts_status ts_sweep_print(FILE *f, const ts_sweep_spec *spec, const ts_sweep_result *r) {
     print_request(f, spec);
-    fprintf(f, "#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "gpus", "system", "batch", "seq", "layout", "step",
-            "tokens/s", "MFU", "USD/Mtok");
-    fprintf(f, "\n#%5s %-14s %6s %6s %-82s %9s %11s %6s %9s", "", "", "", "", "", "s", "", "%", "");
+    fprintf(f, "#%5s", "gpus");
+    if (spec->budget) fprintf(f, " %5s %5s", "max", "idle");
+    fprintf(f, " %-14s %6s %6s %-82s %9s %11s %6s %9s", "system", "batch", "seq", "layout", "step", "tokens/s", "MFU",
+            "USD/Mtok");
+    fprintf(f, "\n#%5s", "");
+    if (spec->budget) fprintf(f, " %5s %5s", "", "");
+    fprintf(f, " %-14s %6s %6s %-82s %9s %11s %6s %9s", "", "", "", "", "s", "", "%", "");
     fputc('\n', f);
     for (int i = 0; i < r->n_rows; i++) {
         const ts_sweep_row *row = &r->rows[i];
-        fprintf(f, " %5d %-14s %6lld %6lld ", row->gpus, spec->systems[row->system].name,
-                (long long)row->global_batch, (long long)row->seq);
+        fprintf(f, " %5d", row->gpus);
+        if (spec->budget && row->fits) fprintf(f, " %5d %5d", row->gpus_max, row->gpus_max - row->gpus);
+        else if (spec->budget) fprintf(f, " %5d %5s", row->gpus_max, "-");
+        fprintf(f, " %-14s %6lld %6lld ", spec->systems[row->system].name, (long long)row->global_batch,
+                (long long)row->seq);
         if (!row->fits) {
             fprintf(f, "(%s)\n", row->reason);
             continue;

@@ -15,10 +15,12 @@
  *    "systems": [...], "gpus": [...], "search_s",
  *    "rows": [{"gpus", "system", "global_batch", "seq", "fits": true, "layout", "step_s",
  *              "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes", "price_per_gpu_hour",
- *              "cost_per_mtok", "fastest", "cheapest"}
+ *              "cost_per_mtok", "fastest", "cheapest"[, budget rows: "gpus_max", "idle_gpus",
+ *              "global_batch_requested"]}
  *           | {"gpus", "system", "global_batch", "seq", "fits": false, "reason"}]}
  * ("global_batch" and "seq" at the top are the first of the lists; "price_per_gpu_hour" the
- * price of systems given none.)
+ * price of systems given none.) With budgets the root also holds "budget": {"gpus_max": true |
+ * false, "batch_tolerance"}; "gpus" lists the budgets, each row's "gpus" the count it uses.
  * The table: '#' lines echoing the request, a header and units row, one row per (GPUs, system).
  * The HTML page: the same table and line charts of tokens/s, MFU and cost per 1M tokens against
  * GPUs, one line per system (reports/svg.h). */
@@ -44,7 +46,10 @@ ts_status ts_sweep_parse_gpus(const char *what, const char *text, int *gpus, int
 ts_status ts_sweep_parse_sizes(const char *what, const char *text, int64_t max, int64_t *out, int *n);
 
 typedef struct {
-    int gpus;
+    int gpus;            /* the GPUs the row's layout uses */
+    int gpus_max;        /* with spec->budget: the row's budget (at most this many GPUs); the
+                            GPUs gpus_max - gpus stay idle. 0 otherwise */
+    int64_t batch_requested; /* with spec->budget: the swept batch the row's batch moved from */
     int system;          /* index into the sweep's systems */
     int fits;
     int64_t global_batch, seq;
@@ -71,6 +76,12 @@ typedef struct {
     ts_partition_opts partition; /* uneven stages, as plan (zero: uniform) */
     const int *gpus;          /* (n_gpus) increasing, not owned */
     int n_gpus;
+    /* Budgets (`--gpus-max LIST`, `--batch-tolerance T`; planner/budget.h): each count of gpus is
+     * at most that many GPUs (exactly that many when gpus_are_max is 0), the batch may move by
+     * batch_tolerance; each row is the plan on the budget's pick, saying the GPUs left idle. */
+    int budget;
+    int gpus_are_max;
+    double batch_tolerance;
     const struct ts_buy *capacity; /* the comparison across systems for the HTML page, or NULL */
     /* Called after each search with (done, total), or NULL. */
     void (*progress)(void *ctx, int done, int total);

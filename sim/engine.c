@@ -13,7 +13,9 @@
  *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
  *                slowest's pace on a noisy machine; the span between synchronisations is the
  *                stage's compute time over its collectives and receives) × compute_scale[rank] × (1 + overlap_slowdown
- *                if a communication op of the rank is in flight as it starts), decided once every
+ *                if a communication op of the rank is in flight as it starts) + the SM seconds of
+ *                the hidden EP transfers begun on the rank since its last compute op started
+ *                (plan_sm: DeepSeek-V3 §3.2.2's SMs given to communication), decided once every
  *                event of that instant is done, so simultaneous events may come in any order; on
  *                CPU ranks (node.cores) that is one-core work, shared with the node's other
  *                computing ranks (sim/cores.h) and re-planned whenever one starts or ends;
@@ -46,6 +48,7 @@
 #include <unistd.h>
 
 #include "planner/cost.h"
+#include "planner/moe_cost.h"
 #include "sim/cores.h"
 #include "sim/heap.h"
 #include "sim/network.h"
@@ -76,6 +79,8 @@ typedef struct {
     op_plan *ops;    /* (n_ops) */
     uint32_t *succ;  /* ops waiting for each op */
     uint32_t *roots; /* (n_roots) the ops ready from the start (no predecessor), ascending */
+    double *sm_s;    /* NULL, or (n_ops) compute seconds the SMs of each op's hidden EP transfer
+                        take from the computation beside it (ts_moe_op_sm_s) */
     int n_roots;
     double lockstep; /* the factor on its compute ops (ts_lockstep_scale, plan_stage) */
 } stage_plan;
@@ -113,6 +118,8 @@ typedef struct {
     int n_ranks;
     int group_size[TS_GROUP_COUNT], group_stride[TS_GROUP_COUNT];
     double slowdown;   /* 1 + overlap_slowdown */
+    double *sm_owed;   /* NULL, or (n_ranks) SM seconds of hidden EP transfers begun on the rank
+                          that its next compute op pays */
     stage_plan *plans; /* (pp) */
     ts_rank_spans *ranks; /* the result's (n_ranks) */
     sim_rank *rk;      /* (n_ranks) */
@@ -201,6 +208,7 @@ static ts_status check_program(const ts_program *prog) {
 }
 
 static void plan_free(stage_plan *p) {
+    free(p->sm_s);
     free(p->ops);
     free(p->succ);
     free(p->roots);
@@ -212,6 +220,23 @@ static void plan_free(stage_plan *p) {
 static int queue_of(const ts_problem *pb, const ts_op *op) {
     if (pb->sys.serial_ops && op->stream != TS_STREAM_PP_SEND) return TS_STREAM_COMPUTE;
     return op->stream;
+}
+
+/* The SMs an EP collective's hidden transfer holds are computation lost beside it (DeepSeek-V3
+ * §3.2.2, §3.5.1: 20 of the H800's 132 SMs run the all-to-all, "which will limit the
+ * computational throughput"): charged to the rank's next compute op to start, the one running
+ * beside the transfer when a schedule pairs micro-batches (DualPipe), else the one after it,
+ * and never hidden under the pairing as the transfer is. */
+static ts_status plan_sm(const ts_problem *pb, const ts_layout *l, const ts_op *op, size_t i, size_t n, stage_plan *p) {
+    ts_group g = (ts_group)op->group;
+    double sm = ts_moe_op_sm_s(pb, ts_group_size(l, g), ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
+    if (sm <= 0) return TS_OK;
+    if (p->sm_s == NULL) {
+        p->sm_s = calloc(n, sizeof *p->sm_s);
+        if (p->sm_s == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the SM shares of %zu ops", n);
+    }
+    p->sm_s[i] = sm;
+    return TS_OK;
 }
 
 /* Fills `p` for stage program `sp`; on failure the caller frees what was allocated (plan_free). */
@@ -245,6 +270,7 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         }
         last[q] = (int32_t)i;
         p->ops[i].cost_s = ts_op_cost_s(pb, l, op);
+        if (op->kind == TS_OP_COLL && op->group == TS_GROUP_EP) TS_CHECK_GOTO(plan_sm(pb, l, op, i, n, p), res, exit);
         if (!is_comm(op->kind)) compute_s += p->ops[i].cost_s;
         syncs += op->kind == TS_OP_COLL || op->kind == TS_OP_RECV;
     }
@@ -386,6 +412,11 @@ static inline void prefetch_succ(const sim_rank *R, int i) {
 /* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
 static ts_status comm_begin(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
+    const double *sm_s = S->rk[r].plan->sm_s;
+    if (S->sm_owed && sm_s && sm_s[i] > 0) {
+        int stride, n = participants(S, r, i, &stride);
+        for (int k = 0; k < n; k++) S->sm_owed[r + k * stride] += sm_s[i];
+    }
     if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
     int stride, n = participants(S, r, i, &stride);
     for (int k = 0; k < n; k++) {
@@ -552,6 +583,7 @@ static ts_status flush_starts(sim *S) {
         d = R->plan->ops[st.op].cost_s;
         if (S->scale) d *= S->scale[st.rank];
         if (R->active > 0) d *= slowdown;
+        if (S->sm_owed) d += S->sm_owed[st.rank], S->sm_owed[st.rank] = 0;
         if (S->share_cores) {
             R->computing = st.op;
             ts_cores_start(&S->cores, st.rank, d, now);
@@ -774,6 +806,7 @@ static void sim_free(sim *S) {
     free(S->plans);
     free(S->rk);
     free(S->scale);
+    free(S->sm_owed);
     free(S->lead);
     free(S->state);
     free(S->links);
@@ -950,6 +983,11 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     for (int s = 0; s < prog->pp; s++)
         TS_CHECK_GOTO(plan_stage(pb, l, &prog->stages[s], &S.plans[s]), res, fail);
     TS_CHECK_GOTO(match_p2p(prog, S.plans), res, fail);
+    for (int s = 0; s < prog->pp && !S.sm_owed && !o.free_comm; s++)
+        if (S.plans[s].sm_s) {
+            S.sm_owed = calloc((size_t)S.n_ranks, sizeof *S.sm_owed);
+            TS_ALLOC_GOTO(S.sm_owed, res, fail);
+        }
     TS_CHECK_GOTO(sim_ranks_init(&S, &o, out), res, fail);
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * S.link_kinds * 2), res, fail);
     /* Replayed durations already hold the core sharing they met. */

@@ -10,8 +10,11 @@
 #include "planner/cost.h"
 #include "exec/kernels.h"
 #include "exec/trainer.h"
+#include "planner/memory_exec.h"
 #include "planner/moe_cost.h"
 #include "program/coll.h"
+#include "program/program.h"
+#include "program/ranks.h"
 #include "program/recipe.h"
 #include "tests/helpers.h"
 
@@ -185,17 +188,77 @@ Test(moe, router_node_limited) {
     cr_expect(expert[0] == 0 && expert[1] == 2, "M = G: no limit");
 }
 
-/* The executor splits experts over TP only; etp apart from tp is refused with a reason. */
-Test(moe, executor_refuses_etp_apart_from_tp) {
+/* The executor trains experts apart from TP (etp=1 < tp, tests/test_exec_parity.c's *_etp1 cases
+ * against one rank): no refusal, and the CPU-rank memory model sizes its MoE entries as it does:
+ * each rank routes its Tl = T/tp rows to whole experts (Fer = expert_ffn), where etp = tp routes
+ * the T rows of the TP group to slices of expert_ffn/tp. */
+Test(moe, executor_trains_etp_apart_from_tp) {
     ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
     ts_train_set_dtype(&pb.train, TS_DTYPE_FP32);
     ts_layout l = {.dp = 2, .tp = 2, .pp = 1, .cp = 1, .ep = 4, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
                    .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
     ts_error_clear();
-    cr_expect_eq(ts_trainer_check(&pb, &l), TS_ERR_INPUT);
-    cr_expect(strstr(ts_error_message(), "etp=1") != NULL, "%s", ts_error_message());
+    cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
+    ts_exec_dims d;
+    ts_exec_dims_of(&pb, &l, &d);
+    cr_expect(d.T == 64 && d.Tl == 32 && d.Tm == 32 && d.Fer == 344, "etp=1: T %zu Tl %zu Tm %zu Fer %zu", d.T, d.Tl,
+              d.Tm, d.Fer);
     l.etp = 0, l.ep = 2;
     cr_expect_eq(ts_trainer_check(&pb, &l), TS_OK, "%s", ts_error_message());
+    ts_exec_dims_of(&pb, &l, &d);
+    cr_expect(d.Tm == 64 && d.Fer == 172, "etp=tp: Tm %zu Fer %zu", d.Tm, d.Fer);
+}
+
+/* The step program with the experts apart from TP: their EDP group (tp·dp·cp / ep) may exceed
+ * dp·cp, so their gradients are reduced even at dp·cp = 1 (tp=2, ep=1: EDP = the two TP ranks, one
+ * reduction per MoE layer), and the optimizer updates the expert states' EDP share: at tp=2, dp=2,
+ * ep=4 (EDP 1, ep > dp·cp) it divided them by dp·cp/ep = 0 (an infinite step before). The router's
+ * weight gradient is summed across TP after each micro-batch's router W GEMM (program.c
+ * router_tp_sum): one TP all-reduce of E·h gradients per MoE layer and micro-batch. */
+static void program_dp_ops(const ts_problem *pb, const ts_layout *l, int *edp_reduces, double *opt_bytes,
+                           int *router_sums) {
+    ts_program prog;
+    cr_assert_eq(ts_program_build(pb, l, NULL, &prog), TS_OK, "%s", ts_error_message());
+    *edp_reduces = 0, *opt_bytes = -1, *router_sums = 0;
+    const ts_stage_program *sp = &prog.stages[0];
+    for (int i = 0; i < sp->n_ops; i++) {
+        const ts_op *op = &sp->ops[i];
+        if (op->part == TS_PART_GRAD_REDUCE && op->group == TS_GROUP_EDP) ++*edp_reduces;
+        if (op->part == TS_PART_OPTIMIZER) *opt_bytes = op->bytes;
+        if (op->part == TS_PART_ROUTER && op->kind == TS_OP_COLL) {
+            cr_expect(op->group == TS_GROUP_TP && op->phase == TS_PHASE_WGRAD && op->coll == TS_COLL_ALLREDUCE);
+            cr_expect_eq(op->bytes, ts_grad_reduce_bytes(&pb->train) * pb->model.moe.experts * pb->model.hidden);
+            ++*router_sums;
+        }
+    }
+    ts_program_free(&prog);
+}
+
+Test(moe, program_reduces_experts_apart_from_tp) {
+    ts_problem pb = test_problem("tiny-moe", "cpu-localhost", 2, 8, 64, 1);
+    ts_layout l = {.dp = 1, .tp = 2, .pp = 1, .cp = 1, .ep = 1, .sp = 1, .zero = 0, .mbs = 1, .vpp = 1,
+                   .schedule = TS_SCHED_1F1B, .recompute = TS_RECOMPUTE_NONE, .etp = 1};
+    int reduces, sums;
+    double one_rank_bytes, bytes;
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
+    cr_expect_eq(reduces, pb.model.layers, "EDP reductions at dp·cp = 1: %d", reduces);
+    cr_expect_eq(sums, pb.model.layers * 8, "router TP sums over 4 layers × 8 micro-batches: %d", sums);
+    l.etp = 0;
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
+    cr_expect_eq(sums, 0, "etp = tp: the router sees the TP group's rows, nothing to sum: %d", sums);
+    l.etp = 1;
+    pb = test_problem("tiny-moe", "cpu-localhost", 4, 8, 64, 1);
+    l.dp = 2, l.ep = 4, l.zero = 1;
+    program_dp_ops(&pb, &l, &reduces, &bytes, &sums);
+    l.zero = 0;
+    program_dp_ops(&pb, &l, &reduces, &one_rank_bytes, &sums);
+    /* ZeRO-1 over dp=2 halves the shared states' updates and leaves the experts' (EDP = 1) whole. */
+    double sh, ex;
+    ts_layer_params_rank(&pb, 2, 4, 1, 0, &sh, &ex);
+    cr_expect(isfinite(bytes) && bytes < one_rank_bytes, "optimizer bytes %g (zero=0: %g)", bytes, one_rank_bytes);
+    cr_expect(fabs((one_rank_bytes - bytes) / one_rank_bytes - sh / 2 / (sh + ex)) < 1e-9,
+              "ZeRO-1 saves %g of the updates, expected the shared half %g", (one_rank_bytes - bytes) / one_rank_bytes,
+              sh / 2 / (sh + ex));
 }
 
 /* Closed form and simulation agree on MoE layouts: DeepSeek-V3 (3 dense layers then 58 MoE, two

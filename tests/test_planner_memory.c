@@ -397,6 +397,61 @@ Test(planner_memory, only_cpu_systems_priced_as_the_executor) {
     cr_expect(ts_memory_exec_applies(&s));
 }
 
+/* Buffers on CPU ranks (planner/memory_exec_buffers.h), counted by hand from the executor's
+ * allocations for tiny (T = 128 tokens, C = 256, 8 query and 4 kv heads of 32, F = 688, V = 512):
+ * the workspace of exec/op_ctx.h (seven (T, C) slot tensors, datt (T, Qr), dqkv (T, QKVr), the
+ * MLP's three (T, F), the MoE tensors at their dense sizes (dxe, dye, dxr, dyr (T, C), dweight and
+ * dlogits_r (T)), dlogits (T, V), the per-token scratch (T), norm_grad (C), the four CP ring
+ * tensors and router_grad (experts apart from TP only) one float each) and the store's landing shard (a layer's segment, the largest, over
+ * the DP group). */
+static double tiny_work_bytes(void) {
+    double T = 128, C = 256, F = 688, V = 512, Qr = 8 * 32, QKVr = Qr + 2 * 4 * 32;
+    return 4.0 * (7 * T * C + T * Qr + T * QKVr + 3 * T * F + 4 * T * C + 2 * T + T * V + T + C + 5);
+}
+
+static const double tiny_layer_floats = 2 * 256 + (256 + 2 * 128) * 256 + 256 * 256 + 3 * 688 * 256;
+
+Test(planner_memory, cpu_buffers_are_the_executors_workspace_and_shard) {
+    ts_problem one = cpu_problem("cpu-localhost", 1), two = cpu_problem("cpu-localhost", 2);
+    ts_eval e1 = eval_layout(&one, "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    cr_expect_eq(e1.mem.buffers, tiny_work_bytes() + 4.0 * tiny_layer_floats, "one rank: %.0f B", e1.mem.buffers);
+    /* DP: gradients reduced in place in their segments, no buckets; the landing shard halves. */
+    ts_eval e2 = eval_layout(&two, "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    cr_expect_eq(e2.mem.buffers, tiny_work_bytes() + 2.0 * tiny_layer_floats, "dp=2: %.0f B", e2.mem.buffers);
+    /* The same layout on a GPU keeps Megatron's: two buckets of the whole gradients. */
+    ts_problem gpu = cpu_problem("h100-sxm-dgx", 2);
+    ts_eval g = eval_layout(&gpu, "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    cr_expect_float_eq(g.mem.buffers, 2.0 * g.mem.grads, 1e-12, "GPU buffers %.0f B", g.mem.buffers);
+}
+
+/* ZeRO-2 adds the two one-layer gradient buffers, ZeRO-3 the two gathered layers as well (each a
+ * whole layer: tiny's four are alike). */
+Test(planner_memory, cpu_buffers_zero2_and_zero3_layers) {
+    ts_problem pb = cpu_problem("cpu-localhost", 2);
+    double base = tiny_work_bytes() + 2.0 * tiny_layer_floats, layer = 4.0 * tiny_layer_floats;
+    ts_eval z2 = eval_layout(&pb, "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=2,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    cr_expect_eq(z2.mem.buffers, base + 2 * layer, "ZeRO-2: %.0f B", z2.mem.buffers);
+    ts_eval z3 = eval_layout(&pb, "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    cr_expect_eq(z3.mem.buffers, base + 4 * layer, "ZeRO-3: %.0f B", z3.mem.buffers);
+}
+
+/* The pipeline's send copies are held to the step's end: with pp = 2 and 8 micro-batches each
+ * stage sends 8 (T, C) tensors (the first activations, the last gradients), whatever the
+ * schedule. */
+Test(planner_memory, cpu_buffers_hold_the_steps_pipeline_sends) {
+    ts_problem pb = cpu_problem("cpu-localhost", 2);
+    double sends = 8 * 4.0 * 128 * 256;
+    static const char *const scheds[] = {"gpipe", "1f1b", "zb-h1"};
+    for (int i = 0; i < 3; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "dp=1,tp=1,pp=2,cp=1,ep=1,sp=0,zero=0,mbs=1,vpp=1,sched=%s,recompute=none",
+                 scheds[i]);
+        ts_eval e = eval_layout(&pb, text);
+        cr_expect_eq(e.mem.buffers, tiny_work_bytes() + 4.0 * tiny_layer_floats + sends, "%s: %.0f B", scheds[i],
+                     e.mem.buffers);
+    }
+}
+
 /* tiny-moe on cpu-localhost, as cpu_model_problem, its routing's spread `cv`. */
 static ts_problem cpu_moe_problem(int gpus, double cv) {
     ts_model m = zoo("tiny-moe");

@@ -162,6 +162,11 @@ Test(sweep, bad_input_exits_2_with_one_line) {
         {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx,nope", "--gpus", "8", NULL},
         {"sweep", "--model", "llama2-7b", "--gpus", "8", NULL},
         {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", "--price", "free", NULL},
+        /* budgets: --gpus and --gpus-max exclude each other; the budget list's grammar is --gpus' */
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus", "8", "--gpus-max", "16", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus-max", "0", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus-max", "16,8", NULL},
+        {"sweep", "--model", "llama2-7b", "--system", "h100-sxm-dgx", "--gpus-max", "8", "--batch-tolerance", "x", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_argv(cases[i]);
@@ -301,5 +306,64 @@ Test(sweep, capacity_comparison_across_systems) {
     r = run_cli("sweep", "--model", "llama3-70b", "--systems", "h100-sxm-dgx", "--gpus", "512", "--days", "3", NULL);
     cr_expect_eq(r.status, 2, "--days without --tokens");
     cr_expect(one_line_error(r.err, "sweep"), "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* `sweep --gpus-max LIST`: each listed count is a budget, and each row is what `tessera plan
+ * --gpus-max N --top 1` picks on it: the same GPU count, layout and step time, at most N GPUs,
+ * the idle ones counted (100 H100s with a batch of 256 leave some idle: no layout of 100 GPUs
+ * divides it). --batch-tolerance moves a row's batch within the tolerance (bad budgets:
+ * bad_input_exits_2_with_one_line). */
+Test(sweep, gpus_max_rows_are_the_plans_budget_pick) {
+    cli_result r = run_cli("sweep", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus-max", "100,200",
+                           "--global-batch", "256", "--json", NULL);
+    cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+    cJSON *root = parse_json_output(&r, "sweep --gpus-max --json");
+    cli_result_free(&r);
+    const cJSON *budget = cJSON_GetObjectItem(root, "budget"), *rows = cJSON_GetObjectItem(root, "rows");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(budget, "gpus_max")), "$.budget.gpus_max");
+    cr_assert_eq(cJSON_GetArraySize(rows), 2);
+    static const char *const maxes[] = {"100", "200"};
+    int idle_total = 0;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *row = cJSON_GetArrayItem(rows, i);
+        char where[32];
+        snprintf(where, sizeof where, "$.rows[%d]", i);
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")), "%s fits", where);
+        int g = (int)json_num(row, "gpus", where), max = (int)json_num(row, "gpus_max", where);
+        int idle = (int)json_num(row, "idle_gpus", where);
+        cr_expect_eq(max, atoi(maxes[i]), "%s.gpus_max", where);
+        cr_expect(g <= max && g >= 1, "%s: %d GPUs within the budget %d", where, g, max);
+        cr_expect_eq(idle, max - g, "%s.idle_gpus", where);
+        idle_total += idle;
+        cli_result p = run_cli("plan", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus-max", maxes[i],
+                               "--global-batch", "256", "--top", "1", "--json", NULL);
+        cJSON *plan = parse_json_output(&p, "plan --gpus-max --json");
+        const cJSON *pb = cJSON_GetObjectItem(plan, "budget");
+        const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "layouts"), 0);
+        cr_expect_eq(g, (int)json_num(pb, "gpus", "plan $.budget"), "%s: plan's budget pick", where);
+        cr_expect_str_eq(json_str(row, "layout", where), json_str(best, "layout", "plan"), "%s", where);
+        cr_expect_eq(json_num(row, "step_s", where), json_num(best, "step_s", "plan"), "%s", where);
+        cJSON_Delete(plan);
+        cli_result_free(&p);
+    }
+    cr_expect_gt(idle_total, 0, "no layout of 100 or 200 GPUs divides a batch of 256: some GPUs stay idle");
+    cJSON_Delete(root);
+
+    r = run_cli("sweep", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus", "96", "--global-batch", "250",
+                "--batch-tolerance", "5%", "--json", NULL);
+    root = parse_json_output(&r, "sweep --batch-tolerance --json");
+    cli_result_free(&r);
+    const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "rows"), 0);
+    double batch = json_num(row, "global_batch", "$.rows[0]");
+    cr_expect_eq(json_num(row, "gpus", "$.rows[0]"), 96, "--gpus with a tolerance: only the batch moves");
+    cr_expect_eq(json_num(row, "global_batch_requested", "$.rows[0]"), 250);
+    cr_expect(batch != 250 && fabs(batch - 250) <= 0.05 * 250, "batch %g: 96 GPUs divide no layout of 250", batch);
+    cJSON_Delete(root);
+
+    r = run_cli("sweep", "--model", "llama2-13b", "--system", "h100-sxm-dgx", "--gpus-max", "100", "--global-batch",
+                "256", NULL);
+    cr_expect(strstr(r.out, "# gpus   max  idle system") != NULL, "table columns: %s", r.out);
+    cr_expect(strstr(r.out, "    96   100     4 h100-sxm-dgx") != NULL, "96 of 100 GPUs used, 4 idle: %s", r.out);
     cli_result_free(&r);
 }

@@ -306,7 +306,7 @@ Test(stacks, plans_carry_their_stack) {
 }
 
 /* A pin the default stack cannot run is priced on the zoo stack that runs it, unless --stack is
- * given; the precision stays the user's. */
+ * given, in that stack's precision unless --dtype is given or the system lacks it. */
 Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
     ts_pins pins;
     cr_assert_eq(ts_pins_parse("--fix", "pp=4,sched=dualpipe", &pins), TS_OK, "%s", ts_error_message());
@@ -325,11 +325,67 @@ Test(stacks, pins_the_default_cannot_run_find_a_stack_that_can) {
                            common[7], common[8], common[9], NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "cannot run the pins") && strstr(r.err, found_stack.name), "%s", r.err);
-    cr_expect(strstr(r.out, "tokens, bf16,"), "the stack's precision is not taken: %s", r.out);
+    cr_expect(strstr(r.out, "tokens, fp8,") && strstr(r.err, "in its precision fp8"),
+              "the stack's precision comes with it: %s%s", r.err, r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
+                common[8], common[9], "--dtype", "bf16", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,") && !strstr(r.err, "in its precision"), "--dtype stays: %s", r.err);
+    cli_result_free(&r);
+    r = run_cli("sim", common[0], common[1], common[2], "a100-80g-dgx", common[4], common[5], common[6], common[7],
+                common[8], common[9], NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "tokens, bf16,") && strstr(r.err, "not on every system, so not taken"),
+              "no FP8 on an A100: %s%s", r.err, r.out);
     cli_result_free(&r);
     r = run_cli("sim", common[0], common[1], common[2], common[3], common[4], common[5], common[6], common[7],
                 common[8], common[9], "--stack", "megatron-core", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "cannot run") && !strstr(r.err, "priced with"), "a named stack stays: %s", r.err);
     cli_result_free(&r);
+}
+
+/* DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py, v0.5 as MT-NLG and BigScience
+ * ran it, DeepSpeed commit 9f17087f): 2·(m + p − 1) steps; at step t stage s runs the forward of
+ * a micro-batch when t and s have the same parity, else a backward, the micro-batch given by
+ * _even/_odd_step_forward/backward_id; ids outside [0, m) are idle steps (exchanges only). */
+static int deepspeed_step_mb(int p, int s, int t, int *forward) {
+    *forward = t % 2 == s % 2;
+    if (t % 2 == 0 && s % 2 == 0) return t / 2 - s / 2;
+    if (t % 2 == 1 && s % 2 == 1) return (t - 1) / 2 - s / 2;
+    if (t % 2 == 0) return t / 2 - p + (s + 1) / 2;
+    return (t - 1) / 2 - p + 1 + s / 2;
+}
+
+/* The megatron-deepspeed profile prices DeepSpeed's engine as 1F1B: each stage's forwards and
+ * backwards come in exactly 1F1B's order (F_j at step 2j + s, B_j at step 2j + 2p − 1 − s, so
+ * p − s forwards before the first backward), for any p and m. Its fill and drain are therefore
+ * 1F1B's (p − 1)(t_f + t_b); what differs is only how the sends pair up (docs/stacks.md). */
+Test(stacks, deepspeed_train_schedule_runs_1f1b_order) {
+    static const int ps[] = {1, 2, 3, 4, 5, 8, 12, 35};
+    const ts_schedule_info *one = &ts_schedules[TS_SCHED_1F1B];
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        int p = ps[i];
+        const int ms[] = {1, 2, 3, p, p + 1, 2 * p + 3, 240};
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+            int m = ms[k];
+            ts_slot *want = calloc((size_t)3 * m, sizeof *want);
+            cr_assert(want);
+            for (int s = 0; s < p; s++) {
+                int n_want = one->order(p, 1, m, s, want), n = 0, mismatch = -1;
+                for (int t = 0; t < 2 * (m + p - 1); t++) {
+                    int fwd, mb = deepspeed_step_mb(p, s, t, &fwd);
+                    if (mb < 0 || mb >= m) continue;
+                    int kind = fwd ? TS_SLOT_F : TS_SLOT_B;
+                    if (mismatch < 0 && (n >= n_want || want[n].kind != kind || want[n].mb != mb)) mismatch = n;
+                    n++;
+                }
+                cr_expect_eq(n, 2 * m, "p=%d m=%d stage %d: %d compute steps", p, m, s, n);
+                cr_expect_eq(n, n_want, "p=%d m=%d stage %d", p, m, s);
+                cr_expect_eq(mismatch, -1, "p=%d m=%d stage %d: slot %d differs from 1F1B", p, m, s, mismatch);
+            }
+            free(want);
+        }
+    }
 }
