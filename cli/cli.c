@@ -57,6 +57,13 @@ double cli_tokens(const char *cmd, const char *flag, const char *text) {
     return v;
 }
 
+void cli_list_check(const char *cmd, const char *flag, const char *text) {
+    size_t n = strlen(text);
+    /* strtok_r would skip an empty item: "a,,b" is a typo to refuse, not two items */
+    if (n == 0 || text[0] == ',' || text[n - 1] == ',' || strstr(text, ",,"))
+        cli_usage_error(cmd, "%s: expected a comma-separated list, got an empty item in \"%s\"", flag, text);
+}
+
 void cli_fail(const char *cmd, ts_status st) {
     fprintf(stderr, "tessera %s: %s\n", cmd, ts_error_message());
     if (getenv("TESSERA_DEBUG")) fprintf(stderr, "  (raised at %s)\n", ts_error_where());
@@ -67,8 +74,10 @@ void cli_max_ops(const char *cmd, const char *text) {
     ts_program_set_max_ops(cli_int(cmd, "--max-ops", text, 1000, 1LL << 30));
 }
 
-void cli_output_check(const char *cmd, const char *path) {
+void cli_output_check(const char *cmd, const char *flag, const char *path) {
     if (path == NULL) return;
+    /* "" would pass as a new path and fail only at the rename, after the work */
+    if (path[0] == '\0') cli_usage_error(cmd, "%s: expected a file name, got \"\"", flag);
     ts_status st = ts_output_check(path);
     if (st != TS_OK) cli_fail(cmd, st);
 }

@@ -32,12 +32,15 @@ double cli_fraction(const char *cmd, const char *flag, const char *text, double 
 /* The index of `text` in a NULL-terminated name table, -1 when absent. */
 int cli_name_index(const char *const *names, const char *text);
 int cli_enum(const char *cmd, const char *flag, const char *text, const char *const *names);
+/* A usage error when the comma-separated list `text` (a flag value) is empty or has an empty
+ * item ("a,,b", "a,", ",a"). */
+void cli_list_check(const char *cmd, const char *flag, const char *text);
 /* Prints "tessera CMD: message" to stderr and exits with the status's exit code. */
 _Noreturn void cli_fail(const char *cmd, ts_status st);
-/* Before any work: `path`, an output flag's value, can be written (common/output.h's
+/* Before any work: `path`, the value of the output flag `flag`, can be written (common/output.h's
  * ts_output_check); otherwise exits as the failed write would (1, or 2 for a directory), naming
- * the path. NULL is fine (not given). */
-void cli_output_check(const char *cmd, const char *path);
+ * the path. NULL is fine (not given); "" is a usage error naming the flag. */
+void cli_output_check(const char *cmd, const char *flag, const char *path);
 /* --max-ops N: the most ops a step program may hold (program/program.h); its help line. */
 void cli_max_ops(const char *cmd, const char *text);
 #define CLI_MAX_OPS_HELP "      --max-ops N        the most ops a step program may hold (default 20m; docs/reliability.md)\n"
@@ -100,6 +103,7 @@ typedef struct {
     char stack_note[320];             /* why the default stack was replaced ("" when it was not) */
     int gpus;                         /* 0 until given */
     int seq_given;
+    int max_slowdown_given;           /* --max-slowdown was given: needs --objective memory */
     unsigned given_mask;              /* TS_GIVEN_* (planner/stack_rules.h): flags that override the stack's defaults */
     const char *given;                /* the last problem flag given ("--seq"), NULL when none */
     ts_train train;

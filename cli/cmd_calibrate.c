@@ -157,10 +157,11 @@ int cmd_calibrate(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (output && output[0] == '\0') cli_usage_error(cmd, "--output: expected a file name, got \"\"");
     /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
     if (ranks == 1 && device == TS_DEVICE_CPU)
         cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
+    const char *situ = situ_steps ? "--situ-steps" : situ_batch ? "--situ-batch" : situ_seq ? "--situ-seq" : NULL;
+    if (!in_situ && situ) cli_usage_error(cmd, "%s needs the in-situ pass, which --no-in-situ turns off", situ);
     if (situ_seq > 0) { /* refused here, before any rank starts */
         ts_model m;
         if (ts_model_load(TS_SITU_MODEL, &m) != TS_OK) cli_fail(cmd, ts_error_status());
@@ -170,7 +171,7 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
     /* Refuse an output that cannot be written before the minute of measuring, not after. */
-    cli_output_check(cmd, output);
+    cli_output_check(cmd, "--output", output);
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
 

@@ -145,9 +145,9 @@ int cmd_compare(int argc, char **argv) {
         case 's': sim = optarg; break;
         case 'm': measured = optarg; break;
         case 'p': plan = optarg; break;
-        case 'i': index = (int)cli_num(cmd, "--index", optarg, 1, 1e6); break;
+        case 'i': index = (int)cli_int(cmd, "--index", optarg, 1, 1000000); break;
         case OPT_REPLAY: replay = 1; break;
-        case OPT_OPS: n_ops = (int)cli_num(cmd, "--ops", optarg, 1, 1e9); break;
+        case OPT_OPS: n_ops = (int)cli_int(cmd, "--ops", optarg, 1, 1000000000); break;
         case OPT_STEP: step_s = cli_num(cmd, "--step-s", optarg, 1e-9, 1e9); break;
         case OPT_JSON: json = 1; break;
         case 'h': help(); return 0;

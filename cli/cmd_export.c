@@ -127,7 +127,7 @@ int cmd_export(int argc, char **argv) {
     if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
     if (index && !plan) cli_usage_error(cmd, "--index needs --plan");
     if (format < 0) cli_usage_error(cmd, "--format is required (megatron, torchrun, sbatch, megatron-bridge or deepspeed)");
-    cli_output_check(cmd, output);
+    cli_output_check(cmd, "--output", output);
 
     ts_problem pb;
     ts_layout layout;

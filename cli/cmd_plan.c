@@ -77,7 +77,7 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (optind < argc) cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-    cli_output_check(cmd, output);
+    cli_output_check(cmd, "--output", output);
     if (top_k) pa.search.top_k = top_k;
     if (ro.refine && pa.search.objective == TS_OBJ_MEMORY)
         cli_usage_error(cmd, "--refine re-ranks by simulated step time; it needs --objective time or cost");

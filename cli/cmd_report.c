@@ -120,10 +120,10 @@ int cmd_report(int argc, char **argv) {
     if (!plan && !pa.given) cli_usage_error(cmd, "--plan or --model, --system and --gpus are required");
     if (plan && top_given) cli_usage_error(cmd, "--top needs the layout flags (the plan holds its layouts)");
     if (fmt < 0) fmt = output && format_of_file(output) >= 0 ? format_of_file(output) : FMT_HTML;
-    if (fmt == FMT_CSV && (!output || strcmp(output, "-") == 0))
+    if (fmt == FMT_CSV && (!output || !output[0] || strcmp(output, "-") == 0))
         cli_usage_error(cmd, "--format csv writes one file per table: give -o PREFIX (PREFIX-layouts.csv, ...) "
                              "or -o DIR/ (DIR/layouts.csv, ...)");
-    if (fmt != FMT_CSV) cli_output_check(cmd, output);
+    if (fmt != FMT_CSV) cli_output_check(cmd, "--output", output);
 
     if (!plan) plan = cli_problem_plan_file(cmd, &pa); /* held only while the report is built */
 

@@ -214,8 +214,8 @@ int cmd_run(int argc, char **argv) {
     if (pa.given && ts_runtime_under_mpi())
         cli_usage_error(cmd, "%s under mpirun: every rank would plan on its own; give --plan (tessera plan -o)",
                         pa.given);
-    cli_output_check(cmd, trace);
-    cli_output_check(cmd, o.params);
+    cli_output_check(cmd, "--trace", trace);
+    cli_output_check(cmd, "--params", o.params);
     if (ts_device_runnable(o.device) != TS_OK) cli_fail(cmd, ts_error_status());
     if (o.warmup >= o.steps) cli_usage_error(cmd, "--warmup %d leaves no step of %d to measure", o.warmup, o.steps);
     if (!plan) plan = plan_of_flags(cmd, &pa);

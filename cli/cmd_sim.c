@@ -99,7 +99,7 @@ int cmd_sim(int argc, char **argv) {
     if (index && !plan) cli_usage_error(cmd, "--index needs --plan");
     if (trace && strcmp(trace, "-") == 0)
         cli_usage_error(cmd, "--trace: expected a file name, got \"-\" (the summary goes to stdout)");
-    cli_output_check(cmd, trace);
+    cli_output_check(cmd, "--trace", trace);
 
     ts_problem pb;
     ts_layout layout;

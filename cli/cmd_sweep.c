@@ -92,6 +92,7 @@ static void progress(void *ctx, int done, int total) {
 /* Loads each comma-separated system into `out`; returns how many. Exits 2 on bad input. */
 static int load_systems(const char *cmd, const char *list, ts_system *out) {
     char buf[4096];
+    cli_list_check(cmd, "--system", list);
     if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) cli_usage_error(cmd, "--system: list too long");
     int n = 0;
     char *save = NULL;
@@ -99,6 +100,8 @@ static int load_systems(const char *cmd, const char *list, ts_system *out) {
         if (n == TS_SWEEP_MAX_SYSTEMS) cli_usage_error(cmd, "--system: expected at most %d systems", TS_SWEEP_MAX_SYSTEMS);
         ts_status st = ts_system_load(item, &out[n]);
         if (st != TS_OK) cli_fail(cmd, st);
+        for (int k = 0; k < n; k++) /* one row each: a --price SYSTEM=USD must name one */
+            if (strcmp(out[k].name, out[n].name) == 0) cli_usage_error(cmd, "--system: %s given twice", out[n].name);
         n++;
     }
     if (n == 0) cli_usage_error(cmd, "--system: expected one or more systems, got \"%s\"", list);
@@ -147,11 +150,12 @@ int cmd_sweep(int argc, char **argv) {
         else if (c == CLI_OPT_GPUS_MAX) gpus_max_arg = optarg; /* a list of budgets here */
         else if (c == 'b') batch_arg = optarg; /* lists here */
         else if (c == 'l') seq_arg = optarg;
-        else if (c == CLI_OPT_OBJECTIVE)
-            cli_usage_error(cmd, "--objective is a plan option; the sweep ranks by step time");
+        else if (c == CLI_OPT_OBJECTIVE || c == CLI_OPT_MAX_SLOWDOWN)
+            cli_usage_error(cmd, "%s is a plan option; the sweep ranks by step time",
+                            c == CLI_OPT_OBJECTIVE ? "--objective" : "--max-slowdown");
         else if (cli_problem_arg(cmd, c, optarg, &pa)) continue;
         else switch (c) {
-            case OPT_PRICE: price_arg = optarg; break;
+            case OPT_PRICE: cli_list_check(cmd, "--price", optarg), price_arg = optarg; break;
             case OPT_TOKENS: tokens = cli_tokens(cmd, "--tokens", optarg); break;
             case OPT_DAYS: max_days = cli_num(cmd, "--days", optarg, 1e-3, 1e5); break;
             case OPT_JSON: json = 1; break;
@@ -168,7 +172,7 @@ int cmd_sweep(int argc, char **argv) {
     if (max_days > 0 && tokens <= 0) cli_usage_error(cmd, "--days needs --tokens (the training run to fit in them)");
     if (output && strcmp(output, "-") == 0)
         cli_usage_error(cmd, "--output: expected a file name, got \"-\" (the table or JSON goes to stdout)");
-    cli_output_check(cmd, output);
+    cli_output_check(cmd, "--output", output);
 
     int gpus[TS_SWEEP_MAX_COUNTS], n_gpus = 0, n_batches = 0, n_seqs = 0;
     int64_t batches[TS_SWEEP_MAX_SIZES], seqs[TS_SWEEP_MAX_SIZES];

@@ -82,7 +82,7 @@ static void parse_only(const char *cmd, const char *text, ts_validate_opts *o) {
 
 /* Every input and output of the experiment, checked before it calibrates anything. */
 static void check_paths(const char *cmd, const ts_validate_opts *o, const char *output) {
-    cli_output_check(cmd, output);
+    cli_output_check(cmd, "--output", output);
     if (o->system) {
         ts_system s;
         ts_status st = ts_system_load(o->system, &s);

@@ -33,8 +33,9 @@ static void parse_headroom(const char *cmd, const char *arg, ts_train *t) {
 
 /* "1f1b,interleaved" -> a bit per schedule. */
 static unsigned parse_schedules(const char *cmd, const char *list) {
+    cli_list_check(cmd, "--schedules", list);
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) cli_usage_error(cmd, "--schedules: list too long");
     unsigned mask = 0;
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -98,7 +99,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_HEADROOM: parse_headroom(cmd, arg, &a->train), a->given = "--mem-headroom"; break;
     case CLI_OPT_MAX_SLOWDOWN:
         a->search.max_slowdown = cli_num(cmd, "--max-slowdown", arg, 1, INFINITY);
-        a->given = "--max-slowdown";
+        a->given = "--max-slowdown", a->max_slowdown_given = 1;
         break;
     case CLI_OPT_GPUS_MAX:
         a->budget.gpus_max = (int)cli_int(cmd, "--gpus-max", arg, 1, 1 << 24), a->given = "--gpus-max";
@@ -109,13 +110,15 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_PARTITION:
         a->partition.mode = (ts_partition_mode)cli_enum(cmd, "--partition", arg, ts_partition_mode_names);
+        a->given = "--partition";
         break;
     case CLI_OPT_PARTITION_NODES:
         a->partition.node_limit = (long)cli_int(cmd, "--partition-node-limit", arg, 1, 1L << 30);
+        a->given = "--partition-node-limit";
         break;
     case CLI_OPT_PARTITION_OBJECTIVE:
         found = cli_enum(cmd, "--partition-objective", arg, ts_partition_objective_names);
-        a->partition.objective = (ts_partition_objective)found;
+        a->partition.objective = (ts_partition_objective)found, a->given = "--partition-objective";
         break;
     default: return 0;
     }
@@ -158,15 +161,24 @@ void cli_problem_load_stack(const char *cmd, cli_problem_args *a, const ts_syste
     if (st != TS_OK) cli_fail(cmd, st);
 }
 
-/* The FP8 flags need fp8, given or the stack's default. */
-static void check_fp8_flags(const char *cmd, const cli_problem_args *a) {
+/* The FP8 flags need fp8, given or the stack's default; the MoE flags a model with experts;
+ * --max-slowdown needs --objective memory. Each would otherwise change nothing, unsaid. */
+static void check_flag_needs(const char *cmd, const cli_problem_args *a, const ts_model *m) {
     const ts_train *t = &a->train;
+    const char *moe = t->moe_dispatcher != TS_MOE_DISPATCH_AUTO                ? "--moe-dispatcher"
+                      : (a->given_mask & TS_GIVEN_MOE_A2A_OVERLAP) ? "--moe-a2a-overlap"
+                      : t->moe_fp8_dispatch                           ? "--moe-fp8-dispatch"
+                                                                      : NULL;
+    if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
     const char *flag = t->fp8_attention ? "--fp8-attention"
                        : t->fp8_param_gather ? "--fp8-param-gather"
                        : (a->given_mask & TS_GIVEN_FP8_RECIPE) && t->fp8_recipe != TS_FP8_DELAYED ? "--fp8-recipe"
                                                                                                  : NULL;
     if (flag && t->dtype != TS_DTYPE_FP8)
         cli_usage_error(cmd, "%s needs --dtype fp8, got --dtype %s", flag, ts_dtype_names[t->dtype]);
+    if (a->max_slowdown_given && a->search.objective != TS_OBJ_MEMORY) /* it bounds that objective alone */
+        cli_usage_error(cmd, "--max-slowdown needs --objective memory, got --objective %s",
+                        ts_objective_names[a->search.objective]);
 }
 
 void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
@@ -181,11 +193,10 @@ void cli_problem_load(const char *cmd, cli_problem_args *a, ts_problem *pb) {
     st = ts_model_load(a->model, &m);
     if (st == TS_OK) st = ts_system_load(a->system, &s);
     if (st == TS_OK) cli_problem_load_stack(cmd, a, &s, 1);
-    if (st == TS_OK) check_fp8_flags(cmd, a);
+    if (st == TS_OK) check_flag_needs(cmd, a, &m);
     if (st == TS_OK && !a->seq_given && a->train.seq > m.max_seq) a->train.seq = m.max_seq;
     if (st == TS_OK) st = ts_problem_init(pb, &m, &s, &a->train, a->gpus);
     if (st != TS_OK) cli_fail(cmd, st);
-    cli_warn_context_extension(cmd, &m, a->train.seq);
 }
 
 void cli_problem_plan(const char *cmd, cli_problem_args *a, const ts_ranking_opts *ro, cli_plan *out) {
@@ -216,6 +227,8 @@ void cli_problem_plan(const char *cmd, cli_problem_args *a, const ts_ranking_opt
         cli_plan_free(out);
         cli_fail(cmd, st);
     }
+    /* warnings only once the plan is made, so that an error stays one line */
+    cli_warn_context_extension(cmd, &out->pb.model, out->pb.train.seq);
     if (out->r.search.n_best > 0) cli_warn_stack(cmd, a, &out->pb, &out->r.search.best[0].layout);
 }
 

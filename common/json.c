@@ -310,6 +310,23 @@ ts_status ts_jr_enum(const ts_jreader *r, const cJSON *obj, const char *key, int
                    ts_json_type_name(it));
 }
 
+ts_status ts_jr_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        int k = 0;
+        while (keys[k] != NULL && strcmp(keys[k], it->string) != 0) k++;
+        if (keys[k] != NULL) continue;
+        char list[512] = "";
+        for (k = 0; keys[k] != NULL; k++) {
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", keys[k]);
+        }
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%.60s: unknown field, expected one of %s", r->file, r->path, it->string,
+                       list);
+    }
+    return TS_OK;
+}
+
 ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     const cJSON **out) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);

@@ -52,6 +52,9 @@ ts_status ts_jr_str(const ts_jreader *r, const cJSON *obj, const char *key, int 
 /* One of `names` (NULL-terminated); *out is its index. */
 ts_status ts_jr_enum(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                      const char *const *names, int def, int *out);
+/* Refuses members of `obj` (NULL: an absent optional object, fine) not named in the NULL-terminated
+ * `keys`: "FILE: PATH.KEY: unknown field, expected one of a, b, c". */
+ts_status ts_jr_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys);
 /* An object member: *out is NULL when absent and not required. */
 ts_status ts_jr_obj(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                     const cJSON **out);

@@ -216,8 +216,8 @@ static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts
     e->router_sigmoid = strcmp(score, "sigmoid") == 0;
     e->router_expert_bias = strcmp(method, "noaux_tc") == 0;
     int groups, group_topk;
-    TS_CHECK(hf_i32(r, root, nm, NULL, "n_group", 0, 0, e->experts, 0, &groups));
-    TS_CHECK(hf_i32(r, root, nm, NULL, "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_groups", "n_group", 0, 0, e->experts, 0, &groups));
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_group_topk", "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
     if (groups > 1) e->router_groups = groups, e->router_group_topk = group_topk;
     double scale;
     TS_CHECK(ts_jr_num(r, root, "routed_scaling_factor", 0, 0, 1e6, 1, &scale));

@@ -99,23 +99,6 @@ static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
                                        "v_dim", NULL};
 
-/* Rejects members of `obj` not named in `keys`, listing the ones that are allowed. */
-static ts_status only_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys) {
-    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
-        int k = 0;
-        while (keys[k] != NULL && strcmp(keys[k], it->string) != 0) k++;
-        if (keys[k] != NULL) continue;
-        char list[512] = "";
-        for (k = 0; keys[k] != NULL; k++) {
-            size_t used = strlen(list);
-            snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", keys[k]);
-        }
-        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%.60s: unknown field, expected one of %s", r->file,
-                       r->path, it->string, list);
-    }
-    return TS_OK;
-}
-
 /* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
  * *r. */
 static ts_status open_section(const ts_jreader *parent, const cJSON *root, const char *key,
@@ -123,7 +106,7 @@ static ts_status open_section(const ts_jreader *parent, const cJSON *root, const
     TS_CHECK(ts_jr_obj(parent, root, key, 0, obj));
     if (*obj == NULL) return TS_OK;
     ts_jreader_child(parent, key, 0, r);
-    return only_known_keys(r, *obj, keys);
+    return ts_jr_known_keys(r, *obj, keys);
 }
 
 static ts_status read_moe(const ts_jreader *parent, const cJSON *root, const ts_model *m,
@@ -213,7 +196,7 @@ static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_model 
 static ts_status read_own(const char *file, const cJSON *root, ts_model *m) {
     ts_jreader r;
     ts_jreader_root(&r, file);
-    TS_CHECK(only_known_keys(&r, root, model_keys));
+    TS_CHECK(ts_jr_known_keys(&r, root, model_keys));
     TS_CHECK(ts_jr_str(&r, root, "name", 1, NULL, m->name, sizeof m->name));
     TS_CHECK(ts_jr_str(&r, root, "source", 0, "", m->source, sizeof m->source));
     const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");
@@ -445,6 +428,25 @@ static int every_layer_is_moe(const ts_model *m) {
     return m->moe.experts > 0 && m->moe.first_dense == 0 && m->moe.every == 1;
 }
 
+/* Group-limited routing as Megatron-Core's TransformerConfig checks it (moe_router_num_groups
+ * divides num_moe_experts, moe_router_group_topk in [1, num_groups]) and as the router can pick:
+ * top_k experts from the router_group_topk groups kept (DeepSeek-V3 §2.1.2, Hugging Face
+ * DeepseekV3's n_group / topk_group). */
+static ts_status validate_router_groups(const char *file, const ts_field_names *n, const ts_moe *e) {
+    if (e->router_groups == 0 && e->router_group_topk == 0) return TS_OK;
+    if (e->router_groups < 1 || e->experts % e->router_groups != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected a divisor of %s %d (%s is given), got %d", file,
+                       ts_field_name(n, "moe.router_groups"), word(n, "moe.experts"), e->experts,
+                       word(n, "moe.router_group_topk"), e->router_groups);
+    TS_CHECK(check_range(file, n, "moe.router_group_topk", e->router_group_topk, 1, e->router_groups));
+    int64_t reachable = (int64_t)e->router_group_topk * (e->experts / e->router_groups);
+    if (e->top_k > reachable)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: expected at most %s × experts per group = %d × %d = %lld, got %d",
+                       file, ts_field_name(n, "moe.top_k"), word(n, "moe.router_group_topk"), e->router_group_topk,
+                       e->experts / e->router_groups, (long long)reachable, e->top_k);
+    return TS_OK;
+}
+
 static ts_status validate_moe(const char *file, const ts_field_names *n, const ts_model *m) {
     const ts_moe *e = &m->moe;
     TS_CHECK(check_range(file, n, "moe.experts", e->experts, 0, TS_MAX_EXPERTS));
@@ -461,6 +463,7 @@ static ts_status validate_moe(const char *file, const ts_field_names *n, const t
                        "are MoE, got %d", file, ts_field_name(n, "moe.first_dense"), m->layers - 1,
                        m->layers, e->first_dense);
     TS_CHECK(check_range(file, n, "moe.every", e->every, 1, TS_MAX_LAYERS));
+    TS_CHECK(validate_router_groups(file, n, e));
     return check_number(file, n, "moe.capacity_factor", e->capacity_factor, TS_MAX_CAPACITY_FACTOR);
 }
 

@@ -146,24 +146,6 @@ static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "hbm", "
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
 
-/* Refuses keys of `obj` (which may be NULL: an absent optional object) not listed in `allowed`. */
-static ts_status check_keys(const ts_jreader *r, const cJSON *obj, const char *const *allowed) {
-    const cJSON *it;
-    cJSON_ArrayForEach(it, obj) {
-        int known = 0;
-        for (int i = 0; allowed[i] && !known; i++) known = strcmp(allowed[i], it->string) == 0;
-        if (known) continue;
-        char list[256] = "";
-        for (int i = 0; allowed[i]; i++) {
-            size_t used = strlen(list);
-            snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", allowed[i]);
-        }
-        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: unknown field, expected one of %s", r->file,
-                       r->path, it->string, list);
-    }
-    return TS_OK;
-}
-
 /* "an array of 3 elements", or the type of a non-array, for "got ..." in messages. */
 static void describe_array(const cJSON *a, char *buf, size_t cap) {
     if (cJSON_IsArray(a))
@@ -178,7 +160,7 @@ static ts_status open_obj(const ts_jreader *r, const cJSON *parent, const char *
                           const char *const *allowed, ts_jreader *child, const cJSON **obj) {
     ts_jreader_child(r, key, 0, child);
     TS_CHECK(ts_jr_obj(r, parent, key, required, obj));
-    return check_keys(child, *obj, allowed);
+    return ts_jr_known_keys(child, *obj, allowed);
 }
 
 /* Element `idx` of a [flops, eff] pair, a number in [min, max]. */
@@ -307,7 +289,7 @@ static ts_status read_domain(const ts_jreader *r, const cJSON *root, ts_system *
 static ts_status read_tier(const ts_jreader *tr, const cJSON *t, int k, int last, ts_system *s) {
     ts_tier *x = &s->tiers[k];
     int64_t gpus;
-    TS_CHECK(check_keys(tr, t, tier_keys));
+    TS_CHECK(ts_jr_known_keys(tr, t, tier_keys));
     char def[16];
     snprintf(def, sizeof def, "tier%d", k);
     TS_CHECK(ts_jr_str(tr, t, "name", 0, def, x->name, sizeof x->name));
@@ -419,7 +401,7 @@ ts_status ts_system_from_json(const char *file, const cJSON *root, ts_system *ou
     if (!cJSON_IsObject(root))
         return TS_FAIL(TS_ERR_INPUT, "%s: $: expected a system object, got %s", file,
                        ts_json_type_name(root));
-    TS_CHECK(check_keys(&r, root, root_keys));
+    TS_CHECK(ts_jr_known_keys(&r, root, root_keys));
     TS_CHECK(ts_jr_str(&r, root, "name", 1, "", s.name, sizeof s.name));
     if (s.name[0] == '\0')
         return TS_FAIL(TS_ERR_INPUT, "%s: $.name: expected a non-empty string, got \"\"", file);

@@ -164,6 +164,15 @@ fail:
     return res;
 }
 
+/* What a plan's request holds: the problem read back, and the search's settings it records
+ * (objective, fix, top, partition..., refine: reports/ranking.c), which nothing reads. A key
+ * outside them is a typo ("dtpye": "fp8" would plan bf16 silently): refused. */
+static const char *const request_keys[] = {
+    "model", "system", "gpus", "global_batch", "seq", "dtype", "fp8_recipe", "fp8_attention", "fp8_param_gather",
+    "flash_attention", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap", "moe_fp8_dispatch",
+    "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
+    "partition_node_limit", "refine", NULL};
+
 /* The request's software stack (a zoo name; absent in plans written before stacks: the
  * unrestricted one) and memory headroom; an unknown name fails as the zoo says. */
 static ts_status read_stack(const ts_jreader *rr, const cJSON *req, ts_train *t) {
@@ -216,6 +225,7 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_model_from_json(mfile, jm, &m), res, exit);
     TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
+    TS_CHECK_GOTO(ts_jr_known_keys(&rr, req, request_keys), res, exit);
     int64_t gpus, dtype;
     int flash, across, dt, fp8_recipe, fp8_attention, cp_kind, moe_disp;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);

@@ -26,8 +26,13 @@ double ts_zb_v_bubble_s(int p, int v, double tf, double tb, double tw) {
 }
 
 /* ZB-V fills its steady state from 2p - 1 micro-batches on (PyTorch writes the order for at least
- * that many); the bubble above holds from there. */
+ * that many); the bubble above holds from there. Its V needs two stages: at pp = 1 both chunks
+ * would sit on one rank, a degenerate pipeline no stack runs. */
 const char *ts_zb_v_invalid(int p, int m, char *buf, size_t cap) {
+    if (p < 2) {
+        if (buf) snprintf(buf, cap, "sched=zb-v needs pp >= 2 (got pp=%d)", p);
+        return buf ? buf : "";
+    }
     if (m >= 2 * p - 1) return NULL;
     if (buf) snprintf(buf, cap, "sched=zb-v needs micro-batches >= 2·pp - 1 = %d (got %d)", 2 * p - 1, m);
     return buf ? buf : "";

@@ -171,10 +171,15 @@ ts_status ts_run_trace_timeline(const char *file, int plan_stages, ts_timeline *
             double tid, ts, dur;
             int64_t pid;
             index++;
-            if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0 || !cJSON_IsString(name) ||
-                !num_field(e, "tid", &tid) || !num_field(e, "ts", &ts) || !num_field(e, "dur", &dur) || tid != 0 ||
-                dur < 0)
-                continue;
+            if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0) continue;
+            /* A complete event without its numbers is a broken trace, not one to skip (compare refuses it too). */
+            if (!cJSON_IsString(name) || !num_field(e, "tid", &tid) || !num_field(e, "ts", &ts) ||
+                !num_field(e, "dur", &dur) || dur < 0) {
+                res = TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d]: an \"X\" event needs a \"name\" and finite "
+                              "\"tid\", \"ts\" and \"dur\" >= 0", file, index - 1);
+                goto exit;
+            }
+            if (tid != 0) continue;
             /* Range first: (int) of a pid of 1e300 is undefined. */
             if (!ts_json_int_in(cJSON_GetObjectItemCaseSensitive(e, "pid"), 0, INT_MAX, &pid)) {
                 res = TS_FAIL(TS_ERR_INPUT, "%s: $.traceEvents[%d].pid: expected an integer in [0, %d]", file,

@@ -88,6 +88,9 @@ ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spe
         if (end == num || *end != '\0' || !(v >= 0 && v <= 1e6))
             return TS_FAIL(TS_ERR_INPUT, "%s: expected USD per GPU-hour in [0, 1e6] (2.5, or SYSTEM=2.5,...), got \"%s\"",
                            what, num);
+        if (!eq && !spec->price_is_default)
+            return TS_FAIL(TS_ERR_INPUT, "%s: expected one price for every system, got a second one in \"%s\"",
+                           what, text);
         if (!eq) {
             spec->price_per_gpu_hour = v;
             spec->price_is_default = 0;
@@ -97,6 +100,7 @@ ts_status ts_sweep_parse_prices(const char *what, const char *text, ts_sweep_spe
         int s = 0;
         while (s < spec->n_systems && strcmp(spec->systems[s].name, item) != 0) s++;
         if (s == spec->n_systems) return TS_FAIL(TS_ERR_INPUT, "%s: \"%s\" is not one of the swept systems", what, item);
+        if (spec->prices[s] != 0) return TS_FAIL(TS_ERR_INPUT, "%s: %s given twice", what, item);
         spec->prices[s] = v > 0 ? v : -1; /* -1: free, told apart from "not given" */
     }
     return TS_OK;
