@@ -214,6 +214,7 @@ static ts_status run_op(ts_trainer *t, int i) {
     case TS_PART_GRAD_REDUCE: return tr_grad_reduce_op(&t->store, segs, n_segs);
     case TS_PART_PARAM_GATHER: return tr_param_gather_op(&t->store, op, segs, n_segs);
     case TS_PART_OPTIMIZER: return tr_optimizer_op(&t->store, &t->opts, t->shape.l->zero, t->step);
+    case TS_PART_ZERO_GRAD: return tr_store_zero_grads(&t->store);
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD: return tr_pipe_op(&t->ctx, &t->sends, op);
     case TS_PART_MIRROR_GRAD: return tr_mirror_op(&t->ctx, &t->sends, &t->store, op);
@@ -239,7 +240,6 @@ static ts_status run_timed(ts_trainer *t, int i) {
 ts_status ts_trainer_step(ts_trainer *t, int step, float *loss, ts_op_span *spans) {
     t->step = step;
     TS_CHECK(tr_data_load(&t->data, &t->shape, t->ctx.k, t->opts.seed, t->opts.text, step));
-    TS_CHECK(tr_store_zero_grads(&t->store));
     t->stats.loss_sum = 0;
     t->origin_s = t->be->now_s(); /* the op clock's origin, on the backend's clock */
     TS_CHECK(t->be->step_begin(t->clock));

@@ -1,8 +1,10 @@
 /* The memory of a plan for CPU ranks, as the CPU executor holds it (see memory_exec.h). */
 #include "planner/memory_exec.h"
 
+#include <math.h>
 #include <stdlib.h>
 
+#include "common/stats.h"
 #include "planner/memory_exec_buffers.h"
 #include "program/program.h"
 #include "program/schedule.h"
@@ -44,12 +46,10 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
 int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->cores_per_node > 0; }
 
 /* Bytes of the output-gradient copy a B op of part `part` stashes for its W op (exec/ops_*.c
- * tr_wgrad_stash: dout is (rows, OC)). A MoE layer's experts get the rows routing sends them:
- * T·K on average, the busiest rank's share of the EP group by the model's load factor
- * (models/model.h ts_moe_load_factor, the same rank every EP collective waits for), at most
- * the T·K·ep rows the entry holds. */
-static double stash_bytes(const ts_exec_dims *d, double load, int part) {
-    double T = (double)d->T, rows = (double)d->Tm * (double)d->K * (load < (double)d->ep ? load : (double)d->ep);
+ * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts at the mean Tm·K rows (Tm: the
+ * tokens it routes; the peak's share is moe_peak_bytes's). */
+static double stash_bytes(const ts_exec_dims *d, int part) {
+    double T = (double)d->T, rows = (double)d->Tm * (double)d->K;
     switch (part) {
     case TS_PART_PROJ:
     case TS_PART_FC2: return 4.0 * T * (double)d->C;
@@ -61,6 +61,41 @@ static double stash_bytes(const ts_exec_dims *d, double load, int part) {
     case TS_PART_EXPERT_FC1: return 4.0 * 2.0 * rows * (double)d->Fer;
     default: return 0;
     }
+}
+
+/* The experts' stashes follow routing: each (MoE layer, micro-batch) backward on each rank of the
+ * EP group draws the rows that rank's experts got. The peak is a maximum over the step, so it
+ * sees the extreme of those draws, not the busiest rank's mean (ts_moe_load_factor, which paces
+ * the collectives): rows = Tm·K·(1 + cv_rank · E[max of n standard normals] / √k) for k draws
+ * live at once (their sum spreads by √k), n the step's draws (the stage's expert backwards × ep),
+ * cv_rank = load_cv / √(experts / ep) as in models/model.h. A token's top-K experts are
+ * distinct, so it sends a rank at most min(K, local experts) rows: at most Tm·min(K, El)·ep rows
+ * reach one rank, the bound an unbalanced router reaches (tiny-moe, no balancing loss, cv 0.83:
+ * every validate case's measured peak is at it). */
+typedef struct {
+    double cv_rank; /* spread of a rank's rows over its mean */
+    double z;       /* E[max of the step's draws], in standard deviations */
+    double bound;   /* the most rows a rank can get, over the mean Tm·K */
+} moe_peak;
+
+static moe_peak moe_peak_of(const ts_stage_program *sp, const ts_problem *pb, const ts_exec_dims *d) {
+    moe_peak p = {0, 0, 1};
+    if (d->ep <= 1 || d->E == 0 || d->K == 0) return p;
+    int draws = 0;
+    for (int i = 0; i < sp->n_ops; i++)
+        draws += sp->ops[i].phase == TS_PHASE_BWD && sp->ops[i].part == TS_PART_EXPERT_FC2 &&
+                 sp->ops[i].kind == TS_OP_GEMM;
+    p.cv_rank = pb->model.moe.load_cv / sqrt((double)d->E / (double)d->ep);
+    p.z = ts_expected_max_normal(draws * (int)d->ep);
+    p.bound = (double)(d->K < d->El ? d->K : d->El) * (double)d->ep / (double)d->K;
+    return p;
+}
+
+/* The experts' stash bytes at mean rows `mean_bytes` held by k draws, at the peak's share. */
+static double moe_peak_bytes(const moe_peak *p, double mean_bytes, int k) {
+    if (k <= 0) return mean_bytes;
+    double f = 1.0 + p->cv_rank * p->z / sqrt((double)k);
+    return mean_bytes * (f < p->bound ? f : p->bound);
 }
 
 static double entry_bytes(const ts_exec_dims *d, int head, int moe) {
@@ -81,7 +116,8 @@ static int entry_of(const ts_op *op, int layers) {
     case TS_PART_OPTIMIZER:
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD:
-    case TS_PART_MIRROR_GRAD: return -1;
+    case TS_PART_MIRROR_GRAD:
+    case TS_PART_ZERO_GRAD: return -1;
     default: return op->layer;
     }
 }
@@ -94,7 +130,11 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
     int layers = pb->model.layers + pb->model.mtp_layers;
     unsigned char *live = calloc((size_t)(layers + 1) * (size_t)mbs, 1);
     if (live == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory walking a stage's activations");
-    double now = 0, load = ts_moe_load_factor(&pb->model.moe, (int)d->ep);
+    /* `now` holds all but the experts' stashes, `expert` those at mean rows, of `draws[0|1]`
+     * (layer, micro-batch) draws whose FC2 and FC1 stashes are live */
+    double now = 0, expert = 0;
+    int draws[2] = {0, 0};
+    moe_peak mp = moe_peak_of(sp, pb, d);
     *peak = 0;
     for (int i = 0; i < sp->n_ops; i++) {
         const ts_op *op = &sp->ops[i];
@@ -103,12 +143,20 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         unsigned char *on = &live[(size_t)e * (size_t)mbs + (size_t)op->mb];
         int head = e == layers;
         double bytes = entry_bytes(d, head, !head && ts_model_layer_is_moe(&pb->model, e));
+        int ex = op->part == TS_PART_EXPERT_FC2 ? 0 : op->part == TS_PART_EXPERT_FC1 ? 1 : -1;
+        double *held = ex >= 0 ? &expert : &now;
         if (!*on) now += bytes, *on = 1;
         int gemm = op->kind == TS_OP_GEMM; /* the router's TP sum (experts apart from TP) stashes nothing */
-        if (op->phase == TS_PHASE_BWD && gemm) now += stash_bytes(d, load, op->part);
-        if (now > *peak) *peak = now;
+        if (op->phase == TS_PHASE_BWD && gemm) {
+            *held += stash_bytes(d, op->part);
+            if (ex >= 0) draws[ex]++;
+        }
+        int k = draws[0] > draws[1] ? draws[0] : draws[1];
+        double total = now + moe_peak_bytes(&mp, expert, k);
+        if (total > *peak) *peak = total;
         if (op->phase == TS_PHASE_WGRAD && gemm) {
-            now -= stash_bytes(d, load, op->part);
+            *held -= stash_bytes(d, op->part);
+            if (ex >= 0) draws[ex]--;
             if (op->part == (head ? TS_PART_HEAD : TS_PART_QKV)) now -= bytes, *on = 0;
         }
     }

@@ -223,6 +223,10 @@ static inline void compute_touches(touches *t, const ts_op *op) {
         }
         return;
     }
+    if (op->part == TS_PART_ZERO_GRAD) { /* writes every gradient the step accumulates into */
+        for (int s = 0; s < g->n_seg; s++) grads(t, s);
+        return;
+    }
     int seg[2] = {-1, -1};
     if (op->layer >= 0 && op->layer < g->layers && g->local_of[op->layer] >= 0) {
         seg[0] = 2 * g->local_of[op->layer];

@@ -25,7 +25,12 @@
  *                        ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 gathers each layer's
  *                        parameters before its forward and backward and reduce-scatters its
  *                        gradients after. Expert gradients go over the EDP group.
- *   optimizer            28 bytes per updated parameter, after the reductions. */
+ *   optimizer            28 bytes per updated parameter, after the reductions.
+ *   zero-grad            the step's first op: a memory-bound pass writing the gradients this rank
+ *                        accumulates into (Megatron's zero_grad_buffer at the start of train_step;
+ *                        the executor's tr_store_zero_grads): every gradient of the stage, or under
+ *                        ZeRO-2/3 this rank's shard (the one-layer buffers are zeroed as they are
+ *                        reduced). */
 #include "program/program.h"
 
 #include <stdlib.h>
@@ -44,7 +49,7 @@ const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
     "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
-    "param-gather", "optimizer", "mirror-grad", NULL};
+    "param-gather", "optimizer", "mirror-grad", "zero-grad", NULL};
 
 #define NO_OP UINT32_MAX
 
@@ -767,6 +772,42 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
     return last;
 }
 
+/* This rank's parameters of global chunk `g`: the layers' shared ones (with the embedding when the
+ * chunk opens the model, the untied LM head when it closes it) and the experts'. */
+static void chunk_params(builder *b, int g, double *shared, double *experts) {
+    const ts_layout *l = b->l;
+    int first, count;
+    chunk_layers(b->pb, l, b->opts, g, &first, &count);
+    *shared = *experts = 0;
+    for (int j = first; j < first + count; j++) {
+        double sh, ex;
+        ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
+        *shared += sh;
+        *experts += ex;
+    }
+    double edge = (double)b->pb->model.vocab * b->pb->model.hidden / l->tp;
+    *shared += (ts_chunk_opens(l, g) ? edge : 0) + (ts_chunk_closes(l, g) && !b->pb->model.tied_embeddings ? edge : 0);
+}
+
+/* The step's first op: the gradients this rank accumulates into, set to zero (Megatron-LM's
+ * model.zero_grad_buffer() at the start of train_step, megatron/training/training.py; the
+ * executor's tr_store_zero_grads). A memory-bound pass writing every gradient of the stage's
+ * chunks, or under ZeRO-2/3 this rank's shard of them (the one-layer buffers the executor
+ * reduces from are zeroed as they are reduced). */
+static void zero_grads(builder *b, const stage_ctx *st) {
+    const ts_layout *l = b->l;
+    double held = 0;
+    for (int ch = 0; ch < l->vpp; ch++) {
+        double sh, ex;
+        chunk_params(b, ts_chunk_global(l, b->stage, ch), &sh, &ex);
+        held += st->zero >= 2 ? sh / st->dpc + ex / st->edp : sh + ex;
+    }
+    ctx c = {TS_PHASE_STEP, -1, -1, 0};
+    ts_op op = {.kind = TS_OP_ELEMENTWISE, .stream = TS_STREAM_COMPUTE, .part = TS_PART_ZERO_GRAD,
+                .bytes = st->gb * held, .peer = -1};
+    emit(b, &c, op, NO_OP, NO_OP, NO_OP);
+}
+
 /* DualPipe keeps two copies of every chunk, on stage s and on p-1-s (DeepSeek's example sums the
  * two copies' gradients before the update, examples/example_dualpipe.py): each local chunk's
  * gradients go to the other copy's stage and that copy's come back, after the stage's last
@@ -781,14 +822,9 @@ static uint32_t mirror_grads(builder *b, const stage_ctx *st, uint32_t last_w) {
         int ch = k % l->vpp, is_recv = k >= l->vpp;
         int g = ts_chunk_global(l, b->stage, ch), other = g < n ? g + n : g - n, first, count;
         chunk_layers(b->pb, l, b->opts, g, &first, &count);
-        double params = 0;
-        for (int j = first; j < first + count; j++) {
-            double sh, ex;
-            ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
-            params += sh + ex;
-        }
-        double edge = (double)b->pb->model.vocab * b->pb->model.hidden / l->tp;
-        params += (ts_chunk_opens(l, g) ? edge : 0) + (ts_chunk_closes(l, g) && !b->pb->model.tied_embeddings ? edge : 0);
+        double sh, ex;
+        chunk_params(b, g, &sh, &ex);
+        double params = sh + ex;
         ctx c = {TS_PHASE_STEP, -1, -1, ch};
         int peer = ts_chunk_stage(l, other);
         ts_op op = {.kind = TS_OP_SEND, .stream = TS_STREAM_PP_SEND, .part = TS_PART_MIRROR_GRAD, .group = TS_GROUP_PP,
@@ -834,6 +870,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     int n_slots = st.si->order(p, v, m, s, slots);
     for (int i = 0; i < pb->model.layers + pb->model.mtp_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
 
+    if (!st.skip) zero_grads(b, &st);
     if ((st.zero == 1 || st.zero == 2) && dp_traffic(&st)) param_gathers(b, &st);
     uint32_t last_w = NO_OP;
     for (int i = 0; i < n_slots && !b->oom; i++) {

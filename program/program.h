@@ -68,6 +68,7 @@ typedef enum {
     TS_PART_CP_RING, TS_PART_TP_EMBED, TS_PART_PP_ACT, TS_PART_PP_GRAD, TS_PART_GRAD_REDUCE,
     TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER,
     TS_PART_MIRROR_GRAD, /* DualPipe: a chunk's gradients exchanged with the stage holding its other copy */
+    TS_PART_ZERO_GRAD,   /* the step's first op: the gradients this rank accumulates into set to zero */
     TS_PART_COUNT
 } ts_part;
 extern const char *const ts_part_names[];

@@ -442,7 +442,10 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     for (int i = 0; i < pair.n_spans; i++)
         cr_expect(fabs(pair.span_cv[i] - sqrt(2) / 3) < 1e-9, "span %d: %g", i, pair.span_cv[i]);
     cr_expect(fabs(pair.cv_decay) < 1e-9, "decay %g", pair.cv_decay);
-    cr_expect(pair.span_s[1] > pair.span_s[0] && pair.span_s[pair.n_spans - 1] < pair.step_raw_s * 1.5);
+    /* Wider spans hold more: the widest above the narrowest (a span's windows start at the step's
+     * first op, so with an odd count of ops the pairs leave the last op, the optimizer, out, and
+     * the pairs' mean need not exceed the single ops'). */
+    cr_expect(pair.span_s[pair.n_spans - 1] > pair.span_s[0] && pair.span_s[pair.n_spans - 1] < pair.step_raw_s * 1.5);
     /* Rank 1 alternately half and one and a half times as slow: over one op the ranks are far
      * apart, over many the differences cancel, so the spread decays. The ops' times are drawn
      * (seeded) around the measured mean instead of measured: a loaded machine's outliers would

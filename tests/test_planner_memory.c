@@ -313,9 +313,8 @@ Test(planner_memory, korthikanti_first_stage_total) {
 /* ------------------------------------------------------------------------------------------ */
 /* CPU ranks: the executor's memory (planner/memory_exec.h)                                     */
 
-/* tiny on `sys` in fp32 (as the executor trains), 8 sequences of 128 tokens. */
-static ts_problem cpu_problem(const char *sys, int gpus) {
-    ts_model m = zoo("tiny");
+/* `m` on `sys` in fp32 (as the executor trains), 8 sequences of 128 tokens. */
+static ts_problem cpu_model_problem(const ts_model *m, const char *sys, int gpus) {
     ts_system s;
     ts_train t;
     ts_error_clear();
@@ -325,8 +324,14 @@ static ts_problem cpu_problem(const char *sys, int gpus) {
     t.global_batch = 8;
     t.seq = 128;
     ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_problem_init(&pb, m, &s, &t, gpus), TS_OK, "%s", ts_error_message());
     return pb;
+}
+
+/* tiny on `sys`, as cpu_model_problem. */
+static ts_problem cpu_problem(const char *sys, int gpus) {
+    ts_model m = zoo("tiny");
+    return cpu_model_problem(&m, sys, gpus);
 }
 
 static ts_eval eval_layout(const ts_problem *pb, const char *text) {
@@ -445,4 +450,37 @@ Test(planner_memory, cpu_buffers_hold_the_steps_pipeline_sends) {
         cr_expect_eq(e.mem.buffers, tiny_work_bytes() + 4.0 * tiny_layer_floats + sends, "%s: %.0f B", scheds[i],
                      e.mem.buffers);
     }
+}
+
+/* tiny-moe on cpu-localhost, as cpu_model_problem, its routing's spread `cv`. */
+static ts_problem cpu_moe_problem(int gpus, double cv) {
+    ts_model m = zoo("tiny-moe");
+    m.moe.load_cv = cv;
+    return cpu_model_problem(&m, "cpu-localhost", gpus);
+}
+
+/* The experts' weight-gradient copies at the step's peak (planner/memory_exec.c moe_peak): with
+ * balanced routing the mean T·K rows; tiny-moe's measured spread (cv 0.83, no balancing loss)
+ * reaches the most a rank can get, T·min(K, local experts)·ep rows (ep=2: 2 local experts, 512
+ * rows; ep=4: one local expert, each token sends it at most one row, 512 rows again); a small
+ * spread lies between. Under 1F1B on one stage one layer's copies are live at the peak: the
+ * difference is that layer's rows × (C + 2·F) floats. */
+Test(planner_memory, cpu_moe_expert_copies_at_the_peaks_routing) {
+    const char *lay[] = {"dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none",
+                         "dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"};
+    int gpus[] = {2, 4};
+    double T = 128, K = 2, C = 256, F = 344, row = 4.0 * (C + 2 * F);
+    for (int i = 0; i < 2; i++) {
+        ts_problem even = cpu_moe_problem(gpus[i], 0), skew = cpu_moe_problem(gpus[i], 0.83),
+                   small = cpu_moe_problem(gpus[i], 0.05);
+        double a0 = eval_layout(&even, lay[i]).mem.activations, a1 = eval_layout(&skew, lay[i]).mem.activations,
+               as = eval_layout(&small, lay[i]).mem.activations;
+        cr_expect(fabs((a1 - a0) - (512 - T * K) * row) < 1e-6 * a1, "%s: %.0f B over balanced, want %.0f", lay[i],
+                  a1 - a0, (512 - T * K) * row);
+        cr_expect(as > a0 && as < a1, "%s: cv 0.05 %.0f B between %.0f and %.0f", lay[i], as, a0, a1);
+    }
+    /* Without EP a rank holds every expert: its rows are T·K whatever the routing. */
+    const char *no_ep = "dp=2,tp=1,pp=1,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none";
+    ts_problem even = cpu_moe_problem(2, 0), skew = cpu_moe_problem(2, 0.83);
+    cr_expect_eq(eval_layout(&even, no_ep).mem.activations, eval_layout(&skew, no_ep).mem.activations);
 }
