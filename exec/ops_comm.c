@@ -1,6 +1,5 @@
 /* Pipeline transfers and the DP stream's reductions and gathers (see ops_comm.h). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "exec/ops_comm.h"
 #include "program/schedule.h"
@@ -94,21 +93,16 @@ ts_status tr_mirror_op(const tr_op_ctx *c, tr_sends *sends, tr_store *st, const 
 }
 
 ts_status tr_sends_wait(tr_sends *q, const ts_backend *be) {
+    /* Every send is waited for (the wait frees its request, failed or not) and its copy released,
+     * also after a failure, so the list is empty whatever happens; the first failure is returned. */
+    ts_status res = TS_OK;
     for (int i = 0; i < q->n; i++) {
-        ts_status st = be->wait(q->reqs[i]); /* frees the request, failed or not */
+        ts_status st = be->wait(q->reqs[i]);
+        if (res == TS_OK) res = st;
         sends_release(q, be, i);
-        if (st != TS_OK) {
-            /* Sends 0..i are released: keep only i+1.. so tr_sends_free cannot free them twice. */
-            int left = q->n - i - 1;
-            memmove(q->reqs, q->reqs + i + 1, (size_t)left * sizeof *q->reqs);
-            memmove(q->bufs, q->bufs + i + 1, (size_t)left * sizeof *q->bufs);
-            memmove(q->floats, q->floats + i + 1, (size_t)left * sizeof *q->floats);
-            q->n = left;
-            return st;
-        }
     }
     q->n = 0;
-    return TS_OK;
+    return res;
 }
 
 void tr_sends_free(tr_sends *q, const ts_backend *be) {

@@ -29,7 +29,8 @@ void tr_sends_init(tr_sends *sends, tr_tally *tally);
 /* PP_ACT / PP_GRAD, SEND or RECV: the slot's `cur` (activation) or `dcur` (gradient) to or from
  * the stage op->peer; a send is posted and added to `sends`. */
 ts_status tr_pipe_op(const tr_op_ctx *c, tr_sends *sends, const ts_op *op);
-/* Waits for every send under way and frees its copy. */
+/* Waits for every send under way and frees its copy, all of them even after a failure (the
+ * first failure is returned); the list is then empty. */
 ts_status tr_sends_wait(tr_sends *sends, const ts_backend *be);
 /* Waits for what is left (a failed step's) and frees the list. */
 void tr_sends_free(tr_sends *sends, const ts_backend *be);

@@ -413,12 +413,10 @@ static inline void prefetch_succ(const sim_rank *R, int i) {
 static ts_status comm_begin(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
     const double *sm_s = S->rk[r].plan->sm_s;
-    if (S->sm_owed && sm_s && sm_s[i] > 0) {
-        int stride, n = participants(S, r, i, &stride);
-        for (int k = 0; k < n; k++) S->sm_owed[r + k * stride] += sm_s[i];
-    }
-    if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
     int stride, n = participants(S, r, i, &stride);
+    if (S->sm_owed && sm_s && sm_s[i] > 0)
+        for (int k = 0; k < n; k++) S->sm_owed[r + k * stride] += sm_s[i];
+    if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
     for (int k = 0; k < n; k++) {
         sim_rank *P = &S->rk[r + k * stride];
         P->active++;
