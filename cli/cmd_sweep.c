@@ -35,6 +35,7 @@ static void help(void) {
            "      --schedules LIST   schedules to consider, e.g. 1f1b,interleaved (default: all but dualpipe, zb-v)\n"
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
+           "      --attention-backend B  fused (default) | flash (FlashAttention-2) | unfused\n"
            "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"
            "      --moe-dispatcher D auto (default) | alltoall | allgather | deepep (docs/moe.md)\n"
            "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden (default 0)\n"

@@ -31,6 +31,14 @@ static void parse_headroom(const char *cmd, const char *arg, ts_train *t) {
     t->mem_headroom_bytes = x < 1 ? 0 : x * 1e9;
 }
 
+/* --attention-backend fused|flash|unfused, as Megatron-LM's flag names them. */
+static void parse_attn_backend(const char *cmd, const char *arg, ts_train *t) {
+    static const char *const names[] = {"fused", "flash", "unfused", NULL};
+    int found = cli_enum(cmd, "--attention-backend", arg, names);
+    t->flash_attention = found != 2;
+    t->attn_backend = found == 1 ? TS_ATTN_FLASH : TS_ATTN_FUSED;
+}
+
 /* "1f1b,interleaved" -> a bit per schedule. */
 static unsigned parse_schedules(const char *cmd, const char *list) {
     cli_list_check(cmd, "--schedules", list);
@@ -80,6 +88,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_FP8_PARAM_GATHER: a->train.fp8_param_gather = 1, a->given = "--fp8-param-gather"; break;
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
+    case CLI_OPT_ATTN_BACKEND: parse_attn_backend(cmd, arg, &a->train), a->given = "--attention-backend"; break;
     case CLI_OPT_CP_KIND:
         a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
         a->given = "--cp-kind";
@@ -325,6 +334,8 @@ void cli_problem_help(void) {
            "      --fp8-attention    with --dtype fp8: the fused attention in FP8 too (default BF16)\n"
            "      --fp8-param-gather with --dtype fp8: FP8 primary weights, all-gathered in FP8\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
+           "      --attention-backend B  fused (default: cuDNN) | flash (FlashAttention-2, as recipes\n"
+           "                         with NVTE_FUSED_ATTN=0 run) | unfused (= --no-flash-attn)\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
            "      --moe-dispatcher D MoE tokens to experts: auto (default: deepep for node-limited\n"

@@ -64,6 +64,8 @@
  *                                               default: none (FP8 GEMMs take "gemm" scaled,
  *                                               planner/cost.h ts_gemm_eff)
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
+ *      "attention_flash": 0.31,                 the FlashAttention-2 backend's (--attention-backend
+ *                                               flash); default: as "attention"
  *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
  *      "pp_comm_overlap": 1,                    the last four are fractions in [0, 1]
  *      "serial_ops": false,                     a rank runs one op at a time (CPU ranks:
@@ -140,8 +142,8 @@ static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_
 static const char *const tier_keys[] = {"name", "gpus", "oversubscription", "latency_s", "source", NULL};
 static const char *const cost_keys[] = {"price_per_gpu_hour", "price_is_example", "rack_power_w",
                                         "rack_gpus", "source", NULL};
-static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "hbm", "link_busbw", "nic_busbw",
-                                       "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
+static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "attention_flash", "hbm", "link_busbw",
+                                       "nic_busbw", "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
                                        "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
@@ -361,6 +363,7 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
     TS_CHECK(read_curve(&er, eff, "gemm", 1, &s->gemm_eff));
     TS_CHECK(read_curve(&er, eff, "gemm_fp8", 0, &s->gemm_eff_fp8));
     TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "attention_flash", 0, MIN_EFF, 1, 0, &s->attention_flash_eff));
     TS_CHECK(ts_jr_num(&er, eff, "hbm", 0, MIN_EFF, 1, DEF_HBM_EFF, &s->hbm_eff));
     TS_CHECK(ts_jr_num(&er, eff, "optimizer", 0, MIN_EFF, 100, 1, &s->optimizer_eff));
     TS_CHECK(ts_jr_num(&er, eff, "link_busbw", 0, MIN_EFF, 1, DEF_LINK_BUSBW_EFF,
@@ -529,6 +532,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
     if (s->gemm_eff_fp8.n > 0) TS_CHECK(add_curve(eff, "gemm_fp8", &s->gemm_eff_fp8));
     TS_CHECK(add_num(eff, "attention", s->attention_eff));
+    if (s->attention_flash_eff > 0) TS_CHECK(add_num(eff, "attention_flash", s->attention_flash_eff));
     TS_CHECK(add_num(eff, "hbm", s->hbm_eff));
     TS_CHECK(add_num(eff, "optimizer", s->optimizer_eff));
     TS_CHECK(add_num(eff, "link_busbw", s->link_busbw_eff));

@@ -93,7 +93,10 @@ typedef struct {
     ts_eff_curve gemm_eff;
     ts_eff_curve gemm_eff_fp8; /* FP8 GEMMs (efficiency vs the FP8 peak); n = 0: none given, FP8
                                   GEMMs use gemm_eff scaled (planner/cost.h ts_gemm_eff) */
-    double attention_eff;      /* flash-attention FLOP efficiency vs peak */
+    double attention_eff;      /* fused attention's FLOP efficiency vs peak (the default kernel:
+                                  cuDNN on Hopper and later, FlashAttention-2 before) */
+    double attention_flash_eff; /* the FlashAttention-2 package's, where it differs (Hopper: FA2
+                                   does not use its asynchronous tensor cores); 0: as attention_eff */
     double hbm_eff;            /* fraction of HBM bandwidth memory-bound kernels reach */
     double optimizer_eff;      /* the optimizer step's bandwidth over the other memory-bound
                                   kernels' (1 on GPUs; CPU ranks measure it in situ) */

@@ -106,6 +106,9 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
     /* Written only when not the default, so plans made before the option read as they did. */
     if (pb->train.cp_kind != TS_CP_RING)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cp_kind", ts_cp_kind_names[pb->train.cp_kind]), res, fail);
+    if (pb->train.attn_backend != TS_ATTN_FUSED)
+        TS_CJSON_GOTO(cJSON_AddStringToObject(req, "attention_backend", ts_attn_backend_names[pb->train.attn_backend]),
+                      res, fail);
     if (pb->train.moe_dispatcher != TS_MOE_DISPATCH_AUTO)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "moe_dispatcher", ts_moe_dispatcher_names[pb->train.moe_dispatcher]),
                       res, fail);
@@ -169,8 +172,8 @@ fail:
  * outside them is a typo ("dtpye": "fp8" would plan bf16 silently): refused. */
 static const char *const request_keys[] = {
     "model", "system", "gpus", "global_batch", "seq", "dtype", "fp8_recipe", "fp8_attention", "fp8_param_gather",
-    "flash_attention", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap", "moe_fp8_dispatch",
-    "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
+    "flash_attention", "attention_backend", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap",
+    "moe_fp8_dispatch", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
     "partition_node_limit", "refine", NULL};
 
 /* The request's software stack (a zoo name; absent in plans written before stacks: the
@@ -181,6 +184,33 @@ static ts_status read_stack(const ts_jreader *rr, const cJSON *req, ts_train *t)
     TS_CHECK(ts_jr_num(rr, req, "mem_headroom_bytes", 0, 0, 1e15, 0, &t->mem_headroom_bytes));
     if (!name[0] || strcmp(name, "any") == 0) return TS_OK;
     return ts_stack_load(name, ts_schedule_names, ts_recompute_names, &t->stack);
+}
+
+/* The request's training options (everything ts_train holds but the stack and the headroom). */
+static ts_status read_train(const ts_jreader *rr, const cJSON *req, ts_train *t) {
+    int flash, across, dt, fp8_recipe, fp8_attention, cp_kind, moe_disp, attn_backend;
+    TS_CHECK(ts_jr_int(rr, req, "global_batch", 1, 1, 1 << 30, 0, &t->global_batch));
+    TS_CHECK(ts_jr_int(rr, req, "seq", 1, 1, 1LL << 27, 0, &t->seq));
+    TS_CHECK(ts_jr_enum(rr, req, "dtype", 0, ts_dtype_names, TS_DTYPE_BF16, &dt));
+    TS_CHECK(ts_jr_bool(rr, req, "flash_attention", 0, 1, &flash));
+    TS_CHECK(ts_jr_bool(rr, req, "tp_across_nodes", 0, 0, &across));
+    TS_CHECK(ts_jr_enum(rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe));
+    TS_CHECK(ts_jr_bool(rr, req, "fp8_attention", 0, 0, &fp8_attention));
+    TS_CHECK(ts_jr_bool(rr, req, "fp8_param_gather", 0, 0, &t->fp8_param_gather));
+    TS_CHECK(ts_jr_enum(rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind));
+    TS_CHECK(ts_jr_enum(rr, req, "attention_backend", 0, ts_attn_backend_names, TS_ATTN_FUSED, &attn_backend));
+    TS_CHECK(ts_jr_enum(rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp));
+    TS_CHECK(ts_jr_num(rr, req, "moe_a2a_overlap", 0, 0, 1, 0, &t->moe_a2a_overlap));
+    TS_CHECK(ts_jr_bool(rr, req, "moe_fp8_dispatch", 0, 0, &t->moe_fp8_dispatch));
+    t->moe_dispatcher = (ts_moe_dispatcher)moe_disp;
+    ts_train_set_dtype(t, (ts_dtype)dt);
+    t->fp8_recipe = (ts_fp8_recipe)fp8_recipe;
+    t->fp8_attention = fp8_attention;
+    t->flash_attention = flash;
+    t->attn_backend = (ts_attn_backend)attn_backend;
+    t->tp_across_nodes = across;
+    t->cp_kind = (ts_cp_kind)cp_kind;
+    return TS_OK;
 }
 
 ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, int *n) {
@@ -226,30 +256,11 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     TS_CHECK_GOTO(ts_system_from_json(sfile, js, &s), res, exit);
     ts_jreader_child(&r, "request", 0, &rr);
     TS_CHECK_GOTO(ts_jr_known_keys(&rr, req, request_keys), res, exit);
-    int64_t gpus, dtype;
-    int flash, across, dt, fp8_recipe, fp8_attention, cp_kind, moe_disp;
+    int64_t gpus;
+    int dt;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
-    TS_CHECK_GOTO(ts_jr_int(&rr, req, "global_batch", 1, 1, 1 << 30, 0, &t.global_batch), res, exit);
-    TS_CHECK_GOTO(ts_jr_int(&rr, req, "seq", 1, 1, 1LL << 27, 0, &t.seq), res, exit);
-    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "dtype", 0, ts_dtype_names, TS_DTYPE_BF16, &dt), res, exit);
-    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "flash_attention", 0, 1, &flash), res, exit);
-    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "tp_across_nodes", 0, 0, &across), res, exit);
-    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &fp8_recipe), res, exit);
-    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_attention", 0, 0, &fp8_attention), res, exit);
-    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "fp8_param_gather", 0, 0, &t.fp8_param_gather), res, exit);
-    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "cp_kind", 0, ts_cp_kind_names, TS_CP_RING, &cp_kind), res, exit);
-    TS_CHECK_GOTO(ts_jr_enum(&rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp),
-                  res, exit);
-    TS_CHECK_GOTO(ts_jr_num(&rr, req, "moe_a2a_overlap", 0, 0, 1, 0, &t.moe_a2a_overlap), res, exit);
-    TS_CHECK_GOTO(ts_jr_bool(&rr, req, "moe_fp8_dispatch", 0, 0, &t.moe_fp8_dispatch), res, exit);
-    t.moe_dispatcher = (ts_moe_dispatcher)moe_disp;
-    dtype = dt;
-    ts_train_set_dtype(&t, (ts_dtype)dtype);
-    t.fp8_recipe = (ts_fp8_recipe)fp8_recipe;
-    t.fp8_attention = fp8_attention;
-    t.flash_attention = flash;
-    t.tp_across_nodes = across;
-    t.cp_kind = (ts_cp_kind)cp_kind;
+    TS_CHECK_GOTO(read_train(&rr, req, &t), res, exit);
+    dt = (int)t.dtype;
     /* ts_problem_init checks these too, but names the command-line flags. */
     if (ts_seq_extends(&m, t.seq) < 0) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.seq: expected an integer in [1, %lld] "

@@ -129,6 +129,18 @@ static ts_status moe_row(const char *file, const cJSON *row, ts_model *m, ts_pin
     return TS_OK;
 }
 
+/* The recipe's attention kernel (training.attention_backend: "fused", the default, or "flash" where
+ * the recipe sets NVTE_FUSED_ATTN=0). */
+static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_backend *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
+                                                      "attention_backend");
+    *out = TS_ATTN_FUSED;
+    if (v == NULL) return TS_OK;
+    for (int i = 0; cJSON_IsString(v) && ts_attn_backend_names[i]; i++)
+        if (strcmp(v->valuestring, ts_attn_backend_names[i]) == 0) return *out = (ts_attn_backend)i, TS_OK;
+    return TS_FAIL(TS_ERR_INPUT, "%s: training.attention_backend: expected \"fused\" or \"flash\"", file);
+}
+
 static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -166,6 +178,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
+    TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));

@@ -89,6 +89,9 @@ ts_status ts_stack_apply(ts_problem *pb) {
     if (st->dp_comm_overlap >= 0) s->dp_comm_overlap = st->dp_comm_overlap;
     if (st->pp_comm_overlap >= 0) s->pp_comm_overlap = st->pp_comm_overlap;
     if (!st->flash_attention) pb->train.flash_attention = 0;
+    /* The FlashAttention-2 backend runs at its own efficiency where the system states one. */
+    if (pb->train.flash_attention && pb->train.attn_backend == TS_ATTN_FLASH && s->attention_flash_eff > 0)
+        s->attention_eff = s->attention_flash_eff;
     double usable = ts_system_usable_bytes(s);
     const ts_train *t = &pb->train;
     if (t->mem_headroom_frac < 0 || t->mem_headroom_frac >= 1 || t->mem_headroom_bytes < 0)

@@ -9,6 +9,7 @@
 const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
 const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
+const char *const ts_attn_backend_names[] = {"fused", "flash", NULL};
 
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){

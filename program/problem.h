@@ -49,6 +49,16 @@ typedef enum { TS_MOE_DISPATCH_AUTO, TS_MOE_DISPATCH_ALLTOALL, TS_MOE_DISPATCH_A
                TS_MOE_DISPATCH_COUNT } ts_moe_dispatcher;
 extern const char *const ts_moe_dispatcher_names[]; /* "auto", "alltoall", "allgather", "deepep"; NULL-ended */
 
+/* Which fused attention kernel runs the attention core, as Megatron-LM's --attention-backend
+ * names them (Transformer Engine's DotProductAttention backends):
+ * fused  cuDNN's fused attention (TE FusedAttention; NVTE_FUSED_ATTN=1, the default on Hopper and
+ *        later): the system's efficiency.attention;
+ * flash  the FlashAttention-2 package (TE FlashAttention; NVTE_FUSED_ATTN=0, as several NVIDIA
+ *        recipes set it): the system's efficiency.attention_flash where the GPU has one
+ *        (models/system.h). Unfused attention is train.flash_attention = 0. */
+typedef enum { TS_ATTN_FUSED, TS_ATTN_FLASH, TS_ATTN_BACKEND_COUNT } ts_attn_backend;
+extern const char *const ts_attn_backend_names[]; /* "fused", "flash"; NULL-terminated */
+
 typedef struct {
     int64_t global_batch;   /* sequences per step */
     int64_t seq;            /* tokens per sequence */
@@ -58,6 +68,7 @@ typedef struct {
     int fp8_param_gather;   /* dtype fp8: FP8 primary weights, all-gathered in FP8 (Megatron-Core
                                --fp8-param-gather; program/recipe.h ts_weight_elem_bytes) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
+    ts_attn_backend attn_backend; /* with flash_attention: which kernel (default fused, cuDNN) */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */
     ts_moe_dispatcher moe_dispatcher; /* MoE token dispatcher (auto by default) */

@@ -21,6 +21,13 @@
 
 static const char *py_bool(int v) { return v ? "True" : "False"; }
 
+/* The attention backend the plan priced when it is not the default one (TransformerConfig's
+ * attention_backend, megatron.core.transformer.enums.AttnBackend); NULL: the default. */
+static const char *bridge_attn_backend(const ts_problem *pb) {
+    if (!pb->train.flash_attention) return "unfused";
+    return pb->train.attn_backend == TS_ATTN_FLASH ? "flash" : NULL;
+}
+
 static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, const ts_export_opts *o) {
     const ts_model *m = &pb->model;
     const ts_moe *e = &m->moe;
@@ -49,6 +56,7 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
     fprintf(f, "        add_bias_linear=%s, add_qkv_bias=%s, qk_layernorm=%s,\n", py_bool(m->linear_bias),
             py_bool(m->qkv_bias && !m->linear_bias), py_bool(m->qk_norm == TS_QKNORM_HEAD || m->mla.kv_lora_rank > 0));
     fprintf(f, "        hidden_dropout=%s, attention_dropout=%s,\n", m->dropout ? "0.1" : "0.0", m->dropout ? "0.1" : "0.0");
+    if (bridge_attn_backend(pb)) fprintf(f, "        attention_backend=AttnBackend.%s,\n", bridge_attn_backend(pb));
     if (m->attn_sinks) fprintf(f, "        softmax_type=\"learnable\",\n");
     if (m->window.tokens > 0 && !m->window.chunked) {
         fprintf(f, "        window_size=(%lld, 0),\n", (long long)m->window.tokens);
@@ -181,6 +189,7 @@ static ts_status write_bridge(FILE *f, const void *arg) {
           "                                             SchedulerConfig, TokenizerConfig, TrainingConfig)\n", f);
     if (pb->model.activation == TS_ACT_RELU2)
         fputs("from megatron.bridge.training.mlm_compat.activations import squared_relu\n", f);
+    if (bridge_attn_backend(pb)) fputs("from megatron.core.transformer.enums import AttnBackend\n", f);
     fputs("\n\ndef tessera_pretrain_config() -> ConfigContainer:\n", f);
     fprintf(f, "    \"\"\"%s on %d x %s as planned by tessera.\"\"\"\n", pb->model.name, pb->gpus, pb->sys.name);
     bridge_model(f, pb, l, a->o);

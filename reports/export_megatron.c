@@ -220,6 +220,7 @@ static void training_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     fl_i(x, "--micro-batch-size", l->mbs);
     fl_i(x, "--global-batch-size", pb->train.global_batch);
     if (!pb->train.flash_attention) fl_s(x, "--attention-backend", "unfused");
+    else if (pb->train.attn_backend == TS_ATTN_FLASH) fl_s(x, "--attention-backend", "flash");
     if (l->recompute == TS_RECOMPUTE_FULL) {
         fl_s(x, "--recompute-granularity", "full");
         fl_s(x, "--recompute-method", "uniform");
