@@ -102,6 +102,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->given = "--moe-a2a-overlap", a->given_mask |= TS_GIVEN_MOE_A2A_OVERLAP;
         break;
     case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
+    case CLI_OPT_NO_GROUPED_GEMM: a->train.moe_grouped_gemm = 0, a->given = "--no-moe-grouped-gemm"; break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->stack_given = 1, a->given = "--stack"; break;
@@ -177,6 +178,7 @@ static void check_flag_needs(const char *cmd, const cli_problem_args *a, const t
     const char *moe = t->moe_dispatcher != TS_MOE_DISPATCH_AUTO                ? "--moe-dispatcher"
                       : (a->given_mask & TS_GIVEN_MOE_A2A_OVERLAP) ? "--moe-a2a-overlap"
                       : t->moe_fp8_dispatch                           ? "--moe-fp8-dispatch"
+                      : !t->moe_grouped_gemm                          ? "--no-moe-grouped-gemm"
                                                                       : NULL;
     if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
     const char *flag = t->fp8_attention ? "--fp8-attention"
@@ -343,6 +345,8 @@ void cli_problem_help(void) {
            "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden under compute\n"
            "                         (default 0, as Megatron-Core without EP overlap)\n"
            "      --moe-fp8-dispatch dispatch tokens in FP8 (default: with --dtype fp8 and deepep)\n"
+           "      --no-moe-grouped-gemm  the local experts one GEMM after another (Megatron-Core's\n"
+           "                         SequentialMLP) instead of one grouped GEMM\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

@@ -578,6 +578,8 @@ double ts_eff_at(const ts_eff_curve *c, double flops) {
     return c->eff[c->n - 1];
 }
 
+int ts_system_cpu_ranks(const ts_system *s) { return s->serial_ops || s->cores_per_node > 0; }
+
 int ts_system_domain_gpus(const ts_system *s) {
     return s->domain_gpus > 0 ? s->domain_gpus : s->gpus_per_node;
 }

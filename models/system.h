@@ -130,6 +130,11 @@ int ts_system_domain_gpus(const ts_system *s);
  * rack's is unknown. */
 double ts_system_power_per_gpu_w(const ts_system *s);
 
+/* Whether the system is the executor's CPU ranks (blocking MPI, or cores shared among ranks: what
+ * `tessera calibrate` writes) rather than GPUs: its ranks run Tessera's own kernels and buffers,
+ * not Megatron-Core's. */
+int ts_system_cpu_ranks(const ts_system *s);
+
 /* Bytes the model may use on one GPU: hbm * (1 - headroom) - reserved. */
 double ts_system_usable_bytes(const ts_system *s);
 

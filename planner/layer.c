@@ -37,7 +37,8 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
 }
 
 static double grouped_s(const ts_problem *pb, const ts_gemm_shape *g) {
-    return ts_grouped_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k, g->count, g->m);
+    return ts_grouped_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k, g->count, g->m,
+                             pb->train.moe_grouped_gemm);
 }
 
 /* The attention block's forward parts from its recipe. */
@@ -86,6 +87,7 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
     }
     p->matmul_params_rank += r->matmul_params;
     p->elem_bytes += r->act_bytes;
+    p->copy_bytes += r->copy_bytes;
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
     p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes[0] + r->fp8_cast_bwd_bytes[1];
     if (r->shared) {
@@ -124,6 +126,8 @@ typedef struct {
     double fwd_s, bwd_s, wgrad_s, attn_fwd_s;
     double gemm_fwd_flops, core_fwd_flops;
     double tp_one_s, tp_close_s; /* the two blocks' TP collectives in one pass; the closing ones */
+    double tp_disp_s, tp_disp_open_s; /* of them, the MoE dispatcher's (recipe.h tp_dispatcher);
+                                         its opening gather */
     double cp_fwd_s, cp_bwd_s;   /* exposed CP ring in forward, in backward */
     double a2a_s;                /* the EP collectives to and from the experts, one pass */
     double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
@@ -164,8 +168,8 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     /* The step program's three element-wise ops a layer each way: norm and rotary, norm, the
      * activation (unfused attention's softmax is in attn_fwd_s / attn_bwd_s); FP8 casts ride
      * in them. */
-    double elem_s = ts_memory_s(s, p.elem_bytes + p.fp8_cast_bytes, 3) * pb->compute_scale;
-    double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes + p.fp8_cast_bwd_bytes, 3) * pb->compute_scale;
+    double elem_s = ts_memory_s(s, p.elem_bytes + p.copy_bytes + p.fp8_cast_bytes, 3) * pb->compute_scale;
+    double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes + p.copy_bytes + p.fp8_cast_bwd_bytes, 3) * pb->compute_scale;
 
     *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
@@ -191,6 +195,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         }
         out->tp_close_s = close_s[0] + close_s[1];
         out->tp_one_s = close_s[0] + open_s[0] + close_s[1] + open_s[1];
+        if (mr.tp_dispatcher) out->tp_disp_s = close_s[1] + open_s[1], out->tp_disp_open_s = open_s[1];
     }
     /* CP (program/recipe.c): the ring exposed step by step where a block's transfer outlasts the
      * attention of the block in flight; the all-gather and all-to-all kinds' collectives whole. */
@@ -261,18 +266,19 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
         /* Forward (and recomputed forward) collectives sit on the critical path unless the
          * system overlaps TP communication (tp_comm_overlap); the backward's two run
          * asynchronously under the weight-gradient GEMMs (Megatron-LM's async TP all-reduce /
-         * reduce-scatter), exposed only beyond them. */
-        double pass = p->tp_one_s;
+         * reduce-scatter), exposed only beyond them, but for the MoE dispatcher's, which run
+         * in backward as in forward (recipe.h tp_dispatcher). */
+        double pass = p->tp_one_s, disp = p->tp_disp_s, hid = pass - disp;
         double fwd_count = full ? 2.0 : 1.0;
-        double bwd_left = pass - p->wgrad_s;
+        double bwd_left = hid - p->wgrad_s;
         if (s->serial_ops)
             out->tp_s = (fwd_count + 1.0) * pass; /* nothing runs under a collective */
         else
-            out->tp_s = fwd_count * pass * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
-                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : pass);
+            out->tp_s = (fwd_count * pass + disp) * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+                        s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : hid);
         /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
-         * all-gathers feed the later W and stay hidden. */
-        out->tp_split_w_s = (fwd_count * pass + p->tp_close_s) * (1.0 - s->tp_comm_overlap);
+         * all-gathers feed the later W and stay hidden, but the dispatcher's. */
+        out->tp_split_w_s = (fwd_count * pass + p->tp_close_s + p->tp_disp_open_s) * (1.0 - s->tp_comm_overlap);
     }
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);

@@ -38,6 +38,7 @@ typedef struct {
     double elem_bytes;         /* forward element-wise HBM traffic */
     double fp8_cast_bytes;     /* FP8 casts' HBM traffic in forward (0 unless fp8) */
     double fp8_cast_bwd_bytes; /* and in backward */
+    double copy_bytes;         /* copies priced once each way (MoE: recipe.h copy_bytes) */
     double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
     /* sizes of the attention block's recipe (program/recipe.h) that the rest of the layer reads */
     double q_heads, kv_heads, qk_dim, v_dim, core_flops, kv_block_bytes;

@@ -43,7 +43,7 @@ void ts_exec_dims_of(const ts_problem *pb, const ts_layout *l, ts_exec_dims *out
     out->El = out->E ? out->E / out->ep : 0;
 }
 
-int ts_memory_exec_applies(const ts_system *s) { return s->serial_ops || s->cores_per_node > 0; }
+int ts_memory_exec_applies(const ts_system *s) { return ts_system_cpu_ranks(s); }
 
 /* Bytes of the output-gradient copy a B op of part `part` stashes for its W op (exec/ops_*.c
  * tr_wgrad_stash: dout is (rows, OC)); a MoE layer's experts at the mean Tm·K rows (Tm: the

@@ -41,7 +41,9 @@
  * alignment, DeepSeek's DeepGEMM README: "M-axis ... aligned to 128"): an expert of m tokens
  * computes ceil(m/128)·128 rows, on average m + 64 as the experts' loads vary, and at least 128:
  * small experts (fine-grained MoE, small micro-batches, large EP) pay for it. CPU ranks have no
- * grouped kernel: the executor runs one OpenBLAS GEMM per expert, priced each alone. */
+ * grouped kernel: the executor runs one OpenBLAS GEMM per expert, priced each alone; so is
+ * Megatron-Core's SequentialMLP (--moe-grouped-gemm off, train.moe_grouped_gemm = 0), a loop of one
+ * TE linear layer per local expert (megatron/core/transformer/moe/experts.py). */
 #include "planner/moe_cost.h"
 
 #include <math.h>
@@ -113,11 +115,13 @@ double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, doubl
 /* The threadblock tile along the token dimension (rows). */
 #define TS_GROUPED_TILE_ROWS 128.0
 
-double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens) {
+double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens,
+                         int grouped) {
     double one = 2.0 * m * n * k;
     if (one <= 0 || tokens <= 0) return 0;
-    /* CPU ranks (serial_ops, or cores shared) run the executor's one BLAS GEMM per expert */
-    if (s->serial_ops || s->cores_per_node > 0) return count * ts_gemm_s(s, dt, m, n, k);
+    /* CPU ranks (serial_ops, or cores shared) run the executor's one BLAS GEMM per expert, as
+     * SequentialMLP runs one cuBLAS GEMM per expert */
+    if (!grouped || ts_system_cpu_ranks(s)) return count * ts_gemm_s(s, dt, m, n, k);
     /* an expert's load varies around the mean (ts_moe_load_factor), so its last tile is half
      * empty on average; none computes less than one tile */
     double padded = fmax(TS_GROUPED_TILE_ROWS, tokens + 0.5 * TS_GROUPED_TILE_ROWS);

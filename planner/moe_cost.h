@@ -31,7 +31,9 @@ double ts_moe_node_limit(const ts_moe *x, int ep, int per_node, int nodes);
 
 /* Seconds for a grouped GEMM (the local experts' GEMMs in one kernel: Megatron-Core's
  * --moe-grouped-gemm, TE GroupedLinear, CUTLASS grouped GEMM) of `count` GEMMs m×n×k in `dt`,
- * `tokens` of m, n, k being the token dimension (formula in moe_cost.c). */
-double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens);
+ * `tokens` of m, n, k being the token dimension (formula in moe_cost.c); with `grouped` 0 the
+ * `count` GEMMs run one after another (Megatron-Core's SequentialMLP), each priced alone. */
+double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens,
+                         int grouped);
 
 #endif

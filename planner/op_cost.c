@@ -29,7 +29,7 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
          * weight gradient */
         if (op->part == TS_PART_EXPERT_FC1 || op->part == TS_PART_EXPERT_FC2)
             return ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
-                                     op->phase == TS_PHASE_WGRAD ? op->k : op->m);
+                                     op->phase == TS_PHASE_WGRAD ? op->k : op->m, pb->train.moe_grouped_gemm);
         double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
         return op->flops > one ? t * (op->flops / one) : t;
     }

@@ -116,6 +116,8 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
         TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "moe_a2a_overlap", pb->train.moe_a2a_overlap), res, fail);
     if (pb->train.moe_fp8_dispatch)
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_fp8_dispatch", 1), res, fail);
+    if (!pb->train.moe_grouped_gemm)
+        TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_grouped_gemm", 0), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "mem_headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
@@ -173,7 +175,7 @@ fail:
 static const char *const request_keys[] = {
     "model", "system", "gpus", "global_batch", "seq", "dtype", "fp8_recipe", "fp8_attention", "fp8_param_gather",
     "flash_attention", "attention_backend", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap",
-    "moe_fp8_dispatch", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
+    "moe_fp8_dispatch", "moe_grouped_gemm", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
     "partition_node_limit", "refine", NULL};
 
 /* The request's software stack (a zoo name; absent in plans written before stacks: the
@@ -202,6 +204,7 @@ static ts_status read_train(const ts_jreader *rr, const cJSON *req, ts_train *t)
     TS_CHECK(ts_jr_enum(rr, req, "moe_dispatcher", 0, ts_moe_dispatcher_names, TS_MOE_DISPATCH_AUTO, &moe_disp));
     TS_CHECK(ts_jr_num(rr, req, "moe_a2a_overlap", 0, 0, 1, 0, &t->moe_a2a_overlap));
     TS_CHECK(ts_jr_bool(rr, req, "moe_fp8_dispatch", 0, 0, &t->moe_fp8_dispatch));
+    TS_CHECK(ts_jr_bool(rr, req, "moe_grouped_gemm", 0, 1, &t->moe_grouped_gemm));
     t->moe_dispatcher = (ts_moe_dispatcher)moe_disp;
     ts_train_set_dtype(t, (ts_dtype)dt);
     t->fp8_recipe = (ts_fp8_recipe)fp8_recipe;

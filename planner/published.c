@@ -141,6 +141,33 @@ static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_bac
     return TS_FAIL(TS_ERR_INPUT, "%s: training.attention_backend: expected \"fused\" or \"flash\"", file);
 }
 
+/* An MoE recipe's expert settings where it states them (training.moe_dispatcher, one of
+ * ts_moe_dispatcher_names; moe_capacity_factor with moe_pad_to_capacity, Megatron-Core's token
+ * drop; moe_grouped_gemm); absent ones keep the defaults. */
+static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, ts_train *t) {
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(row, "training");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(tr, "moe_dispatcher");
+    const cJSON *cf = cJSON_GetObjectItemCaseSensitive(tr, "moe_capacity_factor");
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(tr, "moe_pad_to_capacity");
+    const cJSON *grouped = cJSON_GetObjectItemCaseSensitive(tr, "moe_grouped_gemm");
+    if (d) {
+        int i = 0;
+        while (cJSON_IsString(d) && ts_moe_dispatcher_names[i] && strcmp(d->valuestring, ts_moe_dispatcher_names[i]))
+            i++;
+        if (!cJSON_IsString(d) || !ts_moe_dispatcher_names[i])
+            return TS_FAIL(TS_ERR_INPUT, "%s: training.moe_dispatcher: expected auto, alltoall, allgather or deepep", file);
+        t->moe_dispatcher = (ts_moe_dispatcher)i;
+    }
+    if (cf) {
+        if (!cJSON_IsNumber(cf) || !(cf->valuedouble > 0))
+            return TS_FAIL(TS_ERR_INPUT, "%s: training.moe_capacity_factor: expected a number > 0", file);
+        m->moe.capacity_factor = cf->valuedouble;
+        m->moe.capacity_unpadded = cJSON_IsFalse(pad);
+    }
+    if (grouped) t->moe_grouped_gemm = cJSON_IsTrue(grouped);
+    return TS_OK;
+}
+
 static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -179,6 +206,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
     TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
+    if (cJSON_IsString(zoo)) TS_CHECK(moe_training(file, row, &m, &t));
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));

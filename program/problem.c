@@ -19,6 +19,7 @@ void ts_train_defaults(ts_train *t) {
         .flash_attention = 1,
         .tp_across_nodes = 0,
         .cp_kind = TS_CP_RING,
+        .moe_grouped_gemm = 1,
         .weight_bytes = 2,
         .grad_bytes = 2,
         .optimizer_bytes = 12,

@@ -77,6 +77,9 @@ typedef struct {
                                --overlap-moe-expert-parallel-comm; planner/moe_cost.h) */
     int moe_fp8_dispatch;   /* dispatch FP8 (1 byte + a scale per 128) as DeepSeek-V3 §3.3.2 does;
                                on by default under fp8 with the deepep dispatcher */
+    int moe_grouped_gemm;   /* the local experts as one grouped GEMM (default; Megatron-Core
+                               --moe-grouped-gemm, TEGroupedMLP); 0: SequentialMLP, one GEMM per
+                               expert and their outputs concatenated (planner/moe_cost.h) */
     double weight_bytes;    /* bytes per parameter: weights (2, ZeRO paper's mixed precision) */
     double grad_bytes;      /* gradients (2) */
     double optimizer_bytes; /* Adam: fp32 master, momentum, variance (12; ZeRO paper's K) */

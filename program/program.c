@@ -350,7 +350,8 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
         g = ep_a2a(b, c, TS_PART_DISPATCH, x);
     }
     x = run_gemms(b, c, ep ? &b->experts_in : &b->fc1[moe], 0, g);
-    x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bytes[1], NO_OP);
+    x = elementwise(b, c, TS_PART_ACT, act_pass_bytes(b, moe) + b->mlp[moe].copy_bytes + b->mlp[moe].fp8_cast_bytes[1],
+                    NO_OP);
     x = run_gemms(b, c, &b->fc2[moe], 0, NO_OP);
     if (ep) x = ep_a2a(b, c, TS_PART_COMBINE, x);
     t = mlp_tp_close(b, c, moe, x);
@@ -381,15 +382,19 @@ static uint32_t block_wgrad(builder *b, const ctx *c, const gemm_list *first, co
 /* Backward of one layer (input gradients; weight gradients too unless `split_w`); its first op
  * waits on `dep` and `dep2`. */
 static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32_t dep, uint32_t dep2) {
-    int ep = moe && b->l->ep > 1;
+    int ep = moe && b->l->ep > 1, disp = b->mlp[moe].tp_dispatcher;
     /* Under SP each block's saved input is all-gathered again for its weight gradients; that
      * gather and the block's closing collective run beside the GEMMs (Korthikanti et al. 2022
-     * §4.2.2), so only the input-gradient GEMMs wait on the previous block. */
+     * §4.2.2), so only the input-gradient GEMMs wait on the previous block. The MoE dispatcher's
+     * gather and reduce-scatter (recipe.h tp_dispatcher) do not: the experts' GEMMs wait for the
+     * gather (behind it on the TP stream when the combine's all-to-all is there), and their
+     * weight gradients for the reduce-scatter, which Megatron-Core runs after them. */
     uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
     uint32_t g = mlp_sp_open(b, c, moe, x);
     uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
-    x = run_gemms(b, c, &b->fc2[moe], 1, in);
-    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].fp8_cast_bwd_bytes[0], NO_OP);
+    x = run_gemms(b, c, &b->fc2[moe], 1, in != NO_OP || !disp ? in : g);
+    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].copy_bytes + b->mlp[moe].fp8_cast_bwd_bytes[0],
+                    NO_OP);
     if (ep) {
         x = run_gemms(b, c, &b->experts_in, 1, NO_OP);
         x = run_gemms(b, c, &b->router, 1, ep_a2a(b, c, TS_PART_DISPATCH, x));
@@ -400,7 +405,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     if (!split_w) {
         ctx w = *c;
         w.phase = TS_PHASE_WGRAD;
-        router_tp_sum(b, &w, moe, block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], g));
+        router_tp_sum(b, &w, moe, block_wgrad(b, c, &b->fc2[moe], &b->fc1[moe], disp && t != NO_OP ? t : g));
     }
     x = elementwise(b, c, TS_PART_NORM1, 2.0 * norm1_bytes(b) + norm1_cast_bwd(b), t);
     g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);

@@ -114,8 +114,14 @@ typedef struct {
     double act_bytes;             /* the activation pass of the dense MLP or routed experts (MoE:
                                      with the token permutation, permute_bytes) */
     double permute_bytes;         /* MoE: permute before the dispatch, unpermute after the combine */
+    double copy_bytes;            /* MoE: copies of the routed rows, once each way (recipe_moe.c:
+                                     the dispatcher's reorders, SequentialMLP's concatenation) */
     int tp_block;                 /* the block opens (SP) and closes with TP collectives: every
                                      dense MLP; MoE unless etp != tp and no shared experts */
+    int tp_dispatcher;            /* MoE under SP with etp = tp: those collectives are the token
+                                     dispatcher's gather and reduce-scatter of the routed copies,
+                                     autograd functions of their own, so in backward they sit on
+                                     the critical path (recipe_moe.c) */
     int to_coll, from_coll;       /* MoE: the EP collectives (ts_coll) to and from the experts */
     double to_bytes, from_bytes;  /* and their sizes (nccl-tests' size): to the experts in forward
                                      (and the output gradients in backward), FP8 when dispatched

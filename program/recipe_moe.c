@@ -19,13 +19,24 @@
  * TP under SP (Megatron-Core's MoEAlltoAllTokenDispatcher): no all-gather before the router;
  * with etp = tp the copies received over EP are all-gathered over TP and reduce-scattered back,
  * T·top_k·cf·h at 16 bits each way (the recipe's MLP-block TP size), plus the shared experts'
- * own T·h. With etp = 1 only the shared experts have TP collectives.
+ * own T·h. With etp = 1 only the shared experts have TP collectives. The dispatcher's gather and
+ * reduce-scatter are autograd functions of their own (gather_from_sequence_parallel_region,
+ * reduce_scatter_to_sequence_parallel_region in token_dispatcher.py), not a linear layer's
+ * asynchronous collectives: in backward the experts' output gradients are gathered before their
+ * GEMMs and their input gradients reduce-scattered after the experts' weight gradients, with
+ * nothing beside them (tp_dispatcher; the shared experts' share, T of T·(top_k·cf + 1) tokens,
+ * is priced with them).
  *
  * Permutation (Megatron-Core's moe_permute / moe_unpermute, fused or not, both memory-bound):
  * before the dispatch the R·top_k copies are gathered into expert order (read and write
  * R·top_k·h), after the combine each token's top_k copies are read and summed into one (read
  * R·top_k·h, write R·h): 2·R·h·(3·top_k + 1) bytes at 16 bits, charged with the experts'
- * activation pass (and twice in backward, as that pass is). */
+ * activation pass (and twice in backward, as that pass is). With more than one local expert the
+ * alltoall dispatcher reorders the copies it received from [EP rank][expert] to [expert][EP rank]
+ * chunks after the dispatch and back before the combine (sort_chunks_by_idxs in Megatron-Core's
+ * MoEAlltoAllTokenDispatcher, a copy of the rank's routed copies each time, read and written at
+ * 16 bits), and SequentialMLP concatenates its experts' outputs (one more copy); a copy's
+ * backward is one copy (copy_bytes, with the activation pass once each way). */
 #include "program/recipe.h"
 
 #include "program/coll.h"
@@ -64,6 +75,12 @@ void ts_moe_recipe_fill(const ts_problem *pb, const ts_shard *sh, double T, ts_m
     /* Model FLOPs per token of the TP group, whichever way the experts are split. */
     out->matmul_params = k * mats * h * (double)x->expert_ffn / sh->tp + h * x->experts;
     out->permute_bytes = 2.0 * R * h * (3.0 * k + 1.0);
+    /* the reorders: Megatron-Core's with more than one local expert, the CPU executor's always
+     * (exec/ops_moe.c reorder_rows); SequentialMLP's concatenation on GPUs */
+    int cpu = ts_system_cpu_ranks(&pb->sys);
+    int reorder = ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_ALLTOALL && (local > 1 || cpu);
+    double copies = (reorder ? 2.0 : 0.0) + (local > 1 && !cpu && !pb->train.moe_grouped_gemm ? 1.0 : 0.0);
+    out->copy_bytes = copies * 2.0 * 2.0 * out->routed_tokens * h; /* read and written, 16-bit */
     out->tp_block = etp == sh->tp || x->shared_experts > 0;
     if (sh->sp && sh->tp > 1) {
         /* Megatron-Core's dispatcher under SP: the router sees the rank's T/t tokens; with etp = tp
@@ -71,6 +88,7 @@ void ts_moe_recipe_fill(const ts_problem *pb, const ts_shard *sh, double T, ts_m
          * reduce-scattered after (tp·R·top_k·cf copies of h); shared experts gather and
          * reduce-scatter the T tokens as a dense MLP does. */
         out->tp_bytes = 2.0 * h * ((etp == sh->tp ? T * k * cf : 0) + (x->shared_experts > 0 ? T : 0));
+        out->tp_dispatcher = etp == sh->tp;
     }
     if (ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_ALLGATHER) {
         out->to_coll = TS_COLL_ALLGATHER;

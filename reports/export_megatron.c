@@ -143,6 +143,8 @@ static void moe_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     if (strcmp(freq, "1") != 0) fl_s(x, "--moe-layer-freq", freq);
     /* The planner costs all-to-all dispatch; Megatron's default is allgather. */
     fl_s(x, "--moe-token-dispatcher-type", "alltoall");
+    /* the experts as the plan priced them: one grouped GEMM, or SequentialMLP (the default) */
+    if (pb->train.moe_grouped_gemm) fl(x, "--moe-grouped-gemm");
     fl_i(x, "--expert-model-parallel-size", l->ep);
     /* The planner splits each expert over the layout's etp (expert_ffn / etp; etp = tp unless
      * pinned); Megatron-LM allows etp > 1 only without biases ("Bias in Moe is only supported when

@@ -46,6 +46,8 @@ CASES = [
     ("uneven", "--model llama2-7b --system h100-sxm-dgx --gpus 24 --global-batch 48 --fix tp=2,pp=3 --partition ilp"),
     ("zero3", "--model llama2-7b --system h100-sxm-dgx --gpus 8 --global-batch 64 --fix tp=1,pp=1,zero=3"),
     ("fp8", "--model llama2-70b --system h100-sxm-dgx --gpus 64 --dtype fp8 --fix tp=4,pp=4"),
+    ("flash", "--model llama3-8b --system h100-sxm-dgx --gpus 16 --global-batch 64 --seq 8192 "
+              "--fix tp=2,pp=2 --attention-backend flash"),
     ("interleaved", "--model llama2-13b --system h100-sxm-dgx --gpus 16 --global-batch 32 "
                     "--fix tp=2,pp=4,vpp=5,sched=interleaved,zero=0,recompute=full"),
 ]
@@ -58,7 +60,7 @@ FLAGS = {
     "decoder-first-pipeline-num-layers": int, "decoder-last-pipeline-num-layers": int,
     "sequence-parallel": None, "context-parallel-size": int, "num-experts": int, "moe-router-topk": int,
     "moe-ffn-hidden-size": int, "moe-shared-expert-intermediate-size": int, "moe-layer-freq": str,
-    "moe-token-dispatcher-type": str, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
+    "moe-token-dispatcher-type": str, "moe-grouped-gemm": None, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
     "moe-router-score-function": str, "moe-router-enable-expert-bias": None, "moe-router-num-groups": int,
     "moe-router-group-topk": int, "moe-router-topk-scaling-factor": float, "moe-expert-capacity-factor": float,
     "num-layers": int, "hidden-size": int, "ffn-hidden-size": int, "num-attention-heads": int,
@@ -146,6 +148,9 @@ def transformer_kwargs(a):
         kw.update(gated_linear_unit=True, activation_func=F.silu)
     if a.get("fp8_format"):
         kw.update(fp8=a["fp8_format"], fp8_recipe=a.get("fp8_recipe", "delayed"))
+    if a.get("attention_backend"):
+        from megatron.core.transformer.enums import AttnBackend
+        kw["attention_backend"] = AttnBackend[a["attention_backend"]]
     if a.get("softmax_type"):
         kw["softmax_type"] = a["softmax_type"]
     if a.get("window_size"):
@@ -157,6 +162,7 @@ def transformer_kwargs(a):
                   moe_shared_expert_intermediate_size=a.get("moe_shared_expert_intermediate_size"),
                   moe_layer_freq=moe_freq(a.get("moe_layer_freq", "1")),
                   moe_token_dispatcher_type=a.get("moe_token_dispatcher_type", "allgather"),
+                  moe_grouped_gemm=a.get("moe_grouped_gemm", False),
                   moe_router_score_function=a.get("moe_router_score_function", "softmax"),
                   moe_router_enable_expert_bias=a.get("moe_router_enable_expert_bias", False),
                   moe_router_num_groups=a.get("moe_router_num_groups"),
@@ -223,7 +229,16 @@ def planned_params(text):
     raise ValueError("no '# parameters:' line")
 
 
+def fresh_attention_env():
+    """TransformerConfig.__post_init__ sets NVTE_FLASH_ATTN / NVTE_FUSED_ATTN / NVTE_UNFUSED_ATTN for
+    its attention_backend and refuses values a previous config left: each launch is one process,
+    this check builds many configs in one."""
+    for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"):
+        os.environ.pop(k, None)
+
+
 def check_megatron(case, text, plan):
+    fresh_attention_env()
     from megatron.core.model_parallel_config import ModelParallelConfig
     from megatron.core.transformer import MLATransformerConfig, TransformerConfig
     line = [ln for ln in text.splitlines() if ln and not ln.startswith("#")][-1]
@@ -296,6 +311,7 @@ def install_te_stub():
 
 
 def check_bridge(case, path, plan, text):
+    fresh_attention_env()
     install_te_stub()
     import importlib.util
     spec = importlib.util.spec_from_file_location(f"recipe_{case.replace('-', '_')}", path)

@@ -133,14 +133,16 @@ Test(moe, grouped_gemm) {
     ts_problem pb = test_problem("mixtral-8x7b", "h100-sxm-dgx", 64, 64, 4096, 1);
     const ts_system *s = &pb.sys;
     double n = 14336, k = 4096;
-    double big = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 4096, n, k, 4, 4096);
+    double big = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 4096, n, k, 4, 4096, 1);
     double flops = 4 * 2.0 * (4096 + 64) * n * k;
     cr_expect(close_to(big, flops / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, flops))));
-    double tiny = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 16, n, k, 4, 16), tile = 4 * 2.0 * 128 * n * k;
+    double tiny = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 16, n, k, 4, 16, 1), tile = 4 * 2.0 * 128 * n * k;
     cr_expect(close_to(tiny, tile / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, tile))),
               "16 rows cost a tile: %g", tiny);
+    /* SequentialMLP: one GEMM per expert at its own size, no tile padding */
+    cr_expect(close_to(ts_grouped_gemm_s(s, TS_DTYPE_BF16, 2048, n, k, 4, 2048, 0), 4.0 * ts_gemm_s(s, TS_DTYPE_BF16, 2048, n, k)));
     ts_problem cpu = test_problem("tiny-moe", "cpu-localhost", 2, 8, 256, 1);
-    cr_expect(close_to(ts_grouped_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256, 2, 100),
+    cr_expect(close_to(ts_grouped_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256, 2, 100, 1),
                        2.0 * ts_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256)));
 }
 
