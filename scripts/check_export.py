@@ -274,7 +274,9 @@ import os, sys, typing, typing_extensions
 typing.override = typing_extensions.override
 sys.path.insert(0, {mlm!r})
 import megatron.training.arguments as A
+import torch
 A.get_device_arch_version = lambda: 9
+torch.cuda.get_device_capability = lambda *a: (9, 0)  # --moe-grouped-gemm asks the device (Hopper)
 sys.argv = ['pretrain_gpt.py'] + {shlex.split(line)!r} + ['--mock-data', '--tokenizer-type', 'NullTokenizer',
            '--lr', '1e-4', '--train-iters', '10']
 args = A.parse_args(); A.validate_args(args)
