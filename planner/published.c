@@ -113,15 +113,16 @@ static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts
     return TS_OK;
 }
 
-/* An MoE row: the model's published layer count (the recipes' proxy configurations cut it) and
- * the expert layout, ep and etp when given. */
-static ts_status moe_row(const char *file, const cJSON *row, ts_model *m, ts_pins *pins) {
+/* A row naming its zoo model: the model's published layer count (the recipes' proxy
+ * configurations cut it) and, for an MoE model, the expert layout, ep and etp when given. */
+static ts_status zoo_row(const char *file, const cJSON *row, ts_model *m, ts_pins *pins) {
     double layers, ep;
     TS_CHECK(num_at(file, row, "model", "layers", &layers));
-    TS_CHECK(num_at(file, row, "layout", "ep", &ep));
     if (layers < 1 || layers > m->layers)
         return TS_FAIL(TS_ERR_INPUT, "%s: model.layers: expected 1 to %d, got %g", file, m->layers, layers);
     m->layers = (int)layers;
+    if (m->moe.experts == 0) return TS_OK;
+    TS_CHECK(num_at(file, row, "layout", "ep", &ep));
     if (m->moe.first_dense >= m->layers) m->moe.first_dense = 0;
     ts_pins_set(pins, TS_PIN_EP, (int)ep);
     const cJSON *etp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"), "etp");
@@ -183,8 +184,6 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
                                                         "virtual_pipeline_stages");
     int fp8 = strstr(c->id, "-fp8-") != NULL;
     const cJSON *zoo = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "zoo");
-    c->kind = cJSON_IsString(zoo) ? (fp8 ? TS_PUB_NVIDIA_MOE_STEP_FP8 : TS_PUB_NVIDIA_MOE_STEP)
-                                  : (fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP);
     snprintf(c->model, sizeof c->model, "%s",
              cJSON_IsString(zoo) ? zoo->valuestring : strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
     c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
@@ -195,7 +194,10 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     ts_train t;
     ts_problem pb;
     TS_CHECK(ts_pub_cache_model(cache, c->model, &m));
-    if (cJSON_IsString(zoo)) TS_CHECK(moe_row(file, row, &m, &c->pins));
+    if (cJSON_IsString(zoo)) TS_CHECK(zoo_row(file, row, &m, &c->pins));
+    int moe = m.moe.experts > 0;
+    c->kind = moe ? (fp8 ? TS_PUB_NVIDIA_MOE_STEP_FP8 : TS_PUB_NVIDIA_MOE_STEP)
+                  : (fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP);
     /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
     if (cJSON_IsNumber(v)) vocab = v->valuedouble;
@@ -206,7 +208,11 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
     TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
-    if (cJSON_IsString(zoo)) TS_CHECK(moe_training(file, row, &m, &t));
+    if (moe) TS_CHECK(moe_training(file, row, &m, &t));
+    /* FP8 primary weights where the recipe keeps them (NeMo's fp8_params) */
+    const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
+                                                        "fp8_param_gather");
+    t.fp8_param_gather = fp8 && cJSON_IsTrue(fpg);
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));

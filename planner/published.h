@@ -5,8 +5,10 @@
  *    planner's own search over that 2021 space;
  *  - NVIDIA's H100 dgxc-benchmarking recipes (BF16 and FP8 rows, FP8 as Transformer Engine's
  *    default delayed-scaling recipe): step time of the published layout (tp, pp, cp, dp, mbs, vpp
- *    pinned; the planner picks SP, ZeRO and recompute); MoE rows (Grok-1, DeepSeek-V3) also pin
- *    ep and etp and take the zoo model the row names, with the row's layer count (proxy rows).
+ *    pinned; the planner picks SP, ZeRO and recompute); rows naming a zoo model (Llama 3.1, Grok-1,
+ *    DeepSeek-V3) take it with the row's layer count (proxy rows), MoE rows also pin ep and etp;
+ *    a row's training block may state its recipe's attention backend, FP8 weights and expert
+ *    settings (validation/published/README.md).
  * For each, the prediction is the planner's best layout under those pins. */
 #ifndef TS_PUBLISHED_H
 #define TS_PUBLISHED_H

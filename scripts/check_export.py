@@ -201,7 +201,9 @@ def count_params(cfg, vocab, untie, seq, position):
         virtual_pipeline_model_parallel_size=None, pipeline_model_parallel_layout=None,
         num_layers_in_first_pipeline_stage=None, num_layers_in_last_pipeline_stage=None,
         moe_token_dispatcher_type="allgather", fp8=None, recompute_granularity=None, recompute_method=None,
-        recompute_num_layers=None, use_cpu_initialization=True, perform_initialization=False)
+        recompute_num_layers=None, use_cpu_initialization=True, perform_initialization=False,
+        # the grouped kernel's package (grouped_gemm) needs CUDA; SequentialMLP holds the same weights
+        moe_grouped_gemm=False)
     spec = get_gpt_decoder_block_spec(one, use_transformer_engine=False)
     if getattr(one, "multi_latent_attention", False):
         # megatron-core's local DotProductAttention lacks MLA's k_channels; core attention has no

@@ -48,7 +48,7 @@ Test(planner_published, every_row_is_present) {
         cr_expect_gt(strlen(cases[i].layout), 0u, "%s: no predicted layout", cases[i].id);
     }
     cr_expect_eq(meg, 10, "Megatron-LM SC'21 Table 1 has ten rows");
-    cr_expect_eq(nv, 13, "NVIDIA dgxc BF16 rows: 5 GPT-3 175B + 8 Nemotron-4 15B");
+    cr_expect_eq(nv, 30, "NVIDIA dgxc BF16 rows: 5 GPT-3 175B + 8 Nemotron-4 15B + 17 Llama 3.1 (5 8B, 6 70B, 6 405B)");
     cr_expect_leq(unfit, 1, "only SC'21's 530B ZeRO-3 row at micro-batch 4 overflows the memory model");
 }
 
