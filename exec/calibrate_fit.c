@@ -11,6 +11,8 @@
 
 #define MAX_BUSBW 1e15 /* models/system.c's fence on any bandwidth */
 #define MIN_EFF 1e-3   /* and on any efficiency */
+#define MIN_COLL_FACTOR 1e-3 /* models/system.c's range of efficiency.collective_busbw */
+#define MAX_COLL_FACTOR 100
 #define NODE_GPUS_MIN 8
 
 double ts_calib_busbw_factor(ts_coll coll, int n) {
@@ -257,23 +259,50 @@ static ts_status fit_compute(ts_calib *c) {
 
 /* ---- communication -------------------------------------------------------------------------- */
 
+/* The bus bandwidth of one kind's rows at the shared latency `lat`: x = 1/busbw minimising
+ * sum_i ((a_i·lat + b_i·x) / t_i - 1)², x = Σ q_i (1 - p_i·lat) / Σ q_i² (p, q as in
+ * ts_calib_fit_coll). */
+static double kind_busbw(const ts_calib_coll *rows, int n, double lat) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double a, b;
+        coll_terms(rows[i].coll, rows[i].ranks, rows[i].bytes, &a, &b);
+        double p = a / rows[i].time_s, q = b / rows[i].time_s;
+        num += q * (1.0 - p * lat), den += q * q;
+    }
+    double x = den > 0 ? num / den : 0;
+    return x > 1.0 / MAX_BUSBW ? 1.0 / x : MAX_BUSBW;
+}
+
+/* The shared fit (latency, bus bandwidth: the spec's links), then per collective kind its own
+ * fit (printed) and its bus bandwidth at the shared latency, which the spec keeps as a factor on
+ * the shared one (efficiency.collective_busbw: Open MPI's reductions on CPU ranks run at a
+ * fraction of its copies' bandwidth); the spec's errors are those of the factored model. */
 static ts_status fit_comm(ts_calib *c) {
     ts_system *s = &c->system;
     if (c->n_coll == 0) return TS_OK;
     TS_CHECK(ts_calib_fit_coll(c->coll, c->n_coll, &c->fit_all));
     double lat = c->fit_all.latency_s, bw = c->fit_all.busbw_bytes_per_s;
-    c->fit_all.spec_rms_error = c->fit_all.rms_error, c->fit_all.spec_max_error = c->fit_all.max_error;
     for (int k = 0; k < TS_COLL_COUNT; k++) {
         ts_calib_coll rows[TS_CALIB_MAX_COLL];
         int n = 0;
         for (int i = 0; i < c->n_coll; i++)
             if (c->coll[i].coll == (ts_coll)k) rows[n++] = c->coll[i];
         memset(&c->fit[k], 0, sizeof c->fit[k]);
+        s->coll_busbw[k] = 1;
         if (n == 0) continue;
         TS_CHECK(ts_calib_fit_coll(rows, n, &c->fit[k]));
-        coll_errors(rows, n, lat, bw, &c->fit[k].spec_rms_error, &c->fit[k].spec_max_error);
+        s->coll_busbw[k] = fmin(fmax(kind_busbw(rows, n, lat) / bw, MIN_COLL_FACTOR), MAX_COLL_FACTOR);
+        coll_errors(rows, n, lat, bw * s->coll_busbw[k], &c->fit[k].spec_rms_error, &c->fit[k].spec_max_error);
     }
-    for (int i = 0; i < c->n_coll; i++) c->coll[i].model_s = coll_model_s(&c->coll[i], lat, bw);
+    double sum = 0, worst = 0;
+    for (int i = 0; i < c->n_coll; i++) {
+        ts_calib_coll *r = &c->coll[i];
+        r->model_s = coll_model_s(r, lat, bw * s->coll_busbw[r->coll]);
+        double e = fabs(r->model_s / r->time_s - 1.0);
+        sum += e * e, worst = fmax(worst, e);
+    }
+    c->fit_all.spec_rms_error = sqrt(sum / c->n_coll), c->fit_all.spec_max_error = worst;
     /* One host: the fabric is the same shared memory as the "node" link. */
     s->link_bytes_per_s = s->nic_bytes_per_s = fmin(bw, MAX_BUSBW);
     s->link_latency_s = s->nic_latency_s = lat;
@@ -797,6 +826,11 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
                  c->fit_all.points, c->ranks, c->quick ? "16 MB" : "256 MB", ranks, c->mpi);
     TS_CHECK(sourced(node, "link_bytes_per_s", "%s (bus bandwidth)", comm));
     TS_CHECK(sourced(node, "link_latency_s", "%s (latency per ring step)", comm));
+    cJSON *kinds = cJSON_GetObjectItemCaseSensitive(eff, "collective_busbw");
+    if (kinds && cJSON_AddStringToObject(kinds, "source", "tessera calibrate: each collective kind's bus bandwidth at the "
+                                         "shared latency (least squares on relative error over its rows) over the "
+                                         "shared fit's; 1 for kinds not measured") == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.collective_busbw.source");
     TS_CHECK(sourced(fab, "nic_bytes_per_s", "one host, no fabric: the node link's figure"));
     TS_CHECK(sourced(fab, "latency_s", "one host, no fabric: the node link's figure"));
     if (cJSON_AddStringToObject(gemm, "source", how) == NULL)

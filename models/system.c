@@ -66,6 +66,10 @@
  *      "attention": 0.5, "hbm": 0.8, "link_busbw": 0.8, "nic_busbw": 0.8,
  *      "attention_flash": 0.31,                 the FlashAttention-2 backend's (--attention-backend
  *                                               flash); default: as "attention"
+ *      "collective_busbw": {"reduce-scatter": 0.2, ...},
+ *                                               a factor on the bus bandwidth per collective
+ *                                               kind (models/coll.h names), [0.001, 100],
+ *                                               default 1 each
  *      "overlap_slowdown": 0.05, "tp_comm_overlap": 0, "dp_comm_overlap": 0.9,
  *      "pp_comm_overlap": 1,                    the last four are fractions in [0, 1]
  *      "serial_ops": false,                     a rank runs one op at a time (CPU ranks:
@@ -143,7 +147,7 @@ static const char *const tier_keys[] = {"name", "gpus", "oversubscription", "lat
 static const char *const cost_keys[] = {"price_per_gpu_hour", "price_is_example", "rack_power_w",
                                         "rack_gpus", "source", NULL};
 static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "attention_flash", "hbm", "link_busbw",
-                                       "nic_busbw", "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
+                                       "nic_busbw", "collective_busbw", "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
                                        "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
@@ -356,6 +360,19 @@ static ts_status read_cost(const ts_jreader *r, const cJSON *root, ts_system *s)
     return TS_OK;
 }
 
+/* efficiency.collective_busbw: the factor of each collective kind, 1 where absent. */
+static ts_status read_coll_busbw(const ts_jreader *r, const cJSON *eff, ts_system *s) {
+    const char *keys[TS_COLL_COUNT + 2];
+    for (int k = 0; k < TS_COLL_COUNT; k++) keys[k] = ts_coll_names[k];
+    keys[TS_COLL_COUNT] = "source", keys[TS_COLL_COUNT + 1] = NULL;
+    ts_jreader cr;
+    const cJSON *obj;
+    TS_CHECK(open_obj(r, eff, "collective_busbw", 0, keys, &cr, &obj));
+    for (int k = 0; k < TS_COLL_COUNT; k++)
+        TS_CHECK(ts_jr_num(&cr, obj, ts_coll_names[k], 0, MIN_EFF, 100, 1, &s->coll_busbw[k]));
+    return TS_OK;
+}
+
 static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_system *s) {
     ts_jreader er;
     const cJSON *eff;
@@ -370,6 +387,7 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
                        &s->link_busbw_eff));
     TS_CHECK(ts_jr_num(&er, eff, "nic_busbw", 0, MIN_EFF, 1, DEF_NIC_BUSBW_EFF,
                        &s->nic_busbw_eff));
+    TS_CHECK(read_coll_busbw(&er, eff, s));
     TS_CHECK(ts_jr_num(&er, eff, "overlap_slowdown", 0, 0, 1, DEF_OVERLAP_SLOWDOWN,
                        &s->overlap_slowdown));
     TS_CHECK(ts_jr_num(&er, eff, "tp_comm_overlap", 0, 0, 1, DEF_TP_COMM_OVERLAP,
@@ -446,6 +464,18 @@ static ts_status add_obj(cJSON *parent, const char *key, cJSON **out) {
     *out = cJSON_AddObjectToObject(parent, key);
     if (*out == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system object %s", key);
+    return TS_OK;
+}
+
+/* efficiency.collective_busbw, written only when a factor is not 1. */
+static ts_status add_coll_busbw(cJSON *eff, const ts_system *s) {
+    int any = 0;
+    for (int k = 0; k < TS_COLL_COUNT; k++) any |= s->coll_busbw[k] > 0 && s->coll_busbw[k] != 1;
+    if (!any) return TS_OK;
+    cJSON *obj;
+    TS_CHECK(add_obj(eff, "collective_busbw", &obj));
+    for (int k = 0; k < TS_COLL_COUNT; k++)
+        TS_CHECK(add_num(obj, ts_coll_names[k], s->coll_busbw[k] > 0 ? s->coll_busbw[k] : 1));
     return TS_OK;
 }
 
@@ -537,6 +567,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(eff, "optimizer", s->optimizer_eff));
     TS_CHECK(add_num(eff, "link_busbw", s->link_busbw_eff));
     TS_CHECK(add_num(eff, "nic_busbw", s->nic_busbw_eff));
+    TS_CHECK(add_coll_busbw(eff, s));
     TS_CHECK(add_num(eff, "overlap_slowdown", s->overlap_slowdown));
     TS_CHECK(add_num(eff, "tp_comm_overlap", s->tp_comm_overlap));
     TS_CHECK(add_num(eff, "dp_comm_overlap", s->dp_comm_overlap));

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/status.h"
+#include "models/coll.h"
 
 typedef enum { TS_DTYPE_BF16, TS_DTYPE_FP16, TS_DTYPE_FP8, TS_DTYPE_FP32, TS_DTYPE_COUNT } ts_dtype;
 extern const char *const ts_dtype_names[]; /* "bf16", "fp16", "fp8", "fp32"; NULL-terminated */
@@ -103,6 +104,10 @@ typedef struct {
     double link_busbw_eff;     /* NCCL bus bandwidth / link bandwidth inside a node */
     double nic_busbw_eff;      /* NCCL bus bandwidth / NIC bandwidth across nodes */
     double overlap_slowdown;   /* compute slows by this fraction while communication overlaps */
+    double coll_busbw[TS_COLL_COUNT]; /* per collective kind, a factor on the links' bus bandwidth
+                                         (efficiency.collective_busbw; 0 or 1: NCCL's kinds run at
+                                         one bus bandwidth, nccl-tests' busbw; CPU ranks' MPI
+                                         reductions are slower, tessera calibrate fits each) */
     double tp_comm_overlap;    /* fraction of TP communication hidden behind GEMMs */
     double dp_comm_overlap;    /* fraction of the overlappable window DP/ZeRO traffic can use */
     double pp_comm_overlap;    /* fraction of interleaving's extra pipeline transfers hidden */

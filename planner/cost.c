@@ -100,7 +100,8 @@ double ts_link_latency_s(const ts_system *s, ts_link link) {
 
 double ts_coll_s(const ts_system *s, ts_coll c, int n, double bytes, ts_link link) {
     if (n <= 1 || bytes <= 0) return 0;
-    double bw = ts_link_busbw(s, link), lat = ts_link_latency_s(s, link);
+    double kind = c < TS_COLL_COUNT && s->coll_busbw[c] > 0 ? s->coll_busbw[c] : 1.0;
+    double bw = ts_link_busbw(s, link) * kind, lat = ts_link_latency_s(s, link);
     double frac = (double)(n - 1) / n;
     double steps = n - 1;            /* ring: one latency per step */
     double levels = 0;               /* tree: one latency per level, up and down: ceil(log2 n) */

@@ -11,7 +11,7 @@
 #define TS_COST_H
 
 #include "models/system.h"
-#include "program/coll.h"
+#include "models/coll.h"
 
 /* The links a collective can cross: the scale-up domain's (NVLink, Infinity Fabric), then the
  * scale-out fabric up to its leaf (NIC; a flat fabric has only this), spine or core tier

@@ -6,7 +6,7 @@
  *
  * alltoall (Megatron-Core, one NCCL all-to-all): each copy goes to its expert's rank, so
  * B·(n - g)/n leaves the node over the rank's NIC and B·(g - 1)/n crosses NVLink, both at once;
- * the slower of the two, plus a latency per peer as NCCL's all-to-all pays it (program/coll.h,
+ * the slower of the two, plus a latency per peer as NCCL's all-to-all pays it (models/coll.h,
  * planner/cost.c ts_coll_s, whose formula this is when the group fits in a node).
  *
  * deepep (DeepEP; DeepSeek-V3 §3.2.2): a token is sent over IB once to each node that holds one

@@ -5,7 +5,7 @@
 #ifndef TS_MOE_COST_H
 #define TS_MOE_COST_H
 
-#include "program/coll.h"
+#include "models/coll.h"
 #include "program/problem.h"
 
 /* Seconds one EP collective `c` of `bytes` (nccl-tests' size: the rank's whole buffer) over an

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "program/coll.h"
+#include "models/coll.h"
 #include "program/problem.h"
 #include "program/ranks.h"
 

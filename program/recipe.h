@@ -64,7 +64,7 @@ double ts_weight_elem_bytes(const ts_problem *pb);
 double ts_gemm_input_saved_bytes(const ts_problem *pb);
 
 /* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
- * (program/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
+ * (models/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
  * steps > 0 it runs as ring CP runs it, `steps` point-to-point transfers of `step_bytes` each to
  * the next rank of the ring, not as NCCL's collective. */
 typedef struct {

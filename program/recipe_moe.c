@@ -39,7 +39,7 @@
  * backward is one copy (copy_bytes, with the activation pass once each way). */
 #include "program/recipe.h"
 
-#include "program/coll.h"
+#include "models/coll.h"
 #include "program/program.h"
 
 int ts_shard_etp(const ts_shard *sh) { return sh->etp > 0 ? sh->etp : sh->tp; }

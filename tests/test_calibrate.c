@@ -201,6 +201,35 @@ Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     cr_expect(s->hbm_bytes_per_s > 0);
 }
 
+/* Collectives of different speeds (Open MPI's reductions on CPU ranks run at a fraction of its
+ * copies' bandwidth): the spec keeps one shared link and a factor per kind, and prices every row
+ * far better than the shared fit alone; the factors load back from the profile. */
+Test(calibrate_fit, each_collective_kind_keeps_its_bandwidth) {
+    ts_system truth = known_system();
+    double want[TS_COLL_COUNT] = {0.34, 0.2, 1.0, 0.9, 1.5};
+    memcpy(truth.coll_busbw, want, sizeof want);
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    const ts_system *s = &c.system;
+    cr_expect_gt(c.fit_all.rms_error, 0.3, "one bandwidth for all: %g rms", c.fit_all.rms_error);
+    cr_expect_lt(c.fit_all.spec_rms_error, 0.1, "with a factor per kind: %g rms", c.fit_all.spec_rms_error);
+    for (int k = 0; k < TS_COLL_COUNT; k++) {
+        double got = s->link_bytes_per_s * s->coll_busbw[k], exp = BUSBW * want[k];
+        cr_expect(fabs(got / exp - 1) < 0.15, "%s: %g B/s, expected %g", ts_coll_names[k], got, exp);
+    }
+    cr_expect_lt(s->coll_busbw[TS_COLL_REDUCE_SCATTER], s->coll_busbw[TS_COLL_ALLREDUCE]);
+    cr_expect_lt(s->coll_busbw[TS_COLL_ALLREDUCE], s->coll_busbw[TS_COLL_ALLGATHER]);
+    ts_system back;
+    profile_loads_back(&c, &back);
+    for (int k = 0; k < TS_COLL_COUNT; k++)
+        cr_expect_eq(back.coll_busbw[k], s->coll_busbw[k], "%s", ts_coll_names[k]);
+    /* the planner prices a collective at its kind's bandwidth */
+    double rs = ts_coll_s(&back, TS_COLL_REDUCE_SCATTER, 2, 64e6, TS_LINK_NVLINK);
+    double ag = ts_coll_s(&back, TS_COLL_ALLGATHER, 2, 64e6, TS_LINK_NVLINK);
+    cr_expect_gt(rs, 3 * ag, "reduce-scatter %g s, all-gather %g s", rs, ag);
+}
+
 /* A GPU calibration's spec names the GPU and its memory as the CUDA backend reported them (the
  * fit itself runs on the CPU, so this is checked without a GPU), and says where they came from. */
 Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {

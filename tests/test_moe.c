@@ -12,7 +12,7 @@
 #include "exec/trainer.h"
 #include "planner/memory_exec.h"
 #include "planner/moe_cost.h"
-#include "program/coll.h"
+#include "models/coll.h"
 #include "program/program.h"
 #include "program/ranks.h"
 #include "program/recipe.h"

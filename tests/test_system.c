@@ -130,6 +130,7 @@ static void assert_system_eq(const ts_system *a, const ts_system *b) {
     cr_assert_eq(a->link_busbw_eff, b->link_busbw_eff);
     cr_assert_eq(a->nic_busbw_eff, b->nic_busbw_eff);
     cr_assert_eq(a->overlap_slowdown, b->overlap_slowdown);
+    for (int k = 0; k < TS_COLL_COUNT; k++) cr_assert_eq(a->coll_busbw[k], b->coll_busbw[k], "%s", ts_coll_names[k]);
     cr_assert_eq(a->tp_comm_overlap, b->tp_comm_overlap);
     cr_assert_eq(a->dp_comm_overlap, b->dp_comm_overlap);
     cr_assert_eq(a->reserved_bytes, b->reserved_bytes);

@@ -1,5 +1,5 @@
 /* Names of the collective kinds (see coll.h). */
-#include "program/coll.h"
+#include "models/coll.h"
 
 #include <stddef.h>
 

@@ -1,5 +1,6 @@
 /* The kinds of collective a step program issues over a group (program/ranks.h names the
- * groups). What a collective costs is the planner's business (planner/cost.h). */
+ * groups). What a collective costs is the planner's business (planner/cost.h), from the system's
+ * links and its per-kind bus bandwidth (models/system.h coll_busbw). */
 #ifndef TS_COLL_H
 #define TS_COLL_H
 
