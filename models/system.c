@@ -60,6 +60,8 @@
  *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
  *                                               1 to 16 points, flops in [1, 1e18], increasing
  *      "gemm_fp8": {"points": [...], "source": "..."},
+ *      "gemm_fp8_bwd": 0.91,                    the backward's FP8 GEMMs against gemm_fp8 (split
+ *                                               accumulation), (0, 1]; default: as the curve
  *                                               FP8 GEMMs' efficiency vs the FP8 peak, same form;
  *                                               default: none (FP8 GEMMs take "gemm" scaled,
  *                                               planner/cost.h ts_gemm_eff)
@@ -146,9 +148,10 @@ static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_
 static const char *const tier_keys[] = {"name", "gpus", "oversubscription", "latency_s", "source", NULL};
 static const char *const cost_keys[] = {"price_per_gpu_hour", "price_is_example", "rack_power_w",
                                         "rack_gpus", "source", NULL};
-static const char *const eff_keys[] = {"gemm", "gemm_fp8", "attention", "attention_flash", "hbm", "link_busbw",
-                                       "nic_busbw", "collective_busbw", "overlap_slowdown", "tp_comm_overlap", "dp_comm_overlap",
-                                       "pp_comm_overlap", "serial_ops", "optimizer", "source", NULL};
+static const char *const eff_keys[] = {"gemm", "gemm_fp8", "gemm_fp8_bwd", "attention", "attention_flash", "hbm",
+                                       "link_busbw", "nic_busbw", "collective_busbw", "overlap_slowdown",
+                                       "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap", "serial_ops",
+                                       "optimizer", "source", NULL};
 static const char *const curve_keys[] = {"points", "source", NULL};
 static const char *const memory_keys[] = {"reserved_bytes", "headroom_frac", "source", NULL};
 
@@ -381,6 +384,7 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
     TS_CHECK(read_curve(&er, eff, "gemm_fp8", 0, &s->gemm_eff_fp8));
     TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
     TS_CHECK(ts_jr_num(&er, eff, "attention_flash", 0, MIN_EFF, 1, 0, &s->attention_flash_eff));
+    TS_CHECK(ts_jr_num(&er, eff, "gemm_fp8_bwd", 0, MIN_EFF, 1, 0, &s->gemm_fp8_bwd_eff));
     TS_CHECK(ts_jr_num(&er, eff, "hbm", 0, MIN_EFF, 1, DEF_HBM_EFF, &s->hbm_eff));
     TS_CHECK(ts_jr_num(&er, eff, "optimizer", 0, MIN_EFF, 100, 1, &s->optimizer_eff));
     TS_CHECK(ts_jr_num(&er, eff, "link_busbw", 0, MIN_EFF, 1, DEF_LINK_BUSBW_EFF,
@@ -563,6 +567,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     if (s->gemm_eff_fp8.n > 0) TS_CHECK(add_curve(eff, "gemm_fp8", &s->gemm_eff_fp8));
     TS_CHECK(add_num(eff, "attention", s->attention_eff));
     if (s->attention_flash_eff > 0) TS_CHECK(add_num(eff, "attention_flash", s->attention_flash_eff));
+    if (s->gemm_fp8_bwd_eff > 0) TS_CHECK(add_num(eff, "gemm_fp8_bwd", s->gemm_fp8_bwd_eff));
     TS_CHECK(add_num(eff, "hbm", s->hbm_eff));
     TS_CHECK(add_num(eff, "optimizer", s->optimizer_eff));
     TS_CHECK(add_num(eff, "link_busbw", s->link_busbw_eff));

@@ -94,6 +94,9 @@ typedef struct {
     ts_eff_curve gemm_eff;
     ts_eff_curve gemm_eff_fp8; /* FP8 GEMMs (efficiency vs the FP8 peak); n = 0: none given, FP8
                                   GEMMs use gemm_eff scaled (planner/cost.h ts_gemm_eff) */
+    double gemm_fp8_bwd_eff;   /* the backward's FP8 GEMMs (dgrad, wgrad) against that curve, where
+                                  they run slower than the forward's (Hopper: split accumulation);
+                                  0: as the curve */
     double attention_eff;      /* fused attention's FLOP efficiency vs peak (the default kernel:
                                   cuDNN on Hopper and later, FlashAttention-2 before) */
     double attention_flash_eff; /* the FlashAttention-2 package's, where it differs (Hopper: FA2

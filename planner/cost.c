@@ -28,6 +28,10 @@ double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops) {
     return TS_FP8_EFF_FALLBACK * ts_eff_at(&s->gemm_eff, flops);
 }
 
+double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt) {
+    return dt == TS_DTYPE_FP8 && s->gemm_fp8_bwd_eff > 0 ? 1.0 / s->gemm_fp8_bwd_eff : 1.0;
+}
+
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k) {
     double flops = 2.0 * m * n * k;
     if (flops <= 0) return 0;

@@ -29,6 +29,11 @@ double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
  * when it has one, else its GEMM curve; without an FP8 curve an FP8 GEMM takes the GEMM curve
  * times TS_FP8_EFF_FALLBACK (cost.c says where it comes from). */
 double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
+
+/* How much longer a backward GEMM (dgrad, wgrad) of `dt` takes than the curve gives: 1 /
+ * efficiency.gemm_fp8_bwd for FP8 where the system states it (Transformer Engine runs the
+ * backward's FP8 GEMMs with split accumulation, the forward's with fast accumulation), else 1. */
+double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt);
 /* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
  * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
  * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to

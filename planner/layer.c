@@ -36,9 +36,14 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
     return ts_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k);
 }
 
-static double grouped_s(const ts_problem *pb, const ts_gemm_shape *g) {
-    return ts_grouped_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k, g->count, g->m,
-                             pb->train.moe_grouped_gemm);
+/* Adds a GEMM of the layer (the local experts' as a grouped GEMM when `grouped`) to p's forward
+ * GEMM time, and to its FP8 share. */
+static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
+    ts_dtype dt = ts_gemm_dtype(pb, g->part);
+    double t = grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm)
+                       : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
+    p->gemm_s += t;
+    if (dt == TS_DTYPE_FP8) p->fp8_gemm_s += t;
 }
 
 /* The attention block's forward parts from its recipe. */
@@ -56,8 +61,8 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     p->kv_block_bytes = r->kv_block_bytes;
     p->cp_fwd = r->cp_fwd;
     p->cp_bwd = r->cp_bwd;
-    for (int i = 0; i < r->n_qkv; i++) p->gemm_s += gemm_s(pb, &r->qkv[i]);
-    p->gemm_s += gemm_s(pb, &r->proj);
+    for (int i = 0; i < r->n_qkv; i++) add_gemm(pb, &r->qkv[i], 0, p);
+    add_gemm(pb, &r->proj, 0, p);
     p->matmul_params_rank += r->matmul_params;
     p->elem_bytes += r->rotary_bytes;
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
@@ -79,11 +84,13 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
 static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p) {
     double before = p->gemm_s;
     if (!r->moe) {
-        p->gemm_s += gemm_s(pb, &r->fc1) + gemm_s(pb, &r->fc2);
+        add_gemm(pb, &r->fc1, 0, p);
+        add_gemm(pb, &r->fc2, 0, p);
     } else {
         /* the local experts as grouped GEMMs (planner/moe_cost.h) */
-        p->gemm_s += grouped_s(pb, &r->fc1) + grouped_s(pb, &r->fc2);
-        p->gemm_s += gemm_s(pb, &r->router);
+        add_gemm(pb, &r->fc1, 1, p);
+        add_gemm(pb, &r->fc2, 1, p);
+        add_gemm(pb, &r->router, 0, p);
     }
     p->matmul_params_rank += r->matmul_params;
     p->elem_bytes += r->act_bytes;
@@ -91,7 +98,8 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
     p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes[0] + r->fp8_cast_bwd_bytes[1];
     if (r->shared) {
-        p->gemm_s += gemm_s(pb, &r->shared_fc1) + gemm_s(pb, &r->shared_fc2);
+        add_gemm(pb, &r->shared_fc1, 0, p);
+        add_gemm(pb, &r->shared_fc2, 0, p);
         p->elem_bytes += r->shared_act_bytes;
     }
     p->wgrad_s += p->gemm_s - before;
@@ -171,10 +179,13 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     double elem_s = ts_memory_s(s, p.elem_bytes + p.copy_bytes + p.fp8_cast_bytes, 3) * pb->compute_scale;
     double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes + p.copy_bytes + p.fp8_cast_bwd_bytes, 3) * pb->compute_scale;
 
+    /* the FP8 GEMMs of the backward, input and weight gradients each, beyond the curve's time */
+    double fp8_bwd_s = (ts_gemm_bwd_scale(s, TS_DTYPE_FP8) - 1.0) * p.fp8_gemm_s * pb->compute_scale;
+
     *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
-    out->bwd_s = p.gemm_s + p.wgrad_s + p.attn_bwd_s + elem_bwd_s;
-    out->wgrad_s = p.wgrad_s;
+    out->bwd_s = p.gemm_s + p.wgrad_s + 2.0 * fp8_bwd_s + p.attn_bwd_s + elem_bwd_s;
+    out->wgrad_s = p.wgrad_s + fp8_bwd_s;
     out->attn_fwd_s = p.attn_fwd_s;
 
     /* Model FLOPs (full s² attention convention). */

@@ -32,6 +32,7 @@ void ts_layer_cost_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_laye
  * traffic, the GEMM weights a rank multiplies. */
 typedef struct {
     double gemm_s;             /* forward GEMM time */
+    double fp8_gemm_s;         /* of it, FP8 GEMMs' (their backward: planner/cost.h ts_gemm_bwd_scale) */
     double wgrad_s;            /* weight-gradient GEMM time in backward (≈ forward GEMM time) */
     double attn_fwd_s;         /* attention core forward */
     double attn_bwd_s;         /* attention core backward */

@@ -25,12 +25,14 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         double one = 2.0 * op->m * op->n * op->k;
         if (one <= 0) return 0;
         ts_dtype dt = ts_gemm_dtype(pb, op->part);
+        int bwd = op->phase == TS_PHASE_BWD || op->phase == TS_PHASE_WGRAD;
+        double scale = bwd ? ts_gemm_bwd_scale(s, dt) : 1.0;
         /* the local experts as one grouped GEMM (moe_cost.h); tokens are m, or k in the
          * weight gradient */
         if (op->part == TS_PART_EXPERT_FC1 || op->part == TS_PART_EXPERT_FC2)
-            return ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
-                                     op->phase == TS_PHASE_WGRAD ? op->k : op->m, pb->train.moe_grouped_gemm);
-        double t = ts_gemm_s(s, dt, op->m, op->n, op->k);
+            return scale * ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
+                                             op->phase == TS_PHASE_WGRAD ? op->k : op->m, pb->train.moe_grouped_gemm);
+        double t = scale * ts_gemm_s(s, dt, op->m, op->n, op->k);
         return op->flops > one ? t * (op->flops / one) : t;
     }
     case TS_OP_ATTENTION:

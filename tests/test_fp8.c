@@ -58,6 +58,34 @@ Test(fp8, gemm_curve_and_fallback) {
     cr_expect(fabs(ts_gemm_eff(&s, TS_DTYPE_FP8, flops) - 0.9 * ts_gemm_eff(&s, TS_DTYPE_BF16, flops)) < 1e-15);
 }
 
+/* The backward's FP8 GEMMs run with split accumulation (efficiency.gemm_fp8_bwd): the closed form
+ * charges dgrad and wgrad 1/0.909 of the curve's time, the simulator each backward GEMM op the
+ * same; the forward and BF16 GEMMs are as the curve gives. */
+Test(fp8, backward_gemms_split_accumulate) {
+    ts_problem f8 = with_dtype(test_problem("llama2-70b", "h100-sxm-dgx", 64, 64, 4096, 1), TS_DTYPE_FP8);
+    cr_assert_eq(f8.sys.gemm_fp8_bwd_eff, 0.909);
+    cr_expect(fabs(ts_gemm_bwd_scale(&f8.sys, TS_DTYPE_FP8) - 1 / 0.909) < 1e-12);
+    cr_expect_eq(ts_gemm_bwd_scale(&f8.sys, TS_DTYPE_BF16), 1.0);
+    ts_problem fast = f8;
+    fast.sys.gemm_fp8_bwd_eff = 0;
+    ts_shard sh = {.tp = 8, .cp = 1, .ep = 1, .sp = 1, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    ts_layer_cost a, b;
+    ts_layer_cost_of(&fast, &sh, 0, &a);
+    ts_layer_cost_of(&f8, &sh, 0, &b);
+    ts_layer_fwd p;
+    ts_layer_attention_of(&f8, &sh, &p);
+    cr_expect_eq(b.fwd_s, a.fwd_s, "the forward accumulates fast");
+    cr_expect_gt(b.bwd_s, a.bwd_s);
+    cr_expect(fabs((b.wgrad_s - a.wgrad_s) * 2 - (b.bwd_s - a.bwd_s)) < 1e-12, "dgrad and wgrad alike");
+    /* the simulator's op: a backward FP8 GEMM at 1/0.909 of its forward twin */
+    ts_layout l = layout("dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_op op = {.kind = TS_OP_GEMM, .part = TS_PART_FC1, .phase = TS_PHASE_FWD, .m = 4096, .n = 7168, .k = 8192};
+    op.flops = 2.0 * op.m * op.n * op.k;
+    double fwd = ts_op_cost_s(&f8, &l, &op);
+    op.phase = TS_PHASE_WGRAD;
+    cr_expect(fabs(ts_op_cost_s(&f8, &l, &op) / fwd - 1 / 0.909) < 1e-9);
+}
+
 /* A Llama-70B-class layer (tp=8 with SP, mbs 1, seq 4096) in the closed form: FP8 against BF16
  * within the published 1.3-1.55× of Megatron-Core recipes; attention costs the same. */
 Test(fp8, llama70b_layer_speedup_in_published_band) {

@@ -125,6 +125,7 @@ static void assert_system_eq(const ts_system *a, const ts_system *b) {
     }
     cr_assert_eq(a->attention_eff, b->attention_eff);
     cr_assert_eq(a->attention_flash_eff, b->attention_flash_eff);
+    cr_assert_eq(a->gemm_fp8_bwd_eff, b->gemm_fp8_bwd_eff);
     cr_assert_eq(a->hbm_eff, b->hbm_eff);
     cr_assert_eq(a->optimizer_eff, b->optimizer_eff);
     cr_assert_eq(a->link_busbw_eff, b->link_busbw_eff);
