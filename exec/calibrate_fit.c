@@ -208,6 +208,9 @@ static ts_status fit_fp8(ts_calib *c) {
     if (c->n_gemm_fp8 == 0) return TS_OK;
     TS_CHECK(gemm_peak(c->gemm_fp8, c->n_gemm_fp8, "fp8 GEMM", &s->peak_flops[TS_DTYPE_FP8]));
     fit_gemm_curve(c->gemm_fp8, c->n_gemm_fp8, s->peak_flops[TS_DTYPE_FP8], &s->gemm_eff_fp8);
+    /* the grid mixes fast and split accumulation as Transformer Engine does (gpu_grid.c): the
+     * curve holds the backward's slower GEMMs already, no template factor on top */
+    s->gemm_fp8_bwd_eff = 0;
     c->gemm_fp8_rms_error = gemm_model(s, TS_DTYPE_FP8, c->gemm_fp8, c->n_gemm_fp8);
     return TS_OK;
 }

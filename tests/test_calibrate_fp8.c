@@ -143,6 +143,9 @@ Test(calibrate_fp8, fit_recovers_the_curve) {
         cr_expect(fabs(c.gemm_fp8[i].model_s / c.gemm_fp8[i].time_s - 1) < 1e-9, "row %d: model %g s, measured %g s", i,
                   c.gemm_fp8[i].model_s, c.gemm_fp8[i].time_s);
     cr_expect(c.gemm_fp8_rms_error < 1e-9, "rms %g", c.gemm_fp8_rms_error);
+    /* the grid timed the backward's split accumulation: no template factor on the curve */
+    cr_expect_gt(truth.gemm_fp8_bwd_eff, 0, "the H100 template states one");
+    cr_expect_eq(s->gemm_fp8_bwd_eff, 0);
     /* FP8 and the other dtypes are priced apart: the fp32 curve is the fp32 rows'. */
     cr_expect(c.gemm_rms_error < 1e-9, "fp32 rms %g", c.gemm_rms_error);
     char note[320];
