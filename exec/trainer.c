@@ -215,6 +215,9 @@ static ts_status run_op(ts_trainer *t, int i) {
     case TS_PART_PARAM_GATHER: return tr_param_gather_op(&t->store, op, segs, n_segs);
     case TS_PART_OPTIMIZER: return tr_optimizer_op(&t->store, &t->opts, t->shape.l->zero, t->step);
     case TS_PART_ZERO_GRAD: return tr_store_zero_grads(&t->store);
+    /* the executor accumulates inside its weight-gradient ops (Megatron-Core's way); the pass
+     * prices stacks that accumulate apart and has nothing left to do here */
+    case TS_PART_GRAD_ACCUM: return TS_OK;
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD: return tr_pipe_op(&t->ctx, &t->sends, op);
     case TS_PART_MIRROR_GRAD: return tr_mirror_op(&t->ctx, &t->sends, &t->store, op);

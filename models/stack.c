@@ -20,6 +20,8 @@
  *    "pp_scatter_gather": true,                pipeline sends split over the TP ranks and
  *                                              gathered after (false: each TP rank sends all)
  *    "grad_reduce_dtype": "grad",              fp32 | bf16 | fp16 | grad (the gradients' own)
+ *    "grad_accum_bytes": 18,                   bytes per parameter of the gradient accumulation
+ *                                              pass after each micro-batch, [0, 64], default 0
  *    "moe_a2a_overlap": 1,                     EP dispatch/combine hidden, [0, 1] or "system"
  *                                              (no statement: --moe-a2a-overlap's default)
  *    "comm_sm_frac": 0.15,                     SMs held by overlapped communication, [0, 1)
@@ -41,7 +43,8 @@
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention",
                                         "overlap", "pp_scatter_gather", "grad_reduce_dtype",
-                                        "moe_a2a_overlap", "comm_sm_frac", "dtype", "fp8_recipe",
+                                        "grad_accum_bytes", "moe_a2a_overlap", "comm_sm_frac", "dtype",
+                                        "fp8_recipe",
                                         "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
 static const char *const overlap_keys[] = {"tp_comm", "dp_comm", "pp_sends", "source", NULL};
@@ -211,6 +214,7 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     int reduce;
     TS_CHECK(ts_jr_enum(&r, root, "grad_reduce_dtype", 0, reduce_names, 0, &reduce));
     s.grad_reduce_bytes = reduce_bytes[reduce];
+    TS_CHECK(ts_jr_num(&r, root, "grad_accum_bytes", 0, 0, 64, 0, &s.grad_accum_bytes));
     TS_CHECK(overlap_frac(&r, root, "moe_a2a_overlap", &s.moe_a2a_overlap));
     TS_CHECK(ts_jr_num(&r, root, "comm_sm_frac", 0, 0, 0.99, 0, &s.comm_sm_frac));
     TS_CHECK(ts_jr_enum(&r, root, "dtype", 0, ts_dtype_names, -1, &s.dtype));

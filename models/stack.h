@@ -42,6 +42,11 @@ typedef struct {
                                rank sends the whole activation */
     double grad_reduce_bytes; /* bytes per gradient element on the wire (fp32: 4, bf16: 2);
                                  0: the training's gradient bytes */
+    double grad_accum_bytes;  /* bytes per parameter of the stage a memory pass moves after each
+                                 micro-batch's backward to accumulate its gradients, apart from
+                                 the weight-gradient GEMMs (DeepSpeed's BF16_Optimizer: convert
+                                 to fp32 and add, 18); 0: accumulated inside them (Megatron-Core's
+                                 gradient_accumulation_fusion) */
     double moe_a2a_overlap;   /* fraction of the EP dispatch/combine the stack hides under
                                  computation (train.moe_a2a_overlap's default; --moe-a2a-overlap
                                  overrides); TS_STACK_SYSTEM: no statement, the option's default */

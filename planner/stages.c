@@ -319,6 +319,10 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         if (n_moe) add_scaled(&sum, n_moe, &c->moe);
         if (i == 0) add_scaled(&sum, 1, &c->embed);
         if (i == pp - 1) add_scaled(&sum, 1, &c->head);
+        /* the stack's gradient accumulation pass after each micro-batch's backward (program.c
+         * grad_accum), one kernel a chunk there, one here */
+        double accum = pb->train.stack.grad_accum_bytes * (st->params[i] + st->expert_params[i]);
+        sum.bwd_s += ts_memory_s(&pb->sys, accum, 1) * pb->compute_scale;
         double act = n_dense * c->dense.act_bytes + n_moe * c->moe.act_bytes;
         double extra = max_d(n_dense ? c->dense.peak_bytes : 0, n_moe ? c->moe.peak_bytes : 0);
         if (i == 0) act += c->embed.act_bytes;

@@ -26,6 +26,10 @@
  *                        parameters before its forward and backward and reduce-scatters its
  *                        gradients after. Expert gradients go over the EDP group.
  *   optimizer            28 bytes per updated parameter, after the reductions.
+ *   grad-accum           on stacks that accumulate gradients apart from the weight-gradient GEMMs
+ *                        (models/stack.h grad_accum_bytes), after each chunk's backward of a
+ *                        micro-batch (its W under a split W): a memory-bound pass over the chunk's
+ *                        gradients, grad_accum_bytes each
  *   zero-grad            the step's first op: a memory-bound pass writing the gradients this rank
  *                        accumulates into (Megatron's zero_grad_buffer at the start of train_step;
  *                        the executor's tr_store_zero_grads): every gradient of the stage, or under
@@ -49,7 +53,7 @@ const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
     "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
-    "param-gather", "optimizer", "mirror-grad", "zero-grad", NULL};
+    "param-gather", "optimizer", "mirror-grad", "zero-grad", "grad-accum", NULL};
 
 #define NO_OP UINT32_MAX
 
@@ -576,6 +580,25 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     return x;
 }
 
+/* The chunk's gradients accumulated after its weight gradients of micro-batch `mb` (`dep`), on
+ * stacks that do it in a pass of their own: DeepSpeed's BF16_Optimizer converts each bf16
+ * gradient to fp32 and adds it into an fp32 copy after every micro-batch (runtime/bf16_optimizer.py,
+ * called by the pipeline engine after each backward); Megatron-Core accumulates inside the
+ * weight-gradient GEMM (gradient_accumulation_fusion) and has none. Every gradient of the chunk,
+ * under ZeRO-2/3 too. Returns the op, or `dep` when the stack has none. */
+static void chunk_params(builder *b, int g, double *shared, double *experts);
+
+static uint32_t grad_accum(builder *b, const ts_slot *sl, int g, uint32_t dep) {
+    double per = b->pb->train.stack.grad_accum_bytes;
+    if (per <= 0 || dep == NO_OP) return dep;
+    double sh, ex;
+    chunk_params(b, g, &sh, &ex);
+    ctx c = {TS_PHASE_BWD, -1, sl->mb, sl->chunk};
+    ts_op op = {.kind = TS_OP_ELEMENTWISE, .stream = TS_STREAM_COMPUTE, .part = TS_PART_GRAD_ACCUM,
+                .bytes = per * (sh + ex), .peer = -1, .chunk = (int32_t)g};
+    return emit(b, &c, op, dep, NO_OP, NO_OP);
+}
+
 /* A backward slot of global chunk g (`split_w`: input gradients only); returns its last op. */
 static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int split_w, int first,
                               int count) {
@@ -604,6 +627,9 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
         x = slot_layer_backward(b, st, &c, j, split_w, x, params);
     }
     c.layer = -1;
+    /* accumulated before the gradient goes upstream: the pipeline engine accumulates at the end of
+     * its backward instruction, before SendGrad */
+    if (!split_w) x = grad_accum(b, sl, g, x);
     if (!ts_chunk_opens(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_GRAD, ts_chunk_stage(l, g - 1), g, x);
     } else if (!st->skip) {
@@ -853,7 +879,7 @@ static uint32_t run_slot(builder *b, const stage_ctx *st, const ts_slot *sl) {
         slot_forward(b, st, sl, g, first, count);
         return NO_OP;
     }
-    if (sl->kind == TS_SLOT_W) return slot_wgrad(b, st, sl, g, first, count);
+    if (sl->kind == TS_SLOT_W) return grad_accum(b, sl, g, slot_wgrad(b, st, sl, g, first, count));
     int split_w = st->si->splits_w || sl->kind == TS_SLOT_BI;
     uint32_t x = slot_backward(b, st, sl, g, split_w, first, count);
     return split_w ? NO_OP : x;

@@ -69,6 +69,8 @@ typedef enum {
     TS_PART_PARAM_GATHER, TS_PART_OPTIMIZER,
     TS_PART_MIRROR_GRAD, /* DualPipe: a chunk's gradients exchanged with the stage holding its other copy */
     TS_PART_ZERO_GRAD,   /* the step's first op: the gradients this rank accumulates into set to zero */
+    TS_PART_GRAD_ACCUM,  /* after a micro-batch's backward of a chunk: its gradients accumulated in a
+                            pass of their own (the stack's grad_accum_bytes) */
     TS_PART_COUNT
 } ts_part;
 extern const char *const ts_part_names[];
