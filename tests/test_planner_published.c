@@ -53,17 +53,16 @@ Test(planner_published, every_row_is_present) {
 }
 
 /* Runs on the stacks of their era (MT-NLG and BLOOM on Megatron-DeepSpeed, SC'21 Table 2 on Megatron-LM 2021
- * and DeepSpeed ZeRO-3, MegaScale's Megatron-LM baseline), each under its stack profile: within 20%
- * each (docs/stacks.md lists them; MT-NLG is the worst, 16-19% too fast), the PTD-P rows within 10%,
- * MegaScale's within 15%, and the step error consistent
- * with the TFLOP/s error. */
+ * and DeepSpeed ZeRO-3, MegaScale's Megatron-LM baseline), each under its stack profile: within 15%
+ * each (docs/stacks.md lists them; with the stacks' gradient accumulation passes MT-NLG is within
+ * 9%), the PTD-P rows within 10%, and the step error consistent with the TFLOP/s error. */
 Test(planner_published, older_stacks_within_their_bounds) {
     int n = 0;
     for (int i = 0; i < n_cases; i++) {
         const ts_pub_case *c = &cases[i];
         if (c->kind != TS_PUB_OLDER_STACK || c->unfit) continue;
         n++;
-        cr_expect_leq(fabs(c->error), 0.20, "%s: predicted %.2f, measured %.2f (%+.1f%%) on %s with %s", c->id,
+        cr_expect_leq(fabs(c->error), 0.15, "%s: predicted %.2f, measured %.2f (%+.1f%%) on %s with %s", c->id,
                       c->predicted, c->measured, 100 * c->error, c->stack, c->layout);
         if (strstr(c->id, "ptdp")) cr_expect_leq(fabs(c->error), 0.10, "%s: %+.1f%%", c->id, 100 * c->error);
         double step_err = c->is_tflops ? c->measured / c->predicted - 1 : c->error;
@@ -71,7 +70,6 @@ Test(planner_published, older_stacks_within_their_bounds) {
         /* sequence parallelism arrived with Megatron-LM v3 (2022): only the 2023 stack has it */
         const char *dims = strcmp(c->stack, "megatron-lm-2023") ? "cp=1,ep=1,sp=0" : "cp=1,ep=1,";
         cr_expect(strstr(c->layout, dims) != NULL, "%s: the era's stack has no CP, EP (or SP): %s", c->id, c->layout);
-        if (!strcmp(c->stack, "megatron-lm-2023")) cr_expect_leq(fabs(c->error), 0.15, "%s: %+.1f%%", c->id, 100 * c->error);
     }
     cr_expect_eq(n, 20, "21 rows, one of which does not fit");
 }
