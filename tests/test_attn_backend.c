@@ -36,29 +36,28 @@ Test(attn_backend, flash_attention_2_runs_at_the_systems_flash_efficiency) {
     cr_expect_eq(b.gemm_s, a.gemm_s, "the GEMMs do not depend on the attention kernel");
 }
 
-Test(attn_backend, a_system_without_a_flash_figure_prices_both_alike) {
-    /* On an A100 FlashAttention-2 is the fused kernel the spec's attention efficiency stands for. */
-    ts_problem fused = with_backend("llama3-70b", "a100-80g-dgx", TS_ATTN_FUSED);
-    ts_problem fa2 = with_backend("llama3-70b", "a100-80g-dgx", TS_ATTN_FLASH);
-    cr_assert_eq(fa2.sys.attention_flash_eff, 0);
+/* Llama-3-70B at tp8 pp4 on `sys` priced with cuDNN's fused attention (*a) and FlashAttention-2 (*b). */
+static void both_backends(const char *sys, ts_eval *a, ts_eval *b) {
+    ts_problem fused = with_backend("llama3-70b", sys, TS_ATTN_FUSED);
+    ts_problem fa2 = with_backend("llama3-70b", sys, TS_ATTN_FLASH);
     ts_layout l;
     cr_assert_eq(ts_layout_parse("test", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", &l),
                  TS_OK);
+    cr_assert_eq(ts_evaluate(&fused, &l, a), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_evaluate(&fa2, &l, b), TS_OK, "%s", ts_error_message());
+}
+
+Test(attn_backend, a_system_without_a_flash_figure_prices_both_alike) {
+    /* On an A100 FlashAttention-2 is the fused kernel the spec's attention efficiency stands for. */
+    cr_assert_eq(with_backend("llama3-70b", "a100-80g-dgx", TS_ATTN_FLASH).sys.attention_flash_eff, 0);
     ts_eval a, b;
-    cr_assert_eq(ts_evaluate(&fused, &l, &a), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_evaluate(&fa2, &l, &b), TS_OK, "%s", ts_error_message());
+    both_backends("a100-80g-dgx", &a, &b);
     cr_expect_eq(a.step_s, b.step_s);
 }
 
 Test(attn_backend, the_step_is_slower_by_the_attention_alone) {
-    ts_problem fused = with_backend("llama3-70b", "h100-sxm-dgx", TS_ATTN_FUSED);
-    ts_problem fa2 = with_backend("llama3-70b", "h100-sxm-dgx", TS_ATTN_FLASH);
-    ts_layout l;
-    cr_assert_eq(ts_layout_parse("test", "dp=2,tp=8,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", &l),
-                 TS_OK);
     ts_eval a, b;
-    cr_assert_eq(ts_evaluate(&fused, &l, &a), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_evaluate(&fa2, &l, &b), TS_OK, "%s", ts_error_message());
+    both_backends("h100-sxm-dgx", &a, &b);
     cr_expect_gt(b.time.compute, a.time.compute);
     cr_expect_eq(b.time.tp_comm, a.time.tp_comm);
     cr_expect_eq(b.time.dp_comm, a.time.dp_comm);
