@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "planner/op_cost.h"
+#include "sim/engine.h"
 
 static _Noreturn void die(const char *what) {
     perror(what);
@@ -387,6 +388,19 @@ float *test_random_floats(size_t n, uint64_t seed) {
     cr_assert(p, "out of memory for %zu floats", n);
     for (size_t i = 0; i < n; i++) p[i] = (float)((double)(test_next_u64(&seed) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     return p;
+}
+
+double test_sim_over_closed_form(const ts_problem *pb, const ts_layout *l) {
+    ts_eval e;
+    cr_assert_eq(ts_evaluate(pb, l, &e), TS_OK, "%s", ts_error_message());
+    ts_program p;
+    ts_sim_result r;
+    cr_assert_eq(ts_program_build(pb, l, NULL, &p), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_simulate(pb, &p, NULL, &r), TS_OK, "%s", ts_error_message());
+    double ratio = r.step_s / e.step_s;
+    ts_sim_result_free(&r);
+    ts_program_free(&p);
+    return ratio;
 }
 
 void test_slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w) {

@@ -12,7 +12,6 @@
 #include "planner/search.h"
 #include "program/program.h"
 #include "program/schedule.h"
-#include "sim/engine.h"
 #include "tests/helpers.h"
 
 static ts_problem on_stack(const char *model, const char *sys, int gpus, int64_t batch, const char *stack) {
@@ -84,15 +83,8 @@ Test(grad_accum, closed_form_charges_each_micro_batch_and_agrees_with_the_simula
     cr_expect(fabs((with.time.compute - without.time.compute) / (16 * pass) - 1) < 0.01, "%g s more, %d passes of %g s",
               with.time.compute - without.time.compute, 16, pass);
     ts_layout l2 = layout("dp=2,tp=2,pp=2,cp=1,ep=1,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=full");
-    ts_eval e;
-    cr_assert_eq(ts_evaluate(&pb, &l2, &e), TS_OK, "%s", ts_error_message());
-    ts_program p;
-    ts_sim_result r;
-    cr_assert_eq(ts_program_build(&pb, &l2, NULL, &p), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(ts_simulate(&pb, &p, NULL, &r), TS_OK, "%s", ts_error_message());
-    cr_expect(fabs(r.step_s / e.step_s - 1) < 0.05, "simulated %g s, closed form %g s", r.step_s, e.step_s);
-    ts_sim_result_free(&r);
-    ts_program_free(&p);
+    double ratio = test_sim_over_closed_form(&pb, &l2);
+    cr_expect(fabs(ratio - 1) < 0.05, "simulated over closed form %g", ratio);
 }
 
 Test(grad_accum, a_stack_file_states_it_within_bounds) {
