@@ -260,10 +260,9 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
     ts_jreader_child(&r, "request", 0, &rr);
     TS_CHECK_GOTO(ts_jr_known_keys(&rr, req, request_keys), res, exit);
     int64_t gpus;
-    int dt;
     TS_CHECK_GOTO(ts_jr_int(&rr, req, "gpus", 1, 1, 1 << 24, 0, &gpus), res, exit);
     TS_CHECK_GOTO(read_train(&rr, req, &t), res, exit);
-    dt = (int)t.dtype;
+    ts_dtype dt = t.dtype;
     /* ts_problem_init checks these too, but names the command-line flags. */
     if (ts_seq_extends(&m, t.seq) < 0) {
         res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.seq: expected an integer in [1, %lld] "

@@ -580,14 +580,14 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
     return x;
 }
 
+static void chunk_params(builder *b, int g, double *shared, double *experts);
+
 /* The chunk's gradients accumulated after its weight gradients of micro-batch `mb` (`dep`), on
  * stacks that do it in a pass of their own: DeepSpeed's BF16_Optimizer converts each bf16
  * gradient to fp32 and adds it into an fp32 copy after every micro-batch (runtime/bf16_optimizer.py,
  * called by the pipeline engine after each backward); Megatron-Core accumulates inside the
  * weight-gradient GEMM (gradient_accumulation_fusion) and has none. Every gradient of the chunk,
  * under ZeRO-2/3 too. Returns the op, or `dep` when the stack has none. */
-static void chunk_params(builder *b, int g, double *shared, double *experts);
-
 static uint32_t grad_accum(builder *b, const ts_slot *sl, int g, uint32_t dep) {
     double per = b->pb->train.stack.grad_accum_bytes;
     if (per <= 0 || dep == NO_OP) return dep;
