@@ -179,9 +179,20 @@ static void stage_kinds(ts_stages *st, int pp, int uneven) {
     }
 }
 
+/* Latency of `count` more ring collectives over n ranks on `link` than the one ts_coll_s
+ * prices: n - 1 steps each (planner/cost.c, reduce-scatter and all-gather). */
+static double more_rings_s(const ts_system *s, int count, int n, ts_link link) {
+    return count > 0 && n > 1 ? count * (n - 1) * ts_link_latency_s(s, link) : 0;
+}
+
 /* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
- * step of `ne` non-expert and `ex` expert parameters on a rank. */
-static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, ts_dp_times *out) {
+ * step of `ne` non-expert and `ex` expert parameters on a rank, held in `layers` layers of which
+ * `moe_layers` have experts. ZeRO-2/3 run their collectives layer by layer, as the step program
+ * issues them: the gathers over the group of program.c gather_group (DP×CP with the experts'
+ * shards, or the experts' own group when dp·cp = 1), the reduce-scatters over DP×CP and, for
+ * expert layers, the experts' group; a collective pays its latency once per layer. */
+static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, int layers,
+                     int moe_layers, ts_dp_times *out) {
     const ts_system *s = &pb->sys;
     int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     ts_link link = ts_group_link(s, sh->tp, dpc), elink = ts_group_link(s, ts_shard_etp(sh) * sh->ep, edp);
@@ -192,6 +203,12 @@ static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne
     out->reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
                             ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
     out->allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) + ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
+    int gn = dpc > 1 ? dpc : edp;
+    ts_link glink = dpc > 1 ? link : elink;
+    out->layer_gather_s = ts_coll_s(s, TS_COLL_ALLGATHER, gn, dpc > 1 ? wb + ewb : ewb, glink) +
+                          more_rings_s(s, layers - 1, gn, glink);
+    out->layer_reduce_s = out->reduce_scatter_s + more_rings_s(s, layers - 1, dpc, link) +
+                          more_rings_s(s, moe_layers - 1, edp, elink);
     double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
     out->optimizer_s[0] = ts_optimizer_s(s, per_param * (ne + ex)) * pb->compute_scale;
     out->optimizer_s[1] = ts_optimizer_s(s, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
@@ -240,9 +257,11 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
             st->params[pair] + st->expert_params[pair] + st->params[pp - 1 - pair] + st->expert_params[pp - 1 - pair])
             pair = i;
     }
-    dp_times(pb, sh, pp, st->params[st->biggest], st->expert_params[st->biggest], &st->dp);
-    dp_times(pb, sh, pp, st->params[pair] + st->params[pp - 1 - pair],
-             st->expert_params[pair] + st->expert_params[pp - 1 - pair], &st->dual_dp);
+    int b = st->biggest, q = pp - 1 - pair;
+    dp_times(pb, sh, pp, st->params[b], st->expert_params[b], st->n_dense[b] + st->n_moe[b], st->n_moe[b], &st->dp);
+    dp_times(pb, sh, pp, st->params[pair] + st->params[q], st->expert_params[pair] + st->expert_params[q],
+             st->n_dense[pair] + st->n_moe[pair] + (q != pair ? st->n_dense[q] + st->n_moe[q] : 0),
+             st->n_moe[pair] + (q != pair ? st->n_moe[q] : 0), &st->dual_dp);
 
     /* DualPipe's stages i and p-1-i hold copies of each other's chunk and swap their gradients
      * after the last weight gradients, before the DP reduction (program.c mirror_grads, as
@@ -560,10 +579,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            t.dp_comm = m * exposed(s, dpt->reduce_scatter_s, tb) + exposed(s, dpt->allgather_s, tf);
+            t.dp_comm = m * exposed(s, dpt->layer_reduce_s, tb) + exposed(s, dpt->allgather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
-            t.dp_comm = m * (exposed(s, dpt->allgather_s, tf) + exposed(s, dpt->allgather_s + dpt->reduce_scatter_s, tb));
+            t.dp_comm = m * (exposed(s, dpt->layer_gather_s, tf) + exposed(s, dpt->layer_gather_s + dpt->layer_reduce_s, tb));
         }
     }
     t.optimizer = dpt->optimizer_s[l->zero >= 1];

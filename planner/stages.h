@@ -13,6 +13,9 @@
 /* Data-parallel traffic and the optimizer step of a rank's parameters, seconds. */
 typedef struct {
     double allreduce_s, reduce_scatter_s, allgather_s;
+    /* One micro-batch's pass of ZeRO-2/3's per-layer collectives (program.c param_gather and the
+     * per-layer reduce-scatters): the same bytes, but a collective's latency per layer */
+    double layer_gather_s, layer_reduce_s;
     double optimizer_s[2]; /* unsharded, sharded over DP×CP */
 } ts_dp_times;
 

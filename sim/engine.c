@@ -136,6 +136,10 @@ typedef struct {
     ts_net net;
     int share_cores;   /* CPU ranks: compute shares the node's cores (cores.h) */
     ts_cores cores;
+    double dp_cap;     /* system dp_comm_overlap: the share of its links a DP-stream flow gets
+                          while its rank computes (below 1, else the arrays below are NULL) */
+    int *dp_flow;      /* (n_ranks) the DP-stream flow in flight on each rank, -1: none */
+    uint8_t *busy;     /* (n_ranks) a compute op of the rank is running */
     double now;
     double step_s;     /* the latest end of an op */
     int64_t done, total, events;
@@ -533,6 +537,22 @@ static ts_status comm_done(sim *S, int r, int i) {
     return TS_OK;
 }
 
+/* Rank r's compute starts (busy) or ends: the DP-stream flow in flight on it, if any, gets
+ * dp_cap of its links while the rank computes and all of them otherwise. */
+static ts_status dp_busy(sim *S, int r, int busy) {
+    S->busy[r] = (uint8_t)busy;
+    int id = S->dp_flow[r];
+    return id < 0 ? TS_OK : ts_net_set_cap(&S->net, id, busy ? S->dp_cap : 1.0);
+}
+
+/* A DP-stream flow `id` of op i owned by r starts (on) or ends on its participants. */
+static ts_status dp_flow_mark(sim *S, int r, int i, int id, int on) {
+    if (S->dp_flow == NULL || op_of(S, r, i)->stream != TS_STREAM_DP) return TS_OK;
+    int stride, n = participants(S, r, i, &stride);
+    for (int k = 0; k < n; k++) S->dp_flow[r + k * stride] = on ? id : -1;
+    return on && S->busy[r] ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;
+}
+
 static ts_status start_flow(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
     double work = o->cost_s - o->lat_s;
@@ -559,8 +579,8 @@ static ts_status start_flow(sim *S, int r, int i) {
         }
     }
     int id;
-    return ts_net_add(&S->net, S->now, work, S->links, n_links, ((int64_t)r << 32) | (uint32_t)i,
-                      &id);
+    TS_CHECK(ts_net_add(&S->net, S->now, work, S->links, n_links, ((int64_t)r << 32) | (uint32_t)i, &id));
+    return dp_flow_mark(S, r, i, id, 1);
 }
 
 /* Compute ops that became ready this instant get their durations once every event of the
@@ -587,6 +607,7 @@ static ts_status flush_starts(sim *S) {
             ts_cores_start(&S->cores, st.rank, d, now);
             continue;
         }
+        if (S->busy) TS_CHECK(dp_busy(S, st.rank, 1));
         TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
     }
     S->n_starts = 0;
@@ -645,7 +666,10 @@ static ts_status run(sim *S) {
         S->events++;
         if (shared_end) ts_cores_end(&S->cores, ev.a, S->now);
         switch (ev.type) {
-        case EV_END: TS_CHECK(end_op(S, ev.a, ev.b)); break;
+        case EV_END:
+            if (S->busy && !is_comm(S->rk[ev.a].plan->ops[ev.b].kind)) TS_CHECK(dp_busy(S, ev.a, 0));
+            TS_CHECK(end_op(S, ev.a, ev.b));
+            break;
         case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
         case EV_COMM_DONE: TS_CHECK(comm_done(S, ev.a, ev.b)); break;
         case EV_RANK_START: TS_CHECK(start_rank(S, ev.a)); break;
@@ -655,6 +679,7 @@ static ts_status run(sim *S) {
             break;
         case EV_FLOW: {
             int64_t tag = S->net.flows[ev.a].tag;
+            TS_CHECK(dp_flow_mark(S, (int)(tag >> 32), (int)(uint32_t)tag, ev.a, 0));
             TS_CHECK(ts_net_remove(&S->net, ev.a));
             TS_CHECK(comm_done(S, (int)(tag >> 32), (int)(uint32_t)tag));
             break;
@@ -809,6 +834,8 @@ static void sim_free(sim *S) {
     free(S->state);
     free(S->links);
     free(S->starts);
+    free(S->dp_flow);
+    free(S->busy);
     ts_event_heap_free(&S->heap);
     ts_net_free(&S->net);
     ts_cores_free(&S->cores);
@@ -922,6 +949,22 @@ exit:
     return res;
 }
 
+/* DP traffic beside computation gets only dp_comm_overlap of its links (the closed form's
+ * window, planner/stages.c exposed: the share of a window DP/ZeRO traffic can use), so a
+ * DP-bound step is as slow in both. Not on CPU ranks (blocking MPI, shared cores: nothing
+ * overlaps) nor in a replay, whose durations hold what they met. */
+static ts_status dp_cap_init(sim *S) {
+    double ovl = S->pb->sys.dp_comm_overlap;
+    if (!(ovl > 0 && ovl < 1) || S->free_comm || S->ovr || S->share_cores || S->pb->sys.serial_ops) return TS_OK;
+    S->dp_cap = ovl;
+    S->dp_flow = malloc((size_t)S->n_ranks * sizeof *S->dp_flow);
+    S->busy = calloc((size_t)S->n_ranks, sizeof *S->busy);
+    if (S->dp_flow == NULL || S->busy == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for the DP flows of %d ranks", S->n_ranks);
+    for (int r = 0; r < S->n_ranks; r++) S->dp_flow[r] = -1;
+    return TS_OK;
+}
+
 static double seconds_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -990,6 +1033,7 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     TS_CHECK_GOTO(ts_net_init(&S.net, S.n_ranks * S.link_kinds * 2), res, fail);
     /* Replayed durations already hold the core sharing they met. */
     if (pb->sys.cores_per_node > 0 && !S.ovr) TS_CHECK_GOTO(cores_init(&S), res, fail);
+    TS_CHECK_GOTO(dp_cap_init(&S), res, fail);
 
     TS_CHECK_GOTO(run(&S), res, fail);
     if (S.done < S.total) {

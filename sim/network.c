@@ -100,12 +100,22 @@ ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, i
     f->n_links = n_links;
     f->remaining_s = work_s;
     f->rate = 0;
+    f->cap = 1.0;
     f->since_s = now_s;
     f->tag = tag;
     f->active = 1;
     f->fresh = 1;
     *id = fid;
     return TS_OK;
+}
+
+ts_status ts_net_set_cap(ts_net *n, int id, double cap) {
+    ts_flow *f = &n->flows[id];
+    if (!(cap > 0 && cap <= 1))
+        return TS_FAIL(TS_ERR_INPUT, "a flow's cap must be in (0, 1], got %g", cap);
+    if (!f->active || f->cap == cap) return TS_OK;
+    f->cap = cap;
+    return add_seed(&n->seed_flows, &n->n_seed_flows, &n->cap_seed_flows, id);
 }
 
 ts_status ts_net_remove(ts_net *n, int id) {
@@ -186,7 +196,7 @@ static void visit_flow(ts_net *n, int id) {
             lone = l;
         }
     }
-    if (lone >= 0) n->lone[n->n_lone++] = (ts_net_lone){lone, id};
+    if (lone >= 0 || f->cap < 1) n->lone[n->n_lone++] = (ts_net_lone){f->cap, lone >= 0 ? lone : n->n_links + id, id};
 }
 
 /* Freezes flow `id` at `share` and charges its shared links, queueing those with unfrozen flows
@@ -225,12 +235,16 @@ static ts_status freeze_link(ts_net *n, int link) {
     return TS_OK;
 }
 
-static int lone_cmp(const void *a, const void *b) {
-    const ts_net_lone *x = a, *y = b;
-    return (x->link > y->link) - (x->link < y->link);
+static int lone_before(const ts_net_lone *x, const ts_net_lone *y) {
+    return x->key < y->key || (x->key == y->key && x->link < y->link);
 }
 
-/* The lone links by link, ascending (distinct: one flow crosses each). A reshare usually has a
+static int lone_cmp(const void *a, const void *b) {
+    const ts_net_lone *x = a, *y = b;
+    return lone_before(x, y) ? -1 : lone_before(y, x);
+}
+
+/* The lone links by (cap, link), ascending (distinct: one flow crosses each). A reshare usually has a
  * few, found nearly in order, and qsort's calls through the comparison cost ten times an
  * insertion sort there (a third of sim_speed's Llama-3-405B row went to qsort); many use qsort. */
 static void sort_lone(ts_net_lone *a, int n) {
@@ -241,7 +255,7 @@ static void sort_lone(ts_net_lone *a, int n) {
     for (int i = 1; i < n; i++) {
         ts_net_lone x = a[i];
         int j = i;
-        for (; j > 0 && a[j - 1].link > x.link; j--) a[j] = a[j - 1];
+        for (; j > 0 && lone_before(&x, &a[j - 1]); j--) a[j] = a[j - 1];
         a[j] = x;
     }
 }
@@ -292,11 +306,12 @@ ts_status ts_net_reshare(ts_net *n, double now_s) {
         TS_CHECK(fill_push(n, n->comp_links[i]));
     }
     /* A lone link keeps key 1 (all of it, one flow) until its flow freezes, so the lone links
-     * join the fill order as (1, link), lowest first; only a flow's lowest one can freeze it. */
+     * join the fill order as (1, link), lowest first; only a flow's lowest one can freeze it. A
+     * capped flow's cap is its key, as a private link of that capacity would be. */
     sort_lone(n->lone, n->n_lone);
     int next = 0;
     for (;;) {
-        ts_fill_key lone = {1.0, next < n->n_lone ? n->lone[next].link : -1, 0};
+        ts_fill_key lone = {next < n->n_lone ? n->lone[next].key : 1.0, next < n->n_lone ? n->lone[next].link : -1, 0};
         if (n->n_fill > 0 && (lone.link < 0 || fill_before(&n->fill[0], &lone))) {
             ts_fill_key k = fill_pop(n);
             const ts_net_fill *L = &n->fill_of[k.link];
@@ -304,7 +319,7 @@ ts_status ts_net_reshare(ts_net *n, double now_s) {
             TS_CHECK(freeze_link(n, k.link));
         } else if (lone.link >= 0) {
             int id = n->lone[next++].flow;
-            if (!n->flows[id].frozen) TS_CHECK(freeze_flow(n, id, 1.0, lone.link));
+            if (!n->flows[id].frozen) TS_CHECK(freeze_flow(n, id, lone.key, lone.link));
         } else {
             break;
         }

@@ -5,7 +5,8 @@
  * a set of distinct links; it progresses at a rate in (0, 1], so alone on its links it takes
  * `work_s` seconds, and two flows sharing a link take twice as long each.
  *
- * Rates are max-min fair, found by progressive filling (Bertsekas & Gallager, "Data Networks",
+ * A flow may be capped below 1 (ts_net_set_cap): the simulator caps data-parallel traffic while its
+ * rank computes (engine.c). Rates are max-min fair, found by progressive filling (Bertsekas & Gallager, "Data Networks",
  * 2nd ed., §6.5.2): all unfrozen flows grow together; the link with the least capacity left per
  * unfrozen flow crossing it runs out first, and its flows freeze at that share; repeat until every
  * flow is frozen. No flow can then go faster without slowing one that is no faster than it.
@@ -63,7 +64,8 @@ typedef struct {
 
 typedef struct {
     double remaining_s; /* contention-free work left, as of since_s */
-    double rate;        /* current share of its links, (0, 1]; 0 until the first reshare */
+    double rate;        /* current share of its links, (0, cap]; 0 until the first reshare */
+    double cap;         /* the most it may take of any link, (0, 1] (ts_net_set_cap; 1 by default) */
     double since_s;
     uint32_t version; /* bumped whenever its finish time changes */
     int64_t tag;      /* the caller's, returned untouched */
@@ -77,7 +79,9 @@ typedef struct {
 } ts_flow;
 
 typedef struct {
-    int link; /* a flow's lowest-numbered link that no other flow crosses */
+    double key; /* the flow's cap */
+    int link;   /* a flow's lowest-numbered link that no other flow crosses; a flow capped below 1
+                   without one: n_links + its id (its cap acts as a private link of that capacity) */
     int flow;
 } ts_net_lone;
 
@@ -120,6 +124,11 @@ void ts_net_free(ts_net *n);
  * n_links) at time `now_s`; `*id` receives its id. Its rate is set by the next reshare. */
 ts_status ts_net_add(ts_net *n, double now_s, double work_s, const int *links, int n_links,
                      int64_t tag, int *id);
+
+/* Caps flow `id`'s rate at `cap` in (0, 1] from `now` on (1: no cap): as if it crossed a link of
+ * its own with that capacity. The next reshare brings its work up to date at its old rate and
+ * recomputes its component. */
+ts_status ts_net_set_cap(ts_net *n, int id, double cap);
 
 /* Removes flow `id` (finished). */
 ts_status ts_net_remove(ts_net *n, int id);

@@ -406,6 +406,40 @@ Test(sim_network, max_min_by_progressive_filling) {
     ts_net_free(&n);
 }
 
+/* A capped flow takes at most its cap, alone or beside others, and leaves the rest of a shared
+ * link to them; lifting the cap brings its work up to date at the capped rate first. */
+Test(sim_network, capped_flows) {
+    ts_net n;
+    cr_assert_eq(ts_net_init(&n, 2), TS_OK);
+    int l0[] = {0}, l1[] = {1};
+    int a, b, c;
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l0, 1, 10, &a), TS_OK); /* alone on link 0 */
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l1, 1, 11, &b), TS_OK); /* B and C share link 1 */
+    cr_assert_eq(ts_net_add(&n, 0, 1.0, l1, 1, 12, &c), TS_OK);
+    cr_assert_eq(ts_net_set_cap(&n, a, 0.5), TS_OK);
+    cr_assert_eq(ts_net_set_cap(&n, b, 0.25), TS_OK);
+    cr_assert_eq(ts_net_reshare(&n, 0), TS_OK);
+    EXPECT_NEAR(n.flows[a].rate, 0.5);
+    EXPECT_NEAR(n.flows[b].rate, 0.25);
+    EXPECT_NEAR(n.flows[c].rate, 0.75);
+    EXPECT_NEAR(ts_net_finish_s(&n, a), 2.0);
+    /* at 1 s: A has 0.5 s of work left; uncapped it finishes at 1.5 s, and B then shares evenly */
+    cr_assert_eq(ts_net_set_cap(&n, a, 1.0), TS_OK);
+    cr_assert_eq(ts_net_set_cap(&n, b, 1.0), TS_OK);
+    cr_expect(ts_net_dirty(&n));
+    cr_assert_eq(ts_net_reshare(&n, 1.0), TS_OK);
+    EXPECT_NEAR(n.flows[a].rate, 1.0);
+    EXPECT_NEAR(ts_net_finish_s(&n, a), 1.5);
+    EXPECT_NEAR(n.flows[b].rate, 0.5);
+    EXPECT_NEAR(ts_net_finish_s(&n, b), 1.0 + 0.75 / 0.5);
+    /* the same cap again is no change; a cap outside (0, 1] is refused */
+    cr_assert_eq(ts_net_set_cap(&n, a, 1.0), TS_OK);
+    cr_expect(!ts_net_dirty(&n));
+    cr_expect_eq(ts_net_set_cap(&n, a, 0.0), TS_ERR_INPUT);
+    cr_expect_eq(ts_net_set_cap(&n, a, 1.5), TS_ERR_INPUT);
+    ts_net_free(&n);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Determinism, free communication, errors                                                    */
 
