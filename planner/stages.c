@@ -2,6 +2,7 @@
  *
  * Step time (Narayanan et al. SC'21 eq. 1, extended):
  *   step = m·(t_f + t_b + t_rc + exposed TP/CP/EP per micro-batch)       slowest stage
+ *        + m·v·(FP8 delayed scaling's amax reductions, both ways)        amax_times
  *        + bubble(schedule)                                              schedule.c
  *        + (2·(m + p - 1) + (1 - pp_comm_overlap)·2·m·(v - 1))·t_p2p    PP send/recv
  *        + exposed DP / ZeRO traffic + optimizer step.

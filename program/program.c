@@ -30,6 +30,10 @@
  *                        (models/stack.h grad_accum_bytes), after each chunk's backward of a
  *                        micro-batch (its W under a split W): a memory-bound pass over the chunk's
  *                        gradients, grad_accum_bytes each
+ *   amax-reduce          FP8 with delayed scaling: at the end of each chunk's forward (before
+ *                        the send or the head) and of its backward (before grad-accum and the
+ *                        send), Transformer Engine's amax all-reduce, over TP then DP×CP, on the
+ *                        compute stream (amax_reduce)
  *   zero-grad            the step's first op: a memory-bound pass writing the gradients this rank
  *                        accumulates into (Megatron's zero_grad_buffer at the start of train_step;
  *                        the executor's tr_store_zero_grads): every gradient of the stage, or under
