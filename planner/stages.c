@@ -510,6 +510,20 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
  * computation) and both queue on the one collective stream, so the pairing leaves an exposed
  * all-to-all exposed (tests/test_dualpipe_closed_form.c: Mixtral 8x7B, TP2 EP8, Megatron-Core's
  * exposed EP); a stack that hides it states so (moe_a2a_overlap, its SM share charged apart). */
+/* Of a micro-batch's exposed TP and EP traffic (`tp_s`, c->ep_s), the seconds on the scale-out
+ * fabric: the groups that leave the scale-up domain (ranks.h places TP innermost, experts by etp
+ * and ep). Exposed, that traffic holds the NIC for as long as it is exposed; DP traffic crossing
+ * the NIC too shares its bandwidth, so it hides under the windows' computation, not under those
+ * transfers (the simulator's links, sim/network.h, share a NIC among the transfers in flight the
+ * same way). CP's ring is left out: its exposed part is what outlasts the attention beside it,
+ * not the time its transfers hold the NIC. */
+static double nic_comm_s(const ts_system *s, const ts_layout *l, const ts_layer_cost *c, double tp_s) {
+    double nic = 0;
+    if (ts_group_link(s, 1, l->tp) != TS_LINK_NVLINK) nic += tp_s;
+    if (ts_group_link(s, ts_layout_etp(l), l->ep) != TS_LINK_NVLINK) nic += c->ep_s;
+    return nic;
+}
+
 static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_layer_cost *c, double comm_s) {
     const ts_system *s = &pb->sys;
     if (comm_s <= 0 || s->serial_ops) return 1;
@@ -554,6 +568,11 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
+        if (ts_group_link(s, l->tp, dpc) != TS_LINK_NVLINK) {
+            double nic = nic_comm_s(s, l, c, tp);
+            tf -= nic / 3.0;
+            tb -= nic * 2.0 / 3.0;
+        }
         tf /= v;
         tb /= v;
         /* DualPipe reduces the gradients once the mirror stage's copies came back, after the

@@ -407,6 +407,7 @@ static ts_status experiment_run(experiment *x, ts_validate_result *out) {
             100 * out->cases[k].replay_error);
     }
     summarize(out);
+    if (o->device != TS_DEVICE_CUDA) ts_validate_within_cores(out, (int)out->noise.cores);
     snprintf(out->system, sizeof out->system, "%s", x->system);
     return TS_OK;
 }

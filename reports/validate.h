@@ -26,7 +26,9 @@
  *    per case "memory" (reports/validate_memory.h) and "memory": {"median_abs_error": {category: x},
  *    "max_abs_error": {...}},
  *    "noise": {"load_avg_1min", "cores", "step_spread", "gauge_spread", "repeat_spread", "judgeable",
- *              "verdict"} (reports/validate_noise.h)}
+ *              "verdict"} (reports/validate_noise.h),
+ *    on CPU ranks: "within_cores": {"cores", "cases", "median_abs_error", "max_abs_error"} over the
+ *    cases of at most that many ranks}
  * Errors are fractions of the measured step; a spread is (max − min) / median over the passes. */
 #ifndef TS_VALIDATE_H
 #define TS_VALIDATE_H
@@ -103,7 +105,16 @@ typedef struct {
     ts_validate_noise noise; /* can this machine judge the target? */
     /* Per memory category over the cases that report it: median and worst |error| (NAN: none). */
     double memory_median_abs_error[TS_VALIDATE_MEM_KINDS], memory_max_abs_error[TS_VALIDATE_MEM_KINDS];
+    /* CPU ranks: the cases of at most `within_cores` ranks (the machine's cores; 0 on GPUs, where
+     * nothing is summarised apart), how many, and their median and worst |error| (NAN: none).
+     * Past the cores the operating system time-slices the ranks, which the simulator shares out
+     * evenly (sim/cores.h): those cases carry the scheduler's error beside the simulator's. */
+    int within_cores, n_within;
+    double within_median_abs_error, within_max_abs_error;
 } ts_validate_result;
+
+/* Fills the within-cores summary of r for a machine of `cores` cores (0: leaves it empty). */
+void ts_validate_within_cores(ts_validate_result *r, int cores);
 
 /* Runs the experiment. Children that fail (a calibration, a run) fail it with TS_ERR_EXTERNAL
  * naming the command; their own message is on stderr above. */

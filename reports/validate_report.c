@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/json.h"
+#include "common/stats.h"
 #include "reports/validate.h"
 
 /* Adds the array `key` of the passes' figures to `c`. */
@@ -90,6 +91,46 @@ static void print_memory(FILE *f, const ts_validate_result *r) {
     fprintf(f, "\n");
 }
 
+void ts_validate_within_cores(ts_validate_result *r, int cores) {
+    r->within_cores = cores > 0 ? cores : 0;
+    r->n_within = 0;
+    r->within_median_abs_error = r->within_max_abs_error = NAN;
+    if (cores <= 0) return;
+    double err[TS_VALIDATE_CASES], worst = 0;
+    for (int i = 0; i < r->n && r->n_within < TS_VALIDATE_CASES; i++) {
+        if (r->cases[i].ranks > cores) continue;
+        double e = fabs(r->cases[i].cmp.step_error);
+        err[r->n_within++] = e;
+        worst = fmax(worst, e);
+    }
+    if (r->n_within == 0) return;
+    r->within_median_abs_error = ts_median(err, r->n_within);
+    r->within_max_abs_error = worst;
+}
+
+static ts_status within_cores_json(const ts_validate_result *r, cJSON *root) {
+    if (r->within_cores <= 0) return TS_OK;
+    cJSON *o = cJSON_AddObjectToObject(root, "within_cores");
+    if (o == NULL || !cJSON_AddNumberToObject(o, "cores", r->within_cores) ||
+        !cJSON_AddNumberToObject(o, "cases", r->n_within) ||
+        !cJSON_AddNumberToObject(o, "median_abs_error", r->within_median_abs_error) ||
+        !cJSON_AddNumberToObject(o, "max_abs_error", r->within_max_abs_error))
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing the within-cores summary");
+    return TS_OK;
+}
+
+/* The cases within the cores apart, when some are not: past the cores the scheduler's time slices
+ * add an error of their own. */
+static void print_within_cores(FILE *f, const ts_validate_result *r) {
+    if (r->within_cores <= 0 || r->n_within >= r->n) return;
+    if (r->n_within > 0)
+        fprintf(f, "# within the cores (at most %d ranks): %d layouts, median |error| %.1f%%, worst %.1f%%\n",
+                r->within_cores, r->n_within, 100 * r->within_median_abs_error, 100 * r->within_max_abs_error);
+    fprintf(f, "# the other %d run more ranks than the %d cores: the operating system time-slices them, which the "
+               "simulator shares out evenly (docs/calibration-and-validation.md, oversubscribed ranks)\n",
+            r->n - r->n_within, r->within_cores);
+}
+
 static ts_status noise_json(const ts_validate_noise *n, cJSON *root) {
     cJSON *o = cJSON_AddObjectToObject(root, "noise");
     if (o == NULL || !cJSON_AddNumberToObject(o, "load_avg_1min", n->load_avg_1min) ||
@@ -116,6 +157,7 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "max_abs_raw_error", r->max_abs_raw_error), st, fail);
     TS_CHECK_GOTO(noise_json(&r->noise, root), st, fail);
     TS_CHECK_GOTO(memory_summary_json(r, root), st, fail);
+    TS_CHECK_GOTO(within_cores_json(r, root), st, fail);
     if (r->replayed) {
         cJSON *rp;
         TS_CJSON_GOTO(rp = cJSON_AddObjectToObject(root, "replay"), st, fail);
@@ -179,6 +221,7 @@ ts_status ts_validate_print(FILE *f, const ts_validate_result *r) {
         if (r->repeat > 1) fprintf(f, "; median spread %.1f%%", 100 * r->median_raw_spread);
         fprintf(f, "\n");
     }
+    print_within_cores(f, r);
     print_memory(f, r);
     if (r->noise.verdict[0]) fprintf(f, "# machine: %s\n", r->noise.verdict);
     if (r->noise.verdict[0] && !r->noise.judgeable)

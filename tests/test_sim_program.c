@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/cost.h"
 #include "program/schedule.h"
 #include "sim/engine.h"
 #include "tests/helpers.h"
@@ -493,3 +494,24 @@ Test(sim_program, uneven_routing_scales_the_expert_work) {
     cr_expect_gt(step[1], step[0], "closed form: %g s -> %g s", step[0], step[1]);
 }
 
+
+/* DP traffic shares the NIC with an EP all-to-all that leaves the node (planner/stages.c
+ * nic_comm_s): ZeRO-3 gathers and reduce-scatters hide under the layers' computation, not under
+ * the exposed all-to-alls, as the simulator's shared links have it. Mixtral 8x22B, tp=2 with the
+ * experts split like the rest (etp=2): an EP group of 8 spans 16 ranks, two nodes. Without the
+ * sharing the closed form is 15.1% below the simulation, with it 8.1% (what is left: the
+ * all-to-alls the DP transfers slow, and the per-layer gathers' ring latency over DP). */
+Test(sim_program, closed_form_dp_shares_the_nic_with_ep) {
+    ts_problem pb = problem("mixtral-8x22b", "h100-sxm-dgx", 64, 256, 4096, 0);
+    ts_layout l = layout("dp=32,tp=2,pp=1,cp=1,ep=8,sp=1,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    cr_assert_null(ts_layout_invalid(&pb, &l, NULL, 0));
+    cr_assert_neq(ts_group_link(&pb.sys, ts_layout_etp(&l), l.ep), TS_LINK_NVLINK, "the EP group leaves the node");
+    double sim_s, closed_s, err = closed_form_error(&pb, &l, &sim_s, &closed_s);
+    cr_expect(fabs(err) <= 0.10, "simulated %.3f s, closed form %.3f s (%+.1f%%)", sim_s, closed_s, 100 * err);
+    /* the same layout with the EP group inside a node (tp=1, ep=8): nothing shares the NIC with
+     * the all-to-all, and the closed form stays as close */
+    ts_layout in = layout("dp=64,tp=1,pp=1,cp=1,ep=8,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full");
+    cr_assert_eq(ts_group_link(&pb.sys, ts_layout_etp(&in), in.ep), TS_LINK_NVLINK);
+    err = closed_form_error(&pb, &in, &sim_s, &closed_s);
+    cr_expect(fabs(err) <= 0.05, "in a node: simulated %.3f s, closed form %.3f s (%+.1f%%)", sim_s, closed_s, 100 * err);
+}

@@ -171,3 +171,42 @@ Test(validate_report, run_spreads_from_run_json) {
     cr_expect_eq(ts_run_spreads(path, 1, &steps, &gauge), TS_ERR_INPUT);
     test_remove_temp(path);
 }
+
+/* CPU ranks past the cores: the cases within them summarised apart, in the table and the JSON;
+ * none apart when every case fits, or on GPUs (0 cores). */
+Test(validate_report, within_the_cores) {
+    ts_validate_case cases[3];
+    ts_validate_result r = hand_filled(cases);
+    cases[2] = one_case(2, 4, L2, 0.2, 0.4, 0.4); /* -50%, on 4 ranks */
+    r.n = 3;
+    ts_validate_within_cores(&r, 2);
+    cr_expect_eq(r.within_cores, 2);
+    cr_expect_eq(r.n_within, 2, "the 1- and 2-rank cases");
+    cr_expect(fabs(r.within_median_abs_error - 0.25) < 1e-12 && fabs(r.within_max_abs_error - 0.25) < 1e-12,
+              "%g %g: the 4-rank case's -50%% left out", r.within_median_abs_error, r.within_max_abs_error);
+    char *text = printed(&r);
+    cr_expect(strstr(text, "# within the cores (at most 2 ranks): 2 layouts, median |error| 25.0%, worst 25.0%\n") !=
+                  NULL, "%s", text);
+    cr_expect(strstr(text, "# the other 1 run more ranks than the 2 cores") != NULL, "%s", text);
+    free(text);
+    cJSON *root = NULL;
+    cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
+    const cJSON *w = json_obj(root, "within_cores", "$");
+    cr_expect_eq(json_num(w, "cores", "$.within_cores"), 2);
+    cr_expect_eq(json_num(w, "cases", "$.within_cores"), 2);
+    cr_expect(fabs(json_num(w, "max_abs_error", "$.within_cores") - 0.25) < 1e-12);
+    cJSON_Delete(root);
+    /* Every case within 4 cores: nothing printed apart. */
+    ts_validate_within_cores(&r, 4);
+    cr_expect_eq(r.n_within, 3);
+    text = printed(&r);
+    cr_expect(strstr(text, "within the cores") == NULL, "%s", text);
+    free(text);
+    /* On GPUs: no summary, in the JSON neither. */
+    ts_validate_within_cores(&r, 0);
+    cr_expect_eq(r.within_cores, 0);
+    cr_expect(isnan(r.within_max_abs_error));
+    cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(root, "within_cores"));
+    cJSON_Delete(root);
+}
