@@ -46,9 +46,10 @@
  * So a GEMM adds c·m·k bytes of element-wise work in forward and c·m·n in backward (× count).
  * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
  * across micro-batches) and the scale updates (a few floats per tensor) are below 0.5% of a step
- * and not charged; delayed scaling's amax reductions are (ts_amax_reduce_bytes below). Memory: the FP8 weight and its transposed copy, 2 bytes
- * per weight (MXFP8: 2·(1 + 1/32)) beside the 16-bit weights and the fp32 master copy in the
- * optimizer states (ts_fp8_weight_copy_bytes; planner/stages.c). FP8 parameter gathering
+ * and not charged; delayed scaling's amax reductions are (ts_amax_reduce_bytes below). Memory:
+ * the FP8 weight and its transposed copy, 2 bytes per weight (MXFP8: 2·(1 + 1/32)) beside the
+ * 16-bit weights and the fp32 master copy in the optimizer states (ts_fp8_weight_copy_bytes;
+ * planner/stages.c). FP8 parameter gathering
  * (Megatron's --fp8-param-gather, FP8 primary weights) is not modelled. */
 #include "program/recipe.h"
 
