@@ -110,6 +110,25 @@ Test(fp8_amax, one_pair_per_chunk_micro_batch_and_direction) {
     ts_program_free(&p);
 }
 
+/* An MoE stage's reductions carry its local experts' amaxes: Mixtral 8x7B (32 MoE layers) at
+ * ep = 2, 16 layers a stage of 5 (QKV, projection, attention's 3) + 2 × 4 local experts. */
+Test(fp8_amax, moe_stage_carries_its_local_experts) {
+    ts_problem pb = test_problem("mixtral-8x7b", "h100-sxm-dgx", 16, 64, 4096, 1);
+    ts_train_set_dtype(&pb.train, TS_DTYPE_FP8);
+    ts_layout l = test_layout("dp=4,tp=2,pp=2,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_program p;
+    cr_assert_eq(ts_program_build(&pb, &l, NULL, &p), TS_OK, "%s", ts_error_message());
+    int n = 0;
+    for (int i = 0; i < p.stages[1].n_ops; i++) {
+        const ts_op *op = &p.stages[1].ops[i];
+        if (op->part != TS_PART_AMAX_REDUCE) continue;
+        n++;
+        cr_expect_eq(op->bytes, ts_amax_reduce_bytes(16 * (5 + 2 * 4), op->phase == TS_PHASE_FWD), "%g bytes", op->bytes);
+    }
+    cr_expect_eq(n, 2 * 2 * p.layout.microbatches, "TP and DP×CP, each way, every micro-batch: %d", n);
+    ts_program_free(&p);
+}
+
 /* A group of one member reduces nothing: tp = 1 leaves the DP×CP one alone. */
 Test(fp8_amax, groups_of_one_are_left_out) {
     ts_problem pb = llama7b(TS_FP8_DELAYED);
