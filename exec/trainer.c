@@ -218,6 +218,8 @@ static ts_status run_op(ts_trainer *t, int i) {
     /* the executor accumulates inside its weight-gradient ops (Megatron-Core's way); the pass
      * prices stacks that accumulate apart and has nothing left to do here */
     case TS_PART_GRAD_ACCUM: return TS_OK;
+    /* FP8 delayed scaling's amax reduction: the executor trains fp32 (exec/run.c), nothing to reduce */
+    case TS_PART_AMAX_REDUCE: return TS_OK;
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD: return tr_pipe_op(&t->ctx, &t->sends, op);
     case TS_PART_MIRROR_GRAD: return tr_mirror_op(&t->ctx, &t->sends, &t->store, op);

@@ -64,6 +64,7 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     for (int i = 0; i < r->n_qkv; i++) add_gemm(pb, &r->qkv[i], 0, p);
     add_gemm(pb, &r->proj, 0, p);
     p->matmul_params_rank += r->matmul_params;
+    p->amax_gemms += r->amax_gemms;
     p->elem_bytes += r->rotary_bytes;
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
     p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes;
@@ -93,6 +94,7 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
         add_gemm(pb, &r->router, 0, p);
     }
     p->matmul_params_rank += r->matmul_params;
+    p->amax_gemms += r->amax_gemms;
     p->elem_bytes += r->act_bytes;
     p->copy_bytes += r->copy_bytes;
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
@@ -142,6 +144,7 @@ typedef struct {
     double act_mlp_bytes;        /* activations of the MLP or experts, unscaled */
     double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
     double input_bytes;          /* the layer input (what full recompute keeps), before scaling */
+    double amax_gemms;           /* FP8 delayed scaling: GEMMs whose amaxes are reduced */
 } layer_parts;
 
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
@@ -187,6 +190,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     out->bwd_s = p.gemm_s + p.wgrad_s + 2.0 * fp8_bwd_s + p.attn_bwd_s + elem_bwd_s;
     out->wgrad_s = p.wgrad_s + fp8_bwd_s;
     out->attn_fwd_s = p.attn_fwd_s;
+    out->amax_gemms = p.amax_gemms;
 
     /* Model FLOPs (full s² attention convention). */
     double ar = ar_->q_heads, qk = ar_->qk_dim, vd = ar_->v_dim;
@@ -265,6 +269,7 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     out->fwd_s = p->fwd_s;
     out->bwd_s = p->bwd_s;
     out->wgrad_s = p->wgrad_s;
+    out->amax_gemms = p->amax_gemms;
     if (full) out->recompute_s = p->fwd_s;
     else if (rc == TS_RECOMPUTE_SELECTIVE) out->recompute_s = p->attn_fwd_s;
 

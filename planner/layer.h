@@ -23,6 +23,10 @@ typedef struct {
     double peak_bytes;  /* transient extra while this layer runs backward (full recompute) */
     double model_flops; /* forward+backward model FLOPs on this GPU (non-causal convention) */
     double hw_flops;    /* model_flops plus recompute */
+    double amax_gemms;  /* FP8 delayed scaling: GEMMs whose amaxes are reduced (program/recipe.h) */
+    double amax_tp_s;   /* summed over a stage (planner/stages.c): one chunk's amax reductions, at
+                           its forward's end and its backward's, over TP; 0 for a layer */
+    double amax_dp_s;   /* and over DP×CP */
 } ts_layer_cost;
 
 /* Costs of a dense (moe = 0) or MoE (moe = 1) layer. */
@@ -41,6 +45,7 @@ typedef struct {
     double fp8_cast_bwd_bytes; /* and in backward */
     double copy_bytes;         /* copies priced once each way (MoE: recipe.h copy_bytes) */
     double matmul_params_rank; /* GEMM weights this rank multiplies per token (active) */
+    double amax_gemms;         /* FP8 delayed scaling: GEMMs whose amaxes are reduced */
     /* sizes of the attention block's recipe (program/recipe.h) that the rest of the layer reads */
     double q_heads, kv_heads, qk_dim, v_dim, core_flops, kv_block_bytes;
     ts_cp_pass cp_fwd, cp_bwd;

@@ -118,7 +118,8 @@ static int entry_of(const ts_op *op, int layers) {
     case TS_PART_PP_GRAD:
     case TS_PART_MIRROR_GRAD:
     case TS_PART_ZERO_GRAD:
-    case TS_PART_GRAD_ACCUM: return -1;
+    case TS_PART_GRAD_ACCUM:
+    case TS_PART_AMAX_REDUCE: return -1;
     default: return op->layer;
     }
 }

@@ -48,8 +48,9 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         if (g == TS_GROUP_EP) return ts_moe_op_s(pb, n, ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
         double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, link);
         /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
-         * Engine's userbuffers) is hidden at that fraction, as in the closed form. */
-        return g == TS_GROUP_TP ? t * (1.0 - s->tp_comm_overlap) : t;
+         * Engine's userbuffers) is hidden at that fraction, as in the closed form; the FP8 amax
+         * reduction is no GEMM's and blocks the compute stream (program.c amax_reduce). */
+        return g == TS_GROUP_TP && op->part != TS_PART_AMAX_REDUCE ? t * (1.0 - s->tp_comm_overlap) : t;
     }
     case TS_OP_SEND:
     case TS_OP_RECV:

@@ -2,6 +2,7 @@
  *
  * Step time (Narayanan et al. SC'21 eq. 1, extended):
  *   step = m·(t_f + t_b + t_rc + exposed TP/CP/EP per micro-batch)       slowest stage
+ *        + m·v·(FP8 delayed scaling's amax reductions, both ways)        amax_times
  *        + bubble(schedule)                                              schedule.c
  *        + (2·(m + p - 1) + (1 - pp_comm_overlap)·2·m·(v - 1))·t_p2p    PP send/recv
  *        + exposed DP / ZeRO traffic + optimizer step.
@@ -300,6 +301,9 @@ static void add_scaled(ts_layer_cost *sum, double n, const ts_layer_cost *c) {
     sum->ep_s += n * c->ep_s;
     sum->model_flops += n * c->model_flops;
     sum->hw_flops += n * c->hw_flops;
+    sum->amax_gemms += n * c->amax_gemms;
+    sum->amax_tp_s += n * c->amax_tp_s;
+    sum->amax_dp_s += n * c->amax_dp_s;
 }
 
 static double busy_of(const ts_layer_cost *c) {
@@ -323,6 +327,21 @@ void ts_stages_dual_times(const ts_stages *st, ts_layer_cost *out) {
     add_scaled(out, 0.5, &st->kind_sum[st->kind_of[st->pp - 1 - i]]);
 }
 
+/* FP8 delayed scaling's amax reductions of a stage holding `gemms` GEMMs (program.c
+ * amax_reduce): at the end of each chunk's forward and of its backward, every amax of the rank
+ * all-reduced over TP, then over DP×CP, on the compute stream; one chunk's pair of each. */
+static void amax_times(const ts_problem *pb, const ts_shard *sh, int pp, ts_layer_cost *sum) {
+    const ts_system *s = &pb->sys;
+    int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp;
+    ts_link tp_link = ts_group_link(s, 1, sh->tp), dp_link = ts_group_link(s, sh->tp, dpc);
+    sum->amax_tp_s = sum->amax_dp_s = 0;
+    for (int fwd = 0; fwd < 2; fwd++) {
+        double bytes = ts_amax_reduce_bytes(sum->amax_gemms, fwd);
+        sum->amax_tp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, sh->tp, bytes, tp_link);
+        sum->amax_dp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, bytes, dp_link);
+    }
+}
+
 static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
                        const ts_stage_split *split) {
     const ts_model *m = &pb->model;
@@ -342,6 +361,7 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
          * grad_accum), one kernel a chunk there, one here */
         double accum = pb->train.stack.grad_accum_bytes * (st->params[i] + st->expert_params[i]);
         sum.bwd_s += ts_memory_s(&pb->sys, accum, 1) * pb->compute_scale;
+        if (sum.amax_gemms > 0) amax_times(pb, sh, pp, &sum);
         double act = n_dense * c->dense.act_bytes + n_moe * c->moe.act_bytes;
         double extra = max_d(n_dense ? c->dense.peak_bytes : 0, n_moe ? c->moe.peak_bytes : 0);
         if (i == 0) act += c->embed.act_bytes;
@@ -547,11 +567,16 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     double comm_mb = tp + c->cp_s + c->ep_s;
     double tf = c->fwd_s + comm_mb / 3.0, tb = c->bwd_s + c->recompute_s + comm_mb * 2.0 / 3.0;
     double left = dual ? pair_exposed(pb, l, c, tp + c->cp_s) : 1;
+    /* FP8 delayed scaling's amax reductions block the compute stream at each chunk's forward and
+     * backward end (program.c amax_reduce): exposed, in TP's and DP's shares, in the bubble's
+     * stage times half each way (the two are latency alike), no window for DP traffic;
+     * DualPipe's pairing hides none of them. */
+    double amax_mb = v * (c->amax_tp_s + c->amax_dp_s);
     t.compute = m * (c->fwd_s + c->bwd_s + c->recompute_s);
-    t.tp_comm = m * tp * left;
+    t.tp_comm = m * (tp * left + v * c->amax_tp_s);
     t.cp_comm = m * c->cp_s * left;
     t.ep_comm = m * c->ep_s;
-    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf, tb, c->wgrad_s) : 0;
+    t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf + amax_mb / 2.0, tb + amax_mb / 2.0, c->wgrad_s) : 0;
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,
@@ -585,6 +610,7 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
             t.dp_comm = m * (exposed(s, dpt->layer_gather_s, tf) + exposed(s, dpt->layer_gather_s + dpt->layer_reduce_s, tb));
         }
     }
+    t.dp_comm += m * v * c->amax_dp_s;
     t.optimizer = dpt->optimizer_s[l->zero >= 1];
     if (split) *split = t;
     return t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.pp_bubble + t.dp_comm +

@@ -30,6 +30,10 @@
  *                        (models/stack.h grad_accum_bytes), after each chunk's backward of a
  *                        micro-batch (its W under a split W): a memory-bound pass over the chunk's
  *                        gradients, grad_accum_bytes each
+ *   amax-reduce          FP8 with delayed scaling: at the end of each chunk's forward (before
+ *                        the send or the head) and of its backward (before grad-accum and the
+ *                        send), Transformer Engine's amax all-reduce, over TP then DP×CP, on the
+ *                        compute stream (amax_reduce)
  *   zero-grad            the step's first op: a memory-bound pass writing the gradients this rank
  *                        accumulates into (Megatron's zero_grad_buffer at the start of train_step;
  *                        the executor's tr_store_zero_grads): every gradient of the stage, or under
@@ -53,7 +57,7 @@ const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
     "sp-gather-attn", "sp-gather-mlp", "cp-ring", "tp-embed", "pp-act", "pp-grad", "grad-reduce",
-    "param-gather", "optimizer", "mirror-grad", "zero-grad", "grad-accum", NULL};
+    "param-gather", "optimizer", "mirror-grad", "zero-grad", "grad-accum", "amax-reduce", NULL};
 
 #define NO_OP UINT32_MAX
 
@@ -486,6 +490,7 @@ typedef struct {
     ts_recompute recompute; /* this stage's policy */
     double gb, wb;          /* gradient and weight bytes per parameter */
     double rb;              /* gradient bytes per parameter on the wire (ts_grad_reduce_bytes) */
+    double amax_gemms;      /* FP8 delayed scaling: the stage's GEMMs whose amaxes are reduced */
 } stage_ctx;
 
 /* Whether the stage has data-parallel traffic: DP×CP, or the experts' EDP group alone (experts
@@ -525,6 +530,24 @@ static void param_gathers(builder *b, const stage_ctx *st) {
     }
 }
 
+/* FP8 delayed scaling's amax reduction at the end of a chunk's forward or backward (recipe.c,
+ * "Amax reductions"): every amax the rank holds (`amax_gemms` of the stage), all-reduced (MAX)
+ * over TP×DP×CP, written as an all-reduce over TP then one over DP×CP (MAX is associative;
+ * NCCL's tree for a group spanning nodes also runs within the node, then across), each left out
+ * when its group has one member. On the compute stream, as TE runs it (async_op=False): the next
+ * kernels wait for it. Returns the last op, or `dep` when there is none. */
+static uint32_t amax_reduce(builder *b, const stage_ctx *st, const ctx *c, uint32_t dep) {
+    if (st->amax_gemms <= 0) return dep;
+    double bytes = ts_amax_reduce_bytes(st->amax_gemms, c->phase == TS_PHASE_FWD);
+    uint32_t x = dep;
+    static const ts_group groups[] = {TS_GROUP_TP, TS_GROUP_DPCP};
+    for (int i = 0; i < 2; i++) {
+        uint32_t op = coll(b, c, TS_PART_AMAX_REDUCE, TS_STREAM_COMPUTE, groups[i], TS_COLL_ALLREDUCE, bytes, x);
+        if (op != NO_OP) x = op;
+    }
+    return x;
+}
+
 /* A forward slot of global chunk g (layers [first, first + count)). */
 static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int g, int first, int count) {
     const ts_layout *l = b->l;
@@ -547,6 +570,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
         x = layer_fwd(b, &c, ts_recipe_layer_is_moe(b->pb, j), x, params);
     }
     c.layer = -1;
+    x = amax_reduce(b, st, &c, x); /* the chunk's fp8_autocast exits before the send and the head */
     if (!ts_chunk_closes(l, g)) {
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_ACT, ts_chunk_stage(l, g + 1), g, x);
     } else if (!st->skip) {
@@ -627,6 +651,8 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
         x = slot_layer_backward(b, st, &c, j, split_w, x, params);
     }
     c.layer = -1;
+    /* after the backward of the chunk's first FP8 module (its first layer's QKV) */
+    x = amax_reduce(b, st, &c, x);
     /* accumulated before the gradient goes upstream: the pipeline engine accumulates at the end of
      * its backward instruction, before SendGrad */
     if (!split_w) x = grad_accum(b, sl, g, x);
@@ -885,6 +911,20 @@ static uint32_t run_slot(builder *b, const stage_ctx *st, const ts_slot *sl) {
     return split_w ? NO_OP : x;
 }
 
+/* The GEMMs of every layer the stage holds, in all its chunks, whose amaxes FP8 delayed scaling
+ * reduces (TE's one buffer per rank: amax_reduce). */
+static double stage_amax_gemms(builder *b) {
+    const ts_layout *l = b->l;
+    double n = 0;
+    for (int ch = 0; ch < l->vpp; ch++) {
+        int first, count;
+        chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
+        for (int j = first; j < first + count; j++)
+            n += b->attn.amax_gemms + b->mlp[ts_recipe_layer_is_moe(b->pb, j)].amax_gemms;
+    }
+    return n;
+}
+
 static ts_status build_stage(builder *b, dp_state *dp) {
     const ts_problem *pb = b->pb;
     const ts_layout *l = b->l;
@@ -895,6 +935,7 @@ static ts_status build_stage(builder *b, dp_state *dp) {
         .skip = b->opts && b->opts->skip_edges,
         .recompute = b->opts && b->opts->stage_recompute ? b->opts->stage_recompute[s] : l->recompute,
         .gb = pb->train.grad_bytes, .wb = ts_weight_elem_bytes(pb), .rb = ts_grad_reduce_bytes(&pb->train),
+        .amax_gemms = stage_amax_gemms(b),
     };
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);

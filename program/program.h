@@ -71,6 +71,8 @@ typedef enum {
     TS_PART_ZERO_GRAD,   /* the step's first op: the gradients this rank accumulates into set to zero */
     TS_PART_GRAD_ACCUM,  /* after a micro-batch's backward of a chunk: its gradients accumulated in a
                             pass of their own (the stack's grad_accum_bytes) */
+    TS_PART_AMAX_REDUCE, /* FP8 delayed scaling: the amaxes all-reduced (MAX) at the end of a chunk's
+                            forward and of its backward, on the compute stream (program.c) */
     TS_PART_COUNT
 } ts_part;
 extern const char *const ts_part_names[];

@@ -45,10 +45,11 @@
  *     4/128) = 4.0625, the weights' 128×128 blocks 2·(1 + 4/128²) per weight.
  * So a GEMM adds c·m·k bytes of element-wise work in forward and c·m·n in backward (× count).
  * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
- * across micro-batches) and the amax reductions and scale updates (a few floats per tensor) are
- * below 0.5% of a step and not charged. Memory: the FP8 weight and its transposed copy, 2 bytes
- * per weight (MXFP8: 2·(1 + 1/32)) beside the 16-bit weights and the fp32 master copy in the
- * optimizer states (ts_fp8_weight_copy_bytes; planner/stages.c). FP8 parameter gathering
+ * across micro-batches) and the scale updates (a few floats per tensor) are below 0.5% of a step
+ * and not charged; delayed scaling's amax reductions are (ts_amax_reduce_bytes below). Memory:
+ * the FP8 weight and its transposed copy, 2 bytes per weight (MXFP8: 2·(1 + 1/32)) beside the
+ * 16-bit weights and the fp32 master copy in the optimizer states (ts_fp8_weight_copy_bytes;
+ * planner/stages.c). FP8 parameter gathering
  * (Megatron's --fp8-param-gather, FP8 primary weights) is not modelled. */
 #include "program/recipe.h"
 
@@ -161,12 +162,42 @@ double ts_gemm_input_saved_bytes(const ts_problem *pb) {
     }
 }
 
-/* Adds GEMM g's FP8 casts, forward input and backward output gradient, when it runs FP8. */
-static void add_fp8_casts(const ts_problem *pb, const ts_gemm_shape *g, double *fwd, double *bwd) {
+/* Amax reductions (Transformer Engine's DelayedScaling, reduce_amax=True by default). Each FP8
+ * module records the amax of every tensor it casts; TE keeps one buffer of them per autocast key
+ * (recipe and group) for all modules of a rank, forward and backward apart, and all-reduces it
+ * (MAX, async_op=False: on the compute stream, blocking the kernels after it) over the
+ * fp8_autocast's group: the forward's when the outermost fp8_autocast exits, the backward's at
+ * the end of the backward of the region's first FP8 module (TE v1.11, c27ee60e,
+ * transformer_engine/pytorch/fp8.py FP8GlobalStateManager.fp8_autocast_exit and
+ * reduce_and_update_fp8_tensors; module/linear.py, layernorm_linear.py, layernorm_mlp.py,
+ * grouped_linear.py reduce_and_update_bwd_fp8_tensors; since v1.6, one buffer per key; v2.5
+ * fp8.py: "delayed scaling only function, for other recipes ... this is noop"). Megatron-Core
+ * wraps each model chunk's TransformerBlock forward in one fp8_autocast with fp8_group =
+ * get_amax_reduction_group(with_context_parallel=True), the TP×DP×CP ranks of a pipeline stage
+ * (core_r0.8.0 baf94af3 to core_r0.11.0 59055868 transformer_block.py; Megatron-LM main
+ * d98e8a64 keeps the outer context for the delayed recipe alone: "if we are using other fp8
+ * recipes, then the context manager enter&exit are free"). So per chunk and micro-batch two
+ * reductions, each of every amax the rank holds. TE sizes a module's metadata by its GEMMs,
+ * 3 tensors a GEMM in forward (input, weight, output) and 2 in backward (grad output, grad
+ * input) (module/base.py set_meta_tensor, "Max. number of fp8 tensors per GEMM"); GroupedLinear
+ * holds one GEMM per local expert (num_gemms = len(m_splits)), SequentialMLP a module per
+ * expert, the same count; TE's DotProductAttention joins with num_gemms=3 whether or not its
+ * kernel runs FP8 (attention.py, prepare_forward under fp8_autocast). Recompute reuses the
+ * forward's scales and reduces nothing (copy_forward_fp8_meta_tensors_for_recompute). */
+int ts_fp8_amax_reduced(const ts_problem *pb) {
+    return pb->train.dtype == TS_DTYPE_FP8 && pb->train.fp8_recipe == TS_FP8_DELAYED;
+}
+
+double ts_amax_reduce_bytes(double gemms, int forward) { return 4.0 * (forward ? 3.0 : 2.0) * gemms; }
+
+/* Adds GEMM g's FP8 casts, forward input and backward output gradient, and its amax GEMMs, when
+ * it runs FP8. */
+static void add_fp8_casts(const ts_problem *pb, const ts_gemm_shape *g, double *fwd, double *bwd, double *amax) {
     if (ts_gemm_dtype(pb, g->part) != TS_DTYPE_FP8) return;
     double c = fp8_cast_per_elem(pb->train.fp8_recipe);
     *fwd += c * g->m * g->k * g->count;
     *bwd += c * g->m * g->n * g->count;
+    if (ts_fp8_amax_reduced(pb)) *amax += g->count;
 }
 
 static double tokens_of(const ts_problem *pb, const ts_shard *sh) {
@@ -234,8 +265,11 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
     r->kv_block_bytes = 2.0 * T * kv_width;
     cp_passes(pb, sh, 2.0 * T * qkv_width, 2.0 * T * ar * r->v_dim, r);
     if (pb->train.dtype != TS_DTYPE_FP8) return;
-    for (int i = 0; i < r->n_qkv; i++) add_fp8_casts(pb, &r->qkv[i], &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes);
-    add_fp8_casts(pb, &r->proj, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes);
+    for (int i = 0; i < r->n_qkv; i++)
+        add_fp8_casts(pb, &r->qkv[i], &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes, &r->amax_gemms);
+    add_fp8_casts(pb, &r->proj, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes, &r->amax_gemms);
+    /* TE's DotProductAttention (the fused kernels) registers 3 GEMMs' metadata (above) */
+    if (ts_fp8_amax_reduced(pb) && pb->train.flash_attention) r->amax_gemms += 3;
 }
 
 /* Bytes of the activation pass over `tokens` tokens of an MLP of f_rank hidden per rank. */
@@ -245,11 +279,11 @@ static double act_pass_bytes(const ts_model *m, double tokens, double f_rank) {
 
 static void mlp_fp8_casts(const ts_problem *pb, ts_mlp_recipe *r) {
     if (pb->train.dtype != TS_DTYPE_FP8) return;
-    add_fp8_casts(pb, &r->fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0]);
-    add_fp8_casts(pb, &r->fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1]);
+    add_fp8_casts(pb, &r->fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0], &r->amax_gemms);
+    add_fp8_casts(pb, &r->fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1], &r->amax_gemms);
     if (!r->shared) return;
-    add_fp8_casts(pb, &r->shared_fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0]);
-    add_fp8_casts(pb, &r->shared_fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1]);
+    add_fp8_casts(pb, &r->shared_fc1, &r->fp8_cast_bytes[0], &r->fp8_cast_bwd_bytes[0], &r->amax_gemms);
+    add_fp8_casts(pb, &r->shared_fc2, &r->fp8_cast_bytes[1], &r->fp8_cast_bwd_bytes[1], &r->amax_gemms);
 }
 
 void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_recipe *out) {

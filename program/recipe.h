@@ -56,6 +56,18 @@ double ts_fp8_weight_copy_bytes(const ts_problem *pb);
  * the copies beside it (the transpose). */
 double ts_weight_elem_bytes(const ts_problem *pb);
 
+/* Whether the FP8 recipe all-reduces its amaxes at the end of every fp8_autocast region
+ * (Transformer Engine's DelayedScaling with reduce_amax, the default): fp8 with the delayed
+ * recipe. Current (tensor-wise), MXFP8 and blockwise scaling take each tensor's scale from the
+ * tensor itself and reduce nothing per region (recipe.c). */
+int ts_fp8_amax_reduced(const ts_problem *pb);
+
+/* Bytes of one amax reduction over `gemms` FP8 GEMMs (the recipes' amax_gemms summed over the
+ * layers a rank holds): an fp32 amax per tensor, 3 tensors a GEMM in forward (input, weight,
+ * output) and 2 in backward (output and input gradients), as Transformer Engine sizes its FP8
+ * metadata (recipe.c). */
+double ts_amax_reduce_bytes(double gemms, int forward);
+
 /* Bytes per element of a GEMM input kept for the backward when only that GEMM needs it: 2 (16
  * bits), or under fp8 the FP8 copy Transformer Engine saves in place of it (TE 2.x linear.py:
  * "Discard row-wise data since it is not needed in backward pass", the column-wise FP8 input
@@ -101,6 +113,8 @@ typedef struct {
     double fp8_cast_bytes[2];              /* FP8 casts in forward: [0] the QKV inputs, [1] the
                                               projection's input (0 unless fp8; recipe.c) */
     double fp8_cast_bwd_bytes;             /* FP8 casts of the block's output gradients */
+    double amax_gemms;                     /* FP8 delayed scaling: GEMMs whose amaxes are reduced
+                                              (ts_amax_reduce_bytes), TE's attention's 3 with them */
 } ts_attn_recipe;
 
 /* The MLP block (dense) or the experts (MoE), and what a whole layer adds to the attention. */
@@ -135,6 +149,8 @@ typedef struct {
                                      f→h GEMMs' inputs (0 unless fp8; recipe.c) */
     double fp8_cast_bwd_bytes[2]; /* FP8 casts in backward of the gradients of [0] the h→f
                                      outputs, [1] the f→h outputs */
+    double amax_gemms;            /* FP8 delayed scaling: GEMMs whose amaxes are reduced, a local
+                                     expert's each (ts_amax_reduce_bytes); 0 otherwise */
 } ts_mlp_recipe;
 
 void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe *out);

@@ -35,7 +35,8 @@
  * fixed span of their cost, sharing no link.
  *
  * Statistics of a stage come from its first simulated rank: busy = compute-stream time (an
- * in-order stream, so its spans are disjoint), exposed communication = the union of its
+ * in-order stream, so its spans are disjoint) but for a collective there (FP8's amax reduction,
+ * which blocks the stream: communication), exposed communication = the union of its
  * communication spans minus busy time, bubble = the rest of the step. A run ending with ops left
  * is a deadlock, reported with the first stuck op of the first stuck rank. */
 #include "sim/engine.h"
@@ -789,7 +790,7 @@ static ts_status rank_stats(const sim *S, int r, double step_s, ts_stage_stats *
     for (int i = 0; i < sp->n_ops; i++) {
         double d = spans[i].end_s - spans[i].start_s;
         kind_s[sp->ops[i].kind] += d;
-        if (sp->ops[i].stream == TS_STREAM_COMPUTE) busy += d;
+        if (sp->ops[i].stream == TS_STREAM_COMPUTE && !is_comm(sp->ops[i].kind)) busy += d;
         if (is_comm(sp->ops[i].kind) && d > 0) comm[n_comm++] = spans[i];
     }
     comm = sort_spans(comm, all + sp->n_ops + 1, n_comm);
@@ -804,7 +805,7 @@ static ts_status rank_stats(const sim *S, int r, double step_s, ts_stage_stats *
             if (comm[k].end_s > b) b = comm[k].end_s;
         double covered = 0;
         for (; c < sp->n_ops; c++) {
-            if (sp->ops[c].stream != TS_STREAM_COMPUTE || spans[c].end_s <= a) continue;
+            if (sp->ops[c].stream != TS_STREAM_COMPUTE || is_comm(sp->ops[c].kind) || spans[c].end_s <= a) continue;
             if (spans[c].start_s >= b) break;
             double lo = spans[c].start_s > a ? spans[c].start_s : a;
             double hi = spans[c].end_s < b ? spans[c].end_s : b;

@@ -390,6 +390,13 @@ float *test_random_floats(size_t n, uint64_t seed) {
     return p;
 }
 
+ts_layout test_layout(const char *text) {
+    ts_layout l;
+    ts_error_clear();
+    cr_assert_eq(ts_layout_parse("test", text, &l), TS_OK, "%s: %s", text, ts_error_message());
+    return l;
+}
+
 double test_sim_over_closed_form(const ts_problem *pb, const ts_layout *l) {
     ts_eval e;
     cr_assert_eq(ts_evaluate(pb, l, &e), TS_OK, "%s", ts_error_message());

@@ -40,6 +40,8 @@ ts_problem test_problem_on(const ts_model *m, const ts_system *s, int gpus, int6
 /* Compute seconds of micro-batch 0's forward, input gradients and weight gradients on stage 0's
  * first chunk (collectives and transfers left out): a schedule's slot times. */
 void test_slot_costs(const ts_problem *pb, const ts_program *p, double *f, double *b, double *w);
+/* The layout written `text` (dp=..,tp=..,...); the test fails when it does not parse. */
+ts_layout test_layout(const char *text);
 /* Layout `l` simulated (every op of its step program) over its closed-form step: 1 when the two
  * agree. */
 double test_sim_over_closed_form(const ts_problem *pb, const ts_layout *l);
