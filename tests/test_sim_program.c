@@ -518,7 +518,7 @@ Test(sim_program, closed_form_dp_shares_the_nic_with_ep) {
 
 /* DP traffic beside computation gets dp_comm_overlap of its links in the simulator (engine.c
  * dp_busy), as the closed form hides DP traffic in that share of a window: a DP-bound step agrees.
- * GPT-3 175B under DeepSpeed ZeRO-3 on 384 A100s (SC'21 Table 2's row; the stack's overlap 0.5):
+ * GPT-3 175B under DeepSpeed ZeRO-3 on 384 A100s (SC'21 Table 2's row; the stack's overlap 0.6):
  * the simulation was 23.1% below the closed form when DP traffic took whole windows. */
 Test(sim_program, dp_traffic_beside_compute_takes_its_share) {
     ts_model m;
