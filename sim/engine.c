@@ -140,7 +140,10 @@ typedef struct {
     double dp_cap;     /* system dp_comm_overlap: the share of its links a DP-stream flow gets
                           while its rank computes (below 1, else the arrays below are NULL) */
     int *dp_flow;      /* (n_ranks) the DP-stream flow in flight on each rank, -1: none */
-    uint8_t *busy;     /* (n_ranks) a compute op of the rank is running */
+    uint8_t *busy;     /* (n_ranks) a compute op of the rank is running; bit 1: in `touched` */
+    int *touched;      /* (n_ranks) ranks whose compute started or ended this instant with a DP
+                          flow in flight: their caps are settled once the instant is done */
+    int n_touched;
     double now;
     double step_s;     /* the latest end of an op */
     int64_t done, total, events;
@@ -539,11 +542,24 @@ static ts_status comm_done(sim *S, int r, int i) {
 }
 
 /* Rank r's compute starts (busy) or ends: the DP-stream flow in flight on it, if any, gets
- * dp_cap of its links while the rank computes and all of them otherwise. */
-static ts_status dp_busy(sim *S, int r, int busy) {
-    S->busy[r] = (uint8_t)busy;
-    int id = S->dp_flow[r];
-    return id < 0 ? TS_OK : ts_net_set_cap(&S->net, id, busy ? S->dp_cap : 1.0);
+ * dp_cap of its links while the rank computes and all of them otherwise, settled once the
+ * instant is done (dp_caps_settle), so that back-to-back compute ops leave it alone. */
+static void dp_busy(sim *S, int r, int busy) {
+    uint8_t listed = S->busy[r] & 2;
+    S->busy[r] = (uint8_t)(busy | listed);
+    if (S->dp_flow[r] < 0 || listed) return;
+    S->busy[r] |= 2;
+    S->touched[S->n_touched++] = r;
+}
+
+static ts_status dp_caps_settle(sim *S) {
+    for (int k = 0; k < S->n_touched; k++) {
+        int r = S->touched[k], id = S->dp_flow[r];
+        S->busy[r] &= 1;
+        if (id >= 0) TS_CHECK(ts_net_set_cap(&S->net, id, S->busy[r] ? S->dp_cap : 1.0));
+    }
+    S->n_touched = 0;
+    return TS_OK;
 }
 
 /* A DP-stream flow `id` of op i owned by r starts (on) or ends on its participants. */
@@ -551,7 +567,7 @@ static ts_status dp_flow_mark(sim *S, int r, int i, int id, int on) {
     if (S->dp_flow == NULL || op_of(S, r, i)->stream != TS_STREAM_DP) return TS_OK;
     int stride, n = participants(S, r, i, &stride);
     for (int k = 0; k < n; k++) S->dp_flow[r + k * stride] = on ? id : -1;
-    return on && S->busy[r] ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;
+    return on && (S->busy[r] & 1) ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;
 }
 
 static ts_status start_flow(sim *S, int r, int i) {
@@ -608,7 +624,7 @@ static ts_status flush_starts(sim *S) {
             ts_cores_start(&S->cores, st.rank, d, now);
             continue;
         }
-        if (S->busy) TS_CHECK(dp_busy(S, st.rank, 1));
+        if (S->busy) dp_busy(S, st.rank, 1);
         TS_CHECK(push(S, EV_END, now + d, st.rank, st.op, 0));
     }
     S->n_starts = 0;
@@ -635,6 +651,7 @@ static ts_status run(sim *S) {
                 TS_CHECK(flush_starts(S));
                 continue;
             }
+            if (S->n_touched > 0) TS_CHECK(dp_caps_settle(S));
             if (ts_net_dirty(&S->net)) {
                 TS_CHECK(ts_net_reshare(&S->net, S->now));
                 for (int k = 0; k < S->net.n_changed; k++) {
@@ -668,7 +685,7 @@ static ts_status run(sim *S) {
         if (shared_end) ts_cores_end(&S->cores, ev.a, S->now);
         switch (ev.type) {
         case EV_END:
-            if (S->busy && !is_comm(S->rk[ev.a].plan->ops[ev.b].kind)) TS_CHECK(dp_busy(S, ev.a, 0));
+            if (S->busy && !is_comm(S->rk[ev.a].plan->ops[ev.b].kind)) dp_busy(S, ev.a, 0);
             TS_CHECK(end_op(S, ev.a, ev.b));
             break;
         case EV_LATENCY: TS_CHECK(start_flow(S, ev.a, ev.b)); break;
@@ -837,6 +854,7 @@ static void sim_free(sim *S) {
     free(S->starts);
     free(S->dp_flow);
     free(S->busy);
+    free(S->touched);
     ts_event_heap_free(&S->heap);
     ts_net_free(&S->net);
     ts_cores_free(&S->cores);
@@ -960,7 +978,8 @@ static ts_status dp_cap_init(sim *S) {
     S->dp_cap = ovl;
     S->dp_flow = malloc((size_t)S->n_ranks * sizeof *S->dp_flow);
     S->busy = calloc((size_t)S->n_ranks, sizeof *S->busy);
-    if (S->dp_flow == NULL || S->busy == NULL)
+    S->touched = malloc((size_t)S->n_ranks * sizeof *S->touched);
+    if (S->dp_flow == NULL || S->busy == NULL || S->touched == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for the DP flows of %d ranks", S->n_ranks);
     for (int r = 0; r < S->n_ranks; r++) S->dp_flow[r] = -1;
     return TS_OK;
