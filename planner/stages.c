@@ -536,10 +536,12 @@ double ts_stages_memory(const ts_stages *st, const ts_layout *l, int *worst_stag
  * transfers (the simulator's links, sim/network.h, share a NIC among the transfers in flight the
  * same way). CP's ring is left out: its exposed part is what outlasts the attention beside it,
  * not the time its transfers hold the NIC. */
-static double nic_comm_s(const ts_system *s, const ts_layout *l, const ts_layer_cost *c, double tp_s) {
+static double nic_comm_s(const ts_problem *pb, const ts_layout *l, const ts_layer_cost *c, double tp_s) {
+    const ts_system *s = &pb->sys;
     double nic = 0;
-    if (ts_group_link(s, 1, l->tp) != TS_LINK_NVLINK) nic += tp_s;
-    if (ts_group_link(s, ts_layout_etp(l), l->ep) != TS_LINK_NVLINK) nic += c->ep_s;
+    /* TP leaves the domain only where asked (the search keeps it inside otherwise) */
+    if (pb->train.tp_across_nodes && tp_s > 0 && ts_group_link(s, 1, l->tp) != TS_LINK_NVLINK) nic += tp_s;
+    if (c->ep_s > 0 && ts_group_link(s, ts_layout_etp(l), l->ep) != TS_LINK_NVLINK) nic += c->ep_s;
     return nic;
 }
 
@@ -587,8 +589,8 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     if (dpc > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
-        if (ts_group_link(s, l->tp, dpc) != TS_LINK_NVLINK) {
-            double nic = nic_comm_s(s, l, c, tp);
+        double nic = nic_comm_s(pb, l, c, tp);
+        if (nic > 0 && ts_group_link(s, l->tp, dpc) != TS_LINK_NVLINK) {
             tf -= nic / 3.0;
             tb -= nic * 2.0 / 3.0;
         }

@@ -140,7 +140,8 @@ typedef struct {
     double dp_cap;     /* system dp_comm_overlap: the share of its links a DP-stream flow gets
                           while its rank computes (below 1, else the arrays below are NULL) */
     int *dp_flow;      /* (n_ranks) the DP-stream flow in flight on each rank, -1: none */
-    uint8_t *busy;     /* (n_ranks) a compute op of the rank is running; bit 1: in `touched` */
+    uint8_t *busy;     /* (n_ranks) a compute op of the rank is running */
+    uint8_t *listed;   /* (n_ranks) the rank is in `touched` */
     int *touched;      /* (n_ranks) ranks whose compute started or ended this instant with a DP
                           flow in flight: their caps are settled once the instant is done */
     int n_touched;
@@ -544,18 +545,17 @@ static ts_status comm_done(sim *S, int r, int i) {
 /* Rank r's compute starts (busy) or ends: the DP-stream flow in flight on it, if any, gets
  * dp_cap of its links while the rank computes and all of them otherwise, settled once the
  * instant is done (dp_caps_settle), so that back-to-back compute ops leave it alone. */
-static void dp_busy(sim *S, int r, int busy) {
-    uint8_t listed = S->busy[r] & 2;
-    S->busy[r] = (uint8_t)(busy | listed);
-    if (S->dp_flow[r] < 0 || listed) return;
-    S->busy[r] |= 2;
+static inline void dp_busy(sim *S, int r, uint8_t busy) {
+    S->busy[r] = busy;
+    if (S->dp_flow[r] < 0 || S->listed[r]) return;
+    S->listed[r] = 1;
     S->touched[S->n_touched++] = r;
 }
 
 static ts_status dp_caps_settle(sim *S) {
     for (int k = 0; k < S->n_touched; k++) {
         int r = S->touched[k], id = S->dp_flow[r];
-        S->busy[r] &= 1;
+        S->listed[r] = 0;
         if (id >= 0) TS_CHECK(ts_net_set_cap(&S->net, id, S->busy[r] ? S->dp_cap : 1.0));
     }
     S->n_touched = 0;
@@ -567,7 +567,7 @@ static ts_status dp_flow_mark(sim *S, int r, int i, int id, int on) {
     if (S->dp_flow == NULL || op_of(S, r, i)->stream != TS_STREAM_DP) return TS_OK;
     int stride, n = participants(S, r, i, &stride);
     for (int k = 0; k < n; k++) S->dp_flow[r + k * stride] = on ? id : -1;
-    return on && (S->busy[r] & 1) ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;
+    return on && S->busy[r] ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;
 }
 
 static ts_status start_flow(sim *S, int r, int i) {
@@ -854,6 +854,7 @@ static void sim_free(sim *S) {
     free(S->starts);
     free(S->dp_flow);
     free(S->busy);
+    free(S->listed);
     free(S->touched);
     ts_event_heap_free(&S->heap);
     ts_net_free(&S->net);
@@ -978,8 +979,9 @@ static ts_status dp_cap_init(sim *S) {
     S->dp_cap = ovl;
     S->dp_flow = malloc((size_t)S->n_ranks * sizeof *S->dp_flow);
     S->busy = calloc((size_t)S->n_ranks, sizeof *S->busy);
+    S->listed = calloc((size_t)S->n_ranks, sizeof *S->listed);
     S->touched = malloc((size_t)S->n_ranks * sizeof *S->touched);
-    if (S->dp_flow == NULL || S->busy == NULL || S->touched == NULL)
+    if (S->dp_flow == NULL || S->busy == NULL || S->listed == NULL || S->touched == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "out of memory for the DP flows of %d ranks", S->n_ranks);
     for (int r = 0; r < S->n_ranks; r++) S->dp_flow[r] = -1;
     return TS_OK;
