@@ -132,12 +132,25 @@ void cli_launch_mpirun(const char *cmd, int ranks, int argc, char **argv) {
     int k = 0;
     args[k++] = "mpirun";
     if (geteuid() == 0) args[k++] = "--allow-run-as-root";
+    /* Past the cores, each rank is bound to one core, round-robin (rank r on core r mod cores):
+     * a rank waiting in Open MPI's degraded mode yields its core to the ranks bound beside it,
+     * which the simulator's sharing of the cores assumes (sim/cores.h), while unbound ranks
+     * drift, a waiting rank holding a core as the ranks it waits for queue on another. Unbound,
+     * the oversubscribed cases of `tessera validate` came out -6% to -23% in two runs; bound,
+     * -10% to +8% (docs/calibration-and-validation.md, oversubscribed ranks). Within the cores
+     * ranks stay unbound: the machine's other work is free to move them. */
     if (ranks > cores) {
         args[k++] = "--oversubscribe";
-        fprintf(stderr, "tessera %s: %d ranks on %ld cores: oversubscribing\n", cmd, ranks, cores);
+        args[k++] = "--map-by";
+        args[k++] = "core";
+        args[k++] = "--bind-to";
+        args[k++] = "core:overload-allowed";
+        fprintf(stderr, "tessera %s: %d ranks on %ld cores: oversubscribing, each rank bound to a core, round-robin\n",
+                cmd, ranks, cores);
+    } else {
+        args[k++] = "--bind-to";
+        args[k++] = "none";
     }
-    args[k++] = "--bind-to";
-    args[k++] = "none";
     args[k++] = "-np";
     args[k++] = np;
     args[k++] = self;

@@ -584,8 +584,9 @@ Test(mpi, oversubscribing_is_said) {
     const char *args[] = {"run", "--plan", plan, "--steps", "2", "--warmup", "1", "--json", NULL};
     cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
     cJSON *root = parse_json_output(&r, "run --json");
-    char said[96];
-    snprintf(said, sizeof said, "tessera run: %d ranks on %ld cores: oversubscribing\n", ranks, cores);
+    char said[160];
+    snprintf(said, sizeof said, "tessera run: %d ranks on %ld cores: oversubscribing, each rank bound to a core, round-robin\n",
+             ranks, cores);
     cr_expect(strstr(r.err, said) != NULL, "stderr does not say \"%s\": %s", said, r.err);
     cr_expect_eq(json_num(root, "ranks", "$"), ranks);
     cJSON_Delete(root);
