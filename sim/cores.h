@@ -5,7 +5,9 @@
  * progresses at min(1, cores / load), load being how many ranks of its node compute at that
  * moment (processor sharing; Kleinrock, "Queueing Systems" vol. 2, §4.4). Ranks waiting for a
  * collective or a transfer do not count: an oversubscribed Open MPI job runs in its degraded
- * mode (mpi_yield_when_idle), whose waits yield the core to runnable ranks. So a pipeline stage
+ * mode (mpi_yield_when_idle), whose waits yield the core to runnable ranks (tessera run binds
+ * each rank past the cores to one core, round-robin, cli/cli.c, so that the yield reaches the
+ * ranks bound beside it rather than leaving a core idle while they queue on another). So a pipeline stage
  * in its bubble leaves its core to the others, which the static ranks/cores stretch of
  * planner/cost.h (ts_compute_scale) cannot see; the two agree when every rank computes at once.
  *
