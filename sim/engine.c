@@ -74,6 +74,7 @@ typedef struct {
     uint8_t kind;           /* ts_op_kind */
     uint8_t group;          /* COLL: ts_group */
     uint8_t link;           /* COLL/SEND: the ts_link it crosses */
+    uint8_t dp;             /* on the DP stream (its flow capped while the rank computes) */
 } op_plan;
 
 typedef struct {
@@ -312,6 +313,7 @@ static ts_status plan_stage(const ts_problem *pb, const ts_layout *l, const ts_s
         int flow = op->kind == TS_OP_COLL || op->kind == TS_OP_SEND;
         o->lat_s = flow ? latency_s(pb, l, op, o->cost_s) : 0;
         o->link = (uint8_t)(flow ? op_link(pb, l, op) : TS_LINK_NVLINK);
+        o->dp = op->stream == TS_STREAM_DP;
     }
 exit:
     return res;
@@ -564,7 +566,7 @@ static ts_status dp_caps_settle(sim *S) {
 
 /* A DP-stream flow `id` of op i owned by r starts (on) or ends on its participants. */
 static ts_status dp_flow_mark(sim *S, int r, int i, int id, int on) {
-    if (S->dp_flow == NULL || op_of(S, r, i)->stream != TS_STREAM_DP) return TS_OK;
+    if (S->dp_flow == NULL || !S->rk[r].plan->ops[i].dp) return TS_OK;
     int stride, n = participants(S, r, i, &stride);
     for (int k = 0; k < n; k++) S->dp_flow[r + k * stride] = on ? id : -1;
     return on && S->busy[r] ? ts_net_set_cap(&S->net, id, S->dp_cap) : TS_OK;

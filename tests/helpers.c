@@ -245,6 +245,22 @@ cli_result run_cli(const char *first, ...) {
     return run_argv(args);
 }
 
+cli_result test_export_plan(const char *plan, const char *format) {
+    cli_result r = run_cli("export", "--plan", plan, "--format", format, NULL);
+    cr_assert_eq(r.status, 0, "export --format %s: exit %d, stderr: %s", format, r.status, r.err);
+    return r;
+}
+
+void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *why) {
+    cli_result r = run_cli("sim", "--plan", plan, "--json", NULL);
+    cJSON *sim = parse_json_output(&r, "sim --plan --json");
+    double closed_s = json_num(sim, "closed_form_step_s", "$"), step_s = json_num(best, "step_s", "best");
+    cr_expect(fabs(closed_s - step_s) < 1e-9, "%s: sim's closed form %.9f s, the plan's step %.9f s", why, closed_s,
+              step_s);
+    cJSON_Delete(sim);
+    cli_result_free(&r);
+}
+
 void cli_result_free(cli_result *r) {
     free(r->out);
     free(r->err);

@@ -72,6 +72,11 @@ const char *tessera_binary(void);
 /* run_cli("plan", "--model", "x", NULL) */
 cli_result run_cli(const char *first, ...);
 void cli_result_free(cli_result *r);
+/* `tessera export --plan PLAN --format FORMAT`, which must succeed; the caller frees the result. */
+cli_result test_export_plan(const char *plan, const char *format);
+/* `tessera sim --plan PLAN --json` re-prices the plan's layout `best` (a "layouts" entry of the
+ * plan) at the plan's own step: its closed form equals best's step_s; `why` names the case. */
+void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *why);
 
 /* --- text, files and folders ------------------------------------------------------------------- */
 

@@ -78,18 +78,11 @@ Test(attn_backend, plans_carry_the_backend_into_sim_and_exports) {
     cr_assert_not_null(p);
     cr_expect_str_eq(json_str(json_obj(p, "request", "$"), "attention_backend", "$.request"), "flash");
     const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
-    r = run_cli("sim", "--plan", plan, "--json", NULL);
-    cJSON *sim = parse_json_output(&r, "sim --plan --json");
-    cr_expect(fabs(json_num(sim, "closed_form_step_s", "$") - json_num(best, "step_s", "best")) < 1e-9,
-              "the plan's step, re-priced with FlashAttention-2");
-    cJSON_Delete(sim);
-    cli_result_free(&r);
-    r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    test_expect_sim_reprices(plan, best, "the plan's step, re-priced with FlashAttention-2");
+    r = test_export_plan(plan, "megatron");
     cr_expect(strstr(r.out, "--attention-backend flash") != NULL, "%s", r.out);
     cli_result_free(&r);
-    r = run_cli("export", "--plan", plan, "--format", "megatron-bridge", NULL);
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    r = test_export_plan(plan, "megatron-bridge");
     cr_expect(strstr(r.out, "attention_backend=AttnBackend.flash") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "from megatron.core.transformer.enums import AttnBackend") != NULL);
     cli_result_free(&r);

@@ -711,8 +711,7 @@ Test(planner_partition, uneven_plans_simulate_and_export) {
         cJSON_Delete(rep);
         cJSON_Delete(sim);
         cli_result_free(&r);
-        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
-        cr_assert_eq(r.status, 0, "%s", r.err);
+        r = test_export_plan(plan, "megatron");
         const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
         cr_assert_not_null(lay, "%s", r.out);
         int bars = 0; /* one segment per virtual stage */
@@ -750,8 +749,7 @@ Test(planner_partition, megatron_export_places_the_mtp_layer) {
                                "--top", "1", "-o", plan, NULL);
         cr_assert_eq(r.status, 0, "%s", r.err);
         cli_result_free(&r);
-        r = run_cli("export", "--plan", plan, "--format", "megatron", NULL);
-        cr_assert_eq(r.status, 0, "%s", r.err);
+        r = test_export_plan(plan, "megatron");
         const char *lay = strstr(r.out, "--pipeline-model-parallel-layout ");
         cr_assert_not_null(lay, "%s", r.out);
         int t = 0, mtp = 0;

@@ -33,12 +33,6 @@ static char *plan_with(const char *dir, const char *const *args) {
     return path;
 }
 
-static cli_result export_plan(const char *plan, const char *format) {
-    cli_result r = run_cli("export", "--plan", plan, "--format", format, NULL);
-    cr_assert_eq(r.status, 0, "export --format %s: exit %d, stderr: %s", format, r.status, r.err);
-    return r;
-}
-
 /* The one line of Megatron flags (the first line not starting with '#'). */
 static const char *flags_line(const char *text) {
     for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
@@ -68,7 +62,7 @@ static double row_num(const cJSON *row, const char *obj, const char *key) {
 
 /* The DeepSpeed config's batch arithmetic for a layout of `dp` data-parallel ranks. */
 static void check_deepspeed(const char *plan, int dp, int pp, int zero, const char *what) {
-    cli_result r = export_plan(plan, "deepspeed");
+    cli_result r = test_export_plan(plan, "deepspeed");
     cJSON *ds = parse_json_output(&r, what);
     double batch = json_num(ds, "train_batch_size", what), micro = json_num(ds, "train_micro_batch_size_per_gpu", what);
     double gas = json_num(ds, "gradient_accumulation_steps", what);
@@ -112,7 +106,7 @@ Test(export, megatron_sc21_table1_rows, .timeout = 600) {
                                     NULL};
         char *dir = make_temp_dir();
         char *plan = plan_with(dir, args);
-        cli_result r = export_plan(plan, "megatron");
+        cli_result r = test_export_plan(plan, "megatron");
         const char *line = flags_line(r.out);
         cr_assert_not_null(line, "%s: no flags line in:\n%s", id, r.out);
         const char *nl = strchr(line, '\n');
@@ -153,7 +147,7 @@ static cli_result export_fixed(const char *model, const char *gpus, const char *
                                 "--fix", fix, "--dtype", dtype, NULL};
     *dir = make_temp_dir();
     *plan = plan_with(*dir, args);
-    return export_plan(*plan, format);
+    return test_export_plan(*plan, format);
 }
 
 Test(export, what_frameworks_cannot_say_is_said) {
@@ -181,7 +175,7 @@ Test(export, what_frameworks_cannot_say_is_said) {
     cr_expect(strstr(r.err, "megatron-core stack cannot run") && strstr(r.err, "sched=zb-h1"), "%s", r.err);
     cr_expect_eq(r.out[0], '\0', "%s", r.out);
     cli_result_free(&r);
-    r = export_plan(plan, "deepspeed");
+    r = test_export_plan(plan, "deepspeed");
     cJSON *ds = parse_json_output(&r, "deepspeed fp16");
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(json_obj(ds, "fp16", "$"), "enabled")));
     cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(json_obj(ds, "bf16", "$"), "enabled")));
@@ -287,7 +281,7 @@ Test(export, uneven_pipeline_split_as_a_layout) {
                                 "--partition", "uniform", NULL}; /* auto moves a layer off the LM head's stage */
     char *dir = make_temp_dir();
     char *plan = plan_with(dir, args);
-    cli_result r = export_plan(plan, "megatron");
+    cli_result r = test_export_plan(plan, "megatron");
     /* 24 layers on 5 stages: stages 1..4 take the extra layer (planner/stages.h). */
     cr_expect(strstr(r.out, "(layers per stage: 4,5,5,5,5)") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "--pipeline-model-parallel-layout 'Etttt|ttttt|ttttt|ttttt|tttttL' ") != NULL, "%s", r.out);
@@ -320,7 +314,7 @@ Test(export, ilp_split_becomes_the_layout_string) {
         strcat(want, i == n - 1 ? "mL' " : "|"); /* DeepSeek-V3's MTP layer sits with the loss */
     }
     cJSON_Delete(root);
-    cli_result r = export_plan(plan, "megatron");
+    cli_result r = test_export_plan(plan, "megatron");
     const char *line = flags_line(r.out);
     cr_assert_not_null(line);
     cr_expect(strstr(line, want) != NULL, "want %s in %s", want, line);

@@ -294,12 +294,7 @@ Test(stacks, plans_carry_their_stack) {
     const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
     cr_expect_str_eq(json_str(json_obj(p, "request", "$"), "stack", "$.request"), "megatron-deepspeed");
     cr_expect(strstr(json_str(best, "layout", "best"), "sched=1f1b") && strstr(json_str(best, "layout", "best"), "sp=0"));
-    r = run_cli("sim", "--plan", plan, "--json", NULL);
-    cJSON *sim = parse_json_output(&r, "sim --plan --json");
-    cr_expect(fabs(json_num(sim, "closed_form_step_s", "$") - json_num(best, "step_s", "best")) < 1e-9,
-              "the plan's step, re-priced on its stack");
-    cJSON_Delete(sim);
-    cli_result_free(&r);
+    test_expect_sim_reprices(plan, best, "the plan's step, re-priced on its stack");
     cJSON_Delete(p);
     free(text);
     remove_dir(dir);
