@@ -13,7 +13,7 @@ static double cp_ring_s(const ts_problem *pb, const ts_op *op, ts_link link) {
     const ts_system *s = &pb->sys;
     int steps = (int)op->m;
     if (op->flops <= 0 || s->serial_ops) return ts_cp_ring_exposed_s(s, link, steps, op->n, 0);
-    double attn = ts_attention_s(s, pb->train.dtype, op->flops, op->flops / (steps + 1)) * pb->compute_scale;
+    double attn = ts_attention_s(s, ts_attention_dtype(pb), op->flops, op->flops / (steps + 1)) * pb->compute_scale;
     return attn + ts_cp_ring_exposed_s(s, link, steps, op->n, attn);
 }
 

@@ -109,6 +109,24 @@ Test(fp8, llama70b_layer_speedup_in_published_band) {
     cr_expect_lt(pf.attn_fwd_s, pa.attn_fwd_s, "--fp8-attention prices the core at the FP8 rate");
 }
 
+/* The CP ring's op carries the attention it runs beside (planner/op_cost.c): that attention is
+ * BF16 under fp8 as the attention op is, so the ring op costs what it costs in BF16; with
+ * --fp8-attention both run at the FP8 rate. */
+Test(fp8, cp_ring_beside_bf16_attention) {
+    ts_problem bf = test_problem("llama2-70b", "h100-sxm-dgx", 64, 64, 8192, 1);
+    ts_problem f8 = with_dtype(bf, TS_DTYPE_FP8);
+    ts_layout l = layout("dp=4,tp=8,pp=1,cp=2,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_op ring = {.kind = TS_OP_COLL, .part = TS_PART_CP_RING, .phase = TS_PHASE_FWD, .group = TS_GROUP_CP,
+                  .coll = TS_COLL_ALLGATHER, .m = 1, .n = 64e6, .flops = 4e13, .bytes = 128e6};
+    ts_op attn = {.kind = TS_OP_ATTENTION, .phase = TS_PHASE_FWD, .m = 2, .flops = 4e13};
+    double ring_bf = ts_op_cost_s(&bf, &l, &ring), attn_bf = ts_op_cost_s(&bf, &l, &attn);
+    cr_expect_geq(ring_bf, attn_bf, "the ring op spans its attention");
+    cr_expect_eq(ts_op_cost_s(&f8, &l, &ring), ring_bf, "BF16 attention beside the ring under fp8");
+    cr_expect_eq(ts_op_cost_s(&f8, &l, &attn), attn_bf);
+    f8.train.fp8_attention = 1;
+    cr_expect_lt(ts_op_cost_s(&f8, &l, &ring), ring_bf, "--fp8-attention: the ring's attention at the FP8 rate");
+}
+
 /* Cast bytes per GEMM: c·m·k forward, c·m·n backward, c = 4 (delayed), 6 (tensorwise), 4.0625
  * (mxfp8); none under bf16. */
 Test(fp8, cast_bytes_per_recipe) {
