@@ -126,9 +126,12 @@ static ts_status zero_mask(const ts_jreader *r, const cJSON *root, unsigned *out
     unsigned mask = 0;
     int idx = 0;
     cJSON_ArrayForEach(it, a) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != (int)it->valuedouble || it->valueint < 0 || it->valueint > 3)
+        if (!cJSON_IsNumber(it))
             return TS_FAIL(TS_ERR_INPUT, "%s: %s.zero[%d]: expected an integer in [0, 3], got %s", r->file, r->path,
                            idx, ts_json_type_name(it));
+        if (it->valuedouble != (int)it->valuedouble || it->valueint < 0 || it->valueint > 3)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.zero[%d]: expected an integer in [0, 3], got %g", r->file, r->path,
+                           idx, it->valuedouble);
         mask |= 1u << it->valueint;
         idx++;
     }
@@ -144,9 +147,12 @@ static ts_status overlap_frac(const ts_jreader *r, const cJSON *obj, const char 
         *out = TS_STACK_SYSTEM;
         return TS_OK;
     }
-    if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1)
+    if (!cJSON_IsNumber(it))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected a number in [0, 1] or \"system\", got %s", r->file,
-                       r->path, key, cJSON_IsNumber(it) ? "a number outside [0, 1]" : ts_json_type_name(it));
+                       r->path, key, ts_json_type_name(it));
+    if (!(it->valuedouble >= 0 && it->valuedouble <= 1))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected a number in [0, 1] or \"system\", got %g", r->file,
+                       r->path, key, it->valuedouble);
     *out = it->valuedouble;
     return TS_OK;
 }
