@@ -68,7 +68,7 @@ enum {
     CLI_OPT_SCHEDULES, CLI_OPT_FP8_RECIPE, CLI_OPT_FP8_ATTN, CLI_OPT_CP_KIND, CLI_OPT_STACK, CLI_OPT_HEADROOM,
     CLI_OPT_PARTITION, CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_MAX_SLOWDOWN,
     CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_FP8_PARAM_GATHER, CLI_OPT_GPUS_MAX,
-    CLI_OPT_BATCH_TOL, CLI_OPT_ATTN_BACKEND, CLI_OPT_NO_GROUPED_GEMM, CLI_OPT_OWN
+    CLI_OPT_BATCH_TOL, CLI_OPT_ATTN_BACKEND, CLI_OPT_NO_GROUPED_GEMM, CLI_OPT_CROSS_ENTROPY, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -79,6 +79,7 @@ enum {
     {"objective", required_argument, 0, CLI_OPT_OBJECTIVE},                                        \
     {"dtype", required_argument, 0, CLI_OPT_DTYPE}, {"no-flash-attn", no_argument, 0, CLI_OPT_NO_FLASH}, \
     {"attention-backend", required_argument, 0, CLI_OPT_ATTN_BACKEND},                             \
+    {"cross-entropy", required_argument, 0, CLI_OPT_CROSS_ENTROPY},                                \
     {"tp-across-nodes", no_argument, 0, CLI_OPT_ACROSS}, {"no-prune", no_argument, 0, CLI_OPT_NO_PRUNE}, \
     {"fp8-recipe", required_argument, 0, CLI_OPT_FP8_RECIPE}, {"fp8-attention", no_argument, 0, CLI_OPT_FP8_ATTN}, \
     {"cp-kind", required_argument, 0, CLI_OPT_CP_KIND}, {"stack", required_argument, 0, CLI_OPT_STACK}, \

@@ -36,6 +36,7 @@ static void help(void) {
            "      --dtype D          bf16 (default) | fp16 | fp8 | fp32\n"
            "      --no-flash-attn    unfused attention (s×s scores in memory)\n"
            "      --attention-backend B  fused (default) | flash (FlashAttention-2) | unfused\n"
+           "      --cross-entropy C  fused | unfused loss (default: the stack's)\n"
            "      --cp-kind K        context parallelism's exchange: ring (default) | allgather | a2a\n"
            "      --moe-dispatcher D auto (default) | alltoall | allgather | deepep (docs/moe.md)\n"
            "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden (default 0)\n"

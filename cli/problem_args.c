@@ -89,6 +89,10 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_SCHEDULES: a->search.schedules = parse_schedules(cmd, arg), a->given = "--schedules"; break;
     case CLI_OPT_NO_FLASH: a->train.flash_attention = 0, a->given = "--no-flash-attn"; break;
     case CLI_OPT_ATTN_BACKEND: parse_attn_backend(cmd, arg, &a->train), a->given = "--attention-backend"; break;
+    case CLI_OPT_CROSS_ENTROPY:
+        a->train.ce_fusion = cli_enum(cmd, "--cross-entropy", arg, ts_ce_names) == 0;
+        a->given = "--cross-entropy";
+        break;
     case CLI_OPT_CP_KIND:
         a->train.cp_kind = (ts_cp_kind)cli_enum(cmd, "--cp-kind", arg, ts_cp_kind_names);
         a->given = "--cp-kind";
@@ -338,6 +342,8 @@ void cli_problem_help(void) {
            "      --no-flash-attn    unfused attention (s×s scores in memory), as in 2021 Megatron-LM\n"
            "      --attention-backend B  fused (default: cuDNN) | flash (FlashAttention-2, as recipes\n"
            "                         with NVTE_FUSED_ATTN=0 run) | unfused (= --no-flash-attn)\n"
+           "      --cross-entropy C  the loss: fused (Megatron-LM --cross-entropy-loss-fusion) |\n"
+           "                         unfused (fp32 passes); default: the stack's (megatron-core fused)\n"
            "      --cp-kind K        context parallelism's exchange: ring (default: K/V blocks around\n"
            "                         the ring beside the attention) | allgather (Llama 3) | a2a (Ulysses)\n"
            "      --moe-dispatcher D MoE tokens to experts: auto (default: deepep for node-limited\n"

@@ -14,6 +14,8 @@
  *    "pp_max_zero": 3,                         highest ZeRO stage it runs with pp > 1, [0, 3]
  *    "dimensions": {"tp": true, "pp": true, "cp": true, "ep": true, "sp": true},
  *    "flash_attention": true,                  fused attention (false: unfused softmax)
+ *    "cross_entropy_fusion": true,             the loss's cross entropy fused (false: Megatron's
+ *                                              unfused passes over fp32 logits)
  *    "overlap": {"tp_comm": "system", "dp_comm": 0.9, "pp_sends": 1},
  *                                              fractions in [0, 1] or "system" (the system
  *                                              file's value), default "system"
@@ -41,7 +43,7 @@
 #define MAX_SOURCES 32
 
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
-                                        "zero", "pp_max_zero", "dimensions", "flash_attention",
+                                        "zero", "pp_max_zero", "dimensions", "flash_attention", "cross_entropy_fusion",
                                         "overlap", "pp_scatter_gather", "grad_reduce_dtype",
                                         "grad_accum_bytes", "moe_a2a_overlap", "comm_sm_frac", "dtype",
                                         "fp8_recipe",
@@ -58,6 +60,7 @@ void ts_stack_defaults(ts_stack *s) {
     s->pp_max_zero = 3;
     s->tp = s->pp = s->cp = s->ep = s->sp = 1;
     s->flash_attention = 1;
+    s->ce_fused = 1;
     s->pp_scatter_gather = 1;
     s->tp_comm_overlap = s->dp_comm_overlap = s->pp_comm_overlap = TS_STACK_SYSTEM;
     s->moe_a2a_overlap = TS_STACK_SYSTEM;
@@ -215,6 +218,7 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     s.pp_max_zero = (int)pmz;
     TS_CHECK(read_dims(&r, root, &s));
     TS_CHECK(ts_jr_bool(&r, root, "flash_attention", 0, 1, &s.flash_attention));
+    TS_CHECK(ts_jr_bool(&r, root, "cross_entropy_fusion", 0, 1, &s.ce_fused));
     TS_CHECK(read_overlap(&r, root, &s));
     TS_CHECK(ts_jr_bool(&r, root, "pp_scatter_gather", 0, 1, &s.pp_scatter_gather));
     int reduce;

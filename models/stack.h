@@ -32,6 +32,8 @@ typedef struct {
                               (DeepSpeed's pipeline engine: ZeRO-1 at most); 3: no limit */
     int tp, pp, cp, ep, sp; /* the dimension exists in the stack (1) or not (0) */
     int flash_attention;   /* fused (flash) attention; 0: unfused softmax, s×s scores */
+    int ce_fused;          /* the LM loss's vocab-parallel cross entropy in fused kernels (1, the
+                              default) or Megatron's unfused passes (0; program/recipe.h) */
     double tp_comm_overlap; /* fraction of TP communication hidden; TS_STACK_SYSTEM: the system's */
     double dp_comm_overlap; /* fraction of the DP overlap window used (gradient reduce-scatter under
                                backward, parameter all-gather under forward); 0: reduced after

@@ -330,10 +330,11 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     ts_edge_recipe_of(pb, sh, &e);
     const ts_gemm_shape *g = &e.head;
     double gemm = gemm_s(pb, g) * pb->compute_scale;
-    double elem = ts_memory_s(s, e.loss_bytes, 1) * pb->compute_scale;
+    double loss_fwd_s = ts_memory_s(s, e.loss_fwd_bytes, 1) * pb->compute_scale;
+    double loss_bwd_s = ts_memory_s(s, e.loss_bwd_bytes, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
-    out->fwd_s = gemm + elem;
-    out->bwd_s = 2.0 * gemm + elem;
+    out->fwd_s = gemm + loss_fwd_s;
+    out->bwd_s = 2.0 * gemm + loss_bwd_s;
     out->wgrad_s = gemm;
     out->model_flops = out->hw_flops = 3.0 * 2.0 * g->m * g->n * g->k;
     /* fp32 logits and the 16-bit input the head keeps (Korthikanti 2022, extra terms 4·s·b·v/t) */

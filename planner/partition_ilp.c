@@ -465,25 +465,33 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
         }
 }
 
-/* Interleaving with several runs: a stage's chunks differ by at most one layer, |N[g(s,c)] -
- * N[g(s,c')]| <= 1, as the one-run split spreads them (ts_part_spread). The objective sees only
- * stage totals, so without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4,
- * vpp=4 came back 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk
- * while planner/stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et
- * al. SC'21 §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form, 2% on
- * the split these rows give (docs/moe.md). The brute force keeps the same rule (ts_part_chunks_even). */
-static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
+/* Interleaving with several runs: a stage's chunks differ by at most one layer and the earlier
+ * chunks take the extra ones, 0 <= N[g(s,c)] - N[g(s,c+1)] and N[g(s,0)] - N[g(s,v-1)] <= 1, as
+ * the one-run split spreads them (ts_part_spread). The objective sees only stage totals, so
+ * without these rows GLPK may return any contiguous chunks (DeepSeek-V3 at pp=4, vpp=4 came back
+ * 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk while planner/
+ * stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et al. SC'21
+ * §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form. Which chunk takes
+ * the extra layer matters too: on that layout's ILP split (17, 15, 15, 14 layers a stage) the
+ * simulator gives 7.98 s with the heavier chunks first, 8.46 s with stage 0's second chunk the
+ * heavy one and 8.54 s with them last, against 8.03 s closed form (docs/moe.md). The brute force
+ * keeps the same rule (ts_part_chunks_even). */
+static void chunk_pair_row(const ts_partition_problem *p, const columns *c, builder *b, int s, int c1, int c2,
+                           double lo, double hi) {
     int pp = p->pp, V = pp * p->vpp;
-    for (int s = 0; s < pp; s++)
-        for (int c1 = 0; c1 < p->vpp; c1++)
-            for (int c2 = c1 + 1; c2 < p->vpp; c2++) {
-                double k0 = 0;
-                for (int t = 0; t < p->n_kinds; t++) {
-                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
-                    k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
-                }
-                flush_row(b, -1 - k0, 1 - k0);
-            }
+    double k0 = 0;
+    for (int t = 0; t < p->n_kinds; t++) {
+        k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
+        k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
+    }
+    flush_row(b, lo - k0, hi - k0);
+}
+
+static void add_even_chunk_rows(const ts_partition_problem *p, const columns *c, builder *b) {
+    for (int s = 0; s < p->pp; s++) {
+        for (int ch = 0; ch + 1 < p->vpp; ch++) chunk_pair_row(p, c, b, s, ch, ch + 1, 0, 1);
+        if (p->vpp > 2) chunk_pair_row(p, c, b, s, 0, p->vpp - 1, 0, 1);
+    }
 }
 
 /* Stage s under policy k: layers only under the chosen policy, a kind's peak once it is present,

@@ -57,22 +57,21 @@ int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, doub
  * chunk `i` takes. */
 static inline int ts_part_spread(int n, int parts, int i) { return n / parts + (i < n % parts); }
 
-/* Whether a split of `p` keeps each stage's chunks within one layer of each other, the rule the
- * GLPK program (partition_ilp.c add_even_chunk_rows) and the brute force share when the layers
- * come in several runs of kinds and stages interleave (with one run any split is respread evenly;
- * partition_ilp.c read_split). */
+/* Whether a split of `p` keeps each stage's chunks within one layer of each other, the earlier
+ * chunks the heavier (as ts_part_spread), the rule the GLPK program (partition_ilp.c
+ * add_even_chunk_rows) and the brute force share when the layers come in several runs of kinds
+ * and stages interleave (with one run any split is respread evenly; partition_ilp.c read_split). */
 static inline int ts_part_chunks_even(const ts_partition_problem *p, const int *layers) {
     int runs = 1;
     for (int i = 1; i < p->layers; i++) runs += p->kind[i] != p->kind[i - 1];
     if (runs == 1 || p->vpp <= 1) return 1;
     for (int s = 0; s < p->pp; s++) {
-        int lo = p->layers, hi = 0;
-        for (int ch = 0; ch < p->vpp; ch++) {
+        int first = layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, 0)], prev = first;
+        for (int ch = 1; ch < p->vpp; ch++) {
             int n = layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)];
-            lo = n < lo ? n : lo;
-            hi = n > hi ? n : hi;
+            if (n > prev || first - n > 1) return 0;
+            prev = n;
         }
-        if (hi - lo > 1) return 0;
     }
     return 1;
 }

@@ -160,6 +160,18 @@ static int range_fits(const ts_partition_problem *p, int s, int a, int b, double
  * contiguous splits whose feasibility survives dropping layers); with one kind of layer only
  * counts matter, so each stage takes up to the most it can hold; otherwise the uniform split with
  * each stage's best policy. Returns 1 with `s` filled (policies: best_policies) or 0. */
+/* Each stage's layers over its chunks as ts_part_spread does, the earlier ones heavier: the even
+ * split's remainder sits on the middle chunks (program/schedule.h ts_even_split), which the
+ * chunk rule (ts_part_chunks_even) refuses when a stage's later chunk gets it. */
+static void respread_chunks(const ts_partition_problem *p, int *layers) {
+    for (int s = 0; s < p->pp; s++) {
+        int n = 0;
+        for (int ch = 0; ch < p->vpp; ch++) n += layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)];
+        for (int ch = 0; ch < p->vpp; ch++)
+            layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)] = ts_part_spread(n, p->vpp, ch);
+    }
+}
+
 int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, double cap_s, ts_split *s) {
     int pp = p->pp, L = p->layers;
     int one_kind = 0;
@@ -212,6 +224,7 @@ int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, doub
         free(count);
     } else {
         ts_partition_uniform(p, TS_RECOMPUTE_NONE, s);
+        respread_chunks(p, s->layers);
     }
     ts_part_best_policies(p, s);
     return s->fits && s->max_stage_s <= cap_s * (1 + 1e-9);

@@ -169,6 +169,20 @@ static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, t
     return TS_OK;
 }
 
+/* The recipe's loss kernel where the row states it (training.cross_entropy_fusion: NeMo 1.0's
+ * hydra recipes leave Megatron-Core's default, unfused, unless their config sets it); absent, the
+ * stack's. */
+static ts_status ce_fusion_of(const char *file, const cJSON *row, ts_train *t) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
+                                                      "cross_entropy_fusion");
+    if (v == NULL) return TS_OK;
+    if (!cJSON_IsBool(v))
+        return TS_FAIL(TS_ERR_INPUT, "%s: training.cross_entropy_fusion: expected true or false, got %s", file,
+                       ts_json_type_name(v));
+    t->ce_fusion = cJSON_IsTrue(v);
+    return TS_OK;
+}
+
 static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
@@ -213,6 +227,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
                                                         "fp8_param_gather");
     t.fp8_param_gather = fp8 && cJSON_IsTrue(fpg);
+    TS_CHECK(ce_fusion_of(file, row, &t));
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));

@@ -10,6 +10,7 @@ const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "bl
 const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
 const char *const ts_attn_backend_names[] = {"fused", "flash", NULL};
+const char *const ts_ce_names[] = {"fused", "unfused", NULL};
 
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){
@@ -20,6 +21,7 @@ void ts_train_defaults(ts_train *t) {
         .tp_across_nodes = 0,
         .cp_kind = TS_CP_RING,
         .moe_grouped_gemm = 1,
+        .ce_fusion = -1,
         .weight_bytes = 2,
         .grad_bytes = 2,
         .optimizer_bytes = 12,
@@ -42,6 +44,8 @@ void ts_train_set_dtype(ts_train *t, ts_dtype d) {
     t->optimizer_bytes = fp32 ? 8 : 12;
     t->activation_scale = fp32 ? 2 : 1;
 }
+
+int ts_train_ce_fused(const ts_train *t) { return t->ce_fusion >= 0 ? t->ce_fusion : t->stack.ce_fused; }
 
 int ts_seq_extends(const ts_model *m, int64_t seq) {
     if (seq <= m->max_seq) return 0;

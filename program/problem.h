@@ -58,6 +58,7 @@ extern const char *const ts_moe_dispatcher_names[]; /* "auto", "alltoall", "allg
  *        (models/system.h). Unfused attention is train.flash_attention = 0. */
 typedef enum { TS_ATTN_FUSED, TS_ATTN_FLASH, TS_ATTN_BACKEND_COUNT } ts_attn_backend;
 extern const char *const ts_attn_backend_names[]; /* "fused", "flash"; NULL-terminated */
+extern const char *const ts_ce_names[];           /* "fused", "unfused": train.ce_fusion 1, 0 */
 
 typedef struct {
     int64_t global_batch;   /* sequences per step */
@@ -69,6 +70,8 @@ typedef struct {
                                --fp8-param-gather; program/recipe.h ts_weight_elem_bytes) */
     int flash_attention;    /* fused attention: no s×s scores kept, causal half computed */
     ts_attn_backend attn_backend; /* with flash_attention: which kernel (default fused, cuDNN) */
+    int ce_fusion;          /* the loss's cross entropy: 1 fused, 0 unfused, -1 (default) as the
+                               stack states it (ts_train_ce_fused) */
     int tp_across_nodes;    /* allow TP groups to span nodes */
     ts_cp_kind cp_kind;     /* CP's exchange (ring by default) */
     ts_moe_dispatcher moe_dispatcher; /* MoE token dispatcher (auto by default) */
@@ -103,6 +106,10 @@ void ts_train_defaults(ts_train *t);
  * Adam) and 16-bit activations; fp32 with 4+4+8 (weights, gradients, Adam's two moments) and
  * 32-bit activations. */
 void ts_train_set_dtype(ts_train *t, ts_dtype d);
+
+/* Whether the LM loss's cross entropy runs fused: train.ce_fusion where given (--cross-entropy),
+ * else the stack's statement (models/stack.h ce_fused). */
+int ts_train_ce_fused(const ts_train *t);
 
 /* Whether `seq` tokens go beyond the context the model was trained at (max_seq) — context
  * extension: 1 when seq > max_seq and the positions are relative (RoPE, ALiBi), which is how

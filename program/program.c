@@ -575,7 +575,7 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
         p2p(b, &c, TS_OP_SEND, TS_PART_PP_ACT, ts_chunk_stage(l, g + 1), g, x);
     } else if (!st->skip) {
         run_gemms(b, &c, &b->head, 0, NO_OP);
-        elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
+        elementwise(b, &c, TS_PART_LOSS, b->edge.loss_fwd_bytes, NO_OP);
     }
 }
 
@@ -632,7 +632,7 @@ static uint32_t slot_backward(builder *b, const stage_ctx *st, const ts_slot *sl
     if (!ts_chunk_closes(l, g)) {
         x = p2p(b, &c, TS_OP_RECV, TS_PART_PP_GRAD, ts_chunk_stage(l, g + 1), g + 1, NO_OP);
     } else if (!st->skip) {
-        x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bytes, NO_OP);
+        x = elementwise(b, &c, TS_PART_LOSS, b->edge.loss_bwd_bytes, NO_OP);
         run_gemms(b, &c, &b->head, 1, NO_OP);
         if (!split_w) {
             ctx w = c;

@@ -320,14 +320,23 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
     mlp_fp8_casts(pb, out);
 }
 
+/* The loss: Megatron-Core's vocab-parallel cross entropy over the rank's T × v/t logits
+ * (tensor_parallel/cross_entropy.py, core_r0.9.0), bytes per logit. Unfused, each step is a
+ * kernel: forward the fp32 copy of the 16-bit logits (2 read + 4 written), max (4), subtract (8),
+ * exp (8), sum (4), divide into the softmax kept for backward (8): 38; backward scales the
+ * softmax by the loss gradient (8) and casts it to 16 bits for the head (6): 14. Fused
+ * (--cross-entropy-loss-fusion, fusions/fused_cross_entropy.py: each of its four functions one
+ * compiled kernel): the fp32 copy with its max (6), subtract, exp and sum (8), divide (8): 22;
+ * backward one pass from the fp32 softmax to the 16-bit gradient (6). */
 void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out) {
     double T = tokens_of(pb, sh), h = (double)pb->model.hidden, vr = (double)pb->model.vocab / sh->tp;
+    int fused = ts_train_ce_fused(&pb->train);
     *out = (ts_edge_recipe){
         .embed_bytes = 2.0 * 2.0 * T * h,
         .embed_tp_bytes = 2.0 * T * h,
         .head = shape(TS_PART_HEAD, T, vr, h, 1),
-        /* fp32 logits written, max/sum/softmax passes, gradient */
-        .loss_bytes = 4.0 * 4.0 * T * vr,
+        .loss_fwd_bytes = (fused ? 22.0 : 38.0) * T * vr,
+        .loss_bwd_bytes = (fused ? 6.0 : 14.0) * T * vr,
         /* Split across the TP ranks and gathered after the send (Narayanan et al. SC'21 §4.1)
          * where the stack does so; else every TP rank sends the whole tensor (DeepSpeed's pipeline
          * engine). */

@@ -165,7 +165,8 @@ typedef struct {
     double embed_bytes;      /* embedding lookup: read + write of T·h */
     double embed_tp_bytes;   /* its closing TP collective (vocab-parallel embedding) */
     ts_gemm_shape head;      /* logits: T × v/t */
-    double loss_bytes;       /* vocab-parallel cross entropy over fp32 logits */
+    double loss_fwd_bytes;   /* vocab-parallel cross entropy over fp32 logits, forward */
+    double loss_bwd_bytes;   /* and its backward, down to the 16-bit logits' gradient */
     double p2p_bytes;        /* a pipeline send or receive of activations or their gradients */
 } ts_edge_recipe;
 

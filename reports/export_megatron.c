@@ -223,6 +223,8 @@ static void training_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     fl_i(x, "--global-batch-size", pb->train.global_batch);
     if (!pb->train.flash_attention) fl_s(x, "--attention-backend", "unfused");
     else if (pb->train.attn_backend == TS_ATTN_FLASH) fl_s(x, "--attention-backend", "flash");
+    /* the loss the plan priced (program/recipe.c); the flag exists since core_r0.8.0 */
+    if (ts_train_ce_fused(&pb->train)) fl(x, "--cross-entropy-loss-fusion");
     if (l->recompute == TS_RECOMPUTE_FULL) {
         fl_s(x, "--recompute-granularity", "full");
         fl_s(x, "--recompute-method", "uniform");

@@ -75,7 +75,7 @@ FLAGS = {
     "attention-backend": str, "recompute-granularity": str, "recompute-method": str,
     "recompute-num-layers": int, "use-distributed-optimizer": None, "use-megatron-fsdp": None,
     "data-parallel-sharding-strategy": str, "ckpt-format": str, "bf16": None, "fp16": None,
-    "fp8-format": str, "fp8-recipe": str,
+    "fp8-format": str, "fp8-recipe": str, "cross-entropy-loss-fusion": None,
 }
 
 failures = []
@@ -133,7 +133,8 @@ def transformer_kwargs(a):
               bf16=a.get("bf16", False), fp16=a.get("fp16", False),
               params_dtype=torch.bfloat16 if a.get("bf16") else torch.float16 if a.get("fp16") else torch.float32,
               recompute_granularity=a.get("recompute_granularity"), recompute_method=a.get("recompute_method"),
-              recompute_num_layers=a.get("recompute_num_layers"), use_cpu_initialization=True,
+              recompute_num_layers=a.get("recompute_num_layers"),
+              cross_entropy_loss_fusion=a.get("cross_entropy_loss_fusion", False), use_cpu_initialization=True,
               perform_initialization=False)
     if a["pipeline_model_parallel_size"] > 1:
         kw["pipeline_dtype"] = kw["params_dtype"]
