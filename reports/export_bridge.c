@@ -10,7 +10,8 @@
  * position_embedding_type, rotary_base, should_pad_vocab) and models/mla_provider.py
  * MLAModelProvider (MLATransformerConfig's q_lora_rank, kv_lora_rank, qk_head_dim,
  * qk_pos_emb_head_dim, v_head_dim); training/mixed_precision.py recipe names bf16_mixed,
- * fp16_mixed, bf16_with_fp8_delayed_scaling_mixed; OptimizerConfig and SchedulerConfig as
+ * fp16_mixed and, by the plan's FP8 recipe, bf16_with_fp8_delayed_scaling_mixed,
+ * bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, bf16_with_fp8_subchannel_scaling_mixed; OptimizerConfig and SchedulerConfig as
  * recipes/utils/optimizer_utils.py distributed_fused_adam_with_cosine_annealing fills them. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,11 +108,18 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
     fprintf(f, "    )\n");
 }
 
-static const char *precision_name(ts_dtype d) {
+/* Megatron-Bridge's mixed-precision recipe (training/mixed_precision.py) for the plan's precision
+ * and, under fp8, the scaling recipe it priced. */
+static const char *precision_name(ts_dtype d, ts_fp8_recipe r) {
+    static const char *const fp8[TS_FP8_RECIPE_COUNT] = {
+        [TS_FP8_DELAYED] = "\"bf16_with_fp8_delayed_scaling_mixed\"",
+        [TS_FP8_TENSORWISE] = "\"bf16_with_fp8_current_scaling_mixed\"",
+        [TS_FP8_MXFP8] = "\"bf16_with_mxfp8_mixed\"",
+        [TS_FP8_BLOCKWISE] = "\"bf16_with_fp8_subchannel_scaling_mixed\""};
     switch (d) {
     case TS_DTYPE_BF16: return "\"bf16_mixed\"";
     case TS_DTYPE_FP16: return "\"fp16_mixed\"";
-    case TS_DTYPE_FP8: return "\"bf16_with_fp8_delayed_scaling_mixed\"";
+    case TS_DTYPE_FP8: return fp8[r];
     case TS_DTYPE_FP32:
     case TS_DTYPE_COUNT: break;
     }
@@ -150,7 +158,7 @@ static void bridge_container(FILE *f, const ts_problem *pb, const ts_layout *l) 
     fprintf(f, "        checkpoint=CheckpointConfig(save_interval=500, ckpt_format=\"%s\"),\n",
             l->zero >= 2 ? "fsdp_dtensor" : "torch_dist");
     fprintf(f, "        rng=RNGConfig(seed=1234),\n");
-    fprintf(f, "        mixed_precision=%s,\n", precision_name(pb->train.dtype));
+    fprintf(f, "        mixed_precision=%s,\n", precision_name(pb->train.dtype, pb->train.fp8_recipe));
     fprintf(f, "    )\n");
 }
 

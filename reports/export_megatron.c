@@ -242,11 +242,12 @@ static void training_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     case TS_DTYPE_BF16: fl(x, "--bf16"); break;
     case TS_DTYPE_FP16: fl(x, "--fp16"); break;
     case TS_DTYPE_FP8:
-        /* Transformer Engine's hybrid format (E4M3 forward, E5M2 gradients) with delayed scaling,
-         * the recipe every FP8 GPU runs (mxfp8 is Blackwell-only). */
+        /* The scaling recipe the plan priced (program/recipe.c), Megatron-LM's --fp8-recipe names
+         * being Tessera's; the hybrid format (E4M3 forward, E5M2 gradients) but for MXFP8, E4M3
+         * throughout (Megatron-Bridge training/mixed_precision.py: bf16_with_mxfp8_mixed). */
         fl(x, "--bf16");
-        fl_s(x, "--fp8-format", "hybrid");
-        fl_s(x, "--fp8-recipe", "delayed");
+        fl_s(x, "--fp8-format", pb->train.fp8_recipe == TS_FP8_MXFP8 ? "e4m3" : "hybrid");
+        fl_s(x, "--fp8-recipe", ts_fp8_recipe_names[pb->train.fp8_recipe]);
         break;
     case TS_DTYPE_FP32:
     case TS_DTYPE_COUNT: break;

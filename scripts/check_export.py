@@ -46,6 +46,10 @@ CASES = [
     ("uneven", "--model llama2-7b --system h100-sxm-dgx --gpus 24 --global-batch 48 --fix tp=2,pp=3 --partition ilp"),
     ("zero3", "--model llama2-7b --system h100-sxm-dgx --gpus 8 --global-batch 64 --fix tp=1,pp=1,zero=3"),
     ("fp8", "--model llama2-70b --system h100-sxm-dgx --gpus 64 --dtype fp8 --fix tp=4,pp=4"),
+    ("fp8-tensorwise", "--model llama3-8b --system h100-sxm-dgx --gpus 16 --global-batch 64 --dtype fp8 "
+                       "--fp8-recipe tensorwise --fix tp=2,pp=2"),
+    ("mxfp8", "--model llama3-8b --system b200-dgx --gpus 16 --global-batch 64 --dtype fp8 "
+              "--fp8-recipe mxfp8 --fix tp=2,pp=2"),
     ("flash", "--model llama3-8b --system h100-sxm-dgx --gpus 16 --global-batch 64 --seq 8192 "
               "--fix tp=2,pp=2 --attention-backend flash"),
     ("interleaved", "--model llama2-13b --system h100-sxm-dgx --gpus 16 --global-batch 32 "

@@ -242,6 +242,33 @@ Test(export, megatron_selective_recompute_and_distributed_optimizer) {
     remove_dir(dir);
 }
 
+/* The FP8 recipe the plan priced is the one exported: Megatron-LM's --fp8-recipe of that name,
+ * the hybrid format but for MXFP8 (E4M3 throughout), and Megatron-Bridge's mixed-precision recipe
+ * of that scaling. */
+Test(export, fp8_recipe_as_planned) {
+    static const struct {
+        const char *system, *recipe, *format, *bridge;
+    } cases[] = {{"h100-sxm-dgx", "delayed", "hybrid", "bf16_with_fp8_delayed_scaling_mixed"},
+                 {"h100-sxm-dgx", "tensorwise", "hybrid", "bf16_with_fp8_current_scaling_mixed"},
+                 {"b200-dgx", "mxfp8", "e4m3", "bf16_with_mxfp8_mixed"},
+                 {"h100-sxm-dgx", "blockwise", "hybrid", "bf16_with_fp8_subchannel_scaling_mixed"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const args[] = {"--model", "llama3-8b", "--system", cases[i].system, "--gpus", "16", "--global-batch",
+                                    "64", "--dtype", "fp8", "--fp8-recipe", cases[i].recipe, "--fix", "tp=2,pp=2", NULL};
+        char *dir = make_temp_dir(), *plan = plan_with(dir, args), want[128];
+        cli_result r = test_export_plan(plan, "megatron");
+        snprintf(want, sizeof want, "--fp8-format %s --fp8-recipe %s", cases[i].format, cases[i].recipe);
+        cr_expect(strstr(r.out, want) != NULL, "%s: want %s in\n%s", cases[i].recipe, want, r.out);
+        cli_result_free(&r);
+        r = test_export_plan(plan, "megatron-bridge");
+        snprintf(want, sizeof want, "mixed_precision=\"%s\"", cases[i].bridge);
+        cr_expect(strstr(r.out, want) != NULL, "%s: want %s in\n%s", cases[i].recipe, want, r.out);
+        cli_result_free(&r);
+        free(plan);
+        remove_dir(dir);
+    }
+}
+
 /* DeepSpeed 0.19.8 (deepspeed/runtime/engine.py): AutoTP trains with ZeRO stages 0-3; with a
  * pipeline the PipelineModule's topology sets tensor parallelism, so no autotp_size beside
  * "pipeline.stages"; context parallelism as Ulysses' "sequence_parallel_size". */
