@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "planner/op_cost.h"
+#include "planner/published.h"
 #include "sim/engine.h"
 
 static _Noreturn void die(const char *what) {
@@ -259,6 +260,41 @@ void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *w
               step_s);
     cJSON_Delete(sim);
     cli_result_free(&r);
+}
+
+void test_plan_carries(const char *plan, const char *key, const char *value, const char *why) {
+    char *text = read_file(plan);
+    cr_assert_not_null(text, "cannot read %s", plan);
+    cJSON *p = cJSON_Parse(text);
+    cr_assert_not_null(p, "%s is not JSON", plan);
+    cr_expect_str_eq(json_str(json_obj(p, "request", "$"), key, "$.request"), value, "%s", why);
+    const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
+    cr_assert_not_null(best, "%s: no layouts", plan);
+    test_expect_sim_reprices(plan, best, why);
+    cJSON_Delete(p);
+    free(text);
+}
+
+ts_status test_published_rows(const char *rows, double *predicted) {
+    char *dir = make_temp_dir(), path[4200];
+    const char *names[] = {"megatron-sc21-table1.json", "older-stacks.json", "published-cases.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f, "cannot write %s", path);
+        fputs(i == 2 ? rows : "[]", f);
+        fclose(f);
+    }
+    ts_pub_case *c = NULL;
+    int n = 0;
+    ts_status st = ts_published_errors(dir, &c, &n);
+    if (st == TS_OK) {
+        cr_assert_geq(n, 1, "no row read from %s", rows);
+        *predicted = c[0].predicted;
+    }
+    free(c);
+    remove_dir(dir);
+    return st;
 }
 
 void cli_result_free(cli_result *r) {

@@ -77,6 +77,13 @@ cli_result test_export_plan(const char *plan, const char *format);
 /* `tessera sim --plan PLAN --json` re-prices the plan's layout `best` (a "layouts" entry of the
  * plan) at the plan's own step: its closed form equals best's step_s; `why` names the case. */
 void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *why);
+/* The plan file's request holds `key`: `value` (a string), and sim re-prices its best layout at
+ * the plan's step (test_expect_sim_reprices): an option travels with the plan. */
+void test_plan_carries(const char *plan, const char *key, const char *value, const char *why);
+/* The published-run reader (planner/published.h ts_published_errors) over a folder holding only
+ * `rows`, a JSON array, as its published-cases.json (the Megatron and older-stack files empty):
+ * its status, and the first row's prediction in *predicted when TS_OK. */
+ts_status test_published_rows(const char *rows, double *predicted);
 
 /* --- text, files and folders ------------------------------------------------------------------- */
 

@@ -73,12 +73,7 @@ Test(attn_backend, plans_carry_the_backend_into_sim_and_exports) {
                            "64", "--seq", "8192", "--attention-backend", "flash", "--top", "1", "-o", plan, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cli_result_free(&r);
-    char *text = read_file(plan);
-    cJSON *p = cJSON_Parse(text);
-    cr_assert_not_null(p);
-    cr_expect_str_eq(json_str(json_obj(p, "request", "$"), "attention_backend", "$.request"), "flash");
-    const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
-    test_expect_sim_reprices(plan, best, "the plan's step, re-priced with FlashAttention-2");
+    test_plan_carries(plan, "attention_backend", "flash", "the plan's step, re-priced with FlashAttention-2");
     r = test_export_plan(plan, "megatron");
     cr_expect(strstr(r.out, "--attention-backend flash") != NULL, "%s", r.out);
     cli_result_free(&r);
@@ -86,8 +81,6 @@ Test(attn_backend, plans_carry_the_backend_into_sim_and_exports) {
     cr_expect(strstr(r.out, "attention_backend=AttnBackend.flash") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "from megatron.core.transformer.enums import AttnBackend") != NULL);
     cli_result_free(&r);
-    cJSON_Delete(p);
-    free(text);
     remove_dir(dir);
 }
 

@@ -110,49 +110,23 @@ Test(cross_entropy, plans_carry_it_into_sim_and_exports) {
                 "--seq", "4096", "--top", "1", "-o", fused, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cli_result_free(&r);
-    char *text = read_file(plan);
-    cJSON *p = cJSON_Parse(text);
-    cr_assert_not_null(p);
-    cr_expect_str_eq(json_str(json_obj(p, "request", "$"), "cross_entropy", "$.request"), "unfused");
-    const cJSON *best = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0);
-    test_expect_sim_reprices(plan, best, "the plan's step, re-priced with the unfused loss");
+    test_plan_carries(plan, "cross_entropy", "unfused", "the plan's step, re-priced with the unfused loss");
     r = test_export_plan(plan, "megatron");
     cr_expect(strstr(r.out, "--cross-entropy-loss-fusion") == NULL, "%s", r.out);
     cli_result_free(&r);
     r = test_export_plan(fused, "megatron");
     cr_expect(strstr(r.out, "--cross-entropy-loss-fusion") != NULL, "%s", r.out);
     cli_result_free(&r);
-    cJSON_Delete(p);
+    remove_dir(dir);
+}
+
+/* The published reader over `row` alone: its status, the prediction in *s. */
+static ts_status read_row(const cJSON *row, double *s) {
+    char *text = cJSON_PrintUnformatted(row), rows[8192];
+    cr_assert_not_null(text);
+    snprintf(rows, sizeof rows, "[%s]", text);
     free(text);
-    remove_dir(dir);
-}
-
-/* A folder of published rows holding only `row` (the Megatron and older-stack files empty). */
-static char *one_row_dir(const cJSON *row) {
-    char *dir = make_temp_dir(), path[4200];
-    const char *names[] = {"megatron-sc21-table1.json", "older-stacks.json", "published-cases.json"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        FILE *f = fopen(path, "w");
-        cr_assert_not_null(f);
-        char *text = i == 2 ? cJSON_PrintUnformatted(row) : NULL;
-        fprintf(f, i == 2 ? "[%s]" : "[]", text);
-        free(text);
-        fclose(f);
-    }
-    return dir;
-}
-
-static double predicted(const cJSON *row) {
-    char *dir = one_row_dir(row);
-    ts_pub_case *c = NULL;
-    int n = 0;
-    cr_assert_eq(ts_published_run(dir, &c, &n), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(n, 1);
-    double s = c[0].predicted;
-    free(c);
-    remove_dir(dir);
-    return s;
+    return test_published_rows(rows, s);
 }
 
 /* The Grok-1 and GPT-3 rows ran NeMo 1.0 recipes without the fusion, the Llama 3.1 and Nemotron-4
@@ -183,18 +157,15 @@ Test(cross_entropy, published_rows_state_their_loss) {
     cr_expect_gt(fused, 0);
     cr_assert_not_null(grok);
     cJSON *training = cJSON_GetObjectItem(grok, "training");
-    double slow = predicted(grok);
+    double slow = 0, fast = 0;
+    cr_assert_eq(read_row(grok, &slow), TS_OK, "%s", ts_error_message());
     cJSON_ReplaceItemInObject(training, "cross_entropy_fusion", cJSON_CreateTrue());
-    cr_expect_lt(predicted(grok), slow, "the fused loss is faster");
+    cr_assert_eq(read_row(grok, &fast), TS_OK, "%s", ts_error_message());
+    cr_expect_lt(fast, slow, "the fused loss is faster");
     cJSON_ReplaceItemInObject(training, "cross_entropy_fusion", cJSON_CreateString("yes"));
-    char *dir = one_row_dir(grok);
-    ts_pub_case *c = NULL;
-    int n = 0;
-    cr_expect_eq(ts_published_run(dir, &c, &n), TS_ERR_INPUT);
+    cr_expect_eq(read_row(grok, &fast), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "training.cross_entropy_fusion: expected true or false") != NULL, "%s",
               ts_error_message());
-    free(c);
-    remove_dir(dir);
     cJSON_Delete(rows);
     free(text);
 }

@@ -125,40 +125,24 @@ Test(moe_mcore, closed_form_follows_the_exposed_dispatcher_collectives) {
     cr_expect_lt(e1.time.tp_comm, e.time.tp_comm);
 }
 
-/* A published-cases file of one Grok-1 row (2 layers, 8 GPUs) with `training_extra` added. */
-static char *one_row_dir(const char *training_extra) {
-    char *dir = make_temp_dir(), path[4200];
-    const char *names[] = {"megatron-sc21-table1.json", "older-stacks.json"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        FILE *f = fopen(path, "w");
-        cr_assert_not_null(f);
-        fputs("[]\n", f);
-        fclose(f);
-    }
-    snprintf(path, sizeof path, "%s/published-cases.json", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "[{\"id\": \"nvidia-dgxc-grok1-314b-bf16-8gpu\", \"source\": \"test\", \"kind\": \"throughput\",\n"
-               " \"model\": {\"zoo\": \"grok-1\", \"layers\": 2, \"seq_len\": 4096},\n"
-               " \"hardware\": {\"count\": 8, \"system\": \"h100-sxm-dgx\"},\n"
-               " \"layout\": {\"tp\": 4, \"pp\": 1, \"cp\": 1, \"ep\": 2, \"dp\": 2},\n"
-               " \"training\": {\"global_batch_seqs\": 64, \"micro_batch\": 1, \"seq_len\": 4096%s},\n"
-               " \"measured\": {\"train_step_s\": 2.0}}]\n",
-            training_extra);
-    fclose(f);
-    return dir;
+/* The published reader over one Grok-1 row (2 layers, 8 GPUs) with `training_extra` added: its
+ * status, the prediction in *s. */
+static ts_status read_row(const char *training_extra, double *s) {
+    char rows[1024];
+    snprintf(rows, sizeof rows,
+             "[{\"id\": \"nvidia-dgxc-grok1-314b-bf16-8gpu\", \"source\": \"test\", \"kind\": \"throughput\",\n"
+             " \"model\": {\"zoo\": \"grok-1\", \"layers\": 2, \"seq_len\": 4096},\n"
+             " \"hardware\": {\"count\": 8, \"system\": \"h100-sxm-dgx\"},\n"
+             " \"layout\": {\"tp\": 4, \"pp\": 1, \"cp\": 1, \"ep\": 2, \"dp\": 2},\n"
+             " \"training\": {\"global_batch_seqs\": 64, \"micro_batch\": 1, \"seq_len\": 4096%s},\n"
+             " \"measured\": {\"train_step_s\": 2.0}}]\n",
+             training_extra);
+    return test_published_rows(rows, s);
 }
 
 static double predicted(const char *training_extra) {
-    char *dir = one_row_dir(training_extra);
-    ts_pub_case *c = NULL;
-    int n = 0;
-    cr_assert_eq(ts_published_errors(dir, &c, &n), TS_OK, "%s", ts_error_message());
-    cr_assert_eq(n, 1);
-    double s = c[0].predicted;
-    free(c);
-    remove_dir(dir);
+    double s = 0;
+    cr_assert_eq(read_row(training_extra, &s), TS_OK, "%s", ts_error_message());
     return s;
 }
 
@@ -170,13 +154,9 @@ Test(moe_mcore, published_rows_carry_their_recipes_expert_settings) {
     cr_expect_lt(capacity, plain, "capacity 1.0 padded: no routing imbalance");
     cr_expect_gt(sequential, plain, "SequentialMLP: one GEMM per local expert");
     cr_expect_neq(allgather, plain);
-    char *dir = one_row_dir(", \"moe_dispatcher\": \"nccl\"");
-    ts_pub_case *c = NULL;
-    int n = 0;
-    cr_expect_eq(ts_published_errors(dir, &c, &n), TS_ERR_INPUT);
+    double s = 0;
+    cr_expect_eq(read_row(", \"moe_dispatcher\": \"nccl\"", &s), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "training.moe_dispatcher") != NULL, "%s", ts_error_message());
-    free(c);
-    remove_dir(dir);
 }
 
 /* --no-moe-grouped-gemm: in the plan's request, re-priced by sim, and the exports say which
