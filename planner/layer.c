@@ -328,17 +328,20 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     const ts_system *s = &pb->sys;
     ts_edge_recipe e;
     ts_edge_recipe_of(pb, sh, &e);
-    const ts_gemm_shape *g = &e.head;
-    double gemm = gemm_s(pb, g) * pb->compute_scale;
+    const ts_gemm_shape *g = &e.head, *p = &e.mtp_proj;
+    /* the head once per prediction (the model's and each MTP depth's), the MTP projections */
+    double gemm = (gemm_s(pb, g) * g->count + (p->count > 0 ? gemm_s(pb, p) * p->count : 0)) * pb->compute_scale;
     double loss_fwd_s = ts_memory_s(s, e.loss_fwd_bytes, 1) * pb->compute_scale;
     double loss_bwd_s = ts_memory_s(s, e.loss_bwd_bytes, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + loss_fwd_s;
     out->bwd_s = 2.0 * gemm + loss_bwd_s;
     out->wgrad_s = gemm;
-    out->model_flops = out->hw_flops = 3.0 * 2.0 * g->m * g->n * g->k;
-    /* fp32 logits and the 16-bit input the head keeps (Korthikanti 2022, extra terms 4·s·b·v/t) */
-    out->act_bytes = 4.0 * g->m * g->n + 2.0 * g->m * g->k * (sh->sp ? 1.0 / sh->tp : 1.0) * pb->train.activation_scale;
+    out->model_flops = out->hw_flops = 3.0 * 2.0 * (g->m * g->n * g->k * g->count + p->m * p->n * p->k * p->count);
+    /* fp32 logits and the 16-bit input the head keeps (Korthikanti 2022, extra terms 4·s·b·v/t),
+     * per prediction */
+    out->act_bytes = g->count * (4.0 * g->m * g->n + 2.0 * g->m * g->k * (sh->sp ? 1.0 / sh->tp : 1.0) *
+                                                         pb->train.activation_scale);
 }
 
 void ts_embed_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *out) {

@@ -479,10 +479,12 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
 static void chunk_pair_row(const ts_partition_problem *p, const columns *c, builder *b, int s, int c1, int c2,
                            double lo, double hi) {
     int pp = p->pp, V = pp * p->vpp;
-    double k0 = 0;
+    int g1 = ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), g2 = ts_sched_chunk(p->schedule, pp, p->vpp, s, c2);
+    /* the model's last chunk counts its fixed work as layers (ts_part_tail_layers) */
+    double k0 = (g1 == V - 1 ? ts_part_tail_layers(p) : 0) - (g2 == V - 1 ? ts_part_tail_layers(p) : 0);
     for (int t = 0; t < p->n_kinds; t++) {
-        k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), 1);
-        k0 += add_count(b, c, V, t, ts_sched_chunk(p->schedule, pp, p->vpp, s, c2), -1);
+        k0 += add_count(b, c, V, t, g1, 1);
+        k0 += add_count(b, c, V, t, g2, -1);
     }
     flush_row(b, lo - k0, hi - k0);
 }

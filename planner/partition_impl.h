@@ -57,18 +57,34 @@ int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, doub
  * chunk `i` takes. */
 static inline int ts_part_spread(int n, int parts, int i) { return n / parts + (i < n % parts); }
 
+/* The last stage's fixed work (LM head, loss, MTP modules) in layers of the model's last kind,
+ * rounded: it runs in the model's last chunk, which the chunk rule below counts that many layers
+ * heavier. At most a chunk's even share less one, so every chunk keeps a layer. */
+static inline int ts_part_tail_layers(const ts_partition_problem *p) {
+    double t = p->time_s[p->kind[p->layers - 1]][TS_RECOMPUTE_NONE];
+    double f = p->fixed_time_s[(p->pp - 1) * K_POL + TS_RECOMPUTE_NONE];
+    int cap = p->layers / (p->pp * p->vpp) - 1;
+    if (!(t > 0) || !(f > 0) || cap <= 0) return 0;
+    int e = (int)(f / t + 0.5);
+    return e < cap ? e : cap;
+}
+
 /* Whether a split of `p` keeps each stage's chunks within one layer of each other, the earlier
- * chunks the heavier (as ts_part_spread), the rule the GLPK program (partition_ilp.c
- * add_even_chunk_rows) and the brute force share when the layers come in several runs of kinds
- * and stages interleave (with one run any split is respread evenly; partition_ilp.c read_split). */
+ * chunks the heavier (as ts_part_spread), the model's last chunk counted with its fixed work
+ * (ts_part_tail_layers): the rule the GLPK program (partition_ilp.c add_even_chunk_rows), the
+ * brute force and the heuristic share when the layers come in several runs of kinds and stages
+ * interleave (with one run any split is respread evenly; partition_ilp.c read_split). */
 static inline int ts_part_chunks_even(const ts_partition_problem *p, const int *layers) {
     int runs = 1;
     for (int i = 1; i < p->layers; i++) runs += p->kind[i] != p->kind[i - 1];
     if (runs == 1 || p->vpp <= 1) return 1;
+    int V = p->pp * p->vpp, tail = ts_part_tail_layers(p);
     for (int s = 0; s < p->pp; s++) {
-        int first = layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, 0)], prev = first;
-        for (int ch = 1; ch < p->vpp; ch++) {
-            int n = layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)];
+        int first = 0, prev = 0;
+        for (int ch = 0; ch < p->vpp; ch++) {
+            int g = ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch);
+            int n = layers[g] + (g == V - 1 ? tail : 0);
+            if (ch == 0) first = prev = n;
             if (n > prev || first - n > 1) return 0;
             prev = n;
         }

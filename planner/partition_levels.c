@@ -164,11 +164,20 @@ static int range_fits(const ts_partition_problem *p, int s, int a, int b, double
  * split's remainder sits on the middle chunks (program/schedule.h ts_even_split), which the
  * chunk rule (ts_part_chunks_even) refuses when a stage's later chunk gets it. */
 static void respread_chunks(const ts_partition_problem *p, int *layers) {
+    int V = p->pp * p->vpp, tail = ts_part_tail_layers(p);
     for (int s = 0; s < p->pp; s++) {
-        int n = 0;
-        for (int ch = 0; ch < p->vpp; ch++) n += layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)];
-        for (int ch = 0; ch < p->vpp; ch++)
-            layers[ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch)] = ts_part_spread(n, p->vpp, ch);
+        int n = 0, holds_tail = 0;
+        for (int ch = 0; ch < p->vpp; ch++) {
+            int g = ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch);
+            n += layers[g];
+            holds_tail |= g == V - 1;
+        }
+        /* the model's last chunk counted with its fixed work, then given that many fewer */
+        if (holds_tail) n += tail;
+        for (int ch = 0; ch < p->vpp; ch++) {
+            int g = ts_sched_chunk(p->schedule, p->pp, p->vpp, s, ch);
+            layers[g] = ts_part_spread(n, p->vpp, ch) - (g == V - 1 ? tail : 0);
+        }
     }
 }
 

@@ -246,6 +246,7 @@ static void block_lists(builder *b) {
         }
     }
     add_gemm(&b->head, &b->edge.head);
+    if (b->edge.mtp_proj.count > 0) add_gemm(&b->head, &b->edge.mtp_proj);
     add_gemm(&b->router, &b->mlp[1].router);
     for (int i = 1; i < b->fc1[1].n; i++) add_gemm(&b->experts_in, &b->fc1[1].g[i]);
 }

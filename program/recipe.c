@@ -327,16 +327,22 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
  * softmax by the loss gradient (8) and casts it to 16 bits for the head (6): 14. Fused
  * (--cross-entropy-loss-fusion, fusions/fused_cross_entropy.py: each of its four functions one
  * compiled kernel): the fp32 copy with its max (6), subtract, exp and sum (8), divide (8): 22;
- * backward one pass from the fp32 softmax to the 16-bit gradient (6). */
+ * backward one pass from the fp32 softmax to the 16-bit gradient (6).
+ * Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core MultiTokenPredictionLayer): each depth
+ * projects the concatenated normed hidden state and next-token embedding, 2h -> h (eh_proj,
+ * column-parallel), runs its transformer layer (priced as a layer of the last stage), and
+ * computes its logits through the shared output head and its own cross entropy: the head and the
+ * loss once more per depth, on T tokens (T - k predict, a negligible difference). */
 void ts_edge_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_edge_recipe *out) {
     double T = tokens_of(pb, sh), h = (double)pb->model.hidden, vr = (double)pb->model.vocab / sh->tp;
-    int fused = ts_train_ce_fused(&pb->train);
+    int fused = ts_train_ce_fused(&pb->train), heads = 1 + pb->model.mtp_layers;
     *out = (ts_edge_recipe){
         .embed_bytes = 2.0 * 2.0 * T * h,
         .embed_tp_bytes = 2.0 * T * h,
-        .head = shape(TS_PART_HEAD, T, vr, h, 1),
-        .loss_fwd_bytes = (fused ? 22.0 : 38.0) * T * vr,
-        .loss_bwd_bytes = (fused ? 6.0 : 14.0) * T * vr,
+        .head = shape(TS_PART_HEAD, T, vr, h, heads),
+        .mtp_proj = shape(TS_PART_HEAD, T, h / sh->tp, 2.0 * h, pb->model.mtp_layers),
+        .loss_fwd_bytes = (fused ? 22.0 : 38.0) * T * vr * heads,
+        .loss_bwd_bytes = (fused ? 6.0 : 14.0) * T * vr * heads,
         /* Split across the TP ranks and gathered after the send (Narayanan et al. SC'21 §4.1)
          * where the stack does so; else every TP rank sends the whole tensor (DeepSpeed's pipeline
          * engine). */

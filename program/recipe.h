@@ -164,7 +164,9 @@ void ts_mlp_recipe_of(const ts_problem *pb, const ts_shard *sh, int moe, ts_mlp_
 typedef struct {
     double embed_bytes;      /* embedding lookup: read + write of T·h */
     double embed_tp_bytes;   /* its closing TP collective (vocab-parallel embedding) */
-    ts_gemm_shape head;      /* logits: T × v/t */
+    ts_gemm_shape head;      /* logits: T × v/t, once more per MTP depth (count) */
+    ts_gemm_shape mtp_proj;  /* the MTP modules' projection of [norm(h); norm(emb)], 2h -> h/t
+                                (count: the depths; 0 without MTP) */
     double loss_fwd_bytes;   /* vocab-parallel cross entropy over fp32 logits, forward */
     double loss_bwd_bytes;   /* and its backward, down to the 16-bit logits' gradient */
     double p2p_bytes;        /* a pipeline send or receive of activations or their gradients */

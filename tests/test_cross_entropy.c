@@ -169,3 +169,41 @@ Test(cross_entropy, published_rows_state_their_loss) {
     cJSON_Delete(rows);
     free(text);
 }
+
+/* DeepSeek-V3's MTP depth computes its own logits through the shared head and its own loss, after
+ * projecting 2h -> h: the head's GEMM FLOPs and the loss's bytes double, the projection adds
+ * 2·T·2h·h/t, in the closed form and in the step program's head ops alike. */
+Test(cross_entropy, mtp_depths_add_a_head_and_a_loss) {
+    ts_problem with = test_problem("deepseek-v3", "h800-dgx", 2048, 4096, 4096, 1), without = with;
+    cr_assert_eq(with.model.mtp_layers, 1);
+    without.model.mtp_layers = 0;
+    ts_shard sh = {.tp = 1, .cp = 1, .ep = 64, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+    double T = 4096, h = (double)with.model.hidden, v = (double)with.model.vocab;
+    ts_edge_recipe a, b;
+    ts_edge_recipe_of(&without, &sh, &a);
+    ts_edge_recipe_of(&with, &sh, &b);
+    cr_expect_eq(a.head.count, 1);
+    cr_expect_eq(a.mtp_proj.count, 0);
+    cr_expect_eq(b.head.count, 2);
+    cr_expect_float_eq(b.loss_fwd_bytes, 2 * a.loss_fwd_bytes, 1e-9 * a.loss_fwd_bytes);
+    cr_expect_float_eq(b.loss_bwd_bytes, 2 * a.loss_bwd_bytes, 1e-9 * a.loss_bwd_bytes);
+    ts_layer_cost x, y;
+    ts_head_cost_of(&without, &sh, &x);
+    ts_head_cost_of(&with, &sh, &y);
+    double head_flops = 2 * T * v * h, proj_flops = 2 * T * 2 * h * h;
+    cr_expect_float_eq(x.model_flops, 3 * head_flops, 1e-9 * head_flops);
+    cr_expect_float_eq(y.model_flops, 3 * (2 * head_flops + proj_flops), 1e-9 * head_flops);
+    cr_expect_gt(y.fwd_s, 1.9 * x.fwd_s);
+
+    ts_layout l = test_layout("dp=32,tp=1,pp=16,cp=4,ep=64,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_program p;
+    cr_assert_eq(ts_program_build(&with, &l, NULL, &p), TS_OK, "%s", ts_error_message());
+    const ts_stage_program *last = &p.stages[p.pp - 1];
+    double fwd_flops = 0;
+    for (int i = 0; i < last->n_ops; i++)
+        if (last->ops[i].part == TS_PART_HEAD && last->ops[i].mb == 0 && last->ops[i].phase == TS_PHASE_FWD)
+            fwd_flops += last->ops[i].flops;
+    double T_cp = T / 4;
+    cr_expect_float_eq(fwd_flops, 2 * T_cp * v * h * 2 + 2 * T_cp * 2 * h * h, 1e-9 * fwd_flops);
+    ts_program_free(&p);
+}
