@@ -472,10 +472,11 @@ static void add_boundary_rows(const ts_partition_problem *p, const columns *c, b
  * 1+1+1+13 per stage); the interleaved schedule then idles for the long chunk while planner/
  * stages.c charges the bubble of equal chunks, (p-1)/v of a stage (Narayanan et al. SC'21
  * §2.2.2): `tessera sim` of such a split ran 45% slower than its closed form. Which chunk takes
- * the extra layer matters too: on that layout's ILP split (17, 15, 15, 14 layers a stage) the
- * simulator gives 7.98 s with the heavier chunks first, 8.46 s with stage 0's second chunk the
- * heavy one and 8.54 s with them last, against 8.03 s closed form (docs/moe.md). The brute force
- * keeps the same rule (ts_part_chunks_even). */
+ * the extra layer matters too: the interleaved simulation wants the heavier chunks first and the
+ * model's last chunk, which also runs the head, the loss and the MTP modules, lighter by that
+ * work (ts_part_tail_layers). DeepSeek-V3 on 256 GB200 (TP1 PP4 VP4 EP64) simulates within 2% of
+ * its closed form so, 5-11% above it with the other orders of the same stage totals
+ * (docs/moe.md). The brute force and the heuristic keep the same rule (ts_part_chunks_even). */
 static void chunk_pair_row(const ts_partition_problem *p, const columns *c, builder *b, int s, int c1, int c2,
                            double lo, double hi) {
     int pp = p->pp, V = pp * p->vpp;

@@ -155,11 +155,6 @@ static int range_fits(const ts_partition_problem *p, int s, int a, int b, double
     return 0;
 }
 
-/* A split whose stages all take at most cap_s, found without GLPK when it is easy: with vpp = 1
- * each stage takes the longest prefix of what is left that fits (greedy is exact for
- * contiguous splits whose feasibility survives dropping layers); with one kind of layer only
- * counts matter, so each stage takes up to the most it can hold; otherwise the uniform split with
- * each stage's best policy. Returns 1 with `s` filled (policies: best_policies) or 0. */
 /* Each stage's layers over its chunks as ts_part_spread does, the earlier ones heavier: the even
  * split's remainder sits on the middle chunks (program/schedule.h ts_even_split), which the
  * chunk rule (ts_part_chunks_even) refuses when a stage's later chunk gets it. */
@@ -181,6 +176,11 @@ static void respread_chunks(const ts_partition_problem *p, int *layers) {
     }
 }
 
+/* A split whose stages all take at most cap_s, found without GLPK when it is easy: with vpp = 1
+ * each stage takes the longest prefix of what is left that fits (greedy is exact for
+ * contiguous splits whose feasibility survives dropping layers); with one kind of layer only
+ * counts matter, so each stage takes up to the most it can hold; otherwise the uniform split with
+ * each stage's best policy. Returns 1 with `s` filled (policies: best_policies) or 0. */
 int ts_part_heuristic(const ts_partition_problem *p, const int *kind_count, double cap_s, ts_split *s) {
     int pp = p->pp, L = p->layers;
     int one_kind = 0;
