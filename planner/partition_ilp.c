@@ -482,7 +482,8 @@ static void chunk_pair_row(const ts_partition_problem *p, const columns *c, buil
     int pp = p->pp, V = pp * p->vpp;
     int g1 = ts_sched_chunk(p->schedule, pp, p->vpp, s, c1), g2 = ts_sched_chunk(p->schedule, pp, p->vpp, s, c2);
     /* the model's last chunk counts its fixed work as layers (ts_part_tail_layers) */
-    double k0 = (g1 == V - 1 ? ts_part_tail_layers(p) : 0) - (g2 == V - 1 ? ts_part_tail_layers(p) : 0);
+    int tail = ts_part_tail_layers(p);
+    double k0 = (g1 == V - 1 ? tail : 0) - (g2 == V - 1 ? tail : 0);
     for (int t = 0; t < p->n_kinds; t++) {
         k0 += add_count(b, c, V, t, g1, 1);
         k0 += add_count(b, c, V, t, g2, -1);
