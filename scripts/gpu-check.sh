@@ -10,6 +10,8 @@
 #
 #   bash scripts/gpu-check.sh [OUT]     OUT: the figures' file (default build-cuda/gpu-check.txt)
 #   QUICK=0 for the full benchmark grids (longer); JOBS=N for make's parallelism.
+#   PACK=F runs the archive that scripts/gpu-pack.sh made instead of building (a machine with CUDA's
+#   libraries and nothing else of Tessera's dependencies); STEPS="tests bench ..." runs only those.
 # Exit status: 0 when every step passed, else the first failing step's (the file says which).
 set -u
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 status=0
 
-step() { # step NAME TIMEOUT_S COMMAND...: runs it, appends its output to OUT, keeps the first failure
+run_step() { # run_step NAME TIMEOUT_S COMMAND...: runs it, appends its output to OUT, keeps the first failure
     local name=$1 limit=$2
     shift 2
     echo "== $name: $*" | tee -a "$OUT"
@@ -32,20 +34,61 @@ step() { # step NAME TIMEOUT_S COMMAND...: runs it, appends its output to OUT, k
     return 0
 }
 
-step gpu 30 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
-step build 900 make WERROR=1 CUDA=1 BUILD=build-cuda CUDA_ARCH="80 90" -j"$JOBS" \
-    all build-cuda/tessera-tests build-cuda/bench/gpu_targets
-export TESSERA_BIN=$PWD/build-cuda/tessera TESSERA_DATA=$PWD
-step tests-cuda 600 build-cuda/tessera-tests --filter '@(cuda|cuda_gpu|bf16|flash_launch|gpu_bench|kernel_table|calibrate_fp8)/*' \
-    --verbose
-step bench 600 build-cuda/bench/gpu_targets $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1
-PROFILE=$(dirname "$OUT")/gpu-profile.json
-step calibrate 600 build-cuda/tessera calibrate --device cuda --quick --no-in-situ -o "$PROFILE"
+STEPS=${STEPS:-gpu build tests-cuda bench calibrate plan-fp8 sim-vs-run validate}
+WORK=${WORK:-$(dirname "$OUT")} # the profile, the unpacked PACK and the traces
+mkdir -p "$WORK"
+wanted() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+step() { # step NAME TIMEOUT_S COMMAND...: runs it if STEPS names it
+    wanted "$1" && run_step "$@"
+    return 0
+}
+
+step gpu 30 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+if [ -n "${PACK:-}" ]; then
+    # The pack's libraries come first; CUDA's are the machine's own. Open MPI and PMIx find their
+    # plugins and help files in the pack (OPAL_PREFIX relocation); a one-rank run needs no daemon.
+    DEV=$WORK/gpu-pack
+    rm -rf "$DEV" && mkdir -p "$DEV" && tar -C "$DEV" -xJf "$PACK" || { echo "gpu-check: cannot unpack $PACK" | tee -a "$OUT"; exit 2; }
+    DEV=$(cd "$DEV" && pwd)
+    BIN=$DEV/bin
+    export PATH=$DEV/usr/bin:$PATH LD_LIBRARY_PATH=$DEV/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export OPAL_PREFIX=$DEV/usr PMIX_INSTALL_PREFIX=$DEV/usr/lib/x86_64-linux-gnu/pmix2
+    export PMIX_MCA_mca_base_component_path=$DEV/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+    export OMPI_MCA_ess_singleton_isolated=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    missing=$(ldd "$BIN"/* | grep 'not found' | sort -u)
+    [ -n "$missing" ] && echo "gpu-check: libraries not found: $missing" | tee -a "$OUT"
+else
+    step build 900 make WERROR=1 CUDA=1 BUILD=build-cuda CUDA_ARCH="80 90" -j"$JOBS" \
+        all build-cuda/tessera-tests build-cuda/bench/gpu_targets
+    BIN=$PWD/build-cuda
+fi
+GPU_TARGETS=$BIN/gpu_targets
+[ -x "$GPU_TARGETS" ] || GPU_TARGETS=$BIN/bench/gpu_targets
+export TESSERA_BIN=$BIN/tessera TESSERA_DATA=$PWD
+step tests-cuda 600 "$BIN/tessera-tests" --filter '@(cuda|cuda_gpu|bf16|flash_launch|gpu_bench|kernel_table|calibrate_fp8)/*' \
+    --verbose --timeout 120
+step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1
+PROFILE=$WORK/gpu-profile.json
+step calibrate 600 "$BIN/tessera" calibrate --device cuda --quick --no-in-situ -o "$PROFILE"
 # The tables end with the fit: "#   fp8: ..." (measured, or kept and why) and "#   efficiency.gemm_fp8:";
 # where FP8 was measured, an fp8 plan is priced on that curve.
 if grep -q '^#   fp8: measured' "$OUT"; then
-    step plan-fp8 60 build-cuda/tessera plan -m megatron-gpt-1.7b -s "$PROFILE" --gpus 1 --global-batch 8 \
+    step plan-fp8 60 "$BIN/tessera" plan -m megatron-gpt-1.7b -s "$PROFILE" --gpus 1 --global-batch 8 \
         --seq 2048 --dtype fp8
+fi
+# Simulated against measured on this GPU: Llama-3.2-1B (bench/llama3.2-1b.json), bf16, planned and
+# simulated on the profile just measured, trained with --device cuda --precision bf16, compared op
+# by op (tessera compare); then validate's one-GPU matrix.
+if [ -f "$PROFILE" ]; then
+    SVR=$WORK/sim-vs-run
+    mkdir -p "$SVR"
+    step sim-vs-run 300 bash -c 'set -e; t=$1; p=$2; w=$3
+        "$t" plan -m bench/llama3.2-1b.json -s "$p" --gpus 1 --global-batch 8 --seq 2048 --dtype bf16 \
+            --fix mbs=2,recompute=none --top 1 -o "$w/plan.json"
+        "$t" run --plan "$w/plan.json" --device cuda --precision bf16 --steps 6 --warmup 2 --trace "$w/run.trace.json"
+        "$t" sim --plan "$w/plan.json" --trace "$w/sim.trace.json" | tail -3
+        "$t" compare --sim "$w/sim.trace.json" --measured "$w/run.trace.json" --ops 12' _ "$BIN/tessera" "$PROFILE" "$SVR"
+    step validate 240 "$BIN/tessera" validate --device cuda -s "$PROFILE" --replay -k "$WORK/validate"
 fi
 echo "== gpu-check: exit $status, figures in $OUT" | tee -a "$OUT"
 exit "$status"
