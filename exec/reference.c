@@ -204,7 +204,7 @@ static void point_acts(carver *c, ts_ref *r) {
 
 /* ---- Init / free ----------------------------------------------------------------------------- */
 
-static ts_status check_supported(const ts_model *m, int seq, int batch) {
+ts_status ts_ref_check(const ts_model *m, int seq, int batch) {
     const char *why = NULL;
     if (m->activation != TS_ACT_SWIGLU)
         why = "activation must be swiglu";
@@ -249,7 +249,7 @@ static void init_tensor(ts_ref *r, int layer, ts_ref_kind kind) {
 
 ts_status ts_ref_init(ts_ref *r, const ts_model *m, int seq, int batch, uint64_t seed) {
     memset(r, 0, sizeof *r);
-    ts_status st = check_supported(m, seq, batch);
+    ts_status st = ts_ref_check(m, seq, batch);
     if (st != TS_OK) return st;
     r->model = *m;
     r->seq = seq;

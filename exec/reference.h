@@ -110,6 +110,10 @@ typedef struct {
     int *int_mem;
 } ts_ref;
 
+/* TS_ERR_INPUT, naming the model and what is missing, for an architecture the reference does not
+ * implement or nonpositive sizes; TS_OK otherwise. Allocates nothing (ts_ref_init's first check). */
+ts_status ts_ref_check(const ts_model *m, int seq, int batch);
+
 /* Allocates and initialises the reference for `batch` sequences of `seq` tokens. TS_ERR_INPUT for
  * an architecture the reference does not implement or nonpositive sizes, TS_ERR_NOMEM. On failure
  * nothing is left allocated. */

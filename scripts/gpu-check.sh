@@ -54,6 +54,7 @@ if [ -n "${PACK:-}" ]; then
     export PATH=$DEV/usr/bin:$PATH LD_LIBRARY_PATH=$DEV/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export OPAL_PREFIX=$DEV/usr PMIX_INSTALL_PREFIX=$DEV/usr/lib/x86_64-linux-gnu/pmix2
     export PMIX_MCA_mca_base_component_path=$DEV/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+    export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_component_show_load_errors=0
     export OMPI_MCA_ess_singleton_isolated=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     missing=$(ldd "$BIN"/* | grep 'not found' | sort -u)
     [ -n "$missing" ] && echo "gpu-check: libraries not found: $missing" | tee -a "$OUT"
@@ -83,9 +84,9 @@ if [ -f "$PROFILE" ]; then
     SVR=$WORK/sim-vs-run
     mkdir -p "$SVR"
     step sim-vs-run 300 bash -c 'set -e; t=$1; p=$2; w=$3
-        "$t" plan -m bench/llama3.2-1b.json -s "$p" --gpus 1 --global-batch 8 --seq 2048 --dtype bf16 \
+        "$t" plan -m bench/llama3.2-1b.json -s "$p" --gpus 1 --global-batch 4 --seq 2048 --dtype bf16 \
             --fix mbs=2,recompute=none --top 1 -o "$w/plan.json"
-        "$t" run --plan "$w/plan.json" --device cuda --precision bf16 --steps 6 --warmup 2 --trace "$w/run.trace.json"
+        "$t" run --plan "$w/plan.json" --device cuda --precision bf16 --steps 4 --warmup 1 --trace "$w/run.trace.json"
         "$t" sim --plan "$w/plan.json" --trace "$w/sim.trace.json" | tail -3
         "$t" compare --sim "$w/sim.trace.json" --measured "$w/run.trace.json" --ops 12' _ "$BIN/tessera" "$PROFILE" "$SVR"
     step validate 240 "$BIN/tessera" validate --device cuda -s "$PROFILE" --replay -k "$WORK/validate"
