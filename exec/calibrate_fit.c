@@ -188,11 +188,13 @@ static void fit_line(const double *b, const double *t, int n, double *lat, doubl
     if (!(*lat >= 0 && *x > 0)) *lat = 0, *x = fit_scale(b, t, n);
 }
 
-/* Each row's model_s, ts_gemm_s in `dt` on `s`; returns their rms relative error. */
+/* Each row's model_s, ts_gemm_compute_s in `dt` on `s` (the grid repeats each GEMM on the same
+ * buffers, which stay in cache: it measures the compute curve, not the HBM floor that
+ * ts_gemm_s adds); returns their rms relative error. */
 static double gemm_model(const ts_system *s, ts_dtype dt, ts_calib_gemm *rows, int n) {
     double u[TS_CALIB_MAX_GEMM], t[TS_CALIB_MAX_GEMM];
     for (int i = 0; i < n; i++) {
-        rows[i].model_s = ts_gemm_s(s, dt, rows[i].m, rows[i].n, rows[i].k);
+        rows[i].model_s = ts_gemm_compute_s(s, dt, rows[i].m, rows[i].n, rows[i].k);
         u[i] = rows[i].model_s, t[i] = rows[i].time_s;
     }
     return rms(u, t, n);

@@ -1,7 +1,8 @@
 /* Cost functions shared by the planner's closed form and the simulator (one source of truth).
  *
  * Compute is a roofline: a GEMM takes flops / (peak × efficiency(flops)) with the efficiency curve
- * of the system file; a memory-bound kernel takes bytes / (HBM bandwidth × hbm_eff).
+ * of the system file, or its operands' HBM traffic where that is longer; a memory-bound kernel
+ * takes bytes / (HBM bandwidth × hbm_eff).
  * Collectives use NCCL's ring and tree costs (nccl-tests' bus-bandwidth convention, see
  * nccl-tests doc/PERFORMANCE.md): a ring all-reduce of B bytes over n ranks moves 2(n-1)/n·B per
  * rank, all-gather / reduce-scatter / all-to-all (n-1)/n·B, at the bus bandwidth of the slowest
@@ -23,8 +24,17 @@ extern const char *const ts_link_names[]; /* "nvlink", "nic", "spine", "core" */
 int ts_link_kinds(const ts_system *s);
 
 
-/* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`: flops / (peak[dt] × ts_gemm_eff). */
+/* Seconds for a GEMM C(m×n) = A(m×k)·B(k×n) in `dt`: flops / (peak[dt] × ts_gemm_eff), or its
+ * HBM traffic (ts_gemm_memory_s) where that takes longer (few tokens against a large weight). */
 double ts_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
+/* Its compute alone, flops / (peak[dt] × ts_gemm_eff): for unfused attention's score GEMMs, whose
+ * traffic the recipe prices apart (program/recipe.h scores_bytes). */
+double ts_gemm_compute_s(const ts_system *s, ts_dtype dt, double m, double n, double k);
+/* The HBM floor of `count` such GEMMs: A and B read once (1 byte an element in FP8, 4 in fp32, 2
+ * else), C written (FP8 GEMMs write BF16), at hbm_bytes_per_s × hbm_eff. The efficiency curves
+ * are measured on shapes that are compute-bound, so they do not hold this. 0 on CPU ranks, whose
+ * GEMM curves are measured in situ (ts_system_cpu_ranks). */
+double ts_gemm_memory_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count);
 /* A GEMM's efficiency (achieved / the peak of `dt`) at `flops`: the system's FP8 curve for FP8
  * when it has one, else its GEMM curve; without an FP8 curve an FP8 GEMM takes the GEMM curve
  * times TS_FP8_EFF_FALLBACK (cost.c says where it comes from). */
@@ -34,6 +44,15 @@ double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
  * efficiency.gemm_fp8_bwd for FP8 where the system states it (Transformer Engine runs the
  * backward's FP8 GEMMs with split accumulation, the forward's with fast accumulation), else 1. */
 double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt);
+/* Seconds for `count` weight-gradient GEMMs, each W(m×n) += X(k×m)ᵀ·dY(k×n) over k tokens,
+ * whose compute takes `compute_s` in all: the longer of that and their HBM traffic (a roofline,
+ * as Calculon prices each op: Isaev et al. SC'23 §3). The traffic is the two inputs read once,
+ * `in_bytes` an element, and the gradient: read and written in fp32 where the GEMM accumulates
+ * into it (`accumulate`: Megatron-Core's gradient_accumulation_fusion into main_grad, the stack's
+ * grad_accum_bytes 0), else written in 2 bytes. Few tokens against a large weight (an expert's
+ * share of a micro-batch) make it memory-bound, more so in FP8. CPU ranks: compute_s. */
+double ts_wgrad_gemm_s(const ts_system *s, double compute_s, double m, double n, double k, double count,
+                       double in_bytes, int accumulate);
 /* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
  * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
  * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to

@@ -17,6 +17,7 @@
 
 #include "planner/cost.h"
 #include "planner/moe_cost.h"
+#include "planner/op_cost.h"
 
 static int mlp_matrices(const ts_model *m) { return m->activation == TS_ACT_SWIGLU ? 3 : 2; }
 
@@ -37,13 +38,15 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
 }
 
 /* Adds a GEMM of the layer (the local experts' as a grouped GEMM when `grouped`) to p's forward
- * GEMM time, and to its FP8 share. */
+ * GEMM time and its FP8 share, and its weight gradient (W = k × n over the m tokens, at the
+ * backward's rate and no faster than its memory traffic: planner/op_cost.h) to p's. */
 static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
     double t = grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm)
                        : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
     p->gemm_s += t;
     if (dt == TS_DTYPE_FP8) p->fp8_gemm_s += t;
+    p->wgrad_s += ts_wgrad_op_s(pb, g->part, ts_gemm_bwd_scale(&pb->sys, dt) * t, g->n, g->k, g->m, grouped ? g->count : 1);
 }
 
 /* The attention block's forward parts from its recipe. */
@@ -75,15 +78,17 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
         p->attn_fwd_s = ts_attention_s(s, dt, 0.5 * r->core_flops, kernel);
         p->attn_bwd_s = ts_attention_s(s, dt, 2.5 * 0.5 * r->core_flops, 2.5 * kernel);
     } else {
-        p->attn_fwd_s = gemm_s(pb, &r->scores_qk) + gemm_s(pb, &r->scores_av) + ts_memory_s(s, r->scores_bytes, 1);
+        /* the score GEMMs' traffic is scores_bytes' */
+        const ts_gemm_shape *qk = &r->scores_qk, *av = &r->scores_av;
+        ts_dtype sdt = ts_gemm_dtype(pb, qk->part);
+        p->attn_fwd_s = ts_gemm_compute_s(s, sdt, qk->m, qk->n, qk->k) + ts_gemm_compute_s(s, sdt, av->m, av->n, av->k) +
+                        ts_memory_s(s, r->scores_bytes, 1);
         p->attn_bwd_s = 2.0 * p->attn_fwd_s;
     }
-    p->wgrad_s = p->gemm_s;
 }
 
 /* Forward parts of the MLP (dense) or the experts (MoE) of one layer, from its recipe. */
 static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p) {
-    double before = p->gemm_s;
     if (!r->moe) {
         add_gemm(pb, &r->fc1, 0, p);
         add_gemm(pb, &r->fc2, 0, p);
@@ -104,7 +109,6 @@ static void mlp_parts(const ts_problem *pb, const ts_mlp_recipe *r, fwd_parts *p
         add_gemm(pb, &r->shared_fc2, 0, p);
         p->elem_bytes += r->shared_act_bytes;
     }
-    p->wgrad_s += p->gemm_s - before;
 }
 
 /* CP's exchange in one pass beside an attention core of attn_s (program/recipe.h ts_cp_pass): the
@@ -182,13 +186,13 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     double elem_s = ts_memory_s(s, p.elem_bytes + p.copy_bytes + p.fp8_cast_bytes, 3) * pb->compute_scale;
     double elem_bwd_s = ts_memory_s(s, 2.0 * p.elem_bytes + p.copy_bytes + p.fp8_cast_bwd_bytes, 3) * pb->compute_scale;
 
-    /* the FP8 GEMMs of the backward, input and weight gradients each, beyond the curve's time */
-    double fp8_bwd_s = (ts_gemm_bwd_scale(s, TS_DTYPE_FP8) - 1.0) * p.fp8_gemm_s * pb->compute_scale;
+    /* the FP8 input-gradient GEMMs beyond the curve's time (the weight gradients' is in wgrad_s) */
+    double fp8_dgrad_s = (ts_gemm_bwd_scale(s, TS_DTYPE_FP8) - 1.0) * p.fp8_gemm_s * pb->compute_scale;
 
     *out = (layer_parts){0};
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
-    out->bwd_s = p.gemm_s + p.wgrad_s + 2.0 * fp8_bwd_s + p.attn_bwd_s + elem_bwd_s;
-    out->wgrad_s = p.wgrad_s + fp8_bwd_s;
+    out->bwd_s = p.gemm_s + fp8_dgrad_s + p.wgrad_s + p.attn_bwd_s + elem_bwd_s;
+    out->wgrad_s = p.wgrad_s;
     out->attn_fwd_s = p.attn_fwd_s;
     out->amax_gemms = p.amax_gemms;
 
@@ -330,13 +334,17 @@ void ts_head_cost_of(const ts_problem *pb, const ts_shard *sh, ts_layer_cost *ou
     ts_edge_recipe_of(pb, sh, &e);
     const ts_gemm_shape *g = &e.head, *p = &e.mtp_proj;
     /* the head once per prediction (the model's and each MTP depth's), the MTP projections */
-    double gemm = (gemm_s(pb, g) * g->count + (p->count > 0 ? gemm_s(pb, p) * p->count : 0)) * pb->compute_scale;
+    double head_s = gemm_s(pb, g) * g->count, proj_s = p->count > 0 ? gemm_s(pb, p) * p->count : 0;
+    double gemm = (head_s + proj_s) * pb->compute_scale;
+    double wgrad = (ts_wgrad_op_s(pb, g->part, head_s, g->n, g->k, g->m, g->count) +
+                    (p->count > 0 ? ts_wgrad_op_s(pb, p->part, proj_s, p->n, p->k, p->m, p->count) : 0)) *
+                   pb->compute_scale;
     double loss_fwd_s = ts_memory_s(s, e.loss_fwd_bytes, 1) * pb->compute_scale;
     double loss_bwd_s = ts_memory_s(s, e.loss_bwd_bytes, 1) * pb->compute_scale;
     *out = (ts_layer_cost){0};
     out->fwd_s = gemm + loss_fwd_s;
-    out->bwd_s = 2.0 * gemm + loss_bwd_s;
-    out->wgrad_s = gemm;
+    out->bwd_s = gemm + wgrad + loss_bwd_s;
+    out->wgrad_s = wgrad;
     out->model_flops = out->hw_flops = 3.0 * 2.0 * (g->m * g->n * g->k * g->count + p->m * p->n * p->k * p->count);
     /* fp32 logits and the 16-bit input the head keeps (Korthikanti 2022, extra terms 4·s·b·v/t),
      * per prediction */

@@ -126,5 +126,5 @@ double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, do
      * empty on average; none computes less than one tile */
     double padded = fmax(TS_GROUPED_TILE_ROWS, tokens + 0.5 * TS_GROUPED_TILE_ROWS);
     double flops = one * count * padded / tokens;
-    return flops / (s->peak_flops[dt] * ts_gemm_eff(s, dt, flops));
+    return fmax(flops / (s->peak_flops[dt] * ts_gemm_eff(s, dt, flops)), ts_gemm_memory_s(s, dt, m, n, k, count));
 }

@@ -17,6 +17,11 @@ static double cp_ring_s(const ts_problem *pb, const ts_op *op, ts_link link) {
     return attn + ts_cp_ring_exposed_s(s, link, steps, op->n, attn);
 }
 
+double ts_wgrad_op_s(const ts_problem *pb, int part, double compute_s, double m, double n, double k, double count) {
+    return ts_wgrad_gemm_s(&pb->sys, compute_s, m, n, k, count, ts_gemm_operand_bytes(pb, part),
+                           pb->train.stack.grad_accum_bytes <= 0);
+}
+
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
     const ts_system *s = &pb->sys;
     switch ((ts_op_kind)op->kind) {
@@ -29,11 +34,16 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         double scale = bwd ? ts_gemm_bwd_scale(s, dt) : 1.0;
         /* the local experts as one grouped GEMM (moe_cost.h); tokens are m, or k in the
          * weight gradient */
+        double count = op->flops > one ? op->flops / one : 1.0, t;
         if (op->part == TS_PART_EXPERT_FC1 || op->part == TS_PART_EXPERT_FC2)
-            return scale * ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
-                                             op->phase == TS_PHASE_WGRAD ? op->k : op->m, pb->train.moe_grouped_gemm);
-        double t = scale * ts_gemm_s(s, dt, op->m, op->n, op->k);
-        return op->flops > one ? t * (op->flops / one) : t;
+            t = scale * ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, op->flops / one,
+                                          op->phase == TS_PHASE_WGRAD ? op->k : op->m, pb->train.moe_grouped_gemm);
+        else if (op->part == TS_PART_ATTN) /* unfused scores: their traffic is the element-wise op's */
+            t = scale * ts_gemm_compute_s(s, dt, op->m, op->n, op->k) * count;
+        else
+            t = scale * ts_gemm_s(s, dt, op->m, op->n, op->k) * count;
+        /* the weight gradient (W = m × n over k tokens) is no faster than its memory traffic */
+        return op->phase == TS_PHASE_WGRAD ? ts_wgrad_op_s(pb, op->part, t, op->m, op->n, op->k, count) : t;
     }
     case TS_OP_ATTENTION:
         return ts_attention_s(s, ts_attention_dtype(pb), op->flops, op->flops / (op->m > 1 ? op->m : 1));

@@ -162,6 +162,12 @@ double ts_gemm_input_saved_bytes(const ts_problem *pb) {
     }
 }
 
+double ts_gemm_operand_bytes(const ts_problem *pb, int part) {
+    ts_dtype dt = ts_gemm_dtype(pb, part);
+    if (dt == TS_DTYPE_FP8) return ts_gemm_input_saved_bytes(pb);
+    return dt == TS_DTYPE_FP32 ? 4.0 : 2.0;
+}
+
 /* Amax reductions (Transformer Engine's DelayedScaling, reduce_amax=True by default). Each FP8
  * module records the amax of every tensor it casts; TE keeps one buffer of them per autocast key
  * (recipe and group) for all modules of a rank, forward and backward apart, and all-reduces it

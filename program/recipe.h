@@ -75,6 +75,10 @@ double ts_amax_reduce_bytes(double gemms, int forward);
  * byte plus the recipe's scales (MXFP8 1/32, blockwise 4/128 per element). */
 double ts_gemm_input_saved_bytes(const ts_problem *pb);
 
+/* Bytes per element of a GEMM's inputs as the GEMM reads them: under fp8 the linear layers' FP8
+ * copies (ts_gemm_input_saved_bytes), else the dtype's 2 bytes (4 in fp32). */
+double ts_gemm_operand_bytes(const ts_problem *pb, int part);
+
 /* One CP collective around the attention core (recipe.c, "Context parallelism"): a ts_coll
  * (models/coll.h) over the CP group of `bytes` (nccl-tests' size), or none when coll < 0. With
  * steps > 0 it runs as ring CP runs it, `steps` point-to-point transfers of `step_bytes` each to

@@ -122,7 +122,7 @@ static void synthetic_calib_at(ts_calib *c, const ts_system *truth, double kerne
                 ts_calib_gemm *g = &c->gemm[c->n_gemm++];
                 *g = (ts_calib_gemm){.m = dims[i], .n = dims[j], .k = dims[k], .reps = 1};
                 g->flops = 2.0 * g->m * g->n * g->k;
-                g->time_s = ts_gemm_s(truth, TS_DTYPE_FP32, g->m, g->n, g->k);
+                g->time_s = ts_gemm_compute_s(truth, TS_DTYPE_FP32, g->m, g->n, g->k);
             }
     for (int i = 0; i < 4; i++) {
         ts_calib_mem *m = &c->mem[c->n_mem++];
@@ -289,7 +289,7 @@ Test(calibrate_fit, bf16_grid_sets_the_bf16_peak) {
     for (int i = 0; i < c.n_gemm; i++) {
         ts_calib_gemm *g = &c.gemm_bf16[c.n_gemm_bf16++];
         *g = c.gemm[i];
-        g->time_s = ts_gemm_s(&truth, TS_DTYPE_BF16, g->m, g->n, g->k);
+        g->time_s = ts_gemm_compute_s(&truth, TS_DTYPE_BF16, g->m, g->n, g->k);
     }
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     double fp32 = c.system.peak_flops[TS_DTYPE_FP32], bf16 = c.system.peak_flops[TS_DTYPE_BF16];

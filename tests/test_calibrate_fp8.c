@@ -54,7 +54,7 @@ static void synthetic_gpu_calib(ts_calib *c, const ts_system *truth, int cc, dou
             for (int l = 0; l < nd; l++) {
                 ts_calib_gemm *g = &c->gemm[c->n_gemm++];
                 *g = (ts_calib_gemm){.m = d[i], .n = d[j], .k = d[l], .reps = 1, .flops = 2.0 * d[i] * d[j] * d[l]};
-                g->time_s = ts_gemm_s(truth, TS_DTYPE_FP32, g->m, g->n, g->k);
+                g->time_s = ts_gemm_compute_s(truth, TS_DTYPE_FP32, g->m, g->n, g->k);
             }
     if (!ts_calib_fp8_capable(cc)) return;
     static ts_gpu_gemm_shape grid[TS_GPU_FP8_GRID_MAX];
@@ -63,7 +63,7 @@ static void synthetic_gpu_calib(ts_calib *c, const ts_system *truth, int cc, dou
         ts_calib_gemm *g = &c->gemm_fp8[c->n_gemm_fp8++];
         *g = (ts_calib_gemm){.m = grid[i].m, .n = grid[i].n, .k = grid[i].k, .reps = 1,
                              .flops = ts_gpu_gemm_flops(&grid[i])};
-        g->time_s = ts_gemm_s(truth, TS_DTYPE_FP8, g->m, g->n, g->k) / (slow ? slow(g->flops) : 1.0);
+        g->time_s = ts_gemm_compute_s(truth, TS_DTYPE_FP8, g->m, g->n, g->k) / (slow ? slow(g->flops) : 1.0);
     }
 }
 
