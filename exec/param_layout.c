@@ -1,6 +1,9 @@
 /* Views of the segments' tensors and their elements' places in the full model (param_layout.h). */
 #include "exec/param_layout.h"
 
+#include <stdint.h>
+
+#include "common/parallel.h"
 #include "exec/reference.h"
 #include "planner/memory_exec_buffers.h"
 
@@ -126,13 +129,42 @@ static void map_segment(const tr_shape *s, tr_seg_kind kind, int global, float *
     }
 }
 
+/* One thread's share of a segment's initial values: the elements map_segment visits
+ * [lo, hi)-th (the visit order is fixed, so the split changes no value). */
+typedef struct {
+    const tr_shape *s;
+    tr_seg_kind kind;
+    int global;
+    uint64_t seed;
+    float *host;
+    size_t n; /* tr_seg_size */
+} seg_fill;
+
+typedef struct {
+    uint64_t seed;
+    size_t next, lo, hi;
+} init_range_ctx;
+
 static void init_element(void *ctx, ts_ref_kind kind, int layer, size_t gi, float *elem, int replicated) {
     (void)replicated;
-    *elem = ts_ref_init_value(*(const uint64_t *)ctx, layer, kind, (int64_t)gi);
+    init_range_ctx *c = ctx;
+    size_t i = c->next++;
+    if (i >= c->lo && i < c->hi) *elem = ts_ref_init_value(c->seed, layer, kind, (int64_t)gi);
+}
+
+static void init_range(void *ctx, size_t lo, size_t hi) {
+    const seg_fill *f = ctx;
+    init_range_ctx c = {f->seed, 0, lo, hi == f->n ? SIZE_MAX : hi}; /* the last range takes any rest */
+    map_segment(f->s, f->kind, f->global, f->host, init_element, &c);
+}
+
+void tr_seg_init_values_on(const tr_shape *s, tr_seg_kind kind, int global, uint64_t seed, float *host, int threads) {
+    seg_fill f = {s, kind, global, seed, host, tr_seg_size(s, kind, global)};
+    ts_par_ranges(f.n, threads, init_range, &f);
 }
 
 void tr_seg_init_values(const tr_shape *s, tr_seg_kind kind, int global, uint64_t seed, float *host) {
-    map_segment(s, kind, global, host, init_element, &seed);
+    tr_seg_init_values_on(s, kind, global, seed, host, ts_par_threads());
 }
 
 /* Offset of tensor (layer, kind) in the reference's flat parameters. */

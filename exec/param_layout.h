@@ -45,8 +45,10 @@ tr_layer tr_layer_views(const tr_shape *s, int global, float *shared, float *exp
 tr_edge tr_edge_views(const tr_shape *s, float *embed, float *head);
 
 /* A segment's initial values (exec/reference.h's generator) written into `host`, its whole
- * tr_seg_size floats. */
+ * tr_seg_size floats, on ts_par_threads() threads (common/parallel.h); the same values on any
+ * number of `threads` (_on). */
 void tr_seg_init_values(const tr_shape *s, tr_seg_kind kind, int global, uint64_t seed, float *host);
+void tr_seg_init_values_on(const tr_shape *s, tr_seg_kind kind, int global, uint64_t seed, float *host, int threads);
 
 /* A segment's values `host` put in their places in `full`, the model's parameters in
  * exec/reference.h's layout; tensors every TP rank holds whole are put by TP rank 0 only, so that

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parallel.h"
 #include "exec/kernels.h"
 
 const char *const ts_ref_kind_names[] = {
@@ -241,10 +242,22 @@ ts_status ts_ref_check(const ts_model *m, int seq, int batch) {
     return TS_OK;
 }
 
+typedef struct {
+    float *w;
+    uint64_t seed;
+    int layer;
+    ts_ref_kind kind;
+} init_fill;
+
+static void init_range(void *ctx, size_t lo, size_t hi) {
+    const init_fill *f = ctx;
+    for (size_t i = lo; i < hi; i++) f->w[i] = ts_ref_init_value(f->seed, f->layer, f->kind, (int64_t)i);
+}
+
+/* A tensor's initial values, split over threads (common/parallel.h): each element its own. */
 static void init_tensor(ts_ref *r, int layer, ts_ref_kind kind) {
-    size_t n = tensor_numel(&r->model, layer, kind);
-    float *w = ts_ref_tensor(&r->params, layer, kind);
-    for (size_t i = 0; i < n; i++) w[i] = ts_ref_init_value(r->seed, layer, kind, (int64_t)i);
+    init_fill f = {ts_ref_tensor(&r->params, layer, kind), r->seed, layer, kind};
+    ts_par_ranges(tensor_numel(&r->model, layer, kind), ts_par_threads(), init_range, &f);
 }
 
 ts_status ts_ref_init(ts_ref *r, const ts_model *m, int seq, int batch, uint64_t seed) {
