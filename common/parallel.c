@@ -2,6 +2,7 @@
 #include "common/parallel.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define TS_PAR_MAX_THREADS 16
@@ -40,6 +41,17 @@ void ts_par_ranges(size_t n, int threads, void (*fn)(void *ctx, size_t lo, size_
 
 int ts_par_threads(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the node's ranks share its cores (Open MPI's, then MPICH's count of them) */
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long ranks = v ? strtol(v, &end, 10) : 0;
+        if (v && *v && *end == '\0' && ranks > 0) {
+            cores /= ranks;
+            break;
+        }
+    }
     if (cores < 1) return 1;
     return cores > TS_PAR_MAX_THREADS ? TS_PAR_MAX_THREADS : (int)cores;
 }

@@ -13,7 +13,8 @@
 #define TS_PAR_MIN_RANGE 65536
 void ts_par_ranges(size_t n, int threads, void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx);
 
-/* Threads for such work: the cores online, at most 16, at least 1. */
+/* Threads for such work: the cores online over the node's MPI ranks (OMPI_COMM_WORLD_LOCAL_SIZE,
+ * or MPICH's MPI_LOCALNRANKS, where set), at most 16, at least 1. */
 int ts_par_threads(void);
 
 #endif

@@ -36,7 +36,13 @@ Test(parallel, ranges_cover_every_index_once) {
     calls = 0;
     ts_par_ranges(0, 8, count_calls, &calls);
     cr_expect_eq(calls, 0);
-    cr_expect(ts_par_threads() >= 1 && ts_par_threads() <= 16);
+    int alone = ts_par_threads();
+    cr_expect(alone >= 1 && alone <= 16);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000000", 1);
+    cr_expect_eq(ts_par_threads(), 1, "a node's many ranks share its cores");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "two", 1);
+    cr_expect_eq(ts_par_threads(), alone, "an unreadable count is ignored");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
 /* tiny-moe widened so that its segments split (a dense first layer, a 65536-token vocabulary),
