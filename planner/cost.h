@@ -45,8 +45,8 @@ double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
  * backward's FP8 GEMMs with split accumulation, the forward's with fast accumulation), else 1. */
 double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt);
 /* Seconds for `count` weight-gradient GEMMs, each W(m×n) += X(k×m)ᵀ·dY(k×n) over k tokens,
- * whose compute takes `compute_s` in all: the longer of that and their HBM traffic (a roofline,
- * as Calculon prices each op: Isaev et al. SC'23 §3). The traffic is the two inputs read once,
+ * whose compute takes `compute_s` in all: the longer of that and their HBM traffic (the roofline
+ * bound: Williams, Waterman and Patterson, CACM 2009). The traffic is the two inputs read once,
  * `in_bytes` an element, and the gradient: read and written in fp32 where the GEMM accumulates
  * into it (`accumulate`: Megatron-Core's gradient_accumulation_fusion into main_grad, the stack's
  * grad_accum_bytes 0), else written in 2 bytes. Few tokens against a large weight (an expert's
