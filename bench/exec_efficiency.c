@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_args.h"
 #include "common/stats.h"
 
 #define TARGET_OUTSIDE 0.05
@@ -70,12 +71,6 @@ typedef struct {
     double loss_first, loss_last;
     int shapes;
 } bench_row;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* ---- Running the CLI --------------------------------------------------------------------------- */
 
@@ -233,10 +228,10 @@ static int time_gemm(gemm_shape *s) {
     for (size_t i = 0; i < b_n; i++) b[i] = (float)((i * 5) % 11) * 0.01f;
     int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     for (int r = -1; r < REPS; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->m, s->n,
                     s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) t[r] = bench_now_s() - t0;
     }
     qsort(t, REPS, sizeof *t, ts_cmp_double);
     s->bench_s = t[REPS / 2];

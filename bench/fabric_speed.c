@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_args.h"
 #include "planner/search.h"
 #include "program/program.h"
 #include "sim/engine.h"
@@ -25,12 +26,6 @@
 
 static const char *const systems[] = {"h100-sxm-dgx", "h100-superpod"};
 #define PINS "tp=8,pp=16,dp=128"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 typedef struct {
     ts_problem pb;
@@ -64,9 +59,9 @@ static ts_status setup(const char *system, fabric_run *r) {
 static ts_status simulate_once(fabric_run *r, int rep) {
     ts_sim_opts so = {.full = 1, .stats_spans_only = 1};
     ts_sim_result res;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     TS_CHECK(ts_simulate(&r->pb, &r->prog, &so, &res));
-    r->sim_s[rep] = now_s() - t0;
+    r->sim_s[rep] = bench_now_s() - t0;
     r->step_s = res.step_s;
     r->events = res.events;
     ts_sim_result_free(&res);

@@ -138,8 +138,13 @@ int main(int argc, char **argv) {
     printf("# gpu_targets: %s (compute capability %d.%d), --min-s %g%s\n", name, major, minor, min_s,
            quick ? ", --quick" : "");
     printf("# launch: %.2f us per empty kernel\n", launch_s * 1e6);
+    /* each part's wall time, so that a lent GPU's minutes are spent knowingly */
+    double t0 = bench_now_s();
     double best = bench_gemms(quick, min_s);
+    double t1 = bench_now_s();
     bench_attention(quick, min_s);
+    double t2 = bench_now_s();
     bench_mfu(name, best, quick);
+    printf("# wall: gemm %.1f s, attention %.1f s, mfu %.1f s\n", t1 - t0, t2 - t1, bench_now_s() - t2);
     return 0;
 }

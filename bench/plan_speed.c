@@ -55,12 +55,6 @@ typedef struct {
     int rate_ok, time_ok;
 } bench_row;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Runs the search until min_s has accumulated; the last result is kept in *out. */
 static ts_status time_search(const ts_problem *pb, const ts_search_opts *o, double min_s,
                              ts_search_result *out, double *mean_s, int *reps) {
@@ -69,9 +63,9 @@ static ts_status time_search(const ts_problem *pb, const ts_search_opts *o, doub
     memset(out, 0, sizeof *out);
     do {
         ts_search_result_free(out);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         ts_status st = ts_search(pb, o, out);
-        total += now_s() - t0;
+        total += bench_now_s() - t0;
         n++;
         if (st != TS_OK) return st;
     } while (total < min_s);
