@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The GPU checks of the CUDA backend in one command, for a machine with an NVIDIA GPU (sm_80+):
-# builds with CUDA for sm_80 and sm_90 (warnings as errors), runs the GPU test suite (every CUDA
-# kernel, the tiled attention and the bf16 tables against the CPU references, bf16 training within
-# the stated tolerance of fp32), then bench/gpu_targets (bf16/fp8 GEMM rates, the tiled attention
-# against FlashAttention-2's published H100 figure, launch latency, Llama-3.2-1B bf16 MFU), then
-# `tessera calibrate --device cuda --quick` (its tables: fp32, bf16 and, with FP8, the fp8 GEMM grid
-# and the fitted efficiency.gemm_fp8 curve; the profile in build-cuda/gpu-profile.json) and an fp8
-# plan on that profile, and writes everything to one file. A few minutes on one H100.
+# The GPU checks of the CUDA backend in one command, for a machine with an NVIDIA GPU (sm_80+), in
+# this order (STEPS names): gpu (nvidia-smi), build (CUDA for sm_80 and sm_90, warnings as errors),
+# tests-cuda (every CUDA kernel, the tiled attention and the bf16 tables against the CPU
+# references, bf16 training within the stated tolerance of fp32), calibrate (`tessera calibrate
+# --device cuda --quick`: fp32, bf16 and, with FP8, the fp8 GEMM grid and the fitted
+# efficiency.gemm_fp8 curve; the profile in WORK/gpu-profile.json), plan-fp8 (an fp8 plan on that
+# profile), sim-vs-run (Llama-3.2-1B simulated on the profile against its bf16 run, op by op),
+# validate (the one-GPU matrix), bench (bench/gpu_targets: bf16/fp8 GEMM rates, the tiled attention
+# against FlashAttention-2's published H100 figure, launch latency, Llama-3.2-1B bf16 MFU; the
+# longest, so last). Everything goes to one file.
 #
 #   bash scripts/gpu-check.sh [OUT]     OUT: the figures' file (default build-cuda/gpu-check.txt)
 #   QUICK=0 for the full benchmark grids (longer); JOBS=N for make's parallelism.
 #   PACK=F runs the archive that scripts/gpu-pack.sh made instead of building (a machine with CUDA's
-#   libraries and nothing else of Tessera's dependencies); STEPS="tests bench ..." runs only those.
+#   libraries and nothing else of Tessera's dependencies); STEPS="tests-cuda bench" runs only those.
 # Exit status: 0 when every step passed, else the first failing step's (the file says which).
 set -u
 cd "$(dirname "$0")/.."
@@ -34,7 +36,7 @@ run_step() { # run_step NAME TIMEOUT_S COMMAND...: runs it, appends its output t
     return 0
 }
 
-STEPS=${STEPS:-gpu build tests-cuda bench calibrate plan-fp8 sim-vs-run validate}
+STEPS=${STEPS:-gpu build tests-cuda calibrate plan-fp8 sim-vs-run validate bench}
 WORK=${WORK:-$(dirname "$OUT")} # the profile, the unpacked PACK and the traces
 mkdir -p "$WORK"
 wanted() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -54,7 +56,7 @@ if [ -n "${PACK:-}" ]; then
     export PATH=$DEV/usr/bin:$PATH LD_LIBRARY_PATH=$DEV/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export OPAL_PREFIX=$DEV/usr PMIX_INSTALL_PREFIX=$DEV/usr/lib/x86_64-linux-gnu/pmix2
     export PMIX_MCA_mca_base_component_path=$DEV/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
-    export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_component_show_load_errors=0
+    export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_show_load_errors=0
     export OMPI_MCA_ess_singleton_isolated=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     missing=$(ldd "$BIN"/* | grep 'not found' | sort -u)
     [ -n "$missing" ] && echo "gpu-check: libraries not found: $missing" | tee -a "$OUT"
@@ -68,7 +70,6 @@ GPU_TARGETS=$BIN/gpu_targets
 export TESSERA_BIN=$BIN/tessera TESSERA_DATA=$PWD
 step tests-cuda 600 "$BIN/tessera-tests" --filter '@(cuda|cuda_gpu|bf16|flash_launch|gpu_bench|kernel_table|calibrate_fp8)/*' \
     --verbose --timeout 120
-step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1
 PROFILE=$WORK/gpu-profile.json
 step calibrate 600 "$BIN/tessera" calibrate --device cuda --quick --no-in-situ -o "$PROFILE"
 # The tables end with the fit: "#   fp8: ..." (measured, or kept and why) and "#   efficiency.gemm_fp8:";
@@ -91,5 +92,8 @@ if [ -f "$PROFILE" ]; then
         "$t" compare --sim "$w/sim.trace.json" --measured "$w/run.trace.json" --ops 12' _ "$BIN/tessera" "$PROFILE" "$SVR"
     step validate 240 "$BIN/tessera" validate --device cuda -s "$PROFILE" --replay -k "$WORK/validate"
 fi
+# Last, as the longest (its parts' wall times are its last line): GEMM rates, the tiled attention
+# against FlashAttention-2, Llama-3.2-1B's MFU.
+step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1
 echo "== gpu-check: exit $status, figures in $OUT" | tee -a "$OUT"
 exit "$status"
