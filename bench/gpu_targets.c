@@ -46,7 +46,7 @@ static double bench_gemms(int quick, double min_s) {
     ts_gpu_gemm_shape g[TS_GPU_GEMM_MAX];
     int n = ts_gpu_gemm_grid(quick, g);
     double best = 0;
-    printf("# gemm: TFLOP/s (bf16: cublasGemmEx, fp8: cublasLtMatmul E4M3 -> bf16; fp32 accumulation)\n");
+    printf("# gemm: TFLOP/s (bf16: cublasGemmEx, fp8: cublasLtMatmul E4M3 -> bf16, split accumulation as TE's backward GEMMs; fp32 accumulation)\n");
     printf("%-8s %6s %6s %6s %10s %10s\n", "what", "m", "n", "k", "bf16", "fp8");
     for (int i = 0; i < n; i++) {
         double s16 = 0, s8 = 0;
