@@ -229,6 +229,7 @@ typedef struct {
     ts_calib_coll_fit fit_all;            /* the shared fit the spec holds, over every collective */
     double gemm_rms_error, mem_rms_error, attn_rms_error; /* of the spec on the compute rows */
     double gemm_fp8_rms_error;                            /* of the spec on the fp8 rows */
+    double gemm_bf16_rms_error;                           /* and on the bf16 rows (GPUs) */
     ts_system system;
     ts_calib_situ situ; /* steps = 0: not run */
 } ts_calib;

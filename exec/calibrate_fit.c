@@ -229,7 +229,12 @@ static ts_status fit_compute(ts_calib *c) {
     fit_gemm_curve(c->gemm, c->n_gemm, peak, &s->gemm_eff);
     c->gemm_rms_error = gemm_model(s, TS_DTYPE_FP32, c->gemm, c->n_gemm);
     TS_CHECK(fit_fp8(c));
-    (void)gemm_model(s, TS_DTYPE_BF16, c->gemm_bf16, c->n_gemm_bf16); /* the rows' model times */
+    /* The bf16 grid's own curve: on a GPU cuBLAS's bf16 GEMMs reach their peak at other sizes than
+     * its fp32 ones (an H100's 64³ bf16 GEMM ran at 5e-5 of the bf16 peak, the fp32 one at 6e-4 of
+     * the fp32 peak: docs/gpu.md), so the fp32 curve at the bf16 peak misprices them. */
+    s->gemm_eff_bf16 = (ts_eff_curve){0};
+    if (c->n_gemm_bf16 > 0) fit_gemm_curve(c->gemm_bf16, c->n_gemm_bf16, bf16, &s->gemm_eff_bf16);
+    c->gemm_bf16_rms_error = gemm_model(s, TS_DTYPE_BF16, c->gemm_bf16, c->n_gemm_bf16);
 
     if (c->n_mem > 0) {
         for (int i = 0; i < c->n_mem; i++) u[i] = c->mem[i].bytes, t[i] = c->mem[i].time_s;
@@ -840,6 +845,14 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     TS_CHECK(sourced(fab, "latency_s", "one host, no fabric: the node link's figure"));
     if (cJSON_AddStringToObject(gemm, "source", how) == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm.source");
+    cJSON *gemm16 = cJSON_GetObjectItemCaseSensitive(eff, "gemm_bf16");
+    if (gemm16 != NULL) {
+        char text[640];
+        snprintf(text, sizeof text, "tessera calibrate: bf16 GEMM rate / peak_flops.bf16 by FLOPs (2mnk) over %d "
+                 "shapes (the fp32 curve's fitter; rms err %.1f%%); %s", c->n_gemm_bf16, 100 * c->gemm_bf16_rms_error, how);
+        if (cJSON_AddStringToObject(gemm16, "source", text) == NULL)
+            return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm_bf16.source");
+    }
     if (c->situ.steps > 0)
         snprintf(situ, sizeof situ, "; then the in-situ factors (gemm %.3f, attention %.3f, exec/calibrate.h)",
                  k[TS_SITU_GEMM].factor, k[TS_SITU_ATTENTION].factor);

@@ -30,6 +30,7 @@ void ts_calib_quality_judge_at(const ts_calib *c, double load_avg_1min, long cor
     *out = (ts_calib_quality){.load_avg_1min = load_avg_1min, .cores = cores};
     if (c->n_gemm > 0) fit(out, "GEMM", c->gemm_rms_error, TS_CALIB_GEMM_RMS_LIMIT);
     /* FP8 GEMMs carry an FP8 plan's linear layers as the fp32 ones carry a CPU step: same limit. */
+    if (c->n_gemm_bf16 > 0) fit(out, "bf16 GEMM", c->gemm_bf16_rms_error, TS_CALIB_GEMM_RMS_LIMIT);
     if (c->n_gemm_fp8 > 0) fit(out, "fp8 GEMM", c->gemm_fp8_rms_error, TS_CALIB_GEMM_RMS_LIMIT);
     if (c->n_mem > 0) fit(out, "memory-bound kernel", c->mem_rms_error, TS_CALIB_KERNEL_RMS_LIMIT);
     if (c->n_attn > 0) fit(out, "attention", c->attn_rms_error, TS_CALIB_KERNEL_RMS_LIMIT);

@@ -59,6 +59,10 @@
  *    "efficiency"*: {                           achieved / peak; efficiencies in [0.001, 1]
  *      "gemm"*: {"points"*: [[flops, eff], ...], "source": "..."},
  *                                               1 to 16 points, flops in [1, 1e18], increasing
+ *      "gemm_bf16": {"points": [...], "source": "..."},
+ *                                               16-bit GEMMs' efficiency vs their peak, same
+ *                                               form; default: none ("gemm" serves them; a GPU
+ *                                               calibration measures both)
  *      "gemm_fp8": {"points": [...], "source": "..."},
  *      "gemm_fp8_bwd": 0.91,                    the backward's FP8 GEMMs against gemm_fp8 (split
  *                                               accumulation), (0, 1]; default: as the curve
@@ -148,7 +152,7 @@ static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_
 static const char *const tier_keys[] = {"name", "gpus", "oversubscription", "latency_s", "source", NULL};
 static const char *const cost_keys[] = {"price_per_gpu_hour", "price_is_example", "rack_power_w",
                                         "rack_gpus", "source", NULL};
-static const char *const eff_keys[] = {"gemm", "gemm_fp8", "gemm_fp8_bwd", "attention", "attention_flash", "hbm",
+static const char *const eff_keys[] = {"gemm", "gemm_bf16", "gemm_fp8", "gemm_fp8_bwd", "attention", "attention_flash", "hbm",
                                        "link_busbw", "nic_busbw", "collective_busbw", "overlap_slowdown",
                                        "tp_comm_overlap", "dp_comm_overlap", "pp_comm_overlap", "serial_ops",
                                        "optimizer", "source", NULL};
@@ -381,6 +385,7 @@ static ts_status read_efficiency(const ts_jreader *r, const cJSON *root, ts_syst
     const cJSON *eff;
     TS_CHECK(open_obj(r, root, "efficiency", 1, eff_keys, &er, &eff));
     TS_CHECK(read_curve(&er, eff, "gemm", 1, &s->gemm_eff));
+    TS_CHECK(read_curve(&er, eff, "gemm_bf16", 0, &s->gemm_eff_bf16));
     TS_CHECK(read_curve(&er, eff, "gemm_fp8", 0, &s->gemm_eff_fp8));
     TS_CHECK(ts_jr_num(&er, eff, "attention", 0, MIN_EFF, 1, DEF_ATTENTION_EFF, &s->attention_eff));
     TS_CHECK(ts_jr_num(&er, eff, "attention_flash", 0, MIN_EFF, 1, 0, &s->attention_flash_eff));
@@ -564,6 +569,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
 
     TS_CHECK(add_obj(root, "efficiency", &eff));
     TS_CHECK(add_curve(eff, "gemm", &s->gemm_eff));
+    if (s->gemm_eff_bf16.n > 0) TS_CHECK(add_curve(eff, "gemm_bf16", &s->gemm_eff_bf16));
     if (s->gemm_eff_fp8.n > 0) TS_CHECK(add_curve(eff, "gemm_fp8", &s->gemm_eff_fp8));
     TS_CHECK(add_num(eff, "attention", s->attention_eff));
     if (s->attention_flash_eff > 0) TS_CHECK(add_num(eff, "attention_flash", s->attention_flash_eff));

@@ -92,6 +92,9 @@ typedef struct {
 
     /* what software achieves */
     ts_eff_curve gemm_eff;
+    ts_eff_curve gemm_eff_bf16; /* 16-bit GEMMs (bf16, fp16; efficiency vs their peak) where measured
+                                   apart from gemm_eff (a GPU calibration's bf16 grid beside its
+                                   fp32 one); n = 0: gemm_eff serves them */
     ts_eff_curve gemm_eff_fp8; /* FP8 GEMMs (efficiency vs the FP8 peak); n = 0: none given, FP8
                                   GEMMs use gemm_eff scaled (planner/cost.h ts_gemm_eff) */
     double gemm_fp8_bwd_eff;   /* the backward's FP8 GEMMs (dgrad, wgrad) against that curve, where

@@ -23,6 +23,7 @@ const char *const ts_link_names[] = {"nvlink", "nic", "spine", "core", NULL};
 #define TS_FP8_ATTENTION_RATIO 0.81
 
 double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops) {
+    if ((dt == TS_DTYPE_BF16 || dt == TS_DTYPE_FP16) && s->gemm_eff_bf16.n > 0) return ts_eff_at(&s->gemm_eff_bf16, flops);
     if (dt != TS_DTYPE_FP8) return ts_eff_at(&s->gemm_eff, flops);
     if (s->gemm_eff_fp8.n > 0) return ts_eff_at(&s->gemm_eff_fp8, flops);
     return TS_FP8_EFF_FALLBACK * ts_eff_at(&s->gemm_eff, flops);

@@ -36,7 +36,7 @@ double ts_gemm_compute_s(const ts_system *s, ts_dtype dt, double m, double n, do
  * GEMM curves are measured in situ (ts_system_cpu_ranks). */
 double ts_gemm_memory_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count);
 /* A GEMM's efficiency (achieved / the peak of `dt`) at `flops`: the system's FP8 curve for FP8
- * when it has one, else its GEMM curve; without an FP8 curve an FP8 GEMM takes the GEMM curve
+ * and its 16-bit curve for bf16 and fp16 when it has them, else its GEMM curve; without an FP8 curve an FP8 GEMM takes the GEMM curve
  * times TS_FP8_EFF_FALLBACK (cost.c says where it comes from). */
 double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
 

@@ -315,6 +315,55 @@ Test(calibrate_fit, bf16_grid_sets_the_bf16_peak) {
     cr_expect(strstr(ts_error_message(), "bf16 GEMM row 3") != NULL, "%s", ts_error_message());
 }
 
+/* A GPU's bf16 GEMMs reach their peak at other sizes than its fp32 ones: the bf16 grid gets its
+ * own curve (efficiency.gemm_bf16), which prices each bf16 row as measured while the fp32 rows
+ * keep theirs, and the profile carries it and loads back. */
+Test(calibrate_fit, bf16_grid_fits_its_own_curve) {
+    ts_system truth = known_system(), truth16 = known_system();
+    truth.peak_flops[TS_DTYPE_FP32] = 5e13;
+    truth16.peak_flops[TS_DTYPE_BF16] = 7e14;
+    for (int i = 0; i < truth16.gemm_eff.n; i++) /* ten times slower below a GFLOP */
+        if (truth16.gemm_eff.flops[i] < 1e9) truth16.gemm_eff.eff[i] *= 0.1;
+    static ts_calib c;
+    synthetic_calib(&c, &truth);
+    c.device = TS_DEVICE_CUDA;
+    for (int i = 0; i < c.n_gemm; i++) {
+        ts_calib_gemm *g = &c.gemm_bf16[c.n_gemm_bf16++];
+        *g = c.gemm[i];
+        g->time_s = ts_gemm_compute_s(&truth16, TS_DTYPE_BF16, g->m, g->n, g->k);
+    }
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    const ts_system *s = &c.system;
+    cr_assert_gt(s->gemm_eff_bf16.n, 0, "a bf16 curve");
+    for (int i = 0; i < c.n_gemm_bf16; i++)
+        cr_expect(fabs(c.gemm_bf16[i].model_s / c.gemm_bf16[i].time_s - 1) < 1e-9, "bf16 row %d: model %g s, measured %g s",
+                  i, c.gemm_bf16[i].model_s, c.gemm_bf16[i].time_s);
+    for (int i = 0; i < c.n_gemm; i++)
+        cr_expect(fabs(c.gemm[i].model_s / c.gemm[i].time_s - 1) < 1e-9, "fp32 row %d", i);
+    double small = 2.0 * 64 * 64 * 64;
+    cr_expect(ts_gemm_eff(s, TS_DTYPE_BF16, small) < 0.2 * ts_gemm_eff(s, TS_DTYPE_FP32, small), "bf16 %g, fp32 %g",
+              ts_gemm_eff(s, TS_DTYPE_BF16, small), ts_gemm_eff(s, TS_DTYPE_FP32, small));
+    cr_expect_eq(c.gemm_bf16_rms_error < 1e-9, 1, "rms %g", c.gemm_bf16_rms_error);
+
+    ts_system back;
+    profile_loads_back(&c, &back);
+    cr_assert_eq(back.gemm_eff_bf16.n, s->gemm_eff_bf16.n);
+    for (int i = 0; i < back.gemm_eff_bf16.n; i++)
+        cr_expect(fabs(back.gemm_eff_bf16.eff[i] / s->gemm_eff_bf16.eff[i] - 1) < 1e-12, "point %d", i);
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, "bf16 GEMM rate / peak_flops.bf16 by FLOPs (2mnk) over 27 shapes") != NULL, "%.400s", text);
+    free(text);
+    cJSON_Delete(doc);
+
+    /* without bf16 rows (CPU ranks) no bf16 curve: the GEMM curve serves bf16 */
+    c.n_gemm_bf16 = 0;
+    cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(c.system.gemm_eff_bf16.n, 0);
+    cr_expect_eq(ts_gemm_eff(&c.system, TS_DTYPE_BF16, small), ts_gemm_eff(&c.system, TS_DTYPE_FP32, small));
+}
+
 /* The in-situ factors scale each kind's modelled time by exactly its factor, and the profile
  * records them and loads back. */
 Test(calibrate_fit, in_situ_factors_scale_each_kind) {
