@@ -127,7 +127,7 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->given = "--partition";
         break;
     case CLI_OPT_PARTITION_NODES:
-        a->partition.node_limit = (long)cli_int(cmd, "--partition-node-limit", arg, 1, 1L << 30);
+        a->partition.node_limit = a->partition.node_limit_max = (long)cli_int(cmd, "--partition-node-limit", arg, 1, 1L << 30);
         a->given = "--partition-node-limit";
         break;
     case CLI_OPT_PARTITION_OBJECTIVE:

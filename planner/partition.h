@@ -30,6 +30,11 @@
 /* GLPK's default work budget per layout, in branch-and-bound nodes (docs/partition.md: what it
  * took on the zoo's cases). */
 #define TS_PART_DEFAULT_NODES 200
+/* The planner's default lets that budget double, up to this, while the split GLPK stopped at is
+ * more than TS_PART_GAP above the bound it proved: the hard cases (two layer kinds, interleaved)
+ * then get the nodes they need, the easy ones keep theirs (docs/partition.md). */
+#define TS_PART_DEFAULT_NODES_MAX 1600
+#define TS_PART_GAP 0.02
 
 /* What the program minimises. stage: the slowest stage's time per micro-batch, T. step: the step
  * with its bubble, m·T + β·(Σ_s τ_s - T) (see partition_ilp.c), which may accept a slightly
@@ -60,6 +65,9 @@ typedef struct {
     long node_limit;           /* GLPK's branch-and-bound nodes for the whole search, over every
                                   glp_intopt run (0: TS_PART_DEFAULT_NODES); a count, not a time,
                                   so the answer does not depend on the machine's load */
+    long node_limit_max;       /* up to this the budget doubles and the search runs again while a
+                                  node-limited split is more than TS_PART_GAP above its proved
+                                  bound (0: never; ts_partition_problem_init's) */
     ts_partition_objective objective; /* default stage */
     double microbatches;       /* m, per step (the step objective) */
     double bubble_per_stage;   /* β: the schedule's fill and drain per second of stage time beyond
@@ -127,7 +135,7 @@ typedef struct {
     double bound_s;  /* best lower bound of the objective proved (node limit: below the incumbent) */
     int rows, cols, integer_cols;
     int glpk_calls;  /* glp_intopt runs of the search over T */
-    long nodes;      /* branch-and-bound nodes they took (at most the problem's node_limit) */
+    long nodes;      /* branch-and-bound nodes they took, over every search (ts_partition_solve) */
     char why[512];   /* infeasible / no split: in words */
     /* Infeasible: the stage of the uniform split (each stage at its least-memory policy) most
      * over the usable memory, and by how many bytes (what info.why says). */
@@ -135,8 +143,10 @@ typedef struct {
     double short_bytes;
 } ts_partition_info;
 
-/* Solves the program. TS_OK with `out` filled (init'ed here; _free it) for OPTIMAL and
- * NODE_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
+/* Solves the program on p->node_limit nodes; while the split found is NODE_LIMIT and more than
+ * TS_PART_GAP above its proved bound, again on twice the nodes, up to p->node_limit_max (info:
+ * the last search's, its nodes and time summed over the searches). TS_OK with `out` filled
+ * (init'ed here; _free it) for OPTIMAL and NODE_LIMIT; TS_ERR_INFEASIBLE (message = info.why) for INFEASIBLE and NO_SPLIT; TS_ERR_EXTERNAL
  * when GLPK fails (the message quotes what GLPK printed, or names the return code of the solver
  * call; GLPK's terminal output never reaches stdout). On failure `out` is left empty. */
 ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info);
@@ -163,9 +173,11 @@ typedef struct {
     ts_partition_objective objective; /* --partition-objective; default stage */
     long node_limit;     /* GLPK's nodes per layout (--partition-node-limit; default
                             TS_PART_DEFAULT_NODES) */
+    long node_limit_max; /* doubling it up to this (default TS_PART_DEFAULT_NODES_MAX;
+                            --partition-node-limit N fixes both at N) */
 } ts_partition_opts;
 
-void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, TS_PART_DEFAULT_NODES */
+void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, TS_PART_DEFAULT_NODES(_MAX) */
 
 /* The layout search (ts_search) followed by the program on its best candidates: the best four
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not

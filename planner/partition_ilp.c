@@ -757,7 +757,8 @@ exit:
     return res;
 }
 
-ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info) {
+/* One search on p's node budget (ts_partition_solve's contract). */
+static ts_status solve_once(const ts_partition_problem *p, ts_split *out, ts_partition_info *info) {
     *info = (ts_partition_info){0};
     *out = (ts_split){0};
     double t0 = now_s();
@@ -834,5 +835,28 @@ cleanup:
     free(c.u);
     free(c.pol);
     info->solve_s = now_s() - t0;
+    return res;
+}
+
+/* Whether a node-limited split is far enough above its proved bound to search again. */
+static int worth_more_nodes(const ts_split *s, const ts_partition_info *info) {
+    return info->status == TS_PART_NODE_LIMIT && s->objective_s > (1 + TS_PART_GAP) * info->bound_s;
+}
+
+ts_status ts_partition_solve(const ts_partition_problem *p, ts_split *out, ts_partition_info *info) {
+    ts_status res = solve_once(p, out, info);
+    ts_partition_problem more = *p;
+    long nodes = info->nodes;
+    double solve_s = info->solve_s;
+    /* Deterministic: each run is a node count, so the same problem doubles the same times. */
+    while (res == TS_OK && worth_more_nodes(out, info) && more.node_limit * 2 <= p->node_limit_max) {
+        more.node_limit *= 2;
+        ts_split_free(out);
+        res = solve_once(&more, out, info);
+        nodes += info->nodes;
+        solve_s += info->solve_s;
+    }
+    info->nodes = nodes;
+    info->solve_s = solve_s;
     return res;
 }

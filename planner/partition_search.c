@@ -17,7 +17,8 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 #define PART_CANDIDATES (2 * PART_TOP + PART_NEAR)
 
 void ts_partition_opts_defaults(ts_partition_opts *o) {
-    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .node_limit = TS_PART_DEFAULT_NODES};
+    *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .node_limit = TS_PART_DEFAULT_NODES,
+                             .node_limit_max = TS_PART_DEFAULT_NODES_MAX};
 }
 
 /* Layouts equal but for recompute (which the program chooses per stage). */
@@ -56,6 +57,7 @@ static ts_status partition_one(const ts_problem *pb, unsigned policies, const ts
     *info = (ts_partition_info){.short_bytes = INFINITY};
     TS_CHECK_CTX(ts_partition_problem_of(pb, l, policies, &p), "uneven stages of %s", layout_text(l, text, sizeof text));
     p.node_limit = po->node_limit;
+    p.node_limit_max = po->node_limit_max;
     p.objective = po->objective;
     ts_status st = ts_partition_solve(&p, s, info);
     ts_partition_problem_free(&p);
