@@ -267,6 +267,16 @@ Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {
     cJSON_Delete(doc);
 }
 
+/* The profile of `c` holds `needle` (in a source string, say). */
+static void expect_profile_has(const ts_calib *c, const char *needle) {
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, needle) != NULL, "%.400s", text);
+    free(text);
+    cJSON_Delete(doc);
+}
+
 /* A GPU's bf16 grid (ts_backend.gemm_bf16) sets the bf16 peak to its best rate, the rows carry
  * the bf16 model time, the JSON lists them and the profile says how it was measured; without
  * bf16 rows the bf16 peak is the fp32 figure and says so. */
@@ -279,12 +289,7 @@ Test(calibrate_fit, bf16_grid_sets_the_bf16_peak) {
     c.device = TS_DEVICE_CUDA;
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     cr_expect_eq(c.system.peak_flops[TS_DTYPE_BF16], c.system.peak_flops[TS_DTYPE_FP32], "no bf16 rows");
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
-    char *text = cJSON_PrintUnformatted(doc);
-    cr_expect(strstr(text, "not measured (the backend has no bf16 GEMM)") != NULL, "%.400s", text);
-    free(text);
-    cJSON_Delete(doc);
+    expect_profile_has(&c, "not measured (the backend has no bf16 GEMM)");
 
     for (int i = 0; i < c.n_gemm; i++) {
         ts_calib_gemm *g = &c.gemm_bf16[c.n_gemm_bf16++];
@@ -300,11 +305,8 @@ Test(calibrate_fit, bf16_grid_sets_the_bf16_peak) {
     ts_system back;
     profile_loads_back(&c, &back);
     cr_expect(fabs(back.peak_flops[TS_DTYPE_BF16] / bf16 - 1) < 1e-12, "loaded back %.17g, fitted %.17g", back.peak_flops[TS_DTYPE_BF16], bf16);
-    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
-    text = cJSON_PrintUnformatted(doc);
-    cr_expect(strstr(text, "best per-rank bf16 GEMM rate (fp32 accumulation) over 27") != NULL, "%.400s", text);
-    free(text);
-    cJSON_Delete(doc);
+    expect_profile_has(&c, "best per-rank bf16 GEMM rate (fp32 accumulation) over 27");
+    cJSON *doc = NULL;
     cr_assert_eq(ts_calib_json(&c, &doc), TS_OK, "%s", ts_error_message());
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(doc, "gemm_bf16");
     cr_expect(cJSON_IsArray(rows) && cJSON_GetArraySize(rows) == 27, "gemm_bf16 rows");
@@ -350,12 +352,7 @@ Test(calibrate_fit, bf16_grid_fits_its_own_curve) {
     cr_assert_eq(back.gemm_eff_bf16.n, s->gemm_eff_bf16.n);
     for (int i = 0; i < back.gemm_eff_bf16.n; i++)
         cr_expect(fabs(back.gemm_eff_bf16.eff[i] / s->gemm_eff_bf16.eff[i] - 1) < 1e-12, "point %d", i);
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
-    char *text = cJSON_PrintUnformatted(doc);
-    cr_expect(strstr(text, "bf16 GEMM rate / peak_flops.bf16 by FLOPs (2mnk) over 27 shapes") != NULL, "%.400s", text);
-    free(text);
-    cJSON_Delete(doc);
+    expect_profile_has(&c, "bf16 GEMM rate / peak_flops.bf16 by FLOPs (2mnk) over 27 shapes");
 
     /* without bf16 rows (CPU ranks) no bf16 curve: the GEMM curve serves bf16 */
     c.n_gemm_bf16 = 0;
