@@ -155,6 +155,16 @@ static void profile_loads_back(const ts_calib *c, ts_system *back) {
     test_remove_temp(path);
 }
 
+/* The profile of `c` holds `needle` (in a source string, say). */
+static void expect_profile_has(const ts_calib *c, const char *needle) {
+    cJSON *doc = NULL;
+    cr_assert_eq(ts_calib_profile(c, &doc), TS_OK, "%s", ts_error_message());
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_expect(strstr(text, needle) != NULL, "%.400s", text);
+    free(text);
+    cJSON_Delete(doc);
+}
+
 Test(calibrate_fit, spec_from_synthetic_rows_loads_back) {
     ts_system truth = known_system();
     truth.peak_flops[TS_DTYPE_FP32] = 4e10;
@@ -260,21 +270,7 @@ Test(calibrate_fit, cuda_spec_takes_the_gpu_name_and_memory) {
     c.gpu_memory_bytes = 0;
     cr_assert_eq(ts_calib_fit(&c, &truth), TS_OK, "%s", ts_error_message());
     cr_expect_eq(c.system.hbm_bytes, truth.hbm_bytes);
-    cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
-    text = cJSON_PrintUnformatted(doc);
-    cr_expect(strstr(text, "the template's: the GPU did not report its memory") != NULL, "%.300s", text);
-    free(text);
-    cJSON_Delete(doc);
-}
-
-/* The profile of `c` holds `needle` (in a source string, say). */
-static void expect_profile_has(const ts_calib *c, const char *needle) {
-    cJSON *doc = NULL;
-    cr_assert_eq(ts_calib_profile(c, &doc), TS_OK, "%s", ts_error_message());
-    char *text = cJSON_PrintUnformatted(doc);
-    cr_expect(strstr(text, needle) != NULL, "%.400s", text);
-    free(text);
-    cJSON_Delete(doc);
+    expect_profile_has(&c, "the template's: the GPU did not report its memory");
 }
 
 /* A GPU's bf16 grid (ts_backend.gemm_bf16) sets the bf16 peak to its best rate, the rows carry
