@@ -37,8 +37,7 @@ double ts_wgrad_gemm_s(const ts_system *s, double compute_s, double m, double n,
                        double in_bytes, int accumulate) {
     if (compute_s <= 0 || count <= 0 || ts_system_cpu_ranks(s)) return compute_s;
     double grad_bytes = m * n * (accumulate ? 8.0 : 2.0), input_bytes = k * (m + n) * in_bytes;
-    double memory_s = count * (grad_bytes + input_bytes) / (s->hbm_bytes_per_s * s->hbm_eff);
-    return compute_s > memory_s ? compute_s : memory_s;
+    return fmax(compute_s, ts_memory_s(s, count * (grad_bytes + input_bytes), 0));
 }
 
 /* Bytes a GEMM of `dt` reads per operand element (an FP8 GEMM's E4M3 inputs: 1) and writes per
@@ -49,7 +48,7 @@ static double output_bytes(ts_dtype dt) { return dt == TS_DTYPE_FP32 ? 4.0 : 2.0
 double ts_gemm_memory_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count) {
     if (ts_system_cpu_ranks(s)) return 0; /* CPU ranks' GEMM curves are measured in situ, caches and all */
     double bytes = (m * k + k * n) * operand_bytes(dt) + m * n * output_bytes(dt);
-    return count * bytes / (s->hbm_bytes_per_s * s->hbm_eff);
+    return ts_memory_s(s, count * bytes, 0);
 }
 
 double ts_gemm_compute_s(const ts_system *s, ts_dtype dt, double m, double n, double k) {
