@@ -225,10 +225,13 @@ static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts
     return TS_OK;
 }
 
+static ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
 /* DeepSeek-V3 (transformers DeepseekV3Config): MLA attention; layer i is MoE when
  * i >= first_k_dense_replace and i % moe_layer_freq == 0, which is Tessera's rule with
  * first_dense rounded up to a multiple of the frequency. The shared experts form one MLP of
  * n_shared_experts * moe_intermediate_size, the same parameters as n_shared_experts experts. */
+
 static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, &llama_keys, m));
     TS_CHECK(read_kv_heads(r, root, nm, m));
@@ -248,9 +251,15 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_fie
     TS_CHECK(hf_i32(r, root, nm, "mla.v_dim", "v_head_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &a->v_dim));
     m->head_dim = a->qk_nope_dim + a->qk_rope_dim;
     hf_name(nm, r, "head_dim", "qk_nope_head_dim"); /* with qk_rope_head_dim: MLA's query/key width */
+    return read_deepseek_moe(r, root, nm, m);
+}
+
+/* What DeepSeek-V3 and GLM-4.5 share: num_nextn_predict_layers MTP modules, routed experts of
+ * moe_intermediate_size and as many shared ones, dense layers before first_k_dense_replace (every
+ * moe_layer_freq-th after), the grouped sigmoid router. */
+static ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
-
     ts_moe *e = &m->moe;
     TS_CHECK(hf_i32(r, root, nm, "moe.experts", "n_routed_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->experts));
     if (e->experts == 0) return TS_OK;
@@ -266,6 +275,21 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_fie
     e->first_dense = (first + freq - 1) / freq * freq;
     e->every = freq;
     return read_deepseek_router(r, root, nm, e);
+}
+
+/* GLM-4.5 (transformers Glm4MoeConfig): Llama-shaped grouped-query attention with its head_dim and
+ * Q/K/V biases (attention_bias), DeepSeek-V3's experts, router and MTP modules without MLA.
+ * partial_rotary_factor rotates part of each head (rotary's bytes are counted whole) and
+ * use_qk_norm adds two head-wide norms (below 1e-5 of the total, not counted). */
+static ts_status read_glm4_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_deepseek_moe(r, root, nm, m));
+    /* Glm4MoeTopkRouter scores with a sigmoid and a per-expert correction bias whatever the
+     * config says (it has no scoring_func / topk_method keys) */
+    m->moe.router_sigmoid = m->moe.experts > 0;
+    m->moe.router_expert_bias = m->moe.experts > 0;
+    return TS_OK;
 }
 
 /* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
@@ -555,13 +579,14 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt",
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
-                                       "starcoder2", "gptj", "llama4", "llama4_text", NULL};
+                                       "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
                                        read_qwen3, read_qwen3_moe, read_gemma2, read_gemma3, read_gemma3,
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
-                                       read_starcoder2, read_gptj, read_llama4_text, read_llama4_text};
+                                       read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
+                                       read_glm4_moe};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -576,7 +601,8 @@ static const char *const hf_arch_names[][2] = {
     {"Gemma3ForCausalLM", "gemma3_text"}, {"Gemma3ForConditionalGeneration", "gemma3"},
     {"Phi3ForCausalLM", "phi3"}, {"GptOssForCausalLM", "gpt_oss"}, {"Olmo2ForCausalLM", "olmo2"},
     {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
-    {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"}, {NULL, NULL}};
+    {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"},
+    {"Glm4MoeForCausalLM", "glm4_moe"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

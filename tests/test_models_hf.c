@@ -44,6 +44,8 @@ static const struct {
     {"gpt-j-6b", 6053381344, 0.0005}, /* model card: 6,053,381,344; transformers GPTJForCausalLM's modules add to
                                         * 6.0509B, 0.04% less (not explained here) */
     {"llama4-scout", 109e9, 0.02},             /* Llama 4 Scout: 109B total with its vision encoder */
+    {"glm-4.5-air", 106e9, 0.01},              /* GLM-4.5-Air: 106B total, 12B active (model card), the MTP
+                                                * module left out as DeepSeek-V3's 671B does */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -92,6 +94,12 @@ Test(models_hf, what_changes_the_cost_is_kept) {
     ts_model k2 = load("kimi-k2");
     cr_expect(k2.mla.kv_lora_rank == 512 && k2.moe.experts == 384 && k2.moe.router_sigmoid && k2.moe.router_expert_bias &&
               k2.moe.first_dense == 1);
+    ts_model glm = load("glm-4.5-air");
+    cr_expect(glm.moe.experts == 128 && glm.moe.top_k == 8 && glm.moe.expert_ffn == 1408 && glm.moe.shared_experts == 1 &&
+              glm.moe.shared_ffn == 1408 && glm.moe.first_dense == 1 && glm.moe.every == 1 && glm.moe.router_sigmoid &&
+              glm.moe.router_expert_bias && glm.mtp_layers == 1 && glm.qkv_bias && !glm.linear_bias &&
+              glm.head_dim == 128 && glm.kv_heads == 8 && glm.mla.kv_lora_rank == 0 && !glm.tied_embeddings,
+              "GLM-4.5-Air: DeepSeek-V3's experts, router and MTP without MLA");
     ts_model v2 = load("deepseek-v2-lite");
     cr_expect(v2.mla.q_lora_rank == 0 && v2.moe.shared_experts == 2 && !v2.moe.router_sigmoid);
     cr_expect_eq(load("gpt-j-6b").norms_per_layer, 1);
