@@ -155,15 +155,22 @@ static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_nam
     return ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias);
 }
 
-static ts_status read_mixtral(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
+/* Every layer MoE: `experts_key` experts of intermediate_size each, num_experts_per_tok a token
+ * (Mixtral, OLMoE). */
+static ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *experts_key,
+                                   ts_model *m) {
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", experts_key, 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
     TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
     e->expert_ffn = m->ffn_hidden;
     hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
     e->every = 1;
     return TS_OK;
+}
+
+static ts_status read_mixtral(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    return read_expert_layers(r, root, nm, "num_local_experts", m);
 }
 
 /* Qwen2 has biases on Q, K and V only (transformers Qwen2Attention). */
@@ -513,6 +520,13 @@ static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_nam
     return TS_OK;
 }
 
+/* OLMoE (transformers OlmoeConfig): OLMo 2's attention (Q and K normed over the whole projection,
+ * OlmoeAttention's q_norm of hidden_size), every layer num_experts experts of intermediate_size. */
+static ts_status read_olmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_olmo2(r, root, nm, m));
+    return read_expert_layers(r, root, nm, "num_experts", m);
+}
+
 /* StarCoder2 (transformers Starcoder2Config): GQA with rotary, a 2-matrix GELU MLP, LayerNorm,
  * biases everywhere when use_bias, a sliding window on every layer. */
 static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
@@ -579,14 +593,15 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt",
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
-                                       "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe", NULL};
+                                       "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
+                                       "olmoe", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
                                        read_qwen3, read_qwen3_moe, read_gemma2, read_gemma3, read_gemma3,
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
-                                       read_glm4_moe};
+                                       read_glm4_moe, read_olmoe};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -602,7 +617,7 @@ static const char *const hf_arch_names[][2] = {
     {"Phi3ForCausalLM", "phi3"}, {"GptOssForCausalLM", "gpt_oss"}, {"Olmo2ForCausalLM", "olmo2"},
     {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
     {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"},
-    {"Glm4MoeForCausalLM", "glm4_moe"}, {NULL, NULL}};
+    {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -46,6 +46,7 @@ static const struct {
     {"llama4-scout", 109e9, 0.02},             /* Llama 4 Scout: 109B total with its vision encoder */
     {"glm-4.5-air", 106e9, 0.01},              /* GLM-4.5-Air: 106B total, 12B active (model card), the MTP
                                                 * module left out as DeepSeek-V3's 671B does */
+    {"olmoe-1b-7b", 6.9e9, 0.01},              /* OLMoE paper (Muennighoff et al. 2024): 6.9B total, 1.3B active */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -100,6 +101,10 @@ Test(models_hf, what_changes_the_cost_is_kept) {
               glm.moe.router_expert_bias && glm.mtp_layers == 1 && glm.qkv_bias && !glm.linear_bias &&
               glm.head_dim == 128 && glm.kv_heads == 8 && glm.mla.kv_lora_rank == 0 && !glm.tied_embeddings,
               "GLM-4.5-Air: DeepSeek-V3's experts, router and MTP without MLA");
+    ts_model olmoe = load("olmoe-1b-7b");
+    cr_expect(olmoe.moe.experts == 64 && olmoe.moe.top_k == 8 && olmoe.moe.expert_ffn == 1024 && olmoe.moe.every == 1 &&
+              olmoe.moe.first_dense == 0 && olmoe.moe.shared_experts == 0 && olmoe.qk_norm == TS_QKNORM_FULL &&
+              !olmoe.tied_embeddings, "OLMoE: OLMo 2's attention, every layer MoE");
     ts_model v2 = load("deepseek-v2-lite");
     cr_expect(v2.mla.q_lora_rank == 0 && v2.moe.shared_experts == 2 && !v2.moe.router_sigmoid);
     cr_expect_eq(load("gpt-j-6b").norms_per_layer, 1);
