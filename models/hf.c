@@ -454,7 +454,9 @@ static ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field
 /* Gemma 2 and 3 (transformers Gemma2DecoderLayer, Gemma3DecoderLayer): GeGLU MLP, four RMSNorms
  * per layer (input, post-attention, pre- and post-feedforward), embeddings scaled by sqrt(h) and
  * tied by default; Gemma 2 soft-caps scores and logits and alternates sliding and global layers
- * (layer 0 local); Gemma 3 has Q/K norms and one global layer in sliding_window_pattern (6). */
+ * (layer 0 local); Gemma 3 has Q/K norms and one global layer in sliding_window_pattern (6).
+ * Gemma 1 (transformers GemmaDecoderLayer) is the same without the sandwich norms (two RMSNorms
+ * per layer), soft caps or local attention. */
 static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int version) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 8192, 1};
@@ -466,8 +468,9 @@ static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_nam
     m->gelu_gate = 1;
     m->norm = TS_NORM_RMSNORM;
     m->position = TS_POS_ROPE;
-    m->norms_per_layer = 4;
+    m->norms_per_layer = version == 1 ? 0 : 4;
     m->embed_scaled = 1;
+    if (version == 1) return TS_OK;
     int64_t every = 2;
     if (version == 3) {
         m->qk_norm = TS_QKNORM_HEAD;
@@ -477,6 +480,9 @@ static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_nam
         TS_CHECK(hf_num_or_null(r, root, nm, "logit_softcap", "final_logit_softcapping", &m->logit_softcap));
     }
     return read_sliding(r, root, nm, m, (int)every);
+}
+static ts_status read_gemma1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_gemma(r, root, nm, m, 1);
 }
 static ts_status read_gemma2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     return read_gemma(r, root, nm, m, 2);
@@ -585,6 +591,137 @@ static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_fie
     return TS_OK;
 }
 
+/* --- Phi-2, Falcon, Command R, StableLM 2 (parallel blocks, LayerNorm, partial rotary) ---------- */
+
+/* partial_rotary_factor: the share of each head that is rotated (Phi, StableLM). Tessera prices
+ * the rotary work whole (as for GLM-4.5), so the value is only checked. */
+static ts_status check_partial_rotary(const ts_jreader *r, const cJSON *root) {
+    double f;
+    return ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 1, &f);
+}
+
+/* Phi-1/1.5/2 (transformers PhiAttention, PhiMLP, PhiDecoderLayer): attention and a 2-matrix GELU
+ * MLP in parallel from one LayerNorm, biases on Q, K, V, dense and both MLP matrices, rotary on
+ * partial_rotary_factor of each head, untied head; qk_layernorm adds a LayerNorm of head_dim on
+ * queries and one on keys. Approximation (2e-5 of Phi-2): the LM head's bias (vocab_size) is not
+ * counted, as for GPT-J. */
+static ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 2048, 0};
+    static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}};
+    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
+    TS_CHECK(check_partial_rotary(r, root));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    int qk_norm;
+    TS_CHECK(ts_jr_bool(r, root, "qk_layernorm", 0, 0, &qk_norm));
+    m->qk_norm = qk_norm ? TS_QKNORM_HEAD : TS_QKNORM_NONE;
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    m->norms_per_layer = 1;
+    m->qkv_bias = m->linear_bias = 1;
+    return TS_OK;
+}
+
+/* Falcon's attention (transformers FalconAttention): one fused query_key_value of
+ * (heads + 2 * kv) * head_dim, kv = num_kv_heads (RW configs: n_head_kv) with
+ * new_decoder_architecture (Falcon-40B/180B), 1 with multi_query (Falcon-7B), else heads. RW
+ * configs (model_type RefinedWeb / RefinedWebModel) have no new_decoder_architecture key:
+ * transformers' convert_custom_code_checkpoint.py sets it exactly when n_head_kv is present. */
+static ts_status read_falcon_kv(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *heads_key,
+                                int *new_arch, ts_model *m) {
+    const char *kv_key = pick(root, "num_kv_heads", "n_head_kv");
+    int rw_grouped = cJSON_GetObjectItemCaseSensitive(root, "n_head_kv") != NULL, multi_query;
+    TS_CHECK(ts_jr_bool(r, root, "new_decoder_architecture", 0, rw_grouped, new_arch));
+    TS_CHECK(ts_jr_bool(r, root, "multi_query", 0, 1, &multi_query));
+    if (!*new_arch) {
+        m->kv_heads = multi_query ? 1 : m->heads;
+        hf_name(nm, r, "kv_heads", multi_query ? "multi_query" : kv_key);
+        return TS_OK;
+    }
+    TS_CHECK(hf_i32(r, root, nm, "kv_heads", kv_key, 0, 1, m->heads, m->heads, &m->kv_heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: %s %d is not divisible by %s %d", r->file, r->path, kv_key,
+                       heads_key, m->heads, kv_key, m->kv_heads);
+    return TS_OK;
+}
+
+/* Falcon (transformers FalconConfig, FalconDecoderLayer): a GELU MLP of ffn_hidden_size (null:
+ * 4h), LayerNorm, rotary unless alibi, biases on every linear layer when `bias`, LM head tied by
+ * default. With parallel_attn, attention and MLP read the same input: one LayerNorm, or two
+ * (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2, its default under new_decoder_architecture;
+ * sequential blocks have two. RW configs write n_layer, n_head (and n_embed), read in their place. */
+static ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
+    hf_keys keys = {pick(root, "hidden_size", "n_embed"), pick(root, "num_hidden_layers", "n_layer"),
+                    pick(root, "num_attention_heads", "n_head"), "max_position_embeddings", 2048, 1};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    int new_arch, parallel, alibi, norms;
+    TS_CHECK(read_falcon_kv(r, root, nm, keys.heads, &new_arch, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "ffn_hidden_size", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "parallel_attn", 0, 1, &parallel));
+    TS_CHECK(hf_i32(r, root, nm, "norms_per_layer", "num_ln_in_parallel_attn", 0, 1, 2, new_arch ? 2 : 1, &norms));
+    TS_CHECK(ts_jr_bool(r, root, "bias", 0, 0, &m->linear_bias));
+    TS_CHECK(ts_jr_bool(r, root, "alibi", 0, 0, &alibi));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    m->qkv_bias = m->linear_bias;
+    m->norms_per_layer = parallel && norms == 1 ? 1 : 0;
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = alibi ? TS_POS_ALIBI : TS_POS_ROPE;
+    return TS_OK;
+}
+
+/* Command R (transformers CohereConfig, CohereDecoderLayer): attention and a SwiGLU MLP in parallel
+ * from one LayerNorm, grouped-query attention (attention_bias: Q/K/V/O biases), LM head tied by
+ * default; use_qk_norm (Command R+) norms queries and keys with a weight per head and channel, of
+ * heads * head_dim and kv_heads * head_dim. Approximation (1e-5 of the total): CohereLayerNorm
+ * has a weight and no bias, counted as LayerNorm's two. */
+static ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 8192, 1};
+    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    int qk_norm;
+    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 0, &qk_norm));
+    m->qk_norm = qk_norm ? TS_QKNORM_FULL : TS_QKNORM_NONE;
+    m->activation = TS_ACT_SWIGLU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    m->norms_per_layer = 1;
+    return TS_OK;
+}
+
+/* StableLM (transformers StableLmConfig, StableLmDecoderLayer): Llama's SwiGLU MLP and
+ * grouped-query attention with LayerNorm, Q/K/V biases when use_qkv_bias, rotary on
+ * partial_rotary_factor of each head, untied head; use_parallel_residual feeds attention and MLP
+ * from one LayerNorm; qk_layernorm norms each head of queries and keys on its own (weights of
+ * heads * head_dim and kv_heads * head_dim, no bias: counted with one, below 1e-5 of the total). */
+static ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 4096, 0};
+    static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
+    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
+    TS_CHECK(check_partial_rotary(r, root));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias));
+    int qk_norm, parallel;
+    TS_CHECK(ts_jr_bool(r, root, "qk_layernorm", 0, 0, &qk_norm));
+    TS_CHECK(ts_jr_bool(r, root, "use_parallel_residual", 0, 0, &parallel));
+    m->qk_norm = qk_norm ? TS_QKNORM_FULL : TS_QKNORM_NONE;
+    m->norms_per_layer = parallel ? 1 : 0;
+    m->activation = TS_ACT_SWIGLU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    return TS_OK;
+}
+
 typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* model_type → reader. kimi_k2 is a DeepseekV3ForCausalLM; deepseek_v2 writes the same keys. The
@@ -594,14 +731,15 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
                                        "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
-                                       "olmoe", NULL};
+                                       "olmoe", "gemma", "phi", "falcon", "cohere", "stablelm", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
                                        read_qwen3, read_qwen3_moe, read_gemma2, read_gemma3, read_gemma3,
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
-                                       read_glm4_moe, read_olmoe};
+                                       read_glm4_moe, read_olmoe, read_gemma1, read_phi, read_falcon,
+                                       read_cohere, read_stablelm};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -617,7 +755,10 @@ static const char *const hf_arch_names[][2] = {
     {"Phi3ForCausalLM", "phi3"}, {"GptOssForCausalLM", "gpt_oss"}, {"Olmo2ForCausalLM", "olmo2"},
     {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
     {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"},
-    {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"}, {NULL, NULL}};
+    {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"}, {"GemmaForCausalLM", "gemma"},
+    {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"}, {"RWForCausalLM", "falcon"},
+    {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
+    {"StableLMEpochForCausalLM", "stablelm"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -47,6 +47,14 @@ static const struct {
     {"glm-4.5-air", 106e9, 0.01},              /* GLM-4.5-Air: 106B total, 12B active (model card), the MTP
                                                 * module left out as DeepSeek-V3's 671B does */
     {"olmoe-1b-7b", 6.9e9, 0.01},              /* OLMoE paper (Muennighoff et al. 2024): 6.9B total, 1.3B active */
+    {"gemma-7b", 8537680896, 0},               /* Google's KerasHub preset gemma_7b_en: 8,537,680,896 */
+    {"phi-2", 2779683840, 0.00002},            /* Hub safetensors count: 2,779,683,840; the LM head's bias
+                                                * (51,200, 1.8e-5) is not counted */
+    {"falcon-7b", 7e9, 0.072},                 /* model card: 7B, whole billions (the modules: 6.92B, exact
+                                                * in hf_a_families_keep_their_shape) */
+    {"command-r-v01", 35e9, 0.015},            /* model card: 35 billion, whole billions */
+    {"stablelm-2-1_6b", 1644417024, 0.0001},   /* model card: 1,644,417,024; StableLmForCausalLM's modules add
+                                                * to 98,304 (6e-5) more, not explained here */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -229,4 +237,99 @@ Test(models_hf, field_names_table) {
     cr_expect_eq(ts_model_validate_named("t", &m, &n), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(), "t: $.num_experts_per_tok: expected an integer in [1, 8] "
                      "(num_local_experts), got 9");
+}
+
+/* --- Gemma 1, Phi-2, Falcon, Command R, StableLM 2 ------------------------------------------------ */
+
+static ts_model load_edited(const char *name, const char *key, cJSON *value) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/hf/%s.json", name);
+    char *path = test_data_path(rel);
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    if (cJSON_GetObjectItemCaseSensitive(root, key)) cJSON_ReplaceItemInObject(root, key, value);
+    else cJSON_AddItemToObject(root, key, value);
+    ts_model m;
+    cr_assert_eq(ts_model_from_json(name, root, &m), TS_OK, "%s with %s: %s", name, key, ts_error_message());
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+    return m;
+}
+
+static double total_params(const ts_model *m) {
+    ts_param_count pc;
+    ts_model_params(m, &pc);
+    return pc.total;
+}
+
+/* What each family's modelling code builds, checked against sums written out from its modules. */
+Test(models_hf, hf_a_families_keep_their_shape) {
+    ts_model g = load("gemma-7b");
+    ts_param_count pc;
+    ts_model_params(&g, &pc);
+    /* Gemma report (Gemma Team 2024), Table 2: 7,751,248,896 non-embedding parameters */
+    cr_expect_eq(pc.total - pc.embedding, 7751248896.0, "Gemma 7B non-embedding: %.0f", pc.total - pc.embedding);
+    cr_expect(g.norms_per_layer == 0 && g.gelu_gate && g.embed_scaled && g.tied_embeddings && g.head_dim == 256 &&
+              g.window.tokens == 0 && g.attn_softcap == 0, "Gemma 1: two RMSNorms a layer, GeGLU, no local layers");
+
+    ts_model phi = load("phi-2");
+    cr_expect(phi.norms_per_layer == 1 && phi.qkv_bias && phi.linear_bias && phi.activation == TS_ACT_GELU &&
+              phi.norm == TS_NORM_LAYERNORM && !phi.tied_embeddings && phi.dropout && phi.qk_norm == TS_QKNORM_NONE,
+              "Phi-2: parallel block, biases, GELU, resid_pdrop 0.1");
+    cr_expect_eq(load_edited("phi-2", "qk_layernorm", cJSON_CreateTrue()).qk_norm, TS_QKNORM_HEAD);
+
+    /* FalconForCausalLM, falcon-7b: word_embeddings V*h (the head tied), per layer query_key_value
+     * h*(h + 2*64), dense h*h, dense_h_to_4h and dense_4h_to_h 2*h*4h, input_layernorm 2h; ln_f 2h */
+    ts_model f7 = load("falcon-7b");
+    double h = 4544, ffn = 4 * h;
+    double want = 65024 * h + 32 * (h * (h + 2 * 64) + h * h + 2 * h * ffn + 2 * h) + 2 * h;
+    cr_expect_eq(total_params(&f7), want, "Falcon-7B: %.0f, the modules %.0f", total_params(&f7), want);
+    cr_expect(f7.kv_heads == 1 && f7.norms_per_layer == 1 && f7.tied_embeddings && !f7.linear_bias &&
+              f7.position == TS_POS_ROPE, "Falcon-7B: multi-query, one LayerNorm, tied");
+    cr_expect_eq(load_edited("falcon-7b", "parallel_attn", cJSON_CreateFalse()).norms_per_layer, 0);
+    cr_expect_eq(load_edited("falcon-7b", "alibi", cJSON_CreateTrue()).position, TS_POS_ALIBI);
+    cr_expect_eq(load_edited("falcon-7b", "multi_query", cJSON_CreateFalse()).kv_heads, 71);
+
+    ts_model f40 = load("falcon-40b-rw");
+    cr_expect(f40.kv_heads == 8 && f40.norms_per_layer == 0 && f40.layers == 60 && f40.heads == 128,
+              "Falcon-40B (RW keys): n_head_kv 8 implies the new decoder, ln_attn and ln_mlp");
+    cr_expect_eq(load_edited("falcon-40b-rw", "num_ln_in_parallel_attn", cJSON_CreateNumber(1)).norms_per_layer, 1);
+
+    ts_model cr = load("command-r-v01");
+    cr_expect(cr.norms_per_layer == 1 && cr.activation == TS_ACT_SWIGLU && cr.norm == TS_NORM_LAYERNORM &&
+              cr.tied_embeddings && cr.kv_heads == 64 && !cr.qkv_bias, "Command R: parallel SwiGLU block, tied");
+    cr_expect_eq(load_edited("command-r-v01", "use_qk_norm", cJSON_CreateTrue()).qk_norm, TS_QKNORM_FULL);
+
+    ts_model slm = load("stablelm-2-1_6b");
+    cr_expect(slm.qkv_bias && !slm.linear_bias && slm.norms_per_layer == 0 && slm.activation == TS_ACT_SWIGLU &&
+              slm.norm == TS_NORM_LAYERNORM && !slm.tied_embeddings, "StableLM 2: Q/K/V biases, two LayerNorms");
+    cr_expect_eq(load_edited("stablelm-2-1_6b", "use_parallel_residual", cJSON_CreateTrue()).norms_per_layer, 1);
+}
+
+/* An RW config (custom code, model_type RefinedWeb) and the one transformers'
+ * convert_custom_code_checkpoint.py makes of it describe the same model. */
+Test(models_hf, falcon_rw_keys_read_as_converted) {
+    char *path = test_data_path("tests/data/hf/falcon-40b-rw.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    static const char *const renames[][2] = {
+        {"n_head", "num_attention_heads"}, {"n_layer", "num_hidden_layers"}, {"n_head_kv", "num_kv_heads"}};
+    for (size_t i = 0; i < sizeof renames / sizeof renames[0]; i++) {
+        cJSON *v = cJSON_DetachItemFromObject(root, renames[i][0]);
+        cJSON_AddItemToObject(root, renames[i][1], v);
+    }
+    cJSON_AddItemToObject(root, "new_decoder_architecture", cJSON_CreateTrue());
+    cJSON_ReplaceItemInObject(root, "model_type", cJSON_CreateString("falcon"));
+    ts_model conv;
+    cr_assert_eq(ts_model_from_json("converted.json", root, &conv), TS_OK, "%s", ts_error_message());
+    ts_model rw = load("falcon-40b-rw");
+    cr_expect_eq(total_params(&conv), total_params(&rw));
+    cr_expect(conv.kv_heads == rw.kv_heads && conv.norms_per_layer == rw.norms_per_layer);
+    cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "1", NULL);
+    cr_expect_eq(r.status, 0, "falcon-40b-rw: exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    cJSON_Delete(root);
+    free(text);
+    free(path);
 }
