@@ -593,11 +593,24 @@ static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_fie
 
 /* --- Phi-2, Falcon, Command R, StableLM 2 (parallel blocks, LayerNorm, partial rotary) ---------- */
 
-/* partial_rotary_factor: the share of each head that is rotated (Phi, StableLM). Tessera prices
- * the rotary work whole (as for GLM-4.5), so the value is only checked. */
-static ts_status check_partial_rotary(const ts_jreader *r, const cJSON *root) {
-    double f;
-    return ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 1, &f);
+/* What Phi, Command R and StableLM share: the grouped-query shape under `keys`, dropout at `rates`,
+ * rotary with rope_theta, LayerNorm, and a Q/K norm of `qk_kind` when the boolean `qk_key` is
+ * true. partial_rotary_factor (Phi, StableLM: the share of each head that is rotated) is checked
+ * only: Tessera prices the rotary work whole, as for GLM-4.5. */
+static ts_status read_rotary_layernorm(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
+                                       const hf_keys *keys, const hf_rate *rates, int n_rates, const char *qk_key,
+                                       int qk_kind, ts_model *m) {
+    double rotary_share;
+    int qk_norm;
+    TS_CHECK(read_gqa_shape(r, root, nm, keys, m));
+    TS_CHECK(read_dropout(r, root, rates, n_rates, &m->dropout));
+    TS_CHECK(ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 1, &rotary_share));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, qk_key, 0, 0, &qk_norm));
+    m->qk_norm = qk_norm ? qk_kind : TS_QKNORM_NONE;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    return TS_OK;
 }
 
 /* Phi-1/1.5/2 (transformers PhiAttention, PhiMLP, PhiDecoderLayer): attention and a 2-matrix GELU
@@ -609,16 +622,8 @@ static ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 2048, 0};
     static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
-    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
-    TS_CHECK(check_partial_rotary(r, root));
-    TS_CHECK(read_rope_theta(r, root, nm, m));
-    int qk_norm;
-    TS_CHECK(ts_jr_bool(r, root, "qk_layernorm", 0, 0, &qk_norm));
-    m->qk_norm = qk_norm ? TS_QKNORM_HEAD : TS_QKNORM_NONE;
+    TS_CHECK(read_rotary_layernorm(r, root, nm, &keys, rates, 3, "qk_layernorm", TS_QKNORM_HEAD, m));
     m->activation = TS_ACT_GELU;
-    m->norm = TS_NORM_LAYERNORM;
-    m->position = TS_POS_ROPE;
     m->norms_per_layer = 1;
     m->qkv_bias = m->linear_bias = 1;
     return TS_OK;
@@ -683,18 +688,10 @@ static ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_na
 static ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 8192, 1};
-    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
-    TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(read_rope_theta(r, root, nm, m));
-    int qk_norm;
-    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 0, &qk_norm));
-    m->qk_norm = qk_norm ? TS_QKNORM_FULL : TS_QKNORM_NONE;
+    TS_CHECK(read_rotary_layernorm(r, root, nm, &keys, attention_dropout, 1, "use_qk_norm", TS_QKNORM_FULL, m));
     m->activation = TS_ACT_SWIGLU;
-    m->norm = TS_NORM_LAYERNORM;
-    m->position = TS_POS_ROPE;
     m->norms_per_layer = 1;
-    return TS_OK;
+    return ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias);
 }
 
 /* StableLM (transformers StableLmConfig, StableLmDecoderLayer): Llama's SwiGLU MLP and
@@ -706,20 +703,12 @@ static ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_
     static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                  "max_position_embeddings", 4096, 0};
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
-    TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
-    TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
-    TS_CHECK(check_partial_rotary(r, root));
-    TS_CHECK(read_rope_theta(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias));
-    int qk_norm, parallel;
-    TS_CHECK(ts_jr_bool(r, root, "qk_layernorm", 0, 0, &qk_norm));
+    TS_CHECK(read_rotary_layernorm(r, root, nm, &keys, rates, 2, "qk_layernorm", TS_QKNORM_FULL, m));
+    int parallel;
     TS_CHECK(ts_jr_bool(r, root, "use_parallel_residual", 0, 0, &parallel));
-    m->qk_norm = qk_norm ? TS_QKNORM_FULL : TS_QKNORM_NONE;
     m->norms_per_layer = parallel ? 1 : 0;
     m->activation = TS_ACT_SWIGLU;
-    m->norm = TS_NORM_LAYERNORM;
-    m->position = TS_POS_ROPE;
-    return TS_OK;
+    return ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias);
 }
 
 typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
