@@ -55,6 +55,8 @@ static const struct {
     {"command-r-v01", 35e9, 0.015},            /* model card: 35 billion, whole billions */
     {"stablelm-2-1_6b", 1644417024, 0.0001},   /* model card: 1,644,417,024; StableLmForCausalLM's modules add
                                                 * to 98,304 (6e-5) more, not explained here */
+    {"gemma-2b", 2506172416, 0},               /* KerasHub preset gemma_2b_en: 2,506,172,416 (multi-query) */
+    {"stablelm-3b-4e1t", 2795443200, 0},       /* model card: 2,795,443,200 */
 };
 
 Test(models_hf, families_match_published_totals) {
