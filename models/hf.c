@@ -654,7 +654,8 @@ static ts_status read_falcon_kv(const ts_jreader *r, const cJSON *root, ts_field
 
 /* Falcon (transformers FalconConfig, FalconDecoderLayer): a GELU MLP of ffn_hidden_size (null:
  * 4h), LayerNorm, rotary unless alibi, biases on every linear layer when `bias`, LM head tied by
- * default. With parallel_attn, attention and MLP read the same input: one LayerNorm, or two
+ * default (the checkpoints store lm_head.weight beside the embedding all the same, which the Hub's
+ * counts include: huggingface/transformers#35715). With parallel_attn, attention and MLP read the same input: one LayerNorm, or two
  * (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2, its default under new_decoder_architecture;
  * sequential blocks have two. RW configs write n_layer, n_head (and n_embed), read in their place. */
 static ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {

@@ -51,7 +51,8 @@ static const struct {
     {"phi-2", 2779683840, 0.00002},            /* Hub safetensors count: 2,779,683,840; the LM head's bias
                                                 * (51,200, 1.8e-5) is not counted */
     {"falcon-7b", 7e9, 0.072},                 /* model card: 7B, whole billions (the modules: 6.92B, exact
-                                                * in hf_a_families_keep_their_shape) */
+                                                * in hf_a_families_keep_their_shape; the Hub's 7.22B counts
+                                                * the tied head twice, stored beside the embedding) */
     {"command-r-v01", 35e9, 0.015},            /* model card: 35 billion, whole billions */
     {"stablelm-2-1_6b", 1644417024, 0.0001},   /* model card: 1,644,417,024; StableLmForCausalLM's modules add
                                                 * to 98,304 (6e-5) more, not explained here */
