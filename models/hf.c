@@ -695,6 +695,16 @@ static ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_na
     return ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias);
 }
 
+/* Command R7B, Command A (transformers Cohere2Config): Command R's layer without Q/K norms, a
+ * sliding window on three layers in four (layer_types, or sliding_window_pattern: layer i global
+ * when (i + 1) % pattern == 0; its global layers have no rotary, which changes no parameter). */
+static ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_cohere(r, root, nm, m));
+    int every;
+    TS_CHECK(hf_i32(r, root, nm, "window.full_every", "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 4, &every));
+    return read_sliding(r, root, nm, m, every);
+}
+
 /* StableLM (transformers StableLmConfig, StableLmDecoderLayer): Llama's SwiGLU MLP and
  * grouped-query attention with LayerNorm, Q/K/V biases when use_qkv_bias, rotary on
  * partial_rotary_factor of each head, untied head; use_parallel_residual feeds attention and MLP
@@ -721,7 +731,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
                                        "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
-                                       "olmoe", "gemma", "phi", "falcon", "cohere", "stablelm", NULL};
+                                       "olmoe", "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -729,7 +739,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
                                        read_glm4_moe, read_olmoe, read_gemma1, read_phi, read_falcon,
-                                       read_cohere, read_stablelm};
+                                       read_cohere, read_stablelm, read_cohere2};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -748,7 +758,7 @@ static const char *const hf_arch_names[][2] = {
     {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"}, {"GemmaForCausalLM", "gemma"},
     {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"}, {"RWForCausalLM", "falcon"},
     {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
-    {"StableLMEpochForCausalLM", "stablelm"}, {NULL, NULL}};
+    {"StableLMEpochForCausalLM", "stablelm"}, {"Cohere2ForCausalLM", "cohere2"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -58,6 +58,7 @@ static const struct {
                                                 * to 98,304 (6e-5) more, not explained here */
     {"gemma-2b", 2506172416, 0},               /* KerasHub preset gemma_2b_en: 2,506,172,416 (multi-query) */
     {"stablelm-3b-4e1t", 2795443200, 0},       /* model card: 2,795,443,200 */
+    {"command-r7b", 8.03e9, 0.0007},           /* Hub safetensors count: 8.03B (to 10M); card: "7 billion" */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -303,6 +304,10 @@ Test(models_hf, hf_a_families_keep_their_shape) {
     cr_expect(cr.norms_per_layer == 1 && cr.activation == TS_ACT_SWIGLU && cr.norm == TS_NORM_LAYERNORM &&
               cr.tied_embeddings && cr.kv_heads == 64 && !cr.qkv_bias, "Command R: parallel SwiGLU block, tied");
     cr_expect_eq(load_edited("command-r-v01", "use_qk_norm", cJSON_CreateTrue()).qk_norm, TS_QKNORM_FULL);
+    ts_model r7 = load("command-r7b");
+    cr_expect(r7.window.tokens == 4096 && r7.window.full_every == 4 && ts_model_layer_window(&r7, 2) == 4096 &&
+              ts_model_layer_window(&r7, 3) == 0 && r7.norms_per_layer == 1 && r7.kv_heads == 8,
+              "Command R7B: three sliding layers in four, Command R's parallel block");
 
     ts_model slm = load("stablelm-2-1_6b");
     cr_expect(slm.qkv_bias && !slm.linear_bias && slm.norms_per_layer == 0 && slm.activation == TS_ACT_SWIGLU &&
