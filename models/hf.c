@@ -657,14 +657,23 @@ static ts_status refuse_unmodelled(const ts_jreader *r, const char *key, const c
     return TS_OK;
 }
 
+/* Where a wrapper keeps its language model: text_config (transformers' composite configs), or
+ * llm_config (InternVL's remote-code configs, InternVLChatConfig). */
+static const char *text_key(const cJSON *root) {
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "text_config")) &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "llm_config")))
+        return "llm_config";
+    return "text_config";
+}
+
 /* A multimodal config (LLaVA, Mistral 3, Idefics 3, ... or one of the aliases above) whose
  * text_config is a family Tessera reads: that family, read from text_config. */
 static ts_status text_config_type(const ts_jreader *r, const cJSON *root, int *type) {
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, text_key(root));
     *type = -1;
     if (!cJSON_IsObject(text)) return TS_OK;
     ts_jreader tr;
-    ts_jreader_child(r, "text_config", 0, &tr);
+    ts_jreader_child(r, text_key(root), 0, &tr);
     char mt[64];
     TS_CHECK(ts_jr_str(&tr, text, "model_type", 0, "", mt, sizeof mt));
     TS_CHECK(refuse_unmodelled(&tr, "model_type", mt));
@@ -685,7 +694,7 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, in
                 return TS_FAIL(TS_ERR_INPUT, "%s: $.architectures: \"%s\" has state-space (Mamba) or recurrent "
                                "layers; Tessera models decoder-only transformers only", r->file, a->valuestring);
     }
-    int has_text = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "text_config"));
+    int has_text = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, text_key(root)));
     *type = lookup_type(mt);
     if (*type >= 0) {
         *nested = has_text && (strcmp(mt, "gemma3") == 0 || strcmp(mt, "llama4") == 0);
@@ -709,11 +718,11 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, in
         size_t used = strlen(list);
         snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", hf_types[i]);
     }
-    const cJSON *text_mt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "text_config"),
+    const cJSON *text_mt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, text_key(root)),
                                                             "model_type");
     if (cJSON_IsString(text_mt))
-        return TS_FAIL(TS_ERR_INPUT, "%s: $.text_config.model_type: \"%s\" (the language model of \"%s\"): expected "
-                       "one of %s", r->file, text_mt->valuestring, mt, list);
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s.model_type: \"%s\" (the language model of \"%s\"): expected "
+                       "one of %s", r->file, text_key(root), text_mt->valuestring, mt, list);
     return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: expected one of %s (or a known architectures[] entry), got "
                    "\"%s\"", r->file, list, mt);
 }
@@ -789,16 +798,16 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     TS_CHECK(read_name(&r, root, out));
     /* Multimodal configs hold the language model in text_config (gemma3, llama4, LLaVA-style
      * wrappers) or at the root (Qwen2-VL); the vision tower is not modelled (nor counted). */
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, text_key(root));
     char mt[64];
     TS_CHECK(ts_jr_str(&r, root, "model_type", 0, "", mt, sizeof mt));
     int wrapper = strcmp(mt, hf_types[type]) != 0 && (nested || family_of(mt) >= 0);
     snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s%s%s%s): %s",
              wrapper ? mt : hf_types[type], wrapper ? " read as " : "", wrapper ? hf_types[type] : "",
-             nested ? ", text_config only: the vision tower is not modelled"
+             nested ? ", its language model only: the vision tower is not modelled"
                     : wrapper ? ", the language model only: the vision tower is not modelled" : "", file);
     ts_jreader tr;
-    if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
+    if (nested) ts_jreader_child(&r, text_key(root), 0, &tr);
     /* The readers record each key they read, so the cross-field rules name the file's keys
      * (intermediate_size, text_config.num_key_value_heads), not Tessera's. */
     ts_field_names names;

@@ -232,7 +232,7 @@ Test(models_hf, field_names_table) {
 }
 
 /* Vision-language wrappers: the language model is read, from text_config (LLaVA, Gemma 3, the newer
- * Qwen2.5-VL saves) or from the root (the Hub's Qwen2.5-VL files), with transformers' class defaults
+ * Qwen2.5-VL saves), llm_config (InternVL) or from the root (the Hub's Qwen2.5-VL files), with transformers' class defaults
  * for the keys a diff-saved text_config leaves out; the vision tower is named as not modelled. */
 Test(models_hf, vision_language_wrappers_read_their_language_model) {
     static const struct {
@@ -246,6 +246,9 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
         {"gemma-3-4b", 3884e6, 0.002},
         /* Qwen2.5-VL's language model is Qwen2.5-7B (Qwen2.5-VL report §2.1): 7.61B (model card) */
         {"qwen2.5-vl-7b", 7.61e9, 0.002},
+        /* InternVL3-1B's language model: Qwen2.5-0.5B's 0.36B non-embedding parameters (model card, two
+         * digits: 1.4% of them) with an untied embedding and head of 151,674 rows */
+        {"internvl3-1b", 0.36e9 + 2.0 * 151674 * 896, 0.01},
     };
     for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
         ts_model m = load(lm[i].file);
