@@ -142,7 +142,7 @@ Test(models_hf, mamba_hybrids_are_refused_with_one_line) {
 /* --- errors name the file's keys (issue 22) ---------------------------------------------------- */
 
 /* Every fixture, in turn with one of these keys (where its language model has it: the root, or
- * text_config for gemma3 / llama4) set to a value no rule allows, is refused naming that key
+ * text_config or llm_config for a wrapper) set to a value no rule allows, is refused naming that key
  * under its own path; never Tessera's field. */
 static const struct {
     const char *key;
@@ -177,8 +177,9 @@ Test(models_hf, errors_name_the_files_keys) {
         for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; b++) {
             cJSON *root = cJSON_Parse(text);
             cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-            const char *prefix = cJSON_IsObject(obj) ? "text_config." : "";
-            if (!cJSON_IsObject(obj)) obj = root;
+            const char *prefix = "text_config.";
+            if (!cJSON_IsObject(obj)) obj = cJSON_GetObjectItemCaseSensitive(root, "llm_config"), prefix = "llm_config.";
+            if (!cJSON_IsObject(obj)) obj = root, prefix = "";
             if (cJSON_GetObjectItemCaseSensitive(obj, breaks[b].key) != NULL) {
                 cJSON_ReplaceItemInObject(obj, breaks[b].key, cJSON_CreateNumber(breaks[b].value));
                 expect_key_named(name, root, prefix, breaks[b].key);
