@@ -47,6 +47,7 @@ static const struct {
     {"glm-4.5-air", 106e9, 0.01},              /* GLM-4.5-Air: 106B total, 12B active (model card), the MTP
                                                 * module left out as DeepSeek-V3's 671B does */
     {"olmoe-1b-7b", 6.9e9, 0.01},              /* OLMoE paper (Muennighoff et al. 2024): 6.9B total, 1.3B active */
+    {"minitron-8b", 8e9, 0.0625},              /* Minitron-8B-Base model card: "8B", rounded to whole billions */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -229,4 +230,12 @@ Test(models_hf, field_names_table) {
     cr_expect_eq(ts_model_validate_named("t", &m, &n), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(), "t: $.num_experts_per_tok: expected an integer in [1, 8] "
                      "(num_local_experts), got 9");
+}
+
+/* Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo keep what their modelling code builds. */
+Test(models_hf, more_families_keep_their_modules) {
+    ts_model nemo = load("minitron-8b");
+    cr_expect(nemo.activation == TS_ACT_RELU2 && nemo.norm == TS_NORM_LAYERNORM && nemo.head_dim == 128 &&
+              nemo.heads == 48 && nemo.kv_heads == 8 && !nemo.tied_embeddings && !nemo.qkv_bias && !nemo.linear_bias,
+              "Minitron-8B: squared-ReLU 2-matrix MLP, LayerNorm1P (weight and bias), head_dim 128 given");
 }

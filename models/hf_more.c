@@ -1,0 +1,27 @@
+/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX and OLMo
+ * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
+ * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
+ *
+ * Approximation shared with hf.c (below 1e-5 of the total): a bias on the attention output
+ * projection alone counts with the MLP's biases (linear_bias) or not at all when the MLP has none
+ * (Phi-3.5-MoE's o_proj bias, h per layer). */
+#include <string.h>
+
+#include "models/hf_impl.h"
+#include "models/model_limits.h"
+
+/* Nemotron-4 and its Minitron prunings (transformers NemotronConfig, NemotronDecoderLayer):
+ * Llama's attention with attention_bias on Q, K, V and O; a 2-matrix MLP (up_proj, down_proj,
+ * mlp_bias) with hidden_act, squared ReLU ("relu2") in every published checkpoint;
+ * NemotronLayerNorm1P, a LayerNorm with weight and bias (the weight stored less 1), before
+ * attention, before the MLP and at the end; rotary on partial_rotary_factor (0.5) of each head,
+ * which changes no parameter; an untied head by default. */
+ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama(r, root, nm, m));
+    char act[32];
+    TS_CHECK(ts_jr_str(r, root, "hidden_act", 0, "relu2", act, sizeof act));
+    /* any other activation keeps the 2-matrix shape, which TS_ACT_GELU stands for (model.h) */
+    m->activation = strcmp(act, "relu2") == 0 ? TS_ACT_RELU2 : TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    return TS_OK;
+}
