@@ -577,14 +577,15 @@ static ts_status read_llama4_text(const ts_jreader *r, const cJSON *root, ts_fie
 typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* model_type → reader. kimi_k2 is a DeepseekV3ForCausalLM; deepseek_v2 writes the same keys. The
- * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config). */
+ * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config).
+ * granite is Llama's shape (transformers GraniteConfig): its multipliers change no parameter. */
 static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
                                        "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt",
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
                                        "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
                                        "olmoe",
-                                       "nemotron", NULL};
+                                       "nemotron", "granite", "granitemoe", "granitemoeshared", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -592,7 +593,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
                                        read_glm4_moe, read_olmoe,
-                                       read_nemotron};
+                                       read_nemotron, read_llama, read_granitemoe, read_granitemoeshared};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -609,7 +610,8 @@ static const char *const hf_arch_names[][2] = {
     {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
     {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"},
     {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"},
-    {"NemotronForCausalLM", "nemotron"}, {NULL, NULL}};
+    {"NemotronForCausalLM", "nemotron"}, {"GraniteForCausalLM", "granite"}, {"GraniteMoeForCausalLM", "granitemoe"},
+    {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -25,3 +25,24 @@ ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *
     m->norm = TS_NORM_LAYERNORM;
     return TS_OK;
 }
+
+/* Granite 3.x MoE (transformers GraniteMoeConfig, GraniteMoeMoE): Llama's attention with
+ * attention_bias on Q, K, V and O; every layer num_local_experts SwiGLU experts of
+ * intermediate_size (input_linear holds gate and up, output_linear down; no biases), routed to
+ * num_experts_per_tok by a router without bias. The embedding, attention, residual and logits
+ * multipliers scale activations, not parameters. */
+ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    return read_expert_layers(r, root, nm, "num_local_experts", m);
+}
+
+/* Granite MoE with a shared expert (transformers GraniteMoeSharedConfig, GraniteMoeSharedMLP):
+ * one always-on SwiGLU MLP of shared_intermediate_size (0: none) beside the routed experts. */
+ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_granitemoe(r, root, nm, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
+    e->shared_experts = e->shared_ffn > 0;
+    return TS_OK;
+}

@@ -48,6 +48,8 @@ static const struct {
                                                 * module left out as DeepSeek-V3's 671B does */
     {"olmoe-1b-7b", 6.9e9, 0.01},              /* OLMoE paper (Muennighoff et al. 2024): 6.9B total, 1.3B active */
     {"minitron-8b", 8e9, 0.0625},              /* Minitron-8B-Base model card: "8B", rounded to whole billions */
+    {"granite-3.1-8b-base", 8.1e9, 0.0124},    /* model card: 8.1B, cut to 0.1B (8.1 stands for 8.1 to 8.2) */
+    {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -238,4 +240,14 @@ Test(models_hf, more_families_keep_their_modules) {
     cr_expect(nemo.activation == TS_ACT_RELU2 && nemo.norm == TS_NORM_LAYERNORM && nemo.head_dim == 128 &&
               nemo.heads == 48 && nemo.kv_heads == 8 && !nemo.tied_embeddings && !nemo.qkv_bias && !nemo.linear_bias,
               "Minitron-8B: squared-ReLU 2-matrix MLP, LayerNorm1P (weight and bias), head_dim 128 given");
+    ts_model g8 = load("granite-3.1-8b-base");
+    cr_expect(g8.activation == TS_ACT_SWIGLU && g8.norm == TS_NORM_RMSNORM && g8.kv_heads == 8 && g8.tied_embeddings &&
+              g8.dropout && g8.rope_theta == 1e7, "Granite 3.1 8B: Llama's shape, attention dropout 0.1");
+    ts_model g3 = load("granite-3.1-3b-a800m-base");
+    ts_param_count pc;
+    ts_model_params(&g3, &pc);
+    cr_expect(g3.moe.experts == 40 && g3.moe.top_k == 8 && g3.moe.expert_ffn == 512 && g3.moe.every == 1 &&
+              g3.moe.shared_experts == 0 && g3.tied_embeddings, "Granite 3.1 3B-A800M: 40 experts of 512, top 8");
+    /* the card's 800M active leaves the (tied) embedding out */
+    cr_expect(fabs(pc.active - pc.embedding - 0.8e9) <= 0.05e9, "%.0f active without the embedding", pc.active - pc.embedding);
 }
