@@ -46,3 +46,16 @@ ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field
     e->shared_experts = e->shared_ffn > 0;
     return TS_OK;
 }
+
+/* Phi-3.5-MoE (transformers PhimoeConfig, PhimoeDecoderLayer): Mixtral's layer with Llama's
+ * attention (attention_bias on Q, K, V and O), nn.LayerNorm with weight and bias in place of
+ * RMSNorm (input, post-attention, final), num_local_experts SwiGLU experts of intermediate_size
+ * without biases and a router without bias, sliding_window on every layer when given. Not counted
+ * (below 1e-6 of the total): the LM head's bias (lm_head_bias, vocab_size values). */
+ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->norm = TS_NORM_LAYERNORM;
+    TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
+    return read_sliding(r, root, nm, m, 0);
+}

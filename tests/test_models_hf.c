@@ -50,6 +50,7 @@ static const struct {
     {"minitron-8b", 8e9, 0.0625},              /* Minitron-8B-Base model card: "8B", rounded to whole billions */
     {"granite-3.1-8b-base", 8.1e9, 0.0124},    /* model card: 8.1B, cut to 0.1B (8.1 stands for 8.1 to 8.2) */
     {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
+    {"phi3.5-moe", 41.9e9, 0.0012},            /* Phi-3.5-MoE model card: 41.9B total, 6.6B active */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -250,4 +251,10 @@ Test(models_hf, more_families_keep_their_modules) {
               g3.moe.shared_experts == 0 && g3.tied_embeddings, "Granite 3.1 3B-A800M: 40 experts of 512, top 8");
     /* the card's 800M active leaves the (tied) embedding out */
     cr_expect(fabs(pc.active - pc.embedding - 0.8e9) <= 0.05e9, "%.0f active without the embedding", pc.active - pc.embedding);
+    ts_model phi = load("phi3.5-moe");
+    ts_model_params(&phi, &pc);
+    cr_expect(phi.norm == TS_NORM_LAYERNORM && phi.qkv_bias && !phi.linear_bias && phi.moe.experts == 16 &&
+              phi.moe.top_k == 2 && phi.moe.expert_ffn == 6400 && phi.window.tokens == 131072 && !phi.tied_embeddings,
+              "Phi-3.5-MoE: LayerNorm, Q/K/V biases, 16 experts of 6400, top 2");
+    cr_expect(fabs(pc.active - 6.6e9) <= 0.05e9, "Phi-3.5-MoE: %.0f active, card 6.6B", pc.active);
 }
