@@ -59,3 +59,46 @@ ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm
     TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
     return read_sliding(r, root, nm, m, 0);
 }
+
+/* DBRX (transformers DbrxConfig with its nested DbrxAttentionConfig and DbrxFFNConfig, whose
+ * defaults apply when attn_config / ffn_config or a key in them is absent): d_model, n_heads,
+ * n_layers, max_seq_len; a fused Wqkv for grouped-query attention of attn_config.kv_n_heads
+ * (clip_qkv clamps activations, no parameter) and out_proj, no biases; every layer
+ * ffn_config.moe_num_experts GLU experts (w1, v1, w2) of ffn_hidden_size, top moe_top_k, a router
+ * without bias; LayerNorms without bias (norm_1, norm_2, norm_f); an untied head. Approximation
+ * (4e-6 of dbrx-base): Tessera's LayerNorm counts a bias, h per norm, that DBRX's lack. */
+ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"d_model", "n_layers", "n_heads", "max_seq_len", 2048, 0};
+    static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"emb_pdrop", 0.0}};
+    static const hf_rate attn_rates[] = {{"attn_pdrop", 0.0}};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    int dropout, attn_dropout;
+    TS_CHECK(read_dropout(r, root, rates, 2, &dropout));
+    const cJSON *attn, *ffn;
+    TS_CHECK(ts_jr_obj(r, root, "attn_config", 0, &attn));
+    TS_CHECK(ts_jr_obj(r, root, "ffn_config", 0, &ffn));
+    ts_jreader ar, fr;
+    ts_jreader_child(r, "attn_config", 0, &ar);
+    ts_jreader_child(r, "ffn_config", 0, &fr);
+
+    TS_CHECK(hf_i32(&ar, attn, nm, "kv_heads", "kv_n_heads", 0, 1, m->heads, 1, &m->kv_heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.kv_n_heads: n_heads %d is not divisible by kv_n_heads %d", r->file,
+                       ar.path, m->heads, m->kv_heads);
+    TS_CHECK(read_dropout(&ar, attn, attn_rates, 1, &attn_dropout));
+    m->dropout = dropout || attn_dropout;
+    TS_CHECK(read_rope_theta(&ar, attn, nm, m));
+
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_int(&fr, ffn, nm, "moe.expert_ffn", "ffn_hidden_size", 0, 1, TS_MAX_FFN, 3584, &e->expert_ffn));
+    m->ffn_hidden = e->expert_ffn;
+    hf_name(nm, &fr, "ffn_hidden", "ffn_hidden_size");
+    TS_CHECK(hf_i32(&fr, ffn, nm, "moe.experts", "moe_num_experts", 0, 1, TS_MAX_EXPERTS, 4, &e->experts));
+    TS_CHECK(hf_i32(&fr, ffn, nm, "moe.top_k", "moe_top_k", 0, 1, e->experts, 1, &e->top_k));
+    e->every = 1;
+    m->activation = TS_ACT_SWIGLU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    return TS_OK;
+}

@@ -51,6 +51,7 @@ static const struct {
     {"granite-3.1-8b-base", 8.1e9, 0.0124},    /* model card: 8.1B, cut to 0.1B (8.1 stands for 8.1 to 8.2) */
     {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
     {"phi3.5-moe", 41.9e9, 0.0012},            /* Phi-3.5-MoE model card: 41.9B total, 6.6B active */
+    {"dbrx-instruct", 132e9, 0.0038},          /* DBRX model card: 132B total (whole billions), 36B active */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -257,4 +258,37 @@ Test(models_hf, more_families_keep_their_modules) {
               phi.moe.top_k == 2 && phi.moe.expert_ffn == 6400 && phi.window.tokens == 131072 && !phi.tied_embeddings,
               "Phi-3.5-MoE: LayerNorm, Q/K/V biases, 16 experts of 6400, top 2");
     cr_expect(fabs(pc.active - 6.6e9) <= 0.05e9, "Phi-3.5-MoE: %.0f active, card 6.6B", pc.active);
+    ts_model dbrx = load("dbrx-instruct");
+    ts_model_params(&dbrx, &pc);
+    cr_expect(dbrx.hidden == 6144 && dbrx.heads == 48 && dbrx.kv_heads == 8 && dbrx.head_dim == 128 &&
+              dbrx.rope_theta == 5e5 && dbrx.moe.experts == 16 && dbrx.moe.top_k == 4 && dbrx.moe.expert_ffn == 10752 &&
+              dbrx.activation == TS_ACT_SWIGLU && !dbrx.qkv_bias && !dbrx.tied_embeddings,
+              "DBRX: attn_config and ffn_config read");
+    cr_expect(fabs(pc.active - 36e9) <= 0.5e9, "DBRX: %.0f active, card 36B", pc.active);
+}
+
+/* DBRX's nested objects: a key a child leaves out takes DbrxAttentionConfig's / DbrxFFNConfig's
+ * default, and an error names the key under its child's path. */
+Test(models_hf, dbrx_nested_configs) {
+    char *path = test_data_path("tests/data/hf/dbrx-instruct.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    cJSON *ffn = cJSON_GetObjectItemCaseSensitive(root, "ffn_config");
+    cJSON_DeleteItemFromObject(ffn, "moe_top_k");
+    cJSON_DeleteItemFromObject(root, "attn_config");
+    ts_model m;
+    cr_assert_eq(ts_model_from_json("dbrx.json", root, &m), TS_OK, "%s", ts_error_message());
+    cr_expect(m.moe.top_k == 1 && m.kv_heads == 1 && m.rope_theta == 0, "defaults: top 1, one KV head, no rope_theta");
+    cJSON_ReplaceItemInObject(ffn, "ffn_hidden_size", cJSON_CreateNumber(0));
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("dbrx.json", root, &m), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "dbrx.json: $.ffn_config.ffn_hidden_size: expected an integer in [1, ") != NULL,
+              "%s", ts_error_message());
+    cJSON_ReplaceItemInObject(root, "ffn_config", cJSON_CreateString("none"));
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("dbrx.json", root, &m), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "dbrx.json: $.ffn_config: expected an object, got a string");
+    cJSON_Delete(root);
+    free(text);
+    free(path);
 }
