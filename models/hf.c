@@ -586,7 +586,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
                                        "olmoe",
                                        "nemotron", "granite", "granitemoe", "granitemoeshared",
-                                       "phimoe", "dbrx", NULL};
+                                       "phimoe", "dbrx", "olmo", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -595,7 +595,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
                                        read_glm4_moe, read_olmoe,
                                        read_nemotron, read_llama, read_granitemoe, read_granitemoeshared,
-                                       read_phimoe, read_dbrx};
+                                       read_phimoe, read_dbrx, read_olmo};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -614,7 +614,7 @@ static const char *const hf_arch_names[][2] = {
     {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"},
     {"NemotronForCausalLM", "nemotron"}, {"GraniteForCausalLM", "granite"}, {"GraniteMoeForCausalLM", "granitemoe"},
     {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {"PhimoeForCausalLM", "phimoe"},
-    {"PhiMoEForCausalLM", "phimoe"}, {"DbrxForCausalLM", "dbrx"}, {NULL, NULL}};
+    {"PhiMoEForCausalLM", "phimoe"}, {"DbrxForCausalLM", "dbrx"}, {"OlmoForCausalLM", "olmo"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -65,5 +65,6 @@ ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names
 ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

@@ -65,8 +65,8 @@ ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm
  * n_layers, max_seq_len; a fused Wqkv for grouped-query attention of attn_config.kv_n_heads
  * (clip_qkv clamps activations, no parameter) and out_proj, no biases; every layer
  * ffn_config.moe_num_experts GLU experts (w1, v1, w2) of ffn_hidden_size, top moe_top_k, a router
- * without bias; LayerNorms without bias (norm_1, norm_2, norm_f); an untied head. Approximation
- * (4e-6 of dbrx-base): Tessera's LayerNorm counts a bias, h per norm, that DBRX's lack. */
+ * without bias; LayerNorms without bias (norm_1, norm_2, norm_f: nn.LayerNorm(bias=False)); an
+ * untied head. */
 ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_keys keys = {"d_model", "n_layers", "n_heads", "max_seq_len", 2048, 0};
     static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"emb_pdrop", 0.0}};
@@ -99,6 +99,19 @@ ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
     e->every = 1;
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_LAYERNORM;
+    m->norm_affine = TS_NORM_AFFINE_WEIGHT;
     m->position = TS_POS_ROPE;
+    return TS_OK;
+}
+
+/* OLMo 1 (transformers OlmoConfig, OlmoDecoderLayer): Llama's attention and SwiGLU MLP, Q/K/V/O
+ * biases from attention_bias, clip_qkv clamping activations (no parameter), and OlmoLayerNorm, a
+ * LayerNorm with neither weight nor bias (Groeneveld et al. 2024, OLMo §2.1: "non-parametric
+ * layer norm"), before attention, before the MLP and at the end. */
+ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->norm = TS_NORM_LAYERNORM;
+    m->norm_affine = TS_NORM_AFFINE_NONE;
     return TS_OK;
 }

@@ -52,6 +52,7 @@ static const struct {
     {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
     {"phi3.5-moe", 41.9e9, 0.0012},            /* Phi-3.5-MoE model card: 41.9B total, 6.6B active */
     {"dbrx-instruct", 132e9, 0.0038},          /* DBRX model card: 132B total (whole billions), 36B active */
+    {"olmo-7b", 6.89e9, 0.00073},              /* OLMo-7B-hf: 6.89B (0.01B rounding); 6,888,095,744 below */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -265,6 +266,30 @@ Test(models_hf, more_families_keep_their_modules) {
               dbrx.activation == TS_ACT_SWIGLU && !dbrx.qkv_bias && !dbrx.tied_embeddings,
               "DBRX: attn_config and ffn_config read");
     cr_expect(fabs(pc.active - 36e9) <= 0.5e9, "DBRX: %.0f active, card 36B", pc.active);
+    /* transformers DbrxForCausalLM's modules: wte and lm_head V*h; per layer Wqkv h*(h + 2*kv*d), out_proj
+     * h*h, router h*E, E experts' w1, v1, w2 3*f*h, norm_1 and norm_2 weights h each; norm_f h */
+    double h = 6144, V = 100352, f = 10752, E = 16, L = 40;
+    cr_expect_eq(pc.total, 2 * V * h + L * (h * (h + 2 * 8 * 128) + h * h + h * E + E * 3 * f * h + 2 * h) + h,
+                 "DBRX: %.0f, LayerNorms without bias", pc.total);
+    cr_expect_eq(dbrx.norm_affine, TS_NORM_AFFINE_WEIGHT);
+    ts_model olmo = load("olmo-7b");
+    ts_model_params(&olmo, &pc);
+    /* OlmoForCausalLM: embed_tokens and lm_head V*h; per layer q, k, v, o h*h, gate, up, down h*f; the
+     * OlmoLayerNorms learn nothing */
+    h = 4096, V = 50304, f = 11008, L = 32;
+    cr_expect_eq(pc.total, 2 * V * h + L * (4 * h * h + 3 * h * f), "OLMo-7B: %.0f, non-parametric norms", pc.total);
+    cr_expect(olmo.norm == TS_NORM_LAYERNORM && olmo.norm_affine == TS_NORM_AFFINE_NONE && !olmo.qkv_bias &&
+              olmo.activation == TS_ACT_SWIGLU && !olmo.tied_embeddings, "OLMo-7B: non-parametric LayerNorm");
+    /* the field survives Tessera's own JSON */
+    ts_model models[] = {dbrx, olmo};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *json = ts_model_to_json(&models[i]);
+        ts_model back;
+        cr_assert_eq(ts_model_from_json("round-trip", json, &back), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(back.norm_affine, models[i].norm_affine, "%s", models[i].name);
+        cr_expect_eq(memcmp(&back, &models[i], sizeof back), 0, "%s round-trips", models[i].name);
+        cJSON_Delete(json);
+    }
 }
 
 /* DBRX's nested objects: a key a child leaves out takes DbrxAttentionConfig's / DbrxFFNConfig's
