@@ -1,6 +1,6 @@
 /* What the files of the Hugging Face import (hf.h) share. Not a public surface.
  *
- *   hf.c        the key readers below, the families up to issue 19's, the model_type table and
+ *   hf.c        the key readers below, the families before these, the model_type table and
  *               ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
  *

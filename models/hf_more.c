@@ -12,7 +12,7 @@
 
 /* Nemotron-4 and its Minitron prunings (transformers NemotronConfig, NemotronDecoderLayer):
  * Llama's attention with attention_bias on Q, K, V and O; a 2-matrix MLP (up_proj, down_proj,
- * mlp_bias) with hidden_act, squared ReLU ("relu2") in every published checkpoint;
+ * mlp_bias) with hidden_act, squared ReLU ("relu2": the default, and Nemotron-4's);
  * NemotronLayerNorm1P, a LayerNorm with weight and bias (the weight stored less 1), before
  * attention, before the MLP and at the end; rotary on partial_rotary_factor (0.5) of each head,
  * which changes no parameter; an untied head by default. */
