@@ -630,22 +630,78 @@ static int lookup_type(const char *type) {
     return -1;
 }
 
-/* model_type, or the first architectures[] entry Tessera knows; refuses what it cannot model. */
-static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type) {
+/* Vision-language wrappers whose language model is a family above: its keys at the root (the
+ * Qwen2-VL and Qwen2.5-VL configs on the Hub) or under text_config (transformers' newer saves,
+ * model_type qwen2_5_vl_text). transformers' Qwen2_5_VLTextModel is Qwen2's decoder with
+ * multimodal RoPE sections, which move no parameters or FLOPs. */
+static const char *const hf_text_alias[][2] = {{"qwen2_vl", "qwen2"},      {"qwen2_5_vl", "qwen2"},
+                                               {"qwen2_vl_text", "qwen2"}, {"qwen2_5_vl_text", "qwen2"},
+                                               {NULL, NULL}};
+
+/* The family of a model_type: its own, or the one an alias names; -1 when unknown. */
+static int family_of(const char *type) {
+    int t = lookup_type(type);
+    for (int i = 0; t < 0 && hf_text_alias[i][0]; i++)
+        if (strcmp(hf_text_alias[i][0], type) == 0) t = lookup_type(hf_text_alias[i][1]);
+    return t;
+}
+
+static ts_status refuse_unmodelled(const ts_jreader *r, const char *key, const char *mt) {
+    for (int i = 0; hf_unmodelled[i]; i++)
+        if (strcmp(mt, hf_unmodelled[i]) == 0)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: \"%s\" has state-space (Mamba) or recurrent layers; "
+                           "Tessera models decoder-only transformers only", r->file, r->path, key, mt);
+    return TS_OK;
+}
+
+/* Where a wrapper keeps its language model: text_config (transformers' composite configs), or
+ * llm_config (InternVL's remote-code configs, InternVLChatConfig). */
+static const char *text_key(const cJSON *root) {
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "text_config")) &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "llm_config")))
+        return "llm_config";
+    return "text_config";
+}
+
+/* A multimodal config (LLaVA, Mistral 3, Idefics 3, ... or one of the aliases above) whose
+ * text_config is a family Tessera reads: that family, read from text_config. */
+static ts_status text_config_type(const ts_jreader *r, const cJSON *root, int *type) {
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, text_key(root));
+    *type = -1;
+    if (!cJSON_IsObject(text)) return TS_OK;
+    ts_jreader tr;
+    ts_jreader_child(r, text_key(root), 0, &tr);
+    char mt[64];
+    TS_CHECK(ts_jr_str(&tr, text, "model_type", 0, "", mt, sizeof mt));
+    TS_CHECK(refuse_unmodelled(&tr, "model_type", mt));
+    *type = family_of(mt);
+    return TS_OK;
+}
+
+/* model_type, or the first architectures[] entry Tessera knows; refuses what it cannot model.
+ * *nested: the language model is read from text_config (gemma3, llama4 and the wrappers). */
+static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, int *nested) {
     char mt[64];
     TS_CHECK(ts_jr_str(r, root, "model_type", 0, "", mt, sizeof mt));
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures"), *a;
-    for (int i = 0; hf_unmodelled[i]; i++)
-        if (strcmp(mt, hf_unmodelled[i]) == 0)
-            return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: \"%s\" has state-space (Mamba) or recurrent layers; "
-                           "Tessera models decoder-only transformers only", r->file, mt);
+    TS_CHECK(refuse_unmodelled(r, "model_type", mt));
     cJSON_ArrayForEach(a, archs) {
         for (int i = 0; cJSON_IsString(a) && hf_unmodelled_arch[i]; i++)
             if (strstr(a->valuestring, hf_unmodelled_arch[i]))
                 return TS_FAIL(TS_ERR_INPUT, "%s: $.architectures: \"%s\" has state-space (Mamba) or recurrent "
                                "layers; Tessera models decoder-only transformers only", r->file, a->valuestring);
     }
+    int has_text = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, text_key(root)));
     *type = lookup_type(mt);
+    if (*type >= 0) {
+        *nested = has_text && (strcmp(mt, "gemma3") == 0 || strcmp(mt, "llama4") == 0);
+        return TS_OK;
+    }
+    *type = family_of(mt);
+    int text_type;
+    TS_CHECK(text_config_type(r, root, &text_type));
+    if (text_type >= 0) *type = text_type;
+    *nested = *type >= 0 && has_text;
     if (*type >= 0) return TS_OK;
     cJSON_ArrayForEach(a, archs) {
         for (int i = 0; cJSON_IsString(a) && hf_arch_names[i][0]; i++)
@@ -659,6 +715,11 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type) {
         size_t used = strlen(list);
         snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", hf_types[i]);
     }
+    const cJSON *text_mt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, text_key(root)),
+                                                            "model_type");
+    if (cJSON_IsString(text_mt))
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s.model_type: \"%s\" (the language model of \"%s\"): expected "
+                       "one of %s", r->file, text_key(root), text_mt->valuestring, mt, list);
     return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: expected one of %s (or a known architectures[] entry), got "
                    "\"%s\"", r->file, list, mt);
 }
@@ -682,26 +743,86 @@ static ts_status read_name(const ts_jreader *r, const cJSON *root, ts_model *m) 
     return TS_OK;
 }
 
+/* transformers' defaults for the keys a text_config saved as a diff leaves out. Composite
+ * configs (LLaVA, Gemma 3) were saved with the sub-config's to_diff_dict(), which drops every
+ * value equal to its class's default: llava-hf/llava-1.5-7b-hf's text_config holds six keys, and
+ * google/gemma-3-4b-it's no head_dim (256, not hidden_size / heads). Values from the classes'
+ * __init__ signatures (transformers models/llama/configuration_llama.py LlamaConfig,
+ * models/mistral/configuration_mistral.py MistralConfig, models/gemma3/configuration_gemma3.py
+ * Gemma3TextConfig). */
+static const struct {
+    const char *type, *key;
+    double value;
+} hf_text_defaults[] = {
+    {"llama", "vocab_size", 32000}, {"llama", "hidden_size", 4096}, {"llama", "intermediate_size", 11008},
+    {"llama", "num_hidden_layers", 32}, {"llama", "num_attention_heads", 32},
+    {"llama", "max_position_embeddings", 2048},
+    {"mistral", "vocab_size", 32000}, {"mistral", "hidden_size", 4096}, {"mistral", "intermediate_size", 14336},
+    {"mistral", "num_hidden_layers", 32}, {"mistral", "num_attention_heads", 32},
+    {"mistral", "num_key_value_heads", 8}, {"mistral", "max_position_embeddings", 131072},
+    {"mistral", "sliding_window", 4096},
+    {"gemma3_text", "vocab_size", 262208}, {"gemma3_text", "hidden_size", 2304},
+    {"gemma3_text", "intermediate_size", 9216}, {"gemma3_text", "num_hidden_layers", 26},
+    {"gemma3_text", "num_attention_heads", 8}, {"gemma3_text", "num_key_value_heads", 4},
+    {"gemma3_text", "head_dim", 256}, {"gemma3_text", "max_position_embeddings", 131072},
+    {"gemma3_text", "sliding_window", 4096}, {NULL, NULL, 0}};
+
+/* A copy of `text` with its class's defaults (by its model_type, else `family`) for the keys it
+ * leaves out; NULL when out of memory. The caller frees it. */
+static cJSON *text_with_defaults(const cJSON *text, const char *family) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(text, "model_type");
+    const char *type = cJSON_IsString(mt) ? mt->valuestring : family;
+    if (strcmp(type, "gemma3") == 0) type = "gemma3_text";
+    cJSON *copy = cJSON_Duplicate(text, 1);
+    for (int i = 0; copy && hf_text_defaults[i].type; i++) {
+        if (strcmp(hf_text_defaults[i].type, type) != 0 ||
+            cJSON_GetObjectItemCaseSensitive(copy, hf_text_defaults[i].key) != NULL)
+            continue;
+        if (!cJSON_AddNumberToObject(copy, hf_text_defaults[i].key, hf_text_defaults[i].value)) {
+            cJSON_Delete(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
 ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     memset(out, 0, sizeof *out);
     ts_jreader r;
     ts_jreader_root(&r, file);
-    int type;
-    TS_CHECK(pick_type(&r, root, &type));
+    int type, nested;
+    TS_CHECK(pick_type(&r, root, &type, &nested));
     TS_CHECK(read_name(&r, root, out));
-    /* Multimodal configs (gemma3, llama4) hold the language model in text_config; the vision
-     * tower is not modelled (nor counted). */
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-    int nested = cJSON_IsObject(text) && (strcmp(hf_types[type], "gemma3") == 0 || strcmp(hf_types[type], "llama4") == 0);
-    snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s%s): %s", hf_types[type],
-             nested ? ", text_config only: the vision tower is not modelled" : "", file);
+    /* Multimodal configs hold the language model in text_config (gemma3, llama4, LLaVA-style
+     * wrappers) or at the root (Qwen2-VL); the vision tower is not modelled (nor counted). */
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, text_key(root));
+    char mt[64];
+    TS_CHECK(ts_jr_str(&r, root, "model_type", 0, "", mt, sizeof mt));
+    int wrapper = strcmp(mt, hf_types[type]) != 0 && (nested || family_of(mt) >= 0);
+    snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s%s%s%s): %s",
+             wrapper ? mt : hf_types[type], wrapper ? " read as " : "", wrapper ? hf_types[type] : "",
+             nested ? ", its language model only: the vision tower is not modelled"
+                    : wrapper ? ", the language model only: the vision tower is not modelled" : "", file);
     ts_jreader tr;
-    if (nested) ts_jreader_child(&r, "text_config", 0, &tr);
+    if (nested) ts_jreader_child(&r, text_key(root), 0, &tr);
     /* The readers record each key they read, so the cross-field rules name the file's keys
      * (intermediate_size, text_config.num_key_value_heads), not Tessera's. */
     ts_field_names names;
     ts_field_names_init(&names);
-    TS_CHECK(hf_readers[type](nested ? &tr : &r, nested ? text : root, &names, out));
+    if (nested) {
+        cJSON *full = text_with_defaults(text, hf_types[type]);
+        if (!full) return TS_FAIL(TS_ERR_NOMEM, "%s: $.text_config: out of memory", file);
+        ts_status st = hf_readers[type](&tr, full, &names, out);
+        cJSON_Delete(full);
+        TS_CHECK(st);
+    } else {
+        TS_CHECK(hf_readers[type](&r, root, &names, out));
+    }
+    /* A wrapper may state the head's tying on the outer config alone (Qwen2.5-VL's newer saves,
+     * LLaVA); transformers' composite configs then take it from there. */
+    if (nested && !cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings") &&
+        cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings"))
+        TS_CHECK(ts_jr_bool(&r, root, "tie_word_embeddings", 0, 0, &out->tied_embeddings));
     if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
     return ts_model_validate_named(file, out, &names);
 }

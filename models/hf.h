@@ -1,8 +1,10 @@
 /* Reading a Hugging Face transformers config.json into a ts_model.
  *
- * Supported model_type values: llama, mistral, mixtral, qwen2, qwen2_moe, deepseek_v3, gpt2,
- * gpt_neox, bloom, opt. Keys are the ones transformers writes (hidden_size, num_key_value_heads,
- * n_routed_experts, n_embd, ffn_dim, ...); errors name the Hugging Face key. */
+ * Supported model_type values: the table in hf.c (docs/models.md lists them), and vision-language
+ * wrappers whose language model is one of them (in text_config, or at the root for Qwen2-VL). Keys
+ * are the ones transformers writes (hidden_size, num_key_value_heads, n_routed_experts, n_embd,
+ * ffn_dim, ...), with transformers' class defaults where a diff-saved text_config leaves them out;
+ * errors name the Hugging Face key. */
 #ifndef TS_MODELS_HF_H
 #define TS_MODELS_HF_H
 

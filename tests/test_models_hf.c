@@ -148,7 +148,7 @@ Test(models_hf, mamba_hybrids_are_refused_with_one_line) {
 /* --- errors name the file's keys (issue 22) ---------------------------------------------------- */
 
 /* Every fixture, in turn with one of these keys (where its language model has it: the root, or
- * text_config for gemma3 / llama4) set to a value no rule allows, is refused naming that key
+ * text_config or llm_config for a wrapper) set to a value no rule allows, is refused naming that key
  * under its own path; never Tessera's field. */
 static const struct {
     const char *key;
@@ -183,8 +183,9 @@ Test(models_hf, errors_name_the_files_keys) {
         for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; b++) {
             cJSON *root = cJSON_Parse(text);
             cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-            const char *prefix = cJSON_IsObject(obj) ? "text_config." : "";
-            if (!cJSON_IsObject(obj)) obj = root;
+            const char *prefix = "text_config.";
+            if (!cJSON_IsObject(obj)) obj = cJSON_GetObjectItemCaseSensitive(root, "llm_config"), prefix = "llm_config.";
+            if (!cJSON_IsObject(obj)) obj = root, prefix = "";
             if (cJSON_GetObjectItemCaseSensitive(obj, breaks[b].key) != NULL) {
                 cJSON_ReplaceItemInObject(obj, breaks[b].key, cJSON_CreateNumber(breaks[b].value));
                 expect_key_named(name, root, prefix, breaks[b].key);
@@ -315,5 +316,58 @@ Test(models_hf, dbrx_nested_configs) {
     cr_expect_str_eq(ts_error_message(), "dbrx.json: $.ffn_config: expected an object, got a string");
     cJSON_Delete(root);
     free(text);
+    free(path);
+}
+
+/* Vision-language wrappers: the language model is read, from text_config (LLaVA, Gemma 3, the newer
+ * Qwen2.5-VL saves), llm_config (InternVL) or from the root (the Hub's Qwen2.5-VL files), with transformers' class defaults
+ * for the keys a diff-saved text_config leaves out; the vision tower is named as not modelled. */
+Test(models_hf, vision_language_wrappers_read_their_language_model) {
+    static const struct {
+        const char *file;
+        double total, tolerance;
+    } lm[] = {
+        /* Llama 2 7B's 6,738,415,616 (Touvron et al. 2023) with 64 more vocabulary rows in the
+         * embedding and the untied head: 2·64·4096 */
+        {"llava-1.5-7b", 6738415616.0 + 2.0 * 64 * 4096, 0},
+        /* Gemma 3 report, Table 1, 4B: 675M embedding + 3,209M non-embedding parameters */
+        {"gemma-3-4b", 3884e6, 0.002},
+        /* Qwen2.5-VL's language model is Qwen2.5-7B (Qwen2.5-VL report §2.1): 7.61B (model card) */
+        {"qwen2.5-vl-7b", 7.61e9, 0.002},
+        /* InternVL3-1B's language model: Qwen2.5-0.5B's 0.36B non-embedding parameters (model card, two
+         * digits: 1.4% of them) with an untied embedding and head of 151,674 rows */
+        {"internvl3-1b", 0.36e9 + 2.0 * 151674 * 896, 0.01},
+    };
+    for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
+        ts_model m = load(lm[i].file);
+        ts_param_count pc;
+        ts_model_params(&m, &pc);
+        cr_expect(fabs(pc.total - lm[i].total) <= lm[i].tolerance * lm[i].total, "%s: %.0f parameters, expected %.0f",
+                  lm[i].file, pc.total, lm[i].total);
+        cr_expect(strstr(m.source, "the vision tower is not modelled") != NULL, "%s: %s", lm[i].file, m.source);
+    }
+    /* LLaVA 1.5's text_config holds six keys: LlamaConfig's defaults give the rest */
+    ts_model llava = load("llava-1.5-7b");
+    cr_expect(llava.hidden == 4096 && llava.layers == 32 && llava.heads == 32 && llava.kv_heads == 32 &&
+              llava.ffn_hidden == 11008 && llava.vocab == 32064 && llava.max_seq == 4096 && !llava.tied_embeddings);
+    /* Gemma 3 4B's leaves out head_dim (256, not 2560 / 8), the heads and the vocabulary */
+    ts_model g = load("gemma-3-4b");
+    cr_expect(g.head_dim == 256 && g.heads == 8 && g.kv_heads == 4 && g.vocab == 262208 && g.window.tokens == 1024 &&
+              g.window.full_every == 6 && g.tied_embeddings);
+    /* the Hub's Qwen2.5-VL config.json writes the language model at the root, without text_config */
+    char *path = test_data_path("tests/data/hf/qwen2.5-vl-7b.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cr_assert(root != NULL);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "text_config");
+    ts_model flat, nested = load("qwen2.5-vl-7b");
+    cr_assert_eq(ts_model_from_hf(path, root, &flat), TS_OK, "%s", ts_error_message());
+    ts_param_count a, b;
+    ts_model_params(&flat, &a);
+    ts_model_params(&nested, &b);
+    cr_expect(a.total == b.total && flat.qkv_bias && !flat.linear_bias, "root %.0f, text_config %.0f", a.total, b.total);
+    cr_expect(strstr(flat.source, "qwen2_5_vl read as qwen2, the language model only") != NULL, "%s", flat.source);
+    cJSON_Delete(root);
     free(path);
 }
