@@ -253,7 +253,8 @@ Test(models_hf, more_families_keep_their_modules) {
     cr_expect(g3.moe.experts == 40 && g3.moe.top_k == 8 && g3.moe.expert_ffn == 512 && g3.moe.every == 1 &&
               g3.moe.shared_experts == 0 && g3.tied_embeddings, "Granite 3.1 3B-A800M: 40 experts of 512, top 8");
     /* the card's 800M active leaves the (tied) embedding out */
-    cr_expect(fabs(pc.active - pc.embedding - 0.8e9) <= 0.05e9, "%.0f active without the embedding", pc.active - pc.embedding);
+    cr_expect(fabs(pc.active - pc.embedding - 0.8e9) <= 0.05e9, "%.0f active without the embedding",
+              pc.active - pc.embedding);
     ts_model phi = load("phi3.5-moe");
     ts_model_params(&phi, &pc);
     cr_expect(phi.norm == TS_NORM_LAYERNORM && phi.qkv_bias && !phi.linear_bias && phi.moe.experts == 16 &&
