@@ -14,7 +14,8 @@
  *   MLP         SwiGLU: gate and up h*f, down f*h (Shazeer 2020); GELU/ReLU^2: up h*f, down f*h;
  *               linear_bias adds f per h->f matrix and h.
  *   norms       two per layer (norms_per_layer: Gemma 2/3 four, GPT-J one); RMSNorm h (a
- *               weight), LayerNorm 2h (weight and bias). qk_norm adds a norm of head_dim on
+ *               weight), LayerNorm 2h (weight and bias); norm_affine: h without the bias (DBRX),
+ *               0 when the norm learns nothing (OLMo). qk_norm adds a norm of head_dim on
  *               queries and one on keys (Qwen3 q_norm/k_norm, transformers Qwen3Attention), or
  *               of heads*head_dim and kv_heads*head_dim (OLMo 2, transformers Olmo2Attention).
  *               attn_sinks adds one logit per head (gpt-oss, transformers GptOssAttention.sinks).
@@ -40,6 +41,8 @@
 #include "common/stats.h"
 
 static double norm_params(const ts_model *m, double width) {
+    if (m->norm_affine == TS_NORM_AFFINE_NONE) return 0;
+    if (m->norm_affine == TS_NORM_AFFINE_WEIGHT) return width;
     return m->norm == TS_NORM_LAYERNORM ? 2 * width : width;
 }
 

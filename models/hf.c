@@ -12,6 +12,7 @@
  * (e_score_correction_bias, one per expert) and Qwen2-MoE's shared-expert gate (h per layer) are
  * not counted; OPT-350m has no final LayerNorm (do_layer_norm_before=false) but one is counted. */
 #include "models/hf.h"
+#include "models/hf_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 /* Records in `nm` that Tessera's `field` (NULL: none) comes from `key` of the object `r` reads,
  * e.g. "ffn_hidden" from "text_config.intermediate_size", so that ts_model_validate_named's
  * messages name the key the file has. */
-static void hf_name(ts_field_names *nm, const ts_jreader *r, const char *field, const char *key) {
+void hf_name(ts_field_names *nm, const ts_jreader *r, const char *field, const char *key) {
     if (field == NULL) return;
     char path[sizeof nm->at[0].key];
     const char *parent = strcmp(r->path, "$") == 0 ? "" : r->path + 2; /* without "$." */
@@ -32,8 +33,8 @@ static void hf_name(ts_field_names *nm, const ts_jreader *r, const char *field, 
 
 /* An optional integer that may also be written null (transformers writes "head_dim": null), read
  * into Tessera's `field` (recorded in `nm`). */
-static ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
-                        const char *key, int required, int64_t min, int64_t max, int64_t def, int64_t *out) {
+ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                 const char *key, int required, int64_t min, int64_t max, int64_t def, int64_t *out) {
     hf_name(nm, r, field, key);
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!required && cJSON_IsNull(it)) {
@@ -43,8 +44,8 @@ static ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *
     return ts_jr_int(r, root, key, required, min, max, def, out);
 }
 
-static ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
-                        const char *key, int required, int64_t min, int64_t max, int64_t def, int *out) {
+ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                 const char *key, int required, int64_t min, int64_t max, int64_t def, int *out) {
     int64_t v;
     TS_CHECK(hf_int(r, root, nm, field, key, required, min, max, def, &v));
     *out = (int)v;
@@ -70,14 +71,9 @@ static const char *pick(const cJSON *root, const char *a, const char *b) {
     return b;
 }
 
-typedef struct {
-    const char *key;
-    double def; /* transformers' default when the key is absent */
-} hf_rate;
-
 /* Training keeps dropout masks when any of the family's dropout rates is positive. */
-static ts_status read_dropout(const ts_jreader *r, const cJSON *root, const hf_rate *rates, int n,
-                              int *out) {
+ts_status read_dropout(const ts_jreader *r, const cJSON *root, const hf_rate *rates, int n,
+                       int *out) {
     *out = 0;
     for (int i = 0; i < n; i++) {
         double p;
@@ -87,15 +83,8 @@ static ts_status read_dropout(const ts_jreader *r, const cJSON *root, const hf_r
     return TS_OK;
 }
 
-/* The shape every family shares, under that family's key names. */
-typedef struct {
-    const char *hidden, *layers, *heads, *max_seq;
-    int64_t max_seq_def;
-    int tied_def;
-} hf_keys;
-
-static ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
-                            ts_model *m) {
+ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
+                     ts_model *m) {
     TS_CHECK(hf_int(r, root, nm, "hidden", k->hidden, 1, 1, TS_MAX_HIDDEN, 0, &m->hidden));
     TS_CHECK(hf_i32(r, root, nm, "layers", k->layers, 1, 1, TS_MAX_LAYERS, 0, &m->layers));
     TS_CHECK(hf_i32(r, root, nm, "heads", k->heads, 1, 1, TS_MAX_HEADS, 0, &m->heads));
@@ -107,8 +96,8 @@ static ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_nam
 }
 
 /* head_dim (Mistral, Llama 3.1+ write it; null or absent means hidden / heads, then exact). */
-static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
-                               ts_model *m) {
+ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k,
+                        ts_model *m) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
     if (m->hidden % m->heads != 0 && (it == NULL || cJSON_IsNull(it)))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: %lld is not divisible by %s %d, so head_dim must "
@@ -116,7 +105,7 @@ static ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_field_
     return hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, m->hidden / m->heads, &m->head_dim);
 }
 
-static ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(hf_i32(r, root, nm, "kv_heads", "num_key_value_heads", 0, 1, m->heads, m->heads, &m->kv_heads));
     if (m->heads % m->kv_heads != 0)
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads: num_attention_heads %d is not "
@@ -125,19 +114,19 @@ static ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_
 }
 
 /* rope_theta (absent: not given, Megatron-LM's default 10000 then applies). */
-static ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     hf_name(nm, r, "rope_theta", "rope_theta");
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
     if (it == NULL || cJSON_IsNull(it)) return TS_OK;
     return ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
 }
 
-static const hf_keys llama_keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                                   "max_position_embeddings", 4096, 0};
-static const hf_rate attention_dropout[] = {{"attention_dropout", 0.0}};
+const hf_keys llama_keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "max_position_embeddings", 4096, 0};
+const hf_rate attention_dropout[] = {{"attention_dropout", 0.0}};
 
 /* Llama, Mistral, Mixtral, Qwen2(-MoE): pre-RMSNorm, RoPE, SwiGLU, grouped-query attention. */
-static ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, &llama_keys, m));
     TS_CHECK(read_head_dim(r, root, nm, &llama_keys, m));
     TS_CHECK(read_kv_heads(r, root, nm, m));
@@ -149,7 +138,7 @@ static ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_fiel
     return read_rope_theta(r, root, nm, m);
 }
 
-static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     return ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias);
@@ -157,8 +146,8 @@ static ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_nam
 
 /* Every layer MoE: `experts_key` experts of intermediate_size each, num_experts_per_tok a token
  * (Mixtral, OLMoE). */
-static ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *experts_key,
-                                   ts_model *m) {
+ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *experts_key,
+                             ts_model *m) {
     ts_moe *e = &m->moe;
     TS_CHECK(hf_i32(r, root, nm, "moe.experts", experts_key, 1, 1, TS_MAX_EXPERTS, 0, &e->experts));
     TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
@@ -413,8 +402,8 @@ static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_fie
 }
 
 /* sliding_window (null or absent: none), on the layers read_layer_types says. */
-static ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
-                              int def_full_every) {
+ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                       int def_full_every) {
     int64_t w;
     TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
     int use = 1;
@@ -725,21 +714,27 @@ static ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_
 typedef ts_status (*hf_reader)(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* model_type → reader. kimi_k2 is a DeepseekV3ForCausalLM; deepseek_v2 writes the same keys. The
- * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config). */
+ * multimodal gemma3 and llama4 configs hold the language model under text_config (read_config).
+ * granite is Llama's shape (transformers GraniteConfig): its multipliers change no parameter. */
 static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
                                        "deepseek_v3", "gpt2", "gpt_neox", "bloom", "opt",
                                        "qwen3", "qwen3_moe", "gemma2", "gemma3_text", "gemma3",
                                        "phi3", "gpt_oss", "deepseek_v2", "kimi_k2", "olmo2",
                                        "starcoder2", "gptj", "llama4", "llama4_text", "glm4_moe",
-                                       "olmoe", "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2", NULL};
+                                       "olmoe",
+                                       "nemotron", "granite", "granitemoe", "granitemoeshared",
+                                       "phimoe", "dbrx", "olmo",
+                                       "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
                                        read_qwen3, read_qwen3_moe, read_gemma2, read_gemma3, read_gemma3,
                                        read_phi3, read_gpt_oss, read_deepseek_v3, read_deepseek_v3, read_olmo2,
                                        read_starcoder2, read_gptj, read_llama4_text, read_llama4_text,
-                                       read_glm4_moe, read_olmoe, read_gemma1, read_phi, read_falcon,
-                                       read_cohere, read_stablelm, read_cohere2};
+                                       read_glm4_moe, read_olmoe,
+                                       read_nemotron, read_llama, read_granitemoe, read_granitemoeshared,
+                                       read_phimoe, read_dbrx, read_olmo,
+                                       read_gemma1, read_phi, read_falcon, read_cohere, read_stablelm, read_cohere2};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -755,9 +750,12 @@ static const char *const hf_arch_names[][2] = {
     {"Phi3ForCausalLM", "phi3"}, {"GptOssForCausalLM", "gpt_oss"}, {"Olmo2ForCausalLM", "olmo2"},
     {"Starcoder2ForCausalLM", "starcoder2"}, {"GPTJForCausalLM", "gptj"},
     {"Llama4ForConditionalGeneration", "llama4"}, {"Llama4ForCausalLM", "llama4_text"},
-    {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"}, {"GemmaForCausalLM", "gemma"},
-    {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"}, {"RWForCausalLM", "falcon"},
-    {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
+    {"Glm4MoeForCausalLM", "glm4_moe"}, {"OlmoeForCausalLM", "olmoe"},
+    {"NemotronForCausalLM", "nemotron"}, {"GraniteForCausalLM", "granite"}, {"GraniteMoeForCausalLM", "granitemoe"},
+    {"GraniteMoeSharedForCausalLM", "granitemoeshared"}, {"PhimoeForCausalLM", "phimoe"},
+    {"PhiMoEForCausalLM", "phimoe"}, {"DbrxForCausalLM", "dbrx"}, {"OlmoForCausalLM", "olmo"},
+    {"GemmaForCausalLM", "gemma"}, {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"},
+    {"RWForCausalLM", "falcon"}, {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
     {"StableLMEpochForCausalLM", "stablelm"}, {"Cohere2ForCausalLM", "cohere2"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed

@@ -63,6 +63,8 @@
  *   attn_softcap, logit_softcap  number  no  0 (none)       [0, 1e6] (Gemma 2)
  *   attn_sinks, router_bias, embed_scaled, gelu_gate
  *                    bool     no        false               (gpt-oss, gpt-oss, Gemma, Gemma)
+ *   norm_affine      string   no        "full"              "full" | "weight" | "none": what each
+ *                                                           norm learns (model.h; DBRX, OLMo)
  *
  * Example (models/llm/llama2-70b.json):
  *   {"name": "llama2-70b", "source": "...", "layers": 80, "hidden": 8192, "heads": 64,
@@ -82,13 +84,14 @@ const char *const ts_activation_names[] = {"gelu", "swiglu", "relu2", NULL};
 const char *const ts_norm_names[] = {"rmsnorm", "layernorm", NULL};
 const char *const ts_position_names[] = {"rope", "learned", "alibi", NULL};
 const char *const ts_qk_norm_names[] = {"none", "head", "full", NULL};
+const char *const ts_norm_affine_names[] = {"full", "weight", "none", NULL};
 
 static const char *const model_keys[] = {
     "name", "source", "notes", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
     "vocab", "max_seq", "activation", "norm", "position", "position_offset", "embed_dim",
     "tied_embeddings", "qkv_bias", "linear_bias", "embed_norm", "dropout", "moe", "mla",
     "mtp_layers", "rope_theta", "qk_norm", "norms_per_layer", "window", "attn_softcap",
-    "logit_softcap", "attn_sinks", "router_bias", "embed_scaled", "gelu_gate", NULL};
+    "logit_softcap", "attn_sinks", "router_bias", "embed_scaled", "gelu_gate", "norm_affine", NULL};
 static const char *const window_keys[] = {"tokens", "full_every", "chunked", NULL};
 static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts", "load_cv",
                                        "shared_ffn",  "first_dense", "every",
@@ -176,6 +179,7 @@ static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m
     TS_CHECK(ts_jr_bool(r, root, "attn_sinks", 0, 0, &m->attn_sinks));
     TS_CHECK(ts_jr_bool(r, root, "router_bias", 0, 0, &m->router_bias));
     TS_CHECK(ts_jr_bool(r, root, "embed_scaled", 0, 0, &m->embed_scaled));
+    TS_CHECK(ts_jr_enum(r, root, "norm_affine", 0, ts_norm_affine_names, TS_NORM_AFFINE_FULL, &m->norm_affine));
     return ts_jr_bool(r, root, "gelu_gate", 0, 0, &m->gelu_gate);
 }
 
@@ -293,6 +297,8 @@ static ts_status add_extras(cJSON *root, const ts_model *m) {
     if (m->router_bias) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "router_bias", 1), res, fail);
     if (m->embed_scaled) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "embed_scaled", 1), res, fail);
     if (m->gelu_gate) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "gelu_gate", 1), res, fail);
+    if (m->norm_affine != TS_NORM_AFFINE_FULL)
+        TS_CJSON_GOTO(cJSON_AddStringToObject(root, "norm_affine", ts_norm_affine_names[m->norm_affine]), res, fail);
 fail:
     return res;
 }

@@ -25,12 +25,17 @@ typedef enum { TS_POS_ROPE, TS_POS_LEARNED, TS_POS_ALIBI, TS_POS_COUNT } ts_posi
  * head_dim shared by the heads (Qwen3, Gemma 3; Megatron-LM --qk-layernorm); or over the whole
  * projection, widths heads*head_dim and kv_heads*head_dim (OLMo 2). */
 typedef enum { TS_QKNORM_NONE, TS_QKNORM_HEAD, TS_QKNORM_FULL, TS_QKNORM_COUNT } ts_qk_norm;
+/* What a norm learns: the norm's own vectors (RMSNorm a weight, LayerNorm a weight and a bias);
+ * a weight only (LayerNorm without bias: DBRX, transformers nn.LayerNorm(bias=False)); nothing
+ * (OLMo's non-parametric LayerNorm, transformers OlmoLayerNorm). Changes the parameter count only. */
+typedef enum { TS_NORM_AFFINE_FULL, TS_NORM_AFFINE_WEIGHT, TS_NORM_AFFINE_NONE, TS_NORM_AFFINE_COUNT } ts_norm_affine;
 
 /* Names as written in JSON, indexed by the enums above; NULL-terminated. */
 extern const char *const ts_activation_names[];
 extern const char *const ts_norm_names[];
 extern const char *const ts_position_names[];
 extern const char *const ts_qk_norm_names[]; /* "none", "head", "full" */
+extern const char *const ts_norm_affine_names[]; /* "full", "weight", "none" */
 
 /* Mixture of experts. experts == 0 means a dense model and the other fields are ignored. */
 typedef struct {
@@ -140,6 +145,7 @@ typedef struct {
     int router_bias;      /* the MoE router has a bias, one per expert (gpt-oss) */
     int embed_scaled;     /* embeddings multiplied by sqrt(hidden) (Gemma) */
     int gelu_gate;        /* gated MLP with a GELU gate (GeGLU: Gemma) rather than SiLU (SwiGLU) */
+    int norm_affine;      /* ts_norm_affine: what every norm learns (0: its own weight, and bias) */
 } ts_model;
 
 /* Loads a zoo name ("llama2-70b", looked up in models/llm/ under the data directory), a path to

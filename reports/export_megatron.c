@@ -268,6 +268,9 @@ static void model_notes(FILE *f, const ts_model *m, const ts_layout *l) {
     if (m->attn_softcap > 0 || m->logit_softcap > 0)
         fprintf(f, "# soft-capping (scores %g, logits %g): no Megatron-LM GPT flag\n", m->attn_softcap, m->logit_softcap);
     if (m->embed_scaled) fprintf(f, "# embeddings scaled by sqrt(hidden): no Megatron-LM GPT flag\n");
+    if (m->norm_affine != TS_NORM_AFFINE_FULL)
+        fprintf(f, "# norms that learn %s (DBRX: no bias; OLMo: nothing): Megatron-LM's learn a weight and, for "
+                   "LayerNorm, a bias\n", m->norm_affine == TS_NORM_AFFINE_WEIGHT ? "a weight only" : "nothing");
     if (m->window.tokens > 0 && m->window.chunked)
         fprintf(f, "# chunked attention (chunks of %lld tokens, full every %d layers): no Megatron-LM flag; the "
                    "built model attends to the whole sequence\n", (long long)m->window.tokens, m->window.full_every);

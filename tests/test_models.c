@@ -353,7 +353,7 @@ Test(models, bad_misspelt_field) {
                "heads, kv_heads, head_dim, ffn_hidden, vocab, max_seq, activation, norm, position, "
                "position_offset, embed_dim, tied_embeddings, qkv_bias, linear_bias, embed_norm, "
                "dropout, moe, mla, mtp_layers, rope_theta, qk_norm, norms_per_layer, window, attn_softcap, "
-               "logit_softcap, attn_sinks, router_bias, embed_scaled, gelu_gate");
+               "logit_softcap, attn_sinks, router_bias, embed_scaled, gelu_gate, norm_affine");
 }
 
 Test(models, bad_dense_model_without_ffn) {
@@ -392,7 +392,8 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                ": $.model_type: expected one of llama, mistral, mixtral, qwen2, qwen2_moe, deepseek_v3, gpt2, "
                "gpt_neox, bloom, opt, qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, gpt_oss, deepseek_v2, "
                "kimi_k2, olmo2, starcoder2, gptj, llama4, llama4_text, glm4_moe, "
-               "olmoe, gemma, phi, falcon, cohere, stablelm, cohere2 (or a known architectures[] entry), got \"t5\"");
+               "olmoe, nemotron, granite, granitemoe, granitemoeshared, phimoe, dbrx, olmo, gemma, phi, falcon, "
+               "cohere, stablelm, cohere2 (or a known architectures[] entry), got \"t5\"");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");
     expect_bad("{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_attention_heads\": 32, "

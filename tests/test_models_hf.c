@@ -47,6 +47,12 @@ static const struct {
     {"glm-4.5-air", 106e9, 0.01},              /* GLM-4.5-Air: 106B total, 12B active (model card), the MTP
                                                 * module left out as DeepSeek-V3's 671B does */
     {"olmoe-1b-7b", 6.9e9, 0.01},              /* OLMoE paper (Muennighoff et al. 2024): 6.9B total, 1.3B active */
+    {"minitron-8b", 8e9, 0.0625},              /* Minitron-8B-Base model card: "8B", rounded to whole billions */
+    {"granite-3.1-8b-base", 8.1e9, 0.0124},    /* model card: 8.1B, cut to 0.1B (8.1 stands for 8.1 to 8.2) */
+    {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
+    {"phi3.5-moe", 41.9e9, 0.0012},            /* Phi-3.5-MoE model card: 41.9B total, 6.6B active */
+    {"dbrx-instruct", 132e9, 0.0038},          /* DBRX model card: 132B total (whole billions), 36B active */
+    {"olmo-7b", 6.89e9, 0.00073},              /* OLMo-7B-hf: 6.89B (0.01B rounding); 6,888,095,744 below */
     {"gemma-7b", 8537680896, 0},               /* Google's KerasHub preset gemma_7b_en: 8,537,680,896 */
     {"phi-2", 2779683840, 0.00002},            /* Hub safetensors count: 2,779,683,840; the LM head's bias
                                                 * (51,200, 1.8e-5) is not counted */
@@ -242,6 +248,88 @@ Test(models_hf, field_names_table) {
     cr_expect_eq(ts_model_validate_named("t", &m, &n), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(), "t: $.num_experts_per_tok: expected an integer in [1, 8] "
                      "(num_local_experts), got 9");
+}
+
+/* Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo keep what their modelling code builds. */
+Test(models_hf, more_families_keep_their_modules) {
+    ts_model nemo = load("minitron-8b");
+    cr_expect(nemo.activation == TS_ACT_RELU2 && nemo.norm == TS_NORM_LAYERNORM && nemo.head_dim == 128 &&
+              nemo.heads == 48 && nemo.kv_heads == 8 && !nemo.tied_embeddings && !nemo.qkv_bias && !nemo.linear_bias,
+              "Minitron-8B: squared-ReLU 2-matrix MLP, LayerNorm1P (weight and bias), head_dim 128 given");
+    ts_model g8 = load("granite-3.1-8b-base");
+    cr_expect(g8.activation == TS_ACT_SWIGLU && g8.norm == TS_NORM_RMSNORM && g8.kv_heads == 8 && g8.tied_embeddings &&
+              g8.dropout && g8.rope_theta == 1e7, "Granite 3.1 8B: Llama's shape, attention dropout 0.1");
+    ts_model g3 = load("granite-3.1-3b-a800m-base");
+    ts_param_count pc;
+    ts_model_params(&g3, &pc);
+    cr_expect(g3.moe.experts == 40 && g3.moe.top_k == 8 && g3.moe.expert_ffn == 512 && g3.moe.every == 1 &&
+              g3.moe.shared_experts == 0 && g3.tied_embeddings, "Granite 3.1 3B-A800M: 40 experts of 512, top 8");
+    /* the card's 800M active leaves the (tied) embedding out */
+    cr_expect(fabs(pc.active - pc.embedding - 0.8e9) <= 0.05e9, "%.0f active without the embedding",
+              pc.active - pc.embedding);
+    ts_model phi = load("phi3.5-moe");
+    ts_model_params(&phi, &pc);
+    cr_expect(phi.norm == TS_NORM_LAYERNORM && phi.qkv_bias && !phi.linear_bias && phi.moe.experts == 16 &&
+              phi.moe.top_k == 2 && phi.moe.expert_ffn == 6400 && phi.window.tokens == 131072 && !phi.tied_embeddings,
+              "Phi-3.5-MoE: LayerNorm, Q/K/V biases, 16 experts of 6400, top 2");
+    cr_expect(fabs(pc.active - 6.6e9) <= 0.05e9, "Phi-3.5-MoE: %.0f active, card 6.6B", pc.active);
+    ts_model dbrx = load("dbrx-instruct");
+    ts_model_params(&dbrx, &pc);
+    cr_expect(dbrx.hidden == 6144 && dbrx.heads == 48 && dbrx.kv_heads == 8 && dbrx.head_dim == 128 &&
+              dbrx.rope_theta == 5e5 && dbrx.moe.experts == 16 && dbrx.moe.top_k == 4 && dbrx.moe.expert_ffn == 10752 &&
+              dbrx.activation == TS_ACT_SWIGLU && !dbrx.qkv_bias && !dbrx.tied_embeddings,
+              "DBRX: attn_config and ffn_config read");
+    cr_expect(fabs(pc.active - 36e9) <= 0.5e9, "DBRX: %.0f active, card 36B", pc.active);
+    /* transformers DbrxForCausalLM's modules: wte and lm_head V*h; per layer Wqkv h*(h + 2*kv*d), out_proj
+     * h*h, router h*E, E experts' w1, v1, w2 3*f*h, norm_1 and norm_2 weights h each; norm_f h */
+    double h = 6144, V = 100352, f = 10752, E = 16, L = 40;
+    cr_expect_eq(pc.total, 2 * V * h + L * (h * (h + 2 * 8 * 128) + h * h + h * E + E * 3 * f * h + 2 * h) + h,
+                 "DBRX: %.0f, LayerNorms without bias", pc.total);
+    cr_expect_eq(dbrx.norm_affine, TS_NORM_AFFINE_WEIGHT);
+    ts_model olmo = load("olmo-7b");
+    ts_model_params(&olmo, &pc);
+    /* OlmoForCausalLM: embed_tokens and lm_head V*h; per layer q, k, v, o h*h, gate, up, down h*f; the
+     * OlmoLayerNorms learn nothing */
+    h = 4096, V = 50304, f = 11008, L = 32;
+    cr_expect_eq(pc.total, 2 * V * h + L * (4 * h * h + 3 * h * f), "OLMo-7B: %.0f, non-parametric norms", pc.total);
+    cr_expect(olmo.norm == TS_NORM_LAYERNORM && olmo.norm_affine == TS_NORM_AFFINE_NONE && !olmo.qkv_bias &&
+              olmo.activation == TS_ACT_SWIGLU && !olmo.tied_embeddings, "OLMo-7B: non-parametric LayerNorm");
+    /* the field survives Tessera's own JSON */
+    ts_model models[] = {dbrx, olmo};
+    for (size_t i = 0; i < 2; i++) {
+        cJSON *json = ts_model_to_json(&models[i]);
+        ts_model back;
+        cr_assert_eq(ts_model_from_json("round-trip", json, &back), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(back.norm_affine, models[i].norm_affine, "%s", models[i].name);
+        cr_expect_eq(memcmp(&back, &models[i], sizeof back), 0, "%s round-trips", models[i].name);
+        cJSON_Delete(json);
+    }
+}
+
+/* DBRX's nested objects: a key a child leaves out takes DbrxAttentionConfig's / DbrxFFNConfig's
+ * default, and an error names the key under its child's path. */
+Test(models_hf, dbrx_nested_configs) {
+    char *path = test_data_path("tests/data/hf/dbrx-instruct.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    cJSON *ffn = cJSON_GetObjectItemCaseSensitive(root, "ffn_config");
+    cJSON_DeleteItemFromObject(ffn, "moe_top_k");
+    cJSON_DeleteItemFromObject(root, "attn_config");
+    ts_model m;
+    cr_assert_eq(ts_model_from_json("dbrx.json", root, &m), TS_OK, "%s", ts_error_message());
+    cr_expect(m.moe.top_k == 1 && m.kv_heads == 1 && m.rope_theta == 0, "defaults: top 1, one KV head, no rope_theta");
+    cJSON_ReplaceItemInObject(ffn, "ffn_hidden_size", cJSON_CreateNumber(0));
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("dbrx.json", root, &m), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "dbrx.json: $.ffn_config.ffn_hidden_size: expected an integer in [1, ") != NULL,
+              "%s", ts_error_message());
+    cJSON_ReplaceItemInObject(root, "ffn_config", cJSON_CreateString("none"));
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("dbrx.json", root, &m), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(), "dbrx.json: $.ffn_config: expected an object, got a string");
+    cJSON_Delete(root);
+    free(text);
+    free(path);
 }
 
 /* Vision-language wrappers: the language model is read, from text_config (LLaVA, Gemma 3, the newer

@@ -1,0 +1,70 @@
+/* What the files of the Hugging Face import (hf.h) share. Not a public surface.
+ *
+ *   hf.c        the key readers below, the families before these, the model_type table and
+ *               ts_model_from_hf
+ *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
+ *
+ * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
+ * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
+ * (ts_model_validate_named) name the file's keys. */
+#ifndef TS_MODELS_HF_IMPL_H
+#define TS_MODELS_HF_IMPL_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "models/model.h"
+
+typedef struct {
+    const char *key;
+    double def; /* transformers' default when the key is absent */
+} hf_rate;
+
+/* The shape every family shares, under that family's key names. */
+typedef struct {
+    const char *hidden, *layers, *heads, *max_seq;
+    int64_t max_seq_def;
+    int tied_def;
+} hf_keys;
+
+extern const hf_keys llama_keys;         /* hidden_size, num_hidden_layers, ... (4096, untied) */
+extern const hf_rate attention_dropout[]; /* {"attention_dropout", 0} */
+
+/* Records that Tessera's `field` (NULL: none) comes from `key` of the object `r` reads. */
+void hf_name(ts_field_names *nm, const ts_jreader *r, const char *field, const char *key);
+/* An integer key (null or absent: `def` unless required) read into `field`. */
+ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field, const char *key,
+                 int required, int64_t min, int64_t max, int64_t def, int64_t *out);
+ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field, const char *key,
+                 int required, int64_t min, int64_t max, int64_t def, int *out);
+/* *out = 1 when any of the `n` dropout rates is positive. */
+ts_status read_dropout(const ts_jreader *r, const cJSON *root, const hf_rate *rates, int n, int *out);
+/* hidden, layers, heads, vocab_size, max_seq, tie_word_embeddings; kv_heads = heads. */
+ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k, ts_model *m);
+/* head_dim, else hidden / heads when exact. */
+ts_status read_head_dim(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *k, ts_model *m);
+/* num_key_value_heads (absent: heads), dividing the heads. */
+ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* rope_theta of `root` (absent or null: not given). */
+ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* Llama's shape, GQA, intermediate_size, RoPE, SwiGLU, RMSNorm, attention dropout. */
+ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* read_llama_like with attention_bias and mlp_bias. */
+ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* Every layer MoE: `experts_key` experts of intermediate_size, num_experts_per_tok a token. */
+ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *experts_key,
+                             ts_model *m);
+/* sliding_window (null or absent: none), global every `def_full_every` layers unless layer_types says. */
+ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int def_full_every);
+
+/* hf_more.c's families. */
+ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
+#endif

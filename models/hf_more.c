@@ -1,0 +1,117 @@
+/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX and OLMo
+ * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
+ * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
+ *
+ * Approximation shared with hf.c (below 1e-5 of the total): a bias on the attention output
+ * projection alone counts with the MLP's biases (linear_bias) or not at all when the MLP has none
+ * (Phi-3.5-MoE's o_proj bias, h per layer). */
+#include <string.h>
+
+#include "models/hf_impl.h"
+#include "models/model_limits.h"
+
+/* Nemotron-4 and its Minitron prunings (transformers NemotronConfig, NemotronDecoderLayer):
+ * Llama's attention with attention_bias on Q, K, V and O; a 2-matrix MLP (up_proj, down_proj,
+ * mlp_bias) with hidden_act, squared ReLU ("relu2": the default, and Nemotron-4's);
+ * NemotronLayerNorm1P, a LayerNorm with weight and bias (the weight stored less 1), before
+ * attention, before the MLP and at the end; rotary on partial_rotary_factor (0.5) of each head,
+ * which changes no parameter; an untied head by default. */
+ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama(r, root, nm, m));
+    char act[32];
+    TS_CHECK(ts_jr_str(r, root, "hidden_act", 0, "relu2", act, sizeof act));
+    /* any other activation keeps the 2-matrix shape, which TS_ACT_GELU stands for (model.h) */
+    m->activation = strcmp(act, "relu2") == 0 ? TS_ACT_RELU2 : TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    return TS_OK;
+}
+
+/* Granite 3.x MoE (transformers GraniteMoeConfig, GraniteMoeMoE): Llama's attention with
+ * attention_bias on Q, K, V and O; every layer num_local_experts SwiGLU experts of
+ * intermediate_size (input_linear holds gate and up, output_linear down; no biases), routed to
+ * num_experts_per_tok by a router without bias. The embedding, attention, residual and logits
+ * multipliers scale activations, not parameters. */
+ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    return read_expert_layers(r, root, nm, "num_local_experts", m);
+}
+
+/* Granite MoE with a shared expert (transformers GraniteMoeSharedConfig, GraniteMoeSharedMLP):
+ * one always-on SwiGLU MLP of shared_intermediate_size (0: none) beside the routed experts. */
+ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_granitemoe(r, root, nm, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
+    e->shared_experts = e->shared_ffn > 0;
+    return TS_OK;
+}
+
+/* Phi-3.5-MoE (transformers PhimoeConfig, PhimoeDecoderLayer): Mixtral's layer with Llama's
+ * attention (attention_bias on Q, K, V and O), nn.LayerNorm with weight and bias in place of
+ * RMSNorm (input, post-attention, final), num_local_experts SwiGLU experts of intermediate_size
+ * without biases and a router without bias, sliding_window on every layer when given. Not counted
+ * (below 1e-6 of the total): the LM head's bias (lm_head_bias, vocab_size values). */
+ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->norm = TS_NORM_LAYERNORM;
+    TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
+    return read_sliding(r, root, nm, m, 0);
+}
+
+/* DBRX (transformers DbrxConfig with its nested DbrxAttentionConfig and DbrxFFNConfig, whose
+ * defaults apply when attn_config / ffn_config or a key in them is absent): d_model, n_heads,
+ * n_layers, max_seq_len; a fused Wqkv for grouped-query attention of attn_config.kv_n_heads
+ * (clip_qkv clamps activations, no parameter) and out_proj, no biases; every layer
+ * ffn_config.moe_num_experts GLU experts (w1, v1, w2) of ffn_hidden_size, top moe_top_k, a router
+ * without bias; LayerNorms without bias (norm_1, norm_2, norm_f: nn.LayerNorm(bias=False)); an
+ * untied head. */
+ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"d_model", "n_layers", "n_heads", "max_seq_len", 2048, 0};
+    static const hf_rate rates[] = {{"resid_pdrop", 0.0}, {"emb_pdrop", 0.0}};
+    static const hf_rate attn_rates[] = {{"attn_pdrop", 0.0}};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    int dropout, attn_dropout;
+    TS_CHECK(read_dropout(r, root, rates, 2, &dropout));
+    const cJSON *attn, *ffn;
+    TS_CHECK(ts_jr_obj(r, root, "attn_config", 0, &attn));
+    TS_CHECK(ts_jr_obj(r, root, "ffn_config", 0, &ffn));
+    ts_jreader ar, fr;
+    ts_jreader_child(r, "attn_config", 0, &ar);
+    ts_jreader_child(r, "ffn_config", 0, &fr);
+
+    TS_CHECK(hf_i32(&ar, attn, nm, "kv_heads", "kv_n_heads", 0, 1, m->heads, 1, &m->kv_heads));
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.kv_n_heads: n_heads %d is not divisible by kv_n_heads %d", r->file,
+                       ar.path, m->heads, m->kv_heads);
+    TS_CHECK(read_dropout(&ar, attn, attn_rates, 1, &attn_dropout));
+    m->dropout = dropout || attn_dropout;
+    TS_CHECK(read_rope_theta(&ar, attn, nm, m));
+
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_int(&fr, ffn, nm, "moe.expert_ffn", "ffn_hidden_size", 0, 1, TS_MAX_FFN, 3584, &e->expert_ffn));
+    m->ffn_hidden = e->expert_ffn;
+    hf_name(nm, &fr, "ffn_hidden", "ffn_hidden_size");
+    TS_CHECK(hf_i32(&fr, ffn, nm, "moe.experts", "moe_num_experts", 0, 1, TS_MAX_EXPERTS, 4, &e->experts));
+    TS_CHECK(hf_i32(&fr, ffn, nm, "moe.top_k", "moe_top_k", 0, 1, e->experts, 1, &e->top_k));
+    e->every = 1;
+    m->activation = TS_ACT_SWIGLU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->norm_affine = TS_NORM_AFFINE_WEIGHT;
+    m->position = TS_POS_ROPE;
+    return TS_OK;
+}
+
+/* OLMo 1 (transformers OlmoConfig, OlmoDecoderLayer): Llama's attention and SwiGLU MLP, Q/K/V/O
+ * biases from attention_bias, clip_qkv clamping activations (no parameter), and OlmoLayerNorm, a
+ * LayerNorm with neither weight nor bias (Groeneveld et al. 2024, OLMo §2.1: "non-parametric
+ * layer norm"), before attention, before the MLP and at the end. */
+ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->norm = TS_NORM_LAYERNORM;
+    m->norm_affine = TS_NORM_AFFINE_NONE;
+    return TS_OK;
+}
