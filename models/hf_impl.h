@@ -3,6 +3,7 @@
  *   hf.c        the key readers below, the families before these, the model_type table and
  *               ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
+ *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -59,6 +60,12 @@ ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_na
 /* sliding_window (null or absent: none), global every `def_full_every` layers unless layer_types says. */
 ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int def_full_every);
 
+/* `a` when the object has it (or has neither, so a missing-field message names `a`), else `b`. */
+const char *pick(const cJSON *root, const char *a, const char *b);
+/* read_shape, read_head_dim, read_kv_heads and a required intermediate_size. */
+ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                         ts_model *m);
+
 /* hf_more.c's families. */
 ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -66,5 +73,12 @@ ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field
 ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
+/* hf_parallel.c's families. */
+ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

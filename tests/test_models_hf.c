@@ -442,9 +442,15 @@ Test(models_hf, hf_a_families_keep_their_shape) {
               "Falcon-40B (RW keys): n_head_kv 8 implies the new decoder, ln_attn and ln_mlp");
     cr_expect_eq(load_edited("falcon-40b-rw", "num_ln_in_parallel_attn", cJSON_CreateNumber(1)).norms_per_layer, 1);
 
+    /* CohereForCausalLM, command-r-v01: embed_tokens V*h (the head tied), per layer q/k/v/o 4*h*h,
+     * gate/up/down 3*h*f, input_layernorm h (CohereLayerNorm: a weight, no bias); norm h */
     ts_model cr = load("command-r-v01");
+    double hc = 8192, fc = 22528;
+    double want_cr = 256000 * hc + 40 * (4 * hc * hc + 3 * hc * fc + hc) + hc;
+    cr_expect_eq(total_params(&cr), want_cr, "Command R: %.0f, the modules %.0f", total_params(&cr), want_cr);
     cr_expect(cr.norms_per_layer == 1 && cr.activation == TS_ACT_SWIGLU && cr.norm == TS_NORM_LAYERNORM &&
-              cr.tied_embeddings && cr.kv_heads == 64 && !cr.qkv_bias, "Command R: parallel SwiGLU block, tied");
+              cr.norm_affine == TS_NORM_AFFINE_WEIGHT && cr.tied_embeddings && cr.kv_heads == 64 && !cr.qkv_bias,
+              "Command R: parallel SwiGLU block, weight-only LayerNorm, tied");
     cr_expect_eq(load_edited("command-r-v01", "use_qk_norm", cJSON_CreateTrue()).qk_norm, TS_QKNORM_FULL);
     ts_model r7 = load("command-r7b");
     cr_expect(r7.window.tokens == 4096 && r7.window.full_every == 4 && ts_model_layer_window(&r7, 2) == 4096 &&
