@@ -290,8 +290,8 @@ static ts_status read_glm4_moe(const ts_jreader *r, const cJSON *root, ts_field_
 
 /* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
  * LayerNorm, dropout at the three rates. */
-static ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
-                                const hf_rate *rates, ts_model *m) {
+ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                         const hf_rate *rates, ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, keys, m));
     TS_CHECK(read_head_dim(r, root, nm, keys, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "n_inner", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
@@ -593,7 +593,8 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "olmoe",
                                        "nemotron", "granite", "granitemoe", "granitemoeshared",
                                        "phimoe", "dbrx", "olmo",
-                                       "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2", NULL};
+                                       "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2",
+                                       "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -603,7 +604,9 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_glm4_moe, read_olmoe,
                                        read_nemotron, read_llama, read_granitemoe, read_granitemoeshared,
                                        read_phimoe, read_dbrx, read_olmo,
-                                       read_gemma1, read_phi, read_falcon, read_cohere, read_stablelm, read_cohere2};
+                                       read_gemma1, read_phi, read_falcon, read_cohere, read_stablelm, read_cohere2,
+                                       read_gpt_bigcode, read_gpt_neo, read_gptj, read_mpt, read_internlm2, read_glm,
+                                       read_glm4};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -625,7 +628,10 @@ static const char *const hf_arch_names[][2] = {
     {"PhiMoEForCausalLM", "phimoe"}, {"DbrxForCausalLM", "dbrx"}, {"OlmoForCausalLM", "olmo"},
     {"GemmaForCausalLM", "gemma"}, {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"},
     {"RWForCausalLM", "falcon"}, {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
-    {"StableLMEpochForCausalLM", "stablelm"}, {"Cohere2ForCausalLM", "cohere2"}, {NULL, NULL}};
+    {"StableLMEpochForCausalLM", "stablelm"}, {"Cohere2ForCausalLM", "cohere2"},
+    {"GPTBigCodeForCausalLM", "gpt_bigcode"}, {"GPTNeoForCausalLM", "gpt_neo"}, {"CodeGenForCausalLM", "codegen"},
+    {"MptForCausalLM", "mpt"}, {"MPTForCausalLM", "mpt"}, {"InternLM2ForCausalLM", "internlm2"},
+    {"GlmForCausalLM", "glm"}, {"Glm4ForCausalLM", "glm4"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

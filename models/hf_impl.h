@@ -4,6 +4,7 @@
  *               ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
+ *   hf_c.c      GPT-BigCode, GPT-Neo, MPT, InternLM2 and GLM-4 (glm, glm4); CodeGen reads as GPT-J
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -65,6 +66,10 @@ const char *pick(const cJSON *root, const char *a, const char *b);
 /* read_shape, read_head_dim, read_kv_heads and a required intermediate_size. */
 ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
                          ts_model *m);
+/* GPT-2's and GPT-J's block: the shape under `keys`, head_dim, a GELU MLP of n_inner (null: 4h),
+ * LayerNorm, dropout at the three `rates`. */
+ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
+                         const hf_rate *rates, ts_model *m);
 
 /* hf_more.c's families. */
 ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -80,5 +85,13 @@ ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
+/* hf_c.c's families. */
+ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_gpt_neo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif
