@@ -65,6 +65,15 @@ static const struct {
     {"gemma-2b", 2506172416, 0},               /* KerasHub preset gemma_2b_en: 2,506,172,416 (multi-query) */
     {"stablelm-3b-4e1t", 2795443200, 0},       /* model card: 2,795,443,200 */
     {"command-r7b", 8.03e9, 0.0007},           /* Hub safetensors count: 8.03B (to 10M); card: "7 billion" */
+    {"starcoder", 15.5e9, 0.0033},             /* StarCoder paper (Li et al. 2023): 15.5B (0.1B rounding) */
+    {"gpt-neo-1.3b", 1.3e9, 0.0385},           /* model card: 1.3B (0.1B rounding) */
+    {"codegen-2b-mono", 2.7e9, 0.037},         /* CodeGen paper (Nijkamp et al. 2022) and cards: 2.7B, cut to 0.1B
+                                                * (2.7 stands for 2.7 to 2.8; the modules add to 2.78B) */
+    {"mpt-30b", 29.95e9, 0.00034},             /* MPT-30B model card: n_parameters 29.95B, cut to 0.01B */
+    {"internlm2.5-7b", 7e9, 0.143},            /* model card: "7 billion", the size class (7 to 8B); the modules add
+                                                * to 7.74B, exact in hf_c_families_keep_their_shape */
+    {"glm-4-9b-hf", 9e9, 0.056},               /* GLM-4-9B model card: 9B, whole billions (the modules: 9.40B) */
+    {"glm-4-9b-0414", 9e9, 0.056},             /* GLM-4-9B-0414 model card: 9B, whole billions */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -486,6 +495,99 @@ Test(models_hf, falcon_rw_keys_read_as_converted) {
     cr_expect_eq(r.status, 0, "falcon-40b-rw: exit %d: %s", r.status, r.err);
     cli_result_free(&r);
     cJSON_Delete(root);
+    free(text);
+    free(path);
+}
+
+/* --- GPT-BigCode, GPT-Neo, CodeGen, MPT, InternLM2, GLM-4 ------------------------------------------ */
+
+/* What each family's modelling code builds, checked against sums written out from its modules. */
+Test(models_hf, hf_c_families_keep_their_shape) {
+    /* GPTBigCodeForCausalLM, starcoderbase-1b: wte V*h (the head tied), wpe 8192*h; per layer ln_1, ln_2 2h each,
+     * c_attn h*(h + 2*128) + (h + 2*128) (one key/value head), c_proj h*h + h, c_fc h*f + f, c_proj f*h + h; ln_f */
+    double h = 2048, f = 8192, d = 128, V = 49152;
+    double want = V * h + 8192 * h + 24 * (4 * h + h * (h + 2 * d) + h + 2 * d + h * h + h + 2 * h * f + f + h) + 2 * h;
+    ts_model sc = load("starcoderbase-1b");
+    cr_expect_eq(total_params(&sc), want, "StarCoderBase-1B: %.0f, the modules %.0f", total_params(&sc), want);
+    cr_expect(sc.kv_heads == 1 && sc.position == TS_POS_LEARNED && sc.tied_embeddings && sc.qkv_bias && sc.linear_bias &&
+              sc.max_seq == 8192 && sc.dropout, "StarCoderBase-1B: multi-query, learned positions, tied");
+    cr_expect_eq(load_edited("starcoderbase-1b", "multi_query", cJSON_CreateFalse()).kv_heads, 16);
+
+    /* GPTNeoForCausalLM, gpt-neo-1.3B: wte V*h (tied), wpe 2048*h; per layer ln_1, ln_2 2h each, q/k/v h*h
+     * without bias, out_proj h*h + h, c_fc h*4h + 4h, c_proj 4h*h + h; ln_f */
+    h = 2048, V = 50257;
+    want = V * h + 2048 * h + 24 * (4 * h + 4 * h * h + h + 8 * h * h + 4 * h + h) + 2 * h;
+    ts_model neo = load("gpt-neo-1.3b");
+    cr_expect_eq(total_params(&neo), want, "GPT-Neo 1.3B: %.0f, the modules %.0f", total_params(&neo), want);
+    cr_expect(neo.window.tokens == 256 && neo.window.full_every == 2 && neo.position == TS_POS_LEARNED &&
+              !neo.qkv_bias && neo.linear_bias && neo.tied_embeddings, "GPT-Neo: global and local layers alternate");
+    cJSON *types = cJSON_Parse("[[[\"local\", \"local\", \"global\"], 8]]");
+    ts_model neo3 = load_edited("gpt-neo-1.3b", "attention_types", types);
+    cr_expect(neo3.window.full_every == 3 && ts_model_layer_window(&neo3, 0) == 256 && ts_model_layer_window(&neo3, 2) == 0);
+    cr_expect_eq(load_edited("gpt-neo-1.3b", "attention_types", cJSON_Parse("[[[\"global\"], 24]]")).window.tokens, 0);
+
+    /* CodeGenForCausalLM, codegen-2B-mono: wte and lm_head V*h; per layer ln_1 2h (one norm, parallel block),
+     * qkv_proj 3h*h and out_proj h*h without bias, fc_in h*4h + 4h, fc_out 4h*h + h; ln_f. Read as GPT-J, which
+     * counts out_proj with a bias (h a layer) and not lm_head's (V): 51,200 - 32 * 2560 = -30,720 in all */
+    h = 2560, V = 51200;
+    want = 2 * V * h + 32 * (2 * h + 4 * h * h + 8 * h * h + 4 * h + h) + 2 * h;
+    ts_model cg = load("codegen-2b-mono");
+    cr_expect_eq(total_params(&cg), want + 32 * h, "CodeGen-2B: %.0f, the modules %.0f", total_params(&cg), want);
+    cr_expect(cg.norms_per_layer == 1 && cg.position == TS_POS_ROPE && !cg.qkv_bias && !cg.tied_embeddings);
+
+    /* MptForCausalLM, mpt-7b: wte V*h (tied); per layer norm_1, norm_2 h each (no bias), Wqkv 3h*h, out_proj
+     * h*h, up_proj h*4h, down_proj 4h*h, no biases; norm_f h */
+    h = 4096, V = 50432;
+    want = V * h + 32 * (2 * h + 4 * h * h + 8 * h * h) + h;
+    ts_model mpt = load("mpt-7b");
+    cr_expect_eq(total_params(&mpt), want, "MPT-7B: %.0f, the modules %.0f", total_params(&mpt), want);
+    cr_expect(mpt.position == TS_POS_ALIBI && mpt.norm_affine == TS_NORM_AFFINE_WEIGHT && !mpt.linear_bias &&
+              mpt.tied_embeddings && mpt.kv_heads == 32 && mpt.ffn_hidden == 4 * 4096, "MPT-7B: ALiBi, no biases");
+    cr_expect_eq(load_edited("mpt-7b", "no_bias", cJSON_CreateFalse()).norm_affine, TS_NORM_AFFINE_FULL);
+    cr_expect_eq(load_edited("mpt-7b", "expansion_ratio", cJSON_CreateNumber(2.5)).ffn_hidden, 10240);
+    ts_model gqa = load_edited("mpt-7b", "attn_config",
+                               cJSON_Parse("{\"attn_type\": \"grouped_query_attention\", \"kv_n_heads\": 8, "
+                                           "\"alibi\": false, \"qk_ln\": true}"));
+    cr_expect(gqa.kv_heads == 8 && gqa.position == TS_POS_LEARNED && gqa.qk_norm == TS_QKNORM_FULL,
+              "llm-foundry's grouped-query attention, learned positions, Q/K LayerNorms");
+
+    /* InternLM2ForCausalLM, internlm2_5-7b: tok_embeddings and output V*h; per layer wqkv h*(h + 2*8*128), wo h*h,
+     * w1, w3, w2 3*h*f (no biases: "bias": false), attention_norm and ffn_norm h each; norm h */
+    h = 4096, f = 14336, V = 92544;
+    want = 2 * V * h + 32 * (h * (h + 2 * 8 * 128) + h * h + 3 * h * f + 2 * h) + h;
+    ts_model ilm = load("internlm2.5-7b");
+    cr_expect_eq(total_params(&ilm), want, "InternLM2.5-7B: %.0f, the modules %.0f", total_params(&ilm), want);
+    cr_expect(ilm.kv_heads == 8 && !ilm.qkv_bias && ilm.rope_theta == 1e6 && !ilm.tied_embeddings);
+
+    /* GlmForCausalLM, glm-4-9b-hf: embed_tokens and lm_head V*h; per layer q h*h + h, k and v h*256 + 256 each
+     * (two KV heads of 128), o_proj h*h, gate_up_proj h*2f, down_proj f*h, two RMSNorms h; norm h. Glm4 adds
+     * post_self_attn_layernorm and post_mlp_layernorm, 2h a layer */
+    h = 4096, f = 13696, V = 151552;
+    want = 2 * V * h + 40 * (2 * h * h + h + 2 * (h * 256 + 256) + 3 * h * f + 2 * h) + h;
+    ts_model glm = load("glm-4-9b-hf"), glm4 = load("glm-4-9b-0414");
+    cr_expect_eq(total_params(&glm), want, "GLM-4-9B: %.0f, the modules %.0f", total_params(&glm), want);
+    cr_expect_eq(total_params(&glm4), want + 40 * 2 * h, "GLM-4-9B-0414: %.0f", total_params(&glm4));
+    cr_expect(glm.qkv_bias && !glm.linear_bias && glm.kv_heads == 2 && glm.head_dim == 128 && glm.norms_per_layer == 0 &&
+              glm4.norms_per_layer == 4, "GLM-4: Q/K/V biases, two KV heads; GLM-4-0414: four norms a layer");
+}
+
+/* GPT-Neo's attention_types that Tessera's one-global-layer-in-N cannot hold, or that do not add up to
+ * num_layers, are refused naming the key. */
+Test(models_hf, gpt_neo_layer_patterns) {
+    static const char *const bad[] = {"[[[\"global\", \"global\", \"local\"], 8]]", "[[[\"global\", \"local\"], 11]]",
+                                      "[[[\"global\", \"sliding\"], 12]]", "[[\"global\", 24]]"};
+    char *path = test_data_path("tests/data/hf/gpt-neo-1.3b.json");
+    char *text = read_file(path);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *root = cJSON_Parse(text);
+        cJSON_ReplaceItemInObject(root, "attention_types", cJSON_Parse(bad[i]));
+        ts_model m;
+        ts_error_clear();
+        cr_expect_eq(ts_model_from_json("neo.json", root, &m), TS_ERR_INPUT, "%s accepted", bad[i]);
+        cr_expect(strstr(ts_error_message(), "neo.json: $.attention_types: ") != NULL, "%s: %s", bad[i],
+                  ts_error_message());
+        cJSON_Delete(root);
+    }
     free(text);
     free(path);
 }
