@@ -309,7 +309,7 @@ static ts_status read_gpt2(const ts_jreader *r, const cJSON *root, ts_field_name
     TS_CHECK(read_gpt_block(r, root, nm, &keys, rates, m));
     m->position = TS_POS_LEARNED;
     m->qkv_bias = m->linear_bias = 1;
-    return TS_OK;
+    return read_gpt2_head_type(r, root, nm, m);
 }
 
 /* GPT-NeoX: rotary, LayerNorm, biased Q/K/V and dense (attention_bias) and MLP, untied head. */

@@ -1,4 +1,5 @@
-/* Hugging Face readers for GPT-BigCode (StarCoder, SantaCoder), GPT-Neo, MPT, InternLM2 and GLM-4
+/* Hugging Face readers for GPT-BigCode (StarCoder, SantaCoder; and SantaCoder's first release, a gpt2
+ * config with attention_head_type), GPT-Neo, MPT, InternLM2 and GLM-4
  * (glm, glm4) (hf_impl.h). Each maps the keys that family's config class writes onto ts_model, with
  * the modules its modelling code builds (transformers/models/<type>/modeling_<type>.py; InternLM2's
  * remote code, internlm/internlm2_5-7b modeling_internlm2.py). CodeGen (transformers CodeGenBlock:
@@ -23,6 +24,20 @@ ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_name
     hf_name(nm, r, "kv_heads", "multi_query");
     m->position = TS_POS_LEARNED;
     m->qkv_bias = m->linear_bias = 1;
+    return TS_OK;
+}
+
+/* SantaCoder as first released (bigcode/santacoder: remote code GPT2CustomConfig over model_type gpt2,
+ * modeling_gpt2_mq.py) writes attention_head_type: "multiquery" projects keys and values for one
+ * head (kv_attn, h -> 2 * head_dim, with bias), as GPT-BigCode does; "multihead" is GPT-2's. */
+ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const char *const types[] = {"multihead", "multiquery", NULL};
+    int type;
+    TS_CHECK(ts_jr_enum(r, root, "attention_head_type", 0, types, 0, &type));
+    if (type == 1) {
+        m->kv_heads = 1;
+        hf_name(nm, r, "kv_heads", "attention_head_type");
+    }
     return TS_OK;
 }
 

@@ -87,6 +87,8 @@ ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *n
 ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_c.c's families. */
+/* SantaCoder's attention_head_type on a gpt2 config ("multiquery": one key/value head). */
+ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gpt_neo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

@@ -74,6 +74,7 @@ static const struct {
                                                 * to 7.74B, exact in hf_c_families_keep_their_shape */
     {"glm-4-9b-hf", 9e9, 0.056},               /* GLM-4-9B model card: 9B, whole billions (the modules: 9.40B) */
     {"glm-4-9b-0414", 9e9, 0.056},             /* GLM-4-9B-0414 model card: 9B, whole billions */
+    {"santacoder", 1.1e9, 0.0455},             /* SantaCoder paper (Allal et al. 2023) and card: 1.1B (0.1B rounding) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -512,6 +513,14 @@ Test(models_hf, hf_c_families_keep_their_shape) {
     cr_expect(sc.kv_heads == 1 && sc.position == TS_POS_LEARNED && sc.tied_embeddings && sc.qkv_bias && sc.linear_bias &&
               sc.max_seq == 8192 && sc.dropout, "StarCoderBase-1B: multi-query, learned positions, tied");
     cr_expect_eq(load_edited("starcoderbase-1b", "multi_query", cJSON_CreateFalse()).kv_heads, 16);
+    /* SantaCoder's first release (model_type gpt2, attention_head_type multiquery): the same modules, with a
+     * 49,280-row vocabulary and 2048 positions */
+    V = 49280;
+    want = V * h + 2048 * h + 24 * (4 * h + h * (h + 2 * d) + h + 2 * d + h * h + h + 2 * h * f + f + h) + 2 * h;
+    ts_model santa = load("santacoder");
+    cr_expect(total_params(&santa) == want && santa.kv_heads == 1, "SantaCoder: %.0f, the modules %.0f",
+              total_params(&santa), want);
+    cr_expect_eq(load_edited("santacoder", "attention_head_type", cJSON_CreateString("multihead")).kv_heads, 16);
 
     /* GPTNeoForCausalLM, gpt-neo-1.3B: wte V*h (tied), wpe 2048*h; per layer ln_1, ln_2 2h each, q/k/v h*h
      * without bias, out_proj h*h + h, c_fc h*4h + 4h, c_proj 4h*h + h; ln_f */
