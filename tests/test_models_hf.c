@@ -352,6 +352,8 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
         {"internvl3-1b", 0.36e9 + 2.0 * 151674 * 896, 0.01},
         /* Qwen3-VL-30B-A3B's language model has Qwen3-30B-A3B's shape: 30.5B (that model's card) */
         {"qwen3-vl-30b-a3b", 30.5e9, 0.005},
+        /* Mistral Small 3.1's language model, Mistral-Small-24B: "24B" (model card; 23.5-24.5B) */
+        {"mistral-small-3.1-24b", 24e9, 0.021},
     };
     for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
         ts_model m = load(lm[i].file);
