@@ -73,7 +73,7 @@ static ts_status neo_walk_types(const ts_jreader *r, const cJSON *types, neo_wal
             !ts_json_int_in(cJSON_GetArrayItem(entry, 1), 0, TS_MAX_LAYERS, &repeats))
             return TS_FAIL(TS_ERR_INPUT, "%s: %s.attention_types: expected a list of [[\"global\" or \"local\", ...], "
                            "repeats] pairs, got %s", r->file, r->path, ts_json_type_name(entry));
-        for (int64_t n = 0; n < repeats; n++) {
+        for (int64_t n = 0; n < repeats && cJSON_GetArraySize(kinds) > 0; n++) {
             cJSON_ArrayForEach(k, kinds) {
                 int global = cJSON_IsString(k) && strcmp(k->valuestring, "global") == 0;
                 if (!global && !(cJSON_IsString(k) && strcmp(k->valuestring, "local") == 0))
