@@ -592,7 +592,8 @@ Test(models_hf, hf_c_families_keep_their_shape) {
  * num_layers, are refused naming the key. */
 Test(models_hf, gpt_neo_layer_patterns) {
     static const char *const bad[] = {"[[[\"global\", \"global\", \"local\"], 8]]", "[[[\"global\", \"local\"], 11]]",
-                                      "[[[\"global\", \"sliding\"], 12]]", "[[\"global\", 24]]"};
+                                      "[[[\"global\", \"sliding\"], 12]]", "[[\"global\", 24]]",
+                                      "[[[], 100000], [[], 100000]]"};
     char *path = test_data_path("tests/data/hf/gpt-neo-1.3b.json");
     char *text = read_file(path);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
