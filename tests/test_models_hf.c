@@ -519,7 +519,8 @@ Test(models_hf, hf_c_families_keep_their_shape) {
     ts_model sc = load("starcoderbase-1b");
     cr_expect_eq(total_params(&sc), want, "StarCoderBase-1B: %.0f, the modules %.0f", total_params(&sc), want);
     cr_expect(sc.kv_heads == 1 && sc.position == TS_POS_LEARNED && sc.tied_embeddings && sc.qkv_bias &&
-              sc.linear_bias && sc.max_seq == 8192 && sc.dropout, "StarCoderBase-1B: multi-query, learned positions, tied");
+              sc.linear_bias && sc.max_seq == 8192 && sc.dropout,
+              "StarCoderBase-1B: multi-query, learned positions, tied");
     cr_expect_eq(load_edited("starcoderbase-1b", "multi_query", cJSON_CreateFalse()).kv_heads, 16);
     /* SantaCoder's first release (model_type gpt2, attention_head_type multiquery): the same modules, with a
      * 49,280-row vocabulary and 2048 positions */
@@ -586,7 +587,8 @@ Test(models_hf, hf_c_families_keep_their_shape) {
     cr_expect_eq(total_params(&glm), want, "GLM-4-9B: %.0f, the modules %.0f", total_params(&glm), want);
     cr_expect_eq(total_params(&glm4), want + 40 * 2 * h, "GLM-4-9B-0414: %.0f", total_params(&glm4));
     cr_expect(glm.qkv_bias && !glm.linear_bias && glm.kv_heads == 2 && glm.head_dim == 128 &&
-              glm.norms_per_layer == 0 && glm4.norms_per_layer == 4, "GLM-4: Q/K/V biases, two KV heads; GLM-4-0414: four norms a layer");
+              glm.norms_per_layer == 0 && glm4.norms_per_layer == 4,
+              "GLM-4: Q/K/V biases, two KV heads; GLM-4-0414: four norms a layer");
 }
 
 /* GPT-Neo's attention_types that Tessera's one-global-layer-in-N cannot hold, or that do not add up to
