@@ -33,9 +33,11 @@ static ts_status read_per_layer(const ts_jreader *r, const cJSON *root, ts_field
     if (n == 0)
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer or a list of one per layer, got an empty list",
                        r->file, r->path, key);
+    ts_jreader lr;
+    ts_jreader_child(r, key, 0, &lr);
     for (int i = 0; i < n; i++) {
         ts_jreader er;
-        ts_jreader_child(r, key, i, &er);
+        ts_jreader_child(&lr, NULL, i, &er);
         const cJSON *it = cJSON_GetArrayItem(list, i);
         if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble || it->valuedouble < (double)min ||
             it->valuedouble > (double)max)
