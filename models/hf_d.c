@@ -155,10 +155,15 @@ ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_name
 /* MiniCPM 1 / 2 (openbmb/MiniCPM-2B, remote code MiniCPMConfig, modeling_minicpm.py): Llama's
  * layer (attention_bias on Q, K, V, O), a tied head by default. Its muP scalings (scale_emb on the
  * embedding, scale_depth on the residual branches, dim_model_base on the logits) multiply
- * activations and hold no parameter (Hu et al. 2024, MiniCPM, §4). */
+ * activations and hold no parameter (Hu et al. 2024, MiniCPM, §4). MiniCPM-MoE-8x2B's config
+ * (same model_type) adds num_experts SwiGLU experts of intermediate_size on every layer, top
+ * num_experts_per_tok, as Mixtral's. */
 ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 1, 2048, m));
-    return ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias);
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    const cJSON *experts = cJSON_GetObjectItemCaseSensitive(root, "num_experts");
+    if (experts == NULL || cJSON_IsNull(experts)) return TS_OK;
+    return read_expert_layers(r, root, nm, "num_experts", m);
 }
 
 /* Seed-OSS (transformers SeedOssConfig, SeedOssAttention, SeedOssMLP): Llama's layer with

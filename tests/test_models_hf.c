@@ -561,6 +561,18 @@ Test(models_hf, hf_d_families_keep_their_modules) {
     cr_expect(mc.tied_embeddings && mc.kv_heads == 36 && !mc.qkv_bias);
     ts_model unscaled = load_edited("minicpm-2b", "scale_emb", cJSON_CreateNumber(1));
     cr_expect_eq(total_params(&mc), total_params(&unscaled));
+    char *mc_path = test_data_path("tests/data/hf/minicpm-2b.json");
+    char *mc_text = read_file(mc_path);
+    cJSON *moe = cJSON_Parse(mc_text);
+    cJSON_AddNumberToObject(moe, "num_experts", 8);
+    cJSON_AddNumberToObject(moe, "num_experts_per_tok", 2);
+    ts_model mm;
+    cr_assert_eq(ts_model_from_json("minicpm-moe", moe, &mm), TS_OK, "%s", ts_error_message());
+    cr_expect(mm.moe.experts == 8 && mm.moe.top_k == 2 && mm.moe.expert_ffn == 5760 && mm.moe.every == 1,
+              "MiniCPM-MoE: Mixtral's experts on every layer");
+    cJSON_Delete(moe);
+    free(mc_text);
+    free(mc_path);
 
     /* Seed-OSS-36B: Q/K/V biases (attention_bias), 80 heads of 128 on 5120, dropout 0.1 */
     ts_model seed = load("seed-oss-36b");
