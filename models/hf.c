@@ -651,10 +651,13 @@ static int lookup_type(const char *type) {
 /* Vision-language wrappers whose language model is a family above: its keys at the root (the
  * Qwen2-VL and Qwen2.5-VL configs on the Hub) or under text_config (transformers' newer saves,
  * model_type qwen2_5_vl_text). transformers' Qwen2_5_VLTextModel is Qwen2's decoder with
- * multimodal RoPE sections, which move no parameters or FLOPs. */
-static const char *const hf_text_alias[][2] = {{"qwen2_vl", "qwen2"},      {"qwen2_5_vl", "qwen2"},
-                                               {"qwen2_vl_text", "qwen2"}, {"qwen2_5_vl_text", "qwen2"},
-                                               {NULL, NULL}};
+ * multimodal RoPE sections, which move no parameters or FLOPs; Qwen3-VL's text models
+ * (Qwen3VLTextConfig, Qwen3VLMoeTextConfig, under text_config) are Qwen3's and Qwen3-MoE's decoders
+ * with interleaved multimodal RoPE, likewise. */
+static const char *const hf_text_alias[][2] = {
+    {"qwen2_vl", "qwen2"},         {"qwen2_5_vl", "qwen2"},         {"qwen2_vl_text", "qwen2"},
+    {"qwen2_5_vl_text", "qwen2"},  {"qwen3_vl_text", "qwen3"},      {"qwen3_vl_moe_text", "qwen3_moe"},
+    {NULL, NULL}};
 
 /* The family of a model_type: its own, or the one an alias names; -1 when unknown. */
 static int family_of(const char *type) {

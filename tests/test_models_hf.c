@@ -360,6 +360,10 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
         /* InternVL3-1B's language model: Qwen2.5-0.5B's 0.36B non-embedding parameters (model card, two
          * digits: 1.4% of them) with an untied embedding and head of 151,674 rows */
         {"internvl3-1b", 0.36e9 + 2.0 * 151674 * 896, 0.01},
+        /* Qwen3-VL-30B-A3B's language model has Qwen3-30B-A3B's shape: 30.5B (that model's card) */
+        {"qwen3-vl-30b-a3b", 30.5e9, 0.005},
+        /* Mistral Small 3.1's language model, Mistral-Small-24B: "24B" (model card; 23.5-24.5B) */
+        {"mistral-small-3.1-24b", 24e9, 0.021},
     };
     for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
         ts_model m = load(lm[i].file);
@@ -377,6 +381,10 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
     ts_model g = load("gemma-3-4b");
     cr_expect(g.head_dim == 256 && g.heads == 8 && g.kv_heads == 4 && g.vocab == 262208 && g.window.tokens == 1024 &&
               g.window.full_every == 6 && g.tied_embeddings);
+    /* Qwen3-VL's MoE text model reads as Qwen3-MoE: per-head Q/K norms, 128 experts of 768 */
+    ts_model q = load("qwen3-vl-30b-a3b");
+    cr_expect(q.qk_norm == TS_QKNORM_HEAD && q.moe.experts == 128 && q.moe.top_k == 8 && q.moe.expert_ffn == 768 &&
+              !q.tied_embeddings);
     /* the Hub's Qwen2.5-VL config.json writes the language model at the root, without text_config */
     char *path = test_data_path("tests/data/hf/qwen2.5-vl-7b.json");
     char *text = read_file(path);
