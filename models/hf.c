@@ -221,7 +221,6 @@ static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts
     return TS_OK;
 }
 
-static ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* DeepSeek-V3 (transformers DeepseekV3Config): MLA attention; layer i is MoE when
  * i >= first_k_dense_replace and i % moe_layer_freq == 0, which is Tessera's rule with
@@ -253,7 +252,7 @@ static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_fie
 /* What DeepSeek-V3 and GLM-4.5 share: num_nextn_predict_layers MTP modules, routed experts of
  * moe_intermediate_size and as many shared ones, dense layers before first_k_dense_replace (every
  * moe_layer_freq-th after), the grouped sigmoid router. */
-static ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
     ts_moe *e = &m->moe;
@@ -594,6 +593,8 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "nemotron", "granite", "granitemoe", "granitemoeshared",
                                        "phimoe", "dbrx", "olmo",
                                        "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2",
+                                       "ernie4_5", "ernie4_5_moe", "hunyuan_v1_dense", "hunyuan_v1_moe", "smollm3",
+                                       "deepseek", "minicpm", "seed_oss",
                                        "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
@@ -605,6 +606,8 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_nemotron, read_llama, read_granitemoe, read_granitemoeshared,
                                        read_phimoe, read_dbrx, read_olmo,
                                        read_gemma1, read_phi, read_falcon, read_cohere, read_stablelm, read_cohere2,
+                                       read_ernie4_5, read_ernie4_5_moe, read_hunyuan_dense, read_hunyuan_moe,
+                                       read_smollm3, read_deepseek_v1, read_minicpm, read_seed_oss,
                                        read_gpt_bigcode, read_gpt_neo, read_gptj, read_mpt, read_internlm2, read_glm,
                                        read_glm4};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
@@ -629,6 +632,10 @@ static const char *const hf_arch_names[][2] = {
     {"GemmaForCausalLM", "gemma"}, {"PhiForCausalLM", "phi"}, {"FalconForCausalLM", "falcon"},
     {"RWForCausalLM", "falcon"}, {"CohereForCausalLM", "cohere"}, {"StableLmForCausalLM", "stablelm"},
     {"StableLMEpochForCausalLM", "stablelm"}, {"Cohere2ForCausalLM", "cohere2"},
+    {"Ernie4_5_ForCausalLM", "ernie4_5"}, {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe"},
+    {"HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense"}, {"HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe"},
+    {"SmolLM3ForCausalLM", "smollm3"}, {"DeepseekForCausalLM", "deepseek"}, {"MiniCPMForCausalLM", "minicpm"},
+    {"SeedOssForCausalLM", "seed_oss"},
     {"GPTBigCodeForCausalLM", "gpt_bigcode"}, {"GPTNeoForCausalLM", "gpt_neo"}, {"CodeGenForCausalLM", "codegen"},
     {"MptForCausalLM", "mpt"}, {"MPTForCausalLM", "mpt"}, {"InternLM2ForCausalLM", "internlm2"},
     {"GlmForCausalLM", "glm"}, {"Glm4ForCausalLM", "glm4"}, {NULL, NULL}};

@@ -4,6 +4,7 @@
  *               ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
+ *   hf_d.c      ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM and Seed-OSS
  *   hf_c.c      GPT-BigCode, GPT-Neo, MPT, InternLM2 and GLM-4 (glm, glm4); CodeGen reads as GPT-J
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
@@ -71,6 +72,11 @@ ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names 
 ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
                          const hf_rate *rates, ts_model *m);
 
+/* DeepSeek's experts (hf.c): num_nextn_predict_layers MTP modules, n_routed_experts of
+ * moe_intermediate_size and n_shared_experts as many shared ones, dense layers before
+ * first_k_dense_replace (every moe_layer_freq-th after), the router (scoring_func, n_group, ...). */
+ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
 /* hf_more.c's families. */
 ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -86,6 +92,15 @@ ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
+/* hf_d.c's families. */
+ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_ernie4_5_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_hunyuan_dense(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_hunyuan_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_smollm3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 /* hf_c.c's families. */
 /* SantaCoder's attention_head_type on a gpt2 config ("multiquery": one key/value head). */
 ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

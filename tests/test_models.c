@@ -393,7 +393,9 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                "gpt_neox, bloom, opt, qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, gpt_oss, deepseek_v2, "
                "kimi_k2, olmo2, starcoder2, gptj, llama4, llama4_text, glm4_moe, "
                "olmoe, nemotron, granite, granitemoe, granitemoeshared, phimoe, dbrx, olmo, gemma, phi, falcon, "
-               "cohere, stablelm, cohere2, gpt_bigcode, gpt_neo, codegen, mpt, internlm2, glm, glm4 "
+               "cohere, stablelm, cohere2, "
+               "ernie4_5, ernie4_5_moe, hunyuan_v1_dense, hunyuan_v1_moe, smollm3, deepseek, minicpm, seed_oss, "
+               "gpt_bigcode, gpt_neo, codegen, mpt, internlm2, glm, glm4 "
                "(or a known architectures[] entry), got \"t5\"");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");

@@ -65,6 +65,16 @@ static const struct {
     {"gemma-2b", 2506172416, 0},               /* KerasHub preset gemma_2b_en: 2,506,172,416 (multi-query) */
     {"stablelm-3b-4e1t", 2795443200, 0},       /* model card: 2,795,443,200 */
     {"command-r7b", 8.03e9, 0.0007},           /* Hub safetensors count: 8.03B (to 10M); card: "7 billion" */
+    {"ernie-4.5-0.3b", 0.36e9, 0.014},         /* ERNIE-4.5-0.3B model card: 0.36B (0.01B rounding) */
+    {"ernie-4.5-21b-a3b", 21e9, 0.0476},       /* ERNIE-4.5-21B-A3B model card: 21B total (whole billions, cut), 3B
+                                                * active */
+    {"hunyuan-7b", 7e9, 0.075},                /* Hunyuan-7B: "7B", a size class; the modules add to 7.50B */
+    {"hunyuan-a13b", 80e9, 0.00625},           /* Hunyuan-A13B model card: 80B total (whole billions), 13B active */
+    {"smollm3-3b", 3.08e9, 0.0017},            /* Hub safetensors count: 3.08B (to 10M); card: "3B" */
+    {"deepseek-moe-16b", 16.4e9, 0.0031},      /* DeepSeekMoE (Dai et al. 2024): 16.4B total, 2.8B activated */
+    {"minicpm-2b", 2.7e9, 0.0186},             /* MiniCPM-2B model card: 2.7B with embeddings (0.1B rounding), 2.4B
+                                                * without */
+    {"seed-oss-36b", 36e9, 0.014},             /* Seed-OSS-36B model card: 36B (whole billions) */
     {"starcoder", 15.5e9, 0.0033},             /* StarCoder paper (Li et al. 2023): 15.5B (0.1B rounding) */
     {"gpt-neo-1.3b", 1.3e9, 0.0385},           /* model card: 1.3B (0.1B rounding) */
     {"codegen-2b-mono", 2.7e9, 0.037},         /* CodeGen paper (Nijkamp et al. 2022) and cards: 2.7B, cut to 0.1B
@@ -506,6 +516,87 @@ Test(models_hf, falcon_rw_keys_read_as_converted) {
     cJSON_Delete(root);
     free(text);
     free(path);
+}
+
+/* --- ERNIE 4.5, Hunyuan, SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS ------------------------------- */
+
+Test(models_hf, hf_d_families_keep_their_modules) {
+    ts_model e = load("ernie-4.5-0.3b");
+    cr_expect(e.head_dim == 128 && e.kv_heads == 2 && e.tied_embeddings && !e.qkv_bias && !e.linear_bias &&
+              e.max_seq == 131072, "ERNIE 4.5 0.3B: 16 heads of 128 on 1024, tied, no biases");
+    ts_model eb = load_edited("ernie-4.5-0.3b", "use_bias", cJSON_CreateTrue());
+    cr_expect(eb.qkv_bias && eb.linear_bias, "use_bias puts biases on Q, K, V, O and the MLP");
+
+    /* ERNIE-4.5-21B-A3B: layer 0 dense (moe_layer_start_index 1), 27 MoE layers of 64 experts and
+     * two shared; the rule (i + 1) % moe_layer_interval == 0 from the start index */
+    ts_model em = load("ernie-4.5-21b-a3b");
+    cr_expect(em.moe.experts == 64 && em.moe.top_k == 6 && em.moe.expert_ffn == 1536 && em.moe.shared_experts == 2 &&
+              em.moe.shared_ffn == 1536 && em.ffn_hidden == 12288 && em.moe.router_expert_bias);
+    cr_expect(!ts_model_layer_is_moe(&em, 0) && ts_model_layer_is_moe(&em, 1) && ts_model_layer_is_moe(&em, 27));
+    ts_model every2 = load_edited("ernie-4.5-21b-a3b", "moe_layer_interval", cJSON_CreateNumber(2));
+    cr_expect(ts_model_layer_is_moe(&every2, 1) && !ts_model_layer_is_moe(&every2, 2) &&
+              ts_model_layer_is_moe(&every2, 3) && ts_model_layer_is_moe(&every2, 27),
+              "interval 2: layers 1, 3, ..., 27 ((i + 1) %% 2 == 0)");
+
+    /* Hunyuan-7B: embed_tokens V*h (tied), per layer q/o 2*h*h, k/v 2*h*8*128, query/key_layernorm
+     * 2*128, gate/up/down 3*h*f, two RMSNorms 2h; the final norm h */
+    ts_model hy = load("hunyuan-7b");
+    double h = 4096, f = 14336, kv = 8 * 128;
+    double want = 128167 * h + 32 * (2 * h * h + 2 * h * kv + 2 * 128 + 3 * h * f + 2 * h) + h;
+    cr_expect_eq(total_params(&hy), want, "Hunyuan-7B: %.0f, the modules %.0f", total_params(&hy), want);
+    cr_expect(hy.qk_norm == TS_QKNORM_HEAD && hy.tied_embeddings && hy.dropout);
+
+    /* Hunyuan-A13B: every layer 64 experts of intermediate_size, top 8 (a list, one per layer), and
+     * the shared MLP (use_mixed_mlp_moe) */
+    ts_model a13 = load("hunyuan-a13b");
+    cr_expect(a13.moe.experts == 64 && a13.moe.top_k == 8 && a13.moe.expert_ffn == 3072 && a13.moe.shared_experts == 1 &&
+              a13.moe.shared_ffn == 3072 && a13.moe.every == 1 && a13.moe.first_dense == 0 && a13.qk_norm == TS_QKNORM_HEAD);
+    ts_param_count pc;
+    ts_model_params(&a13, &pc);
+    cr_expect(fabs(pc.active - 13e9) / 13e9 < 0.04, "Hunyuan-A13B: 13B active (model card), got %.0f", pc.active);
+    cr_expect_eq(load_edited("hunyuan-a13b", "use_mixed_mlp_moe", cJSON_CreateFalse()).moe.shared_experts, 0);
+
+    ts_model smol = load("smollm3-3b");
+    cr_expect(smol.tied_embeddings && smol.kv_heads == 4 && smol.window.tokens == 0 && smol.rope_theta == 5e6,
+              "SmolLM3: tied (the default), no window; its NoPE layers hold no parameter");
+    cJSON *nope = cJSON_CreateArray();
+    for (int i = 0; i < 36; i++) cJSON_AddItemToArray(nope, cJSON_CreateNumber(1));
+    ts_model all_rope = load_edited("smollm3-3b", "no_rope_layers", nope);
+    cr_expect_eq(total_params(&smol), total_params(&all_rope));
+
+    /* DeepSeekMoE 16B: the paper's 2.8B activated; layer 0 dense */
+    ts_model ds = load("deepseek-moe-16b");
+    ts_model_params(&ds, &pc);
+    cr_expect(ds.moe.experts == 64 && ds.moe.top_k == 6 && ds.moe.shared_experts == 2 && ds.moe.shared_ffn == 1408 &&
+              ds.moe.first_dense == 1 && !ds.moe.router_sigmoid && ds.mla.kv_lora_rank == 0 && !ds.tied_embeddings);
+    cr_expect(fabs(pc.active - 2.8e9) / 2.8e9 < 0.018, "DeepSeekMoE 16B: 2.8B activated, got %.0f", pc.active);
+
+    /* MiniCPM-2B (Hu et al. 2024): 2,442,057,984 non-embedding parameters; scale_emb and
+     * dim_model_base change none */
+    ts_model mc = load("minicpm-2b");
+    ts_model_params(&mc, &pc);
+    cr_expect_eq(pc.total - pc.embedding, 2442057984.0, "MiniCPM-2B non-embedding: %.0f", pc.total - pc.embedding);
+    cr_expect(mc.tied_embeddings && mc.kv_heads == 36 && !mc.qkv_bias);
+    ts_model unscaled = load_edited("minicpm-2b", "scale_emb", cJSON_CreateNumber(1));
+    cr_expect_eq(total_params(&mc), total_params(&unscaled));
+    char *mc_path = test_data_path("tests/data/hf/minicpm-2b.json");
+    char *mc_text = read_file(mc_path);
+    cJSON *moe = cJSON_Parse(mc_text);
+    cJSON_AddNumberToObject(moe, "num_experts", 8);
+    cJSON_AddNumberToObject(moe, "num_experts_per_tok", 2);
+    ts_model mm;
+    cr_assert_eq(ts_model_from_json("minicpm-moe", moe, &mm), TS_OK, "%s", ts_error_message());
+    cr_expect(mm.moe.experts == 8 && mm.moe.top_k == 2 && mm.moe.expert_ffn == 5760 && mm.moe.every == 1,
+              "MiniCPM-MoE: Mixtral's experts on every layer");
+    cJSON_Delete(moe);
+    free(mc_text);
+    free(mc_path);
+
+    /* Seed-OSS-36B: Q/K/V biases (attention_bias), 80 heads of 128 on 5120, dropout 0.1 */
+    ts_model seed = load("seed-oss-36b");
+    cr_expect(seed.qkv_bias && !seed.linear_bias && seed.head_dim == 128 && seed.heads == 80 && seed.kv_heads == 8 &&
+              seed.dropout && !seed.tied_embeddings);
+    cr_expect_eq(load_edited("seed-oss-36b", "head_dim", cJSON_CreateNull()).head_dim, 128, "SeedOssConfig's head_dim default: 128");
 }
 
 /* --- GPT-BigCode, GPT-Neo, CodeGen, MPT, InternLM2, GLM-4 ------------------------------------------ */

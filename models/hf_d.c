@@ -1,0 +1,185 @@
+/* Hugging Face readers for ERNIE 4.5 (dense and MoE), Hunyuan (dense and MoE), SmolLM3, DeepSeek
+ * v1 MoE, MiniCPM and Seed-OSS (hf_impl.h). Each maps the keys of that family's <Type>Config
+ * onto ts_model, with the modules its modelling code builds (transformers
+ * models/<type>/modeling_<type>.py; for the remote-code families, deepseek and minicpm, the
+ * modeling_*.py of the model's own repository).
+ *
+ * All of them are Llama's decoder layer (pre-RMSNorm, RoPE, grouped-query attention, SwiGLU MLP)
+ * with their own defaults, biases, Q/K norms and experts. As in hf.c, a bias on the attention
+ * output projection alone counts with the MLP's biases (linear_bias), so that Seed-OSS's
+ * attention_out_bias follows mlp_bias (below 1e-5 of the total either way). */
+#include <string.h>
+
+#include "models/hf_impl.h"
+#include "models/model_limits.h"
+
+/* Llama's layer read with a family's own defaults for the keys a file may leave out: whether the
+ * head is tied to the embedding, and max_position_embeddings. */
+static ts_status read_llama_defaults(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int tied_def,
+                                     int64_t max_seq_def, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "tie_word_embeddings", 0, tied_def, &m->tied_embeddings));
+    return hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, max_seq_def, &m->max_seq);
+}
+
+/* An integer key that is either one number or a list with one entry a layer (Hunyuan's moe_topk,
+ * num_experts); Tessera keeps one value for every layer, so the list's entries must agree. */
+static ts_status read_per_layer(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                                const char *key, int64_t min, int64_t max, int def, int *out) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!cJSON_IsArray(list)) return hf_i32(r, root, nm, field, key, 0, min, max, def, out);
+    hf_name(nm, r, field, key);
+    int n = cJSON_GetArraySize(list);
+    if (n == 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an integer or a list of one per layer, got an empty list",
+                       r->file, r->path, key);
+    ts_jreader lr;
+    ts_jreader_child(r, key, 0, &lr);
+    for (int i = 0; i < n; i++) {
+        ts_jreader er;
+        ts_jreader_child(&lr, NULL, i, &er);
+        const cJSON *it = cJSON_GetArrayItem(list, i);
+        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble || it->valuedouble < (double)min ||
+            it->valuedouble > (double)max)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected an integer in [%lld, %lld], got %s", r->file, er.path,
+                           (long long)min, (long long)max, cJSON_IsNumber(it) ? "another number" : ts_json_type_name(it));
+        if (i > 0 && (int)it->valuedouble != *out)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected %d like the layers before it (Tessera models one value for "
+                           "every layer), got %g", r->file, er.path, *out, it->valuedouble);
+        *out = (int)it->valuedouble;
+    }
+    return TS_OK;
+}
+
+/* ERNIE 4.5 dense (transformers Ernie4_5Config, Ernie4_5Attention, Ernie4_5MLP): Llama's layer
+ * with use_bias on Q, K, V, O and the MLP, head_dim 128, a tied head and 131072 positions by
+ * default (ERNIE-4.5-0.3B: 16 heads of 128 on a 1024-wide model). */
+ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 1, 131072, m));
+    TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 0, &m->qkv_bias));
+    m->linear_bias = m->qkv_bias;
+    return TS_OK;
+}
+
+/* ERNIE 4.5 MoE (transformers Ernie4_5_MoeConfig, Ernie4_5_MoeDecoderLayer): layer i is MoE when
+ * (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <= moe_layer_end_index (-1:
+ * the last layer), else a dense MLP of intermediate_size. A MoE layer holds moe_num_experts SwiGLU
+ * experts of moe_intermediate_size, top moe_k, and one shared MLP of moe_num_shared_experts *
+ * moe_intermediate_size (the parameters of that many experts). The router (gate, no bias) scores
+ * with a softmax and a per-expert correction bias (moe_statics.e_score_correction_bias, always
+ * built; not trained, not counted). */
+ts_status read_ernie4_5_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_ernie4_5(r, root, nm, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "moe_num_experts", 0, 1, TS_MAX_EXPERTS, 64, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "moe_k", 0, 1, e->experts, 6, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 0, 1, TS_MAX_FFN, 1536, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "moe_num_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
+                    &e->shared_experts));
+    if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+    int start, end, every;
+    TS_CHECK(hf_i32(r, root, nm, "moe.every", "moe_layer_interval", 0, 1, m->layers, 1, &every));
+    TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "moe_layer_start_index", 0, 0, m->layers - 1, 1, &start));
+    TS_CHECK(ts_jr_i32(r, root, "moe_layer_end_index", 0, -1, m->layers - 1, -1, &end));
+    /* the first layer at or after start with (i + 1) % every == 0, then every `every`-th */
+    e->first_dense = (start + every) / every * every - 1;
+    e->every = every;
+    int last_moe = m->layers / every * every - 1;
+    if (end >= 0 && end < last_moe)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_layer_end_index: Tessera models MoE layers up to the last one (%d "
+                       "here) or -1, got %d", r->file, r->path, last_moe, end);
+    e->router_expert_bias = 1; /* Ernie4_5_MoeStatics: built whatever the config says */
+    return TS_OK;
+}
+
+/* Hunyuan dense (transformers HunYuanDenseV1Config, HunYuanDenseV1Attention): Llama's attention
+ * (attention_bias on Q, K, V and O) with an RMSNorm of head_dim on queries and on keys
+ * (query_layernorm, key_layernorm, built whatever use_qk_norm says), an MLP without biases. */
+ts_status read_hunyuan_dense(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 0, 2048, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->qk_norm = TS_QKNORM_HEAD;
+    return TS_OK;
+}
+
+/* Hunyuan MoE (transformers HunYuanMoEV1Config, HunYuanMoE): Hunyuan's attention; every layer
+ * num_experts SwiGLU experts of intermediate_size, top moe_topk (each an integer or a list of one
+ * per layer), routed by a gate without bias (wg) with a softmax, and with use_mixed_mlp_moe one
+ * shared MLP of intermediate_size beside them. Hunyuan-A13B's moe_intermediate_size and
+ * num_shared_expert lists are not read by transformers' model (there they equal
+ * intermediate_size and 1). */
+ts_status read_hunyuan_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_hunyuan_dense(r, root, nm, m));
+    ts_moe *e = &m->moe;
+    TS_CHECK(read_per_layer(r, root, nm, "moe.experts", "num_experts", 1, TS_MAX_EXPERTS, 1, &e->experts));
+    TS_CHECK(read_per_layer(r, root, nm, "moe.top_k", "moe_topk", 1, e->experts, 1, &e->top_k));
+    int mixed;
+    TS_CHECK(ts_jr_bool(r, root, "use_mixed_mlp_moe", 0, 0, &mixed));
+    e->expert_ffn = m->ffn_hidden;
+    hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
+    e->shared_experts = mixed;
+    e->shared_ffn = mixed ? m->ffn_hidden : 0;
+    e->every = 1;
+    return TS_OK;
+}
+
+/* SmolLM3 (transformers SmolLM3Config, SmolLM3Attention): Llama's layer (attention_bias on Q, K,
+ * V, O; mlp_bias) with a tied head by default. The NoPE layers (no_rope_layers, one in
+ * no_rope_layer_interval) skip the rotary embedding, which holds no parameter. With
+ * use_sliding_window, SmolLM3Config puts the window on the NoPE layers, a pattern Tessera cannot
+ * hold unless layer_types says one it can (read_sliding). */
+ts_status read_smollm3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 1, 32768, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias));
+    int use;
+    TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (use && w != NULL && !cJSON_IsNull(w) && !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "layer_types")))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.use_sliding_window: a window on the NoPE layers (one in "
+                       "no_rope_layer_interval) is not modelled; give layer_types or set it false", r->file, r->path);
+    return use ? read_sliding(r, root, nm, m, 0) : TS_OK;
+}
+
+/* DeepSeek MoE v1 (deepseek-ai/deepseek-moe-16b-base, remote code DeepseekConfig,
+ * modeling_deepseek.py; Dai et al. 2024, DeepSeekMoE, arXiv:2401.06066): Llama's attention
+ * (attention_bias) and DeepSeek-V3's experts without MLA: layer i is MoE when i >=
+ * first_k_dense_replace and i % moe_layer_freq == 0, n_routed_experts of moe_intermediate_size
+ * and n_shared_experts as one MLP of their summed width; a softmax router without bias. */
+ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 0, 2048, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    return read_deepseek_moe(r, root, nm, m);
+}
+
+/* MiniCPM 1 / 2 (openbmb/MiniCPM-2B, remote code MiniCPMConfig, modeling_minicpm.py): Llama's
+ * layer (attention_bias on Q, K, V, O), a tied head by default. Its muP scalings (scale_emb on the
+ * embedding, scale_depth on the residual branches, dim_model_base on the logits) multiply
+ * activations and hold no parameter (Hu et al. 2024, MiniCPM, §4). MiniCPM-MoE-8x2B's config
+ * (same model_type) adds num_experts SwiGLU experts of intermediate_size on every layer, top
+ * num_experts_per_tok, as Mixtral's. */
+ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 1, 2048, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    const cJSON *experts = cJSON_GetObjectItemCaseSensitive(root, "num_experts");
+    if (experts == NULL || cJSON_IsNull(experts)) return TS_OK;
+    return read_expert_layers(r, root, nm, "num_experts", m);
+}
+
+/* Seed-OSS (transformers SeedOssConfig, SeedOssAttention, SeedOssMLP): Llama's layer with
+ * attention_bias (default true) on Q, K and V, attention_out_bias on O and mlp_bias on the MLP
+ * (both default false; attention_out_bias follows mlp_bias, as above), head_dim 128 by default (not hidden / heads: Seed-OSS-36B has 80 heads of
+ * 128 on a 5120-wide model), dropout on attention (attention_dropout) and on the residual branches
+ * (residual_dropout), both 0.1 by default. */
+ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_rate rates[] = {{"attention_dropout", 0.1}, {"residual_dropout", 0.1}};
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+    TS_CHECK(read_llama_defaults(r, root, nm, 0, 524288, m));
+    if (hd == NULL || cJSON_IsNull(hd)) m->head_dim = 128; /* SeedOssConfig's default */
+    TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    int mlp_bias;
+    TS_CHECK(ts_jr_bool(r, root, "mlp_bias", 0, 0, &mlp_bias));
+    m->linear_bias = mlp_bias;
+    return TS_OK;
+}
