@@ -4,8 +4,9 @@
  *               ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
- *   hf_d.c      ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM and Seed-OSS
- *   hf_c.c      GPT-BigCode, GPT-Neo, MPT, InternLM2 and GLM-4 (glm, glm4); CodeGen reads as GPT-J
+ *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
+ *                   InternLM2 and GLM-4 (glm, glm4): Llama's decoder layer with their own keys
+ *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -92,7 +93,7 @@ ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
-/* hf_d.c's families. */
+/* hf_llama_kin.c's families. */
 ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_ernie4_5_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_hunyuan_dense(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -101,14 +102,14 @@ ts_status read_smollm3(const ts_jreader *r, const cJSON *root, ts_field_names *n
 ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
-/* hf_c.c's families. */
+ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* hf_gpt_kin.c's families. */
 /* SantaCoder's attention_head_type on a gpt2 config ("multiquery": one key/value head). */
 ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gpt_neo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
-ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
-ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
-ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

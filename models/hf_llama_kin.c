@@ -1,8 +1,9 @@
-/* Hugging Face readers for ERNIE 4.5 (dense and MoE), Hunyuan (dense and MoE), SmolLM3, DeepSeek
- * v1 MoE, MiniCPM and Seed-OSS (hf_impl.h). Each maps the keys of that family's <Type>Config
- * onto ts_model, with the modules its modelling code builds (transformers
- * models/<type>/modeling_<type>.py; for the remote-code families, deepseek and minicpm, the
- * modeling_*.py of the model's own repository).
+/* Hugging Face readers for the families built on Llama's decoder layer: ERNIE 4.5 (dense and MoE),
+ * Hunyuan (dense and MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS, InternLM2 and GLM-4 (glm,
+ * glm4) (hf_impl.h). Each maps the keys of that family's <Type>Config onto ts_model, with the
+ * modules its modelling code builds (transformers models/<type>/modeling_<type>.py; for the
+ * remote-code families, deepseek, minicpm and internlm2, the modeling_*.py of the model's own
+ * repository, e.g. internlm/internlm2_5-7b).
  *
  * All of them are Llama's decoder layer (pre-RMSNorm, RoPE, grouped-query attention, SwiGLU MLP)
  * with their own defaults, biases, Q/K norms and experts. As in hf.c, a bias on the attention
@@ -182,4 +183,38 @@ ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *
     TS_CHECK(ts_jr_bool(r, root, "mlp_bias", 0, 0, &mlp_bias));
     m->linear_bias = mlp_bias;
     return TS_OK;
+}
+
+/* InternLM2 and 2.5 (remote code InternLM2Config, InternLM2Attention): Llama's shape, RMSNorms and
+ * SwiGLU MLP (w1, w3, w2: no bias) with a fused wqkv of (heads + 2 * kv_heads) * head_dim rows,
+ * the same matrices as Llama's q, k and v; `bias` (InternLM2Config's default true, false in the
+ * released configs) puts biases on wqkv and wo, of which wo's (h per layer, below 1e-5 of the
+ * total) is not counted; an untied head (output). */
+ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    return ts_jr_bool(r, root, "bias", 0, 1, &m->qkv_bias);
+}
+
+/* GLM-4 (transformers GlmConfig / Glm4Config): Llama's grouped-query shape with head_dim (128 when
+ * absent), biases on Q, K and V from attention_bias (true by default; o_proj has none), a SwiGLU
+ * MLP held in one gate_up_proj without bias, RMSNorm, rotary on partial_rotary_factor (0.5) of each
+ * head, checked only as for Phi. Glm4DecoderLayer (GLM-4-0414) adds post_self_attn_layernorm and
+ * post_mlp_layernorm: four norms a layer. */
+static ts_status read_glm_version(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                                  int version) {
+    double rotary_share;
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 0.5, &rotary_share));
+    m->norms_per_layer = version == 4 ? 4 : 0;
+    return TS_OK;
+}
+
+ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_glm_version(r, root, nm, m, 1);
+}
+
+ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    return read_glm_version(r, root, nm, m, 4);
 }

@@ -1,10 +1,10 @@
-/* Hugging Face readers for GPT-BigCode (StarCoder, SantaCoder; and SantaCoder's first release, a gpt2
- * config with attention_head_type), GPT-Neo, MPT, InternLM2 and GLM-4
- * (glm, glm4) (hf_impl.h). Each maps the keys that family's config class writes onto ts_model, with
- * the modules its modelling code builds (transformers/models/<type>/modeling_<type>.py; InternLM2's
- * remote code, internlm/internlm2_5-7b modeling_internlm2.py). CodeGen (transformers CodeGenBlock:
- * one LayerNorm feeding attention and MLP, a fused qkv_proj without bias, rotary_dim, a biased
- * GELU MLP of n_inner, an untied head) writes GPT-J's keys and is read by hf.c's GPT-J reader. */
+/* Hugging Face readers for the GPT-2-shaped families: GPT-BigCode (StarCoder, SantaCoder; and
+ * SantaCoder's first release, a gpt2 config with attention_head_type), GPT-Neo and MPT
+ * (hf_impl.h). Each maps the keys that family's config class writes onto ts_model, with the
+ * modules its modelling code builds (transformers/models/<type>/modeling_<type>.py). CodeGen
+ * (transformers CodeGenBlock: one LayerNorm feeding attention and MLP, a fused qkv_proj without
+ * bias, rotary_dim, a biased GELU MLP of n_inner, an untied head) writes GPT-J's keys and is read
+ * by hf.c's GPT-J reader. */
 #include <string.h>
 
 #include "models/hf_impl.h"
@@ -202,38 +202,4 @@ ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, t
     m->norm_affine = no_bias && m->norm == TS_NORM_LAYERNORM ? TS_NORM_AFFINE_WEIGHT : TS_NORM_AFFINE_FULL;
     m->activation = TS_ACT_GELU;
     return TS_OK;
-}
-
-/* InternLM2 and 2.5 (remote code InternLM2Config, InternLM2Attention): Llama's shape, RMSNorms and
- * SwiGLU MLP (w1, w3, w2: no bias) with a fused wqkv of (heads + 2 * kv_heads) * head_dim rows,
- * the same matrices as Llama's q, k and v; `bias` (InternLM2Config's default true, false in the
- * released configs) puts biases on wqkv and wo, of which wo's (h per layer, below 1e-5 of the
- * total) is not counted; an untied head (output). */
-ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    return ts_jr_bool(r, root, "bias", 0, 1, &m->qkv_bias);
-}
-
-/* GLM-4 (transformers GlmConfig / Glm4Config): Llama's grouped-query shape with head_dim (128 when
- * absent), biases on Q, K and V from attention_bias (true by default; o_proj has none), a SwiGLU
- * MLP held in one gate_up_proj without bias, RMSNorm, rotary on partial_rotary_factor (0.5) of each
- * head, checked only as for Phi. Glm4DecoderLayer (GLM-4-0414) adds post_self_attn_layernorm and
- * post_mlp_layernorm: four norms a layer. */
-static ts_status read_glm_version(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
-                                  int version) {
-    double rotary_share;
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
-    TS_CHECK(ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 0.5, &rotary_share));
-    m->norms_per_layer = version == 4 ? 4 : 0;
-    return TS_OK;
-}
-
-ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    return read_glm_version(r, root, nm, m, 1);
-}
-
-ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    return read_glm_version(r, root, nm, m, 4);
 }
