@@ -40,8 +40,9 @@ static ts_status read_per_layer(const ts_jreader *r, const cJSON *root, ts_field
         ts_jreader er;
         ts_jreader_child(&lr, NULL, i, &er);
         const cJSON *it = cJSON_GetArrayItem(list, i);
-        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble || it->valuedouble < (double)min ||
-            it->valuedouble > (double)max)
+        /* the range first: a double beyond int64_t's has no integer to convert to */
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= (double)min && it->valuedouble <= (double)max) ||
+            it->valuedouble != (double)(int64_t)it->valuedouble)
             return TS_FAIL(TS_ERR_INPUT, "%s: %s: expected an integer in [%lld, %lld], got %s", r->file, er.path,
                            (long long)min, (long long)max, cJSON_IsNumber(it) ? "another number" : ts_json_type_name(it));
         if (i > 0 && (int)it->valuedouble != *out)

@@ -132,7 +132,8 @@ static ts_status zero_mask(const ts_jreader *r, const cJSON *root, unsigned *out
         if (!cJSON_IsNumber(it))
             return TS_FAIL(TS_ERR_INPUT, "%s: %s.zero[%d]: expected an integer in [0, 3], got %s", r->file, r->path,
                            idx, ts_json_type_name(it));
-        if (it->valuedouble != (int)it->valuedouble || it->valueint < 0 || it->valueint > 3)
+        /* range first: (int) of a double outside int's range (1e300) is undefined */
+        if (!(it->valuedouble >= 0 && it->valuedouble <= 3) || it->valuedouble != (int)it->valuedouble)
             return TS_FAIL(TS_ERR_INPUT, "%s: %s.zero[%d]: expected an integer in [0, 3], got %g", r->file, r->path,
                            idx, it->valuedouble);
         mask |= 1u << it->valueint;
