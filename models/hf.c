@@ -595,7 +595,8 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "gemma", "phi", "falcon", "cohere", "stablelm", "cohere2",
                                        "ernie4_5", "ernie4_5_moe", "hunyuan_v1_dense", "hunyuan_v1_moe", "smollm3",
                                        "deepseek", "minicpm", "seed_oss",
-                                       "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4", NULL};
+                                       "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4",
+                                       "chatglm", "baichuan", "qwen", "exaone", "exaone4", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -609,7 +610,8 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_ernie4_5, read_ernie4_5_moe, read_hunyuan_dense, read_hunyuan_moe,
                                        read_smollm3, read_deepseek_v1, read_minicpm, read_seed_oss,
                                        read_gpt_bigcode, read_gpt_neo, read_gptj, read_mpt, read_internlm2, read_glm,
-                                       read_glm4};
+                                       read_glm4,
+                                       read_chatglm, read_baichuan, read_qwen, read_exaone, read_exaone4};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -638,7 +640,10 @@ static const char *const hf_arch_names[][2] = {
     {"SeedOssForCausalLM", "seed_oss"},
     {"GPTBigCodeForCausalLM", "gpt_bigcode"}, {"GPTNeoForCausalLM", "gpt_neo"}, {"CodeGenForCausalLM", "codegen"},
     {"MptForCausalLM", "mpt"}, {"MPTForCausalLM", "mpt"}, {"InternLM2ForCausalLM", "internlm2"},
-    {"GlmForCausalLM", "glm"}, {"Glm4ForCausalLM", "glm4"}, {NULL, NULL}};
+    {"GlmForCausalLM", "glm"}, {"Glm4ForCausalLM", "glm4"},
+    {"ChatGLMModel", "chatglm"}, {"ChatGLMForConditionalGeneration", "chatglm"}, {"BaichuanForCausalLM", "baichuan"},
+    {"BaiChuanForCausalLM", "baichuan"}, {"QWenLMHeadModel", "qwen"}, {"ExaoneForCausalLM", "exaone"},
+    {"Exaone4ForCausalLM", "exaone4"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -7,6 +7,8 @@
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
  *                   InternLM2 and GLM-4 (glm, glm4): Llama's decoder layer with their own keys
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
+ *   hf_remote.c     ChatGLM / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
+ *                   (exaone4): remote-code Chinese and Korean families, Llama's layer under other names
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -111,5 +113,11 @@ ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_n
 ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gpt_neo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* hf_remote.c's families. */
+ts_status read_chatglm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_baichuan(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_qwen(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_exaone(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_exaone4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif
