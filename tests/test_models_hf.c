@@ -85,6 +85,16 @@ static const struct {
     {"glm-4-9b-hf", 9e9, 0.056},               /* GLM-4-9B model card: 9B, whole billions (the modules: 9.40B) */
     {"glm-4-9b-0414", 9e9, 0.056},             /* GLM-4-9B-0414 model card: 9B, whole billions */
     {"santacoder", 1.1e9, 0.0455},             /* SantaCoder paper (Allal et al. 2023) and card: 1.1B (0.1B rounding) */
+    {"chatglm3-6b", 6e9, 0.041},               /* ChatGLM3-6B model card: 6B, whole billions (the modules: 6.24B) */
+    {"glm-4-9b-chat", 9e9, 0.056},             /* GLM-4-9B-Chat model card: 9B, whole billions (the modules: 9.40B) */
+    {"baichuan2-7b", 7e9, 0.073},              /* Baichuan 2 report (Yang et al. 2023): 7B, the size class (the
+                                                * modules: 7.51B) */
+    {"baichuan2-13b", 13e9, 0.07},             /* Baichuan 2 report: 13B, the size class (the modules: 13.90B) */
+    {"qwen-7b", 7.72e9, 0.0007},               /* Hub safetensors count: 7.72B (to 10M); card: "7B" */
+    {"exaone-3.5-7.8b", 7.8e9, 0.0064},        /* EXAONE 3.5 model card: 7.8B (0.1B rounding), 6.98B without
+                                                * embeddings (checked below) */
+    {"exaone-4.0-32b", 32e9, 0.0156},          /* EXAONE 4.0 model card: 32B (whole billions), 30.95B without
+                                                * embeddings (checked below) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -702,4 +712,71 @@ Test(models_hf, gpt_neo_layer_patterns) {
     }
     free(text);
     free(path);
+}
+
+/* --- ChatGLM / GLM-4, Baichuan 2, Qwen 1, EXAONE 3.5 and 4 (hf_remote.c) ----------------------------- */
+
+Test(models_hf, hf_e_families_keep_their_modules) {
+    /* ChatGLMForConditionalGeneration, chatglm3-6b: embedding and output_layer V*h; per layer query_key_value
+     * h*(a + 2k) + (a + 2k) (32 heads and 2 groups of kv_channels 128), dense a*h, dense_h_to_4h h*2f,
+     * dense_4h_to_h f*h, two RMSNorms h; final_layernorm h */
+    double h = 4096, f = 13696, V = 65024, a = 32 * 128, k = 2 * 128;
+    double want = 2 * V * h + 28 * (h * (a + 2 * k) + a + 2 * k + a * h + 3 * h * f + 2 * h) + h;
+    ts_model glm3 = load("chatglm3-6b"), glm4 = load("glm-4-9b-chat");
+    cr_expect_eq(total_params(&glm3), want, "ChatGLM3-6B: %.0f, the modules %.0f", total_params(&glm3), want);
+    cr_expect(glm3.kv_heads == 2 && glm3.head_dim == 128 && glm3.qkv_bias && !glm3.linear_bias &&
+              !glm3.tied_embeddings && glm3.max_seq == 8192 && glm3.rope_theta == 1e4 && glm3.norm == TS_NORM_RMSNORM);
+    /* GLM-4-9B-Chat's remote code builds the modules of transformers' GlmForCausalLM for GLM-4-9B */
+    ts_model glm_hf = load("glm-4-9b-hf");
+    cr_expect_eq(total_params(&glm4), total_params(&glm_hf), "GLM-4-9B-Chat: %.0f", total_params(&glm4));
+    cr_expect(glm4.rope_theta == 5e6 && glm4.max_seq == 131072, "rope_ratio 500: base 10000 * 500");
+    cr_expect_eq(load_edited("chatglm3-6b", "multi_query_attention", cJSON_CreateFalse()).kv_heads, 32);
+    ts_model lin = load_edited("chatglm3-6b", "add_bias_linear", cJSON_CreateTrue());
+    cr_expect(lin.linear_bias && lin.qkv_bias, "add_bias_linear biases every linear layer");
+    cr_expect_eq(load_edited("chatglm3-6b", "rmsnorm", cJSON_CreateFalse()).norm, TS_NORM_LAYERNORM);
+
+    /* BaichuanForCausalLM, Baichuan2-7B / 13B: embed_tokens and lm_head (NormHead) V*h; per layer W_pack 3h*h,
+     * o_proj h*h, gate, up, down 3*h*f, two RMSNorms h; norm h; no biases. 7B rotates, 13B adds ALiBi */
+    h = 4096, f = 11008, V = 125696;
+    want = 2 * V * h + 32 * (4 * h * h + 3 * h * f + 2 * h) + h;
+    ts_model b7 = load("baichuan2-7b"), b13 = load("baichuan2-13b");
+    cr_expect_eq(total_params(&b7), want, "Baichuan2-7B: %.0f, the modules %.0f", total_params(&b7), want);
+    h = 5120, f = 13696;
+    want = 2 * V * h + 40 * (4 * h * h + 3 * h * f + 2 * h) + h;
+    cr_expect_eq(total_params(&b13), want, "Baichuan2-13B: %.0f, the modules %.0f", total_params(&b13), want);
+    cr_expect(b7.position == TS_POS_ROPE && b13.position == TS_POS_ALIBI && b13.max_seq == 4096 &&
+              !b7.qkv_bias && !b13.linear_bias && !b13.tied_embeddings, "7B RoPE, 13B ALiBi, no biases");
+
+    /* QWenLMHeadModel, Qwen-7B: wte and lm_head V*h; per layer c_attn h*3a + 3a, c_proj a*h (no_bias), w1, w2
+     * h*f/2 each and c_proj f/2*h with f = intermediate_size 22016, ln_1 and ln_2 h; ln_f h */
+    h = 4096, f = 22016 / 2, V = 151936, a = 32 * 128;
+    want = 2 * V * h + 32 * (3 * h * a + 3 * a + a * h + 3 * h * f + 2 * h) + h;
+    ts_model qw = load("qwen-7b");
+    cr_expect_eq(total_params(&qw), want, "Qwen-7B: %.0f, the modules %.0f", total_params(&qw), want);
+    cr_expect(qw.ffn_hidden == 11008 && qw.qkv_bias && !qw.linear_bias && qw.max_seq == 8192 && qw.rope_theta == 1e4);
+    cr_expect(load_edited("qwen-7b", "no_bias", cJSON_CreateFalse()).linear_bias);
+
+    /* ExaoneForCausalLM, EXAONE-3.5-7.8B: wte and lm_head V*h; per layer q_proj, out_proj h*a, k_proj, v_proj
+     * h*k (8 KV heads of 128), c_fc_0, c_fc_1, c_proj 3*h*f, ln_1 and ln_2 h; ln_f h. Model card: 6.98B without
+     * the embeddings (0.01B rounding) */
+    h = 4096, f = 14336, V = 102400, a = 32 * 128, k = 8 * 128;
+    want = 2 * V * h + 32 * (2 * h * a + 2 * h * k + 3 * h * f + 2 * h) + h;
+    ts_model ex3 = load("exaone-3.5-7.8b");
+    cr_expect_eq(total_params(&ex3), want, "EXAONE-3.5-7.8B: %.0f, the modules %.0f", total_params(&ex3), want);
+    cr_expect(fabs(total_params(&ex3) - 2 * V * h - 6.98e9) <= 0.005e9, "6.98B without embeddings");
+    cr_expect(ex3.tied_embeddings == 0 && ex3.kv_heads == 8 && ex3.rope_theta == 1e6);
+    cr_expect_eq(load_edited("exaone-3.5-7.8b", "intermediate_size", cJSON_CreateNull()).ffn_hidden, 4 * 4096);
+
+    /* Exaone4ForCausalLM, EXAONE-4.0-32B: Llama's modules (40 heads, 8 KV heads of 128), q_norm and k_norm of
+     * 128 a layer, the two norms after attention and MLP; 30.95B without embeddings (model card) */
+    h = 5120, f = 27392, a = 40 * 128, k = 8 * 128;
+    want = 2 * V * h + 64 * (2 * h * a + 2 * h * k + 2 * 128 + 3 * h * f + 2 * h) + h;
+    ts_model ex4 = load("exaone-4.0-32b");
+    cr_expect_eq(total_params(&ex4), want, "EXAONE-4.0-32B: %.0f, the modules %.0f", total_params(&ex4), want);
+    cr_expect(fabs(total_params(&ex4) - 2 * V * h - 30.95e9) <= 0.005e9, "30.95B without embeddings");
+    cr_expect(ex4.qk_norm == TS_QKNORM_HEAD && ex4.window.tokens == 4096 && ex4.window.full_every == 4 &&
+              ts_model_layer_window(&ex4, 0) == 4096 && ts_model_layer_window(&ex4, 3) == 0, "three local, one global");
+    ts_model by_pattern = load_edited("exaone-4.0-32b", "layer_types", cJSON_CreateNull());
+    cr_expect_eq(by_pattern.window.full_every, 4, "sliding_window_pattern \"LLLG\" alone: a global layer every 4");
+    cr_expect_eq(load_edited("exaone-4.0-32b", "sliding_window", cJSON_CreateNull()).window.tokens, 0);
 }
