@@ -1,5 +1,5 @@
 /* Hugging Face readers for Chinese and Korean families published with their own modelling code
- * (hf_impl.h): ChatGLM 2 / 3 and GLM-4 (chatglm), Baichuan 1 / 2 (baichuan), Qwen 1 (qwen) and
+ * (hf_impl.h): ChatGLM 1 / 2 / 3 and GLM-4 (chatglm), Baichuan 1 / 2 (baichuan), Qwen 1 (qwen) and
  * EXAONE 3 / 3.5 (exaone), and EXAONE 4 (exaone4, in transformers). Each maps the keys of the
  * model repository's configuration_<type>.py (THUDM/chatglm3-6b, baichuan-inc/Baichuan2-7B-Base,
  * Qwen/Qwen-7B, LGAI-EXAONE/EXAONE-3.5-7.8B-Instruct; transformers models/exaone4) onto ts_model,
@@ -11,6 +11,25 @@
 #include "models/hf_impl.h"
 #include "models/model_limits.h"
 
+/* ChatGLM-6B v1 (remote code ChatGLMConfig and modeling_chatglm.py of THUDM/chatglm-6b; GLM-130B's
+ * block, Zeng et al. 2022, arXiv:2210.02414): word_embeddings of vocab_size rows, per layer
+ * LayerNorms, a fused query_key_value (3h * h) and dense (h * h), both biased, a GELU MLP
+ * dense_h_to_4h / dense_4h_to_h of inner_hidden_size, biased; a final LayerNorm and lm_head, which
+ * transformers ties to the embedding (the config leaves tie_word_embeddings at its default, true:
+ * 6.2B parameters, the README's 62亿). Its 2-D rotary positions and DeepNorm residual scaling hold
+ * no parameter. */
+static ts_status read_chatglm_v1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_layers", "num_attention_heads", "max_sequence_length", 2048, 1};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(read_head_dim(r, root, nm, &keys, m));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "inner_hidden_size", 0, 1, TS_MAX_FFN, 16384, &m->ffn_hidden));
+    m->activation = TS_ACT_GELU;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    m->qkv_bias = m->linear_bias = 1;
+    return TS_OK;
+}
+
 /* ChatGLM 2 / 3 and GLM-4 (remote code ChatGLMConfig, modeling_chatglm.py of THUDM/chatglm3-6b and
  * THUDM/glm-4-9b-chat): an embedding of padded_vocab_size rows and an untied output_layer;
  * per layer a fused query_key_value of num_attention_heads query heads and, with
@@ -20,10 +39,13 @@
  * with add_bias_linear; RMSNorm when rmsnorm, else LayerNorm. The rotary embedding covers half of
  * each head with base 10000 * rope_ratio (RotaryEmbedding in modeling_chatglm.py). With
  * post_layer_norm false the final norm is missing, h parameters still counted (below 1e-5).
- * ChatGLM-6B v1 (vocab_size, inner_hidden_size, 2-D positions) has no padded_vocab_size and is
- * refused naming it. Defaults: ChatGLMConfig's __init__. */
+ * ChatGLM-6B v1 writes vocab_size instead of padded_vocab_size (read_chatglm_v1). Defaults:
+ * ChatGLMConfig's __init__. */
 ts_status read_chatglm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
+    if (cJSON_GetObjectItemCaseSensitive(root, "padded_vocab_size") == NULL &&
+        cJSON_GetObjectItemCaseSensitive(root, "vocab_size") != NULL)
+        return read_chatglm_v1(r, root, nm, m);
     TS_CHECK(hf_int(r, root, nm, "vocab", "padded_vocab_size", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
     TS_CHECK(hf_int(r, root, nm, "hidden", "hidden_size", 0, 1, TS_MAX_HIDDEN, 4096, &m->hidden));
     TS_CHECK(hf_i32(r, root, nm, "layers", "num_layers", 0, 1, TS_MAX_LAYERS, 28, &m->layers));

@@ -86,6 +86,7 @@ static const struct {
     {"glm-4-9b-0414", 9e9, 0.056},             /* GLM-4-9B-0414 model card: 9B, whole billions */
     {"santacoder", 1.1e9, 0.0455},             /* SantaCoder paper (Allal et al. 2023) and card: 1.1B (0.1B rounding) */
     {"chatglm3-6b", 6e9, 0.041},               /* ChatGLM3-6B model card: 6B, whole billions (the modules: 6.24B) */
+    {"chatglm-6b", 6.2e9, 0.0081},             /* ChatGLM-6B README: 6.2B (62亿, 0.1B rounding) */
     {"glm-4-9b-chat", 9e9, 0.056},             /* GLM-4-9B-Chat model card: 9B, whole billions (the modules: 9.40B) */
     {"baichuan2-7b", 7e9, 0.073},              /* Baichuan 2 report (Yang et al. 2023): 7B, the size class (the
                                                 * modules: 7.51B) */
@@ -734,6 +735,14 @@ Test(models_hf, hf_e_families_keep_their_modules) {
     ts_model lin = load_edited("chatglm3-6b", "add_bias_linear", cJSON_CreateTrue());
     cr_expect(lin.linear_bias && lin.qkv_bias, "add_bias_linear biases every linear layer");
     cr_expect_eq(load_edited("chatglm3-6b", "rmsnorm", cJSON_CreateFalse()).norm, TS_NORM_LAYERNORM);
+    /* ChatGLM-6B v1: word_embeddings V*h, tied lm_head; per layer query_key_value 3h*h + 3h, dense h*h + h,
+     * dense_h_to_4h h*f + f, dense_4h_to_h f*h + h, two LayerNorms 2h each; final LayerNorm 2h */
+    h = 4096, f = 16384, V = 130528;
+    want = V * h + 28 * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + 2 * h;
+    ts_model glm1 = load("chatglm-6b");
+    cr_expect_eq(total_params(&glm1), want, "ChatGLM-6B: %.0f, the modules %.0f", total_params(&glm1), want);
+    cr_expect(glm1.tied_embeddings && glm1.activation == TS_ACT_GELU && glm1.norm == TS_NORM_LAYERNORM &&
+              glm1.kv_heads == 32 && glm1.max_seq == 2048, "v1: GLM-130B's block, tied head");
 
     /* BaichuanForCausalLM, Baichuan2-7B / 13B: embed_tokens and lm_head (NormHead) V*h; per layer W_pack 3h*h,
      * o_proj h*h, gate, up, down 3*h*f, two RMSNorms h; norm h; no biases. 7B rotates, 13B adds ALiBi */
