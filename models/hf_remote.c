@@ -146,10 +146,11 @@ ts_status read_exaone(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 
 /* Exaone4Config's sliding_window_pattern: a number N (a global layer every N), or "L...LG" (N - 1
  * local layers, then a global one, repeated); when layer_types is absent it says which layers are
- * local. Another string is refused. */
+ * local (null: 4, as absent; Exaone4Config ignores it when sliding_window is null). Another string is
+ * refused. */
 static ts_status exaone4_pattern(const ts_jreader *r, const cJSON *root, int *every) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "sliding_window_pattern");
-    if (!cJSON_IsString(p)) return ts_jr_i32(r, root, "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 4, every);
+    if (!cJSON_IsString(p)) return hf_i32(r, root, NULL, NULL, "sliding_window_pattern", 0, 1, TS_MAX_LAYERS, 4, every);
     size_t n = strlen(p->valuestring);
     int ok = n > 0 && n <= TS_MAX_LAYERS && p->valuestring[n - 1] == 'G';
     for (size_t i = 0; ok && i + 1 < n; i++) ok = p->valuestring[i] == 'L';

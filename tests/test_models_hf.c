@@ -788,4 +788,12 @@ Test(models_hf, hf_e_families_keep_their_modules) {
     ts_model by_pattern = load_edited("exaone-4.0-32b", "layer_types", cJSON_CreateNull());
     cr_expect_eq(by_pattern.window.full_every, 4, "sliding_window_pattern \"LLLG\" alone: a global layer every 4");
     cr_expect_eq(load_edited("exaone-4.0-32b", "sliding_window", cJSON_CreateNull()).window.tokens, 0);
+    /* Exaone4Config's defaults: sliding_window 4096 and one global layer in sliding_window_pattern 4 */
+    cJSON *bare = cJSON_Parse("{\"model_type\": \"exaone4\", \"hidden_size\": 2048, \"num_hidden_layers\": 8, "
+                              "\"num_attention_heads\": 16, \"vocab_size\": 1000, \"intermediate_size\": 4096, "
+                              "\"sliding_window_pattern\": 2}");
+    ts_model d;
+    cr_assert_eq(ts_model_from_json("exaone4.json", bare, &d), TS_OK, "%s", ts_error_message());
+    cr_expect(d.window.tokens == 4096 && d.window.full_every == 2 && d.max_seq == 2048 && !d.tied_embeddings);
+    cJSON_Delete(bare);
 }
