@@ -7,8 +7,8 @@
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
  *                   InternLM2 and GLM-4 (glm, glm4): Llama's decoder layer with their own keys
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
- *   hf_remote.c     ChatGLM / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
- *                   (exaone4): remote-code Chinese and Korean families, Llama's layer under other names
+ *   hf_remote.c     ChatGLM 1-3 / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
+ *                   (exaone4): remote-code Chinese and Korean families, mostly Llama's layer renamed
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules

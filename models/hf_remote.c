@@ -3,9 +3,10 @@
  * EXAONE 3 / 3.5 (exaone), and EXAONE 4 (exaone4, in transformers). Each maps the keys of the
  * model repository's configuration_<type>.py (THUDM/chatglm3-6b, baichuan-inc/Baichuan2-7B-Base,
  * Qwen/Qwen-7B, LGAI-EXAONE/EXAONE-3.5-7.8B-Instruct; transformers models/exaone4) onto ts_model,
- * with the modules its modeling_<type>.py builds. All of them are Llama's layer under other names
- * (pre-RMSNorm, SwiGLU, no biases but the ones said below); they differ in keys, defaults, biases,
- * positions and, for EXAONE 4, Q/K norms and local layers. */
+ * with the modules its modeling_<type>.py builds. All but ChatGLM-6B v1 (GLM-130B's LayerNorm and
+ * GELU block) are Llama's layer under other names (pre-RMSNorm, SwiGLU, no biases but the ones said
+ * below); they differ in keys, defaults, biases, positions and, for EXAONE 4, Q/K norms and local
+ * layers. */
 #include <string.h>
 
 #include "models/hf_impl.h"
