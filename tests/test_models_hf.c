@@ -95,6 +95,8 @@ static const struct {
                                                 * 142.77B (0.55% over, not explained here) */
     {"afm-4.5b", 4.5e9, 0.027},                /* AFM-4.5B model card: 4.5B; the modules add to 4.62B */
     {"apertus-8b", 8e9, 0.0625},               /* Apertus-8B: "8B", whole billions; the modules add to 8.05B */
+    {"ling-mini-2.0", 16e9, 0.017},            /* Ling-mini-2.0 model card: 16B total (whole billions; the modules
+                                                * 16.26B), 1.4B activated */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -757,6 +759,15 @@ Test(models_hf, hf_f_families_keep_their_modules) {
     ts_model ling2 = load_edited("ling-lite-1.5", "use_qk_norm", cJSON_CreateTrue());
     cr_expect_eq(total_params(&ling2) - total_params(&ling), 28 * 2 * 128.0, "v2's q/k norms of head_dim");
     cr_expect(load_edited("ling-lite-1.5", "score_function", cJSON_CreateString("sigmoid")).moe.router_sigmoid);
+    /* Ling-mini-2.0 (v2): layer 0 dense, 256 experts of 512 and one shared, Q/K norms, DeepSeek-V3's
+     * router; the model card's 789M activated without the embedding and head */
+    ts_model mini = load("ling-mini-2.0");
+    ts_model_params(&mini, &pc);
+    cr_expect(mini.moe.first_dense == 1 && mini.moe.shared_ffn == 512 && mini.qk_norm == TS_QKNORM_HEAD &&
+              mini.moe.router_sigmoid && mini.moe.router_expert_bias && mini.moe.router_groups == 8 &&
+              mini.moe.router_group_topk == 4 && mini.moe.router_scale == 2.5);
+    double non_embedding = pc.active - pc.embedding - pc.lm_head;
+    cr_expect(fabs(non_embedding - 789e6) / 789e6 < 0.001, "Ling-mini-2.0: 789M activated, got %.0f", non_embedding);
 
     /* dots.llm1: layer 0 dense, Qwen3's Q/K norms, DeepSeek-V3's sigmoid router; 14B activated */
     ts_model dots = load("dots.llm1.base");
