@@ -66,8 +66,7 @@ ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
  * (Dots1Config puts them on layers >= max_window_layers, none in the released configs). */
 ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    m->linear_bias = m->qkv_bias;
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias)); /* o_proj's bias not counted, as Qwen3's */
     m->qk_norm = TS_QKNORM_HEAD;
     TS_CHECK(read_deepseek_moe(r, root, nm, m));
     m->moe.router_sigmoid = m->moe.experts > 0;
@@ -147,9 +146,10 @@ ts_status read_bailing_moe(const ts_jreader *r, const cJSON *root, ts_field_name
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->experts));
+    /* BailingMoeConfig's defaults: 16 experts, top 2, no shared expert */
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 0, 0, TS_MAX_EXPERTS, 16, &e->experts));
     if (e->experts == 0) return TS_OK;
-    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts, 2, &e->top_k));
     TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
     TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "num_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
                     &e->shared_experts));

@@ -1,6 +1,6 @@
 /* Hugging Face import of today's model families (issue 19): real config.json files in
- * tests/data/hf/ (sources in tests/data/hf/SOURCES.md) import, plan on 64 H100s (Kimi K2, 1T parameters, and DeepSeek-V3.2
- * on 512), count the parameters their publishers quote, keep what changes the cost
+ * tests/data/hf/ (sources in tests/data/hf/SOURCES.md) import, plan on 64 H100s (Kimi K2, 1T
+ * parameters, and DeepSeek-V3.2 on 512), count the parameters their publishers quote, keep what changes the cost
  * (sliding windows, Q/K norms, sinks, sandwich norms), fall back on architectures[] when
  * model_type is unknown, and refuse Mamba hybrids with one line. */
 #include <cjson/cJSON.h>
@@ -759,6 +759,8 @@ Test(models_hf, hf_f_families_keep_their_modules) {
     ts_model ling2 = load_edited("ling-lite-1.5", "use_qk_norm", cJSON_CreateTrue());
     cr_expect_eq(total_params(&ling2) - total_params(&ling), 28 * 2 * 128.0, "v2's q/k norms of head_dim");
     cr_expect(load_edited("ling-lite-1.5", "score_function", cJSON_CreateString("sigmoid")).moe.router_sigmoid);
+    ts_model ling16 = load_edited("ling-lite-1.5", "num_experts", cJSON_CreateNull());
+    cr_expect(ling16.moe.experts == 16 && ling16.moe.top_k == 6, "BailingMoeConfig's default: 16 experts");
     /* Ling-mini-2.0 (v2): layer 0 dense, 256 experts of 512 and one shared, Q/K norms, DeepSeek-V3's
      * router; the model card's 789M activated without the embedding and head */
     ts_model mini = load("ling-mini-2.0");
@@ -776,6 +778,9 @@ Test(models_hf, hf_f_families_keep_their_modules) {
               dots.qk_norm == TS_QKNORM_HEAD && dots.moe.router_sigmoid && dots.moe.router_expert_bias &&
               dots.moe.router_scale == 2.5);
     cr_expect(fabs(pc.active - 14e9) / 14e9 < 0.005, "dots.llm1: 14B activated, got %.0f", pc.active);
+    ts_model dots_bias = load_edited("dots.llm1.base", "attention_bias", cJSON_CreateTrue());
+    cr_expect_eq(total_params(&dots_bias) - total_params(&dots), 62 * (4096 + 2 * 4096.0),
+                 "attention_bias: Q, K, V biases (o_proj's not counted), none on the MLPs");
 
     /* MiniMax-M2: 48 heads of 128 on 3072, Q/K normed over the whole projection, 256 experts of 1536
      * on every layer, sigmoid router with a correction bias */
