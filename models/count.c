@@ -11,6 +11,8 @@
  *                 q_a h*q_lora + q_a norm(q_lora), q_b q_lora*n*(d+r)   [q_lora = 0: q h*n*(d+r)]
  *                 kv_a h*(kv_lora + r) + kv_a norm(kv_lora), kv_b kv_lora*n*(d+v), o n*v*h;
  *               qkv_bias adds the q_a and kv_a biases, linear_bias the o bias.
+ *               DeepSeek-V3.2's indexer (inference/model.py Indexer), i heads of width w: wq_b
+ *               q_lora*i*w (h*i*w without q_lora), wk h*w, k_norm a LayerNorm 2w, weights_proj h*i.
  *   MLP         SwiGLU: gate and up h*f, down f*h (Shazeer 2020); GELU/ReLU^2: up h*f, down f*h;
  *               linear_bias adds f per h->f matrix and h.
  *   norms       two per layer (norms_per_layer: Gemma 2/3 four, GPT-J one); RMSNorm h (a
@@ -71,6 +73,10 @@ static double mla_params(const ts_model *m) {
     p += (double)a->kv_lora_rank * n * ((double)a->qk_nope_dim + a->v_dim);
     p += n * a->v_dim * h;
     if (m->linear_bias) p += h;
+    if (a->index_heads > 0) {
+        double q_in = a->q_lora_rank > 0 ? a->q_lora_rank : h, i = a->index_heads, w = a->index_head_dim;
+        p += q_in * i * w + h * w + 2 * w + h * i;
+    }
     return p;
 }
 

@@ -227,7 +227,7 @@ static ts_status read_deepseek_router(const ts_jreader *r, const cJSON *root, ts
  * first_dense rounded up to a multiple of the frequency. The shared experts form one MLP of
  * n_shared_experts * moe_intermediate_size, the same parameters as n_shared_experts experts. */
 
-static ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_shape(r, root, nm, &llama_keys, m));
     TS_CHECK(read_kv_heads(r, root, nm, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
@@ -596,7 +596,9 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "ernie4_5", "ernie4_5_moe", "hunyuan_v1_dense", "hunyuan_v1_moe", "smollm3",
                                        "deepseek", "minicpm", "seed_oss",
                                        "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4",
-                                       "chatglm", "baichuan", "qwen", "exaone", "exaone4", NULL};
+                                       "chatglm", "baichuan", "qwen", "exaone", "exaone4",
+                                       "minimax_m2", "bailing_moe", "deepseek_v32", "mimo", "dots1", "arcee",
+                                       "apertus", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -611,7 +613,9 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_smollm3, read_deepseek_v1, read_minicpm, read_seed_oss,
                                        read_gpt_bigcode, read_gpt_neo, read_gptj, read_mpt, read_internlm2, read_glm,
                                        read_glm4,
-                                       read_chatglm, read_baichuan, read_qwen, read_exaone, read_exaone4};
+                                       read_chatglm, read_baichuan, read_qwen, read_exaone, read_exaone4,
+                                       read_minimax_m2, read_bailing_moe, read_deepseek_v32, read_mimo, read_dots1,
+                                       read_arcee, read_apertus};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -643,7 +647,11 @@ static const char *const hf_arch_names[][2] = {
     {"GlmForCausalLM", "glm"}, {"Glm4ForCausalLM", "glm4"},
     {"ChatGLMModel", "chatglm"}, {"ChatGLMForConditionalGeneration", "chatglm"}, {"BaichuanForCausalLM", "baichuan"},
     {"BaiChuanForCausalLM", "baichuan"}, {"QWenLMHeadModel", "qwen"}, {"ExaoneForCausalLM", "exaone"},
-    {"Exaone4ForCausalLM", "exaone4"}, {NULL, NULL}};
+    {"Exaone4ForCausalLM", "exaone4"},
+    {"MiniMaxM2ForCausalLM", "minimax_m2"}, {"BailingMoeForCausalLM", "bailing_moe"},
+    {"BailingMoeV2ForCausalLM", "bailing_moe"}, {"DeepseekV32ForCausalLM", "deepseek_v32"},
+    {"MiMoForCausalLM", "mimo"}, {"Dots1ForCausalLM", "dots1"}, {"ArceeForCausalLM", "arcee"},
+    {"ApertusForCausalLM", "apertus"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

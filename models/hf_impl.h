@@ -9,6 +9,7 @@
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
  *   hf_remote.c     ChatGLM 1-3 / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
  *                   (exaone4): remote-code Chinese and Korean families, mostly Llama's layer renamed
+ *   hf_recent.c     MiniMax-M2, Ling (bailing_moe), DeepSeek-V3.2, MiMo, dots.llm1, Arcee and Apertus
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -79,6 +80,8 @@ ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names 
  * moe_intermediate_size and n_shared_experts as many shared ones, dense layers before
  * first_k_dense_replace (every moe_layer_freq-th after), the router (scoring_func, n_group, ...). */
 ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* DeepSeek-V3 (hf.c): MLA attention and read_deepseek_moe's experts. */
+ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_more.c's families. */
 ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -119,5 +122,14 @@ ts_status read_baichuan(const ts_jreader *r, const cJSON *root, ts_field_names *
 ts_status read_qwen(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_exaone(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_exaone4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
+/* hf_recent.c's families. */
+ts_status read_minimax_m2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_bailing_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_deepseek_v32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

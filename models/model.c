@@ -51,6 +51,7 @@
  *     kv_lora_rank   int      yes                           [1, 2^20]
  *     qk_nope_dim, qk_rope_dim  int yes                     [0, 65536], sum >= 1
  *     v_dim          int      yes                           [1, 65536]
+ *     index_heads, index_head_dim  int  no  0               [0, 65536]; DeepSeek-V3.2's indexer
  *   mtp_layers       int      no        0                   [0, 64] (DeepSeek-V3: 1)
  *   rope_theta       number   no        0 (not given)       [0, 1e12] rotary base
  *   qk_norm          string   no        "none"              "none" | "head" | "full" (model.h)
@@ -100,7 +101,7 @@ static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "sh
                                        "pad_to_capacity", NULL};
 static const char *const router_names[] = {"softmax", "sigmoid", NULL};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
-                                       "v_dim", NULL};
+                                       "v_dim", "index_heads", "index_head_dim", NULL};
 
 /* An optional sub-object `key` with only `keys` in it: *obj NULL when absent, else its reader in
  * *r. */
@@ -153,7 +154,8 @@ static ts_status read_mla(const ts_jreader *parent, const cJSON *root, ts_mla *m
     TS_CHECK(ts_jr_i32(&r, obj, "qk_nope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_nope_dim));
     TS_CHECK(ts_jr_i32(&r, obj, "qk_rope_dim", 1, 0, TS_MAX_HEAD_DIM, 0, &mla->qk_rope_dim));
     TS_CHECK(ts_jr_i32(&r, obj, "v_dim", 1, 1, TS_MAX_HEAD_DIM, 0, &mla->v_dim));
-    return TS_OK;
+    TS_CHECK(ts_jr_i32(&r, obj, "index_heads", 0, 0, TS_MAX_HEADS, 0, &mla->index_heads));
+    return ts_jr_i32(&r, obj, "index_head_dim", 0, 0, TS_MAX_HEAD_DIM, 0, &mla->index_head_dim);
 }
 
 static ts_status read_window(const ts_jreader *parent, const cJSON *root, ts_window *w) {
@@ -358,6 +360,10 @@ static ts_status add_fields(cJSON *root, const ts_model *m) {
         TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "qk_nope_dim", m->mla.qk_nope_dim), res, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "qk_rope_dim", m->mla.qk_rope_dim), res, fail);
         TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "v_dim", m->mla.v_dim), res, fail);
+        if (m->mla.index_heads > 0) {
+            TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "index_heads", m->mla.index_heads), res, fail);
+            TS_CJSON_GOTO(cJSON_AddNumberToObject(mla, "index_head_dim", m->mla.index_head_dim), res, fail);
+        }
     }
     if (m->mtp_layers > 0)
         TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "mtp_layers", m->mtp_layers), res, fail);
@@ -486,6 +492,8 @@ static ts_status validate_mla(const char *file, const ts_field_names *n, const t
     TS_CHECK(check_range(file, n, "mla.qk_nope_dim", a->qk_nope_dim, 0, TS_MAX_HEAD_DIM));
     TS_CHECK(check_range(file, n, "mla.qk_rope_dim", a->qk_rope_dim, 0, TS_MAX_HEAD_DIM));
     TS_CHECK(check_range(file, n, "mla.v_dim", a->v_dim, 1, TS_MAX_HEAD_DIM));
+    TS_CHECK(check_range(file, n, "mla.index_heads", a->index_heads, 0, TS_MAX_HEADS));
+    TS_CHECK(check_range(file, n, "mla.index_head_dim", a->index_head_dim, 0, TS_MAX_HEAD_DIM));
     const char *nope = word(n, "mla.qk_nope_dim"), *rope = word(n, "mla.qk_rope_dim");
     if (a->qk_nope_dim + a->qk_rope_dim < 1)
         return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: %s + %s must be >= 1, got 0", file,

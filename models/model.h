@@ -95,6 +95,11 @@ typedef struct {
     int qk_nope_dim; /* per-head query/key dims without rotary */
     int qk_rope_dim; /* per-head rotary dims (the rotary key is shared across heads) */
     int v_dim;       /* per-head value dim */
+    /* DeepSeek-V3.2's lightning indexer (DeepSeek Sparse Attention; deepseek-ai/DeepSeek-V3.2-Exp
+     * inference/model.py Indexer): index_heads heads of index_head_dim choose the tokens MLA
+     * attends to. 0: none. Counted in the parameters (count.c), not in the FLOPs. */
+    int index_heads;
+    int index_head_dim;
 } ts_mla;
 
 /* Local attention on some layers: a sliding window (Mistral, Gemma 2/3, gpt-oss: a token attends

@@ -1,6 +1,6 @@
 /* Hugging Face import of today's model families (issue 19): real config.json files in
  * tests/data/hf/ (sources in tests/data/hf/SOURCES.md) import, plan on 64 H100s (Kimi K2, 1T
- * parameters, on 512), count the parameters their publishers quote, keep what changes the cost
+ * parameters, and DeepSeek-V3.2 on 512), count the parameters their publishers quote, keep what changes the cost
  * (sliding windows, Q/K norms, sinks, sandwich norms), fall back on architectures[] when
  * model_type is unknown, and refuse Mamba hybrids with one line. */
 #include <cjson/cJSON.h>
@@ -96,6 +96,18 @@ static const struct {
                                                 * embeddings (checked below) */
     {"exaone-4.0-32b", 32e9, 0.0156},          /* EXAONE 4.0 model card: 32B (whole billions), 30.95B without
                                                 * embeddings (checked below) */
+    {"minimax-m2", 230e9, 0.006},              /* MiniMax-M2 model card: 230B total, 10B active; the modules add to
+                                                * 228.69B (0.57% under, not explained here) */
+    {"ling-lite-1.5", 16.8e9, 0.003},          /* Ling-lite-1.5 model card: 16.8B total, 2.75B activated */
+    {"deepseek-v3.2-exp", 671e9, 0.0015},      /* DeepSeek-V3's 671B (report) with the indexer's 0.85B on top; the
+                                                * Hub's 685B adds the MTP module */
+    {"mimo-7b-base", 7e9, 0.143},              /* MiMo-7B: "7B", the size class (7 to 8B); the MTP module apart */
+    {"dots.llm1.base", 142e9, 0.0055},         /* dots.llm1 report: 142B total, 14B activated; the modules add to
+                                                * 142.77B (0.55% over, not explained here) */
+    {"afm-4.5b", 4.5e9, 0.027},                /* AFM-4.5B model card: 4.5B; the modules add to 4.62B */
+    {"apertus-8b", 8e9, 0.0625},               /* Apertus-8B: "8B", whole billions; the modules add to 8.05B */
+    {"ling-mini-2.0", 16e9, 0.017},            /* Ling-mini-2.0 model card: 16B total (whole billions; the modules
+                                                * 16.26B), 1.4B activated */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -114,7 +126,8 @@ Test(models_hf, every_family_imports_and_plans, .timeout = 300) {
         char rel[256];
         snprintf(rel, sizeof rel, "tests/data/hf/%s.json", published[i].file);
         char *path = test_data_path(rel);
-        const char *gpus = strcmp(published[i].file, "kimi-k2") == 0 ? "512" : "64";
+        int big = strcmp(published[i].file, "kimi-k2") == 0 || strcmp(published[i].file, "deepseek-v3.2-exp") == 0;
+        const char *gpus = big ? "512" : "64";
         cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", gpus, "--top", "1", NULL);
         cr_expect_eq(r.status, 0, "%s: exit %d: %s", published[i].file, r.status, r.err);
         cr_expect(strstr(r.out, "# parameters: ") != NULL, "%s: no parameters line:\n%s", published[i].file, r.out);
@@ -796,4 +809,93 @@ Test(models_hf, hf_e_families_keep_their_modules) {
     cr_assert_eq(ts_model_from_json("exaone4.json", bare, &d), TS_OK, "%s", ts_error_message());
     cr_expect(d.window.tokens == 4096 && d.window.full_every == 2 && d.max_seq == 2048 && !d.tied_embeddings);
     cJSON_Delete(bare);
+}
+
+/* --- MiniMax-M2, Ling, DeepSeek-V3.2, MiMo, dots.llm1, Arcee, Apertus ------------------------------- */
+
+/* What each family's modelling code builds, checked against sums written out from its modules. */
+Test(models_hf, hf_f_families_keep_their_modules) {
+    /* ArceeForCausalLM, AFM-4.5B: embed and untied head V*h; per layer q, o h*20*128, k, v h*4*128,
+     * up and down h*f (NemotronMLP: no gate), two RMSNorms; the final norm */
+    double h = 2560, f = 18432, V = 128004;
+    double want = 2 * V * h + 36 * (2 * h * 2560 + 2 * h * 512 + 2 * h * f + 2 * h) + h;
+    ts_model afm = load("afm-4.5b");
+    cr_expect_eq(total_params(&afm), want, "AFM-4.5B: %.0f, the modules %.0f", total_params(&afm), want);
+    cr_expect(afm.activation == TS_ACT_RELU2 && afm.kv_heads == 4 && !afm.tied_embeddings);
+    cr_expect_eq(load_edited("afm-4.5b", "hidden_act", cJSON_CreateString("silu")).activation, TS_ACT_GELU,
+                 "another activation keeps the two matrices");
+
+    /* ApertusForCausalLM, Apertus-8B: as Arcee with q_norm and k_norm of head_dim 128 */
+    h = 4096, f = 21504, V = 131072;
+    want = 2 * V * h + 32 * (2 * h * h + 2 * h * 1024 + 2 * 128 + 2 * h * f + 2 * h) + h;
+    ts_model ap = load("apertus-8b");
+    cr_expect_eq(total_params(&ap), want, "Apertus-8B: %.0f, the modules %.0f", total_params(&ap), want);
+    cr_expect(ap.qk_norm == TS_QKNORM_HEAD && ap.activation == TS_ACT_GELU && ap.rope_theta == 12e6);
+
+    /* MiMo-7B: Qwen2's layer (Q/K/V biases) and one MTP module counted apart: a layer, two norms and
+     * input_proj 2h -> h */
+    ts_model mimo = load("mimo-7b-base");
+    ts_param_count pc;
+    ts_model_params(&mimo, &pc);
+    h = 4096, f = 11008;
+    double layer = 2 * h * h + 2 * h * 1024 + h + 2 * 1024 + 3 * h * f + 2 * h;
+    cr_expect_eq(pc.total, 2 * 151680 * h + 36 * layer + h, "MiMo-7B: %.0f", pc.total);
+    cr_expect_eq(pc.mtp, layer + 2 * h + 2 * h * h, "MiMo-7B's MTP module: %.0f", pc.mtp);
+    cr_expect(mimo.qkv_bias && mimo.mtp_layers == 1 && mimo.window.tokens == 0);
+
+    /* Ling-lite-1.5: 64 experts of 1408, top 6, two shared as one MLP, every layer MoE; the model
+     * card's 2.75B activated */
+    ts_model ling = load("ling-lite-1.5");
+    ts_model_params(&ling, &pc);
+    cr_expect(ling.moe.experts == 64 && ling.moe.top_k == 6 && ling.moe.shared_experts == 2 &&
+              ling.moe.shared_ffn == 1408 && ling.moe.first_dense == 0 && !ling.moe.router_sigmoid && !ling.dropout);
+    cr_expect(fabs(pc.active - 2.75e9) / 2.75e9 < 0.002, "Ling-lite: 2.75B activated, got %.0f", pc.active);
+    ts_model ling2 = load_edited("ling-lite-1.5", "use_qk_norm", cJSON_CreateTrue());
+    cr_expect_eq(total_params(&ling2) - total_params(&ling), 28 * 2 * 128.0, "v2's q/k norms of head_dim");
+    cr_expect(load_edited("ling-lite-1.5", "score_function", cJSON_CreateString("sigmoid")).moe.router_sigmoid);
+    ts_model ling16 = load_edited("ling-lite-1.5", "num_experts", cJSON_CreateNull());
+    cr_expect(ling16.moe.experts == 16 && ling16.moe.top_k == 6, "BailingMoeConfig's default: 16 experts");
+    /* Ling-mini-2.0 (v2): layer 0 dense, 256 experts of 512 and one shared, Q/K norms, DeepSeek-V3's
+     * router; the model card's 789M activated without the embedding and head */
+    ts_model mini = load("ling-mini-2.0");
+    ts_model_params(&mini, &pc);
+    cr_expect(mini.moe.first_dense == 1 && mini.moe.shared_ffn == 512 && mini.qk_norm == TS_QKNORM_HEAD &&
+              mini.moe.router_sigmoid && mini.moe.router_expert_bias && mini.moe.router_groups == 8 &&
+              mini.moe.router_group_topk == 4 && mini.moe.router_scale == 2.5);
+    double non_embedding = pc.active - pc.embedding - pc.lm_head;
+    cr_expect(fabs(non_embedding - 789e6) / 789e6 < 0.001, "Ling-mini-2.0: 789M activated, got %.0f", non_embedding);
+
+    /* dots.llm1: layer 0 dense, Qwen3's Q/K norms, DeepSeek-V3's sigmoid router; 14B activated */
+    ts_model dots = load("dots.llm1.base");
+    ts_model_params(&dots, &pc);
+    cr_expect(!ts_model_layer_is_moe(&dots, 0) && ts_model_layer_is_moe(&dots, 1) && dots.moe.shared_experts == 2 &&
+              dots.qk_norm == TS_QKNORM_HEAD && dots.moe.router_sigmoid && dots.moe.router_expert_bias &&
+              dots.moe.router_scale == 2.5);
+    cr_expect(fabs(pc.active - 14e9) / 14e9 < 0.005, "dots.llm1: 14B activated, got %.0f", pc.active);
+    ts_model dots_bias = load_edited("dots.llm1.base", "attention_bias", cJSON_CreateTrue());
+    cr_expect_eq(total_params(&dots_bias) - total_params(&dots), 62 * (4096 + 2 * 4096.0),
+                 "attention_bias: Q, K, V biases (o_proj's not counted), none on the MLPs");
+
+    /* MiniMax-M2: 48 heads of 128 on 3072, Q/K normed over the whole projection, 256 experts of 1536
+     * on every layer, sigmoid router with a correction bias */
+    ts_model mm = load("minimax-m2");
+    h = 3072;
+    double q = 48 * 128, kv = 8 * 128, e = 3 * h * 1536;
+    want = 2 * 200064 * h + 62 * (2 * h * q + 2 * h * kv + q + kv + 256 * e + h * 256 + 2 * h) + h;
+    cr_expect_eq(total_params(&mm), want, "MiniMax-M2: %.0f, the modules %.0f", total_params(&mm), want);
+    cr_expect(mm.qk_norm == TS_QKNORM_FULL && mm.head_dim == 128 && mm.moe.router_sigmoid &&
+              mm.moe.router_expert_bias && mm.mtp_layers == 0);
+    cr_expect_eq(load_edited("minimax-m2", "qk_norm_type", cJSON_CreateString("per_head")).qk_norm, TS_QKNORM_HEAD);
+
+    /* DeepSeek-V3.2-Exp: DeepSeek-V3 plus the indexer in each of the 61 layers (and the MTP layer):
+     * wq_b 1536*64*128, wk 7168*128, k_norm 2*128, weights_proj 7168*64 */
+    ts_model v32 = load("deepseek-v3.2-exp"), v3 = load("deepseek-v3");
+    double indexer = 1536.0 * 64 * 128 + 7168.0 * 128 + 2 * 128 + 7168.0 * 64;
+    cr_expect_eq(total_params(&v32) - total_params(&v3), 61 * indexer, "the indexer: %.0f a layer", indexer);
+    cr_expect(v32.mla.index_heads == 64 && v32.mla.index_head_dim == 128 && v32.mla.kv_lora_rank == 512);
+    cJSON *js = ts_model_to_json(&v32);
+    ts_model back;
+    cr_assert_eq(ts_model_from_json("v32", js, &back), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(total_params(&back), total_params(&v32), "Tessera's JSON keeps the indexer");
+    cJSON_Delete(js);
 }

@@ -1,0 +1,173 @@
+/* Hugging Face readers for recent MoE families and Llama kin with their own MLP (hf_impl.h):
+ * MiniMax-M2, Ling (bailing_moe, remote code), DeepSeek-V3.2, MiMo (remote code), dots.llm1,
+ * Arcee (AFM) and Apertus. Each maps the keys of that family's <Type>Config onto ts_model, with
+ * the modules its modelling code builds (transformers models/<type>/modular_<type>.py; for the
+ * remote-code families the modeling_*.py of the model's own repository: inclusionAI/Ling-lite-1.5
+ * modeling_bailing_moe.py, XiaomiMiMo/MiMo-7B-Base modeling_mimo.py; DeepSeek-V3.2's indexer from
+ * deepseek-ai/DeepSeek-V3.2-Exp inference/model.py).
+ *
+ * Approximations, each below 1e-5 of the total: Apertus' xIELU activation learns two scalars a
+ * layer (alpha_p, alpha_n) that are not counted; Ling's attention output bias (use_bias, h a layer)
+ * is not counted; MiMo's MTP module holds three RMSNorms (token, hidden, final) where Tessera's
+ * count of an MTP module has two. */
+#include <string.h>
+
+#include "models/hf_impl.h"
+#include "models/model_limits.h"
+
+/* The 2-matrix MLP of transformers' NemotronMLP (up_proj, down_proj) under `hidden_act`: squared
+ * ReLU ("relu2") is TS_ACT_RELU2; any other activation (Apertus' "xielu") keeps the same two
+ * matrices, which TS_ACT_GELU stands for (model.h). */
+static ts_status read_two_matrix_mlp(const ts_jreader *r, const cJSON *root, const char *def_act, ts_model *m) {
+    char act[32];
+    TS_CHECK(ts_jr_str(r, root, "hidden_act", 0, def_act, act, sizeof act));
+    m->activation = strcmp(act, "relu2") == 0 ? TS_ACT_RELU2 : TS_ACT_GELU;
+    return TS_OK;
+}
+
+/* Arcee AFM (transformers ArceeConfig, ArceeMLP = NemotronMLP): Llama's layer (attention_bias,
+ * mlp_bias) with a non-gated MLP, squared ReLU by default. */
+ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama(r, root, nm, m));
+    return read_two_matrix_mlp(r, root, "relu2", m);
+}
+
+/* Apertus (transformers ApertusConfig, ApertusAttention, ApertusMLP): Llama's attention with an
+ * RMSNorm of head_dim on queries and keys (q_norm, k_norm), a non-gated MLP (up_proj, down_proj,
+ * no bias) under xIELU by default, two RMSNorms a layer (attention_layernorm,
+ * feedforward_layernorm) and 65536 positions by default. */
+ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 65536, &m->max_seq));
+    m->qk_norm = TS_QKNORM_HEAD;
+    return read_two_matrix_mlp(r, root, "xielu", m);
+}
+
+/* MiMo (remote code MiMoConfig, modeling_mimo.py MiMoForCausalLM): Qwen2's decoder (biases on Q,
+ * K and V) and num_nextn_predict_layers MTP modules (MiMoMTPLayers: a Qwen2 attention and MLP,
+ * input_proj 2h -> h and their norms), counted apart as DeepSeek-V3's. A window would follow
+ * Qwen2's use_sliding_window (false in MiMo-7B's configs). */
+ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    m->qkv_bias = 1;
+    TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
+                    &m->mtp_layers));
+    int use = 0;
+    TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+    return use ? read_sliding(r, root, nm, m, 0) : TS_OK;
+}
+
+/* dots.llm1 (transformers Dots1Config, Dots1Attention = Qwen3Attention, Dots1MoE = DeepseekV3MoE):
+ * Qwen3's attention (an RMSNorm of head_dim on queries and keys, attention_bias), DeepSeek-V3's
+ * experts (n_routed_experts of moe_intermediate_size, n_shared_experts as one MLP, dense layers
+ * before first_k_dense_replace) and its router, which scores with a sigmoid and a per-expert
+ * correction bias whatever the config says. Sliding windows only where layer_types says
+ * (Dots1Config puts them on layers >= max_window_layers, none in the released configs). */
+ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias)); /* o_proj's bias not counted, as Qwen3's */
+    m->qk_norm = TS_QKNORM_HEAD;
+    TS_CHECK(read_deepseek_moe(r, root, nm, m));
+    m->moe.router_sigmoid = m->moe.experts > 0;
+    m->moe.router_expert_bias = m->moe.experts > 0;
+    int64_t below;
+    TS_CHECK(hf_int(r, root, nm, NULL, "max_window_layers", 0, 0, TS_MAX_LAYERS, m->layers, &below));
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (cJSON_IsArray(types)) return read_sliding(r, root, nm, m, 0);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (below < m->layers && w != NULL && !cJSON_IsNull(w))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.max_window_layers: windows on the layers from %lld on are not "
+                       "modelled; give layer_types or max_window_layers >= num_hidden_layers (%d)", r->file, r->path,
+                       (long long)below, m->layers);
+    return TS_OK;
+}
+
+/* MiniMax-M2 (transformers MiniMaxM2Config, MiniMaxM2Attention = FlexOlmoAttention,
+ * MiniMaxM2SparseMoeBlock): grouped-query attention of head_dim (128 by default) without biases,
+ * RMSNorm over the whole query and key projections (use_qk_norm; qk_norm_type "per_layer", or
+ * "per_head" for one of head_dim), every layer num_local_experts SwiGLU experts of
+ * intermediate_size, top num_experts_per_tok, a router without bias scoring with a sigmoid and a
+ * per-expert correction bias (e_score_correction_bias, a buffer). Rotary on rotary_dim of each head
+ * changes no parameter. The MTP modules the config names (num_mtp_modules) are not built by
+ * transformers' model and are not read. */
+ts_status read_minimax_m2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 196608, &m->max_seq));
+    int qk;
+    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 1, &qk));
+    static const char *const qk_types[] = {"per_layer", "per_head", NULL};
+    int per_head;
+    TS_CHECK(ts_jr_enum(r, root, "qk_norm_type", 0, qk_types, 0, &per_head));
+    m->qk_norm = !qk ? TS_QKNORM_NONE : per_head ? TS_QKNORM_HEAD : TS_QKNORM_FULL;
+    TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
+    m->moe.router_sigmoid = 1;
+    return ts_jr_bool(r, root, "use_routing_bias", 0, 1, &m->moe.router_expert_bias);
+}
+
+/* Ling's router and shared experts (BailingMoeV2Config; absent in v1 configs): score_function
+ * ("softmax" in v1, "sigmoid"), moe_router_enable_expert_bias, n_group / topk_group,
+ * routed_scaling_factor; moe_shared_expert_intermediate_size (else moe_intermediate_size). */
+static ts_status read_bailing_router(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    ts_moe *e = &m->moe;
+    char score[32];
+    TS_CHECK(ts_jr_str(r, root, "score_function", 0, "softmax", score, sizeof score));
+    e->router_sigmoid = strcmp(score, "sigmoid") == 0;
+    TS_CHECK(ts_jr_bool(r, root, "moe_router_enable_expert_bias", 0, 0, &e->router_expert_bias));
+    int groups, group_topk;
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_groups", "n_group", 0, 0, e->experts, 0, &groups));
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_group_topk", "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
+    if (groups > 1) e->router_groups = groups, e->router_group_topk = group_topk;
+    double scale;
+    TS_CHECK(ts_jr_num(r, root, "routed_scaling_factor", 0, 0, 1e6, 1, &scale));
+    if (scale != 1) e->router_scale = scale;
+    if (e->shared_experts > 0)
+        TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "moe_shared_expert_intermediate_size", 0, 1, TS_MAX_FFN,
+                        e->expert_ffn, &e->shared_ffn));
+    return TS_OK;
+}
+
+/* Ling / Ring (remote code BailingMoeConfig, modeling_bailing_moe.py; v2 BailingMoeV2Config, same
+ * model_type): Llama's shape with a fused query_key_value (use_qkv_bias) of the same matrices as
+ * q, k and v; layer i is MoE when i >= first_k_dense_replace (a SwiGLU MLP of intermediate_size
+ * before), num_experts SwiGLU experts of moe_intermediate_size, top num_experts_per_tok, and
+ * num_shared_experts as one MLP of their summed width; an untied head (norm_head normalises its
+ * rows, no parameter). v2 adds an RMSNorm of head_dim on queries and keys (use_qk_norm), MTP
+ * modules (num_nextn_predict_layers) and DeepSeek-V3's router. */
+ts_status read_bailing_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_rate rates[] = {{"embedding_dropout", 0.1}, {"attention_dropout", 0.1}, {"output_dropout", 0.1}};
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
+    TS_CHECK(ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias));
+    int qk;
+    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 0, &qk));
+    m->qk_norm = qk ? TS_QKNORM_HEAD : TS_QKNORM_NONE;
+    TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
+                    &m->mtp_layers));
+    ts_moe *e = &m->moe;
+    /* BailingMoeConfig's defaults: 16 experts, top 2, no shared expert */
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 0, 0, TS_MAX_EXPERTS, 16, &e->experts));
+    if (e->experts == 0) return TS_OK;
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts, 2, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "num_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
+                    &e->shared_experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "first_k_dense_replace", 0, 0, m->layers - 1, 0,
+                    &e->first_dense));
+    e->every = 1;
+    return read_bailing_router(r, root, nm, m);
+}
+
+/* DeepSeek-V3.2 (deepseek-ai/DeepSeek-V3.2-Exp, DeepseekV32Config): DeepSeek-V3 with the lightning
+ * indexer of DeepSeek Sparse Attention in every layer (inference/model.py Indexer): wq_b
+ * q_lora_rank -> index_n_heads * index_head_dim, wk h -> index_head_dim, k_norm a LayerNorm of
+ * index_head_dim, weights_proj h -> index_n_heads. Its top-k selection (index_topk) changes no
+ * parameter. */
+ts_status read_deepseek_v32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_deepseek_v3(r, root, nm, m));
+    ts_mla *a = &m->mla;
+    TS_CHECK(hf_i32(r, root, nm, "mla.index_heads", "index_n_heads", 0, 0, TS_MAX_HEADS, 64, &a->index_heads));
+    return hf_i32(r, root, nm, "mla.index_head_dim", "index_head_dim", 0, 0, TS_MAX_HEAD_DIM, 128,
+                  &a->index_head_dim);
+}
