@@ -170,9 +170,9 @@ ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *n
 
 /* Seed-OSS (transformers SeedOssConfig, SeedOssAttention, SeedOssMLP): Llama's layer with
  * attention_bias (default true) on Q, K and V, attention_out_bias on O and mlp_bias on the MLP
- * (both default false; attention_out_bias follows mlp_bias, as above), head_dim 128 by default (not hidden / heads: Seed-OSS-36B has 80 heads of
- * 128 on a 5120-wide model), dropout on attention (attention_dropout) and on the residual branches
- * (residual_dropout), both 0.1 by default. */
+ * (both default false; attention_out_bias follows mlp_bias, as above), head_dim 128 by default (not
+ * hidden / heads: Seed-OSS-36B has 80 heads of 128 on a 5120-wide model), dropout on attention
+ * (attention_dropout) and on the residual branches (residual_dropout), both 0.1 by default. */
 ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_rate rates[] = {{"attention_dropout", 0.1}, {"residual_dropout", 0.1}};
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");

@@ -64,12 +64,13 @@ static ts_status read_falcon_kv(const ts_jreader *r, const cJSON *root, ts_field
     return TS_OK;
 }
 
-/* Falcon (transformers FalconConfig, FalconDecoderLayer): a GELU MLP of ffn_hidden_size (null:
- * 4h), LayerNorm, rotary unless alibi, biases on every linear layer when `bias`, LM head tied by
- * default (the checkpoints store lm_head.weight beside the embedding all the same, which the Hub's
- * counts include: huggingface/transformers#35715). With parallel_attn, attention and MLP read the
- * same input: one LayerNorm, or two (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2, its
- * default under new_decoder_architecture; sequential blocks have two. RW configs write n_layer, n_head (and n_embed), read in their place. */
+/* Falcon (transformers FalconConfig, FalconDecoderLayer): a GELU MLP of ffn_hidden_size (null: 4h),
+ * LayerNorm, rotary unless alibi, biases on every linear layer when `bias`, LM head tied by default
+ * (the checkpoints store lm_head.weight beside the embedding all the same, which the Hub's counts
+ * include: huggingface/transformers#35715). With parallel_attn, attention and MLP read the same
+ * input: one LayerNorm, or two (ln_attn, ln_mlp) when num_ln_in_parallel_attn is 2, its default
+ * under new_decoder_architecture; sequential blocks have two. RW configs write n_layer, n_head (and
+ * n_embed), read in their place. */
 ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
     hf_keys keys = {pick(root, "hidden_size", "n_embed"), pick(root, "num_hidden_layers", "n_layer"),
