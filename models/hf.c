@@ -672,10 +672,15 @@ static int lookup_type(const char *type) {
  * model_type qwen2_5_vl_text). transformers' Qwen2_5_VLTextModel is Qwen2's decoder with
  * multimodal RoPE sections, which move no parameters or FLOPs; Qwen3-VL's text models
  * (Qwen3VLTextConfig, Qwen3VLMoeTextConfig, under text_config) are Qwen3's and Qwen3-MoE's decoders
- * with interleaved multimodal RoPE, likewise. */
+ * with interleaved multimodal RoPE, likewise. Phi-3.5-vision (remote code, Phi3VForCausalLM in
+ * microsoft/Phi-3.5-vision-instruct's modeling_phi3_v.py) keeps Phi-3's keys and decoder at the root.
+ * transformers' Glm4vTextDecoderLayer and Glm4vMoeTextDecoderLayer (models/glm4v, models/glm4v_moe)
+ * hold Glm4's and Glm4Moe's modules (four norms and fused gate_up; the MoE with shared experts and
+ * first_k_dense_replace) with multimodal RoPE sections, which move no parameters. */
 static const char *const hf_text_alias[][2] = {
     {"qwen2_vl", "qwen2"},         {"qwen2_5_vl", "qwen2"},         {"qwen2_vl_text", "qwen2"},
     {"qwen2_5_vl_text", "qwen2"},  {"qwen3_vl_text", "qwen3"},      {"qwen3_vl_moe_text", "qwen3_moe"},
+    {"phi3_v", "phi3"},            {"glm4v_text", "glm4"},          {"glm4v_moe_text", "glm4_moe"},
     {NULL, NULL}};
 
 /* The family of a model_type: its own, or the one an alias names; -1 when unknown. */
@@ -789,7 +794,9 @@ static ts_status read_name(const ts_jreader *r, const cJSON *root, ts_model *m) 
  * google/gemma-3-4b-it's no head_dim (256, not hidden_size / heads). Values from the classes'
  * __init__ signatures (transformers models/llama/configuration_llama.py LlamaConfig,
  * models/mistral/configuration_mistral.py MistralConfig, models/gemma3/configuration_gemma3.py
- * Gemma3TextConfig). */
+ * Gemma3TextConfig, models/gemma/configuration_gemma.py GemmaConfig and
+ * models/gemma2/configuration_gemma2.py Gemma2Config: PaliGemma's text_config of google/paligemma-3b-pt-224
+ * leaves out head_dim and the Gemma 2 soft caps are left out of PaliGemma 2's). */
 static const struct {
     const char *type, *key;
     double value;
@@ -805,7 +812,14 @@ static const struct {
     {"gemma3_text", "intermediate_size", 9216}, {"gemma3_text", "num_hidden_layers", 26},
     {"gemma3_text", "num_attention_heads", 8}, {"gemma3_text", "num_key_value_heads", 4},
     {"gemma3_text", "head_dim", 256}, {"gemma3_text", "max_position_embeddings", 131072},
-    {"gemma3_text", "sliding_window", 4096}, {NULL, NULL, 0}};
+    {"gemma3_text", "sliding_window", 4096},
+    {"gemma", "vocab_size", 256000}, {"gemma", "hidden_size", 3072}, {"gemma", "intermediate_size", 24576},
+    {"gemma", "num_hidden_layers", 28}, {"gemma", "num_attention_heads", 16}, {"gemma", "num_key_value_heads", 16},
+    {"gemma", "head_dim", 256}, {"gemma", "max_position_embeddings", 8192},
+    {"gemma2", "vocab_size", 256000}, {"gemma2", "hidden_size", 2304}, {"gemma2", "intermediate_size", 9216},
+    {"gemma2", "num_hidden_layers", 26}, {"gemma2", "num_attention_heads", 8}, {"gemma2", "num_key_value_heads", 4},
+    {"gemma2", "head_dim", 256}, {"gemma2", "max_position_embeddings", 8192}, {"gemma2", "sliding_window", 4096},
+    {"gemma2", "attn_logit_softcapping", 50}, {"gemma2", "final_logit_softcapping", 30}, {NULL, NULL, 0}};
 
 /* A copy of `text` with its class's defaults (by its model_type, else `family`) for the keys it
  * leaves out; NULL when out of memory. The caller frees it. */

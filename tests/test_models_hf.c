@@ -398,6 +398,17 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
         {"qwen3-vl-30b-a3b", 30.5e9, 0.005},
         /* Mistral Small 3.1's language model, Mistral-Small-24B: "24B" (model card; 23.5-24.5B) */
         {"mistral-small-3.1-24b", 24e9, 0.021},
+        /* PaliGemma 3B's language model is Gemma 2B (PaliGemma report, Beyer et al. 2024, §3.1): 2,506,172,416
+         * (KerasHub gemma_2b_en) with 1,216 more vocabulary rows (257,216) in the tied embedding: 1216·2048 */
+        {"paligemma-3b-pt-224", 2506172416.0 + 1216.0 * 2048, 0},
+        /* LLaVA-NeXT Mistral 7B's language model, Mistral-7B-Instruct-v0.2: 7,241,732,096 (Mistral 7B) with
+         * 64 more vocabulary rows in the embedding and the untied head: 2·64·4096 */
+        {"llava-v1.6-mistral-7b", 7241732096.0 + 2.0 * 64 * 4096, 0},
+        /* Phi-3.5-vision's language model is Phi-3-mini's decoder (model card: "4.2B" with the CLIP encoder):
+         * 3,821,079,552 */
+        {"phi3.5-vision", 3821079552.0, 0},
+        /* GLM-4.1V-9B-Thinking's language model is GLM-4-9B-0414's (GLM-4.1V report §2): 9B, whole billions */
+        {"glm-4.1v-9b-thinking", 9e9, 0.056},
     };
     for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
         ts_model m = load(lm[i].file);
@@ -419,6 +430,26 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
     ts_model q = load("qwen3-vl-30b-a3b");
     cr_expect(q.qk_norm == TS_QKNORM_HEAD && q.moe.experts == 128 && q.moe.top_k == 8 && q.moe.expert_ffn == 768 &&
               !q.tied_embeddings);
+    /* PaliGemma's text_config leaves out head_dim (GemmaConfig's 256) and tie_word_embeddings (true) */
+    ts_model pg = load("paligemma-3b-pt-224");
+    cr_expect(pg.head_dim == 256 && pg.heads == 8 && pg.kv_heads == 1 && pg.layers == 18 && pg.vocab == 257216 &&
+              pg.max_seq == 8192 && pg.gelu_gate && pg.tied_embeddings && pg.norms_per_layer == 0);
+    cr_expect(strstr(pg.source, "paligemma read as gemma") != NULL, "%s", pg.source);
+    /* LLaVA-NeXT's Mistral text_config leaves out hidden_size, the layers and heads (MistralConfig's) */
+    ts_model ln = load("llava-v1.6-mistral-7b");
+    cr_expect(ln.hidden == 4096 && ln.layers == 32 && ln.heads == 32 && ln.kv_heads == 8 && ln.ffn_hidden == 14336 &&
+              ln.vocab == 32064 && ln.window.tokens == 0 && !ln.tied_embeddings);
+    /* Phi-3.5-vision keeps Phi-3's keys at the root, without text_config */
+    ts_model pv = load("phi3.5-vision");
+    cr_expect(pv.hidden == 3072 && pv.layers == 32 && pv.kv_heads == 32 && pv.vocab == 32064 && !pv.tied_embeddings);
+    cr_expect(strstr(pv.source, "phi3_v read as phi3, the language model only") != NULL, "%s", pv.source);
+    /* GLM-4.1V's glm4v_text reads as GLM-4: the same parameters as GLM-4-9B-0414 */
+    ts_model gv = load("glm-4.1v-9b-thinking"), g4 = load("glm-4-9b-0414");
+    ts_param_count pgv, pg4;
+    ts_model_params(&gv, &pgv);
+    ts_model_params(&g4, &pg4);
+    cr_expect(pgv.total == pg4.total && gv.norms_per_layer == g4.norms_per_layer && gv.qkv_bias && gv.kv_heads == 2,
+              "glm4v %.0f, glm4 %.0f", pgv.total, pg4.total);
     /* the Hub's Qwen2.5-VL config.json writes the language model at the root, without text_config */
     char *path = test_data_path("tests/data/hf/qwen2.5-vl-7b.json");
     char *text = read_file(path);
