@@ -409,6 +409,17 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
         {"phi3.5-vision", 3821079552.0, 0},
         /* GLM-4.1V-9B-Thinking's language model is GLM-4-9B-0414's (GLM-4.1V report §2): 9B, whole billions */
         {"glm-4.1v-9b-thinking", 9e9, 0.056},
+        /* PaliGemma 2 3B's language model is Gemma 2 2B (PaliGemma 2 report, Steiner et al. 2024): google/gemma-2-2b's
+         * 2,614,341,888 (the Hub's safetensors count) with 1,216 more rows in the tied embedding: 1216·2304 */
+        {"paligemma2-3b-pt-224", 2614341888.0 + 1216.0 * 2304, 0},
+        /* Idefics3-8B's language model is Llama 3.1 8B: 8,030,261,248 (Llama 3 report) with 3 more vocabulary rows
+         * in the embedding and the untied head: 2·3·4096 */
+        {"idefics3-8b-llama3", 8030261248.0 + 2.0 * 3 * 4096, 0},
+        /* GLM-4.5V's language model is GLM-4.5-Air's: 106B total (model card, whole billions) */
+        {"glm-4.5v", 106e9, 0.01},
+        /* Kimi-VL-A3B's MoE language model (Moonlight's shape): 16B total, 2.8B activated (Kimi-VL report §1;
+         * whole billions) */
+        {"kimi-vl-a3b", 16e9, 0.031},
     };
     for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) {
         ts_model m = load(lm[i].file);
@@ -450,6 +461,19 @@ Test(models_hf, vision_language_wrappers_read_their_language_model) {
     ts_model_params(&g4, &pg4);
     cr_expect(pgv.total == pg4.total && gv.norms_per_layer == g4.norms_per_layer && gv.qkv_bias && gv.kv_heads == 2,
               "glm4v %.0f, glm4 %.0f", pgv.total, pg4.total);
+    /* PaliGemma 2's gemma2 text_config leaves out head_dim and the soft caps: Gemma2Config's 256, 50 and 30 */
+    ts_model p2 = load("paligemma2-3b-pt-224");
+    cr_expect(p2.head_dim == 256 && p2.attn_softcap == 50 && p2.logit_softcap == 30 && p2.norms_per_layer == 4 &&
+              p2.window.tokens == 4096 && p2.window.full_every == 2 && p2.tied_embeddings);
+    /* GLM-4.5V's glm4v_moe_text reads as GLM-4.5-Air's MoE: 128 experts of 1408, one shared, one dense layer */
+    ts_model g5 = load("glm-4.5v");
+    cr_expect(g5.moe.experts == 128 && g5.moe.top_k == 8 && g5.moe.expert_ffn == 1408 && g5.moe.shared_experts == 1 &&
+              g5.moe.first_dense == 1 && g5.qkv_bias && !g5.tied_embeddings);
+    /* Kimi-VL's deepseek_v3 text_config: MLA without a query LoRA, 64 experts, 2 shared */
+    ts_model kv = load("kimi-vl-a3b");
+    cr_expect(kv.moe.experts == 64 && kv.moe.top_k == 6 && kv.moe.shared_experts == 2 && kv.moe.first_dense == 1 &&
+              kv.mla.q_lora_rank == 0 && kv.vocab == 163840 && !kv.tied_embeddings);
+    cr_expect(strstr(kv.source, "kimi_vl read as deepseek_v3") != NULL, "%s", kv.source);
     /* the Hub's Qwen2.5-VL config.json writes the language model at the root, without text_config */
     char *path = test_data_path("tests/data/hf/qwen2.5-vl-7b.json");
     char *text = read_file(path);
