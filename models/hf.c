@@ -676,11 +676,13 @@ static int lookup_type(const char *type) {
  * microsoft/Phi-3.5-vision-instruct's modeling_phi3_v.py) keeps Phi-3's keys and decoder at the root.
  * transformers' Glm4vTextDecoderLayer and Glm4vMoeTextDecoderLayer (models/glm4v, models/glm4v_moe)
  * hold Glm4's and Glm4Moe's modules (four norms and fused gate_up; the MoE with shared experts and
- * first_k_dense_replace) with multimodal RoPE sections, which move no parameters. */
+ * first_k_dense_replace) with multimodal RoPE sections, which move no parameters; Glm4vConfig builds
+ * its text config from the root's keys when text_config is absent (GLM-4.1V's first saves). */
 static const char *const hf_text_alias[][2] = {
     {"qwen2_vl", "qwen2"},         {"qwen2_5_vl", "qwen2"},         {"qwen2_vl_text", "qwen2"},
     {"qwen2_5_vl_text", "qwen2"},  {"qwen3_vl_text", "qwen3"},      {"qwen3_vl_moe_text", "qwen3_moe"},
     {"phi3_v", "phi3"},            {"glm4v_text", "glm4"},          {"glm4v_moe_text", "glm4_moe"},
+    {"glm4v", "glm4"},             {"glm4v_moe", "glm4_moe"},
     {NULL, NULL}};
 
 /* The family of a model_type: its own, or the one an alias names; -1 when unknown. */
@@ -796,7 +798,8 @@ static ts_status read_name(const ts_jreader *r, const cJSON *root, ts_model *m) 
  * models/mistral/configuration_mistral.py MistralConfig, models/gemma3/configuration_gemma3.py
  * Gemma3TextConfig, models/gemma/configuration_gemma.py GemmaConfig and
  * models/gemma2/configuration_gemma2.py Gemma2Config: PaliGemma's text_config of google/paligemma-3b-pt-224
- * leaves out head_dim and the Gemma 2 soft caps are left out of PaliGemma 2's). */
+ * leaves out head_dim and the Gemma 2 soft caps are left out of PaliGemma 2's; models/glm4v/
+ * configuration_glm4v.py Glm4vTextConfig, GLM-4.1V-9B's shape). */
 static const struct {
     const char *type, *key;
     double value;
@@ -819,7 +822,11 @@ static const struct {
     {"gemma2", "vocab_size", 256000}, {"gemma2", "hidden_size", 2304}, {"gemma2", "intermediate_size", 9216},
     {"gemma2", "num_hidden_layers", 26}, {"gemma2", "num_attention_heads", 8}, {"gemma2", "num_key_value_heads", 4},
     {"gemma2", "head_dim", 256}, {"gemma2", "max_position_embeddings", 8192}, {"gemma2", "sliding_window", 4096},
-    {"gemma2", "attn_logit_softcapping", 50}, {"gemma2", "final_logit_softcapping", 30}, {NULL, NULL, 0}};
+    {"gemma2", "attn_logit_softcapping", 50}, {"gemma2", "final_logit_softcapping", 30},
+    {"glm4v_text", "vocab_size", 151552}, {"glm4v_text", "hidden_size", 4096},
+    {"glm4v_text", "intermediate_size", 13696}, {"glm4v_text", "num_hidden_layers", 40},
+    {"glm4v_text", "num_attention_heads", 32}, {"glm4v_text", "num_key_value_heads", 2},
+    {"glm4v_text", "max_position_embeddings", 32768}, {NULL, NULL, 0}};
 
 /* A copy of `text` with its class's defaults (by its model_type, else `family`) for the keys it
  * leaves out; NULL when out of memory. The caller frees it. */

@@ -483,6 +483,35 @@ Test(models_hf, vision_language_wrappers_keep_their_language_models_modules) {
     ts_model_params(&g4, &pg4);
     cr_expect(pgv.total == pg4.total && gv.norms_per_layer == g4.norms_per_layer && gv.qkv_bias && gv.kv_heads == 2,
               "glm4v %.0f, glm4 %.0f", pgv.total, pg4.total);
+    /* GLM-4.1V's first saves wrote the text keys at the root; a diff-saved text_config takes Glm4vTextConfig's
+     * defaults (GLM-4.1V-9B's shape): both read the same model */
+    char *path = test_data_path("tests/data/hf/glm-4.1v-9b-thinking.json");
+    char *text = read_file(path);
+    cJSON *flat = cJSON_Parse(text), *diff = cJSON_Parse(text);
+    free(text);
+    cr_assert(flat != NULL && diff != NULL);
+    cJSON *inner = cJSON_DetachItemFromObjectCaseSensitive(flat, "text_config"), *key;
+    cJSON_ArrayForEach(key, inner) {
+        if (strcmp(key->string, "model_type") != 0)
+            cr_assert(cJSON_AddItemToObject(flat, key->string, cJSON_Duplicate(key, 1)));
+    }
+    cJSON_Delete(inner);
+    static const char *const defaulted[] = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                            "num_attention_heads", "num_key_value_heads"};
+    for (size_t i = 0; i < sizeof defaulted / sizeof defaulted[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(diff, "text_config"), defaulted[i]);
+    ts_model from_root, from_diff;
+    cr_assert_eq(ts_model_from_hf(path, flat, &from_root), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_model_from_hf(path, diff, &from_diff), TS_OK, "%s", ts_error_message());
+    ts_param_count a, b;
+    ts_model_params(&from_root, &a);
+    ts_model_params(&from_diff, &b);
+    cr_expect(a.total == pgv.total && b.total == pgv.total, "root %.0f, diff %.0f, text_config %.0f", a.total,
+              b.total, pgv.total);
+    cr_expect(strstr(from_root.source, "glm4v read as glm4, the language model only") != NULL, "%s", from_root.source);
+    cJSON_Delete(flat);
+    cJSON_Delete(diff);
+    free(path);
     /* PaliGemma 2's gemma2 text_config leaves out head_dim and the soft caps: Gemma2Config's 256, 50 and 30 */
     ts_model p2 = load("paligemma2-3b-pt-224");
     cr_expect(p2.head_dim == 256 && p2.attn_softcap == 50 && p2.logit_softcap == 30 && p2.norms_per_layer == 4 &&
