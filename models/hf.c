@@ -507,7 +507,7 @@ static ts_status read_gpt_oss(const ts_jreader *r, const cJSON *root, ts_field_n
 
 /* OLMo 2 (transformers Olmo2Attention, Olmo2DecoderLayer): RMSNorm over the whole Q and K
  * projections, norms after attention and MLP (two per layer, as pre-norms count). */
-static ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->qk_norm = TS_QKNORM_FULL;
@@ -598,7 +598,13 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "gpt_bigcode", "gpt_neo", "codegen", "mpt", "internlm2", "glm", "glm4",
                                        "chatglm", "baichuan", "qwen", "exaone", "exaone4",
                                        "minimax_m2", "bailing_moe", "deepseek_v32", "mimo", "dots1", "arcee",
-                                       "apertus", NULL};
+                                       "apertus",
+                                       /* ministral (MinistralConfig): Mistral's layer with sliding_window on
+                                        * the layers layer_types names, read as Phi-3; internlm (InternLM v1,
+                                        * remote code modeling_internlm.py): Llama's layer with Q/K/V biases
+                                        * from `bias` (default true), read as InternLM2; helium
+                                        * (HeliumConfig): Llama's layer. */
+                                       "olmo3", "ministral", "internlm", "helium", "jetmoe", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -615,7 +621,8 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_glm4,
                                        read_chatglm, read_baichuan, read_qwen, read_exaone, read_exaone4,
                                        read_minimax_m2, read_bailing_moe, read_deepseek_v32, read_mimo, read_dots1,
-                                       read_arcee, read_apertus};
+                                       read_arcee, read_apertus,
+                                       read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -651,7 +658,9 @@ static const char *const hf_arch_names[][2] = {
     {"MiniMaxM2ForCausalLM", "minimax_m2"}, {"BailingMoeForCausalLM", "bailing_moe"},
     {"BailingMoeV2ForCausalLM", "bailing_moe"}, {"DeepseekV32ForCausalLM", "deepseek_v32"},
     {"MiMoForCausalLM", "mimo"}, {"Dots1ForCausalLM", "dots1"}, {"ArceeForCausalLM", "arcee"},
-    {"ApertusForCausalLM", "apertus"}, {NULL, NULL}};
+    {"ApertusForCausalLM", "apertus"},
+    {"Olmo3ForCausalLM", "olmo3"}, {"MinistralForCausalLM", "ministral"}, {"InternLMForCausalLM", "internlm"},
+    {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */

@@ -2,7 +2,7 @@
  *
  *   hf.c        the key readers below, the families before these, the model_type table and
  *               ts_model_from_hf
- *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX and OLMo
+ *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3 and JetMoE (refused)
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
  *                   InternLM2 and GLM-4 (glm, glm4): Llama's decoder layer with their own keys
@@ -76,6 +76,9 @@ ts_status read_gqa_shape(const ts_jreader *r, const cJSON *root, ts_field_names 
 ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
                          const hf_rate *rates, ts_model *m);
 
+/* OLMo 2 (hf.c): Llama's layer, Q and K normed over the whole projection, attention_bias. */
+ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+
 /* DeepSeek's experts (hf.c): num_nextn_predict_layers MTP modules, n_routed_experts of
  * moe_intermediate_size and n_shared_experts as many shared ones, dense layers before
  * first_k_dense_replace (every moe_layer_freq-th after), the router (scoring_func, n_group, ...). */
@@ -90,6 +93,9 @@ ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field
 ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_olmo3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* JetMoE: refused (its attention is a mixture of experts, which ts_model cannot hold). */
+ts_status read_jetmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_parallel.c's families. */
 ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

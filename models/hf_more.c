@@ -1,4 +1,5 @@
-/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX and OLMo
+/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3
+ * and JetMoE, which is refused
  * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
  * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
  *
@@ -114,4 +115,27 @@ ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
     m->norm = TS_NORM_LAYERNORM;
     m->norm_affine = TS_NORM_AFFINE_NONE;
     return TS_OK;
+}
+
+/* OLMo 3 (transformers Olmo3Config, Olmo3DecoderLayer): OLMo 2's layer (Q and K normed over the
+ * whole projection, norms after attention and MLP) with sliding-window attention on the layers
+ * layer_types names; Olmo3Config's default puts a full-attention layer every fourth
+ * ("sliding_attention" if (i + 1) % 4 != 0), as allenai/Olmo-3-1025-7B's config writes it. */
+ts_status read_olmo3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_olmo2(r, root, nm, m));
+    return read_sliding(r, root, nm, m, 4);
+}
+
+/* JetMoE (transformers JetMoeConfig, JetMoeBlock): every layer routes both its MLP and its
+ * attention through num_local_experts experts (JetMoeMoA: per-expert query and output
+ * projections, top num_experts_per_tok, shared key/value; Shen et al. 2024, JetMoE §2). Tessera's
+ * attention is dense (model.h), so the family is refused, naming the key, rather than counted
+ * wrong. */
+ts_status read_jetmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)m;
+    int experts;
+    TS_CHECK(hf_i32(r, root, nm, NULL, "num_local_experts", 0, 1, TS_MAX_EXPERTS, 8, &experts));
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_local_experts: JetMoE routes attention as well as the MLP through "
+                   "%d experts (mixture of attention heads); Tessera models dense attention only", r->file, r->path,
+                   experts);
 }

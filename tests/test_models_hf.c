@@ -108,6 +108,10 @@ static const struct {
     {"apertus-8b", 8e9, 0.0625},               /* Apertus-8B: "8B", whole billions; the modules add to 8.05B */
     {"ling-mini-2.0", 16e9, 0.017},            /* Ling-mini-2.0 model card: 16B total (whole billions; the modules
                                                 * 16.26B), 1.4B activated */
+    {"olmo-3-1025-7b", 7e9, 0.0715},           /* Olmo 3 7B: "7B", whole billions; the modules add to 7.30B */
+    {"ministral-8b-instruct-2410", 8019808256, 0}, /* Ministral-8B model card: 8,019,808,256 */
+    {"internlm-7b", 7e9, 0.0715},              /* InternLM-7B: "7B", whole billions; the modules add to 7.32B */
+    {"helium-1-preview-2b", 2e9, 0.25},        /* Helium-1 preview: "2B", whole billions; the modules 2.17B */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -988,4 +992,57 @@ Test(models_hf, hf_f_families_keep_their_modules) {
     cr_assert_eq(ts_model_from_json("v32", js, &back), TS_OK, "%s", ts_error_message());
     cr_expect_eq(total_params(&back), total_params(&v32), "Tessera's JSON keeps the indexer");
     cJSON_Delete(js);
+}
+
+/* --- OLMo 3, Ministral, InternLM v1, Helium, JetMoE ------------------------------------------------ */
+
+/* What each family's modelling code builds, checked against sums written out from its modules. */
+Test(models_hf, hf_h_families_keep_their_modules) {
+    /* Olmo3ForCausalLM, Olmo-3-1025-7B: OLMo 2's layer (q_norm and k_norm over the whole 4096-wide
+     * projections, two RMSNorms), untied head; three sliding layers of 4096 then a full one */
+    double h = 4096, f = 11008, V = 100278;
+    double want = 2 * V * h + 32 * (4 * h * h + 2 * h + 3 * h * f + 2 * h) + h;
+    ts_model o3 = load("olmo-3-1025-7b");
+    cr_expect_eq(total_params(&o3), want, "Olmo-3-7B: %.0f, the modules %.0f", total_params(&o3), want);
+    cr_expect(o3.qk_norm == TS_QKNORM_FULL && o3.window.tokens == 4096 && o3.window.full_every == 4 &&
+              !o3.tied_embeddings);
+    ts_model o3_default = load_edited("olmo-3-1025-7b", "layer_types", cJSON_CreateNull());
+    cr_expect_eq(o3_default.window.full_every, 4, "Olmo3Config's default: a full layer every fourth");
+    cr_expect_eq(load_edited("olmo-3-1025-7b", "sliding_window", cJSON_CreateNull()).window.tokens, 0);
+
+    /* MinistralForCausalLM, Ministral-8B: Mistral's layer (32 heads of 128, 8 key/value heads, no
+     * biases), a window of 32768 on every layer (layer_types all sliding) */
+    h = 4096, f = 12288, V = 131072;
+    want = 2 * V * h + 36 * (2 * h * h + 2 * h * 1024 + 3 * h * f + 2 * h) + h;
+    ts_model mi = load("ministral-8b-instruct-2410");
+    cr_expect_eq(total_params(&mi), want, "Ministral-8B: %.0f, the modules %.0f", total_params(&mi), want);
+    cr_expect(mi.window.tokens == 32768 && mi.window.full_every == 0 && mi.kv_heads == 8 && !mi.qkv_bias);
+
+    /* InternLMForCausalLM (remote code), InternLM-7B: Llama's layer with biases on Q, K, V (and O,
+     * not counted: h a layer) from `bias` */
+    f = 11008, V = 103168;
+    want = 2 * V * h + 32 * (4 * h * h + 3 * h + 3 * h * f + 2 * h) + h;
+    ts_model il = load("internlm-7b");
+    cr_expect_eq(total_params(&il), want, "InternLM-7B: %.0f, the modules %.0f", total_params(&il), want);
+    cr_expect(il.qkv_bias && !il.linear_bias && il.window.tokens == 0);
+    ts_model il_nobias = load_edited("internlm-7b", "bias", cJSON_CreateFalse());
+    cr_expect_eq(total_params(&il) - total_params(&il_nobias), 32 * 3 * h, "bias: Q, K and V biases");
+
+    /* HeliumForCausalLM, Helium-1 preview 2B: Llama's layer, 20 heads of 128 on 2560, untied head */
+    h = 2560, f = 7040, V = 48000;
+    want = 2 * V * h + 24 * (4 * h * h + 3 * h * f + 2 * h) + h;
+    ts_model he = load("helium-1-preview-2b");
+    cr_expect_eq(total_params(&he), want, "Helium-2B: %.0f, the modules %.0f", total_params(&he), want);
+    cr_expect(!he.tied_embeddings && he.rope_theta == 1e5 && !he.qkv_bias && !he.linear_bias);
+}
+
+/* JetMoE's attention is a mixture of experts: refused with one line naming num_local_experts. */
+Test(models_hf, jetmoe_is_refused_naming_its_attention_experts) {
+    char *path = test_data_path("tests/bad-input/hf-jetmoe-attention-experts.json");
+    cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", "64", NULL);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "$.num_local_experts: JetMoE routes attention"), "%s",
+              r.err);
+    cli_result_free(&r);
+    free(path);
 }
