@@ -4,6 +4,7 @@
 #include "common/output.h"
 #include "program/program.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -109,9 +110,15 @@ int cli_enum(const char *cmd, const char *flag, const char *text, const char *co
 }
 
 _Noreturn void cli_bad_option(const char *cmd, int c, char **argv) {
-    if (c == ':') cli_usage_error(cmd, "%s needs a value", argv[optind - 1]);
-    if (optopt) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
-    cli_usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
+    const char *arg = argv[optind - 1];
+    if (c == ':') cli_usage_error(cmd, "%s needs a value", arg);
+    /* getopt_long sets optopt to a known long option's value when it was given a value it does
+     * not take (--no-prune=3), and to 0 for an unknown long option; a short option's is its
+     * letter. */
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    if (optopt && eq) cli_usage_error(cmd, "%.*s takes no value, got \"%s\"", (int)(eq - arg), arg, arg);
+    if (optopt > 0 && optopt < 128 && isprint(optopt)) cli_usage_error(cmd, "unknown option \"-%c\"", optopt);
+    cli_usage_error(cmd, "unknown option \"%s\"", arg);
 }
 
 void cli_self_path(const char *cmd, char *buf, size_t cap) {
