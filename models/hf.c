@@ -44,6 +44,14 @@ ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, con
     return ts_jr_int(r, root, key, required, min, max, def, out);
 }
 
+ts_status hf_bool(const ts_jreader *r, const cJSON *root, const char *key, int required, int def, int *out) {
+    if (!required && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, key))) {
+        *out = def;
+        return TS_OK;
+    }
+    return ts_jr_bool(r, root, key, required, def, out);
+}
+
 ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
                  const char *key, int required, int64_t min, int64_t max, int64_t def, int *out) {
     int64_t v;
@@ -90,7 +98,7 @@ ts_status read_shape(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
     TS_CHECK(hf_i32(r, root, nm, "heads", k->heads, 1, 1, TS_MAX_HEADS, 0, &m->heads));
     TS_CHECK(hf_int(r, root, nm, "vocab", "vocab_size", 1, 1, TS_MAX_VOCAB, 0, &m->vocab));
     TS_CHECK(hf_int(r, root, nm, "max_seq", k->max_seq, 0, 1, TS_MAX_SEQ, k->max_seq_def, &m->max_seq));
-    TS_CHECK(ts_jr_bool(r, root, "tie_word_embeddings", 0, k->tied_def, &m->tied_embeddings));
+    TS_CHECK(hf_bool(r, root, "tie_word_embeddings", 0, k->tied_def, &m->tied_embeddings));
     m->kv_heads = m->heads;
     return TS_OK;
 }
@@ -140,8 +148,8 @@ ts_status read_llama_like(const ts_jreader *r, const cJSON *root, ts_field_names
 
 ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    return ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias);
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    return hf_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias);
 }
 
 /* Every layer MoE: `experts_key` experts of intermediate_size each, num_experts_per_tok a token
@@ -232,7 +240,7 @@ ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_name
     TS_CHECK(read_kv_heads(r, root, nm, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 0, TS_MAX_FFN, 0, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     TS_CHECK(read_rope_theta(r, root, nm, m));
     m->activation = TS_ACT_SWIGLU;
     m->norm = TS_NORM_RMSNORM;
@@ -278,7 +286,7 @@ ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_nam
  * use_qk_norm adds two head-wide norms (below 1e-5 of the total, not counted). */
 static ts_status read_glm4_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     TS_CHECK(read_deepseek_moe(r, root, nm, m));
     /* Glm4MoeTopkRouter scores with a sigmoid and a per-expert correction bias whatever the
      * config says (it has no scoring_func / topk_method keys) */
@@ -319,7 +327,7 @@ static ts_status read_gpt_neox(const ts_jreader *r, const cJSON *root, ts_field_
     TS_CHECK(read_shape(r, root, nm, &keys, m));
     TS_CHECK(read_head_dim(r, root, nm, &keys, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
     m->activation = TS_ACT_GELU;
     m->norm = TS_NORM_LAYERNORM;
@@ -360,7 +368,7 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_field_names
     TS_CHECK(hf_int(r, root, nm, "embed_dim", "word_embed_proj_dim", 0, 1, TS_MAX_HIDDEN, m->hidden,
                     &m->embed_dim));
     if (m->embed_dim == m->hidden) m->embed_dim = 0;
-    TS_CHECK(ts_jr_bool(r, root, "enable_bias", 0, 1, &m->linear_bias));
+    TS_CHECK(hf_bool(r, root, "enable_bias", 0, 1, &m->linear_bias));
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
     m->qkv_bias = m->linear_bias;
     m->activation = TS_ACT_GELU;
@@ -407,7 +415,7 @@ ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *n
     TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 0, &w));
     int use = 1;
     if (cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window") != NULL)
-        TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+        TS_CHECK(hf_bool(r, root, "use_sliding_window", 0, 0, &use));
     if (w == 0 || !use) return TS_OK;
     m->window.tokens = w;
     return read_layer_types(r, root, nm, m, def_full_every);
@@ -417,7 +425,7 @@ ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *n
  * keys; attention_bias would put biases on Q, K, V and O. */
 static ts_status read_qwen3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->linear_bias = 0;
     m->qk_norm = TS_QKNORM_HEAD;
     return read_sliding(r, root, nm, m, 0);
@@ -450,7 +458,7 @@ static ts_status read_gemma(const ts_jreader *r, const cJSON *root, ts_field_nam
                                  "max_position_embeddings", 8192, 1};
     TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
     TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     TS_CHECK(read_rope_theta(r, root, nm, m));
     m->activation = TS_ACT_SWIGLU;
     m->gelu_gate = 1;
@@ -509,7 +517,7 @@ static ts_status read_gpt_oss(const ts_jreader *r, const cJSON *root, ts_field_n
  * projections, norms after attention and MLP (two per layer, as pre-norms count). */
 ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->qk_norm = TS_QKNORM_FULL;
     return TS_OK;
 }
@@ -529,7 +537,7 @@ static ts_status read_starcoder2(const ts_jreader *r, const cJSON *root, ts_fiel
     static const hf_rate rates[] = {{"residual_dropout", 0.0}, {"embedding_dropout", 0.0}, {"attention_dropout", 0.0}};
     TS_CHECK(read_gqa_shape(r, root, nm, &keys, m));
     TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 1, &m->linear_bias));
+    TS_CHECK(hf_bool(r, root, "use_bias", 0, 1, &m->linear_bias));
     TS_CHECK(read_rope_theta(r, root, nm, m));
     m->qkv_bias = m->linear_bias;
     m->activation = TS_ACT_GELU;
@@ -892,7 +900,7 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
      * LLaVA); transformers' composite configs then take it from there. */
     if (nested && !cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings") &&
         cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings"))
-        TS_CHECK(ts_jr_bool(&r, root, "tie_word_embeddings", 0, 0, &out->tied_embeddings));
+        TS_CHECK(hf_bool(&r, root, "tie_word_embeddings", 0, 0, &out->tied_embeddings));
     if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
     return ts_model_validate_named(file, out, &names);
 }

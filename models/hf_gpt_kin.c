@@ -19,7 +19,7 @@ ts_status read_gpt_bigcode(const ts_jreader *r, const cJSON *root, ts_field_name
     static const hf_rate rates[] = {{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}};
     int multi_query;
     TS_CHECK(read_gpt_block(r, root, nm, &keys, rates, m));
-    TS_CHECK(ts_jr_bool(r, root, "multi_query", 0, 1, &multi_query));
+    TS_CHECK(hf_bool(r, root, "multi_query", 0, 1, &multi_query));
     m->kv_heads = multi_query ? 1 : m->heads;
     hf_name(nm, r, "kv_heads", "multi_query");
     m->position = TS_POS_LEARNED;
@@ -166,9 +166,9 @@ static ts_status read_mpt_attention(const ts_jreader *r, const cJSON *root, ts_f
                        "or \"grouped_query_attention\", got \"%s\"", r->file, ar.path, type);
     }
     TS_CHECK(read_dropout(&ar, attn, rates, 1, dropout));
-    TS_CHECK(ts_jr_bool(&ar, attn, "alibi", 0, 1, &alibi));
-    TS_CHECK(ts_jr_bool(&ar, attn, "qk_ln", 0, 0, &qk_ln));
-    TS_CHECK(ts_jr_bool(r, root, "learned_pos_emb", 0, 1, &learned));
+    TS_CHECK(hf_bool(&ar, attn, "alibi", 0, 1, &alibi));
+    TS_CHECK(hf_bool(&ar, attn, "qk_ln", 0, 0, &qk_ln));
+    TS_CHECK(hf_bool(r, root, "learned_pos_emb", 0, 1, &learned));
     m->position = alibi ? TS_POS_ALIBI : learned ? TS_POS_LEARNED : TS_POS_ROPE;
     m->qk_norm = qk_ln ? TS_QKNORM_FULL : TS_QKNORM_NONE;
     return TS_OK;
@@ -195,7 +195,7 @@ ts_status read_mpt(const ts_jreader *r, const cJSON *root, ts_field_names *nm, t
     TS_CHECK(read_dropout(r, root, rates, 2, &dropout));
     TS_CHECK(read_mpt_attention(r, root, nm, m, &attn_dropout));
     m->dropout = dropout || attn_dropout;
-    TS_CHECK(ts_jr_bool(r, root, "no_bias", 0, 1, &no_bias));
+    TS_CHECK(hf_bool(r, root, "no_bias", 0, 1, &no_bias));
     TS_CHECK(ts_jr_str(r, root, "norm_type", 0, "low_precision_layernorm", norm, sizeof norm));
     m->qkv_bias = m->linear_bias = !no_bias;
     m->norm = strstr(norm, "rmsnorm") ? TS_NORM_RMSNORM : TS_NORM_LAYERNORM;

@@ -46,6 +46,9 @@ ts_status hf_int(const ts_jreader *r, const cJSON *root, ts_field_names *nm, con
                  int required, int64_t min, int64_t max, int64_t def, int64_t *out);
 ts_status hf_i32(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field, const char *key,
                  int required, int64_t min, int64_t max, int64_t def, int *out);
+/* A boolean key (null or absent: `def` unless required; configs write "tie_word_embeddings": null
+ * for unset, as mlx-community's Gemma 3 and Rostlab's ProstT5 do). */
+ts_status hf_bool(const ts_jreader *r, const cJSON *root, const char *key, int required, int def, int *out);
 /* *out = 1 when any of the `n` dropout rates is positive. */
 ts_status read_dropout(const ts_jreader *r, const cJSON *root, const hf_rate *rates, int n, int *out);
 /* hidden, layers, heads, vocab_size, max_seq, tie_word_embeddings; kv_heads = heads. */

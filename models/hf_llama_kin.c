@@ -19,7 +19,7 @@
 static ts_status read_llama_defaults(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int tied_def,
                                      int64_t max_seq_def, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "tie_word_embeddings", 0, tied_def, &m->tied_embeddings));
+    TS_CHECK(hf_bool(r, root, "tie_word_embeddings", 0, tied_def, &m->tied_embeddings));
     return hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, max_seq_def, &m->max_seq);
 }
 
@@ -58,7 +58,7 @@ static ts_status read_per_layer(const ts_jreader *r, const cJSON *root, ts_field
  * default (ERNIE-4.5-0.3B: 16 heads of 128 on a 1024-wide model). */
 ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 1, 131072, m));
-    TS_CHECK(ts_jr_bool(r, root, "use_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "use_bias", 0, 0, &m->qkv_bias));
     m->linear_bias = m->qkv_bias;
     return TS_OK;
 }
@@ -99,7 +99,7 @@ ts_status read_ernie4_5_moe(const ts_jreader *r, const cJSON *root, ts_field_nam
  * (query_layernorm, key_layernorm, built whatever use_qk_norm says), an MLP without biases. */
 ts_status read_hunyuan_dense(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 0, 2048, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->qk_norm = TS_QKNORM_HEAD;
     return TS_OK;
 }
@@ -116,7 +116,7 @@ ts_status read_hunyuan_moe(const ts_jreader *r, const cJSON *root, ts_field_name
     TS_CHECK(read_per_layer(r, root, nm, "moe.experts", "num_experts", 1, TS_MAX_EXPERTS, 1, &e->experts));
     TS_CHECK(read_per_layer(r, root, nm, "moe.top_k", "moe_topk", 1, e->experts, 1, &e->top_k));
     int mixed;
-    TS_CHECK(ts_jr_bool(r, root, "use_mixed_mlp_moe", 0, 0, &mixed));
+    TS_CHECK(hf_bool(r, root, "use_mixed_mlp_moe", 0, 0, &mixed));
     e->expert_ffn = m->ffn_hidden;
     hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
     e->shared_experts = mixed;
@@ -132,10 +132,10 @@ ts_status read_hunyuan_moe(const ts_jreader *r, const cJSON *root, ts_field_name
  * hold unless layer_types says one it can (read_sliding). */
 ts_status read_smollm3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 1, 32768, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(ts_jr_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias));
     int use;
-    TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+    TS_CHECK(hf_bool(r, root, "use_sliding_window", 0, 0, &use));
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     if (use && w != NULL && !cJSON_IsNull(w) && !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "layer_types")))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.use_sliding_window: a window on the NoPE layers (one in "
@@ -150,7 +150,7 @@ ts_status read_smollm3(const ts_jreader *r, const cJSON *root, ts_field_names *n
  * and n_shared_experts as one MLP of their summed width; a softmax router without bias. */
 ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 0, 2048, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     return read_deepseek_moe(r, root, nm, m);
 }
 
@@ -162,7 +162,7 @@ ts_status read_deepseek_v1(const ts_jreader *r, const cJSON *root, ts_field_name
  * num_experts_per_tok, as Mixtral's. */
 ts_status read_minicpm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_defaults(r, root, nm, 1, 2048, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     const cJSON *experts = cJSON_GetObjectItemCaseSensitive(root, "num_experts");
     if (experts == NULL || cJSON_IsNull(experts)) return TS_OK;
     return read_expert_layers(r, root, nm, "num_experts", m);
@@ -179,9 +179,9 @@ ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *
     TS_CHECK(read_llama_defaults(r, root, nm, 0, 524288, m));
     if (hd == NULL || cJSON_IsNull(hd)) m->head_dim = 128; /* SeedOssConfig's default */
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
     int mlp_bias;
-    TS_CHECK(ts_jr_bool(r, root, "mlp_bias", 0, 0, &mlp_bias));
+    TS_CHECK(hf_bool(r, root, "mlp_bias", 0, 0, &mlp_bias));
     m->linear_bias = mlp_bias;
     return TS_OK;
 }
@@ -193,7 +193,7 @@ ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *
  * total) is not counted; an untied head (output). */
 ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    return ts_jr_bool(r, root, "bias", 0, 1, &m->qkv_bias);
+    return hf_bool(r, root, "bias", 0, 1, &m->qkv_bias);
 }
 
 /* GLM-4 (transformers GlmConfig / Glm4Config): Llama's grouped-query shape with head_dim (128 when
@@ -206,7 +206,7 @@ static ts_status read_glm_version(const ts_jreader *r, const cJSON *root, ts_fie
     double rotary_share;
     TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
     TS_CHECK(ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 0.5, &rotary_share));
     m->norms_per_layer = version == 4 ? 4 : 0;
     return TS_OK;

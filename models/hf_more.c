@@ -34,7 +34,7 @@ ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *
  * multipliers scale activations, not parameters. */
 ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     return read_expert_layers(r, root, nm, "num_local_experts", m);
 }
 
@@ -55,7 +55,7 @@ ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field
  * (below 1e-6 of the total): the LM head's bias (lm_head_bias, vocab_size values). */
 ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->norm = TS_NORM_LAYERNORM;
     TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
     return read_sliding(r, root, nm, m, 0);
@@ -111,7 +111,7 @@ ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
  * layer norm"), before attention, before the MLP and at the end. */
 ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     m->norm = TS_NORM_LAYERNORM;
     m->norm_affine = TS_NORM_AFFINE_NONE;
     return TS_OK;

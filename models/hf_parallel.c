@@ -18,7 +18,7 @@ static ts_status read_rotary_layernorm(const ts_jreader *r, const cJSON *root, t
     TS_CHECK(read_dropout(r, root, rates, n_rates, &m->dropout));
     TS_CHECK(ts_jr_num(r, root, "partial_rotary_factor", 0, 0, 1, 1, &rotary_share));
     TS_CHECK(read_rope_theta(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, qk_key, 0, 0, &qk_norm));
+    TS_CHECK(hf_bool(r, root, qk_key, 0, 0, &qk_norm));
     m->qk_norm = qk_norm ? qk_kind : TS_QKNORM_NONE;
     m->norm = TS_NORM_LAYERNORM;
     m->position = TS_POS_ROPE;
@@ -50,8 +50,8 @@ static ts_status read_falcon_kv(const ts_jreader *r, const cJSON *root, ts_field
                                 int *new_arch, ts_model *m) {
     const char *kv_key = pick(root, "num_kv_heads", "n_head_kv");
     int rw_grouped = cJSON_GetObjectItemCaseSensitive(root, "n_head_kv") != NULL, multi_query;
-    TS_CHECK(ts_jr_bool(r, root, "new_decoder_architecture", 0, rw_grouped, new_arch));
-    TS_CHECK(ts_jr_bool(r, root, "multi_query", 0, 1, &multi_query));
+    TS_CHECK(hf_bool(r, root, "new_decoder_architecture", 0, rw_grouped, new_arch));
+    TS_CHECK(hf_bool(r, root, "multi_query", 0, 1, &multi_query));
     if (!*new_arch) {
         m->kv_heads = multi_query ? 1 : m->heads;
         hf_name(nm, r, "kv_heads", multi_query ? "multi_query" : kv_key);
@@ -81,10 +81,10 @@ ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm
     TS_CHECK(read_falcon_kv(r, root, nm, keys.heads, &new_arch, m));
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "ffn_hidden_size", 0, 1, TS_MAX_FFN, 4 * m->hidden, &m->ffn_hidden));
     TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "parallel_attn", 0, 1, &parallel));
+    TS_CHECK(hf_bool(r, root, "parallel_attn", 0, 1, &parallel));
     TS_CHECK(hf_i32(r, root, nm, "norms_per_layer", "num_ln_in_parallel_attn", 0, 1, 2, new_arch ? 2 : 1, &norms));
-    TS_CHECK(ts_jr_bool(r, root, "bias", 0, 0, &m->linear_bias));
-    TS_CHECK(ts_jr_bool(r, root, "alibi", 0, 0, &alibi));
+    TS_CHECK(hf_bool(r, root, "bias", 0, 0, &m->linear_bias));
+    TS_CHECK(hf_bool(r, root, "alibi", 0, 0, &alibi));
     TS_CHECK(read_rope_theta(r, root, nm, m));
     m->qkv_bias = m->linear_bias;
     m->norms_per_layer = parallel && norms == 1 ? 1 : 0;
@@ -105,7 +105,7 @@ ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm
     m->activation = TS_ACT_SWIGLU;
     m->norms_per_layer = 1;
     m->norm_affine = TS_NORM_AFFINE_WEIGHT;
-    return ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias);
+    return hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias);
 }
 
 /* Command R7B, Command A (transformers Cohere2Config): Command R's layer without Q/K norms, a
@@ -129,8 +129,8 @@ ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *
     static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
     TS_CHECK(read_rotary_layernorm(r, root, nm, &keys, rates, 2, "qk_layernorm", TS_QKNORM_FULL, m));
     int parallel;
-    TS_CHECK(ts_jr_bool(r, root, "use_parallel_residual", 0, 0, &parallel));
+    TS_CHECK(hf_bool(r, root, "use_parallel_residual", 0, 0, &parallel));
     m->norms_per_layer = parallel ? 1 : 0;
     m->activation = TS_ACT_SWIGLU;
-    return ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias);
+    return hf_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias);
 }

@@ -38,7 +38,7 @@ ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
  * feedforward_layernorm) and 65536 positions by default. */
 ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
     TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 65536, &m->max_seq));
     m->qk_norm = TS_QKNORM_HEAD;
     return read_two_matrix_mlp(r, root, "xielu", m);
@@ -54,7 +54,7 @@ ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
     int use = 0;
-    TS_CHECK(ts_jr_bool(r, root, "use_sliding_window", 0, 0, &use));
+    TS_CHECK(hf_bool(r, root, "use_sliding_window", 0, 0, &use));
     return use ? read_sliding(r, root, nm, m, 0) : TS_OK;
 }
 
@@ -66,7 +66,7 @@ ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
  * (Dots1Config puts them on layers >= max_window_layers, none in the released configs). */
 ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(ts_jr_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias)); /* o_proj's bias not counted, as Qwen3's */
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias)); /* o_proj's bias not counted, as Qwen3's */
     m->qk_norm = TS_QKNORM_HEAD;
     TS_CHECK(read_deepseek_moe(r, root, nm, m));
     m->moe.router_sigmoid = m->moe.experts > 0;
@@ -96,14 +96,14 @@ ts_status read_minimax_m2(const ts_jreader *r, const cJSON *root, ts_field_names
     TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
     TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 196608, &m->max_seq));
     int qk;
-    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 1, &qk));
+    TS_CHECK(hf_bool(r, root, "use_qk_norm", 0, 1, &qk));
     static const char *const qk_types[] = {"per_layer", "per_head", NULL};
     int per_head;
     TS_CHECK(ts_jr_enum(r, root, "qk_norm_type", 0, qk_types, 0, &per_head));
     m->qk_norm = !qk ? TS_QKNORM_NONE : per_head ? TS_QKNORM_HEAD : TS_QKNORM_FULL;
     TS_CHECK(read_expert_layers(r, root, nm, "num_local_experts", m));
     m->moe.router_sigmoid = 1;
-    return ts_jr_bool(r, root, "use_routing_bias", 0, 1, &m->moe.router_expert_bias);
+    return hf_bool(r, root, "use_routing_bias", 0, 1, &m->moe.router_expert_bias);
 }
 
 /* Ling's router and shared experts (BailingMoeV2Config; absent in v1 configs): score_function
@@ -114,7 +114,7 @@ static ts_status read_bailing_router(const ts_jreader *r, const cJSON *root, ts_
     char score[32];
     TS_CHECK(ts_jr_str(r, root, "score_function", 0, "softmax", score, sizeof score));
     e->router_sigmoid = strcmp(score, "sigmoid") == 0;
-    TS_CHECK(ts_jr_bool(r, root, "moe_router_enable_expert_bias", 0, 0, &e->router_expert_bias));
+    TS_CHECK(hf_bool(r, root, "moe_router_enable_expert_bias", 0, 0, &e->router_expert_bias));
     int groups, group_topk;
     TS_CHECK(hf_i32(r, root, nm, "moe.router_groups", "n_group", 0, 0, e->experts, 0, &groups));
     TS_CHECK(hf_i32(r, root, nm, "moe.router_group_topk", "topk_group", 0, 0, TS_MAX_EXPERTS, 0, &group_topk));
@@ -139,9 +139,9 @@ ts_status read_bailing_moe(const ts_jreader *r, const cJSON *root, ts_field_name
     static const hf_rate rates[] = {{"embedding_dropout", 0.1}, {"attention_dropout", 0.1}, {"output_dropout", 0.1}};
     TS_CHECK(read_llama_like(r, root, nm, m));
     TS_CHECK(read_dropout(r, root, rates, 3, &m->dropout));
-    TS_CHECK(ts_jr_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias));
     int qk;
-    TS_CHECK(ts_jr_bool(r, root, "use_qk_norm", 0, 0, &qk));
+    TS_CHECK(hf_bool(r, root, "use_qk_norm", 0, 0, &qk));
     m->qk_norm = qk ? TS_QKNORM_HEAD : TS_QKNORM_NONE;
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));

@@ -55,16 +55,16 @@ ts_status read_chatglm(const ts_jreader *r, const cJSON *root, ts_field_names *n
     TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "ffn_hidden_size", 0, 1, TS_MAX_FFN, 13696, &m->ffn_hidden));
     TS_CHECK(hf_int(r, root, nm, "max_seq", "seq_length", 0, 1, TS_MAX_SEQ, 2048, &m->max_seq));
     int mqa, rms, qkv_bias;
-    TS_CHECK(ts_jr_bool(r, root, "multi_query_attention", 0, 0, &mqa));
+    TS_CHECK(hf_bool(r, root, "multi_query_attention", 0, 0, &mqa));
     TS_CHECK(hf_i32(r, root, nm, "kv_heads", "multi_query_group_num", 0, 1, m->heads, 1, &m->kv_heads));
     if (!mqa) m->kv_heads = m->heads;
     if (m->heads % m->kv_heads != 0)
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.multi_query_group_num: num_attention_heads %d is not divisible by "
                        "multi_query_group_num %d", r->file, r->path, m->heads, m->kv_heads);
-    TS_CHECK(ts_jr_bool(r, root, "add_bias_linear", 0, 0, &m->linear_bias));
-    TS_CHECK(ts_jr_bool(r, root, "add_qkv_bias", 0, 0, &qkv_bias));
+    TS_CHECK(hf_bool(r, root, "add_bias_linear", 0, 0, &m->linear_bias));
+    TS_CHECK(hf_bool(r, root, "add_qkv_bias", 0, 0, &qkv_bias));
     m->qkv_bias = qkv_bias || m->linear_bias;
-    TS_CHECK(ts_jr_bool(r, root, "rmsnorm", 0, 1, &rms));
+    TS_CHECK(hf_bool(r, root, "rmsnorm", 0, 1, &rms));
     double rope_ratio;
     TS_CHECK(ts_jr_num(r, root, "rope_ratio", 0, 1e-6, TS_MAX_ROPE_THETA / 1e4, 1, &rope_ratio));
     m->rope_theta = 1e4 * rope_ratio;
@@ -111,7 +111,7 @@ ts_status read_qwen(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
                        "each), got %lld", r->file, r->path, (long long)inter);
     m->ffn_hidden = inter / 2;
     int no_bias;
-    TS_CHECK(ts_jr_bool(r, root, "no_bias", 0, 1, &no_bias));
+    TS_CHECK(hf_bool(r, root, "no_bias", 0, 1, &no_bias));
     m->linear_bias = !no_bias;
     m->qkv_bias = 1;
     hf_name(nm, r, "rope_theta", "rotary_emb_base");

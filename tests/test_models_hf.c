@@ -196,6 +196,39 @@ Test(models_hf, architectures_fallback) {
     free(path);
 }
 
+/* A boolean written null ("tie_word_embeddings": null, as mlx-community's Gemma 3 configs and
+ * Rostlab's ProstT5 ship it) reads as absent: the class's default, so the count is the fixture's
+ * (Gemma 2 tied by default, Llama untied). A boolean of another type is still refused. */
+Test(models_hf, null_booleans_read_as_absent) {
+    const char *fixtures[] = {"gemma2-9b", "llama2-7b"};
+    for (int i = 0; i < 2; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/hf/%s.json", fixtures[i]);
+        char *path = test_data_path(rel);
+        char *text = read_file(path);
+        cJSON *root = cJSON_Parse(text);
+        cJSON_DeleteItemFromObject(root, "tie_word_embeddings");
+        cJSON_DeleteItemFromObject(root, "attention_bias");
+        cJSON_AddNullToObject(root, "tie_word_embeddings");
+        cJSON_AddNullToObject(root, "attention_bias");
+        ts_model a, b = load(fixtures[i]);
+        cr_assert_eq(ts_model_from_json("nulls.json", root, &a), TS_OK, "%s", ts_error_message());
+        ts_param_count pa, pb;
+        ts_model_params(&a, &pa);
+        ts_model_params(&b, &pb);
+        cr_expect_eq(pa.total, pb.total, "%s: %lld vs %lld", fixtures[i], (long long)pa.total, (long long)pb.total);
+        cr_expect_eq(a.tied_embeddings, b.tied_embeddings, "%s", fixtures[i]);
+        cr_expect_eq(a.tied_embeddings, i == 0, "%s", fixtures[i]);
+        cJSON_ReplaceItemInObject(root, "tie_word_embeddings", cJSON_CreateString("true"));
+        cr_expect_eq(ts_model_from_json("nulls.json", root, &a), TS_ERR_INPUT);
+        cr_expect(strstr(ts_error_message(), "nulls.json: $.tie_word_embeddings: expected true or false") != NULL, "%s",
+                  ts_error_message());
+        cJSON_Delete(root);
+        free(text);
+        free(path);
+    }
+}
+
 Test(models_hf, mamba_hybrids_are_refused_with_one_line) {
     char *path = test_data_path("tests/data/hf/nemotron-h-8b.json");
     cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", "64", NULL);
