@@ -183,8 +183,8 @@ void ts_partition_opts_defaults(ts_partition_opts *o); /* auto, stage, TS_PART_D
  * distinct layouts with pp > 1 (recompute aside: each stage chooses its own) and four that do not
  * fit evenly, from a search with twice the memory (the closest to fitting when nothing fits,
  * else the fastest; with ilp, or when nothing fits); with ilp also the best four that only an
- * explicit split makes valid (ts_search_opts.explicit_splits) — with ilp and auto also when the
- * pins leave no even layout at all. A candidate whose split fits and beats its even forms replaces them in the
+ * explicit split makes valid (ts_search_opts.explicit_splits) — with auto those the search costs
+ * faster than the best even layout, and all of them when the pins leave no even layout at all. A candidate whose split fits and beats its even forms replaces them in the
  * ranking (out->splits holds the split, and the layout's recompute field the policy most stages
  * use). uniform: ts_search alone; ilp: always; auto: when
  * nothing fits evenly (then also the closest layouts), when the model mixes kinds of layer (dense

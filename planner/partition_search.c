@@ -205,16 +205,18 @@ static ts_status search_for_candidates(const ts_problem *pb, const ts_search_opt
     return TS_OK;
 }
 
-/* ilp: the best layouts that only an explicit split makes valid (interleaving whose pp·vpp
- * does not divide the layers: Llama 3 405B's 126 layers on 16×2 chunks), as costed nearly
- * evenly by the search. */
-static ts_status add_split_only(part_search *q, ts_search_result *found) {
+/* The best layouts that only an explicit split makes valid (interleaving whose pp·vpp does not
+ * divide the layers: Llama 3 405B's 126 layers on 16×7 chunks), as costed nearly evenly by the
+ * search, whose objective is below `bar` (ilp: INFINITY; auto: the best even layout's, so
+ * GLPK runs only where interleaving could win). */
+static ts_status add_split_only(part_search *q, double bar, ts_search_result *found) {
     ts_search_opts o = *q->opts;
     o.explicit_splits = 1;
     o.top_k = 4 * PART_TOP;
     TS_CHECK(search_for_candidates(q->pb, &o, found, "layouts that need an explicit split"));
     for (int i = 0, added = 0; i < found->n_best && added < PART_TOP; i++) {
         const ts_layout *l = &found->best[i].layout;
+        if (!(ts_objective_value(q->pb, o.objective, &found->best[i]) < bar)) break; /* ranked by it */
         if (!ts_layout_invalid(q->pb, l, NULL, 0)) continue; /* valid evenly: the first search's */
         if (is_candidate(q, l)) continue;
         q->cand[q->n_cand++] = *l;
@@ -365,10 +367,13 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     else q.policies = pb->train.stack.recompute; /* the policies the stack offers (0: all) */
     ts_search_result near = {0}, split_only = {0};
     TS_CHECK_GOTO(add_best(&q, out, screen), res, exit);
-    if (screen && q.n_cand == 0) return st; /* nothing to gain: the even search's result, untouched */
+    /* auto, when something fits evenly: the layouts only a split makes valid that the search
+     * costs faster than the best even one (Llama 3 405B's 126 layers interleaved on 16 stages) */
+    double bar = screen && out->n_best > 0 ? ts_objective_value(pb, opts->objective, &out->best[0]) : INFINITY;
+    if (mode == TS_PARTITION_ILP || no_valid || screen) TS_CHECK_GOTO(add_split_only(&q, bar, &split_only), res, exit);
+    if (screen && q.n_cand == 0) goto exit; /* nothing to gain: the even search's result, untouched */
     q.list = calloc((size_t)out->n_best + PART_CANDIDATES, sizeof *q.list);
     TS_ALLOC_GOTO(q.list, res, exit);
-    if (mode == TS_PARTITION_ILP || no_valid) TS_CHECK_GOTO(add_split_only(&q, &split_only), res, exit);
     if (mode == TS_PARTITION_ILP || nothing_fits)
         TS_CHECK_GOTO(add_near(&q, nothing_fits && !no_valid, &near), res, exit);
     for (int i = 0; i < out->n_best; i++) {
