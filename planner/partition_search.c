@@ -368,9 +368,12 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     ts_search_result near = {0}, split_only = {0};
     TS_CHECK_GOTO(add_best(&q, out, screen), res, exit);
     /* auto, when something fits evenly: the layouts only a split makes valid that the search
-     * costs faster than the best even one (Llama 3 405B's 126 layers interleaved on 16 stages) */
-    double bar = screen && out->n_best > 0 ? ts_objective_value(pb, opts->objective, &out->best[0]) : INFINITY;
-    if (mode == TS_PARTITION_ILP || no_valid || screen) TS_CHECK_GOTO(add_split_only(&q, bar, &split_only), res, exit);
+     * costs faster than the best even one (Llama 3 405B's 126 layers interleaved on 16 stages,
+     * DeepSeek-V3's 61 on 8) */
+    int auto_fits = mode == TS_PARTITION_AUTO && !nothing_fits;
+    double bar = auto_fits && out->n_best > 0 ? ts_objective_value(pb, opts->objective, &out->best[0]) : INFINITY;
+    if (mode == TS_PARTITION_ILP || no_valid || auto_fits)
+        TS_CHECK_GOTO(add_split_only(&q, bar, &split_only), res, exit);
     if (screen && q.n_cand == 0) goto exit; /* nothing to gain: the even search's result, untouched */
     q.list = calloc((size_t)out->n_best + PART_CANDIDATES, sizeof *q.list);
     TS_ALLOC_GOTO(q.list, res, exit);

@@ -485,6 +485,26 @@ Test(planner_partition, auto_partitions_a_dense_model_where_the_program_wins) {
     ts_search_result_free(&u);
 }
 
+/* A model mixing dense and MoE layers whose best layouts need an explicit split (DeepSeek-V3's 61
+ * layers interleaved on 8×7 chunks, 512 H100s, no pins): auto finds the layout ilp finds, faster
+ * than any even layout (uniform). */
+Test(planner_partition, auto_finds_split_only_interleaving_of_a_mixed_model, .timeout = 120) {
+    ts_problem pb = problem("deepseek-v3", "h100-sxm-dgx", 512, 1024, 4096);
+    ts_search_result a = search_mode(&pb, NULL, 1, TS_PARTITION_AUTO);
+    ts_search_result i = search_mode(&pb, NULL, 1, TS_PARTITION_ILP);
+    ts_search_result u = search_mode(&pb, NULL, 1, TS_PARTITION_UNIFORM);
+    cr_assert_eq(a.best[0].layout.schedule, TS_SCHED_INTERLEAVED);
+    cr_assert_neq(pb.model.layers % (a.best[0].layout.pp * a.best[0].layout.vpp), 0, "needs an explicit split");
+    cr_assert(has_uneven(&a));
+    cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
+                       a.best[0].step_s, i.best[0].step_s);
+    cr_assert_lt(a.best[0].step_s, 0.9 * u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+                 u.best[0].step_s);
+    ts_search_result_free(&a);
+    ts_search_result_free(&i);
+    ts_search_result_free(&u);
+}
+
 /* The README's question (Llama 2 70B on 64 H100s): every best layout's even split is balanced to
  * within a layer and recomputes nothing, so auto runs no program (the plan stays as fast as the
  * search alone) and ilp, which does, finds nothing better. */
