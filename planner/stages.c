@@ -186,6 +186,36 @@ static double more_rings_s(const ts_system *s, int count, int n, ts_link link) {
     return count > 0 && n > 1 ? count * (n - 1) * ts_link_latency_s(s, link) : 0;
 }
 
+/* Layers of `layer_bytes` each that fill a DP bucket of `bucket_bytes` (program.c closes one once
+ * it holds that much), at least 1, at most `layers`. */
+static int bucket_layers(double bucket_bytes, double layer_bytes, int layers) {
+    if (!(layer_bytes > 0) || layers <= 0) return 1;
+    double k = ceil(bucket_bytes / layer_bytes);
+    return k < 1 ? 1 : k > layers ? layers : (int)k;
+}
+
+/* The buckets program.c issues for `layers` layers in `v` model chunks of near-equal layers
+ * (a chunk's last bucket closes with it), `k` layers a bucket. */
+static int bucket_count(int layers, int v, int k) {
+    if (layers <= 0 || k <= 0) return 0;
+    if (v > layers) v = layers;
+    if (v < 1) v = 1;
+    int base = layers / v, rem = layers % v;
+    return rem * ((base + k) / k) + (v - rem) * ((base + k - 1) / k);
+}
+
+/* The latency the whole-stage figures of `d` leave out: each bucket but one (its DP×CP ring's, or
+ * the all-reduce's under ZeRO-0) and, for the reductions, each MoE layer's expert collective but
+ * one; `v` model chunks a stage. */
+static double bucket_latency_s(const ts_dp_times *d, int v, int zero, int gather) {
+    int k = gather ? d->weight_bucket_layers : d->grad_bucket_layers;
+    int more = bucket_count(d->layers, v, k) - 1, more_moe = d->moe_layers - 1;
+    if (more < 0) more = 0;
+    if (more_moe < 0 || gather) more_moe = 0;
+    if (zero == 0 && !gather) return more * d->more_allreduce_s + more_moe * 2.0 * d->more_expert_ring_s;
+    return more * d->more_ring_s + more_moe * d->more_expert_ring_s;
+}
+
 /* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
  * step of `ne` non-expert and `ex` expert parameters on a rank, held in `layers` layers of which
  * `moe_layers` have experts. ZeRO-2/3 run their collectives layer by layer, as the step program
@@ -210,6 +240,16 @@ static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne
                           more_rings_s(s, layers - 1, gn, glink);
     out->layer_reduce_s = out->reduce_scatter_s + more_rings_s(s, layers - 1, dpc, link) +
                           more_rings_s(s, moe_layers - 1, edp, elink);
+    /* Buckets: layers of ~ne/layers parameters each until train.bucket_bytes (a partial one
+     * closes the chunk); the experts' gradients one reduction per MoE layer (program.c). */
+    double layer_ne = layers > 0 ? ne / layers : 0, bucket_bytes = pb->train.bucket_bytes;
+    out->layers = layers, out->moe_layers = moe_layers;
+    out->grad_bucket_layers = bucket_layers(bucket_bytes, layer_ne > 0 ? gb / layers : 0, layers);
+    out->weight_bucket_layers = bucket_layers(bucket_bytes, layer_ne > 0 ? wb / layers : 0, layers);
+    out->more_ring_s = more_rings_s(s, 1, dpc, link);
+    out->more_expert_ring_s = ex > 0 ? more_rings_s(s, 1, edp, elink) : 0;
+    /* an all-reduce's latency, ring's or tree's (cost.c), as of a collective of one byte */
+    out->more_allreduce_s = ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, 1.0, link);
     double per_param = 24.0 + pb->train.grad_bytes + ts_weight_elem_bytes(pb);
     out->optimizer_s[0] = ts_optimizer_s(s, per_param * (ne + ex)) * pb->compute_scale;
     out->optimizer_s[1] = ts_optimizer_s(s, per_param * (ne / dpc + ex / edp)) * pb->compute_scale;
@@ -599,14 +639,16 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
         /* DualPipe reduces the gradients once the mirror stage's copies came back, after the
          * last backward (program.c mirror_grads): nothing left to hide them under. */
         double tb_last = dual ? 0 : tb;
+        double gather_s = dpt->allgather_s + bucket_latency_s(dpt, l->vpp, l->zero, 1);
         if (l->zero == 0) {
-            t.dp_comm = exposed(s, dpt->allreduce_s, tb_last);
+            t.dp_comm = exposed(s, dpt->allreduce_s + bucket_latency_s(dpt, l->vpp, 0, 0), tb_last);
         } else if (l->zero == 1) {
-            t.dp_comm = exposed(s, dpt->reduce_scatter_s, tb_last) + exposed(s, dpt->allgather_s, tf);
+            t.dp_comm = exposed(s, dpt->reduce_scatter_s + bucket_latency_s(dpt, l->vpp, 1, 0), tb_last) +
+                        exposed(s, gather_s, tf);
         } else if (l->zero == 2) {
             /* Sharded gradients cannot accumulate locally: every micro-batch's gradients are
              * reduce-scattered as its backward runs (DeepSpeed ZeRO-2). */
-            t.dp_comm = m * exposed(s, dpt->layer_reduce_s, tb) + exposed(s, dpt->allgather_s, tf);
+            t.dp_comm = m * exposed(s, dpt->layer_reduce_s, tb) + exposed(s, gather_s, tf);
         } else {
             /* ZeRO-3: per micro-batch, gather for forward, gather + reduce-scatter in backward. */
             t.dp_comm = m * (exposed(s, dpt->layer_gather_s, tf) + exposed(s, dpt->layer_gather_s + dpt->layer_reduce_s, tb));

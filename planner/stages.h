@@ -17,6 +17,11 @@ typedef struct {
      * per-layer reduce-scatters): the same bytes, but a collective's latency per layer */
     double layer_gather_s, layer_reduce_s;
     double optimizer_s[2]; /* unsharded, sharded over DP×CP */
+    /* ZeRO 0-2 issue the whole-stage collectives above bucket by bucket (program.c
+     * grad_reductions, param_gathers: train.bucket_bytes, per model chunk), each paying its
+     * latency: one more bucket's, and how many layers fill a bucket of gradients and of weights */
+    double more_allreduce_s, more_ring_s, more_expert_ring_s;
+    int layers, moe_layers, grad_bucket_layers, weight_bucket_layers;
 } ts_dp_times;
 
 typedef struct {
