@@ -205,13 +205,13 @@ static int bucket_count(int layers, int v, int k) {
 }
 
 /* The latency the whole-stage figures of `d` leave out: each bucket but one (its DP×CP ring's, or
- * the all-reduce's under ZeRO-0) and, for the reductions, each MoE layer's expert collective but
- * one; `v` model chunks a stage. */
+ * the all-reduce's under ZeRO-0) and each MoE layer's expert collective but one (gathers and
+ * reductions alike, over the experts' group); `v` model chunks a stage. */
 static double bucket_latency_s(const ts_dp_times *d, int v, int zero, int gather) {
     int k = gather ? d->weight_bucket_layers : d->grad_bucket_layers;
     int more = bucket_count(d->layers, v, k) - 1, more_moe = d->moe_layers - 1;
     if (more < 0) more = 0;
-    if (more_moe < 0 || gather) more_moe = 0;
+    if (more_moe < 0) more_moe = 0;
     if (zero == 0 && !gather) return more * d->more_allreduce_s + more_moe * 2.0 * d->more_expert_ring_s;
     return more * d->more_ring_s + more_moe * d->more_expert_ring_s;
 }

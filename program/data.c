@@ -77,6 +77,11 @@ static ts_status dp_segments(const ts_stage_segments *g, const ts_op *op, int32_
         hi = reduce_hi[op->chunk];
         reduce_hi[op->chunk] = lo;
     } else {
+        if (op->phase == TS_PHASE_STEP && op->group == TS_GROUP_EDP) { /* a MoE layer's experts */
+            TS_CHECK(local_seg(g, op->layer, 1, &s));
+            segs[(*n)++] = s;
+            return TS_OK;
+        }
         if (op->phase != TS_PHASE_STEP) { /* ZeRO-3: the layer's two segments */
             TS_CHECK(local_seg(g, op->layer, 0, &s));
             segs[(*n)++] = s;
@@ -91,7 +96,6 @@ static ts_status dp_segments(const ts_stage_segments *g, const ts_op *op, int32_
     for (int j = lo; j < hi; j++) {
         TS_CHECK(local_seg(g, j, 0, &s));
         segs[(*n)++] = s;
-        if (op->part == TS_PART_PARAM_GATHER) segs[(*n)++] = s + 1;
     }
     /* The embedding travels with the bucket holding layer 0, the head with the one holding the
      * model's last layer. */

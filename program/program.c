@@ -506,7 +506,10 @@ static uint32_t p2p(builder *b, const ctx *c, int kind, int part, int peer, int 
     return emit(b, c, op, dep, NO_OP, NO_OP);
 }
 
-/* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order. */
+/* ZeRO-1/2: parameter all-gathers at the start of the step, one per bucket in forward order,
+ * over DP×CP; the experts' over their own DP group, one per MoE layer before its bucket's, as
+ * Megatron-Core's DDP keeps expert parameters in buffers of the expert-data-parallel group (and
+ * the executor shards them so, exec/param_store.c). */
 static void param_gathers(builder *b, const stage_ctx *st) {
     const ts_layout *l = b->l;
     ctx c = {TS_PHASE_STEP, -1, -1, 0};
@@ -514,17 +517,21 @@ static void param_gathers(builder *b, const stage_ctx *st) {
         int first, count;
         chunk_layers(b->pb, l, b->opts, ts_chunk_global(l, b->stage, ch), &first, &count);
         double bucket = 0;
+        uint32_t last = NO_OP; /* the DP stream runs its ops in order: a forward awaits the last */
         c.chunk = ch;
-        ts_group g = TS_GROUP_DPCP;
         for (int j = first; j < first + count; j++) {
-            double sh, ex, n;
+            double sh, ex;
             ts_layer_params_rank(b->pb, l->tp, l->ep, l->etp, j, &sh, &ex);
-            g = gather_group(l, sh, ex, &n);
-            bucket += st->wb * n;
+            bucket += st->wb * sh;
             c.layer = j;
+            uint32_t op = ex > 0 ? coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_ALLGATHER,
+                                        st->wb * ex, NO_OP)
+                                 : NO_OP;
+            if (op != NO_OP) last = op;
             if (bucket >= b->pb->train.bucket_bytes || j == first + count - 1) {
-                uint32_t op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, g, TS_COLL_ALLGATHER, bucket, NO_OP);
-                for (int k = j; k >= first && st->dp->gather[k] == NO_OP; k--) st->dp->gather[k] = op;
+                op = coll(b, &c, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER, bucket, NO_OP);
+                if (op != NO_OP) last = op;
+                for (int k = j; k >= first && st->dp->gather[k] == NO_OP; k--) st->dp->gather[k] = last;
                 bucket = 0;
             }
         }

@@ -100,9 +100,11 @@ Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
     }
     cr_expect_eq(count[2 * L], 1, "the embedding reduced %d times", count[2 * L]);
     cr_expect_eq(count[2 * L + 1], 1, "the head reduced %d times", count[2 * L + 1]);
-    /* The step-start gathers: both segments of every layer and the edges, once. */
+    /* The step-start gathers: every layer's shared segment and the edges, once; experts only by
+     * a MoE layer's own gather over the EDP group (none here). */
     count_segments(&f, &s, TS_PART_PARAM_GATHER, count);
-    for (int k = 0; k < n_seg; k++) cr_expect_eq(count[k], 1, "segment %d gathered %d times", k, count[k]);
+    for (int k = 0; k < n_seg; k++)
+        cr_expect_eq(count[k], k < 2 * L && k % 2 ? 0 : 1, "segment %d gathered %d times", k, count[k]);
 
     int buckets = 0, last_bwd = -1, early = 0;
     for (int i = 0; i < s.n_ops; i++) {
@@ -135,6 +137,41 @@ Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
     }
     cr_assert_geq(opt, 0);
     cr_expect_eq(s.after[opt], last_dp, "the optimizer waits for op %d, the last DP op is %d", s.after[opt], last_dp);
+    free(count);
+    ts_op_streams_free(&s);
+    fixture_free(&f);
+}
+
+/* ZeRO-1 with experts sharded over their own DP group (tiny-moe, dp=4, ep=2: EDP 2): the
+ * step-start gathers list each layer's shared segment once in DP×CP buckets and its experts once
+ * in the layer's own EDP gather, as the trainer shards them (exec/param_store.c); each forward
+ * waits for both. */
+Test(op_streams, zero1_experts_gather_over_their_group) {
+    fixture f;
+    fixture_init(&f, "tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 8);
+    ts_op_streams s;
+    streams(&f, TS_ORDER_PROGRAM, &s);
+    int L = f.map.n_local, n_seg = 2 * L + 2;
+    int *count = calloc((size_t)n_seg, sizeof *count);
+    cr_assert(count);
+    count_segments(&f, &s, TS_PART_PARAM_GATHER, count);
+    int edp_ops = 0;
+    for (int i = 0; i < s.n_ops; i++) {
+        const ts_op *op = &stage(&f)->ops[i];
+        if (!dp(&f, i) || op->part != TS_PART_PARAM_GATHER || op->group != TS_GROUP_EDP) continue;
+        edp_ops++;
+        cr_expect_eq(s.seg_start[i + 1] - s.seg_start[i], 1, "an expert gather lists one segment");
+        cr_expect_eq(s.segs[s.seg_start[i]], 2 * op->layer + 1, "layer %d's gather lists its experts", op->layer);
+    }
+    int moe = 0;
+    for (int j = 0; j < L; j++) {
+        int is_moe = ts_model_layer_is_moe(&f.pb.model, j);
+        moe += is_moe;
+        cr_expect_eq(count[2 * j], 1, "layer %d's shared segment gathered %d times", j, count[2 * j]);
+        cr_expect_eq(count[2 * j + 1], is_moe, "layer %d's experts gathered %d times", j, count[2 * j + 1]);
+    }
+    cr_expect_gt(moe, 0);
+    cr_expect_eq(edp_ops, moe, "%d expert gathers for %d MoE layers", edp_ops, moe);
     free(count);
     ts_op_streams_free(&s);
     fixture_free(&f);
