@@ -143,11 +143,12 @@ void ts_part_explain_infeasible(const ts_partition_problem *p, ts_partition_info
     info->short_bytes = s.stage_bytes[i] - p->usable_bytes;
     char text[1024];
     ts_split_format(&s, text, sizeof text);
+    /* the figures first: a caller may cut the split's text (nothing_kept in partition_search.c) */
     snprintf(why, cap,
              "no contiguous split of %d layers over %d×%d stages fits in %.1f GB: under the uniform split "
-             "(%.300s) stage %d needs %.1f GB, short by %.1f GB",
-             p->layers, p->pp, p->vpp, p->usable_bytes / 1e9, text, i, s.stage_bytes[i] / 1e9,
-             (s.stage_bytes[i] - p->usable_bytes) / 1e9);
+             "stage %d needs %.1f GB, short by %.1f GB (%.300s)",
+             p->layers, p->pp, p->vpp, p->usable_bytes / 1e9, i, s.stage_bytes[i] / 1e9,
+             (s.stage_bytes[i] - p->usable_bytes) / 1e9, text);
     ts_split_free(&s);
 }
 

@@ -153,6 +153,7 @@ typedef struct {
     ts_layout cand[PART_CANDIDATES];
     int n_cand;
     ranked *list; /* (the even search's n_best + PART_CANDIDATES) */
+    int split_only; /* the pins leave only layouts an explicit split makes valid */
     int n, tried;
     /* The closest candidate no split fits, for the nothing-fits message. */
     double short_bytes;
@@ -231,7 +232,7 @@ static ts_status add_near(part_search *q, int by_memory, ts_search_result *near)
     ts_problem roomy = *q->pb;
     roomy.usable_bytes *= 2;
     ts_search_opts o = *q->opts;
-    o.explicit_splits = q->po->mode == TS_PARTITION_ILP;
+    o.explicit_splits = q->po->mode == TS_PARTITION_ILP || q->split_only;
     o.top_k = 4 * PART_NEAR;
     o.objective = by_memory ? TS_OBJ_MEMORY : TS_OBJ_TIME;
     o.max_slowdown = INFINITY; /* the least memory at any speed: the closest to fitting */
@@ -362,7 +363,7 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
 
     double t0 = now_s();
     ts_status res = TS_OK;
-    part_search q = {.pb = pb, .opts = opts, .po = po, .short_bytes = INFINITY};
+    part_search q = {.pb = pb, .opts = opts, .po = po, .short_bytes = INFINITY, .split_only = no_valid};
     if (opts->pins.mask & (1u << TS_PIN_RECOMPUTE)) q.policies = 1u << opts->pins.value.recompute;
     else q.policies = pb->train.stack.recompute; /* the policies the stack offers (0: all) */
     ts_search_result near = {0}, split_only = {0};

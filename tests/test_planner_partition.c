@@ -655,7 +655,23 @@ Test(planner_partition, nothing_fits_names_the_short_stage) {
     cr_assert(strstr(r.err, "uneven stages (--partition) fit none of the 4 closest layouts either (closest, dp=") != NULL,
               "%s", r.err);
     cr_assert(strstr(r.err, "no contiguous split of 126 layers over 12×1 stages fits in 73.5 GB") != NULL, "%s", r.err);
-    cr_assert(strstr(r.err, "short by 2.0 GB)") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "short by 2.0 GB (") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* Pins that leave only layouts an explicit split makes valid, and no recompute to make room
+ * (Llama 3 405B on 16×7 chunks, recompute=none): auto tries the closest of them with twice the
+ * memory, explicit splits included, and says which stage is short by how much (exit 3), not
+ * only that no even layout exists. */
+Test(planner_partition, split_only_pins_that_fit_nothing_name_the_short_stage) {
+    cli_result r = run_cli("plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                           "--global-batch", "2048", "--seq", "8192", "--fix",
+                           "tp=8,pp=16,cp=1,dp=128,mbs=1,vpp=7,sched=interleaved,recompute=none", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    cr_assert(one_line_error(r.err, "plan"), "%s", r.err);
+    cr_assert(strstr(r.err, "no contiguous split of 126 layers over 16×7 stages fits in 66.2 GB") != NULL, "%s",
+              r.err);
+    cr_assert(strstr(r.err, "short by ") != NULL, "%s", r.err);
     cli_result_free(&r);
 }
 
