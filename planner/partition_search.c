@@ -267,11 +267,18 @@ static void rank_split(part_search *q, ranked *r) {
 /* The program on every candidate, each split ranked; of those no split fits, the closest is
  * remembered. */
 static ts_status partition_candidates(part_search *q, ts_search_result *out) {
+    ts_partition_opts quick = *q->po;
+    if (quick.node_limit == TS_PART_DEFAULT_NODES && quick.node_limit_max == TS_PART_DEFAULT_NODES_MAX)
+        quick.node_limit = quick.node_limit_max = TS_PART_AUTO_SPLIT_NODES;
     for (int c = 0; c < q->n_cand; c++) {
         ranked r = {0};
         ts_partition_info info;
         q->tried++;
-        ts_status st = partition_one(q->pb, q->policies, q->po, &q->cand[c], &r.e, &r.split, &info);
+        /* auto's split-only layouts on a budget (TS_PART_AUTO_SPLIT_NODES) */
+        const ts_partition_opts *po = q->po->mode == TS_PARTITION_AUTO && ts_layout_invalid(q->pb, &q->cand[c], NULL, 0)
+                                          ? &quick
+                                          : q->po;
+        ts_status st = partition_one(q->pb, q->policies, po, &q->cand[c], &r.e, &r.split, &info);
         if (st == TS_ERR_INFEASIBLE) {
             if (info.short_bytes < q->short_bytes) {
                 q->short_bytes = info.short_bytes;
