@@ -56,6 +56,7 @@ fail:
 }
 
 void ts_stages_free(ts_stages *st) {
+    free(st->chunk_f);
     free(st->params);
     free(st->first_of_run);
     free(st->kind_sum);
@@ -382,6 +383,47 @@ static void amax_times(const ts_problem *pb, const ts_shard *sh, int pp, ts_laye
     }
 }
 
+/* Per micro-batch: `n` layers of `c` as a slot of the timeline sees them, forward and backward,
+ * each with its share of the exposed communication (ts_stages_step's tf and tb). */
+static void add_slot_times(const ts_layer_cost *c, double n, double *f, double *b) {
+    double comm = c->tp_s + c->cp_s + c->ep_s;
+    *f += n * (c->fwd_s + comm / 3.0);
+    *b += n * (c->bwd_s + c->recompute_s + comm * 2.0 / 3.0);
+}
+
+/* Each global chunk's forward and backward times under an uneven interleaved split, its stage's
+ * recompute policy, the embedding with the first chunk and the head (and MTP) with the last.
+ * Leaves n_chunks 0 when the split is not interleaved, its chunks hold equal layers, or memory
+ * runs out (the even formula then). */
+static void chunk_times(ts_stages *st, const ts_problem *pb, int pp, const ts_stage_split *sp) {
+    const ts_model *m = &pb->model;
+    st->n_chunks = 0;
+    int n_g = pp * sp->vpp;
+    if (sp->vpp <= 1 || ts_schedules[sp->schedule].fixed_vpp || ts_schedules[sp->schedule].splits_w) return;
+    int uneven = 0; /* chunks of equal layers keep the even formula, as the search prices them */
+    for (int g = 1; g < n_g && !uneven; g++) uneven = sp->layers[g] != sp->layers[0];
+    if (!uneven) return;
+    if (n_g > st->chunk_cap) {
+        double *grown = realloc(st->chunk_f, 2 * (size_t)n_g * sizeof *grown);
+        if (grown == NULL) return;
+        st->chunk_f = grown;
+        st->chunk_cap = n_g;
+    }
+    st->chunk_b = st->chunk_f + st->chunk_cap;
+    for (int g = 0, first = 0; g < n_g; first += sp->layers[g], g++) {
+        const ts_shard_costs *c = &sp->costs[sp->recompute[ts_sched_stage(sp->schedule, pp, sp->vpp, g)]];
+        int n_moe = moe_below(m, first + sp->layers[g]) - moe_below(m, first), n_dense = sp->layers[g] - n_moe;
+        double f = 0, b = 0;
+        add_slot_times(&c->dense, n_dense, &f, &b);
+        add_slot_times(&c->moe, n_moe + (g == n_g - 1 ? m->mtp_layers : 0), &f, &b);
+        if (g == 0) add_slot_times(&c->embed, 1, &f, &b);
+        if (g == n_g - 1) add_slot_times(&c->head, 1, &f, &b);
+        st->chunk_f[g] = f;
+        st->chunk_b[g] = b;
+    }
+    st->n_chunks = n_g;
+}
+
 static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
                        const ts_stage_split *split) {
     const ts_model *m = &pb->model;
@@ -421,6 +463,8 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
         }
     }
     st->hw_over_model = model > 0 ? hw / model : 1.0;
+    if (split) chunk_times(st, pb, pp, split);
+    else st->n_chunks = 0;
     dual_slowest(st, pp);
     /* Memory reads the first stage of each run: its kind's figures. */
     for (int r = 0; r < st->n_runs; r++) {
@@ -594,6 +638,25 @@ static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_la
     return 1.0 - paired * hidden / comm_s * (1.0 - s->overlap_slowdown);
 }
 
+/* The bubble of an uneven interleaved split: its schedule's timeline with each chunk's own times
+ * (schedule.h ts_sched_timeline_chunks_s: the order's dependencies, communication free) less the
+ * busiest stage's work. The even formula assumes chunks of equal time; a split's differ by a layer,
+ * and the pipeline's fill and drain wait on the larger ones. `formula_s` when the timeline fails. */
+static double chunked_bubble_s(const ts_stages *st, const ts_layout *l, double formula_s) {
+    double span = ts_sched_timeline_chunks_s(l, l->microbatches, st->chunk_f, st->chunk_b), busiest = 0;
+    if (span < 0) return formula_s;
+    for (int s = 0; s < l->pp; s++) {
+        double work = 0;
+        for (int j = 0; j < l->vpp; j++) {
+            int g = ts_chunk_global(l, s, j);
+            work += st->chunk_f[g] + st->chunk_b[g];
+        }
+        if (work > busiest) busiest = work;
+    }
+    double bubble = span - l->microbatches * busiest;
+    return bubble > 0 ? bubble : 0;
+}
+
 double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout *l, ts_time_split *split) {
     const ts_system *s = &pb->sys;
     /* DualPipe's two chunks per stage are two copies of one, a micro-batch visiting one of them:
@@ -619,6 +682,7 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     t.cp_comm = m * c->cp_s * left;
     t.ep_comm = m * c->ep_s;
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf + amax_mb / 2.0, tb + amax_mb / 2.0, c->wgrad_s) : 0;
+    if (st->n_chunks == p * l->vpp && st->n_chunks > 0) t.pp_bubble = chunked_bubble_s(st, l, t.pp_bubble);
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage
      * boundary it waits at; interleaving adds 2·m·(v-1) transfers, hidden behind the other
      * chunks' compute at the system's pp_comm_overlap (the simulator, which overlaps them,

@@ -64,6 +64,11 @@ typedef struct {
     const ts_problem *weights_pb;
     int weights_key[4];      /* tp, cp, ep, pp */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
+    /* An uneven split's interleaved chunks (vpp > 1): each global chunk's forward and backward
+     * time per micro-batch, its share of exposed communication included; ts_stages_step takes
+     * their schedule's timeline for the bubble (n_chunks 0: the even formula) */
+    double *chunk_f, *chunk_b;
+    int n_chunks, chunk_cap;
 } ts_stages;
 
 /* Allocates room for up to `cap` stages; ts_stages_free releases it. */

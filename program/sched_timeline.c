@@ -12,10 +12,12 @@ typedef struct {
     const ts_layout *l;
     int m, split;         /* micro-batches; B slots are input gradients only */
     double t_f, t_bi, t_w; /* slot times */
+    const double *chunk_f, *chunk_b; /* (p·v) per global chunk instead, when not NULL */
     double *fend, *bend;  /* (2p·m) when each chunk's forward / input gradient of a micro-batch ends; <0 not yet */
 } timeline;
 
-static double slot_s(const timeline *tl, int kind) {
+static double slot_s(const timeline *tl, int kind, int g) {
+    if (tl->chunk_f) return kind == TS_SLOT_F ? tl->chunk_f[g] : tl->chunk_b[g];
     if (kind == TS_SLOT_F) return tl->t_f;
     if (kind == TS_SLOT_W) return tl->t_w;
     return kind == TS_SLOT_BI || tl->split ? tl->t_bi : tl->t_bi + tl->t_w;
@@ -35,7 +37,7 @@ static int run(timeline *tl, const ts_slot *sl, int stage, double *t) {
         if (bwd) dep = ts_chunk_closes(l, g) ? tl->fend[g * m + x->mb] : tl->bend[(g + 1) * m + x->mb];
         if (dep < 0) return 0;
         ready = dep > ready ? dep : ready;
-        dur += slot_s(tl, x->kind);
+        dur += slot_s(tl, x->kind, g);
     }
     *t = ready + dur;
     for (int k = 0; k <= sl->pair; k++) {
@@ -47,10 +49,10 @@ static int run(timeline *tl, const ts_slot *sl, int stage, double *t) {
     return 1;
 }
 
-double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w) {
+static double timeline_run(timeline tl) {
+    const ts_layout *l = tl.l;
     const ts_schedule_info *si = &ts_schedules[l->schedule];
-    int p = l->pp, n_g = p * l->vpp, per = 3 * m * l->vpp;
-    timeline tl = {.l = l, .m = m, .split = si->splits_w, .t_f = t_f, .t_bi = t_bi, .t_w = t_w};
+    int p = l->pp, m = tl.m, n_g = p * l->vpp, per = 3 * m * l->vpp;
     ts_slot *order = malloc((size_t)p * per * sizeof *order);
     int *n = calloc((size_t)p, sizeof *n), *next = calloc((size_t)p, sizeof *next);
     double *t = calloc((size_t)p, sizeof *t), step = 0;
@@ -77,4 +79,14 @@ double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, d
 exit:
     free(order), free(n), free(next), free(t), free(tl.fend), free(tl.bend);
     return step;
+}
+
+double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w) {
+    return timeline_run((timeline){.l = l, .m = m, .split = ts_schedules[l->schedule].splits_w, .t_f = t_f,
+                                   .t_bi = t_bi, .t_w = t_w});
+}
+
+double ts_sched_timeline_chunks_s(const ts_layout *l, int m, const double *t_f, const double *t_b) {
+    if (ts_schedules[l->schedule].splits_w) return -1; /* W slots have no per-chunk time here */
+    return timeline_run((timeline){.l = l, .m = m, .chunk_f = t_f, .chunk_b = t_b});
 }

@@ -84,6 +84,9 @@ int ts_chunk_is_copy(const ts_layout *l, int stage, int local);
  * slot waits only for the slots of its micro-batch on the neighbouring chunks (communication
  * free). Negative when out of memory or when the order cannot finish. */
 double ts_sched_timeline_s(const ts_layout *l, int m, double t_f, double t_bi, double t_w);
+/* The same with a time per global chunk (l->pp · l->vpp of each): forward t_f[g], backward t_b[g]
+ * (an uneven split's chunks); -1 for schedules that split weight gradients apart. */
+double ts_sched_timeline_chunks_s(const ts_layout *l, int m, const double *t_f, const double *t_b);
 
 /* DualPipe: the overlapped forward-and-backward pairs in stage `stage`'s order for p stages and m
  * micro-batches (a valid dualpipe layout's). */

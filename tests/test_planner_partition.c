@@ -485,11 +485,11 @@ Test(planner_partition, auto_partitions_a_dense_model_where_the_program_wins) {
     ts_search_result_free(&u);
 }
 
-/* A model mixing dense and MoE layers whose best layouts need an explicit split (DeepSeek-V3's 61
- * layers interleaved on 8×7 chunks, 512 H100s, no pins): auto finds the layout ilp finds, faster
+/* A model mixing dense and MoE layers whose best layout needs an explicit split (DeepSeek-V3's 61
+ * layers interleaved on 8×7 chunks, 4096 H100s, no pins): auto finds the layout ilp finds, faster
  * than any even layout (uniform). */
 Test(planner_partition, auto_finds_split_only_interleaving_of_a_mixed_model, .timeout = 120) {
-    ts_problem pb = problem("deepseek-v3", "h100-sxm-dgx", 512, 1024, 4096);
+    ts_problem pb = problem("deepseek-v3", "h100-sxm-dgx", 4096, 1024, 4096);
     ts_search_result a = search_mode(&pb, NULL, 1, TS_PARTITION_AUTO);
     ts_search_result i = search_mode(&pb, NULL, 1, TS_PARTITION_ILP);
     ts_search_result u = search_mode(&pb, NULL, 1, TS_PARTITION_UNIFORM);
@@ -498,7 +498,7 @@ Test(planner_partition, auto_finds_split_only_interleaving_of_a_mixed_model, .ti
     cr_assert(has_uneven(&a));
     cr_assert_float_eq(a.best[0].step_s, i.best[0].step_s, 1e-12 * i.best[0].step_s, "auto %.6f s vs ilp %.6f s",
                        a.best[0].step_s, i.best[0].step_s);
-    cr_assert_lt(a.best[0].step_s, 0.9 * u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
+    cr_assert_lt(a.best[0].step_s, 0.95 * u.best[0].step_s, "auto %.3f s vs uniform %.3f s", a.best[0].step_s,
                  u.best[0].step_s);
     ts_search_result_free(&a);
     ts_search_result_free(&i);
@@ -929,4 +929,21 @@ Test(planner_partition, node_budget_doubles_while_far_from_the_bound) {
     ts_partition_opts_defaults(&o);
     cr_expect_eq(o.node_limit, TS_PART_DEFAULT_NODES);
     cr_expect_eq(o.node_limit_max, TS_PART_DEFAULT_NODES_MAX);
+}
+
+/* An uneven interleaved split's bubble is its chunks' timeline (planner/stages.c
+ * chunked_bubble_s), not the even formula: Llama 3 405B on 16×7 chunks (mostly 2+1+1+1+1+1+1
+ * layers a stage), the simulated step within 5% of the closed form (the even formula put it 8.0%
+ * below the simulation). */
+Test(planner_partition, uneven_interleaving_bubble_agrees_with_the_simulator, .timeout = 300) {
+    cli_result r = run_cli("sim", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384",
+                           "--global-batch", "2048", "--seq", "8192", "--fix",
+                           "tp=8,pp=16,cp=1,dp=128,mbs=1,vpp=7,sched=interleaved", "--json", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *sim = cJSON_Parse(r.out);
+    cr_assert_not_null(sim, "%s", r.out);
+    double step_s = json_num(sim, "step_s", "$"), closed_s = json_num(sim, "closed_form_step_s", "$");
+    cr_expect(fabs(step_s / closed_s - 1) <= 0.05, "simulated %.3f s, closed form %.3f s", step_s, closed_s);
+    cJSON_Delete(sim);
+    cli_result_free(&r);
 }

@@ -130,3 +130,29 @@ Test(sched_zbv, refusals_are_one_line) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_tiny_sim_refused(cases[i].gpus, cases[i].batch, cases[i].fix, cases[i].says);
 }
+
+/* Per-chunk slot times (ts_sched_timeline_chunks_s, the planner's bubble of uneven interleaved
+ * splits): equal chunk times give the fixed-time timeline exactly; one chunk a layer longer on
+ * every stage (Llama 3 405B's 126 layers on 16×7: most stages 2+1+1+1+1+1+1) idles more than the
+ * same work spread evenly. */
+Test(sched_zbv, chunk_timeline_matches_the_fixed_one_and_sees_uneven_chunks) {
+    ts_layout l = {.dp = 1, .tp = 1, .pp = 4, .cp = 1, .ep = 1, .mbs = 1, .vpp = 3, .microbatches = 8,
+                   .schedule = TS_SCHED_INTERLEAVED};
+    int n_g = l.pp * l.vpp, m = l.microbatches;
+    double f[12], b[12];
+    for (int g = 0; g < n_g; g++) f[g] = 1.0, b[g] = 2.0;
+    double even = ts_sched_timeline_s(&l, m, 1.0, 2.0, 0.0);
+    cr_assert_gt(even, 0);
+    cr_assert_float_eq(ts_sched_timeline_chunks_s(&l, m, f, b), even, 1e-12 * even);
+    /* the first chunk of every stage twice as long; the stage's work the same as 4/3 each */
+    for (int g = 0; g < n_g; g++) {
+        int first = ts_chunk_global(&l, ts_sched_stage(l.schedule, l.pp, l.vpp, g), 0) == g;
+        f[g] = first ? 2.0 : 1.0, b[g] = first ? 4.0 : 2.0;
+    }
+    double uneven = ts_sched_timeline_chunks_s(&l, m, f, b), spread = ts_sched_timeline_s(&l, m, 4.0 / 3, 8.0 / 3, 0.0);
+    double work = m * (4.0 + 8.0);
+    cr_assert_gt(uneven - work, spread - work, "uneven idle %.3f, even idle %.3f", uneven - work, spread - work);
+    l.schedule = TS_SCHED_ZB_H1;
+    l.vpp = 1;
+    cr_assert_eq(ts_sched_timeline_chunks_s(&l, m, f, b), -1, "weight-gradient slots have no per-chunk time");
+}
