@@ -243,10 +243,10 @@ static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne
                           more_rings_s(s, moe_layers - 1, edp, elink);
     /* Buckets: layers of ~ne/layers parameters each until train.bucket_bytes (a partial one
      * closes the chunk); the experts' gradients one reduction per MoE layer (program.c). */
-    double layer_ne = layers > 0 ? ne / layers : 0, bucket_bytes = pb->train.bucket_bytes;
+    double bucket_bytes = pb->train.bucket_bytes;
     out->layers = layers, out->moe_layers = moe_layers;
-    out->grad_bucket_layers = bucket_layers(bucket_bytes, layer_ne > 0 ? gb / layers : 0, layers);
-    out->weight_bucket_layers = bucket_layers(bucket_bytes, layer_ne > 0 ? wb / layers : 0, layers);
+    out->grad_bucket_layers = bucket_layers(bucket_bytes, layers > 0 ? gb / layers : 0, layers);
+    out->weight_bucket_layers = bucket_layers(bucket_bytes, layers > 0 ? wb / layers : 0, layers);
     out->more_ring_s = more_rings_s(s, 1, dpc, link);
     out->more_expert_ring_s = ex > 0 ? more_rings_s(s, 1, edp, elink) : 0;
     /* an all-reduce's latency, ring's or tree's (cost.c), as of a collective of one byte */
