@@ -409,7 +409,6 @@ static void chunk_times(ts_stages *st, const ts_problem *pb, int pp, const ts_st
         st->chunk_f = grown;
         st->chunk_cap = n_g;
     }
-    st->chunk_b = st->chunk_f + st->chunk_cap;
     for (int g = 0, first = 0; g < n_g; first += sp->layers[g], g++) {
         const ts_shard_costs *c = &sp->costs[sp->recompute[ts_sched_stage(sp->schedule, pp, sp->vpp, g)]];
         int n_moe = moe_below(m, first + sp->layers[g]) - moe_below(m, first), n_dense = sp->layers[g] - n_moe;
@@ -419,7 +418,7 @@ static void chunk_times(ts_stages *st, const ts_problem *pb, int pp, const ts_st
         if (g == 0) add_slot_times(&c->embed, 1, &f, &b);
         if (g == n_g - 1) add_slot_times(&c->head, 1, &f, &b);
         st->chunk_f[g] = f;
-        st->chunk_b[g] = b;
+        st->chunk_f[st->chunk_cap + g] = b;
     }
     st->n_chunks = n_g;
 }
@@ -643,13 +642,14 @@ static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_la
  * busiest stage's work. The even formula assumes chunks of equal time; a split's differ by a layer,
  * and the pipeline's fill and drain wait on the larger ones. `formula_s` when the timeline fails. */
 static double chunked_bubble_s(const ts_stages *st, const ts_layout *l, double formula_s) {
-    double span = ts_sched_timeline_chunks_s(l, l->microbatches, st->chunk_f, st->chunk_b), busiest = 0;
+    const double *chunk_b = st->chunk_f + st->chunk_cap;
+    double span = ts_sched_timeline_chunks_s(l, l->microbatches, st->chunk_f, chunk_b), busiest = 0;
     if (span < 0) return formula_s;
     for (int s = 0; s < l->pp; s++) {
         double work = 0;
         for (int j = 0; j < l->vpp; j++) {
             int g = ts_chunk_global(l, s, j);
-            work += st->chunk_f[g] + st->chunk_b[g];
+            work += st->chunk_f[g] + chunk_b[g];
         }
         if (work > busiest) busiest = work;
     }

@@ -67,7 +67,7 @@ typedef struct {
     /* An uneven split's interleaved chunks (vpp > 1): each global chunk's forward and backward
      * time per micro-batch, its share of exposed communication included; ts_stages_step takes
      * their schedule's timeline for the bubble (n_chunks 0: the even formula) */
-    double *chunk_f, *chunk_b;
+    double *chunk_f;         /* (2 × chunk_cap) forwards, then backwards from chunk_f + chunk_cap */
     int n_chunks, chunk_cap;
 } ts_stages;
 
