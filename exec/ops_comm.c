@@ -122,7 +122,7 @@ ts_status tr_grad_reduce_op(tr_store *st, const int32_t *segs, int n) {
 }
 
 ts_status tr_param_gather_op(tr_store *st, const ts_op *op, const int32_t *segs, int n) {
-    if (op->phase != TS_PHASE_STEP) return tr_store_gather_layer(st, st->s->local_of[op->layer]);
+    if (op->phase != TS_PHASE_STEP) return tr_store_gather_copy(st, segs, n);
     for (int k = 0; k < n; k++) TS_CHECK(tr_store_gather(st, segs[k]));
     return TS_OK;
 }

@@ -44,7 +44,7 @@ ts_status tr_mirror_op(const tr_op_ctx *c, tr_sends *sends, tr_store *st, const 
 /* GRAD_REDUCE: segments segs[0 .. n) of the store reduced over their groups, in that order. */
 ts_status tr_grad_reduce_op(tr_store *st, const int32_t *segs, int n);
 /* PARAM_GATHER: in the step phase, segments segs[0 .. n) gathered after the optimizer (ZeRO-1/2);
- * otherwise the ZeRO-3 gather of layer op->layer's parameters before its use. */
+ * otherwise ZeRO-3's gather of segs[0] before its use, releasing the copies segs[1 .. n). */
 ts_status tr_param_gather_op(tr_store *st, const ts_op *op, const int32_t *segs, int n);
 
 #endif

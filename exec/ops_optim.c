@@ -23,5 +23,6 @@ ts_status tr_optimizer_op(tr_store *st, const ts_train_opts *o, int zero, int st
                           o->weight_decay, step + 1));
         if (edge && zero >= 3) TS_CHECK(tr_store_gather(st, i));
     }
+    if (zero >= 3) tr_store_release_copies(st);
     return TS_OK;
 }

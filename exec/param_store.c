@@ -194,39 +194,30 @@ ts_status tr_store_gather(tr_store *st, int i) {
     return st->be->all_gather(st->comm[s->group], s->param + (size_t)s->index * s->part, s->param, s->part);
 }
 
-/* ZeRO-3: the gathered copies of local layer j's segments released (NULL ones skipped). */
-static void release_layer(tr_store *st, int j) {
-    for (int k = 0; k < 2; k++) {
-        tr_segment *s = &st->seg[2 * j + k];
-        if (s->zero < 3 || s->param == NULL) continue;
-        tr_tally_add(st->tally, TR_MEM_BUFFERS, -((double)s->part * s->members * sizeof(float)));
-        st->be->free(s->param);
-        s->param = NULL;
-    }
+/* ZeRO-3: segment i's gathered copy released (none held: nothing to do). */
+static void release_copy(tr_store *st, int i) {
+    tr_segment *s = &st->seg[i];
+    if (s->zero < 3 || s->param == NULL) return;
+    tr_tally_add(st->tally, TR_MEM_BUFFERS, -((double)s->part * s->members * sizeof(float)));
+    st->be->free(s->param);
+    s->param = NULL;
 }
 
-ts_status tr_store_gather_layer(tr_store *st, int j) {
-    for (int k = 0; k < st->z3_n; k++)
-        if (st->z3_layers[k] == j) { /* gathered again: the old copy goes first */
-            release_layer(st, j);
-            st->z3_layers[k] = st->z3_layers[--st->z3_n];
-            break;
-        }
-    if (st->z3_n == 2) {
-        release_layer(st, st->z3_layers[0]);
-        st->z3_layers[0] = st->z3_layers[1];
-        st->z3_n = 1;
-    }
-    for (int k = 0; k < 2; k++) {
-        tr_segment *s = &st->seg[2 * j + k];
-        if (s->n == 0 || s->zero < 3) continue;
-        /* Buffers, as the planner counts ZeRO-3's gathered layers (planner/stages.c, and for
-         * CPU ranks planner/memory_exec_buffers.h): the weights are the shard each rank keeps. */
-        TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_BUFFERS, s->part * s->members, &s->param));
-        TS_CHECK(st->be->all_gather(st->comm[s->group], s->param_shard, s->param, s->part));
-    }
-    st->z3_layers[st->z3_n++] = j;
-    return TS_OK;
+void tr_store_release_copies(tr_store *st) {
+    for (int i = 0; i < st->n_seg; i++) release_copy(st, i);
+}
+
+ts_status tr_store_gather_copy(tr_store *st, const int32_t *segs, int n) {
+    if (n < 1) return TS_FAIL(TS_ERR_INPUT, "a ZeRO-3 parameter gather lists no segment");
+    for (int k = 1; k < n; k++) release_copy(st, segs[k]);
+    tr_segment *s = &st->seg[segs[0]];
+    if (s->n == 0 || s->zero < 3) return TS_OK;
+    if (s->param != NULL) /* the program's list names a held copy of its own: a builder's bug */
+        return TS_FAIL(TS_ERR_INPUT, "ZeRO-3 gather of segment %d while a copy of it is held", (int)segs[0]);
+    /* Buffers, as the planner counts ZeRO-3's gathered layers (planner/stages.c, and for CPU
+     * ranks planner/memory_exec_buffers.h): the weights are the shard each rank keeps. */
+    TS_CHECK(tr_alloc_floats(st->be, st->tally, TR_MEM_BUFFERS, s->part * s->members, &s->param));
+    return st->be->all_gather(st->comm[s->group], s->param_shard, s->param, s->part);
 }
 
 /* ---- Assembling the parameters --------------------------------------------------------------- */

@@ -44,7 +44,6 @@ typedef struct {
                                 local layer j's in grad_layer[j % 2], so that on a GPU layer j's
                                 reduction overlaps layer j - 1's backward (exec/op_streams.h) */
     int8_t *grad_buffer;     /* (n_seg) which grad_layer a segment's gradients are in; -1: its own */
-    int z3_layers[2], z3_n;  /* ZeRO-3: local layers whose parameters are gathered */
     float *shard_tmp;        /* (largest part) a reduce-scatter's result before it is added */
 } tr_store;
 
@@ -72,9 +71,13 @@ ts_status tr_store_zero_grads(tr_store *st);
 ts_status tr_store_reduce(tr_store *st, int i);
 /* ZeRO-1/2: the members' updated shards of segment i back into its whole parameters. */
 ts_status tr_store_gather(tr_store *st, int i);
-/* ZeRO-3: local layer j's whole parameters gathered into fresh buffers; at most two layers are
- * held (the one running and the one prefetched), the older released. */
-ts_status tr_store_gather_layer(tr_store *st, int j);
+/* ZeRO-3: the gathered copies a parameter gather op releases, then its segment's whole
+ * parameters gathered into a fresh buffer: `segs` is the op's list (program/data.h), its own
+ * segment first, then those whose copies go; a copy of its own held before goes too. */
+ts_status tr_store_gather_copy(tr_store *st, const int32_t *segs, int n);
+/* ZeRO-3: every gathered copy released (stale once the optimizer updated the shards; the next
+ * step gathers afresh, as its program lists). */
+void tr_store_release_copies(tr_store *st);
 
 /* Whether segment i is a second copy (DualPipe keeps two of every chunk, program/schedule.h
  * ts_chunk_is_copy; the embedding and head of the reverse direction): equal to the first, left

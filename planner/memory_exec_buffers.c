@@ -53,15 +53,17 @@ static seg_size seg_sized(size_t n, int members, int zero) {
 /* One stage's segments and the walk's state. Layers are indexed by global layer; only those of
  * the stage (seg->local_of >= 0) are sized. */
 typedef struct {
+    const ts_stage_program *sp;
     const ts_layout *l;
     const ts_stage_segments *seg;
     int stage;
     seg_size *sh, *ex; /* (layers) */
     seg_size embed, head;
     double fixed;      /* bytes held throughout: workspace, landing shard, one-layer gradients */
-    double z3, sends;  /* bytes of ZeRO-3's gathered layers and of the step's send copies */
+    double z3, sends;  /* bytes of ZeRO-3's gathered copies and of the step's send copies */
     double peak;
-    int held[2], n_held; /* ZeRO-3: the layers gathered, oldest first */
+    double *copy;      /* (n_seg) ZeRO-3: bytes of each segment's gathered copy, 0 when none */
+    int *layer_of;     /* (n_local) the global layer of each local one */
 } stage_bufs;
 
 static ts_status bufs_size(stage_bufs *b, const ts_problem *pb, const ts_exec_dims *d) {
@@ -70,10 +72,14 @@ static ts_status bufs_size(stage_bufs *b, const ts_problem *pb, const ts_exec_di
     int tied = pb->model.tied_embeddings, edge_zero = l->zero > 1 ? 1 : l->zero;
     b->sh = calloc((size_t)layers + 1, sizeof *b->sh);
     b->ex = calloc((size_t)layers + 1, sizeof *b->ex);
-    if (!b->sh || !b->ex) return TS_FAIL(TS_ERR_NOMEM, "out of memory sizing stage %d's segments", b->stage);
+    b->copy = calloc((size_t)b->seg->n_seg, sizeof *b->copy);
+    b->layer_of = calloc((size_t)b->seg->n_local + 1, sizeof *b->layer_of);
+    if (!b->sh || !b->ex || !b->copy || !b->layer_of)
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory sizing stage %d's segments", b->stage);
     size_t max_part = 1, biggest = 0;
     for (int g = 0; g < layers; g++) {
         if (b->seg->local_of[g] < 0) continue;
+        b->layer_of[b->seg->local_of[g]] = g;
         int moe = ts_model_layer_is_moe(&pb->model, g);
         b->sh[g] = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_SHARED, moe, tied), dpcp, l->zero);
         b->ex[g] = seg_sized(ts_exec_seg_floats(d, TS_EXEC_SEG_EXPERTS, moe, tied), edp, l->zero);
@@ -96,30 +102,30 @@ static ts_status bufs_size(stage_bufs *b, const ts_problem *pb, const ts_exec_di
     return TS_OK;
 }
 
-/* ZeRO-3: the bytes of layer g's gathered copy (exec/param_store.c tr_store_gather_layer). */
-static double gathered_bytes(const stage_bufs *b, int g) {
-    const seg_size *s[2] = {&b->sh[g], &b->ex[g]};
-    double bytes = 0;
-    for (int k = 0; k < 2; k++)
-        if (s[k]->n > 0 && s[k]->zero >= 3) bytes += 4.0 * (double)s[k]->padded;
-    return bytes;
+/* ZeRO-3: the bytes of segment i's gathered copy (exec/param_store.c tr_store_gather_copy),
+ * 0 for a segment it does not shard. */
+static double copy_bytes(const stage_bufs *b, int32_t i) {
+    if (i < 0 || i >= 2 * b->seg->n_local) return 0;
+    int g = b->layer_of[i / 2];
+    const seg_size *s = i % 2 ? &b->ex[g] : &b->sh[g];
+    return s->n > 0 && s->zero >= 3 ? 4.0 * (double)s->padded : 0;
 }
 
-/* Layer g gathered: a copy of it held before goes first, and of two held the older. */
-static void gather_layer(stage_bufs *b, int g) {
-    for (int k = 0; k < b->n_held; k++)
-        if (b->held[k] == g) {
-            b->z3 -= gathered_bytes(b, g);
-            b->held[k] = b->held[--b->n_held];
-            break;
-        }
-    if (b->n_held == 2) {
-        b->z3 -= gathered_bytes(b, b->held[0]);
-        b->held[0] = b->held[1];
-        b->n_held = 1;
-    }
-    b->z3 += gathered_bytes(b, g);
-    b->held[b->n_held++] = g;
+static void release_copy(stage_bufs *b, int32_t i) {
+    if (i < 0 || i >= b->seg->n_seg) return;
+    b->z3 -= b->copy[i];
+    b->copy[i] = 0;
+}
+
+/* ZeRO-3's gather op i: the copies its list names after its own go, its own comes
+ * (program/data.h). */
+static void gather_copy(stage_bufs *b, int i) {
+    const int32_t *segs = b->sp->segs + b->sp->seg_start[i];
+    int n = (int)(b->sp->seg_start[i + 1] - b->sp->seg_start[i]);
+    if (n < 1) return;
+    for (int k = 1; k < n; k++) release_copy(b, segs[k]);
+    b->copy[segs[0]] = copy_bytes(b, segs[0]);
+    b->z3 += b->copy[segs[0]];
 }
 
 static void count_segment(double n, double *all, double *largest) {
@@ -147,12 +153,16 @@ static double mirror_floats(const stage_bufs *b, int chunk, double *largest) {
     return all;
 }
 
-/* One op's change to the buffers; `extra`: bytes it holds only while it runs. */
-static void walk_op(stage_bufs *b, const ts_op *op, const ts_exec_dims *d, double *extra) {
+/* Op i's change to the buffers; `extra`: bytes it holds only while it runs. */
+static void walk_op(stage_bufs *b, int i, const ts_exec_dims *d, double *extra) {
+    const ts_op *op = &b->sp->ops[i];
     *extra = 0;
     switch (op->part) {
     case TS_PART_PARAM_GATHER:
-        if (op->phase != TS_PHASE_STEP && op->layer >= 0) gather_layer(b, op->layer);
+        if (op->phase != TS_PHASE_STEP) gather_copy(b, i);
+        return;
+    case TS_PART_OPTIMIZER: /* the gathered copies are stale: released (exec/ops_optim.c) */
+        for (int k = 0; k < b->seg->n_seg; k++) release_copy(b, k);
         return;
     case TS_PART_PP_ACT:
     case TS_PART_PP_GRAD:
@@ -171,13 +181,13 @@ static void walk_op(stage_bufs *b, const ts_op *op, const ts_exec_dims *d, doubl
 ts_status ts_memory_exec_buffers(const ts_program *prog, const ts_problem *pb, const ts_exec_dims *d, int stage,
                                  double *peak_bytes) {
     const ts_stage_program *sp = &prog->stages[stage];
-    stage_bufs b = {.l = &prog->layout, .seg = &sp->seg, .stage = stage};
+    stage_bufs b = {.sp = sp, .l = &prog->layout, .seg = &sp->seg, .stage = stage};
     ts_status res = bufs_size(&b, pb, d);
     b.peak = b.fixed;
     for (int step = 0; step < 2 && res == TS_OK; step++) {
         for (int i = 0; i < sp->n_ops; i++) {
             double extra;
-            walk_op(&b, &sp->ops[i], d, &extra);
+            walk_op(&b, i, d, &extra);
             double now = b.fixed + b.z3 + b.sends + extra;
             if (now > b.peak) b.peak = now;
         }
@@ -185,6 +195,8 @@ ts_status ts_memory_exec_buffers(const ts_program *prog, const ts_problem *pb, c
     }
     free(b.sh);
     free(b.ex);
+    free(b.copy);
+    free(b.layer_of);
     TS_CHECK_CTX(res, "pricing stage %d's buffers", stage);
     *peak_bytes = b.peak;
     return TS_OK;

@@ -9,8 +9,8 @@
  *     there are no collective buffers apart from it, and no DP buckets (gradients are reduced in
  *     place in their segments);
  *   - the parameter store's (exec/param_store.h): a reduce-scatter's landing shard (the largest
- *     segment's share), under ZeRO-2/3 the two one-layer gradient buffers, under ZeRO-3 the two
- *     gathered layers (the one running and the one prefetched);
+ *     segment's share), under ZeRO-2/3 the two one-layer gradient buffers, under ZeRO-3 two
+ *     gathered copies of each kind of segment (the layer running and the one prefetched);
  *   - the pipeline's send copies (exec/ops_comm.h), held from their SEND op to the step's end,
  *     and DualPipe's gradient-mirror copies (sent: to the step's end; received: one segment at a
  *     time, added and freed).
@@ -41,7 +41,8 @@ size_t ts_exec_seg_floats(const ts_exec_dims *d, ts_exec_seg kind, int moe, int 
 
 /* The peak of the buffers stage `stage` of `prog` holds while it trains (the workspace, the
  * store's, the pipeline's and mirror's copies), in bytes, walking its program in issue order over
- * two steps (ZeRO-3's gathered layers stay held from one step into the next). `d`: the rank's
+ * two steps (ZeRO-3's gathered copies follow the gathers' segment lists, program/data.h, and go at
+ * the optimizer step). `d`: the rank's
  * shapes (ts_exec_dims_of). TS_ERR_NOMEM. */
 ts_status ts_memory_exec_buffers(const ts_program *prog, const ts_problem *pb, const ts_exec_dims *d, int stage,
                                  double *peak_bytes);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "planner/cost.h"
+#include "program/ranks.h"
 #include "program/schedule.h"
 
 ts_status ts_stages_init(ts_stages *st, int cap) {
@@ -220,9 +221,8 @@ static double bucket_latency_s(const ts_dp_times *d, int v, int zero, int gather
 /* The gradient reduction, parameter gathering (over DP×CP, experts over DP×CP/EP) and optimizer
  * step of `ne` non-expert and `ex` expert parameters on a rank, held in `layers` layers of which
  * `moe_layers` have experts. ZeRO-2/3 run their collectives layer by layer, as the step program
- * issues them: the gathers over the group of program.c gather_group (DP×CP with the experts'
- * shards, or the experts' own group when dp·cp = 1), the reduce-scatters over DP×CP and, for
- * expert layers, the experts' group; a collective pays its latency once per layer. */
+ * issues them (program.c param_gather, slot_layer_backward): the shared parameters over DP×CP,
+ * each expert layer's over the experts' group; a collective pays its latency once per layer. */
 static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne, double ex, int layers,
                      int moe_layers, ts_dp_times *out) {
     const ts_system *s = &pb->sys;
@@ -235,10 +235,9 @@ static void dp_times(const ts_problem *pb, const ts_shard *sh, int pp, double ne
     out->reduce_scatter_s = ts_coll_s(s, TS_COLL_REDUCE_SCATTER, dpc, gb, link) +
                             ts_coll_s(s, TS_COLL_REDUCE_SCATTER, edp, egb, elink);
     out->allgather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) + ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink);
-    int gn = dpc > 1 ? dpc : edp;
-    ts_link glink = dpc > 1 ? link : elink;
-    out->layer_gather_s = ts_coll_s(s, TS_COLL_ALLGATHER, gn, dpc > 1 ? wb + ewb : ewb, glink) +
-                          more_rings_s(s, layers - 1, gn, glink);
+    out->layer_gather_s = ts_coll_s(s, TS_COLL_ALLGATHER, dpc, wb, link) + more_rings_s(s, layers - 1, dpc, link) +
+                          ts_coll_s(s, TS_COLL_ALLGATHER, edp, ewb, elink) +
+                          (ex > 0 ? more_rings_s(s, moe_layers - 1, edp, elink) : 0);
     out->layer_reduce_s = out->reduce_scatter_s + more_rings_s(s, layers - 1, dpc, link) +
                           more_rings_s(s, moe_layers - 1, edp, elink);
     /* Buckets: layers of ~ne/layers parameters each until train.bucket_bytes (a partial one
@@ -265,7 +264,10 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
     double et = ts_shard_etp(sh); /* the experts are split over etp·ep */
-    st->max_layer_params = max_d(pc->per_layer_dense / t, moe_dense_part / t + expert_all / (et * sh->ep));
+    int any_moe = moe_below(m, m->layers) > 0;
+    st->max_dense_params = moe_below(m, m->layers) < m->layers ? pc->per_layer_dense / t : 0;
+    st->max_moe_shared_params = any_moe ? moe_dense_part / t : 0;
+    st->max_expert_params = any_moe ? expert_all / (et * sh->ep) : 0;
 
     int n_moe_all = moe_below(m, m->layers);
     double outside = pc->total - pc->embedding - pc->lm_head -
@@ -492,6 +494,17 @@ static double exposed(const ts_system *s, double traffic_s, double window_s) {
     return traffic_s - hidden + s->overlap_slowdown * hidden;
 }
 
+/* ZeRO-3 on a stage of `ne` non-expert and `ex` expert parameters a rank, whose shared ones are
+ * sharded over `dpc` ranks and experts over `edp` (program.c param_gather): the parameters it
+ * leaves whole (those of a one-rank group) and those of the largest layer's gathered copy. */
+static void zero3_params(const ts_stages *st, double ne, double ex, double dpc, double edp, double *held_whole,
+                         double *gathered) {
+    int sh = dpc > 1, exs = edp > 1;
+    *held_whole = (sh ? 0 : ne) + (exs ? 0 : ex);
+    *gathered = max_d(sh ? st->max_dense_params : 0, (sh ? st->max_moe_shared_params : 0) +
+                                                         (exs ? st->max_expert_params : 0));
+}
+
 /* Weights, gradients, optimizer states and the micro-batch-independent buffers of stage i under
  * ZeRO stage z (activations and st->mb_buffer_bytes excluded), for the data-parallel degree the
  * stages were built for. */
@@ -500,18 +513,20 @@ static void stage_states(const ts_stages *st, const ts_problem *pb, int z, int i
     const ts_shard *sh = &st->shard;
     double dpc = (double)pb->gpus / (sh->tp * sh->cp * st->pp) * sh->cp, edp = dpc * sh->tp / (ts_shard_etp(sh) * sh->ep);
     double ne = st->params[i], ex = st->expert_params[i];
-    double sharded = ne / dpc + ex / edp, whole = ne + ex;
+    double sharded = ne / dpc + ex / edp, whole = ne + ex, held_whole, gathered;
+    zero3_params(st, ne, ex, dpc, edp, &held_whole, &gathered);
     out->weights = ts_weight_elem_bytes(pb) * (z >= 3 ? sharded : whole);
     /* FP8 copies of the weights (program/recipe.h): of every layer held, or under ZeRO-3 of the
-     * gathered layers only (embedding and head counted too: an upper bound). */
-    out->weights += ts_fp8_weight_copy_bytes(pb) * (z >= 3 ? 2.0 * st->max_layer_params : whole);
+     * gathered layers and the parameters it leaves whole (embedding and head counted too: an
+     * upper bound). */
+    out->weights += ts_fp8_weight_copy_bytes(pb) * (z >= 3 ? 2.0 * gathered + held_whole : whole);
     out->grads = tr->grad_bytes * (z >= 2 ? sharded : whole);
     out->optimizer = tr->optimizer_bytes * (z >= 1 ? sharded : whole);
     /* Two DP buckets, and under ZeRO-3 the gathered parameters of the layer running and the one
      * prefetched. */
     double grad_all = tr->grad_bytes * whole;
     out->buffers = 2.0 * (grad_all < tr->bucket_bytes ? grad_all : tr->bucket_bytes) +
-                   (z >= 3 ? 2.0 * ts_weight_elem_bytes(pb) * st->max_layer_params : 0);
+                   (z >= 3 ? 2.0 * ts_weight_elem_bytes(pb) * gathered : 0);
     out->activations = 0;
     out->total = out->weights + out->grads + out->optimizer + out->buffers;
 }
@@ -690,7 +705,8 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     t.pp_comm = (2.0 * ((double)m + p - 1) + (1.0 - s->pp_comm_overlap) * 2.0 * m * (v - 1)) * st->p2p_s +
                 (dual ? st->mirror_s : 0);
     const ts_dp_times *dpt = dual ? &st->dual_dp : &st->dp;
-    if (dpc > 1) {
+    /* DP×CP, or the experts' own group alone (experts apart from TP span the TP ranks) */
+    if (dpc > 1 || ts_group_size(l, TS_GROUP_EDP) > 1) {
         /* The windows are one model chunk's work: with interleaving the last backward (and the
          * next step's first forward) on a stage covers 1/v of its layers. */
         double nic = nic_comm_s(pb, l, c, tp);

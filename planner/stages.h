@@ -55,7 +55,9 @@ typedef struct {
     double p2p_s;            /* one pipeline transfer of a micro-batch, seconds */
     double mirror_s;         /* DualPipe: the largest exchange of both chunks' gradients with the
                                 mirror stage (program.c mirror_grads), seconds */
-    double max_layer_params; /* largest layer's parameters on one rank (ZeRO-3 gather buffer) */
+    /* one rank's parameters of the largest dense layer, of the largest MoE layer apart from its
+     * experts, and of its experts (ZeRO-3's gathered copies: stages.c zero3_params) */
+    double max_dense_params, max_moe_shared_params, max_expert_params;
     double *states_bytes;    /* (4 × cap) per ZeRO stage and stage: weights, gradients, optimizer
                                 and the buffers that do not depend on the micro-batch */
     double mb_buffer_bytes;  /* TP/SP and pipeline buffers of one micro-batch, on every stage */

@@ -82,10 +82,9 @@ static ts_status dp_segments(const ts_stage_segments *g, const ts_op *op, int32_
             segs[(*n)++] = s;
             return TS_OK;
         }
-        if (op->phase != TS_PHASE_STEP) { /* ZeRO-3: the layer's two segments */
-            TS_CHECK(local_seg(g, op->layer, 0, &s));
+        if (op->phase != TS_PHASE_STEP) { /* ZeRO-3: the layer's shared or expert segment */
+            TS_CHECK(local_seg(g, op->layer, op->group == TS_GROUP_EDP, &s));
             segs[(*n)++] = s;
-            segs[(*n)++] = s + 1;
             return TS_OK;
         }
         /* A bucket in forward order: layers [the previous bucket's end, op->layer]. */
@@ -105,34 +104,36 @@ static ts_status dp_segments(const ts_stage_segments *g, const ts_op *op, int32_
     return TS_OK;
 }
 
-/* ZeRO-3 holds at most two gathered layers (the one running and the one prefetched): a gather
- * drops its own layer's old copy, else the older of two held. The segments of the layer it
- * releases follow its own two in its list (what it writes). */
+/* ZeRO-3 holds at most two gathered copies of each kind of segment, shared and expert (the
+ * layer running and the one prefetched). A gather lists its own segment, then the copies it
+ * releases first: its own segment's older copy, else the older of two held of its kind. */
 typedef struct {
-    int32_t held[2]; /* first segment of each held layer, oldest first */
-    int n;
+    int32_t held[2][2]; /* [kind][k]: the segments held, oldest first */
+    int n[2];
 } zero3_held;
 
 static void zero3_release(zero3_held *z, int32_t *segs, uint32_t *n) {
-    int32_t s = segs[*n - 2];
-    for (int k = 0; k < z->n; k++)
-        if (z->held[k] == s) {
-            z->held[k] = z->held[--z->n];
+    int32_t s = segs[*n - 1];
+    int kind = s % 2, *held = &z->n[kind];
+    int32_t *h = z->held[kind];
+    for (int k = 0; k < *held; k++)
+        if (h[k] == s) {
+            segs[(*n)++] = s;
+            h[k] = h[--*held];
             break;
         }
-    if (z->n == 2) {
-        segs[(*n)++] = z->held[0];
-        segs[(*n)++] = z->held[0] + 1;
-        z->held[0] = z->held[1];
-        z->n = 1;
+    if (*held == 2) {
+        segs[(*n)++] = h[0];
+        h[0] = h[1];
+        *held = 1;
     }
-    z->held[z->n++] = s;
+    h[(*held)++] = s;
 }
 
 static ts_status segs_build(ts_stage_program *sp) {
     const ts_stage_segments *g = &sp->seg;
     /* Grown as DP ops come: one op lists at most n_seg segments (a bucket of every layer and both
-     * edges), a ZeRO-3 gather four. Sized up front by n_seg per DP op, a ZeRO-3 step of many
+     * edges), a ZeRO-3 gather two. Sized up front by n_seg per DP op, a ZeRO-3 step of many
      * layers and micro-batches would ask for tens of megabytes it never uses. */
     size_t cap = 1024;
     ts_status res = TS_OK;
@@ -146,7 +147,7 @@ static ts_status segs_build(ts_stage_program *sp) {
     }
     memcpy(reduce_hi, g->chunk_hi, (size_t)g->vpp * sizeof *reduce_hi);
     memcpy(gather_lo, g->chunk_lo, (size_t)g->vpp * sizeof *gather_lo);
-    zero3_held z3 = {.n = 0};
+    zero3_held z3 = {.n = {0, 0}};
     uint32_t used = 0;
     for (int i = 0; i < sp->n_ops; i++) {
         sp->seg_start[i] = used;

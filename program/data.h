@@ -9,9 +9,11 @@
  *   - compute ops of a layer (or the embedding, head and loss) read its parameters, and in the
  *     backward (B and W) write its gradients; the optimizer writes everything;
  *   - a gradient reduction writes its segments' gradients (in place; ZeRO-2 zeroes them);
- *   - a parameter gather writes its segments' parameters; ZeRO-3 holds two gathered layers (the
- *     one running and the one prefetched), so its gather also releases, hence writes, the older
- *     one, which its segment list names after its own.
+ *   - a parameter gather writes its segments' parameters; ZeRO-3 gathers one segment an op
+ *     (a layer's shared parameters over DP×CP, its experts' over EDP) and holds two gathered
+ *     copies of each kind (the layer running and the one prefetched), so its gather also releases,
+ *     hence writes, its own segment's older copy or else the older of the two, which its segment
+ *     list names after its own.
  * The DP ops' segments (a bucket holds the layers between its op's layer and the previous
  * bucket's, with the embedding riding in the bucket of layer 0 and the head in that of the last
  * layer) are listed in the program, in the order the executor reduces or gathers them.

@@ -24,7 +24,8 @@
  *                        forward of the bucket's layers, as Megatron's overlap_param_gather);
  *                        ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 gathers each layer's
  *                        parameters before its forward and backward and reduce-scatters its
- *                        gradients after. Expert gradients go over the EDP group.
+ *                        gradients after. Expert parameters and gradients go over the EDP
+ *                        group, each MoE layer's experts in collectives of their own.
  *   optimizer            28 bytes per updated parameter, after the reductions.
  *   grad-accum           on stacks that accumulate gradients apart from the weight-gradient GEMMs
  *                        (models/stack.h grad_accum_bytes), after each chunk's backward of a
@@ -454,25 +455,22 @@ static void chunk_layers(const ts_problem *pb, const ts_layout *l, const ts_prog
     if (g == n - 1) *count += pb->model.mtp_layers;
 }
 
-/* The group a parameter all-gather runs over, and the parameters of `sh` shared and `ex` expert
- * ones it carries: DP×CP with the experts' shards (their EDP group lies within it when etp = tp);
- * with the experts apart from TP and dp·cp = 1 the EDP group (TP ranks) gathers the experts alone
- * (program/ranks.h). */
-static ts_group gather_group(const ts_layout *l, double sh, double ex, double *params) {
-    int dpc = l->dp * l->cp > 1;
-    *params = dpc ? sh + ex : ex;
-    return dpc ? TS_GROUP_DPCP : TS_GROUP_EDP;
-}
-
-/* ZeRO-3's all-gather of one layer's parameters (gather_group). */
+/* ZeRO-3's all-gathers of one layer's parameters: the shared ones over DP×CP, the experts' over
+ * their own DP group (EDP), as Megatron FSDP shards expert parameters over the expert-data-parallel
+ * group and the executor keeps them (exec/param_store.c); a group of one rank gathers nothing (its
+ * segment is not sharded), so experts whose EDP group is one rank stay whole. Returns the last. */
 static uint32_t param_gather(builder *b, const ctx *c, int layer) {
-    double sh, ex, n;
+    double sh, ex;
     ts_layer_params_rank(b->pb, b->l->tp, b->l->ep, b->l->etp, layer, &sh, &ex);
-    ts_group g = gather_group(b->l, sh, ex, &n);
     ctx at = *c;
     at.layer = layer;
-    return coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, g, TS_COLL_ALLGATHER, ts_weight_elem_bytes(b->pb) * n,
-                NO_OP);
+    double wb = ts_weight_elem_bytes(b->pb);
+    uint32_t last = coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_DPCP, TS_COLL_ALLGATHER, wb * sh, NO_OP);
+    if (ex > 0) {
+        uint32_t op = coll(b, &at, TS_PART_PARAM_GATHER, TS_STREAM_DP, TS_GROUP_EDP, TS_COLL_ALLGATHER, wb * ex, NO_OP);
+        if (op != NO_OP) last = op;
+    }
+    return last;
 }
 
 /* Per-stage bookkeeping for data-parallel traffic. */

@@ -461,6 +461,8 @@ static void check_parity(const parity_case *c) {
       0)                                                                                                            \
     X(moe_ep4_zero3, "tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=4,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none",      \
       1)                                                                                                     \
+    X(moe_dp4_ep2_zero3_full, "tiny-moe",                                                                           \
+      "dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full", 0)                     \
     X(moe_tp2_sp, "tiny-moe", "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",         \
       0)                                                                                                   \
     X(moe_cp2, "tiny-moe", "dp=1,tp=1,pp=1,cp=2,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none",   \
@@ -805,8 +807,9 @@ Test(mpi, bf16_plan_trains_fp32_and_says_so) {
  * order does, bit for bit: the same losses and the same parameters. A wait the analysis missed
  * shows here: without the embedding's gradients in its bucket's wait, dp-early's second loss
  * moved by 2.3e-4 relative (ZeRO-1, dp=2, mbs=2; seen while writing this test). Layouts: ZeRO-2's per-layer reductions into the
- * one-layer buffer, ZeRO-3's per-layer gathers that release other layers, and EP with PP under
- * ZeRO-1 (expert reductions, two stages). */
+ * one-layer buffer, ZeRO-3's per-layer gathers that release other layers (shared and expert
+ * parameters apart, over their own groups), and EP with PP under ZeRO-1 (expert reductions, two
+ * stages). */
 Test(mpi, stream_orders_train_alike) {
     static const struct {
         const char *model, *layout;
@@ -815,6 +818,7 @@ Test(mpi, stream_orders_train_alike) {
         {"tiny", "dp=4,tp=1,pp=1,cp=1,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none"},
         {"tiny", "dp=2,tp=1,pp=1,cp=2,ep=1,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full"},
         {"tiny-moe", "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none"},
+        {"tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none"},
     };
     const char *const orders[] = {"program", "dp-early", "dp-late"};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -15,6 +15,7 @@
 
 #include "exec/backend.h"
 #include "exec/op_streams.h"
+#include "program/recipe.h"
 #include "tests/helpers.h"
 
 typedef struct {
@@ -39,7 +40,10 @@ static void fixture_init(fixture *f, const char *model, const char *layout_text,
     f->grad_buffer = malloc((size_t)n_seg);
     cr_assert(f->local_of && f->grad_buffer);
     for (int j = 0; j < L; j++) f->local_of[j] = j;
-    for (int s = 0; s < n_seg; s++) f->grad_buffer[s] = (int8_t)(s < 2 * L && l.zero >= 2 && l.dp * l.cp > 1 ? s / 2 % 2 : -1);
+    for (int s = 0; s < n_seg; s++) {
+        int members = ts_group_size(&l, s % 2 ? TS_GROUP_EDP : TS_GROUP_DPCP);
+        f->grad_buffer[s] = (int8_t)(s < 2 * L && l.zero >= 2 && members > 1 ? s / 2 % 2 : -1);
+    }
     f->map = (ts_seg_map){.layers = L, .local_of = f->local_of, .n_local = L, .seg_embed = 2 * L,
                           .seg_head = 2 * L + 1, .grad_buffer = f->grad_buffer};
 }
@@ -175,6 +179,59 @@ Test(op_streams, zero1_experts_gather_over_their_group) {
     free(count);
     ts_op_streams_free(&s);
     fixture_free(&f);
+}
+
+/* ZeRO-3 gathers a layer's shared parameters over DP×CP and its experts over their own DP group
+ * (EDP), each in an op of its own carrying that kind's bytes, and holds two copies of each kind:
+ * every release a list names is of a held copy, and no kind ever holds more than two. With an
+ * EDP group of one rank the experts stay whole: no expert gathers, and the DP×CP ones carry the
+ * shared parameters alone. */
+static void check_zero3_gathers(const char *layout, int edp) {
+    fixture f;
+    fixture_init(&f, "tiny-moe", layout, 8);
+    ts_op_streams s;
+    streams(&f, TS_ORDER_PROGRAM, &s);
+    const ts_layout *l = &f.prog.layout;
+    int L = f.map.n_local, n_seg = 2 * L + 2, gathers[2] = {0, 0};
+    cr_assert_eq(ts_group_size(l, TS_GROUP_EDP), edp);
+    int *held = calloc((size_t)n_seg, sizeof *held), n_held[2] = {0, 0};
+    cr_assert(held);
+    for (int i = 0; i < s.n_ops; i++) {
+        const ts_op *op = &stage(&f)->ops[i];
+        if (!dp(&f, i) || op->part != TS_PART_PARAM_GATHER || op->phase == TS_PHASE_STEP) continue;
+        int kind = op->group == TS_GROUP_EDP;
+        cr_expect(kind || op->group == TS_GROUP_DPCP, "a ZeRO-3 gather over group %d", op->group);
+        double sh, ex;
+        ts_layer_params_rank(&f.pb, l->tp, l->ep, l->etp, op->layer, &sh, &ex);
+        cr_expect_float_eq(op->bytes, ts_weight_elem_bytes(&f.pb) * (kind ? ex : sh), 1e-9,
+                           "layer %d's %s gather carries %g bytes", op->layer, kind ? "expert" : "shared", op->bytes);
+        const int32_t *list = s.segs + s.seg_start[i];
+        int n = (int)(s.seg_start[i + 1] - s.seg_start[i]);
+        cr_assert_geq(n, 1);
+        cr_expect_eq(list[0], 2 * op->layer + kind, "op %d gathers segment %d for layer %d", i, list[0], op->layer);
+        for (int k = 1; k < n; k++) {
+            cr_expect(held[list[k]], "op %d releases segment %d, which is not held", i, list[k]);
+            cr_expect_eq(list[k] % 2, kind, "op %d releases a copy of the other kind", i);
+            if (held[list[k]]) n_held[list[k] % 2]--;
+            held[list[k]] = 0;
+        }
+        cr_expect(!held[list[0]], "op %d gathers segment %d while a copy is held", i, list[0]);
+        held[list[0]] = 1;
+        n_held[kind]++;
+        cr_expect_leq(n_held[kind], 2, "op %d: %d copies of kind %d held", i, n_held[kind], kind);
+        gathers[kind]++;
+    }
+    cr_expect_gt(gathers[0], 0);
+    if (edp > 1) cr_expect_eq(gathers[1], gathers[0], "%d expert gathers, %d shared", gathers[1], gathers[0]);
+    else cr_expect_eq(gathers[1], 0, "%d expert gathers over a group of one rank", gathers[1]);
+    free(held);
+    ts_op_streams_free(&s);
+    fixture_free(&f);
+}
+
+Test(op_streams, zero3_gathers_each_kind_over_its_group) {
+    check_zero3_gathers("dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=full", 2);
+    check_zero3_gathers("dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=3,mbs=1,vpp=1,sched=1f1b,recompute=none", 1);
 }
 
 Test(op_streams, zero2_layer_buffers_order_the_backward) {
