@@ -15,6 +15,10 @@ const char *const ts_partition_mode_names[] = {"uniform", "ilp", "auto", NULL};
 #define PART_TOP 4  /* best layouts re-partitioned */
 #define PART_NEAR 4 /* layouts that do not fit evenly, re-partitioned */
 #define PART_CANDIDATES (2 * PART_TOP + PART_NEAR)
+/* The even layouts scanned for the PART_TOP to re-partition, whatever the caller's top_k: the
+ * answer must not depend on how many rows are asked for (--top 1 and --top 3 once re-split
+ * different layouts and named different bests). */
+#define PART_EVEN_SCAN (4 * PART_TOP)
 
 void ts_partition_opts_defaults(ts_partition_opts *o) {
     *o = (ts_partition_opts){.mode = TS_PARTITION_AUTO, .objective = TS_PART_OBJ_STAGE, .node_limit = TS_PART_DEFAULT_NODES,
@@ -172,12 +176,13 @@ static int is_candidate(const part_search *q, const ts_layout *l) {
     return 0;
 }
 
-/* The best PART_TOP distinct layouts of the even search with pp > 1 (recompute aside); when
+/* The best PART_TOP distinct layouts with pp > 1 (recompute aside) among the even search's first
+ * PART_EVEN_SCAN; when
  * `screen` (auto), only those whose even form split_may_gain says a split could beat. */
 static ts_status add_best(part_search *q, const ts_search_result *even, int screen) {
     ts_layout seen[PART_TOP];
     char text[256];
-    for (int i = 0, n_seen = 0; i < even->n_best && n_seen < PART_TOP; i++) {
+    for (int i = 0, n_seen = 0; i < even->n_best && i < PART_EVEN_SCAN && n_seen < PART_TOP; i++) {
         const ts_layout *l = &even->best[i].layout;
         int dup = !takes_split(l);
         for (int j = 0; j < n_seen && !dup; j++) dup = same_but_recompute(&seen[j], l);
@@ -345,21 +350,34 @@ static ts_status nothing_kept(const part_search *q, int no_valid, const char *re
     return TS_FAIL(TS_ERR_INFEASIBLE, "%s", out->reason);
 }
 
+/* The caller's top_k of a ranking searched wider (PART_EVEN_SCAN). */
+static void keep_top(ts_search_result *out, int top_k) {
+    if (out->n_best > top_k) out->n_best = top_k;
+}
+
 ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts, const ts_partition_opts *po,
                                 ts_search_result *out) {
     ts_partition_mode mode = po->mode;
-    ts_status st = ts_search(pb, opts, out);
+    ts_search_opts wide = *opts;
+    if (mode != TS_PARTITION_UNIFORM && wide.top_k < PART_EVEN_SCAN) wide.top_k = PART_EVEN_SCAN;
+    ts_status st = ts_search(pb, &wide, out);
     /* ilp and auto: the pins may leave only layouts that need an explicit split (interleaving
      * whose pp·vpp does not divide the layers); the searches below with explicit_splits find
      * them. */
     int no_valid = mode != TS_PARTITION_UNIFORM && st == TS_ERR_INPUT && out->best != NULL && out->searched == 0;
-    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE && !no_valid)) return st;
+    if (mode == TS_PARTITION_UNIFORM || (st != TS_OK && st != TS_ERR_INFEASIBLE && !no_valid)) {
+        keep_top(out, opts->top_k);
+        return st;
+    }
     int nothing_fits = st == TS_ERR_INFEASIBLE || no_valid;
     /* auto, when something fits evenly: with the memory objective the even split stands; with
      * one kind of layer only the best layouts whose even form split_may_gain says could be beaten
      * (forced into recompute, or a stage slower than the rest by more than a layer). */
     int screen = mode == TS_PARTITION_AUTO && !nothing_fits;
-    if (screen && opts->objective == TS_OBJ_MEMORY) return st;
+    if (screen && opts->objective == TS_OBJ_MEMORY) {
+        keep_top(out, opts->top_k);
+        return st;
+    }
     if (screen && model_mixes_kinds(&pb->model)) screen = 0;
     /* Nothing fits evenly (or, with ilp, nothing is valid evenly): expected here and handled —
      * uneven stages may fit. The even search's reason is kept; when they fit none either, this
@@ -382,7 +400,10 @@ ts_status ts_search_partitioned(const ts_problem *pb, const ts_search_opts *opts
     double bar = auto_fits && out->n_best > 0 ? ts_objective_value(pb, opts->objective, &out->best[0]) : INFINITY;
     if (mode == TS_PARTITION_ILP || no_valid || auto_fits)
         TS_CHECK_GOTO(add_split_only(&q, bar, &split_only), res, exit);
-    if (screen && q.n_cand == 0) goto exit; /* nothing to gain: the even search's result, untouched */
+    if (screen && q.n_cand == 0) { /* nothing to gain: the even search's result */
+        keep_top(out, opts->top_k);
+        goto exit;
+    }
     q.list = calloc((size_t)out->n_best + PART_CANDIDATES, sizeof *q.list);
     TS_ALLOC_GOTO(q.list, res, exit);
     if (mode == TS_PARTITION_ILP || nothing_fits)

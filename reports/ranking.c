@@ -73,9 +73,16 @@ static double now_s(void) {
 }
 
 
+/* Ranked layouts a tie may draw from beyond the caller's top_k (ts_ranking_bands cuts back to
+ * it): which layout ranks first must not depend on how many rows are asked for, and uneven splits
+ * exist only in this ranking, not in the tie's pool of even layouts. */
+#define TS_TIE_RANKED 16
+
 ts_status ts_ranking_make(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *out) {
     memset(out, 0, sizeof *out);
-    ts_status res = ts_search_partitioned(pb, so, &o->partition, &out->search);
+    ts_search_opts wide = *so;
+    if (ts_ranking_reorders(so, o) && wide.top_k < TS_TIE_RANKED) wide.top_k = TS_TIE_RANKED;
+    ts_status res = ts_search_partitioned(pb, &wide, &o->partition, &out->search);
     if (res != TS_OK) {
         ts_search_result_free(&out->search);
         memset(out, 0, sizeof *out);

@@ -133,16 +133,21 @@ static ts_status robust_order(const ts_problem *pb, int n, ts_ranking *r) {
     return res;
 }
 
+int ts_ranking_reorders(const ts_search_opts *so, const ts_ranking_opts *o) {
+    return so->objective != TS_OBJ_MEMORY && o->refine <= 0;
+}
+
 ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r) {
     char dir[4096];
-    int n = r->search.n_best;
+    int n = r->search.n_best, keep = n < so->top_k ? n : so->top_k;
     /* Refined layouts are ordered by simulation; a tie then speaks of the closed form's bands. */
-    int reorder = so->objective != TS_OBJ_MEMORY && n >= 1 && !r->sim_step_s;
+    int reorder = ts_ranking_reorders(so, o) && n >= 1 && !r->sim_step_s;
     ts_search_result pool = {0};
     if (reorder) TS_CHECK(pool_search(pb, so, &pool));
     /* The bands predict every published run (planner/bands.h): skipped when nobody reads them. */
     if (o->order_only && (!reorder || order_fixed(r, &pool))) {
         ts_search_result_free(&pool);
+        truncate_to(r, keep);
         return TS_OK;
     }
     ts_status res = TS_OK;
@@ -161,7 +166,7 @@ ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const
     if (!reorder) goto exit;
     r->fastest_eval = r->search.best[0];
     res = add_pool_ties(pb, &pool, r);
-    if (res == TS_OK) res = robust_order(pb, n, r);
+    if (res == TS_OK) res = robust_order(pb, keep, r);
 exit:
     ts_search_result_free(&pool);
     return res;

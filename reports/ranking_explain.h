@@ -8,8 +8,13 @@
 
 #include "reports/ranking.h"
 
+/* Whether ts_ranking_bands may reorder a ranking made under `so` and `o`: the objective is not
+ * memory and nothing is refined (simulated steps set their own order). */
+int ts_ranking_reorders(const ts_search_opts *so, const ts_ranking_opts *o);
+
 /* Bands for r's layouts; the tie group first, most robust first, unless the objective is memory
- * (splits and simulated steps follow their layouts). */
+ * (splits and simulated steps follow their layouts); then r is cut back to so->top_k layouts (it
+ * may hold more to draw a tie from). */
 ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r);
 /* The best layout under o->against (pins), with its band. */
 ts_status ts_ranking_against(const ts_problem *pb, const ts_search_opts *so, const ts_ranking_opts *o, ts_ranking *r);

@@ -568,7 +568,7 @@ Test(planner_partition, node_limited_split_is_marked_in_the_plan) {
         {"plan", "--model", "llama3-405b", "--system", "h100-sxm-dgx", "--gpus", "16384", "--global-batch", "2048",
          "--seq", "8192", "--fix", "tp=8,pp=16,cp=1,sched=zb-h1", "--stack", "megatron-core", "--top", "1", NULL},
         {"plan", "--model", "deepseek-v3", "--system", "h800-dgx", "--gpus", "2048", "--global-batch", "15360",
-         "--seq", "4096", "--fix", "dp=64,tp=1,pp=16,cp=2,ep=64,vpp=2", "--top", "1", "--partition", "ilp",
+         "--seq", "4096", "--fix", "dp=64,tp=1,pp=16,cp=2,ep=64,vpp=2,mbs=1,zero=1", "--top", "1", "--partition", "ilp",
          "--partition-node-limit", "1", NULL}};
     const char *want[2] = {"optimal", "node-limit"};
     for (int t = 0; t < 2; t++) {
