@@ -44,7 +44,8 @@ typedef struct {
     ts_band *bands;     /* (search.n_best) each layout's band */
     int tied;           /* ranks 1..tied overlap the fastest's band (a tie, most robust first) */
     int tied_pool;      /* of the pool's layouts (a plain search's best 200), those in the tie */
-    int pool;           /* the pool's size */
+    int pool;           /* the layouts the tie is drawn from: the pool's and the ranked ones it
+                           lacks (uneven splits) */
     int fastest;        /* where the fastest predicted layout stands after that (0-based; -1:
                            below the rows kept) */
     ts_eval fastest_eval;  /* the fastest predicted layout */

@@ -73,6 +73,23 @@ static int order_fixed(const ts_ranking *r, const ts_search_result *pool) {
     return strcmp(x, y) == 0;
 }
 
+/* Of r's first n layouts, those the pool lacks (uneven splits, layouts past the pool's size): with
+ * the pool, the layouts the tie is drawn from. */
+static int ranked_beyond_pool(const ts_ranking *r, int n, const ts_search_result *pool) {
+    int beyond = 0;
+    for (int j = 0; j < n; j++) {
+        char x[256], y[256];
+        ts_layout_format(&r->search.best[j].layout, x, sizeof x);
+        int in_pool = 0;
+        for (int i = 0; i < pool->n_best && !in_pool; i++) {
+            ts_layout_format(&pool->best[i].layout, y, sizeof y);
+            in_pool = strcmp(x, y) == 0 && !(r->search.splits && r->search.splits[j].pp > 0);
+        }
+        beyond += !in_pool;
+    }
+    return beyond;
+}
+
 /* The layouts of the pool whose bands overlap the fastest's and that r lacks, appended to r with
  * their bands (even splits): a robust layout a little slower than the fastest ten is still in
  * the tie. */
@@ -105,7 +122,7 @@ static ts_status add_pool_ties(const ts_problem *pb, const ts_search_result *poo
         if (splits) memset(&splits[n + extra], 0, sizeof *splits); /* pp = 0: the even split */
         extra++;
     }
-    r->pool = pool->n_best;
+    r->pool = pool->n_best + ranked_beyond_pool(r, n, pool);
     r->search.n_best = n + extra;
     return res;
 }

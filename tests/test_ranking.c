@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "reports/ranking.h"
+#include "reports/ranking_explain.h"
 #include "tests/helpers.h"
 
 static ts_problem problem(void) { return test_problem("llama2-7b", "h100-sxm-dgx", 16, 32, 4096, 1); }
@@ -148,4 +149,28 @@ Test(ranking, best_layout_does_not_depend_on_top) {
         cr_expect_float_eq(rk.search.best[0].step_s, step_s, 1e-9 * step_s, "--top %d's best step", tops[i]);
         ts_ranking_free(&rk);
     }
+}
+
+/* "N of the best M layouts" counts the layouts the tie was drawn from: the even pool and the
+ * ranked splits it lacks. Llama 3 405B with 126 layers on 16 stages of 2 chunks is valid only
+ * unevenly, so the pool of even layouts is empty; the sentence once said "3 of the best 0". */
+Test(ranking, tie_counts_the_layouts_it_draws_from) {
+    ts_problem pb = test_problem("llama3-405b", "h100-sxm-dgx", 16384, 2048, 8192, 1);
+    ts_search_opts so;
+    ts_search_opts_defaults(&so);
+    so.top_k = 1;
+    cr_assert_eq(ts_pins_parse("--fix", "tp=8,pp=16,cp=1,vpp=2", &so.pins), TS_OK, "%s", ts_error_message());
+    ts_ranking_opts o;
+    ts_ranking_opts_defaults(&o);
+    o.partition.mode = TS_PARTITION_ILP;
+    ts_ranking rk;
+    cr_assert_eq(ts_ranking_make(&pb, &so, &o, &rk), TS_OK, "%s", ts_error_message());
+    cr_expect_geq(rk.tied_pool, 2, "a tie: %d layouts", rk.tied_pool);
+    cr_expect_leq(rk.tied_pool, rk.pool, "%d tied of %d drawn from", rk.tied_pool, rk.pool);
+    char text[1024];
+    ts_ranking_tie_text(&pb, &rk, text, sizeof text);
+    char want[64];
+    snprintf(want, sizeof want, "%d of the best %d layouts", rk.tied_pool, rk.pool);
+    cr_expect(strncmp(text, want, strlen(want)) == 0, "%s", text);
+    ts_ranking_free(&rk);
 }
