@@ -74,20 +74,23 @@ static int order_fixed(const ts_ranking *r, const ts_search_result *pool) {
 }
 
 /* Of r's first n layouts, those the pool lacks (uneven splits, layouts past the pool's size): with
- * the pool, the layouts the tie is drawn from. */
-static int ranked_beyond_pool(const ts_ranking *r, int n, const ts_search_result *pool) {
-    int beyond = 0;
+ * the pool, the layouts the tie is drawn from. The pool's layouts are formatted once. */
+static ts_status ranked_beyond_pool(const ts_ranking *r, int n, const ts_search_result *pool, int *beyond) {
+    enum { LAYOUT_TEXT = 256 };
+    char(*texts)[LAYOUT_TEXT] = malloc((size_t)(pool->n_best > 0 ? pool->n_best : 1) * sizeof *texts);
+    if (!texts) return TS_FAIL(TS_ERR_NOMEM, "out of memory comparing %d layouts", pool->n_best);
+    for (int i = 0; i < pool->n_best; i++) ts_layout_format(&pool->best[i].layout, texts[i], sizeof texts[i]);
+    *beyond = 0;
     for (int j = 0; j < n; j++) {
-        char x[256], y[256];
+        char x[LAYOUT_TEXT];
         ts_layout_format(&r->search.best[j].layout, x, sizeof x);
         int in_pool = 0;
-        for (int i = 0; i < pool->n_best && !in_pool; i++) {
-            ts_layout_format(&pool->best[i].layout, y, sizeof y);
-            in_pool = strcmp(x, y) == 0 && !(r->search.splits && r->search.splits[j].pp > 0);
-        }
-        beyond += !in_pool;
+        if (!(r->search.splits && r->search.splits[j].pp > 0))
+            for (int i = 0; i < pool->n_best && !in_pool; i++) in_pool = strcmp(x, texts[i]) == 0;
+        *beyond += !in_pool;
     }
-    return beyond;
+    free(texts);
+    return TS_OK;
 }
 
 /* The layouts of the pool whose bands overlap the fastest's and that r lacks, appended to r with
@@ -122,7 +125,9 @@ static ts_status add_pool_ties(const ts_problem *pb, const ts_search_result *poo
         if (splits) memset(&splits[n + extra], 0, sizeof *splits); /* pp = 0: the even split */
         extra++;
     }
-    r->pool = pool->n_best + ranked_beyond_pool(r, n, pool);
+    int beyond = 0;
+    if (res == TS_OK) res = ranked_beyond_pool(r, n, pool, &beyond);
+    r->pool = pool->n_best + beyond;
     r->search.n_best = n + extra;
     return res;
 }
