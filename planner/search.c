@@ -45,7 +45,7 @@ typedef struct {
     const ts_problem *pb;
     const ts_search_opts *opts;
     ts_search_result *out;
-    double *keys; /* (top_k) objective values of out->best */
+    double *keys; /* (top_k) objective values of out->best, a heap while the search runs */
     double *acts; /* (stages) scratch for ts_stages_run_acts */
     /* The divisors of every n in 1..layers (vpp candidates of n layers per stage), ascending:
      * div[div_first[n] .. div_first[n + 1]). */
@@ -78,30 +78,70 @@ static int better(const search_ctx *c, double ka, const ts_eval *a, double kb, c
     (void)c;
 }
 
+/* The kept layouts are a binary heap while the search runs, the worst kept at the root, so the
+ * bar a layout must pass once top_k are kept is keys[0]; heap_sort orders them best first when
+ * it ends. An entering layout costs O(log top_k), not the O(top_k) of a sorted array, which
+ * --top 100000 made the whole search's cost. */
+static int heap_worse(const search_ctx *c, int i, int j) { /* entry i ranks after entry j */
+    return better(c, c->keys[j], &c->out->best[j], c->keys[i], &c->out->best[i]);
+}
+
+static void heap_swap(search_ctx *c, int i, int j) {
+    ts_eval e = c->out->best[i];
+    c->out->best[i] = c->out->best[j];
+    c->out->best[j] = e;
+    double k = c->keys[i];
+    c->keys[i] = c->keys[j];
+    c->keys[j] = k;
+}
+
+static void sift_up(search_ctx *c, int i) {
+    while (i > 0 && heap_worse(c, i, (i - 1) / 2)) {
+        heap_swap(c, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void sift_down(search_ctx *c, int i, int n) {
+    for (;;) {
+        int w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && heap_worse(c, l, w)) w = l;
+        if (r < n && heap_worse(c, r, w)) w = r;
+        if (w == i) return;
+        heap_swap(c, i, w);
+        i = w;
+    }
+}
+
+/* The heap, best first (the worst goes to the end, one at a time). */
+static void heap_sort(search_ctx *c) {
+    for (int n = c->out->n_best; n > 1; n--) {
+        heap_swap(c, 0, n - 1);
+        sift_down(c, 0, n - 1);
+    }
+}
+
 /* Whether a layout with these step time and memory could enter the top k (ties resolved later
  * by offer on the full evaluation). */
 static int may_enter(const search_ctx *c, const ts_eval *e) {
-    int k = c->opts->top_k;
-    if (c->out->n_best < k) return 1;
-    double key = ts_objective_value(c->pb, c->opts->objective, e);
-    return key <= c->keys[k - 1];
+    if (c->out->n_best < c->opts->top_k) return 1;
+    return ts_objective_value(c->pb, c->opts->objective, e) <= c->keys[0];
 }
 
-/* Keeps the best top_k in a sorted array: insertion is O(top_k), only for layouts that enter. */
+/* Keeps the best top_k (the heap above). */
 static void offer(search_ctx *c, const ts_eval *e) {
     ts_search_result *r = c->out;
-    int k = c->opts->top_k;
     double key = ts_objective_value(c->pb, c->opts->objective, e);
-    if (r->n_best == k && !better(c, key, e, c->keys[k - 1], &r->best[k - 1])) return;
-    int pos = r->n_best < k ? r->n_best : k - 1;
-    while (pos > 0 && better(c, key, e, c->keys[pos - 1], &r->best[pos - 1])) {
-        r->best[pos] = r->best[pos - 1];
-        c->keys[pos] = c->keys[pos - 1];
-        pos--;
+    if (r->n_best == c->opts->top_k) {
+        if (!better(c, key, e, c->keys[0], &r->best[0])) return;
+        r->best[0] = *e;
+        c->keys[0] = key;
+        sift_down(c, 0, r->n_best);
+        return;
     }
-    r->best[pos] = *e;
-    c->keys[pos] = key;
-    if (r->n_best < k) r->n_best++;
+    r->best[r->n_best] = *e;
+    c->keys[r->n_best] = key;
+    sift_up(c, r->n_best++);
 }
 
 /* A value of `field` is searched when pinned to it, or, unpinned, when it is canonical (not an
@@ -249,7 +289,7 @@ static int divides(long long a, long long b) { return b % a == 0; }
 /* A step-time bound that cannot enter the top k. */
 static int beyond(const search_ctx *c, double bound_s) {
     ts_eval e = {.step_s = bound_s};
-    return ts_objective_value(c->pb, c->opts->objective, &e) > c->keys[c->opts->top_k - 1];
+    return ts_objective_value(c->pb, c->opts->objective, &e) > c->keys[0];
 }
 
 /* A lower bound of the step time of every ZeRO stage, schedule and vpp under one (shard, pp):
@@ -438,6 +478,7 @@ static ts_status search_into(const ts_problem *pb, const ts_search_opts *opts, t
     }
     double t0 = now_s();
     TS_CHECK_GOTO(run(&c), res, exit);
+    heap_sort(&c);
     out->search_s = now_s() - t0;
 exit:
     for (int i = 0; c.plans && i < LEAF_PLANS; i++) {

@@ -2,6 +2,7 @@
 #include "reports/ranking_explain.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,62 +74,94 @@ static int order_fixed(const ts_ranking *r, const ts_search_result *pool) {
     return strcmp(x, y) == 0;
 }
 
-/* Of r's first n layouts, those the pool lacks (uneven splits, layouts past the pool's size): with
- * the pool, the layouts the tie is drawn from. The pool's layouts are formatted once. */
-static ts_status ranked_beyond_pool(const ts_ranking *r, int n, const ts_search_result *pool, int *beyond) {
-    enum { LAYOUT_TEXT = 256 };
-    char(*texts)[LAYOUT_TEXT] = malloc((size_t)(pool->n_best > 0 ? pool->n_best : 1) * sizeof *texts);
-    if (!texts) return TS_FAIL(TS_ERR_NOMEM, "out of memory comparing %d layouts", pool->n_best);
-    for (int i = 0; i < pool->n_best; i++) ts_layout_format(&pool->best[i].layout, texts[i], sizeof texts[i]);
-    *beyond = 0;
-    for (int j = 0; j < n; j++) {
-        char x[LAYOUT_TEXT];
-        ts_layout_format(&r->search.best[j].layout, x, sizeof x);
-        int in_pool = 0;
-        if (!(r->search.splits && r->search.splits[j].pp > 0))
-            for (int i = 0; i < pool->n_best && !in_pool; i++) in_pool = strcmp(x, texts[i]) == 0;
-        *beyond += !in_pool;
+/* Layouts as text, sorted for lookup: a ranking and the tie's pool hold up to --top of them
+ * each, so finding one in the other must not cost a pass over it. */
+enum { LAYOUT_TEXT = 256 };
+typedef struct {
+    char (*text)[LAYOUT_TEXT]; /* (n) in the layouts' order */
+    const char **sorted;        /* (n) into text, ascending */
+    int n;
+} layout_set;
+
+static int text_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static void layout_set_free(layout_set *s) {
+    free(s->text);
+    free(s->sorted);
+    *s = (layout_set){0};
+}
+
+static ts_status layout_set_init(layout_set *s, const ts_eval *e, int n) {
+    *s = (layout_set){.n = n};
+    s->text = malloc((size_t)(n > 0 ? n : 1) * sizeof *s->text);
+    s->sorted = malloc((size_t)(n > 0 ? n : 1) * sizeof *s->sorted);
+    if (!s->text || !s->sorted) {
+        layout_set_free(s);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory comparing %d layouts", n);
     }
-    free(texts);
+    for (int i = 0; i < n; i++) {
+        ts_layout_format(&e[i].layout, s->text[i], sizeof s->text[i]);
+        s->sorted[i] = s->text[i];
+    }
+    qsort(s->sorted, (size_t)n, sizeof *s->sorted, text_cmp);
+    return TS_OK;
+}
+
+static int layout_set_has(const layout_set *s, const char *text) {
+    return s->n > 0 && bsearch(&text, s->sorted, (size_t)s->n, sizeof *s->sorted, text_cmp) != NULL;
+}
+
+/* Appends to r the pool's layouts `add` marks, with their bands (even splits). */
+static ts_status append_ties(ts_ranking *r, const ts_search_result *pool, const uint8_t *add, const ts_band *bands,
+                             int extra) {
+    int n = r->search.n_best;
+    if (extra == 0) return TS_OK;
+    ts_eval *best = realloc(r->search.best, (size_t)(n + extra) * sizeof *best);
+    if (best) r->search.best = best;
+    ts_band *b = realloc(r->bands, (size_t)(n + extra) * sizeof *b);
+    if (b) r->bands = b;
+    ts_split *splits = r->search.splits ? realloc(r->search.splits, (size_t)(n + extra) * sizeof *splits) : NULL;
+    if (splits) r->search.splits = splits;
+    if (!best || !b || (r->search.splits && !splits)) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the tie's layouts");
+    for (int i = 0, k = n; i < pool->n_best; i++) {
+        if (!add[i]) continue;
+        r->search.best[k] = pool->best[i];
+        r->bands[k] = bands[i];
+        if (splits) memset(&splits[k], 0, sizeof *splits); /* pp = 0: the even split */
+        k++;
+    }
+    r->search.n_best = n + extra;
     return TS_OK;
 }
 
 /* The layouts of the pool whose bands overlap the fastest's and that r lacks, appended to r with
  * their bands (even splits): a robust layout a little slower than the fastest ten is still in
- * the tie. */
+ * the tie. r->pool counts the layouts the tie is drawn from: the pool's and r's it lacks (uneven
+ * splits, layouts past the pool's size). */
 static ts_status add_pool_ties(const ts_problem *pb, const ts_search_result *pool, ts_ranking *r) {
+    int n = r->search.n_best, extra = 0, beyond = 0;
+    layout_set ranked = {0}, pooled = {0};
+    uint8_t *add = calloc((size_t)(pool->n_best > 0 ? pool->n_best : 1), sizeof *add);
+    ts_band *bands = malloc((size_t)(pool->n_best > 0 ? pool->n_best : 1) * sizeof *bands);
     ts_status res = TS_OK;
-    int n = r->search.n_best, extra = 0;
-    for (int i = 0; res == TS_OK && i < pool->n_best; i++) {
-        ts_band b;
-        ts_band_of(&r->stats, pb, &pool->best[i].layout, pool->best[i].step_s, &b);
-        int have = !ts_bands_overlap(&r->bands[0], &b);
-        char x[256], y[256];
-        ts_layout_format(&pool->best[i].layout, x, sizeof x);
-        for (int j = 0; j < n && !have; j++) {
-            ts_layout_format(&r->search.best[j].layout, y, sizeof y);
-            have = strcmp(x, y) == 0;
-        }
-        if (have) continue;
-        ts_eval *best = realloc(r->search.best, (size_t)(n + extra + 1) * sizeof *best);
-        ts_band *bands = realloc(r->bands, (size_t)(n + extra + 1) * sizeof *bands);
-        if (best) r->search.best = best;
-        if (bands) r->bands = bands;
-        ts_split *splits = r->search.splits ? realloc(r->search.splits, (size_t)(n + extra + 1) * sizeof *splits) : NULL;
-        if (splits) r->search.splits = splits;
-        if (!best || !bands || (r->search.splits && !splits)) {
-            res = TS_FAIL(TS_ERR_NOMEM, "out of memory for the tie's layouts");
-            break;
-        }
-        r->search.best[n + extra] = pool->best[i];
-        r->bands[n + extra] = b;
-        if (splits) memset(&splits[n + extra], 0, sizeof *splits); /* pp = 0: the even split */
-        extra++;
+    TS_ALLOC_GOTO(add, res, exit);
+    TS_ALLOC_GOTO(bands, res, exit);
+    TS_CHECK_GOTO(layout_set_init(&ranked, r->search.best, n), res, exit);
+    TS_CHECK_GOTO(layout_set_init(&pooled, pool->best, pool->n_best), res, exit);
+    for (int i = 0; i < pool->n_best; i++) {
+        ts_band_of(&r->stats, pb, &pool->best[i].layout, pool->best[i].step_s, &bands[i]);
+        add[i] = ts_bands_overlap(&r->bands[0], &bands[i]) && !layout_set_has(&ranked, pooled.text[i]);
+        extra += add[i];
     }
-    int beyond = 0;
-    if (res == TS_OK) res = ranked_beyond_pool(r, n, pool, &beyond);
+    for (int j = 0; j < n; j++)
+        beyond += (r->search.splits && r->search.splits[j].pp > 0) || !layout_set_has(&pooled, ranked.text[j]);
     r->pool = pool->n_best + beyond;
-    r->search.n_best = n + extra;
+    res = append_ties(r, pool, add, bands, extra);
+exit:
+    layout_set_free(&ranked);
+    layout_set_free(&pooled);
+    free(add);
+    free(bands);
     return res;
 }
 

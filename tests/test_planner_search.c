@@ -229,6 +229,32 @@ Test(planner_search, search_equals_naive_enumeration) {
     check_search_equals_naive(&pb, 0);
 }
 
+/* The kept layouts are a heap while the search runs and sorted at its end: a large top_k comes
+ * out best first (step, then memory), and a smaller top_k is its prefix, whether the heap filled
+ * or not (every layout that fits, when top_k exceeds them). */
+Test(planner_search, top_rows_are_sorted_and_a_prefix_of_more) {
+    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 64, 4096, 1);
+    ts_search_opts big = opts_of(100000, NULL), small = opts_of(37, NULL);
+    ts_search_result a, b;
+    search_ok(&pb, &big, &a);
+    search_ok(&pb, &small, &b);
+    cr_assert_gt(a.n_best, 37, "%d layouts fit", a.n_best);
+    cr_expect_eq(a.n_best, a.feasible, "every fitting layout kept: %d of %lld", a.n_best, (long long)a.feasible);
+    for (int i = 1; i < a.n_best; i++) {
+        const ts_eval *x = &a.best[i - 1], *y = &a.best[i];
+        cr_expect(x->step_s < y->step_s || (x->step_s == y->step_s && x->mem.total <= y->mem.total),
+                  "#%d %.9g s %.0f B before #%d %.9g s %.0f B", i, x->step_s, x->mem.total, i + 1, y->step_s,
+                  y->mem.total);
+    }
+    cr_assert_eq(b.n_best, 37);
+    char p[256], q[256];
+    for (int i = 0; i < b.n_best; i++)
+        cr_expect_str_eq(text_of(&b.best[i].layout, p, sizeof p), text_of(&a.best[i].layout, q, sizeof q), "#%d",
+                         i + 1);
+    ts_search_result_free(&a);
+    ts_search_result_free(&b);
+}
+
 Test(planner_search, objective_memory_sorts_by_memory) {
     ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 16, 256, 4096, 1);
     ts_search_opts o = opts_of(20, NULL);
