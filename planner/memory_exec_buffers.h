@@ -2,7 +2,7 @@
  *
  * On GPUs the planner counts Megatron-LM's buffers (planner/stages.c): two DP gradient buckets,
  * the TP/SP collectives' and the pipeline's send/receive buffers of one micro-batch, and under
- * ZeRO-3 two gathered layers. The CPU executor holds other ones, all counted under "buffers" in
+ * ZeRO-3 two gathered layers (stages.c zero3_params). The CPU executor holds other ones, all counted under "buffers" in
  * its tally (exec/trainer_shape.h), by design (docs/calibration-and-validation.md, "Memory"):
  *   - the ops' workspace (exec/op_ctx.h tr_work): the slot's tensors and every op's scratch,
  *     allocated once at their largest; TP, SP, CP and EP collectives run in place on them, so
