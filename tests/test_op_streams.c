@@ -72,6 +72,14 @@ static void count_segments(const fixture *f, const ts_op_streams *s, int part, i
     }
 }
 
+/* count_segments into a fresh array of the stage's segments (the caller frees it). */
+static int *segment_counts(const fixture *f, const ts_op_streams *s, int part) {
+    int *count = calloc((size_t)(2 * f->map.n_local + 2), sizeof *count);
+    cr_assert(count);
+    count_segments(f, s, part, count);
+    return count;
+}
+
 /* The last compute op before `i` that writes gradients of layer `layer` (-1: the embedding, -2:
  * the head, whose final norm the loss op runs). */
 static int last_grad_writer(const fixture *f, int i, int layer) {
@@ -93,11 +101,9 @@ Test(op_streams, zero1_buckets_wait_for_their_gradients_only) {
     ts_op_streams s;
     streams(&f, TS_ORDER_PROGRAM, &s);
     int L = f.map.n_local, n_seg = 2 * L + 2;
-    int *count = calloc((size_t)n_seg, sizeof *count);
-    cr_assert(count);
     /* Every layer's shared gradients reduced once, the embedding and head once; experts never
      * (a dense model has no EDP ops). */
-    count_segments(&f, &s, TS_PART_GRAD_REDUCE, count);
+    int *count = segment_counts(&f, &s, TS_PART_GRAD_REDUCE);
     for (int j = 0; j < L; j++) {
         cr_expect_eq(count[2 * j], 1, "layer %d's gradients reduced %d times", j, count[2 * j]);
         cr_expect_eq(count[2 * j + 1], 0, "layer %d's experts reduced", j);
@@ -155,11 +161,7 @@ Test(op_streams, zero1_experts_gather_over_their_group) {
     fixture_init(&f, "tiny-moe", "dp=4,tp=1,pp=1,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none", 8);
     ts_op_streams s;
     streams(&f, TS_ORDER_PROGRAM, &s);
-    int L = f.map.n_local, n_seg = 2 * L + 2;
-    int *count = calloc((size_t)n_seg, sizeof *count);
-    cr_assert(count);
-    count_segments(&f, &s, TS_PART_PARAM_GATHER, count);
-    int edp_ops = 0;
+    int L = f.map.n_local, *count = segment_counts(&f, &s, TS_PART_PARAM_GATHER), edp_ops = 0;
     for (int i = 0; i < s.n_ops; i++) {
         const ts_op *op = &stage(&f)->ops[i];
         if (!dp(&f, i) || op->part != TS_PART_PARAM_GATHER || op->group != TS_GROUP_EDP) continue;
