@@ -264,12 +264,11 @@ static void build_weights(ts_stages *st, const ts_problem *pb, const ts_shard *s
     double expert_all = m->moe.experts > 0 ? m->moe.experts * pc->expert : 0;
     double moe_dense_part = pc->per_layer_moe - expert_all; /* attention, router, shared experts */
     double et = ts_shard_etp(sh); /* the experts are split over etp·ep */
-    int any_moe = moe_below(m, m->layers) > 0;
-    st->max_dense_params = moe_below(m, m->layers) < m->layers ? pc->per_layer_dense / t : 0;
-    st->max_moe_shared_params = any_moe ? moe_dense_part / t : 0;
-    st->max_expert_params = any_moe ? expert_all / (et * sh->ep) : 0;
-
     int n_moe_all = moe_below(m, m->layers);
+    st->max_dense_params = n_moe_all < m->layers ? pc->per_layer_dense / t : 0;
+    st->max_moe_shared_params = n_moe_all > 0 ? moe_dense_part / t : 0;
+    st->max_expert_params = n_moe_all > 0 ? expert_all / (et * sh->ep) : 0;
+
     double outside = pc->total - pc->embedding - pc->lm_head -
                      (m->layers - n_moe_all) * pc->per_layer_dense - n_moe_all * pc->per_layer_moe;
     for (int i = 0; i < pp; i++) {
