@@ -12,7 +12,9 @@
  *    "recompute": ["none", "selective", "full"], policies it offers, default all
  *    "zero": [0, 1, 2, 3],                     ZeRO stages (distributed optimizer, FSDP flavours)
  *    "pp_max_zero": 3,                         highest ZeRO stage it runs with pp > 1, [0, 3]
- *    "dimensions": {"tp": true, "pp": true, "cp": true, "ep": true, "sp": true},
+ *    "dimensions": {"tp": true, "pp": true, "cp": true, "ep": true, "sp": true, "etp": false},
+ *                                              etp: experts split over a TP degree of their
+ *                                              own (1 beside tp); default false
  *    "flash_attention": true,                  fused attention (false: unfused softmax)
  *    "cross_entropy_fusion": true,             the loss's cross entropy fused (false: Megatron's
  *                                              unfused passes over fp32 logits)
@@ -48,7 +50,7 @@ static const char *const root_keys[] = {"name", "description", "sources", "sched
                                         "grad_accum_bytes", "moe_a2a_overlap", "comm_sm_frac", "dtype",
                                         "fp8_recipe",
                                         "notes", NULL};
-static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "source", NULL};
+static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "etp", "source", NULL};
 static const char *const overlap_keys[] = {"tp_comm", "dp_comm", "pp_sends", "source", NULL};
 static const char *const reduce_names[] = {"grad", "fp32", "bf16", "fp16", NULL};
 static const double reduce_bytes[] = {0, 4, 2, 2};
@@ -58,7 +60,7 @@ void ts_stack_defaults(ts_stack *s) {
     snprintf(s->name, sizeof s->name, "any");
     s->zero = 0xf;
     s->pp_max_zero = 3;
-    s->tp = s->pp = s->cp = s->ep = s->sp = 1;
+    s->tp = s->pp = s->cp = s->ep = s->sp = s->etp = 1;
     s->flash_attention = 1;
     s->ce_fused = 1;
     s->pp_scatter_gather = 1;
@@ -184,6 +186,7 @@ static ts_status read_dims(const ts_jreader *r, const cJSON *root, ts_stack *s) 
     TS_CHECK(ts_jr_bool(&dr, dims, "pp", 0, 1, &s->pp));
     TS_CHECK(ts_jr_bool(&dr, dims, "cp", 0, 1, &s->cp));
     TS_CHECK(ts_jr_bool(&dr, dims, "ep", 0, 1, &s->ep));
+    TS_CHECK(ts_jr_bool(&dr, dims, "etp", 0, 0, &s->etp));
     return ts_jr_bool(&dr, dims, "sp", 0, 1, &s->sp);
 }
 

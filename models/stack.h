@@ -31,6 +31,8 @@ typedef struct {
     int pp_max_zero;       /* with pipeline parallelism, ZeRO stages above this do not run
                               (DeepSpeed's pipeline engine: ZeRO-1 at most); 3: no limit */
     int tp, pp, cp, ep, sp; /* the dimension exists in the stack (1) or not (0) */
+    int etp;                /* experts may take a TP degree of their own, 1 beside tp (1), or
+                               always tp's (0: the default of a stack file) */
     int flash_attention;   /* fused (flash) attention; 0: unfused softmax, s×s scores */
     int ce_fused;          /* the LM loss's vocab-parallel cross entropy in fused kernels (1, the
                               default) or Megatron's unfused passes (0; program/recipe.h) */

@@ -114,7 +114,7 @@ static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts
 }
 
 /* A row naming its zoo model: the model's published layer count (the recipes' proxy
- * configurations cut it) and, for an MoE model, the expert layout, ep and etp when given. */
+ * configurations cut it) and, for an MoE model, the expert layout: ep, and etp (tp's when not given). */
 static ts_status zoo_row(const char *file, const cJSON *row, ts_model *m, ts_pins *pins) {
     double layers, ep;
     TS_CHECK(num_at(file, row, "model", "layers", &layers));
@@ -125,8 +125,13 @@ static ts_status zoo_row(const char *file, const cJSON *row, ts_model *m, ts_pin
     TS_CHECK(num_at(file, row, "layout", "ep", &ep));
     if (m->moe.first_dense >= m->layers) m->moe.first_dense = 0;
     ts_pins_set(pins, TS_PIN_EP, (int)ep);
-    const cJSON *etp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "layout"), "etp");
+    /* A row without etp ran its experts over the whole TP group (before Megatron-Core core_r0.10.0
+     * no other split existed), so the search may not split them apart. */
+    const cJSON *layout = cJSON_GetObjectItemCaseSensitive(row, "layout");
+    const cJSON *etp = cJSON_GetObjectItemCaseSensitive(layout, "etp");
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(layout, "tp");
     if (cJSON_IsNumber(etp)) ts_pins_set(pins, TS_PIN_ETP, etp->valueint);
+    else if (cJSON_IsNumber(tp)) ts_pins_set(pins, TS_PIN_ETP, tp->valueint);
     return TS_OK;
 }
 

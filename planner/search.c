@@ -349,6 +349,75 @@ static int group(search_ctx *c, ts_stages *st, ts_layout *l, ts_shard_costs *all
     return leaves(c, st, l, prune_group);
 }
 
+/* The divisor list and cost buffers of one search (run). */
+typedef struct {
+    const long long *gpu_div;
+    int n_pp, n_ep;
+    ts_shard_costs *costs;    /* the shard's per-layer costs under every recompute policy */
+} search_grid;
+
+/* The experts' TP degrees the search tries for a shard of `tp`: the pinned one; else tp's own
+ * (0) and, for an MoE model on a stack that splits experts apart (Megatron-Core's
+ * --expert-tensor-parallel-size since core_r0.10.0, TorchTitan's expert_tensor_parallel_degree,
+ * both 1 or tp), 1 as well (ts_search_offers_etp says at which ep). Returns the count written to
+ * out[2]. */
+static int etp_choices(const ts_problem *pb, const ts_pins *pins, int tp, int out[2]) {
+    if (pins->mask & (1u << TS_PIN_ETP)) return out[0] = pins->value.etp, 1;
+    out[0] = 0;
+    if (pb->model.moe.experts <= 0 || tp == 1 || !pb->train.stack.etp) return 1;
+    out[1] = 1;
+    return 2;
+}
+
+/* Both etp = tp at ep and etp = 1 at ep·tp split every expert's weights over ep·tp ranks and give
+ * an expert the same tokens; the second has no TP gather and reduce-scatter around the experts
+ * and sends 1/tp of the all-to-all bytes a rank (MoE Parallel Folding, Liu et al. 2025,
+ * arXiv:2504.14960). ep·tp divides tp·cp·dp exactly when ep divides cp·dp, as etp = tp needs, so
+ * both are valid for the same pp. */
+int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinned) {
+    if (pinned & (1u << TS_PIN_ETP)) return 1;
+    if (l->etp > 0 && l->etp == l->tp) return 0; /* spelt 0 */
+    int apart = l->etp > 0 && l->etp != l->tp;
+    if (pb->model.moe.experts <= 0 || l->tp == 1 || !pb->train.stack.etp) return !apart;
+    if (pinned & (1u << TS_PIN_EP)) return 1;
+    if (apart) return l->ep >= l->tp;
+    return !l->sp || pb->model.moe.experts % ((long long)l->ep * l->tp) != 0;
+}
+
+/* Every (ep, pp, recompute) under one (tp, cp, sp, mbs, etp). Returns 1 to stop the search. */
+static int shard_leaves(search_ctx *c, search_grid *g, ts_layout shape, ts_stages *st) {
+    const ts_problem *pb = c->pb;
+    const ts_pins *pins = &c->opts->pins;
+    int N = pb->gpus, tp = shape.tp, cp = shape.cp, have_costs = 0;
+    long long B = pb->train.global_batch;
+    /* ep divides dp·cp·tp/etp = N/(pp·etp), so it divides N/etp. */
+    int etp_of = shape.etp > 0 ? shape.etp : tp;
+    for (int f = 0; f < g->n_ep && g->gpu_div[f] <= N / etp_of; f++) {
+        int ep = (int)g->gpu_div[f];
+        if (!divides(ep, N / etp_of) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
+        if (pb->model.moe.experts > 0 && pb->model.moe.experts % ep) continue;
+        for (int d = 0; d < g->n_pp; d++) {
+            int pp = (int)g->gpu_div[d];
+            if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
+            int dp = N / (tp * cp * pp);
+            if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * shape.mbs)) continue;
+            if (!divides((long long)ep * etp_of, (long long)dp * cp * tp)) continue;
+            /* Shard-level validity, whatever the recompute policy; ZeRO, schedule and vpp are
+             * checked per leaf (leaf_plan_of). */
+            ts_layout l = shape;
+            l.dp = dp, l.pp = pp, l.ep = ep, l.microbatches = (int)(B / ((long long)dp * shape.mbs));
+            if (!ts_search_offers_etp(pb, &l, pins->mask) || ts_layout_invalid(pb, &l, NULL, 0)) continue;
+            for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+                int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
+                if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
+                l.recompute = (ts_recompute)rc;
+                if (group(c, &st[f * g->n_pp + d], &l, g->costs, &have_costs)) return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The shard's fields outermost, ep, pp and recompute innermost: each shard's per-layer costs
  * (which do not depend on pp) are computed once for every policy, on its first valid pp, and
  * serve every pp; a new ep recomputes only the MoE layers'. */
@@ -357,9 +426,6 @@ static ts_status run(search_ctx *c) {
     const ts_model *m = &pb->model;
     const ts_pins *pins = &c->opts->pins;
     int N = pb->gpus;
-    long long B = pb->train.global_batch;
-    /* etp is pinned or follows tp (0); its EP groups span ep·etp of a stage's tp·cp·dp ranks */
-    int etp = pins->mask & (1u << TS_PIN_ETP) ? pins->value.etp : 0;
     ts_status res = TS_OK;
     long long *gpu_div = malloc(TS_MAX_DIVISORS * sizeof *gpu_div);
     long long *mbs_div = malloc(TS_MAX_DIVISORS * sizeof *mbs_div);
@@ -371,17 +437,20 @@ static ts_status run(search_ctx *c) {
         goto done;
     }
     n_div = divisors_of(N, gpu_div, TS_MAX_DIVISORS);
-    int n_mbs = divisors_of(B, mbs_div, TS_MAX_DIVISORS);
+    int n_mbs = divisors_of(pb->train.global_batch, mbs_div, TS_MAX_DIVISORS);
     while (n_pp < n_div && gpu_div[n_pp] <= m->layers) n_pp++;
     while (n_ep < n_div && gpu_div[n_ep] <= (m->moe.experts > 0 ? N : 1)) n_ep++;
-    /* One ts_stages per (ep, pp), indexed like gpu_div, so each keeps its weights part while
-     * the micro-batch, SP and recompute change under the same tp and cp (stages.h). */
-    st = calloc((size_t)n_ep * n_pp, sizeof *st);
+    /* One ts_stages per (etp choice, ep, pp), ep and pp indexed like gpu_div, so each keeps its
+     * weights part while the micro-batch, SP and recompute change under the same tp and cp
+     * (stages.h). */
+    int per_etp = n_ep * n_pp;
+    st = calloc((size_t)2 * per_etp, sizeof *st);
     TS_ALLOC_GOTO(st, res, done);
-    for (; n_st < n_ep * n_pp; n_st++)
+    for (; n_st < 2 * per_etp; n_st++)
         TS_CHECK_GOTO(ts_stages_init(&st[n_st], (int)gpu_div[n_st % n_pp]), res, done);
+    search_grid g = {.gpu_div = gpu_div, .n_pp = n_pp, .n_ep = n_ep, .costs = costs};
     for (int a = 0; a < n_div; a++) {
-        int tp = (int)gpu_div[a];
+        int tp = (int)gpu_div[a], etps[2], n_etp = etp_choices(pb, pins, tp, etps);
         if (!allowed(pins, TS_PIN_TP, tp, 1)) continue;
         if (tp > ts_system_domain_gpus(&pb->sys) && !pb->train.tp_across_nodes) break; /* TP inside the NVLink domain */
         if (m->heads % tp) continue;
@@ -393,33 +462,10 @@ static ts_status run(search_ctx *c) {
                 for (int e = 0; e < n_mbs; e++) {
                     int mbs = (int)mbs_div[e];
                     if (!allowed(pins, TS_PIN_MBS, mbs, 1)) continue;
-                    int have_costs = 0;
-                    /* ep divides dp·cp = N/(tp·pp), so it divides N/tp. */
-                    int etp_of = etp > 0 ? etp : tp;
-                    for (int f = 0; f < n_ep && gpu_div[f] <= N / etp_of; f++) {
-                        int ep = (int)gpu_div[f];
-                        if (!divides(ep, N / etp_of) || !allowed(pins, TS_PIN_EP, ep, 1)) continue;
-                        if (m->moe.experts > 0 && m->moe.experts % ep) continue;
-                        for (int d = 0; d < n_pp; d++) {
-                            int pp = (int)gpu_div[d];
-                            if (!divides(pp, N / (tp * cp)) || !allowed(pins, TS_PIN_PP, pp, 1)) continue;
-                            int dp = N / (tp * cp * pp);
-                            if (!allowed(pins, TS_PIN_DP, dp, 1) || B % ((long long)dp * mbs)) continue;
-                            if (!divides((long long)ep * etp_of, (long long)dp * cp * tp)) continue;
-                            /* Shard-level validity, whatever the recompute policy; ZeRO, schedule
-                             * and vpp are checked per leaf (leaf_plan_of). */
-                            ts_layout shape = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep, .sp = sp,
-                                               .mbs = mbs, .microbatches = (int)(B / ((long long)dp * mbs)),
-                                               .vpp = 1, .schedule = TS_SCHED_1F1B, .etp = etp};
-                            if (ts_layout_invalid(pb, &shape, NULL, 0)) continue;
-                            for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
-                                int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
-                                if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
-                                ts_layout l = shape;
-                                l.recompute = (ts_recompute)rc;
-                                if (group(c, &st[f * n_pp + d], &l, costs, &have_costs)) goto done;
-                            }
-                        }
+                    for (int x = 0; x < n_etp; x++) {
+                        ts_layout shape = {.tp = tp, .cp = cp, .sp = sp, .mbs = mbs, .vpp = 1,
+                                           .schedule = TS_SCHED_1F1B, .etp = etps[x]};
+                        if (shard_leaves(c, &g, shape, st + x * per_etp)) goto done;
                     }
                 }
             }

@@ -143,7 +143,7 @@ static void build_work(ts_stages *st, const ts_problem *pb, const ts_shard_costs
 void ts_stages_build_split(ts_stages *st, const ts_problem *pb, const ts_shard_costs *costs, int pp,
                            const ts_stage_split *split) {
     const ts_shard *sh = &costs->shard;
-    int key[4] = {sh->tp, sh->cp, sh->ep, pp};
+    int key[5] = {sh->tp, sh->cp, sh->ep, ts_shard_etp(sh), pp};
     int same = split == NULL && st->weights_pb == pb && memcmp(key, st->weights_key, sizeof key) == 0;
     st->pp = pp;
     st->shard = *sh;

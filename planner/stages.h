@@ -64,7 +64,7 @@ typedef struct {
     /* The part built from tp, cp, ep and pp alone (parameters, their states, DP traffic, the
      * optimizer step) is kept by the next even build with the same four on the same problem: */
     const ts_problem *weights_pb;
-    int weights_key[4];      /* tp, cp, ep, pp */
+    int weights_key[5];      /* tp, cp, ep, etp, pp */
     double hw_over_model;    /* executed / model FLOPs over the whole model */
     /* An uneven split's interleaved chunks (vpp > 1): each global chunk's forward and backward
      * time per micro-batch, its share of exposed communication included; ts_stages_step takes

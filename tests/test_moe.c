@@ -284,7 +284,7 @@ Test(moe, closed_form_and_sim_agree, .timeout = 120) {
          "tp=1,pp=4,vpp=4,ep=64,cp=1,mbs=1,sched=interleaved,zero=1,recompute=full", "fp8", "mxfp8"},
         {"deepseek-v3", "tests/data/systems/gb200-8gpu-domain.json", "256", "2048",
          "tp=1,pp=4,vpp=1,ep=64,cp=1,mbs=1,sched=1f1b,zero=1,recompute=full", "fp8", "mxfp8"},
-        {"mixtral-8x7b", "h100-sxm-dgx", "32", "64", "tp=2,ep=8,pp=2,vpp=4,mbs=2,sched=interleaved,recompute=none",
+        {"mixtral-8x7b", "h100-sxm-dgx", "32", "64", "tp=2,etp=2,ep=8,pp=2,vpp=4,mbs=2,sched=interleaved,recompute=none",
          "bf16", NULL},
     };
     char *dir = make_temp_dir();

@@ -141,7 +141,8 @@ Test(planner_search, prune_equals_brute_force_megatron_1p7b_unfused) {
 }
 
 /* The reference the search's loops must equal: every combination of every field, kept when
- * ts_layout_invalid accepts it and it is canonical (search.h), evaluated one by one; schedules
+ * ts_layout_invalid accepts it and it is canonical (search.h; the experts' TP degree as
+ * ts_search_offers_etp offers it), evaluated one by one; schedules
  * searched only when asked for (DualPipe) with `opt_in`. */
 typedef struct {
     long long valid, fits;
@@ -165,6 +166,7 @@ static void naive_enumerate(const ts_problem *pb, int opt_in, naive_space *out) 
                 if (N % (tp * cp * pp)) continue;
                 int dp = N / (tp * cp * pp);
                 for (int ep = 1; ep <= N; ep++)
+                    for (int etp = 0; etp <= 1; etp++)
                     for (int sp = 0; sp <= 1; sp++)
                         for (int mbs = 1; mbs <= B; mbs++)
                             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++)
@@ -174,11 +176,12 @@ static void naive_enumerate(const ts_problem *pb, int opt_in, naive_space *out) 
                                             ts_layout l = {.dp = dp, .tp = tp, .pp = pp, .cp = cp, .ep = ep,
                                                            .sp = sp, .zero = z, .mbs = mbs, .vpp = v,
                                                            .schedule = (ts_schedule)s,
-                                                           .recompute = (ts_recompute)rc};
+                                                           .recompute = (ts_recompute)rc, .etp = etp};
                                             if (pp == 1 && s != TS_SCHED_1F1B) continue;
                                             if (ts_schedules[s].opt_in && !opt_in) continue;
                                             if (dp * cp == 1 && z != 0) continue;
                                             if (pb->train.flash_attention && rc == TS_RECOMPUTE_SELECTIVE) continue;
+                                            if (!ts_search_offers_etp(pb, &l, 0)) continue;
                                             if (ts_layout_invalid(pb, &l, NULL, 0)) continue;
                                             ts_eval e;
                                             cr_assert_eq(ts_evaluate(pb, &l, &e), TS_OK, "%s", ts_error_message());
@@ -227,6 +230,46 @@ Test(planner_search, search_equals_naive_enumeration) {
     check_search_equals_naive(&pb, 1);
     pb = test_problem("tiny", "h100-sxm-dgx", 12, 24, 256, 0); /* unfused: selective recompute too */
     check_search_equals_naive(&pb, 0);
+}
+
+/* Counts of an unpruned search's layouts: experts apart from TP (etp = 1 at tp > 1), and experts
+ * over TP at tp > 1 with SP where the same split apart from TP exists (ep·tp divides the experts). */
+static void count_etp(const ts_problem *pb, const char *fix, int *apart, int *dominated, int *over_tp) {
+    ts_search_opts o = opts_of(100000, fix);
+    o.prune = 0;
+    ts_search_result r;
+    search_ok(pb, &o, &r);
+    *apart = *dominated = *over_tp = 0;
+    for (int i = 0; i < r.n_best; i++) {
+        const ts_layout *l = &r.best[i].layout;
+        if (l->tp == 1) continue;
+        if (l->etp == 1) {
+            (*apart)++;
+            cr_expect(l->sp && (fix || l->ep >= l->tp), "etp=1 at tp=%d: sp=%d ep=%d", l->tp, l->sp, l->ep);
+        } else {
+            (*over_tp)++;
+            *dominated += l->sp && pb->model.moe.experts % (l->ep * l->tp) == 0;
+        }
+    }
+    ts_search_result_free(&r);
+}
+
+/* The search tries experts apart from TP where the stack runs them, leaves out the etp = tp
+ * layouts that etp = 1 dominates unless ep or etp is pinned, and tries none on a stack without
+ * the split. */
+Test(planner_search, experts_apart_from_tp_where_the_stack_runs_them) {
+    ts_problem pb = test_problem("tiny-moe", "h100-sxm-dgx", 8, 16, 256, 1);
+    int apart, dominated, over_tp;
+    count_etp(&pb, NULL, &apart, &dominated, &over_tp);
+    cr_expect_gt(apart, 0, "etp=1 layouts offered");
+    cr_expect_gt(over_tp, 0, "etp=tp layouts where ep·tp does not divide the experts");
+    cr_expect_eq(dominated, 0, "etp=tp layouts dominated by etp=1 left out");
+    count_etp(&pb, "ep=1", &apart, &dominated, &over_tp);
+    cr_expect_gt(dominated, 0, "a pinned ep offers etp=tp whatever etp=1 offers");
+    pb.train.stack.etp = 0;
+    count_etp(&pb, NULL, &apart, &dominated, &over_tp);
+    cr_expect_eq(apart, 0, "no etp=1 on a stack without it");
+    cr_expect_gt(dominated, 0, "and etp=tp everywhere");
 }
 
 /* The kept layouts are a heap while the search runs and sorted at its end: a large top_k comes

@@ -44,6 +44,9 @@ Test(stacks, zoo_profiles_state_what_they_run) {
     }
     ts_stack mc = load_stack("megatron-core");
     cr_expect(!(mc.schedules & (1u << TS_SCHED_ZB_H1)), "upstream Megatron-Core has no ZB-H1");
+    cr_expect(mc.etp && load_stack("torchtitan").etp, "experts apart from TP: core_r0.10.0+, TorchTitan");
+    cr_expect(!load_stack("megatron-zb").etp && !load_stack("megatron-deepspeed").etp,
+              "a stack file that does not say so keeps experts over TP");
     cr_expect(!(mc.schedules & (1u << TS_SCHED_GPIPE)));
     ts_stack m21 = load_stack("megatron-lm-2021");
     cr_expect(!m21.flash_attention && !m21.cp && !m21.sp && m21.zero == 1u, "2021: unfused, no CP/SP/ZeRO");
