@@ -13,8 +13,11 @@ int ts_exotic_dims(const ts_problem *pb, const ts_layout *l, char *buf, size_t c
     size_t used = 0;
 #define SAY(...) (used += (size_t)snprintf(words + used, sizeof words - used, __VA_ARGS__), n++)
     if (l->cp > 1) SAY("%scp=%d", n ? ", " : "", l->cp);
-    if (l->tp == 1 && pb->params.total >= TS_EXOTIC_TP1_PARAMS)
-        SAY("%stp=1 at %.0fB parameters", n ? ", " : "", pb->params.total / 1e9);
+    /* an MoE model's per-token work and activations are its active parameters' */
+    int moe = pb->model.moe.experts > 0;
+    double params = moe ? pb->params.active : pb->params.total;
+    if (l->tp == 1 && params >= TS_EXOTIC_TP1_PARAMS)
+        SAY("%stp=1 at %.0fB%s parameters", n ? ", " : "", params / 1e9, moe ? " active" : "");
     if (l->vpp > TS_EXOTIC_VPP) SAY("%svpp=%d", n ? ", " : "", l->vpp);
     if (ts_stack_refusal(&pb->train.stack, l, 0, NULL, 0)) SAY("%snot run by %s", n ? ", " : "", pb->train.stack.name);
 #undef SAY

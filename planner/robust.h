@@ -11,7 +11,10 @@
 
 /* The largest vpp of the published recipes in validation/published (NVIDIA's GPT-3 175B, 12) and
  * the smallest model those recipes shard with TP (Nemotron-4 15B at tp=4; SC'21 Table 1 runs
- * 18.4B and up at tp=8): beyond them a layout is exotic. */
+ * 18.4B and up at tp=8): beyond them a layout is exotic. An MoE model counts its active
+ * parameters: NVIDIA's MoE recipes run tp=1 at 3B and 5B active (Qwen3-30B-A3B, GPT-OSS-120B) and
+ * tp=2 from 22B active on H100 (Qwen3-235B-A22B, DeepSeek-V3; Megatron-Bridge
+ * scripts/performance/configs, 25.09). */
 #define TS_EXOTIC_VPP 12
 #define TS_EXOTIC_TP1_PARAMS 15e9
 

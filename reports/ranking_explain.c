@@ -278,8 +278,9 @@ void ts_ranking_tie_text(const ts_problem *pb, const ts_ranking *r, char *buf, s
     int n_exotic = ts_exotic_dims(pb, &b->layout, exotic, sizeof exotic);
     int n = snprintf(buf, cap, "%d of the best %d layouts overlap the fastest's band, so the prediction cannot order "
                                "them; the tie goes to the most robust (not tight on memory, fewest exotic dimensions: "
-                               "cp>1, tp=1 at %.0fB+ parameters, vpp>%d), then the fastest: rank 1 is %s%s%s",
-                     r->tied_pool, r->pool, TS_EXOTIC_TP1_PARAMS / 1e9, TS_EXOTIC_VPP,
+                               "cp>1, tp=1 at %.0fB+%s parameters, vpp>%d), then the fastest: rank 1 is %s%s%s",
+                     r->tied_pool, r->pool, TS_EXOTIC_TP1_PARAMS / 1e9, pb->model.moe.experts > 0 ? " active" : "",
+                     TS_EXOTIC_VPP,
                      ts_mem_tight(pb, b->mem.total) ? "tight, " : "not tight, ",
                      n_exotic ? "exotic in " : "with no exotic dimension", exotic);
     if (r->fastest == 0 || n < 0 || (size_t)n >= cap) return;
