@@ -387,3 +387,18 @@ Test(stacks, deepspeed_train_schedule_runs_1f1b_order) {
         }
     }
 }
+
+/* tp = 1 is exotic on a model of 15B+ parameters; an MoE model counts its active ones. */
+Test(stacks, tp1_is_exotic_by_the_parameters_a_token_meets) {
+    ts_layout l = {.dp = 8, .tp = 1, .pp = 1, .cp = 1, .ep = 8, .mbs = 1, .vpp = 1, .schedule = TS_SCHED_1F1B};
+    char words[256];
+    ts_problem small = test_problem("mixtral-8x7b", "h100-sxm-dgx", 8, 64, 4096, 1); /* 47B total, 13B active */
+    cr_expect_eq(ts_exotic_dims(&small, &l, words, sizeof words), 0, "%s", words);
+    ts_problem big = test_problem("mixtral-8x22b", "h100-sxm-dgx", 8, 64, 4096, 1); /* 141B total, 39B active */
+    cr_expect_eq(ts_exotic_dims(&big, &l, words, sizeof words), 1);
+    cr_expect(strstr(words, "active parameters") != NULL, "%s", words);
+    l.ep = 1;
+    ts_problem dense = test_problem("llama2-70b", "h100-sxm-dgx", 8, 64, 4096, 1);
+    cr_expect_eq(ts_exotic_dims(&dense, &l, words, sizeof words), 1);
+    cr_expect(strstr(words, "active") == NULL && strstr(words, "tp=1 at 69B parameters") != NULL, "%s", words);
+}
