@@ -369,18 +369,21 @@ static int etp_choices(const ts_problem *pb, const ts_pins *pins, int tp, int ou
     return 2;
 }
 
-/* Both etp = tp at ep and etp = 1 at ep·tp split every expert's weights over ep·tp ranks and give
- * an expert the same tokens; the second has no TP gather and reduce-scatter around the experts
- * and sends 1/tp of the all-to-all bytes a rank (MoE Parallel Folding, Liu et al. 2025,
- * arXiv:2504.14960). ep·tp divides tp·cp·dp exactly when ep divides cp·dp, as etp = tp needs, so
- * both are valid for the same pp. */
+/* Both etp = tp at ep and etp = 1 at ep·tp split every expert's weights over ep·tp ranks, give an
+ * expert the same tokens and the same GEMM work a rank; the second has no TP gather and
+ * reduce-scatter around the experts and sends 1/tp of the all-to-all bytes a rank (MoE Parallel
+ * Folding, Liu et al. 2025, arXiv:2504.14960), so the search's space holds the second only. The
+ * first can still be faster where dropless routing's imbalance grows from ep to ep·tp ranks
+ * (ts_moe_load_factor) or where tp times the all-to-all's peers outweigh its bytes; pinning etp
+ * or ep compares them. ep·tp divides tp·cp·dp exactly when ep divides cp·dp, as etp = tp needs,
+ * so both are valid for the same pp. */
 int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinned) {
     if (pinned & (1u << TS_PIN_ETP)) return 1;
     if (l->etp > 0 && l->etp == l->tp) return 0; /* spelt 0 */
     int apart = l->etp > 0 && l->etp != l->tp;
     if (pb->model.moe.experts <= 0 || l->tp == 1 || !pb->train.stack.etp) return !apart;
     if (pinned & (1u << TS_PIN_EP)) return 1;
-    if (apart) return l->ep >= l->tp;
+    if (apart) return 1;
     return !l->sp || pb->model.moe.experts % ((long long)l->ep * l->tp) != 0;
 }
 

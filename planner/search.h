@@ -67,11 +67,11 @@ typedef struct {
 
 /* Whether the search offers layout l's experts' TP degree (its etp; 0 follows tp), with the
  * fields in `pinned` (bits of ts_pin) pinned. Unpinned, an MoE model on a stack that splits
- * experts apart (stack.etp) is offered etp = tp (0) and, at tp > 1, etp = 1 with ep ≥ tp; etp =
- * tp at ep is left out where etp = 1 at ep·tp splits the same expert weights over the same ranks
- * with less communication (SP on, ep·tp dividing the experts; docs/moe.md). A pinned etp or ep
- * offers whatever is valid; dense models and tp = 1 only etp = 0 (an unpinned etp equal to tp is
- * spelt 0). */
+ * experts apart (stack.etp) is offered etp = tp (0) and, at tp > 1, etp = 1; etp = tp at ep is
+ * left out of the space where etp = 1 at ep·tp splits the same expert weights over the same ranks
+ * with less communication (SP on, ep·tp dividing the experts; docs/moe.md says when it is still
+ * faster). A pinned etp or ep offers whatever is valid; dense models and tp = 1 only etp = 0 (an
+ * unpinned etp equal to tp is spelt 0). */
 int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinned);
 
 /* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say

@@ -245,7 +245,7 @@ static void count_etp(const ts_problem *pb, const char *fix, int *apart, int *do
         if (l->tp == 1) continue;
         if (l->etp == 1) {
             (*apart)++;
-            cr_expect(l->sp && (fix || l->ep >= l->tp), "etp=1 at tp=%d: sp=%d ep=%d", l->tp, l->sp, l->ep);
+            cr_expect(l->sp, "etp=1 at tp=%d needs sp: ep=%d", l->tp, l->ep);
         } else {
             (*over_tp)++;
             *dominated += l->sp && pb->model.moe.experts % (l->ep * l->tp) == 0;
