@@ -42,7 +42,8 @@ static void expect_near(const char *what, double got, double want, double rel_to
 }
 
 /* Published totals: model cards and papers (Llama 2 Table 1 / model card; Llama 3 model card;
- * Mixtral paper and announcement; DeepSeek-V3 report; GPT-3 Table 2.1). */
+ * Mixtral paper and announcement; DeepSeek-V3 report; GPT-3 Table 2.1; Qwen3 technical report,
+ * arXiv:2505.09388, Table 2). */
 Test(models, zoo_counts_match_published_totals) {
     static const struct {
         const char *name;
@@ -53,7 +54,7 @@ Test(models, zoo_counts_match_published_totals) {
         {"llama3-70b", 70.55e9, 0},     {"llama3-405b", 405.9e9, 0},
         {"gpt3-175b", 174.6e9, 0},      {"mixtral-8x7b", 46.7e9, 12.9e9},
         {"mixtral-8x22b", 140.6e9, 39.1e9}, {"deepseek-v3", 671e9, 0},
-        {"nemotron4-15b", 15.6e9, 0},
+        {"nemotron4-15b", 15.6e9, 0},   {"qwen3-235b-a22b", 235e9, 0}, /* Qwen3 report: 235B, 22B active */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_model m = load_ok(cases[i].name);
