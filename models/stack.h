@@ -33,6 +33,7 @@ typedef struct {
     int tp, pp, cp, ep, sp; /* the dimension exists in the stack (1) or not (0) */
     int etp;                /* experts may take a TP degree of their own, 1 beside tp (1), or
                                always tp's (0: the default of a stack file) */
+    int moe_bias_etp1;      /* experts with biases run only apart from TP, etp 1 (1) */
     int flash_attention;   /* fused (flash) attention; 0: unfused softmax, s×s scores */
     int ce_fused;          /* the LM loss's vocab-parallel cross entropy in fused kernels (1, the
                               default) or Megatron's unfused passes (0; program/recipe.h) */

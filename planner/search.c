@@ -382,6 +382,7 @@ int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinn
     if (l->etp > 0 && l->etp == l->tp) return 0; /* spelt 0 */
     int apart = l->etp > 0 && l->etp != l->tp;
     if (pb->model.moe.experts <= 0 || l->tp == 1 || !pb->train.stack.etp) return !apart;
+    if (!apart && pb->model.linear_bias && pb->train.stack.moe_bias_etp1) return 0;
     if (pinned & (1u << TS_PIN_EP)) return 1;
     if (apart) return 1;
     return !l->sp || pb->model.moe.experts % ((long long)l->ep * l->tp) != 0;

@@ -70,8 +70,9 @@ typedef struct {
  * experts apart (stack.etp) is offered etp = tp (0) and, at tp > 1, etp = 1; etp = tp at ep is
  * left out of the space where etp = 1 at ep·tp splits the same expert weights over the same ranks
  * with less communication (SP on, ep·tp dividing the experts; docs/moe.md says when it is still
- * faster). A pinned etp or ep offers whatever is valid; dense models and tp = 1 only etp = 0 (an
- * unpinned etp equal to tp is spelt 0). */
+ * faster), and wholly for experts with biases on a stack that runs those only apart from TP
+ * (stack.moe_bias_etp1). A pinned etp offers whatever is valid, a pinned ep lifts the first rule;
+ * dense models and tp = 1 only etp = 0 (an unpinned etp equal to tp is spelt 0). */
 int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinned);
 
 /* Runs the search. TS_ERR_INFEASIBLE (result still filled, `reason` and the error message say

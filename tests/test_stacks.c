@@ -402,3 +402,32 @@ Test(stacks, tp1_is_exotic_by_the_parameters_a_token_meets) {
     cr_expect_eq(ts_exotic_dims(&dense, &l, words, sizeof words), 1);
     cr_expect(strstr(words, "active") == NULL && strstr(words, "tp=1 at 69B parameters") != NULL, "%s", words);
 }
+
+/* Megatron-Core refuses experts with biases over TP ("Bias in Moe is only supported when ETP==1"):
+ * on its stack the search splits GPT-OSS's biased experts apart from TP at every tp > 1; on a stack
+ * without the rule (TorchTitan) it offers both. */
+Test(stacks, biased_experts_run_apart_from_tp_on_megatron_core) {
+    char *cfg = test_data_path("tests/data/hf/gpt-oss-20b.json");
+    const char *names[] = {"megatron-core", "torchtitan"};
+    for (int s = 0; s < 2; s++) {
+        ts_problem pb = on_stack(cfg, "h100-sxm-dgx", 16, 64, 4096, names[s]);
+        cr_assert(pb.model.linear_bias && pb.model.moe.experts > 0, "gpt-oss: biased experts");
+        ts_search_opts o;
+        ts_search_opts_defaults(&o);
+        o.top_k = 100000;
+        o.prune = 0;
+        ts_search_result r;
+        cr_assert_eq(ts_search(&pb, &o, &r), TS_OK, "%s: %s", names[s], ts_error_message());
+        int over_tp = 0, apart = 0;
+        for (int k = 0; k < r.n_best; k++) {
+            const ts_layout *l = &r.best[k].layout;
+            if (l->tp > 1 && l->etp == 1) apart++;
+            else if (l->tp > 1) over_tp++;
+        }
+        cr_expect_gt(apart, 0, "%s: etp=1 offered", names[s]);
+        if (s == 0) cr_expect_eq(over_tp, 0, "megatron-core: no biased experts over TP");
+        else cr_expect_gt(over_tp, 0, "torchtitan: experts over TP too");
+        ts_search_result_free(&r);
+    }
+    free(cfg);
+}
