@@ -447,10 +447,10 @@ static ts_status run(search_ctx *c) {
     /* One ts_stages per (etp choice, ep, pp), ep and pp indexed like gpu_div, so each keeps its
      * weights part while the micro-batch, SP and recompute change under the same tp and cp
      * (stages.h). */
-    int per_etp = n_ep * n_pp;
-    st = calloc((size_t)2 * per_etp, sizeof *st);
+    int per_etp = n_ep * n_pp, etp_slots = m->moe.experts > 0 && pb->train.stack.etp ? 2 : 1;
+    st = calloc((size_t)etp_slots * per_etp, sizeof *st);
     TS_ALLOC_GOTO(st, res, done);
-    for (; n_st < 2 * per_etp; n_st++)
+    for (; n_st < etp_slots * per_etp; n_st++)
         TS_CHECK_GOTO(ts_stages_init(&st[n_st], (int)gpu_div[n_st % n_pp]), res, done);
     search_grid g = {.gpu_div = gpu_div, .n_pp = n_pp, .n_ep = n_ep, .costs = costs};
     for (int a = 0; a < n_div; a++) {
