@@ -210,6 +210,10 @@ Test(export, what_frameworks_cannot_say_is_said) {
     cr_expect_eq(flag_value(line, "--tensor-model-parallel-size"), 2);
     cr_expect_eq(flag_value(line, "--expert-tensor-parallel-size"), 1, "etp as planned: %s", line);
     cli_result_free(&r);
+    r = test_export_plan(plan, "megatron-bridge");
+    cr_expect(strstr(r.out, "tensor_model_parallel_size=2") && strstr(r.out, "expert_tensor_parallel_size=1"),
+              "Megatron-Bridge: etp as planned:\n%s", r.out);
+    cli_result_free(&r);
     free(plan);
     remove_dir(dir);
     /* Interleaved with sequence parallelism: layers / (pp · vpp) per virtual stage. */
