@@ -418,6 +418,36 @@ Test(cli, plan_table) {
     cli_result_free(&r);
 }
 
+/* The table has no etp column: a row whose experts split apart from TP says etp=1 in its note, and
+ * only such a row (the JSON's layout string ends in ",etp=1" for it). */
+Test(cli, plan_table_names_etp_in_the_note) {
+    cli_result r = run_cli("plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "10",
+                           "--json", NULL);
+    cJSON *plan = parse_json_output(&r, "plan --json");
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "10", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const cJSON *l;
+    int i = 0, apart = 0;
+    const char *row = r.out;
+    const cJSON *layouts = cJSON_GetObjectItem(plan, "layouts");
+    cr_assert(cJSON_IsArray(layouts), "$.layouts: an array");
+    cJSON_ArrayForEach(l, layouts) {
+        while (*row == '#') row = strchr(row, '\n') + 1;
+        const char *end = strchr(row, '\n');
+        cr_assert_not_null(end);
+        int says = memmem(row, (size_t)(end - row), "etp=1", 5) != NULL;
+        int has = strstr(json_str(l, "layout", "$.layouts[]"), ",etp=1") != NULL;
+        cr_expect_eq(says, has, "row %d: note says etp=1: %d, JSON layout has etp: %d", i + 1, says, has);
+        apart += has;
+        row = end + 1;
+        i++;
+    }
+    cr_expect_gt(apart, 0, "Mixtral on 64 GPUs ranks layouts with experts apart from TP");
+    cJSON_Delete(plan);
+    cli_result_free(&r);
+}
+
 Test(cli, plan_json_has_design_fields) {
     cli_result r = run_cli(PLAN_70B, "--json", NULL);
     cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
