@@ -380,7 +380,7 @@ static int etp_choices(const ts_problem *pb, const ts_pins *pins, int tp, int ou
 int ts_search_offers_etp(const ts_problem *pb, const ts_layout *l, unsigned pinned) {
     if (pinned & (1u << TS_PIN_ETP)) return 1;
     if (l->etp > 0 && l->etp == l->tp) return 0; /* spelt 0 */
-    int apart = l->etp > 0 && l->etp != l->tp;
+    int apart = ts_layout_etp(l) != l->tp;
     if (pb->model.moe.experts <= 0 || l->tp == 1 || !pb->train.stack.etp) return !apart;
     if (!apart && pb->model.linear_bias && pb->train.stack.moe_bias_etp1) return 0;
     if (pinned & (1u << TS_PIN_EP)) return 1;

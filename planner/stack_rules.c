@@ -22,7 +22,7 @@ const char *ts_stack_refuses_shape(const ts_stack *st, const ts_layout *l, unsig
     if (FREE(TS_PIN_RECOMPUTE) && st->recompute && !(st->recompute & (1u << l->recompute))) return "recompute";
     if ((FREE(TS_PIN_TP) && !st->tp && l->tp > 1) || (FREE(TS_PIN_PP) && !st->pp && l->pp > 1) ||
         (FREE(TS_PIN_CP) && !st->cp && l->cp > 1) || (FREE(TS_PIN_EP) && !st->ep && l->ep > 1) ||
-        (FREE(TS_PIN_SP) && !st->sp && l->sp) || (FREE(TS_PIN_ETP) && !st->etp && l->etp > 0 && l->etp != l->tp))
+        (FREE(TS_PIN_SP) && !st->sp && l->sp) || (FREE(TS_PIN_ETP) && !st->etp && ts_layout_etp(l) != l->tp))
         return "dimension";
     return NULL;
 }

@@ -199,13 +199,14 @@ static void print_rows(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
         const ts_eval *e = &r->best[i];
         const ts_layout *l = &e->layout;
         const ts_time_split *t = &e->time;
-        char band[32], note[32], etp[16] = "";
+        char band[32], note[32] = "";
         snprintf(band, sizeof band, "%.3f-%.3f", rk->bands[i].lo_s, rk->bands[i].hi_s);
-        int tight = ts_mem_tight(pb, e->mem.total), tie = rk->tied > 1 && i < rk->tied;
         /* the table has no etp column: rows that split experts apart from TP say so here */
-        if (ts_layout_etp(l) != l->tp) snprintf(etp, sizeof etp, "etp=%d", ts_layout_etp(l));
-        snprintf(note, sizeof note, "%s%s%s%s%s", tie ? "tie" : "", tie && tight ? "," : "", tight ? "tight" : "",
-                 (tie || tight) && etp[0] ? "," : "", etp);
+        const char *words[] = {rk->tied > 1 && i < rk->tied ? "tie" : NULL,
+                               ts_mem_tight(pb, e->mem.total) ? "tight" : NULL,
+                               ts_layout_etp(l) != l->tp ? "etp=1" : NULL};
+        for (size_t w = 0, at = 0; w < sizeof words / sizeof words[0]; w++)
+            if (words[w]) at += (size_t)snprintf(note + at, sizeof note - at, "%s%s", at ? "," : "", words[w]);
         fprintf(f, " %4d %4d %3d %3d %3d %3d %2d %4d %3d %4d %3d %-11s %-9s | %6.1f %6.1f %5.1f %6.1f %6.1f "
                   "%5.1f | %7.3f %15s %7.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f | %9.0f %7.1f %5.1f | %-9s",
                   i + 1, l->dp, l->tp, l->pp, l->cp, l->ep, l->sp, l->zero, l->mbs, l->microbatches,
