@@ -1,11 +1,7 @@
 /* Tile choice and grids of the tiled attention kernels (see flash_launch.h). */
 #include "exec/flash_launch.h"
 
-/* Candidate (br, bc) tiles, largest first; the first that fits the GPU's shared memory wins.
- * FlashAttention-2 uses 128 × 64 or 64 × 64 forward tiles at head dims up to 128 and smaller ones at
- * 256 (Dao 2023, Sec. 3.3 and the tile tables of flash-attention's csrc/flash_attn kernel traits). */
-static const int TS_FLASH_TILES[][2] = {{128, 64}, {64, 64}, {64, 32}, {32, 32}, {32, 16}, {16, 16}};
-#define N_TILES ((int)(sizeof TS_FLASH_TILES / sizeof TS_FLASH_TILES[0]))
+const int TS_FLASH_WIDTHS[TS_FLASH_N_WIDTHS] = {16, 32, 64, 96, 128, 192, 256};
 
 size_t ts_flash_smem_limit(int cc_major, int cc_minor) {
     if (cc_major < 8) return 0;
@@ -14,14 +10,14 @@ size_t ts_flash_smem_limit(int cc_major, int cc_minor) {
 }
 
 size_t ts_flash_smem_bytes(ts_flash_kernel kernel, int br, int bc, int dp) {
-    size_t b = (size_t)br, c = (size_t)bc, d = (size_t)dp, bf = 2, f = 4;
+    size_t b = (size_t)br, c = (size_t)bc, d = (size_t)dp, row = d + TS_FLASH_PAD, bf = 2, i4 = 4;
     switch (kernel) {
-    case TS_FLASH_FWD:
-        return (b + 2 * c) * d * bf + b * c * (f + bf) + b * d * f + 2 * b * f;
-    case TS_FLASH_BWD_DKDV:
-        return (2 * c + 2 * b) * d * bf + 2 * c * d * f + 2 * c * b * (f + bf) + 2 * b * f;
-    case TS_FLASH_BWD_DQ:
-        return (2 * b + 2 * c) * d * bf + b * d * f + 2 * b * c * f + b * c * bf + 2 * b * f;
+    case TS_FLASH_FWD: /* Q, K row-major, V transposed, key positions */
+        return ((b + c) * row + d * (c + TS_FLASH_PAD)) * bf + c * i4;
+    case TS_FLASH_BWD_DKDV: /* K, V; Q, dO both ways; lse, D_i, query positions */
+        return (2 * c * row + 2 * b * row + 2 * d * (b + TS_FLASH_PAD)) * bf + 3 * b * i4;
+    case TS_FLASH_BWD_DQ: /* Q, dO; K, V; K transposed; key positions */
+        return (2 * b * row + 2 * c * row + d * (c + TS_FLASH_PAD)) * bf + c * i4;
     }
     return 0;
 }
@@ -51,17 +47,22 @@ ts_status ts_flash_config(ts_flash_kernel kernel, int Tq, int Tk, int H, int KV,
     if (limit == 0)
         return TS_FAIL(TS_ERR_INPUT, "flash attention: compute capability %d.%d has no bf16 tensor cores (needs 8.0+)",
                        cc_major, cc_minor);
-    int dp = (D + TS_FLASH_WMMA - 1) / TS_FLASH_WMMA * TS_FLASH_WMMA;
-    int t = 0;
-    while (t < N_TILES && ts_flash_smem_bytes(kernel, TS_FLASH_TILES[t][0], TS_FLASH_TILES[t][1], dp) + TS_FLASH_STATIC_SMEM > limit)
-        t++;
-    if (t == N_TILES) /* cannot happen for D <= 256 (16 × 16 tiles need ~40 KB), kept for the contract */
-        return TS_FAIL(TS_ERR_INPUT, "flash attention: head dim %d needs more shared memory than %zu bytes", D, limit);
-    ts_flash_cfg c = {.br = TS_FLASH_TILES[t][0], .bc = TS_FLASH_TILES[t][1], .dp = dp};
-    c.smem_bytes = ts_flash_smem_bytes(kernel, c.br, c.bc, dp);
+    int dp = 0;
+    for (int w = 0; w < TS_FLASH_N_WIDTHS && dp == 0; w++)
+        if (TS_FLASH_WIDTHS[w] >= D) dp = TS_FLASH_WIDTHS[w];
     int by_keys = kernel == TS_FLASH_BWD_DKDV;
+    int other = kernel == TS_FLASH_FWD ? TS_FLASH_FWD_KEYS(dp) : TS_FLASH_BWD_TILE; /* rows walked per step */
+    ts_flash_cfg c = {.dp = dp};
+    for (c.warps = TS_FLASH_MAX_WARPS; c.warps >= 1; c.warps /= 2) {
+        int own = c.warps * TS_FLASH_MMA_ROWS;
+        c.br = by_keys ? other : own;
+        c.bc = by_keys ? own : other;
+        c.smem_bytes = ts_flash_smem_bytes(kernel, c.br, c.bc, dp);
+        if (c.smem_bytes + TS_FLASH_STATIC_SMEM <= limit) break;
+    }
+    if (c.warps < 1) /* cannot happen for D <= 256 on 8.0+ (one warp needs at most about 90 KB), kept for the contract */
+        return TS_FAIL(TS_ERR_INPUT, "flash attention: head dim %d needs more shared memory than %zu bytes", D, limit);
     int rows = by_keys ? Tk : Tq, tile = by_keys ? c.bc : c.br;
-    c.warps = tile / TS_FLASH_WMMA;
     c.grid_x = (Tq == 0 || Tk == 0) ? 0u : (unsigned)((rows + tile - 1) / tile);
     c.grid_y = (unsigned)(by_keys ? KV : H);
     c.grid_z = (unsigned)batch;

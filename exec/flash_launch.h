@@ -3,24 +3,30 @@
  * (tests/test_flash_launch.c): tile sizes, shared memory bytes and grids for a shape and a GPU's
  * compute capability, the head-dimension limit and the grouped-query head mapping.
  *
- * The kernels follow Dao 2023 ("FlashAttention-2", Alg. 1 forward, Alg. 2 backward): a block keeps a
- * tile of `br` query rows in shared memory and walks the key/value tiles of `bc` rows with an online
- * softmax, never writing the Tq × Tk scores; products run on tensor cores (WMMA 16×16×16 bf16
- * fragments, fp32 accumulation, sm_80 and later). Each warp owns 16 rows of the block's tile, so
- * a tile of r rows runs r / 16 warps. The backward is deterministic: one kernel per key tile and kv
- * head sums dK, dV over the group's query heads and every query tile in a fixed order, another
- * per query tile computes dQ over the key tiles, so no atomics.
+ * The kernels follow Dao 2023 ("FlashAttention-2", Alg. 1 forward, Alg. 2 backward) as its
+ * implementation does on Ampere and Hopper without Hopper-only instructions: each warp owns 16 rows
+ * of its block's tile and keeps their scores, probabilities and accumulators in registers, as the
+ * fragments of the tensor cores' mma.sync.m16n8k16 bf16 instruction (fp32 accumulation; PTX ISA,
+ * "Matrix Fragments for mma.m16n8k16"); the block's warps share the other side's tiles in shared
+ * memory. Probabilities go from the scores' accumulator fragments straight into the next product's
+ * operand fragments (FlashAttention-2 Sec. 3.1: no round trip through shared memory). The
+ * backward is deterministic: one kernel per key tile and kv head sums dK, dV over the group's query
+ * heads and every query tile in a fixed order, another per query tile computes dQ over the key
+ * tiles, so no atomics.
  *
- * Shared memory per block (bf16 = 2 bytes, fp32 = 4; dp = D rounded up to 16, the WMMA depth):
- *   forward:  Q, K, V tiles (br + 2 bc) dp bf16; scores br bc fp32 and P br bc bf16; the output
- *             accumulator br dp fp32; row max and sum 2 br fp32.
- *   dK, dV:   K, V (bc dp) and Q, dO (br dp) bf16; dK, dV accumulators 2 bc dp fp32; S^T and
- *             dP^T 2 bc br fp32, P^T and dS^T 2 bc br bf16; lse and D_i 2 br fp32.
- *   dQ:       Q, dO (br dp) and K, V (bc dp) bf16; dQ accumulator br dp fp32; S and dP 2 br bc
- *             fp32; dS br bc bf16; lse and D_i 2 br fp32.
- * The largest tiles of TS_FLASH_TILES that fit the GPU's per-block opt-in limit (with
- * TS_FLASH_STATIC_SMEM) are taken (bigger
- * tiles read K and V fewer times). Limits from the CUDA C++ Programming Guide, "Technical
+ * The head dim is padded with zeros to the kernels' compiled widths (TS_FLASH_WIDTHS: the register
+ * arrays are sized at compile time). Tiles: the block owns 16·warps rows (query rows forward and
+ * for dQ, key rows for dK and dV) and walks the other side `TS_FLASH_FWD_KEYS(dp)` keys (forward)
+ * or TS_FLASH_BWD_TILE rows (backward) at a time. Shared memory per block, bf16 (2 bytes), each
+ * row padded by TS_FLASH_PAD elements so that the 8 row groups of a fragment load fall on distinct
+ * banks:
+ *   forward:  Q (br rows), K (bc rows) row-major and V transposed (dp rows of bc keys), and the
+ *             key tile's positions (bc ints);
+ *   dK, dV:   K, V (bc rows), Q and dO (br rows) row-major and transposed, and the query tile's
+ *             lse, D_i and positions (3 br × 4 bytes);
+ *   dQ:       Q, dO (br rows), K, V (bc rows) row-major, K transposed, the key positions (bc ints).
+ * The most warps of TS_FLASH_MAX_WARPS, halving, whose tiles fit the GPU's per-block opt-in limit
+ * (with TS_FLASH_STATIC_SMEM) are taken. Limits from the CUDA C++ Programming Guide, "Technical
  * Specifications per Compute Capability" (maximum shared memory per thread block): 163 KB on 8.0
  * and 8.7, 99 KB on 8.6 and 8.9, 227 KB on 9.0. */
 #ifndef TS_FLASH_LAUNCH_H
@@ -32,7 +38,13 @@
 #include "common/status.h"
 
 #define TS_FLASH_MAX_D 256 /* head dims above are refused (FlashAttention-2 supports up to 256) */
-#define TS_FLASH_WMMA 16   /* WMMA bf16 fragment: 16 × 16 × 16 */
+#define TS_FLASH_MMA_ROWS 16 /* rows of one mma.m16n8k16 fragment: a warp's rows */
+#define TS_FLASH_PAD 8       /* bf16 elements padding each shared-memory row (16 bytes) */
+#define TS_FLASH_MAX_WARPS 4 /* per block: FlashAttention-2's 4 warps at head dims up to 128 */
+#define TS_FLASH_BWD_TILE 32 /* rows of the other side per step of the backward kernels */
+/* Keys per forward step at padded head dim dp: 64 (FlashAttention-2's kBlockN up to 128), 32 above
+ * (the probabilities' registers beside a wider output accumulator). */
+#define TS_FLASH_FWD_KEYS(dp) ((dp) <= 128 ? 64 : 32)
 #define TS_FLASH_MAX_GRID_YZ 65535u
 #define TS_FLASH_STATIC_SMEM 64 /* bytes of static shared memory the kernels add (a reduction slot) */
 
@@ -40,7 +52,7 @@ typedef enum { TS_FLASH_FWD = 0, TS_FLASH_BWD_DKDV, TS_FLASH_BWD_DQ } ts_flash_k
 
 typedef struct {
     int br, bc;        /* query rows and key rows per tile (multiples of 16) */
-    int dp;            /* head dim rounded up to 16 (zero padding in shared memory) */
+    int dp;            /* head dim padded to a compiled width (TS_FLASH_WIDTHS; zeros in shared memory) */
     int warps;         /* 32-thread warps per block: (rows the block owns) / 16 */
     size_t smem_bytes; /* dynamic shared memory per block */
     unsigned grid_x;   /* tiles: query tiles (forward, dQ) or key tiles (dK, dV) */
@@ -48,8 +60,12 @@ typedef struct {
     unsigned grid_z;   /* sequences of the batch */
 } ts_flash_cfg;
 
+/* The head-dim widths the kernels are compiled for; a head dim D runs at the first >= D. */
+extern const int TS_FLASH_WIDTHS[];
+#define TS_FLASH_N_WIDTHS 7
+
 /* Bytes of dynamic shared memory one block may opt into on compute capability major.minor; 0 for
- * GPUs before 8.0 (no bf16 WMMA: the tiled kernels refuse them). */
+ * GPUs before 8.0 (no bf16 mma.sync: the tiled kernels refuse them). */
 size_t ts_flash_smem_limit(int cc_major, int cc_minor);
 
 /* The launch of `kernel` for Tq query and Tk key rows per sequence, H query heads over KV kv heads
@@ -64,7 +80,7 @@ ts_status ts_flash_config(ts_flash_kernel kernel, int Tq, int Tk, int H, int KV,
  * when below the rows they hold (H·D for q and out, KV·D for k and v). */
 ts_status ts_flash_check_strides(int ldq, int ldk, int ldv, int ldo, int H, int KV, int D);
 
-/* The shared memory bytes `kernel` needs with tiles br × bc at padded head dim dp (the formulas
+/* The shared memory bytes `kernel` needs with tiles br × bc at padded head dim dp (the layouts
  * above; the kernels carve their buffers in this order). */
 size_t ts_flash_smem_bytes(ts_flash_kernel kernel, int br, int bc, int dp);
 

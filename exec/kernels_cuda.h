@@ -62,8 +62,8 @@ ts_status ts_cuda_attention_bwd(float *dq, float *dk, float *dv, const float *do
                                 const float *k, const float *v, const float *out, const float *lse,
                                 const ts_attn_shape *s);
 /* The same attention tiled on tensor cores (FlashAttention-2, exec/kernels_cuda_flash.cu): q, k,
- * v, dout and the probabilities rounded to bf16 in shared memory, WMMA products with fp32
- * accumulation, fp32 softmax statistics; no Tq × Tk buffer; the backward deterministic (no
+ * v, dout and the probabilities rounded to bf16, mma.sync m16n8k16 products with fp32
+ * accumulation in registers, fp32 softmax statistics; no Tq × Tk buffer; the backward deterministic (no
  * atomics; it allocates Tq·H floats of D_i on the stream). Needs compute capability 8.0+; D up to
  * TS_FLASH_MAX_D (256); tiles and grids from exec/flash_launch.h. bf16_out = 1 rounds what they
  * write (out; dq, dk, dv after the addition) to bf16 values in the same launch (the bf16 table). */

@@ -1011,11 +1011,16 @@ static void flash_vs_cpu(int Tq, int Tk, int H, int KV, int D, int batch) {
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
-/* Head dims 8 (padded to a WMMA 16), 40, 64, 128 and 256; MHA, GQA and MQA; partial tiles; batches;
- * a deterministic backward: two runs give the same bits. */
+/* Every compiled width (exec/flash_launch.h): head dims 8 (run at 16), 20 (32), 40 (64), 64, 96, 128,
+ * 192 and 256, and 30 (32, loaded a float at a time); MHA, GQA and MQA; partial tiles; fewer queries
+ * than keys; batches. */
 Test(cuda_gpu, flash_attention_vs_cpu, .timeout = 120) {
     skip_without_gpu();
     flash_vs_cpu(9, 13, 4, 2, 8, 1);
+    flash_vs_cpu(20, 50, 4, 4, 20, 2);
+    flash_vs_cpu(33, 33, 2, 2, 30, 1); /* D % 4 != 0: the tiles' scalar loads */
+    flash_vs_cpu(64, 64, 6, 2, 96, 1);
+    flash_vs_cpu(45, 45, 2, 1, 192, 1);
     flash_vs_cpu(40, 40, 2, 2, 40, 3);
     flash_vs_cpu(70, 96, 4, 2, 64, 1);
     flash_vs_cpu(130, 130, 4, 1, 128, 2);

@@ -29,7 +29,7 @@ Test(flash_launch, refuses_bad_shapes_and_old_gpus) {
     cr_expect_eq(ts_flash_config(TS_FLASH_FWD, 64, 64, 8, 8, 64, 0, 9, 0, &c), TS_ERR_INPUT);
     cr_expect_eq(ts_flash_config(TS_FLASH_FWD, 64, 64, 8, 8, 64, 70000, 9, 0, &c), TS_ERR_INPUT, "grid z > 65535");
     ts_error_clear();
-    cr_expect_eq(ts_flash_config(TS_FLASH_FWD, 64, 64, 8, 8, 64, 1, 7, 5, &c), TS_ERR_INPUT, "sm_75: no bf16 WMMA");
+    cr_expect_eq(ts_flash_config(TS_FLASH_FWD, 64, 64, 8, 8, 64, 1, 7, 5, &c), TS_ERR_INPUT, "sm_75: no bf16 mma.sync");
     cr_expect(strstr(ts_error_message(), "7.5") != NULL, "%s", ts_error_message());
     cr_expect_eq(ts_flash_smem_limit(7, 0), 0u);
 }
@@ -42,8 +42,9 @@ Test(flash_launch, smem_limits_by_capability) {
     cr_expect_eq(ts_flash_smem_limit(9, 0), 232448u);
 }
 
-/* Every head dim, kernel and GPU: the tiles fit, are whole WMMA tiles, and the bytes are the
- * formula's; a GPU with more shared memory never takes smaller tiles. */
+/* Every head dim, kernel and GPU: the tiles fit, are whole 16-row fragments, the head dim runs at
+ * the first compiled width that holds it, and the bytes are the formula's; a GPU with more shared
+ * memory never takes smaller tiles. */
 Test(flash_launch, every_head_dim_fits_shared_memory) {
     for (int D = 1; D <= TS_FLASH_MAX_D; D++)
         for (int k = 0; k < 3; k++) {
@@ -57,7 +58,9 @@ Test(flash_launch, every_head_dim_fits_shared_memory) {
                           k, CCS[g][0], CCS[g][1], c.smem_bytes, limit);
                 cr_assert_eq(c.smem_bytes, ts_flash_smem_bytes(KINDS[k], c.br, c.bc, c.dp));
                 cr_assert(c.br % 16 == 0 && c.bc % 16 == 0 && c.br > 0 && c.bc > 0);
-                cr_assert(c.dp % 16 == 0 && c.dp >= D && c.dp < D + 16, "D=%d dp=%d", D, c.dp);
+                int w = 0;
+                while (TS_FLASH_WIDTHS[w] < D) w++;
+                cr_assert_eq(c.dp, TS_FLASH_WIDTHS[w], "D=%d dp=%d", D, c.dp);
                 if (g != 1 && g != 2) { /* 8.0 then 9.0: more memory, tiles at least as large */
                     cr_assert(c.br * c.bc >= prev_area, "D=%d kind %d: smaller tiles on a bigger GPU", D, k);
                     prev_area = c.br * c.bc;
@@ -66,16 +69,27 @@ Test(flash_launch, every_head_dim_fits_shared_memory) {
         }
 }
 
-/* FlashAttention-2's forward tiles at head dim 128: 128 × 64 where 227 KB allow it (H100), 64 × 64
- * on an A100's 163 KB. */
-Test(flash_launch, tiles_at_head_dim_128) {
-    ts_flash_cfg a, h;
+/* FlashAttention-2's forward at head dim 128: 4 warps of 16 query rows, 64 keys a step, on an A100
+ * and an H100 alike (both fit: 53 KB); the backward walks 32 rows a step. At head dim 256 an
+ * RTX 4090's 99 KB hold one warp of keys for dK, dV and two of queries for dQ; an H100's 227 KB
+ * hold four. */
+Test(flash_launch, tiles_at_head_dims_128_and_256) {
+    ts_flash_cfg a, h, kv, q;
     cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 32, 8, 128, 2, 8, 0, &a), TS_OK);
     cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 32, 8, 128, 2, 9, 0, &h), TS_OK);
-    cr_expect(a.br == 64 && a.bc == 64, "A100: %d x %d", a.br, a.bc);
-    cr_expect(h.br == 128 && h.bc == 64, "H100: %d x %d", h.br, h.bc);
-    cr_expect_eq(h.warps, 8);
-    cr_expect_eq(h.grid_x, 32u);
+    cr_expect(a.br == 64 && a.bc == 64 && a.warps == 4, "A100: %d x %d, %d warps", a.br, a.bc, a.warps);
+    cr_expect(h.br == 64 && h.bc == 64 && h.warps == 4, "H100: %d x %d, %d warps", h.br, h.bc, h.warps);
+    cr_expect_eq(h.smem_bytes, (size_t)((64 + 64) * 136 + 128 * 72) * 2 + 64 * 4);
+    cr_expect_eq(h.grid_x, 64u);
+    cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 32, 8, 128, 2, 9, 0, &kv), TS_OK);
+    cr_expect(kv.br == TS_FLASH_BWD_TILE && kv.bc == 64 && kv.grid_y == 8u, "dK, dV: %d x %d", kv.br, kv.bc);
+    cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 8, 8, 256, 1, 8, 9, &kv), TS_OK);
+    cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DQ, 4096, 4096, 8, 8, 256, 1, 8, 9, &q), TS_OK);
+    cr_expect(kv.warps == 1 && q.warps == 2 && kv.dp == 256, "8.9: dK, dV %d warps, dQ %d", kv.warps, q.warps);
+    cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 8, 8, 256, 1, 9, 0, &kv), TS_OK);
+    cr_expect_eq(kv.warps, 4);
+    cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 8, 8, 200, 1, 9, 0, &h), TS_OK);
+    cr_expect(h.dp == 256 && h.bc == 32, "D=200 runs at width %d with %d keys a step", h.dp, h.bc);
 }
 
 /* The grid covers every row once: tiles × rows per tile reach the rows, one tile fewer would not;
