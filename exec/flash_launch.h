@@ -40,7 +40,7 @@
 #define TS_FLASH_MAX_D 256 /* head dims above are refused (FlashAttention-2 supports up to 256) */
 #define TS_FLASH_MMA_ROWS 16 /* rows of one mma.m16n8k16 fragment: a warp's rows */
 #define TS_FLASH_PAD 8       /* bf16 elements padding each shared-memory row (16 bytes) */
-#define TS_FLASH_MAX_WARPS 4 /* per block: FlashAttention-2's 4 warps at head dims up to 128 */
+#define TS_FLASH_MAX_WARPS 8 /* per block: 128 rows, FlashAttention-2's kBlockM at head dims up to 128 */
 #define TS_FLASH_BWD_TILE 32 /* rows of the other side per step of the backward kernels */
 /* Keys per forward step at padded head dim dp: 64 (FlashAttention-2's kBlockN up to 128), 32 above
  * (the probabilities' registers beside a wider output accumulator). */

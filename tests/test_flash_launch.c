@@ -69,25 +69,25 @@ Test(flash_launch, every_head_dim_fits_shared_memory) {
         }
 }
 
-/* FlashAttention-2's forward at head dim 128: 4 warps of 16 query rows, 64 keys a step, on an A100
- * and an H100 alike (both fit: 53 KB); the backward walks 32 rows a step. At head dim 256 an
- * RTX 4090's 99 KB hold one warp of keys for dK, dV and two of queries for dQ; an H100's 227 KB
- * hold four. */
+/* FlashAttention-2's forward block at head dim 128: 128 query rows (8 warps of 16), 64 keys a step,
+ * on an A100 and an H100 alike (both fit: 71 KB); the backward walks 32 rows a step. At head dim
+ * 256 an RTX 4090's 99 KB hold one warp of keys for dK, dV and two of queries for dQ; an H100's
+ * 227 KB hold eight. */
 Test(flash_launch, tiles_at_head_dims_128_and_256) {
     ts_flash_cfg a, h, kv, q;
     cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 32, 8, 128, 2, 8, 0, &a), TS_OK);
     cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 32, 8, 128, 2, 9, 0, &h), TS_OK);
-    cr_expect(a.br == 64 && a.bc == 64 && a.warps == 4, "A100: %d x %d, %d warps", a.br, a.bc, a.warps);
-    cr_expect(h.br == 64 && h.bc == 64 && h.warps == 4, "H100: %d x %d, %d warps", h.br, h.bc, h.warps);
-    cr_expect_eq(h.smem_bytes, (size_t)((64 + 64) * 136 + 128 * 72) * 2 + 64 * 4);
-    cr_expect_eq(h.grid_x, 64u);
+    cr_expect(a.br == 128 && a.bc == 64 && a.warps == 8, "A100: %d x %d, %d warps", a.br, a.bc, a.warps);
+    cr_expect(h.br == 128 && h.bc == 64 && h.warps == 8, "H100: %d x %d, %d warps", h.br, h.bc, h.warps);
+    cr_expect_eq(h.smem_bytes, (size_t)((128 + 64) * 136 + 128 * 72) * 2 + 64 * 4);
+    cr_expect_eq(h.grid_x, 32u);
     cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 32, 8, 128, 2, 9, 0, &kv), TS_OK);
-    cr_expect(kv.br == TS_FLASH_BWD_TILE && kv.bc == 64 && kv.grid_y == 8u, "dK, dV: %d x %d", kv.br, kv.bc);
+    cr_expect(kv.br == TS_FLASH_BWD_TILE && kv.bc == 128 && kv.grid_y == 8u, "dK, dV: %d x %d", kv.br, kv.bc);
     cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 8, 8, 256, 1, 8, 9, &kv), TS_OK);
     cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DQ, 4096, 4096, 8, 8, 256, 1, 8, 9, &q), TS_OK);
     cr_expect(kv.warps == 1 && q.warps == 2 && kv.dp == 256, "8.9: dK, dV %d warps, dQ %d", kv.warps, q.warps);
     cr_assert_eq(ts_flash_config(TS_FLASH_BWD_DKDV, 4096, 4096, 8, 8, 256, 1, 9, 0, &kv), TS_OK);
-    cr_expect_eq(kv.warps, 4);
+    cr_expect_eq(kv.warps, 8);
     cr_assert_eq(ts_flash_config(TS_FLASH_FWD, 4096, 4096, 8, 8, 200, 1, 9, 0, &h), TS_OK);
     cr_expect(h.dp == 256 && h.bc == 32, "D=200 runs at width %d with %d keys a step", h.dp, h.bc);
 }
