@@ -12,6 +12,8 @@
  * reproduces Megatron-Core's bf16 numerics, not its memory: operands are converted to bf16 words in
  * stream-ordered scratch for each GEMM (one conversion launch), and the ops listed last take a
  * rounding launch. */
+#include <cstdint>
+
 #include "common/bf16.h"
 #include "exec/kernels_cuda_common.cuh"
 
@@ -30,7 +32,26 @@ fail:
     return res;
 }
 
-static ts_status round_n(float *x, size_t n) { return round_rows(x, 1, n, n); }
+/* x[0 .. n) rounded in place, four floats to a 16-byte access where x is 16-byte aligned. */
+__global__ static void round_flat_kernel(float *x, size_t n, int vec) {
+    size_t groups = vec ? n / 4 : 0;
+    GRID_STRIDE(i, groups) {
+        float4 v = reinterpret_cast<float4 *>(x)[i];
+        v.x = ts_bf16_round(v.x), v.y = ts_bf16_round(v.y), v.z = ts_bf16_round(v.z), v.w = ts_bf16_round(v.w);
+        reinterpret_cast<float4 *>(x)[i] = v;
+    }
+    GRID_STRIDE(i, n - 4 * groups) x[4 * groups + i] = ts_bf16_round(x[4 * groups + i]);
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+static ts_status round_n(float *x, size_t n) {
+    ts_status res = TS_OK;
+    int vec = aligned16(x);
+    LAUNCH_1D(round_flat_kernel, vec ? n / 4 + n % 4 : n, x, n, vec);
+fail:
+    return res;
+}
 
 /* Rows idx[0 .. n) of x (cols wide) rounded; a row named twice is rounded twice, which changes
  * nothing (rounding is idempotent), so the races of repeated rows write equal values. */
@@ -48,9 +69,20 @@ fail:
     return res;
 }
 
-/* A then B (na, nb floats) as bf16 words into dst (na + nb), in one launch. */
-__global__ static void to_bf16_kernel(ts_bf16 *dst, const float *A, size_t na, const float *B, size_t nb) {
-    GRID_STRIDE(i, na + nb) dst[i] = ts_bf16_from_float(i < na ? A[i] : B[i - na]);
+/* A then B (na, nb floats) as bf16 words into dst (na + nb), in one launch; with `vec` (na and nb
+ * multiples of 4, A and B 16-byte aligned) four floats to a 16-byte load and an 8-byte store. */
+__global__ static void to_bf16_kernel(ts_bf16 *dst, const float *A, size_t na, const float *B, size_t nb, int vec) {
+    if (!vec) {
+        GRID_STRIDE(i, na + nb) dst[i] = ts_bf16_from_float(i < na ? A[i] : B[i - na]);
+        return;
+    }
+    size_t ga = na / 4;
+    GRID_STRIDE(i, ga + nb / 4) {
+        float4 v = i < ga ? reinterpret_cast<const float4 *>(A)[i] : reinterpret_cast<const float4 *>(B)[i - ga];
+        uint2 w = make_uint2(ts_bf16_from_float(v.x).bits | (unsigned)ts_bf16_from_float(v.y).bits << 16,
+                             ts_bf16_from_float(v.z).bits | (unsigned)ts_bf16_from_float(v.w).bits << 16);
+        reinterpret_cast<uint2 *>(dst)[i] = w;
+    }
 }
 
 static const ts_kernels *fp32(void) { return ts_kernels_cuda(); }
@@ -64,9 +96,10 @@ static ts_status gemm_bf16_operands(int ta, int tb, int M, int N, int K, const f
     ts_status res = TS_OK;
     ts_bf16 *buf = NULL;
     ts_launch l;
+    int vec = na % 4 == 0 && nb % 4 == 0 && aligned16(A) && aligned16(B);
     TS_CUDA_GOTO(cudaMallocAsync((void **)&buf, (na + nb ? na + nb : 1) * sizeof *buf, stream()), res, fail);
-    TS_CHECK_GOTO(ts_launch_1d(na + nb, ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l), res, fail);
-    to_bf16_kernel<<<l.grid, l.block, 0, stream()>>>(buf, A, na, B, nb);
+    TS_CHECK_GOTO(ts_launch_1d(vec ? (na + nb) / 4 : na + nb, ELEMENT_BLOCK, ELEMENT_MAX_GRID, &l), res, fail);
+    to_bf16_kernel<<<l.grid, l.block, 0, stream()>>>(buf, A, na, B, nb, vec);
     TS_LAUNCH_GOTO(to_bf16_kernel, res, fail);
     TS_CHECK_GOTO(ts_cuda_gemm_mixed(TS_DTYPE_BF16, TS_DTYPE_FP32, ta, tb, M, N, K, 1.0f, buf, lda, buf + na, ldb,
                                      beta, C, ldc),
