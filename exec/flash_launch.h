@@ -87,4 +87,19 @@ size_t ts_flash_smem_bytes(ts_flash_kernel kernel, int br, int bc, int dp);
 /* Grouped-query attention: query head h of H reads kv head h / (H / KV) (Ainslie et al. 2023). */
 static inline TS_HOST_DEVICE int ts_flash_kv_head(int h, int H, int KV) { return h / (H / KV); }
 
+/* The tile loaders' i-th group of 4 columns (row *r, first column *c) of a tile `dp` wide: in row
+ * order (consecutive i, consecutive columns of a row), or by warp (by_warp: 32 consecutive i cover
+ * 8 rows × 4 groups, i % 8 the row, so that transposed stores of a warp fall on distinct banks;
+ * blocks of 8 rows × 16 columns, column blocks inner). Both visit each of rows × dp / 4 groups
+ * once for i < rows · dp / 4 when rows is a multiple of 8 and dp of 16. */
+static inline TS_HOST_DEVICE void ts_flash_tile_group(int i, int dp, int by_warp, int *r, int *c) {
+    if (!by_warp) {
+        *r = i / (dp / 4), *c = i % (dp / 4) * 4;
+        return;
+    }
+    int lane = i % 32, blk = i / 32;
+    *r = blk / (dp / 16) * 8 + lane % 8;
+    *c = (blk % (dp / 16) * 4 + lane / 8) * 4;
+}
+
 #endif

@@ -107,18 +107,24 @@ __device__ static __forceinline__ float quad_sum(float x) {
  * of a row (one 16-byte load where D, ld, col and src allow it), and issues LOADS_IN_FLIGHT such
  * loads before it stores any: the tiles' global loads were the kernels' main stall (Nsight
  * Compute on an H100: about two thirds of the cycles between instructions waiting on them with
- * one scalar load at a time). Consecutive threads read consecutive columns of a row. */
+ * one scalar load at a time). Row-major only, consecutive threads read consecutive columns of a
+ * row; with a transposed copy a warp reads 8 rows × 16 columns (64 bytes of each row), so that
+ * its transposed stores fall on distinct banks (consecutive columns of one row were 16-way
+ * conflicts: 38% excess shared-memory wavefronts in the forward); exec/flash_launch.h's
+ * ts_flash_tile_group maps threads to groups. rows is a multiple of 8. */
 #define LOADS_IN_FLIGHT 4
 template <int DP>
 __device__ static __forceinline__ void load_tile(bf16 *rm, bf16 *tr, const float *src, int ld, int col, int row0,
                                                  int valid, int rows, int D) {
     const int groups = rows * (DP / 4);
     bool vec = D % 4 == 0 && ld % 4 == 0 && col % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0;
+    bool by_warp = tr != NULL;
     for (int base = threadIdx.x; base < groups; base += LOADS_IN_FLIGHT * blockDim.x) {
         float4 x[LOADS_IN_FLIGHT];
 #pragma unroll
         for (int u = 0; u < LOADS_IN_FLIGHT; u++) {
-            int i = base + u * blockDim.x, r = i / (DP / 4), c = i % (DP / 4) * 4;
+            int i = base + u * blockDim.x, r, c;
+            ts_flash_tile_group(i, DP, by_warp, &r, &c);
             x[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (i >= groups || r >= valid || c >= D) continue;
             const float *p = src + (size_t)(row0 + r) * ld + col + c;
@@ -133,7 +139,8 @@ __device__ static __forceinline__ void load_tile(bf16 *rm, bf16 *tr, const float
         }
 #pragma unroll
         for (int u = 0; u < LOADS_IN_FLIGHT; u++) {
-            int i = base + u * blockDim.x, r = i / (DP / 4), c = i % (DP / 4) * 4;
+            int i = base + u * blockDim.x, r, c;
+            ts_flash_tile_group(i, DP, by_warp, &r, &c);
             if (i >= groups) continue;
             __nv_bfloat162 lo = __floats2bfloat162_rn(x[u].x, x[u].y), hi = __floats2bfloat162_rn(x[u].z, x[u].w);
             if (rm) {

@@ -138,3 +138,28 @@ Test(flash_launch, strides_hold_their_rows) {
     cr_expect(strstr(ts_error_message(), "ldk=127") != NULL, "%s", ts_error_message());
     cr_expect_eq(ts_flash_check_strides(512, 128, 128, 500, 8, 2, 64), TS_ERR_INPUT);
 }
+
+/* The tile loaders' thread-to-group maps visit every group of 4 columns of every row once, in row
+ * order and by warp; by warp, a warp's 32 groups are 8 rows × 4 adjacent groups. */
+Test(flash_launch, tile_groups_cover_each_element_once) {
+    const int rows[] = {8, 16, 32, 64, 128};
+    for (int w = 0; w < TS_FLASH_N_WIDTHS; w++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (int by_warp = 0; by_warp < 2; by_warp++) {
+                int dp = TS_FLASH_WIDTHS[w], n = rows[ri] * dp / 4;
+                unsigned char seen[128 * 64] = {0};
+                for (int i = 0; i < n; i++) {
+                    int r, c;
+                    ts_flash_tile_group(i, dp, by_warp, &r, &c);
+                    cr_assert(r >= 0 && r < rows[ri] && c >= 0 && c < dp && c % 4 == 0, "dp %d i %d: (%d, %d)", dp, i,
+                              r, c);
+                    cr_assert_eq(seen[r * (dp / 4) + c / 4]++, 0, "dp %d rows %d by_warp %d: (%d, %d) twice", dp,
+                                 rows[ri], by_warp, r, c);
+                    if (by_warp && i % 32 == 0) {
+                        int r1, c1;
+                        ts_flash_tile_group(i + 31, dp, by_warp, &r1, &c1);
+                        cr_assert(r1 == r + 7 && c1 == c + 12, "a warp spans 8 rows x 16 columns");
+                    }
+                }
+            }
+}
