@@ -338,8 +338,9 @@ ts_status ts_run(const ts_run_opts *o, ts_run_result *out) {
     if (j == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory");
     TS_CHECK(job_open(o, j, out));
     if (out->rank == 0 && o->log && out->plan_dtype != TS_DTYPE_FP32)
-        fprintf(o->log, "tessera run: note: the plan is for %s; the executor trains in fp32, and "
-                        "planner_memory_bytes is the planner's memory for fp32\n", ts_dtype_names[out->plan_dtype]);
+        fprintf(o->log, "tessera run: note: the plan is for %s; the executor trains %s, and "
+                        "planner_memory_bytes is the planner's memory for fp32\n", ts_dtype_names[out->plan_dtype],
+                o->bf16 ? "bf16 mixed precision in fp32 allocations" : "in fp32");
     TS_CHECK(job_buffers(j, out));
     TS_CHECK(train(o, j, out));
     TS_CHECK(gather_gauge(j, out));

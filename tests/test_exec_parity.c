@@ -764,6 +764,21 @@ Test(mpi, json_fields_and_trace) {
     remove_dir(dir);
 }
 
+/* With --precision bf16 the note says what trains: bf16 mixed precision, still in fp32 allocations
+ * (the planner memory beside the measured one stays the fp32 plan's). */
+Test(mpi, bf16_precision_run_says_what_trains) {
+    char *dir = make_temp_dir(), plan[PATH_MAX];
+    make_plan_dtype(dir, "tiny", "dp=1,tp=1,pp=1,cp=1,ep=1,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none", "bf16",
+                    plan, sizeof plan);
+    const char *args[] = {"run", "--plan", plan, "--steps", "1", "--warmup", "0", "--precision", "bf16", NULL};
+    cli_result r = run_argv_timeout(args, RUN_TIMEOUT_S);
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "the executor trains bf16 mixed precision in fp32 allocations") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "trains in fp32") == NULL, "%s", r.err);
+    cli_result_free(&r);
+    remove_dir(dir);
+}
+
 /* A plan made for bf16 (plan's default) trains fp32, as every run does: stderr says so once, the
  * JSON names both dtypes, and the planner memory beside the measured one is the fp32 plan's, not
  * the bf16 one's (about half the weights, gradients and activations). */
