@@ -10,7 +10,10 @@
 
 #define ELEMENT_BLOCK 256
 #define ELEMENT_MAX_GRID 65535u
-#define ROW_MAX_BLOCK 1024
+/* Threads per row of the row kernels (norms, the cross-entropy's max and sums): 256, so that each
+ * thread of a 2048-wide row takes 8 columns; 1024 threads of 2 columns each ran Llama-3.2-1B's
+ * RMSNorm (4096 × 2048) in 0.34 ms on an H100, 7 times its bytes' time at the measured bandwidth. */
+#define ROW_MAX_BLOCK 256
 
 static inline cudaStream_t stream(void) { return (cudaStream_t)ts_cuda_stream(); }
 
