@@ -27,7 +27,8 @@ static long default_ranks(ts_device device) {
 
 static void help(void) {
     printf("usage: tessera calibrate [-o profile.json] [--ranks N] [--json] [--quick] [--threads T] [--no-in-situ]\n"
-           "                         [--situ-steps N] [--device cpu|cuda] [--strict]\n"
+           "                         [--situ-model M] [--situ-steps N] [--situ-batch B] [--situ-seq L] [--situ-mbs N]\n"
+           "                         [--device cpu|cuda] [--strict]\n"
            "\n"
            "Measures this machine through the code `tessera run` executes and writes it as a system\n"
            "spec that plan, sim and run read like any zoo system:\n"
@@ -40,17 +41,20 @@ static void help(void) {
            "    as nccl-tests tables (size, count, time, algbw, busbw);\n"
            "  - fits: peak FLOP/s and the GEMM efficiency curve, memory bandwidth, attention\n"
            "    efficiency, link bus bandwidth and latency (least squares on the planner's ring costs);\n"
-           "  - in situ: every compute rank trains " TS_SITU_MODEL " at once (one rank each, batch %d of %d\n"
-           "    tokens) for a few steps and scales the compute figures so that GEMM, attention,\n"
-           "    element-wise and optimizer times in the training step match the spec's (kernels run\n"
-           "    slower or faster there); the ranks' spread at the same step is node.speed_cv.\n"
+           "  - in situ: every compute rank trains a model at once (one rank each; default " TS_SITU_MODEL ", batch\n"
+           "    %d of %d tokens, micro-batches of 1; fp32 on CPUs, bf16 mixed precision on GPUs) for a few\n"
+           "    steps and scales the compute figures so that GEMM, attention, element-wise and optimizer\n"
+           "    times in the training step match the spec's (kernels run slower or faster there); on\n"
+           "    CPUs the ranks' spread at the same step is node.speed_cv.\n"
            "The spec (" TEMPLATE "'s schema; node.gpus = max(8, ranks), node.cores = this machine's\n"
            "cores, serial_ops) says in \"source\" strings how each figure was measured, and holds the\n"
            "tables under \"measured\". Without an MPI launcher it starts mpirun itself\n"
            "(--oversubscribe when the ranks exceed the cores, and it says so).\n"
            "With --device cuda the same benchmarks run on one GPU per rank (cuBLAS fp32 GEMMs, the CUDA\n"
            "kernels, NCCL on device buffers; one GPU: no communication measured); the spec has\n"
-           "node.gpus = ranks, node.cores = 0, no serial_ops, and the in-situ pass is skipped; GPUs with\n"
+           "node.gpus = ranks, node.cores = 0, no serial_ops; the in-situ pass trains in bf16 (the factors\n"
+           "scale the bf16 peak, which GPU plans price on; the fp32 peak is kept) without the speed gauge\n"
+           "(node.gauge_flops_per_s and node.speed_cv 0); GPUs with\n"
            "FP8 (compute capability 8.9+) also time an fp8 GEMM grid (cuBLASLt E4M3, as Transformer Engine),\n"
            "written as peak_flops.fp8 and efficiency.gemm_fp8 (plan --dtype fp8 prices on it); others keep\n"
            "the template's FP8 curve and say so.\n"
@@ -65,10 +69,13 @@ static void help(void) {
            "      --no-in-situ    keep the microbenchmarks' figures (skip the in-situ pass)\n"
            "      --situ-steps N  in-situ training steps, the first a warm-up (default 3 with --quick,\n"
            "                      else 5; more average over more of a shared machine's speed phases)\n"
+           "      --situ-model M  the model the in-situ pass trains, a zoo name or a model JSON path, as\n"
+           "                      plan's --model takes (default " TS_SITU_MODEL ")\n"
            "      --situ-batch B  in-situ global batch, sequences (default %d)\n"
-           "      --situ-seq L    in-situ tokens per sequence, 1 to " TS_SITU_MODEL "'s max_seq (default %d):\n"
+           "      --situ-seq L    in-situ tokens per sequence, 1 to the model's max_seq (default %d):\n"
            "                      kernels run at other speeds at other shapes, so calibrate at the\n"
            "                      shapes you will run (tessera validate passes its own)\n"
+           "      --situ-mbs N    in-situ micro-batch size, dividing the batch (default 1)\n"
            "      --device D      cpu (default) or cuda (needs make CUDA=1; see README, CUDA)\n"
            "      --strict        exit 1 without writing the spec when a fit is worse than its limit or\n"
            "                      the machine was too busy or noisy (the warnings say which; without\n"
@@ -77,6 +84,21 @@ static void help(void) {
            "\n"
            "Exit status: 0 ok, 2 bad input, 1 a rank failed (or --strict and a warning).\n",
            TS_SITU_BATCH, TS_SITU_SEQ, default_ranks(TS_DEVICE_CPU), TS_SITU_BATCH, TS_SITU_SEQ);
+}
+
+/* The in-situ shape, refused here (exit 2, one line naming the option) before any rank starts:
+ * the model must load, the length fit its max_seq, the micro-batch divide the batch, and the
+ * executor train it (ts_calib_situ_check). */
+static void check_situ(const char *cmd, const ts_system *tmpl, const ts_situ_shape *sh) {
+    ts_model m;
+    if (ts_model_load(sh->model, &m) != TS_OK) cli_usage_error(cmd, "--situ-model: %s", ts_error_message());
+    if (sh->seq > m.max_seq)
+        cli_usage_error(cmd, "--situ-seq: expected an integer in [1, %lld] (%s's max_seq), got %d",
+                        (long long)m.max_seq, sh->model, sh->seq);
+    if (sh->batch % sh->mbs != 0)
+        cli_usage_error(cmd, "--situ-mbs: %d does not divide the in-situ batch %d (--situ-batch)", sh->mbs, sh->batch);
+    if (ts_calib_situ_check(tmpl, sh) != TS_OK)
+        cli_usage_error(cmd, "--situ-model %s: %s", sh->model, ts_error_message());
 }
 
 /* "tessera calibrate ARGS", for the spec's source (truncated to fit). */
@@ -122,16 +144,19 @@ static int report(const char *cmd, const ts_calib *cal, int json, const char *ou
 
 int cmd_calibrate(int argc, char **argv) {
     const char *cmd = "calibrate", *output = NULL;
+    const char *situ_model = NULL;
     int ranks = 0, quick = 0, json = 0, threads = 1, strict = 0, in_situ = 1, situ_steps = 0, situ_batch = 0, situ_seq = 0;
+    int situ_mbs = 0;
     ts_device device = TS_DEVICE_CPU;
     enum { OPT_JSON = 256, OPT_THREADS, OPT_NO_IN_SITU, OPT_DEVICE, OPT_SITU_STEPS, OPT_SITU_BATCH, OPT_SITU_SEQ,
-           OPT_STRICT };
+           OPT_SITU_MODEL, OPT_SITU_MBS, OPT_STRICT };
     static const struct option longs[] = {
         {"ranks", required_argument, 0, 'r'}, {"quick", no_argument, 0, 'q'},
         {"json", no_argument, 0, OPT_JSON},   {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS}, {"no-in-situ", no_argument, 0, OPT_NO_IN_SITU},
         {"device", required_argument, 0, OPT_DEVICE}, {"situ-steps", required_argument, 0, OPT_SITU_STEPS},
         {"situ-batch", required_argument, 0, OPT_SITU_BATCH}, {"situ-seq", required_argument, 0, OPT_SITU_SEQ},
+        {"situ-model", required_argument, 0, OPT_SITU_MODEL}, {"situ-mbs", required_argument, 0, OPT_SITU_MBS},
         {"strict", no_argument, 0, OPT_STRICT}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     optind = 1;
@@ -149,6 +174,8 @@ int cmd_calibrate(int argc, char **argv) {
         case OPT_SITU_STEPS: situ_steps = (int)cli_int(cmd, "--situ-steps", optarg, 2, 1000); break;
         case OPT_SITU_BATCH: situ_batch = (int)cli_int(cmd, "--situ-batch", optarg, 1, 4096); break;
         case OPT_SITU_SEQ: situ_seq = (int)cli_int(cmd, "--situ-seq", optarg, 1, 1 << 20); break;
+        case OPT_SITU_MODEL: situ_model = optarg; break;
+        case OPT_SITU_MBS: situ_mbs = (int)cli_int(cmd, "--situ-mbs", optarg, 1, 4096); break;
         case OPT_DEVICE:
             if (ts_device_parse(optarg, &device) != TS_OK) cli_usage_error(cmd, "%s", ts_error_message());
             break;
@@ -160,24 +187,23 @@ int cmd_calibrate(int argc, char **argv) {
     /* Communication needs a pair of CPU ranks; one GPU is measured alone (no collectives). */
     if (ranks == 1 && device == TS_DEVICE_CPU)
         cli_usage_error(cmd, "--ranks: expected an integer in [2, 1024] on CPUs, got \"1\"");
-    const char *situ = situ_steps ? "--situ-steps" : situ_batch ? "--situ-batch" : situ_seq ? "--situ-seq" : NULL;
+    const char *situ = situ_steps ? "--situ-steps" : situ_batch ? "--situ-batch" : situ_seq ? "--situ-seq"
+                     : situ_model ? "--situ-model" : situ_mbs ? "--situ-mbs" : NULL;
     if (!in_situ && situ) cli_usage_error(cmd, "%s needs the in-situ pass, which --no-in-situ turns off", situ);
-    if (situ_seq > 0) { /* refused here, before any rank starts */
-        ts_model m;
-        if (ts_model_load(TS_SITU_MODEL, &m) != TS_OK) cli_fail(cmd, ts_error_status());
-        if (situ_seq > m.max_seq)
-            cli_usage_error(cmd, "--situ-seq: expected an integer in [1, %lld] (%s's max_seq), got %d",
-                            (long long)m.max_seq, TS_SITU_MODEL, situ_seq);
-    }
+    ts_system tmpl;
+    ts_status st = ts_system_load(TEMPLATE, &tmpl);
+    if (st != TS_OK) cli_fail(cmd, st);
+    ts_situ_shape shape = {.model = situ_model ? situ_model : TS_SITU_MODEL,
+                           .batch = situ_batch ? situ_batch : TS_SITU_BATCH,
+                           .seq = situ_seq ? situ_seq : TS_SITU_SEQ,
+                           .mbs = situ_mbs ? situ_mbs : 1};
+    if (in_situ) check_situ(cmd, &tmpl, &shape);
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
     /* Refuse an output that cannot be written before the minute of measuring, not after. */
     cli_output_check(cmd, "--output", output);
     int ranks_given = ranks > 0;
     if (!ranks_given) ranks = (int)default_ranks(device);
 
-    ts_system tmpl;
-    ts_status st = ts_system_load(TEMPLATE, &tmpl);
-    if (st != TS_OK) cli_fail(cmd, st);
     if (!ts_runtime_under_mpi()) {
         cli_launch_mpirun(cmd, ranks, argc, argv);
     }
@@ -193,10 +219,10 @@ int cmd_calibrate(int argc, char **argv) {
         snprintf(msg, sizeof msg, "--ranks %d, but mpirun started %d ranks", ranks, size);
         ts_mpi_abort(cmd, 2, msg);
     }
-    char line[128];
+    char line[256]; /* ts_calib.argv's size */
     command_line(argc, argv, line, sizeof line);
     ts_calib_opts o = {.quick = quick, .in_situ = in_situ, .situ_steps = situ_steps, .situ_batch = situ_batch,
-                       .situ_seq = situ_seq, .threads = threads,
+                       .situ_seq = situ_seq, .situ_model = situ_model, .situ_mbs = situ_mbs, .threads = threads,
                        .device = device, .argv = line,
                        .log = json ? NULL : stderr};
     static ts_calib cal; /* about 10 KB of tables: off the stack */

@@ -58,10 +58,9 @@ const ts_backend *ts_backend_bf16(const ts_backend *be) {
     return &with;
 }
 
-/* The backend of `device` for the runtime's communicators; *owned when it must be freed. */
-static const ts_backend *open_backend(ts_device device, const ts_runtime *rt, int *owned) {
+const ts_backend *ts_backend_self(ts_device device, int threads, const ts_runtime *rt, int *owned) {
     *owned = device == TS_DEVICE_CUDA;
-    if (!*owned) return ts_backend_cpu(1);
+    if (!*owned) return ts_backend_cpu(threads);
     ts_status ok = ts_device_runnable(device);
     if (ok != TS_OK) return NULL;
     return ts_backend_cuda(rt->world, rt->comm, TS_GROUP_COUNT);
@@ -80,7 +79,7 @@ ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, t
     TS_CHECK(ref_problem(model, batch, seq, &pb, &l));
     TS_CHECK_GOTO(ts_program_build(&pb, &l, NULL, &prog), res, exit);
     TS_CHECK_GOTO(ts_runtime_init_self(&rt, &l), res, exit);
-    const ts_backend *be = open_backend(device, &rt, &owned);
+    const ts_backend *be = ts_backend_self(device, 1, &rt, &owned);
     if (be == NULL) {
         owned = 0;
         res = ts_error_context(__FILE__, __LINE__, "bf16 reference on %s", ts_device_name(device));

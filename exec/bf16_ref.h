@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "exec/backend.h"
 #include "exec/launch.h" /* ts_device */
+#include "exec/runtime.h"
 
 #define TS_BF16_LOSS_RTOL 5e-3
 
@@ -36,6 +37,14 @@ ts_status ts_precision_parse(const char *name, int *bf16);
  * call. What `tessera run --precision bf16` trains with. NULL (TS_ERR_INPUT) when the device has no
  * bf16 table in this build. */
 const ts_backend *ts_backend_bf16(const ts_backend *be);
+
+/* The backend of `device` for the one-rank runtime `rt` (ts_runtime_init_self), as the BF16
+ * reference and calibrate's in-situ pass train: the CPU backend with `threads` OpenBLAS threads,
+ * or the CUDA backend on rt's communicators (ts_backend_cuda is once per process, so none may be
+ * open), then *owned is set and the caller closes it with ts_backend_cuda_free(rt->world,
+ * rt->comm, TS_GROUP_COUNT) before ts_runtime_free. NULL with the error recorded (no GPU, a build
+ * without CUDA, a CUDA/NCCL failure). */
+const ts_backend *ts_backend_self(ts_device device, int threads, const ts_runtime *rt, int *owned);
 
 ts_status ts_bf16_ref_losses(const char *model, int batch, int seq, int steps, ts_device device, int bf16,
                              float *losses, double *step_s);

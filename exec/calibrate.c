@@ -577,20 +577,31 @@ static ts_status situ_barrier(void *ctx) {
     return quiet_barrier();
 }
 
+/* The in-situ pass's shape: the options', else the defaults (calibrate.h). */
+static ts_situ_shape situ_shape(const ts_calib_opts *o) {
+    return (ts_situ_shape){.model = o->situ_model ? o->situ_model : TS_SITU_MODEL,
+                           .batch = o->situ_batch > 0 ? o->situ_batch : TS_SITU_BATCH,
+                           .seq = o->situ_seq > 0 ? o->situ_seq : TS_SITU_SEQ,
+                           .mbs = o->situ_mbs > 0 ? o->situ_mbs : 1};
+}
+
 /* The in-situ pass (calibrate.h) on the compute ranks at once, the others waiting off the cores
  * at the same barriers; rank 0 gathers the samples, sums them and broadcasts the sums, so every
- * rank applies the same factors. A failure on any rank fails every rank. */
+ * rank applies the same factors. A failure on any rank fails every rank. On GPUs the calibration's
+ * backend is closed first: the pass opens its own on its one-rank runtime (ts_calib_situ_run),
+ * and ts_backend_cuda is once per process. */
 static ts_status bench_situ(bench *b) {
     ts_status res = TS_OK, mine = TS_OK;
     int ranks = b->c->compute_ranks;
     computes_here = b->rank < ranks;
     int steps = b->o->situ_steps > 0 ? b->o->situ_steps : b->c->quick ? 3 : 5;
-    int batch = b->o->situ_batch > 0 ? b->o->situ_batch : TS_SITU_BATCH;
-    int seq = b->o->situ_seq > 0 ? b->o->situ_seq : TS_SITU_SEQ;
+    ts_situ_shape sh = situ_shape(b->o);
     double *samples = NULL, *all = NULL;
     size_t count = 0;
     int *counts = NULL, *offs = NULL;
-    if (computes_here) mine = ts_calib_situ_run(b->c, b->be, steps, batch, seq, situ_barrier, NULL, &samples, &count);
+    const calib_comms *cc = b->comms;
+    if (b->c->device == TS_DEVICE_CUDA) ts_backend_cuda_free(cc->world, cc->group, cc->n_groups);
+    if (computes_here) mine = ts_calib_situ_run(b->c, &sh, steps, situ_barrier, NULL, &samples, &count);
     else
         for (int s = 0; s < steps && mine == TS_OK; s++) mine = quiet_barrier();
     double failed = mine != TS_OK;
@@ -616,7 +627,7 @@ static ts_status bench_situ(bench *b) {
     TS_MPI_GOTO(MPI_Igatherv(samples, (int)count, MPI_DOUBLE, all, counts, offs, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req),
                 res, exit);
     TS_CHECK_GOTO(quiet_wait(&req), res, exit);
-    if (b->rank == 0) mine = ts_calib_situ_sums(b->c, batch, seq, all, ranks, steps);
+    if (b->rank == 0) mine = ts_calib_situ_sums(b->c, &sh, all, ranks, steps);
     failed = mine != TS_OK;
     TS_MPI_GOTO(MPI_Ibcast(&failed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req), res, exit);
     TS_CHECK_GOTO(quiet_wait(&req), res, exit);
@@ -671,7 +682,7 @@ static ts_status open_backend(const ts_calib_opts *o, calib_comms *cc, const ts_
     return *out ? TS_OK : ts_error_status();
 }
 
-/* The benchmarks, the fit and (CPU only, see calibrate.h) the in-situ pass. */
+/* The benchmarks, the fit and the in-situ pass (calibrate.h). */
 static ts_status run_benchmarks(bench *b, const ts_system *tmpl) {
     ts_calib *out = b->c;
     TS_CHECK(describe_machine(b));
@@ -693,7 +704,7 @@ static ts_status run_benchmarks(bench *b, const ts_system *tmpl) {
         ts_calib_fp8_note(out, fp8, sizeof fp8);
         fprintf(b->o->log, "tessera calibrate: %s\n", fp8);
     }
-    if (b->o->in_situ && out->device == TS_DEVICE_CPU) {
+    if (b->o->in_situ) {
         TS_CHECK(bench_situ(b));
         progress(b, "in situ", out->situ.steps, t);
     }

@@ -81,6 +81,9 @@ typedef struct {
                          steps average over more of a shared machine's speed phases */
     int situ_batch, situ_seq; /* its global batch and sequence length (0: TS_SITU_BATCH,
                                  TS_SITU_SEQ); kernels' speed in a step depends on the shapes */
+    const char *situ_model;   /* the model it trains, a zoo name or a model JSON path (NULL:
+                                 TS_SITU_MODEL) */
+    int situ_mbs;             /* its micro-batch size (0: 1), dividing its global batch */
     int threads;      /* OpenBLAS threads per rank (ts_backend_cpu), as `tessera run --threads` */
     ts_device device; /* TS_DEVICE_CPU, or TS_DEVICE_CUDA: one GPU per rank (see ts_calibrate) */
     const char *argv; /* the command line, recorded in the spec's "source" (may be NULL) */
@@ -129,17 +132,23 @@ typedef struct {
 /* The in-situ pass: kernels measured in isolation run at other speeds inside a training step
  * (caches shared with the neighbouring ops, other shapes, the trainer's own element-wise mix).
  * On each of the compute ranks at once (a core each, as the microbenchmarks and as a training
- * job's ranks run: every core busy), `tessera run`'s trainer trains TS_SITU_MODEL for a few steps
- * on one rank each (MPI_COMM_SELF), fp32, global batch TS_SITU_BATCH of TS_SITU_SEQ tokens unless
- * the options say otherwise, the ranks' steps started together (a barrier before each); each op's
- * measured time (median over the ranks' timed steps) is summed by kind
+ * job's ranks run: every core busy; on GPUs every rank, a GPU each), `tessera run`'s trainer
+ * trains a model (TS_SITU_MODEL unless the options name another, a zoo name or a model JSON path)
+ * for a few steps on one rank each (MPI_COMM_SELF), global batch TS_SITU_BATCH of TS_SITU_SEQ
+ * tokens in micro-batches of 1 unless the options say otherwise, the ranks' steps started together
+ * (a barrier before each), in the device's precision (ts_situ_mode_of): fp32 on CPU ranks, and on
+ * GPUs BF16 mixed precision (the bf16 kernel table, as `tessera run --precision bf16`) priced as
+ * a bf16 plan is, since GPU plans are bf16; each op's measured time (median over the ranks' timed
+ * steps) is summed by kind
  * beside the time the fitted spec gives it (sim/engine.h ts_op_cost_s), and the spec's figures
  * for the four compute kinds are scaled so that each kind's sum matches:
- *   GEMM: peak FLOP/s ÷ f_gemm (the efficiency curve keeps its shape);
+ *   GEMM: peak FLOP/s ÷ f_gemm (the efficiency curve keeps its shape): on CPU ranks fp32 and bf16
+ *   (one figure: no bf16 path), on GPUs bf16 only (ts_calib_situ_apply says why);
  *   attention: efficiency.attention × f_gemm / f_attention (it also divides by the peak);
  *   element-wise: hbm_bytes_per_s ÷ f_elementwise;
  *   optimizer: efficiency.optimizer × f_elementwise / f_optimizer;
- * with f = measured / modelled. Every op's time is first put at the timed steps' median speed on
+ * with f = measured / modelled. On CPU ranks every op's time is first put at the timed steps'
+ * median speed on
  * the speed gauge (exec/speed_gauge.h, read between steps), which becomes
  * node.gauge_flops_per_s: the speed the profile's compute figures hold at. The spread of the
  * ranks' simultaneous steps, each at its own gauge speed, their standard deviation over their
@@ -154,13 +163,39 @@ typedef struct {
  * that ranks synchronising often wait longer (planner/cost.h). Measured on this project's VM
  * (2026-11-22, 10 two-rank DP steps' traces): 14% over single ops (1.4 ms), 11% over 21 ms, 9%
  * over 85 ms, 6% over the 0.48 s step: a decay of about 0.16.
+ * On GPUs the gauge is not read (it measures a host core, speed_gauge.h): times are taken as
+ * timed and node.gauge_flops_per_s is 0, as in a profile without the pass; the spread is still
+ * measured (measured.in_situ, and calibrate_quality.h judges it) but node.speed_cv, its window
+ * and decay stay 0: they price cores of a shared machine drifting apart for seconds, while a GPU
+ * rank has its device to itself, and a few steps' jitter is no measure of GPUs apart in lockstep
+ * (the zoo's GPU systems carry 0 too).
  * The shapes matter: on this project's 2-core VM, tiny's attention ran
  * 13% faster per modelled second at 128 tokens than at 256 inside a step (element-wise 5%),
  * though the microbenchmarks ran both lengths alike, so tessera validate runs the pass at its
- * matrix's batch and length. */
+ * matrix's batch and length, and scripts/gpu-check.sh at its sim-vs-run plan's model and shapes. */
 #define TS_SITU_MODEL "tiny"
 #define TS_SITU_BATCH 4
 #define TS_SITU_SEQ 256
+#define TS_SITU_MODEL_MAX 256 /* bytes of the model's name or path, with its NUL */
+
+/* What the pass trains: a model (a zoo name or a model JSON path, as plan's -m), its global batch
+ * of sequences of seq tokens, in micro-batches of mbs (dividing batch). */
+typedef struct {
+    const char *model;
+    int batch, seq, mbs;
+} ts_situ_shape;
+
+/* How the pass trains and prices on a device (ts_situ_mode_of). */
+typedef struct {
+    ts_dtype dtype; /* the problem's dtype its ops are priced in (ts_op_cost_s) */
+    int bf16;       /* trains through the device's bf16 table (ts_backend_bf16), else fp32 */
+    int gauged;     /* reads the speed gauge and sets node.gauge_flops_per_s and node.speed_cv */
+} ts_situ_mode;
+
+/* CPU ranks: fp32, fp32 table, gauged (the executor's fp32 and the CPU's only GEMM path); GPUs:
+ * bf16, the bf16 table (GPU plans are bf16, and tessera run --precision bf16 trains them so), not
+ * gauged. Pure. */
+ts_situ_mode ts_situ_mode_of(ts_device device);
 
 typedef enum { TS_SITU_GEMM, TS_SITU_ATTENTION, TS_SITU_ELEMENTWISE, TS_SITU_OPTIMIZER, TS_SITU_COUNT } ts_situ_kind;
 extern const char *const ts_situ_kind_names[]; /* "gemm", "attention", "elementwise", "optimizer" */
@@ -178,7 +213,9 @@ typedef struct {
 #define TS_SITU_MIN_CV_STEPS 4
 
 typedef struct {
-    int batch, seq;         /* the global batch and sequence length trained */
+    char model[TS_SITU_MODEL_MAX]; /* the model trained, as named (a zoo name or a path) */
+    int batch, seq, mbs;    /* the global batch, sequence length and micro-batch size trained */
+    ts_situ_mode mode;      /* how it trained and priced (ts_situ_mode_of the calibrated device) */
     int steps, timed;       /* steps trained, of them timed (the first ones warm up) */
     int ranks;              /* ranks that trained at once */
     double step_s;          /* measured, median over ranks and timed steps, at the gauge speed below */
@@ -242,7 +279,9 @@ typedef struct {
  * backend (ts_backend_cuda: cuBLAS fp32 GEMMs, the CUDA kernel table, NCCL on device buffers):
  * every rank computes at once (a GPU each, no core sharing), one rank measures no communication
  * (the template's link figures are kept), the spec has node.gpus = ranks, node.cores = 0 and
- * serial_ops false, and the in-situ pass is skipped (the profile's source says so). */
+ * serial_ops false, and the in-situ pass trains in bf16 without the speed gauge (ts_situ_mode_of);
+ * the calibration's backend is closed before it, as the pass opens its own on its one-rank
+ * runtime (ts_backend_cuda is once per process). */
 ts_status ts_calibrate(const ts_calib_opts *o, const ts_system *tmpl, ts_calib *out);
 
 /* Fits c->system, c->fit*, the rms errors and every row's model_s to the measured rows of `c`
@@ -270,22 +309,33 @@ typedef ts_status (*ts_situ_sync)(void *ctx);
  * the steps + 1 gauge readings (before the first step, after each). */
 size_t ts_situ_sample_count(int steps, int n_ops);
 
+/* Whether `sh` is a shape the pass can train on spec `sys` (ts_calib_situ above): the model loads,
+ * 1 <= seq <= its max_seq, batch >= 1, mbs >= 1 dividing batch, and the executor trains it on one
+ * rank (ts_trainer_check); TS_ERR_INPUT with one line saying which, else TS_OK. Needs no MPI, so
+ * `tessera calibrate` asks before any rank starts. */
+ts_status ts_calib_situ_check(const ts_system *sys, const ts_situ_shape *sh);
+
 /* One rank's in-situ pass (see ts_calib_situ above) on this process (MPI_COMM_SELF): `steps` steps
- * of `batch` sequences of `seq` tokens of TS_SITU_MODEL on the spec fitted so far in c->system,
- * `sync` before each. *samples (malloc'd, *count doubles, the caller frees) receives, as laid out
- * in ts_situ_sample_count, each op's time as timed, each step's and the gauge readings. sync is
- * called exactly `steps` times even when the pass fails, unless sync itself fails. TS_ERR_INPUT
- * when TS_SITU_MODEL cannot train that shape or steps < 2. */
-ts_status ts_calib_situ_run(const ts_calib *c, const ts_backend *be, int steps, int batch, int seq, ts_situ_sync sync,
-                            void *ctx, double **samples, size_t *count);
+ * of shape `sh` on the spec fitted so far in c->system, on c->device (CPU ranks: the CPU backend
+ * with c->threads OpenBLAS threads; CUDA: its own backend on the pass's one-rank runtime, opened
+ * and closed here, so the caller holds none) in its mode (ts_situ_mode_of), `sync` before each.
+ * *samples (malloc'd, *count doubles, the caller frees) receives, as laid out in
+ * ts_situ_sample_count, each op's time as timed, each step's and the gauge readings (0 where the
+ * mode reads none). sync is called exactly `steps` times even when the pass fails, unless sync
+ * itself fails. TS_ERR_INPUT when ts_calib_situ_check refuses the shape or steps < 2. */
+ts_status ts_calib_situ_run(const ts_calib *c, const ts_situ_shape *sh, int steps, ts_situ_sync sync, void *ctx,
+                            double **samples, size_t *count);
 
 /* Fills c->situ's measured and modelled sums (not the factors) from `ranks` ranks' samples of
- * ts_calib_situ_run laid end to end, `steps` steps each, with the spec fitted so far in c->system.
+ * ts_calib_situ_run of shape `sh` laid end to end, `steps` steps each, with the spec fitted so far
+ * in c->system, in c->device's mode (ts_situ_mode_of: priced in its dtype; without the gauge each
+ * time counts as timed and gauge_flops_per_s is 0).
  * Pure. */
-ts_status ts_calib_situ_sums(ts_calib *c, int batch, int seq, const double *samples, int ranks, int steps);
+ts_status ts_calib_situ_sums(ts_calib *c, const ts_situ_shape *sh, const double *samples, int ranks, int steps);
 
 /* Sets c->situ's factors from its sums and scales c->system's compute figures by them (see
- * above); kinds without ops keep factor 1. Pure. */
+ * above), in c->device's mode (ts_situ_mode_of: its dtype's peak; node.speed_cv and the gauge
+ * only where gauged); kinds without ops keep factor 1. Pure. */
 void ts_calib_situ_apply(ts_calib *c);
 
 /* Least squares of time_s = a·latency + b·bytes / busbw over `n` rows (a, b from ts_coll_s, see

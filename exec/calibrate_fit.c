@@ -345,7 +345,7 @@ static void spec_cuda_node(ts_calib *c) {
     snprintf(s->name, sizeof s->name, "cuda-%.58s", c->host[0] ? c->host : "calibrated");
     snprintf(s->source, sizeof s->source,
              "tessera calibrate --device cuda, %s on %.60s: %d MPI rank(s), one CUDA GPU each (cuBLAS fp32, "
-             "NCCL)%s; in-situ pass skipped on GPUs",
+             "NCCL)%s",
              c->date, c->host, c->ranks, c->quick ? ", --quick" : "");
     snprintf(s->gpu_name, sizeof s->gpu_name, "%.63s", c->gpu[0] ? c->gpu : "CUDA GPU");
     if (c->gpu_memory_bytes > 0) s->hbm_bytes = c->gpu_memory_bytes;
@@ -468,16 +468,29 @@ static void print_fits(FILE *f, const ts_calib *c) {
     print_fit_row(f, "all", &c->fit_all);
 }
 
+/* What the in-situ pass trained, for the tables and the sources: "tiny, global batch 4 of 256
+ * tokens in micro-batches of 1, fp32" (GPUs: "bf16 mixed precision priced as bf16"). */
+static void situ_what(const ts_calib_situ *s, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s, global batch %d of %d tokens in micro-batches of %d, %s", s->model, s->batch, s->seq,
+             s->mbs, s->mode.bf16 ? "bf16 mixed precision priced as bf16" : "fp32");
+}
+
 static void print_situ(FILE *f, const ts_calib *c) {
     const ts_calib_situ *s = &c->situ;
     if (s->steps == 0) return;
-    fprintf(f, "#\n# in situ: %s on %d rank(s) at once, one each, fp32, global batch %d of %d tokens, %d steps (median\n"
-               "# of the last %d), step %.4f s as timed (spread %.1f%%: node.speed_cv), %.4f s at the speed gauge's\n"
-               "# median %.2f GFLOP/s (node.gauge_flops_per_s); each op's time at that speed beside the\n"
-               "# microbenchmark fit's; the spec is scaled by the factors (the rows above keep the\n"
-               "# microbenchmark fit's model times)\n",
-            TS_SITU_MODEL, s->ranks, s->batch, s->seq, s->steps, s->timed, s->step_raw_s, 100 * s->step_cv, s->step_s,
-            s->gauge_flops_per_s / 1e9);
+    char mbs[48] = "";
+    if (s->mbs > 1) snprintf(mbs, sizeof mbs, " in micro-batches of %d", s->mbs);
+    fprintf(f, "#\n# in situ: %s on %d rank(s) at once, one each, %s, global batch %d of %d tokens%s, %d steps (median\n",
+            s->model, s->ranks, s->mode.bf16 ? "bf16 mixed precision" : "fp32", s->batch, s->seq, mbs, s->steps);
+    if (s->mode.gauged)
+        fprintf(f, "# of the last %d), step %.4f s as timed (spread %.1f%%: node.speed_cv), %.4f s at the speed gauge's\n"
+                   "# median %.2f GFLOP/s (node.gauge_flops_per_s); each op's time at that speed beside the\n",
+                s->timed, s->step_raw_s, 100 * s->step_cv, s->step_s, s->gauge_flops_per_s / 1e9);
+    else
+        fprintf(f, "# of the last %d), step %.4f s as timed (spread %.1f%%; no speed gauge and node.speed_cv 0 on GPUs);\n"
+                   "# each op's time as timed beside the\n", s->timed, s->step_raw_s, 100 * s->step_cv);
+    fprintf(f, "# microbenchmark fit's; the spec is scaled by the factors (the rows above keep the\n"
+               "# microbenchmark fit's model times)\n");
     if (s->n_spans > 0) {
         fprintf(f, "# the ranks' spread over spans of 1, 2, 4, ... ops (node.speed_cv_decay %.3f: the slope):", s->cv_decay);
         for (int i = 0; i < s->n_spans; i++) fprintf(f, "%s %.3g ms %.1f%%", i % 4 ? "," : "\n#  ", 1e3 * s->span_s[i], 100 * s->span_cv[i]);
@@ -639,8 +652,13 @@ static ts_status json_situ(const ts_calib *c, cJSON *root) {
     if (s->steps == 0) return TS_OK;
     cJSON *obj, *arr, *row;
     TS_CJSON_GOTO(obj = cJSON_AddObjectToObject(root, "in_situ"), res, exit);
-    TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", TS_SITU_MODEL), res, exit);
-    TS_CHECK(add_nums(obj, "ranks", (double)s->ranks, "global_batch", (double)s->batch, "seq", (double)s->seq, "steps", (double)s->steps,
+    TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "model", s->model), res, exit);
+    /* precision: the kernel table trained with; dtype: the problem's, the ops were priced in */
+    TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "precision", s->mode.bf16 ? "bf16" : "fp32"), res, exit);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(obj, "dtype", ts_dtype_names[s->mode.dtype]), res, exit);
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(obj, "gauged", s->mode.gauged), res, exit);
+    TS_CHECK(add_nums(obj, "ranks", (double)s->ranks, "global_batch", (double)s->batch, "seq", (double)s->seq, "mbs",
+                      (double)s->mbs, "steps", (double)s->steps,
                       "timed", (double)s->timed, "step_s", s->step_s, "step_raw_s", s->step_raw_s, "step_cv",
                       s->step_cv, "gauge_flops_per_s", s->gauge_flops_per_s, (const char *)NULL));
     if (s->n_spans > 0) {
@@ -785,6 +803,17 @@ static ts_status add_fp8_sources(const ts_calib *c, cJSON *peak, cJSON *eff, con
     return TS_OK;
 }
 
+/* The sources' note of the in-situ factors `factors` ("gemm 1.234"): "; then the in-situ factor(s)
+ * (gemm 1.234; trained WHAT; exec/calibrate.h)" (situ_what), or "" where the pass did not run. */
+static void situ_note(const ts_calib *c, const char *factors, char *buf, size_t cap) {
+    char what[TS_SITU_MODEL_MAX + 128];
+    buf[0] = '\0';
+    if (c->situ.steps == 0) return;
+    situ_what(&c->situ, what, sizeof what);
+    snprintf(buf, cap, "; then the in-situ factor%s (%s; trained %s; exec/calibrate.h)", strchr(factors, ',') ? "s" : "",
+             factors, what);
+}
+
 /* The "source" strings of the measured figures: how each was measured. */
 static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     int on_gpu = c->device == TS_DEVICE_CUDA;
@@ -804,23 +833,23 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
     cJSON *eff = cJSON_GetObjectItemCaseSensitive(spec, "efficiency");
     cJSON *peak = cJSON_GetObjectItemCaseSensitive(gpu, "peak_flops");
     cJSON *gemm = cJSON_GetObjectItemCaseSensitive(eff, "gemm");
-    char situ[160] = "";
+    char situ[TS_SITU_MODEL_MAX + 320], factors[96];
     const ts_calib_situ_kind *k = c->situ.kind;
-    if (c->situ.steps > 0)
-        snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)", ts_situ_kind_names[TS_SITU_GEMM],
-                 k[TS_SITU_GEMM].factor);
+    snprintf(factors, sizeof factors, "%s %.3f", ts_situ_kind_names[TS_SITU_GEMM], k[TS_SITU_GEMM].factor);
+    situ_note(c, factors, situ, sizeof situ);
+    /* On GPUs the pass trains bf16 GEMMs and leaves the fp32 peak alone (ts_calib_situ_apply). */
     TS_CHECK(sourced(peak, "fp32", "tessera calibrate: best per-rank sgemm rate over %d (m, n, k) shapes (NT, NN, TN)%s; %s",
-                     c->n_gemm, situ, how));
+                     c->n_gemm, on_gpu ? (c->situ.steps > 0 ? "; the in-situ pass trained bf16 and leaves it" : "") : situ,
+                     how));
     if (c->n_gemm_bf16 > 0)
         TS_CHECK(sourced(peak, "bf16", "tessera calibrate: best per-rank bf16 GEMM rate (fp32 accumulation) over %d "
                                        "(m, n, k) shapes (NT, NN, TN)%s; %s", c->n_gemm_bf16, situ, how));
     else
-        TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (the backend has no bf16 GEMM): the measured fp32 figure"
-                                              : "no bf16 path on CPU ranks: the measured fp32 figure"));
+        TS_CHECK(sourced(peak, "bf16", on_gpu ? "not measured (the backend has no bf16 GEMM): the measured fp32 figure%s"
+                                              : "no bf16 path on CPU ranks: the measured fp32 figure%s", situ));
     TS_CHECK(add_fp8_sources(c, peak, eff, how));
-    if (c->situ.steps > 0)
-        snprintf(situ, sizeof situ, "; then the in-situ factor (%s: %.3f, exec/calibrate.h)",
-                 ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);
+    snprintf(factors, sizeof factors, "%s %.3f", ts_situ_kind_names[TS_SITU_ELEMENTWISE], k[TS_SITU_ELEMENTWISE].factor);
+    situ_note(c, factors, situ, sizeof situ);
     TS_CHECK(sourced(gpu, "hbm_bytes_per_s", "tessera calibrate: least squares (relative error) over %d memory-bound "
                                              "kernel rows (rmsnorm, swiglu, adamw; efficiency.hbm = 1)%s; %s", c->n_mem, situ, how));
     TS_CHECK(sourced(gpu, "kernel_latency_s", "tessera calibrate: the intercept of the same fit, time = latency + bytes "
@@ -853,15 +882,16 @@ static ts_status add_sources(const ts_calib *c, cJSON *spec) {
         if (cJSON_AddStringToObject(gemm16, "source", text) == NULL)
             return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing efficiency.gemm_bf16.source");
     }
-    if (c->situ.steps > 0)
-        snprintf(situ, sizeof situ, "; then the in-situ factors (gemm %.3f, attention %.3f, exec/calibrate.h)",
-                 k[TS_SITU_GEMM].factor, k[TS_SITU_ATTENTION].factor);
+    snprintf(factors, sizeof factors, "gemm %.3f, attention %.3f", k[TS_SITU_GEMM].factor, k[TS_SITU_ATTENTION].factor);
+    situ_note(c, factors, situ, sizeof situ);
     TS_CHECK(sourced(eff, "attention", "tessera calibrate: least squares (relative error) of ts_attention_s over %d rows "
                                        "(ts_attention_fwd/bwd, causal)%s; %s", c->n_attn, situ, how));
+    snprintf(factors, sizeof factors, "optimizer %.3f, elementwise %.3f", k[TS_SITU_OPTIMIZER].factor,
+             k[TS_SITU_ELEMENTWISE].factor);
+    situ_note(c, factors, situ, sizeof situ);
     if (c->situ.steps > 0)
         TS_CHECK(sourced(eff, "optimizer", "tessera calibrate, in situ: the optimizer step's time over the other "
-                                           "memory-bound kernels' (factors optimizer %.3f, elementwise %.3f)",
-                         k[TS_SITU_OPTIMIZER].factor, k[TS_SITU_ELEMENTWISE].factor));
+                                           "memory-bound kernels'%s", situ));
     TS_CHECK(sourced(eff, "hbm", "1: hbm_bytes_per_s is the achieved rate"));
     TS_CHECK(sourced(eff, "link_busbw", "1: link_bytes_per_s is the achieved bus bandwidth"));
     TS_CHECK(sourced(eff, "nic_busbw", "1: nic_bytes_per_s is the achieved bus bandwidth"));

@@ -246,8 +246,8 @@ static ts_status replay_case(const experiment *x, ts_validate_case *out) {
 }
 
 /* The in-situ step's work of a profile written by tessera calibrate (measured.in_situ: step_s ×
- * gauge_flops_per_s, or step_s alone without a gauge), or 0 when it has none (--no-in-situ,
- * GPUs). */
+ * gauge_flops_per_s, or step_s alone without a gauge, as on GPUs), or 0 when it has none
+ * (--no-in-situ). */
 static ts_status situ_work(const char *path, double *work) {
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(path, &root));

@@ -4,8 +4,9 @@
 # tests-cuda (every CUDA kernel, the tiled attention and the bf16 tables against the CPU
 # references, bf16 training within the stated tolerance of fp32), calibrate (`tessera calibrate
 # --device cuda --quick`: fp32, bf16 and, with FP8, the fp8 GEMM grid and the fitted
-# efficiency.gemm_fp8 curve; the profile in WORK/gpu-profile.json), plan-fp8 (an fp8 plan on that
-# profile), sim-vs-run (Llama-3.2-1B simulated on the profile against its bf16 run, op by op),
+# efficiency.gemm_fp8 curve, then the in-situ pass at sim-vs-run's shapes in bf16; the profile in
+# WORK/gpu-profile.json), plan-fp8 (an fp8 plan on that
+# profile), sim-vs-run (Llama-3.2-1B simulated on the in-situ profile against its bf16 run, op by op),
 # validate (the one-GPU matrix), bench (bench/gpu_targets: bf16/fp8 GEMM rates, the tiled attention
 # against FlashAttention-2's published H100 figure, launch latency, Llama-3.2-1B bf16 MFU; the
 # longest, so last). Everything goes to one file.
@@ -71,7 +72,11 @@ export TESSERA_BIN=$BIN/tessera TESSERA_DATA=$PWD
 step tests-cuda 600 "$BIN/tessera-tests" --filter '@(cuda|cuda_gpu|bf16|flash_launch|gpu_bench|kernel_table|calibrate_fp8)/*' \
     --verbose --timeout 120
 PROFILE=$WORK/gpu-profile.json
-step calibrate 600 "$BIN/tessera" calibrate --device cuda --quick --no-in-situ -o "$PROFILE"
+# In situ at sim-vs-run's plan (Llama-3.2-1B, batch 4 of 2048 tokens, micro-batches of 2, bf16): its
+# factors are what sim-vs-run is predicted on. The microbenchmarks take seconds; the pass's 3
+# steps about 1 s each after the model's initialisation.
+step calibrate 600 "$BIN/tessera" calibrate --device cuda --quick --situ-model bench/llama3.2-1b.json \
+    --situ-batch 4 --situ-seq 2048 --situ-mbs 2 -o "$PROFILE"
 # The tables end with the fit: "#   fp8: ..." (measured, or kept and why) and "#   efficiency.gemm_fp8:";
 # where FP8 was measured, an fp8 plan is priced on that curve.
 if grep -q '^#   fp8: measured' "$OUT"; then

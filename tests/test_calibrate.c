@@ -426,12 +426,15 @@ static void track_leaks(int on) {
 #endif
 }
 
-/* A real in-situ pass of `steps` steps (tiny, batch 1 of 16 tokens) on the fitted spec `c`. */
+/* The in-situ shape of these tests: tiny, batch 1 of 16 tokens. */
+static const ts_situ_shape tiny16 = {.model = "tiny", .batch = 1, .seq = 16, .mbs = 1};
+
+/* A real in-situ pass of `steps` steps (tiny16) on the fitted spec `c`. */
 static double *situ_samples(const ts_calib *c, int steps, size_t *count) {
     sync_count sc = {0};
     double *samples = NULL;
     track_leaks(0);
-    ts_status st = ts_calib_situ_run(c, ts_backend_cpu(1), steps, 1, 16, count_sync, &sc, &samples, count);
+    ts_status st = ts_calib_situ_run(c, &tiny16, steps, count_sync, &sc, &samples, count);
     track_leaks(1);
     cr_assert_eq(st, TS_OK, "%s", ts_error_message());
     cr_expect_eq(sc.calls, steps, "one sync before each step");
@@ -452,14 +455,15 @@ Test(calibrate_fit, in_situ_run_keeps_every_sync) {
 
     sync_count sc = {0};
     ts_error_clear();
-    cr_expect_eq(ts_calib_situ_run(&c, ts_backend_cpu(1), 4, 1, 100000, count_sync, &sc, &samples, &count), TS_ERR_INPUT);
+    const ts_situ_shape too_long = {.model = "tiny", .batch = 1, .seq = 100000, .mbs = 1};
+    cr_expect_eq(ts_calib_situ_run(&c, &too_long, 4, count_sync, &sc, &samples, &count), TS_ERR_INPUT);
     cr_expect(strstr(ts_error_message(), "in-situ pass needs") != NULL, "%s", ts_error_message());
     cr_expect(samples == NULL && count == 0);
     cr_expect_eq(sc.calls, 4, "a failed pass still meets the other ranks before each of its steps");
 
     sc = (sync_count){.fail_at = 2};
     ts_error_clear();
-    cr_expect_eq(ts_calib_situ_run(&c, ts_backend_cpu(1), 4, 1, 16, count_sync, &sc, &samples, &count), TS_ERR_EXTERNAL);
+    cr_expect_eq(ts_calib_situ_run(&c, &tiny16, 4, count_sync, &sc, &samples, &count), TS_ERR_EXTERNAL);
     cr_expect(strstr(ts_error_message(), "sync 2 refused") != NULL, "%s", ts_error_message());
     cr_expect_eq(sc.calls, 2, "no sync after a failed one");
     cr_expect(samples == NULL && count == 0);
@@ -482,9 +486,9 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     size_t readings = (size_t)steps * n_ops + steps;
     for (size_t i = 0; i < count; i++) two[count + i] = i < readings ? 2 * one[i] : 0.5 * one[i];
 
-    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, one, 1, steps), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, one, 1, steps), TS_OK, "%s", ts_error_message());
     ts_calib_situ alone = c.situ;
-    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, two, 2, steps), TS_OK, "%s", ts_error_message());
     ts_calib_situ pair = c.situ;
     cr_expect(alone.ranks == 1 && pair.ranks == 2 && pair.steps == steps && pair.timed == steps - 1);
     double t[8];
@@ -506,7 +510,7 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
     /* Rank 1 twice as slow at every op with the same readings, unseen by the gauge: the same
      * spread (times t and 2t: sd t/√2 over mean 1.5t) over every span, no decay. */
     memcpy(two + count + readings, one + readings, (count - readings) * sizeof *two);
-    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, two, 2, steps), TS_OK, "%s", ts_error_message());
     pair = c.situ;
     cr_expect(fabs(pair.step_cv - sqrt(2) / 3) < 1e-9, "two ranks: spread at each step %g", pair.step_cv);
     cr_assert(pair.n_spans >= 4, "%d spans", pair.n_spans);
@@ -530,16 +534,58 @@ Test(calibrate_fit, in_situ_sums_pool_ranks_at_the_gauge_speed) {
             two[(size_t)j * n_ops + i] = op_s;
             two[count + (size_t)j * n_ops + i] = op_s * (i % 2 ? 1.5 : 0.5);
         }
-    cr_assert_eq(ts_calib_situ_sums(&c, 1, 16, two, 2, steps), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, two, 2, steps), TS_OK, "%s", ts_error_message());
     cr_expect(c.situ.span_cv[0] > 2 * c.situ.span_cv[c.situ.n_spans - 1], "one op %g, the step %g", c.situ.span_cv[0],
               c.situ.span_cv[c.situ.n_spans - 1]);
     cr_expect(c.situ.cv_decay > 0 && c.situ.cv_decay <= 1, "decay %g", c.situ.cv_decay);
     ts_calib_situ_apply(&c);
     cr_expect(c.system.speed_cv_window_s == c.situ.step_raw_s && c.system.speed_cv_decay == c.situ.cv_decay,
               "node.speed_cv_window_s %g, node.speed_cv_decay %g", c.system.speed_cv_window_s, c.system.speed_cv_decay);
-    cr_expect_eq(ts_calib_situ_sums(&c, 1, 16, one, 0, steps), TS_ERR_INPUT);
+    cr_expect_eq(ts_calib_situ_sums(&c, &tiny16, one, 0, steps), TS_ERR_INPUT);
     free(one);
     free(two);
+}
+
+/* On GPUs (ts_situ_mode_of) the same samples are priced as a bf16 plan is and taken as timed: the
+ * ops and their kinds are the fp32 program's (the samples line up), the modelled GEMM and
+ * element-wise sums are bf16's (twice the peak here, half the bytes), each kind's time is its ops'
+ * medians as timed, and there is no gauge. */
+Test(calibrate_fit, in_situ_sums_on_gpus_price_bf16_as_timed) {
+    static ts_calib c;
+    fitted_calib(&c);
+    c.system.peak_flops[TS_DTYPE_BF16] = 2 * c.system.peak_flops[TS_DTYPE_FP32];
+    int steps = 4;
+    size_t count = 0;
+    double *one = situ_samples(&c, steps, &count);
+    int n_ops = (int)((count - 2 * steps - 1) / steps);
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, one, 1, steps), TS_OK, "%s", ts_error_message());
+    ts_calib_situ cpu = c.situ;
+    c.device = TS_DEVICE_CUDA;
+    cr_assert_eq(ts_calib_situ_sums(&c, &tiny16, one, 1, steps), TS_OK, "%s", ts_error_message());
+    ts_calib_situ gpu = c.situ;
+    cr_expect(cpu.mode.dtype == TS_DTYPE_FP32 && gpu.mode.dtype == TS_DTYPE_BF16 && gpu.mode.bf16, "modes recorded");
+    cr_expect_str_eq(gpu.model, "tiny");
+    cr_expect(gpu.mbs == 1 && gpu.batch == 1 && gpu.seq == 16);
+    double t[8], total_s = 0;
+    for (int i = 0; i < n_ops; i++) {
+        for (int j = 1; j < steps; j++) t[j - 1] = one[(size_t)j * n_ops + i];
+        total_s += ts_median(t, steps - 1);
+    }
+    int ops = 0;
+    double sum_s = 0;
+    for (int k = 0; k < TS_SITU_COUNT; k++) {
+        cr_expect_eq(gpu.kind[k].ops, cpu.kind[k].ops, "%s: the same ops", ts_situ_kind_names[k]);
+        ops += gpu.kind[k].ops, sum_s += gpu.kind[k].time_s;
+    }
+    cr_assert_eq(ops, n_ops, "one rank: every op is compute");
+    cr_expect(fabs(sum_s / total_s - 1) < 1e-12, "as timed: %g s, the ops' medians %g s", sum_s, total_s);
+    cr_expect(gpu.kind[TS_SITU_GEMM].model_s < 0.75 * cpu.kind[TS_SITU_GEMM].model_s, "GEMMs at the bf16 peak: %g vs %g s",
+              gpu.kind[TS_SITU_GEMM].model_s, cpu.kind[TS_SITU_GEMM].model_s);
+    cr_expect(gpu.kind[TS_SITU_ELEMENTWISE].model_s < cpu.kind[TS_SITU_ELEMENTWISE].model_s, "bf16 bytes: %g vs %g s",
+              gpu.kind[TS_SITU_ELEMENTWISE].model_s, cpu.kind[TS_SITU_ELEMENTWISE].model_s);
+    cr_expect(gpu.gauge_flops_per_s == 0 && cpu.gauge_flops_per_s > 0, "no gauge on GPUs (%g)", gpu.gauge_flops_per_s);
+    cr_expect_eq(gpu.step_s, gpu.step_raw_s, "steps as timed");
+    free(one);
 }
 
 /* Kinds the pass did not see keep their figures. */
