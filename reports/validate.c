@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/spawn.h"
 #include "common/stats.h"
+#include "exec/calibrate.h"
 #include "planner/plan_json.h"
 #include "program/trace.h"
 #include "sim/engine.h"
@@ -91,7 +92,9 @@ static ts_status write_plan(const experiment *x, int i, const char *path, ts_pro
     TS_CHECK(ts_model_load(cases[i].model, &m));
     TS_CHECK(ts_system_load(x->system, &s));
     ts_train_defaults(&t);
-    ts_train_set_dtype(&t, TS_DTYPE_FP32); /* the executor computes in fp32 */
+    /* The device's training precision, as its calibration's in-situ pass trains (fp32 on CPU ranks,
+     * bf16 on GPUs): the plans are priced in it and the runs train in it. */
+    ts_train_set_dtype(&t, ts_situ_mode_of(x->o->device).dtype);
     t.global_batch = x->o->batch;
     t.seq = x->o->seq;
     TS_CHECK(ts_layout_parse("validate", cases[i].layout, l));
@@ -177,9 +180,10 @@ static ts_status run_case(const experiment *x, int i, int pass, ts_validate_case
         ts_layout l;
         TS_CHECK(write_plan(x, i, plan, &pb, &l));
     }
-    const char *const argv[] = {x->o->self, "run",   "--plan", plan,   "--device", ts_device_name(x->o->device),
-                                "--steps",  steps,   "--warmup", warmup, "--json",   "--trace",
-                                run,        NULL};
+    const char *precision = ts_situ_mode_of(x->o->device).bf16 ? "bf16" : "fp32";
+    const char *const argv[] = {x->o->self, "run",   "--plan",    plan,      "--device", ts_device_name(x->o->device),
+                                "--steps",  steps,   "--warmup",  warmup,    "--json",   "--trace",
+                                run,        "--precision", precision, NULL};
     TS_CHECK(ts_spawn(argv, run_json));
     out->index = i;
     out->ranks = case_ranks(i);
@@ -416,6 +420,7 @@ ts_status ts_validate(const ts_validate_opts *o, ts_validate_result *out) {
     memset(out, 0, sizeof *out);
     out->steps = o->steps, out->repeat = o->repeat, out->batch = o->batch, out->seq = o->seq;
     out->replayed = o->replay;
+    out->bf16 = ts_situ_mode_of(o->device).bf16;
     ts_validate_noise_start(&out->noise);
     char dir[4096];
     if (o->dir) {

@@ -94,6 +94,7 @@ typedef struct {
     char system[4200];  /* the spec the plans and simulations used (a profile when calibrated) */
     int steps, repeat;
     int64_t batch, seq;
+    int bf16;     /* the runs trained bf16 mixed precision (GPUs, ts_situ_mode_of), else fp32 */
     int n;                    /* cases run */
     ts_validate_case *cases;  /* (n), in matrix order */
     /* Over the cases: |error| at the calibration's speed, |raw_error| as timed, and the median

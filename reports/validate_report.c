@@ -149,6 +149,7 @@ ts_status ts_validate_json(const ts_validate_result *r, cJSON **out) {
     TS_CJSON_GOTO(root, st, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "system", r->system), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "repeat", r->repeat), st, fail);
+    TS_CJSON_GOTO(cJSON_AddStringToObject(root, "precision", r->bf16 ? "bf16" : "fp32"), st, fail);
     TS_CJSON_GOTO(arr = cJSON_AddArrayToObject(root, "cases"), st, fail);
     for (int i = 0; i < r->n; i++) TS_CHECK_GOTO(case_json(r, &r->cases[i], arr), st, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "median_abs_error", r->median_abs_error), st, fail);
@@ -181,9 +182,10 @@ static const ts_compare_kind *worst_kind(const ts_compare *c) {
 
 /* The '#' lines above the rows and the header. */
 static void print_head(FILE *f, const ts_validate_result *r, int gauged) {
-    fprintf(f, "# system %s; %lld sequences of %lld tokens, fp32; measured: median step of %d steps after %d\n"
+    fprintf(f, "# system %s; %lld sequences of %lld tokens, %s; measured: median step of %d steps after %d\n"
                "# warm-up%s\n",
-            r->system, (long long)r->batch, (long long)r->seq, r->steps - TS_VALIDATE_WARMUP, TS_VALIDATE_WARMUP,
+            r->system, (long long)r->batch, (long long)r->seq, r->bf16 ? "bf16" : "fp32", r->steps - TS_VALIDATE_WARMUP,
+            TS_VALIDATE_WARMUP,
             r->repeat > 1 ? ", median over the passes; spread: (max - min) / median of the passes" : "");
     if (gauged)
         fprintf(f, "# measured_s: at the calibration's speed on the speed gauge (exec/speed_gauge.h), error against it;\n"

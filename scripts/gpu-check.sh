@@ -6,7 +6,8 @@
 # --device cuda --quick`: fp32, bf16 and, with FP8, the fp8 GEMM grid and the fitted
 # efficiency.gemm_fp8 curve, then the in-situ pass at sim-vs-run's shapes in bf16; the profile in
 # WORK/gpu-profile.json), plan-fp8 (an fp8 plan on that
-# profile), sim-vs-run (Llama-3.2-1B simulated on the in-situ profile against its bf16 run, op by op),
+# profile), sim-vs-run (Llama-3.2-1B simulated on the in-situ profile against its bf16 run, op by op,
+# at the pass's shapes and at held-out ones),
 # validate (the one-GPU matrix), bench (bench/gpu_targets: bf16/fp8 GEMM rates, the tiled attention
 # against FlashAttention-2's published H100 figure, launch latency, Llama-3.2-1B bf16 MFU; the
 # longest, so last). Everything goes to one file.
@@ -85,16 +86,25 @@ if grep -q '^#   fp8: measured' "$OUT"; then
 fi
 # Simulated against measured on this GPU: Llama-3.2-1B (bench/llama3.2-1b.json), bf16, planned and
 # simulated on the profile just measured, trained with --device cuda --precision bf16, compared op
-# by op (tessera compare); then validate's one-GPU matrix.
+# by op (tessera compare): at the in-situ pass's shapes (4 × 2048 tokens, micro-batches of 2), and
+# at shapes the pass did not see (2 × 4096, micro-batches of 1: longer rows, a larger attention
+# share), which is what says whether the factors carry; then validate's one-GPU matrix.
+svr() { # svr DIR BATCH SEQ MBS
+    local t=$TESSERA_BIN p=$PROFILE w=$1
+    mkdir -p "$w"
+    "$t" plan -m bench/llama3.2-1b.json -s "$p" --gpus 1 --global-batch "$2" --seq "$3" --dtype bf16 \
+        --fix "mbs=$4,recompute=none" --top 1 -o "$w/plan.json" >/dev/null &&
+        "$t" run --plan "$w/plan.json" --device cuda --precision bf16 --steps 4 --warmup 1 --trace "$w/run.trace.json" &&
+        "$t" sim --plan "$w/plan.json" --trace "$w/sim.trace.json" | tail -3 &&
+        "$t" compare --sim "$w/sim.trace.json" --measured "$w/run.trace.json" --ops 12
+}
+export -f svr
+export PROFILE
+if [ -f "$PROFILE" ] && wanted sim-vs-run; then
+    run_step sim-vs-run 300 bash -c 'svr "$@"' _ "$WORK/sim-vs-run" 4 2048 2
+    run_step sim-vs-run-held-out 300 bash -c 'svr "$@"' _ "$WORK/sim-vs-run-4k" 2 4096 1
+fi
 if [ -f "$PROFILE" ]; then
-    SVR=$WORK/sim-vs-run
-    mkdir -p "$SVR"
-    step sim-vs-run 300 bash -c 'set -e; t=$1; p=$2; w=$3
-        "$t" plan -m bench/llama3.2-1b.json -s "$p" --gpus 1 --global-batch 4 --seq 2048 --dtype bf16 \
-            --fix mbs=2,recompute=none --top 1 -o "$w/plan.json"
-        "$t" run --plan "$w/plan.json" --device cuda --precision bf16 --steps 4 --warmup 1 --trace "$w/run.trace.json"
-        "$t" sim --plan "$w/plan.json" --trace "$w/sim.trace.json" | tail -3
-        "$t" compare --sim "$w/sim.trace.json" --measured "$w/run.trace.json" --ops 12' _ "$BIN/tessera" "$PROFILE" "$SVR"
     step validate 240 "$BIN/tessera" validate --device cuda -s "$PROFILE" --replay -k "$WORK/validate"
 fi
 # Last, as the longest (its parts' wall times are its last line): GEMM rates, the tiled attention

@@ -50,6 +50,7 @@ Test(validate, one_case_gives_design_json, .init = no_leak_check, .timeout = 120
     cr_expect(fabs(err - (sim - meas) / meas) < 1e-9, "error %g", err);
     cr_expect_eq(json_num(root, "median_abs_error", "$"), fabs(err));
     cr_expect_eq(json_num(root, "max_abs_error", "$"), fabs(err));
+    cr_expect_str_eq(json_str(root, "precision", "$"), "fp32", "CPU ranks train fp32");
     /* Two passes: the measured step is the median (mean) of the two runs' steps. */
     cr_expect_eq(json_num(root, "repeat", "$"), 2);
     const cJSON *runs = cJSON_GetObjectItemCaseSensitive(c, "measured_runs_s");

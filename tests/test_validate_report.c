@@ -51,6 +51,7 @@ Test(validate_report, json) {
     cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
     cr_expect_str_eq(json_str(root, "system", "$"), "profile.json");
     cr_expect_eq(json_num(root, "repeat", "$"), 2);
+    cr_expect_str_eq(json_str(root, "precision", "$"), "fp32");
     cr_expect_eq(json_num(root, "median_abs_error", "$"), 0.25);
     cr_expect_eq(json_num(root, "max_abs_raw_error", "$"), 0.25);
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "cases");
@@ -208,5 +209,19 @@ Test(validate_report, within_the_cores) {
     cr_expect(isnan(r.within_max_abs_error));
     cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
     cr_expect_null(cJSON_GetObjectItemCaseSensitive(root, "within_cores"));
+    cJSON_Delete(root);
+}
+
+/* On GPUs the runs train bf16 mixed precision: the head line and the JSON say so. */
+Test(validate_report, says_the_precision_trained) {
+    ts_validate_case cases[2];
+    ts_validate_result r = hand_filled(cases);
+    r.bf16 = 1;
+    char *text = printed(&r);
+    cr_expect(strstr(text, "8 sequences of 128 tokens, bf16;") != NULL, "%s", text);
+    free(text);
+    cJSON *root = NULL;
+    cr_assert_eq(ts_validate_json(&r, &root), TS_OK, "%s", ts_error_message());
+    cr_expect_str_eq(json_str(root, "precision", "$"), "bf16");
     cJSON_Delete(root);
 }
