@@ -171,6 +171,23 @@ __device__ static __forceinline__ int block_extreme(int x, int sign, int *slot) 
     return *slot;
 }
 
+/* acc += X · Y for X (16 × BT) the accumulator tiles x and Y's element (k, n) at Yt[n · (BT + PAD)
+ * + k] (a transposed tile). */
+template <int DP, int BT>
+__device__ static __forceinline__ void acc_product(float (*acc)[4], float (*x)[4], const bf16 *Yt) {
+#pragma unroll
+    for (int kk = 0; kk < BT / 16; kk++) {
+        uint32_t xa[4];
+        acc_to_a(xa, x[2 * kk], x[2 * kk + 1]);
+#pragma unroll
+        for (int n = 0; n < DP / 8; n++) {
+            uint32_t yb[2];
+            frag_b(yb, Yt, BT + PAD, n * 8, kk * 16);
+            mma16816(acc[n], xa, yb);
+        }
+    }
+}
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* One warp's 16 query rows against one key tile: S = Q Kᵀ, masked and scaled, the online softmax
@@ -221,17 +238,7 @@ __device__ static __forceinline__ void fwd_tile(const flash_args &a, const bf16 
     for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
 #pragma unroll
     for (int n = 0; n < DP / 8; n++) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-        uint32_t pa[4];
-        acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-        for (int n = 0; n < DP / 8; n++) {
-            uint32_t vb[2];
-            frag_b(vb, Vt, BC + PAD, n * 8, kk * 16);
-            mma16816(o[n], pa, vb);
-        }
-    }
+    acc_product<DP, BC>(o, s, Vt); /* O += P V */
 }
 
 template <int DP, int BC>
@@ -325,23 +332,6 @@ __device__ static __forceinline__ void scores(float (*s)[4], float (*dp)[4], con
             frag_b(fdb, dB, DP + PAD, j * 8, kk * 16);
             mma16816(s[j], fa, fb);
             mma16816(dp[j], fda, fdb);
-        }
-    }
-}
-
-/* acc += X · Y for X (16 × BT) the accumulator tiles x and Y's element (k, n) at Yt[n · (BT + PAD)
- * + k] (a transposed tile). */
-template <int DP, int BT>
-__device__ static __forceinline__ void acc_product(float (*acc)[4], float (*x)[4], const bf16 *Yt) {
-#pragma unroll
-    for (int kk = 0; kk < BT / 16; kk++) {
-        uint32_t xa[4];
-        acc_to_a(xa, x[2 * kk], x[2 * kk + 1]);
-#pragma unroll
-        for (int n = 0; n < DP / 8; n++) {
-            uint32_t yb[2];
-            frag_b(yb, Yt, BT + PAD, n * 8, kk * 16);
-            mma16816(acc[n], xa, yb);
         }
     }
 }
