@@ -193,10 +193,8 @@ int cmd_calibrate(int argc, char **argv) {
     ts_system tmpl;
     ts_status st = ts_system_load(TEMPLATE, &tmpl);
     if (st != TS_OK) cli_fail(cmd, st);
-    ts_situ_shape shape = {.model = situ_model ? situ_model : TS_SITU_MODEL,
-                           .batch = situ_batch ? situ_batch : TS_SITU_BATCH,
-                           .seq = situ_seq ? situ_seq : TS_SITU_SEQ,
-                           .mbs = situ_mbs ? situ_mbs : 1};
+    ts_calib_opts asked = {.situ_model = situ_model, .situ_batch = situ_batch, .situ_seq = situ_seq, .situ_mbs = situ_mbs};
+    ts_situ_shape shape = ts_calib_situ_shape(&asked);
     if (in_situ) check_situ(cmd, &tmpl, &shape);
     if (ts_device_runnable(device) != TS_OK) cli_fail(cmd, ts_error_status());
     /* Refuse an output that cannot be written before the minute of measuring, not after. */

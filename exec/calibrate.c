@@ -577,14 +577,6 @@ static ts_status situ_barrier(void *ctx) {
     return quiet_barrier();
 }
 
-/* The in-situ pass's shape: the options', else the defaults (calibrate.h). */
-static ts_situ_shape situ_shape(const ts_calib_opts *o) {
-    return (ts_situ_shape){.model = o->situ_model ? o->situ_model : TS_SITU_MODEL,
-                           .batch = o->situ_batch > 0 ? o->situ_batch : TS_SITU_BATCH,
-                           .seq = o->situ_seq > 0 ? o->situ_seq : TS_SITU_SEQ,
-                           .mbs = o->situ_mbs > 0 ? o->situ_mbs : 1};
-}
-
 /* The in-situ pass (calibrate.h) on the compute ranks at once, the others waiting off the cores
  * at the same barriers; rank 0 gathers the samples, sums them and broadcasts the sums, so every
  * rank applies the same factors. A failure on any rank fails every rank. On GPUs the calibration's
@@ -595,7 +587,7 @@ static ts_status bench_situ(bench *b) {
     int ranks = b->c->compute_ranks;
     computes_here = b->rank < ranks;
     int steps = b->o->situ_steps > 0 ? b->o->situ_steps : b->c->quick ? 3 : 5;
-    ts_situ_shape sh = situ_shape(b->o);
+    ts_situ_shape sh = ts_calib_situ_shape(b->o);
     double *samples = NULL, *all = NULL;
     size_t count = 0;
     int *counts = NULL, *offs = NULL;

@@ -185,6 +185,9 @@ typedef struct {
     int batch, seq, mbs;
 } ts_situ_shape;
 
+/* The shape the options ask for, their unset fields (NULL, 0) the defaults above. Pure. */
+ts_situ_shape ts_calib_situ_shape(const ts_calib_opts *o);
+
 /* How the pass trains and prices on a device (ts_situ_mode_of). */
 typedef struct {
     ts_dtype dtype; /* the problem's dtype its ops are priced in (ts_op_cost_s) */

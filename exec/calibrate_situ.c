@@ -29,6 +29,13 @@ static int situ_kind(int op_kind) {
     }
 }
 
+ts_situ_shape ts_calib_situ_shape(const ts_calib_opts *o) {
+    return (ts_situ_shape){.model = o->situ_model ? o->situ_model : TS_SITU_MODEL,
+                           .batch = o->situ_batch > 0 ? o->situ_batch : TS_SITU_BATCH,
+                           .seq = o->situ_seq > 0 ? o->situ_seq : TS_SITU_SEQ,
+                           .mbs = o->situ_mbs > 0 ? o->situ_mbs : 1};
+}
+
 ts_situ_mode ts_situ_mode_of(ts_device device) {
     if (device == TS_DEVICE_CUDA) return (ts_situ_mode){.dtype = TS_DTYPE_BF16, .bf16 = 1, .gauged = 0};
     return (ts_situ_mode){.dtype = TS_DTYPE_FP32, .bf16 = 0, .gauged = 1};

@@ -175,3 +175,16 @@ Test(mpi, calibrate_situ_trains_the_model_and_mbs, .timeout = 300) {
     cJSON_Delete(doc);
     remove_dir(dir);
 }
+
+/* The options' shape, unset fields at the defaults: what calibrate checks before the ranks start is
+ * what the pass trains. */
+Test(calibrate_situ, shape_of_the_options) {
+    ts_calib_opts none = {0};
+    ts_situ_shape d = ts_calib_situ_shape(&none);
+    cr_expect_str_eq(d.model, TS_SITU_MODEL);
+    cr_expect(d.batch == TS_SITU_BATCH && d.seq == TS_SITU_SEQ && d.mbs == 1, "%d x %d, mbs %d", d.batch, d.seq, d.mbs);
+    ts_calib_opts some = {.situ_model = "bench/llama3.2-1b.json", .situ_batch = 4, .situ_seq = 2048, .situ_mbs = 2};
+    ts_situ_shape s = ts_calib_situ_shape(&some);
+    cr_expect_str_eq(s.model, "bench/llama3.2-1b.json");
+    cr_expect(s.batch == 4 && s.seq == 2048 && s.mbs == 2, "%d x %d, mbs %d", s.batch, s.seq, s.mbs);
+}
