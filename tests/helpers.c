@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/calibrate.h"
+#include "planner/cost.h"
 #include "planner/op_cost.h"
 #include "planner/published.h"
 #include "sim/engine.h"
@@ -482,4 +484,16 @@ void expect_tiny_sim_refused(const char *gpus, const char *batch, const char *fi
     cr_expect_str_empty(r.out, "%s: %s", fix, r.out);
     cr_expect(strstr(r.err, says) != NULL && one_line_error(r.err, "sim"), "%s: %s", fix, r.err);
     cli_result_free(&r);
+}
+
+void test_expect_situ_scaled(const ts_system *after, const ts_system *before, ts_dtype dtype, int m, int n, int k,
+                             double size, const double *f, double rel_tol) {
+    double x[TS_SITU_COUNT];
+    x[TS_SITU_GEMM] = ts_gemm_s(after, dtype, m, n, k) / ts_gemm_s(before, dtype, m, n, k);
+    x[TS_SITU_ATTENTION] = ts_attention_s(after, dtype, size, size) / ts_attention_s(before, dtype, size, size);
+    x[TS_SITU_ELEMENTWISE] = ts_memory_s(after, size, 0) / ts_memory_s(before, size, 0);
+    x[TS_SITU_OPTIMIZER] = ts_optimizer_s(after, size) / ts_optimizer_s(before, size);
+    for (int i = 0; i < TS_SITU_COUNT; i++)
+        cr_expect(fabs(x[i] / f[i] - 1) < rel_tol, "%s %s time x%g, factor %g", ts_dtype_names[dtype],
+                  ts_situ_kind_names[i], x[i], f[i]);
 }

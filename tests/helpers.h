@@ -74,6 +74,11 @@ cli_result run_cli(const char *first, ...);
 void cli_result_free(cli_result *r);
 /* `tessera export --plan PLAN --format FORMAT`, which must succeed; the caller frees the result. */
 cli_result test_export_plan(const char *plan, const char *format);
+/* In-situ factors f (ts_situ_kind order, exec/calibrate.h) applied to `before` gave `after`: each
+ * kind's modelled time in `dtype` moved by its factor within rel_tol, at an m×n×k GEMM and `size`
+ * FLOPs of attention, bytes of element-wise work and parameters of the optimizer. */
+void test_expect_situ_scaled(const ts_system *after, const ts_system *before, ts_dtype dtype, int m, int n, int k,
+                             double size, const double *f, double rel_tol);
 /* `tessera sim --plan PLAN --json` re-prices the plan's layout `best` (a "layouts" entry of the
  * plan) at the plan's own step: its closed form equals best's step_s; `why` names the case. */
 void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *why);

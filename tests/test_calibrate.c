@@ -375,14 +375,7 @@ Test(calibrate_fit, in_situ_factors_scale_each_kind) {
     cr_expect_eq(s->gauge_flops_per_s, 3.5e10, "the gauge's median is node.gauge_flops_per_s");
     for (int k = 0; k < TS_SITU_COUNT; k++)
         cr_expect(fabs(c.situ.kind[k].factor / f[k] - 1) < 1e-12, "%s factor %g", ts_situ_kind_names[k], c.situ.kind[k].factor);
-    double gemm = ts_gemm_s(s, TS_DTYPE_FP32, 512, 512, 512) / ts_gemm_s(&before, TS_DTYPE_FP32, 512, 512, 512);
-    double attn = ts_attention_s(s, TS_DTYPE_FP32, 1e9, 1e9) / ts_attention_s(&before, TS_DTYPE_FP32, 1e9, 1e9);
-    double elem = ts_memory_s(s, 1e6, 0) / ts_memory_s(&before, 1e6, 0);
-    double opt = ts_optimizer_s(s, 1e6) / ts_optimizer_s(&before, 1e6);
-    cr_expect(fabs(gemm / f[TS_SITU_GEMM] - 1) < 1e-9, "GEMM time x%g", gemm);
-    cr_expect(fabs(attn / f[TS_SITU_ATTENTION] - 1) < 1e-9, "attention time x%g", attn);
-    cr_expect(fabs(elem / f[TS_SITU_ELEMENTWISE] - 1) < 1e-9, "element-wise time x%g", elem);
-    cr_expect(fabs(opt / f[TS_SITU_OPTIMIZER] - 1) < 1e-9, "optimizer time x%g", opt);
+    test_expect_situ_scaled(s, &before, TS_DTYPE_FP32, 512, 512, 512, 1e6, f, 1e-9);
 
     cJSON *doc = NULL;
     cr_assert_eq(ts_calib_profile(&c, &doc), TS_OK, "%s", ts_error_message());
