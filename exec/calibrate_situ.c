@@ -256,8 +256,10 @@ ts_status ts_calib_situ_run(const ts_calib *c, const ts_situ_shape *sh, int step
     TS_ALLOC_GOTO(*samples, res, exit);
     TS_ALLOC_GOTO(spans, res, exit);
     double *op_s = *samples, *step_s = op_s + (size_t)steps * n_ops, *readings = step_s + steps;
-    if (gauged) TS_CHECK_GOTO(ts_gauge_init(&gauge, be), res, exit);
-    if (gauged) TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[0]), res, exit);
+    if (gauged) {
+        TS_CHECK_GOTO(ts_gauge_init(&gauge, be), res, exit);
+        TS_CHECK_GOTO(ts_gauge_read(&gauge, &readings[0]), res, exit);
+    }
     for (int s = 0; s < steps; s++) {
         float loss;
         calls++;
