@@ -107,6 +107,9 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_MOE_FP8_DISPATCH: a->train.moe_fp8_dispatch = 1, a->given = "--moe-fp8-dispatch"; break;
     case CLI_OPT_NO_GROUPED_GEMM: a->train.moe_grouped_gemm = 0, a->given = "--no-moe-grouped-gemm"; break;
+    case CLI_OPT_MOE_COMBINED:
+        a->train.moe_combined_1f1b = 1, a->given = "--overlap-moe-expert-parallel-comm";
+        break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->stack_given = 1, a->given = "--stack"; break;
@@ -183,6 +186,7 @@ static void check_flag_needs(const char *cmd, const cli_problem_args *a, const t
                       : (a->given_mask & TS_GIVEN_MOE_A2A_OVERLAP) ? "--moe-a2a-overlap"
                       : t->moe_fp8_dispatch                           ? "--moe-fp8-dispatch"
                       : !t->moe_grouped_gemm                          ? "--no-moe-grouped-gemm"
+                      : t->moe_combined_1f1b                          ? "--overlap-moe-expert-parallel-comm"
                                                                       : NULL;
     if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
     const char *flag = t->fp8_attention ? "--fp8-attention"
@@ -353,6 +357,10 @@ void cli_problem_help(void) {
            "      --moe-fp8-dispatch dispatch tokens in FP8 (default: with --dtype fp8 and deepep)\n"
            "      --no-moe-grouped-gemm  the local experts one GEMM after another (Megatron-Core's\n"
            "                         SequentialMLP) instead of one grouped GEMM\n"
+           "      --overlap-moe-expert-parallel-comm  Megatron-Core's combined 1F1B: each forward\n"
+           "                         paired with an earlier micro-batch's backward, one's EP\n"
+           "                         dispatch and combine beside the other's computation (ep > 1;\n"
+           "                         pp=1 or sched=interleaved; not with recompute=full)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

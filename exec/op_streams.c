@@ -36,33 +36,6 @@ static ts_status check_map(const ts_stage_segments *g, const ts_seg_map *m) {
     return TS_OK;
 }
 
-/* DualPipe's F&B pairs (program.h ts_op.pair) are issued interleaved so that the simulator
- * overlaps each one's communication with the other's computation; a CPU rank, whose MPI calls
- * block, gains nothing from that and its workspace holds one slot at a time, so each pair's
- * forward runs whole, then its backward (the two touch different chunks, so no data). */
-static ts_status unpair(ts_op_streams *s, const ts_stage_program *sp) {
-    int n = s->n_ops;
-    int32_t *tmp = NULL;
-    for (int k = 0; k < n;) {
-        int tag = sp->ops[s->order[k]].pair, end = k + 1;
-        if (tag == 0) {
-            k++;
-            continue;
-        }
-        while (end < n && sp->ops[s->order[end]].pair == tag) end++;
-        if (tmp == NULL && (tmp = malloc((size_t)n * sizeof *tmp)) == NULL)
-            return TS_FAIL(TS_ERR_NOMEM, "out of memory ordering %d ops", n);
-        int m = 0;
-        for (int fwd = 1; fwd >= 0; fwd--)
-            for (int i = k; i < end; i++)
-                if ((sp->ops[s->order[i]].phase == TS_PHASE_FWD) == fwd) tmp[m++] = s->order[i];
-        memcpy(s->order + k, tmp, (size_t)m * sizeof *tmp);
-        k = end;
-    }
-    free(tmp);
-    return TS_OK;
-}
-
 /* A greedy interleaving: each stream in issue order, an op once its wait has been issued,
  * preferring the DP stream (early) or the compute stream (late). */
 static void interleave(ts_op_streams *s, const ts_stage_program *sp, ts_stream_order order) {
@@ -118,7 +91,7 @@ ts_status ts_op_streams_init(ts_op_streams *s, const ts_stage_program *sp, const
         }
     }
     interleave(s, sp, order);
-    TS_CHECK(unpair(s, sp));
+    TS_CHECK(ts_unpair_order(sp, s->order, s->n_ops));
     return TS_OK;
 }
 

@@ -15,6 +15,9 @@
  * log-sum-exp), and 2·s·b·h (the layer input) under full recompute. */
 #include "planner/layer.h"
 
+#include <math.h>
+
+
 #include "planner/cost.h"
 #include "planner/moe_cost.h"
 #include "planner/op_cost.h"
@@ -144,6 +147,11 @@ typedef struct {
                                          its opening gather */
     double cp_fwd_s, cp_bwd_s;   /* exposed CP ring in forward, in backward */
     double a2a_s;                /* the EP collectives to and from the experts, one pass */
+    double a2a_to_s;             /* of it, the one toward the experts (forward dispatch, backward
+                                    combine) */
+    double pre_fwd_s, pre_bwd_s; /* the attention block's forward and backward computation (what
+                                    runs before the dispatch: Megatron-Core's pre_dispatch) */
+    double mlp_wgrad_s;          /* the MLP's (experts') weight-gradient GEMMs */
     double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
     double act_mlp_bytes;        /* activations of the MLP or experts, unscaled */
     double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
@@ -190,6 +198,13 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     double fp8_dgrad_s = (ts_gemm_bwd_scale(s, TS_DTYPE_FP8) - 1.0) * p.fp8_gemm_s * pb->compute_scale;
 
     *out = (layer_parts){0};
+    /* the attention block's share: its GEMMs and core, the element-wise time by its bytes */
+    double a_bytes = ar_->elem_bytes + mr.norm_bytes + ar_->fp8_cast_bytes, all_bytes = p.elem_bytes + p.copy_bytes + p.fp8_cast_bytes;
+    double a_share = all_bytes > 0 ? a_bytes / all_bytes : 0, a_gemm_s = ar_->gemm_s * pb->compute_scale;
+    out->pre_fwd_s = a_gemm_s + p.attn_fwd_s + a_share * elem_s;
+    out->pre_bwd_s = a_gemm_s + ar_->wgrad_s * pb->compute_scale + p.attn_bwd_s + a_share * elem_bwd_s +
+                     (ts_gemm_bwd_scale(s, TS_DTYPE_FP8) - 1.0) * ar_->fp8_gemm_s * pb->compute_scale;
+    out->mlp_wgrad_s = p.wgrad_s - ar_->wgrad_s * pb->compute_scale;
     out->fwd_s = p.gemm_s + p.attn_fwd_s + elem_s;
     out->bwd_s = p.gemm_s + fp8_dgrad_s + p.wgrad_s + p.attn_bwd_s + elem_bwd_s;
     out->wgrad_s = p.wgrad_s;
@@ -227,8 +242,8 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
      * them (planner/moe_cost.h). */
     if (moe && sh->ep > 1) {
         int stride = ts_shard_etp(sh);
-        out->a2a_s = ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.to_coll, mr.to_bytes) +
-                     ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.from_coll, mr.from_bytes);
+        out->a2a_to_s = ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.to_coll, mr.to_bytes);
+        out->a2a_s = out->a2a_to_s + ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.from_coll, mr.from_bytes);
     }
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
@@ -262,6 +277,31 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     out->act_attn_bytes = replicated + attn;
     out->act_mlp_bytes = mlp;
     out->input_bytes = 2.0 * T * h * rep;
+}
+
+/* Megatron-Core's combined 1F1B on one layer: the forward of one micro-batch beside the backward
+ * of another, their sides issued as TransformerLayerSchedulePlan.run orders them (model_chunk_
+ * schedule_plan.py; program.c interleave_pair): on the EP stream the backward's combine, the
+ * forward's dispatch, the backward's dispatch, the forward's combine; on the computation stream
+ * the forward's attention, the backward's experts (input gradients), the forward's experts, then
+ * the backward's expert weight gradients and attention, which the step program orders after the
+ * backward's dispatch (Megatron-Core runs the expert weight gradients before it, unless
+ * --delay-wgrad-compute defers them). Each waits for its inputs. Returns the pair's time beyond
+ * its computation: the EP traffic left exposed, per micro-batch (each runs one forward and one
+ * backward of the layer, paired). */
+static double combined_exposed_s(const layer_parts *p) {
+    double to = p->a2a_to_s, from = p->a2a_s - p->a2a_to_s;
+    double af = p->pre_fwd_s, ab = p->pre_bwd_s, mf = p->fwd_s - af, mw = p->mlp_wgrad_s, md = p->bwd_s - ab - mw;
+    double comb_b = to, disp_f = to, disp_b = from, comb_f = from;
+    double start = fmax(af, comb_b);               /* attention forward beside the backward's combine */
+    double t_md = start + md;                      /* experts' input gradients */
+    double d_f = start + disp_f;                   /* the forward's dispatch */
+    double d_b = fmax(d_f, t_md) + disp_b;         /* the backward's dispatch */
+    double t_mf = fmax(t_md, d_f) + mf;            /* experts' forward, after its dispatch */
+    double c_f = fmax(d_b, t_mf) + comb_f;         /* the forward's combine */
+    double t_ab = fmax(t_mf, d_b) + mw + ab;       /* weight gradients and attention's backward */
+    double span = fmax(t_ab, c_f), busy = af + ab + mf + md + mw;
+    return span > busy ? span - busy : 0;
 }
 
 /* One policy's costs from the parts. */
@@ -303,6 +343,7 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
     out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s;
+    out->ep_paired_s = p->a2a_s > 0 && !full ? combined_exposed_s(p) : out->ep_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
     if (full) {

@@ -19,6 +19,8 @@ typedef struct {
                             backward's collectives */
     double cp_s;        /* exposed CP ring traffic */
     double ep_s;        /* exposed EP all-to-all */
+    double ep_paired_s; /* the same when each forward runs beside another micro-batch's backward
+                           (Megatron-Core's combined 1F1B, layer.c combined_exposed_s) */
     double act_bytes;   /* activations kept from forward to backward */
     double peak_bytes;  /* transient extra while this layer runs backward (full recompute) */
     double model_flops; /* forward+backward model FLOPs on this GPU (non-causal convention) */

@@ -124,22 +124,32 @@ static int entry_of(const ts_op *op, int layers) {
     }
 }
 
-/* The peak of the activations one stage's program holds, walked in issue order: an entry from
- * its first op to its layer's last weight gradient (the QKV W; the head's own W), each stash
- * from its B op to its W op. */
+/* The peak of the activations one stage's program holds, walked in the executor's issue order
+ * (program.h ts_unpair_order): an entry from its first op to its layer's last weight gradient
+ * (the QKV W; the head's own W), each stash from its B op to its W op. */
 static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, const ts_exec_dims *d, int mbs,
                             double *peak) {
     int layers = pb->model.layers + pb->model.mtp_layers;
     unsigned char *live = calloc((size_t)(layers + 1) * (size_t)mbs, 1);
-    if (live == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory walking a stage's activations");
+    int32_t *order = malloc(((size_t)sp->n_ops + 1) * sizeof *order);
+    if (live == NULL || order == NULL) {
+        free(live), free(order);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory walking a stage's activations");
+    }
+    for (int i = 0; i < sp->n_ops; i++) order[i] = i;
+    ts_status res = ts_unpair_order(sp, order, sp->n_ops);
+    if (res != TS_OK) {
+        free(live), free(order);
+        return res;
+    }
     /* `now` holds all but the experts' stashes, `expert` those at mean rows, of `draws[0|1]`
      * (layer, micro-batch) draws whose FC2 and FC1 stashes are live */
     double now = 0, expert = 0;
     int draws[2] = {0, 0};
     moe_peak mp = moe_peak_of(sp, pb, d);
     *peak = 0;
-    for (int i = 0; i < sp->n_ops; i++) {
-        const ts_op *op = &sp->ops[i];
+    for (int x = 0; x < sp->n_ops; x++) {
+        const ts_op *op = &sp->ops[order[x]];
         int e = entry_of(op, layers);
         if (e < 0 || op->mb < 0 || op->mb >= mbs) continue;
         unsigned char *on = &live[(size_t)e * (size_t)mbs + (size_t)op->mb];
@@ -163,6 +173,7 @@ static ts_status stage_acts(const ts_stage_program *sp, const ts_problem *pb, co
         }
     }
     free(live);
+    free(order);
     return TS_OK;
 }
 

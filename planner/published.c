@@ -149,13 +149,15 @@ static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_bac
 
 /* An MoE recipe's expert settings where it states them (training.moe_dispatcher, one of
  * ts_moe_dispatcher_names; moe_capacity_factor with moe_pad_to_capacity, Megatron-Core's token
- * drop; moe_grouped_gemm); absent ones keep the defaults. */
+ * drop; moe_grouped_gemm; overlap_moe_expert_parallel_comm, its combined 1F1B); absent ones keep
+ * the defaults. */
 static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, ts_train *t) {
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(row, "training");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(tr, "moe_dispatcher");
     const cJSON *cf = cJSON_GetObjectItemCaseSensitive(tr, "moe_capacity_factor");
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(tr, "moe_pad_to_capacity");
     const cJSON *grouped = cJSON_GetObjectItemCaseSensitive(tr, "moe_grouped_gemm");
+    const cJSON *combined = cJSON_GetObjectItemCaseSensitive(tr, "overlap_moe_expert_parallel_comm");
     if (d) {
         int i = 0;
         while (cJSON_IsString(d) && ts_moe_dispatcher_names[i] && strcmp(d->valuestring, ts_moe_dispatcher_names[i]))
@@ -171,6 +173,7 @@ static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, t
         m->moe.capacity_unpadded = cJSON_IsFalse(pad);
     }
     if (grouped) t->moe_grouped_gemm = cJSON_IsTrue(grouped);
+    if (combined) t->moe_combined_1f1b = cJSON_IsTrue(combined);
     return TS_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "common/checked.h"
+#include "program/recipe.h"
 #include "program/schedule.h"
 
 const char *const ts_fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise", NULL};
@@ -67,6 +68,15 @@ const char *ts_layout_invalid(const ts_problem *pb, const ts_layout *l, char *bu
 
 const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf,
                                     size_t cap) {
+    const char *why = ts_shard_invalid(pb, l, buf, cap);
+    if (!why && pb->train.moe_combined_1f1b && l->recompute == TS_RECOMPUTE_FULL)
+        INVALID("--overlap-moe-expert-parallel-comm does not run with recompute=full (Megatron-Core: \"disable full "
+                "recomputation\")");
+    if (!why) why = ts_zero_invalid(pb, l, buf, cap);
+    return why ? why : ts_schedule_invalid(pb, l, explicit_split, buf, cap);
+}
+
+const char *ts_shard_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
     if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->cp < 1 || l->ep < 1 || l->mbs < 1 || l->vpp < 1)
         INVALID("every size must be at least 1");
@@ -120,8 +130,10 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
                  (long long)pb->train.global_batch, (long long)l->dp * l->mbs);
     if (l->pp > m->layers)
         INVALID("pp=%d exceeds %d layers", l->pp, m->layers);
-    const char *why = ts_zero_invalid(pb, l, buf, cap);
-    return why ? why : ts_schedule_invalid(pb, l, explicit_split, buf, cap);
+    if (pb->train.moe_combined_1f1b && l->ep <= 1)
+        INVALID("--overlap-moe-expert-parallel-comm needs ep > 1 (Megatron-Core: \"only supported with expert "
+                "model parallelism\")");
+    return NULL;
 }
 
 const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap) {
@@ -141,6 +153,10 @@ const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf,
 const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap) {
     const ts_model *m = &pb->model;
     const ts_schedule_info *si = &ts_schedules[l->schedule];
+    if (pb->train.moe_combined_1f1b && ts_combined_1f1b_invalid(l, buf, cap)) return buf ? buf : "invalid";
+    if (pb->train.moe_combined_1f1b && ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_ALLGATHER)
+        INVALID("--overlap-moe-expert-parallel-comm runs the alltoall or deepep dispatcher (Megatron-Core: "
+                "\"supported with alltoall/flex token dispatcher\"), got allgather");
     if (si->fixed_vpp) {
         if (l->vpp != si->fixed_vpp)
             INVALID("sched=%s places %d chunks on every stage: vpp=%d expected (got %d)", si->name, si->fixed_vpp,

@@ -78,6 +78,10 @@ typedef struct {
     double moe_a2a_overlap; /* fraction of the EP dispatch/combine hidden under computation
                                (default 0: Megatron-Core runs them exposed unless
                                --overlap-moe-expert-parallel-comm; planner/moe_cost.h) */
+    int moe_combined_1f1b;  /* Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm):
+                               each forward paired with an earlier micro-batch's backward, one's EP
+                               dispatch and combine beside the other's computation
+                               (program/schedule.h ts_sched_combined_1f1b) */
     int moe_fp8_dispatch;   /* dispatch FP8 (1 byte + a scale per 128) as DeepSeek-V3 §3.3.2 does;
                                on by default under fp8 with the deepep dispatcher */
     int moe_grouped_gemm;   /* the local experts as one grouped GEMM (default; Megatron-Core
@@ -147,6 +151,10 @@ const char *ts_layout_invalid_split(const ts_problem *pb, const ts_layout *l, in
  * the schedule and vpp (whatever the ZeRO stage); ts_layout_invalid runs them last, the search
  * alone where it checked the rest already. `buf` may be NULL (no message). */
 const char *ts_zero_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
+/* The checks of ts_layout_invalid that hold whatever the ZeRO stage, schedule, vpp and recompute
+ * policy (the search's shard level); under --overlap-moe-expert-parallel-comm ep > 1, and
+ * ts_layout_invalid refuses full recompute. */
+const char *ts_shard_invalid(const ts_problem *pb, const ts_layout *l, char *buf, size_t cap);
 const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int explicit_split, char *buf, size_t cap);
 
 #endif

@@ -53,7 +53,7 @@
 const char *const ts_op_kind_names[] = {"gemm", "attention", "elementwise", "optimizer",
                                         "collective", "send", "recv", NULL};
 const char *const ts_phase_names[] = {"fwd", "bwd", "wgrad", "recompute", "step", NULL};
-const char *const ts_stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-send", "pp-recv", NULL};
+const char *const ts_stream_names[] = {"compute", "tp-comm", "dp-comm", "pp-send", "pp-recv", "ep-comm", NULL};
 const char *const ts_part_names[] = {
     "embed", "norm1", "qkv", "attn", "proj", "norm2", "fc1", "act", "fc2", "router", "dispatch",
     "expert-fc1", "expert-act", "expert-fc2", "combine", "head", "loss", "tp-attn", "tp-mlp",
@@ -211,7 +211,11 @@ static uint32_t sp_open(builder *b, const ctx *c, int part, uint32_t dep) {
 static uint32_t ep_a2a(builder *b, const ctx *c, int part, uint32_t dep) {
     const ts_mlp_recipe *r = &b->mlp[1];
     int to = (part == TS_PART_DISPATCH) == (c->phase != TS_PHASE_BWD);
-    return coll(b, c, part, TS_STREAM_TP, TS_GROUP_EP, to ? r->to_coll : r->from_coll, to ? r->to_bytes : r->from_bytes,
+    /* Megatron-Core's combined 1F1B issues the dispatch and combine on a communication stream of
+     * their own (model_chunk_schedule_plan.py: create_node(comm_stream, ...)), where the TP
+     * collectives beside them do not queue */
+    int stream = b->pb->train.moe_combined_1f1b ? TS_STREAM_EP : TS_STREAM_TP;
+    return coll(b, c, part, stream, TS_GROUP_EP, to ? r->to_coll : r->from_coll, to ? r->to_bytes : r->from_bytes,
                 dep);
 }
 
@@ -791,12 +795,23 @@ static int deps_placed(const ts_stage_program *sp, const ts_op *op, uint32_t sta
     return 1;
 }
 
-/* DualPipe's F&B: ops [start, mid) (a forward) and [mid, end) (a backward of another micro-batch)
+/* Where a paired side hands over to the other: DualPipe at every transfer or collective; Megatron-
+ * Core's combined 1F1B at its EP dispatches and combines only (the TP collectives run inline). */
+static int hands_over(const builder *b, const ts_op *op) {
+    if (b->pb->train.moe_combined_1f1b) return op->kind == TS_OP_COLL && op->group == TS_GROUP_EP;
+    return op->stream != TS_STREAM_COMPUTE;
+}
+
+/* An F&B pair: ops [start, mid) (a forward) and [mid, end) (a backward of another micro-batch)
  * are interleaved so that each one's communication runs beside the other's computation, as
- * DeepSeek-V3 §3.2.1 overlaps them: ops are taken from one until it issues a transfer or a
- * collective (or reaches an op whose dependencies are not yet placed: the forward's send, which
- * waits for the pair's end), then from the other. The two share no data, so each keeps its own
- * order; dependencies and the recorded gradient ops follow their ops. Returns `last` renumbered. */
+ * DeepSeek-V3 §3.2.1 overlaps them: ops are taken from one until it hands over (hands_over; or
+ * reaches an op whose dependencies are not yet placed: the forward's send, which waits for the
+ * pair's end), then from the other. DualPipe starts with the forward; Megatron-Core's combined
+ * 1F1B with the backward, whose combine runs beside the forward's attention, the forward's
+ * dispatch beside the backward's expert GEMMs, and so on layer by layer
+ * (model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run). The two share no data, so each
+ * keeps its own order; dependencies and the recorded gradient ops follow their ops. Returns `last`
+ * renumbered. */
 static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32_t mid, uint32_t last) {
     ts_stage_program *sp = b->sp;
     pair_lockstep(b, start, mid);
@@ -812,14 +827,14 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
     memcpy(tmp, sp->ops + start, (size_t)n * sizeof *tmp);
     for (uint32_t k = 0; k < n; k++) pos[k] = NO_OP;
     uint32_t cur[2] = {start, mid}, lim[2] = {mid, end};
-    int side = 0;
+    int side = b->pb->train.moe_combined_1f1b ? 1 : 0;
     for (uint32_t k = 0; k < n; k++) {
         if (cur[side] == lim[side] || !deps_placed(sp, &tmp[cur[side] - start], start, pos)) side ^= 1;
         uint32_t old = cur[side]++;
         pos[old - start] = start + k;
         sp->ops[start + k] = tmp[old - start];
         sp->ops[start + k].pair = (uint8_t)(1 + b->pairs % 2);
-        if (tmp[old - start].stream != TS_STREAM_COMPUTE && cur[side ^ 1] < lim[side ^ 1]) side ^= 1;
+        if (hands_over(b, &tmp[old - start]) && cur[side ^ 1] < lim[side ^ 1]) side ^= 1;
     }
     for (uint32_t k = start; k < end; k++)
         for (uint32_t d = 0; d < sp->ops[k].ndeps; d++) {
@@ -833,6 +848,36 @@ static uint32_t interleave_pair(builder *b, dp_state *dp, uint32_t start, uint32
     free(tmp);
     free(pos);
     return last;
+}
+
+/* F&B pairs (ts_op.pair: DualPipe's, Megatron-Core's combined 1F1B) are issued interleaved so
+ * that the simulator overlaps each one's communication with the other's computation; a CPU rank,
+ * whose MPI calls block, gains nothing from that and its workspace holds one slot at a time, so
+ * each side runs whole, first the one the pair opens with (DualPipe's forward; combined 1F1B's
+ * backward, which frees its micro-batch's activations before the forward stores its own, as
+ * Megatron-Core's layer-by-layer release keeps the peak at 1F1B's). The two touch different
+ * micro-batches, so no data. */
+ts_status ts_unpair_order(const ts_stage_program *sp, int32_t *order, int n) {
+    int32_t *tmp = NULL;
+    for (int k = 0; k < n;) {
+        int tag = sp->ops[order[k]].pair, end = k + 1;
+        if (tag == 0) {
+            k++;
+            continue;
+        }
+        while (end < n && sp->ops[order[end]].pair == tag) end++;
+        if (tmp == NULL && (tmp = malloc((size_t)n * sizeof *tmp)) == NULL)
+            return TS_FAIL(TS_ERR_NOMEM, "out of memory ordering %d ops", n);
+        int m = 0, first_fwd = sp->ops[order[k]].phase == TS_PHASE_FWD;
+        for (int side = 0; side < 2; side++)
+            for (int i = k; i < end; i++)
+                if ((sp->ops[order[i]].phase == TS_PHASE_FWD) == (side == 0 ? first_fwd : !first_fwd))
+                    tmp[m++] = order[i];
+        memcpy(order + k, tmp, (size_t)m * sizeof *tmp);
+        k = end;
+    }
+    free(tmp);
+    return TS_OK;
 }
 
 /* This rank's parameters of global chunk `g`: the layers' shared ones (with the embedding when the
@@ -946,6 +991,10 @@ static ts_status build_stage(builder *b, dp_state *dp) {
     ts_slot *slots = malloc((size_t)3 * m * v * sizeof *slots);
     if (slots == NULL) return TS_FAIL(TS_ERR_NOMEM, "out of memory for the schedule of stage %d", s);
     int n_slots = st.si->order(p, v, m, s, slots);
+    if (pb->train.moe_combined_1f1b && (n_slots = ts_sched_combined_1f1b(slots, n_slots)) < 0) {
+        free(slots);
+        return TS_FAIL(TS_ERR_NOMEM, "out of memory for the combined 1F1B order of stage %d", s);
+    }
     for (int i = 0; i < pb->model.layers + pb->model.mtp_layers; i++) dp->last_grad[i] = dp->gather[i] = NO_OP;
 
     if (!st.skip) zero_grads(b, &st);

@@ -55,6 +55,8 @@ typedef enum {
     TS_STREAM_DP,      /* gradient buckets, ZeRO gathers and reduce-scatters */
     TS_STREAM_PP_SEND,
     TS_STREAM_PP_RECV,
+    TS_STREAM_EP,      /* EP dispatch and combine under Megatron-Core's combined 1F1B, which runs them
+                          on a stream of their own (otherwise on TS_STREAM_TP) */
     TS_STREAM_COUNT
 } ts_stream;
 extern const char *const ts_stream_names[];
@@ -162,6 +164,10 @@ int64_t ts_program_max_ops(void);
 ts_status ts_program_build(const ts_problem *pb, const ts_layout *l, const ts_program_opts *opts,
                            ts_program *out);
 void ts_program_free(ts_program *p);
+
+/* The order a rank whose calls block (the CPU executor) issues `order`'s n ops of `sp` in: each
+ * F&B pair's two sides whole, the side the pair opens with first (program.c). */
+ts_status ts_unpair_order(const ts_stage_program *sp, int32_t *order, int n);
 
 /* "fwd L3 mb2 c0 qkv" style label. */
 const char *ts_op_label(const ts_op *op, char *buf, size_t cap);

@@ -92,6 +92,15 @@ double ts_sched_timeline_chunks_s(const ts_layout *l, int m, const double *t_f, 
  * micro-batches (a valid dualpipe layout's). */
 int ts_dualpipe_pairs(int p, int m, int stage);
 
+/* Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; program/sched_combined.c):
+ * why layout `l`'s schedule cannot run it (into buf), or NULL: it runs 1F1B without pipelining or
+ * the interleaved schedule (its ep > 1 and recompute rules: program/problem.h). */
+const char *ts_combined_1f1b_invalid(const ts_layout *l, char *buf, size_t cap);
+/* Rewrites a 1F1B or interleaved order of n slots (F and B only) in place as Megatron-Core's
+ * combined 1F1B runs it: one warm-up forward more, then every forward `pair`ed with the backward
+ * after it (program.c runs the two interleaved at the EP collectives), then the drain. Returns
+ * the count (n), or -1 when out of memory. */
+int ts_sched_combined_1f1b(ts_slot *slots, int n);
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */
 void ts_even_split(int layers, int pp, int vpp, int chunk, int *first, int *count);

@@ -145,6 +145,8 @@ static void moe_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     fl_s(x, "--moe-token-dispatcher-type", "alltoall");
     /* the experts as the plan priced them: one grouped GEMM, or SequentialMLP (the default) */
     if (pb->train.moe_grouped_gemm) fl(x, "--moe-grouped-gemm");
+    /* combined 1F1B as priced (program/schedule.h ts_sched_combined_1f1b; MCore v0.14) */
+    if (pb->train.moe_combined_1f1b) fl(x, "--overlap-moe-expert-parallel-comm");
     fl_i(x, "--expert-model-parallel-size", l->ep);
     /* The planner splits each expert over the layout's etp (expert_ffn / etp; etp = tp unless
      * pinned); Megatron-LM allows etp > 1 only without biases ("Bias in Moe is only supported when

@@ -274,8 +274,9 @@ static int layout_ranks(const char *text) {
 }
 
 /* `tessera plan --dtype <dtype>` for `layout` (every field pinned) written to <dir>/plan-<dtype>.json. */
-static void make_plan_dtype(const char *dir, const char *model, const char *layout, const char *dtype, char *plan,
-                            size_t cap) {
+/* A plan of `layout` in `dtype`, with the training flag `flag` (NULL: none). */
+static void make_plan_with(const char *dir, const char *model, const char *layout, const char *dtype,
+                           const char *flag, char *plan, size_t cap) {
     char gpus[16], batch[16], seq[16];
     snprintf(gpus, sizeof gpus, "%d", layout_ranks(layout));
     snprintf(batch, sizeof batch, "%d", BATCH);
@@ -283,9 +284,14 @@ static void make_plan_dtype(const char *dir, const char *model, const char *layo
     snprintf(plan, cap, "%s/plan-%s.json", dir, dtype);
     cli_result r = run_cli("plan", "--model", model, "--system", "cpu-localhost", "--gpus", gpus,
                            "--global-batch", batch, "--seq", seq, "--dtype", dtype, "--fix", layout,
-                           "--top", "1", "-o", plan, NULL);
-    cr_assert_eq(r.status, 0, "plan %s %s: exit %d, stderr: %s", model, layout, r.status, r.err);
+                           "--top", "1", "-o", plan, flag, NULL);
+    cr_assert_eq(r.status, 0, "plan %s %s %s: exit %d, stderr: %s", model, layout, flag ? flag : "", r.status, r.err);
     cli_result_free(&r);
+}
+
+static void make_plan_dtype(const char *dir, const char *model, const char *layout, const char *dtype, char *plan,
+                            size_t cap) {
+    make_plan_with(dir, model, layout, dtype, NULL, plan, cap);
 }
 
 /* The executor trains fp32: plans for it are fp32 unless a test is about the dtype. */
@@ -323,6 +329,7 @@ typedef struct {
     const char *model;
     const char *layout; /* every field pinned, as the run reports it */
     int san;            /* also run under the sanitizers */
+    const char *flag;   /* a training flag of the plan, or NULL */
 } parity_case;
 
 static void check_memory(const parity_case *c, const cJSON *root) {
@@ -367,7 +374,7 @@ static void check_parity(const parity_case *c) {
                      c->layout);
     char *dir = make_temp_dir();
     char plan[PATH_MAX], params[PATH_MAX];
-    make_plan(dir, c->model, c->layout, plan, sizeof plan);
+    make_plan_with(dir, c->model, c->layout, "fp32", c->flag, plan, sizeof plan);
     snprintf(params, sizeof params, "%s/params.bin", dir);
     char steps[16];
     snprintf(steps, sizeof steps, "%d", STEPS);
@@ -497,6 +504,22 @@ static void check_parity(const parity_case *c) {
         check_parity(&(parity_case){.model = model_, .layout = layout_, .san = san_}); \
     }
 PARITY_CASES(PARITY_TEST)
+
+/* Megatron-Core's combined 1F1B (program/sched_combined.c): each forward paired with an earlier
+ * micro-batch's backward, their ops interleaved at the EP collectives, trains as one rank does. */
+#define COMBINED "--overlap-moe-expert-parallel-comm"
+Test(mpi, parity_moe_dp2_ep2_combined_1f1b) {
+    check_parity(&(parity_case){.model = "tiny-moe", .flag = COMBINED, .san = 1,
+                                .layout = "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=none"});
+}
+Test(mpi, parity_moe_dp2_pp2_ep2_interleaved_combined_1f1b) {
+    check_parity(&(parity_case){.model = "tiny-moe", .flag = COMBINED,
+                                .layout = "dp=2,tp=1,pp=2,cp=1,ep=2,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none"});
+}
+Test(mpi, parity_moe_tp2_sp_ep2_etp1_combined_1f1b) {
+    check_parity(&(parity_case){.model = "tiny-moe", .flag = COMBINED,
+                                .layout = "dp=1,tp=2,pp=1,cp=1,ep=2,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none,etp=1"});
+}
 
 /* ---- The command ----------------------------------------------------------------------------- */
 
