@@ -42,6 +42,7 @@ static void help(void) {
            "      --moe-a2a-overlap F  fraction of the EP dispatch/combine hidden (default 0)\n"
            "      --moe-fp8-dispatch dispatch MoE tokens in FP8\n"
            "      --no-moe-grouped-gemm  one GEMM per local expert (SequentialMLP)\n"
+           "      --overlap-moe-expert-parallel-comm  Megatron-Core's combined 1F1B (docs/moe.md)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --partition MODE   uniform | ilp | auto (default), as in tessera plan\n"

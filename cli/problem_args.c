@@ -189,6 +189,11 @@ static void check_flag_needs(const char *cmd, const cli_problem_args *a, const t
                       : t->moe_combined_1f1b                          ? "--overlap-moe-expert-parallel-comm"
                                                                       : NULL;
     if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
+    /* combined 1F1B hides the all-to-all by its pairing; a fraction on top would hide it twice */
+    if (t->moe_combined_1f1b && t->moe_a2a_overlap > 0)
+        cli_usage_error(cmd, "--overlap-moe-expert-parallel-comm prices the EP overlap by its pairs: it takes "
+                             "--moe-a2a-overlap 0, got %g%s", t->moe_a2a_overlap,
+                        a->given_mask & TS_GIVEN_MOE_A2A_OVERLAP ? "" : " (the stack's)");
     const char *flag = t->fp8_attention ? "--fp8-attention"
                        : t->fp8_param_gather ? "--fp8-param-gather"
                        : (a->given_mask & TS_GIVEN_FP8_RECIPE) && t->fp8_recipe != TS_FP8_DELAYED ? "--fp8-recipe"

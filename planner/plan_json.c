@@ -210,6 +210,9 @@ static ts_status read_train(const ts_jreader *rr, const cJSON *req, ts_train *t)
     TS_CHECK(ts_jr_bool(rr, req, "moe_fp8_dispatch", 0, 0, &t->moe_fp8_dispatch));
     TS_CHECK(ts_jr_bool(rr, req, "moe_grouped_gemm", 0, 1, &t->moe_grouped_gemm));
     TS_CHECK(ts_jr_bool(rr, req, "overlap_moe_expert_parallel_comm", 0, 0, &t->moe_combined_1f1b));
+    if (t->moe_combined_1f1b && t->moe_a2a_overlap > 0) /* as the CLI refuses it (cli/problem_args.c) */
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.overlap_moe_expert_parallel_comm: takes moe_a2a_overlap 0, got %g", rr->file,
+                       rr->path, t->moe_a2a_overlap);
     int ce;
     TS_CHECK(ts_jr_enum(rr, req, "cross_entropy", 0, ts_ce_names, -1, &ce));
     t->ce_fusion = ce < 0 ? -1 : ce == 0;

@@ -169,3 +169,50 @@ Test(combined_1f1b, hides_ep_in_simulator_and_closed_form) {
         cr_expect_eq(e_on.mem.activations, e_off.mem.activations, "%s: 1F1B's peak of activations", text);
     }
 }
+
+/* plan -> JSON request -> sim and exports: the flag travels with the plan; what Megatron-Core
+ * refuses is a one-line error, exit 2. */
+Test(combined_1f1b, plans_carry_it_into_sim_and_exports) {
+    char *dir = make_temp_dir();
+    char plan[4200];
+    snprintf(plan, sizeof plan, "%s/p.json", dir);
+    cli_result r = run_cli("plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64",
+                           "--global-batch", "256", "--seq", "4096", "--fix",
+                           "tp=1,pp=4,cp=1,ep=8,mbs=1,vpp=2,sched=interleaved,recompute=none",
+                           "--overlap-moe-expert-parallel-comm", "--top", "1", "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    char *text = read_file(plan);
+    cr_assert_not_null(text);
+    cJSON *p = cJSON_Parse(text);
+    cr_assert_not_null(p);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(json_obj(p, "request", "$"), "overlap_moe_expert_parallel_comm")),
+              "the plan's request carries the flag");
+    test_expect_sim_reprices(plan, cJSON_GetArrayItem(cJSON_GetObjectItem(p, "layouts"), 0), "combined 1F1B");
+    cJSON_Delete(p);
+    free(text);
+    r = test_export_plan(plan, "megatron");
+    cr_expect(strstr(r.out, "--overlap-moe-expert-parallel-comm") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = test_export_plan(plan, "megatron-bridge");
+    cr_expect(strstr(r.out, "overlap_moe_expert_parallel_comm=True") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    remove_dir(dir);
+
+    static const char *const refused[][2] = {
+        {"tp=1,pp=4,cp=1,ep=8,mbs=1,vpp=1,sched=1f1b,recompute=none", "virtual_pipeline_model_parallel_size"},
+        {"tp=1,pp=4,cp=1,ep=8,mbs=1,vpp=2,sched=interleaved,recompute=full", "recompute=full"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        r = run_cli("plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64", "--global-batch",
+                    "256", "--seq", "4096", "--fix", refused[i][0], "--overlap-moe-expert-parallel-comm", NULL);
+        cr_expect_eq(r.status, 2, "%s: exit %d", refused[i][0], r.status);
+        cr_expect(strstr(r.err, refused[i][1]) != NULL, "%s: %s", refused[i][0], r.err);
+        cli_result_free(&r);
+    }
+    r = run_cli("plan", "--model", "llama3-8b", "--system", "h100-sxm-dgx", "--gpus", "8",
+                "--overlap-moe-expert-parallel-comm", NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "needs a MoE model") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
