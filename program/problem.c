@@ -133,6 +133,9 @@ const char *ts_shard_invalid(const ts_problem *pb, const ts_layout *l, char *buf
     if (pb->train.moe_combined_1f1b && l->ep <= 1)
         INVALID("--overlap-moe-expert-parallel-comm needs ep > 1 (Megatron-Core: \"only supported with expert "
                 "model parallelism\")");
+    if (pb->train.moe_combined_1f1b && m->mtp_layers > 1)
+        INVALID("--overlap-moe-expert-parallel-comm runs at most one MTP layer (Megatron-Core: \"MTP supports at most "
+                "one layer\"); %s has %d", m->name, m->mtp_layers);
     return NULL;
 }
 

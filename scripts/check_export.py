@@ -54,6 +54,9 @@ CASES = [
               "--fix tp=2,pp=2 --attention-backend flash"),
     ("interleaved", "--model llama2-13b --system h100-sxm-dgx --gpus 16 --global-batch 32 "
                     "--fix tp=2,pp=4,vpp=5,sched=interleaved,zero=0,recompute=full"),
+    ("moe-combined-1f1b", "--model mixtral-8x7b --system h100-sxm-dgx --gpus 64 --global-batch 256 "
+                          "--fix tp=1,pp=4,ep=8,vpp=2,sched=interleaved,recompute=none "
+                          "--overlap-moe-expert-parallel-comm"),
 ]
 
 # Flags tessera writes: name -> type (None: store_true). Their names were checked against
@@ -64,7 +67,7 @@ FLAGS = {
     "decoder-first-pipeline-num-layers": int, "decoder-last-pipeline-num-layers": int,
     "sequence-parallel": None, "context-parallel-size": int, "num-experts": int, "moe-router-topk": int,
     "moe-ffn-hidden-size": int, "moe-shared-expert-intermediate-size": int, "moe-layer-freq": str,
-    "moe-token-dispatcher-type": str, "moe-grouped-gemm": None, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
+    "moe-token-dispatcher-type": str, "moe-grouped-gemm": None, "overlap-moe-expert-parallel-comm": None, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
     "moe-router-score-function": str, "moe-router-enable-expert-bias": None, "moe-router-num-groups": int,
     "moe-router-group-topk": int, "moe-router-topk-scaling-factor": float, "moe-expert-capacity-factor": float,
     "num-layers": int, "hidden-size": int, "ffn-hidden-size": int, "num-attention-heads": int,
@@ -173,7 +176,8 @@ def transformer_kwargs(a):
                   moe_router_num_groups=a.get("moe_router_num_groups"),
                   moe_router_group_topk=a.get("moe_router_group_topk"),
                   moe_router_topk_scaling_factor=a.get("moe_router_topk_scaling_factor"),
-                  moe_expert_capacity_factor=a.get("moe_expert_capacity_factor"))
+                  moe_expert_capacity_factor=a.get("moe_expert_capacity_factor"),
+                  overlap_moe_expert_parallel_comm=a.get("overlap_moe_expert_parallel_comm", False))
     if a.get("multi_latent_attention"):
         kw.update(multi_latent_attention=True, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=a["kv_lora_rank"],
                   qk_head_dim=a["qk_head_dim"], qk_pos_emb_head_dim=a["qk_pos_emb_head_dim"],
