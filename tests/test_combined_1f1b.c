@@ -119,6 +119,10 @@ Test(combined_1f1b, megatron_core_rules_refused) {
     pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLGATHER;
     expect_refused(&pb, "dp=16,tp=1,pp=4,cp=1,ep=16,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none",
                    "got allgather");
+    pb = moe_problem(1);
+    pb.model.mtp_layers = 2; /* the rule reads the model alone */
+    expect_refused(&pb, "dp=16,tp=1,pp=4,cp=1,ep=16,sp=0,zero=1,mbs=1,vpp=2,sched=interleaved,recompute=none",
+                   "at most one MTP layer");
 }
 
 Test(combined_1f1b, ep_collectives_on_their_stream_in_pairs) {
