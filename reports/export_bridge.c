@@ -74,7 +74,6 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
         fprintf(f, "        moe_token_dispatcher_type=\"alltoall\", moe_router_score_function=\"%s\",\n",
                 e->router_sigmoid ? "sigmoid" : "softmax");
         if (pb->train.moe_grouped_gemm) fprintf(f, "        moe_grouped_gemm=True,\n");
-        if (pb->train.moe_combined_1f1b) fprintf(f, "        overlap_moe_expert_parallel_comm=True,\n");
         if (e->router_expert_bias) fprintf(f, "        moe_router_enable_expert_bias=True,\n");
         if (e->router_groups > 0)
             fprintf(f, "        moe_router_num_groups=%d, moe_router_group_topk=%d,\n", e->router_groups,
@@ -160,6 +159,10 @@ static void bridge_container(FILE *f, const ts_problem *pb, const ts_layout *l) 
             l->zero >= 2 ? "fsdp_dtensor" : "torch_dist");
     fprintf(f, "        rng=RNGConfig(seed=1234),\n");
     fprintf(f, "        mixed_precision=%s,\n", precision_name(pb->train.dtype, pb->train.fp8_recipe));
+    /* combined 1F1B as priced: Bridge sets it on the model through its CommOverlapConfig, after the
+     * mixed-precision recipe made the model bf16 (Megatron-Core asserts bf16 or fp16 with it) */
+    if (pb->train.moe_combined_1f1b)
+        fprintf(f, "        comm_overlap=CommOverlapConfig(tp_comm_overlap=False, overlap_moe_expert_parallel_comm=True),\n");
     fprintf(f, "    )\n");
 }
 
@@ -200,6 +203,7 @@ static ts_status write_bridge(FILE *f, const void *arg) {
     if (pb->model.activation == TS_ACT_RELU2)
         fputs("from megatron.bridge.training.mlm_compat.activations import squared_relu\n", f);
     if (bridge_attn_backend(pb)) fputs("from megatron.core.transformer.enums import AttnBackend\n", f);
+    if (pb->train.moe_combined_1f1b) fputs("from megatron.bridge.training.comm_overlap import CommOverlapConfig\n", f);
     fputs("\n\ndef tessera_pretrain_config() -> ConfigContainer:\n", f);
     fprintf(f, "    \"\"\"%s on %d x %s as planned by tessera.\"\"\"\n", pb->model.name, pb->gpus, pb->sys.name);
     bridge_model(f, pb, l, a->o);

@@ -210,6 +210,7 @@ def count_params(cfg, vocab, untie, seq, position):
         virtual_pipeline_model_parallel_size=None, pipeline_model_parallel_layout=None,
         num_layers_in_first_pipeline_stage=None, num_layers_in_last_pipeline_stage=None,
         moe_token_dispatcher_type="allgather", fp8=None, recompute_granularity=None, recompute_method=None,
+        overlap_moe_expert_parallel_comm=False,  # a schedule, no parameters: it needs ep > 1
         recompute_num_layers=None, use_cpu_initialization=True, perform_initialization=False,
         # the grouped kernel's package (grouped_gemm) needs CUDA; SequentialMLP holds the same weights
         moe_grouped_gemm=False)

@@ -199,7 +199,9 @@ Test(combined_1f1b, plans_carry_it_into_sim_and_exports) {
     cr_expect(strstr(r.out, "--overlap-moe-expert-parallel-comm") != NULL, "%s", r.out);
     cli_result_free(&r);
     r = test_export_plan(plan, "megatron-bridge");
-    cr_expect(strstr(r.out, "overlap_moe_expert_parallel_comm=True") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "comm_overlap=CommOverlapConfig(tp_comm_overlap=False, overlap_moe_expert_parallel_comm=True)") !=
+                  NULL && strstr(r.out, "from megatron.bridge.training.comm_overlap import CommOverlapConfig") != NULL,
+              "%s", r.out);
     cli_result_free(&r);
     remove_dir(dir);
 
