@@ -652,17 +652,6 @@ static double pair_exposed(const ts_problem *pb, const ts_layout *l, const ts_la
     return 1.0 - paired * hidden / comm_s * (1.0 - s->overlap_slowdown);
 }
 
-/* Under Megatron-Core's combined 1F1B, the fraction of stage `stage`'s forwards that run paired
- * with a backward (schedule.h ts_sched_combined_1f1b): all but its warm-up's, (p-1-s)·2 +
- * (v-1)·p + 1 virtual micro-batches interleaved (Megatron-LM's warm-up and one more), 1 without
- * pipelining. */
-static double combined_paired(const ts_layout *l, int combined, int stage) {
-    if (!combined) return 0;
-    int total = l->microbatches * l->vpp;
-    int warm = l->pp > 1 ? (l->pp - 1 - stage) * 2 + (l->vpp - 1) * l->pp + 1 : 1;
-    return warm < total ? (double)(total - warm) / total : 0;
-}
-
 /* The bubble of an uneven interleaved split: its schedule's timeline with each chunk's own times
  * (schedule.h ts_sched_timeline_chunks_s: the order's dependencies, communication free) less the
  * busiest stage's work. The even formula assumes chunks of equal time; a split's differ by a layer,
@@ -706,7 +695,10 @@ double ts_stages_step(const ts_stages *st, const ts_problem *pb, const ts_layout
     t.compute = m * (c->fwd_s + c->bwd_s + c->recompute_s);
     t.tp_comm = m * (tp * left + v * c->amax_tp_s);
     t.cp_comm = m * c->cp_s * left;
-    t.ep_comm = m * (c->ep_s - combined_paired(l, pb->train.moe_combined_1f1b, st->slowest) * (c->ep_s - c->ep_paired_s));
+    /* Megatron-Core's combined 1F1B: the slowest stage's paired forwards and backwards expose the
+     * pair's share (planner/layer.h ep_paired_s), the rest all of it */
+    double paired = pb->train.moe_combined_1f1b ? ts_combined_1f1b_paired(l, st->slowest) : 0;
+    t.ep_comm = m * (c->ep_s - paired * (c->ep_s - c->ep_paired_s));
     t.pp_bubble = p > 1 ? ts_schedules[l->schedule].bubble_s(p, v, tf + amax_mb / 2.0, tb + amax_mb / 2.0, c->wgrad_s) : 0;
     if (st->n_chunks == p * l->vpp && st->n_chunks > 0) t.pp_bubble = chunked_bubble_s(st, l, t.pp_bubble);
     /* Each micro-batch's forward and backward transfers sit on the critical path once per stage

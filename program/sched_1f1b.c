@@ -13,9 +13,11 @@ double ts_1f1b_in_flight(int p, int stage, int m, int v) {
     return m < p - stage ? m : p - stage;
 }
 
+int ts_1f1b_warmup(int p, int m, int stage) { return ts_min_i(p - stage - 1, m); }
+
 int ts_1f1b_order(int p, int v, int m, int stage, ts_slot *out) {
     (void)v;
-    int warm = ts_min_i(p - stage - 1, m), n = 0;
+    int warm = ts_1f1b_warmup(p, m, stage), n = 0;
     for (int i = 0; i < warm; i++) out[n++] = ts_slot_of(TS_SLOT_F, i, 0);
     for (int i = 0; i < m; i++) {
         if (warm + i < m) out[n++] = ts_slot_of(TS_SLOT_F, warm + i, 0);

@@ -50,3 +50,10 @@ int ts_sched_combined_1f1b(ts_slot *slots, int n) {
     free(f);
     return k;
 }
+
+double ts_combined_1f1b_paired(const ts_layout *l, int stage) {
+    int total = l->microbatches * l->vpp;
+    int warm = (l->schedule == TS_SCHED_INTERLEAVED ? ts_interleaved_warmup(l->pp, l->vpp, l->microbatches, stage)
+                                                    : ts_1f1b_warmup(l->pp, l->microbatches, stage)) + 1;
+    return warm < total ? (double)(total - warm) / total : 0;
+}

@@ -13,6 +13,7 @@ static inline ts_slot ts_slot_of(int kind, int mb, int chunk) { return (ts_slot)
 double ts_1f1b_bubble_s(int p, int v, double tf, double tb, double tw);
 double ts_1f1b_in_flight(int p, int stage, int m, int v);
 int ts_1f1b_order(int p, int v, int m, int stage, ts_slot *out);
+int ts_1f1b_warmup(int p, int m, int stage); /* forwards before the steady state */
 
 double ts_gpipe_in_flight(int p, int stage, int m, int v);
 int ts_gpipe_order(int p, int v, int m, int stage, ts_slot *out);
@@ -20,6 +21,7 @@ int ts_gpipe_order(int p, int v, int m, int stage, ts_slot *out);
 double ts_interleaved_bubble_s(int p, int v, double tf, double tb, double tw);
 double ts_interleaved_in_flight(int p, int stage, int m, int v);
 int ts_interleaved_order(int p, int v, int m, int stage, ts_slot *out);
+int ts_interleaved_warmup(int p, int v, int m, int stage); /* virtual micro-batches before the steady state */
 
 double ts_zb_h1_bubble_s(int p, int v, double tf, double tb, double tw);
 int ts_zb_h1_order(int p, int v, int m, int stage, ts_slot *out);

@@ -15,9 +15,11 @@ double ts_interleaved_in_flight(int p, int stage, int m, int v) {
 
 /* Megatron-LM's order: warm-up (p-s-1)·2 + (v-1)·p virtual micro-batches; virtual micro-batch k
  * runs micro-batch (k / (p·v))·p + k mod p on chunk (k / p) mod v (backward: v-1 minus that). */
+int ts_interleaved_warmup(int p, int v, int m, int stage) { return ts_min_i((p - stage - 1) * 2 + (v - 1) * p, m * v); }
+
 int ts_interleaved_order(int p, int v, int m, int stage, ts_slot *out) {
     int total = m * v, n = 0;
-    int warm = ts_min_i((p - stage - 1) * 2 + (v - 1) * p, total);
+    int warm = ts_interleaved_warmup(p, v, m, stage);
     for (int k = 0; k < total + warm; k++) {
         if (k < total) out[n++] = ts_slot_of(TS_SLOT_F, (k / (p * v)) * p + k % p, (k / p) % v);
         int kb = k - warm;

@@ -101,6 +101,9 @@ const char *ts_combined_1f1b_invalid(const ts_layout *l, char *buf, size_t cap);
  * after it (program.c runs the two interleaved at the EP collectives), then the drain. Returns
  * the count (n), or -1 when out of memory. */
 int ts_sched_combined_1f1b(ts_slot *slots, int n);
+/* The fraction of stage `stage`'s forwards that combined 1F1B runs paired: all but its warm-up,
+ * the schedule's and one more. */
+double ts_combined_1f1b_paired(const ts_layout *l, int stage);
 /* Layers [first, first + count) of global chunk `chunk` in the even split of `layers` over pp
  * stages of vpp chunks each (the one even split: planner, program builder and exports). */
 void ts_even_split(int layers, int pp, int vpp, int chunk, int *first, int *count);

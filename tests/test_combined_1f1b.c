@@ -63,6 +63,11 @@ static void check_order(ts_schedule id, int p, int v, int m) {
                       "p=%d stage %d: a forward paired with its own backward", p, s);
         }
         cr_expect_eq(pairs, m * v - warm_c, "p=%d v=%d m=%d stage %d: %d pairs", p, v, m, s, pairs);
+        /* the closed form's count of them (planner/stages.c) */
+        ts_layout l = {.pp = p, .vpp = v, .microbatches = m, .schedule = id};
+        cr_expect(fabs(ts_combined_1f1b_paired(&l, s) - (double)pairs / (m * v)) < 1e-12,
+                  "p=%d v=%d m=%d stage %d: the closed form pairs %.4f, the order %d of %d", p, v, m, s,
+                  ts_combined_1f1b_paired(&l, s), pairs, m * v);
         free(base);
         free(comb);
     }
