@@ -43,6 +43,7 @@ static void help(void) {
            "      --moe-fp8-dispatch dispatch MoE tokens in FP8\n"
            "      --no-moe-grouped-gemm  one GEMM per local expert (SequentialMLP)\n"
            "      --overlap-moe-expert-parallel-comm  Megatron-Core's combined 1F1B (docs/moe.md)\n"
+           "      --moe-shared-expert-overlap  shared experts beside the EP all-to-all (docs/moe.md)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --partition MODE   uniform | ilp | auto (default), as in tessera plan\n"

@@ -110,6 +110,9 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
     case CLI_OPT_MOE_COMBINED:
         a->train.moe_combined_1f1b = 1, a->given = "--overlap-moe-expert-parallel-comm";
         break;
+    case CLI_OPT_MOE_SHARED_OVERLAP:
+        a->train.moe_shared_expert_overlap = 1, a->given = "--moe-shared-expert-overlap";
+        break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
     case CLI_OPT_STACK: a->stack = arg, a->stack_given = 1, a->given = "--stack"; break;
@@ -187,8 +190,15 @@ static void check_flag_needs(const char *cmd, const cli_problem_args *a, const t
                       : t->moe_fp8_dispatch                           ? "--moe-fp8-dispatch"
                       : !t->moe_grouped_gemm                          ? "--no-moe-grouped-gemm"
                       : t->moe_combined_1f1b                          ? "--overlap-moe-expert-parallel-comm"
+                      : t->moe_shared_expert_overlap                  ? "--moe-shared-expert-overlap"
                                                                       : NULL;
     if (moe && m->moe.experts == 0) cli_usage_error(cmd, "%s needs a MoE model, %s is dense", moe, m->name);
+    if (t->moe_shared_expert_overlap && m->moe.experts > 0 && m->moe.shared_experts == 0)
+        cli_usage_error(cmd, "--moe-shared-expert-overlap needs shared experts, %s has none", m->name);
+    if (t->moe_shared_expert_overlap && t->moe_combined_1f1b) /* Megatron-Core asserts it */
+        cli_usage_error(cmd, "--moe-shared-expert-overlap and --overlap-moe-expert-parallel-comm exclude each other "
+                             "(Megatron-Core: \"disable moe_shared_expert_overlap when enabling "
+                             "overlap_moe_expert_parallel_comm\")");
     /* combined 1F1B hides the all-to-all by its pairing; a fraction on top would hide it twice */
     if (t->moe_combined_1f1b && t->moe_a2a_overlap > 0)
         cli_usage_error(cmd, "--overlap-moe-expert-parallel-comm prices the EP overlap by its pairs: it takes "
@@ -366,6 +376,8 @@ void cli_problem_help(void) {
            "                         paired with an earlier micro-batch's backward, one's EP\n"
            "                         dispatch and combine beside the other's computation (ep > 1;\n"
            "                         pp=1 or sched=interleaved; not with recompute=full)\n"
+           "      --moe-shared-expert-overlap  Megatron-Core's: the shared experts beside the EP\n"
+           "                         dispatch and combine (alltoall dispatcher)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

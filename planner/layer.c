@@ -152,6 +152,9 @@ typedef struct {
     double pre_fwd_s, pre_bwd_s; /* the attention block's forward and backward computation (what
                                     runs before the dispatch: Megatron-Core's pre_dispatch) */
     double mlp_wgrad_s;          /* the MLP's (experts') weight-gradient GEMMs */
+    double shared_hidden_s;      /* of the EP collectives, what the shared experts hide (forward and
+                                    backward) under --moe-shared-expert-overlap, net of the
+                                    overlap_slowdown on them */
     double act_attn_bytes;       /* activations of the attention block but its scores, unscaled */
     double act_mlp_bytes;        /* activations of the MLP or experts, unscaled */
     double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
@@ -162,6 +165,19 @@ typedef struct {
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
     *out = (ts_layer_fwd){0};
     attention_parts(pb, sh, out);
+}
+
+/* Megatron-Core's --moe-shared-expert-overlap (moe/shared_experts.py): the shared experts' FC1
+ * and activation run beside the dispatch, their FC2 beside the combine, and their backward
+ * beside the two again (combine's, then dispatch's), as program.c orders them; each hides what of
+ * its all-to-all it outlasts, at the system's overlap_slowdown on it (the simulator's). */
+static double shared_hidden_s(const ts_problem *pb, const ts_mlp_recipe *r, const layer_parts *p) {
+    const ts_system *s = &pb->sys;
+    double to = p->a2a_to_s, from = p->a2a_s - p->a2a_to_s, scale = pb->compute_scale;
+    double fc1 = gemm_s(pb, &r->shared_fc1) * scale, fc2 = gemm_s(pb, &r->shared_fc2) * scale;
+    double act = ts_memory_s(s, r->shared_act_bytes, 1) * scale, act_bwd = ts_memory_s(s, 2.0 * r->shared_act_bytes, 1) * scale;
+    double hidden = fmin(to, fc1 + act) + fmin(from, fc2) + fmin(to, fc2 + act_bwd) + fmin(from, fc1);
+    return hidden * (1.0 - s->overlap_slowdown);
 }
 
 /* One TP collective of `bytes` over the shard's TP group. */
@@ -244,6 +260,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
         int stride = ts_shard_etp(sh);
         out->a2a_to_s = ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.to_coll, mr.to_bytes);
         out->a2a_s = out->a2a_to_s + ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.from_coll, mr.from_bytes);
+        if (mr.shared && pb->train.moe_shared_expert_overlap) out->shared_hidden_s = shared_hidden_s(pb, &mr, out);
     }
 
     /* Activations (Korthikanti 2022 Table 2, generalised; bytes). */
@@ -344,7 +361,7 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     }
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
-    out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s;
+    out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s - p->shared_hidden_s;
     out->ep_paired_s = p->a2a_s > 0 && !full ? combined_exposed_s(s, p) : out->ep_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;

@@ -22,7 +22,7 @@
  * Overlap: train.moe_a2a_overlap hides that fraction under computation. Megatron-Core runs the
  * EP collectives exposed by default (its MoE README: --overlap-moe-expert-parallel-comm, batch-
  * level overlap of one micro-batch's all-to-all with another's compute, is opt-in since MCore
- * v0.14, as is --moe-shared-expert-overlap); DeepSeek-V3's DualPipe hides them fully (§3.2.1),
+ * v0.14, program/sched_combined.c, as is --moe-shared-expert-overlap, program.c); DeepSeek-V3's DualPipe hides them fully (§3.2.1),
  * which a schedule models by running them beside another micro-batch; a stack that states its
  * overlap (models/stacks/deepseek-v3.json: 1) sets the fraction's default.
  *

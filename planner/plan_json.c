@@ -120,6 +120,8 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_grouped_gemm", 0), res, fail);
     if (pb->train.moe_combined_1f1b)
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "overlap_moe_expert_parallel_comm", 1), res, fail);
+    if (pb->train.moe_shared_expert_overlap)
+        TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_shared_expert_overlap", 1), res, fail);
     if (pb->train.ce_fusion >= 0)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cross_entropy", ts_ce_names[!pb->train.ce_fusion]), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
@@ -179,7 +181,7 @@ fail:
 static const char *const request_keys[] = {
     "model", "system", "gpus", "global_batch", "seq", "dtype", "fp8_recipe", "fp8_attention", "fp8_param_gather",
     "flash_attention", "attention_backend", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap",
-    "moe_fp8_dispatch", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm", "cross_entropy", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
+    "moe_fp8_dispatch", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap", "cross_entropy", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
     "partition_node_limit", "refine", NULL};
 
 /* The request's software stack (a zoo name; absent in plans written before stacks: the
@@ -210,6 +212,10 @@ static ts_status read_train(const ts_jreader *rr, const cJSON *req, ts_train *t)
     TS_CHECK(ts_jr_bool(rr, req, "moe_fp8_dispatch", 0, 0, &t->moe_fp8_dispatch));
     TS_CHECK(ts_jr_bool(rr, req, "moe_grouped_gemm", 0, 1, &t->moe_grouped_gemm));
     TS_CHECK(ts_jr_bool(rr, req, "overlap_moe_expert_parallel_comm", 0, 0, &t->moe_combined_1f1b));
+    TS_CHECK(ts_jr_bool(rr, req, "moe_shared_expert_overlap", 0, 0, &t->moe_shared_expert_overlap));
+    if (t->moe_combined_1f1b && t->moe_shared_expert_overlap) /* as the CLI refuses it */
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_shared_expert_overlap: excludes overlap_moe_expert_parallel_comm",
+                       rr->file, rr->path);
     if (t->moe_combined_1f1b && t->moe_a2a_overlap > 0) /* as the CLI refuses it (cli/problem_args.c) */
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.overlap_moe_expert_parallel_comm: takes moe_a2a_overlap 0, got %g", rr->file,
                        rr->path, t->moe_a2a_overlap);

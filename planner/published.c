@@ -149,8 +149,8 @@ static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_bac
 
 /* An MoE recipe's expert settings where it states them (training.moe_dispatcher, one of
  * ts_moe_dispatcher_names; moe_capacity_factor with moe_pad_to_capacity, Megatron-Core's token
- * drop; moe_grouped_gemm; overlap_moe_expert_parallel_comm, its combined 1F1B); absent ones keep
- * the defaults. */
+ * drop; moe_grouped_gemm; overlap_moe_expert_parallel_comm, its combined 1F1B;
+ * moe_shared_expert_overlap); absent ones keep the defaults. */
 static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, ts_train *t) {
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(row, "training");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(tr, "moe_dispatcher");
@@ -158,6 +158,7 @@ static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, t
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(tr, "moe_pad_to_capacity");
     const cJSON *grouped = cJSON_GetObjectItemCaseSensitive(tr, "moe_grouped_gemm");
     const cJSON *combined = cJSON_GetObjectItemCaseSensitive(tr, "overlap_moe_expert_parallel_comm");
+    const cJSON *shared_ov = cJSON_GetObjectItemCaseSensitive(tr, "moe_shared_expert_overlap");
     if (d) {
         int i = 0;
         while (cJSON_IsString(d) && ts_moe_dispatcher_names[i] && strcmp(d->valuestring, ts_moe_dispatcher_names[i]))
@@ -174,6 +175,7 @@ static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, t
     }
     if (grouped) t->moe_grouped_gemm = cJSON_IsTrue(grouped);
     if (combined) t->moe_combined_1f1b = cJSON_IsTrue(combined);
+    if (shared_ov) t->moe_shared_expert_overlap = cJSON_IsTrue(shared_ov);
     return TS_OK;
 }
 

@@ -82,6 +82,9 @@ typedef struct {
                                each forward paired with an earlier micro-batch's backward, one's EP
                                dispatch and combine beside the other's computation
                                (program/schedule.h ts_sched_combined_1f1b) */
+    int moe_shared_expert_overlap; /* Megatron-Core's --moe-shared-expert-overlap: the shared experts'
+                               FC1 and activation beside the dispatch, their FC2 beside the combine
+                               (a stream of their own; program.c) */
     int moe_fp8_dispatch;   /* dispatch FP8 (1 byte + a scale per 128) as DeepSeek-V3 §3.3.2 does;
                                on by default under fp8 with the deepep dispatcher */
     int moe_grouped_gemm;   /* the local experts as one grouped GEMM (default; Megatron-Core

@@ -86,6 +86,8 @@ typedef struct {
     gemm_list qkv, proj;    /* the attention block's GEMMs */
     gemm_list fc1[2], fc2[2]; /* the MLP block's h→f and f→h sides, dense and MoE */
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
+    gemm_list routed_in, routed_out, shared_in, shared_out; /* the routed and the shared experts'
+                                                               GEMMs apart (shared-expert overlap) */
     gemm_list head;           /* the LM head's GEMM */
     int oom;       /* an allocation failed or the ops reached max_ops (recorded in the error); the
                     * build is abandoned */
@@ -254,6 +256,12 @@ static void block_lists(builder *b) {
     if (b->edge.mtp_proj.count > 0) add_gemm(&b->head, &b->edge.mtp_proj);
     add_gemm(&b->router, &b->mlp[1].router);
     for (int i = 1; i < b->fc1[1].n; i++) add_gemm(&b->experts_in, &b->fc1[1].g[i]);
+    add_gemm(&b->routed_in, &b->mlp[1].fc1);
+    add_gemm(&b->routed_out, &b->mlp[1].fc2);
+    if (b->mlp[1].shared) {
+        add_gemm(&b->shared_in, &b->mlp[1].shared_fc1);
+        add_gemm(&b->shared_out, &b->mlp[1].shared_fc2);
+    }
 }
 
 /* Bytes of the layer's first norm pass (with rotary), its second, and its activation pass. */
@@ -347,6 +355,42 @@ static uint32_t attention_bwd(builder *b, const ctx *c, uint32_t dep) {
     return attention_pass(b, c, &b->attn.cp_bwd, dep, 2.5, 2);
 }
 
+/* Megatron-Core's --moe-shared-expert-overlap (moe/shared_experts.py, token_dispatcher.py): the
+ * shared experts run on a stream of their own, their FC1 and activation while the dispatch's
+ * all-to-all is in flight, their FC2 while the combine's is; here they are ordered on the
+ * computation stream so that the EP collective runs beside them. */
+static int shared_overlap(const builder *b, int moe) {
+    return moe && b->l->ep > 1 && b->mlp[1].shared && b->pb->train.moe_shared_expert_overlap;
+}
+
+/* The MoE block's forward from the dispatch to the combine with the shared experts beside the
+ * two all-to-alls: `in` the block's input, `disp` the dispatch. Returns the combine. */
+static uint32_t shared_overlap_fwd(builder *b, const ctx *c, uint32_t in, uint32_t disp, uint32_t *shared_last) {
+    const ts_mlp_recipe *r = &b->mlp[1];
+    uint32_t s = run_gemms(b, c, &b->shared_in, 0, in);
+    s = elementwise(b, c, TS_PART_ACT, r->shared_act_bytes, s);
+    uint32_t x = run_gemms(b, c, &b->routed_in, 0, disp);
+    x = elementwise(b, c, TS_PART_ACT, r->act_bytes + r->copy_bytes + r->fp8_cast_bytes[1], x);
+    x = run_gemms(b, c, &b->routed_out, 0, x);
+    *shared_last = run_gemms(b, c, &b->shared_out, 0, s); /* beside the combine issued after it */
+    return ep_a2a(b, c, TS_PART_COMBINE, x);
+}
+
+/* The same backward: the shared experts' FC2 and activation beside the combine's all-to-all,
+ * their FC1 beside the dispatch's. Returns the router's input gradient. */
+static uint32_t shared_overlap_bwd(builder *b, const ctx *c, uint32_t in, uint32_t *shared_last) {
+    const ts_mlp_recipe *r = &b->mlp[1];
+    uint32_t comb = ep_a2a(b, c, TS_PART_COMBINE, in);
+    uint32_t s = run_gemms(b, c, &b->shared_out, 1, in);
+    s = elementwise(b, c, TS_PART_ACT, 2.0 * r->shared_act_bytes, s);
+    uint32_t x = run_gemms(b, c, &b->routed_out, 1, comb);
+    x = elementwise(b, c, TS_PART_ACT, 2.0 * r->act_bytes + r->copy_bytes + r->fp8_cast_bwd_bytes[0], x);
+    x = run_gemms(b, c, &b->routed_in, 1, x);
+    uint32_t disp = ep_a2a(b, c, TS_PART_DISPATCH, x);
+    *shared_last = run_gemms(b, c, &b->shared_in, 1, s);
+    return run_gemms(b, c, &b->router, 1, disp);
+}
+
 /* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).
  * Returns the op the next layer waits on (its TP collective or last compute op). */
 static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint32_t dep2) {
@@ -359,6 +403,17 @@ static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint3
     x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t);
     g = mlp_sp_open(b, c, moe, x);
     int ep = moe && b->l->ep > 1;
+    if (shared_overlap(b, moe)) {
+        uint32_t in = g != NO_OP ? g : x, shared_last;
+        uint32_t comb = shared_overlap_fwd(b, c, in, ep_a2a(b, c, TS_PART_DISPATCH, run_gemms(b, c, &b->router, 0, in)),
+                                           &shared_last);
+        /* the shared experts' output joins the combined tokens (token_dispatcher.py
+         * combine_postprocess: output += shared_expert_output; its bytes stay with the layer's
+         * element-wise passes, as without the overlap) */
+        x = elementwise2(b, c, TS_PART_COMBINE, 0, comb, shared_last);
+        t = mlp_tp_close(b, c, moe, x);
+        return t != NO_OP ? t : x;
+    }
     if (ep) {
         x = run_gemms(b, c, &b->router, 0, g);
         g = ep_a2a(b, c, TS_PART_DISPATCH, x);
@@ -404,17 +459,22 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
      * gather (behind it on the TP stream when the combine's all-to-all is there), and their
      * weight gradients for the reduce-scatter, which Megatron-Core runs after them. */
     uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
-    uint32_t g = mlp_sp_open(b, c, moe, x);
-    uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
-    x = run_gemms(b, c, &b->fc2[moe], 1, in != NO_OP || !disp ? in : g);
-    x = elementwise(b, c, TS_PART_ACT, 2.0 * act_pass_bytes(b, moe) + b->mlp[moe].copy_bytes + b->mlp[moe].fp8_cast_bwd_bytes[0],
-                    NO_OP);
-    if (ep) {
-        x = run_gemms(b, c, &b->experts_in, 1, NO_OP);
-        x = run_gemms(b, c, &b->router, 1, ep_a2a(b, c, TS_PART_DISPATCH, x));
+    uint32_t g = mlp_sp_open(b, c, moe, x), shared_last = NO_OP;
+    if (shared_overlap(b, moe)) {
+        x = shared_overlap_bwd(b, c, g != NO_OP ? g : x, &shared_last);
     } else {
-        x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
+        uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
+        x = run_gemms(b, c, &b->fc2[moe], 1, in != NO_OP || !disp ? in : g);
+        x = elementwise(b, c, TS_PART_ACT,
+                        2.0 * act_pass_bytes(b, moe) + b->mlp[moe].copy_bytes + b->mlp[moe].fp8_cast_bwd_bytes[0], NO_OP);
+        if (ep) {
+            x = run_gemms(b, c, &b->experts_in, 1, NO_OP);
+            x = run_gemms(b, c, &b->router, 1, ep_a2a(b, c, TS_PART_DISPATCH, x));
+        } else {
+            x = run_gemms(b, c, &b->fc1[moe], 1, NO_OP);
+        }
     }
+    if (shared_last != NO_OP) x = elementwise2(b, c, TS_PART_ROUTER, 0, x, shared_last); /* both input gradients */
     uint32_t t = mlp_tp_close(b, c, moe, x);
     if (!split_w) {
         ctx w = *c;

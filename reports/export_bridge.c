@@ -74,6 +74,8 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
         fprintf(f, "        moe_token_dispatcher_type=\"alltoall\", moe_router_score_function=\"%s\",\n",
                 e->router_sigmoid ? "sigmoid" : "softmax");
         if (pb->train.moe_grouped_gemm) fprintf(f, "        moe_grouped_gemm=True,\n");
+        if (pb->train.moe_shared_expert_overlap && e->shared_experts > 0)
+            fprintf(f, "        moe_shared_expert_overlap=True,\n");
         if (e->router_expert_bias) fprintf(f, "        moe_router_enable_expert_bias=True,\n");
         if (e->router_groups > 0)
             fprintf(f, "        moe_router_num_groups=%d, moe_router_group_topk=%d,\n", e->router_groups,

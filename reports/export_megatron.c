@@ -147,6 +147,7 @@ static void moe_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
     if (pb->train.moe_grouped_gemm) fl(x, "--moe-grouped-gemm");
     /* combined 1F1B as priced (program/schedule.h ts_sched_combined_1f1b; MCore v0.14) */
     if (pb->train.moe_combined_1f1b) fl(x, "--overlap-moe-expert-parallel-comm");
+    if (pb->train.moe_shared_expert_overlap && e->shared_experts > 0) fl(x, "--moe-shared-expert-overlap");
     fl_i(x, "--expert-model-parallel-size", l->ep);
     /* The planner splits each expert over the layout's etp (expert_ffn / etp; etp = tp unless
      * pinned); Megatron-LM allows etp > 1 only without biases ("Bias in Moe is only supported when

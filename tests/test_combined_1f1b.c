@@ -227,3 +227,66 @@ Test(combined_1f1b, plans_carry_it_into_sim_and_exports) {
     cr_expect(one_line_error(r.err, "plan") && strstr(r.err, "needs a MoE model") != NULL, "%s", r.err);
     cli_result_free(&r);
 }
+
+/* Megatron-Core's --moe-shared-expert-overlap (program.c shared_overlap_fwd/bwd, planner/layer.c
+ * shared_hidden_s): DeepSeekMoE 16B (2 shared experts) with EP16 over two nodes: the shared
+ * experts hide part of the all-to-all in the simulator and the closed form alike. */
+Test(combined_1f1b, shared_expert_overlap_hides_ep_beside_the_shared_experts) {
+    char *path = test_data_path("tests/data/hf/deepseek-moe-16b.json");
+    ts_problem base = test_problem(path, "h100-sxm-dgx", 64, 512, 4096, 1);
+    free(path);
+    ts_layout l = test_layout("dp=64,tp=1,pp=1,cp=1,ep=16,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=none");
+    ts_eval e[2];
+    double r[2];
+    for (int on = 0; on <= 1; on++) {
+        ts_train t = base.train;
+        t.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
+        t.moe_shared_expert_overlap = on;
+        ts_problem pb;
+        cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, 64), TS_OK, "%s", ts_error_message());
+        cr_assert_eq(ts_evaluate(&pb, &l, &e[on]), TS_OK, "%s", ts_error_message());
+        r[on] = test_sim_over_closed_form(&pb, &l);
+        cr_expect(fabs(r[on] - 1) < 0.03, "overlap %d: simulated / closed form %.3f", on, r[on]);
+        if (on) {
+            t.moe_dispatcher = TS_MOE_DISPATCH_DEEPEP;
+            cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, 64), TS_OK, "%s", ts_error_message());
+            char why[256];
+            const char *got = ts_layout_invalid(&pb, &l, why, sizeof why);
+            cr_expect(got && strstr(got, "only works with alltoall"), "deepep: %s", got ? got : "accepted");
+        }
+    }
+    cr_expect_lt(e[1].time.ep_comm, e[0].time.ep_comm - 0.05, "exposed EP %.3f s with, %.3f s without",
+                 e[1].time.ep_comm, e[0].time.ep_comm);
+    cr_expect_eq(e[1].time.compute, e[0].time.compute, "the same computation");
+    cr_expect_lt(r[1] * e[1].step_s, r[0] * e[0].step_s, "the simulated step drops");
+}
+
+Test(combined_1f1b, shared_expert_overlap_in_plans_exports_and_errors) {
+    char *dir = make_temp_dir(), *model = test_data_path("tests/data/hf/deepseek-moe-16b.json");
+    char plan[4200];
+    snprintf(plan, sizeof plan, "%s/p.json", dir);
+    cli_result r = run_cli("plan", "--model", model, "--system", "h100-sxm-dgx", "--gpus", "64", "--global-batch", "512",
+                           "--moe-dispatcher", "alltoall", "--fix", "tp=1,pp=1,cp=1,ep=16", "--mem-headroom", "0",
+                           "--moe-shared-expert-overlap", "--top", "1", "-o", plan, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    r = test_export_plan(plan, "megatron");
+    cr_expect(strstr(r.out, "--moe-shared-expert-overlap") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = test_export_plan(plan, "megatron-bridge");
+    cr_expect(strstr(r.out, "moe_shared_expert_overlap=True") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("sim", "--plan", plan, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "mixtral-8x7b", "--system", "h100-sxm-dgx", "--gpus", "64",
+                "--moe-shared-expert-overlap", NULL);
+    cr_expect(r.status == 2 && strstr(r.err, "needs shared experts") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", model, "--system", "h100-sxm-dgx", "--gpus", "64", "--moe-shared-expert-overlap",
+                "--overlap-moe-expert-parallel-comm", NULL);
+    cr_expect(r.status == 2 && strstr(r.err, "exclude each other") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    free(model);
+    remove_dir(dir);
+}
