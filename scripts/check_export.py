@@ -57,6 +57,8 @@ CASES = [
     ("moe-combined-1f1b", "--model mixtral-8x7b --system h100-sxm-dgx --gpus 64 --global-batch 256 "
                           "--fix tp=1,pp=4,ep=8,vpp=2,sched=interleaved,recompute=none "
                           "--overlap-moe-expert-parallel-comm"),
+    ("moe-shared-overlap", "--model tests/data/hf/deepseek-moe-16b.json --system h100-sxm-dgx --gpus 64 "
+                           "--global-batch 512 --moe-dispatcher alltoall --fix tp=1,pp=2,ep=16 --moe-shared-expert-overlap"),
 ]
 
 # Flags tessera writes: name -> type (None: store_true). Their names were checked against
@@ -67,7 +69,7 @@ FLAGS = {
     "decoder-first-pipeline-num-layers": int, "decoder-last-pipeline-num-layers": int,
     "sequence-parallel": None, "context-parallel-size": int, "num-experts": int, "moe-router-topk": int,
     "moe-ffn-hidden-size": int, "moe-shared-expert-intermediate-size": int, "moe-layer-freq": str,
-    "moe-token-dispatcher-type": str, "moe-grouped-gemm": None, "overlap-moe-expert-parallel-comm": None, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
+    "moe-token-dispatcher-type": str, "moe-grouped-gemm": None, "overlap-moe-expert-parallel-comm": None, "moe-shared-expert-overlap": None, "expert-model-parallel-size": int, "expert-tensor-parallel-size": int,
     "moe-router-score-function": str, "moe-router-enable-expert-bias": None, "moe-router-num-groups": int,
     "moe-router-group-topk": int, "moe-router-topk-scaling-factor": float, "moe-expert-capacity-factor": float,
     "num-layers": int, "hidden-size": int, "ffn-hidden-size": int, "num-attention-heads": int,
@@ -177,7 +179,8 @@ def transformer_kwargs(a):
                   moe_router_group_topk=a.get("moe_router_group_topk"),
                   moe_router_topk_scaling_factor=a.get("moe_router_topk_scaling_factor"),
                   moe_expert_capacity_factor=a.get("moe_expert_capacity_factor"),
-                  overlap_moe_expert_parallel_comm=a.get("overlap_moe_expert_parallel_comm", False))
+                  overlap_moe_expert_parallel_comm=a.get("overlap_moe_expert_parallel_comm", False),
+                  moe_shared_expert_overlap=a.get("moe_shared_expert_overlap", False))
     if a.get("multi_latent_attention"):
         kw.update(multi_latent_attention=True, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=a["kv_lora_rank"],
                   qk_head_dim=a["qk_head_dim"], qk_pos_emb_head_dim=a["qk_pos_emb_head_dim"],
@@ -211,6 +214,7 @@ def count_params(cfg, vocab, untie, seq, position):
         num_layers_in_first_pipeline_stage=None, num_layers_in_last_pipeline_stage=None,
         moe_token_dispatcher_type="allgather", fp8=None, recompute_granularity=None, recompute_method=None,
         overlap_moe_expert_parallel_comm=False,  # a schedule, no parameters: it needs ep > 1
+        moe_shared_expert_overlap=False,  # a schedule too: it needs the alltoall dispatcher
         recompute_num_layers=None, use_cpu_initialization=True, perform_initialization=False,
         # the grouped kernel's package (grouped_gemm) needs CUDA; SequentialMLP holds the same weights
         moe_grouped_gemm=False)
