@@ -160,7 +160,8 @@ const char *ts_schedule_invalid(const ts_problem *pb, const ts_layout *l, int ex
     if (pb->train.moe_shared_expert_overlap && m->moe.shared_experts > 0 &&
         ts_moe_dispatcher_of(pb) != TS_MOE_DISPATCH_ALLTOALL)
         INVALID("--moe-shared-expert-overlap runs the alltoall dispatcher (Megatron-Core: \"moe_shared_expert_overlap "
-                "only works with alltoall token dispatcher\"), got %s", ts_moe_dispatcher_names[ts_moe_dispatcher_of(pb)]);
+                "only works with alltoall token dispatcher\"), got %s (--moe-dispatcher alltoall)",
+                ts_moe_dispatcher_names[ts_moe_dispatcher_of(pb)]);
     if (pb->train.moe_combined_1f1b && ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_ALLGATHER)
         INVALID("--overlap-moe-expert-parallel-comm runs the alltoall or deepep dispatcher (Megatron-Core: "
                 "\"supported with alltoall/flex token dispatcher\"), got allgather");

@@ -376,12 +376,13 @@ static uint32_t shared_overlap_fwd(builder *b, const ctx *c, uint32_t in, uint32
     return ep_a2a(b, c, TS_PART_COMBINE, x);
 }
 
-/* The same backward: the shared experts' FC2 and activation beside the combine's all-to-all,
- * their FC1 beside the dispatch's. Returns the router's input gradient. */
-static uint32_t shared_overlap_bwd(builder *b, const ctx *c, uint32_t in, uint32_t *shared_last) {
+/* The same backward from the block's output gradient `out` (`gathered`: under SP, the shared
+ * experts' gathered input, else NO_OP): the shared experts' FC2 and activation beside the
+ * combine's all-to-all, their FC1 beside the dispatch's. Returns the router's input gradient. */
+static uint32_t shared_overlap_bwd(builder *b, const ctx *c, uint32_t out, uint32_t gathered, uint32_t *shared_last) {
     const ts_mlp_recipe *r = &b->mlp[1];
-    uint32_t comb = ep_a2a(b, c, TS_PART_COMBINE, in);
-    uint32_t s = run_gemms(b, c, &b->shared_out, 1, in);
+    uint32_t comb = ep_a2a(b, c, TS_PART_COMBINE, out);
+    uint32_t s = run_gemms(b, c, &b->shared_out, 1, gathered != NO_OP ? gathered : out);
     s = elementwise(b, c, TS_PART_ACT, 2.0 * r->shared_act_bytes, s);
     uint32_t x = run_gemms(b, c, &b->routed_out, 1, comb);
     x = elementwise(b, c, TS_PART_ACT, 2.0 * r->act_bytes + r->copy_bytes + r->fp8_cast_bwd_bytes[0], x);
@@ -461,7 +462,7 @@ static uint32_t layer_bwd(builder *b, const ctx *c, int moe, int split_w, uint32
     uint32_t x = elementwise2(b, c, TS_PART_NORM2, 2.0 * norm2_bytes(b) + b->mlp[moe].fp8_cast_bwd_bytes[1], dep, dep2);
     uint32_t g = mlp_sp_open(b, c, moe, x), shared_last = NO_OP;
     if (shared_overlap(b, moe)) {
-        x = shared_overlap_bwd(b, c, g != NO_OP ? g : x, &shared_last);
+        x = shared_overlap_bwd(b, c, x, g, &shared_last);
     } else {
         uint32_t in = ep ? ep_a2a(b, c, TS_PART_COMBINE, x) : NO_OP;
         x = run_gemms(b, c, &b->fc2[moe], 1, in != NO_OP || !disp ? in : g);
