@@ -193,7 +193,14 @@ static ts_status ce_fusion_of(const char *file, const cJSON *row, ts_train *t) {
     return TS_OK;
 }
 
-static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c) {
+/* A caller's look at each NVIDIA row as it is predicted (ts_published_visit); NULL: none. */
+typedef struct {
+    ts_pub_visit_fn fn;
+    void *ctx;
+} pub_visitor;
+
+static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, const pub_visitor *visit,
+                             ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
     TS_CHECK(num_at(file, row, "layout", "tp", &tp));
@@ -259,11 +266,12 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     TS_CHECK(best_under(&pb, &pins, &e));
     c->predicted = e.step_s;
     ts_layout_format(&e.layout, c->layout, sizeof c->layout);
+    if (visit) TS_CHECK(visit->fn(c, &pb, &e.layout, visit->ctx));
     return TS_OK;
 }
 
-static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_cache *cache, ts_pub_case **cases,
-                          int *n, int *cap) {
+static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_cache *cache,
+                          const pub_visitor *visit, ts_pub_case **cases, int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
     TS_CHECK(ts_json_load_file(path, &root));
@@ -284,7 +292,8 @@ static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);
-        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c) : nvidia_case(path, row, cache, c), res, exit);
+        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c) : nvidia_case(path, row, cache, visit, c),
+                      res, exit);
         c->is_tflops = megatron;
         c->error = (c->predicted - c->measured) / c->measured;
         c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
@@ -301,10 +310,10 @@ static ts_status published_run(const char *dir, int ranks, ts_pub_cache *cache, 
     int cap = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/megatron-sc21-table1.json", dir);
-    ts_status res = run_file(path, 1, ranks, cache, cases, n, &cap);
+    ts_status res = run_file(path, 1, ranks, cache, NULL, cases, n, &cap);
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
-        res = run_file(path, 0, ranks, cache, cases, n, &cap);
+        res = run_file(path, 0, ranks, cache, NULL, cases, n, &cap);
     }
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/older-stacks.json", dir);
@@ -335,4 +344,18 @@ ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n) {
 
 ts_status ts_published_errors_with(const char *dir, ts_pub_cache *cache, ts_pub_case **cases, int *n) {
     return published_run(dir, 0, cache, cases, n);
+}
+
+ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/published-cases.json", dir);
+    ts_pub_cache cache;
+    ts_pub_cache_init(&cache);
+    ts_pub_case *cases = NULL;
+    int n = 0, cap = 0;
+    pub_visitor visit = {fn, ctx};
+    ts_status res = run_file(path, 0, 0, &cache, &visit, &cases, &n, &cap);
+    free(cases);
+    ts_pub_cache_free(&cache);
+    return res;
 }

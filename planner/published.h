@@ -64,6 +64,14 @@ ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n);
  * system and stack loaded once; NULL loads them for every case (the same answers, slower). */
 ts_status ts_published_errors_with(const char *dir, ts_pub_cache *cache, ts_pub_case **cases, int *n);
 
+/* Called for each NVIDIA row of published-cases.json as it is predicted: the row (c->error is not
+ * set yet), the problem it is priced as (the zoo model at the row's layers, the row's training
+ * settings) and the best layout under its pins. A status other than TS_OK stops the walk. */
+typedef ts_status (*ts_pub_visit_fn)(const ts_pub_case *c, const ts_problem *pb, const ts_layout *best, void *ctx);
+/* Predicts the NVIDIA rows of `dir`/published-cases.json (as ts_published_errors does) and
+ * calls fn on each: for benches that look inside a row's prediction (bench/fp8_gemms.c). */
+ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx);
+
 /* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed), their models,
  * systems and stacks from `cache` (NULL: loaded for every case). */
 ts_status ts_published_stacks_run(const char *path, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap);

@@ -8,9 +8,10 @@
 # WORK/gpu-profile.json), plan-fp8 (an fp8 plan on that
 # profile), sim-vs-run (Llama-3.2-1B simulated on the in-situ profile against its bf16 run, op by op,
 # at the pass's shapes and at held-out ones),
-# validate (the one-GPU matrix), bench (bench/gpu_targets: bf16/fp8 GEMM rates, the tiled attention
-# against FlashAttention-2's published H100 figure, launch latency, Llama-3.2-1B bf16 MFU; the
-# longest, so last). Everything goes to one file.
+# validate (the one-GPU matrix), fp8-gemms (bench/fp8_gemms: the published FP8 rows' GEMMs in bf16
+# and fp8 on this GPU beside the planner's FP8 curve), bench (bench/gpu_targets: bf16/fp8 GEMM
+# rates, the tiled attention against FlashAttention-2's published H100 figure, launch latency,
+# Llama-3.2-1B bf16 MFU; the longest, so last). Everything goes to one file.
 #
 #   bash scripts/gpu-check.sh [OUT]     OUT: the figures' file (default build-cuda/gpu-check.txt)
 #   QUICK=0 for the full benchmark grids (longer); JOBS=N for make's parallelism.
@@ -38,7 +39,7 @@ run_step() { # run_step NAME TIMEOUT_S COMMAND...: runs it, appends its output t
     return 0
 }
 
-STEPS=${STEPS:-gpu build tests-cuda calibrate plan-fp8 sim-vs-run validate bench}
+STEPS=${STEPS:-gpu build tests-cuda calibrate plan-fp8 sim-vs-run validate fp8-gemms bench}
 WORK=${WORK:-$(dirname "$OUT")} # the profile, the unpacked PACK and the traces
 mkdir -p "$WORK"
 wanted() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -64,11 +65,11 @@ if [ -n "${PACK:-}" ]; then
     [ -n "$missing" ] && echo "gpu-check: libraries not found: $missing" | tee -a "$OUT"
 else
     step build 900 make WERROR=1 CUDA=1 BUILD=build-cuda CUDA_ARCH="80 90" -j"$JOBS" \
-        all build-cuda/tessera-tests build-cuda/bench/gpu_targets
+        all build-cuda/tessera-tests build-cuda/bench/gpu_targets build-cuda/bench/fp8_gemms
     BIN=$PWD/build-cuda
 fi
-GPU_TARGETS=$BIN/gpu_targets
-[ -x "$GPU_TARGETS" ] || GPU_TARGETS=$BIN/bench/gpu_targets
+GPU_TARGETS=$BIN/gpu_targets FP8_GEMMS=$BIN/fp8_gemms
+[ -x "$GPU_TARGETS" ] || GPU_TARGETS=$BIN/bench/gpu_targets FP8_GEMMS=$BIN/bench/fp8_gemms
 export TESSERA_BIN=$BIN/tessera TESSERA_DATA=$PWD
 step tests-cuda 600 "$BIN/tessera-tests" --filter '@(cuda|cuda_gpu|bf16|flash_launch|gpu_bench|kernel_table|calibrate_fp8)/*' \
     --verbose --timeout 120
@@ -107,6 +108,8 @@ fi
 # validate calibrates itself, in situ at its matrix's shapes (the Llama-3.2-1B profile's factors do
 # not carry to tiny: docs/gpu.md), and plans and trains its cases in bf16.
 step validate 240 "$BIN/tessera" validate --device cuda --replay -k "$WORK/validate"
+# The published FP8 rows' GEMMs, bf16 against fp8, beside the planner's curve (docs/moe.md).
+step fp8-gemms 300 "$FP8_GEMMS" --min-s 0.1
 # Last, as the longest (its parts' wall times are its last line): GEMM rates, the tiled attention
 # against FlashAttention-2, Llama-3.2-1B's MFU.
 step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1

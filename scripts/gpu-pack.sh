@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs the CUDA build for a GPU machine that has CUDA's own libraries (cudart, cuBLAS, NCCL) and
 # nothing else of Tessera's dependencies: the binaries (tessera, tessera-tests, bench/gpu_targets,
-# debug info stripped) and every other shared library they and Open MPI's plugins load, with Open
+# bench/fp8_gemms, debug info stripped) and every other shared library they and Open MPI's plugins load, with Open
 # MPI's and PMIx's plugin trees and help files so that a one-rank run initialises MPI there
 # (OPAL_PREFIX relocation, set up by scripts/gpu-check.sh). Built here, it runs where no compiler,
 # header or package registry is reachable.
@@ -13,13 +13,13 @@ cd "$(dirname "$0")/.."
 B=${BUILD:-build-cuda}
 PACK=${1:-$B/gpu-pack.tar.xz}
 make WERROR=1 CUDA=1 BUILD="$B" CUDA_ARCH="${CUDA_ARCH:-80 90}" -j"$(nproc)" \
-    all "$B/tessera-tests" "$B/bench/gpu_targets"
+    all "$B/tessera-tests" "$B/bench/gpu_targets" "$B/bench/fp8_gemms"
 
 MULTI=/usr/lib/x86_64-linux-gnu
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/usr/bin" "$stage/usr/lib/x86_64-linux-gnu" "$stage/usr/share"
-cp "$B/tessera" "$B/tessera-tests" "$B/bench/gpu_targets" "$stage/bin/"
+cp "$B/tessera" "$B/tessera-tests" "$B/bench/gpu_targets" "$B/bench/fp8_gemms" "$stage/bin/"
 strip --strip-debug "$stage"/bin/*
 # Open MPI's plugins are found under $OPAL_PREFIX/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 once
 # OPAL_PREFIX points at the copy; PMIx's under pmix2/lib/pmix.

@@ -169,6 +169,56 @@ Test(planner_published, errors_only_run_agrees) {
     free(e);
 }
 
+/* What a visitor saw: every NVIDIA row, in order, and where to stop. */
+typedef struct {
+    int seen, stop_at, bad_pins;
+    char ids[128][96];
+    double predicted[128];
+} visit_log;
+
+static ts_status log_row(const ts_pub_case *c, const ts_problem *pb, const ts_layout *l, void *ctx) {
+    visit_log *v = ctx;
+    if (v->seen < 128) {
+        snprintf(v->ids[v->seen], sizeof v->ids[0], "%s", c->id);
+        v->predicted[v->seen] = c->predicted;
+    }
+    /* the layout honours the row's pins and the problem is the row's */
+    v->bad_pins += l->tp != c->tp || l->pp != c->pp || l->dp != c->dp || pb->gpus != c->gpus;
+    if (++v->seen == v->stop_at) return TS_FAIL(TS_ERR_INPUT, "stop at %d", v->stop_at);
+    return TS_OK;
+}
+
+/* ts_published_visit hands each NVIDIA row to the visitor as ts_published_run predicts it (same
+ * ids, order and step times; the layout under the row's pins), and a visitor's error stops it. */
+Test(planner_published, visit_sees_every_nvidia_row) {
+    char *dir = test_data_path("validation/published");
+    static visit_log v;
+    memset(&v, 0, sizeof v);
+    ts_status st = ts_published_visit(dir, log_row, &v);
+    cr_assert_eq(st, TS_OK, "ts_published_visit: %s", ts_error_message());
+    int nvidia = 0;
+    for (int i = 0; i < n_cases; i++) {
+        if (strncmp(cases[i].id, "nvidia-dgxc-", 12) || cases[i].kind == TS_PUB_OLDER_STACK) continue;
+        cr_assert_lt(nvidia, v.seen, "visit stopped before %s", cases[i].id);
+        cr_expect_str_eq(v.ids[nvidia], cases[i].id);
+        cr_expect(v.predicted[nvidia] == cases[i].predicted, "%s: %.17g vs %.17g", cases[i].id, v.predicted[nvidia],
+                  cases[i].predicted);
+        nvidia++;
+    }
+    cr_expect_eq(v.seen, nvidia, "visited %d rows, %d NVIDIA rows", v.seen, nvidia);
+    cr_expect_gt(nvidia, 40);
+    cr_expect_eq(v.bad_pins, 0);
+
+    memset(&v, 0, sizeof v);
+    v.stop_at = 2;
+    ts_error_clear();
+    st = ts_published_visit(dir, log_row, &v);
+    cr_expect_eq(st, TS_ERR_INPUT);
+    cr_expect_eq(v.seen, 2, "the walk went on after the visitor's error");
+    cr_expect(strstr(ts_error_message(), "stop at 2") != NULL, "%s", ts_error_message());
+    free(dir);
+}
+
 /* Distinct strings among n fixed-size fields `at(i)`. */
 static int distinct(int n, const char *(*at)(int)) {
     int d = 0;
