@@ -362,7 +362,7 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
     out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s - p->shared_hidden_s;
-    out->ep_paired_s = p->a2a_s > 0 && !full ? combined_exposed_s(s, p) : out->ep_s;
+    out->ep_paired_s = pb->train.moe_combined_1f1b && p->a2a_s > 0 && !full ? combined_exposed_s(s, p) : out->ep_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
     if (full) {

@@ -20,7 +20,8 @@ typedef struct {
     double cp_s;        /* exposed CP ring traffic */
     double ep_s;        /* exposed EP all-to-all */
     double ep_paired_s; /* the same when each forward runs beside another micro-batch's backward
-                           (Megatron-Core's combined 1F1B, layer.c combined_exposed_s) */
+                           (Megatron-Core's combined 1F1B, layer.c combined_exposed_s); ep_s
+                           unless train.moe_combined_1f1b */
     double act_bytes;   /* activations kept from forward to backward */
     double peak_bytes;  /* transient extra while this layer runs backward (full recompute) */
     double model_flops; /* forward+backward model FLOPs on this GPU (non-causal convention) */
