@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "bench/bench_args.h"
+#include "common/stats.h"
 #include "common/status.h"
 #include "exec/gpu_bench.h"
 #include "planner/cost.h"
@@ -141,20 +142,13 @@ static ts_status visit_row(const ts_pub_case *c, const ts_problem *pb, const ts_
     return TS_OK;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* Median of the rows of one family (moe 0 or 1) of `v`; 0 when none has a value. */
 static double family_median(const bench *b, const double *v, int moe) {
     double xs[MAX_ROWS];
     int n = 0;
     for (int i = 0; i < b->n_rows; i++)
         if (b->moe[i] == moe && v[i] > 0) xs[n++] = v[i];
-    if (!n) return 0;
-    qsort(xs, (size_t)n, sizeof xs[0], cmp_double);
-    return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+    return n ? ts_median(xs, n) : 0;
 }
 
 int main(int argc, char **argv) {
@@ -188,9 +182,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fp8_gemms: %s\n", ts_error_message());
         return 1;
     }
-    for (int moe = 0; moe < 2; moe++)
-        printf("# %-5s median FP8 speed-up of the GEMMs: planner %.3f, gpu %.3f\n", moe ? "moe" : "dense",
-               family_median(&b, b.speedup_plan, moe), family_median(&b, b.speedup_gpu, moe));
+    for (int moe = 0; moe < 2; moe++) {
+        double gpu = family_median(&b, b.speedup_gpu, moe);
+        char gpu_txt[32] = "-";
+        if (gpu > 0) snprintf(gpu_txt, sizeof gpu_txt, "%.3f", gpu);
+        printf("# %-5s median FP8 speed-up of the GEMMs: planner %.3f, gpu %s\n", moe ? "moe" : "dense",
+               family_median(&b, b.speedup_plan, moe), gpu_txt);
+    }
     if (b.why[0]) printf("fp8_gemms: no GPU figures (%s)\n", b.why);
     return 0;
 }
