@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs the CUDA build for a GPU machine that has CUDA's own libraries (cudart, cuBLAS, NCCL) and
 # nothing else of Tessera's dependencies: the binaries (tessera, tessera-tests, bench/gpu_targets,
-# bench/fp8_gemms, debug info stripped) and every other shared library they and Open MPI's plugins load, with Open
-# MPI's and PMIx's plugin trees and help files so that a one-rank run initialises MPI there
+# bench/fp8_gemms, debug info stripped) and every other shared library they and Open MPI's plugins
+# load, with Open MPI's and PMIx's plugin trees and help files so that a one-rank run initialises MPI there
 # (OPAL_PREFIX relocation, set up by scripts/gpu-check.sh). Built here, it runs where no compiler,
 # header or package registry is reachable.
 #
