@@ -196,6 +196,7 @@ Test(planner_published, visit_sees_every_nvidia_row) {
     memset(&v, 0, sizeof v);
     ts_status st = ts_published_visit(dir, log_row, &v);
     cr_assert_eq(st, TS_OK, "ts_published_visit: %s", ts_error_message());
+    cr_assert_leq(v.seen, 128, "%d rows: visit_log holds 128", v.seen);
     int nvidia = 0;
     for (int i = 0; i < n_cases; i++) {
         if (strncmp(cases[i].id, "nvidia-dgxc-", 12) || cases[i].kind == TS_PUB_OLDER_STACK) continue;
