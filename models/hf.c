@@ -668,7 +668,8 @@ static const char *const hf_arch_names[][2] = {
     {"MiMoForCausalLM", "mimo"}, {"Dots1ForCausalLM", "dots1"}, {"ArceeForCausalLM", "arcee"},
     {"ApertusForCausalLM", "apertus"},
     {"Olmo3ForCausalLM", "olmo3"}, {"MinistralForCausalLM", "ministral"}, {"InternLMForCausalLM", "internlm"},
-    {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {NULL, NULL}};
+    {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {"FlexOlmoForCausalLM", "olmoe"},
+    {"Ministral3ForCausalLM", "mistral"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks. Refused with what is not modelled. */
@@ -702,12 +703,25 @@ static const char *const hf_text_alias[][2] = {
     {"glm4v", "glm4"},             {"glm4v_moe", "glm4_moe"},
     {NULL, NULL}};
 
+/* Text-only model_types whose decoder is a family above under another name (no vision tower).
+ * Ministral 3 (transformers Ministral3Config, also the text_config of Mistral 3's 2512 releases)
+ * is Mistral's decoder with YaRN and Llama 4's attention-temperature scaling, which move no
+ * parameters. FlexOlmo (FlexOlmoConfig) is OLMoE's layer with OLMo 2's attention and its norms
+ * after attention and MLP rather than before: the same two norms a layer, so OLMoE's count. */
+static const char *const hf_kin_alias[][2] = {{"ministral3", "mistral"}, {"flex_olmo", "olmoe"}, {NULL, NULL}};
+
+/* The family an alias table names for `type`; -1 when it names none. */
+static int alias_of(const char *const table[][2], const char *type) {
+    for (int i = 0; table[i][0]; i++)
+        if (strcmp(table[i][0], type) == 0) return lookup_type(table[i][1]);
+    return -1;
+}
+
 /* The family of a model_type: its own, or the one an alias names; -1 when unknown. */
 static int family_of(const char *type) {
     int t = lookup_type(type);
-    for (int i = 0; t < 0 && hf_text_alias[i][0]; i++)
-        if (strcmp(hf_text_alias[i][0], type) == 0) t = lookup_type(hf_text_alias[i][1]);
-    return t;
+    if (t < 0) t = alias_of(hf_text_alias, type);
+    return t >= 0 ? t : alias_of(hf_kin_alias, type);
 }
 
 static ts_status refuse_unmodelled(const ts_jreader *r, const char *key, const char *mt) {
@@ -877,10 +891,11 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
     char mt[64];
     TS_CHECK(ts_jr_str(&r, root, "model_type", 0, "", mt, sizeof mt));
     int wrapper = strcmp(mt, hf_types[type]) != 0 && (nested || family_of(mt) >= 0);
+    int vision = nested || alias_of(hf_text_alias, mt) >= 0;
     snprintf(out->source, sizeof out->source, "Hugging Face config.json (model_type %s%s%s%s): %s",
              wrapper ? mt : hf_types[type], wrapper ? " read as " : "", wrapper ? hf_types[type] : "",
              nested ? ", its language model only: the vision tower is not modelled"
-                    : wrapper ? ", the language model only: the vision tower is not modelled" : "", file);
+                    : vision ? ", the language model only: the vision tower is not modelled" : "", file);
     ts_jreader tr;
     if (nested) ts_jreader_child(&r, text_key(root), 0, &tr);
     /* The readers record each key they read, so the cross-field rules name the file's keys

@@ -112,6 +112,10 @@ static const struct {
     {"ministral-8b-instruct-2410", 8019808256, 0}, /* Ministral-8B model card: 8,019,808,256 */
     {"internlm-7b", 7e9, 0.0715},              /* InternLM-7B: "7B", whole billions; the modules add to 7.32B */
     {"helium-1-preview-2b", 2e9, 0.25},        /* Helium-1 preview: "2B", whole billions; the modules 2.17B */
+    {"ministral-3-3b-text", 3.4e9, 0.015},     /* Ministral 3 3B: a 3.4B language model (Megatron-Bridge's
+                                                * Ministral 3 page; 0.1B rounding), 0.4B vision encoder apart */
+    {"flexolmo-7x7b-1t", 33.27e9, 0.002},      /* FlexOlmo-7x7B-1T: no published total for this mix; the modules'
+                                                * 33.27B (checked below, with the paper's 8-expert total) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -1078,4 +1082,36 @@ Test(models_hf, jetmoe_is_refused_naming_its_attention_experts) {
               r.err);
     cli_result_free(&r);
     free(path);
+}
+
+/* Text-only model_types read as a family under another name: Ministral3ForCausalLM as Mistral's
+ * decoder, FlexOlmoForCausalLM as OLMoE's layer (post-norms instead of pre-norms: the same count).
+ * Neither is a vision wrapper, so the source line claims no vision tower. */
+Test(models_hf, kin_types_read_as_their_family) {
+    double h = 3072, f = 9216, V = 131072, kv = 8 * 128, q = 32 * 128;
+    double want = V * h + 26 * (h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h) + h;
+    ts_model mi = load("ministral-3-3b-text");
+    cr_expect_eq(total_params(&mi), want, "Ministral 3 3B: %.0f, the modules %.0f", total_params(&mi), want);
+    cr_expect(mi.tied_embeddings && mi.head_dim == 128 && mi.kv_heads == 8 && mi.window.tokens == 0);
+    cr_expect(strstr(mi.source, "ministral3 read as mistral") && !strstr(mi.source, "vision"), "%s", mi.source);
+
+    /* FlexOlmo: 32 layers of OLMo 2's attention (Q and K normed whole) and 7 experts of 11008, top 5 */
+    h = 4096, f = 11008, V = 100352;
+    double attn = 4 * h * h + 2 * h + 2 * h, expert = 3 * h * f;
+    want = 2 * V * h + 32 * (attn + 7 * expert + 7 * h) + h;
+    ts_model fo = load("flexolmo-7x7b-1t");
+    cr_expect_eq(total_params(&fo), want, "FlexOlmo-7x7B: %.0f, the modules %.0f", total_params(&fo), want);
+    cr_expect(fo.moe.experts == 7 && fo.moe.top_k == 5 && fo.moe.expert_ffn == 11008 && fo.moe.every == 1 &&
+              fo.qk_norm == TS_QKNORM_FULL && !fo.tied_embeddings);
+    cr_expect(strstr(fo.source, "flex_olmo read as olmoe") && !strstr(fo.source, "vision"), "%s", fo.source);
+
+    /* The paper's largest (arXiv:2507.07024 abstract: "up to 37 billion parameters (20 billion
+     * active)"): eight experts, four a token. Its figures are whole billions; the modules give
+     * 37.60B and 20.29B. */
+    ts_model eight = load_edited("flexolmo-7x7b-1t", "num_experts", cJSON_CreateNumber(8));
+    eight.moe.top_k = 4;
+    ts_param_count pc;
+    ts_model_params(&eight, &pc);
+    cr_expect(fabs(pc.total - 37e9) / 37e9 < 0.02 && fabs(pc.active - 20e9) / 20e9 < 0.02,
+              "FlexOlmo 8 experts, top 4: %.4g total, %.4g active", pc.total, pc.active);
 }
