@@ -672,12 +672,18 @@ static const char *const hf_arch_names[][2] = {
     {"Ministral3ForCausalLM", "mistral"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
- * with attention, or recurrent blocks. Refused with what is not modelled. */
+ * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's
+ * and Qwen3.5's Gated DeltaNet, MiniMax-01's lightning attention, Kimi Linear's delta attention,
+ * LFM2's short convolutions; transformers models/qwen3_5, qwen3_5_moe, minimax, kimi_linear,
+ * lfm2_moe). Refused with what is not modelled. */
 static const char *const hf_unmodelled[] = {"nemotron_h", "jamba", "falcon_h1", "mamba", "mamba2", "zamba",
                                             "zamba2", "bamba", "granitemoehybrid", "recurrent_gemma", "rwkv",
-                                            "falcon_mamba", "qwen3_next", "lfm2", NULL};
+                                            "falcon_mamba", "qwen3_next", "lfm2", "lfm2_moe", "qwen3_5",
+                                            "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minimax",
+                                            "kimi_linear", NULL};
 static const char *const hf_unmodelled_arch[] = {"Mamba", "Jamba", "NemotronH", "FalconH1", "Zamba", "Bamba",
-                                                 "RecurrentGemma", "Rwkv", NULL};
+                                                 "RecurrentGemma", "Rwkv", "Qwen3Next", "Qwen3_5", "MiniMaxFor",
+                                                 "KimiLinear", "Lfm2", NULL};
 
 static int lookup_type(const char *type) {
     for (int i = 0; hf_types[i]; i++)
