@@ -22,7 +22,20 @@
  * in a build without CUDA) the measured columns read "-" and one line says why; exit 0.
  * Options: --min-s S (timing per GEMM, default 0.05), --row SUBSTR (rows whose id contains it),
  * --gemms (a line per GEMM under its row: part, which of the three, m n k, local copies, the same
- * columns, ms of one copy). */
+ * columns, ms of one copy).
+ *
+ * --wgrad: what accumulating a weight gradient into main_grad adds, on every NVIDIA row (BF16 and
+ * FP8, dense and MoE). Megatron-Core's gradient-accumulation fusion has each weight-gradient GEMM
+ * add into the weight's main_grad (beta = 1: read and written, 2 + 2 bytes a weight in bf16, 4 + 4
+ * in fp32) where a plain GEMM writes its output once. The closed form takes that traffic as a floor
+ * under the GEMM (planner/cost.h ts_wgrad_gemm_s: overlapped with the compute, so it costs nothing
+ * at these rows' thousands of tokens); were it additive, the rows' many-expert and few-token
+ * layers would pay it per micro-batch (docs/moe.md, "FP8 on the Grok-1 rows"). Per row, one layer
+ * and micro-batch, ms: the rank's weight-gradient GEMMs as priced (plan), the main_grad traffic
+ * at HBM speed in bf16 and fp32 (additive: what the additive reading adds), and on the GPU the
+ * same GEMMs plain (beta = 0, bf16 out), then what beta = 1 into a bf16 and an fp32 main_grad add
+ * (exec/gpu_bench.h ts_gpu_time_wgrad); the closing line gives the medians over rows of the GPU's
+ * addition over the additive one: near 1, the traffic adds; near 0, it hides under the compute. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +57,7 @@
  * shape time it once. */
 typedef struct {
     int m, n, k, kind; /* kind: 0 bf16, 1 fp8 fast accumulation, 2 fp8 split */
+    int acc;           /* 0 writes a bf16 output; 1, 2 add into a bf16, an fp32 main_grad (--wgrad) */
     double s;
 } timed;
 
@@ -51,6 +65,7 @@ typedef struct {
     double min_s;
     const char *row;
     int detail;           /* --gemms: a line per GEMM */
+    int wgrad;            /* --wgrad: main_grad's accumulation on every row */
     int gpu;              /* 1 while the GPU answers */
     char why[256];        /* why there is no measured column */
     timed memo[MAX_TIMED];
@@ -58,24 +73,29 @@ typedef struct {
     int n_rows;
     double speedup_plan[MAX_ROWS], speedup_gpu[MAX_ROWS];
     int moe[MAX_ROWS];
+    double added16[MAX_ROWS], added32[MAX_ROWS]; /* --wgrad: GPU's addition over the additive one */
 } bench;
 
 /* Seconds of one GEMM on the GPU (memoised); 0 once the GPU has failed (b->why says why). */
-static double gpu_s(bench *b, int m, int n, int k, int kind) {
-    for (int i = 0; i < b->n_memo; i++)
-        if (b->memo[i].m == m && b->memo[i].n == n && b->memo[i].k == k && b->memo[i].kind == kind) return b->memo[i].s;
+static double gpu_s(bench *b, int m, int n, int k, int kind, int acc) {
+    for (int i = 0; i < b->n_memo; i++) {
+        const timed *t = &b->memo[i];
+        if (t->m == m && t->n == n && t->k == k && t->kind == kind && t->acc == acc) return t->s;
+    }
     if (!b->gpu) return 0;
     ts_gpu_gemm_shape g = {m, n, k, "row"};
     double s = 0;
     int calls = 0;
-    ts_status st = kind == 0 ? ts_gpu_time_gemm(TS_DTYPE_BF16, &g, b->min_s, &s)
-                             : ts_gpu_time_gemm_fp8(&g, kind == 1, b->min_s, &s, &calls);
+    ts_dtype dt = kind == 0 ? TS_DTYPE_BF16 : TS_DTYPE_FP8;
+    ts_status st = acc ? ts_gpu_time_wgrad(dt, &g, acc == 1 ? TS_DTYPE_BF16 : TS_DTYPE_FP32, 1, b->min_s, &s)
+                   : kind == 0 ? ts_gpu_time_gemm(TS_DTYPE_BF16, &g, b->min_s, &s)
+                               : ts_gpu_time_gemm_fp8(&g, kind == 1, b->min_s, &s, &calls);
     if (st != TS_OK) {
         snprintf(b->why, sizeof b->why, "%s", ts_error_message());
         b->gpu = 0;
         return 0;
     }
-    if (b->n_memo < MAX_TIMED) b->memo[b->n_memo++] = (timed){m, n, k, kind, s};
+    if (b->n_memo < MAX_TIMED) b->memo[b->n_memo++] = (timed){m, n, k, kind, acc, s};
     return s;
 }
 
@@ -85,7 +105,8 @@ typedef struct {
 } sums;
 
 /* Adds a recipe GEMM's three (forward, input gradient, weight gradient) if it runs FP8. */
-static void add_gemm(bench *b, const ts_problem *pb, const ts_gemm_shape *g, sums *out) {
+static void add_gemm(bench *b, const ts_problem *pb, const ts_gemm_shape *g, void *acc) {
+    sums *out = acc;
     if (g->count <= 0 || g->m <= 0 || ts_gemm_dtype(pb, g->part) != TS_DTYPE_FP8) return;
     const ts_system *s = &pb->sys;
     double bwd = ts_gemm_bwd_scale(s, TS_DTYPE_FP8);
@@ -96,7 +117,7 @@ static void add_gemm(bench *b, const ts_problem *pb, const ts_gemm_shape *g, sum
         double m = d[i][0], n = d[i][1], k = d[i][2];
         double p16 = ts_gemm_s(s, TS_DTYPE_BF16, m, n, k), p8 = (i ? bwd : 1.0) * ts_gemm_s(s, TS_DTYPE_FP8, m, n, k);
         int mi = (int)lround(m), ni = (int)lround(n), ki = (int)lround(k);
-        double g16 = gpu_s(b, mi, ni, ki, 0), g8 = gpu_s(b, mi, ni, ki, i ? 2 : 1);
+        double g16 = gpu_s(b, mi, ni, ki, 0, 0), g8 = gpu_s(b, mi, ni, ki, i ? 2 : 1, 0);
         out->plan16 += g->count * p16;
         out->plan8 += g->count * p8;
         out->gpu16 += g->count * g16;
@@ -109,28 +130,36 @@ static void add_gemm(bench *b, const ts_problem *pb, const ts_gemm_shape *g, sum
     }
 }
 
-static ts_status visit_row(const ts_pub_case *c, const ts_problem *pb, const ts_layout *l, void *ctx) {
-    bench *b = ctx;
-    int moe = c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
-    if (!(moe || c->kind == TS_PUB_NVIDIA_STEP_FP8) || (b->row && !strstr(c->id, b->row))) return TS_OK;
+typedef void (*gemm_fn)(bench *b, const ts_problem *pb, const ts_gemm_shape *g, void *acc);
+
+/* Calls fn on each weight GEMM of the layer (the first: MoE where the model's first layer is) at
+ * layout l: QKV, the projection, the MLP or the local experts, the shared experts. */
+static void each_gemm(bench *b, const ts_problem *pb, const ts_layout *l, gemm_fn fn, void *acc) {
     ts_shard sh = {l->tp, l->cp, l->ep, l->sp, l->mbs, l->recompute, l->etp};
     ts_attn_recipe a;
     ts_mlp_recipe f;
     ts_attn_recipe_of(pb, &sh, &a);
     ts_mlp_recipe_of(pb, &sh, ts_recipe_layer_is_moe(pb, 0), &f);
+    for (int i = 0; i < a.n_qkv; i++) fn(b, pb, &a.qkv[i], acc);
+    fn(b, pb, &a.proj, acc);
+    fn(b, pb, &f.fc1, acc);
+    fn(b, pb, &f.fc2, acc);
+    if (f.shared) {
+        fn(b, pb, &f.shared_fc1, acc);
+        fn(b, pb, &f.shared_fc2, acc);
+    }
+}
+
+static ts_status visit_row(const ts_pub_case *c, const ts_problem *pb, const ts_layout *l, void *ctx) {
+    bench *b = ctx;
+    int moe = c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
+    if (!(moe || c->kind == TS_PUB_NVIDIA_STEP_FP8) || (b->row && !strstr(c->id, b->row))) return TS_OK;
     sums s = {0};
     if (b->detail) printf("%s: its GEMMs, then the row\n", c->id);
-    for (int i = 0; i < a.n_qkv; i++) add_gemm(b, pb, &a.qkv[i], &s);
-    add_gemm(b, pb, &a.proj, &s);
-    add_gemm(b, pb, &f.fc1, &s);
-    add_gemm(b, pb, &f.fc2, &s);
-    if (f.shared) {
-        add_gemm(b, pb, &f.shared_fc1, &s);
-        add_gemm(b, pb, &f.shared_fc2, &s);
-    }
-    double up_plan = s.plan16 / s.plan8, up_gpu = b->gpu && s.gpu8 > 0 ? s.gpu16 / s.gpu8 : 0;
+    each_gemm(b, pb, l, add_gemm, &s);
+    double up_plan = s.plan16 / s.plan8, up_gpu = b->gpu && s.gpu8 > 0 ? s.gpu16 / s.gpu8 : NAN;
     char gpu[64] = "        -        -      -";
-    if (up_gpu > 0) snprintf(gpu, sizeof gpu, "%9.3f %8.3f %6.3f", 1e3 * s.gpu16, 1e3 * s.gpu8, up_gpu);
+    if (isfinite(up_gpu)) snprintf(gpu, sizeof gpu, "%9.3f %8.3f %6.3f", 1e3 * s.gpu16, 1e3 * s.gpu8, up_gpu);
     printf("%-44s %-4s %9.3f %8.3f %6.3f %s\n", c->id, moe ? "moe" : "dense", 1e3 * s.plan16, 1e3 * s.plan8, up_plan,
            gpu);
     if (b->n_rows < MAX_ROWS) {
@@ -142,13 +171,103 @@ static ts_status visit_row(const ts_pub_case *c, const ts_problem *pb, const ts_
     return TS_OK;
 }
 
-/* Median of the rows of one family (moe 0 or 1) of `v`; 0 when none has a value. */
+/* --wgrad sums of a row, seconds of one layer and micro-batch: the weight-gradient GEMMs as priced,
+ * main_grad's read and write at HBM speed (bf16, fp32), and on the GPU the GEMMs plain and what
+ * adding into a bf16 and an fp32 main_grad adds. */
+typedef struct {
+    double plan, add16, add32, gpu, gpu16, gpu32;
+} wsums;
+
+static void add_wgrad(bench *b, const ts_problem *pb, const ts_gemm_shape *g, void *acc) {
+    wsums *out = acc;
+    ts_dtype dt = ts_gemm_dtype(pb, g->part);
+    if (g->count <= 0 || g->m <= 0 || (dt != TS_DTYPE_BF16 && dt != TS_DTYPE_FP8)) return;
+    const ts_system *s = &pb->sys;
+    double m = g->k, n = g->n, k = g->m; /* W(m×n) over the layer's k tokens */
+    double compute = ts_gemm_bwd_scale(s, dt) * ts_gemm_compute_s(s, dt, m, n, k);
+    double plan = ts_wgrad_gemm_s(s, compute, m, n, k, 1, ts_gemm_operand_bytes(pb, g->part), 1);
+    double add16 = ts_memory_s(s, 4.0 * m * n, 0), add32 = ts_memory_s(s, 8.0 * m * n, 0);
+    int mi = (int)lround(m), ni = (int)lround(n), ki = (int)lround(k), kind = dt == TS_DTYPE_FP8 ? 2 : 0;
+    double g0 = gpu_s(b, mi, ni, ki, kind, 0), g16 = gpu_s(b, mi, ni, ki, kind, 1), g32 = gpu_s(b, mi, ni, ki, kind, 2);
+    *out = (wsums){out->plan + g->count * plan, out->add16 + g->count * add16, out->add32 + g->count * add32,
+                   out->gpu + g->count * g0, out->gpu16 + g->count * (g16 - g0), out->gpu32 + g->count * (g32 - g0)};
+    if (!b->detail) return;
+    char gpu[64] = "       -        -        -";
+    if (g32 > 0) snprintf(gpu, sizeof gpu, "%8.3f %8.3f %8.3f", 1e3 * g0, 1e3 * (g16 - g0), 1e3 * (g32 - g0));
+    printf("  %-10s %-4s %6d %6d %6d x%-3g %8.3f %8.3f %8.3f %s\n", ts_part_names[g->part], ts_dtype_names[dt], mi, ni,
+           ki, g->count, 1e3 * plan, 1e3 * add16, 1e3 * add32, gpu);
+}
+
+static ts_status visit_wgrad(const ts_pub_case *c, const ts_problem *pb, const ts_layout *l, void *ctx) {
+    bench *b = ctx;
+    if (c->unfit || c->is_tflops || (b->row && !strstr(c->id, b->row))) return TS_OK;
+    int moe = c->kind == TS_PUB_NVIDIA_MOE_STEP || c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
+    wsums w = {0};
+    if (b->detail) printf("%s: its weight-gradient GEMMs (m n k, copies), then the row\n", c->id);
+    each_gemm(b, pb, l, add_wgrad, &w);
+    /* published minus predicted, per layer and micro-batch of a rank (layers/pp, micro-batches) */
+    double per = (double)pb->model.layers / l->pp * l->microbatches, gap = (c->measured - c->predicted) / per;
+    char gpu[96] = "       -        -        -      -      -";
+    int row = b->n_rows < MAX_ROWS ? b->n_rows++ : -1;
+    if (row >= 0) b->moe[row] = moe, b->added16[row] = b->added32[row] = NAN;
+    if (b->gpu && w.gpu > 0) {
+        snprintf(gpu, sizeof gpu, "%8.3f %8.3f %8.3f %6.2f %6.2f", 1e3 * w.gpu, 1e3 * w.gpu16, 1e3 * w.gpu32,
+                 w.gpu16 / w.add16, w.gpu32 / w.add32);
+        if (row >= 0) b->added16[row] = w.gpu16 / w.add16, b->added32[row] = w.gpu32 / w.add32;
+    }
+    printf("%-42s %-5s %-4s %7.3f %8.3f %8.3f %8.3f %s\n", c->id, moe ? "moe" : "dense",
+           ts_dtype_names[pb->train.dtype], 1e3 * gap, 1e3 * w.plan, 1e3 * w.add16, 1e3 * w.add32, gpu);
+    fflush(stdout);
+    return TS_OK;
+}
+
+/* Median of the rows of one family (moe 0 or 1) of `v` (NAN: no value); NAN when none has one. */
 static double family_median(const bench *b, const double *v, int moe) {
     double xs[MAX_ROWS];
     int n = 0;
     for (int i = 0; i < b->n_rows; i++)
-        if (b->moe[i] == moe && v[i] > 0) xs[n++] = v[i];
-    return n ? ts_median(xs, n) : 0;
+        if (b->moe[i] == moe && isfinite(v[i])) xs[n++] = v[i];
+    return n ? ts_median(xs, n) : NAN;
+}
+
+/* "%.3f" of v, or "-" where it is NAN. */
+static const char *fmt3(double v, char *buf, size_t size) {
+    if (isfinite(v)) snprintf(buf, size, "%.3f", v);
+    else snprintf(buf, size, "-");
+    return buf;
+}
+
+static void header(const bench *b, const char *gpu) {
+    if (b->wgrad) {
+        printf("# fp8_gemms --wgrad: a rank's weight-gradient GEMMs of one layer and micro-batch, ms; gap: published"
+               " minus predicted step over the rank's layers and micro-batches;\n"
+               "# planner: h100-sxm-dgx; additive: main_grad read and written at its HBM speed; gpu: %s (beta 0,"
+               " then what beta 1 adds)\n", gpu);
+        printf("%-42s %-5s %-4s %7s %8s %8s %8s %8s %8s %8s %6s %6s\n", "row", "kind", "dt", "gap", "plan",
+               "add bf16", "add fp32", "gpu", "+bf16", "+fp32", "x16", "x32");
+        return;
+    }
+    printf("# fp8_gemms: a rank's FP8 GEMMs of one layer and micro-batch (forward, input and weight gradients), ms;\n"
+           "# planner: h100-sxm-dgx's curves; gpu: %s%s\n",
+           gpu, b->gpu ? " (cublasGemmEx bf16; cublasLtMatmul E4M3 -> bf16, TE's accumulation)" : "");
+    printf("%-44s %-4s %9s %8s %6s %9s %8s %6s\n", "row", "kind", "plan bf16", "plan fp8", "x", "gpu bf16",
+           "gpu fp8", "x");
+}
+
+static void closing(const bench *b) {
+    char t1[32], t2[32], t3[32];
+    for (int moe = 0; moe < 2; moe++) {
+        const char *fam = moe ? "moe" : "dense";
+        if (b->wgrad)
+            printf("# %-5s median over rows of the GPU's addition over the additive: bf16 main_grad %s, fp32 %s\n", fam,
+                   fmt3(family_median(b, b->added16, moe), t1, sizeof t1),
+                   fmt3(family_median(b, b->added32, moe), t2, sizeof t2));
+        else
+            printf("# %-5s median FP8 speed-up of the GEMMs: planner %s, gpu %s\n", fam,
+                   fmt3(family_median(b, b->speedup_plan, moe), t3, sizeof t3),
+                   fmt3(family_median(b, b->speedup_gpu, moe), t1, sizeof t1));
+    }
+    if (b->why[0]) printf("fp8_gemms: no GPU figures (%s)\n", b->why);
 }
 
 int main(int argc, char **argv) {
@@ -159,10 +278,13 @@ int main(int argc, char **argv) {
             if (!bench_parse_min_s("fp8_gemms", argv[++i], &b.min_s)) return 2;
         } else if (!strcmp(argv[i], "--gemms")) {
             b.detail = 1;
+        } else if (!strcmp(argv[i], "--wgrad")) {
+            b.wgrad = 1;
         } else if (!strcmp(argv[i], "--row") && i + 1 < argc) {
             b.row = argv[++i];
         } else {
-            fprintf(stderr, "fp8_gemms: unknown argument \"%s\" (--min-s S, --row SUBSTR, --gemms)\n", argv[i]);
+            fprintf(stderr, "fp8_gemms: unknown argument \"%s\" (--min-s S, --row SUBSTR, --gemms, --wgrad)\n",
+                    argv[i]);
             return 2;
         }
     }
@@ -173,22 +295,11 @@ int main(int argc, char **argv) {
     const char *data = getenv("TESSERA_DATA");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data ? data : ".");
-    printf("# fp8_gemms: a rank's FP8 GEMMs of one layer and micro-batch (forward, input and weight gradients), ms;\n"
-           "# planner: h100-sxm-dgx's curves; gpu: %s%s\n",
-           b.gpu ? name : "none", b.gpu ? " (cublasGemmEx bf16; cublasLtMatmul E4M3 -> bf16, TE's accumulation)" : "");
-    printf("%-44s %-4s %9s %8s %6s %9s %8s %6s\n", "row", "kind", "plan bf16", "plan fp8", "x", "gpu bf16",
-           "gpu fp8", "x");
-    if (ts_published_visit(dir, visit_row, &b) != TS_OK) {
+    header(&b, b.gpu ? name : "none");
+    if (ts_published_visit(dir, b.wgrad ? visit_wgrad : visit_row, &b) != TS_OK) {
         fprintf(stderr, "fp8_gemms: %s\n", ts_error_message());
         return 1;
     }
-    for (int moe = 0; moe < 2; moe++) {
-        double gpu = family_median(&b, b.speedup_gpu, moe);
-        char gpu_txt[32] = "-";
-        if (gpu > 0) snprintf(gpu_txt, sizeof gpu_txt, "%.3f", gpu);
-        printf("# %-5s median FP8 speed-up of the GEMMs: planner %.3f, gpu %s\n", moe ? "moe" : "dense",
-               family_median(&b, b.speedup_plan, moe), gpu_txt);
-    }
-    if (b.why[0]) printf("fp8_gemms: no GPU figures (%s)\n", b.why);
+    closing(&b);
     return 0;
 }

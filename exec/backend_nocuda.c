@@ -39,6 +39,12 @@ ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, doubl
     return NO_CUDA;
 }
 
+ts_status ts_gpu_time_wgrad(ts_dtype dtype, const ts_gpu_gemm_shape *g, ts_dtype grad_dtype, int accumulate,
+                            double min_s, double *seconds) {
+    (void)dtype, (void)g, (void)grad_dtype, (void)accumulate, (void)min_s, (void)seconds;
+    return NO_CUDA;
+}
+
 ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, double min_s, double *seconds) {
     (void)a, (void)bwd, (void)min_s, (void)seconds;
     return NO_CUDA;

@@ -1,5 +1,6 @@
 /* GPU timers of gpu_bench.h: bf16 GEMMs through cublasGemmEx, fp8 GEMMs through cublasLtMatmul (scale
- * pointers, fast or split accumulation, the heuristic's algorithm: as Transformer Engine), the
+ * pointers, fast or split accumulation, the heuristic's algorithm: as Transformer Engine), either
+ * writing C or adding into it (a weight gradient into its bf16 or fp32 main_grad), the
  * tiled attention, and an empty kernel's launch. Each owns its buffers, handles and stream (the
  * legacy default stream), times with CUDA events after one warm-up call, and repeats until min_s
  * has passed (at least 3 calls). Inputs are constant small values: speed does not depend on them. */
@@ -66,6 +67,8 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo; /* fp8: cuBLASLt's first heuristic choice, picked once */
+    cudaDataType_t c_type;     /* C's dtype: bf16, or fp32 for an fp32 main_grad */
+    float beta;                /* 1: C accumulates the product (a weight gradient into main_grad) */
     void *A, *B, *C, *ws;
     float *scale; /* fp8: the per-tensor scale of A and of B (1.0), device memory */
 } gemm_ctx;
@@ -75,9 +78,9 @@ typedef struct {
 static ts_status gemm_bf16_call(void *p) {
     gemm_ctx *c = (gemm_ctx *)p;
     ts_status res = TS_OK;
-    float one = 1.0f, zero = 0.0f;
+    float one = 1.0f;
     TS_CUBLAS_GOTO(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, c->g->m, c->g->n, c->g->k, &one, c->A, CUDA_R_16BF,
-                                c->g->k, c->B, CUDA_R_16BF, c->g->k, &zero, c->C, CUDA_R_16BF, c->g->m,
+                                c->g->k, c->B, CUDA_R_16BF, c->g->k, &c->beta, c->C, c->c_type, c->g->m,
                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    res, fail);
 fail:
@@ -87,15 +90,15 @@ fail:
 static ts_status gemm_fp8_call(void *p) {
     gemm_ctx *c = (gemm_ctx *)p;
     ts_status res = TS_OK;
-    float one = 1.0f, zero = 0.0f;
-    TS_CUBLAS_GOTO(cublasLtMatmul(c->lt, c->op, &one, c->A, c->la, c->B, c->lb, &zero, c->C, c->lc, c->C, c->lc,
+    float one = 1.0f;
+    TS_CUBLAS_GOTO(cublasLtMatmul(c->lt, c->op, &one, c->A, c->la, c->B, c->lb, &c->beta, c->C, c->lc, c->C, c->lc,
                                   &c->algo, c->ws, TS_CUBLASLT_WORKSPACE_BYTES, 0),
                    res, fail);
 fail:
     return res;
 }
 
-/* The fp8 matmul's descriptors: E4M3 A (k × m, transposed) and B (k × n), bf16 C (m × n), the
+/* The fp8 matmul's descriptors: E4M3 A (k × m, transposed) and B (k × n), C (m × n) of c->c_type, the
  * scale pointers, fast accumulation or not (gpu_bench.h), and the heuristic's first algorithm. */
 static ts_status fp8_layouts(gemm_ctx *c, int fast_accum) {
     ts_status res = TS_OK;
@@ -119,7 +122,7 @@ static ts_status fp8_layouts(gemm_ctx *c, int fast_accum) {
     TS_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_8F_E4M3, c->g->k, c->g->m, c->g->k), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->lb, CUDA_R_8F_E4M3, c->g->k, c->g->n, c->g->k), res, fail);
-    TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->lc, CUDA_R_16BF, c->g->m, c->g->n, c->g->m), res, fail);
+    TS_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&c->lc, c->c_type, c->g->m, c->g->n, c->g->m), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatmulPreferenceCreate(&pref), res, fail);
     TS_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                    res, fail);
@@ -159,16 +162,21 @@ fail:
     return res;
 }
 
-/* Seconds per call of one GEMM of `g` in bf16 or fp8 (fast_accum: fp8 only); *calls may be NULL. */
-static ts_status time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds,
-                           int *calls) {
+/* Seconds per call of one GEMM of `g` in bf16 or fp8 (fast_accum: fp8 only) into C of c_dtype
+ * (bf16 or fp32), beta 0 or 1; *calls may be NULL. */
+static ts_status time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, int fast_accum, ts_dtype c_dtype, float beta,
+                           double min_s, double *seconds, int *calls) {
     ts_status res = TS_OK;
     gemm_ctx c = {};
     c.g = g;
+    c.c_type = c_dtype == TS_DTYPE_FP32 ? CUDA_R_32F : CUDA_R_16BF;
+    c.beta = beta;
     char name[256];
     int major = 0, minor = 0;
     if (dtype != TS_DTYPE_BF16 && dtype != TS_DTYPE_FP8)
         return TS_FAIL(TS_ERR_INPUT, "gpu gemm timer: dtype %s, expected bf16 or fp8", ts_dtype_names[dtype]);
+    if (c_dtype != TS_DTYPE_BF16 && c_dtype != TS_DTYPE_FP32)
+        return TS_FAIL(TS_ERR_INPUT, "gpu gemm timer: output dtype %s, expected bf16 or fp32", ts_dtype_names[c_dtype]);
     TS_CHECK(ts_gpu_describe(name, sizeof name, &major, &minor));
     if (dtype == TS_DTYPE_FP8 && major * 10 + minor < 89)
         return TS_FAIL(TS_ERR_INPUT, "gpu gemm timer: fp8 needs compute capability 8.9+, %s is %d.%d", name, major,
@@ -176,7 +184,7 @@ static ts_status time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, int fast_
     size_t in = dtype == TS_DTYPE_FP8 ? 1 : 2;
     TS_CHECK_GOTO(dev_buffer((size_t)g->k * g->m * in, 0x3c, &c.A), res, fail);
     TS_CHECK_GOTO(dev_buffer((size_t)g->k * g->n * in, 0x3c, &c.B), res, fail);
-    TS_CHECK_GOTO(dev_buffer((size_t)g->m * g->n * 2, 0, &c.C), res, fail);
+    TS_CHECK_GOTO(dev_buffer((size_t)g->m * g->n * (c_dtype == TS_DTYPE_FP32 ? 4 : 2), 0, &c.C), res, fail);
     if (dtype == TS_DTYPE_BF16) {
         TS_CUBLAS_GOTO(cublasCreate(&c.blas), res, fail);
         TS_CHECK_GOTO(time_calls(gemm_bf16_call, &c, min_s, seconds, calls), res, fail);
@@ -191,12 +199,17 @@ fail:
 }
 
 extern "C" ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double min_s, double *seconds) {
-    return time_gemm(dtype, g, 0, min_s, seconds, NULL);
+    return time_gemm(dtype, g, 0, TS_DTYPE_BF16, 0.0f, min_s, seconds, NULL);
 }
 
 extern "C" ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds,
                                           int *calls) {
-    return time_gemm(TS_DTYPE_FP8, g, fast_accum, min_s, seconds, calls);
+    return time_gemm(TS_DTYPE_FP8, g, fast_accum, TS_DTYPE_BF16, 0.0f, min_s, seconds, calls);
+}
+
+extern "C" ts_status ts_gpu_time_wgrad(ts_dtype dtype, const ts_gpu_gemm_shape *g, ts_dtype grad_dtype, int accumulate,
+                                       double min_s, double *seconds) {
+    return time_gemm(dtype, g, 0, grad_dtype, accumulate ? 1.0f : 0.0f, min_s, seconds, NULL);
 }
 
 /* ---- attention and launch latency ---------------------------------------------------------------- */

@@ -68,6 +68,16 @@ ts_status ts_gpu_time_gemm(ts_dtype dtype, const ts_gpu_gemm_shape *g, double mi
  * module/base.py _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD = True). *calls: how many
  * were timed. Refused below compute capability 8.9. */
 ts_status ts_gpu_time_gemm_fp8(const ts_gpu_gemm_shape *g, int fast_accum, double min_s, double *seconds, int *calls);
+/* Seconds per call of a weight-gradient GEMM as Megatron-Core's gradient-accumulation fusion issues
+ * it: C(m × n) = A·B over k added into the weight's main_grad (beta = 1) of `grad_dtype`
+ * (TS_DTYPE_BF16 or TS_DTYPE_FP32), or, with accumulate = 0, written fresh (beta = 0) in that dtype.
+ * The operands are `dtype`: bf16 through cublasGemmEx, fp8 through cublasLtMatmul as
+ * ts_gpu_time_gemm_fp8 issues it with split accumulation (Transformer Engine v1.11
+ * module/linear.py's backward: fp8_gemm(out=weight.main_grad, accumulate=True,
+ * use_split_accumulator=_2X_ACC_WGRAD) under fuse_wgrad_accumulation). The pair says what reading
+ * and writing main_grad adds to the GEMM. Refused as ts_gpu_time_gemm refuses. */
+ts_status ts_gpu_time_wgrad(ts_dtype dtype, const ts_gpu_gemm_shape *g, ts_dtype grad_dtype, int accumulate,
+                            double min_s, double *seconds);
 /* Seconds per call of the tiled attention (exec/kernels_cuda_flash.cu) forward (bwd = 0) or
  * backward (bwd = 1) on a causal batch of shape a. */
 ts_status ts_gpu_time_attention(const ts_gpu_attn_shape *a, int bwd, double min_s, double *seconds);

@@ -3,6 +3,7 @@
  * FlashAttention-2's benchmark set (hidden 2048, 16k tokens per batch), the FLOP counts follow
  * its convention, and the timers refuse cleanly where there is no GPU. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/gpu_bench.h"
@@ -56,6 +57,32 @@ Test(gpu_bench, timers_refuse_without_a_gpu) {
     ts_gpu_attn_shape a = {64, 1, 2, 2, 64};
     double s;
     cr_expect_neq(ts_gpu_time_gemm(TS_DTYPE_BF16, &g, 0.01, &s), TS_OK);
+    cr_expect_neq(ts_gpu_time_wgrad(TS_DTYPE_BF16, &g, TS_DTYPE_FP32, 1, 0.01, &s), TS_OK);
     cr_expect_neq(ts_gpu_time_attention(&a, 0, 0.01, &s), TS_OK);
     cr_expect_neq(ts_gpu_time_launch(&s), TS_OK);
+}
+
+/* The weight-gradient timer (bench/fp8_gemms --wgrad) on a GPU, suite cuda_gpu (SKIP without one):
+ * plain and accumulating into a bf16 and an fp32 main_grad all time, fp8 too from compute
+ * capability 8.9; a main_grad of another dtype is refused naming it. */
+Test(cuda_gpu, wgrad_accumulation_timer, .timeout = 120) {
+    char name[128];
+    int major = 0, minor = 0;
+    if (ts_gpu_describe(name, sizeof name, &major, &minor) != TS_OK)
+        cr_skip_test("no CUDA GPU here (%s)", ts_error_message());
+    ts_gpu_gemm_shape g = {4096, 4096, 2048, "square"};
+    int fp8 = major * 10 + minor >= 89;
+    for (int d = 0; d < 1 + fp8; d++) {
+        ts_dtype dt = d ? TS_DTYPE_FP8 : TS_DTYPE_BF16;
+        double plain = 0, acc16 = 0, acc32 = 0;
+        cr_assert_eq(ts_gpu_time_wgrad(dt, &g, TS_DTYPE_BF16, 0, 0.02, &plain), TS_OK, "%s", ts_error_message());
+        cr_assert_eq(ts_gpu_time_wgrad(dt, &g, TS_DTYPE_BF16, 1, 0.02, &acc16), TS_OK, "%s", ts_error_message());
+        cr_assert_eq(ts_gpu_time_wgrad(dt, &g, TS_DTYPE_FP32, 1, 0.02, &acc32), TS_OK, "%s", ts_error_message());
+        cr_expect(plain > 0 && acc16 > 0 && acc32 > 0, "%g %g %g s", plain, acc16, acc32);
+        fprintf(stderr, "%s %s 4096x4096 over 2048: plain %.1f us, into bf16 main_grad %.1f, into fp32 %.1f\n", name,
+                ts_dtype_names[dt], 1e6 * plain, 1e6 * acc16, 1e6 * acc32);
+    }
+    double s = 0;
+    cr_expect_eq(ts_gpu_time_wgrad(TS_DTYPE_BF16, &g, TS_DTYPE_FP16, 1, 0.02, &s), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "output dtype fp16") != NULL, "%s", ts_error_message());
 }
