@@ -66,8 +66,9 @@ typedef struct {
     const char *row;
     int detail;           /* --gemms: a line per GEMM */
     int wgrad;            /* --wgrad: main_grad's accumulation on every row */
-    int gpu;              /* 1 while the GPU answers */
-    char why[256];        /* why there is no measured column */
+    int gpu;              /* 1: a GPU answered ts_gpu_describe */
+    int failed[3][3];     /* [kind][acc]: that timer failed once (why says why); not tried again */
+    char why[256];        /* why a measured column is missing */
     timed memo[MAX_TIMED];
     int n_memo;
     int n_rows;
@@ -76,13 +77,15 @@ typedef struct {
     double added16[MAX_ROWS], added32[MAX_ROWS]; /* --wgrad: GPU's addition over the additive one */
 } bench;
 
-/* Seconds of one GEMM on the GPU (memoised); 0 once the GPU has failed (b->why says why). */
+/* Seconds of one GEMM on the GPU (memoised); NAN without a GPU or once this kind of timing has
+ * failed (b->why says why: an fp32 main_grad the GPU's cuBLASLt has no fp8 algorithm for leaves
+ * the other columns measured). */
 static double gpu_s(bench *b, int m, int n, int k, int kind, int acc) {
     for (int i = 0; i < b->n_memo; i++) {
         const timed *t = &b->memo[i];
         if (t->m == m && t->n == n && t->k == k && t->kind == kind && t->acc == acc) return t->s;
     }
-    if (!b->gpu) return 0;
+    if (!b->gpu || b->failed[kind][acc]) return NAN;
     ts_gpu_gemm_shape g = {m, n, k, "row"};
     double s = 0;
     int calls = 0;
@@ -92,8 +95,8 @@ static double gpu_s(bench *b, int m, int n, int k, int kind, int acc) {
                                : ts_gpu_time_gemm_fp8(&g, kind == 1, b->min_s, &s, &calls);
     if (st != TS_OK) {
         snprintf(b->why, sizeof b->why, "%s", ts_error_message());
-        b->gpu = 0;
-        return 0;
+        b->failed[kind][acc] = 1;
+        return NAN;
     }
     if (b->n_memo < MAX_TIMED) b->memo[b->n_memo++] = (timed){m, n, k, kind, acc, s};
     return s;
@@ -124,7 +127,7 @@ static void add_gemm(bench *b, const ts_problem *pb, const ts_gemm_shape *g, voi
         out->gpu8 += g->count * g8;
         if (!b->detail) continue;
         char gpu[64] = "        -        -      -";
-        if (g8 > 0) snprintf(gpu, sizeof gpu, "%9.3f %8.3f %6.3f", 1e3 * g16, 1e3 * g8, g16 / g8);
+        if (isfinite(g16 / g8)) snprintf(gpu, sizeof gpu, "%9.3f %8.3f %6.3f", 1e3 * g16, 1e3 * g8, g16 / g8);
         printf("  %-10s %-5s %6d %6d %6d x%-3g %9.3f %8.3f %6.3f %s\n", ts_part_names[g->part], which[i], mi, ni, ki,
                g->count, 1e3 * p16, 1e3 * p8, p16 / p8, gpu);
     }
@@ -157,7 +160,7 @@ static ts_status visit_row(const ts_pub_case *c, const ts_problem *pb, const ts_
     sums s = {0};
     if (b->detail) printf("%s: its GEMMs, then the row\n", c->id);
     each_gemm(b, pb, l, add_gemm, &s);
-    double up_plan = s.plan16 / s.plan8, up_gpu = b->gpu && s.gpu8 > 0 ? s.gpu16 / s.gpu8 : NAN;
+    double up_plan = s.plan16 / s.plan8, up_gpu = s.gpu16 / s.gpu8; /* NAN without both */
     char gpu[64] = "        -        -      -";
     if (isfinite(up_gpu)) snprintf(gpu, sizeof gpu, "%9.3f %8.3f %6.3f", 1e3 * s.gpu16, 1e3 * s.gpu8, up_gpu);
     printf("%-44s %-4s %9.3f %8.3f %6.3f %s\n", c->id, moe ? "moe" : "dense", 1e3 * s.plan16, 1e3 * s.plan8, up_plan,
@@ -193,7 +196,7 @@ static void add_wgrad(bench *b, const ts_problem *pb, const ts_gemm_shape *g, vo
                    out->gpu + g->count * g0, out->gpu16 + g->count * (g16 - g0), out->gpu32 + g->count * (g32 - g0)};
     if (!b->detail) return;
     char gpu[64] = "       -        -        -";
-    if (g32 > 0) snprintf(gpu, sizeof gpu, "%8.3f %8.3f %8.3f", 1e3 * g0, 1e3 * (g16 - g0), 1e3 * (g32 - g0));
+    if (isfinite(g0)) snprintf(gpu, sizeof gpu, "%8.3f %8.3f %8.3f", 1e3 * g0, 1e3 * (g16 - g0), 1e3 * (g32 - g0));
     printf("  %-10s %-4s %6d %6d %6d x%-3g %8.3f %8.3f %8.3f %s\n", ts_part_names[g->part], ts_dtype_names[dt], mi, ni,
            ki, g->count, 1e3 * plan, 1e3 * add16, 1e3 * add32, gpu);
 }
@@ -210,9 +213,9 @@ static ts_status visit_wgrad(const ts_pub_case *c, const ts_problem *pb, const t
     char gpu[96] = "       -        -        -      -      -";
     int row = b->n_rows < MAX_ROWS ? b->n_rows++ : -1;
     if (row >= 0) b->moe[row] = moe, b->added16[row] = b->added32[row] = NAN;
-    if (b->gpu && w.gpu > 0) {
+    if (isfinite(w.gpu)) {
         snprintf(gpu, sizeof gpu, "%8.3f %8.3f %8.3f %6.2f %6.2f", 1e3 * w.gpu, 1e3 * w.gpu16, 1e3 * w.gpu32,
-                 w.gpu16 / w.add16, w.gpu32 / w.add32);
+                 w.gpu16 / w.add16, w.gpu32 / w.add32); /* printf writes a missing column as nan */
         if (row >= 0) b->added16[row] = w.gpu16 / w.add16, b->added32[row] = w.gpu32 / w.add32;
     }
     printf("%-42s %-5s %-4s %7.3f %8.3f %8.3f %8.3f %s\n", c->id, moe ? "moe" : "dense",
@@ -267,7 +270,7 @@ static void closing(const bench *b) {
                    fmt3(family_median(b, b->speedup_plan, moe), t3, sizeof t3),
                    fmt3(family_median(b, b->speedup_gpu, moe), t1, sizeof t1));
     }
-    if (b->why[0]) printf("fp8_gemms: no GPU figures (%s)\n", b->why);
+    if (b->why[0]) printf("fp8_gemms: %s GPU figures (%s)\n", b->gpu ? "missing some" : "no", b->why);
 }
 
 int main(int argc, char **argv) {
