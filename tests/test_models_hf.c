@@ -114,8 +114,6 @@ static const struct {
     {"helium-1-preview-2b", 2e9, 0.25},        /* Helium-1 preview: "2B", whole billions; the modules 2.17B */
     {"ministral-3-3b-text", 3.4e9, 0.015},     /* Ministral 3 3B: a 3.4B language model (Megatron-Bridge's
                                                 * Ministral 3 page; 0.1B rounding), 0.4B vision encoder apart */
-    {"flexolmo-7x7b-1t", 33.27e9, 0.002},      /* FlexOlmo-7x7B-1T: no published total for this mix; the modules'
-                                                * 33.27B (checked below, with the paper's 8-expert total) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -1104,6 +1102,11 @@ Test(models_hf, kin_types_read_as_their_family) {
     cr_expect(fo.moe.experts == 7 && fo.moe.top_k == 5 && fo.moe.expert_ffn == 11008 && fo.moe.every == 1 &&
               fo.qk_norm == TS_QKNORM_FULL && !fo.tied_embeddings);
     cr_expect(strstr(fo.source, "flex_olmo read as olmoe") && !strstr(fo.source, "vision"), "%s", fo.source);
+    char *path = test_data_path("tests/data/hf/flexolmo-7x7b-1t.json");
+    cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", "64", "--top", "1", NULL);
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    free(path);
 
     /* The paper's largest (arXiv:2507.07024 abstract: "up to 37 billion parameters (20 billion
      * active)"): eight experts, four a token. Its figures are whole billions; the modules give
