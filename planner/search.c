@@ -591,6 +591,9 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     long long rest = pb->gpus / product;
     if (!(pins->mask & (1u << TS_PIN_DP))) probe.dp = (int)rest;
     else if (!(pins->mask & (1u << TS_PIN_PP))) probe.pp = (int)rest;
+    /* Free sp follows tp where the stack runs SP: the experts apart from TP need it, and no rule
+     * refuses it, so a probe without it would blame sp for what another rule forbids. */
+    if (!(pins->mask & (1u << TS_PIN_SP)) && probe.tp > 1 && pb->train.stack.sp) probe.sp = 1;
     if (probe.vpp > 1 && !(pins->mask & (1u << TS_PIN_SCHED))) probe.schedule = TS_SCHED_INTERLEAVED;
     if (ts_schedules[probe.schedule].fixed_vpp && !(pins->mask & (1u << TS_PIN_VPP)))
         probe.vpp = ts_schedules[probe.schedule].fixed_vpp;
