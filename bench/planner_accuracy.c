@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "planner_accuracy: %s\n", ts_error_message());
         return 1;
     }
-    int bad = 0;
+    int bad = 0, unfit = 0;
     static const char *const titles[TS_PUB_KIND_COUNT] = {
         "# Megatron-LM SC'21 Table 1 (A100): TFLOP/s per GPU incl. recompute (eq. 3)\n",
         "# NVIDIA dgxc recipes (H100, BF16): step time, s\n",
@@ -51,7 +51,10 @@ int main(int argc, char **argv) {
             printf("  %-36s %5d %3d %3d %4d %9.2f %9.2f %+7.1f %4s  %s%s%s\n", c[i].id, c[i].gpus, c[i].tp,
                    c[i].pp, c[i].dp, c[i].measured, c[i].predicted, 100 * c[i].error, rank, c[i].layout,
                    kind == TS_PUB_OLDER_STACK ? " --stack " : "", kind == TS_PUB_OLDER_STACK ? c[i].stack : "");
-            if (c[i].unfit) continue;
+            if (c[i].unfit) {
+                unfit++;
+                continue;
+            }
             errs[k++] = c[i].error;
             /* FP8: 20% (docs/planner.md "FP8": published FP8 steps move with scale where BF16 ones do not) */
             double tol = kind == TS_PUB_NVIDIA_STEP_FP8 || kind == TS_PUB_NVIDIA_MOE_STEP_FP8 ? 0.20 : 0.15;
@@ -64,6 +67,7 @@ int main(int argc, char **argv) {
                    100 * fabs(errs[k - 1]));
     }
     free(c);
+    if (unfit) printf("# %d rows not priced (the layout column says why), not in the medians\n", unfit);
     if (bad) printf("# %d rows outside ±15%% (FP8 ±20%%) or not in the top 5\n", bad);
     return bad ? 1 : 0;
 }

@@ -23,7 +23,8 @@ static ts_status num_at(const char *file, const cJSON *row, const char *obj, con
     return TS_OK;
 }
 
-/* Best layout under `pins`; TS_ERR_INPUT when no valid layout exists under them. */
+/* Best layout under `pins`; TS_ERR_INPUT when no valid layout exists under them, TS_ERR_INFEASIBLE
+ * when none fits. */
 static ts_status best_under(const ts_problem *pb, const ts_pins *pins, ts_eval *out) {
     ts_search_opts o;
     ts_search_opts_defaults(&o);
@@ -263,7 +264,18 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
         }
     }
     ts_eval e;
-    TS_CHECK(best_under(&pb, &pins, &e));
+    ts_status st = best_under(&pb, &pins, &e);
+    if (st == TS_ERR_INFEASIBLE || st == TS_ERR_INPUT) {
+        /* The row's pins leave the planner nothing to price: said in its layout column and kept out
+         * of the errors (c->unfit), as the older-stack rows' misses are, so one row does not stop
+         * the others. */
+        snprintf(c->layout, sizeof c->layout, "%s: %.200s", st == TS_ERR_INFEASIBLE ? "does not fit" : "not plannable",
+                 ts_error_message());
+        ts_error_clear();
+        c->unfit = 1;
+        return TS_OK;
+    }
+    TS_CHECK(st);
     c->predicted = e.step_s;
     ts_layout_format(&e.layout, c->layout, sizeof c->layout);
     if (visit) TS_CHECK(visit->fn(c, &pb, &e.layout, visit->ctx));
@@ -295,8 +307,10 @@ static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub
         TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c) : nvidia_case(path, row, cache, visit, c),
                       res, exit);
         c->is_tflops = megatron;
-        c->error = (c->predicted - c->measured) / c->measured;
-        c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
+        if (!c->unfit) {
+            c->error = (c->predicted - c->measured) / c->measured;
+            c->step_error = megatron ? c->measured / c->predicted - 1 : c->error;
+        }
         (*n)++;
     }
 exit:

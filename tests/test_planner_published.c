@@ -286,3 +286,50 @@ Test(planner_published, cache_hands_out_copies) {
     cr_expect_eq(cache.n_systems, 0, "nothing cached for a failed load");
     ts_pub_cache_free(&cache);
 }
+
+/* A row whose pins leave nothing to price (here DeepSeek-V3 with the shared-expert overlap but the
+ * default dispatcher, DeepEP, which the overlap does not run with) is said in its layout column and
+ * kept out of the errors, and the rows after it are still priced. */
+Test(planner_published, unplannable_row_is_said_and_the_rest_priced, .timeout = 120) {
+    char *src = test_data_path("validation/published/published-cases.json");
+    char *text = read_file(src);
+    cJSON *all = cJSON_Parse(text), *rows = cJSON_CreateArray(), *row;
+    cJSON_ArrayForEach(row, all) {
+        const char *id = cJSON_GetObjectItemCaseSensitive(row, "id")->valuestring;
+        if (strcmp(id, "nvidia-dgxc-deepseek-v3-671b-bf16-1024gpu") && strcmp(id, "nvidia-dgxc-nemotron4-15b-bf16-16gpu"))
+            continue;
+        cJSON *copy = cJSON_Duplicate(row, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(copy, "training"), "moe_dispatcher");
+        cJSON_AddItemToArray(rows, copy);
+    }
+    cr_assert_eq(cJSON_GetArraySize(rows), 2);
+    char *dir = make_temp_dir(), path[4096], *out = cJSON_Print(rows);
+    static const char *const files[] = {"published-cases.json", "megatron-sc21-table1.json", "older-stacks.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        cr_assert(f != NULL);
+        fputs(i == 0 ? out : "[]", f);
+        fclose(f);
+    }
+    ts_pub_case *c = NULL;
+    int n = 0;
+    cr_assert_eq(ts_published_errors(dir, &c, &n), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(n, 2);
+    for (int i = 0; i < n; i++) {
+        if (strstr(c[i].id, "deepseek")) {
+            cr_expect(c[i].unfit && c[i].predicted == 0 && c[i].error == 0, "%s: unfit %d", c[i].id, c[i].unfit);
+            cr_expect(strstr(c[i].layout, "not plannable") && strstr(c[i].layout, "alltoall"), "%s", c[i].layout);
+        } else {
+            cr_expect(!c[i].unfit && c[i].predicted > 0 && fabs(c[i].error) < 0.15, "%s: %g s, %s", c[i].id,
+                      c[i].predicted, c[i].layout);
+        }
+    }
+    free(c);
+    free(out);
+    remove_dir(dir);
+    cJSON_Delete(rows);
+    cJSON_Delete(all);
+    free(text);
+    free(src);
+}
