@@ -669,7 +669,7 @@ static const char *const hf_arch_names[][2] = {
     {"ApertusForCausalLM", "apertus"},
     {"Olmo3ForCausalLM", "olmo3"}, {"MinistralForCausalLM", "ministral"}, {"InternLMForCausalLM", "internlm"},
     {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {"FlexOlmoForCausalLM", "olmoe"},
-    {"Ministral3ForCausalLM", "mistral"}, {NULL, NULL}};
+    {"Ministral3ForCausalLM", "mistral"}, {"GlmMoeDsaForCausalLM", "deepseek_v32"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's
@@ -713,8 +713,13 @@ static const char *const hf_text_alias[][2] = {
  * Ministral 3 (transformers Ministral3Config, also the text_config of Mistral 3's 2512 releases)
  * is Mistral's decoder with YaRN and Llama 4's attention-temperature scaling, which move no
  * parameters. FlexOlmo (FlexOlmoConfig) is OLMoE's layer with OLMo 2's attention and its norms
- * after attention and MLP rather than before: the same two norms a layer, so OLMoE's count. */
-static const char *const hf_kin_alias[][2] = {{"ministral3", "mistral"}, {"flex_olmo", "olmoe"}, {NULL, NULL}};
+ * after attention and MLP rather than before: the same two norms a layer, so OLMoE's count.
+ * GLM-5 (GlmMoeDsaConfig) is DeepSeek-V3.2's layer under DeepSeek's keys: MLA, the DSA indexer,
+ * shared and routed experts after first_k_dense_replace dense layers, MTP (GLM-5 report,
+ * arXiv:2602.15763, Table 1). Its indexer_types may mark layers "shared", reusing the previous
+ * layer's top-k; counted as full indexers here (at most ~9M parameters a layer). */
+static const char *const hf_kin_alias[][2] = {
+    {"ministral3", "mistral"}, {"flex_olmo", "olmoe"}, {"glm_moe_dsa", "deepseek_v32"}, {NULL, NULL}};
 
 /* The family an alias table names for `type`; -1 when it names none. */
 static int alias_of(const char *const table[][2], const char *type) {

@@ -114,6 +114,8 @@ static const struct {
     {"helium-1-preview-2b", 2e9, 0.25},        /* Helium-1 preview: "2B", whole billions; the modules 2.17B */
     {"ministral-3-3b-text", 3.4e9, 0.015},     /* Ministral 3 3B: a 3.4B language model (Megatron-Bridge's
                                                 * Ministral 3 page; 0.1B rounding), 0.4B vision encoder apart */
+    {"glm-5", 744e9, 0.0007},                  /* GLM-5 report (arXiv:2602.15763) Table 1: 744B total, 40B
+                                                * activated (0.5B rounding); MTP apart, as DeepSeek's 671B */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -132,7 +134,8 @@ Test(models_hf, every_family_imports_and_plans, .timeout = 300) {
         char rel[256];
         snprintf(rel, sizeof rel, "tests/data/hf/%s.json", published[i].file);
         char *path = test_data_path(rel);
-        int big = strcmp(published[i].file, "kimi-k2") == 0 || strcmp(published[i].file, "deepseek-v3.2-exp") == 0;
+        int big = strcmp(published[i].file, "kimi-k2") == 0 || strcmp(published[i].file, "deepseek-v3.2-exp") == 0 ||
+                  strcmp(published[i].file, "glm-5") == 0;
         const char *gpus = big ? "512" : "64";
         cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", gpus, "--top", "1", NULL);
         cr_expect_eq(r.status, 0, "%s: exit %d: %s", published[i].file, r.status, r.err);
@@ -1107,6 +1110,16 @@ Test(models_hf, kin_types_read_as_their_family) {
     cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cli_result_free(&r);
     free(path);
+
+    /* GLM-5: DeepSeek-V3.2's layer (MLA with a 192 + 64 query/key head and a 256 value head, the DSA
+     * indexer, 1 shared and 256 routed experts after 3 dense layers, one MTP layer) */
+    ts_model g5 = load("glm-5");
+    cr_expect(g5.mla.kv_lora_rank == 512 && g5.mla.q_lora_rank == 2048 && g5.mla.qk_nope_dim == 192 &&
+              g5.mla.qk_rope_dim == 64 && g5.mla.v_dim == 256 && g5.mla.index_heads == 32 &&
+              g5.mla.index_head_dim == 128 && g5.moe.experts == 256 && g5.moe.top_k == 8 &&
+              g5.moe.shared_experts == 1 && g5.moe.first_dense == 3 && g5.mtp_layers == 1,
+              "GLM-5 read as DeepSeek-V3.2");
+    cr_expect(strstr(g5.source, "glm_moe_dsa read as deepseek_v32") && !strstr(g5.source, "vision"), "%s", g5.source);
 
     /* The paper's largest (arXiv:2507.07024 abstract: "up to 37 billion parameters (20 billion
      * active)"): eight experts, four a token. Its figures are whole billions; the modules give
