@@ -221,6 +221,8 @@ ts_status ts_ref_check(const ts_model *m, int seq, int batch) {
         why = "embed_dim must equal hidden";
     else if (m->mla.kv_lora_rank != 0)
         why = "multi-head latent attention is not supported by the executor";
+    else if (m->attn_gate)
+        why = "the attention output gate is not supported by the executor";
     else if (m->moe.experts > 0 && m->moe.shared_experts > 0)
         why = "shared experts are not supported by the executor";
     else if (m->moe.experts > 0 && m->moe.capacity_factor > 0)

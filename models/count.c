@@ -11,6 +11,8 @@
  *                 q_a h*q_lora + q_a norm(q_lora), q_b q_lora*n*(d+r)   [q_lora = 0: q h*n*(d+r)]
  *                 kv_a h*(kv_lora + r) + kv_a norm(kv_lora), kv_b kv_lora*n*(d+v), o n*v*h;
  *               qkv_bias adds the q_a and kv_a biases, linear_bias the o bias.
+ *               attn_gate adds W_g h*a beside Q (and a to qkv_bias): Qwen3-Next's q_proj of 2a,
+ *               AFMoE's gate_proj, Megatron-Core's linear_qkv widened by heads * kv_channels.
  *               DeepSeek-V3.2's indexer (inference/model.py Indexer), i heads of width w: wq_b
  *               q_lora*i*w (h*i*w without q_lora), wk h*w, k_norm a LayerNorm 2w, weights_proj h*i.
  *   MLP         SwiGLU: gate and up h*f, down f*h (Shazeer 2020); GELU/ReLU^2: up h*f, down f*h;
@@ -92,8 +94,9 @@ static double attention_params(const ts_model *m) {
     if (m->mla.kv_lora_rank > 0) return mla_params(m) + sinks;
     double h = (double)m->hidden;
     double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
-    double p = 2 * h * q + 2 * h * kv + qk_norm_params(m) + sinks;
-    if (m->qkv_bias) p += q + 2 * kv;
+    double gate = m->attn_gate ? q : 0; /* W_g beside W_q, and its bias with theirs */
+    double p = 2 * h * q + 2 * h * kv + h * gate + qk_norm_params(m) + sinks;
+    if (m->qkv_bias) p += q + 2 * kv + gate;
     if (m->linear_bias) p += h;
     return p;
 }

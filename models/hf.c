@@ -295,6 +295,46 @@ static ts_status read_glm4_moe(const ts_jreader *r, const cJSON *root, ts_field_
     return TS_OK;
 }
 
+/* Solar Open (transformers SolarOpenConfig, modular_solar_open.py): Llama's decoder layer
+ * (LlamaAttention: no QK norm, Q/K/V biases by attention_bias, o_proj without) with GLM-4.5's
+ * experts and router (Glm4MoeMoE) on every layer: n_routed_experts of moe_intermediate_size, top
+ * num_experts_per_tok, n_shared_experts as one MLP, a sigmoid with a correction bias. The class has
+ * no dense layers, MTP modules or QK norm, so a config's intermediate_size, first_k_dense_replace
+ * (Solar-Open-100B writes 10240 and 0), num_nextn_predict_layers and use_qk_norm change nothing.
+ * Absent keys take SolarOpenConfig's defaults (head_dim 128, 8 key/value heads, 128 experts of
+ * 1280, top 8, one shared expert, 131072 positions). */
+static ts_status read_solar_open(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 131072, 0};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
+    TS_CHECK(hf_i32(r, root, nm, "kv_heads", "num_key_value_heads", 0, 1, m->heads, m->heads < 8 ? m->heads : 8,
+                    &m->kv_heads));
+    TS_CHECK(read_dropout(r, root, attention_dropout, 1, &m->dropout));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    int64_t unused_ffn; /* still a size: a malformed one is refused */
+    TS_CHECK(hf_int(r, root, nm, NULL, "intermediate_size", 0, 0, TS_MAX_FFN, 0, &unused_ffn));
+    m->activation = TS_ACT_SWIGLU;
+    m->norm = TS_NORM_RMSNORM;
+    m->position = TS_POS_ROPE;
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "n_routed_experts", 0, 1, TS_MAX_EXPERTS, 128, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts, e->experts < 8 ? e->experts : 8,
+                    &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 0, 1, TS_MAX_FFN, 1280, &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 1,
+                    &e->shared_experts));
+    if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+    e->every = 1; /* every layer, first_dense 0 */
+    TS_CHECK(read_deepseek_router(r, root, nm, e));
+    e->router_sigmoid = e->router_expert_bias = 1; /* Glm4MoeTopkRouter's, whatever the keys say */
+    if (m->heads % m->kv_heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads: num_attention_heads %d is not divisible by "
+                       "num_key_value_heads %d", r->file, r->path, m->heads, m->kv_heads);
+    return TS_OK;
+}
+
 /* What GPT-2 and GPT-J share: the shape under GPT-2's key names, a GELU MLP of n_inner (null: 4h),
  * LayerNorm, dropout at the three rates. */
 ts_status read_gpt_block(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_keys *keys,
@@ -612,7 +652,8 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * remote code modeling_internlm.py): Llama's layer with Q/K/V biases
                                         * from `bias` (default true), read as InternLM2; helium
                                         * (HeliumConfig): Llama's layer. */
-                                       "olmo3", "ministral", "internlm", "helium", "jetmoe", NULL};
+                                       "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
+                                       NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -630,7 +671,8 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_chatglm, read_baichuan, read_qwen, read_exaone, read_exaone4,
                                        read_minimax_m2, read_bailing_moe, read_deepseek_v32, read_mimo, read_dots1,
                                        read_arcee, read_apertus,
-                                       read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe};
+                                       read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
+                                       read_solar_open, read_afmoe};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -669,7 +711,8 @@ static const char *const hf_arch_names[][2] = {
     {"ApertusForCausalLM", "apertus"},
     {"Olmo3ForCausalLM", "olmo3"}, {"MinistralForCausalLM", "ministral"}, {"InternLMForCausalLM", "internlm"},
     {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {"FlexOlmoForCausalLM", "olmoe"},
-    {"Ministral3ForCausalLM", "mistral"}, {"GlmMoeDsaForCausalLM", "deepseek_v32"}, {NULL, NULL}};
+    {"Ministral3ForCausalLM", "mistral"}, {"GlmMoeDsaForCausalLM", "deepseek_v32"},
+    {"SolarOpenForCausalLM", "solar_open"}, {"AfmoeForCausalLM", "afmoe"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's

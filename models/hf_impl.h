@@ -1,7 +1,7 @@
 /* What the files of the Hugging Face import (hf.h) share. Not a public surface.
  *
- *   hf.c        the key readers below, the families before these, the model_type table and
- *               ts_model_from_hf
+ *   hf.c        the key readers below, the families before these (Solar Open with GLM-4.5), the
+ *               model_type table and ts_model_from_hf
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3 and JetMoE (refused)
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
@@ -9,7 +9,8 @@
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
  *   hf_remote.c     ChatGLM 1-3 / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
  *                   (exaone4): remote-code Chinese and Korean families, mostly Llama's layer renamed
- *   hf_recent.c     MiniMax-M2, Ling (bailing_moe), DeepSeek-V3.2, MiMo, dots.llm1, Arcee and Apertus
+ *   hf_recent.c     MiniMax-M2, Ling (bailing_moe), DeepSeek-V3.2, MiMo, dots.llm1, Arcee, Apertus and
+ *                   AFMoE (Trinity)
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -140,5 +141,6 @@ ts_status read_mimo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
 ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

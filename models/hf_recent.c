@@ -1,6 +1,6 @@
 /* Hugging Face readers for recent MoE families and Llama kin with their own MLP (hf_impl.h):
  * MiniMax-M2, Ling (bailing_moe, remote code), DeepSeek-V3.2, MiMo (remote code), dots.llm1,
- * Arcee (AFM) and Apertus. Each maps the keys of that family's <Type>Config onto ts_model, with
+ * Arcee (AFM), Apertus and AFMoE (Trinity). Each maps the keys of that family's <Type>Config onto ts_model, with
  * the modules its modelling code builds (transformers models/<type>/modular_<type>.py; for the
  * remote-code families the modeling_*.py of the model's own repository: inclusionAI/Ling-lite-1.5
  * modeling_bailing_moe.py, XiaomiMiMo/MiMo-7B-Base modeling_mimo.py; DeepSeek-V3.2's indexer from
@@ -170,4 +170,44 @@ ts_status read_deepseek_v32(const ts_jreader *r, const cJSON *root, ts_field_nam
     TS_CHECK(hf_i32(r, root, nm, "mla.index_heads", "index_n_heads", 0, 0, TS_MAX_HEADS, 64, &a->index_heads));
     return hf_i32(r, root, nm, "mla.index_head_dim", "index_head_dim", 0, 0, TS_MAX_HEAD_DIM, 128,
                   &a->index_head_dim);
+}
+
+/* AFMoE / Trinity (transformers AfmoeConfig, modular_afmoe.py): Llama's grouped-query attention of
+ * head_dim (128 by default) with an RMSNorm of head_dim on queries and keys and a sigmoid gate on
+ * its output from its own h -> heads * head_dim projection (AfmoeAttention.gate_proj), four RMSNorms
+ * a layer (before and after attention and MLP), num_dense_layers SwiGLU MLPs of intermediate_size
+ * first, then num_experts SwiGLU experts of moe_intermediate_size, top num_experts_per_tok, and
+ * num_shared_experts as one MLP of their summed width; the router scores with a sigmoid, adds a
+ * per-expert bias to choose (expert_bias, not trained) and scales by route_scale. Sliding windows
+ * on the layers layer_types names, else all but every global_attn_every_n_layers-th (4). mup_enabled
+ * scales the embeddings and changes no parameter. */
+ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_i32(r, root, nm, "head_dim", "head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &m->head_dim));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 16384, &m->max_seq));
+    m->qk_norm = TS_QKNORM_HEAD;
+    m->attn_gate = 1;
+    m->norms_per_layer = 4;
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_experts", 0, 0, TS_MAX_EXPERTS, 64, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "num_dense_layers", 0, 0, m->layers, 1, &e->first_dense));
+    if (e->experts > 0 && e->first_dense < m->layers) {
+        TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts,
+                        e->experts < 6 ? e->experts : 6, &e->top_k));
+        TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 0, 1, TS_MAX_FFN, 1408,
+                        &e->expert_ffn));
+        TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "num_shared_experts", 0, 0, TS_MAX_EXPERTS, 2,
+                        &e->shared_experts));
+        if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+        double scale;
+        TS_CHECK(ts_jr_num(r, root, "route_scale", 0, 0, 1e6, 1, &scale));
+        if (scale != 1) e->router_scale = scale;
+        e->every = 1;
+        e->router_sigmoid = e->router_expert_bias = 1;
+    } else {
+        *e = (ts_moe){0}; /* every layer dense */
+    }
+    int every;
+    TS_CHECK(hf_i32(r, root, nm, NULL, "global_attn_every_n_layers", 0, 1, TS_MAX_LAYERS, 4, &every));
+    return read_sliding(r, root, nm, m, every);
 }

@@ -64,6 +64,8 @@
  *   attn_softcap, logit_softcap  number  no  0 (none)       [0, 1e6] (Gemma 2)
  *   attn_sinks, router_bias, embed_scaled, gelu_gate
  *                    bool     no        false               (gpt-oss, gpt-oss, Gemma, Gemma)
+ *   attn_gate        bool     no        false               sigmoid gate on the attention output
+ *                                                           (Qwen3-Next, AFMoE); not with "mla"
  *   norm_affine      string   no        "full"              "full" | "weight" | "none": what each
  *                                                           norm learns (model.h; DBRX, OLMo)
  *
@@ -92,7 +94,7 @@ static const char *const model_keys[] = {
     "vocab", "max_seq", "activation", "norm", "position", "position_offset", "embed_dim",
     "tied_embeddings", "qkv_bias", "linear_bias", "embed_norm", "dropout", "moe", "mla",
     "mtp_layers", "rope_theta", "qk_norm", "norms_per_layer", "window", "attn_softcap",
-    "logit_softcap", "attn_sinks", "router_bias", "embed_scaled", "gelu_gate", "norm_affine", NULL};
+    "logit_softcap", "attn_sinks", "attn_gate", "router_bias", "embed_scaled", "gelu_gate", "norm_affine", NULL};
 static const char *const window_keys[] = {"tokens", "full_every", "chunked", NULL};
 static const char *const moe_keys[] = {"experts",     "top_k", "expert_ffn", "shared_experts", "load_cv",
                                        "shared_ffn",  "first_dense", "every",
@@ -179,6 +181,7 @@ static ts_status read_extras(const ts_jreader *r, const cJSON *root, ts_model *m
     TS_CHECK(ts_jr_num(r, root, "attn_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->attn_softcap));
     TS_CHECK(ts_jr_num(r, root, "logit_softcap", 0, 0, TS_MAX_SOFTCAP, 0, &m->logit_softcap));
     TS_CHECK(ts_jr_bool(r, root, "attn_sinks", 0, 0, &m->attn_sinks));
+    TS_CHECK(ts_jr_bool(r, root, "attn_gate", 0, 0, &m->attn_gate));
     TS_CHECK(ts_jr_bool(r, root, "router_bias", 0, 0, &m->router_bias));
     TS_CHECK(ts_jr_bool(r, root, "embed_scaled", 0, 0, &m->embed_scaled));
     TS_CHECK(ts_jr_enum(r, root, "norm_affine", 0, ts_norm_affine_names, TS_NORM_AFFINE_FULL, &m->norm_affine));
@@ -296,6 +299,7 @@ static ts_status add_extras(cJSON *root, const ts_model *m) {
     if (m->logit_softcap > 0)
         TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "logit_softcap", m->logit_softcap), res, fail);
     if (m->attn_sinks) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "attn_sinks", 1), res, fail);
+    if (m->attn_gate) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "attn_gate", 1), res, fail);
     if (m->router_bias) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "router_bias", 1), res, fail);
     if (m->embed_scaled) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "embed_scaled", 1), res, fail);
     if (m->gelu_gate) TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "gelu_gate", 1), res, fail);
@@ -511,6 +515,11 @@ static ts_status validate_extras(const char *file, const ts_field_names *n, cons
     TS_CHECK(check_range(file, n, "window.tokens", m->window.tokens, 0, TS_MAX_SEQ));
     TS_CHECK(check_range(file, n, "window.full_every", m->window.full_every, 0, TS_MAX_LAYERS));
     TS_CHECK(check_number(file, n, "attn_softcap", m->attn_softcap, TS_MAX_SOFTCAP));
+    /* Megatron-Core refuses it too ("Output gate is not supported for MLA yet", core_v0.16.1
+     * MLATransformerConfig) */
+    if (m->attn_gate && m->mla.kv_lora_rank > 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: $.%s: an attention output gate on multi-head latent attention is not "
+                       "modelled", file, ts_field_name(n, "attn_gate"));
     return check_number(file, n, "logit_softcap", m->logit_softcap, TS_MAX_SOFTCAP);
 }
 

@@ -147,6 +147,9 @@ typedef struct {
     double attn_softcap;  /* Gemma 2: scores soft-capped as c*tanh(x/c); 0 = none */
     double logit_softcap; /* Gemma 2: final logits soft-capped the same way; 0 = none */
     int attn_sinks;       /* a learned sink logit per head (gpt-oss): heads parameters per layer */
+    int attn_gate;        /* the attention's output gated element-wise by sigmoid(x W_g), W_g h -> heads *
+                             head_dim beside Q (Qwen3-Next, AFMoE; Megatron-Core's attention_output_gate
+                             widens linear_qkv by it) */
     int router_bias;      /* the MoE router has a bias, one per expert (gpt-oss) */
     int embed_scaled;     /* embeddings multiplied by sqrt(hidden) (Gemma) */
     int gelu_gate;        /* gated MLP with a GELU gate (GeGLU: Gemma) rather than SiLU (SwiGLU) */

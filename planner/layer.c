@@ -71,7 +71,7 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     add_gemm(pb, &r->proj, 0, p);
     p->matmul_params_rank += r->matmul_params;
     p->amax_gemms += r->amax_gemms;
-    p->elem_bytes += r->rotary_bytes;
+    p->elem_bytes += r->rotary_bytes + r->gate_bytes;
     p->fp8_cast_bytes += r->fp8_cast_bytes[0] + r->fp8_cast_bytes[1];
     p->fp8_cast_bwd_bytes += r->fp8_cast_bwd_bytes;
     if (pb->train.flash_attention) {

@@ -264,8 +264,11 @@ static void block_lists(builder *b) {
     }
 }
 
-/* Bytes of the layer's first norm pass (with rotary), its second, and its activation pass. */
-static double norm1_bytes(const builder *b) { return b->mlp[0].norm_bytes + b->attn.rotary_bytes; }
+/* Bytes of the layer's first norm pass (with rotary and the output gate), its second, and its
+ * activation pass. */
+static double norm1_bytes(const builder *b) {
+    return b->mlp[0].norm_bytes + b->attn.rotary_bytes + b->attn.gate_bytes;
+}
 static double norm2_bytes(const builder *b) { return b->mlp[0].norm_bytes; }
 static double act_pass_bytes(const builder *b, int moe) {
     return b->mlp[moe].act_bytes + (b->mlp[moe].shared ? b->mlp[moe].shared_act_bytes : 0);

@@ -251,11 +251,14 @@ void ts_attn_recipe_of(const ts_problem *pb, const ts_shard *sh, ts_attn_recipe 
         kv_width = ar * (r->qk_dim + r->v_dim);
         qkv_width = ar * (2.0 * r->qk_dim + r->v_dim);
     } else {
-        double d = m->head_dim;
-        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, (ar + 2 * gr) * d, h, 1);
+        double d = m->head_dim, gate = m->attn_gate ? ar : 0;
+        /* the output gate's projection rides in the QKV GEMM (Megatron-Core's linear_qkv); its
+         * sigmoid-and-multiply reads the gate and the core's output and writes the product */
+        r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, (ar + gate + 2 * gr) * d, h, 1);
         r->proj = shape(TS_PART_PROJ, T, h, ar * d, 1);
         r->qk_dim = r->v_dim = d;
         r->rotary_bytes = 2.0 * 2.0 * T * (ar + gr) * d;
+        r->gate_bytes = 3.0 * 2.0 * T * gate * d;
         kv_width = 2.0 * gr * d;
         qkv_width = (ar + 2.0 * gr) * d;
     }

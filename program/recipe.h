@@ -113,6 +113,7 @@ typedef struct {
     double kv_block_bytes;                 /* CP: this rank's K and V block */
     ts_cp_pass cp_fwd, cp_bwd;             /* CP: the exchange in forward, in backward */
     double rotary_bytes;                   /* rotary on q and k (in the first norm's pass) */
+    double gate_bytes;                     /* attn_gate: sigmoid(gate) ⊙ output (with rotary's) */
     double matmul_params;                  /* GEMM weights this rank multiplies per token */
     double fp8_cast_bytes[2];              /* FP8 casts in forward: [0] the QKV inputs, [1] the
                                               projection's input (0 unless fp8; recipe.c) */

@@ -59,6 +59,7 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
     fprintf(f, "        hidden_dropout=%s, attention_dropout=%s,\n", m->dropout ? "0.1" : "0.0", m->dropout ? "0.1" : "0.0");
     if (bridge_attn_backend(pb)) fprintf(f, "        attention_backend=AttnBackend.%s,\n", bridge_attn_backend(pb));
     if (m->attn_sinks) fprintf(f, "        softmax_type=\"learnable\",\n");
+    if (m->attn_gate) fprintf(f, "        attention_output_gate=True,\n");
     if (m->window.tokens > 0 && !m->window.chunked) {
         fprintf(f, "        window_size=(%lld, 0),\n", (long long)m->window.tokens);
         if (m->window.full_every > 0) fprintf(f, "        window_attn_skip_freq=%d,\n", m->window.full_every);

@@ -14,7 +14,7 @@
  * argparse_meta names it): TransformerConfig (megatron/core/transformer/transformer_config.py:
  * num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels,
  * normalization {LayerNorm, RMSNorm}, add_bias_linear as --disable-bias-linear, add_qkv_bias,
- * qk_layernorm, softmax_type {vanilla, off-by-one, learnable}, hidden_dropout,
+ * qk_layernorm, softmax_type {vanilla, off-by-one, learnable}, attention_output_gate, hidden_dropout,
  * attention_dropout, mtp_num_layers, recompute_granularity/method/num_layers, moe_router_topk,
  * moe_ffn_hidden_size, moe_shared_expert_intermediate_size, moe_token_dispatcher_type {allgather,
  * alltoall, flex}, moe_router_score_function {softmax, sigmoid}, moe_router_enable_expert_bias,
@@ -184,6 +184,7 @@ static void attention_flags(flags *x, const ts_model *m) {
      * kv_layernorm exist only with qk_layernorm). */
     if (m->qk_norm == TS_QKNORM_HEAD || m->mla.kv_lora_rank > 0) fl(x, "--qk-layernorm");
     if (m->attn_sinks) fl_s(x, "--softmax-type", "learnable");
+    if (m->attn_gate) fl(x, "--attention-output-gate");
     if (m->window.tokens > 0 && !m->window.chunked) {
         char w[64];
         snprintf(w, sizeof w, "(%lld,0)", (long long)m->window.tokens);

@@ -57,6 +57,8 @@ CASES = [
     ("moe-combined-1f1b", "--model mixtral-8x7b --system h100-sxm-dgx --gpus 64 --global-batch 256 "
                           "--fix tp=1,pp=4,ep=8,vpp=2,sched=interleaved,recompute=none "
                           "--overlap-moe-expert-parallel-comm"),
+    ("attn-gate", "--model tests/data/models/gated-gqa-1b.json --system h100-sxm-dgx --gpus 8 --global-batch 64 "
+                  "--fix tp=2,pp=1"),
     ("moe-shared-overlap", "--model tests/data/hf/deepseek-moe-16b.json --system h100-sxm-dgx --gpus 64 "
                            "--global-batch 512 --moe-dispatcher alltoall --fix tp=1,pp=2,ep=16 --moe-shared-expert-overlap"),
 ]
@@ -75,7 +77,7 @@ FLAGS = {
     "num-layers": int, "hidden-size": int, "ffn-hidden-size": int, "num-attention-heads": int,
     "multi-latent-attention": None, "q-lora-rank": int, "kv-lora-rank": int, "qk-head-dim": int,
     "qk-pos-emb-head-dim": int, "v-head-dim": int, "group-query-attention": None, "num-query-groups": int,
-    "kv-channels": int, "qk-layernorm": None, "softmax-type": str, "window-size": str,
+    "kv-channels": int, "qk-layernorm": None, "softmax-type": str, "attention-output-gate": None, "window-size": str,
     "window-attn-skip-freq": int, "seq-length": int, "max-position-embeddings": int,
     "position-embedding-type": str, "rotary-base": int, "swiglu": None, "squared-relu": None,
     "normalization": str, "untie-embeddings-and-output-weights": None, "disable-bias-linear": None,
@@ -163,6 +165,8 @@ def transformer_kwargs(a):
         kw["attention_backend"] = AttnBackend[a["attention_backend"]]
     if a.get("softmax_type"):
         kw["softmax_type"] = a["softmax_type"]
+    if a.get("attention_output_gate"):
+        kw["attention_output_gate"] = True
     if a.get("window_size"):
         kw["window_size"] = tuple(int(v) for v in a["window_size"].strip("()").split(","))
         kw["window_attn_skip_freq"] = a.get("window_attn_skip_freq")

@@ -877,6 +877,13 @@ Test(exec_reference, init_rejects_unsupported_architectures) {
                      "model tiny: the reference cannot run it: activation must be swiglu");
     cr_expect_null(r.param_mem);
     m = zoo_model("tiny");
+    m.attn_gate = 1; /* planned and counted, not executed */
+    ts_error_clear();
+    cr_assert_eq(ts_ref_init(&r, &m, 4, 1, 1), TS_ERR_INPUT);
+    cr_expect_str_eq(ts_error_message(),
+                     "model tiny: the reference cannot run it: the attention output gate is not supported by the "
+                     "executor");
+    m = zoo_model("tiny");
     ts_error_clear();
     cr_assert_eq(ts_ref_init(&r, &m, 0, 1, 1), TS_ERR_INPUT);
     cr_expect_str_eq(ts_error_message(),

@@ -354,7 +354,7 @@ Test(models, bad_misspelt_field) {
                "heads, kv_heads, head_dim, ffn_hidden, vocab, max_seq, activation, norm, position, "
                "position_offset, embed_dim, tied_embeddings, qkv_bias, linear_bias, embed_norm, "
                "dropout, moe, mla, mtp_layers, rope_theta, qk_norm, norms_per_layer, window, attn_softcap, "
-               "logit_softcap, attn_sinks, router_bias, embed_scaled, gelu_gate, norm_affine");
+               "logit_softcap, attn_sinks, attn_gate, router_bias, embed_scaled, gelu_gate, norm_affine");
 }
 
 Test(models, bad_dense_model_without_ffn) {
@@ -399,7 +399,7 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                "gpt_bigcode, gpt_neo, codegen, mpt, internlm2, glm, glm4, "
                "chatglm, baichuan, qwen, exaone, exaone4, "
                "minimax_m2, bailing_moe, deepseek_v32, mimo, dots1, arcee, apertus, "
-               "olmo3, ministral, internlm, helium, jetmoe "
+               "olmo3, ministral, internlm, helium, jetmoe, solar_open, afmoe "
                "(or a known architectures[] entry), got \"t5\"");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");

@@ -116,6 +116,11 @@ static const struct {
                                                 * Ministral 3 page; 0.1B rounding), 0.4B vision encoder apart */
     {"glm-5", 744e9, 0.0007},                  /* GLM-5 report (arXiv:2602.15763) Table 1: 744B total, 40B
                                                 * activated (0.5B rounding); MTP apart, as DeepSeek's 671B */
+    {"solar-open-100b", 102.6e9, 0.0006},      /* Solar-Open-100B model card: 102.6B total, 12B active (0.1B
+                                                * rounding; the modules 102.65B) */
+    {"trinity-mini", 26e9, 0.005},             /* Arcee Trinity Large Technical Report (2026), abstract: 26B total, 3B active
+                                                * (whole billions; the modules 26.12B) */
+    {"trinity-nano", 6e9, 0.021},              /* the same report: 6B total, 1B active (the modules 6.12B) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -1130,4 +1135,41 @@ Test(models_hf, kin_types_read_as_their_family) {
     ts_model_params(&eight, &pc);
     cr_expect(fabs(pc.total - 37e9) / 37e9 < 0.02 && fabs(pc.active - 20e9) / 20e9 < 0.02,
               "FlexOlmo 8 experts, top 4: %.4g total, %.4g active", pc.total, pc.active);
+}
+
+Test(models_hf, gated_and_glm_expert_kin_keep_their_modules) {
+    /* Solar Open: 48 layers of Llama's attention (64 heads of 128, 8 KV heads) and 128 experts of 1280,
+     * top 8, one shared, a router without bias, on every layer; the config's intermediate_size 10240
+     * builds nothing */
+    double h = 4096, q = 64 * 128, kv = 8 * 128, e = 3 * h * 1280, V = 196608;
+    double want = 2 * V * h + 48 * (2 * h * q + 2 * h * kv + 129 * e + 128 * h + 2 * h) + h;
+    ts_model so = load("solar-open-100b");
+    cr_expect_eq(total_params(&so), want, "Solar Open: %.0f, the modules %.0f", total_params(&so), want);
+    cr_expect(so.moe.first_dense == 0 && so.moe.every == 1 && so.moe.top_k == 8 && so.moe.router_sigmoid &&
+              so.moe.router_expert_bias && so.qk_norm == TS_QKNORM_NONE && so.mtp_layers == 0 && !so.attn_gate);
+    cr_expect_eq(load_edited("solar-open-100b", "first_k_dense_replace", cJSON_CreateNumber(3)).moe.first_dense, 0,
+                 "SolarOpenDecoderLayer is MoE whatever first_k_dense_replace says");
+    cr_expect_eq(load_edited("solar-open-100b", "num_key_value_heads", cJSON_CreateNull()).kv_heads, 8,
+                 "SolarOpenConfig's default");
+
+    /* Trinity Mini (AFMoE): 32 layers, 32 heads of 128 with a gate of the queries' width beside them and
+     * 4 KV heads, Q and K normed per head, four norms a layer; 2 dense layers of 6144, then 128 experts
+     * of 1024 and one shared */
+    h = 2048, q = 32 * 128, kv = 4 * 128, V = 200192;
+    double attn = 3 * h * q + 2 * h * kv + 2 * 128 + 4 * h;
+    want = 2 * V * h + 2 * (attn + 3 * h * 6144) + 30 * (attn + 129 * 3 * h * 1024 + 128 * h) + h;
+    ts_model tm = load("trinity-mini");
+    cr_expect_eq(total_params(&tm), want, "Trinity Mini: %.0f, the modules %.0f", total_params(&tm), want);
+    cr_expect(tm.attn_gate && tm.norms_per_layer == 4 && tm.qk_norm == TS_QKNORM_HEAD && tm.moe.first_dense == 2 &&
+              tm.moe.router_sigmoid && tm.moe.router_expert_bias && tm.moe.router_scale == 2.826 &&
+              tm.window.tokens == 2048 && tm.window.full_every == 4);
+    cr_expect(ts_model_layer_window(&tm, 2) == 2048 && ts_model_layer_window(&tm, 3) == 0, "every 4th layer global");
+    ts_model dense = load_edited("trinity-mini", "num_dense_layers", cJSON_CreateNumber(32));
+    cr_expect(dense.moe.experts == 0, "num_dense_layers = num_hidden_layers: every layer dense");
+    cJSON *js = ts_model_to_json(&tm);
+    cr_assert_not_null(js);
+    ts_model back;
+    cr_expect_eq(ts_model_from_json("trinity-mini", js, &back), TS_OK);
+    cr_expect(back.attn_gate && total_params(&back) == want, "attn_gate round-trips through Tessera's JSON");
+    cJSON_Delete(js);
 }

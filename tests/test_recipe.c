@@ -130,3 +130,27 @@ Test(recipe, cp_ring_exposed_per_step) {
     double hop = ts_coll_s(s, TS_COLL_SENDRECV, 2, a.kv_block_bytes, link);
     cr_expect(fabs(c.cp_s - hop) <= 1e-12 * hop, "cp_s %.9g s, the hop home %.9g s", c.cp_s, hop);
 }
+
+/* The attention output gate: its projection widens the QKV GEMM by the queries' width (Megatron-Core's
+ * linear_qkv), which every TP rank splits as it splits Q; its element-wise product reads the gate and
+ * the core's output and writes the result. The parameter count moves by the same h·a a layer. */
+Test(recipe, attention_output_gate_widens_qkv) {
+    ts_problem pb = test_problem("llama3-8b", "h100-sxm-dgx", 8, 8, 4096, 1);
+    ts_shard sh = one_gpu();
+    sh.tp = 2;
+    ts_attn_recipe plain, gated;
+    ts_attn_recipe_of(&pb, &sh, &plain);
+    ts_param_count before, after;
+    ts_model_params(&pb.model, &before);
+    pb.model.attn_gate = 1;
+    ts_attn_recipe_of(&pb, &sh, &gated);
+    ts_model_params(&pb.model, &after);
+    double a_rank = 32.0 / 2 * 128, T = 4096;
+    cr_expect_eq(gated.qkv[0].n - plain.qkv[0].n, a_rank, "%g", gated.qkv[0].n - plain.qkv[0].n);
+    cr_expect_eq(gated.matmul_params - plain.matmul_params, 4096 * a_rank);
+    cr_expect_eq(gated.gate_bytes, 3 * 2 * T * a_rank);
+    cr_expect_eq(plain.gate_bytes, 0);
+    cr_expect_eq(gated.proj.k, plain.proj.k, "the output projection keeps its width");
+    cr_expect_eq(gated.kv_block_bytes, plain.kv_block_bytes, "CP passes K and V only");
+    cr_expect_eq(after.total - before.total, 32.0 * 4096 * 32 * 128);
+}

@@ -226,6 +226,30 @@ Test(export, what_frameworks_cannot_say_is_said) {
     remove_dir(dir);
 }
 
+/* The attention output gate (AFMoE, Qwen3-Next): Megatron-Core's attention_output_gate widens
+ * linear_qkv by it (core_v0.16.1 SelfAttention); Trinity's sandwich norms are said, not flagged. */
+Test(export, attention_output_gate) {
+    char *dir, *plan, *path = test_data_path("tests/data/hf/trinity-nano.json");
+    cli_result r = export_fixed(path, "8", "64", "tp=1,pp=1,ep=8", "bf16", "megatron", &dir, &plan);
+    const char *line = flags_line(r.out);
+    cr_expect(has_flag(line, "--attention-output-gate") && has_flag(line, "--qk-layernorm"), "%s", line);
+    cr_expect(strstr(r.out, "# 4 norms per layer") != NULL, "the sandwich norms are said:\n%s", r.out);
+    cli_result_free(&r);
+    r = test_export_plan(plan, "megatron-bridge");
+    cr_expect(strstr(r.out, "attention_output_gate=True") != NULL, "Megatron-Bridge:\n%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+    free(path);
+    path = test_data_path("tests/data/models/gated-gqa-1b.json");
+    r = export_fixed(path, "8", "64", "tp=2,pp=1", "bf16", "megatron", &dir, &plan);
+    cr_expect(has_flag(flags_line(r.out), "--attention-output-gate"), "%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+    free(path);
+}
+
 /* Megatron-LM (megatron/training/arguments.py): --recompute-method and --recompute-num-layers
  * belong to full recompute only ("recompute method is not yet supported for selective recomputing
  * granularity"); selective recomputes core attention (--recompute-modules' default). The
