@@ -121,12 +121,28 @@ ts_status read_kv_heads(const ts_jreader *r, const cJSON *root, ts_field_names *
     return TS_OK;
 }
 
-/* rope_theta (absent: not given, Megatron-LM's default 10000 then applies). */
+/* rope_theta (absent: not given, Megatron-LM's default 10000 then applies). transformers 5 saves it
+ * in rope_parameters, per layer type where the types differ ("full_attention" and
+ * "sliding_attention": Gemma 3's global and local bases); the full-attention layers' is kept, the
+ * one base Megatron-LM's --rotary-base sets. */
 ts_status read_rope_theta(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     hf_name(nm, r, "rope_theta", "rope_theta");
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+    if (it != NULL && !cJSON_IsNull(it)) return ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (!cJSON_IsObject(params)) return TS_OK;
+    ts_jreader pr, fr;
+    ts_jreader_child(r, "rope_parameters", 0, &pr);
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
+    if (cJSON_IsObject(full)) {
+        ts_jreader_child(&pr, "full_attention", 0, &fr);
+        pr = fr;
+        params = full;
+    }
+    it = cJSON_GetObjectItemCaseSensitive(params, "rope_theta");
     if (it == NULL || cJSON_IsNull(it)) return TS_OK;
-    return ts_jr_num(r, root, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
+    hf_name(nm, &pr, "rope_theta", "rope_theta");
+    return ts_jr_num(&pr, params, "rope_theta", 0, 0, TS_MAX_ROPE_THETA, 0, &m->rope_theta);
 }
 
 const hf_keys llama_keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -422,29 +438,40 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_field_names
 /* --- issue 19's families ---------------------------------------------------------------------- */
 
 /* Which layers attend locally, from layer_types ("sliding_attention" / "full_attention" per
- * layer, transformers' newer configs) when given, else `def_full_every`: Tessera keeps the
- * pattern "global when (i + 1) % N == 0" (model.h ts_window), so another pattern is refused. */
-static ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
-                                  int def_full_every) {
+ * layer, transformers' newer configs) when given, else `def_full_every`. Tessera keeps the pattern
+ * "global when (i + 1) % N == 0" (model.h ts_window). A pattern of one global layer every N that
+ * starts elsewhere in its period (CWM's layers 0, 4, 8, ...: CwmConfig's default) is read as N: each
+ * global layer moves within its period, which changes no parameter and, with whole periods, no
+ * FLOPs (the cost model prices the layers' mean; GPT-Neo's are read so too). Another pattern is
+ * refused. */
+ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                           int def_full_every) {
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     m->window.full_every = def_full_every;
     if (!cJSON_IsArray(types)) return TS_OK;
     hf_name(nm, r, "window.full_every", "layer_types");
-    int n = cJSON_GetArraySize(types), first_full = 0;
-    for (int i = 0; i < n && !first_full; i++) {
+    int n = cJSON_GetArraySize(types), first = -1, period = 0;
+    for (int i = 0; i < n && period == 0; i++) {
         const cJSON *t = cJSON_GetArrayItem(types, i);
-        if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) first_full = i + 1;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0) continue;
+        if (first < 0) first = i;
+        else period = i - first;
     }
-    m->window.full_every = first_full; /* 0: no full layer, every layer local */
+    if (first >= 0 && period == 0) period = n; /* one global layer */
+    m->window.full_every = first < 0 ? 0 : period; /* 0: no full layer, every layer local */
     for (int i = 0; i < n; i++) {
         const cJSON *t = cJSON_GetArrayItem(types, i);
         int full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
-        int want = first_full > 0 && (i + 1) % first_full == 0;
-        if (full != want)
+        int want = first >= 0 && i >= first && (i - first) % period == 0;
+        if (full != want || (first >= period && first >= 0))
             return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types[%d]: Tessera models a full-attention layer every N "
-                           "layers (N = %d here), got \"%s\"", r->file, r->path, i, first_full,
-                           cJSON_IsString(t) ? t->valuestring : "?");
+                           "layers (N = %d here), got \"%s\"", r->file, r->path, full != want ? i : first,
+                           period, cJSON_IsString(t) ? t->valuestring : "?");
     }
+    if (first >= 0 && first != period - 1 && n % period != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: a full-attention layer every %d layers from layer %d "
+                       "over %d layers: Tessera's pattern (the last of each %d) would count another number of "
+                       "them", r->file, r->path, period, first, n, period);
     return TS_OK;
 }
 
@@ -653,7 +680,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * from `bias` (default true), read as InternLM2; helium
                                         * (HeliumConfig): Llama's layer. */
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
-                                       NULL};
+                                       "cwm", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -672,7 +699,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_minimax_m2, read_bailing_moe, read_deepseek_v32, read_mimo, read_dots1,
                                        read_arcee, read_apertus,
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
-                                       read_solar_open, read_afmoe};
+                                       read_solar_open, read_afmoe, read_cwm};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -712,7 +739,8 @@ static const char *const hf_arch_names[][2] = {
     {"Olmo3ForCausalLM", "olmo3"}, {"MinistralForCausalLM", "ministral"}, {"InternLMForCausalLM", "internlm"},
     {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {"FlexOlmoForCausalLM", "olmoe"},
     {"Ministral3ForCausalLM", "mistral"}, {"GlmMoeDsaForCausalLM", "deepseek_v32"},
-    {"SolarOpenForCausalLM", "solar_open"}, {"AfmoeForCausalLM", "afmoe"}, {NULL, NULL}};
+    {"SolarOpenForCausalLM", "solar_open"}, {"AfmoeForCausalLM", "afmoe"}, {"CwmForCausalLM", "cwm"},
+    {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's

@@ -5,7 +5,7 @@
  *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3 and JetMoE (refused)
  *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
- *                   InternLM2 and GLM-4 (glm, glm4): Llama's decoder layer with their own keys
+ *                   InternLM2, GLM-4 (glm, glm4) and CWM: Llama's decoder layer with their own keys
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
  *   hf_remote.c     ChatGLM 1-3 / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
  *                   (exaone4): remote-code Chinese and Korean families, mostly Llama's layer renamed
@@ -67,6 +67,10 @@ ts_status read_llama(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
 /* Every layer MoE: `experts_key` experts of intermediate_size, num_experts_per_tok a token. */
 ts_status read_expert_layers(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *experts_key,
                              ts_model *m);
+/* Which layers are global: one every `def_full_every`, unless layer_types lists them (a periodic
+ * pattern, whatever its phase; else refused). */
+ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
+                           int def_full_every);
 /* sliding_window (null or absent: none), global every `def_full_every` layers unless layer_types says. */
 ts_status read_sliding(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m, int def_full_every);
 
@@ -120,6 +124,7 @@ ts_status read_seed_oss(const ts_jreader *r, const cJSON *root, ts_field_names *
 ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_cwm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 /* hf_gpt_kin.c's families. */
 /* SantaCoder's attention_head_type on a gpt2 config ("multiquery": one key/value head). */
 ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

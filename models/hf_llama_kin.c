@@ -1,6 +1,6 @@
 /* Hugging Face readers for the families built on Llama's decoder layer: ERNIE 4.5 (dense and MoE),
- * Hunyuan (dense and MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS, InternLM2 and GLM-4 (glm,
- * glm4) (hf_impl.h). Each maps the keys of that family's <Type>Config onto ts_model, with the
+ * Hunyuan (dense and MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS, InternLM2, GLM-4 (glm,
+ * glm4) and CWM (hf_impl.h). Each maps the keys of that family's <Type>Config onto ts_model, with the
  * modules its modelling code builds (transformers models/<type>/modeling_<type>.py; for the
  * remote-code families, deepseek, minicpm and internlm2, the modeling_*.py of the model's own
  * repository, e.g. internlm/internlm2_5-7b).
@@ -218,4 +218,18 @@ ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, t
 
 ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     return read_glm_version(r, root, nm, m, 4);
+}
+
+/* CWM, Meta's Code World Model (transformers CwmConfig, modular_cwm.py): Llama 3's layer without
+ * attention biases (CwmAttention's q, k, v and o; mlp_bias may bias the MLP), 131072 positions by
+ * default, and a window of sliding_window (8192 by default; null or 0: none) on the layers
+ * layer_types names, CwmConfig's default a full layer at 0, 4, 8, ... (read as one every 4,
+ * read_layer_types). */
+ts_status read_cwm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_defaults(r, root, nm, 0, 131072, m));
+    TS_CHECK(hf_bool(r, root, "mlp_bias", 0, 0, &m->linear_bias));
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (cJSON_IsNull(w) || (cJSON_IsNumber(w) && w->valuedouble == 0)) return TS_OK; /* CwmConfig: None */
+    TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 8192, &m->window.tokens));
+    return read_layer_types(r, root, nm, m, 4);
 }

@@ -399,7 +399,7 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                "gpt_bigcode, gpt_neo, codegen, mpt, internlm2, glm, glm4, "
                "chatglm, baichuan, qwen, exaone, exaone4, "
                "minimax_m2, bailing_moe, deepseek_v32, mimo, dots1, arcee, apertus, "
-               "olmo3, ministral, internlm, helium, jetmoe, solar_open, afmoe "
+               "olmo3, ministral, internlm, helium, jetmoe, solar_open, afmoe, cwm "
                "(or a known architectures[] entry), got \"t5\"");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");

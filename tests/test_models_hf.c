@@ -121,6 +121,8 @@ static const struct {
     {"trinity-mini", 26e9, 0.005},             /* Arcee Trinity Large Technical Report (2026), abstract: 26B total, 3B active
                                                 * (whole billions; the modules 26.12B) */
     {"trinity-nano", 6e9, 0.021},              /* the same report: 6B total, 1B active (the modules 6.12B) */
+    {"cwm", 32e9, 0.019},                      /* CWM report (arXiv:2510.02387): a 32-billion-parameter model, whole billions
+                                                * (the modules 32.58B) */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -1172,4 +1174,50 @@ Test(models_hf, gated_and_glm_expert_kin_keep_their_modules) {
     cr_expect_eq(ts_model_from_json("trinity-mini", js, &back), TS_OK);
     cr_expect(back.attn_gate && total_params(&back) == want, "attn_gate round-trips through Tessera's JSON");
     cJSON_Delete(js);
+}
+
+/* CWM: Llama 3's layer with a window of 8192 on three layers of four, the full one first in each
+ * period (CwmConfig's default): read as one every 4, the same count; transformers 5's
+ * rope_parameters carry the base. A pattern that is not one global layer every N is refused. */
+Test(models_hf, layer_types_of_any_phase_and_rope_parameters) {
+    double h = 6144, q = 48 * 128, kv = 8 * 128, f = 21504, V = 128256;
+    double want = 2 * V * h + 64 * (2 * h * q + 2 * h * kv + 3 * h * f + 2 * h) + h;
+    ts_model cwm = load("cwm");
+    cr_expect_eq(total_params(&cwm), want, "CWM: %.0f, the modules %.0f", total_params(&cwm), want);
+    cr_expect(cwm.window.tokens == 8192 && cwm.window.full_every == 4 && !cwm.qkv_bias && !cwm.linear_bias);
+    cr_expect_eq(cwm.rope_theta, 1e6, "rope_parameters.rope_theta");
+    int global = 0;
+    for (int i = 0; i < cwm.layers; i++) global += ts_model_layer_window(&cwm, i) == 0;
+    cr_expect_eq(global, 16, "16 full-attention layers, as layer_types lists");
+    cr_expect_eq(load_edited("cwm", "sliding_window", cJSON_CreateNull()).window.tokens, 0, "CwmConfig: None");
+
+    /* per layer type (Gemma 3's v5 save): the full-attention layers' base */
+    cJSON *per_type = cJSON_Parse("{\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1000000},"
+                                  " \"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000}}");
+    cr_expect_eq(load_edited("cwm", "rope_parameters", per_type).rope_theta, 1e6);
+
+    /* a full layer at 0, 1, 5: no period (0 and 1 say one every layer, layer 2 breaks it) */
+    cJSON *odd = cJSON_CreateArray();
+    for (int i = 0; i < 64; i++)
+        cJSON_AddItemToArray(odd, cJSON_CreateString(i == 0 || i == 1 || i == 5 ? "full_attention" : "sliding_attention"));
+    char *path = test_data_path("tests/data/hf/cwm.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(root, "layer_types", odd);
+    ts_model m;
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("cwm.json", root, &m), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "$.layer_types[2]: Tessera models a full-attention layer every N layers "
+                                         "(N = 1 here)") != NULL, "%s", ts_error_message());
+    /* the phase-shifted pattern over a partial period would count another number of full layers */
+    cJSON *partial = cJSON_CreateArray();
+    for (int i = 0; i < 64; i++) cJSON_AddItemToArray(partial, cJSON_CreateString(i % 5 == 0 ? "full_attention" : "sliding_attention"));
+    cJSON_ReplaceItemInObject(root, "layer_types", partial);
+    ts_error_clear();
+    cr_expect_eq(ts_model_from_json("cwm.json", root, &m), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "$.layer_types: a full-attention layer every 5 layers from layer 0 over 64 "
+                                         "layers") != NULL, "%s", ts_error_message());
+    cJSON_Delete(root);
+    free(text);
+    free(path);
 }
