@@ -707,7 +707,9 @@ Test(mpi, calibrate_quick_profile_plans, .timeout = 300) {
     cr_expect(s.gpus_per_node >= 8 && s.serial_ops, "node.gpus %d, serial_ops %d", s.gpus_per_node, s.serial_ops);
     cr_expect(s.peak_flops[TS_DTYPE_FP32] > 1e8 && s.gemm_eff.n >= 2, "peak %g over %d points",
               s.peak_flops[TS_DTYPE_FP32], s.gemm_eff.n);
-    cr_expect(s.link_bytes_per_s > 1e6 && s.link_latency_s < 1e-2, "link %g B/s, %g s", s.link_bytes_per_s,
+    /* a latency fitted on two ranks of a loaded 2-core machine (make check runs beside other
+     * suites) reached 10.5 ms once: the bound catches a unit slip (seconds as ms: 1000x), not load */
+    cr_expect(s.link_bytes_per_s > 1e6 && s.link_latency_s < 0.1, "link %g B/s, %g s", s.link_bytes_per_s,
               s.link_latency_s);
 
     cli_result p = run_cli("plan", "-m", "tiny", "-s", profile, "--gpus", "2", "--global-batch", "8", "--seq", "64",
