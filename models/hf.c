@@ -437,42 +437,50 @@ static ts_status read_opt(const ts_jreader *r, const cJSON *root, ts_field_names
 
 /* --- issue 19's families ---------------------------------------------------------------------- */
 
+static int is_full_layer(const cJSON *types, int i) {
+    const cJSON *t = cJSON_GetArrayItem(types, i);
+    return cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
+}
+
+/* The first of the n layer types that breaks "full exactly at first, first + period, ...", or -1. */
+static int pattern_break(const cJSON *types, int n, int first, int period) {
+    for (int i = 0; i < n; i++)
+        if (is_full_layer(types, i) != (i >= first && (i - first) % period == 0)) return i;
+    return -1;
+}
+
 /* Which layers attend locally, from layer_types ("sliding_attention" / "full_attention" per
  * layer, transformers' newer configs) when given, else `def_full_every`. Tessera keeps the pattern
  * "global when (i + 1) % N == 0" (model.h ts_window). A pattern of one global layer every N that
  * starts elsewhere in its period (CWM's layers 0, 4, 8, ...: CwmConfig's default) is read as N: each
  * global layer moves within its period, which changes no parameter and, with whole periods, no
  * FLOPs (the cost model prices the layers' mean; GPT-Neo's are read so too). Another pattern is
- * refused. */
+ * refused, naming the first entry that breaks Tessera's own. */
 ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m,
                            int def_full_every) {
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     m->window.full_every = def_full_every;
     if (!cJSON_IsArray(types)) return TS_OK;
     hf_name(nm, r, "window.full_every", "layer_types");
-    int n = cJSON_GetArraySize(types), first = -1, period = 0;
-    for (int i = 0; i < n && period == 0; i++) {
-        const cJSON *t = cJSON_GetArrayItem(types, i);
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0) continue;
-        if (first < 0) first = i;
-        else period = i - first;
+    int n = cJSON_GetArraySize(types), first = -1, second = -1;
+    for (int i = 0; i < n && second < 0; i++)
+        if (is_full_layer(types, i)) *(first < 0 ? &first : &second) = i;
+    m->window.full_every = first + 1; /* 0: no full layer, every layer local */
+    int bad = first < 0 ? -1 : pattern_break(types, n, first, first + 1);
+    if (bad < 0) return TS_OK;
+    int period = second < 0 ? n : second - first; /* the phase-shifted reading */
+    if (first < period && pattern_break(types, n, first, period) < 0) {
+        if (n % period != 0)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: a full-attention layer every %d layers from layer %d "
+                           "over %d layers: Tessera's pattern (the last of each %d) would count another number of "
+                           "them", r->file, r->path, period, first, n, period);
+        m->window.full_every = period;
+        return TS_OK;
     }
-    if (first >= 0 && period == 0) period = n; /* one global layer */
-    m->window.full_every = first < 0 ? 0 : period; /* 0: no full layer, every layer local */
-    for (int i = 0; i < n; i++) {
-        const cJSON *t = cJSON_GetArrayItem(types, i);
-        int full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
-        int want = first >= 0 && i >= first && (i - first) % period == 0;
-        if (full != want || (first >= period && first >= 0))
-            return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types[%d]: Tessera models a full-attention layer every N "
-                           "layers (N = %d here), got \"%s\"", r->file, r->path, full != want ? i : first,
-                           period, cJSON_IsString(t) ? t->valuestring : "?");
-    }
-    if (first >= 0 && first != period - 1 && n % period != 0)
-        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: a full-attention layer every %d layers from layer %d "
-                       "over %d layers: Tessera's pattern (the last of each %d) would count another number of "
-                       "them", r->file, r->path, period, first, n, period);
-    return TS_OK;
+    const cJSON *t = cJSON_GetArrayItem(types, bad);
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types[%d]: Tessera models a full-attention layer every N layers "
+                   "(N = %d here), got \"%s\"", r->file, r->path, bad, first + 1,
+                   cJSON_IsString(t) ? t->valuestring : "?");
 }
 
 /* sliding_window (null or absent: none), on the layers read_layer_types says. */
