@@ -562,6 +562,35 @@ static ts_status read_gemma3(const ts_jreader *r, const cJSON *root, ts_field_na
     return read_gemma(r, root, nm, m, 3);
 }
 
+/* A soft cap the class defaults to `def` when the key is absent; null: none. */
+static ts_status hf_softcap(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *field,
+                            const char *key, double def, double *out) {
+    if (cJSON_GetObjectItemCaseSensitive(root, key) != NULL) return hf_num_or_null(r, root, nm, field, key, out);
+    hf_name(nm, r, field, key);
+    *out = def;
+    return TS_OK;
+}
+
+/* VaultGemma (transformers VaultGemmaConfig, Gemma2Config's keys and defaults; VaultGemmaDecoderLayer,
+ * Gemma2DecoderLayer with post_attention_layernorm and post_feedforward_layernorm deleted;
+ * google/vaultgemma-1b): Gemma 2's layer with two RMSNorms where Gemma 2 has four. Absent keys take
+ * VaultGemmaConfig's defaults: caps 50 and 30 (null: none), a 4096-token window on the layers
+ * layer_types marks "sliding_attention" (by default every other one, layer 0 local); a layer_types of
+ * full attention only leaves no window. */
+static ts_status read_vaultgemma(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_gemma(r, root, nm, m, 2));
+    m->norms_per_layer = 0; /* two norms a layer */
+    TS_CHECK(hf_softcap(r, root, nm, "attn_softcap", "attn_logit_softcapping", 50, &m->attn_softcap));
+    TS_CHECK(hf_softcap(r, root, nm, "logit_softcap", "final_logit_softcapping", 30, &m->logit_softcap));
+    if (cJSON_GetObjectItemCaseSensitive(root, "sliding_window") == NULL) {
+        m->window.tokens = 4096;
+        hf_name(nm, r, "window.tokens", "sliding_window");
+        TS_CHECK(read_layer_types(r, root, nm, m, 2));
+    }
+    if (m->window.full_every == 1) m->window.tokens = 0; /* every layer attends fully */
+    return TS_OK;
+}
+
 /* Phi-3 (transformers Phi3Attention, Phi3MLP): fused qkv_proj and gate_up_proj hold the same
  * matrices as Llama's separate ones; sliding_window (Phi-3-mini: 2047) on every layer. */
 static ts_status read_phi3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
@@ -688,7 +717,9 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * from `bias` (default true), read as InternLM2; helium
                                         * (HeliumConfig): Llama's layer. */
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
-                                       "cwm", NULL};
+                                       "cwm", "vaultgemma", "persimmon", "jais2", "nanochat", "bitnet",
+                                       /* refused: their readers say what is not modelled */
+                                       "diffllama", "gemma3n_text", "longcat_flash", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -707,7 +738,9 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_minimax_m2, read_bailing_moe, read_deepseek_v32, read_mimo, read_dots1,
                                        read_arcee, read_apertus,
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
-                                       read_solar_open, read_afmoe, read_cwm};
+                                       read_solar_open, read_afmoe, read_cwm, read_vaultgemma, read_persimmon,
+                                       read_jais2, read_nanochat, read_bitnet, read_diffllama, read_gemma3n,
+                                       read_longcat_flash};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
@@ -748,7 +781,10 @@ static const char *const hf_arch_names[][2] = {
     {"HeliumForCausalLM", "helium"}, {"JetMoeForCausalLM", "jetmoe"}, {"FlexOlmoForCausalLM", "olmoe"},
     {"Ministral3ForCausalLM", "mistral"}, {"GlmMoeDsaForCausalLM", "deepseek_v32"},
     {"SolarOpenForCausalLM", "solar_open"}, {"AfmoeForCausalLM", "afmoe"}, {"CwmForCausalLM", "cwm"},
-    {NULL, NULL}};
+    {"VaultGemmaForCausalLM", "vaultgemma"}, {"PersimmonForCausalLM", "persimmon"}, {"Jais2ForCausalLM", "jais2"},
+    {"NanoChatForCausalLM", "nanochat"}, {"BitNetForCausalLM", "bitnet"}, {"DiffLlamaForCausalLM", "diffllama"},
+    {"Gemma3nForCausalLM", "gemma3n_text"}, {"Gemma3nForConditionalGeneration", "gemma3n_text"},
+    {"LongcatFlashForCausalLM", "longcat_flash"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's
@@ -785,7 +821,7 @@ static const char *const hf_text_alias[][2] = {
     {"qwen2_vl", "qwen2"},         {"qwen2_5_vl", "qwen2"},         {"qwen2_vl_text", "qwen2"},
     {"qwen2_5_vl_text", "qwen2"},  {"qwen3_vl_text", "qwen3"},      {"qwen3_vl_moe_text", "qwen3_moe"},
     {"phi3_v", "phi3"},            {"glm4v_text", "glm4"},          {"glm4v_moe_text", "glm4_moe"},
-    {"glm4v", "glm4"},             {"glm4v_moe", "glm4_moe"},
+    {"glm4v", "glm4"},             {"glm4v_moe", "glm4_moe"},       {"gemma3n", "gemma3n_text"},
     {NULL, NULL}};
 
 /* Text-only model_types whose decoder is a family above under another name (no vision tower).
@@ -880,16 +916,19 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, in
     }
     char list[1024] = "";
     for (int i = 0; hf_types[i]; i++) {
+        if (hf_readers[i] == read_jetmoe || hf_readers[i] == read_diffllama || hf_readers[i] == read_gemma3n ||
+            hf_readers[i] == read_longcat_flash)
+            continue; /* known, and refused */
         size_t used = strlen(list);
-        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", hf_types[i]);
+        snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", hf_types[i]);
     }
     const cJSON *text_mt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, text_key(root)),
                                                             "model_type");
     if (cJSON_IsString(text_mt))
         return TS_FAIL(TS_ERR_INPUT, "%s: $.%s.model_type: \"%s\" (the language model of \"%s\"): expected "
                        "one of %s", r->file, text_key(root), text_mt->valuestring, mt, list);
-    return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: expected one of %s (or a known architectures[] entry), got "
-                   "\"%s\"", r->file, list, mt);
+    return TS_FAIL(TS_ERR_INPUT, "%s: $.model_type: got \"%s\", expected a known architectures[] entry or one of %s",
+                   r->file, mt, list);
 }
 
 /* "_name_or_path" (e.g. "meta-llama/Llama-2-7b-hf"), else the file name without ".json";

@@ -2,15 +2,16 @@
  *
  *   hf.c        the key readers below, the families before these (Solar Open with GLM-4.5), the
  *               model_type table and ts_model_from_hf
- *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3 and JetMoE (refused)
- *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2) and StableLM
+ *   hf_more.c   Nemotron, Granite (MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3; JetMoE, DiffLlama, Gemma 3n and
+ *               LongCat-Flash (refused)
+ *   hf_parallel.c  Phi, Falcon, Command R (cohere, cohere2), StableLM and Persimmon
  *   hf_llama_kin.c  ERNIE 4.5 (MoE), Hunyuan (MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS,
  *                   InternLM2, GLM-4 (glm, glm4) and CWM: Llama's decoder layer with their own keys
  *   hf_gpt_kin.c    GPT-BigCode, GPT-Neo and MPT: GPT-2's block; CodeGen reads as GPT-J
  *   hf_remote.c     ChatGLM 1-3 / GLM-4 (chatglm), Baichuan, Qwen 1 (qwen), EXAONE 3.x (exaone) and EXAONE 4
  *                   (exaone4): remote-code Chinese and Korean families, mostly Llama's layer renamed
- *   hf_recent.c     MiniMax-M2, Ling (bailing_moe), DeepSeek-V3.2, MiMo, dots.llm1, Arcee, Apertus and
- *                   AFMoE (Trinity)
+ *   hf_recent.c     MiniMax-M2, Ling (bailing_moe), DeepSeek-V3.2, MiMo, dots.llm1, Arcee, Apertus,
+ *                   AFMoE (Trinity), Jais 2, NanoChat and BitNet
  *
  * Every reader takes the reader `r` of the object `root` it reads (its file and JSON path) and
  * records in `nm` which key each of Tessera's fields came from, so that the cross-field rules
@@ -104,6 +105,11 @@ ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
 ts_status read_olmo3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 /* JetMoE: refused (its attention is a mixture of experts, which ts_model cannot hold). */
 ts_status read_jetmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* Refused too: DiffLlama (differential attention), Gemma 3n (per-layer embeddings, AltUp, LAuReL,
+ * shared K/V) and LongCat-Flash (two attentions a layer, zero-computation experts). */
+ts_status read_diffllama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_gemma3n(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_parallel.c's families. */
 ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -111,6 +117,7 @@ ts_status read_falcon(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 ts_status read_cohere(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_cohere2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_persimmon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_llama_kin.c's families. */
 ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -147,5 +154,8 @@ ts_status read_dots1(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
 ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_jais2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_nanochat(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_bitnet(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 #endif

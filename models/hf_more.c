@@ -1,5 +1,5 @@
-/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3
- * and JetMoE, which is refused
+/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3,
+ * and the refused JetMoE, DiffLlama, Gemma 3n and LongCat-Flash
  * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
  * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
  *
@@ -138,4 +138,48 @@ ts_status read_jetmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm
     return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_local_experts: JetMoE routes attention as well as the MLP through "
                    "%d experts (mixture of attention heads); Tessera models dense attention only", r->file, r->path,
                    experts);
+}
+
+/* DiffLlama (transformers DiffLlamaConfig, modular_diffllama.py DiffLlamaAttention; Ye et al. 2024,
+ * Differential Transformer, arXiv:2410.05258): Llama's projections, but each pair of heads takes the
+ * difference of two softmax maps over values of 2 * head_dim, weighted by lambdas learned from four
+ * vectors of head_dim a layer and normed per head pair. Tessera's attention has neither the lambdas
+ * nor the second map, so the family is refused rather than counted and costed wrong. */
+ts_status read_diffllama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)root, (void)nm, (void)m;
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.model_type: \"diffllama\" uses differential attention (two softmax "
+                   "maps a head pair and learned lambda vectors, 4 * head_dim a layer); Tessera models standard "
+                   "attention only", r->file, r->path);
+}
+
+/* Gemma 3n (transformers Gemma3nTextConfig, modular_gemma3n.py): Gemma 3's layer carrying per-layer
+ * embeddings (a second table of hidden_size_per_layer_input a layer, gated into each layer),
+ * altup_num_inputs copies of the hidden state (AltUp), a low-rank residual (LAuReL), and its last
+ * num_kv_shared_layers layers reusing earlier layers' keys and values. Tessera models one residual
+ * stream, one embedding table and K/V in every layer, so the family is refused, naming the key
+ * (google/gemma-3n-E2B's language model: 4.46B parameters, 2.01B of them the per-layer table). */
+ts_status read_gemma3n(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)m;
+    int64_t ple;
+    TS_CHECK(hf_int(r, root, nm, NULL, "hidden_size_per_layer_input", 0, 0, TS_MAX_HIDDEN, 256, &ple));
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.hidden_size_per_layer_input: Gemma 3n adds per-layer embeddings (%lld "
+                   "a layer), AltUp's parallel hidden states and LAuReL's low-rank residual to every layer and shares "
+                   "K/V across its last layers; Tessera models one residual stream and one embedding table",
+                   r->file, r->path, (long long)ple);
+}
+
+/* LongCat-Flash (transformers LongcatFlashConfig, modular_longcat_flash.py; LongCat-Flash report,
+ * arXiv:2509.01322 §2): each layer holds two MLA blocks and two dense MLPs in sequence beside one
+ * shortcut-connected MoE whose router also picks zero_expert_num zero-computation (identity)
+ * experts, so the experts a token computes vary. Tessera's layer is one attention and one MLP or
+ * MoE, every expert computing, so the family is refused, naming the key. */
+ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)m;
+    int layers, zero;
+    TS_CHECK(hf_i32(r, root, nm, NULL, "num_layers", 0, 1, TS_MAX_LAYERS, 28, &layers));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "zero_expert_num", 0, 0, TS_MAX_EXPERTS, 256, &zero));
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_layers: each of LongCat-Flash's %d layers holds two attention blocks "
+                   "and two MLPs beside a shortcut MoE whose router also picks %d zero-computation (identity) "
+                   "experts; Tessera models one attention and one MLP or MoE a layer, every expert computing",
+                   r->file, r->path, layers, zero);
 }

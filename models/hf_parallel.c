@@ -1,7 +1,10 @@
-/* Hugging Face readers for Phi-1/2, Falcon, Command R (Command R7B, Command A) and StableLM (hf_impl.h):
- * the families whose layers feed attention and the MLP from one LayerNorm, or may. Each maps the keys
+/* Hugging Face readers for Phi-1/2, Falcon, Command R (Command R7B, Command A), StableLM and Persimmon
+ * (hf_impl.h): the families whose layers feed attention and the MLP from one LayerNorm, or may, and
+ * Persimmon, LayerNorm'd as StableLM. Each maps the keys
  * transformers' <Type>Config writes onto ts_model, with the modules that family's modelling code builds
  * (transformers/models/<type>/modeling_<type>.py). Gemma 1 is read with Gemma 2 and 3 in hf.c. */
+#include <string.h>
+
 #include "models/hf_impl.h"
 #include "models/model_limits.h"
 
@@ -133,4 +136,41 @@ ts_status read_stablelm(const ts_jreader *r, const cJSON *root, ts_field_names *
     m->norms_per_layer = parallel ? 1 : 0;
     m->activation = TS_ACT_SWIGLU;
     return hf_bool(r, root, "use_qkv_bias", 0, 0, &m->qkv_bias);
+}
+
+/* Persimmon (transformers PersimmonConfig, PersimmonAttention, PersimmonMLP, PersimmonDecoderLayer;
+ * adept/persimmon-8b-base): multi-head attention through one fused query_key_value (h -> 3h with
+ * bias, whatever num_key_value_heads says) and a biased dense output; a LayerNorm of head_dim
+ * (weight and bias) on the queries and one on the keys when qk_layernorm (its default); rotary on
+ * partial_rotary_factor of each head, which changes no parameter; a 2-matrix MLP with biases of
+ * intermediate_size under hidden_act, squared ReLU by default (any other: the same two matrices);
+ * LayerNorms before attention, before the MLP and at the end; an untied head. head_dim is
+ * hidden_size / num_attention_heads, which must be exact (PersimmonAttention raises otherwise).
+ * PersimmonConfig's defaults: 16384 positions, rope_theta 25000. */
+ts_status read_persimmon(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    static const hf_keys keys = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "max_position_embeddings", 16384, 0};
+    static const hf_rate rates[] = {{"hidden_dropout", 0.0}, {"attention_dropout", 0.0}};
+    TS_CHECK(read_shape(r, root, nm, &keys, m));
+    if (m->hidden % m->heads != 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.hidden_size: %lld is not divisible by num_attention_heads %d", r->file,
+                       r->path, (long long)m->hidden, m->heads);
+    m->head_dim = (int)(m->hidden / m->heads);
+    hf_name(nm, r, "head_dim", "hidden_size");
+    int64_t unused_kv; /* not PersimmonConfig's (adept/persimmon-8b-base writes 64); a malformed one is refused */
+    TS_CHECK(hf_int(r, root, nm, NULL, "num_key_value_heads", 0, 1, TS_MAX_HEADS, m->heads, &unused_kv));
+    TS_CHECK(hf_int(r, root, nm, "ffn_hidden", "intermediate_size", 1, 1, TS_MAX_FFN, 0, &m->ffn_hidden));
+    TS_CHECK(read_dropout(r, root, rates, 2, &m->dropout));
+    TS_CHECK(read_rope_theta(r, root, nm, m));
+    if (m->rope_theta == 0) m->rope_theta = 25000; /* PersimmonConfig's rope_theta */
+    int qk_layernorm;
+    char act[32];
+    TS_CHECK(hf_bool(r, root, "qk_layernorm", 0, 1, &qk_layernorm));
+    TS_CHECK(ts_jr_str(r, root, "hidden_act", 0, "relu2", act, sizeof act));
+    m->activation = strcmp(act, "relu2") == 0 ? TS_ACT_RELU2 : TS_ACT_GELU;
+    m->qk_norm = qk_layernorm ? TS_QKNORM_HEAD : TS_QKNORM_NONE;
+    m->norm = TS_NORM_LAYERNORM;
+    m->position = TS_POS_ROPE;
+    m->qkv_bias = m->linear_bias = 1;
+    return TS_OK;
 }

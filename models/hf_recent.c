@@ -1,6 +1,6 @@
 /* Hugging Face readers for recent MoE families and Llama kin with their own MLP (hf_impl.h):
  * MiniMax-M2, Ling (bailing_moe, remote code), DeepSeek-V3.2, MiMo (remote code), dots.llm1,
- * Arcee (AFM), Apertus and AFMoE (Trinity). Each maps the keys of that family's <Type>Config onto ts_model, with
+ * Arcee (AFM), Apertus, AFMoE (Trinity), Jais 2, NanoChat and BitNet. Each maps the keys of that family's <Type>Config onto ts_model, with
  * the modules its modelling code builds (transformers models/<type>/modular_<type>.py; for the
  * remote-code families the modeling_*.py of the model's own repository: inclusionAI/Ling-lite-1.5
  * modeling_bailing_moe.py, XiaomiMiMo/MiMo-7B-Base modeling_mimo.py; DeepSeek-V3.2's indexer from
@@ -210,4 +210,58 @@ ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
     int every;
     TS_CHECK(hf_i32(r, root, nm, NULL, "global_attn_every_n_layers", 0, 1, TS_MAX_LAYERS, 4, &every));
     return read_sliding(r, root, nm, m, every);
+}
+
+/* Jais 2 (transformers Jais2Config, modular_jais2.py: Jais2DecoderLayer = LlamaDecoderLayer with
+ * Jais2MLP = NemotronMLP): Llama's attention with attention_bias (true by default) on Q, K, V and O;
+ * a 2-matrix MLP (up_proj, down_proj) with mlp_bias (true by default) under hidden_act, squared ReLU by
+ * default; nn.LayerNorm with weight and bias before attention, before the MLP and at the end; an
+ * untied head, 8192 positions and a rotary base of 500000 by default. o_proj's bias follows mlp_bias
+ * (linear_bias): exact when the two keys agree, as both defaults do. */
+ts_status read_jais2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(hf_bool(r, root, "mlp_bias", 0, 1, &m->linear_bias));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 8192, &m->max_seq));
+    if (m->rope_theta == 0) m->rope_theta = 500000; /* Jais2Config's default */
+    m->norm = TS_NORM_LAYERNORM;
+    return read_two_matrix_mlp(r, root, "relu2", m);
+}
+
+/* NanoChat (transformers NanoChatConfig, modeling_nanochat.py; karpathy/nanochat): Llama's
+ * grouped-query attention, attention_bias (false by default) on Q, K, V and O, with an RMSNorm of
+ * head_dim on queries and keys after the rotary embedding; a 2-matrix MLP (fc1, fc2, no bias) under
+ * hidden_act, squared ReLU by default; every norm a weightless RMSNorm (two a layer and the final one,
+ * which NanoChatModel also applies to the embeddings); the logits soft-capped at
+ * final_logit_softcapping (15 by default; null: none); an untied head and 2048 positions by default.
+ * With attention_bias, o_proj's bias (h a layer) is not counted, as wherever the MLP has none. */
+ts_status read_nanochat(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 2048, &m->max_seq));
+    m->qk_norm = TS_QKNORM_HEAD;
+    m->norm_affine = TS_NORM_AFFINE_NONE;
+    m->embed_norm = 1;
+    hf_name(nm, r, "logit_softcap", "final_logit_softcapping");
+    if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "final_logit_softcapping")))
+        TS_CHECK(ts_jr_num(r, root, "final_logit_softcapping", 0, 0, TS_MAX_SOFTCAP, 15, &m->logit_softcap));
+    return read_two_matrix_mlp(r, root, "relu2", m);
+}
+
+/* BitNet b1.58 (transformers BitNetConfig, modular_bitnet.py): Llama's decoder layer (input and
+ * post-attention RMSNorms, grouped-query attention, attention_bias on Q, K, V and O) with two
+ * sub-norms (Wang et al. 2023, "subln"): attn_sub_norm, an RMSNorm of hidden_size before o_proj,
+ * and ffn_sub_norm, one of intermediate_size before down_proj of Gemma's gated MLP (gate_proj,
+ * up_proj, down_proj) under squared ReLU. Every linear is an nn.Linear of the usual shape: training
+ * holds it in bf16 and AutoBitLinear ternarises it (absmean) in each forward pass, the gradient
+ * passing straight through (the -bf16 master weights, quantization_mode "online"). The gate's ReLU²
+ * changes no parameter: SwiGLU's three matrices. Counted: three RMSNorms of h a layer. Not counted:
+ * ffn_sub_norm, intermediate_size a layer (8.6e-5 of bitnet-b1.58-2B-4T's 2,412,820,480), nor
+ * o_proj's bias under attention_bias, as Llama's. 2048 positions and an untied head by default. */
+ts_status read_bitnet(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 2048, &m->max_seq));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    m->norms_per_layer = 3;
+    return TS_OK;
 }

@@ -390,7 +390,8 @@ Test(models, bad_unknown_zoo_name) {
 
 Test(models, bad_hf_configs_name_the_hf_key) {
     expect_bad("{\"model_type\": \"t5\", \"d_model\": 512}",
-               ": $.model_type: expected one of llama, mistral, mixtral, qwen2, qwen2_moe, deepseek_v3, gpt2, "
+               ": $.model_type: got \"t5\", expected a known architectures[] entry or one of llama, mistral, "
+               "mixtral, qwen2, qwen2_moe, deepseek_v3, gpt2, "
                "gpt_neox, bloom, opt, qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, gpt_oss, deepseek_v2, "
                "kimi_k2, olmo2, starcoder2, gptj, llama4, llama4_text, glm4_moe, "
                "olmoe, nemotron, granite, granitemoe, granitemoeshared, phimoe, dbrx, olmo, gemma, phi, falcon, "
@@ -399,8 +400,8 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                "gpt_bigcode, gpt_neo, codegen, mpt, internlm2, glm, glm4, "
                "chatglm, baichuan, qwen, exaone, exaone4, "
                "minimax_m2, bailing_moe, deepseek_v32, mimo, dots1, arcee, apertus, "
-               "olmo3, ministral, internlm, helium, jetmoe, solar_open, afmoe, cwm "
-               "(or a known architectures[] entry), got \"t5\"");
+               "olmo3, ministral, internlm, helium, solar_open, afmoe, cwm, vaultgemma, persimmon, jais2, "
+               "nanochat, bitnet");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");
     expect_bad("{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_attention_heads\": 32, "

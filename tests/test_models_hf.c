@@ -123,6 +123,14 @@ static const struct {
     {"trinity-nano", 6e9, 0.021},              /* the same report: 6B total, 1B active (the modules 6.12B) */
     {"cwm", 32e9, 0.019},                      /* CWM report (arXiv:2510.02387): a 32-billion-parameter model, whole billions
                                                 * (the modules 32.58B) */
+    {"vaultgemma-1b", 1038741120, 0},          /* the Hub's safetensors count of google/vaultgemma-1b ("1.04B
+                                                * params"); equals the modules */
+    {"jais-2-8b", 8e9, 0.012},                 /* Jais 2: "8B and 70B parameters" (transformers' model doc, whole
+                                                * billions; the modules 8.09B) */
+    {"nanochat-d20", 560988160, 0},            /* nanochat d20: 560,988,160 (karpathy/nanochat's d20 walkthrough, as
+                                                * model cards of the run quote it) */
+    {"bitnet-b1.58-2b-4t-bf16", 2412820480, 0.0001}, /* the checkpoint's tensors, 2,412,820,480 (a public listing;
+                                                * model card "~2 Billion"); ffn_sub_norm (8.6e-5) not counted */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -578,13 +586,15 @@ Test(models_hf, vision_language_wrappers_keep_their_language_models_modules) {
 
 /* --- Gemma 1, Phi-2, Falcon, Command R, StableLM 2 ------------------------------------------------ */
 
+/* A fixture with `key` set to `value` (NULL: removed). */
 static ts_model load_edited(const char *name, const char *key, cJSON *value) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/data/hf/%s.json", name);
     char *path = test_data_path(rel);
     char *text = read_file(path);
     cJSON *root = cJSON_Parse(text);
-    if (cJSON_GetObjectItemCaseSensitive(root, key)) cJSON_ReplaceItemInObject(root, key, value);
+    if (value == NULL) cJSON_DeleteItemFromObject(root, key); /* NULL: the key left out */
+    else if (cJSON_GetObjectItemCaseSensitive(root, key)) cJSON_ReplaceItemInObject(root, key, value);
     else cJSON_AddItemToObject(root, key, value);
     ts_model m;
     cr_assert_eq(ts_model_from_json(name, root, &m), TS_OK, "%s with %s: %s", name, key, ts_error_message());
@@ -1220,4 +1230,41 @@ Test(models_hf, layer_types_of_any_phase_and_rope_parameters) {
     cJSON_Delete(root);
     free(text);
     free(path);
+}
+
+/* Gemma 2 without its sandwich norms, Persimmon's fused multi-head attention with LayerNorm'd Q and K,
+ * Jais 2's biased squared-ReLU MLP under LayerNorm, NanoChat's weightless norms and BitNet's sub-norm:
+ * each fixture's total from its modules. */
+Test(models_hf, small_families_keep_their_modules) {
+    double h = 1152, q = 4 * 256, V = 256000;
+    double want = V * h + 26 * (2 * h * q + 2 * h * q + 3 * h * 6912 + 2 * h) + h;
+    ts_model vg = load("vaultgemma-1b");
+    cr_expect_eq(total_params(&vg), want, "VaultGemma: %.0f, the modules %.0f", total_params(&vg), want);
+    cr_expect(vg.norms_per_layer == 0 && vg.gelu_gate && vg.embed_scaled && vg.tied_embeddings);
+    cr_expect_eq(vg.attn_softcap, 0, "null caps: none");
+    cr_expect_eq(load_edited("vaultgemma-1b", "attn_logit_softcapping", NULL).attn_softcap, 50,
+                 "an absent cap takes VaultGemmaConfig's 50");
+
+    h = 4096, V = 262144;
+    double f = 16384, layer = 4 * h * h + 4 * h + 4 * 64 + 2 * h * f + f + h + 4 * h;
+    ts_model ps = load("persimmon-8b-base");
+    want = 36 * layer + 2 * V * h + 2 * h;
+    cr_expect_eq(total_params(&ps), want, "Persimmon: %.0f, the modules %.0f", total_params(&ps), want);
+    cr_expect(ps.kv_heads == ps.heads && ps.head_dim == 64 && ps.activation == TS_ACT_RELU2 &&
+              ps.norm == TS_NORM_LAYERNORM && ps.rope_theta == 25000, "the fused QKV is multi-head");
+
+    h = 3328, f = 26624, V = 150272;
+    want = 2 * V * h + 32 * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + 2 * h;
+    ts_model j2 = load("jais-2-8b");
+    cr_expect_eq(total_params(&j2), want, "Jais 2: %.0f, the modules %.0f", total_params(&j2), want);
+
+    h = 1280, f = 5120, V = 65536;
+    ts_model nc = load("nanochat-d20");
+    cr_expect_eq(total_params(&nc), 2 * V * h + 20 * (4 * h * h + 2 * h * f), "NanoChat: every norm weightless");
+    cr_expect(nc.logit_softcap == 15 && nc.qk_norm == TS_QKNORM_HEAD && nc.norm_affine == TS_NORM_AFFINE_NONE);
+
+    h = 2560, f = 6912, V = 128256;
+    want = V * h + 30 * (2 * h * h + 2 * h * 640 + 3 * h * f + 3 * h) + h;
+    ts_model bn = load("bitnet-b1.58-2b-4t-bf16");
+    cr_expect_eq(total_params(&bn), want, "BitNet: %.0f, the modules less ffn_sub_norm %.0f", total_params(&bn), want);
 }
