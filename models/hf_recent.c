@@ -25,6 +25,15 @@ static ts_status read_two_matrix_mlp(const ts_jreader *r, const cJSON *root, con
     return TS_OK;
 }
 
+/* Llama's layer with attention_bias (default `bias_def`) on Q, K and V and the family's own default
+ * of max_position_embeddings. */
+static ts_status read_llama_biased(const ts_jreader *r, const cJSON *root, ts_field_names *nm, int bias_def,
+                                   int64_t max_seq_def, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, bias_def, &m->qkv_bias));
+    return hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, max_seq_def, &m->max_seq);
+}
+
 /* Arcee AFM (transformers ArceeConfig, ArceeMLP = NemotronMLP): Llama's layer (attention_bias,
  * mlp_bias) with a non-gated MLP, squared ReLU by default. */
 ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
@@ -37,9 +46,7 @@ ts_status read_arcee(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
  * no bias) under xIELU by default, two RMSNorms a layer (attention_layernorm,
  * feedforward_layernorm) and 65536 positions by default. */
 ts_status read_apertus(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 65536, &m->max_seq));
+    TS_CHECK(read_llama_biased(r, root, nm, 0, 65536, m));
     m->qk_norm = TS_QKNORM_HEAD;
     return read_two_matrix_mlp(r, root, "xielu", m);
 }
@@ -219,10 +226,8 @@ ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
  * untied head, 8192 positions and a rotary base of 500000 by default. o_proj's bias follows mlp_bias
  * (linear_bias): exact when the two keys agree, as both defaults do. */
 ts_status read_jais2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 1, &m->qkv_bias));
+    TS_CHECK(read_llama_biased(r, root, nm, 1, 8192, m));
     TS_CHECK(hf_bool(r, root, "mlp_bias", 0, 1, &m->linear_bias));
-    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 8192, &m->max_seq));
     if (m->rope_theta == 0) m->rope_theta = 500000; /* Jais2Config's default */
     m->norm = TS_NORM_LAYERNORM;
     return read_two_matrix_mlp(r, root, "relu2", m);
@@ -236,9 +241,7 @@ ts_status read_jais2(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
  * final_logit_softcapping (15 by default; null: none); an untied head and 2048 positions by default.
  * With attention_bias, o_proj's bias (h a layer) is not counted, as wherever the MLP has none. */
 ts_status read_nanochat(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
-    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 2048, &m->max_seq));
+    TS_CHECK(read_llama_biased(r, root, nm, 0, 2048, m));
     m->qk_norm = TS_QKNORM_HEAD;
     m->norm_affine = TS_NORM_AFFINE_NONE;
     m->embed_norm = 1;
@@ -259,9 +262,7 @@ ts_status read_nanochat(const ts_jreader *r, const cJSON *root, ts_field_names *
  * ffn_sub_norm, intermediate_size a layer (8.6e-5 of bitnet-b1.58-2B-4T's 2,412,820,480), nor
  * o_proj's bias under attention_bias, as Llama's. 2048 positions and an untied head by default. */
 ts_status read_bitnet(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
-    TS_CHECK(read_llama_like(r, root, nm, m));
-    TS_CHECK(hf_int(r, root, nm, "max_seq", "max_position_embeddings", 0, 1, TS_MAX_SEQ, 2048, &m->max_seq));
-    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    TS_CHECK(read_llama_biased(r, root, nm, 0, 2048, m));
     m->norms_per_layer = 3;
     return TS_OK;
 }
