@@ -275,6 +275,9 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
                2.0 * T * ar * (2.0 * qk + 2.0 * vd);
     } else {
         attn = 2.0 * T * (2.0 * ar * d + 2.0 * g * d); /* Q, K, V and the output projection input */
+        /* the output gate's backward reads the gate and the core's output, both beside the gated
+         * product the projection keeps */
+        if (m->attn_gate) attn += 2.0 * T * 2.0 * ar * d;
     }
     for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
         double scores = 0;

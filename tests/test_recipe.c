@@ -153,4 +153,12 @@ Test(recipe, attention_output_gate_widens_qkv) {
     cr_expect_eq(gated.proj.k, plain.proj.k, "the output projection keeps its width");
     cr_expect_eq(gated.kv_block_bytes, plain.kv_block_bytes, "CP passes K and V only");
     cr_expect_eq(after.total - before.total, 32.0 * 4096 * 32 * 128);
+    /* its backward keeps the gate and the core's output beside the gated product: two more 16-bit
+     * tensors of the rank's query width a token */
+    ts_layer_cost c_gated, c_plain;
+    ts_layer_cost_of(&pb, &sh, 0, &c_gated);
+    pb.model.attn_gate = 0;
+    ts_layer_cost_of(&pb, &sh, 0, &c_plain);
+    cr_expect(fabs((c_gated.act_bytes - c_plain.act_bytes) / pb.train.activation_scale - 2 * 2 * T * a_rank) < 1,
+              "%g bytes more", c_gated.act_bytes - c_plain.act_bytes);
 }
