@@ -463,6 +463,9 @@ ts_status read_layer_types(const ts_jreader *r, const cJSON *root, ts_field_name
     if (!cJSON_IsArray(types)) return TS_OK;
     hf_name(nm, r, "window.full_every", "layer_types");
     int n = cJSON_GetArraySize(types), first = -1, second = -1;
+    if (n != m->layers) /* transformers' layer_type_validation refuses it too */
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: %d entries, expected one a layer (%d)", r->file, r->path, n,
+                       m->layers);
     for (int i = 0; i < n && second < 0; i++)
         if (is_full_layer(types, i)) *(first < 0 ? &first : &second) = i;
     m->window.full_every = first + 1; /* 0: no full layer, every layer local */
