@@ -747,6 +747,15 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
+/* The readers that refuse their family, saying what Tessera does not model (hf_more.c). */
+static const hf_reader hf_refusing[] = {read_jetmoe, read_diffllama, read_gemma3n, read_longcat_flash};
+
+static int refusing(hf_reader rd) {
+    for (size_t i = 0; i < sizeof hf_refusing / sizeof hf_refusing[0]; i++)
+        if (hf_refusing[i] == rd) return 1;
+    return 0;
+}
+
 /* The model_type of an architectures[] name, for configs whose model_type is missing or unknown
  * (transformers' *ForCausalLM class names). */
 static const char *const hf_arch_names[][2] = {
@@ -919,9 +928,7 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, in
     }
     char list[1024] = "";
     for (int i = 0; hf_types[i]; i++) {
-        if (hf_readers[i] == read_jetmoe || hf_readers[i] == read_diffllama || hf_readers[i] == read_gemma3n ||
-            hf_readers[i] == read_longcat_flash)
-            continue; /* known, and refused */
+        if (refusing(hf_readers[i])) continue; /* known, and refused */
         size_t used = strlen(list);
         snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", hf_types[i]);
     }
