@@ -1056,5 +1056,8 @@ ts_status ts_model_from_hf(const char *file, const cJSON *root, ts_model *out) {
         cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings"))
         TS_CHECK(hf_bool(&r, root, "tie_word_embeddings", 0, 0, &out->tied_embeddings));
     if (out->moe.experts > 0) out->moe.load_cv = TS_MOE_DEFAULT_LOAD_CV; /* config.json does not say */
+    /* No window length (attention_chunk_size or sliding_window absent, null, or every layer full):
+     * no local attention, whatever the layer pattern said, as Tessera's own JSON reads it back. */
+    if (out->window.tokens == 0) out->window = (ts_window){0};
     return ts_model_validate_named(file, out, &names);
 }

@@ -584,6 +584,37 @@ Test(models_hf, vision_language_wrappers_keep_their_language_models_modules) {
     cr_expect(strstr(kv.source, "kimi_vl read as deepseek_v3") != NULL, "%s", kv.source);
 }
 
+/* A config without a window length (Llama 4's attention_chunk_size left out; sliding_window null)
+ * has no local attention, and reads back from Tessera's own JSON as the same model: plans embed
+ * that JSON (found by tests/fuzz/fuzz_hf, a Llama 4 config whose chunk size key was mangled). */
+Test(models_hf, no_window_length_round_trips) {
+    const char *cases[][3] = {{"llama4-scout", "text_config", "attention_chunk_size"},
+                              {"mistral-7b", NULL, "sliding_window"},
+                              {"gemma2-9b", NULL, "sliding_window"},
+                              {"gpt-oss-20b", NULL, "sliding_window"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/data/hf/%s.json", cases[i][0]);
+        char *path = test_data_path(rel);
+        char *text = read_file(path);
+        cJSON *root = cJSON_Parse(text);
+        cJSON *obj = cases[i][1] ? cJSON_GetObjectItemCaseSensitive(root, cases[i][1]) : root;
+        cJSON_DeleteItemFromObject(obj, "sliding_window_size");
+        if (cases[i][1]) cJSON_DeleteItemFromObject(obj, cases[i][2]);
+        else cJSON_ReplaceItemInObject(obj, cases[i][2], cJSON_CreateNull());
+        ts_model m, back;
+        cr_assert_eq(ts_model_from_json(cases[i][0], root, &m), TS_OK, "%s: %s", cases[i][0], ts_error_message());
+        cr_expect_eq(m.window.tokens, 0, "%s: no local attention", cases[i][0]);
+        cJSON *json = ts_model_to_json(&m);
+        cr_assert_eq(ts_model_from_json("round-trip", json, &back), TS_OK, "%s", ts_error_message());
+        cr_expect_eq(memcmp(&back, &m, sizeof back), 0, "%s round-trips without a window", cases[i][0]);
+        cJSON_Delete(json);
+        cJSON_Delete(root);
+        free(text);
+        free(path);
+    }
+}
+
 /* --- Gemma 1, Phi-2, Falcon, Command R, StableLM 2 ------------------------------------------------ */
 
 /* A fixture with `key` set to `value` (NULL: removed). */
