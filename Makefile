@@ -4,6 +4,7 @@
 #   make test-fast  the tests that start no MPI ranks and need no GPU (tests/README.md)
 #   make test-golden  the golden outputs alone (TESSERA_GOLDEN_UPDATE=1 rewrites them)
 #   make check-export  exports validated by megatron-core, Megatron-Bridge, DeepSpeed (PyPI venv)
+#   make check-docs  re-runs the commands README.md and docs/ show; what they show must come out
 #   make check      the same tests under AddressSanitizer + UBSan with float-cast-overflow (clang when installed, build-check/)
 #   make fuzz       FUZZ_SECONDS=60 per libFuzzer harness in tests/fuzz/ (clang, build-fuzz/)
 #   make valgrind   memcheck over a plan and a sim example
@@ -223,7 +224,7 @@ $(TEST_OBJS): CFLAGS += $(call dep_cflags,$(CRIT_CFLAGS) $(PNG_CFLAGS))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all test test-fast test-golden check-export check fuzz fuzz-bins valgrind bench demo install deps clean
+.PHONY: all test test-fast test-golden check-export check-docs check fuzz fuzz-bins valgrind bench demo install deps clean
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -268,6 +269,13 @@ test-golden: $(BIN) $(TEST_BIN)
 # into build/export-venv on first use (scripts/check-export.sh; minutes, several GB).
 check-export: $(BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
+
+# The commands README.md and docs/ show, re-run: every output line shown must still come out
+# (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure, which the check must catch.
+check-docs: $(BIN)
+	TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py
+	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/stale.md >/dev/null; then \
+	  echo "check-docs: tests/data/docs/stale.md passed, but its figure is stale"; exit 1; fi
 
 # With clang when installed (scripts/deps.sh installs it; it builds `make fuzz` too), else $(CC).
 CHECK_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))

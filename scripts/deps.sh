@@ -18,6 +18,8 @@ pkgs=(
   valgrind            # make valgrind: memcheck over plan and sim examples
   libpng-dev          # tests: decode the report's screenshot
   chromium            # tests: render the HTML report headless to a PNG
+  python3             # make check-docs (scripts/check-docs.py); make check-export
+  python3-venv        # make check-export: megatron-core, Megatron-Bridge, DeepSpeed in build/export-venv
 )
 
 missing=()

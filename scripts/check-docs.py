@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""check-docs: re-runs the commands that README.md and docs/*.md show and checks that every output
+line shown under one still comes out of it, so that no documented figure goes stale.
+
+What runs: every `$ ` line of a fenced block (lines ending in `\\` continue it) whose program is
+`tessera`, a `for` loop, or a file tool (python3, printf, cat, grep, head, sed, diff, ls, cp,
+mkdir), in the order the file shows them, in a scratch directory of its own where the repository's
+files are linked (so `models/...` and `tests/data/...` resolve and what a command writes stays
+there). A command goes on past a line ending in `\\` and past lines that bash reads as unfinished
+(an open quote, a loop before its `done`); a line that only sets shell variables (`QWEN="..."`) is kept for the file's later
+commands. Not run, and counted as skipped: commands
+that measure or time this machine (tessera run, calibrate, validate, compare, the bench programs:
+their figures are one run's measurements), commands that read what those write (named after
+`-o` or `-k`), and anything else (make, valgrind, mpirun).
+
+A shown line matches an output line when both are equal after collapsing blanks; "..." (or "…")
+inside a shown line stands for any text, a line "(stderr)" marks where stderr begins and is not
+compared, and wall-clock figures ("in 0.034 s") are not compared. Exit status 1 when a shown line
+is missing from its command's output or a command fails that shows no output.
+
+Usage: scripts/check-docs.py [-v] [FILE.md ...]   (make check-docs; TESSERA_BIN names the binary
+whose directory goes first on PATH, build/tessera by default)"""
+import glob, os, re, subprocess, sys, tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = {"tessera", "for", "python3", "printf", "cat", "grep", "head", "sed", "diff", "ls", "cp",
+       "mkdir"}
+MEASURED = re.compile(r"\btessera (run|calibrate|validate|compare)\b")
+WALL = re.compile(r"\bin \d+(?:\.\d+)? s\b")
+ASSIGNMENT = re.compile(r"\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s*")
+ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
+
+
+def unfinished(parts):
+    """Whether the command's lines so far need more: a trailing backslash, or what bash reads as
+    unfinished (an open quote, a loop before its `done`)."""
+    if parts[-1].endswith("\\"):
+        return True
+    p = subprocess.run(["bash", "-n", "-c", "\n".join(parts)], capture_output=True, text=True)
+    return "unexpected end of file" in p.stderr or "unexpected EOF" in p.stderr
+
+
+def commands(path):
+    """(line number, command, shown output lines) of every `$ ` line inside a fenced block."""
+    found, fence, cur = [], False, None
+    lines = open(path, encoding="utf-8").read().split("\n")
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.lstrip().startswith("```"):
+            if cur:
+                found.append(cur)
+            fence, cur = not fence, None
+        elif fence and ln.startswith("$ "):
+            if cur:
+                found.append(cur)
+            start, parts = i + 1, [ln[2:]]
+            while unfinished(parts) and i + 1 < len(lines) and not lines[i + 1].startswith("```"):
+                i += 1
+                parts.append(lines[i])
+            cur = (start, "\n".join(parts), [])
+        elif fence and cur:
+            cur[2].append(ln)
+        i += 1
+    return found
+
+
+def canon(s):
+    return WALL.sub("in # s", " ".join(s.split()))
+
+
+def shown_lines(shown):
+    return [x for x in shown if x.strip() and x.strip() not in ("...", "…", "(stderr)")]
+
+
+def matches(want, got):
+    """Whether the shown line `want` is one of the canonical output lines `got`."""
+    pieces = [re.escape(p) for p in ELLIPSIS.split(canon(want))]
+    rx = re.compile(r"(?:\s*.*?\s*)".join(pieces) + ("" if pieces[-1] else ".*"))
+    return any(rx.fullmatch(g) for g in got)
+
+
+def written(cmd):
+    """The files a command names after -o or -k (what a skipped command would have written)."""
+    return set(re.findall(r"(?:^|\s)(?:-o|-k|--out)\s+(\S+)", cmd))
+
+
+def skip_reason(cmd, unwritten):
+    m = MEASURED.search(cmd)
+    if m:
+        return f"measures this machine (tessera {m.group(1)})"
+    if "build/bench/" in cmd or "/usr/bin/time" in cmd:
+        return "times this machine"
+    if cmd.split()[0] not in RUN:
+        return f"not a command this check runs ({cmd.split()[0]})"
+    for f in unwritten:
+        if f in cmd.split():
+            return f"reads {f}, which a skipped command writes"
+    return None
+
+
+def check_file(path, env, verbose, counts):
+    rel = os.path.relpath(path, ROOT)
+    with tempfile.TemporaryDirectory(prefix="check-docs-") as work:
+        for e in os.listdir(ROOT):
+            if not e.startswith("."):
+                os.symlink(os.path.join(ROOT, e), os.path.join(work, e))
+        unwritten, prelude = set(), ""
+        for line, cmd, shown in commands(path):
+            head = f"{rel}:{line}: {cmd.splitlines()[0][:100]}"
+            if ASSIGNMENT.fullmatch(cmd):
+                prelude += cmd + "\n"  # a shell variable the file's later commands use
+                continue
+            why = skip_reason(cmd, unwritten)
+            if why:
+                unwritten |= written(cmd)
+                counts["skipped"] += 1
+                if verbose:
+                    print(f"{head}\n    skipped: {why}")
+                continue
+            p = subprocess.run(["bash", "-c", prelude + cmd], cwd=work, env=env, capture_output=True,
+                               text=True, timeout=600)
+            out = p.stdout + p.stderr
+            got = [canon(x) for x in out.split("\n")]
+            want = shown_lines(shown)
+            missing = [w for w in want if not matches(w, got)]
+            if missing or (p.returncode != 0 and not want):
+                counts["differ"] += 1
+                print(f"{head}\n    exit {p.returncode}; {len(missing)} of {len(want)} shown "
+                      "line(s) not in its output:")
+                for m in missing[:4]:
+                    print(f"    shown: {m.strip()[:160]}")
+                    near = [g for g in got if g[:24] == canon(m)[:24]]
+                    if near:
+                        print(f"    now:   {near[0][:160]}")
+                if not want:
+                    print(f"    {(out.strip().splitlines() or [''])[-1][:160]}")
+            else:
+                counts["match"] += 1
+
+
+def main(argv):
+    verbose = "-v" in argv
+    files = [os.path.abspath(a) for a in argv if a != "-v"] or \
+        [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    tessera = os.path.abspath(os.environ.get("TESSERA_BIN") or os.path.join(ROOT, "build", "tessera"))
+    if not os.access(tessera, os.X_OK):
+        sys.exit(f"check-docs: {tessera} is not built (make all)")
+    env = dict(os.environ, TESSERA_DATA=ROOT,
+               PATH=os.path.dirname(tessera) + os.pathsep + os.environ.get("PATH", ""))
+    counts = {"match": 0, "differ": 0, "skipped": 0}
+    for f in files:
+        check_file(f, env, verbose, counts)
+    print(f"check-docs: {sum(counts.values())} commands: {counts['match']} match, "
+          f"{counts['differ']} differ, {counts['skipped']} skipped")
+    return 1 if counts["differ"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
