@@ -272,7 +272,7 @@ check-export: $(BIN)
 
 # The commands README.md and docs/ show, re-run: every output line shown must still come out
 # (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure, which the check must catch.
-check-docs: $(BIN)
+check-docs: $(BIN) $(BUILD)/bench/planner_accuracy $(BUILD)/bench/fp8_gemms
 	TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py
 	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/stale.md >/dev/null; then \
 	  echo "check-docs: tests/data/docs/stale.md passed, but its figure is stale"; exit 1; fi

@@ -2,16 +2,16 @@
 """check-docs: re-runs the commands that README.md and docs/*.md show and checks that every output
 line shown under one still comes out of it, so that no documented figure goes stale.
 
-What runs: every `$ ` line of a fenced block (lines ending in `\\` continue it) whose program is
-`tessera`, a `for` loop, or a file tool (python3, printf, cat, grep, head, sed, diff, ls, cp,
-mkdir), in the order the file shows them, in a scratch directory of its own where the repository's
-files are linked (so `models/...` and `tests/data/...` resolve and what a command writes stays
-there). A command goes on past a line ending in `\\` and past lines that bash reads as unfinished
-(an open quote, a loop before its `done`); a line that only sets shell variables (`QWEN="..."`) is kept for the file's later
-commands. Not run, and counted as skipped: commands
-that measure or time this machine (tessera run, calibrate, validate, compare, the bench programs:
-their figures are one run's measurements), commands that read what those write (named after
-`-o` or `-k`), and anything else (make, valgrind, mpirun).
+What runs: every `$ ` line of a fenced block whose program is `tessera`, a bench that times
+nothing (planner_accuracy, fp8_gemms), a `for` loop, or a file tool (python3, printf, cat, grep,
+head, sed, diff, ls, cp, mkdir), in the order the page shows them, in a scratch directory of the
+page's own where the repository's files are linked (so `models/...` and `tests/data/...` resolve
+and what a command writes stays there). A command goes on past a line ending in `\\` and past
+lines that bash reads as unfinished (an open quote, a loop before its `done`); a line that only
+sets shell variables (`QWEN="..."`) is kept for the page's later commands. Not run, and counted
+as skipped: commands that measure or time this machine (tessera run, calibrate, validate,
+compare, the timing benches: their figures are one run's), commands that read what those write
+(named after `-o` or `-k`), and anything else (make, valgrind, mpirun).
 
 A shown line matches an output line when both are equal after collapsing blanks; "..." (or "…")
 inside a shown line stands for any text, a line "(stderr)" marks where stderr begins and is not
@@ -24,7 +24,7 @@ import glob, os, re, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = {"tessera", "for", "python3", "printf", "cat", "grep", "head", "sed", "diff", "ls", "cp",
-       "mkdir"}
+       "mkdir", "build/bench/planner_accuracy", "build/bench/fp8_gemms"}  # the benches that time nothing
 MEASURED = re.compile(r"\btessera (run|calibrate|validate|compare)\b")
 WALL = re.compile(r"\bin \d+(?:\.\d+)? s\b")
 ASSIGNMENT = re.compile(r"\w+=(?:\"[^\"]*\"|'[^']*'|\S*)\s*")
@@ -89,10 +89,14 @@ def skip_reason(cmd, unwritten):
     m = MEASURED.search(cmd)
     if m:
         return f"measures this machine (tessera {m.group(1)})"
-    if "build/bench/" in cmd or "/usr/bin/time" in cmd:
+    words = cmd.split()
+    while len(words) > 1 and re.fullmatch(r"\w+=\S*", words[0]):
+        words = words[1:]  # VAR=value before the program
+    program = words[0].removeprefix("./")
+    if program.startswith("build/bench/") and program not in RUN or "/usr/bin/time" in cmd:
         return "times this machine"
-    if cmd.split()[0] not in RUN:
-        return f"not a command this check runs ({cmd.split()[0]})"
+    if program not in RUN:
+        return f"not a command this check runs ({program})"
     for f in unwritten:
         if f in cmd.split():
             return f"reads {f}, which a skipped command writes"
