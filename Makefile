@@ -282,8 +282,8 @@ CHECK_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
 check:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-check CC=$(CHECK_CC) ASAN=1 UBSAN=1 DEBUG=1 test
 
-# Fuzzing with libFuzzer (clang): tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/ (fuzz_hf
-# also every config of tests/data/hf, so each Hugging Face reader is reached). Each
+# Fuzzing with libFuzzer (clang): tests/fuzz/NAME.c, seeds in tests/fuzz/corpus/NAME/ (fuzz_hf and
+# fuzz_model also every config of tests/data/hf, so each Hugging Face reader is reached). Each
 # harness runs FUZZ_SECONDS under ASan + UBSan; what it learns goes to build-fuzz/corpus/NAME/,
 # crashes to build-fuzz/crash-NAME-*. The first crash stops the run (exit status non-zero).
 FUZZ_SECONDS ?= 60
@@ -292,7 +292,7 @@ fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang ASAN=1 UBSAN=1 FUZZ=1 fuzz-bins
 	@for n in $(FUZZ_NAMES); do \
 	  echo "== $$n: $(FUZZ_SECONDS) s, log build-fuzz/$$n.log"; mkdir -p build-fuzz/corpus/$$n; \
-	  seeds=tests/fuzz/corpus/$$n; [ $$n = fuzz_hf ] && seeds="$$seeds tests/data/hf"; \
+	  seeds=tests/fuzz/corpus/$$n; case $$n in fuzz_hf|fuzz_model) seeds="$$seeds tests/data/hf";; esac; \
 	  if build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	       -print_final_stats=1 -artifact_prefix=build-fuzz/crash-$$n- \
 	       build-fuzz/corpus/$$n $$seeds >build-fuzz/$$n.log 2>&1; then \
