@@ -13,7 +13,9 @@ as skipped: commands that measure or time this machine (tessera run, calibrate, 
 compare, the timing benches: their figures are one run's), commands that read what those write
 (named after `-o` or `-k`), and anything else (make, valgrind, mpirun).
 
-A shown line matches an output line when both are equal after collapsing blanks; "..." (or "…")
+A table row whose last cell is a command in backquotes (README's accuracy table) is checked as
+that command showing one line with the row's percentages, in order. A shown line matches an
+output line when both are equal after collapsing blanks; "..." (or "…")
 inside a shown line stands for any text, a line "(stderr)" marks where stderr begins and is not
 compared, and wall-clock figures ("in 0.034 s") are not compared. Exit status 1 when a shown line
 is missing from its command's output or a command fails that shows no output.
@@ -61,8 +63,23 @@ def commands(path):
             cur = (start, "\n".join(parts), [])
         elif fence and cur:
             cur[2].append(ln)
+        elif not fence:
+            row = table_row(ln)
+            if row:
+                found.append((i + 1,) + row)
         i += 1
     return found
+
+
+def table_row(line):
+    """A table row whose last cell is the command that made it (`| ... | 3.8% | `cmd` |`): the
+    command, and one output line that must hold the row's percentages, in order."""
+    m = re.fullmatch(r"\|(.*)\| `((?:tessera|build/|bash) [^`]*|build/[^` ]*)` \|", line.strip())
+    if not m:
+        return None
+    figures = re.findall(r"[-+−]?\d+(?:\.\d+)?%", m.group(1))
+    return (m.group(2), ["... " + " ... ".join(f.replace("−", "-") for f in figures) + " ..."]) \
+        if figures else None
 
 
 def canon(s):
