@@ -722,7 +722,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
                                        "cwm", "vaultgemma", "persimmon", "jais2", "nanochat", "bitnet",
                                        /* refused: their readers say what is not modelled */
-                                       "diffllama", "gemma3n_text", "longcat_flash", NULL};
+                                       "diffllama", "gemma3n_text", "longcat_flash", "nemotron-nas", "deci", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -743,12 +743,13 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
                                        read_solar_open, read_afmoe, read_cwm, read_vaultgemma, read_persimmon,
                                        read_jais2, read_nanochat, read_bitnet, read_diffllama, read_gemma3n,
-                                       read_longcat_flash};
+                                       read_longcat_flash, read_nemotron_nas, read_deci};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
 /* The readers that refuse their family, saying what Tessera does not model (hf_more.c). */
-static const hf_reader hf_refusing[] = {read_jetmoe, read_diffllama, read_gemma3n, read_longcat_flash};
+static const hf_reader hf_refusing[] = {read_jetmoe, read_diffllama, read_gemma3n, read_longcat_flash,
+                                        read_nemotron_nas, read_deci};
 
 static int refusing(hf_reader rd) {
     for (size_t i = 0; i < sizeof hf_refusing / sizeof hf_refusing[0]; i++)
@@ -796,7 +797,7 @@ static const char *const hf_arch_names[][2] = {
     {"VaultGemmaForCausalLM", "vaultgemma"}, {"PersimmonForCausalLM", "persimmon"}, {"Jais2ForCausalLM", "jais2"},
     {"NanoChatForCausalLM", "nanochat"}, {"BitNetForCausalLM", "bitnet"}, {"DiffLlamaForCausalLM", "diffllama"},
     {"Gemma3nForCausalLM", "gemma3n_text"}, {"Gemma3nForConditionalGeneration", "gemma3n_text"},
-    {"LongcatFlashForCausalLM", "longcat_flash"}, {NULL, NULL}};
+    {"LongcatFlashForCausalLM", "longcat_flash"}, {"DeciLMForCausalLM", "nemotron-nas"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's

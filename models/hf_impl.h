@@ -110,6 +110,9 @@ ts_status read_jetmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm
 ts_status read_diffllama(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_gemma3n(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* And Nemotron-NAS (layers of different shapes, block_configs) and DeciLM-7B (key/value heads per layer). */
+ts_status read_nemotron_nas(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_deci(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_parallel.c's families. */
 ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

@@ -1,5 +1,5 @@
 /* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3,
- * and the refused JetMoE, DiffLlama, Gemma 3n and LongCat-Flash
+ * and the refused JetMoE, DiffLlama, Gemma 3n, LongCat-Flash, Nemotron-NAS and DeciLM
  * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
  * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
  *
@@ -182,4 +182,78 @@ ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_na
                    "and two MLPs beside a shortcut MoE whose router also picks %d zero-computation (identity) "
                    "experts; Tessera models one attention and one MLP or MoE a layer, every expert computing",
                    r->file, r->path, layers, zero);
+}
+
+/* The blocks of Nemotron-NAS's block_configs: how many drop or replace their attention or FFN,
+ * and the FFN multipliers of the rest (ffn_mult: the FFN width over hidden_size, rounded by
+ * modeling_decilm.py's _ffn_mult_to_intermediate_size). */
+typedef struct {
+    int layers, no_attention, linear_attention, no_ffn, linear_ffn;
+    double ffn_mult_min, ffn_mult_max;
+} nas_blocks;
+
+static int block_flag(const cJSON *block, const char *part, const char *flag) {
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(block, part), flag));
+}
+
+static void count_nas_blocks(const cJSON *blocks, nas_blocks *b) {
+    *b = (nas_blocks){.ffn_mult_min = 1e300};
+    const cJSON *block;
+    cJSON_ArrayForEach(block, blocks) {
+        b->layers++;
+        if (block_flag(block, "attention", "no_op")) b->no_attention++;
+        else if (block_flag(block, "attention", "replace_with_linear")) b->linear_attention++;
+        if (block_flag(block, "ffn", "no_op")) b->no_ffn++;
+        else if (block_flag(block, "ffn", "replace_with_linear")) b->linear_ffn++;
+        else {
+            const cJSON *mult = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(block, "ffn"),
+                                                                 "ffn_mult");
+            if (!cJSON_IsNumber(mult)) continue;
+            if (mult->valuedouble < b->ffn_mult_min) b->ffn_mult_min = mult->valuedouble;
+            if (mult->valuedouble > b->ffn_mult_max) b->ffn_mult_max = mult->valuedouble;
+        }
+    }
+    if (b->ffn_mult_min > b->ffn_mult_max) b->ffn_mult_min = b->ffn_mult_max = 0;
+}
+
+/* Nemotron-NAS (model_type "nemotron-nas", DeciLMForCausalLM; remote code modeling_decilm.py:
+ * Llama-3.1-Nemotron-51B, Llama-3.3-Nemotron-Super-49B, Llama-3.1-Nemotron-Ultra-253B): a Llama whose
+ * layers were searched one by one (Puzzle, Bercovich et al. 2024, arXiv:2411.19146), each entry of
+ * block_configs giving its layer's attention (n_heads_in_group, or none, or a linear layer in its
+ * place) and FFN (ffn_mult, or none, or a linear layer). Tessera's layers share one shape, so the
+ * family is refused, saying how its layers differ. */
+ts_status read_nemotron_nas(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)nm, (void)m;
+    const cJSON *blocks = cJSON_GetObjectItemCaseSensitive(root, "block_configs");
+    if (!cJSON_IsArray(blocks))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.block_configs: expected an array of per-layer blocks, got %s",
+                       r->file, r->path, ts_json_type_name(blocks));
+    nas_blocks b;
+    count_nas_blocks(blocks, &b);
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.block_configs: Nemotron-NAS layers differ in shape (%d layers: %d without "
+                   "attention, %d with a linear layer for it, %d without an FFN, %d with a linear layer for it, FFN "
+                   "multipliers %g to %g); Tessera models layers of one shape", r->file, r->path, b.layers,
+                   b.no_attention, b.linear_attention, b.no_ffn, b.linear_ffn, b.ffn_mult_min, b.ffn_mult_max);
+}
+
+/* DeciLM-7B (model_type "deci", remote code modeling_decilm.py): a Llama whose key/value heads
+ * vary by layer (num_key_value_heads_per_layer, variable GQA). Tessera models one count for every
+ * layer, so the family is refused, naming the key and the range. */
+ts_status read_deci(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)nm, (void)m;
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads_per_layer");
+    if (!cJSON_IsArray(kv))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads_per_layer: expected an array of key/value heads "
+                       "per layer, got %s", r->file, r->path, ts_json_type_name(kv));
+    double lo = 1e300, hi = -1e300;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, kv) {
+        if (!cJSON_IsNumber(v)) continue;
+        if (v->valuedouble < lo) lo = v->valuedouble;
+        if (v->valuedouble > hi) hi = v->valuedouble;
+    }
+    if (lo > hi) lo = hi = 0;
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads_per_layer: DeciLM's key/value heads vary by layer "
+                   "(%g to %g over %d layers); Tessera models one count for every layer", r->file, r->path, lo, hi,
+                   cJSON_GetArraySize(kv));
 }
