@@ -43,7 +43,8 @@ def unfinished(parts):
 
 
 def commands(path):
-    """(line number, command, shown output lines) of every `$ ` line inside a fenced block."""
+    """(line number, command, shown output lines) of every `$ ` line inside a fenced block and of
+    every table row that cites its command (table_row)."""
     found, fence, cur = [], False, None
     lines = open(path, encoding="utf-8").read().split("\n")
     i = 0
