@@ -273,6 +273,23 @@ ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_name
     return read_deepseek_moe(r, root, nm, m);
 }
 
+/* A family's routed experts and the shared ones beside them (as wide as a routed expert,
+ * moe_intermediate_size): the keys naming the counts and transformers' defaults. */
+ts_status hf_read_experts(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_expert_keys *k,
+                          ts_moe *e) {
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", k->experts, 0, k->experts_min, TS_MAX_EXPERTS, k->experts_def,
+                    &e->experts));
+    if (e->experts == 0) return TS_OK;
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", k->top_k, k->required, 1, e->experts, k->top_k_def, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", k->required, 1, TS_MAX_FFN, k->ffn_def,
+                    &e->expert_ffn));
+    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", k->shared, 0, 0, TS_MAX_EXPERTS, k->shared_def,
+                    &e->shared_experts));
+    if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+    hf_name(nm, r, "moe.shared_ffn", "moe_intermediate_size");
+    return TS_OK;
+}
+
 /* What DeepSeek-V3 and GLM-4.5 share: num_nextn_predict_layers MTP modules, routed experts of
  * moe_intermediate_size and as many shared ones, dense layers before first_k_dense_replace (every
  * moe_layer_freq-th after), the grouped sigmoid router. */
@@ -280,14 +297,9 @@ ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_nam
     TS_CHECK(hf_i32(r, root, nm, "mtp_layers", "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0,
                     &m->mtp_layers));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "n_routed_experts", 0, 0, TS_MAX_EXPERTS, 0, &e->experts));
+    static const hf_expert_keys keys = {"n_routed_experts", "num_experts_per_tok", "n_shared_experts", 1, 0, 0, 0, 0, 0};
+    TS_CHECK(hf_read_experts(r, root, nm, &keys, e));
     if (e->experts == 0) return TS_OK;
-    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 1, 1, e->experts, 0, &e->top_k));
-    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 1, 1, TS_MAX_FFN, 0, &e->expert_ffn));
-    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "n_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
-                    &e->shared_experts));
-    if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
-    hf_name(nm, r, "moe.shared_ffn", "moe_intermediate_size");
     int first, freq;
     TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "first_k_dense_replace", 0, 0, m->layers - 1, 0, &first));
     TS_CHECK(hf_i32(r, root, nm, "moe.every", "moe_layer_freq", 0, 1, m->layers, 1, &freq));
@@ -721,8 +733,10 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * (HeliumConfig): Llama's layer. */
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
                                        "cwm", "vaultgemma", "persimmon", "jais2", "nanochat", "bitnet",
+                                       "glm4_moe_lite", "exaone_moe",
                                        /* refused: their readers say what is not modelled */
-                                       "diffllama", "gemma3n_text", "longcat_flash", "nemotron-nas", "deci", NULL};
+                                       "diffllama", "gemma3n_text", "longcat_flash", "nemotron-nas", "deci", "gemma4_text",
+                                       "mimo_v2_flash", NULL};
 static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, read_qwen2,
                                        read_qwen2_moe, read_deepseek_v3, read_gpt2,
                                        read_gpt_neox, read_bloom, read_opt,
@@ -742,14 +756,16 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_arcee, read_apertus,
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
                                        read_solar_open, read_afmoe, read_cwm, read_vaultgemma, read_persimmon,
-                                       read_jais2, read_nanochat, read_bitnet, read_diffllama, read_gemma3n,
-                                       read_longcat_flash, read_nemotron_nas, read_deci};
+                                       read_jais2, read_nanochat, read_bitnet, read_glm4_moe_lite, read_exaone_moe,
+                                       read_diffllama, read_gemma3n,
+                                       read_longcat_flash, read_nemotron_nas, read_deci, read_gemma4,
+                                       read_mimo_v2_flash};
 _Static_assert(sizeof hf_types / sizeof hf_types[0] == sizeof hf_readers / sizeof hf_readers[0] + 1,
                "one reader per model_type");
 
 /* The readers that refuse their family, saying what Tessera does not model (hf_more.c). */
 static const hf_reader hf_refusing[] = {read_jetmoe, read_diffllama, read_gemma3n, read_longcat_flash,
-                                        read_nemotron_nas, read_deci};
+                                        read_nemotron_nas, read_deci, read_gemma4, read_mimo_v2_flash};
 
 static int refusing(hf_reader rd) {
     for (size_t i = 0; i < sizeof hf_refusing / sizeof hf_refusing[0]; i++)
@@ -797,7 +813,10 @@ static const char *const hf_arch_names[][2] = {
     {"VaultGemmaForCausalLM", "vaultgemma"}, {"PersimmonForCausalLM", "persimmon"}, {"Jais2ForCausalLM", "jais2"},
     {"NanoChatForCausalLM", "nanochat"}, {"BitNetForCausalLM", "bitnet"}, {"DiffLlamaForCausalLM", "diffllama"},
     {"Gemma3nForCausalLM", "gemma3n_text"}, {"Gemma3nForConditionalGeneration", "gemma3n_text"},
-    {"LongcatFlashForCausalLM", "longcat_flash"}, {"DeciLMForCausalLM", "nemotron-nas"}, {NULL, NULL}};
+    {"LongcatFlashForCausalLM", "longcat_flash"}, {"DeciLMForCausalLM", "nemotron-nas"},
+    {"Glm4MoeLiteForCausalLM", "glm4_moe_lite"}, {"Gemma4ForCausalLM", "gemma4_text"},
+    {"Gemma4ForConditionalGeneration", "gemma4_text"}, {"MiMoV2FlashForCausalLM", "mimo_v2_flash"},
+    {"ExaoneMoeForCausalLM", "exaone_moe"}, {"ExaoneMoEForCausalLM", "exaone_moe"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's

@@ -92,6 +92,16 @@ ts_status read_olmo2(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
  * moe_intermediate_size and n_shared_experts as many shared ones, dense layers before
  * first_k_dense_replace (every moe_layer_freq-th after), the router (scoring_func, n_group, ...). */
 ts_status read_deepseek_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* A family's routed experts (count, top-k, moe_intermediate_size) and shared ones, by its keys and
+ * transformers' defaults; `required`: the top-k and width have none (DeepSeek's). The count read
+ * 0 (allowed when experts_min is 0) leaves the rest unread: a dense model. */
+typedef struct {
+    const char *experts, *top_k, *shared;
+    int required, experts_min, experts_def, top_k_def, shared_def;
+    int64_t ffn_def;
+} hf_expert_keys;
+ts_status hf_read_experts(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const hf_expert_keys *k,
+                          ts_moe *e);
 /* DeepSeek-V3 (hf.c): MLA attention and read_deepseek_moe's experts. */
 ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
@@ -113,6 +123,10 @@ ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_na
 /* And Nemotron-NAS (layers of different shapes, block_configs) and DeciLM-7B (key/value heads per layer). */
 ts_status read_nemotron_nas(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_deci(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* And Gemma 4 (full-attention layers of their own shape, per-layer embeddings, shared K/V). */
+ts_status read_gemma4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* And MiMo-V2-Flash (values narrower than queries and keys, key/value heads by layer type). */
+ts_status read_mimo_v2_flash(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_parallel.c's families. */
 ts_status read_phi(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -147,6 +161,7 @@ ts_status read_baichuan(const ts_jreader *r, const cJSON *root, ts_field_names *
 ts_status read_qwen(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_exaone(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_exaone4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_exaone_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 
 /* hf_recent.c's families. */
 ts_status read_minimax_m2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
@@ -160,5 +175,10 @@ ts_status read_afmoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm,
 ts_status read_jais2(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_nanochat(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_bitnet(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_glm4_moe_lite(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+/* A "dense" / "sparse" (or false / true) list a layer under `key`: its leading dense layers in
+ * *first (-1 when absent); a dense layer after an MoE one is refused. */
+ts_status hf_moe_schedule(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *key, int layers,
+                          int *first);
 
 #endif

@@ -73,12 +73,8 @@ ts_status read_ernie4_5(const ts_jreader *r, const cJSON *root, ts_field_names *
 ts_status read_ernie4_5_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
     TS_CHECK(read_ernie4_5(r, root, nm, m));
     ts_moe *e = &m->moe;
-    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "moe_num_experts", 0, 1, TS_MAX_EXPERTS, 64, &e->experts));
-    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "moe_k", 0, 1, e->experts, 6, &e->top_k));
-    TS_CHECK(hf_int(r, root, nm, "moe.expert_ffn", "moe_intermediate_size", 0, 1, TS_MAX_FFN, 1536, &e->expert_ffn));
-    TS_CHECK(hf_i32(r, root, nm, "moe.shared_experts", "moe_num_shared_experts", 0, 0, TS_MAX_EXPERTS, 0,
-                    &e->shared_experts));
-    if (e->shared_experts > 0) e->shared_ffn = e->expert_ffn;
+    static const hf_expert_keys keys = {"moe_num_experts", "moe_k", "moe_num_shared_experts", 0, 1, 64, 6, 0, 1536};
+    TS_CHECK(hf_read_experts(r, root, nm, &keys, e));
     int start, end, every;
     TS_CHECK(hf_i32(r, root, nm, "moe.every", "moe_layer_interval", 0, 1, m->layers, 1, &every));
     TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "moe_layer_start_index", 0, 0, m->layers - 1, 1, &start));

@@ -1,5 +1,6 @@
 /* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3,
- * and the refused JetMoE, DiffLlama, Gemma 3n, LongCat-Flash, Nemotron-NAS and DeciLM
+ * and the refused JetMoE, DiffLlama, Gemma 3n, LongCat-Flash, Nemotron-NAS, DeciLM, Gemma 4 and
+ * MiMo-V2-Flash
  * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
  * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
  *
@@ -256,4 +257,61 @@ ts_status read_deci(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
     return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads_per_layer: DeciLM's key/value heads vary by layer "
                    "(%g to %g over %d layers); Tessera models one count for every layer", r->file, r->path, lo, hi,
                    cJSON_GetArraySize(kv));
+}
+
+/* Gemma 4 (transformers models/gemma4, Gemma4TextConfig in configuration_gemma4.py; the text model
+ * of a gemma4 config's text_config): Gemma 3's layer whose full-attention layers have a shape of
+ * their own (global_head_dim, 512 by default, against head_dim's 256; with attention_k_eq_v, their
+ * num_global_key_value_heads keys serving as values, no v_proj), with per-layer embeddings
+ * (hidden_size_per_layer_input, 256 by default, as Gemma 3n) and the last num_kv_shared_layers
+ * layers reusing earlier layers' K/V in the small checkpoints. Tessera's layers share one attention
+ * shape and hold K/V each, with one embedding table, so the family is refused, naming the first key
+ * that applies (google/gemma-4-31B-it: 30.70B parameters, its full layers' attention 0.55B more
+ * than the sliding layers' shape would give; E2B: 4.63B, 2.35B of them the per-layer table). */
+ts_status read_gemma4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)m;
+    int64_t ple;
+    TS_CHECK(hf_int(r, root, nm, NULL, "hidden_size_per_layer_input", 0, 0, TS_MAX_HIDDEN, 256, &ple));
+    if (ple > 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.hidden_size_per_layer_input: Gemma 4 adds per-layer embeddings (%lld a "
+                       "layer) to every layer; Tessera models one embedding table", r->file, r->path, (long long)ple);
+    int shared, head_dim, global_dim, k_eq_v;
+    TS_CHECK(hf_i32(r, root, nm, NULL, "num_kv_shared_layers", 0, 0, TS_MAX_LAYERS, 0, &shared));
+    if (shared > 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_kv_shared_layers: Gemma 4's last %d layers reuse earlier layers' "
+                       "keys and values; Tessera models K/V in every layer", r->file, r->path, shared);
+    TS_CHECK(hf_i32(r, root, nm, NULL, "head_dim", 0, 1, TS_MAX_HEAD_DIM, 256, &head_dim));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "global_head_dim", 0, 1, TS_MAX_HEAD_DIM, 512, &global_dim));
+    if (global_dim != head_dim)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.global_head_dim: Gemma 4's full-attention layers have heads of %d where "
+                       "its sliding layers have %d (head_dim); Tessera models one head width for every layer",
+                       r->file, r->path, global_dim, head_dim);
+    TS_CHECK(hf_bool(r, root, "attention_k_eq_v", 0, 0, &k_eq_v));
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: Gemma 4's %s; Tessera models one attention shape with K and V "
+                   "projections in every layer", r->file, r->path, k_eq_v ? "attention_k_eq_v" : "model_type",
+                   k_eq_v ? "full-attention layers use their keys as values (no v_proj)"
+                          : "layers are not modelled (per-layer-type attention, per_layer_config)");
+}
+
+/* MiMo-V2-Flash (transformers MiMoV2FlashConfig, modular_mimo_v2_flash.py MiMoV2FlashAttention;
+ * XiaomiMiMo/MiMo-V2-Flash): queries and keys of head_dim (192) against values of v_head_dim (128),
+ * so o_proj is heads * v_head_dim wide; its sliding-window layers (hybrid_layer_pattern 1, learned
+ * sinks) hold swa_num_key_value_heads (8) key/value heads against num_key_value_heads (4) on its
+ * full-attention layers, which are layer 0 and every sixth from 5, not one period. Tessera models
+ * one head width for Q, K and V outside MLA and one key/value head count for every layer; the
+ * nearest single shape miscounts 0.29% of the 309B parameters (v_head_dim) and 0.015% (key/value
+ * heads), so the family is refused, naming the key. */
+ts_status read_mimo_v2_flash(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    (void)m;
+    int head_dim, v_dim, kv, swa_kv;
+    TS_CHECK(hf_i32(r, root, nm, NULL, "head_dim", 0, 1, TS_MAX_HEAD_DIM, 192, &head_dim));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "v_head_dim", 0, 1, TS_MAX_HEAD_DIM, 128, &v_dim));
+    TS_CHECK(hf_i32(r, root, nm, NULL, "num_key_value_heads", 0, 1, TS_MAX_HEADS, 4, &kv));
+    /* transformers ignores swa_num_key_value_heads and builds 2 * num_key_value_heads */
+    TS_CHECK(hf_i32(r, root, nm, NULL, "swa_num_key_value_heads", 0, 1, TS_MAX_HEADS, 2 * kv, &swa_kv));
+    return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: MiMo-V2-Flash's values are %d wide against queries and keys of "
+                   "head_dim %d, and its sliding-window layers hold %d key/value heads against %d on its "
+                   "full-attention layers; Tessera models one head width and one key/value head count for every "
+                   "layer", r->file, r->path, v_dim != head_dim ? "v_head_dim" : "swa_num_key_value_heads", v_dim,
+                   head_dim, swa_kv, kv);
 }

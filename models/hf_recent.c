@@ -1,6 +1,6 @@
 /* Hugging Face readers for recent MoE families and Llama kin with their own MLP (hf_impl.h):
  * MiniMax-M2, Ling (bailing_moe, remote code), DeepSeek-V3.2, MiMo (remote code), dots.llm1,
- * Arcee (AFM), Apertus, AFMoE (Trinity), Jais 2, NanoChat and BitNet. Each maps the keys of that family's <Type>Config onto ts_model, with
+ * Arcee (AFM), Apertus, AFMoE (Trinity), Jais 2, NanoChat, BitNet and GLM-4.7-Flash. Each maps the keys of that family's <Type>Config onto ts_model, with
  * the modules its modelling code builds (transformers models/<type>/modular_<type>.py; for the
  * remote-code families the modeling_*.py of the model's own repository: inclusionAI/Ling-lite-1.5
  * modeling_bailing_moe.py, XiaomiMiMo/MiMo-7B-Base modeling_mimo.py; DeepSeek-V3.2's indexer from
@@ -177,6 +177,59 @@ ts_status read_deepseek_v32(const ts_jreader *r, const cJSON *root, ts_field_nam
     TS_CHECK(hf_i32(r, root, nm, "mla.index_heads", "index_n_heads", 0, 0, TS_MAX_HEADS, 64, &a->index_heads));
     return hf_i32(r, root, nm, "mla.index_head_dim", "index_head_dim", 0, 0, TS_MAX_HEAD_DIM, 128,
                   &a->index_head_dim);
+}
+
+/* A layer schedule, "dense" / "sparse" a layer (transformers' mlp_layer_types) or false / true
+ * (is_moe_layer, K-EXAONE's remote-code config.json): its leading dense layers, for Tessera's
+ * dense-first layers (moe.first_dense, then MoE on every layer). *first = -1 when `key` is absent;
+ * a dense layer after an MoE one is refused, naming the entry. */
+ts_status hf_moe_schedule(const ts_jreader *r, const cJSON *root, ts_field_names *nm, const char *key, int layers,
+                          int *first) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, key);
+    *first = -1;
+    if (list == NULL || cJSON_IsNull(list)) return TS_OK;
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != layers)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected a list of %d entries, one a layer, got %s", r->file, r->path,
+                       key, layers, cJSON_IsArray(list) ? "another length" : ts_json_type_name(list));
+    int dense = 0;
+    for (int i = 0; i < layers; i++) {
+        const cJSON *t = cJSON_GetArrayItem(list, i);
+        int sparse = cJSON_IsBool(t) ? cJSON_IsTrue(t) : cJSON_IsString(t) && strcmp(t->valuestring, "sparse") == 0;
+        int known = cJSON_IsBool(t) || (cJSON_IsString(t) && (sparse || strcmp(t->valuestring, "dense") == 0));
+        if (!known)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s[%d]: expected \"dense\" or \"sparse\" (or a boolean), got %s",
+                           r->file, r->path, key, i, ts_json_type_name(t));
+        if (!sparse && i != dense)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s[%d]: a dense layer after an MoE layer; Tessera models the dense "
+                           "layers first", r->file, r->path, key, i);
+        dense += !sparse;
+    }
+    hf_name(nm, r, "moe.first_dense", key);
+    *first = dense;
+    return TS_OK;
+}
+
+/* GLM-4.7-Flash (transformers Glm4MoeLiteConfig, modular_glm4_moe_lite.py): DeepSeek-V3's
+ * multi-latent attention (Glm4MoeLiteAttention is DeepseekV3Attention) and DeepSeek-V3's keys, with
+ * GLM-4.5's experts and router (Glm4MoeMoE, Glm4MoeTopkRouter: a sigmoid and a per-expert
+ * correction bias whatever the config says). Its dense layers are mlp_layer_types' leading "dense"
+ * entries, by default the first (first_k_dense_replace, which its config.json also writes, is not
+ * read by the modelling code). */
+ts_status read_glm4_moe_lite(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_deepseek_v3(r, root, nm, m));
+    if (m->moe.experts == 0) return TS_OK;
+    int first;
+    TS_CHECK(hf_moe_schedule(r, root, nm, "mlp_layer_types", m->layers, &first));
+    if (first < 0) first = 1; /* Glm4MoeLiteConfig.__post_init__: ["dense"] + ["sparse"] * (layers - 1) */
+    if (first >= m->layers) { /* every layer dense: no expert is built */
+        m->moe = (ts_moe){0};
+        return TS_OK;
+    }
+    m->moe.first_dense = first;
+    m->moe.every = 1;
+    m->moe.router_sigmoid = 1;
+    m->moe.router_expert_bias = 1;
+    return TS_OK;
 }
 
 /* AFMoE / Trinity (transformers AfmoeConfig, modular_afmoe.py): Llama's grouped-query attention of

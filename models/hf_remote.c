@@ -1,6 +1,6 @@
 /* Hugging Face readers for Chinese and Korean families published with their own modelling code
  * (hf_impl.h): ChatGLM 1 / 2 / 3 and GLM-4 (chatglm), Baichuan 1 / 2 (baichuan), Qwen 1 (qwen) and
- * EXAONE 3 / 3.5 (exaone), and EXAONE 4 (exaone4, in transformers). Each maps the keys of the
+ * EXAONE 3 / 3.5 (exaone), and EXAONE 4 (exaone4) and EXAONE MoE (exaone_moe, K-EXAONE), in transformers. Each maps the keys of the
  * model repository's configuration_<type>.py (THUDM/chatglm3-6b, baichuan-inc/Baichuan2-7B-Base,
  * Qwen/Qwen-7B, LGAI-EXAONE/EXAONE-3.5-7.8B-Instruct; transformers models/exaone4) onto ts_model,
  * with the modules its modeling_<type>.py builds. All but ChatGLM-6B v1 (GLM-130B's LayerNorm and
@@ -183,4 +183,88 @@ ts_status read_exaone4(const ts_jreader *r, const cJSON *root, ts_field_names *n
     ts_status st = read_sliding(r, with, nm, m, every);
     cJSON_Delete(with);
     return st;
+}
+
+/* ExaoneMoeConfig.sliding_windows (newer transformers): a window per layer, 0 on full-attention
+ * layers, over sliding_window (ExaoneMoeAttention: sliding_windows[i] or sliding_window). Tessera
+ * has one window: the positive entries must agree (and replace sliding_window); which layers are
+ * local stays layer_types' say (read_exaone4). */
+static ts_status exaone_moe_windows(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "sliding_windows");
+    if (list == NULL || cJSON_IsNull(list) || m->window.tokens == 0) return TS_OK;
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != m->layers)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.sliding_windows: expected a list of %d windows, one a layer", r->file,
+                       r->path, m->layers);
+    int64_t w = 0;
+    for (int i = 0; i < m->layers; i++) {
+        int64_t v;
+        if (!ts_json_int_in(cJSON_GetArrayItem(list, i), 0, TS_MAX_SEQ, &v))
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.sliding_windows[%d]: expected a window in [0, %lld]", r->file,
+                           r->path, i, (long long)TS_MAX_SEQ);
+        if (v > 0 && w > 0 && v != w)
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.sliding_windows[%d]: Tessera models one window on every local "
+                           "layer (%lld), got %lld", r->file, r->path, i, (long long)w, (long long)v);
+        if (v > 0) w = v;
+    }
+    if (w > 0) m->window.tokens = w, hf_name(nm, r, "window.tokens", "sliding_windows");
+    return TS_OK;
+}
+
+/* EXAONE MoE, K-EXAONE (transformers ExaoneMoeConfig, modular_exaone_moe.py; checkpoint
+ * LGAI-EXAONE/K-EXAONE-236B-A23B): EXAONE 4.0's attention (ExaoneMoeAttention is Exaone4Attention:
+ * Q/K/V/O without bias, an RMSNorm of head_dim on queries and on keys, local attention of
+ * sliding_window tokens on the layers layer_types says, three local to one global by default, NoPE on
+ * the global layers) in OLMoE's pre-norm layer (OlmoeDecoderLayer: input_layernorm and
+ * post_attention_layernorm before attention and MLP; EXAONE 4's post-norms are as many RMSNorms of
+ * h, so read_exaone4's count holds). The MLP is DeepSeek-V3's (ExaoneMoeSparseMoEBlock):
+ * num_experts routed SwiGLU experts of moe_intermediate_size (ExaoneMoeExperts gate_up_proj
+ * E x 2f x h, down_proj E x h x f), num_experts_per_tok a token, one shared MLP of
+ * moe_intermediate_size * num_shared_experts (the parameters of num_shared_experts experts); a
+ * router weight E x h scored by a sigmoid with e_score_correction_bias (a buffer, not a parameter),
+ * top-k within the best topk_group of n_group groups, weights normalised (norm_topk_prob) and
+ * scaled by routed_scaling_factor (ExaoneMoeTopkRouter, always so: the config's scoring_func and
+ * topk_method keys change nothing). Layers are sparse by mlp_layer_types, else K-EXAONE's
+ * is_moe_layer, else from first_k_dense_replace on (1 when absent). Defaults: ExaoneMoeConfig's
+ * (64 experts of 1024, top 8, one shared, n_group 1, scale 2.5; max_position_embeddings 2048).
+ *
+ * Not modelled, no parameter: swiglu_limits (a clamp of gate and up). The checkpoint's one MTP
+ * module (num_nextn_predict_layers; mtp.fc 2h -> h, three RMSNorms and a dense layer of
+ * intermediate_size: 528,513,280 parameters in K-EXAONE) is neither built by transformers
+ * (_keys_to_ignore_on_load_unexpected = mtp.*) nor the shape count.c gives an MTP module (the
+ * model's MoE layer, 9x as large), so mtp_layers stays 0. */
+ts_status read_exaone_moe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_exaone4(r, root, nm, m));
+    TS_CHECK(exaone_moe_windows(r, root, nm, m));
+    int mtp;
+    TS_CHECK(hf_i32(r, root, NULL, NULL, "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &mtp));
+
+    ts_moe *e = &m->moe;
+    static const hf_expert_keys keys = {"num_experts", "num_experts_per_tok", "num_shared_experts", 0, 1, 64, 8, 1, 1024};
+    TS_CHECK(hf_read_experts(r, root, nm, &keys, e));
+
+    int first;
+    TS_CHECK(hf_moe_schedule(r, root, nm, "mlp_layer_types", m->layers, &first));
+    if (first < 0) TS_CHECK(hf_moe_schedule(r, root, nm, "is_moe_layer", m->layers, &first));
+    if (first < 0)
+        TS_CHECK(hf_i32(r, root, nm, "moe.first_dense", "first_k_dense_replace", 0, 0, m->layers, 1, &first));
+    if (first >= m->layers) { /* every layer dense: transformers builds no expert */
+        m->moe = (ts_moe){0};
+        return TS_OK;
+    }
+    e->first_dense = first;
+    e->every = 1;
+
+    e->router_sigmoid = 1;     /* ExaoneMoeTopkRouter: router_logits.sigmoid() */
+    e->router_expert_bias = 1; /* e_score_correction_bias added for the choice */
+    int groups, group_topk;
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_groups", "n_group", 0, 1, e->experts, 1, &groups));
+    TS_CHECK(hf_i32(r, root, nm, "moe.router_group_topk", "topk_group", 0, 1, groups, 1, &group_topk));
+    if (e->experts % groups != 0) /* scores.view(-1, n_group, E // n_group) */
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.n_group: num_experts %d is not divisible by n_group %d", r->file,
+                       r->path, e->experts, groups);
+    if (groups > 1) e->router_groups = groups, e->router_group_topk = group_topk;
+    double scale;
+    TS_CHECK(ts_jr_num(r, root, "routed_scaling_factor", 0, 0, 1e6, 2.5, &scale));
+    if (scale != 1) e->router_scale = scale;
+    return TS_OK;
 }

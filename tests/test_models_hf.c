@@ -131,6 +131,12 @@ static const struct {
                                                 * model cards of the run quote it) */
     {"bitnet-b1.58-2b-4t-bf16", 2412820480, 0.0001}, /* the checkpoint's tensors, 2,412,820,480 (a public listing;
                                                 * model card "~2 Billion"); ffn_sub_norm (8.6e-5) not counted */
+    {"glm-4.7-flash", 30e9, 0.017},            /* GLM-4.7-Flash model card: a 30B-A3B MoE (whole billions; the
+                                                * modules 29.94B, MTP apart) */
+    {"k-exaone-236b-a23b", 236571150336, 0},   /* K-EXAONE: the official BF16 GGUF's tensor inventory, 237,099,669,632,
+                                                * less its MTP module (528,513,280, not built by transformers) and
+                                                * the routers' correction-bias buffers (6,016); model card 236B
+                                                * total, 23B active */
 };
 
 Test(models_hf, families_match_published_totals) {
@@ -1298,4 +1304,59 @@ Test(models_hf, small_families_keep_their_modules) {
     want = V * h + 30 * (2 * h * h + 2 * h * 640 + 3 * h * f + 3 * h) + h;
     ts_model bn = load("bitnet-b1.58-2b-4t-bf16");
     cr_expect_eq(total_params(&bn), want, "BitNet: %.0f, the modules less ffn_sub_norm %.0f", total_params(&bn), want);
+}
+
+/* GLM-4.7-Flash (glm4_moe_lite): DeepSeek-V3's MLA with GLM-4.5's sigmoid router; its dense layers
+ * are mlp_layer_types' leading "dense" entries (default: the first), and a dense layer after an MoE
+ * one is refused naming the entry. */
+Test(models_hf, glm4_moe_lite_reads_mla_and_its_layer_types) {
+    ts_model m = load("glm-4.7-flash");
+    cr_expect_eq(m.mla.kv_lora_rank, 512);
+    cr_expect_eq(m.mla.q_lora_rank, 768);
+    cr_expect_eq(m.mla.v_dim, 256);
+    cr_expect_eq(m.moe.experts, 64);
+    cr_expect_eq(m.moe.top_k, 4);
+    cr_expect_eq(m.moe.shared_experts, 1);
+    cr_expect_eq(m.moe.first_dense, 1, "mlp_layer_types' default: the first layer dense");
+    cr_expect(m.moe.router_sigmoid && m.moe.router_expert_bias, "Glm4MoeTopkRouter");
+    cr_expect_eq(m.mtp_layers, 1);
+
+    cJSON *types = cJSON_CreateArray();
+    for (int i = 0; i < 47; i++) cJSON_AddItemToArray(types, cJSON_CreateString(i < 3 ? "dense" : "sparse"));
+    m = load_edited("glm-4.7-flash", "mlp_layer_types", types);
+    cr_expect_eq(m.moe.first_dense, 3);
+
+    char *path = test_data_path("tests/data/hf/glm-4.7-flash.json");
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    types = cJSON_CreateArray();
+    for (int i = 0; i < 47; i++) cJSON_AddItemToArray(types, cJSON_CreateString(i == 5 ? "dense" : "sparse"));
+    cJSON_AddItemToObject(root, "mlp_layer_types", types);
+    ts_model bad;
+    cr_expect_eq(ts_model_from_json("flash.json", root, &bad), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "flash.json: $.mlp_layer_types[5]: a dense layer after an MoE layer") != NULL,
+              "%s", ts_error_message());
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+}
+
+/* K-EXAONE (exaone_moe): EXAONE 4's attention with DeepSeek-V3's MoE block; its dense layers come
+ * from is_moe_layer (the released config's booleans) when mlp_layer_types is absent, and its MTP
+ * module, which transformers does not build, is not counted as a layer (mtp_layers 0). */
+Test(models_hf, exaone_moe_reads_is_moe_layer_and_its_router) {
+    ts_model m = load("k-exaone-236b-a23b");
+    cr_expect_eq(m.moe.experts, 128);
+    cr_expect_eq(m.moe.top_k, 8);
+    cr_expect_eq(m.moe.shared_experts, 1);
+    cr_expect_eq(m.moe.first_dense, 1, "is_moe_layer: layer 0 dense");
+    cr_expect(m.moe.router_sigmoid && m.moe.router_expert_bias, "ExaoneMoeTopkRouter");
+    cr_expect_eq(m.moe.router_scale, 2.5);
+    cr_expect_eq(m.qk_norm, TS_QKNORM_HEAD);
+    cr_expect_eq(m.window.tokens, 128);
+    cr_expect_eq(m.mtp_layers, 0);
+    cJSON *flags = cJSON_CreateArray();
+    for (int i = 0; i < 48; i++) cJSON_AddItemToArray(flags, cJSON_CreateBool(i >= 2));
+    m = load_edited("k-exaone-236b-a23b", "is_moe_layer", flags);
+    cr_expect_eq(m.moe.first_dense, 2);
 }
