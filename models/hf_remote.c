@@ -236,7 +236,7 @@ ts_status read_exaone_moe(const ts_jreader *r, const cJSON *root, ts_field_names
     TS_CHECK(read_exaone4(r, root, nm, m));
     TS_CHECK(exaone_moe_windows(r, root, nm, m));
     int mtp;
-    /* validated, not counted: its MTP module is a dense layer (below) */
+    /* validated, not counted: its MTP module is a dense layer (the comment above) */
     TS_CHECK(hf_i32(r, root, NULL, NULL, "num_nextn_predict_layers", 0, 0, TS_MAX_MTP_LAYERS, 0, &mtp));
 
     ts_moe *e = &m->moe;
