@@ -185,12 +185,25 @@ ts_status read_longcat_flash(const ts_jreader *r, const cJSON *root, ts_field_na
                    r->file, r->path, layers, zero);
 }
 
+/* The least and greatest of the numbers seen (n of them; both 0 when none was). */
+typedef struct {
+    double lo, hi;
+    int n;
+} num_span;
+
+static void span_add(num_span *s, const cJSON *v) {
+    if (!cJSON_IsNumber(v)) return;
+    if (s->n == 0 || v->valuedouble < s->lo) s->lo = v->valuedouble;
+    if (s->n == 0 || v->valuedouble > s->hi) s->hi = v->valuedouble;
+    s->n++;
+}
+
 /* The blocks of Nemotron-NAS's block_configs: how many drop or replace their attention or FFN,
  * and the FFN multipliers of the rest (ffn_mult: the FFN width over hidden_size, rounded by
  * modeling_decilm.py's _ffn_mult_to_intermediate_size). */
 typedef struct {
     int layers, no_attention, linear_attention, no_ffn, linear_ffn;
-    double ffn_mult_min, ffn_mult_max;
+    num_span ffn_mult;
 } nas_blocks;
 
 static int block_flag(const cJSON *block, const char *part, const char *flag) {
@@ -198,7 +211,7 @@ static int block_flag(const cJSON *block, const char *part, const char *flag) {
 }
 
 static void count_nas_blocks(const cJSON *blocks, nas_blocks *b) {
-    *b = (nas_blocks){.ffn_mult_min = 1e300};
+    *b = (nas_blocks){0};
     const cJSON *block;
     cJSON_ArrayForEach(block, blocks) {
         b->layers++;
@@ -206,15 +219,9 @@ static void count_nas_blocks(const cJSON *blocks, nas_blocks *b) {
         else if (block_flag(block, "attention", "replace_with_linear")) b->linear_attention++;
         if (block_flag(block, "ffn", "no_op")) b->no_ffn++;
         else if (block_flag(block, "ffn", "replace_with_linear")) b->linear_ffn++;
-        else {
-            const cJSON *mult = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(block, "ffn"),
-                                                                 "ffn_mult");
-            if (!cJSON_IsNumber(mult)) continue;
-            if (mult->valuedouble < b->ffn_mult_min) b->ffn_mult_min = mult->valuedouble;
-            if (mult->valuedouble > b->ffn_mult_max) b->ffn_mult_max = mult->valuedouble;
-        }
+        else span_add(&b->ffn_mult,
+                      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(block, "ffn"), "ffn_mult"));
     }
-    if (b->ffn_mult_min > b->ffn_mult_max) b->ffn_mult_min = b->ffn_mult_max = 0;
 }
 
 /* Nemotron-NAS (model_type "nemotron-nas", DeciLMForCausalLM; remote code modeling_decilm.py:
@@ -234,7 +241,7 @@ ts_status read_nemotron_nas(const ts_jreader *r, const cJSON *root, ts_field_nam
     return TS_FAIL(TS_ERR_INPUT, "%s: %s.block_configs: Nemotron-NAS layers differ in shape (%d layers: %d without "
                    "attention, %d with a linear layer for it, %d without an FFN, %d with a linear layer for it, FFN "
                    "multipliers %g to %g); Tessera models layers of one shape", r->file, r->path, b.layers,
-                   b.no_attention, b.linear_attention, b.no_ffn, b.linear_ffn, b.ffn_mult_min, b.ffn_mult_max);
+                   b.no_attention, b.linear_attention, b.no_ffn, b.linear_ffn, b.ffn_mult.lo, b.ffn_mult.hi);
 }
 
 /* DeciLM-7B (model_type "deci", remote code modeling_decilm.py): a Llama whose key/value heads
@@ -246,16 +253,11 @@ ts_status read_deci(const ts_jreader *r, const cJSON *root, ts_field_names *nm, 
     if (!cJSON_IsArray(kv))
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads_per_layer: expected an array of key/value heads "
                        "per layer, got %s", r->file, r->path, ts_json_type_name(kv));
-    double lo = 1e300, hi = -1e300;
+    num_span heads = {0};
     const cJSON *v;
-    cJSON_ArrayForEach(v, kv) {
-        if (!cJSON_IsNumber(v)) continue;
-        if (v->valuedouble < lo) lo = v->valuedouble;
-        if (v->valuedouble > hi) hi = v->valuedouble;
-    }
-    if (lo > hi) lo = hi = 0;
+    cJSON_ArrayForEach(v, kv) span_add(&heads, v);
     return TS_FAIL(TS_ERR_INPUT, "%s: %s.num_key_value_heads_per_layer: DeciLM's key/value heads vary by layer "
-                   "(%g to %g over %d layers); Tessera models one count for every layer", r->file, r->path, lo, hi,
+                   "(%g to %g over %d layers); Tessera models one count for every layer", r->file, r->path, heads.lo, heads.hi,
                    cJSON_GetArraySize(kv));
 }
 
