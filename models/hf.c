@@ -733,7 +733,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * (HeliumConfig): Llama's layer. */
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
                                        "cwm", "vaultgemma", "persimmon", "jais2", "nanochat", "bitnet",
-                                       "glm4_moe_lite", "exaone_moe",
+                                       "glm4_moe_lite", "exaone_moe", "granitemoehybrid",
                                        /* refused: their readers say what is not modelled */
                                        "diffllama", "gemma3n_text", "longcat_flash", "nemotron-nas", "deci", "gemma4_text",
                                        "mimo_v2_flash", NULL};
@@ -757,6 +757,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
                                        read_solar_open, read_afmoe, read_cwm, read_vaultgemma, read_persimmon,
                                        read_jais2, read_nanochat, read_bitnet, read_glm4_moe_lite, read_exaone_moe,
+                                       read_granitemoehybrid,
                                        read_diffllama, read_gemma3n,
                                        read_longcat_flash, read_nemotron_nas, read_deci, read_gemma4,
                                        read_mimo_v2_flash};
@@ -816,7 +817,8 @@ static const char *const hf_arch_names[][2] = {
     {"LongcatFlashForCausalLM", "longcat_flash"}, {"DeciLMForCausalLM", "nemotron-nas"},
     {"Glm4MoeLiteForCausalLM", "glm4_moe_lite"}, {"Gemma4ForCausalLM", "gemma4_text"},
     {"Gemma4ForConditionalGeneration", "gemma4_text"}, {"MiMoV2FlashForCausalLM", "mimo_v2_flash"},
-    {"ExaoneMoeForCausalLM", "exaone_moe"}, {"ExaoneMoEForCausalLM", "exaone_moe"}, {NULL, NULL}};
+    {"ExaoneMoeForCausalLM", "exaone_moe"}, {"ExaoneMoEForCausalLM", "exaone_moe"},
+    {"GraniteMoeHybridForCausalLM", "granitemoehybrid"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's
@@ -824,7 +826,7 @@ static const char *const hf_arch_names[][2] = {
  * LFM2's short convolutions; transformers models/qwen3_5, qwen3_5_moe, minimax, kimi_linear,
  * lfm2_moe). Refused with what is not modelled. */
 static const char *const hf_unmodelled[] = {"nemotron_h", "jamba", "falcon_h1", "mamba", "mamba2", "zamba",
-                                            "zamba2", "bamba", "granitemoehybrid", "recurrent_gemma", "rwkv",
+                                            "zamba2", "bamba", "recurrent_gemma", "rwkv",
                                             "falcon_mamba", "qwen3_next", "lfm2", "lfm2_moe", "qwen3_5",
                                             "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minimax",
                                             "kimi_linear", NULL};
@@ -946,7 +948,7 @@ static ts_status pick_type(const ts_jreader *r, const cJSON *root, int *type, in
                 return TS_OK;
             }
     }
-    char list[1024] = "";
+    char list[2048] = "";
     for (int i = 0; hf_types[i]; i++) {
         if (refusing(hf_readers[i])) continue; /* known, and refused */
         size_t used = strlen(list);

@@ -109,6 +109,7 @@ ts_status read_deepseek_v3(const ts_jreader *r, const cJSON *root, ts_field_name
 ts_status read_nemotron(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_granitemoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_granitemoehybrid(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_phimoe(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_dbrx(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_olmo(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

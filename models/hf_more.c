@@ -1,6 +1,6 @@
-/* Hugging Face readers for Nemotron, Granite (and Granite MoE), Phi-3.5-MoE, DBRX, OLMo, OLMo 3,
- * and the refused JetMoE, DiffLlama, Gemma 3n, LongCat-Flash, Nemotron-NAS, DeciLM, Gemma 4 and
- * MiMo-V2-Flash
+/* Hugging Face readers for Nemotron, Granite (Granite MoE, and Granite 4.0 where it has no Mamba
+ * layers), Phi-3.5-MoE, DBRX, OLMo, OLMo 3, and the refused JetMoE, DiffLlama, Gemma 3n,
+ * LongCat-Flash, Nemotron-NAS, DeciLM, Gemma 4 and MiMo-V2-Flash
  * (hf_impl.h). Each maps the keys transformers' <Type>Config writes onto ts_model, with the
  * modules that family's modelling code builds (transformers/models/<type>/modeling_<type>.py).
  *
@@ -46,6 +46,55 @@ ts_status read_granitemoeshared(const ts_jreader *r, const cJSON *root, ts_field
     ts_moe *e = &m->moe;
     TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_intermediate_size", 0, 0, TS_MAX_FFN, 0, &e->shared_ffn));
     e->shared_experts = e->shared_ffn > 0;
+    return TS_OK;
+}
+
+/* Granite 4.0 (transformers GraniteMoeHybridConfig, GraniteMoeHybridDecoderLayer in
+ * modular_granitemoehybrid.py): each layer mixes its sequence by Granite's attention (attention_bias
+ * on Q, K, V and O) or by a Mamba-2 mixer, as layer_types says (absent: every layer Mamba, the
+ * config's layers_block_type), then runs the always-on SwiGLU shared_mlp of shared_intermediate_size
+ * (default 1024), plus num_local_experts (default 8) routed experts of intermediate_size when there
+ * are any: Granite MoE Shared's layer. The releases without Mamba layers (granite-4.0-micro, -1b and
+ * -350m: every layer "attention", no experts) are dense transformers and read so; the hybrids (the
+ * "-h-" releases) are refused with their Mamba layers counted. position_embedding_type ("rope" or
+ * "nope") moves no parameter. */
+ts_status read_granitemoehybrid(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (types == NULL || cJSON_IsNull(types))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: absent, so every layer is a Mamba-2 (state-space) layer "
+                       "(GraniteMoeHybridConfig's default); Tessera models decoder-only transformers only", r->file,
+                       r->path);
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != m->layers)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: expected a list of %d entries, one a layer, got %s", r->file,
+                       r->path, m->layers, cJSON_IsArray(types) ? "another length" : ts_json_type_name(types));
+    int mamba = 0;
+    for (int i = 0; i < m->layers; i++) {
+        const cJSON *t = cJSON_GetArrayItem(types, i);
+        int is_mamba = cJSON_IsString(t) && strcmp(t->valuestring, "mamba") == 0;
+        if (!is_mamba && !(cJSON_IsString(t) && strcmp(t->valuestring, "attention") == 0))
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types[%d]: expected \"attention\" or \"mamba\", got %s",
+                           r->file, r->path, i, ts_json_type_name(t));
+        mamba += is_mamba;
+    }
+    if (mamba > 0)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.layer_types: %d of %d layers are \"mamba\" (Mamba-2 state-space "
+                       "layers); Tessera models decoder-only transformers only", r->file, r->path, mamba, m->layers);
+    TS_CHECK(hf_bool(r, root, "attention_bias", 0, 0, &m->qkv_bias));
+    ts_moe *e = &m->moe;
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 0, 0, TS_MAX_EXPERTS, 8, &e->experts));
+    if (e->experts == 0) { /* the shared MLP is the layer's MLP; no router reads num_experts_per_tok */
+        int unused;
+        TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 0, TS_MAX_EXPERTS, 0, &unused));
+        *e = (ts_moe){0};
+        return hf_int(r, root, nm, "ffn_hidden", "shared_intermediate_size", 0, 1, TS_MAX_FFN, 1024, &m->ffn_hidden);
+    }
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts, 2, &e->top_k));
+    TS_CHECK(hf_int(r, root, nm, "moe.shared_ffn", "shared_intermediate_size", 0, 0, TS_MAX_FFN, 1024, &e->shared_ffn));
+    hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
+    e->expert_ffn = m->ffn_hidden;
+    e->shared_experts = e->shared_ffn > 0;
+    e->every = 1;
     return TS_OK;
 }
 

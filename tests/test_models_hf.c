@@ -1360,3 +1360,36 @@ Test(models_hf, exaone_moe_reads_is_moe_layer_and_its_router) {
     m = load_edited("k-exaone-236b-a23b", "is_moe_layer", flags);
     cr_expect_eq(m.moe.first_dense, 2);
 }
+
+/* Granite 4.0's transformer releases are saved as granitemoehybrid (GraniteMoeHybridConfig) with
+ * every layer "attention" and no experts: the layer's MLP is its shared_mlp, a SwiGLU of
+ * shared_intermediate_size (intermediate_size is the experts' width). granite-4.0-micro, summed from
+ * GraniteMoeHybridDecoderLayer's modules: the tied embedding 100352·2560; a layer's Q and O 2·2560²,
+ * K and V 2·2560·512, shared_mlp 3·2560·8192, two RMSNorms; the final norm. With experts the layer
+ * is Granite MoE Shared's (the routed experts of intermediate_size beside the shared MLP). */
+Test(models_hf, granitemoehybrid_reads_its_attention_only_releases) {
+    ts_model m = load("granite-4.0-micro");
+    cr_expect_eq(m.moe.experts, 0);
+    cr_expect_eq(m.ffn_hidden, 8192);
+    cr_expect_eq(m.kv_heads, 8);
+    cr_expect(m.tied_embeddings);
+    double layer = 2.0 * 2560 * 2560 + 2.0 * 2560 * 512 + 3.0 * 2560 * 8192 + 2 * 2560;
+    cr_expect_eq(total_params(&m), 100352.0 * 2560 + 40 * layer + 2560, "%.0f", total_params(&m));
+    m = load_edited("granite-4.0-micro", "shared_intermediate_size", cJSON_CreateNumber(4096));
+    cr_expect_eq(m.ffn_hidden, 4096, "the shared MLP's width, not intermediate_size's");
+    char *path = test_data_path("tests/data/hf/granite-4.0-micro.json"), *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(root, "num_local_experts", cJSON_CreateNumber(16));
+    cr_expect_neq(ts_model_from_json("moe", root, &m), TS_OK, "experts with num_experts_per_tok 0");
+    cr_expect(strstr(ts_error_message(), "num_experts_per_tok"), "%s", ts_error_message());
+    cJSON_ReplaceItemInObject(root, "num_experts_per_tok", cJSON_CreateNumber(4));
+    cr_assert_eq(ts_model_from_json("moe", root, &m), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(m.moe.experts, 16);
+    cr_expect_eq(m.moe.top_k, 4);
+    cr_expect_eq(m.moe.expert_ffn, 8192);
+    cr_expect_eq(m.moe.shared_ffn, 8192);
+    cr_expect_eq(m.moe.shared_experts, 1);
+    cJSON_Delete(root);
+    free(text);
+    free(path);
+}
