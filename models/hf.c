@@ -733,7 +733,7 @@ static const char *const hf_types[] = {"llama", "mistral", "mixtral", "qwen2", "
                                         * (HeliumConfig): Llama's layer. */
                                        "olmo3", "ministral", "internlm", "helium", "jetmoe", "solar_open", "afmoe",
                                        "cwm", "vaultgemma", "persimmon", "jais2", "nanochat", "bitnet",
-                                       "glm4_moe_lite", "exaone_moe", "granitemoehybrid",
+                                       "glm4_moe_lite", "exaone_moe", "granitemoehybrid", "arctic",
                                        /* refused: their readers say what is not modelled */
                                        "diffllama", "gemma3n_text", "longcat_flash", "nemotron-nas", "deci", "gemma4_text",
                                        "mimo_v2_flash", NULL};
@@ -757,7 +757,7 @@ static const hf_reader hf_readers[] = {read_llama, read_llama, read_mixtral, rea
                                        read_olmo3, read_phi3, read_internlm2, read_llama, read_jetmoe,
                                        read_solar_open, read_afmoe, read_cwm, read_vaultgemma, read_persimmon,
                                        read_jais2, read_nanochat, read_bitnet, read_glm4_moe_lite, read_exaone_moe,
-                                       read_granitemoehybrid,
+                                       read_granitemoehybrid, read_arctic,
                                        read_diffllama, read_gemma3n,
                                        read_longcat_flash, read_nemotron_nas, read_deci, read_gemma4,
                                        read_mimo_v2_flash};
@@ -818,7 +818,7 @@ static const char *const hf_arch_names[][2] = {
     {"Glm4MoeLiteForCausalLM", "glm4_moe_lite"}, {"Gemma4ForCausalLM", "gemma4_text"},
     {"Gemma4ForConditionalGeneration", "gemma4_text"}, {"MiMoV2FlashForCausalLM", "mimo_v2_flash"},
     {"ExaoneMoeForCausalLM", "exaone_moe"}, {"ExaoneMoEForCausalLM", "exaone_moe"},
-    {"GraniteMoeHybridForCausalLM", "granitemoehybrid"}, {NULL, NULL}};
+    {"GraniteMoeHybridForCausalLM", "granitemoehybrid"}, {"ArcticForCausalLM", "arctic"}, {NULL, NULL}};
 
 /* Architectures that are not decoder-only transformers: state-space (Mamba) layers, alone or mixed
  * with attention, or recurrent blocks, linear attention's recurrent form among them (Qwen3-Next's

@@ -150,6 +150,7 @@ ts_status read_internlm2(const ts_jreader *r, const cJSON *root, ts_field_names 
 ts_status read_glm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_glm4(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 ts_status read_cwm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
+ts_status read_arctic(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);
 /* hf_gpt_kin.c's families. */
 /* SantaCoder's attention_head_type on a gpt2 config ("multiquery": one key/value head). */
 ts_status read_gpt2_head_type(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m);

@@ -1,9 +1,9 @@
 /* Hugging Face readers for the families built on Llama's decoder layer: ERNIE 4.5 (dense and MoE),
  * Hunyuan (dense and MoE), SmolLM3, DeepSeek v1 MoE, MiniCPM, Seed-OSS, InternLM2, GLM-4 (glm,
- * glm4) and CWM (hf_impl.h). Each maps the keys of that family's <Type>Config onto ts_model, with the
- * modules its modelling code builds (transformers models/<type>/modeling_<type>.py; for the
- * remote-code families, deepseek, minicpm and internlm2, the modeling_*.py of the model's own
- * repository, e.g. internlm/internlm2_5-7b).
+ * glm4), CWM and Snowflake Arctic (hf_impl.h). Each maps the keys of that family's <Type>Config
+ * onto ts_model, with the modules its modelling code builds (transformers
+ * models/<type>/modeling_<type>.py; for the remote-code families, deepseek, minicpm, internlm2 and
+ * arctic, the modeling_*.py of the model's own repository, e.g. internlm/internlm2_5-7b).
  *
  * All of them are Llama's decoder layer (pre-RMSNorm, RoPE, grouped-query attention, SwiGLU MLP)
  * with their own defaults, biases, Q/K norms and experts. As in hf.c, a bias on the attention
@@ -228,4 +228,35 @@ ts_status read_cwm(const ts_jreader *r, const cJSON *root, ts_field_names *nm, t
     if (cJSON_IsNull(w) || (cJSON_IsNumber(w) && w->valuedouble == 0)) return TS_OK; /* CwmConfig: None */
     TS_CHECK(hf_int(r, root, nm, "window.tokens", "sliding_window", 0, 1, TS_MAX_SEQ, 8192, &m->window.tokens));
     return read_layer_types(r, root, nm, m, 4);
+}
+
+/* Snowflake Arctic (Snowflake/snowflake-arctic-instruct, remote code: ArcticConfig in
+ * configuration_arctic.py, ArcticDecoderLayer in modeling_arctic.py): Mixtral's layer (Llama's
+ * attention without biases, num_local_experts SwiGLU experts of intermediate_size, top
+ * num_experts_per_tok, a router without bias) on the layers where (i + 1) % moe_layer_frequency == 0,
+ * a SwiGLU MLP of intermediate_size on the others. With parallel_attn_mlp_res each MoE layer also
+ * runs a dense "residual" SwiGLU MLP of hidden_size behind its own RMSNorm: read as one shared expert
+ * of hidden_size, the same parameters and FLOPs (the extra norm, h a layer, is below 1e-6 of the
+ * total). Arctic feeds its MoE the layer's input, beside attention, so that the all-to-all can
+ * overlap attention and the residual MLP; Tessera schedules the MoE after attention and prices
+ * the overlap as a shared expert's (--moe-shared-expert-overlap). The config's token dropping
+ * (moe_token_dropping, moe_train_capacity_factor) is DeepSpeed-MoE's training setting, not the
+ * model's, and is not read. Defaults are ArcticConfig's: 8 experts, top 1, an MoE layer every 2,
+ * rope_theta 1e6. */
+ts_status read_arctic(const ts_jreader *r, const cJSON *root, ts_field_names *nm, ts_model *m) {
+    TS_CHECK(read_llama_like(r, root, nm, m));
+    if (m->rope_theta == 0) m->rope_theta = 1e6;
+    ts_moe *e = &m->moe;
+    int every, residual;
+    TS_CHECK(hf_i32(r, root, nm, "moe.experts", "num_local_experts", 0, 1, TS_MAX_EXPERTS, 8, &e->experts));
+    TS_CHECK(hf_i32(r, root, nm, "moe.top_k", "num_experts_per_tok", 0, 1, e->experts, 1, &e->top_k));
+    TS_CHECK(hf_i32(r, root, nm, "moe.every", "moe_layer_frequency", 0, 1, m->layers, 2, &every));
+    TS_CHECK(hf_bool(r, root, "parallel_attn_mlp_res", 0, 0, &residual));
+    hf_name(nm, r, "moe.expert_ffn", "intermediate_size");
+    e->expert_ffn = m->ffn_hidden;
+    e->every = every;
+    e->first_dense = every - 1;
+    e->shared_experts = residual;
+    e->shared_ffn = residual ? m->hidden : 0;
+    return read_sliding(r, root, nm, m, 0);
 }

@@ -401,7 +401,7 @@ Test(models, bad_hf_configs_name_the_hf_key) {
                "chatglm, baichuan, qwen, exaone, exaone4, "
                "minimax_m2, bailing_moe, deepseek_v32, mimo, dots1, arcee, apertus, "
                "olmo3, ministral, internlm, helium, solar_open, afmoe, cwm, vaultgemma, persimmon, jais2, "
-               "nanochat, bitnet, glm4_moe_lite, exaone_moe, granitemoehybrid");
+               "nanochat, bitnet, glm4_moe_lite, exaone_moe, granitemoehybrid, arctic");
     /* No model_type: the architecture decides (issue 19), and its reader names the missing key. */
     expect_bad("{\"architectures\": [\"LlamaForCausalLM\"]}", ": $.hidden_size: missing field, expected an integer");
     expect_bad("{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_attention_heads\": 32, "

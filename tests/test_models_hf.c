@@ -50,6 +50,8 @@ static const struct {
     {"minitron-8b", 8e9, 0.0625},              /* Minitron-8B-Base model card: "8B", rounded to whole billions */
     {"granite-3.1-8b-base", 8.1e9, 0.0124},    /* model card: 8.1B, cut to 0.1B (8.1 stands for 8.1 to 8.2) */
     {"granite-3.1-3b-a800m-base", 3.3e9, 0.0152}, /* model card: 3.3B total (0.1B rounding), 800M active */
+    {"snowflake-arctic-instruct", 480e9, 0.0105}, /* Snowflake's Arctic announcement: 480B (10B dense + 128 x
+                                                   * 3.66B experts), 17B active; two digits */
     {"phi3.5-moe", 41.9e9, 0.0012},            /* Phi-3.5-MoE model card: 41.9B total, 6.6B active */
     {"dbrx-instruct", 132e9, 0.0038},          /* DBRX model card: 132B total (whole billions), 36B active */
     {"olmo-7b", 6.89e9, 0.00073},              /* OLMo-7B-hf: 6.89B (0.01B rounding); 6,888,095,744 below */
@@ -156,7 +158,7 @@ Test(models_hf, every_family_imports_and_plans, .timeout = 300) {
         snprintf(rel, sizeof rel, "tests/data/hf/%s.json", published[i].file);
         char *path = test_data_path(rel);
         int big = strcmp(published[i].file, "kimi-k2") == 0 || strcmp(published[i].file, "deepseek-v3.2-exp") == 0 ||
-                  strcmp(published[i].file, "glm-5") == 0;
+                  strcmp(published[i].file, "glm-5") == 0 || strcmp(published[i].file, "snowflake-arctic-instruct") == 0;
         const char *gpus = big ? "512" : "64";
         cli_result r = run_cli("plan", "--model", path, "--system", "h100-sxm-dgx", "--gpus", gpus, "--top", "1", NULL);
         cr_expect_eq(r.status, 0, "%s: exit %d: %s", published[i].file, r.status, r.err);
@@ -1392,4 +1394,24 @@ Test(models_hf, granitemoehybrid_reads_its_attention_only_releases) {
     cJSON_Delete(root);
     free(text);
     free(path);
+}
+
+/* Snowflake Arctic (remote code ArcticConfig / ArcticDecoderLayer): Mixtral's layer whose MoE
+ * layers, with parallel_attn_mlp_res, add a dense residual SwiGLU MLP of hidden_size, read as a
+ * shared expert of that width. Summed from the modules: the untied embedding and head 2·32000·7168;
+ * a layer's Q and O 2·7168², K and V 2·7168·1024, the router 7168·128, 128 experts of 3·7168·4864,
+ * the residual MLP 3·7168², two RMSNorms (the residual MLP's own norm, 7168 a layer, is not
+ * counted); the final norm. Snowflake's figures: 480B total, 17B active ("10B dense + 128×3.66B"). */
+Test(models_hf, arctic_reads_its_residual_mlp_as_a_shared_expert) {
+    ts_model m = load("snowflake-arctic-instruct");
+    cr_expect(m.moe.experts == 128 && m.moe.top_k == 2 && m.moe.every == 1 && m.moe.first_dense == 0,
+              "128 experts, top 2, on every layer (moe_layer_frequency 1)");
+    cr_expect(m.moe.shared_experts == 1 && m.moe.shared_ffn == 7168, "the residual MLP: a shared expert of hidden_size");
+    double h = 7168, layer = 2 * h * h + 2 * h * 1024 + h * 128 + 128 * 3 * h * 4864 + 3 * h * h + 2 * h;
+    cr_expect_eq(total_params(&m), 2 * 32000 * h + 35 * layer + h, "%.0f", total_params(&m));
+    m = load_edited("snowflake-arctic-instruct", "moe_layer_frequency", NULL);
+    cr_expect_eq(m.moe.every, 2, "ArcticConfig's default: an MoE layer every 2");
+    cr_expect_eq(m.moe.first_dense, 1, "(i + 1) % 2 == 0: layers 1, 3, 5, ...");
+    m = load_edited("snowflake-arctic-instruct", "parallel_attn_mlp_res", cJSON_CreateFalse());
+    cr_expect_eq(m.moe.shared_experts, 0);
 }
