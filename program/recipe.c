@@ -49,8 +49,9 @@
  * and not charged; delayed scaling's amax reductions are (ts_amax_reduce_bytes below). Memory:
  * the FP8 weight and its transposed copy, 2 bytes per weight (MXFP8: 2·(1 + 1/32)) beside the
  * 16-bit weights and the fp32 master copy in the optimizer states (ts_fp8_weight_copy_bytes;
- * planner/stages.c). FP8 parameter gathering
- * (Megatron's --fp8-param-gather, FP8 primary weights) is not modelled. */
+ * planner/stages.c). With FP8 primary weights (Megatron-Core --fp8-param-gather) the FP8 weight
+ * is the weight, held and all-gathered at 1 byte, and only its transpose is a copy
+ * (ts_weight_elem_bytes, ts_fp8_weight_copy_bytes). */
 #include "program/recipe.h"
 
 #include "program/program.h"
