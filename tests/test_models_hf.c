@@ -1411,7 +1411,7 @@ Test(models_hf, arctic_reads_its_residual_mlp_as_a_shared_expert) {
     cr_expect_eq(total_params(&m), 2 * 32000 * h + 35 * layer + h, "%.0f", total_params(&m));
     m = load_edited("snowflake-arctic-instruct", "moe_layer_frequency", NULL);
     cr_expect_eq(m.moe.every, 2, "ArcticConfig's default: an MoE layer every 2");
-    cr_expect_eq(m.moe.first_dense, 1, "(i + 1) % 2 == 0: layers 1, 3, 5, ...");
+    cr_expect_eq(m.moe.first_dense, 1, "(i + 1) %% 2 == 0: layers 1, 3, 5, ...");
     m = load_edited("snowflake-arctic-instruct", "parallel_attn_mlp_res", cJSON_CreateFalse());
     cr_expect_eq(m.moe.shared_experts, 0);
 }
