@@ -1,6 +1,7 @@
 /* Uncertainty bands from the planner's residuals on published runs (see bands.h). */
 #include "planner/bands.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,11 +36,19 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
         add(&out->all, c[i].step_error);
         if (strcmp(c[i].stack, stack) != 0) continue;
         add(&out->stack_all, c[i].step_error);
+        if (!ts_bands_measured_on(out, c[i].gpu) && out->n_gpus < TS_BAND_MAX_GPUS)
+            snprintf(out->gpus[out->n_gpus++], sizeof out->gpus[0], "%s", c[i].gpu);
         add(&out->fam[c[i].kind == TS_PUB_NVIDIA_STEP_FP8 ? TS_FAM_FP8 : TS_FAM_DENSE], c[i].step_error);
         if (c[i].gpus >= TS_BAND_SCALE_GPUS) add(&out->fam[TS_FAM_SCALE], c[i].step_error);
     }
     free(c);
     return TS_OK;
+}
+
+int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) {
+    for (int i = 0; i < b->n_gpus; i++)
+        if (strcmp(b->gpus[i], gpu_name) == 0) return 1;
+    return 0;
 }
 
 void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out) {

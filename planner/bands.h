@@ -8,7 +8,10 @@
  * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
  * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
  * bands; a family without a published run on the stack takes the widest band of the stack's
- * runs (of all stacks' runs when the stack has none) and is named unmeasured. */
+ * runs (of all stacks' runs when the stack has none) and is named unmeasured. The GPUs those runs
+ * were measured on are kept: a plan on another GPU says that its band is theirs
+ * (docs/calibration-and-validation.md: Blackwell plans run 9-19% faster than measured, beyond the
+ * H100 runs' band). */
 #ifndef TS_BANDS_H
 #define TS_BANDS_H
 
@@ -18,6 +21,7 @@ typedef enum { TS_FAM_DENSE, TS_FAM_FP8, TS_FAM_MOE, TS_FAM_CP, TS_FAM_SCALE, TS
 extern const char *const ts_family_names[]; /* "dense", "fp8", "moe", "cp", "scale" */
 
 #define TS_BAND_SCALE_GPUS 1024 /* the scale family: runs on this many GPUs or more */
+#define TS_BAND_MAX_GPUS 8      /* distinct GPUs kept for the band's text */
 
 typedef struct {
     int n;              /* published runs */
@@ -28,11 +32,16 @@ typedef struct {
     ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack, by family */
     ts_band_stat stack_all;         /* every run on this stack */
     ts_band_stat all;               /* every run on any stack */
+    char gpus[TS_BAND_MAX_GPUS][64]; /* the GPUs of the runs on this stack (system gpu names) */
+    int n_gpus;
 } ts_bands;
 
 /* Predicts the published runs of `dir` (validation/published) and gathers the residuals of runs
  * on stack `stack` (a profile name). */
 ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
+
+/* Whether a run on the stack was measured on GPU `gpu_name` (a system spec's gpu_name). */
+int ts_bands_measured_on(const ts_bands *b, const char *gpu_name);
 
 /* One prediction's band. */
 typedef struct {

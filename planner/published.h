@@ -43,6 +43,7 @@ typedef struct {
     double step_error; /* the same for the step time (a TFLOP/s error e is a step error 1/(1+e) - 1) */
     int is_tflops;    /* measured and predicted are TFLOP/s per GPU (else step seconds) */
     char stack[64];   /* the software stack it was predicted under */
+    char gpu[64];     /* the GPU it ran on (its system spec's gpu name) */
     int unfit;        /* the planner finds no layout under the pins that fits, or none valid (layout:
                          the reason); predicted and the errors are 0 */
     int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the

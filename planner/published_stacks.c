@@ -34,6 +34,7 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     TS_CHECK(ts_pub_cache_model(cache, model, &m));
     if (vocab > 0) m.vocab = vocab;
     TS_CHECK(ts_pub_cache_system(cache, system, &s));
+    snprintf(c->gpu, sizeof c->gpu, "%s", s.gpu_name);
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.global_batch = batch;

@@ -128,6 +128,13 @@ static void question_and_answer(const ts_report *r, FILE *f) {
     fputs(r->tight ? " usable GB per GPU (tight: within 5% of the line), on the " : " usable GB per GPU, on the ", f);
     ts_html_str(f, "answer.stack", pb->train.stack.name);
     fputs(" stack.</p>\n", f);
+    if (!r->band_on_gpu) {
+        fputs("<p><b>Band.</b> No published run behind it was measured on the ", f);
+        ts_html_str(f, "question.gpu", pb->sys.gpu_name);
+        fputs(": the band is that of runs on ", f);
+        ts_html_str(f, "answer.band_gpus", r->band_gpus);
+        fputs(", and may not hold on this GPU (docs/calibration-and-validation.md).</p>\n", f);
+    }
     if (r->tie[0]) {
         fputs("<p><b>Tie.</b> ", f);
         ts_html_str(f, "answer.tie", r->tie);

@@ -294,8 +294,9 @@ void ts_ranking_tie_text(const ts_problem *pb, const ts_ranking *r, char *buf, s
              exotic[0] ? " and exotic in " : "", exotic);
 }
 
-/* "dense -6.5%..+0.3% (13 runs)" for each family with runs, into buf. */
-static void families_text(const ts_bands *b, char *buf, size_t cap) {
+/* "dense -6.5%..+0.3% (13 runs)" for each family with runs, into buf; then, when none of the runs
+ * was on the plan's GPU, which GPUs they were on. */
+static void families_text(const ts_bands *b, const char *gpu_name, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
     for (int f = 0; f < TS_FAM_COUNT; f++) {
@@ -304,8 +305,15 @@ static void families_text(const ts_bands *b, char *buf, size_t cap) {
         used += (size_t)snprintf(buf + used, cap - used, "%s%s %+.1f%%..%+.1f%% (%d runs)", used ? ", " : "",
                                  ts_family_names[f], 100 * s->err_min, 100 * s->err_max, s->n);
     }
-    if (!used) snprintf(buf, cap, "no published run on this stack: every family takes the widest band of all "
-                                  "%d runs", b->all.n);
+    if (!used) {
+        snprintf(buf, cap, "no published run on this stack: every family takes the widest band of all "
+                           "%d runs", b->all.n);
+        return;
+    }
+    if (ts_bands_measured_on(b, gpu_name) || used >= cap) return;
+    used += (size_t)snprintf(buf + used, cap - used, "; no run on the %s: the band is that of runs on ", gpu_name);
+    for (int i = 0; i < b->n_gpus && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i]);
 }
 
 void ts_ranking_print_context(FILE *f, const ts_problem *pb, const ts_ranking *r) {
@@ -315,8 +323,8 @@ void ts_ranking_print_context(FILE *f, const ts_problem *pb, const ts_ranking *r
                "above it; tight: within %.0f%% of it\n",
             pb->usable_bytes / 1e9, (pb->usable_bytes + pb->headroom_bytes) / 1e9, pb->headroom_bytes / 1e9,
             100 * TS_MEM_TIGHT_FRAC);
-    char fam[512];
-    families_text(&r->stats, fam, sizeof fam);
+    char fam[768];
+    families_text(&r->stats, pb->sys.gpu_name, fam, sizeof fam);
     fprintf(f, "# band: the measured step is likely within it, from this code's errors on published runs with %s: %s\n",
             st->name, fam);
 }
@@ -349,6 +357,16 @@ ts_status ts_ranking_explain_json(const ts_problem *pb, const ts_ranking *r, cJS
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "tied", r->tied_pool), res, exit);
     ts_ranking_tie_text(pb, r, text, sizeof text);
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tie", text), res, exit);
+    /* the GPUs the bands' published runs were measured on, and whether the plan's is one */
+    cJSON *gpus = cJSON_AddArrayToObject(root, "band_gpus");
+    TS_CJSON_GOTO(gpus, res, exit);
+    for (int i = 0; i < r->stats.n_gpus; i++) {
+        cJSON *g = cJSON_CreateString(r->stats.gpus[i]);
+        TS_CJSON_GOTO(g, res, exit);
+        cJSON_AddItemToArray(gpus, g);
+    }
+    TS_CJSON_GOTO(cJSON_AddBoolToObject(root, "band_measured_on_gpu", ts_bands_measured_on(&r->stats, pb->sys.gpu_name)),
+                  res, exit);
     if (r->has_against) {
         cJSON *a = cJSON_CreateObject(), *e = ts_eval_to_json(&r->against, 0);
         if (a) cJSON_AddItemToObject(root, "against", a);

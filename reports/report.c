@@ -41,6 +41,11 @@ static ts_status explain_of(const char *plan_file, ts_report *r) {
     ts_band_of(&bands, &r->pb, &r->layouts[0].layout, r->layouts[0].step_s, &band);
     r->band_lo_s = band.lo_s;
     r->band_hi_s = band.hi_s;
+    r->band_on_gpu = ts_bands_measured_on(&bands, r->pb.sys.gpu_name);
+    size_t used = 0;
+    for (int i = 0; i < bands.n_gpus && used < sizeof r->band_gpus; i++)
+        used += (size_t)snprintf(r->band_gpus + used, sizeof r->band_gpus - used, "%s%s", i ? ", " : "",
+                                 bands.gpus[i]);
     r->tight = ts_mem_tight(&r->pb, r->layouts[0].mem.total);
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(plan_file, &root));

@@ -17,7 +17,8 @@
  *    "question": {"model", "system", "gpu", "gpus", "global_batch", "seq", "dtype",
  *                 "flash_attention", "layouts"},
  *    "answer": {"layout", "step_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_bytes",
- *               "usable_bytes", "band_lo_s", "band_hi_s", "tight", "stack", "tie", "against"},
+ *               "usable_bytes", "band_lo_s", "band_hi_s", "band_measured_on_gpu", "band_gpus",
+ *               "tight", "stack", "tie", "against"},
  *               ("tie" and "against" only when the plan has them)
  *    "layouts": [plan_json.h's layout objects, re-evaluated],
  *    "simulation": {"layout", "step_s", "closed_form_step_s", "bubble_fraction", "microbatches",
@@ -71,6 +72,8 @@ typedef struct {
      * build's residuals on the plan's stack, whether its memory is tight, and the plan's tie and
      * --against sentences ("" when the plan has none). */
     double band_lo_s, band_hi_s;
+    int band_on_gpu;      /* a published run behind the band was measured on the plan's GPU */
+    char band_gpus[256];  /* the GPUs those runs were measured on, comma-separated */
     int tight;
     char tie[1024], against[1024];
     int has_run, has_run_trace;

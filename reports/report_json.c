@@ -46,6 +46,8 @@ static ts_status question_json(const ts_report *r, cJSON *root) {
     NUM(a, "usable_bytes", pb->usable_bytes);
     NUM(a, "band_lo_s", r->band_lo_s);
     NUM(a, "band_hi_s", r->band_hi_s);
+    BOOL(a, "band_measured_on_gpu", r->band_on_gpu);
+    STR(a, "band_gpus", r->band_gpus);
     BOOL(a, "tight", r->tight);
     STR(a, "stack", pb->train.stack.name);
     if (r->tie[0]) STR(a, "tie", r->tie);

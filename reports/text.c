@@ -53,6 +53,10 @@ static void md_question(const ts_report *r, FILE *f) {
             text, b->step_s, r->band_lo_s, r->band_hi_s, ts_fmt_count(b->tokens_per_s, tok, sizeof tok), 100 * b->mfu,
             b->tflops_per_gpu, b->mem.total / 1e9, pb->usable_bytes / 1e9,
             r->tight ? " (tight: within 5% of the line)" : "", pb->train.stack.name);
+    if (!r->band_on_gpu)
+        fprintf(f, "**Band.** No published run behind it was measured on the %s: the band is that of runs on %s, "
+                   "and may not hold on this GPU (docs/calibration-and-validation.md).\n\n",
+                pb->sys.gpu_name, r->band_gpus);
     if (r->tie[0]) fprintf(f, "**Tie.** %s.\n\n", r->tie);
     if (r->against[0]) fprintf(f, "**Against the named layout.** %s.\n\n", r->against);
 }

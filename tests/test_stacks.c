@@ -248,6 +248,49 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
     cr_expect_geq(one.hi_s - one.lo_s, 10.0 / (1 + lo) - 10.0 / (1 + hi));
 }
 
+/* The bands keep the GPUs their runs were measured on; a plan on another GPU says that its band
+ * is theirs, in the plan's band line and JSON and in the report (docs/calibration-and-validation.md:
+ * Blackwell plans came out 9-19% faster than measured). */
+Test(stacks, a_band_says_which_gpus_it_was_measured_on) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/validation/published", data_root());
+    ts_bands b;
+    cr_assert_eq(ts_bands_compute(dir, "megatron-core", &b), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(b.n_gpus, 1, "megatron-core's runs: the dgxc recipes, all on H100");
+    cr_expect(ts_bands_measured_on(&b, "H100 SXM5 80GB") && !ts_bands_measured_on(&b, "B200 180GB (DGX B200)"));
+    static const struct {
+        const char *system;
+        int measured;
+    } cases[] = {{"h100-sxm-dgx", 1}, {"b200-dgx", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = run_cli("plan", "--model", "llama3-8b", "--system", cases[i].system, "--gpus", "8", "--top", "1",
+                               NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_expect_eq(strstr(r.out, "the band is that of runs on H100 SXM5 80GB") == NULL, cases[i].measured, "%s:\n%s",
+                     cases[i].system, r.out);
+        cli_result_free(&r);
+        r = run_cli("plan", "--model", "llama3-8b", "--system", cases[i].system, "--gpus", "8", "--top", "1", "--json",
+                    NULL);
+        cJSON *plan = cJSON_Parse(r.out);
+        cr_assert_not_null(plan);
+        cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(plan, "band_measured_on_gpu")), cases[i].measured);
+        cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "band_gpus"), 0)->valuestring, "H100 SXM5 80GB");
+        cJSON_Delete(plan);
+        cli_result_free(&r);
+        char *tmp = make_temp_dir(), file[4200];
+        snprintf(file, sizeof file, "%s/plan.json", tmp);
+        r = run_cli("plan", "--model", "llama3-8b", "--system", cases[i].system, "--gpus", "8", "--top", "2", "-o", file,
+                    NULL);
+        cli_result_free(&r);
+        r = run_cli("report", "--plan", file, "--format", "md", NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_expect_eq(strstr(r.out, "**Band.** No published run behind it was measured on the") == NULL,
+                     cases[i].measured, "report on %s", cases[i].system);
+        cli_result_free(&r);
+        remove_dir(tmp);
+    }
+}
+
 /* The tie: the first `tied` layouts overlap the fastest's band and are listed most robust first;
  * --against explains the pick term by term and the terms add up to the step difference. */
 Test(stacks, ties_go_to_robustness_and_against_adds_up) {
