@@ -51,6 +51,13 @@ int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) {
     return 0;
 }
 
+void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap) {
+    size_t used = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = 0; i < b->n_gpus && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i]);
+}
+
 void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out) {
     memset(out, 0, sizeof *out);
     out->families = 1u << (pb->train.dtype == TS_DTYPE_FP8 ? TS_FAM_FP8 : TS_FAM_DENSE);

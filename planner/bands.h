@@ -42,6 +42,8 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
 
 /* Whether a run on the stack was measured on GPU `gpu_name` (a system spec's gpu_name). */
 int ts_bands_measured_on(const ts_bands *b, const char *gpu_name);
+/* The runs' GPUs, "H100 SXM5 80GB, ...", into buf (truncated at cap). */
+void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap);
 
 /* One prediction's band. */
 typedef struct {

@@ -312,8 +312,7 @@ static void families_text(const ts_bands *b, const char *gpu_name, char *buf, si
     }
     if (ts_bands_measured_on(b, gpu_name) || used >= cap) return;
     used += (size_t)snprintf(buf + used, cap - used, "; no run on the %s: the band is that of runs on ", gpu_name);
-    for (int i = 0; i < b->n_gpus && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i]);
+    if (used < cap) ts_bands_gpus_text(b, buf + used, cap - used);
 }
 
 void ts_ranking_print_context(FILE *f, const ts_problem *pb, const ts_ranking *r) {

@@ -42,10 +42,7 @@ static ts_status explain_of(const char *plan_file, ts_report *r) {
     r->band_lo_s = band.lo_s;
     r->band_hi_s = band.hi_s;
     r->band_on_gpu = ts_bands_measured_on(&bands, r->pb.sys.gpu_name);
-    size_t used = 0;
-    for (int i = 0; i < bands.n_gpus && used < sizeof r->band_gpus; i++)
-        used += (size_t)snprintf(r->band_gpus + used, sizeof r->band_gpus - used, "%s%s", i ? ", " : "",
-                                 bands.gpus[i]);
+    ts_bands_gpus_text(&bands, r->band_gpus, sizeof r->band_gpus);
     r->tight = ts_mem_tight(&r->pb, r->layouts[0].mem.total);
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(plan_file, &root));
