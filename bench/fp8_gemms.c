@@ -35,7 +35,13 @@
  * at HBM speed in bf16 and fp32 (additive: what the additive reading adds), and on the GPU the
  * same GEMMs plain (beta = 0, bf16 out), then what beta = 1 into a bf16 and an fp32 main_grad add
  * (exec/gpu_bench.h ts_gpu_time_wgrad); the closing line gives the medians over rows of the GPU's
- * addition over the additive one: near 1, the traffic adds; near 0, it hides under the compute. */
+ * addition over the additive one: near 1, the traffic adds; near 0, it hides under the compute.
+ *
+ * --wgrad --sweep: the same measurement on a grid of shapes rather than the rows' (six weights,
+ * 1536×6144 to 7168×18432, each over 128 to 16384 tokens, bf16 and fp8): whether what beta = 1 adds
+ * is a share of main_grad's traffic or shrinks as the GEMM's compute grows over it. Per shape, ms:
+ * the planner's compute, main_grad's bf16 traffic at HBM speed, the GPU's plain GEMM and its two
+ * additions, and their ratios to the additive reading. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +51,11 @@
 #include "common/stats.h"
 #include "common/status.h"
 #include "exec/gpu_bench.h"
+#include "models/system.h"
 #include "planner/cost.h"
+#include "planner/op_cost.h"
 #include "planner/published.h"
+#include "planner/wgrad_accum.h"
 #include "program/program.h" /* ts_part_names */
 #include "program/recipe.h"
 
@@ -66,6 +75,7 @@ typedef struct {
     const char *row;
     int detail;           /* --gemms: a line per GEMM */
     int wgrad;            /* --wgrad: main_grad's accumulation on every row */
+    int sweep;            /* --sweep (with --wgrad): on a grid of shapes instead */
     int gpu;              /* 1: a GPU answered ts_gpu_describe */
     int failed[3][3];     /* [kind][acc]: that timer failed once (why says why); not tried again */
     char why[256];        /* why a measured column is missing */
@@ -188,7 +198,7 @@ static void add_wgrad(bench *b, const ts_problem *pb, const ts_gemm_shape *g, vo
     const ts_system *s = &pb->sys;
     double m = g->k, n = g->n, k = g->m; /* W(m×n) over the layer's k tokens */
     double compute = ts_gemm_bwd_scale(s, dt) * ts_gemm_compute_s(s, dt, m, n, k);
-    double plan = ts_wgrad_gemm_s(s, compute, m, n, k, 1, ts_gemm_operand_bytes(pb, g->part), 1);
+    double plan = ts_wgrad_op_s(pb, g->part, compute, m, n, k, 1);
     double add16 = ts_memory_s(s, 4.0 * m * n, 0), add32 = ts_memory_s(s, 8.0 * m * n, 0);
     int mi = (int)lround(m), ni = (int)lround(n), ki = (int)lround(k), kind = dt == TS_DTYPE_FP8 ? 2 : 0;
     double g0 = gpu_s(b, mi, ni, ki, kind, 0), g16 = gpu_s(b, mi, ni, ki, kind, 1), g32 = gpu_s(b, mi, ni, ki, kind, 2);
@@ -240,6 +250,74 @@ static const char *fmt3(double v, char *buf, size_t size) {
     return buf;
 }
 
+/* --wgrad --sweep: beta = 1's addition on a grid of weights and token counts (the file's comment). */
+static ts_status sweep_wgrad(bench *b, const char *gpu) {
+    static const int weights[][2] = {{1536, 6144}, {2048, 7168}, {4096, 4096}, {6144, 16384}, {8192, 8192}, {7168, 18432}};
+    static const int tokens[] = {128, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384};
+    ts_system s;
+    TS_CHECK_CTX(ts_system_load("h100-sxm-dgx", &s), "fp8_gemms --sweep: the planner's system");
+    printf("# fp8_gemms --wgrad --sweep: W(m×n) over k tokens, ms; planner: h100-sxm-dgx's compute; additive: "
+           "main_grad read and written at its HBM speed; gpu: %s (beta 0, then what beta 1 adds)\n", gpu);
+    printf("%-4s %6s %6s %6s %8s %8s %8s %8s %8s %8s %6s %6s\n", "dt", "m", "n", "k", "compute", "add bf16",
+           "add fp32", "gpu", "+bf16", "+fp32", "x16", "x32");
+    for (int d = 0; d < 2; d++)
+        for (size_t w = 0; w < sizeof weights / sizeof weights[0]; w++)
+            for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
+                int m = weights[w][0], n = weights[w][1], k = tokens[t], kind = d ? 2 : 0;
+                ts_dtype dt = d ? TS_DTYPE_FP8 : TS_DTYPE_BF16;
+                double compute = ts_gemm_bwd_scale(&s, dt) * ts_gemm_compute_s(&s, dt, m, n, k);
+                double add16 = ts_memory_s(&s, 4.0 * m * n, 0), add32 = ts_memory_s(&s, 8.0 * m * n, 0);
+                double g0 = gpu_s(b, m, n, k, kind, 0), g16 = gpu_s(b, m, n, k, kind, 1) - g0,
+                       g32 = gpu_s(b, m, n, k, kind, 2) - g0;
+                printf("%-4s %6d %6d %6d %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.2f %6.2f\n", ts_dtype_names[dt], m, n,
+                       k, 1e3 * compute, 1e3 * add16, 1e3 * add32, 1e3 * g0, 1e3 * g16, 1e3 * g32, g16 / add16,
+                       g32 / add32); /* printf writes a missing column as nan */
+                fflush(stdout);
+            }
+    return TS_OK;
+}
+
+/* --fit: planner/wgrad_accum.h's curve fitted to the sweeps in `fit`, for a bf16 and an fp32
+ * main_grad, then each file of `check` (GEMMs the fit did not see) against it: what beta = 1 added
+ * in all, what the curve, the roofline floor (max(0, traffic - GEMM)) and the additive reading give. */
+static ts_status fit_curves(char **fit, int n_fit, char **check, int n_check) {
+    printf("# fp8_gemms --fit: x(r) = x_inf + (x0 - x_inf) / (1 + (r / r_half)^power), r = plain GEMM / main_grad"
+           " traffic (planner/wgrad_accum.h)\n");
+    for (int bytes = 2; bytes <= 4; bytes += 2) {
+        ts_accum_points p;
+        ts_accum_points_init(&p);
+        ts_accum_curve c;
+        double rms = 0;
+        ts_status st = TS_OK;
+        for (int i = 0; i < n_fit && st == TS_OK; i++) st = ts_accum_points_read(&p, fit[i], bytes);
+        if (st == TS_OK) st = ts_accum_fit(&p, &c, &rms);
+        if (st == TS_OK)
+            printf("%s main_grad: x0 %.3f x_inf %.3f r_half %.2f power %.2f over %d GEMMs, rms %.4f ms; in the tree:"
+                   " x0 %.3f x_inf %.3f r_half %.2f power %.2f\n", bytes > 2 ? "fp32" : "bf16", c.x0, c.x_inf, c.r_half,
+                   c.power, p.n, 1e3 * rms, ts_accum_curve_for(bytes)->x0, ts_accum_curve_for(bytes)->x_inf,
+                   ts_accum_curve_for(bytes)->r_half, ts_accum_curve_for(bytes)->power);
+        for (int i = 0; i < n_check && st == TS_OK; i++) {
+            ts_accum_points q;
+            ts_accum_points_init(&q);
+            st = ts_accum_points_read(&q, check[i], bytes);
+            double sum[4] = {0}; /* measured, curve, floor, additive */
+            for (int j = 0; st == TS_OK && j < q.n; j++) {
+                sum[0] += q.added_s[j];
+                sum[1] += ts_accum_added_s(&c, q.gemm_s[j], q.traffic_s[j]);
+                sum[2] += fmax(0, q.traffic_s[j] - q.gemm_s[j]);
+                sum[3] += q.traffic_s[j];
+            }
+            if (st == TS_OK)
+                printf("  check %s: %d GEMMs, added in all %.3f ms; curve %.3f, floor %.3f, additive %.3f\n", check[i],
+                       q.n, 1e3 * sum[0], 1e3 * sum[1], 1e3 * sum[2], 1e3 * sum[3]);
+            ts_accum_points_free(&q);
+        }
+        ts_accum_points_free(&p);
+        TS_CHECK(st);
+    }
+    return TS_OK;
+}
+
 static void header(const bench *b, const char *gpu) {
     if (b->wgrad) {
         printf("# fp8_gemms --wgrad: a rank's weight-gradient GEMMs of one layer and micro-batch, ms; gap: published"
@@ -275,26 +353,62 @@ static void closing(const bench *b) {
 
 int main(int argc, char **argv) {
     static bench b;
+    static char *fit[16], *check[16];
+    int n_fit = 0, n_check = 0;
     b.min_s = 0.05;
     for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "--fit") || !strcmp(argv[i], "--check")) && i + 1 < argc) {
+            int is_fit = argv[i][2] == 'f';
+            if ((is_fit ? n_fit : n_check) == 16) {
+                fprintf(stderr, "fp8_gemms: at most 16 %s files\n", argv[i]);
+                return 2;
+            }
+            if (is_fit) fit[n_fit++] = argv[++i];
+            else check[n_check++] = argv[++i];
+            continue;
+        }
         if (!strcmp(argv[i], "--min-s") && i + 1 < argc) {
             if (!bench_parse_min_s("fp8_gemms", argv[++i], &b.min_s)) return 2;
         } else if (!strcmp(argv[i], "--gemms")) {
             b.detail = 1;
         } else if (!strcmp(argv[i], "--wgrad")) {
             b.wgrad = 1;
+        } else if (!strcmp(argv[i], "--sweep")) {
+            b.sweep = 1;
         } else if (!strcmp(argv[i], "--row") && i + 1 < argc) {
             b.row = argv[++i];
         } else {
-            fprintf(stderr, "fp8_gemms: unknown argument \"%s\" (--min-s S, --row SUBSTR, --gemms, --wgrad)\n",
+            fprintf(stderr, "fp8_gemms: unknown argument \"%s\" (--min-s S, --row SUBSTR, --gemms, --wgrad, --sweep,"
+                    " --fit FILE, --check FILE)\n",
                     argv[i]);
             return 2;
         }
+    }
+    if (n_check && !n_fit) {
+        fprintf(stderr, "fp8_gemms: --check goes with --fit\n");
+        return 2;
+    }
+    if (n_fit) {
+        if (fit_curves(fit, n_fit, check, n_check) == TS_OK) return 0;
+        fprintf(stderr, "fp8_gemms: %s\n", ts_error_message());
+        return ts_exit_code(ts_error_status());
     }
     char name[128] = "";
     int major = 0, minor = 0;
     b.gpu = ts_gpu_describe(name, sizeof name, &major, &minor) == TS_OK;
     if (!b.gpu) snprintf(b.why, sizeof b.why, "%s", ts_error_message());
+    if (b.sweep && !b.wgrad) {
+        fprintf(stderr, "fp8_gemms: --sweep goes with --wgrad\n");
+        return 2;
+    }
+    if (b.sweep) {
+        if (sweep_wgrad(&b, b.gpu ? name : "none") != TS_OK) {
+            fprintf(stderr, "fp8_gemms: %s\n", ts_error_message());
+            return 1;
+        }
+        if (b.why[0]) printf("fp8_gemms: %s GPU figures (%s)\n", b.gpu ? "missing some" : "no", b.why);
+        return 0;
+    }
     const char *data = getenv("TESSERA_DATA");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data ? data : ".");

@@ -2,6 +2,7 @@
 #include "planner/cost.h"
 
 #include "common/stats.h"
+#include "planner/wgrad_accum.h"
 
 #include <math.h>
 
@@ -34,10 +35,13 @@ double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt) {
 }
 
 double ts_wgrad_gemm_s(const ts_system *s, double compute_s, double m, double n, double k, double count,
-                       double in_bytes, int accumulate) {
+                       double in_bytes, double grad_bytes) {
     if (compute_s <= 0 || count <= 0 || ts_system_cpu_ranks(s)) return compute_s;
-    double grad_bytes = m * n * (accumulate ? 8.0 : 2.0), input_bytes = k * (m + n) * in_bytes;
-    return fmax(compute_s, ts_memory_s(s, count * (grad_bytes + input_bytes), 0));
+    /* the plain GEMM: its inputs read once, its 2-byte output written once */
+    double plain = fmax(compute_s, ts_memory_s(s, count * (k * (m + n) * in_bytes + m * n * 2.0), 0));
+    if (grad_bytes <= 0) return plain;
+    double traffic = ts_memory_s(s, count * m * n * 2.0 * grad_bytes, 0); /* main_grad read and written */
+    return plain + ts_accum_added_s(ts_accum_curve_for(grad_bytes), plain, traffic);
 }
 
 /* Bytes a GEMM of `dt` reads per operand element (an FP8 GEMM's E4M3 inputs: 1) and writes per

@@ -45,14 +45,15 @@ double ts_gemm_eff(const ts_system *s, ts_dtype dt, double flops);
  * backward's FP8 GEMMs with split accumulation, the forward's with fast accumulation), else 1. */
 double ts_gemm_bwd_scale(const ts_system *s, ts_dtype dt);
 /* Seconds for `count` weight-gradient GEMMs, each W(m×n) += X(k×m)ᵀ·dY(k×n) over k tokens,
- * whose compute takes `compute_s` in all: the longer of that and their HBM traffic (the roofline
- * bound: Williams, Waterman and Patterson, CACM 2009). The traffic is the two inputs read once,
- * `in_bytes` an element, and the gradient: read and written in fp32 where the GEMM accumulates
- * into it (`accumulate`: Megatron-Core's gradient_accumulation_fusion into main_grad, the stack's
- * grad_accum_bytes 0), else written in 2 bytes. Few tokens against a large weight (an expert's
- * share of a micro-batch) make it memory-bound, more so in FP8. CPU ranks: compute_s. */
+ * whose compute takes `compute_s` in all. The plain GEMM takes the longer of that and its HBM
+ * traffic (the roofline bound: Williams, Waterman and Patterson, CACM 2009): the two inputs read
+ * once, `in_bytes` an element, the gradient written in 2 bytes. Where it accumulates into
+ * main_grad of `grad_bytes` an element (Megatron-Core's gradient_accumulation_fusion, the
+ * stack's grad_accum_bytes 0; 0: it does not), the accumulation adds what planner/wgrad_accum.h
+ * measured: nearly all of main_grad's read and write for few tokens against a large weight (an
+ * expert's share of a micro-batch), a small share under thousands. CPU ranks: compute_s. */
 double ts_wgrad_gemm_s(const ts_system *s, double compute_s, double m, double n, double k, double count,
-                       double in_bytes, int accumulate);
+                       double in_bytes, double grad_bytes);
 /* Seconds for `flops` of fused attention (flash attention) in `dt`, run as kernels of
  * `kernel_flops` each: attention_eff is reached by large kernels; smaller ones (short sequences,
  * each ring step of context parallelism) lose efficiency as GEMMs of that size do, relative to

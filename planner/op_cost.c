@@ -18,8 +18,8 @@ static double cp_ring_s(const ts_problem *pb, const ts_op *op, ts_link link) {
 }
 
 double ts_wgrad_op_s(const ts_problem *pb, int part, double compute_s, double m, double n, double k, double count) {
-    return ts_wgrad_gemm_s(&pb->sys, compute_s, m, n, k, count, ts_gemm_operand_bytes(pb, part),
-                           pb->train.stack.grad_accum_bytes <= 0);
+    double main_grad_bytes = pb->train.stack.grad_accum_bytes <= 0 ? ts_grad_reduce_bytes(&pb->train) : 0;
+    return ts_wgrad_gemm_s(&pb->sys, compute_s, m, n, k, count, ts_gemm_operand_bytes(pb, part), main_grad_bytes);
 }
 
 double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {

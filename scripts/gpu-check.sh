@@ -9,8 +9,9 @@
 # profile), sim-vs-run (Llama-3.2-1B simulated on the in-situ profile against its bf16 run, op by op,
 # at the pass's shapes and at held-out ones),
 # validate (the one-GPU matrix), fp8-gemms (bench/fp8_gemms: the published FP8 rows' GEMMs in bf16
-# and fp8 on this GPU beside the planner's FP8 curve), wgrad (bench/fp8_gemms --wgrad: what adding
-# each published row's weight gradients into a bf16 or fp32 main_grad costs on this GPU), bench (bench/gpu_targets: bf16/fp8 GEMM
+# and fp8 on this GPU beside the planner's FP8 curve), wgrad (bench/fp8_gemms --wgrad --gemms: what adding
+# each published row's weight gradients into a bf16 or fp32 main_grad costs on this GPU, GEMM by
+# GEMM), wgrad-sweep (the same on a grid of shapes; WGRAD_MIN_S sets both's timing), bench (bench/gpu_targets: bf16/fp8 GEMM
 # rates, the tiled attention against FlashAttention-2's published H100 figure, launch latency,
 # Llama-3.2-1B bf16 MFU; the longest, so last). Everything goes to one file.
 #
@@ -40,7 +41,7 @@ run_step() { # run_step NAME TIMEOUT_S COMMAND...: runs it, appends its output t
     return 0
 }
 
-STEPS=${STEPS:-gpu build tests-cuda calibrate plan-fp8 sim-vs-run validate fp8-gemms wgrad bench}
+STEPS=${STEPS:-gpu build tests-cuda calibrate plan-fp8 sim-vs-run validate fp8-gemms wgrad wgrad-sweep bench}
 WORK=${WORK:-$(dirname "$OUT")} # the profile, the unpacked PACK and the traces
 mkdir -p "$WORK"
 wanted() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -111,7 +112,8 @@ fi
 step validate 240 "$BIN/tessera" validate --device cuda --replay -k "$WORK/validate"
 # The published FP8 rows' GEMMs, bf16 against fp8, beside the planner's curve (docs/moe.md).
 step fp8-gemms 300 "$FP8_GEMMS" --min-s 0.1
-step wgrad 300 "$FP8_GEMMS" --wgrad --min-s 0.05
+step wgrad 300 "$FP8_GEMMS" --wgrad --gemms --min-s "${WGRAD_MIN_S:-0.05}"
+step wgrad-sweep 300 "$FP8_GEMMS" --wgrad --sweep --min-s "${WGRAD_MIN_S:-0.05}"
 # Last, as the longest (its parts' wall times are its last line): GEMM rates, the tiled attention
 # against FlashAttention-2, Llama-3.2-1B's MFU.
 step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1

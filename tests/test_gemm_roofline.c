@@ -1,7 +1,7 @@
 /* GEMMs no faster than their HBM traffic (planner/cost.h ts_gemm_s, ts_gemm_memory_s,
  * ts_wgrad_gemm_s; planner/op_cost.h ts_wgrad_op_s): few tokens against a large weight, and the
- * weight gradient that accumulates into fp32 main_grad; the closed form and the step program
- * price them alike. */
+ * weight gradient that accumulates into main_grad; the closed form and the step program price
+ * them alike. */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -10,6 +10,7 @@
 #include "planner/moe_cost.h"
 #include "planner/op_cost.h"
 #include "planner/problem.h"
+#include "planner/wgrad_accum.h"
 #include "program/program.h"
 #include "tests/helpers.h"
 
@@ -34,26 +35,33 @@ Test(roofline, gemm_is_no_faster_than_its_operands) {
     cr_expect_eq(ts_gemm_s(&cpu.sys, TS_DTYPE_FP32, m, n, k), ts_gemm_compute_s(&cpu.sys, TS_DTYPE_FP32, m, n, k));
 }
 
-/* The weight gradient W(m×n) over k tokens reads its inputs and reads and writes W's gradient:
- * in fp32 where it accumulates into main_grad (8 bytes), else a 2-byte write. */
+/* The weight gradient W(m×n) over k tokens reads its inputs and writes W's gradient in 2 bytes
+ * (the plain GEMM's roofline); accumulating into main_grad adds what planner/wgrad_accum.h
+ * measured of main_grad's read and write: x0 of it where the GEMM is memory-bound, x_inf of it
+ * where the compute is long. */
 Test(roofline, wgrad_reads_and_writes_its_gradient) {
     ts_problem pb = test_problem("llama2-70b", "h100-sxm-dgx", 8, 8, 4096, 1);
     const ts_system *s = &pb.sys;
     double m = 6144, n = 16384, k = 1024, in = 1;
-    double fused = 4 * (m * n * 8 + k * (m + n) * in), apart = 4 * (m * n * 2 + k * (m + n) * in);
-    cr_expect_float_eq(ts_wgrad_gemm_s(s, 1e-9, m, n, k, 4, in, 1), hbm_s(s, fused), 1e-15);
-    cr_expect_float_eq(ts_wgrad_gemm_s(s, 1e-9, m, n, k, 4, in, 0), hbm_s(s, apart), 1e-15);
-    cr_expect_eq(ts_wgrad_gemm_s(s, 1.0, m, n, k, 4, in, 1), 1.0, "compute-bound: its compute");
+    double plain = hbm_s(s, 4 * (m * n * 2 + k * (m + n) * in)), fp32 = hbm_s(s, 4 * m * n * 8);
+    const ts_accum_curve *c32 = ts_accum_curve_for(4), *c16 = ts_accum_curve_for(2);
+    cr_expect_float_eq(ts_wgrad_gemm_s(s, 1e-9, m, n, k, 4, in, 0), plain, 1e-15);
+    cr_expect_float_eq(ts_wgrad_gemm_s(s, 1e-9, m, n, k, 4, in, 4), plain + ts_accum_added_s(c32, plain, fp32), 1e-15);
+    cr_expect(ts_wgrad_gemm_s(s, 1e-9, m, n, k, 4, in, 4) > plain + fp32 / 2, "memory-bound: most of the traffic adds");
+    double long_s = 1.0, bf16 = hbm_s(s, 4 * m * n * 4);
+    cr_expect_float_eq(ts_wgrad_gemm_s(s, long_s, m, n, k, 4, in, 2), long_s + ts_accum_added_s(c16, long_s, bf16),
+                       1e-12);
+    cr_expect(ts_wgrad_gemm_s(s, long_s, m, n, k, 4, in, 2) < long_s + 0.2 * bf16, "compute-bound: a small share");
     ts_problem cpu = test_problem("tiny", "cpu-localhost", 2, 8, 256, 1);
-    cr_expect_eq(ts_wgrad_gemm_s(&cpu.sys, 1e-9, m, n, k, 4, in, 1), 1e-9, "CPU ranks: the curve");
+    cr_expect_eq(ts_wgrad_gemm_s(&cpu.sys, 1e-9, m, n, k, 4, in, 4), 1e-9, "CPU ranks: the curve");
 
-    /* the stack decides: Megatron-Core accumulates in the GEMM (grad_accum_bytes 0), the 2021
-     * Megatron-LM adds afterwards */
-    cr_expect_float_eq(ts_wgrad_op_s(&pb, TS_PART_FC1, 1e-9, m, n, k, 4), hbm_s(s, 4 * (m * n * 8 + k * (m + n) * 2)),
-                       1e-15);
+    /* the stack decides: Megatron-Core accumulates in the GEMM (grad_accum_bytes 0) into a
+     * main_grad of the reduced gradients' bytes, the 2021 Megatron-LM adds afterwards */
+    double in16 = hbm_s(s, 4 * (m * n * 2 + k * (m + n) * 2)), g = ts_grad_reduce_bytes(&pb.train);
+    cr_expect_float_eq(ts_wgrad_op_s(&pb, TS_PART_FC1, 1e-9, m, n, k, 4),
+                       in16 + ts_accum_added_s(ts_accum_curve_for(g), in16, hbm_s(s, 4 * m * n * 2 * g)), 1e-15);
     pb.train.stack.grad_accum_bytes = 6;
-    cr_expect_float_eq(ts_wgrad_op_s(&pb, TS_PART_FC1, 1e-9, m, n, k, 4), hbm_s(s, 4 * (m * n * 2 + k * (m + n) * 2)),
-                       1e-15);
+    cr_expect_float_eq(ts_wgrad_op_s(&pb, TS_PART_FC1, 1e-9, m, n, k, 4), in16, 1e-15);
 }
 
 /* DeepSeek-V3 in fp8 over EP 8: 32 local experts of 7168 × 2048 see 1024 tokens each, so their
