@@ -10,7 +10,7 @@
  * bands; a family without a published run on the stack takes the widest band of the stack's
  * runs (of all stacks' runs when the stack has none) and is named unmeasured. The GPUs those runs
  * were measured on are kept: a plan on another GPU says that its band is theirs
- * (docs/calibration-and-validation.md: Blackwell steps predicted 8.6-19.2% shorter than measured, beyond the
+ * (docs/calibration-and-validation.md: Blackwell steps predicted 8.3-19.0% shorter than measured, beyond the
  * H100 runs' band). */
 #ifndef TS_BANDS_H
 #define TS_BANDS_H

@@ -20,8 +20,13 @@ inside a shown line stands for any text, a line "(stderr)" marks where stderr be
 compared, and wall-clock figures ("in 0.034 s") are not compared. Exit status 1 when a shown line
 is missing from its command's output or a command fails that shows no output.
 
-Usage: scripts/check-docs.py [-v] [FILE.md ...]   (make check-docs; TESSERA_BIN names the binary
-whose directory goes first on PATH, build/tessera by default)"""
+--update writes each missing shown line's successor into the page: the output line that begins as
+it did (its first 24 characters, blanks collapsed, or the words before its first figure), as the
+command printed it. Lines with "..."
+and table rows are left for a person and listed; read the diff before committing.
+
+Usage: scripts/check-docs.py [-v] [--update] [FILE.md ...]   (make check-docs; TESSERA_BIN names
+the binary whose directory goes first on PATH, build/tessera by default)"""
 import glob, os, re, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,8 +126,29 @@ def skip_reason(cmd, unwritten):
     return None
 
 
-def check_file(path, env, verbose, counts):
+def successors(missing, out, block, lines, fixes):
+    """--update: for each missing shown line of a fenced block (file lines `block`, a range), the
+    output line that begins as it did, not taken already; appends (index, new line) to fixes and
+    returns the shown lines it could not place."""
+    left, used = [], set()
+    for m in missing:
+        at = next((i for i in block if lines[i] == m and all(i != f[0] for f in fixes)), None)
+        near = [k for k, raw in enumerate(out) if k not in used and canon(raw)[:24] == canon(m)[:24]]
+        lead = re.match(r"\D{4,}", canon(m))  # a figure inside the first 24: the words before it
+        if not near and lead:
+            near = [k for k, raw in enumerate(out) if k not in used and canon(raw).startswith(lead.group(0))]
+        if at is None or not near or ELLIPSIS.search(m.strip()):
+            left.append(m)
+            continue
+        used.add(near[0])
+        indent = m[:len(m) - len(m.lstrip())] if not out[near[0]].startswith(" ") else ""
+        fixes.append((at, indent + out[near[0]].rstrip()))
+    return left
+
+
+def check_file(path, env, verbose, counts, update=False):
     rel = os.path.relpath(path, ROOT)
+    lines, fixes = open(path, encoding="utf-8").read().split("\n"), []
     with tempfile.TemporaryDirectory(prefix="check-docs-") as work:
         for e in os.listdir(ROOT):
             if not e.startswith("."):
@@ -146,6 +172,11 @@ def check_file(path, env, verbose, counts):
             got = [canon(x) for x in out.split("\n")]
             want = shown_lines(shown)
             missing = [w for w in want if not matches(w, got)]
+            if missing and update and len(shown) and not cmd.startswith("|"):
+                first = line - 1 + len(cmd.split("\n"))
+                end = next((i for i in range(first, len(lines)) if lines[i].lstrip().startswith("```")), len(lines))
+                block = range(first, end) if lines[line - 1].startswith("$ ") else range(0)
+                missing = successors(missing, out.split("\n"), block, lines, fixes)
             if missing or (p.returncode != 0 and not want):
                 counts["differ"] += 1
                 print(f"{head}\n    exit {p.returncode}; {len(missing)} of {len(want)} shown "
@@ -159,11 +190,17 @@ def check_file(path, env, verbose, counts):
                     print(f"    {(out.strip().splitlines() or [''])[-1][:160]}")
             else:
                 counts["match"] += 1
+    if fixes:
+        for i, new in fixes:
+            lines[i] = new
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        print(f"{rel}: {len(fixes)} line(s) updated")
 
 
 def main(argv):
-    verbose = "-v" in argv
-    files = [os.path.abspath(a) for a in argv if a != "-v"] or \
+    verbose, update = "-v" in argv, "--update" in argv
+    files = [os.path.abspath(a) for a in argv if a not in ("-v", "--update")] or \
         [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     tessera = os.path.abspath(os.environ.get("TESSERA_BIN") or os.path.join(ROOT, "build", "tessera"))
     if not os.access(tessera, os.X_OK):
@@ -172,7 +209,7 @@ def main(argv):
                PATH=os.path.dirname(tessera) + os.pathsep + os.environ.get("PATH", ""))
     counts = {"match": 0, "differ": 0, "skipped": 0}
     for f in files:
-        check_file(f, env, verbose, counts)
+        check_file(f, env, verbose, counts, update)
     print(f"check-docs: {sum(counts.values())} commands: {counts['match']} match, "
           f"{counts['differ']} differ, {counts['skipped']} skipped")
     return 1 if counts["differ"] else 0

@@ -250,7 +250,7 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
 
 /* The bands keep the GPUs their runs were measured on; a plan on another GPU says that its band
  * is theirs, in the plan's band line and JSON and in the report (docs/calibration-and-validation.md:
- * Blackwell steps predicted 8.6-19.2% shorter than measured). */
+ * Blackwell steps predicted 8.3-19.0% shorter than measured). */
 Test(stacks, a_band_says_which_gpus_it_was_measured_on) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data_root());
