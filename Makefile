@@ -271,11 +271,17 @@ check-export: $(BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
 
 # The commands README.md and docs/ show, re-run: every output line shown must still come out
-# (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure, which the check must catch.
+# (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure, which the check must catch;
+# tests/data/docs/updatable.md one that --update must replace with the command's line.
 check-docs: $(BIN) $(BUILD)/bench/planner_accuracy $(BUILD)/bench/fp8_gemms
 	TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py
 	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/stale.md >/dev/null; then \
 	  echo "check-docs: tests/data/docs/stale.md passed, but its figure is stale"; exit 1; fi
+	@d=$$(mktemp -d) && cp tests/data/docs/updatable.md $$d/ && \
+	  TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py --update $$d/updatable.md >/dev/null; \
+	  TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py $$d/updatable.md >/dev/null; rc=$$?; \
+	  grep -q '1.00 s/step' $$d/updatable.md && rc=1; rm -rf $$d; \
+	  if [ $$rc -ne 0 ]; then echo "check-docs: --update did not bring tests/data/docs/updatable.md up to date"; exit 1; fi
 
 # With clang when installed (scripts/deps.sh installs it; it builds `make fuzz` too), else $(CC).
 CHECK_CC ?= $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
