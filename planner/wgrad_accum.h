@@ -5,8 +5,8 @@
  * out=main_grad, accumulate=True), which reads and writes main_grad where a plain GEMM writes
  * its output once. How much of that traffic shows was measured on one H100 (bench/fp8_gemms
  * --wgrad --sweep, validation/gpu/): what beta = 1 adds, as a share x of main_grad's read and write
- * at HBM speed (T), falls from about 1.3 for a GEMM much shorter than T (few tokens against a
- * large weight: an expert's share of a micro-batch) to about 0.15 for one many times longer
+ * at HBM speed (T), falls from about 1.2 for a GEMM much shorter than T (few tokens against a
+ * large weight: an expert's share of a micro-batch) to about 0.13-0.19 for one many times longer
  * (thousands of tokens: the traffic hides under the compute, not wholly). One curve per main_grad
  * dtype, in r = the plain GEMM's time over T:
  *
@@ -50,8 +50,8 @@ void ts_accum_points_free(ts_accum_points *p);
 ts_status ts_accum_points_read(ts_accum_points *p, const char *path, int grad_bytes);
 
 /* The curve minimising the squared error of the added seconds over the points: for each
- * (r_half, power) on a grid (r_half 0.10..4.00 by 0.01, power 0.5..6.0 by 0.05) x0 and x_inf
- * are linear least squares, closed form. TS_ERR_INPUT with fewer than 4 points. *rms_s: the
+ * (r_half, power) on a grid (r_half 0.10..4.00 by 0.01, power 0.5..6.0 by 0.5: half-integers,
+ * which the planner raises to without pow()) x0 and x_inf are linear least squares, closed form. TS_ERR_INPUT with fewer than 4 points. *rms_s: the
  * fit's root-mean-square error in seconds (may be NULL). */
 ts_status ts_accum_fit(const ts_accum_points *p, ts_accum_curve *out, double *rms_s);
 

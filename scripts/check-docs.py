@@ -22,8 +22,10 @@ is missing from its command's output or a command fails that shows no output.
 
 --update writes each missing shown line's successor into the page: the output line that begins as
 it did (its first 24 characters, blanks collapsed, or the words before its first figure), as the
-command printed it. Lines with "..."
-and table rows are left for a person and listed; read the diff before committing.
+command printed it; or, for a line with "..." or one whose figures come first (a table row), the
+shown line with its figures (decimals, numbers of 3 digits or more) taken from the one output
+line that matches it in everything else. What neither places is listed; read the diff before
+committing.
 
 Usage: scripts/check-docs.py [-v] [--update] [FILE.md ...]   (make check-docs; TESSERA_BIN names
 the binary whose directory goes first on PATH, build/tessera by default)"""
@@ -126,23 +128,79 @@ def skip_reason(cmd, unwritten):
     return None
 
 
+NUMBER = re.compile(r"(?<![\w.=])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?(?![\w.])")
+
+
+def is_figure(tok):
+    """A number a command's output may change: a decimal or a figure of 3 digits or more; small
+    integers (a rank, a TP degree) stay as they are and keep the line's identity."""
+    return "." in tok or len(re.sub(r"\D", "", tok)) >= 3
+
+
+def renumber(shown, out, used):
+    """The shown line with its figures taken from the output line that matches it everywhere else
+    (same words, small integers and elisions; each figure right-aligned in its old width where
+    blanks allow), or None. An output line already taken (`used`, indices) is not taken again."""
+    parts, pos, figures = [], 0, []
+    text = shown.strip()
+    for m in NUMBER.finditer(text):
+        if not is_figure(m.group(0)):
+            continue
+        parts.append(text[pos:m.start()])
+        figures.append(m)
+        pos = m.end()
+    if not figures:
+        return None
+    parts.append(text[pos:])
+
+    def literal(piece):
+        rx = r".*?".join(r"\s+".join(re.escape(w) for w in c.split()) for c in ELLIPSIS.split(piece))
+        return (r"\s*" if piece[:1].isspace() else "") + rx + (r"\s*" if piece[-1:].isspace() else "")
+    rx = re.compile(r"\s*" + r"([-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?)".join(literal(p) for p in parts) + r"\s*")
+    for k, raw in enumerate(out):
+        if k in used:
+            continue
+        m = rx.fullmatch(raw)
+        if not m:
+            continue
+        used.add(k)
+        line = shown
+        lead = len(shown) - len(shown.lstrip())
+        for f, new in sorted(zip(figures, m.groups()), key=lambda x: -x[0].start()):
+            a, b = f.start() + lead, f.end() + lead
+            width = b - a
+            while len(new) > width and a > 0 and line[a - 1] == " " and a - 2 >= 0 and line[a - 2] == " ":
+                a, width = a - 1, width + 1
+            line = line[:a] + (new.rjust(width) if line[a - 1:a] == " " else new) + line[b:]
+        return line
+    return None
+
+
 def successors(missing, out, block, lines, fixes):
     """--update: for each missing shown line of a fenced block (file lines `block`, a range), the
-    output line that begins as it did, not taken already; appends (index, new line) to fixes and
-    returns the shown lines it could not place."""
+    output line that begins as it did, not taken already, or else the shown line with its figures
+    renewed from the output line that matches it everywhere else (renumber); appends (index, new
+    line) to fixes and returns the shown lines it could not place."""
     left, used = [], set()
     for m in missing:
         at = next((i for i in block if lines[i] == m and all(i != f[0] for f in fixes)), None)
+        if at is None:
+            left.append(m)
+            continue
         near = [k for k, raw in enumerate(out) if k not in used and canon(raw)[:24] == canon(m)[:24]]
         lead = re.match(r"\D{4,}", canon(m))  # a figure inside the first 24: the words before it
         if not near and lead:
             near = [k for k, raw in enumerate(out) if k not in used and canon(raw).startswith(lead.group(0))]
-        if at is None or not near or ELLIPSIS.search(m.strip()):
-            left.append(m)
+        if near and not ELLIPSIS.search(m.strip()):
+            used.add(near[0])
+            indent = m[:len(m) - len(m.lstrip())] if not out[near[0]].startswith(" ") else ""
+            fixes.append((at, indent + out[near[0]].rstrip()))
             continue
-        used.add(near[0])
-        indent = m[:len(m) - len(m.lstrip())] if not out[near[0]].startswith(" ") else ""
-        fixes.append((at, indent + out[near[0]].rstrip()))
+        new = renumber(m, out, used)
+        if new is None:
+            left.append(m)
+        else:
+            fixes.append((at, new))
     return left
 
 

@@ -51,7 +51,7 @@ Test(wgrad_accum, the_share_falls_from_x0_to_x_inf) {
         double t = 1e-4;
         cr_expect(fabs(ts_accum_added_s(c, 1e-4 * t, t) / t - c->x0) < 1e-3);
         cr_expect(fabs(ts_accum_added_s(c, 1e4 * t, t) / t - c->x_inf) < 1e-3);
-        cr_expect(c->x0 > 1 && c->x_inf > 0.1 && c->x_inf < 0.2, "measured: about 1.3 and 0.13-0.18");
+        cr_expect(c->x0 > 1 && c->x_inf > 0.1 && c->x_inf < 0.2, "measured: about 1.2 and 0.13-0.19");
         double last = INFINITY;
         for (double r = 0.01; r < 100; r *= 1.5) {
             double x = ts_accum_added_s(c, r * t, t) / t;
