@@ -27,10 +27,11 @@
  * --wgrad: what accumulating a weight gradient into main_grad adds, on every NVIDIA row (BF16 and
  * FP8, dense and MoE). Megatron-Core's gradient-accumulation fusion has each weight-gradient GEMM
  * add into the weight's main_grad (beta = 1: read and written, 2 + 2 bytes a weight in bf16, 4 + 4
- * in fp32) where a plain GEMM writes its output once. The closed form takes that traffic as a floor
- * under the GEMM (planner/cost.h ts_wgrad_gemm_s: overlapped with the compute, so it costs nothing
- * at these rows' thousands of tokens); were it additive, the rows' many-expert and few-token
- * layers would pay it per micro-batch (docs/moe.md, "FP8 on the Grok-1 rows"). Per row, one layer
+ * in fp32) where a plain GEMM writes its output once. How much of that shows is what this measures
+ * (planner/wgrad_accum.h prices the curve fitted to it; before, the closed form took the traffic
+ * as a floor under the GEMM, free at these rows' thousands of tokens, and the additive reading
+ * would have charged all of it, per micro-batch, to the rows' many-expert and few-token layers:
+ * docs/moe.md, "FP8 on the Grok-1 rows"). Per row, one layer
  * and micro-batch, ms: the rank's weight-gradient GEMMs as priced (plan), the main_grad traffic
  * at HBM speed in bf16 and fp32 (additive: what the additive reading adds), and on the GPU the
  * same GEMMs plain (beta = 0, bf16 out), then what beta = 1 into a bf16 and an fp32 main_grad add
@@ -40,8 +41,9 @@
  * --wgrad --sweep: the same measurement on a grid of shapes rather than the rows' (six weights,
  * 1536×6144 to 7168×18432, each over 128 to 16384 tokens, bf16 and fp8): whether what beta = 1 adds
  * is a share of main_grad's traffic or shrinks as the GEMM's compute grows over it. Per shape, ms:
- * the planner's compute, main_grad's bf16 traffic at HBM speed, the GPU's plain GEMM and its two
- * additions, and their ratios to the additive reading. */
+ * the planner's compute, main_grad's bf16 traffic at HBM speed (on --system NAME, default
+ * h100-sxm-dgx: the GPU's own, for another GPU), the GPU's plain GEMM and its two additions, and
+ * their ratios to the additive reading. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +78,7 @@ typedef struct {
     int detail;           /* --gemms: a line per GEMM */
     int wgrad;            /* --wgrad: main_grad's accumulation on every row */
     int sweep;            /* --sweep (with --wgrad): on a grid of shapes instead */
+    const char *system;   /* --system: the zoo system pricing the sweep's columns */
     int gpu;              /* 1: a GPU answered ts_gpu_describe */
     int failed[3][3];     /* [kind][acc]: that timer failed once (why says why); not tried again */
     char why[256];        /* why a measured column is missing */
@@ -255,9 +258,9 @@ static ts_status sweep_wgrad(bench *b, const char *gpu) {
     static const int weights[][2] = {{1536, 6144}, {2048, 7168}, {4096, 4096}, {6144, 16384}, {8192, 8192}, {7168, 18432}};
     static const int tokens[] = {128, 256, 384, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384};
     ts_system s;
-    TS_CHECK_CTX(ts_system_load("h100-sxm-dgx", &s), "fp8_gemms --sweep: the planner's system");
-    printf("# fp8_gemms --wgrad --sweep: W(m×n) over k tokens, ms; planner: h100-sxm-dgx's compute; additive: "
-           "main_grad read and written at its HBM speed; gpu: %s (beta 0, then what beta 1 adds)\n", gpu);
+    TS_CHECK_CTX(ts_system_load(b->system, &s), "fp8_gemms --sweep: the planner's system");
+    printf("# fp8_gemms --wgrad --sweep: W(m×n) over k tokens, ms; planner: %s's compute; additive: "
+           "main_grad read and written at its HBM speed; gpu: %s (beta 0, then what beta 1 adds)\n", b->system, gpu);
     printf("%-4s %6s %6s %6s %8s %8s %8s %8s %8s %8s %6s %6s\n", "dt", "m", "n", "k", "compute", "add bf16",
            "add fp32", "gpu", "+bf16", "+fp32", "x16", "x32");
     for (int d = 0; d < 2; d++)
@@ -356,6 +359,7 @@ int main(int argc, char **argv) {
     static char *fit[16], *check[16];
     int n_fit = 0, n_check = 0;
     b.min_s = 0.05;
+    b.system = "h100-sxm-dgx";
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "--fit") || !strcmp(argv[i], "--check")) && i + 1 < argc) {
             int is_fit = argv[i][2] == 'f';
@@ -375,11 +379,13 @@ int main(int argc, char **argv) {
             b.wgrad = 1;
         } else if (!strcmp(argv[i], "--sweep")) {
             b.sweep = 1;
+        } else if (!strcmp(argv[i], "--system") && i + 1 < argc) {
+            b.system = argv[++i];
         } else if (!strcmp(argv[i], "--row") && i + 1 < argc) {
             b.row = argv[++i];
         } else {
             fprintf(stderr, "fp8_gemms: unknown argument \"%s\" (--min-s S, --row SUBSTR, --gemms, --wgrad, --sweep,"
-                    " --fit FILE, --check FILE)\n",
+                    " --system NAME, --fit FILE, --check FILE)\n",
                     argv[i]);
             return 2;
         }
@@ -397,6 +403,7 @@ int main(int argc, char **argv) {
     int major = 0, minor = 0;
     b.gpu = ts_gpu_describe(name, sizeof name, &major, &minor) == TS_OK;
     if (!b.gpu) snprintf(b.why, sizeof b.why, "%s", ts_error_message());
+    ts_error_clear(); /* kept in b.why; an error after it is reported as its own */
     if (b.sweep && !b.wgrad) {
         fprintf(stderr, "fp8_gemms: --sweep goes with --wgrad\n");
         return 2;
@@ -404,7 +411,7 @@ int main(int argc, char **argv) {
     if (b.sweep) {
         if (sweep_wgrad(&b, b.gpu ? name : "none") != TS_OK) {
             fprintf(stderr, "fp8_gemms: %s\n", ts_error_message());
-            return 1;
+            return ts_exit_code(ts_error_status());
         }
         if (b.why[0]) printf("fp8_gemms: %s GPU figures (%s)\n", b.gpu ? "missing some" : "no", b.why);
         return 0;

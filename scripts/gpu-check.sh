@@ -11,7 +11,8 @@
 # validate (the one-GPU matrix), fp8-gemms (bench/fp8_gemms: the published FP8 rows' GEMMs in bf16
 # and fp8 on this GPU beside the planner's FP8 curve), wgrad (bench/fp8_gemms --wgrad --gemms: what adding
 # each published row's weight gradients into a bf16 or fp32 main_grad costs on this GPU, GEMM by
-# GEMM), wgrad-sweep (the same on a grid of shapes; WGRAD_MIN_S sets both's timing), bench (bench/gpu_targets: bf16/fp8 GEMM
+# GEMM), wgrad-sweep (the same on a grid of shapes; WGRAD_MIN_S sets both's timing,
+# WGRAD_SYSTEM the zoo system of this GPU that prices the sweep's columns), bench (bench/gpu_targets: bf16/fp8 GEMM
 # rates, the tiled attention against FlashAttention-2's published H100 figure, launch latency,
 # Llama-3.2-1B bf16 MFU; the longest, so last). Everything goes to one file.
 #
@@ -113,7 +114,7 @@ step validate 240 "$BIN/tessera" validate --device cuda --replay -k "$WORK/valid
 # The published FP8 rows' GEMMs, bf16 against fp8, beside the planner's curve (docs/moe.md).
 step fp8-gemms 300 "$FP8_GEMMS" --min-s 0.1
 step wgrad 300 "$FP8_GEMMS" --wgrad --gemms --min-s "${WGRAD_MIN_S:-0.05}"
-step wgrad-sweep 300 "$FP8_GEMMS" --wgrad --sweep --min-s "${WGRAD_MIN_S:-0.05}"
+step wgrad-sweep 300 "$FP8_GEMMS" --wgrad --sweep --min-s "${WGRAD_MIN_S:-0.05}" --system "${WGRAD_SYSTEM:-h100-sxm-dgx}"
 # Last, as the longest (its parts' wall times are its last line): GEMM rates, the tiled attention
 # against FlashAttention-2, Llama-3.2-1B's MFU.
 step bench 600 "$GPU_TARGETS" $([ "$QUICK" = 1 ] && echo --quick) --min-s 0.1
