@@ -11,7 +11,8 @@
  * validation/gpu/h100-wgrad-sweep-2.txt` (ts_accum_fit): one H100 80GB HBM3, cuBLAS 13
  * (cublasGemmEx bf16, cublasLtMatmul E4M3 with split accumulation), six weights from 1536×6144
  * to 7168×18432 over 128 to 16384 tokens, twice; docs/gpu.md gives the figures. Applied to every
- * GPU until another is measured. */
+ * GPU: on an H200 it gives 16-23% less than was measured (validation/gpu/h200-wgrad-sweep.txt,
+ * tests/test_wgrad_accum.c). */
 static const ts_accum_curve bf16_curve = {1.232, 0.130, 0.75, 3.0};
 static const ts_accum_curve fp32_curve = {1.239, 0.185, 0.77, 2.0};
 
