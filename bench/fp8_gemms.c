@@ -281,8 +281,7 @@ static ts_status sweep_wgrad(bench *b, const char *gpu) {
 }
 
 /* --fit: planner/wgrad_accum.h's curve fitted to the sweeps in `fit`, for a bf16 and an fp32
- * main_grad, then each file of `check` (GEMMs the fit did not see) against it: what beta = 1 added
- * in all, what the curve, the roofline floor (max(0, traffic - GEMM)) and the additive reading give. */
+ * main_grad, then each file of `check` (GEMMs the fit did not see) against it (ts_accum_totals_of). */
 static ts_status fit_curves(char **fit, int n_fit, char **check, int n_check) {
     printf("# fp8_gemms --fit: x(r) = x_inf + (x0 - x_inf) / (1 + (r / r_half)^power), r = plain GEMM / main_grad"
            " traffic (planner/wgrad_accum.h)\n");
@@ -303,16 +302,11 @@ static ts_status fit_curves(char **fit, int n_fit, char **check, int n_check) {
             ts_accum_points q;
             ts_accum_points_init(&q);
             st = ts_accum_points_read(&q, check[i], bytes);
-            double sum[4] = {0}; /* measured, curve, floor, additive */
-            for (int j = 0; st == TS_OK && j < q.n; j++) {
-                sum[0] += q.added_s[j];
-                sum[1] += ts_accum_added_s(&c, q.gemm_s[j], q.traffic_s[j]);
-                sum[2] += fmax(0, q.traffic_s[j] - q.gemm_s[j]);
-                sum[3] += q.traffic_s[j];
-            }
+            ts_accum_totals t;
+            ts_accum_totals_of(&q, &c, &t);
             if (st == TS_OK)
                 printf("  check %s: %d GEMMs, added in all %.3f ms; curve %.3f, floor %.3f, additive %.3f\n", check[i],
-                       q.n, 1e3 * sum[0], 1e3 * sum[1], 1e3 * sum[2], 1e3 * sum[3]);
+                       q.n, 1e3 * t.measured_s, 1e3 * t.curve_s, 1e3 * t.floor_s, 1e3 * t.additive_s);
             ts_accum_points_free(&q);
         }
         ts_accum_points_free(&p);

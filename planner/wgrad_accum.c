@@ -133,3 +133,13 @@ ts_status ts_accum_fit(const ts_accum_points *p, ts_accum_curve *out, double *rm
     if (rms_s) *rms_s = sqrt(fmax(best, 0) / p->n);
     return TS_OK;
 }
+
+void ts_accum_totals_of(const ts_accum_points *p, const ts_accum_curve *c, ts_accum_totals *out) {
+    *out = (ts_accum_totals){0};
+    for (int i = 0; i < p->n; i++) {
+        out->measured_s += p->added_s[i];
+        out->curve_s += ts_accum_added_s(c, p->gemm_s[i], p->traffic_s[i]);
+        out->floor_s += fmax(0, p->traffic_s[i] - p->gemm_s[i]);
+        out->additive_s += p->traffic_s[i];
+    }
+}

@@ -55,4 +55,12 @@ ts_status ts_accum_points_read(ts_accum_points *p, const char *path, int grad_by
  * fit's root-mean-square error in seconds (may be NULL). */
 ts_status ts_accum_fit(const ts_accum_points *p, ts_accum_curve *out, double *rms_s);
 
+/* The points' totals, seconds: what beta = 1 added as measured, what curve c gives, what the
+ * roofline floor gives (the traffic beyond the plain GEMM, max(0, traffic - GEMM)) and what the
+ * additive reading gives (all the traffic). How a curve is checked on GEMMs it was not fitted on. */
+typedef struct {
+    double measured_s, curve_s, floor_s, additive_s;
+} ts_accum_totals;
+void ts_accum_totals_of(const ts_accum_points *p, const ts_accum_curve *c, ts_accum_totals *out);
+
 #endif
