@@ -22,6 +22,25 @@ static void widen(ts_band_stat *into, const ts_band_stat *s) {
     into->n += s->n;
 }
 
+/* The index of GPU `name` among the runs' GPUs, -1 when the stack has no run there. */
+static int gpu_index(const ts_bands *b, const char *name) {
+    for (int i = 0; i < b->n_gpus; i++)
+        if (strcmp(b->gpus[i].name, name) == 0) return i;
+    return -1;
+}
+
+static const ts_band_gpu *gpu_of(const ts_bands *b, const char *name) {
+    int i = gpu_index(b, name);
+    return i < 0 ? NULL : &b->gpus[i];
+}
+
+/* Adds a run's error to the families it belongs to in fam[] and to *all. */
+static void add_run(const ts_pub_case *c, ts_band_stat *fam, ts_band_stat *all) {
+    add(all, c->step_error);
+    add(&fam[c->fp8 ? TS_FAM_FP8 : TS_FAM_DENSE], c->step_error);
+    if (c->gpus >= TS_BAND_SCALE_GPUS) add(&fam[TS_FAM_SCALE], c->step_error);
+}
+
 ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
     memset(out, 0, sizeof *out);
     ts_pub_case *c;
@@ -35,27 +54,30 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
         if (c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8) continue;
         add(&out->all, c[i].step_error);
         if (strcmp(c[i].stack, stack) != 0) continue;
-        add(&out->stack_all, c[i].step_error);
-        if (!ts_bands_measured_on(out, c[i].gpu) && out->n_gpus < TS_BAND_MAX_GPUS)
-            snprintf(out->gpus[out->n_gpus++], sizeof out->gpus[0], "%s", c[i].gpu);
-        add(&out->fam[c[i].kind == TS_PUB_NVIDIA_STEP_FP8 ? TS_FAM_FP8 : TS_FAM_DENSE], c[i].step_error);
-        if (c[i].gpus >= TS_BAND_SCALE_GPUS) add(&out->fam[TS_FAM_SCALE], c[i].step_error);
+        add_run(&c[i], out->fam, &out->stack_all);
+        int g = gpu_index(out, c[i].gpu);
+        if (g < 0 && out->n_gpus < TS_BAND_MAX_GPUS) {
+            g = out->n_gpus++;
+            snprintf(out->gpus[g].name, sizeof out->gpus[g].name, "%s", c[i].gpu);
+        }
+        if (g >= 0) add_run(&c[i], out->gpus[g].fam, &out->gpus[g].all);
     }
     free(c);
     return TS_OK;
 }
 
-int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) {
-    for (int i = 0; i < b->n_gpus; i++)
-        if (strcmp(b->gpus[i], gpu_name) == 0) return 1;
-    return 0;
+int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) { return gpu_of(b, gpu_name) != NULL; }
+
+const ts_band_stat *ts_bands_families(const ts_bands *b, const char *gpu_name) {
+    const ts_band_gpu *g = gpu_of(b, gpu_name);
+    return g ? g->fam : b->fam;
 }
 
 void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap) {
     size_t used = 0;
     if (cap) buf[0] = '\0';
     for (int i = 0; i < b->n_gpus && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i]);
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i].name);
 }
 
 void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out) {
@@ -64,13 +86,17 @@ void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, dou
     if (pb->model.moe.experts > 0) out->families |= 1u << TS_FAM_MOE;
     if (l->cp > 1) out->families |= 1u << TS_FAM_CP;
     if (pb->gpus >= TS_BAND_SCALE_GPUS) out->families |= 1u << TS_FAM_SCALE;
+    /* the runs on the problem's GPU when the stack has some, else those on every GPU */
+    const ts_band_gpu *g = gpu_of(b, pb->sys.gpu_name);
+    const ts_band_stat *fam = ts_bands_families(b, pb->sys.gpu_name);
+    const ts_band_stat *rest = g ? &g->all : b->stack_all.n ? &b->stack_all : &b->all;
     ts_band_stat s = {0};
     for (int f = 0; f < TS_FAM_COUNT; f++) {
         if (!(out->families & (1u << f))) continue;
-        if (b->fam[f].n == 0) out->unmeasured |= 1u << f;
-        else widen(&s, &b->fam[f]);
+        if (fam[f].n == 0) out->unmeasured |= 1u << f;
+        else widen(&s, &fam[f]);
     }
-    if (out->unmeasured) widen(&s, b->stack_all.n ? &b->stack_all : &b->all);
+    if (out->unmeasured) widen(&s, rest);
     /* measured = predicted / (1 + e); no runs at all: the prediction alone */
     out->lo_s = s.n ? step_s / (1.0 + s.err_max) : step_s;
     out->hi_s = s.n ? step_s / (1.0 + s.err_min) : step_s;

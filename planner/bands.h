@@ -1,5 +1,5 @@
 /* Uncertainty bands: how far the planner's step times have been from measured ones, by feature
- * family, so that every prediction carries the range a measurement is likely to fall in.
+ * family and GPU, so that every prediction carries the range a measurement is likely to fall in.
  *
  * The residuals are the planner's own, computed when asked: every published run in
  * validation/published/ (planner/published.h) predicted by the current code under the stack it
@@ -7,11 +7,13 @@
  * range [min e, max e] of its runs on the problem's stack; a prediction p then reads as a
  * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
  * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
- * bands; a family without a published run on the stack takes the widest band of the stack's
- * runs (of all stacks' runs when the stack has none) and is named unmeasured. The GPUs those runs
- * were measured on are kept: a plan on another GPU says that its band is theirs
- * (docs/calibration-and-validation.md: Blackwell steps predicted 8.3-19.0% shorter than measured, beyond the
- * H100 runs' band). */
+ * bands. When the stack has runs on the problem's GPU, only those count (the planner errs by GPU:
+ * docs/calibration-and-validation.md, Megatron-Bridge's FP8 runs within 9% on H100 and 4-26%
+ * too fast on Blackwell, whose system files are not calibrated), and a family without a run
+ * there takes the widest band of that GPU's runs. On a GPU without runs, families take the runs
+ * of every GPU on the stack, a family without any the widest band of the stack's runs (of all
+ * stacks' runs when the stack has none); the plan then says that its band is theirs. A family
+ * that takes a wider band than its own is named unmeasured. */
 #ifndef TS_BANDS_H
 #define TS_BANDS_H
 
@@ -29,10 +31,17 @@ typedef struct {
 } ts_band_stat;
 
 typedef struct {
+    char name[64];                  /* a system spec's gpu name */
+    ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack and GPU, by family */
+    ts_band_stat all;               /* every run on this stack and GPU */
+} ts_band_gpu;
+
+typedef struct {
     ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack, by family */
     ts_band_stat stack_all;         /* every run on this stack */
     ts_band_stat all;               /* every run on any stack */
-    char gpus[TS_BAND_MAX_GPUS][64]; /* the GPUs of the runs on this stack (system gpu names) */
+    ts_band_gpu gpus[TS_BAND_MAX_GPUS]; /* the runs on this stack by GPU (the first
+                                           TS_BAND_MAX_GPUS GPUs; later ones count above only) */
     int n_gpus;
 } ts_bands;
 
@@ -42,6 +51,9 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
 
 /* Whether a run on the stack was measured on GPU `gpu_name` (a system spec's gpu_name). */
 int ts_bands_measured_on(const ts_bands *b, const char *gpu_name);
+/* The family stats a plan on GPU `gpu_name` takes (TS_FAM_COUNT of them): the runs on that GPU
+ * when the stack has some there, else those on every GPU. */
+const ts_band_stat *ts_bands_families(const ts_bands *b, const char *gpu_name);
 /* The runs' GPUs, "H100 SXM5 80GB, ...", into buf (truncated at cap). */
 void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap);
 

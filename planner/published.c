@@ -231,6 +231,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     int moe = m.moe.experts > 0;
     c->kind = moe ? (fp8 ? TS_PUB_NVIDIA_MOE_STEP_FP8 : TS_PUB_NVIDIA_MOE_STEP)
                   : (fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP);
+    c->fp8 = fp8;
     /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
     if (cJSON_IsNumber(v)) vocab = v->valuedouble;
@@ -333,7 +334,11 @@ static ts_status published_run(const char *dir, int ranks, ts_pub_cache *cache, 
     }
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/older-stacks.json", dir);
-        res = ts_published_stacks_run(path, cache, cases, n, &cap);
+        res = ts_published_stacks_run(path, TS_PUB_OLDER_STACK, cache, cases, n, &cap);
+    }
+    if (res == TS_OK) {
+        snprintf(path, sizeof path, "%s/megatron-bridge.json", dir);
+        res = ts_published_stacks_run(path, TS_PUB_BRIDGE_STEP, cache, cases, n, &cap);
     }
     if (res != TS_OK) {
         free(*cases);

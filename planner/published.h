@@ -20,7 +20,10 @@
  * planner/published_stacks.c): step seconds or TFLOP/s per GPU (counted with recompute, as the
  * papers count), predicted under the era's stack profile (models/stacks/) and the published pins.
  * TS_PUB_NVIDIA_MOE_STEP(_FP8): MoE rows (the case's model.zoo names the zoo model; its layers,
- * layout.ep and layout.etp pinned as published). */
+ * layout.ep and layout.etp pinned as published).
+ * TS_PUB_BRIDGE_STEP: NVIDIA's Megatron-Bridge dense FP8 runs on H100 and Blackwell
+ * (validation/published/megatron-bridge.json, read like older-stacks.json): no curve was fitted
+ * to them. */
 typedef enum {
     TS_PUB_MEGATRON_TFLOPS,
     TS_PUB_NVIDIA_STEP,
@@ -28,6 +31,7 @@ typedef enum {
     TS_PUB_OLDER_STACK,
     TS_PUB_NVIDIA_MOE_STEP,
     TS_PUB_NVIDIA_MOE_STEP_FP8,
+    TS_PUB_BRIDGE_STEP,
     TS_PUB_KIND_COUNT
 } ts_pub_kind;
 
@@ -44,6 +48,7 @@ typedef struct {
     int is_tflops;    /* measured and predicted are TFLOP/s per GPU (else step seconds) */
     char stack[64];   /* the software stack it was predicted under */
     char gpu[64];     /* the GPU it ran on (its system spec's gpu name) */
+    int fp8;          /* the run trained in FP8 (the FP8 kinds, and rows naming their stack with dtype fp8) */
     int unfit;        /* the planner finds no layout under the pins that fits, or none valid (layout:
                          the reason); predicted and the errors are 0 */
     int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the
@@ -53,7 +58,7 @@ typedef struct {
 } ts_pub_case;
 
 /* Loads the files from `dir` (megatron-sc21-table1.json, published-cases.json,
- * older-stacks.json) and predicts every usable case. *cases is malloc'd (caller frees). */
+ * older-stacks.json, megatron-bridge.json) and predicts every usable case. *cases is malloc'd (caller frees). */
 ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
 
 /* ts_published_run without the Megatron rows' ranks (rank 0): the same predictions and errors,
@@ -73,8 +78,9 @@ typedef ts_status (*ts_pub_visit_fn)(const ts_pub_case *c, const ts_problem *pb,
  * calls fn on each: for benches that look inside a row's prediction (bench/fp8_gemms.c). */
 ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx);
 
-/* Appends the older-stack cases of `path` to *cases (room *cap, grown as needed), their models,
- * systems and stacks from `cache` (NULL: loaded for every case). */
-ts_status ts_published_stacks_run(const char *path, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap);
+/* Appends the cases of `path` (rows that name their stack: older-stacks.json, megatron-bridge.json)
+ * as `kind` to *cases (room *cap, grown as needed), their models, systems and stacks from `cache`
+ * (NULL: loaded for every case). */
+ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap);
 
 #endif

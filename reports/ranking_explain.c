@@ -294,13 +294,14 @@ void ts_ranking_tie_text(const ts_problem *pb, const ts_ranking *r, char *buf, s
              exotic[0] ? " and exotic in " : "", exotic);
 }
 
-/* "dense -6.5%..+0.3% (13 runs)" for each family with runs, into buf; then, when none of the runs
- * was on the plan's GPU, which GPUs they were on. */
+/* "dense -6.5%..+0.3% (13 runs)" for each family with runs the plan's GPU takes (planner/bands.h),
+ * into buf; then the GPU they ran on, or, when none ran on the plan's, which GPUs they were on. */
 static void families_text(const ts_bands *b, const char *gpu_name, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
+    const ts_band_stat *fam = ts_bands_families(b, gpu_name);
     for (int f = 0; f < TS_FAM_COUNT; f++) {
-        const ts_band_stat *s = &b->fam[f];
+        const ts_band_stat *s = &fam[f];
         if (s->n == 0 || used >= cap) continue;
         used += (size_t)snprintf(buf + used, cap - used, "%s%s %+.1f%%..%+.1f%% (%d runs)", used ? ", " : "",
                                  ts_family_names[f], 100 * s->err_min, 100 * s->err_max, s->n);
@@ -310,7 +311,11 @@ static void families_text(const ts_bands *b, const char *gpu_name, char *buf, si
                            "%d runs", b->all.n);
         return;
     }
-    if (ts_bands_measured_on(b, gpu_name) || used >= cap) return;
+    if (used >= cap) return;
+    if (ts_bands_measured_on(b, gpu_name)) {
+        snprintf(buf + used, cap - used, ", of the runs on the %s", gpu_name);
+        return;
+    }
     used += (size_t)snprintf(buf + used, cap - used, "; no run on the %s: the band is that of runs on ", gpu_name);
     if (used < cap) ts_bands_gpus_text(b, buf + used, cap - used);
 }
@@ -360,7 +365,7 @@ ts_status ts_ranking_explain_json(const ts_problem *pb, const ts_ranking *r, cJS
     cJSON *gpus = cJSON_AddArrayToObject(root, "band_gpus");
     TS_CJSON_GOTO(gpus, res, exit);
     for (int i = 0; i < r->stats.n_gpus; i++) {
-        cJSON *g = cJSON_CreateString(r->stats.gpus[i]);
+        cJSON *g = cJSON_CreateString(r->stats.gpus[i].name);
         TS_CJSON_GOTO(g, res, exit);
         cJSON_AddItemToArray(gpus, g);
     }

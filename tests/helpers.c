@@ -277,16 +277,22 @@ void test_plan_carries(const char *plan, const char *key, const char *value, con
     free(text);
 }
 
-ts_status test_published_rows(const char *rows, double *predicted) {
+char *test_published_dir(const char *file, const char *rows) {
     char *dir = make_temp_dir(), path[4200];
-    const char *names[] = {"megatron-sc21-table1.json", "older-stacks.json", "published-cases.json"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"published-cases.json", "megatron-sc21-table1.json", "older-stacks.json",
+                           "megatron-bridge.json"};
+    for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         FILE *f = fopen(path, "w");
         cr_assert_not_null(f, "cannot write %s", path);
-        fputs(i == 2 ? rows : "[]", f);
+        fputs(strcmp(names[i], file) == 0 ? rows : "[]", f);
         fclose(f);
     }
+    return dir;
+}
+
+ts_status test_published_rows(const char *rows, double *predicted) {
+    char *dir = test_published_dir("published-cases.json", rows);
     ts_pub_case *c = NULL;
     int n = 0;
     ts_status st = ts_published_errors(dir, &c, &n);

@@ -85,9 +85,13 @@ void test_expect_sim_reprices(const char *plan, const cJSON *best, const char *w
 /* The plan file's request holds `key`: `value` (a string), and sim re-prices its best layout at
  * the plan's step (test_expect_sim_reprices): an option travels with the plan. */
 void test_plan_carries(const char *plan, const char *key, const char *value, const char *why);
-/* The published-run reader (planner/published.h ts_published_errors) over a folder holding only
- * `rows`, a JSON array, as its published-cases.json (the Megatron and older-stack files empty):
- * its status, and the first row's prediction in *predicted when TS_OK. */
+/* A new temporary folder of published runs (planner/published.h) holding only `rows`, a JSON
+ * array, as its `file` (published-cases.json, older-stacks.json, ...; the other files empty
+ * arrays); remove_dir deletes it. */
+char *test_published_dir(const char *file, const char *rows);
+/* The published-run reader (ts_published_errors) over test_published_dir("published-cases.json",
+ * rows): its status, and
+ * the first row's prediction in *predicted when TS_OK. */
 ts_status test_published_rows(const char *rows, double *predicted);
 
 /* --- text, files and folders ------------------------------------------------------------------- */
