@@ -25,7 +25,8 @@ static double median_abs(double *errs, int k) {
     return k % 2 ? fabs(errs[k / 2]) : 0.5 * (fabs(errs[k / 2 - 1]) + fabs(errs[k / 2]));
 }
 
-/* One line per GPU the priced rows of `kind` ran on: their count, median |error| and mean error. */
+/* One line per GPU the priced rows of `kind` ran on: their count, median and worst |error|, mean
+ * error. */
 static void print_by_gpu(const ts_pub_case *c, int n, int kind) {
     for (int i = 0; i < n; i++) {
         if ((int)c[i].kind != kind || c[i].unfit) continue;
@@ -36,8 +37,9 @@ static void print_by_gpu(const ts_pub_case *c, int n, int kind) {
         int k = 0;
         for (int j = i; j < n && k < MAX_ROWS; j++)
             if ((int)c[j].kind == kind && !c[j].unfit && !strcmp(c[j].gpu, c[i].gpu)) sum += errs[k++] = c[j].error;
-        printf("#   on %-26s %2d rows: median |error| %.1f%%, mean error %+.1f%%\n", c[i].gpu, k,
-               100 * median_abs(errs, k), 100 * sum / k);
+        double median = median_abs(errs, k); /* sorts errs by |error| */
+        printf("#   on %-26s %2d rows: median |error| %.1f%%, worst %.1f%%, mean error %+.1f%%\n", c[i].gpu, k,
+               100 * median, 100 * fabs(errs[k - 1]), 100 * sum / k);
     }
 }
 

@@ -29,9 +29,11 @@ static int gpu_index(const ts_bands *b, const char *name) {
     return -1;
 }
 
-static const ts_band_gpu *gpu_of(const ts_bands *b, const char *name) {
-    int i = gpu_index(b, name);
-    return i < 0 ? NULL : &b->gpus[i];
+static int same_curve(const ts_eff_curve *a, const ts_eff_curve *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->flops[i] != b->flops[i] || a->eff[i] != b->eff[i]) return 0;
+    return 1;
 }
 
 /* Adds a run's error to the families it belongs to in fam[] and to *all. */
@@ -59,6 +61,7 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
         if (g < 0 && out->n_gpus < TS_BAND_MAX_GPUS) {
             g = out->n_gpus++;
             snprintf(out->gpus[g].name, sizeof out->gpus[g].name, "%s", c[i].gpu);
+            out->gpus[g].gemm_eff = c[i].gemm_eff;
         }
         if (g >= 0) add_run(&c[i], out->gpus[g].fam, &out->gpus[g].all);
     }
@@ -66,18 +69,34 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
     return TS_OK;
 }
 
-int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) { return gpu_of(b, gpu_name) != NULL; }
+int ts_bands_measured_on(const ts_bands *b, const char *gpu_name) { return gpu_index(b, gpu_name) >= 0; }
 
-const ts_band_stat *ts_bands_families(const ts_bands *b, const char *gpu_name) {
-    const ts_band_gpu *g = gpu_of(b, gpu_name);
-    return g ? g->fam : b->fam;
+int ts_bands_runs_for(const ts_bands *b, const ts_system *sys, ts_band_gpu *out, unsigned *gpus) {
+    memset(out, 0, sizeof *out);
+    *gpus = 0;
+    int own = gpu_index(b, sys->gpu_name);
+    if (own >= 0) *gpus = 1u << own;
+    for (int i = 0; i < b->n_gpus && own < 0; i++)
+        if (same_curve(&b->gpus[i].gemm_eff, &sys->gemm_eff)) *gpus |= 1u << i;
+    if (!*gpus) {
+        memcpy(out->fam, b->fam, sizeof out->fam);
+        out->all = b->stack_all.n ? b->stack_all : b->all;
+        return 0;
+    }
+    for (int i = 0; i < b->n_gpus; i++) {
+        if (!(*gpus & (1u << i))) continue;
+        for (int f = 0; f < TS_FAM_COUNT; f++) widen(&out->fam[f], &b->gpus[i].fam[f]);
+        widen(&out->all, &b->gpus[i].all);
+    }
+    return own >= 0 ? 1 : 2;
 }
 
-void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap) {
+void ts_bands_gpus_text(const ts_bands *b, unsigned gpus, char *buf, size_t cap) {
     size_t used = 0;
     if (cap) buf[0] = '\0';
     for (int i = 0; i < b->n_gpus && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", b->gpus[i].name);
+        if (!gpus || (gpus & (1u << i)))
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", b->gpus[i].name);
 }
 
 void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, double step_s, ts_band *out) {
@@ -86,17 +105,16 @@ void ts_band_of(const ts_bands *b, const ts_problem *pb, const ts_layout *l, dou
     if (pb->model.moe.experts > 0) out->families |= 1u << TS_FAM_MOE;
     if (l->cp > 1) out->families |= 1u << TS_FAM_CP;
     if (pb->gpus >= TS_BAND_SCALE_GPUS) out->families |= 1u << TS_FAM_SCALE;
-    /* the runs on the problem's GPU when the stack has some, else those on every GPU */
-    const ts_band_gpu *g = gpu_of(b, pb->sys.gpu_name);
-    const ts_band_stat *fam = ts_bands_families(b, pb->sys.gpu_name);
-    const ts_band_stat *rest = g ? &g->all : b->stack_all.n ? &b->stack_all : &b->all;
+    ts_band_gpu runs;
+    unsigned gpus;
+    ts_bands_runs_for(b, &pb->sys, &runs, &gpus);
     ts_band_stat s = {0};
     for (int f = 0; f < TS_FAM_COUNT; f++) {
         if (!(out->families & (1u << f))) continue;
-        if (fam[f].n == 0) out->unmeasured |= 1u << f;
-        else widen(&s, &fam[f]);
+        if (runs.fam[f].n == 0) out->unmeasured |= 1u << f;
+        else widen(&s, &runs.fam[f]);
     }
-    if (out->unmeasured) widen(&s, rest);
+    if (out->unmeasured) widen(&s, &runs.all);
     /* measured = predicted / (1 + e); no runs at all: the prediction alone */
     out->lo_s = s.n ? step_s / (1.0 + s.err_max) : step_s;
     out->hi_s = s.n ? step_s / (1.0 + s.err_min) : step_s;

@@ -7,12 +7,13 @@
  * range [min e, max e] of its runs on the problem's stack; a prediction p then reads as a
  * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
  * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
- * bands. When the stack has runs on the problem's GPU, only those count (the planner errs by GPU:
- * docs/calibration-and-validation.md, Megatron-Bridge's FP8 runs within 9% on H100 and 4-26%
- * too fast on Blackwell, whose system files are not calibrated), and a family without a run
- * there takes the widest band of that GPU's runs. On a GPU without runs, families take the runs
- * of every GPU on the stack, a family without any the widest band of the stack's runs (of all
- * stacks' runs when the stack has none); the plan then says that its band is theirs. A family
+ * bands. The planner errs by GPU, with the GPU's efficiency curves (docs/calibration-and-
+ * validation.md: Megatron-Bridge's FP8 runs within 9% on H100 and 4-26% too fast on Blackwell,
+ * whose system files carry placeholder curves). So a plan takes the runs on its own GPU when the
+ * stack has some there; else those on the GPUs whose system files carry its GEMM efficiency curve
+ * (H800 and H200 take H100's runs, the Hopper curve being theirs); else every GPU's runs, and the
+ * plan says whose band it took. Within that set of runs a family without a run takes their widest
+ * band; with no set at all (no run on the stack), the widest band of all stacks' runs. A family
  * that takes a wider band than its own is named unmeasured. */
 #ifndef TS_BANDS_H
 #define TS_BANDS_H
@@ -32,6 +33,7 @@ typedef struct {
 
 typedef struct {
     char name[64];                  /* a system spec's gpu name */
+    ts_eff_curve gemm_eff;          /* its system file's GEMM efficiency curve (the first run's) */
     ts_band_stat fam[TS_FAM_COUNT]; /* runs on this stack and GPU, by family */
     ts_band_stat all;               /* every run on this stack and GPU */
 } ts_band_gpu;
@@ -51,11 +53,15 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
 
 /* Whether a run on the stack was measured on GPU `gpu_name` (a system spec's gpu_name). */
 int ts_bands_measured_on(const ts_bands *b, const char *gpu_name);
-/* The family stats a plan on GPU `gpu_name` takes (TS_FAM_COUNT of them): the runs on that GPU
- * when the stack has some there, else those on every GPU. */
-const ts_band_stat *ts_bands_families(const ts_bands *b, const char *gpu_name);
-/* The runs' GPUs, "H100 SXM5 80GB, ...", into buf (truncated at cap). */
-void ts_bands_gpus_text(const ts_bands *b, char *buf, size_t cap);
+
+/* The runs a plan on system `sys` takes (see above): their families and widest band into *out
+ * (out->name: ""), and which of b->gpus they ran on (bit i for b->gpus[i]). Returns 0 when they
+ * are the stack's runs on every GPU (or all stacks' when the stack has none), else 1 (its GPU)
+ * or 2 (GPUs of its GEMM curve). */
+int ts_bands_runs_for(const ts_bands *b, const ts_system *sys, ts_band_gpu *out, unsigned *gpus);
+/* The GPUs of `gpus` (bits as above; 0: every GPU), "H100 SXM5 80GB, ...", into buf (truncated
+ * at cap). */
+void ts_bands_gpus_text(const ts_bands *b, unsigned gpus, char *buf, size_t cap);
 
 /* One prediction's band. */
 typedef struct {

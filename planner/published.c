@@ -60,6 +60,7 @@ static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts
     TS_CHECK(ts_pub_cache_model(cache, c->model, &m));
     TS_CHECK(ts_pub_cache_system(cache, "a100-80g-dgx", &s));
     snprintf(c->gpu, sizeof c->gpu, "%s", s.gpu_name);
+    c->gemm_eff = s.gemm_eff;
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;
@@ -238,6 +239,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     if (vocab > 0) m.vocab = (int64_t)vocab;
     TS_CHECK(ts_pub_cache_system(cache, "h100-sxm-dgx", &s));
     snprintf(c->gpu, sizeof c->gpu, "%s", s.gpu_name);
+    c->gemm_eff = s.gemm_eff;
     ts_train_defaults(&t);
     t.global_batch = (int64_t)batch;
     t.seq = (int64_t)seq;

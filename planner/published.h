@@ -48,6 +48,7 @@ typedef struct {
     int is_tflops;    /* measured and predicted are TFLOP/s per GPU (else step seconds) */
     char stack[64];   /* the software stack it was predicted under */
     char gpu[64];     /* the GPU it ran on (its system spec's gpu name) */
+    ts_eff_curve gemm_eff; /* that system spec's GEMM efficiency curve */
     int fp8;          /* the run trained in FP8 (the FP8 kinds, and rows naming their stack with dtype fp8) */
     int unfit;        /* the planner finds no layout under the pins that fits, or none valid (layout:
                          the reason); predicted and the errors are 0 */

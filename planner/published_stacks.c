@@ -41,6 +41,7 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     if (vocab > 0) m.vocab = vocab;
     TS_CHECK(ts_pub_cache_system(cache, system, &s));
     snprintf(c->gpu, sizeof c->gpu, "%s", s.gpu_name);
+    c->gemm_eff = s.gemm_eff;
     ts_train_defaults(&t);
     ts_train_set_dtype(&t, (ts_dtype)dtype);
     t.global_batch = batch;

@@ -296,12 +296,14 @@ void ts_ranking_tie_text(const ts_problem *pb, const ts_ranking *r, char *buf, s
 
 /* "dense -6.5%..+0.3% (13 runs)" for each family with runs the plan's GPU takes (planner/bands.h),
  * into buf; then the GPU they ran on, or, when none ran on the plan's, which GPUs they were on. */
-static void families_text(const ts_bands *b, const char *gpu_name, char *buf, size_t cap) {
+static void families_text(const ts_bands *b, const ts_system *sys, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
-    const ts_band_stat *fam = ts_bands_families(b, gpu_name);
+    ts_band_gpu runs;
+    unsigned gpus;
+    int which = ts_bands_runs_for(b, sys, &runs, &gpus);
     for (int f = 0; f < TS_FAM_COUNT; f++) {
-        const ts_band_stat *s = &fam[f];
+        const ts_band_stat *s = &runs.fam[f];
         if (s->n == 0 || used >= cap) continue;
         used += (size_t)snprintf(buf + used, cap - used, "%s%s %+.1f%%..%+.1f%% (%d runs)", used ? ", " : "",
                                  ts_family_names[f], 100 * s->err_min, 100 * s->err_max, s->n);
@@ -312,12 +314,14 @@ static void families_text(const ts_bands *b, const char *gpu_name, char *buf, si
         return;
     }
     if (used >= cap) return;
-    if (ts_bands_measured_on(b, gpu_name)) {
-        snprintf(buf + used, cap - used, ", of the runs on the %s", gpu_name);
+    if (which == 1) {
+        snprintf(buf + used, cap - used, ", of the runs on the %s", sys->gpu_name);
         return;
     }
-    used += (size_t)snprintf(buf + used, cap - used, "; no run on the %s: the band is that of runs on ", gpu_name);
-    if (used < cap) ts_bands_gpus_text(b, buf + used, cap - used);
+    used += (size_t)snprintf(buf + used, cap - used, "; no run on the %s: the band is that of runs on ", sys->gpu_name);
+    if (used < cap) ts_bands_gpus_text(b, gpus, buf + used, cap - used);
+    used = strlen(buf);
+    if (which == 2 && used < cap) snprintf(buf + used, cap - used, ", whose GEMM efficiency curve it shares");
 }
 
 void ts_ranking_print_context(FILE *f, const ts_problem *pb, const ts_ranking *r) {
@@ -328,7 +332,7 @@ void ts_ranking_print_context(FILE *f, const ts_problem *pb, const ts_ranking *r
             pb->usable_bytes / 1e9, (pb->usable_bytes + pb->headroom_bytes) / 1e9, pb->headroom_bytes / 1e9,
             100 * TS_MEM_TIGHT_FRAC);
     char fam[768];
-    families_text(&r->stats, pb->sys.gpu_name, fam, sizeof fam);
+    families_text(&r->stats, &pb->sys, fam, sizeof fam);
     fprintf(f, "# band: the measured step is likely within it, from this code's errors on published runs with %s: %s\n",
             st->name, fam);
 }
@@ -361,10 +365,14 @@ ts_status ts_ranking_explain_json(const ts_problem *pb, const ts_ranking *r, cJS
     TS_CJSON_GOTO(cJSON_AddNumberToObject(root, "tied", r->tied_pool), res, exit);
     ts_ranking_tie_text(pb, r, text, sizeof text);
     TS_CJSON_GOTO(cJSON_AddStringToObject(root, "tie", text), res, exit);
-    /* the GPUs the bands' published runs were measured on, and whether the plan's is one */
+    /* the GPUs of the published runs the bands took (planner/bands.h), and whether the plan's is one */
     cJSON *gpus = cJSON_AddArrayToObject(root, "band_gpus");
     TS_CJSON_GOTO(gpus, res, exit);
+    ts_band_gpu runs;
+    unsigned took;
+    ts_bands_runs_for(&r->stats, &pb->sys, &runs, &took);
     for (int i = 0; i < r->stats.n_gpus; i++) {
+        if (took && !(took & (1u << i))) continue;
         cJSON *g = cJSON_CreateString(r->stats.gpus[i].name);
         TS_CJSON_GOTO(g, res, exit);
         cJSON_AddItemToArray(gpus, g);

@@ -42,7 +42,10 @@ static ts_status explain_of(const char *plan_file, ts_report *r) {
     r->band_lo_s = band.lo_s;
     r->band_hi_s = band.hi_s;
     r->band_on_gpu = ts_bands_measured_on(&bands, r->pb.sys.gpu_name);
-    ts_bands_gpus_text(&bands, r->band_gpus, sizeof r->band_gpus);
+    ts_band_gpu runs;
+    unsigned gpus;
+    ts_bands_runs_for(&bands, &r->pb.sys, &runs, &gpus);
+    ts_bands_gpus_text(&bands, gpus, r->band_gpus, sizeof r->band_gpus);
     r->tight = ts_mem_tight(&r->pb, r->layouts[0].mem.total);
     cJSON *root = NULL;
     TS_CHECK(ts_json_load_file(plan_file, &root));

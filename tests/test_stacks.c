@@ -258,10 +258,12 @@ Test(stacks, a_band_comes_from_the_runs_on_its_gpu) {
     b.stack_all = (ts_band_stat){.n = 7, .err_min = -0.20, .err_max = 0.06};
     b.n_gpus = 2;
     snprintf(b.gpus[0].name, sizeof b.gpus[0].name, "H100 SXM5 80GB");
+    b.gpus[0].gemm_eff = test_problem("llama3-8b", "h100-sxm-dgx", 8, 128, 8192, 1).sys.gemm_eff;
     b.gpus[0].fam[TS_FAM_DENSE] = b.fam[TS_FAM_DENSE];
     b.gpus[0].fam[TS_FAM_FP8] = (ts_band_stat){.n = 2, .err_min = -0.03, .err_max = 0.06};
     b.gpus[0].all = (ts_band_stat){.n = 5, .err_min = -0.05, .err_max = 0.06};
     snprintf(b.gpus[1].name, sizeof b.gpus[1].name, "B200 180GB (DGX B200)");
+    b.gpus[1].gemm_eff = test_problem("llama3-8b", "b200-dgx", 8, 128, 8192, 1).sys.gemm_eff;
     b.gpus[1].fam[TS_FAM_FP8] = (ts_band_stat){.n = 2, .err_min = -0.20, .err_max = -0.10};
     b.gpus[1].all = b.gpus[1].fam[TS_FAM_FP8];
     ts_layout l = {.dp = 8, .tp = 1, .pp = 1, .cp = 1, .ep = 1, .mbs = 1, .vpp = 1, .schedule = TS_SCHED_1F1B};
@@ -270,11 +272,15 @@ Test(stacks, a_band_comes_from_the_runs_on_its_gpu) {
         ts_dtype dtype;
         double err_min, err_max; /* the band's errors */
         unsigned unmeasured;
+        int runs_for;  /* ts_bands_runs_for: 1 its GPU's runs, 2 its curve's, 0 every GPU's */
+        unsigned gpus; /* and theirs: bit 0 the H100, bit 1 the B200 */
     } cases[] = {
-        {"h100-sxm-dgx", TS_DTYPE_FP8, -0.03, 0.06, 0},  /* the H100's FP8 runs, not the B200's */
-        {"b200-dgx", TS_DTYPE_FP8, -0.20, -0.10, 0},     /* the B200's: measured above the prediction */
-        {"b200-dgx", TS_DTYPE_BF16, -0.20, -0.10, 1u << TS_FAM_DENSE}, /* no dense run there: its runs' widest */
-        {"h200-dgx", TS_DTYPE_FP8, -0.20, 0.06, 0},      /* no run on H200: every GPU's FP8 runs */
+        {"h100-sxm-dgx", TS_DTYPE_FP8, -0.03, 0.06, 0, 1, 1}, /* the H100's FP8 runs, not the B200's */
+        {"b200-dgx", TS_DTYPE_FP8, -0.20, -0.10, 0, 1, 2}, /* the B200's: measured above the prediction */
+        {"b200-dgx", TS_DTYPE_BF16, -0.20, -0.10, 1u << TS_FAM_DENSE, 1, 2}, /* no dense run there: its runs' widest */
+        {"h200-dgx", TS_DTYPE_FP8, -0.03, 0.06, 0, 2, 1}, /* no run on H200: the H100's, the curve being theirs */
+        {"b300-hgx", TS_DTYPE_FP8, -0.20, -0.10, 0, 2, 2}, /* the B200 curve's runs */
+        {"mi300x", TS_DTYPE_FP8, -0.20, 0.06, 0, 0, 0}, /* a curve no run shares: every GPU's FP8 runs */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_problem base = test_problem("llama3-8b", cases[i].system, 8, 128, 8192, 1);
@@ -288,7 +294,10 @@ Test(stacks, a_band_comes_from_the_runs_on_its_gpu) {
                       fabs(one.hi_s - 10.0 / (1 + cases[i].err_min)) < 1e-12,
                   "%s %s: band %.4f-%.4f s", cases[i].system, ts_dtype_names[cases[i].dtype], one.lo_s, one.hi_s);
         cr_expect_eq(one.unmeasured, cases[i].unmeasured, "%s", cases[i].system);
-        cr_expect_eq(ts_bands_families(&b, pb.sys.gpu_name) == b.fam, !ts_bands_measured_on(&b, pb.sys.gpu_name));
+        ts_band_gpu runs;
+        unsigned gpus;
+        cr_expect_eq(ts_bands_runs_for(&b, &pb.sys, &runs, &gpus), cases[i].runs_for, "%s", cases[i].system);
+        cr_expect_eq(gpus, cases[i].gpus, "%s: GPUs %#x", cases[i].system, gpus);
     }
 }
 
@@ -305,13 +314,17 @@ Test(stacks, a_band_says_which_gpus_it_was_measured_on) {
     static const struct {
         const char *system;
         int measured;
-    } cases[] = {{"h100-sxm-dgx", 1}, {"b200-dgx", 1}, {"h200-dgx", 0}};
+        const char *gpus; /* the GPUs whose runs its band takes */
+    } cases[] = {{"h100-sxm-dgx", 1, "H100 SXM5 80GB"},
+                 {"b200-dgx", 1, "B200 180GB (DGX B200)"},
+                 {"h200-dgx", 0, "H100 SXM5 80GB"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r = run_cli("plan", "--model", "llama3-8b", "--system", cases[i].system, "--gpus", "8", "--top", "1",
                                NULL);
         cr_assert_eq(r.status, 0, "%s", r.err);
-        cr_expect_eq(strstr(r.out, "the band is that of runs on H100 SXM5 80GB, B200") == NULL, cases[i].measured,
-                     "%s:\n%s", cases[i].system, r.out);
+        cr_expect_eq(strstr(r.out, "the band is that of runs on H100 SXM5 80GB, whose GEMM efficiency curve it shares") ==
+                         NULL,
+                     cases[i].measured, "%s:\n%s", cases[i].system, r.out);
         cr_expect_eq(strstr(r.out, ", of the runs on the ") != NULL, cases[i].measured, "%s", cases[i].system);
         cli_result_free(&r);
         r = run_cli("plan", "--model", "llama3-8b", "--system", cases[i].system, "--gpus", "8", "--top", "1", "--json",
@@ -319,7 +332,8 @@ Test(stacks, a_band_says_which_gpus_it_was_measured_on) {
         cJSON *plan = cJSON_Parse(r.out);
         cr_assert_not_null(plan);
         cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(plan, "band_measured_on_gpu")), cases[i].measured);
-        cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "band_gpus"), 0)->valuestring, "H100 SXM5 80GB");
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(plan, "band_gpus")), 1);
+        cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "band_gpus"), 0)->valuestring, cases[i].gpus);
         cJSON_Delete(plan);
         cli_result_free(&r);
         char *tmp = make_temp_dir(), file[4200];
