@@ -279,7 +279,7 @@ Test(stacks, a_band_comes_from_the_runs_on_its_gpu) {
         {"b200-dgx", TS_DTYPE_FP8, -0.20, -0.10, 0, 1, 2}, /* the B200's: measured above the prediction */
         {"b200-dgx", TS_DTYPE_BF16, -0.20, -0.10, 1u << TS_FAM_DENSE, 1, 2}, /* no dense run there: its runs' widest */
         {"h200-dgx", TS_DTYPE_FP8, -0.03, 0.06, 0, 2, 1}, /* no run on H200: the H100's, the curve being theirs */
-        {"b300-hgx", TS_DTYPE_FP8, -0.20, -0.10, 0, 2, 2}, /* the B200 curve's runs */
+        {"gb200-nvl72", TS_DTYPE_FP8, -0.20, -0.10, 0, 2, 2}, /* the same B200 die and curve: the B200 runs */
         {"mi300x", TS_DTYPE_FP8, -0.20, 0.06, 0, 0, 0}, /* a curve no run shares: every GPU's FP8 runs */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
