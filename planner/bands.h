@@ -8,8 +8,8 @@
  * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
  * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
  * bands. The planner errs by GPU, with the GPU's efficiency curves (docs/calibration-and-
- * validation.md: Megatron-Bridge's FP8 runs within 9% on H100 and 4-26% too fast on Blackwell,
- * whose system files carry placeholder curves). So a plan takes the runs on its own GPU when the
+ * validation.md: Megatron-Bridge's FP8 runs within 9% on H100, 7.6% on B200, 14.6% on GB200, the
+ * GB300's on a placeholder curve). So a plan takes the runs on its own GPU when the
  * stack has some there; else those on the GPUs whose system files carry its GEMM efficiency curve
  * (H800 and H200 take H100's runs, the Hopper curve being theirs); else every GPU's runs, and the
  * plan says whose band it took. Within that set of runs a family without a run takes their widest
