@@ -36,10 +36,17 @@ static int same_curve(const ts_eff_curve *a, const ts_eff_curve *b) {
     return 1;
 }
 
-/* Adds a run's error to the families it belongs to in fam[] and to *all. */
+/* Adds a run's error to the families it shows in fam[] and to *all. An MoE run counts in the MoE
+ * family alone: an MoE layout takes the MoE band beside its precision's, and a dense layout
+ * takes no MoE error. */
 static void add_run(const ts_pub_case *c, ts_band_stat *fam, ts_band_stat *all) {
     add(all, c->step_error);
+    if (c->kind == TS_PUB_NVIDIA_MOE_STEP || c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8) {
+        add(&fam[TS_FAM_MOE], c->step_error);
+        return;
+    }
     add(&fam[c->fp8 ? TS_FAM_FP8 : TS_FAM_DENSE], c->step_error);
+    if (c->cp > 1) add(&fam[TS_FAM_CP], c->step_error);
     if (c->gpus >= TS_BAND_SCALE_GPUS) add(&fam[TS_FAM_SCALE], c->step_error);
 }
 
@@ -50,10 +57,6 @@ ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
     TS_CHECK_CTX(ts_published_errors(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
     for (int i = 0; i < n; i++) {
         if (c[i].unfit) continue;
-        /* The MoE rows (docs/moe.md) stay out of the bands: one run outside the others
-         * (DeepSeek-V3 on H100, -32%) would widen every MoE band enough to tie most layouts; the
-         * MoE family keeps the fallback of the dense runs until the MoE errors are tighter. */
-        if (c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8) continue;
         add(&out->all, c[i].step_error);
         if (strcmp(c[i].stack, stack) != 0) continue;
         add_run(&c[i], out->fam, &out->stack_all);

@@ -7,7 +7,9 @@
  * range [min e, max e] of its runs on the problem's stack; a prediction p then reads as a
  * measured step in [p / (1 + max e), p / (1 + min e)]. A layout belongs to every family it
  * shows (dense or FP8, MoE, CP > 1, 1024 GPUs or more: scale) and takes the widest of their
- * bands. The planner errs by GPU, with the GPU's efficiency curves (docs/calibration-and-
+ * bands; a run counts in the families its layout shows, except that an MoE run counts in the MoE
+ * family alone (an MoE layout takes MoE's band beside its precision's, a dense one no MoE error).
+ * The planner errs by GPU, with the GPU's efficiency curves (docs/calibration-and-
  * validation.md: Megatron-Bridge's FP8 runs within 9% on H100, 7.6% on B200, 14.6% on GB200, the
  * GB300's on a placeholder curve). So a plan takes the runs on its own GPU when the
  * stack has some there; else those on the GPUs whose system files carry its GEMM efficiency curve

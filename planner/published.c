@@ -50,7 +50,7 @@ static ts_status megatron_case(const char *file, const cJSON *row, int ranks, ts
     TS_CHECK(num_at(file, row, "measured", "tflops_per_gpu", &tflops));
     c->kind = TS_PUB_MEGATRON_TFLOPS;
     snprintf(c->model, sizeof c->model, "megatron-gpt-%gb", params_b);
-    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
+    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp, c->cp = 1;
     c->measured = tflops;
 
     ts_model m;
@@ -220,7 +220,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     const cJSON *zoo = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "zoo");
     snprintf(c->model, sizeof c->model, "%s",
              cJSON_IsString(zoo) ? zoo->valuestring : strstr(c->id, "gpt3-175b") ? "gpt3-175b" : "nemotron4-15b");
-    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp;
+    c->gpus = (int)gpus, c->tp = (int)tp, c->pp = (int)pp, c->dp = (int)dp, c->cp = (int)cp;
     c->measured = step;
 
     ts_model m;

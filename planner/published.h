@@ -41,6 +41,7 @@ typedef struct {
     char model[64];
     int gpus;
     int tp, pp, dp;
+    int cp;           /* context parallelism: the published layout's (NVIDIA rows), else the predicted one's */
     double measured;  /* TFLOP/s per GPU (Megatron) or step seconds (NVIDIA) */
     double predicted; /* the same quantity, predicted */
     double error;     /* (predicted - measured) / measured */

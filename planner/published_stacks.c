@@ -111,7 +111,7 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
     ts_status st = row_search(&pb, &pins, mode, &res);
     if (st == TS_OK) {
         const ts_eval *e = &res.best[0];
-        c->tp = e->layout.tp, c->pp = e->layout.pp, c->dp = e->layout.dp;
+        c->tp = e->layout.tp, c->pp = e->layout.pp, c->dp = e->layout.dp, c->cp = e->layout.cp;
         c->predicted = c->is_tflops ? e->hw_tflops_per_gpu : e->step_s;
         ts_layout_format(&e->layout, c->layout, sizeof c->layout);
     }

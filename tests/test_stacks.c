@@ -210,7 +210,8 @@ Test(stacks, headroom_is_the_line_no_pick_crosses) {
     cli_result_free(&r);
 }
 
-/* The bands are the published cases' step errors, by family, on the stack they ran on. */
+/* The bands are the published cases' step errors, by family, on the stack they ran on: BF16 runs
+ * in dense, runs at cp > 1 in CP as well, MoE runs in MoE alone (planner/bands.h). */
 Test(stacks, bands_are_the_residuals_on_published_runs) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data_root());
@@ -219,33 +220,43 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
     ts_pub_case *c;
     int n;
     cr_assert_eq(ts_published_run(dir, &c, &n), TS_OK);
-    double lo = INFINITY, hi = -INFINITY;
-    int dense = 0, moe = 0;
+    ts_band_stat want[TS_FAM_COUNT], h100[TS_FAM_COUNT]; /* on every GPU, on the H100 */
+    for (int f = 0; f < TS_FAM_COUNT; f++) want[f] = h100[f] = (ts_band_stat){0, INFINITY, -INFINITY};
     for (int i = 0; i < n; i++) {
-        if (strcmp(c[i].stack, "megatron-core") || c[i].fp8 || c[i].unfit) continue;
-        if (c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8) {
-            moe++;
-            continue;
+        if (strcmp(c[i].stack, "megatron-core") || c[i].unfit) continue;
+        int moe = c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
+        int fams[3] = {moe ? TS_FAM_MOE : c[i].fp8 ? TS_FAM_FP8 : TS_FAM_DENSE, !moe && c[i].cp > 1 ? TS_FAM_CP : -1,
+                       !moe && c[i].gpus >= TS_BAND_SCALE_GPUS ? TS_FAM_SCALE : -1};
+        for (int k = 0; k < 3; k++) {
+            for (int on = 0; on < 2 && fams[k] >= 0; on++) {
+                if (on && strcmp(c[i].gpu, "H100 SXM5 80GB")) continue;
+                ts_band_stat *w = on ? &h100[fams[k]] : &want[fams[k]];
+                w->n++, w->err_min = fmin(w->err_min, c[i].step_error), w->err_max = fmax(w->err_max, c[i].step_error);
+            }
         }
-        dense++;
-        lo = fmin(lo, c[i].step_error), hi = fmax(hi, c[i].step_error);
     }
     free(c);
-    cr_expect_eq(b.fam[TS_FAM_DENSE].n, dense);
-    cr_expect_eq(b.fam[TS_FAM_DENSE].err_min, lo);
-    cr_expect_eq(b.fam[TS_FAM_DENSE].err_max, hi);
-    cr_expect_gt(moe, 0, "published MoE rows exist (docs/moe.md)");
-    cr_expect_eq(b.fam[TS_FAM_MOE].n, 0, "and stay out of the bands (planner/bands.c)");
+    for (int f = 0; f < TS_FAM_COUNT; f++) {
+        cr_expect_eq(b.fam[f].n, want[f].n, "%s: %d runs, want %d", ts_family_names[f], b.fam[f].n, want[f].n);
+        if (want[f].n)
+            cr_expect(b.fam[f].err_min == want[f].err_min && b.fam[f].err_max == want[f].err_max, "%s",
+                      ts_family_names[f]);
+    }
+    cr_expect_gt(want[TS_FAM_MOE].n, 0, "published MoE rows (docs/moe.md)");
+    cr_expect_gt(want[TS_FAM_CP].n, 0, "published rows at cp > 1 (Llama 3.1)");
     ts_problem pb = on_stack("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, "megatron-core");
     ts_layout l = {.dp = 2, .tp = 8, .pp = 4, .cp = 1, .ep = 1, .mbs = 1, .vpp = 5, .schedule = TS_SCHED_INTERLEAVED};
     ts_band one;
     ts_band_of(&b, &pb, &l, 10.0, &one);
+    double lo = h100[TS_FAM_DENSE].err_min, hi = h100[TS_FAM_DENSE].err_max; /* the plan's GPU's runs */
     cr_expect(fabs(one.lo_s - 10.0 / (1 + hi)) < 1e-12 && fabs(one.hi_s - 10.0 / (1 + lo)) < 1e-12);
     cr_expect_eq(one.unmeasured, 0u);
     l.cp = 2, l.dp = 1;
     ts_band_of(&b, &pb, &l, 10.0, &one);
-    cr_expect(one.unmeasured & (1u << TS_FAM_CP), "CP has no published run: unmeasured, the stack's widest band");
-    cr_expect_geq(one.hi_s - one.lo_s, 10.0 / (1 + lo) - 10.0 / (1 + hi));
+    cr_expect_eq(one.unmeasured, 0u, "CP has published runs");
+    cr_expect(h100[TS_FAM_CP].n > 0 && fabs(one.lo_s - 10.0 / (1 + fmax(hi, h100[TS_FAM_CP].err_max))) < 1e-12 &&
+                  fabs(one.hi_s - 10.0 / (1 + fmin(lo, h100[TS_FAM_CP].err_min))) < 1e-12,
+              "the widest of the H100's dense and CP runs");
 }
 
 /* The bands keep the runs by GPU: a plan on a GPU with runs takes only theirs, a family without a
