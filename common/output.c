@@ -197,12 +197,16 @@ ts_status ts_atomic_open(const char *path, ts_atomic_file *af) {
     return TS_OK;
 }
 
-/* Flushes `f` and reports whether anything written to it failed; the errno to report in *err. */
+/* Flushes `f` and reports whether anything written to it failed; the errno to report in *err.
+ * When an earlier, implicit flush failed (output past the stream's buffer), its errno is gone
+ * and this flush has nothing left to write: a one-byte write names the cause (ENOSPC on a full
+ * disk); the output is incomplete already. */
 static int stream_failed(FILE *f, int *err) {
     errno = 0;
     int failed = fflush(f) != 0;
     *err = errno;
     if (ferror(f)) failed = 1;
+    if (failed && *err == 0 && write(fileno(f), "\n", 1) < 0) *err = errno;
     if (failed && *err == 0) *err = EIO;
     return failed;
 }
