@@ -17,6 +17,9 @@
  *      "power_w": 700,                          board power, [0, 1e5], default 0 = unknown
  *      "mxfp8": false,                          tensor cores run block-scaled MXFP8 (OCP MX,
  *                                               Blackwell), default false
+ *      "fp8_any_layout": false,                 FP8 GEMMs take any operand layout (Blackwell's
+ *                                               compute capability 10.x; Hopper's are TN only),
+ *                                               default false
  *      "kernel_latency_s": 0},                  fixed time of one memory-bound or attention kernel
  *                                               beyond its bytes or FLOPs (launch and ramp-up;
  *                                               GEMMs have theirs in efficiency.gemm), [0, 1],
@@ -142,7 +145,7 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 static const char *const root_keys[] = {"name", "source", "gpu", "node", "domain", "fabric",
                                         "efficiency", "memory", "cost", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
-                                       "peak_flops", "power_w", "kernel_latency_s", "mxfp8", NULL};
+                                       "peak_flops", "power_w", "kernel_latency_s", "mxfp8", "fp8_any_layout", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "fp4", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
                                         "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
@@ -252,6 +255,7 @@ static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) 
     TS_CHECK(ts_jr_num(&pr, peak, "fp4", 0, 0, MAX_FLOPS, 0, &s->peak_fp4_flops));
     TS_CHECK(ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w));
     TS_CHECK(ts_jr_bool(&gr, gpu, "mxfp8", 0, 0, &s->mxfp8));
+    TS_CHECK(ts_jr_bool(&gr, gpu, "fp8_any_layout", 0, 0, &s->fp8_any_layout));
     return ts_jr_num(&gr, gpu, "kernel_latency_s", 0, 0, 1, 0, &s->kernel_latency_s);
 }
 
@@ -542,6 +546,8 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     TS_CHECK(add_num(gpu, "kernel_latency_s", s->kernel_latency_s));
     if (s->mxfp8 && cJSON_AddBoolToObject(gpu, "mxfp8", 1) == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field mxfp8");
+    if (s->fp8_any_layout && cJSON_AddBoolToObject(gpu, "fp8_any_layout", 1) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field fp8_any_layout");
 
     TS_CHECK(add_obj(root, "node", &node));
     TS_CHECK(add_num(node, "gpus", s->gpus_per_node));

@@ -57,6 +57,9 @@ typedef struct {
     double kernel_latency_s;             /* fixed time of one memory-bound or attention kernel
                                             beyond its bytes or FLOPs (launch, ramp-up); 0: none */
     int mxfp8;                           /* tensor cores run block-scaled MXFP8 (Blackwell) */
+    int fp8_any_layout;                  /* FP8 GEMMs take any operand layout, not only TN
+                                            (compute capability 10.x): tensor-scaled FP8 keeps no
+                                            transposed copies (program/recipe.c) */
     double peak_fp4_flops;               /* dense FP4 (NVFP4 / MXFP4) tensor peak, 0 = none;
                                             reported, never trained in */
 

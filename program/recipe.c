@@ -35,9 +35,13 @@
  * forward, and in backward the BF16 gradient of its output dY (m×n). Hopper's FP8 GEMMs take only
  * the TN layout, so each cast also writes the transposed FP8 copy the other GEMM of the backward
  * needs (Xᵀ for the weight gradient, dYᵀ likewise: TE's fused cast_transpose), with the amax
- * recorded in the same pass. Bytes per element cast:
- *   delayed (DelayedScaling; the scale from the amax history): read 2 + write 1 + 1 = 4;
- *   tensorwise (Float8CurrentScaling; the tensor's own amax first): 2 more to read it, 6;
+ * recorded in the same pass. On GPUs whose FP8 GEMMs take any layout (gpu.fp8_any_layout,
+ * Blackwell) tensor-scaled FP8 writes no transposed copy (TE pytorch/csrc/quantizer.cpp:
+ * create_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()); block-scaled
+ * recipes still write both, their scales running along different axes. Bytes per element cast:
+ *   delayed (DelayedScaling; the scale from the amax history): read 2 + write 1 + 1 = 4 (3
+ *     without the transpose);
+ *   tensorwise (Float8CurrentScaling; the tensor's own amax first): 2 more to read it, 6 (5);
  *   mxfp8 (MXFP8BlockScaling; one E8M0 scale per 32 elements, row- and column-wise copies,
  *     no global amax): 2 + 2·(1 + 1/32) = 4.0625;
  *   blockwise (DeepSeek-V3 §3.3.2, TE Float8BlockScaling: the amax and an fp32 scale per 1×128
@@ -47,7 +51,8 @@
  * The cast of the weights (4 bytes per FP8 weight, once per step: TE keeps the FP8 weights
  * across micro-batches) and the scale updates (a few floats per tensor) are below 0.5% of a step
  * and not charged; delayed scaling's amax reductions are (ts_amax_reduce_bytes below). Memory:
- * the FP8 weight and its transposed copy, 2 bytes per weight (MXFP8: 2·(1 + 1/32)) beside the
+ * the FP8 weight and its transposed copy, 2 bytes per weight (1 without the transpose; MXFP8:
+ * 2·(1 + 1/32)) beside the
  * 16-bit weights and the fp32 master copy in the optimizer states (ts_fp8_weight_copy_bytes;
  * planner/stages.c). With FP8 primary weights (Megatron-Core --fp8-param-gather) the FP8 weight
  * is the weight, held and all-gathered at 1 byte, and only its transpose is a copy
@@ -124,13 +129,20 @@ ts_dtype ts_attention_dtype(const ts_problem *pb) {
     return pb->train.fp8_attention ? TS_DTYPE_FP8 : TS_DTYPE_BF16;
 }
 
-/* HBM bytes per element an FP8 cast moves under the recipe (formulas above). */
-static double fp8_cast_per_elem(ts_fp8_recipe r) {
-    switch (r) {
-    case TS_FP8_TENSORWISE: return 6.0;
+/* Whether the recipe's FP8 tensors carry a transposed copy: tensor scaling on a GPU whose FP8
+ * GEMMs are TN only (formulas above); block scaling always (its column-wise copy). */
+static int fp8_transposed_copy(const ts_problem *pb) {
+    ts_fp8_recipe r = pb->train.fp8_recipe;
+    return r == TS_FP8_MXFP8 || r == TS_FP8_BLOCKWISE || !pb->sys.fp8_any_layout;
+}
+
+/* HBM bytes per element an FP8 cast moves under the problem's recipe and GPU (formulas above). */
+static double fp8_cast_per_elem(const ts_problem *pb) {
+    switch (pb->train.fp8_recipe) {
     case TS_FP8_MXFP8: return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
     case TS_FP8_BLOCKWISE: return 2.0 + 2.0 * (1.0 + 4.0 / 128.0);
-    default: return 4.0;
+    default: /* delayed: read 2, write 1 and the transpose's 1; tensorwise: 2 more for its amax */
+        return (pb->train.fp8_recipe == TS_FP8_TENSORWISE ? 5.0 : 3.0) + fp8_transposed_copy(pb);
     }
 }
 
@@ -145,8 +157,10 @@ static double fp8_weight_one_bytes(ts_fp8_recipe r) {
 
 double ts_fp8_weight_copy_bytes(const ts_problem *pb) {
     if (pb->train.dtype != TS_DTYPE_FP8) return 0;
-    /* the weight and its transpose; with FP8 primary weights the first is the weight itself */
-    return (pb->train.fp8_param_gather ? 1.0 : 2.0) * fp8_weight_one_bytes(pb->train.fp8_recipe);
+    /* the weight and its transpose (where one is kept); with FP8 primary weights the first is
+     * the weight itself */
+    double copies = 1.0 + fp8_transposed_copy(pb) - (pb->train.fp8_param_gather ? 1.0 : 0.0);
+    return copies * fp8_weight_one_bytes(pb->train.fp8_recipe);
 }
 
 double ts_weight_elem_bytes(const ts_problem *pb) {
@@ -201,7 +215,7 @@ double ts_amax_reduce_bytes(double gemms, int forward) { return 4.0 * (forward ?
  * it runs FP8. */
 static void add_fp8_casts(const ts_problem *pb, const ts_gemm_shape *g, double *fwd, double *bwd, double *amax) {
     if (ts_gemm_dtype(pb, g->part) != TS_DTYPE_FP8) return;
-    double c = fp8_cast_per_elem(pb->train.fp8_recipe);
+    double c = fp8_cast_per_elem(pb);
     *fwd += c * g->m * g->k * g->count;
     *bwd += c * g->m * g->n * g->count;
     if (ts_fp8_amax_reduced(pb)) *amax += g->count;

@@ -44,8 +44,8 @@ ts_dtype ts_gemm_dtype(const ts_problem *pb, int part);
  * unless FP8 attention is asked for: train.fp8_attention), else the step's dtype. */
 ts_dtype ts_attention_dtype(const ts_problem *pb);
 /* Bytes per weight of the FP8 copies Transformer Engine keeps beside the 16-bit weights under
- * fp8 (the FP8 weight and its transpose; MXFP8 row- and column-wise with their scales); 0 unless
- * fp8. */
+ * fp8 (the FP8 weight and, where the GPU's FP8 GEMMs are TN only, its transpose; MXFP8 row- and
+ * column-wise with their scales); 0 unless fp8. */
 double ts_fp8_weight_copy_bytes(const ts_problem *pb);
 
 /* Bytes per parameter of the weights as held and all-gathered (ZeRO's parameter gathers): the

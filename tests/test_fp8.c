@@ -131,27 +131,33 @@ Test(fp8, cp_ring_beside_bf16_attention) {
 }
 
 /* Cast bytes per GEMM: c·m·k forward, c·m·n backward, c = 4 (delayed), 6 (tensorwise), 4.0625
- * (mxfp8); none under bf16. */
+ * (mxfp8, blockwise); on a GPU whose FP8 GEMMs take any layout (B200) the tensor-scaled recipes
+ * write no transposed copy, 3 and 5; none under bf16. */
 Test(fp8, cast_bytes_per_recipe) {
-    ts_problem pb = test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1);
-    ts_shard sh = {.tp = 1, .cp = 1, .ep = 1, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
-    ts_attn_recipe a;
-    ts_mlp_recipe r;
-    ts_attn_recipe_of(&pb, &sh, &a);
-    ts_mlp_recipe_of(&pb, &sh, 0, &r);
-    cr_expect_eq(a.fp8_cast_bytes[0] + a.fp8_cast_bytes[1] + a.fp8_cast_bwd_bytes, 0);
-    cr_expect_eq(r.fp8_cast_bytes[0] + r.fp8_cast_bytes[1] + r.fp8_cast_bwd_bytes[0] + r.fp8_cast_bwd_bytes[1], 0);
-    pb = with_dtype(pb, TS_DTYPE_FP8);
-    static const double per_elem[TS_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0625, 4.0625};
-    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
-        pb.train.fp8_recipe = (ts_fp8_recipe)rc;
+    static const struct {
+        const char *system;
+        double per_elem[TS_FP8_RECIPE_COUNT];
+    } gpus[] = {{"h100-sxm-dgx", {4.0, 6.0, 4.0625, 4.0625}}, {"b200-dgx", {3.0, 5.0, 4.0625, 4.0625}}};
+    for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+        ts_problem pb = test_problem("llama2-7b", gpus[g].system, 8, 8, 4096, 1);
+        ts_shard sh = {.tp = 1, .cp = 1, .ep = 1, .sp = 0, .mbs = 1, .recompute = TS_RECOMPUTE_NONE};
+        ts_attn_recipe a;
+        ts_mlp_recipe r;
         ts_attn_recipe_of(&pb, &sh, &a);
         ts_mlp_recipe_of(&pb, &sh, 0, &r);
-        double T = 4096, h = 4096, f = 11008, c = per_elem[rc];
-        cr_expect_eq(a.fp8_cast_bytes[0], c * T * h, "%s", ts_fp8_recipe_names[rc]);
-        cr_expect_eq(a.fp8_cast_bwd_bytes, c * T * (3 * h + h));
-        cr_expect_eq(r.fp8_cast_bytes[1], c * T * f);
-        cr_expect_eq(r.fp8_cast_bwd_bytes[0], c * T * 2 * f);
+        cr_expect_eq(a.fp8_cast_bytes[0] + a.fp8_cast_bytes[1] + a.fp8_cast_bwd_bytes, 0);
+        cr_expect_eq(r.fp8_cast_bytes[0] + r.fp8_cast_bytes[1] + r.fp8_cast_bwd_bytes[0] + r.fp8_cast_bwd_bytes[1], 0);
+        pb = with_dtype(pb, TS_DTYPE_FP8);
+        for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+            pb.train.fp8_recipe = (ts_fp8_recipe)rc;
+            ts_attn_recipe_of(&pb, &sh, &a);
+            ts_mlp_recipe_of(&pb, &sh, 0, &r);
+            double T = 4096, h = 4096, f = 11008, c = gpus[g].per_elem[rc];
+            cr_expect_eq(a.fp8_cast_bytes[0], c * T * h, "%s %s", gpus[g].system, ts_fp8_recipe_names[rc]);
+            cr_expect_eq(a.fp8_cast_bwd_bytes, c * T * (3 * h + h));
+            cr_expect_eq(r.fp8_cast_bytes[1], c * T * f);
+            cr_expect_eq(r.fp8_cast_bwd_bytes[0], c * T * 2 * f);
+        }
     }
 }
 
@@ -220,16 +226,30 @@ Test(fp8, closed_form_within_2_percent_of_simulator) {
 }
 
 /* DeepSeek-V3's block scaling: an fp32 scale per 128×128 weight block beside the FP8 weight and
- * its transpose; per-tensor recipes 2 bytes; MXFP8 an E8M0 scale per 32. */
+ * its transpose; per-tensor recipes 2 bytes (1 where FP8 GEMMs take any layout, B200: no
+ * transpose; 0 beside FP8 primary weights); MXFP8 an E8M0 scale per 32, row- and column-wise. */
 Test(fp8, weight_copy_bytes_per_recipe) {
-    ts_problem pb = with_dtype(test_problem("llama2-7b", "h100-sxm-dgx", 8, 8, 4096, 1), TS_DTYPE_FP8);
-    static const double per_weight[TS_FP8_RECIPE_COUNT] = {2.0, 2.0, 2.0625, 2.0 + 8.0 / 16384};
-    for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
-        pb.train.fp8_recipe = (ts_fp8_recipe)rc;
-        cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), per_weight[rc], "%s", ts_fp8_recipe_names[rc]);
+    static const struct {
+        const char *system;
+        double per_weight[TS_FP8_RECIPE_COUNT], param_gather[TS_FP8_RECIPE_COUNT];
+    } gpus[] = {
+        {"h100-sxm-dgx", {2.0, 2.0, 2.0625, 2.0 + 8.0 / 16384}, {1.0, 1.0, 1.03125, 1.0 + 4.0 / 16384}},
+        {"b200-dgx", {1.0, 1.0, 2.0625, 2.0 + 8.0 / 16384}, {0.0, 0.0, 1.03125, 1.0 + 4.0 / 16384}},
+    };
+    for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+        ts_problem pb = with_dtype(test_problem("llama2-7b", gpus[g].system, 8, 8, 4096, 1), TS_DTYPE_FP8);
+        for (int rc = 0; rc < TS_FP8_RECIPE_COUNT; rc++) {
+            pb.train.fp8_recipe = (ts_fp8_recipe)rc;
+            pb.train.fp8_param_gather = 0;
+            cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), gpus[g].per_weight[rc], "%s %s", gpus[g].system,
+                         ts_fp8_recipe_names[rc]);
+            pb.train.fp8_param_gather = 1;
+            cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), gpus[g].param_gather[rc], "%s %s, FP8 primary weights",
+                         gpus[g].system, ts_fp8_recipe_names[rc]);
+        }
+        pb.train.dtype = TS_DTYPE_BF16;
+        cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), 0);
     }
-    pb.train.dtype = TS_DTYPE_BF16;
-    cr_expect_eq(ts_fp8_weight_copy_bytes(&pb), 0);
 }
 
 /* Under fp8 the inputs only a GEMM keeps for its backward are its FP8 copy (TE 2.x keeps the

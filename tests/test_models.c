@@ -491,6 +491,24 @@ Test(models, bad_speed_cv) {
     cJSON_Delete(doc);
 }
 
+/* gpu.fp8_any_layout: the B200 files say it, Hopper's do not; written back when set; a string is
+ * refused with its path. */
+Test(models, fp8_any_layout) {
+    ts_system h100, b200, back;
+    cr_assert_eq(ts_system_load("h100-sxm-dgx", &h100), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("b200-dgx", &b200), TS_OK, "%s", ts_error_message());
+    cr_expect(!h100.fp8_any_layout && b200.fp8_any_layout);
+    cJSON *doc = ts_system_to_json(&b200);
+    cr_assert_not_null(doc);
+    cr_assert_eq(ts_system_from_json("inline", doc, &back), TS_OK, "%s", ts_error_message());
+    cr_expect(back.fp8_any_layout);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(doc, "gpu"), "fp8_any_layout", cJSON_CreateString("yes"));
+    cr_expect_eq(ts_system_from_json("inline", doc, &back), TS_ERR_INPUT);
+    cr_expect(strstr(ts_error_message(), "fp8_any_layout") != NULL, "%s", ts_error_message());
+    ts_error_clear();
+    cJSON_Delete(doc);
+}
+
 /* Sets `obj`.`key` of a spec's JSON to `value` and expects the loader to refuse it with a message
  * holding `message`. */
 static void expect_refused(cJSON *doc, const char *obj, const char *key, double value, const char *message) {
