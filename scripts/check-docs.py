@@ -178,29 +178,30 @@ def renumber(shown, out, used):
 
 def successors(missing, out, block, lines, fixes):
     """--update: for each missing shown line of a fenced block (file lines `block`, a range), the
-    output line that begins as it did, not taken already, or else the shown line with its figures
-    renewed from the output line that matches it everywhere else (renumber); appends (index, new
-    line) to fixes and returns the shown lines it could not place."""
+    shown line with its figures renewed from the output line that matches it everywhere else
+    (renumber), or else the one output line not taken already that begins as it did (a line whose
+    words changed); appends (index, new line) to fixes and returns the shown lines it could not
+    place. Several lines beginning alike (table rows whose names share a prefix) place none."""
     left, used = [], set()
     for m in missing:
         at = next((i for i in block if lines[i] == m and all(i != f[0] for f in fixes)), None)
         if at is None:
             left.append(m)
             continue
+        new = renumber(m, out, used)
+        if new is not None:
+            fixes.append((at, new))
+            continue
         near = [k for k, raw in enumerate(out) if k not in used and canon(raw)[:24] == canon(m)[:24]]
         lead = re.match(r"\D{4,}", canon(m))  # a figure inside the first 24: the words before it
         if not near and lead:
             near = [k for k, raw in enumerate(out) if k not in used and canon(raw).startswith(lead.group(0))]
-        if near and not ELLIPSIS.search(m.strip()):
+        if len(near) == 1 and not ELLIPSIS.search(m.strip()):
             used.add(near[0])
             indent = m[:len(m) - len(m.lstrip())] if not out[near[0]].startswith(" ") else ""
             fixes.append((at, indent + out[near[0]].rstrip()))
             continue
-        new = renumber(m, out, used)
-        if new is None:
-            left.append(m)
-        else:
-            fixes.append((at, new))
+        left.append(m)
     return left
 
 
