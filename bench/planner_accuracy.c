@@ -4,7 +4,8 @@
  * Exit status 1 when a row is off by more than 15% (FP8 rows: 20%, see docs/planner.md "FP8") or a
  * Megatron layout is not in the top 5; the Megatron-Bridge rows (out of sample, most on Blackwell
  * GPUs whose system files' attention and FP8 efficiencies are placeholders) are reported, by GPU
- * too, and not gated. */
+ * too, and not gated. --scaling prints, per NVIDIA series, how much the step grew from its
+ * smallest to its largest run at one tp, pp and cp, published and predicted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +45,48 @@ static void print_by_gpu(const ts_pub_case *c, int n, int kind) {
     }
 }
 
+/* The series of a NVIDIA row: its id less the "-<N>gpu" ending, into buf. */
+static void series_of(const char *id, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", id);
+    char *end = strrchr(buf, '-');
+    if (end && strstr(end, "gpu")) *end = '\0';
+}
+
+/* --scaling: per NVIDIA series, its largest run against the smallest with the same tp, pp and cp
+ * (weak scaling: more data parallelism, the same work a GPU): how much the step grew, published
+ * and predicted. */
+static void print_scaling(const ts_pub_case *c, int n) {
+    printf("# weak scaling: step growth from the smallest to the largest run of a series at one tp, pp, cp\n");
+    printf("# %-36s %5s %5s %10s %10s\n", "series", "from", "to", "published", "predicted");
+    for (int i = 0; i < n; i++) {
+        if (c[i].unfit || strncmp(c[i].id, "nvidia-dgxc-", 12)) continue;
+        char s[96], t[96];
+        series_of(c[i].id, s, sizeof s);
+        int big = i, small = -1, seen = 0;
+        for (int j = 0; j < n; j++) {
+            if (c[j].unfit) continue;
+            series_of(c[j].id, t, sizeof t);
+            if (strcmp(s, t)) continue;
+            seen |= j < i;
+            if (c[j].gpus > c[big].gpus) big = j;
+        }
+        if (seen || big < 0) continue; /* each series once, at its first row */
+        for (int j = 0; j < n; j++) {
+            series_of(c[j].id, t, sizeof t);
+            if (c[j].unfit || strcmp(s, t) || c[j].tp != c[big].tp || c[j].pp != c[big].pp || c[j].cp != c[big].cp)
+                continue;
+            if (small < 0 || c[j].gpus < c[small].gpus) small = j;
+        }
+        if (small == big) continue;
+        printf("  %-36s %5d %5d %+9.1f%% %+9.1f%%\n", s + 12, c[small].gpus, c[big].gpus,
+               100 * (c[big].measured / c[small].measured - 1), 100 * (c[big].predicted / c[small].predicted - 1));
+    }
+}
+
 int main(int argc, char **argv) {
     char dir[4096];
+    int scaling = argc > 1 && !strcmp(argv[1], "--scaling");
+    if (scaling) argc--, argv++;
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "");
     if (!dir[0]) snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
     ts_pub_case *c;
@@ -54,6 +95,11 @@ int main(int argc, char **argv) {
     if (st != TS_OK) {
         fprintf(stderr, "planner_accuracy: %s\n", ts_error_message());
         return 1;
+    }
+    if (scaling) {
+        print_scaling(c, n);
+        free(c);
+        return 0;
     }
     int bad = 0, unfit = 0;
     static const char *const titles[TS_PUB_KIND_COUNT] = {
