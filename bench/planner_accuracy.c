@@ -12,36 +12,30 @@
 #include <string.h>
 
 #include "common/paths.h"
+#include "common/stats.h"
 #include "planner/published.h"
 
 #define MAX_ROWS 64
 
-static int cmp_abs(const void *a, const void *b) {
-    double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
-    return x < y ? -1 : x > y;
-}
-
-/* The median |error| of errs[0..k), k > 0 (sorts them by |error|). */
-static double median_abs(double *errs, int k) {
-    qsort(errs, (size_t)k, sizeof errs[0], cmp_abs);
-    return k % 2 ? fabs(errs[k / 2]) : 0.5 * (fabs(errs[k / 2 - 1]) + fabs(errs[k / 2]));
+/* Row j is a priced row of `kind` run on GPU `gpu`. */
+static int on_gpu(const ts_pub_case *c, int j, int kind, const char *gpu) {
+    return (int)c[j].kind == kind && !c[j].unfit && !strcmp(c[j].gpu, gpu);
 }
 
 /* One line per GPU the priced rows of `kind` ran on: their count, median and worst |error|, mean
  * error. */
 static void print_by_gpu(const ts_pub_case *c, int n, int kind) {
     for (int i = 0; i < n; i++) {
-        if ((int)c[i].kind != kind || c[i].unfit) continue;
-        int first = 1;
-        for (int j = 0; j < i && first; j++) first = !((int)c[j].kind == kind && !c[j].unfit && !strcmp(c[j].gpu, c[i].gpu));
+        int first = on_gpu(c, i, kind, c[i].gpu);
+        for (int j = 0; j < i && first; j++) first = !on_gpu(c, j, kind, c[i].gpu);
         if (!first) continue;
-        double errs[MAX_ROWS], sum = 0;
+        double abs_errs[MAX_ROWS], sum = 0;
         int k = 0;
         for (int j = i; j < n && k < MAX_ROWS; j++)
-            if ((int)c[j].kind == kind && !c[j].unfit && !strcmp(c[j].gpu, c[i].gpu)) sum += errs[k++] = c[j].error;
-        double median = median_abs(errs, k); /* sorts errs by |error| */
+            if (on_gpu(c, j, kind, c[i].gpu)) sum += c[j].error, abs_errs[k++] = fabs(c[j].error);
+        double median = ts_median(abs_errs, k); /* sorts them */
         printf("#   on %-26s %2d rows: median |error| %.1f%%, worst %.1f%%, mean error %+.1f%%\n", c[i].gpu, k,
-               100 * median, 100 * fabs(errs[k - 1]), 100 * sum / k);
+               100 * median, 100 * abs_errs[k - 1], 100 * sum / k);
     }
 }
 
@@ -70,7 +64,7 @@ static void print_scaling(const ts_pub_case *c, int n) {
             seen |= j < i;
             if (c[j].gpus > c[big].gpus) big = j;
         }
-        if (seen || big < 0) continue; /* each series once, at its first row */
+        if (seen) continue; /* each series once, at its first row */
         for (int j = 0; j < n; j++) {
             series_of(c[j].id, t, sizeof t);
             if (c[j].unfit || strcmp(s, t) || c[j].tp != c[big].tp || c[j].pp != c[big].pp || c[j].cp != c[big].cp)
@@ -130,7 +124,7 @@ int main(int argc, char **argv) {
                 unfit++;
                 continue;
             }
-            errs[k++] = c[i].error;
+            errs[k++] = fabs(c[i].error);
             /* FP8: 20% (docs/planner.md "FP8": published FP8 steps move with scale where BF16 ones do not) */
             if (kind == TS_PUB_BRIDGE_STEP) continue; /* out of sample, Blackwell placeholders: not gated */
             double tol = kind == TS_PUB_NVIDIA_STEP_FP8 || kind == TS_PUB_NVIDIA_MOE_STEP_FP8 ? 0.20 : 0.15;
@@ -138,8 +132,8 @@ int main(int argc, char **argv) {
         }
         if (kind == TS_PUB_BRIDGE_STEP) print_by_gpu(c, n, kind);
         if (k) {
-            double median = median_abs(errs, k);
-            printf("# %d rows: median |error| %.1f%%, worst %.1f%%\n\n", k, 100 * median, 100 * fabs(errs[k - 1]));
+            double median = ts_median(errs, k); /* sorts them */
+            printf("# %d rows: median |error| %.1f%%, worst %.1f%%\n\n", k, 100 * median, 100 * errs[k - 1]);
         }
     }
     free(c);

@@ -8,61 +8,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/stats.h"
 
 void ts_gemm_pairs_init(ts_gemm_pairs *p) { memset(p, 0, sizeof *p); }
 
 void ts_gemm_pairs_free(ts_gemm_pairs *p) {
-    free(p->flops);
-    free(p->from_per_s);
-    free(p->to_per_s);
+    free(p->pt);
     ts_gemm_pairs_init(p);
 }
 
 /* One GPU's measured shapes while reading: (b, m, n, k) and FLOP/s. */
 typedef struct {
-    int n, cap;
-    long long (*shape)[4];
-    double *per_s;
-} shape_list;
+    long long shape[4];
+    double per_s;
+} shape_meas;
 
-static void shapes_free(shape_list *l) {
-    free(l->shape);
-    free(l->per_s);
-}
+typedef struct {
+    int n, cap;
+    shape_meas *at;
+} shape_list;
 
 static int shape_find(const shape_list *l, const long long s[4]) {
     for (int i = 0; i < l->n; i++)
-        if (!memcmp(l->shape[i], s, sizeof l->shape[i])) return i;
+        if (!memcmp(l->at[i].shape, s, sizeof l->at[i].shape)) return i;
     return -1;
 }
 
 static ts_status shape_push(shape_list *l, const long long s[4], double per_s) {
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 256;
-        long long(*shape)[4] = realloc(l->shape, (size_t)cap * sizeof *shape);
-        if (shape) l->shape = shape;
-        double *v = shape ? realloc(l->per_s, (size_t)cap * sizeof *v) : NULL;
-        if (!v) return TS_FAIL(TS_ERR_NOMEM, "out of memory reading GEMM measurements");
-        l->per_s = v, l->cap = cap;
-    }
-    memcpy(l->shape[l->n], s, sizeof l->shape[0]);
-    l->per_s[l->n++] = per_s;
-    return TS_OK;
-}
-
-static ts_status pairs_push(ts_gemm_pairs *p, double flops, double from_per_s, double to_per_s) {
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 256;
-        double *f = realloc(p->flops, (size_t)cap * sizeof *f);
-        if (f) p->flops = f;
-        double *a = f ? realloc(p->from_per_s, (size_t)cap * sizeof *a) : NULL;
-        if (a) p->from_per_s = a;
-        double *b = a ? realloc(p->to_per_s, (size_t)cap * sizeof *b) : NULL;
-        if (!b) return TS_FAIL(TS_ERR_NOMEM, "out of memory pairing GEMM measurements");
-        p->to_per_s = b, p->cap = cap;
-    }
-    p->flops[p->n] = flops, p->from_per_s[p->n] = from_per_s, p->to_per_s[p->n++] = to_per_s;
+    TS_CHECK(ts_grow((void **)&l->at, l->n, &l->cap, sizeof *l->at, "measured GEMM shapes"));
+    memcpy(l->at[l->n].shape, s, sizeof l->at[0].shape);
+    l->at[l->n++].per_s = per_s;
     return TS_OK;
 }
 
@@ -104,13 +80,16 @@ ts_status ts_gemm_pairs_read(ts_gemm_pairs *p, const char *path, const char *fro
     ts_status st = read_lines(f, path, from_sm, to_sm, dtype, &from, &to);
     fclose(f);
     for (int i = 0; st == TS_OK && i < from.n; i++) {
-        int j = shape_find(&to, from.shape[i]);
-        const long long *s = from.shape[i];
-        if (j >= 0) st = pairs_push(p, 2.0 * (double)s[0] * (double)s[1] * (double)s[2] * (double)s[3], from.per_s[i],
-                                    to.per_s[j]);
+        int j = shape_find(&to, from.at[i].shape);
+        if (j < 0) continue;
+        const long long *s = from.at[i].shape;
+        st = ts_grow((void **)&p->pt, p->n, &p->cap, sizeof *p->pt, "GEMM shapes measured on both GPUs");
+        if (st == TS_OK)
+            p->pt[p->n++] = (ts_gemm_pair){2.0 * (double)s[0] * (double)s[1] * (double)s[2] * (double)s[3],
+                                           from.at[i].per_s, to.at[j].per_s};
     }
-    shapes_free(&from);
-    shapes_free(&to);
+    free(from.at);
+    free(to.at);
     if (st == TS_OK && p->n == 0)
         st = TS_FAIL(TS_ERR_INPUT, "%s: no %s shape measured on both %s and %s", path, dtype, from_sm, to_sm);
     return st;
@@ -119,16 +98,16 @@ ts_status ts_gemm_pairs_read(ts_gemm_pairs *p, const char *path, const char *fro
 int ts_gemm_ratio_bins(const ts_gemm_pairs *p, double from_peak, double to_peak, ts_gemm_ratio_bin *bins, int max) {
     int lo = INT_MAX, hi = INT_MIN, n = 0;
     for (int i = 0; i < p->n; i++) {
-        int d = (int)lround(log10(p->flops[i]));
+        int d = (int)lround(log10(p->pt[i].flops));
         lo = d < lo ? d : lo, hi = d > hi ? d : hi;
     }
     double *logf = malloc((size_t)p->n * sizeof *logf), *ratio = malloc((size_t)p->n * sizeof *ratio);
     for (int d = lo; logf && ratio && d <= hi && n < max; d++) {
         int k = 0;
         for (int i = 0; i < p->n; i++) {
-            if ((int)lround(log10(p->flops[i])) != d) continue;
-            logf[k] = log10(p->flops[i]);
-            ratio[k++] = (p->to_per_s[i] / to_peak) / (p->from_per_s[i] / from_peak);
+            if ((int)lround(log10(p->pt[i].flops)) != d) continue;
+            logf[k] = log10(p->pt[i].flops);
+            ratio[k++] = (p->pt[i].to_per_s / to_peak) / (p->pt[i].from_per_s / from_peak);
         }
         if (k) bins[n++] = (ts_gemm_ratio_bin){pow(10.0, ts_median(logf, k)), ts_median(ratio, k), k};
     }

@@ -19,10 +19,15 @@
 #include "common/status.h"
 #include "models/system.h"
 
-/* GEMM shapes measured on both GPUs: FLOPs (2·b·m·n·k) and each GPU's FLOP/s. Owns its arrays. */
+/* A GEMM shape measured on both GPUs: its FLOPs (2·b·m·n·k) and each GPU's FLOP/s. */
+typedef struct {
+    double flops, from_per_s, to_per_s;
+} ts_gemm_pair;
+
+/* The shapes measured on both. Owns its array. */
 typedef struct {
     int n, cap;
-    double *flops, *from_per_s, *to_per_s;
+    ts_gemm_pair *pt;
 } ts_gemm_pairs;
 
 void ts_gemm_pairs_init(ts_gemm_pairs *p);

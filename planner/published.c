@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/json.h"
 #include "planner/published_cache.h"
 #include "program/schedule.h"
@@ -300,12 +301,7 @@ static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub
         int nvidia = strncmp(id->valuestring, "nvidia-dgxc-", 12) == 0 &&
                      (strstr(id->valuestring, "-bf16-") || strstr(id->valuestring, "-fp8-"));
         if (!(want_megatron ? megatron : nvidia)) continue;
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 16;
-            ts_pub_case *grown = realloc(*cases, (size_t)*cap * sizeof **cases);
-            TS_ALLOC_GOTO(grown, res, exit);
-            *cases = grown;
-        }
+        TS_CHECK_GOTO(ts_grow((void **)cases, *n, cap, sizeof **cases, "published runs"), res, exit);
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "program/schedule.h"
 
 #define NAME_CAP 256 /* longest name (a zoo name or a path) the cache keys; longer ones load uncached */
@@ -31,17 +32,6 @@ void ts_pub_cache_free(ts_pub_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Room for one more entry of `size` bytes in *arr (n used of *cap). */
-static ts_status grow(void **arr, int n, int *cap, size_t size) {
-    if (n < *cap) return TS_OK;
-    int want = *cap ? 2 * *cap : 8;
-    void *p = realloc(*arr, (size_t)want * size);
-    if (!p) return TS_FAIL(TS_ERR_NOMEM, "out of memory for %d cached published-run inputs", want);
-    *arr = p;
-    *cap = want;
-    return TS_OK;
-}
-
 /* One lookup in c->arr (c->n entries, each a name and a value v): the cached value, else
  * `load_call` into *out and a new entry; a NULL cache or an over-long name: load_call alone. */
 #define LOOKUP(c, arr, n, cap, name, out, load_call)                                               \
@@ -56,7 +46,7 @@ static ts_status grow(void **arr, int n, int *cap, size_t size) {
                 return TS_OK;                                                                      \
             }                                                                                      \
         TS_CHECK(load_call);                                                                       \
-        TS_CHECK(grow((void **)&(c)->arr, (c)->n, &(c)->cap, sizeof *(c)->arr));                   \
+        TS_CHECK(ts_grow((void **)&(c)->arr, (c)->n, &(c)->cap, sizeof *(c)->arr, "inputs"));      \
         snprintf((c)->arr[(c)->n].name, NAME_CAP, "%s", (name));                                   \
         (c)->arr[(c)->n++].v = *(out);                                                             \
         return TS_OK;                                                                              \

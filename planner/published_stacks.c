@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/json.h"
 #include "planner/partition.h"
 #include "planner/published_cache.h"
@@ -140,12 +141,7 @@ ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, ts_pub_cac
     const cJSON *row;
     int idx = 0;
     cJSON_ArrayForEach(row, root) {
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 16;
-            ts_pub_case *grown = realloc(*cases, (size_t)*cap * sizeof **cases);
-            TS_ALLOC_GOTO(grown, res, exit);
-            *cases = grown;
-        }
+        TS_CHECK_GOTO(ts_grow((void **)cases, *n, cap, sizeof **cases, "published runs"), res, exit);
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         TS_CHECK_GOTO(stack_case(path, idx++, row, kind, cache, c), res, exit);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 /* Fitted by `build/bench/fp8_gemms --fit validation/gpu/h100-wgrad-sweep-1.txt
  * validation/gpu/h100-wgrad-sweep-2.txt` (ts_accum_fit): one H100 80GB HBM3, cuBLAS 13
  * (cublasGemmEx bf16, cublasLtMatmul E4M3 with split accumulation), six weights from 1536×6144
@@ -41,25 +43,13 @@ double ts_accum_added_s(const ts_accum_curve *c, double gemm_s, double traffic_s
 void ts_accum_points_init(ts_accum_points *p) { memset(p, 0, sizeof *p); }
 
 void ts_accum_points_free(ts_accum_points *p) {
-    free(p->gemm_s);
-    free(p->traffic_s);
-    free(p->added_s);
+    free(p->pt);
     ts_accum_points_init(p);
 }
 
 static ts_status push(ts_accum_points *p, double gemm_s, double traffic_s, double added_s) {
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 256;
-        double *g = realloc(p->gemm_s, cap * sizeof *g);
-        if (g) p->gemm_s = g;
-        double *t = realloc(p->traffic_s, cap * sizeof *t);
-        if (t) p->traffic_s = t;
-        double *a = realloc(p->added_s, cap * sizeof *a);
-        if (a) p->added_s = a;
-        if (!g || !t || !a) return TS_FAIL(TS_ERR_NOMEM, "out of memory: %d measured points", cap);
-        p->cap = cap;
-    }
-    p->gemm_s[p->n] = gemm_s, p->traffic_s[p->n] = traffic_s, p->added_s[p->n++] = added_s;
+    TS_CHECK(ts_grow((void **)&p->pt, p->n, &p->cap, sizeof *p->pt, "measured points"));
+    p->pt[p->n++] = (ts_accum_point){gemm_s, traffic_s, added_s};
     return TS_OK;
 }
 
@@ -107,8 +97,9 @@ ts_status ts_accum_points_read(ts_accum_points *p, const char *path, int grad_by
 static double fit_linear(const ts_accum_points *p, ts_accum_curve *c) {
     double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0, yy = 0;
     for (int i = 0; i < p->n; i++) {
-        double s = 1 / (1 + half_integer_pow(p->gemm_s[i] / p->traffic_s[i] / c->r_half, c->power));
-        double u = p->traffic_s[i] * (1 - s), w = p->traffic_s[i] * s, y = p->added_s[i];
+        const ts_accum_point *q = &p->pt[i];
+        double s = 1 / (1 + half_integer_pow(q->gemm_s / q->traffic_s / c->r_half, c->power));
+        double u = q->traffic_s * (1 - s), w = q->traffic_s * s, y = q->added_s;
         a11 += u * u, a12 += u * w, a22 += w * w, b1 += u * y, b2 += w * y, yy += y * y;
     }
     double det = a11 * a22 - a12 * a12;
@@ -137,9 +128,10 @@ ts_status ts_accum_fit(const ts_accum_points *p, ts_accum_curve *out, double *rm
 void ts_accum_totals_of(const ts_accum_points *p, const ts_accum_curve *c, ts_accum_totals *out) {
     *out = (ts_accum_totals){0};
     for (int i = 0; i < p->n; i++) {
-        out->measured_s += p->added_s[i];
-        out->curve_s += ts_accum_added_s(c, p->gemm_s[i], p->traffic_s[i]);
-        out->floor_s += fmax(0, p->traffic_s[i] - p->gemm_s[i]);
-        out->additive_s += p->traffic_s[i];
+        const ts_accum_point *q = &p->pt[i];
+        out->measured_s += q->added_s;
+        out->curve_s += ts_accum_added_s(c, q->gemm_s, q->traffic_s);
+        out->floor_s += fmax(0, q->traffic_s - q->gemm_s);
+        out->additive_s += q->traffic_s;
     }
 }

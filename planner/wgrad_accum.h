@@ -33,11 +33,15 @@ const ts_accum_curve *ts_accum_curve_for(double grad_bytes);
  * where either is not positive. */
 double ts_accum_added_s(const ts_accum_curve *c, double gemm_s, double traffic_s);
 
-/* Measured points: per GEMM, its plain time, main_grad's traffic time and what beta = 1 added
- * (seconds). Owns its arrays. */
+/* One measured GEMM: its plain time, main_grad's traffic time and what beta = 1 added. */
+typedef struct {
+    double gemm_s, traffic_s, added_s;
+} ts_accum_point;
+
+/* Measured points. Owns its array. */
 typedef struct {
     int n, cap;
-    double *gemm_s, *traffic_s, *added_s;
+    ts_accum_point *pt;
 } ts_accum_points;
 
 void ts_accum_points_init(ts_accum_points *p);
