@@ -29,6 +29,9 @@
  *    "moe_a2a_overlap": 1,                     EP dispatch/combine hidden, [0, 1] or "system"
  *                                              (no statement: --moe-a2a-overlap's default)
  *    "comm_sm_frac": 0.15,                     SMs held by overlapped communication, [0, 1)
+ *    "grouped_gemm_streams": 4,                the local experts' grouped GEMM as one cuBLAS GEMM
+ *                                              per expert over that many streams, [0, 64];
+ *                                              default 0: one grouped kernel
  *    "moe_bias_etp1": true,                    experts with biases only apart from TP (etp 1);
  *                                              default false
  *    "dtype": "fp8", "fp8_recipe": "blockwise", the precision it trains in (default none; the
@@ -49,7 +52,8 @@
 static const char *const root_keys[] = {"name", "description", "sources", "schedules", "recompute",
                                         "zero", "pp_max_zero", "dimensions", "flash_attention", "cross_entropy_fusion",
                                         "overlap", "pp_scatter_gather", "grad_reduce_dtype",
-                                        "grad_accum_bytes", "moe_a2a_overlap", "comm_sm_frac", "moe_bias_etp1", "dtype",
+                                        "grad_accum_bytes", "moe_a2a_overlap", "comm_sm_frac", "grouped_gemm_streams",
+                                        "moe_bias_etp1", "dtype",
                                         "fp8_recipe",
                                         "notes", NULL};
 static const char *const dim_keys[] = {"tp", "pp", "cp", "ep", "sp", "etp", "source", NULL};
@@ -233,6 +237,7 @@ ts_status ts_stack_from_json(const char *file, const cJSON *root, const char *co
     TS_CHECK(ts_jr_num(&r, root, "grad_accum_bytes", 0, 0, 64, 0, &s.grad_accum_bytes));
     TS_CHECK(overlap_frac(&r, root, "moe_a2a_overlap", &s.moe_a2a_overlap));
     TS_CHECK(ts_jr_num(&r, root, "comm_sm_frac", 0, 0, 0.99, 0, &s.comm_sm_frac));
+    TS_CHECK(ts_jr_i32(&r, root, "grouped_gemm_streams", 0, 0, 64, 0, &s.grouped_gemm_streams));
     TS_CHECK(ts_jr_bool(&r, root, "moe_bias_etp1", 0, 0, &s.moe_bias_etp1));
     TS_CHECK(ts_jr_enum(&r, root, "dtype", 0, ts_dtype_names, -1, &s.dtype));
     TS_CHECK(ts_jr_str(&r, root, "fp8_recipe", 0, "", s.fp8_recipe, sizeof s.fp8_recipe));

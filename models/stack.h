@@ -55,6 +55,10 @@ typedef struct {
     double moe_a2a_overlap;   /* fraction of the EP dispatch/combine the stack hides under
                                  computation (train.moe_a2a_overlap's default; --moe-a2a-overlap
                                  overrides); TS_STACK_SYSTEM: no statement, the option's default */
+    int grouped_gemm_streams; /* how its grouped GEMM (the local experts') runs: 0, one grouped
+                                 kernel (CUTLASS, DeepGEMM, torch._grouped_mm); n > 0, one cuBLAS
+                                 GEMM per expert, round-robin over n CUDA streams (Transformer
+                                 Engine's GroupedLinear; planner/moe_cost.h) */
     double comm_sm_frac;      /* fraction of the GPU's SMs its communication kernels hold while
                                  they overlap computation (DeepSeek-V3: 20 of 132); 0: copy
                                  engines or NCCL's few SMs, nothing charged */

@@ -45,7 +45,8 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
  * backward's rate and no faster than its memory traffic: planner/op_cost.h) to p's. */
 static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
-    double t = grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm)
+    double t = grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm,
+                                           pb->train.stack.grouped_gemm_streams)
                        : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
     p->gemm_s += t;
     if (dt == TS_DTYPE_FP8) p->fp8_gemm_s += t;

@@ -116,7 +116,7 @@ double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, doubl
 #define TS_GROUPED_TILE_ROWS 128.0
 
 double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens,
-                         int grouped) {
+                         int grouped, int streams) {
     double one = 2.0 * m * n * k;
     if (one <= 0 || tokens <= 0) return 0;
     /* CPU ranks (serial_ops, or cores shared) run the executor's one BLAS GEMM per expert, as
@@ -126,5 +126,8 @@ double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, do
      * empty on average; none computes less than one tile */
     double padded = fmax(TS_GROUPED_TILE_ROWS, tokens + 0.5 * TS_GROUPED_TILE_ROWS);
     double flops = one * count * padded / tokens;
-    return fmax(flops / (s->peak_flops[dt] * ts_gemm_eff(s, dt, flops)), ts_gemm_memory_s(s, dt, m, n, k, count));
+    /* the GEMMs that share the GPU at once: all of them in one kernel, else one per stream */
+    double together = streams > 0 && streams < count ? streams : count;
+    double eff = ts_gemm_eff(s, dt, one * together * padded / tokens);
+    return fmax(flops / (s->peak_flops[dt] * eff), ts_gemm_memory_s(s, dt, m, n, k, count));
 }

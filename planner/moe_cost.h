@@ -29,11 +29,13 @@ double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, doubl
  * `per_node` of its ranks each; `nodes` when the routing is not limited. */
 double ts_moe_node_limit(const ts_moe *x, int ep, int per_node, int nodes);
 
-/* Seconds for a grouped GEMM (the local experts' GEMMs in one kernel: Megatron-Core's
- * --moe-grouped-gemm, TE GroupedLinear, CUTLASS grouped GEMM) of `count` GEMMs m×n×k in `dt`,
- * `tokens` of m, n, k being the token dimension (formula in moe_cost.c); with `grouped` 0 the
- * `count` GEMMs run one after another (Megatron-Core's SequentialMLP), each priced alone. */
+/* Seconds for a grouped GEMM (the local experts' GEMMs: Megatron-Core's --moe-grouped-gemm)
+ * of `count` GEMMs m×n×k in `dt`, `tokens` of m, n, k being the token dimension (formula in
+ * moe_cost.c): one kernel when `streams` is 0 (CUTLASS, DeepGEMM), else one GEMM per expert
+ * over `streams` CUDA streams at once (Transformer Engine's GroupedLinear; the stack's
+ * grouped_gemm_streams); with `grouped` 0 the `count` GEMMs run one after another
+ * (Megatron-Core's SequentialMLP), each priced alone. */
 double ts_grouped_gemm_s(const ts_system *s, ts_dtype dt, double m, double n, double k, double count, double tokens,
-                         int grouped);
+                         int grouped, int streams);
 
 #endif

@@ -37,7 +37,7 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         double count = op->flops > one ? op->flops / one : 1.0, t;
         if (op->part == TS_PART_EXPERT_FC1 || op->part == TS_PART_EXPERT_FC2)
             t = scale * ts_grouped_gemm_s(s, dt, op->m, op->n, op->k, count, op->phase == TS_PHASE_WGRAD ? op->k : op->m,
-                                          pb->train.moe_grouped_gemm);
+                                          pb->train.moe_grouped_gemm, pb->train.stack.grouped_gemm_streams);
         else if (op->part == TS_PART_ATTN) /* unfused scores: their traffic is the element-wise op's */
             t = scale * ts_gemm_compute_s(s, dt, op->m, op->n, op->k) * count;
         else

@@ -91,7 +91,7 @@ Test(roofline, moe_wgrad_closed_form_is_the_programs) {
             double one = 2.0 * op->m * op->n * op->k;
             expert_compute_s += ts_gemm_bwd_scale(&pb.sys, TS_DTYPE_FP8) *
                                 ts_grouped_gemm_s(&pb.sys, TS_DTYPE_FP8, op->m, op->n, op->k, op->flops / one, op->k,
-                                                  pb.train.moe_grouped_gemm);
+                                                  pb.train.moe_grouped_gemm, pb.train.stack.grouped_gemm_streams);
         }
     }
     ts_program_free(&p);

@@ -13,6 +13,7 @@
 #include "planner/memory_exec.h"
 #include "planner/moe_cost.h"
 #include "models/coll.h"
+#include "models/stack.h"
 #include "program/program.h"
 #include "program/ranks.h"
 #include "program/recipe.h"
@@ -134,22 +135,48 @@ Test(moe, grouped_gemm) {
     ts_problem pb = test_problem("mixtral-8x7b", "h100-sxm-dgx", 64, 64, 4096, 1);
     const ts_system *s = &pb.sys;
     double n = 14336, k = 4096;
-    double big = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 4096, n, k, 4, 4096, 1);
+    double big = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 4096, n, k, 4, 4096, 1, 0);
     double flops = 4 * 2.0 * (4096 + 64) * n * k;
     cr_expect(close_to(big, flops / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, flops))));
     /* 16 tokens an expert cost a tile of 128 rows, or reading the 4 experts' 14336 × 4096 weights
      * (470 MB in bf16), which here takes longer */
-    double tiny = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 16, n, k, 4, 16, 1), tile = 4 * 2.0 * 128 * n * k;
+    double tiny = ts_grouped_gemm_s(s, TS_DTYPE_BF16, 16, n, k, 4, 16, 1, 0), tile = 4 * 2.0 * 128 * n * k;
     double tile_s = tile / (s->peak_flops[TS_DTYPE_BF16] * ts_gemm_eff(s, TS_DTYPE_BF16, tile));
     double weights_s = 4 * n * k * 2.0 / (s->hbm_bytes_per_s * s->hbm_eff);
     cr_expect(close_to(tiny, fmax(tile_s, ts_gemm_memory_s(s, TS_DTYPE_BF16, 16, n, k, 4))), "%g", tiny);
     cr_expect(tiny > tile_s && tiny >= weights_s, "memory-bound: %g s, weights alone %g s, a tile %g s", tiny, weights_s,
               tile_s);
     /* SequentialMLP: one GEMM per expert at its own size, no tile padding */
-    cr_expect(close_to(ts_grouped_gemm_s(s, TS_DTYPE_BF16, 2048, n, k, 4, 2048, 0), 4.0 * ts_gemm_s(s, TS_DTYPE_BF16, 2048, n, k)));
+    cr_expect(close_to(ts_grouped_gemm_s(s, TS_DTYPE_BF16, 2048, n, k, 4, 2048, 0, 0), 4.0 * ts_gemm_s(s, TS_DTYPE_BF16, 2048, n, k)));
     ts_problem cpu = test_problem("tiny-moe", "cpu-localhost", 2, 8, 256, 1);
-    cr_expect(close_to(ts_grouped_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256, 2, 100, 1),
+    cr_expect(close_to(ts_grouped_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256, 2, 100, 1, 0),
                        2.0 * ts_gemm_s(&cpu.sys, TS_DTYPE_BF16, 100, 344, 256)));
+}
+
+/* Transformer Engine's GroupedLinear (the megatron-core stack's grouped_gemm_streams, 4): one
+ * cuBLAS GEMM per expert over 4 streams, so 16 fine-grained experts run as 4 waves of 4 GEMMs,
+ * each wave at the curve's efficiency at 4 GEMMs' FLOPs, not 16's: slower than one grouped
+ * kernel; up to 4 local experts it is the same; one stream is the experts one at a time. */
+Test(moe, grouped_gemm_streams) {
+    ts_stack mc, v3;
+    cr_assert_eq(ts_stack_load("megatron-core", ts_schedule_names, ts_recompute_names, &mc), TS_OK);
+    cr_expect_eq(mc.grouped_gemm_streams, 4, "megatron-core runs TE's GroupedLinear");
+    ts_problem pb = test_problem("qwen3-235b-a22b", "h100-sxm-dgx", 256, 2048, 4096, 1);
+    const ts_system *s = &pb.sys;
+    double n = 1536, k = 2048, m = 4096;
+    double one_kernel = ts_grouped_gemm_s(s, TS_DTYPE_FP8, m, n, k, 16, m, 1, 0);
+    double te = ts_grouped_gemm_s(s, TS_DTYPE_FP8, m, n, k, 16, m, 1, 4);
+    double wave = 4 * 2.0 * (m + 64) * n * k;
+    cr_expect(close_to(te, 4 * wave / (s->peak_flops[TS_DTYPE_FP8] * ts_gemm_eff(s, TS_DTYPE_FP8, wave))), "%g", te);
+    cr_expect_gt(te, 1.1 * one_kernel, "16 small experts: %g s over 4 streams, %g s in one kernel", te, one_kernel);
+    cr_expect(close_to(ts_grouped_gemm_s(s, TS_DTYPE_FP8, m, n, k, 4, m, 1, 4),
+                       ts_grouped_gemm_s(s, TS_DTYPE_FP8, m, n, k, 4, m, 1, 0)), "4 experts fill the 4 streams");
+    double alone = 2.0 * (m + 64) * n * k;
+    cr_expect(close_to(ts_grouped_gemm_s(s, TS_DTYPE_FP8, m, n, k, 16, m, 1, 1),
+                       16 * alone / (s->peak_flops[TS_DTYPE_FP8] * ts_gemm_eff(s, TS_DTYPE_FP8, alone))));
+    /* a stack that states one grouped kernel (DeepGEMM) keeps the curve at the total */
+    cr_assert_eq(ts_stack_load("deepseek-v3", ts_schedule_names, ts_recompute_names, &v3), TS_OK);
+    cr_expect_eq(v3.grouped_gemm_streams, 0);
 }
 
 /* Zoo models without a load_cv take the balanced routers' default; a measured one stays. */
