@@ -41,7 +41,7 @@ static int same_curve(const ts_eff_curve *a, const ts_eff_curve *b) {
  * takes no MoE error. */
 static void add_run(const ts_pub_case *c, ts_band_stat *fam, ts_band_stat *all) {
     add(all, c->step_error);
-    if (c->kind == TS_PUB_NVIDIA_MOE_STEP || c->kind == TS_PUB_NVIDIA_MOE_STEP_FP8) {
+    if (c->moe) {
         add(&fam[TS_FAM_MOE], c->step_error);
         return;
     }
@@ -50,11 +50,11 @@ static void add_run(const ts_pub_case *c, ts_band_stat *fam, ts_band_stat *all) 
     if (c->gpus >= TS_BAND_SCALE_GPUS) add(&fam[TS_FAM_SCALE], c->step_error);
 }
 
-ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out) {
+ts_status ts_bands_compute(const char *dir, const char *stack, int moe, ts_bands *out) {
     memset(out, 0, sizeof *out);
     ts_pub_case *c;
     int n;
-    TS_CHECK_CTX(ts_published_errors(dir, &c, &n), "the uncertainty bands' published runs (%s)", dir);
+    TS_CHECK_CTX(ts_published_errors_scoped(dir, moe, &c, &n), "the uncertainty bands' published runs (%s)", dir);
     for (int i = 0; i < n; i++) {
         if (c[i].unfit) continue;
         add(&out->all, c[i].step_error);

@@ -50,8 +50,9 @@ typedef struct {
 } ts_bands;
 
 /* Predicts the published runs of `dir` (validation/published) and gathers the residuals of runs
- * on stack `stack` (a profile name). */
-ts_status ts_bands_compute(const char *dir, const char *stack, ts_bands *out);
+ * on stack `stack` (a profile name); the runs of MoE models only when `moe` (the plan's model is
+ * MoE): a dense plan takes no MoE error, so they are not predicted for it. */
+ts_status ts_bands_compute(const char *dir, const char *stack, int moe, ts_bands *out);
 
 /* Whether a run on the stack was measured on GPU `gpu_name` (a system spec's gpu_name). */
 int ts_bands_measured_on(const ts_bands *b, const char *gpu_name);

@@ -151,35 +151,33 @@ static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_bac
     return TS_FAIL(TS_ERR_INPUT, "%s: training.attention_backend: expected \"fused\" or \"flash\"", file);
 }
 
-/* An MoE recipe's expert settings where it states them (training.moe_dispatcher, one of
- * ts_moe_dispatcher_names; moe_capacity_factor with moe_pad_to_capacity, Megatron-Core's token
- * drop; moe_grouped_gemm; overlap_moe_expert_parallel_comm, its combined 1F1B;
- * moe_shared_expert_overlap); absent ones keep the defaults. */
-static ts_status moe_training(const char *file, const cJSON *row, ts_model *m, ts_train *t) {
-    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(row, "training");
+ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *tr, ts_model *m, ts_train *t) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(tr, "moe_dispatcher");
     const cJSON *cf = cJSON_GetObjectItemCaseSensitive(tr, "moe_capacity_factor");
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(tr, "moe_pad_to_capacity");
     const cJSON *grouped = cJSON_GetObjectItemCaseSensitive(tr, "moe_grouped_gemm");
     const cJSON *combined = cJSON_GetObjectItemCaseSensitive(tr, "overlap_moe_expert_parallel_comm");
     const cJSON *shared_ov = cJSON_GetObjectItemCaseSensitive(tr, "moe_shared_expert_overlap");
+    const cJSON *balance = cJSON_GetObjectItemCaseSensitive(tr, "moe_force_balance");
     if (d) {
         int i = 0;
         while (cJSON_IsString(d) && ts_moe_dispatcher_names[i] && strcmp(d->valuestring, ts_moe_dispatcher_names[i]))
             i++;
         if (!cJSON_IsString(d) || !ts_moe_dispatcher_names[i])
-            return TS_FAIL(TS_ERR_INPUT, "%s: training.moe_dispatcher: expected auto, alltoall, allgather or deepep", file);
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_dispatcher: expected auto, alltoall, allgather or deepep", file,
+                           where);
         t->moe_dispatcher = (ts_moe_dispatcher)i;
     }
     if (cf) {
         if (!cJSON_IsNumber(cf) || !(cf->valuedouble > 0))
-            return TS_FAIL(TS_ERR_INPUT, "%s: training.moe_capacity_factor: expected a number > 0", file);
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_capacity_factor: expected a number > 0", file, where);
         m->moe.capacity_factor = cf->valuedouble;
         m->moe.capacity_unpadded = cJSON_IsFalse(pad);
     }
     if (grouped) t->moe_grouped_gemm = cJSON_IsTrue(grouped);
     if (combined) t->moe_combined_1f1b = cJSON_IsTrue(combined);
     if (shared_ov) t->moe_shared_expert_overlap = cJSON_IsTrue(shared_ov);
+    if (cJSON_IsTrue(balance)) m->moe.load_cv = 0; /* every expert its even share */
     return TS_OK;
 }
 
@@ -203,8 +201,9 @@ typedef struct {
     void *ctx;
 } pub_visitor;
 
-static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *cache, const pub_visitor *visit,
-                             ts_pub_case *c) {
+/* Leaves c->predicted 0 (and predicts nothing) when the row trains an MoE model and `moe` is 0. */
+static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, ts_pub_cache *cache,
+                             const pub_visitor *visit, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
     TS_CHECK(num_at(file, row, "hardware", "count", &gpus));
     TS_CHECK(num_at(file, row, "layout", "tp", &tp));
@@ -234,6 +233,8 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     c->kind = moe ? (fp8 ? TS_PUB_NVIDIA_MOE_STEP_FP8 : TS_PUB_NVIDIA_MOE_STEP)
                   : (fp8 ? TS_PUB_NVIDIA_STEP_FP8 : TS_PUB_NVIDIA_STEP);
     c->fp8 = fp8;
+    c->moe = moe;
+    if (moe && !moe_runs) return TS_OK;
     /* The recipes pad GPT-3's vocabulary to 51200 (the case records it). */
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "model"), "vocab");
     if (cJSON_IsNumber(v)) vocab = v->valuedouble;
@@ -246,7 +247,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
     TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
-    if (moe) TS_CHECK(moe_training(file, row, &m, &t));
+    if (moe) TS_CHECK(ts_pub_moe_settings(file, "training", cJSON_GetObjectItemCaseSensitive(row, "training"), &m, &t));
     /* FP8 primary weights where the recipe keeps them (NeMo's fp8_params) */
     const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
                                                         "fp8_param_gather");
@@ -288,7 +289,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, ts_pub_cache *c
     return TS_OK;
 }
 
-static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub_cache *cache,
+static ts_status run_file(const char *path, int want_megatron, int ranks, int moe_runs, ts_pub_cache *cache,
                           const pub_visitor *visit, ts_pub_case **cases, int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
@@ -305,8 +306,10 @@ static ts_status run_file(const char *path, int want_megatron, int ranks, ts_pub
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
         snprintf(c->id, sizeof c->id, "%s", id->valuestring);
-        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c) : nvidia_case(path, row, cache, visit, c),
+        TS_CHECK_GOTO(megatron ? megatron_case(path, row, ranks, cache, c)
+                               : nvidia_case(path, row, moe_runs, cache, visit, c),
                       res, exit);
+        if (c->moe && !moe_runs) continue; /* not predicted: the slot is reused */
         c->is_tflops = megatron;
         if (!c->unfit) {
             c->error = (c->predicted - c->measured) / c->measured;
@@ -319,24 +322,23 @@ exit:
     return res;
 }
 
-static ts_status published_run(const char *dir, int ranks, ts_pub_cache *cache, ts_pub_case **cases, int *n) {
+static ts_status published_run(const char *dir, int ranks, int moe_runs, ts_pub_cache *cache, ts_pub_case **cases,
+                               int *n) {
+    static const char *const stack_files[] = {"older-stacks.json", "megatron-bridge.json", "megatron-bridge-moe.json"};
+    static const ts_pub_kind stack_kinds[] = {TS_PUB_OLDER_STACK, TS_PUB_BRIDGE_STEP, TS_PUB_BRIDGE_MOE_STEP};
     *cases = NULL;
     *n = 0;
     int cap = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/megatron-sc21-table1.json", dir);
-    ts_status res = run_file(path, 1, ranks, cache, NULL, cases, n, &cap);
+    ts_status res = run_file(path, 1, ranks, moe_runs, cache, NULL, cases, n, &cap);
     if (res == TS_OK) {
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
-        res = run_file(path, 0, ranks, cache, NULL, cases, n, &cap);
+        res = run_file(path, 0, ranks, moe_runs, cache, NULL, cases, n, &cap);
     }
-    if (res == TS_OK) {
-        snprintf(path, sizeof path, "%s/older-stacks.json", dir);
-        res = ts_published_stacks_run(path, TS_PUB_OLDER_STACK, cache, cases, n, &cap);
-    }
-    if (res == TS_OK) {
-        snprintf(path, sizeof path, "%s/megatron-bridge.json", dir);
-        res = ts_published_stacks_run(path, TS_PUB_BRIDGE_STEP, cache, cases, n, &cap);
+    for (int f = 0; f < 3 && res == TS_OK; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, stack_files[f]);
+        res = ts_published_stacks_run(path, stack_kinds[f], moe_runs, cache, cases, n, &cap);
     }
     if (res != TS_OK) {
         free(*cases);
@@ -347,22 +349,28 @@ static ts_status published_run(const char *dir, int ranks, ts_pub_cache *cache, 
 }
 
 /* Both public entries with a cache of their own: one load per distinct model, system and stack. */
-static ts_status published_cached(const char *dir, int ranks, ts_pub_case **cases, int *n) {
+static ts_status published_cached(const char *dir, int ranks, int moe_runs, ts_pub_case **cases, int *n) {
     ts_pub_cache cache;
     ts_pub_cache_init(&cache);
-    ts_status res = published_run(dir, ranks, &cache, cases, n);
+    ts_status res = published_run(dir, ranks, moe_runs, &cache, cases, n);
     ts_pub_cache_free(&cache);
     return res;
 }
 
-ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) { return published_cached(dir, 1, cases, n); }
+ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n) {
+    return published_cached(dir, 1, 1, cases, n);
+}
 
 ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n) {
-    return published_cached(dir, 0, cases, n);
+    return published_cached(dir, 0, 1, cases, n);
+}
+
+ts_status ts_published_errors_scoped(const char *dir, int moe_runs, ts_pub_case **cases, int *n) {
+    return published_cached(dir, 0, moe_runs, cases, n);
 }
 
 ts_status ts_published_errors_with(const char *dir, ts_pub_cache *cache, ts_pub_case **cases, int *n) {
-    return published_run(dir, 0, cache, cases, n);
+    return published_run(dir, 0, 1, cache, cases, n);
 }
 
 ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx) {
@@ -373,7 +381,7 @@ ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx) {
     ts_pub_case *cases = NULL;
     int n = 0, cap = 0;
     pub_visitor visit = {fn, ctx};
-    ts_status res = run_file(path, 0, 0, &cache, &visit, &cases, &n, &cap);
+    ts_status res = run_file(path, 0, 0, 1, &cache, &visit, &cases, &n, &cap);
     free(cases);
     ts_pub_cache_free(&cache);
     return res;

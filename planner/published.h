@@ -13,6 +13,8 @@
 #ifndef TS_PUBLISHED_H
 #define TS_PUBLISHED_H
 
+#include <cjson/cJSON.h>
+
 #include "planner/published_cache.h"
 #include "planner/search.h"
 
@@ -23,7 +25,8 @@
  * layout.ep and layout.etp pinned as published).
  * TS_PUB_BRIDGE_STEP: NVIDIA's Megatron-Bridge dense FP8 runs on H100 and Blackwell
  * (validation/published/megatron-bridge.json, read like older-stacks.json): no curve was fitted
- * to them. */
+ * to them. TS_PUB_BRIDGE_MOE_STEP: its MoE runs on H100 whose recipes Tessera prices
+ * (megatron-bridge-moe.json, the same reader with the rows' expert settings). */
 typedef enum {
     TS_PUB_MEGATRON_TFLOPS,
     TS_PUB_NVIDIA_STEP,
@@ -32,6 +35,7 @@ typedef enum {
     TS_PUB_NVIDIA_MOE_STEP,
     TS_PUB_NVIDIA_MOE_STEP_FP8,
     TS_PUB_BRIDGE_STEP,
+    TS_PUB_BRIDGE_MOE_STEP,
     TS_PUB_KIND_COUNT
 } ts_pub_kind;
 
@@ -51,6 +55,7 @@ typedef struct {
     char gpu[64];     /* the GPU it ran on (its system spec's gpu name) */
     ts_eff_curve gemm_eff; /* that system spec's GEMM efficiency curve */
     int fp8;          /* the run trained in FP8 (the FP8 kinds, and rows naming their stack with dtype fp8) */
+    int moe;          /* the run trained an MoE model (the MoE kinds, and MoE rows naming their stack) */
     int unfit;        /* the planner finds no layout under the pins that fits, or none valid (layout:
                          the reason); predicted and the errors are 0 */
     int rank;         /* Megatron: rank of the published (t,p,d) among distinct (t,p,d) of the
@@ -60,13 +65,17 @@ typedef struct {
 } ts_pub_case;
 
 /* Loads the files from `dir` (megatron-sc21-table1.json, published-cases.json,
- * older-stacks.json, megatron-bridge.json) and predicts every usable case. *cases is malloc'd (caller frees). */
+ * older-stacks.json, megatron-bridge.json, megatron-bridge-moe.json) and predicts every usable case. *cases is malloc'd (caller frees). */
 ts_status ts_published_run(const char *dir, ts_pub_case **cases, int *n);
 
 /* ts_published_run without the Megatron rows' ranks (rank 0): the same predictions and errors,
  * for callers that need only those (the uncertainty bands, planner/bands.h); the rank's search
  * of the whole space is most of the work. */
 ts_status ts_published_errors(const char *dir, ts_pub_case **cases, int *n);
+
+/* ts_published_errors with the runs of MoE models left out (not predicted) unless `moe_runs`:
+ * the bands of a dense model's plan take no MoE error (planner/bands.h). */
+ts_status ts_published_errors_scoped(const char *dir, int moe_runs, ts_pub_case **cases, int *n);
 
 /* ts_published_errors with the caller's cache (planner/published_cache.h): each distinct model,
  * system and stack loaded once; NULL loads them for every case (the same answers, slower). */
@@ -80,9 +89,19 @@ typedef ts_status (*ts_pub_visit_fn)(const ts_pub_case *c, const ts_problem *pb,
  * calls fn on each: for benches that look inside a row's prediction (bench/fp8_gemms.c). */
 ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx);
 
-/* Appends the cases of `path` (rows that name their stack: older-stacks.json, megatron-bridge.json)
- * as `kind` to *cases (room *cap, grown as needed), their models, systems and stacks from `cache`
- * (NULL: loaded for every case). */
-ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap);
+/* An MoE recipe's expert settings where the object `tr` of a published row (at `where` in `file`,
+ * for messages) states them: moe_dispatcher (one of ts_moe_dispatcher_names); moe_capacity_factor
+ * with moe_pad_to_capacity (Megatron-Core's token drop); moe_grouped_gemm;
+ * overlap_moe_expert_parallel_comm (its combined 1F1B); moe_shared_expert_overlap;
+ * moe_force_balance (Megatron-Core's moe_router_force_load_balancing: every expert its even
+ * share, load_cv 0). Absent ones keep the defaults. */
+ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *tr, ts_model *m, ts_train *t);
+
+/* Appends the cases of `path` (rows that name their stack: older-stacks.json, megatron-bridge.json,
+ * megatron-bridge-moe.json) as `kind` to *cases (room *cap, grown as needed), their models,
+ * systems and stacks from `cache` (NULL: loaded for every case); rows of MoE models only when
+ * `moe_runs`. */
+ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, int moe_runs, ts_pub_cache *cache,
+                                  ts_pub_case **cases, int *n, int *cap);
 
 #endif

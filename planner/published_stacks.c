@@ -7,7 +7,10 @@
  * "fp8_recipe" (a --fp8-recipe name), "fp8_param_gather" (FP8 primary weights) and "partition"
  * (a --partition mode; default uniform, the even split); "measured": {"train_step_s"},
  * {"tokens_per_s_per_gpu"} (the step is global_batch_seqs · seq_len / (it · gpus)) or
- * {"hw_tflops_per_gpu"} (TFLOP/s counted with recompute, SC'21 eq. 3). See published.h. */
+ * {"hw_tflops_per_gpu"} (TFLOP/s counted with recompute, SC'21 eq. 3); MoE rows (megatron-bridge-
+ * moe.json) may state their recipe's expert settings (ts_pub_moe_settings's fields) and
+ * "mem_headroom" (--mem-headroom as a fraction; 0 where the published layout needs the memory the
+ * default reserve keeps free: it ran). See published.h. */
 #include "planner/published.h"
 
 #include <stdio.h>
@@ -25,6 +28,7 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     char model[64], system[64], stack[64];
     int64_t gpus, batch, seq, vocab;
     int dtype, recipe, param_gather;
+    double headroom;
     TS_CHECK(ts_jr_str(r, row, "model", 1, NULL, model, sizeof model));
     TS_CHECK(ts_jr_str(r, row, "system", 1, NULL, system, sizeof system));
     TS_CHECK(ts_jr_str(r, row, "stack", 1, NULL, stack, sizeof stack));
@@ -35,6 +39,7 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     TS_CHECK(ts_jr_enum(r, row, "dtype", 1, ts_dtype_names, 0, &dtype));
     TS_CHECK(ts_jr_enum(r, row, "fp8_recipe", 0, ts_fp8_recipe_names, TS_FP8_DELAYED, &recipe));
     TS_CHECK(ts_jr_bool(r, row, "fp8_param_gather", 0, 0, &param_gather));
+    TS_CHECK(ts_jr_num(r, row, "mem_headroom", 0, 0, 0.9, -1, &headroom));
     ts_model m;
     ts_system s;
     ts_train t;
@@ -49,10 +54,13 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     t.seq = seq;
     t.fp8_recipe = (ts_fp8_recipe)recipe;
     t.fp8_param_gather = param_gather;
+    if (headroom >= 0) t.mem_headroom_frac = headroom;
+    TS_CHECK(ts_pub_moe_settings(r->file, r->path, row, &m, &t));
     TS_CHECK(ts_pub_cache_stack(cache, stack, &t.stack));
     snprintf(c->model, sizeof c->model, "%s", model);
     snprintf(c->stack, sizeof c->stack, "%s", stack);
     c->fp8 = dtype == TS_DTYPE_FP8;
+    c->moe = m.moe.experts > 0;
     c->gpus = (int)gpus;
     return ts_problem_init(pb, &m, &s, &t, c->gpus);
 }
@@ -90,8 +98,9 @@ static ts_status row_search(const ts_problem *pb, const ts_pins *pins, int mode,
     return ts_search_partitioned(pb, &o, &po, res);
 }
 
-static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_kind kind, ts_pub_cache *cache,
-                            ts_pub_case *c) {
+/* Predicts nothing (c->moe set, c->predicted 0) for a row of an MoE model when `moe_runs` is 0. */
+static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_kind kind, int moe_runs,
+                            ts_pub_cache *cache, ts_pub_case *c) {
     ts_jreader root, r;
     ts_jreader_root(&root, file);
     ts_jreader_child(&root, NULL, idx, &r);
@@ -99,6 +108,7 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
     c->kind = kind;
     ts_problem pb;
     TS_CHECK(row_problem(&r, row, cache, c, &pb));
+    if (c->moe && !moe_runs) return TS_OK;
     char pins_text[256], what[300];
     TS_CHECK(ts_jr_str(&r, row, "pins", 1, NULL, pins_text, sizeof pins_text));
     snprintf(what, sizeof what, "%s: %s.pins", file, r.path);
@@ -130,7 +140,8 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
     return TS_OK;
 }
 
-ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, ts_pub_cache *cache, ts_pub_case **cases, int *n, int *cap) {
+ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, int moe_runs, ts_pub_cache *cache,
+                                  ts_pub_case **cases, int *n, int *cap) {
     cJSON *root = NULL;
     ts_status res = TS_OK;
     TS_CHECK(ts_json_load_file(path, &root));
@@ -144,8 +155,8 @@ ts_status ts_published_stacks_run(const char *path, ts_pub_kind kind, ts_pub_cac
         TS_CHECK_GOTO(ts_grow((void **)cases, *n, cap, sizeof **cases, "published runs"), res, exit);
         ts_pub_case *c = &(*cases)[*n];
         memset(c, 0, sizeof *c);
-        TS_CHECK_GOTO(stack_case(path, idx++, row, kind, cache, c), res, exit);
-        (*n)++;
+        TS_CHECK_GOTO(stack_case(path, idx++, row, kind, moe_runs, cache, c), res, exit);
+        if (!c->moe || moe_runs) (*n)++; /* else the slot is reused */
     }
 exit:
     cJSON_Delete(root);

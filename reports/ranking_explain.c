@@ -208,7 +208,7 @@ ts_status ts_ranking_bands(const ts_problem *pb, const ts_search_opts *so, const
     ts_status res = TS_OK;
     bands_dir(o, dir, sizeof dir);
     if (o->stats) r->stats = *o->stats;
-    else TS_CHECK_GOTO(ts_bands_compute(dir, pb->train.stack.name, &r->stats), res, exit);
+    else TS_CHECK_GOTO(ts_bands_compute(dir, pb->train.stack.name, pb->model.moe.experts > 0, &r->stats), res, exit);
     r->bands = calloc((size_t)(n > 0 ? n : 1), sizeof *r->bands);
     if (!r->bands) {
         res = TS_FAIL(TS_ERR_NOMEM, "out of memory for %d bands", n);

@@ -37,7 +37,7 @@ static ts_status explain_of(const char *plan_file, ts_report *r) {
     ts_band band;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
-    TS_CHECK(ts_bands_compute(dir, r->pb.train.stack.name, &bands));
+    TS_CHECK(ts_bands_compute(dir, r->pb.train.stack.name, r->pb.model.moe.experts > 0, &bands));
     ts_band_of(&bands, &r->pb, &r->layouts[0].layout, r->layouts[0].step_s, &band);
     r->band_lo_s = band.lo_s;
     r->band_hi_s = band.hi_s;

@@ -220,7 +220,7 @@ ts_status ts_sweep_run(const ts_sweep_spec *spec, ts_sweep_result *out) {
     ts_bands stats;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", ts_data_dir());
-    TS_CHECK(ts_bands_compute(dir, spec->train.stack.name, &stats));
+    TS_CHECK(ts_bands_compute(dir, spec->train.stack.name, spec->model.moe.experts > 0, &stats));
     for (int g = 0; g < spec->n_gpus; g++)
         for (int b = 0; b < nb; b++)
             for (int l = 0; l < nl; l++)

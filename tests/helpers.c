@@ -280,8 +280,8 @@ void test_plan_carries(const char *plan, const char *key, const char *value, con
 char *test_published_dir(const char *file, const char *rows) {
     char *dir = make_temp_dir(), path[4200];
     const char *names[] = {"published-cases.json", "megatron-sc21-table1.json", "older-stacks.json",
-                           "megatron-bridge.json"};
-    for (int i = 0; i < 4; i++) {
+                           "megatron-bridge.json", "megatron-bridge-moe.json"};
+    for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         FILE *f = fopen(path, "w");
         cr_assert_not_null(f, "cannot write %s", path);

@@ -74,6 +74,46 @@ Test(planner_published, megatron_bridge_rows_are_read_and_priced) {
     cr_expect_eq(mx, 4, "MXFP8 beside current scaling on B200 (8B, 405B), GB200 and GB300 (8B)");
 }
 
+/* Megatron-Bridge's MoE runs (megatron-bridge-moe.json): read with their recipes' expert settings
+ * and priced, experts apart from TP as pinned; the run that pads to capacity within 5%, the
+ * dropless ones within 20% (too fast: no host synchronisation is priced, docs/moe.md). The
+ * settings reach the search: forced balance and the combined 1F1B make the 25.11 run faster
+ * than the padded 25.09 one on the same layout; a bad setting is refused naming the file and the
+ * field. */
+Test(planner_published, megatron_bridge_moe_rows_are_read_and_priced) {
+    int n = 0;
+    double padded_s = 0, dropless_s = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const ts_pub_case *c = &cases[i];
+        if (c->kind != TS_PUB_BRIDGE_MOE_STEP) continue;
+        n++;
+        cr_expect(c->moe && c->fp8 && !c->unfit && strstr(c->layout, "etp=1"), "%s: %s", c->id, c->layout);
+        cr_expect_lt(fabs(c->error), 0.20, "%s: %+.1f%%", c->id, 100 * c->error);
+        if (!strcmp(c->id, "mbridge-2509-qwen3-235b-h100-cs")) {
+            padded_s = c->predicted;
+            cr_expect_lt(fabs(c->error), 0.05, "%s: %+.1f%%", c->id, 100 * c->error);
+        }
+        if (!strcmp(c->id, "mbridge-2511-qwen3-235b-h100-cs")) dropless_s = c->predicted;
+    }
+    cr_expect_eq(n, 3, "Qwen3-235B-A22B (25.09, 25.11), DeepSeek-V3 (25.09)");
+    cr_expect(dropless_s > 0 && dropless_s < padded_s, "balanced with EP overlap %g s, padded %g s", dropless_s,
+              padded_s);
+    char *dir = test_published_dir("megatron-bridge-moe.json",
+                                   "[{\"id\": \"r\", \"source\": \"test\", \"stack\": \"megatron-core\", "
+                                   "\"model\": \"qwen3-235b-a22b\", \"system\": \"h100-sxm-dgx\", \"gpus\": 256, "
+                                   "\"global_batch_seqs\": 2048, \"seq_len\": 4096, \"dtype\": \"fp8\", "
+                                   "\"moe_dispatcher\": \"pigeon\", \"pins\": \"tp=2,ep=32\", "
+                                   "\"measured\": {\"train_step_s\": 20}}]");
+    ts_pub_case *c = NULL;
+    int k = 0;
+    ts_error_clear();
+    cr_expect_neq(ts_published_errors(dir, &c, &k), TS_OK);
+    cr_expect(strstr(ts_error_message(), "megatron-bridge-moe.json: $[0].moe_dispatcher") != NULL, "%s",
+              ts_error_message());
+    free(c);
+    remove_dir(dir);
+}
+
 /* A row's fp8_recipe, fp8_param_gather and partition reach the search: the 405B row's 126 layers on
  * pp8 vpp8 split only as GLPK splits them (an even split refuses the pins); a bad field is refused
  * naming the file and the field. */

@@ -216,7 +216,7 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data_root());
     ts_bands b;
-    cr_assert_eq(ts_bands_compute(dir, "megatron-core", &b), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_bands_compute(dir, "megatron-core", 1, &b), TS_OK, "%s", ts_error_message());
     ts_pub_case *c;
     int n;
     cr_assert_eq(ts_published_run(dir, &c, &n), TS_OK);
@@ -224,7 +224,9 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
     for (int f = 0; f < TS_FAM_COUNT; f++) want[f] = h100[f] = (ts_band_stat){0, INFINITY, -INFINITY};
     for (int i = 0; i < n; i++) {
         if (strcmp(c[i].stack, "megatron-core") || c[i].unfit) continue;
-        int moe = c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8;
+        int moe = c[i].moe;
+        cr_expect_eq(moe, c[i].kind == TS_PUB_NVIDIA_MOE_STEP || c[i].kind == TS_PUB_NVIDIA_MOE_STEP_FP8 ||
+                              c[i].kind == TS_PUB_BRIDGE_MOE_STEP, "%s", c[i].id);
         int fams[3] = {moe ? TS_FAM_MOE : c[i].fp8 ? TS_FAM_FP8 : TS_FAM_DENSE, !moe && c[i].cp > 1 ? TS_FAM_CP : -1,
                        !moe && c[i].gpus >= TS_BAND_SCALE_GPUS ? TS_FAM_SCALE : -1};
         for (int k = 0; k < 3; k++) {
@@ -243,6 +245,16 @@ Test(stacks, bands_are_the_residuals_on_published_runs) {
                       ts_family_names[f]);
     }
     cr_expect_gt(want[TS_FAM_MOE].n, 0, "published MoE rows (docs/moe.md)");
+    /* a dense plan's bands: the same families less MoE, whose runs are not even predicted */
+    ts_bands dense;
+    cr_assert_eq(ts_bands_compute(dir, "megatron-core", 0, &dense), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(dense.fam[TS_FAM_MOE].n, 0);
+    for (int f = 0; f < TS_FAM_COUNT; f++)
+        if (f != TS_FAM_MOE)
+            cr_expect(dense.fam[f].n == b.fam[f].n && dense.fam[f].err_min == b.fam[f].err_min &&
+                          dense.fam[f].err_max == b.fam[f].err_max,
+                      "%s", ts_family_names[f]);
+    cr_expect_eq(dense.stack_all.n, b.stack_all.n - b.fam[TS_FAM_MOE].n);
     cr_expect_gt(want[TS_FAM_CP].n, 0, "published rows at cp > 1 (Llama 3.1)");
     ts_problem pb = on_stack("llama2-70b", "h100-sxm-dgx", 64, 1024, 4096, "megatron-core");
     ts_layout l = {.dp = 2, .tp = 8, .pp = 4, .cp = 1, .ep = 1, .mbs = 1, .vpp = 5, .schedule = TS_SCHED_INTERLEAVED};
@@ -319,7 +331,7 @@ Test(stacks, a_band_says_which_gpus_it_was_measured_on) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/validation/published", data_root());
     ts_bands b;
-    cr_assert_eq(ts_bands_compute(dir, "megatron-core", &b), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_bands_compute(dir, "megatron-core", 0, &b), TS_OK, "%s", ts_error_message());
     cr_expect(ts_bands_measured_on(&b, "H100 SXM5 80GB") && ts_bands_measured_on(&b, "B200 180GB (DGX B200)") &&
               !ts_bands_measured_on(&b, "H200 SXM 141GB"));
     static const struct {
