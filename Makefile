@@ -271,12 +271,15 @@ check-export: $(BIN)
 	TESSERA_BIN=$(abspath $(BIN)) TESSERA_DATA=$(CURDIR) bash scripts/check-export.sh
 
 # The commands README.md and docs/ show, re-run: every output line shown must still come out
-# (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure, which the check must catch;
-# tests/data/docs/updatable.md one that --update must replace with the command's line.
+# (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure and repeated.md a line twice
+# that comes out once, which the check must catch; tests/data/docs/updatable.md one that --update
+# must replace with the command's line.
 check-docs: $(BIN) $(BUILD)/bench/planner_accuracy $(BUILD)/bench/fp8_gemms
 	TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py
 	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/stale.md >/dev/null; then \
 	  echo "check-docs: tests/data/docs/stale.md passed, but its figure is stale"; exit 1; fi
+	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/repeated.md >/dev/null; then \
+	  echo "check-docs: tests/data/docs/repeated.md passed, but it shows a line twice that comes out once"; exit 1; fi
 	@d=$$(mktemp -d) && cp tests/data/docs/updatable.md $$d/ && \
 	  TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py --update $$d/updatable.md >/dev/null; \
 	  TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py $$d/updatable.md >/dev/null; rc=$$?; \

@@ -15,6 +15,8 @@
  *                                               others in [0, 1e18] with 0 (default) = unsupported;
  *                                               fp4 (NVFP4/MXFP4) is reported, never trained in
  *      "power_w": 700,                          board power, [0, 1e5], default 0 = unknown
+ *      "sms": 132,                              streaming multiprocessors, [0, 4096], default 0 =
+ *                                               not stated (planner/moe_cost.h: DeepEP's SMs)
  *      "mxfp8": false,                          tensor cores run block-scaled MXFP8 (OCP MX,
  *                                               Blackwell), default false
  *      "fp8_any_layout": false,                 FP8 GEMMs take any operand layout (Blackwell's
@@ -145,7 +147,7 @@ const char *const ts_dtype_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 static const char *const root_keys[] = {"name", "source", "gpu", "node", "domain", "fabric",
                                         "efficiency", "memory", "cost", "measured", NULL};
 static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes_per_s",
-                                       "peak_flops", "power_w", "kernel_latency_s", "mxfp8", "fp8_any_layout", NULL};
+                                       "peak_flops", "power_w", "sms", "kernel_latency_s", "mxfp8", "fp8_any_layout", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "fp4", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
                                         "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
@@ -254,6 +256,7 @@ static ts_status read_gpu(const ts_jreader *r, const cJSON *root, ts_system *s) 
     }
     TS_CHECK(ts_jr_num(&pr, peak, "fp4", 0, 0, MAX_FLOPS, 0, &s->peak_fp4_flops));
     TS_CHECK(ts_jr_num(&gr, gpu, "power_w", 0, 0, MAX_POWER_W, 0, &s->power_w));
+    TS_CHECK(ts_jr_i32(&gr, gpu, "sms", 0, 0, 4096, 0, &s->sms));
     TS_CHECK(ts_jr_bool(&gr, gpu, "mxfp8", 0, 0, &s->mxfp8));
     TS_CHECK(ts_jr_bool(&gr, gpu, "fp8_any_layout", 0, 0, &s->fp8_any_layout));
     return ts_jr_num(&gr, gpu, "kernel_latency_s", 0, 0, 1, 0, &s->kernel_latency_s);
@@ -543,6 +546,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
         TS_CHECK(add_num(peak, ts_dtype_names[d], s->peak_flops[d]));
     if (s->peak_fp4_flops > 0) TS_CHECK(add_num(peak, "fp4", s->peak_fp4_flops));
     TS_CHECK(add_num(gpu, "power_w", s->power_w));
+    if (s->sms > 0) TS_CHECK(add_num(gpu, "sms", s->sms));
     TS_CHECK(add_num(gpu, "kernel_latency_s", s->kernel_latency_s));
     if (s->mxfp8 && cJSON_AddBoolToObject(gpu, "mxfp8", 1) == NULL)
         return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field mxfp8");

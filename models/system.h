@@ -54,6 +54,7 @@ typedef struct {
     double hbm_bytes_per_s;              /* peak HBM bandwidth */
     double peak_flops[TS_DTYPE_COUNT];   /* dense tensor-core peak per dtype; 0 = unsupported */
     double power_w;                      /* board power, 0 = unknown */
+    int sms;                             /* streaming multiprocessors, 0 = not stated */
     double kernel_latency_s;             /* fixed time of one memory-bound or attention kernel
                                             beyond its bytes or FLOPs (launch, ramp-up); 0: none */
     int mxfp8;                           /* tensor cores run block-scaled MXFP8 (Blackwell) */

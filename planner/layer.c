@@ -309,9 +309,11 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
  * backward's dispatch (Megatron-Core runs the expert weight gradients before it, unless
  * --delay-wgrad-compute defers them). Each waits for its inputs. Returns the pair's time beyond
  * its computation: the EP traffic left exposed, per micro-batch (each runs one forward and one
- * backward of the layer, paired), and the system's overlap_slowdown on the computation that runs
- * beside the hidden part (the simulator's: computation that starts with a transfer in flight). */
-static double combined_exposed_s(const ts_system *s, const layer_parts *p) {
+ * backward of the layer, paired), and the slowdown of the computation that runs beside the
+ * hidden part (the simulator's: computation that starts with an EP transfer in flight): the
+ * system's overlap_slowdown, or the SMs the dispatcher's kernels hold where that is more
+ * (moe_cost.h ts_moe_comm_sm_frac: DeepEP's 20). */
+static double combined_exposed_s(const ts_problem *pb, const layer_parts *p) {
     double to = p->a2a_to_s, from = p->a2a_s - p->a2a_to_s;
     double af = p->pre_fwd_s, ab = p->pre_bwd_s, mf = p->fwd_s - af, mw = p->mlp_wgrad_s, md = p->bwd_s - ab - mw;
     double comb_b = to, disp_f = to, disp_b = from, comb_f = from;
@@ -324,7 +326,8 @@ static double combined_exposed_s(const ts_system *s, const layer_parts *p) {
     double t_ab = fmax(t_mf, d_b) + mw + ab;       /* weight gradients and attention's backward */
     double span = fmax(t_ab, c_f), busy = af + ab + mf + md + mw;
     double exposed = span > busy ? span - busy : 0, hidden = 2.0 * (to + from) - exposed;
-    return exposed + s->overlap_slowdown * fmin(fmax(hidden, 0), busy);
+    double slowdown = fmax(pb->sys.overlap_slowdown, ts_moe_comm_sm_frac(pb));
+    return exposed + slowdown * fmin(fmax(hidden, 0), busy);
 }
 
 /* One policy's costs from the parts. */
@@ -366,7 +369,7 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
     if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
     out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s - p->shared_hidden_s;
-    out->ep_paired_s = pb->train.moe_combined_1f1b && p->a2a_s > 0 && !full ? combined_exposed_s(s, p) : out->ep_s;
+    out->ep_paired_s = pb->train.moe_combined_1f1b && p->a2a_s > 0 && !full ? combined_exposed_s(pb, p) : out->ep_s;
 
     double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
     if (full) {

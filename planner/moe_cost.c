@@ -30,8 +30,13 @@
  * DeepSeek-V3 gives 20 of the H800's 132 SMs to its all-to-all kernels (§3.2.2, §3.5.1: "we
  * allocate 20 out of the 132 SMs ... which will limit the computational throughput"), so while
  * a hidden transfer of t seconds runs, computation proceeds at 1 - f of its rate (f =
- * stack.comm_sm_frac, 20/132): it finishes f·t later than alone (as long as the computation
+ * ts_moe_comm_sm_frac, 20/132): it finishes f·t later than alone (as long as the computation
  * outlasts the transfer, the point of hiding it). That f·t is charged beside the exposed part.
+ * f is the stack's comm_sm_frac where it states one; the deepep dispatcher's kernels hold
+ * DeepEP's 20 SMs on any stack (deep_ep/buffer.py: Buffer.num_sms = 20; Megatron-Core's
+ * moe_deepep_num_sms, "historical default 20"), a fraction of the GPU's (the system's sms; not
+ * charged where the system file states none). NCCL's all-to-all runs on a few channels' SMs:
+ * the system's overlap_slowdown, as every overlapped collective.
  *
  * Grouped GEMM. The local experts run as one kernel (MegaBlocks, Gale et al. 2022 §5: one
  * block-sparse / grouped kernel instead of a batch of padded ones; Megatron-Core's default
@@ -93,10 +98,17 @@ double ts_moe_coll_alone_s(const ts_problem *pb, int ep, int stride, ts_coll c, 
     return coll_s;
 }
 
+double ts_moe_comm_sm_frac(const ts_problem *pb) {
+    double f = pb->train.stack.comm_sm_frac;
+    if (ts_moe_dispatcher_of(pb) == TS_MOE_DISPATCH_DEEPEP && pb->sys.sms > 0)
+        f = fmax(f, TS_DEEPEP_SMS / pb->sys.sms);
+    return f;
+}
+
 double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
     double coll_s = ts_moe_coll_alone_s(pb, ep, stride, c, bytes);
     double hidden = pb->train.moe_a2a_overlap;
-    return coll_s * (1.0 - hidden) + coll_s * hidden * pb->train.stack.comm_sm_frac;
+    return coll_s * (1.0 - hidden) + coll_s * hidden * ts_moe_comm_sm_frac(pb);
 }
 
 /* The EP collective as a step program's op: its exposed part on its stream, and the SM share of
@@ -108,8 +120,9 @@ double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double b
 }
 
 double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
-    if (pb->train.stack.comm_sm_frac <= 0 || pb->train.moe_a2a_overlap <= 0) return 0;
-    return ts_moe_coll_alone_s(pb, ep, stride, c, bytes) * pb->train.moe_a2a_overlap * pb->train.stack.comm_sm_frac;
+    double f = ts_moe_comm_sm_frac(pb);
+    if (f <= 0 || pb->train.moe_a2a_overlap <= 0) return 0;
+    return ts_moe_coll_alone_s(pb, ep, stride, c, bytes) * pb->train.moe_a2a_overlap * f;
 }
 
 /* The threadblock tile along the token dimension (rows). */

@@ -18,10 +18,16 @@ double ts_moe_coll_alone_s(const ts_problem *pb, int ep, int stride, ts_coll c, 
 
 /* One EP collective as a step program's op: the seconds it runs on its stream (the part not
  * hidden, 1 - train.moe_a2a_overlap of the transfer), and the seconds the SMs its hidden part
- * holds (the stack's comm_sm_frac) take from the computation beside it. They add up to
+ * holds (ts_moe_comm_sm_frac) take from the computation beside it. They add up to
  * ts_moe_coll_s, what the closed form charges. */
 double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
 double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+
+/* The SMs the EP dispatch and combine kernels hold while they run beside computation, as a
+ * fraction of the GPU's: the stack's comm_sm_frac, or DeepEP's TS_DEEPEP_SMS of the system's
+ * sms under the deepep dispatcher, the larger (moe_cost.c); 0 when neither is stated. */
+#define TS_DEEPEP_SMS 20.0
+double ts_moe_comm_sm_frac(const ts_problem *pb);
 
 /* The nodes a token's copies reach at most: the model's node-limited routing (router_groups,
  * router_group_topk: a token's experts lie in at most router_group_topk groups; a group's

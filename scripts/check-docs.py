@@ -98,11 +98,12 @@ def shown_lines(shown):
     return [x for x in shown if x.strip() and x.strip() not in ("...", "…", "(stderr)")]
 
 
-def matches(want, got):
-    """Whether the shown line `want` is one of the canonical output lines `got`."""
+def match_index(want, got, used):
+    """The first of the canonical output lines `got` not in `used` (indices) that the shown line
+    `want` matches, or None: two shown lines alike need two such output lines."""
     pieces = [re.escape(p) for p in ELLIPSIS.split(canon(want))]
     rx = re.compile(r"(?:\s*.*?\s*)".join(pieces) + ("" if pieces[-1] else ".*"))
-    return any(rx.fullmatch(g) for g in got)
+    return next((k for k, g in enumerate(got) if k not in used and rx.fullmatch(g)), None)
 
 
 def written(cmd):
@@ -176,13 +177,14 @@ def renumber(shown, out, used):
     return None
 
 
-def successors(missing, out, block, lines, fixes):
+def successors(missing, out, block, lines, fixes, used):
     """--update: for each missing shown line of a fenced block (file lines `block`, a range), the
     shown line with its figures renewed from the output line that matches it everywhere else
     (renumber), or else the one output line not taken already that begins as it did (a line whose
     words changed); appends (index, new line) to fixes and returns the shown lines it could not
-    place. Several lines beginning alike (table rows whose names share a prefix) place none."""
-    left, used = [], set()
+    place. Several lines beginning alike (table rows whose names share a prefix) place none.
+    `used`: the output lines the block's other shown lines matched, never taken again."""
+    left = []
     for m in missing:
         at = next((i for i in block if lines[i] == m and all(i != f[0] for f in fixes)), None)
         if at is None:
@@ -229,13 +231,18 @@ def check_file(path, env, verbose, counts, update=False):
                                text=True, timeout=600)
             out = p.stdout + p.stderr
             got = [canon(x) for x in out.split("\n")]
-            want = shown_lines(shown)
-            missing = [w for w in want if not matches(w, got)]
+            want, used, missing = shown_lines(shown), set(), []
+            for w in want:
+                k = match_index(w, got, used)
+                if k is None:
+                    missing.append(w)
+                else:
+                    used.add(k)
             if missing and update and len(shown) and not cmd.startswith("|"):
                 first = line - 1 + len(cmd.split("\n"))
                 end = next((i for i in range(first, len(lines)) if lines[i].lstrip().startswith("```")), len(lines))
                 block = range(first, end) if lines[line - 1].startswith("$ ") else range(0)
-                missing = successors(missing, out.split("\n"), block, lines, fixes)
+                missing = successors(missing, out.split("\n"), block, lines, fixes, used)
             if missing or (p.returncode != 0 and not want):
                 counts["differ"] += 1
                 print(f"{head}\n    exit {p.returncode}; {len(missing)} of {len(want)} shown "

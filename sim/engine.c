@@ -13,7 +13,9 @@
  *   compute      runs for cost × ts_lockstep_scale (planner/cost.h: ranks in step run at the
  *                slowest's pace on a noisy machine; the span between synchronisations is the
  *                stage's compute time over its collectives and receives) × compute_scale[rank] × (1 + overlap_slowdown
- *                if a communication op of the rank is in flight as it starts) + the SM seconds of
+ *                if a communication op of the rank is in flight as it starts; if one is an EP
+ *                collective, 1 + the larger of that and the SMs its dispatcher's kernels hold,
+ *                planner/moe_cost.h ts_moe_comm_sm_frac) + the SM seconds of
  *                the hidden EP transfers begun on the rank since its last compute op started
  *                (plan_sm: DeepSeek-V3 §3.2.2's SMs given to communication), decided once every
  *                event of that instant is done, so simultaneous events may come in any order; on
@@ -110,6 +112,7 @@ typedef struct {
     ts_op_span *spans;      /* the result's, or NULL (stats_spans_only) */
     int computing;          /* sharing cores: its compute op in progress */
     int active;             /* communication ops in flight */
+    int ep_active;          /* of them, EP collectives */
 } sim_rank;
 
 typedef struct {
@@ -119,7 +122,9 @@ typedef struct {
     int full, free_comm;
     int n_ranks;
     int group_size[TS_GROUP_COUNT], group_stride[TS_GROUP_COUNT];
-    double slowdown;   /* 1 + overlap_slowdown */
+    double slowdown;    /* 1 + overlap_slowdown */
+    double ep_slowdown; /* with an EP collective in flight: 1 + the larger of it and the SMs the
+                           dispatcher's kernels hold (planner/moe_cost.h ts_moe_comm_sm_frac) */
     double *sm_owed;   /* NULL, or (n_ranks) SM seconds of hidden EP transfers begun on the rank
                           that its next compute op pays */
     stage_plan *plans; /* (pp) */
@@ -428,9 +433,11 @@ static ts_status comm_begin(sim *S, int r, int i) {
     if (S->sm_owed && sm_s && sm_s[i] > 0)
         for (int k = 0; k < n; k++) S->sm_owed[r + k * stride] += sm_s[i];
     if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
+    int ep = o->kind == TS_OP_COLL && o->group == TS_GROUP_EP;
     for (int k = 0; k < n; k++) {
         sim_rank *P = &S->rk[r + k * stride];
         P->active++;
+        P->ep_active += ep;
         prefetch_succ(P, o->kind == TS_OP_SEND && k == 1 ? o->match : i);
     }
     /* A replayed transfer takes its measured time, sharing no link; each member of a replayed
@@ -531,8 +538,10 @@ static ts_status start_comm(sim *S, int r, int i) {
 static ts_status comm_done(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
     int stride, n = participants(S, r, i, &stride);
-    if (comm_counts(S, o))
-        for (int k = 0; k < n; k++) S->rk[r + k * stride].active--;
+    if (comm_counts(S, o)) {
+        int ep = o->kind == TS_OP_COLL && o->group == TS_GROUP_EP;
+        for (int k = 0; k < n; k++) S->rk[r + k * stride].active--, S->rk[r + k * stride].ep_active -= ep;
+    }
     if (o->kind == TS_OP_SEND) {
         sim_rank *Q = &S->rk[r + stride];
         int waiting = Q->state[o->match].preds_done == Q->plan->ops[o->match].pending0;
@@ -606,7 +615,7 @@ static ts_status start_flow(sim *S, int r, int i) {
  * instant is done, so whether communication of their rank is in flight does not depend on the
  * order of simultaneous events (a collective starting as its members' GEMMs end). */
 static ts_status flush_starts(sim *S) {
-    double now = S->now, slowdown = S->slowdown;
+    double now = S->now;
     for (int k = 0, n = S->n_starts; k < n; k++) {
         op_ref st = S->starts[k];
         sim_rank *R = &S->rk[st.rank];
@@ -619,7 +628,7 @@ static ts_status flush_starts(sim *S) {
         }
         d = R->plan->ops[st.op].cost_s;
         if (S->scale) d *= S->scale[st.rank];
-        if (R->active > 0) d *= slowdown;
+        if (R->active > 0) d *= R->ep_active > 0 ? S->ep_slowdown : S->slowdown;
         if (S->sm_owed) d += S->sm_owed[st.rank], S->sm_owed[st.rank] = 0;
         if (S->share_cores) {
             R->computing = st.op;
@@ -1009,7 +1018,8 @@ ts_status ts_simulate(const ts_problem *pb, const ts_program *prog, const ts_sim
     ts_status res = TS_OK;
     const ts_layout *l = &prog->layout;
     sim S = {.pb = pb, .l = l, .prog = prog, .full = o.full, .free_comm = o.free_comm, .ovr = o.cost_override,
-             .slowdown = 1.0 + pb->sys.overlap_slowdown};
+             .slowdown = 1.0 + pb->sys.overlap_slowdown,
+             .ep_slowdown = 1.0 + fmax(pb->sys.overlap_slowdown, ts_moe_comm_sm_frac(pb))};
     ts_event_heap_init(&S.heap);
     S.n_ranks = o.full ? ts_rank_count(l) : prog->pp;
     int max_group = 2;

@@ -32,7 +32,9 @@ Test(dualpipe_closed_form, pairs_are_the_orders) {
         }
 }
 
-/* `model` on `gpus` of `sys` under `stack` (its training defaults: overlap, not its dtype). */
+/* `model` on `gpus` of `sys` under `stack` (its training defaults: overlap, not its dtype); an
+ * sm_frac of 0 or more replaces the stack's comm_sm_frac, 0 also the system's SM count (no SMs
+ * charged for DeepEP either). */
 static ts_problem on_stack(const char *model, const char *sys, int gpus, int64_t batch, const char *stack,
                            double sm_frac) {
     ts_problem base = test_problem(model, sys, gpus, batch, 4096, 1);
@@ -42,8 +44,10 @@ static ts_problem on_stack(const char *model, const char *sys, int gpus, int64_t
                  ts_error_message());
     cr_assert_eq(ts_stack_train_defaults(&t.stack, TS_GIVEN_DTYPE, &t), TS_OK, "%s", ts_error_message());
     if (sm_frac >= 0) t.stack.comm_sm_frac = sm_frac;
+    ts_system s = base.sys;
+    if (sm_frac == 0) s.sms = 0;
     ts_problem pb;
-    cr_assert_eq(ts_problem_init(&pb, &base.model, &base.sys, &t, gpus), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_problem_init(&pb, &base.model, &s, &t, gpus), TS_OK, "%s", ts_error_message());
     return pb;
 }
 

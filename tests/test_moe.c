@@ -97,7 +97,8 @@ Test(moe, node_limit) {
 /* Across 8 nodes (EP64, 8 GPUs each, latencies zeroed): NCCL's all-to-all sends 56/64 of the
  * buffer over the NIC; DeepEP sends each token once to each of its 4 nodes, 7/8 of them remote,
  * a buffer of 8 copies: 4·(7/8)/8 = 0.4375 of it, half as much. Inside one node both are
- * NCCL's all-to-all over NVLink. The overlap fraction hides its share. */
+ * NCCL's all-to-all over NVLink. The overlap fraction hides its share, less DeepEP's 20 SMs of the
+ * H800's 132 beside the computation. */
 Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
     ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
     pb.sys.nic_latency_s = pb.sys.link_latency_s = 0;
@@ -111,7 +112,15 @@ Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
     double inside = ts_moe_coll_s(&pb, 8, 1, TS_COLL_ALLTOALL, B);
     cr_expect(close_to(inside, ts_coll_s(&pb.sys, TS_COLL_ALLTOALL, 8, B, TS_LINK_NVLINK)));
     pb.train.moe_a2a_overlap = 0.75;
-    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep));
+    cr_expect_eq(pb.sys.sms, 132);
+    cr_expect(close_to(ts_moe_comm_sm_frac(&pb), 20.0 / 132));
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep + 0.75 * deepep * 20.0 / 132));
+    /* NCCL's all-to-all holds no stated SMs; nor does DeepEP on a system that states none */
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
+    cr_expect_eq(ts_moe_comm_sm_frac(&pb), 0);
+    pb.train.moe_dispatcher = TS_MOE_DISPATCH_DEEPEP;
+    pb.sys.sms = 0;
+    cr_expect_eq(ts_moe_comm_sm_frac(&pb), 0);
 }
 
 /* SMs held by hidden communication (DeepSeek-V3: 20 of 132): a hidden transfer of t seconds
