@@ -274,7 +274,7 @@ check-export: $(BIN)
 # (scripts/check-docs.py). tests/data/docs/stale.md shows a stale figure and repeated.md a line twice
 # that comes out once, which the check must catch; tests/data/docs/updatable.md one that --update
 # must replace with the command's line.
-check-docs: $(BIN) $(BUILD)/bench/planner_accuracy $(BUILD)/bench/fp8_gemms
+check-docs: $(BIN) $(BUILD)/bench/planner_accuracy $(BUILD)/bench/fp8_gemms $(BUILD)/bench/gemm_transfer
 	TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py
 	@if TESSERA_BIN=$(abspath $(BIN)) python3 scripts/check-docs.py tests/data/docs/stale.md >/dev/null; then \
 	  echo "check-docs: tests/data/docs/stale.md passed, but its figure is stale"; exit 1; fi
