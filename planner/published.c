@@ -201,7 +201,8 @@ typedef struct {
     void *ctx;
 } pub_visitor;
 
-/* Leaves c->predicted 0 (and predicts nothing) when the row trains an MoE model and `moe` is 0. */
+/* Leaves c->predicted 0 (and predicts nothing) when the row trains an MoE model and `moe_runs`
+ * is 0. */
 static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, ts_pub_cache *cache,
                              const pub_visitor *visit, ts_pub_case *c) {
     double gpus, tp, pp, cp, dp, mbs, batch, seq, step, vocab = 0;
@@ -336,7 +337,7 @@ static ts_status published_run(const char *dir, int ranks, int moe_runs, ts_pub_
         snprintf(path, sizeof path, "%s/published-cases.json", dir);
         res = run_file(path, 0, ranks, moe_runs, cache, NULL, cases, n, &cap);
     }
-    for (int f = 0; f < 3 && res == TS_OK; f++) {
+    for (size_t f = 0; f < sizeof stack_kinds / sizeof stack_kinds[0] && res == TS_OK; f++) {
         snprintf(path, sizeof path, "%s/%s", dir, stack_files[f]);
         res = ts_published_stacks_run(path, stack_kinds[f], moe_runs, cache, cases, n, &cap);
     }
