@@ -425,6 +425,9 @@ static inline void prefetch_succ(const sim_rank *R, int i) {
     for (uint32_t k = 0, n = o->n_succ; k < n; k++) __builtin_prefetch(&R->state[succ[k]], 1);
 }
 
+/* Whether op `o` is an EP collective (the compute beside it slows by ep_slowdown). */
+static int is_ep(const op_plan *o) { return o->kind == TS_OP_COLL && o->group == TS_GROUP_EP; }
+
 /* A collective (all members ready) or transfer (SEND ready) owned by `r` starts now. */
 static ts_status comm_begin(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
@@ -433,7 +436,7 @@ static ts_status comm_begin(sim *S, int r, int i) {
     if (S->sm_owed && sm_s && sm_s[i] > 0)
         for (int k = 0; k < n; k++) S->sm_owed[r + k * stride] += sm_s[i];
     if (!comm_counts(S, o)) return push(S, EV_COMM_DONE, S->now, r, i, 0);
-    int ep = o->kind == TS_OP_COLL && o->group == TS_GROUP_EP;
+    int ep = is_ep(o);
     for (int k = 0; k < n; k++) {
         sim_rank *P = &S->rk[r + k * stride];
         P->active++;
@@ -507,6 +510,7 @@ static ts_status start_comm(sim *S, int r, int i) {
             /* Replay: the run went on without waiting for the peers here. */
             double d = ts_cost_override_get(S->ovr, r, i);
             R->active++;
+            R->ep_active += is_ep(o);
             return push(S, EV_MEMBER_DONE, S->now + (isnan(d) ? 0 : d), r, i, 0);
         }
         if (!S->full) return comm_begin(S, r, i);
@@ -539,7 +543,7 @@ static ts_status comm_done(sim *S, int r, int i) {
     const op_plan *o = &S->rk[r].plan->ops[i];
     int stride, n = participants(S, r, i, &stride);
     if (comm_counts(S, o)) {
-        int ep = o->kind == TS_OP_COLL && o->group == TS_GROUP_EP;
+        int ep = is_ep(o);
         for (int k = 0; k < n; k++) S->rk[r + k * stride].active--, S->rk[r + k * stride].ep_active -= ep;
     }
     if (o->kind == TS_OP_SEND) {
@@ -704,6 +708,7 @@ static ts_status run(sim *S) {
         case EV_RANK_START: TS_CHECK(start_rank(S, ev.a)); break;
         case EV_MEMBER_DONE: /* a replayed collective's member (comm_begin) */
             S->rk[ev.a].active--;
+            S->rk[ev.a].ep_active -= is_ep(&S->rk[ev.a].plan->ops[ev.b]);
             TS_CHECK(end_op(S, ev.a, ev.b));
             break;
         case EV_FLOW: {
