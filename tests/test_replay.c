@@ -26,19 +26,28 @@ typedef struct {
     char dir[64], plan[128], sim[128], measured[128];
 } files;
 
-/* dir/plan.json for the pins on `system` and dir/sim.trace.json of its full simulation. */
-static void make_files_on(files *f, const char *fix, const char *system) {
+/* A fresh directory and the paths of its files. */
+static void make_dir(files *f) {
     snprintf(f->dir, sizeof f->dir, "/tmp/tessera-replay-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
     snprintf(f->plan, sizeof f->plan, "%s/plan.json", f->dir);
     snprintf(f->sim, sizeof f->sim, "%s/sim.trace.json", f->dir);
     snprintf(f->measured, sizeof f->measured, "%s/run.trace.json", f->dir);
-    cli_result r = run_cli("plan", TINY_ON(system), "--fix", fix, "--top", "1", "-o", f->plan, NULL);
-    cr_assert_eq(r.status, 0, "plan: %s", r.err);
-    cli_result_free(&r);
-    r = run_cli("sim", "--plan", f->plan, "--full", "--trace", f->sim, NULL);
+}
+
+/* dir/sim.trace.json: the full simulation of dir/plan.json, which `plan` (its result) wrote. */
+static void simulate_plan(files *f, cli_result plan) {
+    cr_assert_eq(plan.status, 0, "plan: %s", plan.err);
+    cli_result_free(&plan);
+    cli_result r = run_cli("sim", "--plan", f->plan, "--full", "--trace", f->sim, NULL);
     cr_assert_eq(r.status, 0, "sim: %s", r.err);
     cli_result_free(&r);
+}
+
+/* dir/plan.json for the pins on `system` and dir/sim.trace.json of its full simulation. */
+static void make_files_on(files *f, const char *fix, const char *system) {
+    make_dir(f);
+    simulate_plan(f, run_cli("plan", TINY_ON(system), "--fix", fix, "--top", "1", "-o", f->plan, NULL));
 }
 
 static void make_files(files *f, const char *fix) { make_files_on(f, fix, "h100-sxm-dgx"); }
@@ -79,24 +88,15 @@ Test(replay, own_full_trace_gives_back_its_step) {
 }
 
 /* The same with EP collectives beside computation (DeepEP under Megatron-Core's combined 1F1B,
- * whose in-flight transfers slow the compute beside them): replayed or modelled, the step comes
- * back, so the collectives' members that leave at their traced times close what they opened. */
+ * whose in-flight transfers slow the compute beside them by DeepEP's SM share): replayed, or with
+ * the communication modelled, the step comes back. */
 Test(replay, own_full_trace_gives_back_its_step_with_ep_overlap) {
     files f;
-    snprintf(f.dir, sizeof f.dir, "/tmp/tessera-replay-XXXXXX");
-    cr_assert_not_null(mkdtemp(f.dir));
-    snprintf(f.plan, sizeof f.plan, "%s/plan.json", f.dir);
-    snprintf(f.sim, sizeof f.sim, "%s/sim.trace.json", f.dir);
-    snprintf(f.measured, sizeof f.measured, "%s/run.trace.json", f.dir);
-    cli_result r = run_cli("plan", "--model", "tiny-moe", "--system", "h100-sxm-dgx", "--gpus", "8", "--global-batch",
-                           "16", "--seq", "256", "--moe-dispatcher", "deepep", "--overlap-moe-expert-parallel-comm",
-                           "--fix", "tp=1,pp=2,ep=2,dp=4,vpp=2,sched=interleaved,mbs=1", "--top", "1", "-o", f.plan,
-                           NULL);
-    cr_assert_eq(r.status, 0, "plan: %s", r.err);
-    cli_result_free(&r);
-    r = run_cli("sim", "--plan", f.plan, "--full", "--trace", f.sim, NULL);
-    cr_assert_eq(r.status, 0, "sim: %s", r.err);
-    cli_result_free(&r);
+    make_dir(&f);
+    simulate_plan(&f, run_cli("plan", "--model", "tiny-moe", "--system", "h100-sxm-dgx", "--gpus", "8",
+                              "--global-batch", "16", "--seq", "256", "--moe-dispatcher", "deepep",
+                              "--overlap-moe-expert-parallel-comm", "--fix",
+                              "tp=1,pp=2,ep=2,dp=4,vpp=2,sched=interleaved,mbs=1", "--top", "1", "-o", f.plan, NULL));
     ts_replay rp;
     cr_assert_eq(ts_replay_plan(f.plan, 0, f.sim, &rp), TS_OK, "%s", ts_error_message());
     cr_assert(fabs(rp.error) < 1e-4, "error %g", rp.error);
