@@ -594,6 +594,14 @@ static void explain_empty(const ts_problem *pb, const ts_pins *pins, char *buf, 
     /* Free sp follows tp where the stack runs SP: the experts apart from TP need it, and no rule
      * refuses it, so a probe without it would blame sp for what another rule forbids. */
     if (!(pins->mask & (1u << TS_PIN_SP)) && probe.tp > 1 && pb->train.stack.sp) probe.sp = 1;
+    /* Combined 1F1B needs EP: a free ep takes the smallest that the experts and dp×cp divide, so
+     * that the probe blames what another pin forbids (recompute=full), not ep=1. */
+    if (pb->train.moe_combined_1f1b && !(pins->mask & (1u << TS_PIN_EP)))
+        for (int ep = 2; ep <= pb->model.moe.experts; ep++)
+            if (pb->model.moe.experts % ep == 0 && (probe.dp * probe.cp) % ep == 0) {
+                probe.ep = ep;
+                break;
+            }
     if (probe.vpp > 1 && !(pins->mask & (1u << TS_PIN_SCHED))) probe.schedule = TS_SCHED_INTERLEAVED;
     if (ts_schedules[probe.schedule].fixed_vpp && !(pins->mask & (1u << TS_PIN_VPP)))
         probe.vpp = ts_schedules[probe.schedule].fixed_vpp;

@@ -15,6 +15,7 @@
 
 #include "models/stack.h"
 #include "planner/problem.h"
+#include "planner/search.h"
 #include "planner/stack_rules.h"
 #include "program/program.h"
 #include "program/schedule.h"
@@ -289,4 +290,18 @@ Test(combined_1f1b, shared_expert_overlap_in_plans_exports_and_errors) {
     cli_result_free(&r);
     free(model);
     remove_dir(dir);
+}
+
+/* With ep free, an empty space under --overlap-moe-expert-parallel-comm names the pin that empties
+ * it (recompute=full here), not the ep=1 that no layout of the search takes. */
+Test(combined_1f1b, empty_search_names_the_pin_not_ep) {
+    ts_problem pb = moe_problem(1);
+    ts_search_opts o;
+    ts_search_opts_defaults(&o);
+    cr_assert_eq(ts_pins_parse("--fix", "recompute=full", &o.pins), TS_OK, "%s", ts_error_message());
+    ts_search_result r;
+    cr_expect_eq(ts_search(&pb, &o, &r), TS_ERR_INPUT);
+    cr_expect(strstr(r.reason, "recompute=full") != NULL && strstr(r.reason, "ep > 1") == NULL, "%s", r.reason);
+    ts_search_result_free(&r);
+    ts_error_clear();
 }
