@@ -69,7 +69,7 @@ enum {
     CLI_OPT_PARTITION, CLI_OPT_PARTITION_NODES, CLI_OPT_PARTITION_OBJECTIVE, CLI_OPT_MAX_SLOWDOWN,
     CLI_OPT_MOE_DISPATCHER, CLI_OPT_MOE_OVERLAP, CLI_OPT_MOE_FP8_DISPATCH, CLI_OPT_FP8_PARAM_GATHER, CLI_OPT_GPUS_MAX,
     CLI_OPT_BATCH_TOL, CLI_OPT_ATTN_BACKEND, CLI_OPT_NO_GROUPED_GEMM, CLI_OPT_CROSS_ENTROPY, CLI_OPT_MOE_COMBINED,
-    CLI_OPT_MOE_SHARED_OVERLAP, CLI_OPT_OWN
+    CLI_OPT_MOE_SHARED_OVERLAP, CLI_OPT_RECOMPUTE_MODULES, CLI_OPT_OWN
 };
 #define CLI_PROBLEM_SHORTOPTS "m:s:g:b:l:f:"
 #define CLI_PROBLEM_LONGOPTS                                                                       \
@@ -95,7 +95,8 @@ enum {
     {"no-moe-grouped-gemm", no_argument, 0, CLI_OPT_NO_GROUPED_GEMM},                              \
     {"overlap-moe-expert-parallel-comm", no_argument, 0, CLI_OPT_MOE_COMBINED},                   \
     {"moe-shared-expert-overlap", no_argument, 0, CLI_OPT_MOE_SHARED_OVERLAP},                      \
-    {"fp8-param-gather", no_argument, 0, CLI_OPT_FP8_PARAM_GATHER}
+    {"fp8-param-gather", no_argument, 0, CLI_OPT_FP8_PARAM_GATHER},                                \
+    {"recompute-modules", required_argument, 0, CLI_OPT_RECOMPUTE_MODULES}
 /* The commands that take one layout grammar (plan, sim, export, run, report): the problem flags
  * and the budget flags --gpus-max and --batch-tolerance (reports/budget.h). */
 #define CLI_LAYOUT_LONGOPTS                                                                        \

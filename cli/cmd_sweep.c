@@ -44,6 +44,7 @@ static void help(void) {
            "      --no-moe-grouped-gemm  one GEMM per local expert (SequentialMLP)\n"
            "      --overlap-moe-expert-parallel-comm  Megatron-Core's combined 1F1B (docs/moe.md)\n"
            "      --moe-shared-expert-overlap  shared experts beside the EP all-to-all (docs/moe.md)\n"
+           "      --recompute-modules LIST  what recompute=selective recomputes (as tessera plan)\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --partition MODE   uniform | ilp | auto (default), as in tessera plan\n"

@@ -56,6 +56,24 @@ static unsigned parse_schedules(const char *cmd, const char *list) {
     return mask;
 }
 
+/* "core_attn,mla_up_proj" -> a bit per Megatron-Core recompute module (problem.h). */
+static unsigned parse_recompute_modules(const char *cmd, const char *list) {
+    cli_list_check(cmd, "--recompute-modules", list);
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        cli_usage_error(cmd, "--recompute-modules: list too long");
+    unsigned mask = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        int found = cli_name_index(ts_recompute_module_names, item);
+        if (found < 0)
+            cli_usage_error(cmd, "--recompute-modules: expected a list of core_attn, mla_up_proj, layernorm, mlp, "
+                                 "moe_act, shared_experts, moe, got \"%s\"", item);
+        mask |= TS_RCM_BIT(found);
+    }
+    return mask;
+}
+
 int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a) {
     int found;
     switch (c) {
@@ -112,6 +130,9 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         break;
     case CLI_OPT_MOE_SHARED_OVERLAP:
         a->train.moe_shared_expert_overlap = 1, a->given = "--moe-shared-expert-overlap";
+        break;
+    case CLI_OPT_RECOMPUTE_MODULES:
+        a->train.recompute_modules = parse_recompute_modules(cmd, arg), a->given = "--recompute-modules";
         break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;
@@ -378,6 +399,9 @@ void cli_problem_help(void) {
            "                         pp=1 or sched=interleaved; not with recompute=full)\n"
            "      --moe-shared-expert-overlap  Megatron-Core's: the shared experts beside the EP\n"
            "                         dispatch and combine (alltoall dispatcher)\n"
+           "      --recompute-modules LIST  what recompute=selective recomputes, as Megatron-Core's\n"
+           "                         --recompute-modules: core_attn (default), mla_up_proj, layernorm,\n"
+           "                         mlp, moe_act, shared_experts, moe, e.g. mla_up_proj,mlp\n"
            "      --tp-across-nodes  allow TP groups larger than a node\n"
            "      --no-prune         evaluate every layout (no branch and bound; same answer, slower)\n"
            "      --stack NAME       software stack (models/stacks/): megatron-core (default),\n"

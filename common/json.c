@@ -284,14 +284,50 @@ ts_status ts_jr_str(const ts_jreader *r, const cJSON *obj, const char *key, int 
     return TS_OK;
 }
 
+/* "\"a\" | \"b\"": the names an enum field takes, for its messages. */
+static void enum_choices(const char *const *names, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int i = 0; names[i]; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s\"%s\"", i ? " | " : "", names[i]);
+    }
+}
+
+ts_status ts_jr_enum_set(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                         const char *const *names, unsigned def, unsigned *out) {
+    const cJSON *it = field_value(obj, key);
+    if (it == NULL) {
+        if (required) return missing(r, key, "an array of names");
+        *out = def;
+        return TS_OK;
+    }
+    if (!cJSON_IsArray(it))
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s: expected an array of names, got %s", r->file, r->path, key,
+                       ts_json_type_name(it));
+    unsigned mask = 0;
+    int index = 0;
+    for (const cJSON *e = it->child; e; e = e->next, index++) {
+        int found = -1;
+        for (int i = 0; names[i] && i < 32 && found < 0 && cJSON_IsString(e); i++)
+            if (strcmp(names[i], e->valuestring) == 0) found = i;
+        if (found < 0) {
+            char choices[256];
+            enum_choices(names, choices, sizeof choices);
+            return TS_FAIL(TS_ERR_INPUT, "%s: %s.%s[%d]: expected %s, got %s%.40s%s", r->file, r->path, key, index,
+                           choices, cJSON_IsString(e) ? "\"" : "", cJSON_IsString(e) ? e->valuestring : ts_json_type_name(e),
+                           cJSON_IsString(e) ? "\"" : "");
+        }
+        mask |= 1u << found;
+    }
+    *out = mask;
+    return TS_OK;
+}
+
 ts_status ts_jr_enum(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                      const char *const *names, int def, int *out) {
     const cJSON *it = field_value(obj, key);
-    char choices[256] = "";
-    for (int i = 0; names[i]; i++) {
-        size_t used = strlen(choices);
-        snprintf(choices + used, sizeof choices - used, "%s\"%s\"", i ? " | " : "", names[i]);
-    }
+    char choices[256];
+    enum_choices(names, choices, sizeof choices);
     if (it == NULL) {
         if (required) return missing(r, key, choices);
         *out = def;

@@ -52,6 +52,10 @@ ts_status ts_jr_str(const ts_jreader *r, const cJSON *obj, const char *key, int 
 /* One of `names` (NULL-terminated); *out is its index. */
 ts_status ts_jr_enum(const ts_jreader *r, const cJSON *obj, const char *key, int required,
                      const char *const *names, int def, int *out);
+/* An array of `names` (at most 32, NULL-terminated): *out has bit i for each element naming
+ * names[i]; `def` when absent. An element that is not one of them is refused, naming its index. */
+ts_status ts_jr_enum_set(const ts_jreader *r, const cJSON *obj, const char *key, int required,
+                         const char *const *names, unsigned def, unsigned *out);
 /* Refuses members of `obj` (NULL: an absent optional object, fine) not named in the NULL-terminated
  * `keys`: "FILE: PATH.KEY: unknown field, expected one of a, b, c". */
 ts_status ts_jr_known_keys(const ts_jreader *r, const cJSON *obj, const char *const *keys);

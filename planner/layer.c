@@ -43,11 +43,16 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
 /* Adds a GEMM of the layer (the local experts' as a grouped GEMM when `grouped`) to p's forward
  * GEMM time and its FP8 share, and its weight gradient (W = k × n over the m tokens, at the
  * backward's rate and no faster than its memory traffic: planner/op_cost.h) to p's. */
+static double fwd_gemm_s(const ts_problem *pb, const ts_gemm_shape *g, int grouped) {
+    ts_dtype dt = ts_gemm_dtype(pb, g->part);
+    return grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm,
+                                       pb->train.stack.grouped_gemm_streams)
+                   : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
+}
+
 static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
-    double t = grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm,
-                                           pb->train.stack.grouped_gemm_streams)
-                       : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
+    double t = fwd_gemm_s(pb, g, grouped);
     p->gemm_s += t;
     if (dt == TS_DTYPE_FP8) p->fp8_gemm_s += t;
     p->wgrad_s += ts_wgrad_op_s(pb, g->part, ts_gemm_bwd_scale(&pb->sys, dt) * t, g->n, g->k, g->m, grouped ? g->count : 1);
@@ -161,6 +166,13 @@ typedef struct {
     double scores_bytes[TS_RECOMPUTE_COUNT]; /* attention scores kept under each policy */
     double input_bytes;          /* the layer input (what full recompute keeps), before scaling */
     double amax_gemms;           /* FP8 delayed scaling: GEMMs whose amaxes are reduced */
+    /* recompute=selective as the problem's modules make it (selective_parts) */
+    int sel_core;                /* core_attn among them: the core and CP's exchange again */
+    int sel_ep;                  /* moe: the dispatch and combine again */
+    double sel_fwd_s;            /* the forward work the modules redo, the core's included */
+    double sel_flops;            /* its FLOPs, beyond the model's */
+    double sel_drop_bytes;       /* activation bytes they drop (the scores apart), unscaled */
+    double sel_tp_s;             /* mlp, moe: the MLP block's TP collectives again, one pass */
 } layer_parts;
 
 void ts_layer_attention_of(const ts_problem *pb, const ts_shard *sh, ts_layer_fwd *out) {
@@ -179,6 +191,75 @@ static double shared_hidden_s(const ts_problem *pb, const ts_mlp_recipe *r, cons
     double act = ts_memory_s(s, r->shared_act_bytes, 1) * scale, act_bwd = ts_memory_s(s, 2.0 * r->shared_act_bytes, 1) * scale;
     double hidden = fmin(to, fc1 + act) + fmin(from, fc2) + fmin(to, fc2 + act_bwd) + fmin(from, fc1);
     return hidden * (1.0 - s->overlap_slowdown);
+}
+
+static double gemm_flops(const ts_gemm_shape *g) { return 2.0 * g->m * g->n * g->k * g->count; }
+
+/* The MoE block's forward GEMMs (router, local experts grouped, shared experts): what recompute
+ * module moe redoes. */
+static void moe_block_gemms(const ts_problem *pb, const ts_mlp_recipe *mr, double *t, double *flops) {
+    const ts_gemm_shape *one[] = {&mr->router, &mr->shared_fc1, &mr->shared_fc2};
+    *t += fwd_gemm_s(pb, &mr->fc1, 1) + fwd_gemm_s(pb, &mr->fc2, 1);
+    *flops += gemm_flops(&mr->fc1) + gemm_flops(&mr->fc2);
+    for (int i = 0; i < (mr->shared ? 3 : 1); i++) *t += fwd_gemm_s(pb, one[i], 0), *flops += gemm_flops(one[i]);
+}
+
+/* recompute=selective as the problem's modules make it (problem.h ts_recompute_module), op for op
+ * as program.c's selective_recompute emits them: the forward work each redoes, its FLOPs and the
+ * activation bytes it drops (Megatron-Core frees them: output-discarding checkpoints for
+ * mla_up_proj, layernorm and moe_act, ordinary ones for the blocks). Needs out's attention core,
+ * model FLOPs and MLP activations; `mlp_tp_s` is one pass of the MLP block's TP collectives. */
+static void selective_parts(const ts_problem *pb, const ts_shard *sh, int moe, const ts_mlp_recipe *mr,
+                            double in_bytes, double mlp_tp_s, layer_parts *out) {
+    const ts_model *m = &pb->model;
+    const ts_system *s = &pb->sys;
+    unsigned rm = pb->train.recompute_modules;
+    double T = (double)sh->mbs * pb->train.seq / sh->cp, h = (double)m->hidden, sc = pb->compute_scale;
+    double rep = sh->sp ? 1.0 / sh->tp : 1.0, t = 0, flops = 0, drop = 0;
+    int dense_mlp = !moe && (rm & TS_RCM_BIT(TS_RCM_MLP)), whole_moe = moe && (rm & TS_RCM_BIT(TS_RCM_MOE));
+    out->sel_core = (rm & TS_RCM_BIT(TS_RCM_CORE_ATTN)) != 0;
+    if (out->sel_core) t += out->attn_fwd_s, flops += out->core_fwd_flops;
+    if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && m->mla.kv_lora_rank > 0) {
+        ts_attn_recipe ar;
+        ts_attn_recipe_of(pb, sh, &ar);
+        for (int i = 0; i < ar.n_qkv; i++)
+            if (ar.qkv_up & (1u << i)) t += fwd_gemm_s(pb, &ar.qkv[i], 0) * sc, flops += gemm_flops(&ar.qkv[i]);
+        drop += 2.0 * T * ar.q_heads * (2.0 * ar.qk_dim + ar.v_dim); /* q, k, v; the latents stay */
+    }
+    if (rm & TS_RCM_BIT(TS_RCM_LAYERNORM)) { /* the dense MLP block rebuilds the second itself */
+        t += (dense_mlp ? 1.0 : 2.0) * ts_memory_s(s, mr->norm_bytes, 1) * sc;
+        drop += (dense_mlp ? 1.0 : 2.0) * in_bytes * T * h * rep;
+    }
+    if (dense_mlp) { /* from the block's input: norm (TE fuses it into FC1), FC1, activation, FC2 */
+        t += (fwd_gemm_s(pb, &mr->fc1, 0) + fwd_gemm_s(pb, &mr->fc2, 0)) * sc +
+             (ts_memory_s(s, mr->norm_bytes + mr->fp8_cast_bytes[0], 1) +
+              ts_memory_s(s, mr->act_bytes + mr->copy_bytes + mr->fp8_cast_bytes[1], 1)) * sc;
+        flops += gemm_flops(&mr->fc1) + gemm_flops(&mr->fc2);
+        drop += out->act_mlp_bytes + in_bytes * T * h * rep;
+        out->sel_tp_s = mlp_tp_s;
+    }
+    if (whole_moe) { /* from the norm's output: router, dispatch, experts, combine */
+        double g = 0;
+        moe_block_gemms(pb, mr, &g, &flops);
+        t += g * sc + ts_memory_s(s, mr->act_bytes + (mr->shared ? mr->shared_act_bytes : 0) + mr->copy_bytes +
+                                         mr->fp8_cast_bytes[1], 1) * sc;
+        drop += out->act_mlp_bytes;
+        out->sel_ep = sh->ep > 1;
+        out->sel_tp_s = mr->tp_block ? mlp_tp_s : 0;
+    }
+    if (moe && !whole_moe && (rm & TS_RCM_BIT(TS_RCM_MOE_ACT))) {
+        t += ts_memory_s(s, mr->act_bytes - mr->permute_bytes, 1) * sc;
+        drop += mr->routed_tokens * in_bytes * mr->fc2.k; /* the routed experts' FC2 inputs */
+    }
+    if (moe && !whole_moe && mr->shared && (rm & TS_RCM_BIT(TS_RCM_SHARED_EXPERTS))) {
+        t += (fwd_gemm_s(pb, &mr->shared_fc1, 0) + fwd_gemm_s(pb, &mr->shared_fc2, 0) +
+              ts_memory_s(s, mr->shared_act_bytes, 1)) * sc;
+        flops += gemm_flops(&mr->shared_fc1) + gemm_flops(&mr->shared_fc2);
+        drop += T * mlp_act_bytes_per_token(m, (double)m->moe.shared_ffn * m->moe.shared_experts / sh->tp, in_bytes);
+    }
+    out->sel_fwd_s = t;
+    out->sel_flops = flops;
+    out->sel_drop_bytes = drop;
 }
 
 /* One TP collective of `bytes` over the shard's TP group. */
@@ -234,6 +315,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     out->gemm_fwd_flops = 2.0 * T * p.matmul_params_rank;
 
     /* TP: 4 collectives of T·h·2 bytes (6 with full recompute), ring over the TP group. */
+    double mlp_tp_s = 0;
     if (sh->tp > 1) {
         /* `close` ends a block (all-reduce, or reduce-scatter under SP); SP also opens each
          * block with an all-gather. The attention block's are of T·h, the MLP block's of its
@@ -245,6 +327,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
             open_s[i] = sh->sp ? tp_coll_s(pb, sh, TS_COLL_ALLGATHER, bytes) : 0;
         }
         out->tp_close_s = close_s[0] + close_s[1];
+        mlp_tp_s = close_s[1] + open_s[1];
         out->tp_one_s = close_s[0] + open_s[0] + close_s[1] + open_s[1];
         if (mr.tp_dispatcher) out->tp_disp_s = close_s[1] + open_s[1], out->tp_disp_open_s = open_s[1];
     }
@@ -283,7 +366,8 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
         double scores = 0;
         if (pb->train.flash_attention) scores = 4.0 * T * ar; /* fp32 log-sum-exp */
-        else if (rc != TS_RECOMPUTE_SELECTIVE) scores = (m->dropout ? 5.0 : 2.0) * ar * T * seq / sh->cp;
+        else if (rc != TS_RECOMPUTE_SELECTIVE || !(pb->train.recompute_modules & TS_RCM_BIT(TS_RCM_CORE_ATTN)))
+            scores = (m->dropout ? 5.0 : 2.0) * ar * T * seq / sh->cp;
         out->scores_bytes[rc] = scores;
     }
     double mlp;
@@ -297,6 +381,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     }
     out->act_attn_bytes = replicated + attn;
     out->act_mlp_bytes = mlp;
+    selective_parts(pb, sh, moe, &mr, in_bytes, mlp_tp_s, out);
     out->input_bytes = 2.0 * T * h * rep;
 }
 
@@ -340,13 +425,13 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
     out->bwd_s = p->bwd_s;
     out->wgrad_s = p->wgrad_s;
     out->amax_gemms = p->amax_gemms;
+    int sel = rc == TS_RECOMPUTE_SELECTIVE;
     if (full) out->recompute_s = p->fwd_s;
-    else if (rc == TS_RECOMPUTE_SELECTIVE) out->recompute_s = p->attn_fwd_s;
+    else if (sel) out->recompute_s = p->sel_fwd_s;
 
     /* Executed FLOPs add what recompute repeats. */
     out->model_flops = 3.0 * (p->gemm_fwd_flops + p->core_fwd_flops);
-    out->hw_flops = out->model_flops + (full ? p->gemm_fwd_flops + p->core_fwd_flops
-                                        : rc == TS_RECOMPUTE_SELECTIVE ? p->core_fwd_flops : 0);
+    out->hw_flops = out->model_flops + (full ? p->gemm_fwd_flops + p->core_fwd_flops : sel ? p->sel_flops : 0);
 
     if (sh->tp > 1) {
         /* Forward (and recomputed forward) collectives sit on the critical path unless the
@@ -355,23 +440,27 @@ static void layer_finish(const ts_problem *pb, const ts_shard *sh, const layer_p
          * reduce-scatter), exposed only beyond them, but for the MoE dispatcher's, which run
          * in backward as in forward (recipe.h tp_dispatcher). */
         double pass = p->tp_one_s, disp = p->tp_disp_s, hid = pass - disp;
-        double fwd_count = full ? 2.0 : 1.0;
+        double fwd_count = full ? 2.0 : 1.0, again = sel ? p->sel_tp_s : 0; /* selective's blocks */
         double bwd_left = hid - p->wgrad_s;
         if (s->serial_ops)
-            out->tp_s = (fwd_count + 1.0) * pass; /* nothing runs under a collective */
+            out->tp_s = (fwd_count + 1.0) * pass + again; /* nothing runs under a collective */
         else
-            out->tp_s = (fwd_count * pass + disp) * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
+            out->tp_s = (fwd_count * pass + disp + again) * (1.0 - s->tp_comm_overlap) + (bwd_left > 0 ? bwd_left : 0) +
                         s->overlap_slowdown * (bwd_left > 0 ? p->wgrad_s : hid);
         /* With W apart, the backward's closing collectives have no GEMM to hide under; its SP
          * all-gathers feed the later W and stay hidden, but the dispatcher's. */
-        out->tp_split_w_s = (fwd_count * pass + p->tp_close_s + p->tp_disp_open_s) * (1.0 - s->tp_comm_overlap);
+        out->tp_split_w_s = (fwd_count * pass + again + p->tp_close_s + p->tp_disp_open_s) * (1.0 - s->tp_comm_overlap);
     }
     /* Full recompute replays the layer's forward, selective its attention: CP's exchange too. */
-    if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (rc != TS_RECOMPUTE_NONE ? p->cp_fwd_s : 0);
-    out->ep_s = (full ? 3.0 : 2.0) * p->a2a_s - p->shared_hidden_s;
-    out->ep_paired_s = pb->train.moe_combined_1f1b && p->a2a_s > 0 && !full ? combined_exposed_s(pb, p) : out->ep_s;
+    if (sh->cp > 1) out->cp_s = p->cp_fwd_s + p->cp_bwd_s + (full || (sel && p->sel_core) ? p->cp_fwd_s : 0);
+    /* full recompute, and selective's moe module, dispatch and combine a third time */
+    double ep_again = full || (sel && p->sel_ep) ? p->a2a_s : 0;
+    out->ep_s = 2.0 * p->a2a_s + ep_again - p->shared_hidden_s;
+    out->ep_paired_s = pb->train.moe_combined_1f1b && p->a2a_s > 0 && !full ? combined_exposed_s(pb, p) + ep_again
+                                                                            : out->ep_s;
 
-    double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes) * pb->train.activation_scale;
+    double kept = (p->act_attn_bytes + p->scores_bytes[rc] + p->act_mlp_bytes - (sel ? p->sel_drop_bytes : 0)) *
+                  pb->train.activation_scale;
     if (full) {
         out->act_bytes = p->input_bytes * pb->train.activation_scale;
         out->peak_bytes = kept; /* one layer's activations rebuilt during its backward */

@@ -124,6 +124,16 @@ ts_status ts_plan_to_json(const ts_problem *pb, const ts_search_opts *opts, cons
         TS_CJSON_GOTO(cJSON_AddBoolToObject(req, "moe_shared_expert_overlap", 1), res, fail);
     if (pb->train.ce_fusion >= 0)
         TS_CJSON_GOTO(cJSON_AddStringToObject(req, "cross_entropy", ts_ce_names[!pb->train.ce_fusion]), res, fail);
+    if (pb->train.recompute_modules != TS_RCM_DEFAULT) {
+        cJSON *mods = cJSON_AddArrayToObject(req, "recompute_modules");
+        TS_CJSON_GOTO(mods, res, fail);
+        for (int i = 0; i < TS_RCM_COUNT; i++)
+            if (pb->train.recompute_modules & TS_RCM_BIT(i)) {
+                cJSON *name = cJSON_CreateString(ts_recompute_module_names[i]);
+                TS_CJSON_GOTO(name, res, fail);
+                cJSON_AddItemToArray(mods, name);
+            }
+    }
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "stack", pb->train.stack.name), res, fail);
     TS_CJSON_GOTO(cJSON_AddNumberToObject(req, "mem_headroom_bytes", pb->headroom_bytes), res, fail);
     TS_CJSON_GOTO(cJSON_AddStringToObject(req, "objective", ts_objective_names[opts->objective]), res, fail);
@@ -181,7 +191,7 @@ fail:
 static const char *const request_keys[] = {
     "model", "system", "gpus", "global_batch", "seq", "dtype", "fp8_recipe", "fp8_attention", "fp8_param_gather",
     "flash_attention", "attention_backend", "tp_across_nodes", "cp_kind", "moe_dispatcher", "moe_a2a_overlap",
-    "moe_fp8_dispatch", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap", "cross_entropy", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
+    "moe_fp8_dispatch", "moe_grouped_gemm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap", "cross_entropy", "recompute_modules", "stack", "mem_headroom_bytes", "objective", "max_slowdown", "fix", "top", "partition", "partition_objective",
     "partition_node_limit", "refine", NULL};
 
 /* The request's software stack (a zoo name; absent in plans written before stacks: the
@@ -219,6 +229,8 @@ static ts_status read_train(const ts_jreader *rr, const cJSON *req, ts_train *t)
     if (t->moe_combined_1f1b && t->moe_a2a_overlap > 0) /* as the CLI refuses it (cli/problem_args.c) */
         return TS_FAIL(TS_ERR_INPUT, "%s: %s.overlap_moe_expert_parallel_comm: takes moe_a2a_overlap 0, got %g", rr->file,
                        rr->path, t->moe_a2a_overlap);
+    TS_CHECK(ts_jr_enum_set(rr, req, "recompute_modules", 0, ts_recompute_module_names, TS_RCM_DEFAULT,
+                            &t->recompute_modules));
     int ce;
     TS_CHECK(ts_jr_enum(rr, req, "cross_entropy", 0, ts_ce_names, -1, &ce));
     t->ce_fusion = ce < 0 ? -1 : ce == 0;

@@ -181,6 +181,15 @@ ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *
     return TS_OK;
 }
 
+ts_status ts_pub_recompute_modules(const char *file, const char *where, const cJSON *obj, ts_train *t, int *given) {
+    ts_jreader r;
+    ts_jreader_root(&r, file);
+    snprintf(r.path, sizeof r.path, "%s", where);
+    *given = cJSON_GetObjectItemCaseSensitive(obj, "recompute_modules") != NULL;
+    return ts_jr_enum_set(&r, obj, "recompute_modules", 0, ts_recompute_module_names, TS_RCM_DEFAULT,
+                          &t->recompute_modules);
+}
+
 /* The recipe's loss kernel where the row states it (training.cross_entropy_fusion: NeMo 1.0's
  * hydra recipes leave Megatron-Core's default, unfused, unless their config sets it); absent, the
  * stack's. */
@@ -254,6 +263,9 @@ static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, t
                                                         "fp8_param_gather");
     t.fp8_param_gather = fp8 && cJSON_IsTrue(fpg);
     TS_CHECK(ce_fusion_of(file, row, &t));
+    int modules = 0;
+    TS_CHECK(ts_pub_recompute_modules(file, "training", cJSON_GetObjectItemCaseSensitive(row, "training"), &t,
+                                      &modules));
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));
@@ -264,6 +276,7 @@ static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, t
     ts_pins_set(&pins, TS_PIN_CP, (int)cp);
     ts_pins_set(&pins, TS_PIN_DP, c->dp);
     ts_pins_set(&pins, TS_PIN_MBS, (int)mbs);
+    if (modules) ts_pins_set(&pins, TS_PIN_RECOMPUTE, TS_RECOMPUTE_SELECTIVE); /* the recipe's selective */
     if (vpp) {
         int n = cJSON_IsString(vpp) ? atoi(vpp->valuestring) : cJSON_IsNumber(vpp) ? vpp->valueint : 0;
         if (n > 1) {

@@ -97,6 +97,11 @@ ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx);
  * share, load_cv 0). Absent ones keep the defaults. */
 ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *tr, ts_model *m, ts_train *t);
 
+/* The recompute modules where the object `obj` of a published row (at `where` in `file`) states
+ * its recipe's ("recompute_modules": Megatron-Core's names, problem.h), into t; absent, the
+ * default. Sets *given when stated: the row's recompute is then selective. */
+ts_status ts_pub_recompute_modules(const char *file, const char *where, const cJSON *obj, ts_train *t, int *given);
+
 /* Appends the cases of `path` (rows that name their stack: older-stacks.json, megatron-bridge.json,
  * megatron-bridge-moe.json) as `kind` to *cases (room *cap, grown as needed), their models,
  * systems and stacks from `cache` (NULL: loaded for every case); rows of MoE models only when

@@ -8,7 +8,8 @@
  * (a --partition mode; default uniform, the even split); "measured": {"train_step_s"},
  * {"tokens_per_s_per_gpu"} (the step is global_batch_seqs · seq_len / (it · gpus)) or
  * {"hw_tflops_per_gpu"} (TFLOP/s counted with recompute, SC'21 eq. 3); MoE rows (megatron-bridge-
- * moe.json) may state their recipe's expert settings (ts_pub_moe_settings's fields) and
+ * moe.json) may state their recipe's expert settings (ts_pub_moe_settings's fields), its
+ * "recompute_modules" (with recompute=selective among the pins) and
  * "mem_headroom" (--mem-headroom as a fraction; 0 where the published layout needs the memory the
  * default reserve keeps free: it ran). See published.h. */
 #include "planner/published.h"
@@ -56,6 +57,8 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     t.fp8_param_gather = param_gather;
     if (headroom >= 0) t.mem_headroom_frac = headroom;
     TS_CHECK(ts_pub_moe_settings(r->file, r->path, row, &m, &t));
+    int modules; /* the row's pins say recompute=selective */
+    TS_CHECK(ts_pub_recompute_modules(r->file, r->path, row, &t, &modules));
     TS_CHECK(ts_pub_cache_stack(cache, stack, &t.stack));
     snprintf(c->model, sizeof c->model, "%s", model);
     snprintf(c->stack, sizeof c->stack, "%s", stack);

@@ -412,7 +412,9 @@ static int shard_leaves(search_ctx *c, search_grid *g, ts_layout shape, ts_stage
             l.dp = dp, l.pp = pp, l.ep = ep, l.microbatches = (int)(B / ((long long)dp * shape.mbs));
             if (!ts_search_offers_etp(pb, &l, pins->mask) || ts_shard_invalid(pb, &l, NULL, 0)) continue;
             for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
-                int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention);
+                /* under fused attention selective recompute of the core alone changes nothing */
+                int canonical = !(rc == TS_RECOMPUTE_SELECTIVE && pb->train.flash_attention &&
+                                  (pb->train.recompute_modules & ~TS_RCM_DEFAULT) == 0);
                 if (!allowed(pins, TS_PIN_RECOMPUTE, rc, canonical)) continue;
                 if (pb->train.moe_combined_1f1b && rc == TS_RECOMPUTE_FULL) continue; /* problem.h */
                 l.recompute = (ts_recompute)rc;

@@ -12,6 +12,8 @@ const char *const ts_cp_kind_names[] = {"ring", "allgather", "a2a", NULL};
 const char *const ts_moe_dispatcher_names[] = {"auto", "alltoall", "allgather", "deepep", NULL};
 const char *const ts_attn_backend_names[] = {"fused", "flash", NULL};
 const char *const ts_ce_names[] = {"fused", "unfused", NULL};
+const char *const ts_recompute_module_names[] = {"core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act",
+                                                 "shared_experts", "moe", NULL};
 
 void ts_train_defaults(ts_train *t) {
     *t = (ts_train){
@@ -22,6 +24,7 @@ void ts_train_defaults(ts_train *t) {
         .tp_across_nodes = 0,
         .cp_kind = TS_CP_RING,
         .moe_grouped_gemm = 1,
+        .recompute_modules = TS_RCM_DEFAULT,
         .ce_fusion = -1,
         .weight_bytes = 2,
         .grad_bytes = 2,
@@ -31,6 +34,32 @@ void ts_train_defaults(ts_train *t) {
         .activation_scale = 1,
     };
     ts_stack_defaults(&t->stack);
+}
+
+const char *ts_recompute_modules_format(unsigned mask, const char *sep, const char *quote, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0, n = 0; i < TS_RCM_COUNT && used < cap; i++)
+        if (mask & TS_RCM_BIT(i)) {
+            int w = snprintf(buf + used, cap - used, "%s%s%s%s", n++ ? sep : "", quote, ts_recompute_module_names[i], quote);
+            used += w > 0 ? (size_t)w : 0;
+        }
+    return buf;
+}
+
+ts_status ts_recompute_modules_check(const ts_model *m, const ts_train *t) {
+    unsigned rm = t->recompute_modules;
+    if (rm >> TS_RCM_COUNT)
+        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: unknown module bits 0x%x", rm >> TS_RCM_COUNT);
+    if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && m->mla.kv_lora_rank <= 0)
+        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: mla_up_proj needs multi-head latent attention, %s has "
+                       "none (Megatron-Core: \"mla_up_proj in recompute_modules is only supported with "
+                       "multi_latent_attention\")", m->name);
+    if ((rm & TS_RCM_BIT(TS_RCM_MOE_ACT)) && !t->moe_grouped_gemm)
+        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: moe_act needs the grouped GEMM, not "
+                       "--no-moe-grouped-gemm (Megatron-Core: \"moe_act in recompute_modules is only supported "
+                       "with moe_grouped_gemm\")");
+    return TS_OK;
 }
 
 double ts_grad_reduce_bytes(const ts_train *t) {

@@ -60,6 +60,23 @@ typedef enum { TS_ATTN_FUSED, TS_ATTN_FLASH, TS_ATTN_BACKEND_COUNT } ts_attn_bac
 extern const char *const ts_attn_backend_names[]; /* "fused", "flash"; NULL-terminated */
 extern const char *const ts_ce_names[];           /* "fused", "unfused": train.ce_fusion 1, 0 */
 
+/* What recompute=selective recomputes, as Megatron-Core's --recompute-modules names it
+ * (transformer_config.py recompute_modules, default ["core_attn"]; transformer_layer.py,
+ * multi_latent_attention.py, moe/experts.py, moe/moe_layer.py, moe/shared_experts.py):
+ * core_attn       the attention core (unfused: its s×s scores; fused kernels keep none)
+ * mla_up_proj     MLA's up-projections and RoPE: q, k and v rebuilt from the latents
+ * layernorm       the two norms' outputs rebuilt from their inputs
+ * mlp             a dense layer's MLP block from its input (its norm and TP collectives too)
+ * moe_act         the routed experts' activation (grouped GEMM only, as Megatron-Core asserts)
+ * shared_experts  the shared experts from their input
+ * moe             a MoE layer's whole MLP block from its input: router, dispatch, experts and
+ *                 combine again */
+typedef enum { TS_RCM_CORE_ATTN, TS_RCM_MLA_UP_PROJ, TS_RCM_LAYERNORM, TS_RCM_MLP, TS_RCM_MOE_ACT,
+               TS_RCM_SHARED_EXPERTS, TS_RCM_MOE, TS_RCM_COUNT } ts_recompute_module;
+extern const char *const ts_recompute_module_names[]; /* "core_attn", ...; NULL-terminated */
+#define TS_RCM_BIT(m) (1u << (m))
+#define TS_RCM_DEFAULT TS_RCM_BIT(TS_RCM_CORE_ATTN)
+
 typedef struct {
     int64_t global_batch;   /* sequences per step */
     int64_t seq;            /* tokens per sequence */
@@ -87,6 +104,8 @@ typedef struct {
                                (a stream of their own; program.c) */
     int moe_fp8_dispatch;   /* dispatch FP8 (1 byte + a scale per 128) as DeepSeek-V3 §3.3.2 does;
                                on by default under fp8 with the deepep dispatcher */
+    unsigned recompute_modules; /* recompute=selective: what it recomputes (TS_RCM_BIT of each;
+                               default TS_RCM_DEFAULT, core_attn alone) */
     int moe_grouped_gemm;   /* the local experts as one grouped GEMM (default; Megatron-Core
                                --moe-grouped-gemm, TEGroupedMLP); 0: SequentialMLP, one GEMM per
                                expert and their outputs concatenated (planner/moe_cost.h) */
@@ -102,6 +121,15 @@ typedef struct {
     double mem_headroom_frac;
     double mem_headroom_bytes;
 } ts_train;
+
+/* The modules of `mask` in their order, each in `quote`, joined by `sep` ("mla_up_proj mlp");
+ * returns buf. */
+const char *ts_recompute_modules_format(unsigned mask, const char *sep, const char *quote, char *buf, size_t cap);
+
+/* Megatron-Core's own refusals of recompute modules (transformer_config.py __post_init__):
+ * mla_up_proj needs multi-head latent attention, moe_act the grouped GEMM; TS_ERR_INPUT naming
+ * --recompute-modules. Bits beyond TS_RCM_COUNT are refused too. */
+ts_status ts_recompute_modules_check(const ts_model *m, const ts_train *t);
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
  * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq when

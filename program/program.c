@@ -84,6 +84,7 @@ typedef struct {
     ts_mlp_recipe mlp[2];   /* dense, MoE */
     ts_edge_recipe edge;
     gemm_list qkv, proj;    /* the attention block's GEMMs */
+    gemm_list qkv_up;       /* MLA: of qkv, those recompute module mla_up_proj redoes */
     gemm_list fc1[2], fc2[2]; /* the MLP block's h→f and f→h sides, dense and MoE */
     gemm_list router, experts_in; /* MoE's fc1 split at the EP dispatch */
     gemm_list routed_in, routed_out, shared_in, shared_out; /* the routed and the shared experts'
@@ -240,7 +241,10 @@ static void add_gemm(gemm_list *gl, const ts_gemm_shape *g) { gl->g[gl->n++] = *
  * local experts, the shared experts), `experts_in` the same without the router (the EP
  * dispatch sits between them). */
 static void block_lists(builder *b) {
-    for (int i = 0; i < b->attn.n_qkv; i++) add_gemm(&b->qkv, &b->attn.qkv[i]);
+    for (int i = 0; i < b->attn.n_qkv; i++) {
+        add_gemm(&b->qkv, &b->attn.qkv[i]);
+        if (b->attn.qkv_up & (1u << i)) add_gemm(&b->qkv_up, &b->attn.qkv[i]);
+    }
     add_gemm(&b->proj, &b->attn.proj);
     for (int moe = 0; moe < 2; moe++) {
         const ts_mlp_recipe *r = &b->mlp[moe];
@@ -397,15 +401,22 @@ static uint32_t shared_overlap_bwd(builder *b, const ctx *c, uint32_t out, uint3
 
 /* Forward of one layer; its first op waits on `dep` and `dep2` (a RECV, a parameter gather).
  * Returns the op the next layer waits on (its TP collective or last compute op). */
+static uint32_t mlp_block_fwd(builder *b, const ctx *c, int moe, uint32_t t, int norm);
+
 static uint32_t layer_fwd(builder *b, const ctx *c, int moe, uint32_t dep, uint32_t dep2) {
     uint32_t x = elementwise2(b, c, TS_PART_NORM1, norm1_bytes(b) + norm1_cast(b), dep, dep2);
     uint32_t g = sp_open(b, c, TS_PART_SP_GATHER_ATTN, x);
     x = run_gemms(b, c, &b->qkv, 0, g);
     uint32_t a = attention_fwd(b, c, x);
     x = run_gemms(b, c, &b->proj, 0, a == x ? NO_OP : a);
-    uint32_t t = tp_close(b, c, TS_PART_TP_ATTN, x);
-    x = elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t);
-    g = mlp_sp_open(b, c, moe, x);
+    return mlp_block_fwd(b, c, moe, tp_close(b, c, TS_PART_TP_ATTN, x), 1);
+}
+
+/* The MLP (or MoE) block's forward from the attention block's end `t` (`norm`: its norm first;
+ * else `t` is the norm's output, as recompute module moe takes it); returns its last op. */
+static uint32_t mlp_block_fwd(builder *b, const ctx *c, int moe, uint32_t t, int norm) {
+    uint32_t x = norm ? elementwise(b, c, TS_PART_NORM2, norm2_bytes(b) + b->mlp[moe].fp8_cast_bytes[0], t) : t;
+    uint32_t g = mlp_sp_open(b, c, moe, x);
     int ep = moe && b->l->ep > 1;
     if (shared_overlap(b, moe)) {
         uint32_t in = g != NO_OP ? g : x, shared_last;
@@ -653,6 +664,31 @@ static void slot_forward(builder *b, const stage_ctx *st, const ts_slot *sl, int
     }
 }
 
+/* recompute=selective: what the problem's recompute modules redo before the layer's backward
+ * (program/problem.h ts_recompute_module), op for op as planner/layer.c prices it; returns the
+ * last op, or `dep` when none runs. */
+static uint32_t selective_recompute(builder *b, const ctx *c, int moe, uint32_t dep) {
+    unsigned rm = b->pb->train.recompute_modules;
+    const ts_mlp_recipe *r = &b->mlp[moe];
+    int dense_mlp = !moe && (rm & TS_RCM_BIT(TS_RCM_MLP)), whole_moe = moe && (rm & TS_RCM_BIT(TS_RCM_MOE));
+    uint32_t x = dep;
+    if (rm & TS_RCM_BIT(TS_RCM_LAYERNORM)) { /* the dense MLP block rebuilds the second itself */
+        x = elementwise(b, c, TS_PART_NORM1, r->norm_bytes, x);
+        if (!dense_mlp) x = elementwise(b, c, TS_PART_NORM2, r->norm_bytes, x);
+    }
+    if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && b->qkv_up.n > 0) x = run_gemms(b, c, &b->qkv_up, 0, x);
+    if (rm & TS_RCM_BIT(TS_RCM_CORE_ATTN)) x = attention_fwd(b, c, x);
+    if (dense_mlp || whole_moe) x = mlp_block_fwd(b, c, moe, x, dense_mlp);
+    if (moe && !whole_moe && (rm & TS_RCM_BIT(TS_RCM_MOE_ACT)))
+        x = elementwise(b, c, TS_PART_ACT, r->act_bytes - r->permute_bytes, x);
+    if (moe && !whole_moe && r->shared && (rm & TS_RCM_BIT(TS_RCM_SHARED_EXPERTS))) {
+        x = run_gemms(b, c, &b->shared_in, 0, x);
+        x = elementwise(b, c, TS_PART_ACT, r->shared_act_bytes, x);
+        x = run_gemms(b, c, &b->shared_out, 0, x);
+    }
+    return x;
+}
+
 /* The backward of one layer in a backward slot: its recompute first, then input (and, unless
  * W is apart, weight) gradients, then ZeRO-2/3's reduce-scatter of them. */
 static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *c, int j, int split_w, uint32_t x,
@@ -665,7 +701,7 @@ static uint32_t slot_layer_backward(builder *b, const stage_ctx *st, const ctx *
         dep = layer_fwd(b, &r, moe, dep, params);
         params = NO_OP;
     } else if (st->recompute == TS_RECOMPUTE_SELECTIVE) {
-        dep = attention_fwd(b, &r, dep);
+        dep = selective_recompute(b, &r, moe, dep);
     }
     x = layer_bwd(b, c, moe, split_w, dep, params);
     if (!split_w) st->dp->last_grad[j] = x;

@@ -229,13 +229,19 @@ static double tokens_of(const ts_problem *pb, const ts_shard *sh) {
 static void mla_gemms(const ts_model *m, double T, double ar, ts_attn_recipe *r) {
     const ts_mla *a = &m->mla;
     double h = (double)m->hidden, qk = a->qk_nope_dim + a->qk_rope_dim;
+    /* the GEMMs that make q, k and v (Megatron-Core's qkv_up_proj_and_rope_apply: the q
+     * up-projection, or the q projection without a q latent, and the kv up-projection) are what
+     * mla_up_proj recomputes: bits of qkv_up */
     if (a->q_lora_rank > 0) {
         r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, a->q_lora_rank, h, 1);
+        r->qkv_up |= 1u << r->n_qkv;
         r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * qk, a->q_lora_rank, 1);
     } else {
+        r->qkv_up |= 1u << r->n_qkv;
         r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * qk, h, 1);
     }
     r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, a->kv_lora_rank + a->qk_rope_dim, h, 1);
+    r->qkv_up |= 1u << r->n_qkv;
     r->qkv[r->n_qkv++] = shape(TS_PART_QKV, T, ar * (a->qk_nope_dim + a->v_dim), a->kv_lora_rank, 1);
     r->proj = shape(TS_PART_PROJ, T, h, ar * a->v_dim, 1);
     r->qk_dim = qk;

@@ -104,6 +104,8 @@ typedef struct {
     double q_heads, kv_heads;              /* per TP rank; kv heads replicated when t > g */
     ts_gemm_shape qkv[TS_RECIPE_MAX_QKV];  /* h → heads side (MLA: down- and up-projections) */
     int n_qkv;
+    unsigned qkv_up;                       /* MLA: bit i, qkv[i] makes q, k or v from a latent (or q
+                                              from h): what recompute module mla_up_proj rebuilds */
     ts_gemm_shape proj;                    /* heads → h */
     double qk_dim, v_dim;                  /* per-head dims of the core */
     double core_flops;                     /* QKᵀ and AV over the full s² (model FLOPs) */

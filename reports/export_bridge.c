@@ -106,8 +106,14 @@ static void bridge_model(FILE *f, const ts_problem *pb, const ts_layout *l, cons
     }
     if (l->recompute == TS_RECOMPUTE_FULL)
         fprintf(f, "        recompute_granularity=\"full\", recompute_method=\"uniform\", recompute_num_layers=1,\n");
-    else if (l->recompute == TS_RECOMPUTE_SELECTIVE)
-        fprintf(f, "        recompute_granularity=\"selective\",\n");
+    else if (l->recompute == TS_RECOMPUTE_SELECTIVE) {
+        char mods[200];
+        fprintf(f, "        recompute_granularity=\"selective\",");
+        if (pb->train.recompute_modules != TS_RCM_DEFAULT)
+            fprintf(f, " recompute_modules=[%s],",
+                    ts_recompute_modules_format(pb->train.recompute_modules, ", ", "\"", mods, sizeof mods));
+        fprintf(f, "\n");
+    }
     fprintf(f, "    )\n");
 }
 

@@ -60,7 +60,13 @@ static void deepspeed_notes(FILE *f, const ts_problem *pb, const ts_layout *l) {
     if (l->recompute != TS_RECOMPUTE_NONE && l->pp == 1)
         fprintf(f, "# recompute=%s: activation checkpointing is applied in the model code "
                    "(deepspeed.checkpointing.checkpoint)\n", ts_recompute_names[l->recompute]);
-    if (l->recompute == TS_RECOMPUTE_SELECTIVE && l->pp > 1)
+    char mods[160];
+    int own_modules = pb->train.recompute_modules != TS_RCM_DEFAULT;
+    if (l->recompute == TS_RECOMPUTE_SELECTIVE && own_modules)
+        fprintf(f, "# recompute=selective priced Megatron-Core's recompute modules %s; DeepSpeed has no such "
+                   "option: checkpoint those modules in the model code\n",
+                ts_recompute_modules_format(pb->train.recompute_modules, " ", "", mods, sizeof mods));
+    if (l->recompute == TS_RECOMPUTE_SELECTIVE && l->pp > 1 && !own_modules)
         fprintf(f, "# recompute=selective: only attention is recomputed, in the model code; "
                    "\"activation_checkpoint_interval\" would recompute whole layers\n");
     if (pb->train.dtype == TS_DTYPE_FP8)

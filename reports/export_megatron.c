@@ -235,6 +235,12 @@ static void training_flags(flags *x, const ts_problem *pb, const ts_layout *l) {
         fl_i(x, "--recompute-num-layers", 1);
     } else if (l->recompute == TS_RECOMPUTE_SELECTIVE) {
         fl_s(x, "--recompute-granularity", "selective");
+        /* the modules the plan priced, where they are not Megatron-Core's default (core_attn) */
+        char mods[160];
+        if (pb->train.recompute_modules != TS_RCM_DEFAULT) { /* nargs='*': one word each */
+            fl(x, "--recompute-modules");
+            fl(x, ts_recompute_modules_format(pb->train.recompute_modules, " ", "", mods, sizeof mods));
+        }
     }
     if (l->zero == 1) fl(x, "--use-distributed-optimizer");
     if (l->zero >= 2) {
