@@ -24,7 +24,9 @@ ts_status ts_problem_init(ts_problem *pb, const ts_model *m, const ts_system *s,
     if (t->dtype == TS_DTYPE_FP8 && t->fp8_recipe == TS_FP8_MXFP8 && !s->mxfp8)
         return TS_FAIL(TS_ERR_INPUT, "--fp8-recipe mxfp8: %s has no MXFP8 tensor cores (gpu.mxfp8 in its system file); "
                        "use delayed or tensorwise", s->name);
-    TS_CHECK(ts_recompute_modules_check(m, t));
+    char why[256];
+    if (ts_recompute_modules_invalid(m, t, why, sizeof why))
+        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: %s", why);
     *pb = (ts_problem){.model = *m, .sys = *s, .train = *t, .gpus = gpus};
     ts_model_params(m, &pb->params);
     TS_CHECK(ts_stack_apply(pb));

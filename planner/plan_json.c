@@ -303,6 +303,11 @@ ts_status ts_plan_read(const char *file, ts_problem *pb, ts_layout **layouts, in
                       "$.system.gpu.peak_flops", file, ts_dtype_names[dt]);
         goto exit;
     }
+    char bad[256];
+    if (ts_recompute_modules_invalid(&m, &t, bad, sizeof bad)) {
+        res = TS_FAIL(TS_ERR_INPUT, "%s: $.request.recompute_modules: %s", file, bad);
+        goto exit;
+    }
     TS_CHECK_GOTO(read_stack(&rr, req, &t), res, exit);
     TS_CHECK_GOTO(ts_problem_init(pb, &m, &s, &t, (int)gpus), res, exit);
 

@@ -47,19 +47,19 @@ const char *ts_recompute_modules_format(unsigned mask, const char *sep, const ch
     return buf;
 }
 
-ts_status ts_recompute_modules_check(const ts_model *m, const ts_train *t) {
+const char *ts_recompute_modules_invalid(const ts_model *m, const ts_train *t, char *buf, size_t cap) {
     unsigned rm = t->recompute_modules;
     if (rm >> TS_RCM_COUNT)
-        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: unknown module bits 0x%x", rm >> TS_RCM_COUNT);
-    if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && m->mla.kv_lora_rank <= 0)
-        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: mla_up_proj needs multi-head latent attention, %s has "
-                       "none (Megatron-Core: \"mla_up_proj in recompute_modules is only supported with "
-                       "multi_latent_attention\")", m->name);
-    if ((rm & TS_RCM_BIT(TS_RCM_MOE_ACT)) && !t->moe_grouped_gemm)
-        return TS_FAIL(TS_ERR_INPUT, "--recompute-modules: moe_act needs the grouped GEMM, not "
-                       "--no-moe-grouped-gemm (Megatron-Core: \"moe_act in recompute_modules is only supported "
-                       "with moe_grouped_gemm\")");
-    return TS_OK;
+        snprintf(buf, cap, "unknown module bits 0x%x", rm >> TS_RCM_COUNT);
+    else if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && m->mla.kv_lora_rank <= 0)
+        snprintf(buf, cap, "mla_up_proj needs multi-head latent attention, %s has none (Megatron-Core: "
+                 "\"mla_up_proj in recompute_modules is only supported with multi_latent_attention\")", m->name);
+    else if ((rm & TS_RCM_BIT(TS_RCM_MOE_ACT)) && !t->moe_grouped_gemm)
+        snprintf(buf, cap, "moe_act needs the grouped GEMM, not --no-moe-grouped-gemm (Megatron-Core: \"moe_act in "
+                 "recompute_modules is only supported with moe_grouped_gemm\")");
+    else
+        return NULL;
+    return buf;
 }
 
 double ts_grad_reduce_bytes(const ts_train *t) {

@@ -127,9 +127,9 @@ typedef struct {
 const char *ts_recompute_modules_format(unsigned mask, const char *sep, const char *quote, char *buf, size_t cap);
 
 /* Megatron-Core's own refusals of recompute modules (transformer_config.py __post_init__):
- * mla_up_proj needs multi-head latent attention, moe_act the grouped GEMM; TS_ERR_INPUT naming
- * --recompute-modules. Bits beyond TS_RCM_COUNT are refused too. */
-ts_status ts_recompute_modules_check(const ts_model *m, const ts_train *t);
+ * mla_up_proj needs multi-head latent attention, moe_act the grouped GEMM; bits beyond
+ * TS_RCM_COUNT are refused too. NULL when t's modules are valid for m, else why (in buf). */
+const char *ts_recompute_modules_invalid(const ts_model *m, const ts_train *t, char *buf, size_t cap);
 
 /* Defaults: global batch 1024, seq 4096, bf16, flash attention, ring CP, TP inside a node, 2+2+12
  * bytes/param, 40M-parameter buckets. (ts_problem_init refuses seq > the model's max_seq when

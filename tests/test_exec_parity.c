@@ -521,6 +521,22 @@ Test(mpi, parity_moe_tp2_sp_ep2_etp1_combined_1f1b) {
                                 .layout = "dp=1,tp=2,pp=1,cp=1,ep=2,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none,etp=1"});
 }
 
+/* Selective recompute of Megatron-Core's modules (program/problem.h ts_recompute_module): the
+ * step program replays each module's forward ops before the layer's backward, the MLP block's
+ * TP collectives and the MoE block's EP exchange included, and trains as one rank does. */
+Test(mpi, parity_tp2_pp2_sp_recompute_layernorm_mlp) {
+    check_parity(&(parity_case){.model = "tiny", .flag = "--recompute-modules=layernorm,mlp", .san = 1,
+                                .layout = "dp=1,tp=2,pp=2,cp=1,ep=1,sp=1,zero=0,mbs=1,vpp=1,sched=1f1b,recompute=selective"});
+}
+Test(mpi, parity_moe_tp2_sp_ep2_recompute_moe) {
+    check_parity(&(parity_case){.model = "tiny-moe", .flag = "--recompute-modules=moe,layernorm",
+                                .layout = "dp=2,tp=2,pp=1,cp=1,ep=2,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective,etp=1"});
+}
+Test(mpi, parity_moe_dp2_ep2_recompute_moe_act) {
+    check_parity(&(parity_case){.model = "tiny-moe", .flag = "--recompute-modules=moe_act,core_attn",
+                                .layout = "dp=2,tp=1,pp=1,cp=1,ep=2,sp=0,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=selective"});
+}
+
 /* ---- The command ----------------------------------------------------------------------------- */
 
 #define TP2 "dp=1,tp=2,pp=1,cp=1,ep=1,sp=1,zero=0,mbs=2,vpp=1,sched=1f1b,recompute=none"

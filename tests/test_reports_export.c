@@ -271,6 +271,35 @@ Test(export, megatron_selective_recompute_and_distributed_optimizer) {
     remove_dir(dir);
 }
 
+/* Recompute modules the plan priced are exported as Megatron-LM's --recompute-modules (nargs='*':
+ * one word each, core_r0.12.0 on) and Megatron-Bridge's recompute_modules; the plan file keeps
+ * them, so the export reads them back. */
+Test(export, recompute_modules_as_planned) {
+    char *dir = make_temp_dir();
+    const char *const args[] = {"--model", "deepseek-v3", "--system", "h100-sxm-dgx", "--gpus", "1024",
+                                "--global-batch", "8192", "--dtype", "fp8", "--mem-headroom", "0", "--fix",
+                                "tp=2,pp=8,ep=64,etp=1,mbs=1,vpp=4,sched=interleaved,recompute=selective",
+                                "--recompute-modules", "mlp,mla_up_proj", "--partition", "ilp", NULL};
+    char *plan = plan_with(dir, args);
+    cli_result r = test_export_plan(plan, "megatron");
+    const char *line = flags_line(r.out);
+    cr_assert_not_null(line, "%s", r.out);
+    cr_expect(strstr(line, "--recompute-granularity selective --recompute-modules mla_up_proj mlp ") != NULL, "%s",
+              line);
+    cli_result_free(&r);
+    r = test_export_plan(plan, "megatron-bridge");
+    cr_expect(strstr(r.out, "recompute_modules=[\"mla_up_proj\", \"mlp\"]") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+    /* the default, core_attn, is Megatron-LM's own: no flag */
+    r = export_fixed("llama2-7b", "8", "64", "tp=1,pp=1,recompute=selective", "bf16", "megatron", &dir, &plan);
+    cr_expect(!has_flag(flags_line(r.out), "--recompute-modules"), "%s", r.out);
+    cli_result_free(&r);
+    free(plan);
+    remove_dir(dir);
+}
+
 /* The FP8 recipe the plan priced is the one exported: Megatron-LM's --fp8-recipe of that name,
  * the hybrid format but for MXFP8 (E4M3 throughout), and Megatron-Bridge's mixed-precision recipe
  * of that scaling. */

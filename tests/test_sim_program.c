@@ -151,6 +151,44 @@ Test(sim_program, closed_form_within_2_percent) {
     }
 }
 
+/* Selective recompute of Megatron-Core's modules (program/problem.h): what each module redoes,
+ * priced op for op by the simulator and as a whole by the closed form, within 2%. */
+Test(sim_program, closed_form_within_2_percent_recompute_modules) {
+#define RCM(m) TS_RCM_BIT(TS_RCM_##m)
+    static const struct {
+        const char *model, *layout;
+        unsigned modules;
+    } cases[] = {
+        {"llama2-70b", "dp=4,tp=4,pp=4,cp=1,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+         RCM(LAYERNORM) | RCM(MLP)},
+        {"llama2-70b", "dp=4,tp=2,pp=4,cp=2,ep=1,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+         RCM(CORE_ATTN) | RCM(MLP)},
+        {"mixtral-8x7b", "dp=8,tp=2,pp=2,cp=1,ep=8,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+         RCM(MOE) | RCM(LAYERNORM)},
+        {"mixtral-8x7b", "dp=16,tp=1,pp=4,cp=1,ep=8,sp=0,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective",
+         RCM(MOE_ACT)},
+        {"deepseek-v3", "dp=16,tp=2,pp=1,cp=1,ep=8,sp=1,zero=1,mbs=1,vpp=1,sched=1f1b,recompute=selective,etp=1",
+         RCM(MLA_UP_PROJ) | RCM(MLP) | RCM(SHARED_EXPERTS)},
+    };
+#undef RCM
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_layout l = layout(cases[i].layout);
+        ts_problem pb = problem(cases[i].model, "h100-sxm-dgx", ts_rank_count(&l), 256, 4096, 0);
+        pb.train.recompute_modules = cases[i].modules;
+        double sim_s, closed_s, err = closed_form_error(&pb, &l, &sim_s, &closed_s);
+        pb.train.recompute_modules = 0; /* selective with nothing to redo */
+        double base_sim, base_closed;
+        closed_form_error(&pb, &l, &base_sim, &base_closed);
+        cr_expect(fabs(err) <= 0.02, "%s %s: simulated %.4f s, closed form %.4f s (%+.2f%%)", cases[i].model,
+                  cases[i].layout, sim_s, closed_s, 100 * err);
+        /* and the modules' work is what both add over selective with none, within 2% of each other */
+        double d_sim = sim_s - base_sim, d_closed = closed_s - base_closed;
+        cr_expect(d_closed > 0 && fabs(d_sim - d_closed) <= 0.02 * d_closed + 1e-3 * closed_s,
+                  "%s %s: the modules add %.4f s simulated, %.4f s closed form", cases[i].model, cases[i].layout,
+                  d_sim, d_closed);
+    }
+}
+
 /* Context parallelism of every kind (program/recipe.c): closed form and simulation within 2% at
  * 4K and 32K tokens, cp = 2, 4, 8, over the NIC (tp=8) and inside a node (tp=1). */
 Test(sim_program, closed_form_within_2_percent_cp, .timeout = 600) {
