@@ -158,3 +158,17 @@ Test(recompute_modules, program_replays_the_modules_ops) {
     cr_expect_eq(count[TS_PART_QKV], 0);
     ts_program_free(&prog);
 }
+
+/* The plan's head line says what selective recomputes when it is not Megatron-Core's default. */
+Test(recompute_modules, plan_says_the_modules) {
+    cli_result r = run_cli("plan", "--model", "deepseek-v3", "--system", "b200-dgx", "--gpus", "256", "--global-batch",
+                           "2048", "--dtype", "fp8", "--fix", "tp=1,pp=16,ep=8,mbs=1,recompute=selective",
+                           "--recompute-modules", "mlp,mla_up_proj", "--partition", "uniform", "--top", "1", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "flash attention, selective recompute of mla_up_proj,mlp\n") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    r = run_cli("plan", "--model", "deepseek-v3", "--system", "b200-dgx", "--gpus", "256", "--global-batch", "2048",
+                "--dtype", "fp8", "--fix", "tp=1,pp=16,ep=8,mbs=1", "--partition", "uniform", "--top", "1", NULL);
+    cr_expect(strstr(r.out, "selective recompute of") == NULL, "the default is not said: %s", r.out);
+    cli_result_free(&r);
+}
