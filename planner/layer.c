@@ -40,9 +40,8 @@ static double gemm_s(const ts_problem *pb, const ts_gemm_shape *g) {
     return ts_gemm_s(&pb->sys, ts_gemm_dtype(pb, g->part), g->m, g->n, g->k);
 }
 
-/* Adds a GEMM of the layer (the local experts' as a grouped GEMM when `grouped`) to p's forward
- * GEMM time and its FP8 share, and its weight gradient (W = k × n over the m tokens, at the
- * backward's rate and no faster than its memory traffic: planner/op_cost.h) to p's. */
+/* A forward GEMM of the layer, the local experts' as a grouped GEMM when `grouped`
+ * (planner/moe_cost.h). */
 static double fwd_gemm_s(const ts_problem *pb, const ts_gemm_shape *g, int grouped) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
     return grouped ? ts_grouped_gemm_s(&pb->sys, dt, g->m, g->n, g->k, g->count, g->m, pb->train.moe_grouped_gemm,
@@ -50,6 +49,9 @@ static double fwd_gemm_s(const ts_problem *pb, const ts_gemm_shape *g, int group
                    : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
 }
 
+/* Adds a GEMM of the layer to p's forward GEMM time and its FP8 share, and its weight gradient
+ * (W = k × n over the m tokens, at the backward's rate and no faster than its memory traffic:
+ * planner/op_cost.h) to p's. */
 static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
     double t = fwd_gemm_s(pb, g, grouped);
