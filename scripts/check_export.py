@@ -61,6 +61,8 @@ CASES = [
                   "--fix tp=2,pp=1"),
     ("moe-shared-overlap", "--model tests/data/hf/deepseek-moe-16b.json --system h100-sxm-dgx --gpus 64 "
                            "--global-batch 512 --moe-dispatcher alltoall --fix tp=1,pp=2,ep=16 --moe-shared-expert-overlap"),
+    ("recompute-modules", "--model mixtral-8x7b --system h100-sxm-dgx --gpus 64 --global-batch 256 "
+                          "--fix tp=2,pp=2,ep=4,recompute=selective --recompute-modules layernorm,moe_act,core_attn"),
 ]
 
 # Flags tessera writes: name -> type (None: store_true). Their names were checked against
@@ -87,6 +89,7 @@ FLAGS = {
     "recompute-num-layers": int, "use-distributed-optimizer": None, "use-megatron-fsdp": None,
     "data-parallel-sharding-strategy": str, "ckpt-format": str, "bf16": None, "fp16": None,
     "fp8-format": str, "fp8-recipe": str, "cross-entropy-loss-fusion": None,
+    "recompute-modules": list,
 }
 
 failures = []
@@ -115,6 +118,12 @@ def parse_flags(line):
         if t is None:
             out[w[2:].replace("-", "_")] = True
             i += 1
+        elif t is list:  # nargs='*': the words up to the next flag
+            j = i + 1
+            while j < len(words) and not words[j].startswith("--"):
+                j += 1
+            out[w[2:].replace("-", "_")] = words[i + 1:j]
+            i = j
         else:
             out[w[2:].replace("-", "_")] = t(words[i + 1])
             i += 2
@@ -144,7 +153,7 @@ def transformer_kwargs(a):
               bf16=a.get("bf16", False), fp16=a.get("fp16", False),
               params_dtype=torch.bfloat16 if a.get("bf16") else torch.float16 if a.get("fp16") else torch.float32,
               recompute_granularity=a.get("recompute_granularity"), recompute_method=a.get("recompute_method"),
-              recompute_num_layers=a.get("recompute_num_layers"),
+              recompute_num_layers=a.get("recompute_num_layers"), recompute_modules=a.get("recompute_modules"),
               cross_entropy_loss_fusion=a.get("cross_entropy_loss_fusion", False), use_cpu_initialization=True,
               perform_initialization=False)
     if a["pipeline_model_parallel_size"] > 1:
