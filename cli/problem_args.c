@@ -39,38 +39,27 @@ static void parse_attn_backend(const char *cmd, const char *arg, ts_train *t) {
     t->attn_backend = found == 1 ? TS_ATTN_FLASH : TS_ATTN_FUSED;
 }
 
-/* "1f1b,interleaved" -> a bit per schedule. */
-static unsigned parse_schedules(const char *cmd, const char *list) {
-    cli_list_check(cmd, "--schedules", list);
+/* A comma-separated list of `names` -> a bit per name; an unknown one is refused listing `expected`. */
+static unsigned parse_name_set(const char *cmd, const char *flag, const char *list, const char *const *names,
+                               const char *expected) {
+    cli_list_check(cmd, flag, list);
     char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) cli_usage_error(cmd, "--schedules: list too long");
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) cli_usage_error(cmd, "%s: list too long", flag);
     unsigned mask = 0;
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        int found = cli_name_index(ts_schedule_names, item);
-        if (found < 0)
-            cli_usage_error(cmd, "--schedules: expected a list of gpipe, 1f1b, interleaved, zb-h1, dualpipe, zb-v, got \"%s\"", item);
+        int found = cli_name_index(names, item);
+        if (found < 0) cli_usage_error(cmd, "%s: expected a list of %s, got \"%s\"", flag, expected, item);
         mask |= 1u << found;
     }
-    if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
     return mask;
 }
 
-/* "core_attn,mla_up_proj" -> a bit per Megatron-Core recompute module (problem.h). */
-static unsigned parse_recompute_modules(const char *cmd, const char *list) {
-    cli_list_check(cmd, "--recompute-modules", list);
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
-        cli_usage_error(cmd, "--recompute-modules: list too long");
-    unsigned mask = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        int found = cli_name_index(ts_recompute_module_names, item);
-        if (found < 0)
-            cli_usage_error(cmd, "--recompute-modules: expected a list of core_attn, mla_up_proj, layernorm, mlp, "
-                                 "moe_act, shared_experts, moe, got \"%s\"", item);
-        mask |= TS_RCM_BIT(found);
-    }
+/* "1f1b,interleaved" -> a bit per schedule. */
+static unsigned parse_schedules(const char *cmd, const char *list) {
+    unsigned mask = parse_name_set(cmd, "--schedules", list, ts_schedule_names,
+                                   "gpipe, 1f1b, interleaved, zb-h1, dualpipe, zb-v");
+    if (!mask) cli_usage_error(cmd, "--schedules: expected at least one schedule");
     return mask;
 }
 
@@ -132,7 +121,9 @@ int cli_problem_arg(const char *cmd, int c, const char *arg, cli_problem_args *a
         a->train.moe_shared_expert_overlap = 1, a->given = "--moe-shared-expert-overlap";
         break;
     case CLI_OPT_RECOMPUTE_MODULES:
-        a->train.recompute_modules = parse_recompute_modules(cmd, arg), a->given = "--recompute-modules";
+        a->train.recompute_modules = parse_name_set(cmd, "--recompute-modules", arg, ts_recompute_module_names,
+                                                    "core_attn, mla_up_proj, layernorm, mlp, moe_act, shared_experts, moe");
+        a->given = "--recompute-modules";
         break;
     case CLI_OPT_ACROSS: a->train.tp_across_nodes = 1, a->given = "--tp-across-nodes"; break;
     case CLI_OPT_NO_PRUNE: a->search.prune = 0, a->given = "--no-prune"; break;

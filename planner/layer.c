@@ -49,6 +49,8 @@ static double fwd_gemm_s(const ts_problem *pb, const ts_gemm_shape *g, int group
                    : ts_gemm_s(&pb->sys, dt, g->m, g->n, g->k);
 }
 
+static double gemm_flops(const ts_gemm_shape *g) { return 2.0 * g->m * g->n * g->k * g->count; }
+
 /* Adds a GEMM of the layer to p's forward GEMM time and its FP8 share, and its weight gradient
  * (W = k × n over the m tokens, at the backward's rate and no faster than its memory traffic:
  * planner/op_cost.h) to p's. */
@@ -75,7 +77,10 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     p->kv_block_bytes = r->kv_block_bytes;
     p->cp_fwd = r->cp_fwd;
     p->cp_bwd = r->cp_bwd;
-    for (int i = 0; i < r->n_qkv; i++) add_gemm(pb, &r->qkv[i], 0, p);
+    for (int i = 0; i < r->n_qkv; i++) {
+        add_gemm(pb, &r->qkv[i], 0, p);
+        if (r->qkv_up & (1u << i)) p->qkv_up_s += fwd_gemm_s(pb, &r->qkv[i], 0), p->qkv_up_flops += gemm_flops(&r->qkv[i]);
+    }
     add_gemm(pb, &r->proj, 0, p);
     p->matmul_params_rank += r->matmul_params;
     p->amax_gemms += r->amax_gemms;
@@ -195,8 +200,6 @@ static double shared_hidden_s(const ts_problem *pb, const ts_mlp_recipe *r, cons
     return hidden * (1.0 - s->overlap_slowdown);
 }
 
-static double gemm_flops(const ts_gemm_shape *g) { return 2.0 * g->m * g->n * g->k * g->count; }
-
 /* The MoE block's forward GEMMs (router, local experts grouped, shared experts): what recompute
  * module moe redoes. */
 static void moe_block_gemms(const ts_problem *pb, const ts_mlp_recipe *mr, double *t, double *flops) {
@@ -211,8 +214,8 @@ static void moe_block_gemms(const ts_problem *pb, const ts_mlp_recipe *mr, doubl
  * activation bytes it drops (Megatron-Core frees them: output-discarding checkpoints for
  * mla_up_proj, layernorm and moe_act, ordinary ones for the blocks). Needs out's attention core,
  * model FLOPs and MLP activations; `mlp_tp_s` is one pass of the MLP block's TP collectives. */
-static void selective_parts(const ts_problem *pb, const ts_shard *sh, int moe, const ts_mlp_recipe *mr,
-                            double in_bytes, double mlp_tp_s, layer_parts *out) {
+static void selective_parts(const ts_problem *pb, const ts_shard *sh, int moe, const ts_layer_fwd *attn,
+                            const ts_mlp_recipe *mr, double in_bytes, double mlp_tp_s, layer_parts *out) {
     const ts_model *m = &pb->model;
     const ts_system *s = &pb->sys;
     unsigned rm = pb->train.recompute_modules;
@@ -222,11 +225,8 @@ static void selective_parts(const ts_problem *pb, const ts_shard *sh, int moe, c
     out->sel_core = (rm & TS_RCM_BIT(TS_RCM_CORE_ATTN)) != 0;
     if (out->sel_core) t += out->attn_fwd_s, flops += out->core_fwd_flops;
     if ((rm & TS_RCM_BIT(TS_RCM_MLA_UP_PROJ)) && m->mla.kv_lora_rank > 0) {
-        ts_attn_recipe ar;
-        ts_attn_recipe_of(pb, sh, &ar);
-        for (int i = 0; i < ar.n_qkv; i++)
-            if (ar.qkv_up & (1u << i)) t += fwd_gemm_s(pb, &ar.qkv[i], 0) * sc, flops += gemm_flops(&ar.qkv[i]);
-        drop += 2.0 * T * ar.q_heads * (2.0 * ar.qk_dim + ar.v_dim); /* q, k, v; the latents stay */
+        t += attn->qkv_up_s * sc, flops += attn->qkv_up_flops;
+        drop += 2.0 * T * attn->q_heads * (2.0 * attn->qk_dim + attn->v_dim); /* q, k, v; the latents stay */
     }
     if (rm & TS_RCM_BIT(TS_RCM_LAYERNORM)) { /* the dense MLP block rebuilds the second itself */
         t += (dense_mlp ? 1.0 : 2.0) * ts_memory_s(s, mr->norm_bytes, 1) * sc;
@@ -383,7 +383,7 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
     }
     out->act_attn_bytes = replicated + attn;
     out->act_mlp_bytes = mlp;
-    selective_parts(pb, sh, moe, &mr, in_bytes, mlp_tp_s, out);
+    selective_parts(pb, sh, moe, ar_, &mr, in_bytes, mlp_tp_s, out);
     out->input_bytes = 2.0 * T * h * rep;
 }
 

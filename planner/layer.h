@@ -52,6 +52,7 @@ typedef struct {
     /* sizes of the attention block's recipe (program/recipe.h) that the rest of the layer reads */
     double q_heads, kv_heads, qk_dim, v_dim, core_flops, kv_block_bytes;
     ts_cp_pass cp_fwd, cp_bwd;
+    double qkv_up_s, qkv_up_flops; /* MLA: of the GEMMs, the up-projections (recipe.h qkv_up) */
 } ts_layer_fwd;
 
 /* The attention block's parts alone: they depend on tp, cp and the micro-batch, not on ep, SP or

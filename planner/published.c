@@ -151,42 +151,29 @@ static ts_status attn_backend_of(const char *file, const cJSON *row, ts_attn_bac
     return TS_FAIL(TS_ERR_INPUT, "%s: training.attention_backend: expected \"fused\" or \"flash\"", file);
 }
 
-ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *tr, ts_model *m, ts_train *t) {
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(tr, "moe_dispatcher");
-    const cJSON *cf = cJSON_GetObjectItemCaseSensitive(tr, "moe_capacity_factor");
-    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(tr, "moe_pad_to_capacity");
-    const cJSON *grouped = cJSON_GetObjectItemCaseSensitive(tr, "moe_grouped_gemm");
-    const cJSON *combined = cJSON_GetObjectItemCaseSensitive(tr, "overlap_moe_expert_parallel_comm");
-    const cJSON *shared_ov = cJSON_GetObjectItemCaseSensitive(tr, "moe_shared_expert_overlap");
-    const cJSON *balance = cJSON_GetObjectItemCaseSensitive(tr, "moe_force_balance");
-    if (d) {
-        int i = 0;
-        while (cJSON_IsString(d) && ts_moe_dispatcher_names[i] && strcmp(d->valuestring, ts_moe_dispatcher_names[i]))
-            i++;
-        if (!cJSON_IsString(d) || !ts_moe_dispatcher_names[i])
-            return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_dispatcher: expected auto, alltoall, allgather or deepep", file,
-                           where);
-        t->moe_dispatcher = (ts_moe_dispatcher)i;
+ts_status ts_pub_moe_settings(const ts_jreader *r, const cJSON *obj, ts_model *m, ts_train *t) {
+    int disp, pad, balance;
+    double cf;
+    TS_CHECK(ts_jr_enum(r, obj, "moe_dispatcher", 0, ts_moe_dispatcher_names, t->moe_dispatcher, &disp));
+    TS_CHECK(ts_jr_num(r, obj, "moe_capacity_factor", 0, 1e-3, 1e3, 0, &cf));
+    TS_CHECK(ts_jr_bool(r, obj, "moe_pad_to_capacity", 0, 1, &pad));
+    TS_CHECK(ts_jr_bool(r, obj, "moe_grouped_gemm", 0, t->moe_grouped_gemm, &t->moe_grouped_gemm));
+    TS_CHECK(ts_jr_bool(r, obj, "overlap_moe_expert_parallel_comm", 0, t->moe_combined_1f1b, &t->moe_combined_1f1b));
+    TS_CHECK(ts_jr_bool(r, obj, "moe_shared_expert_overlap", 0, t->moe_shared_expert_overlap,
+                        &t->moe_shared_expert_overlap));
+    TS_CHECK(ts_jr_bool(r, obj, "moe_force_balance", 0, 0, &balance));
+    t->moe_dispatcher = (ts_moe_dispatcher)disp;
+    if (cf > 0) {
+        m->moe.capacity_factor = cf;
+        m->moe.capacity_unpadded = !pad;
     }
-    if (cf) {
-        if (!cJSON_IsNumber(cf) || !(cf->valuedouble > 0))
-            return TS_FAIL(TS_ERR_INPUT, "%s: %s.moe_capacity_factor: expected a number > 0", file, where);
-        m->moe.capacity_factor = cf->valuedouble;
-        m->moe.capacity_unpadded = cJSON_IsFalse(pad);
-    }
-    if (grouped) t->moe_grouped_gemm = cJSON_IsTrue(grouped);
-    if (combined) t->moe_combined_1f1b = cJSON_IsTrue(combined);
-    if (shared_ov) t->moe_shared_expert_overlap = cJSON_IsTrue(shared_ov);
-    if (cJSON_IsTrue(balance)) m->moe.load_cv = 0; /* every expert its even share */
+    if (balance) m->moe.load_cv = 0; /* every expert its even share */
     return TS_OK;
 }
 
-ts_status ts_pub_recompute_modules(const char *file, const char *where, const cJSON *obj, ts_train *t, int *given) {
-    ts_jreader r;
-    ts_jreader_root(&r, file);
-    snprintf(r.path, sizeof r.path, "%s", where);
+ts_status ts_pub_recompute_modules(const ts_jreader *r, const cJSON *obj, ts_train *t, int *given) {
     *given = cJSON_GetObjectItemCaseSensitive(obj, "recompute_modules") != NULL;
-    return ts_jr_enum_set(&r, obj, "recompute_modules", 0, ts_recompute_module_names, TS_RCM_DEFAULT,
+    return ts_jr_enum_set(r, obj, "recompute_modules", 0, ts_recompute_module_names, TS_RCM_DEFAULT,
                           &t->recompute_modules);
 }
 
@@ -257,15 +244,18 @@ static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, t
     t.seq = (int64_t)seq;
     if (fp8) ts_train_set_dtype(&t, TS_DTYPE_FP8);
     TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
-    if (moe) TS_CHECK(ts_pub_moe_settings(file, "training", cJSON_GetObjectItemCaseSensitive(row, "training"), &m, &t));
+    /* the recipe's settings in the row's "training" object */
+    const cJSON *training = cJSON_GetObjectItemCaseSensitive(row, "training");
+    ts_jreader tr;
+    ts_jreader_root(&tr, file);
+    snprintf(tr.path, sizeof tr.path, "training");
+    if (moe) TS_CHECK(ts_pub_moe_settings(&tr, training, &m, &t));
     /* FP8 primary weights where the recipe keeps them (NeMo's fp8_params) */
-    const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "training"),
-                                                        "fp8_param_gather");
+    const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(training, "fp8_param_gather");
     t.fp8_param_gather = fp8 && cJSON_IsTrue(fpg);
     TS_CHECK(ce_fusion_of(file, row, &t));
     int modules = 0;
-    TS_CHECK(ts_pub_recompute_modules(file, "training", cJSON_GetObjectItemCaseSensitive(row, "training"), &t,
-                                      &modules));
+    TS_CHECK(ts_pub_recompute_modules(&tr, training, &t, &modules));
     TS_CHECK(ts_pub_cache_stack(cache, "megatron-core", &t.stack));
     snprintf(c->stack, sizeof c->stack, "%s", t.stack.name);
     TS_CHECK(ts_problem_init(&pb, &m, &s, &t, c->gpus));

@@ -15,6 +15,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/json.h"
+
 #include "planner/published_cache.h"
 #include "planner/search.h"
 
@@ -89,18 +91,18 @@ typedef ts_status (*ts_pub_visit_fn)(const ts_pub_case *c, const ts_problem *pb,
  * calls fn on each: for benches that look inside a row's prediction (bench/fp8_gemms.c). */
 ts_status ts_published_visit(const char *dir, ts_pub_visit_fn fn, void *ctx);
 
-/* An MoE recipe's expert settings where the object `tr` of a published row (at `where` in `file`,
- * for messages) states them: moe_dispatcher (one of ts_moe_dispatcher_names); moe_capacity_factor
+/* An MoE recipe's expert settings where the object `obj` of a published row (read by `r`, whose
+ * file and path name a bad field) states them: moe_dispatcher (one of ts_moe_dispatcher_names); moe_capacity_factor
  * with moe_pad_to_capacity (Megatron-Core's token drop); moe_grouped_gemm;
  * overlap_moe_expert_parallel_comm (its combined 1F1B); moe_shared_expert_overlap;
  * moe_force_balance (Megatron-Core's moe_router_force_load_balancing: every expert its even
  * share, load_cv 0). Absent ones keep the defaults. */
-ts_status ts_pub_moe_settings(const char *file, const char *where, const cJSON *tr, ts_model *m, ts_train *t);
+ts_status ts_pub_moe_settings(const ts_jreader *r, const cJSON *obj, ts_model *m, ts_train *t);
 
-/* The recompute modules where the object `obj` of a published row (at `where` in `file`) states
- * its recipe's ("recompute_modules": Megatron-Core's names, problem.h), into t; absent, the
- * default. Sets *given when stated: the row's recompute is then selective. */
-ts_status ts_pub_recompute_modules(const char *file, const char *where, const cJSON *obj, ts_train *t, int *given);
+/* The recompute modules where the object `obj` of a published row (read by `r`) states its
+ * recipe's ("recompute_modules": Megatron-Core's names, problem.h), into t; absent, the default.
+ * Sets *given when stated: the row's recompute is then selective. */
+ts_status ts_pub_recompute_modules(const ts_jreader *r, const cJSON *obj, ts_train *t, int *given);
 
 /* Appends the cases of `path` (rows that name their stack: older-stacks.json, megatron-bridge.json,
  * megatron-bridge-moe.json) as `kind` to *cases (room *cap, grown as needed), their models,

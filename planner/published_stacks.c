@@ -9,7 +9,7 @@
  * {"tokens_per_s_per_gpu"} (the step is global_batch_seqs · seq_len / (it · gpus)) or
  * {"hw_tflops_per_gpu"} (TFLOP/s counted with recompute, SC'21 eq. 3); MoE rows (megatron-bridge-
  * moe.json) may state their recipe's expert settings (ts_pub_moe_settings's fields), its
- * "recompute_modules" (with recompute=selective among the pins) and
+ * "recompute_modules" (the row's recompute is then selective; a pin saying otherwise is refused) and
  * "mem_headroom" (--mem-headroom as a fraction; 0 where the published layout needs the memory the
  * default reserve keeps free: it ran). See published.h. */
 #include "planner/published.h"
@@ -25,7 +25,7 @@
 
 /* The row's problem: its model (vocabulary as run), system, batch, dtype and stack. */
 static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache *cache, ts_pub_case *c,
-                             ts_problem *pb) {
+                             ts_problem *pb, int *modules) {
     char model[64], system[64], stack[64];
     int64_t gpus, batch, seq, vocab;
     int dtype, recipe, param_gather;
@@ -56,9 +56,8 @@ static ts_status row_problem(const ts_jreader *r, const cJSON *row, ts_pub_cache
     t.fp8_recipe = (ts_fp8_recipe)recipe;
     t.fp8_param_gather = param_gather;
     if (headroom >= 0) t.mem_headroom_frac = headroom;
-    TS_CHECK(ts_pub_moe_settings(r->file, r->path, row, &m, &t));
-    int modules; /* the row's pins say recompute=selective */
-    TS_CHECK(ts_pub_recompute_modules(r->file, r->path, row, &t, &modules));
+    TS_CHECK(ts_pub_moe_settings(r, row, &m, &t));
+    TS_CHECK(ts_pub_recompute_modules(r, row, &t, modules));
     TS_CHECK(ts_pub_cache_stack(cache, stack, &t.stack));
     snprintf(c->model, sizeof c->model, "%s", model);
     snprintf(c->stack, sizeof c->stack, "%s", stack);
@@ -110,13 +109,19 @@ static ts_status stack_case(const char *file, int idx, const cJSON *row, ts_pub_
     TS_CHECK(ts_jr_str(&r, row, "id", 1, NULL, c->id, sizeof c->id));
     c->kind = kind;
     ts_problem pb;
-    TS_CHECK(row_problem(&r, row, cache, c, &pb));
+    int modules;
+    TS_CHECK(row_problem(&r, row, cache, c, &pb, &modules));
     if (c->moe && !moe_runs) return TS_OK;
     char pins_text[256], what[300];
     TS_CHECK(ts_jr_str(&r, row, "pins", 1, NULL, pins_text, sizeof pins_text));
     snprintf(what, sizeof what, "%s: %s.pins", file, r.path);
     ts_pins pins;
     TS_CHECK(ts_pins_parse(what, pins_text, &pins));
+    /* the recipe's modules are what its selective recompute does */
+    if (modules && (pins.mask & (1u << TS_PIN_RECOMPUTE)) && pins.value.recompute != TS_RECOMPUTE_SELECTIVE)
+        return TS_FAIL(TS_ERR_INPUT, "%s: %s.recompute_modules: the recipe's modules need recompute=selective, the pins "
+                       "say recompute=%s", file, r.path, ts_recompute_names[pins.value.recompute]);
+    if (modules) ts_pins_set(&pins, TS_PIN_RECOMPUTE, TS_RECOMPUTE_SELECTIVE);
     TS_CHECK(row_measured(&r, row, &pb, c));
     int mode;
     TS_CHECK(ts_jr_enum(&r, row, "partition", 0, ts_partition_mode_names, TS_PARTITION_UNIFORM, &mode));

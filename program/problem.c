@@ -47,6 +47,15 @@ const char *ts_recompute_modules_format(unsigned mask, const char *sep, const ch
     return buf;
 }
 
+const char *ts_recompute_modules_said(const ts_train *t, char *buf, size_t cap) {
+    char mods[160];
+    buf[0] = 0;
+    if (t->recompute_modules != TS_RCM_DEFAULT)
+        snprintf(buf, cap, ", selective recompute of %s",
+                 ts_recompute_modules_format(t->recompute_modules, ",", "", mods, sizeof mods));
+    return buf;
+}
+
 const char *ts_recompute_modules_invalid(const ts_model *m, const ts_train *t, char *buf, size_t cap) {
     unsigned rm = t->recompute_modules;
     if (rm >> TS_RCM_COUNT)

@@ -125,6 +125,9 @@ typedef struct {
 /* The modules of `mask` in their order, each in `quote`, joined by `sep` ("mla_up_proj mlp");
  * returns buf. */
 const char *ts_recompute_modules_format(unsigned mask, const char *sep, const char *quote, char *buf, size_t cap);
+/* ", selective recompute of a,b" where t's modules are not the default, else "": what the first
+ * line of a plan or a sweep says of them. Returns buf. */
+const char *ts_recompute_modules_said(const ts_train *t, char *buf, size_t cap);
 
 /* Megatron-Core's own refusals of recompute modules (transformer_config.py __post_init__):
  * mla_up_proj needs multi-head latent attention, moe_act the grouped GEMM; bits beyond

@@ -155,16 +155,14 @@ static void print_head(FILE *f, const ts_problem *pb, const ts_ranking *rk) {
     const ts_search_result *r = &rk->search;
     const double *sim_step_s = rk->sim_step_s;
     const ts_system *s = &pb->sys;
-    char mods[160] = "";
-    int own_modules = pb->train.recompute_modules != TS_RCM_DEFAULT; /* what selective recomputes */
-    if (own_modules) ts_recompute_modules_format(pb->train.recompute_modules, ",", "", mods, sizeof mods);
-    fprintf(f, "# tessera plan: %s on %d × %s (%s, %.0f GB, %.1f GB usable), batch %lld × %lld tokens, %s%s%s%s%s%s\n",
+    char mods[200];
+    fprintf(f, "# tessera plan: %s on %d × %s (%s, %.0f GB, %.1f GB usable), batch %lld × %lld tokens, %s%s%s%s%s\n",
               pb->model.name, pb->gpus, s->name, s->gpu_name, s->hbm_bytes / 1e9, pb->usable_bytes / 1e9,
               (long long)pb->train.global_batch, (long long)pb->train.seq,
               ts_dtype_names[pb->train.dtype], pb->train.flash_attention ? ", flash attention" : "",
               pb->train.cp_kind != TS_CP_RING ? ", CP " : "",
               pb->train.cp_kind != TS_CP_RING ? ts_cp_kind_names[pb->train.cp_kind] : "",
-              own_modules ? ", selective recompute of " : "", mods);
+              ts_recompute_modules_said(&pb->train, mods, sizeof mods));
     fprintf(f, "# parameters: %.2fB total, %.2fB active per token\n", pb->params.total / 1e9, pb->params.active / 1e9);
     ts_ranking_print_context(f, pb, rk);
     fprintf(f, "# searched %lld layouts (%lld evaluated, %lld fit) in %.3f s\n", (long long)r->searched,

@@ -352,12 +352,10 @@ static void print_request(FILE *f, const ts_sweep_spec *spec) {
     fputs(" ×", f);
     for (int l = 0; l < (spec->seqs ? spec->n_seqs : 1); l++)
         fprintf(f, "%s%lld", l ? "," : " ", (long long)(spec->seqs ? spec->seqs[l] : spec->train.seq));
-    char mods[160] = "";
-    int own_modules = spec->train.recompute_modules != TS_RCM_DEFAULT; /* what selective recomputes */
-    if (own_modules) ts_recompute_modules_format(spec->train.recompute_modules, ",", "", mods, sizeof mods);
-    fprintf(f, " tokens, %s%s%s%s%s%s%s%s; systems:", ts_dtype_names[spec->train.dtype],
+    char mods[200];
+    fprintf(f, " tokens, %s%s%s%s%s%s%s; systems:", ts_dtype_names[spec->train.dtype],
             spec->train.flash_attention ? ", flash attention" : "", cp ? ", CP " : "",
-            cp ? ts_cp_kind_names[spec->train.cp_kind] : "", own_modules ? ", selective recompute of " : "", mods,
+            cp ? ts_cp_kind_names[spec->train.cp_kind] : "", ts_recompute_modules_said(&spec->train, mods, sizeof mods),
             spec->fix ? ", fix " : "", spec->fix ? spec->fix : "");
     for (int s = 0; s < spec->n_systems; s++) fprintf(f, " %s", spec->systems[s].name);
     fputs("\n# best layout per (GPUs, batch, seq, system) by step time; USD per GPU-hour:", f);

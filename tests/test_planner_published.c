@@ -98,20 +98,33 @@ Test(planner_published, megatron_bridge_moe_rows_are_read_and_priced) {
     cr_expect_eq(n, 3, "Qwen3-235B-A22B (25.09, 25.11), DeepSeek-V3 (25.09)");
     cr_expect(dropless_s > 0 && dropless_s < padded_s, "balanced with EP overlap %g s, padded %g s", dropless_s,
               padded_s);
-    char *dir = test_published_dir("megatron-bridge-moe.json",
-                                   "[{\"id\": \"r\", \"source\": \"test\", \"stack\": \"megatron-core\", "
-                                   "\"model\": \"qwen3-235b-a22b\", \"system\": \"h100-sxm-dgx\", \"gpus\": 256, "
-                                   "\"global_batch_seqs\": 2048, \"seq_len\": 4096, \"dtype\": \"fp8\", "
-                                   "\"moe_dispatcher\": \"pigeon\", \"pins\": \"tp=2,ep=32\", "
-                                   "\"measured\": {\"train_step_s\": 20}}]");
-    ts_pub_case *c = NULL;
-    int k = 0;
-    ts_error_clear();
-    cr_expect_neq(ts_published_errors(dir, &c, &k), TS_OK);
-    cr_expect(strstr(ts_error_message(), "megatron-bridge-moe.json: $[0].moe_dispatcher") != NULL, "%s",
-              ts_error_message());
-    free(c);
-    remove_dir(dir);
+    /* a bad field is refused naming the file and the field */
+    static const char *const fmt = "[{\"id\": \"r\", \"source\": \"test\", \"stack\": \"megatron-core\", "
+                                   "\"model\": \"deepseek-v3\", \"system\": \"h100-sxm-dgx\", \"gpus\": 1024, "
+                                   "\"global_batch_seqs\": 8192, \"seq_len\": 4096, \"dtype\": \"fp8\", %s, "
+                                   "\"pins\": \"tp=2,etp=1,pp=8,ep=64,recompute=%s\", \"measured\": {\"train_step_s\": 20}}]";
+    static const struct {
+        const char *field, *recompute, *error;
+    } bad[] = {
+        {"\"moe_dispatcher\": \"pigeon\"", "none", "$[0].moe_dispatcher: expected"},
+        {"\"moe_force_balance\": \"yes\"", "none", "$[0].moe_force_balance"},
+        {"\"moe_capacity_factor\": 0", "none", "$[0].moe_capacity_factor"},
+        {"\"recompute_modules\": [\"mla_up_proj\", \"attention\"]", "selective", "$[0].recompute_modules[1]"},
+        {"\"recompute_modules\": [\"mla_up_proj\"]", "none", "$[0].recompute_modules: the recipe's modules need"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, fmt, bad[i].field, bad[i].recompute);
+        char *dir = test_published_dir("megatron-bridge-moe.json", text);
+        ts_pub_case *c = NULL;
+        int k = 0;
+        ts_error_clear();
+        cr_expect_neq(ts_published_errors(dir, &c, &k), TS_OK, "case %zu priced", i);
+        cr_expect(strstr(ts_error_message(), "megatron-bridge-moe.json: ") && strstr(ts_error_message(), bad[i].error),
+                  "case %zu: %s", i, ts_error_message());
+        free(c);
+        remove_dir(dir);
+    }
 }
 
 /* A row's fp8_recipe, fp8_param_gather and partition reach the search: the 405B row's 126 layers on
