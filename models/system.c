@@ -41,6 +41,11 @@
  *                                               speed_cv · (w / speed_cv_window_s)^-decay, [0, 1],
  *                                               default 0 (the same at every span; > 0 needs
  *                                               speed_cv_window_s)
+ *      "sync_jitter_s": 0,                      spread (standard deviation) of the instant ranks
+ *                                               of different model replicas reach one blocking
+ *                                               collective (FP8 amax reductions, expert all-to-
+ *                                               alls), [0, 1] s, default 0 (planner/cost.h
+ *                                               ts_sync_wait_s)
  *      "gauge_flops_per_s": 0},                 the speed gauge's reading while the spec was
  *                                               measured (exec/speed_gauge.h), [0, 1e18],
  *                                               default 0 (unknown); never used by the model
@@ -150,7 +155,8 @@ static const char *const gpu_keys[] = {"name", "source", "hbm_bytes", "hbm_bytes
                                        "peak_flops", "power_w", "sms", "kernel_latency_s", "mxfp8", "fp8_any_layout", NULL};
 static const char *const peak_keys[] = {"bf16", "fp16", "fp8", "fp32", "fp4", "source", NULL};
 static const char *const node_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "cores", "speed_cv",
-                                        "speed_cv_window_s", "speed_cv_decay", "gauge_flops_per_s", "source", NULL};
+                                        "speed_cv_window_s", "speed_cv_decay", "sync_jitter_s", "gauge_flops_per_s",
+                                        "source", NULL};
 static const char *const domain_keys[] = {"gpus", "link_bytes_per_s", "link_latency_s", "source", NULL};
 static const char *const fabric_keys[] = {"nic_bytes_per_s", "latency_s", "rail_optimized", "tiers",
                                           "source", NULL};
@@ -283,6 +289,7 @@ static ts_status read_node(const ts_jreader *r, const cJSON *root, ts_system *s)
     if (s->speed_cv_decay > 0 && !(s->speed_cv_window_s > 0))
         return TS_FAIL(TS_ERR_INPUT, "%s: node.speed_cv_decay %g needs node.speed_cv_window_s > 0 (the window "
                                      "node.speed_cv was measured over)", nr.file, s->speed_cv_decay);
+    TS_CHECK(ts_jr_num(&nr, node, "sync_jitter_s", 0, 0, MAX_LATENCY_S, 0, &s->sync_jitter_s));
     return ts_jr_num(&nr, node, "gauge_flops_per_s", 0, 0, MAX_FLOPS, 0, &s->gauge_flops_per_s);
 }
 
@@ -561,6 +568,7 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
     if (s->speed_cv > 0) TS_CHECK(add_num(node, "speed_cv", s->speed_cv));
     if (s->speed_cv_window_s > 0) TS_CHECK(add_num(node, "speed_cv_window_s", s->speed_cv_window_s));
     if (s->speed_cv_decay > 0) TS_CHECK(add_num(node, "speed_cv_decay", s->speed_cv_decay));
+    if (s->sync_jitter_s > 0) TS_CHECK(add_num(node, "sync_jitter_s", s->sync_jitter_s));
     if (s->gauge_flops_per_s > 0) TS_CHECK(add_num(node, "gauge_flops_per_s", s->gauge_flops_per_s));
 
     /* The node's link figures are the domain's: a domain object only says how large it is. */

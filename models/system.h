@@ -76,6 +76,10 @@ typedef struct {
                                   ts_lockstep_scale */
     double speed_cv_window_s;  /* the span speed_cv holds for (0: any) */
     double speed_cv_decay;     /* over a span w the spread is speed_cv · (w / window)^-decay */
+    double sync_jitter_s;      /* standard deviation of the instant a rank reaches a blocking
+                                  collective that spans model replicas, beyond what its TP×CP
+                                  group's own collectives already cost (0: none); planner/cost.h
+                                  ts_sync_wait_s */
     double gauge_flops_per_s;  /* the speed gauge's reading (exec/speed_gauge.h) while this spec
                                   was measured, 0 unknown: the speed its compute figures hold at;
                                   tessera compare scales measured times to it */

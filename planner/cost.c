@@ -102,6 +102,11 @@ double ts_lockstep_scale(const ts_system *s, int gpus, double window_s) {
     return 1.0 + cv * ts_expected_max_normal(nodes * cores);
 }
 
+double ts_sync_wait_s(const ts_system *s, int span_ranks, int lockstep_ranks) {
+    if (s->sync_jitter_s <= 0 || span_ranks <= lockstep_ranks) return 0;
+    return s->sync_jitter_s * (ts_expected_max_normal(span_ranks) - ts_expected_max_normal(lockstep_ranks));
+}
+
 int ts_link_kinds(const ts_system *s) { return s->n_tiers > 0 ? 1 + s->n_tiers : 2; }
 
 ts_link ts_group_link(const ts_system *s, int stride, int size) {

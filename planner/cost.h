@@ -89,6 +89,22 @@ double ts_compute_scale(const ts_system *s, int gpus);
  * planner's closed form passes 0. */
 double ts_lockstep_scale(const ts_system *s, int gpus, double window_s);
 
+/* Seconds a blocking collective spanning model replicas waits, in expectation, for its last
+ * rank. Ranks reach the same collective at instants spread with standard deviation σ =
+ * node.sync_jitter_s (transient differences between GPUs: kernel durations under power
+ * management, host and network noise; a persistently slow GPU gates a synchronous step however
+ * often the step synchronises, so it is not this), and the collective ends after the last of
+ * them: for n ranks, σ · E[max of n standard normals] after the mean (the bulk-synchronous noise
+ * model of Petrini et al. SC'03 and Hoefler et al. SC'10, as ts_lockstep_scale). A rank arrives
+ * already in lockstep with the `lockstep_ranks` of its TP×CP group, whose collectives run in
+ * every layer and whose spread the calibrated efficiencies hold; a collective over a group
+ * whose members lie `span_ranks` apart in a stage's rank order (stride × size) waits on
+ * max(span, lockstep) ranks, so it adds σ · (E[max of those] − E[max of lockstep]). Charged on
+ * the collectives that hold the compute stream and reach across replicas: FP8 delayed
+ * scaling's amax reductions over TP×DP×CP (program.c amax_reduce) and the expert all-to-alls
+ * (planner/moe_cost.h). 0 when σ is 0 or the group stays inside the lockstep group. */
+double ts_sync_wait_s(const ts_system *s, int span_ranks, int lockstep_ranks);
+
 /* The link a group of `size` ranks, `stride` apart in the rank order, crosses: NVLink when all
  * members sit in one scale-up domain (domains hold domain_gpus consecutive ranks: program/ranks.h
  * ts_domain_ranks places whole blocks of the rank order in a domain), else the lowest fabric

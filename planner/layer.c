@@ -344,8 +344,9 @@ static void layer_parts_of(const ts_problem *pb, const ts_shard *sh, int moe, co
      * them (planner/moe_cost.h). */
     if (moe && sh->ep > 1) {
         int stride = ts_shard_etp(sh);
-        out->a2a_to_s = ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.to_coll, mr.to_bytes);
-        out->a2a_s = out->a2a_to_s + ts_moe_coll_s(pb, sh->ep, stride, (ts_coll)mr.from_coll, mr.from_bytes);
+        int lockstep = sh->tp * sh->cp;
+        out->a2a_to_s = ts_moe_coll_s(pb, sh->ep, stride, lockstep, (ts_coll)mr.to_coll, mr.to_bytes);
+        out->a2a_s = out->a2a_to_s + ts_moe_coll_s(pb, sh->ep, stride, lockstep, (ts_coll)mr.from_coll, mr.from_bytes);
         if (mr.shared && pb->train.moe_shared_expert_overlap) out->shared_hidden_s = shared_hidden_s(pb, &mr, out);
     }
 

@@ -19,6 +19,9 @@
  *
  * allgather: the gathered buffer over the group's slowest link, as NCCL's ring (ts_coll_s).
  *
+ * Each collective also waits for the group's last rank when the group reaches across model
+ * replicas (cost.h ts_sync_wait_s): Megatron-Core's dispatcher blocks on its tokens.
+ *
  * Overlap: train.moe_a2a_overlap hides that fraction under computation. Megatron-Core runs the
  * EP collectives exposed by default (its MoE README: --overlap-moe-expert-parallel-comm, batch-
  * level overlap of one micro-batch's all-to-all with another's compute, is opt-in since MCore
@@ -105,18 +108,20 @@ double ts_moe_comm_sm_frac(const ts_problem *pb) {
     return f;
 }
 
-double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
+double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, int lockstep, ts_coll c, double bytes) {
     double coll_s = ts_moe_coll_alone_s(pb, ep, stride, c, bytes);
     double hidden = pb->train.moe_a2a_overlap;
-    return coll_s * (1.0 - hidden) + coll_s * hidden * ts_moe_comm_sm_frac(pb);
+    return ts_moe_op_s(pb, ep, stride, lockstep, c, bytes) + coll_s * hidden * ts_moe_comm_sm_frac(pb);
 }
 
 /* The EP collective as a step program's op: its exposed part on its stream, and the SM share of
  * its hidden part charged to the computation beside it (DeepSeek-V3 §3.2.2: "computation SMs"
  * given to the communication kernels while they run), not to the stream where a pairing
  * schedule would hide it too (sim/engine.c). Together they are ts_moe_coll_s. */
-double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {
-    return ts_moe_coll_alone_s(pb, ep, stride, c, bytes) * (1.0 - pb->train.moe_a2a_overlap);
+double ts_moe_op_s(const ts_problem *pb, int ep, int stride, int lockstep, ts_coll c, double bytes) {
+    if (ep <= 1 || bytes <= 0) return 0;
+    double wait_s = ts_sync_wait_s(&pb->sys, ep * stride, lockstep);
+    return (ts_moe_coll_alone_s(pb, ep, stride, c, bytes) + wait_s) * (1.0 - pb->train.moe_a2a_overlap);
 }
 
 double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes) {

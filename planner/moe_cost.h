@@ -11,16 +11,17 @@
 /* Seconds one EP collective `c` of `bytes` (nccl-tests' size: the rank's whole buffer) over an
  * EP group of `ep` ranks, `stride` apart in the rank order (the experts' TP degree), leaves on
  * the critical path: its transfer over NVLink and the NIC as the problem's dispatcher moves it,
- * times 1 - train.moe_a2a_overlap. */
-double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+ * plus the wait for the group's last rank (cost.h ts_sync_wait_s; a rank is in lockstep with
+ * the `lockstep` ranks of its TP×CP group), times 1 - train.moe_a2a_overlap. */
+double ts_moe_coll_s(const ts_problem *pb, int ep, int stride, int lockstep, ts_coll c, double bytes);
 /* The same collective's transfer alone, nothing hidden. */
 double ts_moe_coll_alone_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
 
 /* One EP collective as a step program's op: the seconds it runs on its stream (the part not
- * hidden, 1 - train.moe_a2a_overlap of the transfer), and the seconds the SMs its hidden part
+ * hidden, 1 - train.moe_a2a_overlap of the transfer and of the wait), and the seconds the SMs its hidden part
  * holds (ts_moe_comm_sm_frac) take from the computation beside it. They add up to
  * ts_moe_coll_s, what the closed form charges. */
-double ts_moe_op_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
+double ts_moe_op_s(const ts_problem *pb, int ep, int stride, int lockstep, ts_coll c, double bytes);
 double ts_moe_op_sm_s(const ts_problem *pb, int ep, int stride, ts_coll c, double bytes);
 
 /* The SMs the EP dispatch and combine kernels hold while they run beside computation, as a

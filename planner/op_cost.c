@@ -55,8 +55,11 @@ double ts_op_cost_s(const ts_problem *pb, const ts_layout *l, const ts_op *op) {
         if (n <= 1) return 0;
         ts_link link = ts_group_link(s, ts_group_stride(l, g), n);
         if (op->m > 0) return cp_ring_s(pb, op, link);
-        if (g == TS_GROUP_EP) return ts_moe_op_s(pb, n, ts_group_stride(l, g), (ts_coll)op->coll, op->bytes);
+        int lockstep = l->tp * l->cp;
+        if (g == TS_GROUP_EP) return ts_moe_op_s(pb, n, ts_group_stride(l, g), lockstep, (ts_coll)op->coll, op->bytes);
         double t = ts_coll_s(s, (ts_coll)op->coll, n, op->bytes, link);
+        /* the amax reduction over DP×CP waits for the replicas' last rank (cost.h ts_sync_wait_s) */
+        if (op->part == TS_PART_AMAX_REDUCE && op->bytes > 0) t += ts_sync_wait_s(s, n * ts_group_stride(l, g), lockstep);
         /* TP traffic that the system pipelines under GEMMs (tp_comm_overlap, e.g. Transformer
          * Engine's userbuffers) is hidden at that fraction, as in the closed form; the FP8 amax
          * reduction is no GEMM's and blocks the compute stream (program.c amax_reduce). */

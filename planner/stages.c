@@ -372,7 +372,8 @@ void ts_stages_dual_times(const ts_stages *st, ts_layer_cost *out) {
 
 /* FP8 delayed scaling's amax reductions of a stage holding `gemms` GEMMs (program.c
  * amax_reduce): at the end of each chunk's forward and of its backward, every amax of the rank
- * all-reduced over TP, then over DP×CP, on the compute stream; one chunk's pair of each. */
+ * all-reduced over TP, then over DP×CP, on the compute stream, the latter waiting for the
+ * replicas' last rank (cost.h ts_sync_wait_s); one chunk's pair of each. */
 static void amax_times(const ts_problem *pb, const ts_shard *sh, int pp, ts_layer_cost *sum) {
     const ts_system *s = &pb->sys;
     int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp;
@@ -381,7 +382,8 @@ static void amax_times(const ts_problem *pb, const ts_shard *sh, int pp, ts_laye
     for (int fwd = 0; fwd < 2; fwd++) {
         double bytes = ts_amax_reduce_bytes(sum->amax_gemms, fwd);
         sum->amax_tp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, sh->tp, bytes, tp_link);
-        sum->amax_dp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, bytes, dp_link);
+        sum->amax_dp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, bytes, dp_link) +
+                          ts_sync_wait_s(s, sh->tp * dpc, sh->tp * sh->cp);
     }
 }
 

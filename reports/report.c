@@ -141,6 +141,8 @@ int ts_report_system_figures(const ts_report *r, ts_report_figure *out) {
     FIG("TP communication hidden", "tp_comm_overlap", "%", 0, s->tp_comm_overlap);
     FIG("DP communication hidden (of its window)", "dp_comm_overlap", "%", 0, s->dp_comm_overlap);
     FIG("interleaving's extra pipeline transfers hidden", "pp_comm_overlap", "%", 0, s->pp_comm_overlap);
+    if (s->sync_jitter_s > 0) /* planner/cost.h ts_sync_wait_s; absent where 0 */
+        FIG("spread of replicas' arrival at a blocking collective", "sync_jitter_s", "us", 0, s->sync_jitter_s);
     /* Systems with a scale-up domain apart from the host, or a tiered fabric (docs/systems.md);
      * the figures are absent for the others, whose reports stay as they were. */
     static const char *const reach_labels[TS_TIERS_MAX] = {"fabric tier 1: GPUs under one switch group (0: all)",

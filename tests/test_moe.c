@@ -94,27 +94,27 @@ Test(moe, node_limit) {
     cr_expect_eq(ts_moe_node_limit(&mx.model.moe, 8, 1, 8), 8.0, "no limit without router groups");
 }
 
-/* Across 8 nodes (EP64, 8 GPUs each, latencies zeroed): NCCL's all-to-all sends 56/64 of the
+/* Across 8 nodes (EP64, 8 GPUs each, latencies and the replicas' arrival spread zeroed): NCCL's all-to-all sends 56/64 of the
  * buffer over the NIC; DeepEP sends each token once to each of its 4 nodes, 7/8 of them remote,
  * a buffer of 8 copies: 4·(7/8)/8 = 0.4375 of it, half as much. Inside one node both are
  * NCCL's all-to-all over NVLink. The overlap fraction hides its share, less DeepEP's 20 SMs of the
  * H800's 132 beside the computation. */
 Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
     ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
-    pb.sys.nic_latency_s = pb.sys.link_latency_s = 0;
+    pb.sys.nic_latency_s = pb.sys.link_latency_s = pb.sys.sync_jitter_s = 0;
     double B = 2.0 * 4096 * 8 * 7168;
     pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
-    double a2a = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    double a2a = ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B);
     cr_expect(close_to(a2a, B * 56.0 / 64 / ts_link_busbw(&pb.sys, TS_LINK_NIC)), "%g", a2a);
     pb.train.moe_dispatcher = TS_MOE_DISPATCH_DEEPEP;
-    double deepep = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    double deepep = ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B);
     cr_expect(close_to(deepep / a2a, 0.5), "deepep / alltoall = %g", deepep / a2a);
-    double inside = ts_moe_coll_s(&pb, 8, 1, TS_COLL_ALLTOALL, B);
+    double inside = ts_moe_coll_s(&pb, 8, 1, 1, TS_COLL_ALLTOALL, B);
     cr_expect(close_to(inside, ts_coll_s(&pb.sys, TS_COLL_ALLTOALL, 8, B, TS_LINK_NVLINK)));
     pb.train.moe_a2a_overlap = 0.75;
     cr_expect_eq(pb.sys.sms, 132);
     cr_expect(close_to(ts_moe_comm_sm_frac(&pb), 20.0 / 132));
-    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep + 0.75 * deepep * 20.0 / 132));
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B), 0.25 * deepep + 0.75 * deepep * 20.0 / 132));
     /* NCCL's all-to-all holds no stated SMs; nor does DeepEP on a system that states none */
     pb.train.moe_dispatcher = TS_MOE_DISPATCH_ALLTOALL;
     cr_expect_eq(ts_moe_comm_sm_frac(&pb), 0);
@@ -127,14 +127,15 @@ Test(moe, deepep_halves_the_nic_bytes_at_dsv3_layout) {
  * slows the computation under it by f·t; exposed transfers are charged whole, as before. */
 Test(moe, hidden_comm_charges_its_sm_share) {
     ts_problem pb = test_problem("deepseek-v3", "h800-dgx", 2048, 1024, 4096, 1);
+    pb.sys.sync_jitter_s = 0; /* the transfer alone (the wait: test_sync_wait.c) */
     double B = 2.0 * 4096 * 8 * 7168, f = 20.0 / 132;
-    double alone = ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B);
+    double alone = ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B);
     pb.train.stack.comm_sm_frac = f;
-    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), alone), "exposed: no SM share charged");
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B), alone), "exposed: no SM share charged");
     pb.train.moe_a2a_overlap = 1;
-    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), f * alone));
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B), f * alone));
     pb.train.moe_a2a_overlap = 0.5;
-    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, TS_COLL_ALLTOALL, B), 0.5 * alone + 0.5 * f * alone));
+    cr_expect(close_to(ts_moe_coll_s(&pb, 64, 1, 1, TS_COLL_ALLTOALL, B), 0.5 * alone + 0.5 * f * alone));
 }
 
 /* One grouped kernel: the curve at its total FLOPs, an expert's last tile half empty on average
