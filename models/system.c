@@ -537,7 +537,19 @@ static ts_status tiers_to_json(const ts_system *s, cJSON *fabric) {
     return TS_OK;
 }
 
-/* The cost object, when the spec has a price or a power figure. */
+/* The cost object, when the spec has a price or a power figure (a plan's system keeps what its
+ * reports price the run with). */
+static ts_status cost_to_json(const ts_system *s, cJSON *root) {
+    if (s->price_per_gpu_hour <= 0 && s->rack_power_w <= 0 && !s->price_is_example) return TS_OK;
+    cJSON *cost;
+    TS_CHECK(add_obj(root, "cost", &cost));
+    TS_CHECK(add_num(cost, "price_per_gpu_hour", s->price_per_gpu_hour));
+    if (cJSON_AddBoolToObject(cost, "price_is_example", s->price_is_example != 0) == NULL)
+        return TS_FAIL(TS_ERR_NOMEM, "cJSON: out of memory writing system field price_is_example");
+    TS_CHECK(add_num(cost, "rack_power_w", s->rack_power_w));
+    return s->rack_gpus > 0 ? add_num(cost, "rack_gpus", s->rack_gpus) : TS_OK;
+}
+
 /* Fills `root` with every field of `s`, defaults included, so the file stands on its own. */
 static ts_status system_to_json(const ts_system *s, cJSON *root) {
     cJSON *gpu, *peak, *node, *fabric, *eff, *mem;
@@ -606,7 +618,8 @@ static ts_status system_to_json(const ts_system *s, cJSON *root) {
 
     TS_CHECK(add_obj(root, "memory", &mem));
     TS_CHECK(add_num(mem, "reserved_bytes", s->reserved_bytes));
-    return add_num(mem, "headroom_frac", s->headroom_frac);
+    TS_CHECK(add_num(mem, "headroom_frac", s->headroom_frac));
+    return cost_to_json(s, root);
 }
 
 cJSON *ts_system_to_json(const ts_system *s) {

@@ -136,6 +136,12 @@ static void assert_system_eq(const ts_system *a, const ts_system *b) {
     cr_assert_eq(a->dp_comm_overlap, b->dp_comm_overlap);
     cr_assert_eq(a->reserved_bytes, b->reserved_bytes);
     cr_assert_eq(a->headroom_frac, b->headroom_frac);
+    cr_assert_eq(a->sync_jitter_s, b->sync_jitter_s);
+    /* what the reports price a plan's run with (the cost object) */
+    cr_assert_eq(a->price_per_gpu_hour, b->price_per_gpu_hour, "%s", a->name);
+    cr_assert_eq(a->price_is_example, b->price_is_example, "%s", a->name);
+    cr_assert_eq(a->rack_power_w, b->rack_power_w, "%s", a->name);
+    cr_assert_eq(a->rack_gpus, b->rack_gpus, "%s", a->name);
 }
 
 /* Only the required fields; everything else takes its default. */
