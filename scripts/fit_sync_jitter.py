@@ -102,9 +102,12 @@ def fit(pts):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default="build/bench/planner_accuracy")
-    args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--bench", default=os.path.join(root, "build", "bench", "planner_accuracy"),
+                    help="the planner_accuracy binary (default: the repository's build)")
+    args = ap.parse_args()
+    if not os.access(args.bench, os.X_OK):
+        sys.exit("fit_sync_jitter: %s: not built (make build/bench/planner_accuracy)" % args.bench)
     at0, at1 = predictions(args.bench, root, 0.0), predictions(args.bench, root, PROBE_S)
     pts = points(at0, at1)
     series = sorted({p[0] for p in pts})
