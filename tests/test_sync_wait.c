@@ -130,7 +130,7 @@ Test(sync_wait, expert_all_to_alls_wait_where_the_group_leaves_tp_cp) {
 }
 
 /* node.sync_jitter_s: seconds in [0, 1], refused with its path otherwise; written with the
- * system (plans carry it) and read back. */
+ * system (plans carry it) and read back; every GPU system states it, CPU ranks do not. */
 Test(sync_wait, system_file_field) {
     ts_system s, back;
     cr_assert_eq(ts_system_load("h100-sxm-dgx", &s), TS_OK, "%s", ts_error_message());
@@ -148,7 +148,9 @@ Test(sync_wait, system_file_field) {
         ts_error_clear();
     }
     cJSON_Delete(doc);
-    ts_system a100;
-    cr_assert_eq(ts_system_load("a100-80g-dgx", &a100), TS_OK, "%s", ts_error_message());
-    cr_expect_eq(a100.sync_jitter_s, 0, "not measured beyond Hopper: none");
+    ts_system b200, cpu;
+    cr_assert_eq(ts_system_load("b200-dgx", &b200), TS_OK, "%s", ts_error_message());
+    cr_assert_eq(ts_system_load("cpu-localhost", &cpu), TS_OK, "%s", ts_error_message());
+    cr_expect_eq(b200.sync_jitter_s, s.sync_jitter_s, "the H100's figure, assumed on the other GPUs");
+    cr_expect_eq(cpu.sync_jitter_s, 0, "CPU ranks: node.speed_cv prices their spread");
 }
