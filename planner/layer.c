@@ -53,13 +53,14 @@ static double gemm_flops(const ts_gemm_shape *g) { return 2.0 * g->m * g->n * g-
 
 /* Adds a GEMM of the layer to p's forward GEMM time and its FP8 share, and its weight gradient
  * (W = k × n over the m tokens, at the backward's rate and no faster than its memory traffic:
- * planner/op_cost.h) to p's. */
-static void add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
+ * planner/op_cost.h) to p's. Returns its forward time. */
+static double add_gemm(const ts_problem *pb, const ts_gemm_shape *g, int grouped, fwd_parts *p) {
     ts_dtype dt = ts_gemm_dtype(pb, g->part);
     double t = fwd_gemm_s(pb, g, grouped);
     p->gemm_s += t;
     if (dt == TS_DTYPE_FP8) p->fp8_gemm_s += t;
     p->wgrad_s += ts_wgrad_op_s(pb, g->part, ts_gemm_bwd_scale(&pb->sys, dt) * t, g->n, g->k, g->m, grouped ? g->count : 1);
+    return t;
 }
 
 /* The attention block's forward parts from its recipe. */
@@ -78,8 +79,8 @@ static void attention_parts(const ts_problem *pb, const ts_shard *sh, fwd_parts 
     p->cp_fwd = r->cp_fwd;
     p->cp_bwd = r->cp_bwd;
     for (int i = 0; i < r->n_qkv; i++) {
-        add_gemm(pb, &r->qkv[i], 0, p);
-        if (r->qkv_up & (1u << i)) p->qkv_up_s += fwd_gemm_s(pb, &r->qkv[i], 0), p->qkv_up_flops += gemm_flops(&r->qkv[i]);
+        double t = add_gemm(pb, &r->qkv[i], 0, p);
+        if (r->qkv_up & (1u << i)) p->qkv_up_s += t, p->qkv_up_flops += gemm_flops(&r->qkv[i]);
     }
     add_gemm(pb, &r->proj, 0, p);
     p->matmul_params_rank += r->matmul_params;

@@ -246,9 +246,9 @@ static ts_status nvidia_case(const char *file, const cJSON *row, int moe_runs, t
     TS_CHECK(attn_backend_of(file, row, &t.attn_backend));
     /* the recipe's settings in the row's "training" object */
     const cJSON *training = cJSON_GetObjectItemCaseSensitive(row, "training");
-    ts_jreader tr;
-    ts_jreader_root(&tr, file);
-    snprintf(tr.path, sizeof tr.path, "training");
+    ts_jreader root, tr;
+    ts_jreader_root(&root, file);
+    ts_jreader_child(&root, "training", 0, &tr);
     if (moe) TS_CHECK(ts_pub_moe_settings(&tr, training, &m, &t));
     /* FP8 primary weights where the recipe keeps them (NeMo's fp8_params) */
     const cJSON *fpg = cJSON_GetObjectItemCaseSensitive(training, "fp8_param_gather");

@@ -378,12 +378,12 @@ static void amax_times(const ts_problem *pb, const ts_shard *sh, int pp, ts_laye
     const ts_system *s = &pb->sys;
     int dpc = pb->gpus / (sh->tp * sh->cp * pp) * sh->cp;
     ts_link tp_link = ts_group_link(s, 1, sh->tp), dp_link = ts_group_link(s, sh->tp, dpc);
+    double wait_s = ts_sync_wait_s(s, sh->tp * dpc, sh->tp * sh->cp);
     sum->amax_tp_s = sum->amax_dp_s = 0;
     for (int fwd = 0; fwd < 2; fwd++) {
         double bytes = ts_amax_reduce_bytes(sum->amax_gemms, fwd);
         sum->amax_tp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, sh->tp, bytes, tp_link);
-        sum->amax_dp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, bytes, dp_link) +
-                          ts_sync_wait_s(s, sh->tp * dpc, sh->tp * sh->cp);
+        sum->amax_dp_s += ts_coll_s(s, TS_COLL_ALLREDUCE, dpc, bytes, dp_link) + wait_s;
     }
 }
 
